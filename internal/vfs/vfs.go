@@ -1,0 +1,93 @@
+// Package vfs is the filesystem every file access of partlog goes through,
+// so that tests can swap the operating system for an in-memory filesystem
+// that simulates crashes (memfs.go) or a wrapper that injects errors
+// (errorfs.go).
+//
+// The interface is deliberately small: what a segmented log needs and no
+// more. Paths are plain OS paths joined with path/filepath.
+//
+// Example:
+//
+//	fs := vfs.Default
+//	f, err := fs.Create(filepath.Join(dir, "00000000000000000000.log"))
+//	if err != nil {
+//		return err
+//	}
+//	defer f.Close()
+//	if _, err := f.Write(b); err != nil {
+//		return err
+//	}
+//	return f.Sync()
+//
+// # Concurrency
+//
+// An FS is safe for concurrent use. A File is safe for concurrent ReadAt
+// calls and for one writer (Write, WriteAt, Truncate, Sync, Preallocate)
+// running at the same time as those readers; Close must not overlap any
+// other call.
+package vfs
+
+import (
+	"io"
+	"os"
+)
+
+// InvalidFd is what File.Fd returns for a file that has no operating-system
+// descriptor (an in-memory file). Code that would mmap or sendfile such a
+// file falls back to ReadAt and WriteAt, so fault-injection tests cover the
+// same logic.
+const InvalidFd uintptr = ^uintptr(0)
+
+// File is an open file.
+type File interface {
+	io.Closer
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.WriterAt
+
+	// Stat returns the file's metadata; Size is what a reader sees now.
+	Stat() (os.FileInfo, error)
+	// Sync makes the file's data durable (fdatasync on Linux, F_FULLFSYNC
+	// where the platform needs it). After a crash, every byte written
+	// before a successful Sync is there.
+	Sync() error
+	// Truncate changes the file's size; growing fills with zeros.
+	Truncate(size int64) error
+	// Preallocate reserves disk space for [off, off+n) without changing
+	// the size a reader sees where the platform allows it (fallocate with
+	// KEEP_SIZE on Linux); elsewhere it does nothing.
+	Preallocate(off, n int64) error
+	// Fd returns the operating-system descriptor, or InvalidFd.
+	Fd() uintptr
+}
+
+// FS is a filesystem.
+type FS interface {
+	// Create creates or truncates the named file for reading and writing.
+	Create(name string) (File, error)
+	// Open opens the named file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens the named file for reading and writing, creating
+	// it empty if it does not exist; it never truncates.
+	OpenReadWrite(name string) (File, error)
+	// OpenDir opens a directory so that Sync on the result makes the
+	// directory's entries (creations, renames, removals) durable.
+	OpenDir(name string) (File, error)
+	// Remove removes the named file or empty directory.
+	Remove(name string) error
+	// RemoveAll removes the path and everything below it.
+	RemoveAll(name string) error
+	// Rename renames oldname to newname, replacing newname if it exists.
+	// The rename is durable only after the directory is synced.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its missing parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// List returns the names (not paths) of the entries in dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat returns the named file's metadata.
+	Stat(name string) (os.FileInfo, error)
+}
+
+// Default is the operating system's filesystem.
+var Default FS = osFS{}
