@@ -5,7 +5,10 @@
 // first batch of a record set without copying; the accessors read header
 // fields in place; [Batch.Validate] checks the CRC-32C and the record
 // framing; [Batch.SetBaseOffset] assigns offsets in place, outside the CRC,
-// so a broker never re-encodes what a producer sent.
+// so a broker never re-encodes what a producer sent. [Batch.Records]
+// iterates the records (keys and values alias the batch), a [Builder]
+// encodes batches with any of Kafka's codecs, and [AppendControlBatch] and
+// [ParseControlRecord] write and read transaction markers.
 //
 // Example: frame a record set, check it, assign offsets.
 //
@@ -23,8 +26,80 @@
 //		set = rest
 //	}
 //
+// # The bytes
+//
+// Everything is big-endian except the record fields, which are zig-zag
+// varints (int32, at most 5 bytes) and varlongs (int64, at most 10 bytes).
+// The batch header (see [Batch] for the byte ruler) is 61 bytes:
+//
+//	offset  field                 type   notes
+//	0       baseOffset            int64  rewritten by the broker, outside the CRC
+//	8       batchLength           int32  bytes after this field; total = batchLength + 12
+//	12      partitionLeaderEpoch  int32  stamped by the broker, outside the CRC
+//	16      magic                 int8   2
+//	17      crc                   uint32 CRC-32C (Castagnoli) of bytes [21, end)
+//	21      attributes            int16  codec, timestamp type, transactional, control, delete horizon
+//	23      lastOffsetDelta       int32
+//	27      baseTimestamp         int64  (the delete horizon when that attribute bit is set)
+//	35      maxTimestamp          int64
+//	43      producerId            int64  -1 when none
+//	51      producerEpoch         int16  -1 when none
+//	53      baseSequence          int32  -1 when none
+//	57      recordsCount          int32  stays plain when the records are compressed
+//	61      records               the records; one compressed stream when the codec is set
+//
+// Each record, in order, with its length first:
+//
+//	+--------+-----+-----------+---------+------+-----+--------+-------+-------+---------+
+//	| length |attrs| timestamp | offset  | key  | key | value  | value | header| headers |
+//	| varint |int8 | Delta     | Delta   | Len  |     | Len    |       | Count |         |
+//	|        | = 0 | varlong   | varint  |varint|     | varint |       | varint|         |
+//	+--------+-----+-----------+---------+------+-----+--------+-------+-------+---------+
+//	length counts the bytes after itself; keyLen/valueLen -1 = null
+//	each header: keyLen varint (>= 0), key, valueLen varint (-1 = null), value
+//
+// A record's offset is baseOffset + offsetDelta. Its timestamp is
+// baseTimestamp + timestampDelta under CreateTime and maxTimestamp under
+// LogAppendTime. When the delete-horizon bit is set, baseTimestamp holds
+// the time after which compaction may drop the batch's tombstones; Kafka's
+// cleaner then writes the deltas relative to it, so baseTimestamp +
+// timestampDelta is still each record's timestamp, and this package reads
+// it that way.
+//
+// # Compression
+//
+// gzip, snappy, lz4 and zstd use github.com/klauspost/compress and
+// github.com/pierrec/lz4/v4 (LZ4 frame format). Snappy is read in both
+// forms clients write: the xerial framing of the Java client
+// ("\x82SNAPPY\x00", version, compatible version, then length-prefixed raw
+// blocks, one or more) and a bare raw block (librdkafka and most other
+// clients). The Builder writes xerial, as the Java client does; every
+// broker and client reads it. Decompression is bounded (see [Decoder]):
+// payloads that expand past the limit are rejected as corrupt before they
+// can exhaust memory.
+//
+// # Errors
+//
+// Every failure to frame, validate or decode bytes is a
+// *base.CorruptionError that names the field ("crc",
+// "record[3].keyLength", ...) and its byte position in the batch, and wraps
+// [ErrCorrupt]; a buffer that ends inside a batch also wraps
+// [ErrTruncated], a magic other than 2 [ErrUnsupportedMagic]. In Kafka's
+// protocol terms: ErrCorrupt and ErrTruncated are CORRUPT_MESSAGE (2);
+// ErrUnsupportedMagic is INVALID_RECORD (87) on a produce request and
+// CORRUPT_MESSAGE on disk. Builder errors ([ErrOffsetOrder],
+// [ErrBatchTooLarge], [ErrBadCompression]) are misuse, not corruption;
+// ErrBatchTooLarge corresponds to MESSAGE_TOO_LARGE (10). No input, however
+// malformed, makes this package panic, except the documented accessors and
+// setters on a Batch shorter than its header.
+//
 // # Concurrency
 //
-// A Batch is a plain byte slice: any number of goroutines may read it, and
-// a goroutine that writes it (SetBaseOffset) must not overlap readers.
+// A Batch is a plain byte slice: any number of goroutines may read it
+// (accessors, Validate, ValidateHeader, Records with their own Decoders),
+// and a goroutine that writes it (SetBaseOffset, SetPartitionLeaderEpoch,
+// SetCRC, SetLogAppendTime) must not overlap readers. A [Decoder], an
+// [Iter] and a [Builder] are each for one goroutine at a time; give every
+// goroutine its own. Package-level state (codec pools) is safe for
+// concurrent use.
 package batch

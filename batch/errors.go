@@ -18,12 +18,15 @@ var (
 
 	// ErrTruncated marks a buffer that ends inside a batch: a partial batch
 	// at the end of a fetch or of a file torn by a crash. It wraps
-	// base.ErrTornTail.
+	// base.ErrTornTail (and so ErrCorrupt). Kafka error code:
+	// CORRUPT_MESSAGE (2) in a request; on disk, recovery truncates it.
 	ErrTruncated = fmt.Errorf("%w: truncated batch", base.ErrTornTail)
 
 	// ErrUnsupportedMagic marks a batch whose magic byte is not 2: a legacy
 	// MessageSet (magic 0 or 1) or garbage. Kafka error code:
-	// UNSUPPORTED_VERSION for produce requests, CORRUPT_MESSAGE on disk.
+	// INVALID_RECORD (87) for a produce request (Kafka accepts only magic 2
+	// batches in produce requests v3 and later), CORRUPT_MESSAGE (2) on
+	// disk.
 	ErrUnsupportedMagic = fmt.Errorf("%w: unsupported magic", base.ErrCorrupt)
 )
 

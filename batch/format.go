@@ -231,20 +231,23 @@ func (b Batch) SetCRC() {
 
 // Header is the decoded batch header, for callers that want the fields as
 // a value (printing, comparing); the accessors on Batch read them in place.
+//
+// Each field is the accessor of the same name: see it for units and
+// sentinels.
 type Header struct {
-	BaseOffset           int64
-	Length               int32
-	PartitionLeaderEpoch int32
-	Magic                int8
-	CRC                  uint32
-	Attributes           Attributes
-	LastOffsetDelta      int32
-	BaseTimestamp        int64
-	MaxTimestamp         int64
-	ProducerID           int64
-	ProducerEpoch        int16
-	BaseSequence         int32
-	RecordsCount         int32
+	BaseOffset           int64      // offset of the first record
+	Length               int32      // batchLength: total size - LogOverhead
+	PartitionLeaderEpoch int32      // broker's leader epoch, -1 from a producer
+	Magic                int8       // 2
+	CRC                  uint32     // stored CRC-32C of bytes [CRCStart, end)
+	Attributes           Attributes // codec and flag bits
+	LastOffsetDelta      int32      // offset of the last record - BaseOffset
+	BaseTimestamp        int64      // ms; the delete horizon when Attributes.HasDeleteHorizon
+	MaxTimestamp         int64      // ms; the append time under LogAppendTime
+	ProducerID           int64      // -1 when none
+	ProducerEpoch        int16      // -1 when none
+	BaseSequence         int32      // -1 when none
+	RecordsCount         int32      // records in the batch
 }
 
 // Header decodes every header field.

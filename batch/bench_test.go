@@ -1,0 +1,135 @@
+package batch
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/klauspost/crc32"
+)
+
+// benchBatch builds a batch of about size bytes of records whose values are
+// valueSize bytes of mildly compressible text.
+func benchBatch(b testing.TB, c Compression, size, valueSize int) Batch {
+	bld := NewBuilder(BuilderOptions{Compression: c})
+	val := make([]byte, valueSize)
+	for i := range val {
+		val[i] = "partlog stores Kafka logs "[i%26] + byte(i/26%3)
+	}
+	for i := 0; bld.EncodedSize() < size; i++ {
+		if err := bld.Add(Record{Key: fmt.Appendf(nil, "key-%06d", i), Value: val, Timestamp: 1700000000000 + int64(i),
+			Headers: []RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out, err := bld.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+var sink int
+
+// BenchmarkValidate compares Validate with the bare CRC-32C (klauspost/crc32,
+// Castagnoli) over the same bytes: the ratio of their MB/s is the cost of
+// the record-framing walk.
+func BenchmarkValidate(b *testing.B) {
+	castagnoliTable := crc32.MakeTable(crc32.Castagnoli)
+	for _, size := range []int{1 << 10, 16 << 10, 1 << 20} {
+		for _, valueSize := range []int{16, 100, 1000} {
+			bt := benchBatch(b, CompressionNone, size, valueSize)
+			name := fmt.Sprintf("%dKiB/value=%d", size>>10, valueSize)
+			b.Run("crc32c/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(bt)))
+				b.ReportAllocs()
+				for b.Loop() {
+					sink += int(crc32.Checksum(bt[CRCStart:], castagnoliTable))
+				}
+			})
+			b.Run("Validate/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(bt)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := bt.Validate(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkValidateCompressed validates 16 KiB (uncompressed) batches of
+// every codec; bytes/s counts the compressed size.
+func BenchmarkValidateCompressed(b *testing.B) {
+	for _, c := range allCodecs[1:] {
+		bt := benchBatch(b, c, 16<<10, 100)
+		b.Run(c.String(), func(b *testing.B) {
+			var dec Decoder
+			b.SetBytes(int64(len(bt)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := dec.Validate(bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecords iterates every record of a 16 KiB batch; bytes/s counts
+// the batch's stored size.
+func BenchmarkRecords(b *testing.B) {
+	for _, c := range allCodecs {
+		for _, valueSize := range []int{16, 100} {
+			bt := benchBatch(b, c, 16<<10, valueSize)
+			b.Run(fmt.Sprintf("%s/value=%d/records=%d", c, valueSize, bt.RecordsCount()), func(b *testing.B) {
+				var dec Decoder
+				b.SetBytes(int64(len(bt)))
+				b.ReportAllocs()
+				for b.Loop() {
+					sink += iterateAll(bt, &dec)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBuild encodes 16 KiB batches of 100-byte values with every
+// codec; bytes/s counts the uncompressed size.
+func BenchmarkBuild(b *testing.B) {
+	val := benchBatch(b, CompressionNone, 200, 100)
+	var recs []Record
+	for r, err := range val.All(nil) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	for len(recs)*130 < 16<<10 {
+		recs = append(recs, recs[0])
+	}
+	for _, c := range allCodecs {
+		b.Run(c.String(), func(b *testing.B) {
+			bld := NewBuilder(BuilderOptions{Compression: c})
+			var dst []byte
+			for _, r := range recs {
+				bld.Add(r)
+			}
+			b.SetBytes(int64(bld.EncodedSize()))
+			b.ReportAllocs()
+			for b.Loop() {
+				bld.Reset(BuilderOptions{Compression: c})
+				for _, r := range recs {
+					if err := bld.Add(r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var err error
+				if dst, err = bld.AppendTo(dst[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,312 @@
+package batch
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Builder errors. They mark misuse of the Builder, not corrupt input, and
+// wrap nothing. Kafka error codes, should a broker answer with them:
+// MESSAGE_TOO_LARGE (10) for ErrBatchTooLarge, INVALID_REQUEST (42)
+// otherwise.
+var (
+	// ErrOffsetOrder is returned by AddAt for an offset not greater than
+	// the previous record's, below the base offset, or more than MaxInt32
+	// past it, and by SetLastOffsetDelta for a delta below the last
+	// record's.
+	ErrOffsetOrder = errors.New("partlog/batch: record offset out of order or out of range")
+	// ErrBatchTooLarge is returned when a record or the batch would not fit
+	// the format's 32-bit lengths.
+	ErrBatchTooLarge = errors.New("partlog/batch: batch too large")
+	// ErrBadCompression is returned for an unknown codec or a compression
+	// level the codec does not have.
+	ErrBadCompression = errors.New("partlog/batch: bad compression codec or level")
+)
+
+// Producer identifies an idempotent or transactional producer in a batch
+// header.
+type Producer struct {
+	// ID is the producer id the broker handed out (InitProducerId).
+	ID int64
+	// Epoch is the producer's epoch.
+	Epoch int16
+	// BaseSequence is the sequence number of the batch's first record; the
+	// record at offsetDelta d has BaseSequence + d.
+	BaseSequence int32
+}
+
+// BuilderOptions configure the header of the batches a Builder encodes.
+// The zero value builds an uncompressed CreateTime batch at base offset 0,
+// partition leader epoch 0, without a producer.
+type BuilderOptions struct {
+	// Compression is the codec of the records. Snappy is written in the
+	// xerial framing, as the Java client writes it; every Kafka broker and
+	// client reads that form.
+	Compression Compression
+	// CompressionLevel is the codec's level; zero is the codec's default.
+	// gzip: -2 (Huffman only) to 9; lz4: 1 to 9; zstd: zstd's levels
+	// (mapped onto klauspost/compress's four speeds); snappy has none.
+	CompressionLevel int
+	// BaseOffset is the offset of the first record. A producer leaves it
+	// 0; the broker rewrites it in place (Batch.SetBaseOffset).
+	BaseOffset int64
+	// PartitionLeaderEpoch is written as is. Producers send -1
+	// (NoPartitionLeaderEpoch) or 0 (librdkafka); the broker stamps its
+	// epoch in place (Batch.SetPartitionLeaderEpoch).
+	PartitionLeaderEpoch int32
+	// Producer, when set, makes the batch idempotent; nil writes
+	// NoProducerID, NoProducerEpoch and NoSequence.
+	Producer *Producer
+	// Transactional sets the transactional attribute bit. Kafka requires
+	// a Producer with it; the Builder does not check.
+	Transactional bool
+	// LogAppendTime sets timestamp type 1: the batch's maxTimestamp is
+	// AppendTime and every record reads as that timestamp. Record
+	// timestamps are still encoded, as a broker leaves them.
+	LogAppendTime bool
+	// AppendTime is the broker's append time in milliseconds, used only
+	// with LogAppendTime.
+	AppendTime int64
+
+	control bool // AppendControlBatch's control bit
+}
+
+// Builder encodes one RecordBatch v2 at a time. Add records, then call
+// AppendTo or Build; Reset starts the next batch and keeps the buffers.
+//
+// Records are encoded as they are added, so the Builder keeps no reference
+// to their keys, values or headers. A Builder is not safe for concurrent
+// use.
+//
+// Example:
+//
+//	bld := batch.NewBuilder(batch.BuilderOptions{Compression: batch.CompressionZstd})
+//	for _, m := range msgs {
+//		if err := bld.Add(batch.Record{Key: m.Key, Value: m.Value, Timestamp: m.Time}); err != nil {
+//			return err
+//		}
+//	}
+//	b, err := bld.Build()
+type Builder struct {
+	opts BuilderOptions
+
+	recs            []byte // the encoded, uncompressed records
+	count           int32
+	baseTimestamp   int64
+	maxTimestamp    int64
+	lastDelta       int32 // offsetDelta of the last record, -1 when none
+	lastOffsetDelta int32 // lastOffsetDelta to write: >= lastDelta
+}
+
+// NewBuilder returns a Builder for batches with the given options.
+func NewBuilder(opts BuilderOptions) *Builder {
+	b := &Builder{}
+	b.Reset(opts)
+	return b
+}
+
+// Reset discards the records added so far and starts a batch with opts.
+func (b *Builder) Reset(opts BuilderOptions) {
+	b.opts = opts
+	b.recs = b.recs[:0]
+	b.count = 0
+	b.baseTimestamp = NoTimestamp
+	b.maxTimestamp = NoTimestamp
+	b.lastDelta = -1
+	b.lastOffsetDelta = 0
+}
+
+// Len returns the number of records added.
+func (b *Builder) Len() int { return int(b.count) }
+
+// EncodedSize returns the size the batch would have uncompressed: the
+// header plus the records added so far.
+func (b *Builder) EncodedSize() int { return HeaderSize + len(b.recs) }
+
+// NextOffset returns the offset Add gives the next record.
+func (b *Builder) NextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }
+
+// Add appends r at the next offset: the base offset for the first record,
+// one past the previous record's otherwise. r.Offset is ignored.
+func (b *Builder) Add(r Record) error {
+	return b.add(&r, b.lastDelta+1)
+}
+
+// AddAt appends r at r.Offset, which must be greater than the previous
+// record's offset, at least the base offset, and at most MaxInt32 past it.
+// Gaps are allowed: compaction rewrites batches this way.
+func (b *Builder) AddAt(r Record) error {
+	d := r.Offset - b.opts.BaseOffset
+	if d < 0 || d > math.MaxInt32 || d <= int64(b.lastDelta) {
+		return fmt.Errorf("%w: offset %d after delta %d of base %d", ErrOffsetOrder, r.Offset, b.lastDelta, b.opts.BaseOffset)
+	}
+	return b.add(&r, int32(d))
+}
+
+// SetLastOffsetDelta sets the batch's lastOffsetDelta past its last
+// record, so that the batch keeps covering offsets whose records were
+// removed (compaction does this). It must not be below the last record's
+// offset delta; it is reset when a later record goes past it.
+func (b *Builder) SetLastOffsetDelta(d int32) error {
+	if d < b.lastDelta || d < 0 {
+		return fmt.Errorf("%w: lastOffsetDelta %d below record delta %d", ErrOffsetOrder, d, b.lastDelta)
+	}
+	b.lastOffsetDelta = d
+	return nil
+}
+
+func (b *Builder) add(r *Record, delta int32) error {
+	if b.lastDelta == math.MaxInt32 {
+		return fmt.Errorf("%w: offset delta past MaxInt32", ErrOffsetOrder)
+	}
+	if b.count == 0 {
+		b.baseTimestamp = r.Timestamp
+		b.maxTimestamp = r.Timestamp
+	}
+	n, err := recordBodySize(r, delta, r.Timestamp-b.baseTimestamp)
+	if err != nil {
+		return err
+	}
+	if int64(len(b.recs))+int64(n)+maxVarintLen > math.MaxInt32-HeaderSize {
+		return fmt.Errorf("%w: records pass %d bytes", ErrBatchTooLarge, math.MaxInt32-HeaderSize)
+	}
+	b.recs = appendRecord(b.recs, r, n, delta, r.Timestamp-b.baseTimestamp)
+	b.count++
+	b.maxTimestamp = max(b.maxTimestamp, r.Timestamp)
+	b.lastDelta = delta
+	b.lastOffsetDelta = max(b.lastOffsetDelta, delta)
+	return nil
+}
+
+// recordBodySize returns the size of r's encoding after its length varint.
+func recordBodySize(r *Record, offsetDelta int32, tsDelta int64) (int, error) {
+	n := int64(1 + varlongSize(tsDelta) + varintSize(offsetDelta))
+	n += bytesSize(r.Key) + bytesSize(r.Value)
+	if int64(len(r.Headers)) > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %d headers", ErrBatchTooLarge, len(r.Headers))
+	}
+	n += int64(varintSize(int32(len(r.Headers))))
+	for i := range r.Headers {
+		n += bytesSize(r.Headers[i].Key) + bytesSize(r.Headers[i].Value)
+	}
+	if n > math.MaxInt32-HeaderSize {
+		return 0, fmt.Errorf("%w: record of %d bytes", ErrBatchTooLarge, n)
+	}
+	return int(n), nil
+}
+
+// bytesSize is the encoded size of a nullable byte string (huge lengths
+// are caught by the record size check).
+func bytesSize(p []byte) int64 {
+	if p == nil {
+		return 1
+	}
+	if len(p) > math.MaxInt32 {
+		return math.MaxInt64 / 4
+	}
+	return int64(varintSize(int32(len(p)))) + int64(len(p))
+}
+
+// AppendRecord appends r's encoding, as it appears inside a batch, to dst:
+// the length varint, then the fields of Record's diagram. offsetDelta and
+// timestampDelta are relative to the batch's base offset and base
+// timestamp; r.Offset and r.Timestamp are not used. A nil header key is
+// written as an empty one (Kafka's header keys are never null).
+func AppendRecord(dst []byte, r Record, offsetDelta int32, timestampDelta int64) ([]byte, error) {
+	n, err := recordBodySize(&r, offsetDelta, timestampDelta)
+	if err != nil {
+		return dst, err
+	}
+	return appendRecord(dst, &r, n, offsetDelta, timestampDelta), nil
+}
+
+func appendRecord(dst []byte, r *Record, bodySize int, offsetDelta int32, tsDelta int64) []byte {
+	dst = appendVarint(dst, int32(bodySize))
+	dst = append(dst, byte(r.Attributes))
+	dst = appendVarlong(dst, tsDelta)
+	dst = appendVarint(dst, offsetDelta)
+	dst = appendNullable(dst, r.Key)
+	dst = appendNullable(dst, r.Value)
+	dst = appendVarint(dst, int32(len(r.Headers)))
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		dst = appendVarint(dst, int32(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendNullable(dst, h.Value)
+	}
+	return dst
+}
+
+func appendNullable(dst, p []byte) []byte {
+	if p == nil {
+		return appendVarint(dst, -1)
+	}
+	return append(appendVarint(dst, int32(len(p))), p...)
+}
+
+// AppendTo appends the encoded batch to dst and returns the extended
+// slice; the batch is dst[len(dst):] of the result. The Builder is left as
+// it was: call Reset before the next batch.
+func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
+	o := &b.opts
+	if o.Compression >= numCompressions {
+		return dst, fmt.Errorf("%w: codec %d", ErrBadCompression, o.Compression)
+	}
+	if o.control && o.Compression != CompressionNone {
+		return dst, fmt.Errorf("%w: control batches are not compressed", ErrBadCompression)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, HeaderSize)...)
+	h := dst[start:]
+	binary.BigEndian.PutUint64(h[baseOffsetOffset:], uint64(o.BaseOffset))
+	binary.BigEndian.PutUint32(h[partitionLeaderEpochOffset:], uint32(o.PartitionLeaderEpoch))
+	h[magicOffset] = Magic
+	attrs := Attributes(0).WithCompression(o.Compression)
+	maxTS := b.maxTimestamp
+	if o.LogAppendTime {
+		attrs |= TimestampTypeBit
+		maxTS = o.AppendTime
+	}
+	if o.Transactional {
+		attrs |= TransactionalBit
+	}
+	if o.control {
+		attrs |= ControlBit
+	}
+	binary.BigEndian.PutUint16(h[attributesOffset:], uint16(attrs))
+	binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], uint32(b.lastOffsetDelta))
+	binary.BigEndian.PutUint64(h[baseTimestampOffset:], uint64(b.baseTimestamp))
+	binary.BigEndian.PutUint64(h[maxTimestampOffset:], uint64(maxTS))
+	p := Producer{ID: NoProducerID, Epoch: NoProducerEpoch, BaseSequence: NoSequence}
+	if o.Producer != nil {
+		p = *o.Producer
+	}
+	binary.BigEndian.PutUint64(h[producerIDOffset:], uint64(p.ID))
+	binary.BigEndian.PutUint16(h[producerEpochOffset:], uint16(p.Epoch))
+	binary.BigEndian.PutUint32(h[baseSequenceOffset:], uint32(p.BaseSequence))
+	binary.BigEndian.PutUint32(h[recordsCountOffset:], uint32(b.count))
+	var err error
+	dst, err = appendCompressed(dst, o.Compression, o.CompressionLevel, b.recs)
+	if err != nil {
+		return dst[:start], fmt.Errorf("%w: %w", ErrBadCompression, err)
+	}
+	size := len(dst) - start
+	if size > MaxBatchSize {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrBatchTooLarge, size)
+	}
+	bt := Batch(dst[start:])
+	binary.BigEndian.PutUint32(bt[batchLengthOffset:], uint32(size-LogOverhead))
+	bt.SetCRC()
+	return dst, nil
+}
+
+// Build returns the encoded batch in a new slice.
+func (b *Builder) Build() (Batch, error) {
+	out, err := b.AppendTo(make([]byte, 0, HeaderSize+len(b.recs)))
+	if err != nil {
+		return nil, err
+	}
+	return Batch(out), nil
+}

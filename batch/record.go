@@ -1,0 +1,410 @@
+package batch
+
+import (
+	"iter"
+
+	"github.com/partlog/partlog/internal/base"
+)
+
+// Record field names, as they appear in errors ("record[3].keyLength").
+const (
+	fieldLength         = "length"
+	fieldAttributes     = "attributes"
+	fieldTimestampDelta = "timestampDelta"
+	fieldOffsetDelta    = "offsetDelta"
+	fieldKeyLength      = "keyLength"
+	fieldValueLength    = "valueLength"
+	fieldHeaderCount    = "headerCount"
+	fieldRecords        = "records"
+)
+
+// minRecordSize is the smallest encoded record: a 1-byte length varint and
+// six 1-byte fields (attributes, timestampDelta, offsetDelta, keyLength,
+// valueLength, headerCount).
+const minRecordSize = 7
+
+// minHeaderSize is the smallest encoded record header: two 1-byte length
+// varints.
+const minHeaderSize = 2
+
+// Record is one decoded record.
+//
+// A record, byte for byte (varint = zig-zag, at most 5 bytes, int32;
+// varlong = zig-zag, at most 10 bytes, int64):
+//
+//	length          varint   bytes after this field
+//	attributes      int8     unused by Kafka, zero
+//	timestampDelta  varlong  timestamp - baseTimestamp
+//	offsetDelta     varint   offset - baseOffset
+//	keyLength       varint   -1 = null key
+//	key             []byte
+//	valueLength     varint   -1 = null value (a tombstone)
+//	value           []byte
+//	headerCount     varint
+//	headers         headerCount × (keyLength varint >= 0, key,
+//	                               valueLength varint, -1 = null, value)
+//
+// Key, Value and the header fields returned by an iterator alias the batch
+// (or the Decoder's buffer for a compressed batch): they are valid as long
+// as those bytes are, and must not be modified. Headers is valid only until
+// the iterator's next call to Next.
+type Record struct {
+	// Offset is the record's absolute offset: baseOffset + offsetDelta.
+	Offset int64
+	// Timestamp is milliseconds since the Unix epoch: baseTimestamp +
+	// timestampDelta under CreateTime, the batch's maxTimestamp under
+	// LogAppendTime.
+	Timestamp int64
+	// Key is the record's key; nil is a null key, distinct from an empty
+	// non-nil one.
+	Key []byte
+	// Value is the record's value; nil is a null value (a tombstone on a
+	// compacted topic), distinct from an empty non-nil one.
+	Value []byte
+	// Headers are the record's headers in their order, nil when none.
+	Headers []RecordHeader
+	// Attributes is the record's attribute byte. Kafka defines no bit of it
+	// and writes zero; it is carried as is.
+	Attributes int8
+}
+
+// RecordHeader is one record header. Kafka's header keys are strings and
+// never null; values may be null.
+type RecordHeader struct {
+	// Key is the header's name (UTF-8 by convention, not checked); never
+	// nil in a decoded header, but may be empty.
+	Key []byte
+	// Value is the header's value; nil is a null value.
+	Value []byte
+}
+
+// recordFields is what readRecord returns besides key, value and headers.
+type recordFields struct {
+	attributes     int8
+	timestampDelta int64
+	offsetDelta    int32
+	deltaPos       int // index of offsetDelta in the cursor's bytes
+	key, value     []byte
+}
+
+// readRecord decodes one record at c.pos and leaves c.pos after it.
+// With hdrs nil it checks the headers and skips them (and skips key and
+// value); otherwise it appends them to *hdrs and fills f's key and value.
+// Failures are left in c.
+func (c *cursor) readRecord(f *recordFields, hdrs *[]RecordHeader) {
+	start := c.pos
+	n := c.length(fieldLength, false)
+	if c.failed {
+		return
+	}
+	if n < minRecordSize-1 {
+		c.fail(failLengthMismatch, fieldLength, start, int64(n))
+		return
+	}
+	end := c.pos + n
+	all := c.b
+	c.b = all[:end] // a field running past the record's end is truncated
+	f.attributes = c.int8(fieldAttributes)
+	f.timestampDelta = c.varlong(fieldTimestampDelta)
+	f.deltaPos = c.pos
+	f.offsetDelta = c.varint(fieldOffsetDelta)
+	if hdrs == nil {
+		c.skip(fieldKeyLength, true)
+		c.skip(fieldValueLength, true)
+	} else {
+		f.key = c.bytes(fieldKeyLength, true)
+		f.value = c.bytes(fieldValueLength, true)
+	}
+	hstart := c.pos
+	nh := c.varint(fieldHeaderCount)
+	switch {
+	case c.failed:
+	case nh < 0:
+		c.fail(failNegativeLength, fieldHeaderCount, hstart, int64(nh))
+	case int(nh) > (end-c.pos)/minHeaderSize:
+		c.fail(failLengthTooLong, fieldHeaderCount, hstart, int64(nh))
+	default:
+		for j := 0; j < int(nh) && !c.failed; j++ {
+			c.curHdr = j
+			if hdrs == nil {
+				c.skip(fieldKeyLength, false)
+				c.skip(fieldValueLength, true)
+				continue
+			}
+			k := c.bytes(fieldKeyLength, false)
+			if k == nil {
+				k = c.b[c.pos:c.pos:c.pos] // empty, not null
+			}
+			v := c.bytes(fieldValueLength, true)
+			*hdrs = append(*hdrs, RecordHeader{Key: k, Value: v})
+		}
+		c.curHdr = -1
+	}
+	c.b = all
+	if !c.failed && c.pos != end {
+		c.fail(failLengthMismatch, fieldLength, start, int64(n))
+	}
+}
+
+// checkDelta checks a record's offsetDelta against the batch's
+// lastOffsetDelta and the previous record's delta (prev, -1 before the
+// first record). pos is where the delta lies, for the error.
+func (c *cursor) checkDelta(d, prev, last int32, pos int) {
+	if c.failed {
+		return
+	}
+	if d < 0 || d > last {
+		c.fail(failDeltaOutOfRange, fieldOffsetDelta, pos, int64(d))
+	} else if d <= prev {
+		c.fail(failDeltaNotIncreasing, fieldOffsetDelta, pos, int64(d))
+	}
+}
+
+// walkRecords checks the framing of count records filling data exactly,
+// without allocating. control requires every record key to be a control
+// key (int16 version >= 0, int16 type).
+func walkRecords(data []byte, count, lastOffsetDelta int32, control bool) cursor {
+	c := cursor{b: data, curHdr: -1, rec: -1, hdr: -1}
+	if int64(count) > int64(len(data)/minRecordSize) {
+		c.curRec = -1
+		c.fail(failTooManyRecords, fieldRecords, 0, int64(count))
+		return c
+	}
+	var f recordFields
+	var scratch []RecordHeader
+	hdrs := (*[]RecordHeader)(nil)
+	if control {
+		hdrs = &scratch
+	}
+	prev := int32(-1)
+	for i := int32(0); i < count; i++ {
+		c.curRec = int(i)
+		start := c.pos
+		c.readRecord(&f, hdrs)
+		c.checkDelta(f.offsetDelta, prev, lastOffsetDelta, f.deltaPos)
+		if control && !c.failed && !validControlKey(f.key) {
+			c.fail(failControlKey, "key", start, 0)
+		}
+		if c.failed {
+			return c
+		}
+		scratch = scratch[:0]
+		prev = f.offsetDelta
+	}
+	c.curRec = -1
+	if c.pos != len(data) {
+		c.fail(failTrailingBytes, fieldRecords, c.pos, int64(len(data)-c.pos))
+	}
+	return c
+}
+
+// Iter iterates over the records of one batch. Obtain one with
+// Batch.Records; the zero Iter yields nothing.
+//
+// Iteration checks the record framing as it goes, record by record, as
+// Validate does, but not the header (CRC, lastOffsetDelta, attributes):
+// call Validate first on bytes that have not been validated. An uncompressed batch is iterated in place
+// without allocating; a compressed one is decompressed once, at the first
+// call to Next, into the Decoder's buffer.
+//
+// An Iter is not safe for concurrent use.
+type Iter struct {
+	b    Batch
+	dec  *Decoder
+	c    cursor
+	hdrs []RecordHeader
+
+	count, i        int32
+	prev            int32 // offsetDelta of the previous record, -1 before the first
+	lastOffsetDelta int32
+	baseOffset      int64
+	baseTimestamp   int64
+	maxTimestamp    int64
+	logAppendTime   bool
+	control         bool
+	decompressed    bool
+	started, done   bool
+	err             error
+}
+
+// Records returns an iterator over b's records. dec supplies the
+// decompression buffer and the header scratch space; with a nil dec a
+// compressed batch is decompressed into a fresh buffer that the records
+// then alias for as long as they are kept.
+//
+// Example:
+//
+//	var dec batch.Decoder
+//	it := b.Records(&dec)
+//	for {
+//		rec, ok, err := it.Next()
+//		if err != nil {
+//			return err
+//		}
+//		if !ok {
+//			break
+//		}
+//		use(rec.Offset, rec.Key, rec.Value)
+//	}
+func (b Batch) Records(dec *Decoder) Iter {
+	return Iter{b: b, dec: dec}
+}
+
+// Next returns the next record. ok is false when the batch holds no more
+// records or an error occurred; err is non-nil (and wraps ErrCorrupt) when
+// the bytes are malformed, and stays returned by every later call.
+//
+// The record's Key and Value alias the batch (or the Decoder's buffer);
+// its Headers slice is reused by the next call to Next.
+func (it *Iter) Next() (Record, bool, error) {
+	if it.done {
+		return Record{}, false, it.err
+	}
+	if !it.started {
+		if err := it.start(); err != nil {
+			return it.finish(err)
+		}
+	}
+	if it.i >= it.count {
+		it.c.curRec = -1
+		if it.c.pos != len(it.c.b) {
+			it.c.fail(failTrailingBytes, fieldRecords, it.c.pos, int64(len(it.c.b)-it.c.pos))
+		}
+		return it.finish(it.c.error(HeaderSize, it.decompressed))
+	}
+	c := &it.c
+	var f recordFields
+	it.hdrs = it.hdrs[:0]
+	end := fastRecord(c.b, c.pos, &f, &it.hdrs)
+	if end < 0 || f.offsetDelta < 0 || f.offsetDelta > it.lastOffsetDelta || f.offsetDelta <= it.prev ||
+		(it.control && !validControlKey(f.key)) {
+		return it.finish(it.recordError())
+	}
+	c.pos = end
+	it.i++
+	it.prev = f.offsetDelta
+	r := Record{
+		Offset:     it.baseOffset + int64(f.offsetDelta),
+		Timestamp:  it.baseTimestamp + f.timestampDelta,
+		Key:        f.key,
+		Value:      f.value,
+		Attributes: f.attributes,
+	}
+	if it.logAppendTime {
+		r.Timestamp = it.maxTimestamp
+	}
+	if len(it.hdrs) > 0 {
+		r.Headers = it.hdrs
+	}
+	return r, true, nil
+}
+
+// recordError decodes the record at the cursor again, with the cursor, to
+// say what is wrong with it.
+func (it *Iter) recordError() error {
+	c := &it.c
+	c.curRec = int(it.i)
+	start := c.pos
+	var f recordFields
+	it.hdrs = it.hdrs[:0]
+	c.readRecord(&f, &it.hdrs)
+	c.checkDelta(f.offsetDelta, it.prev, it.lastOffsetDelta, f.deltaPos)
+	if it.control && !c.failed && !validControlKey(f.key) {
+		c.fail(failControlKey, "key", start, 0)
+	}
+	if !c.failed {
+		return base.AssertionFailedf("partlog/batch: fast record decoder rejected what the cursor accepts")
+	}
+	return c.error(HeaderSize, it.decompressed)
+}
+
+// start reads the header and locates (decompressing if needed) the
+// records.
+func (it *Iter) start() error {
+	it.started = true
+	b := it.b
+	if len(b) < HeaderSize {
+		if len(b) == 0 {
+			return nil // the zero Iter: nothing to yield
+		}
+		return corruptTruncated(0, "header", "have %d bytes, need %d", len(b), HeaderSize)
+	}
+	if err := b.checkMagic(); err != nil {
+		return err
+	}
+	a := b.Attributes()
+	it.count = b.RecordsCount()
+	it.lastOffsetDelta = b.LastOffsetDelta()
+	it.baseOffset = b.BaseOffset()
+	it.baseTimestamp = b.BaseTimestamp()
+	it.maxTimestamp = b.MaxTimestamp()
+	it.logAppendTime = a.LogAppendTime()
+	it.control = a.IsControl()
+	it.prev = -1
+	it.c = cursor{curHdr: -1, rec: -1, hdr: -1}
+	if it.dec != nil {
+		it.hdrs, it.dec.hdrs = it.dec.hdrs[:0], nil
+	}
+	data := b[HeaderSize:]
+	if c := a.Compression(); c != CompressionNone {
+		var err error
+		if it.dec != nil {
+			data, err = it.dec.Decompress(b)
+		} else {
+			if c >= numCompressions {
+				return b.checkCodec()
+			}
+			data, err = decompress(nil, c, data, (*Decoder)(nil).limit(len(data)))
+		}
+		if err != nil {
+			return err
+		}
+		it.decompressed = true
+	}
+	it.c.b = data
+	if it.count < 0 || int64(it.count) > int64(len(data)/minRecordSize) {
+		it.c.curRec = -1
+		it.c.fail(failTooManyRecords, fieldRecords, 0, int64(it.count))
+		return it.c.error(HeaderSize, it.decompressed)
+	}
+	return nil
+}
+
+// finish ends the iteration with err and hands the header scratch back to
+// the Decoder.
+func (it *Iter) finish(err error) (Record, bool, error) {
+	it.done = true
+	it.err = err
+	if it.dec != nil && it.dec.hdrs == nil {
+		it.dec.hdrs = it.hdrs[:0]
+	}
+	return Record{}, false, err
+}
+
+// All returns a Go iterator over b's records, for range loops:
+//
+//	for rec, err := range b.All(&dec) {
+//		if err != nil {
+//			return err
+//		}
+//		use(rec)
+//	}
+//
+// It yields every record with a nil error, then, if the batch is
+// malformed, one zero Record with the error. Records alias as with
+// Records; rec.Headers is reused by the next iteration.
+func (b Batch) All(dec *Decoder) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		it := b.Records(dec)
+		for {
+			r, ok, err := it.Next()
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			if !ok || !yield(r, nil) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package batch
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/partlog/partlog/internal/base"
+)
+
+// Validate checks everything about b that can be checked without context:
+// what ValidateHeader checks (framing, magic, CRC-32C, header fields), then
+// the record framing. For a compressed batch it decompresses the records
+// first (bounded, see Decoder). Every record's length varint, attributes,
+// timestampDelta, offsetDelta, key and value lengths (-1 = null), header
+// count and headers must lie within the record's length and use all of it;
+// offsetDeltas must increase strictly within [0, lastOffsetDelta]; the
+// batch must hold exactly recordsCount records and no byte after them;
+// varints must fit their 32-bit (at most 5 bytes) or 64-bit (at most 10
+// bytes) type. A control batch's record keys must be control keys.
+//
+// Every failure is a *base.CorruptionError that wraps ErrCorrupt (and
+// ErrTruncated or ErrUnsupportedMagic where they apply) and names the field
+// and its byte position in b.
+//
+// Validate of an uncompressed batch does not allocate. A compressed batch
+// is decompressed into a pooled buffer; use Decoder.Validate to choose the
+// buffer and the decompression limit.
+func (b Batch) Validate() error {
+	if err := b.ValidateHeader(); err != nil {
+		return err
+	}
+	if b.Attributes().Compression() == CompressionNone {
+		return b.validateRecords(b[HeaderSize:], false)
+	}
+	d := validatePool.Get().(*Decoder)
+	err := d.validateRecords(b)
+	if cap(d.buf) > maxPooledBuffer {
+		d.buf = nil
+	}
+	validatePool.Put(d)
+	return err
+}
+
+// maxPooledBuffer bounds the buffers Validate keeps in its pool.
+const maxPooledBuffer = 4 << 20
+
+var validatePool = sync.Pool{New: func() any { return new(Decoder) }}
+
+// Validate is Batch.Validate decompressing into d's buffer under d's
+// limit.
+func (d *Decoder) Validate(b Batch) error {
+	if err := b.ValidateHeader(); err != nil {
+		return err
+	}
+	return d.validateRecords(b)
+}
+
+// validateRecords decompresses (if needed) and walks the records of a batch
+// whose header is valid.
+func (d *Decoder) validateRecords(b Batch) error {
+	if b.Attributes().Compression() == CompressionNone {
+		return b.validateRecords(b[HeaderSize:], false)
+	}
+	data, err := d.Decompress(b)
+	if err != nil {
+		return err
+	}
+	return b.validateRecords(data, true)
+}
+
+func (b Batch) validateRecords(data []byte, decompressed bool) error {
+	count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
+	if fastWalk(data, count, last, control) {
+		return nil
+	}
+	c := walkRecords(data, count, last, control)
+	if !c.failed {
+		// The fast walk and the cursor disagree: a bug, not bad input.
+		return base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
+	}
+	return c.error(HeaderSize, decompressed)
+}
+
+// checkMagic checks the magic byte of a batch at least HeaderSize long.
+func (b Batch) checkMagic() error {
+	if b.Magic() != Magic {
+		return &base.CorruptionError{Pos: magicOffset, Field: "magic",
+			Err: fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b.Magic())}
+	}
+	return nil
+}
+
+// checkCodec checks the compression bits of a batch at least HeaderSize
+// long.
+func (b Batch) checkCodec() error {
+	if c := b.Attributes().Compression(); c >= numCompressions {
+		return base.CorruptionErrorf("", attributesOffset, "attributes", "unknown compression codec %d", c)
+	}
+	return nil
+}

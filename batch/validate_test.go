@@ -1,0 +1,427 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/partlog/partlog/internal/base"
+)
+
+// build encodes records with opts, failing the test on error.
+func build(t testing.TB, opts BuilderOptions, recs ...Record) Batch {
+	t.Helper()
+	bld := NewBuilder(opts)
+	for _, r := range recs {
+		if err := bld.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// numbered returns n records with keys k0.. and values v0.. and a header.
+func numbered(n int, ts int64) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i), Timestamp: ts + int64(i),
+			Headers: []RecordHeader{{Key: []byte("h"), Value: fmt.Appendf(nil, "%d", i)}}}
+	}
+	return recs
+}
+
+// withRecords returns a copy of tmpl whose records region is recs, with
+// batchLength and the CRC fixed, so only the record framing is wrong.
+func withRecords(tmpl Batch, recs []byte) Batch {
+	b := append(append([]byte{}, tmpl[:HeaderSize]...), recs...)
+	binary.BigEndian.PutUint32(b[batchLengthOffset:], uint32(len(b)-LogOverhead))
+	Batch(b).SetCRC()
+	return b[:len(b):len(b)] // a read past the end panics instead of passing unseen
+}
+
+// withHeader returns a copy of tmpl with edit applied to its header and the
+// CRC fixed.
+func withHeader(tmpl Batch, edit func(h []byte)) Batch {
+	b := append([]byte{}, tmpl...)
+	edit(b)
+	Batch(b).SetCRC()
+	return b
+}
+
+// rec encodes one record field by field; each argument is already encoded.
+func rec(fields ...[]byte) []byte {
+	body := bytes.Join(fields, nil)
+	return append(appendVarint(nil, int32(len(body))), body...)
+}
+
+func vi(v int32) []byte    { return appendVarint(nil, v) }
+func vl(v int64) []byte    { return appendVarlong(nil, v) }
+func raw(p ...byte) []byte { return p }
+
+// checkCorrupt asserts err wraps ErrCorrupt and is a CorruptionError naming
+// a field.
+func checkCorrupt(t *testing.T, err error) *base.CorruptionError {
+	t.Helper()
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+	var ce *base.CorruptionError
+	if !errors.As(err, &ce) || ce.Field == "" {
+		t.Fatalf("err = %#v, want a CorruptionError naming a field", err)
+	}
+	return ce
+}
+
+// iterate runs the record iterator to its end and returns its error.
+func iterate(b Batch) error {
+	var dec Decoder
+	it := b.Records(&dec)
+	for i := 0; ; i++ {
+		_, ok, err := it.Next()
+		if err != nil || !ok {
+			return err
+		}
+		if i > len(b) {
+			return errors.New("iterator does not end")
+		}
+	}
+}
+
+func TestValidateMalformed(t *testing.T) {
+	good := build(t, BuilderOptions{}, numbered(3, 1000)...)
+	one := build(t, BuilderOptions{}, numbered(1, 1000)...)
+	okRec := func(delta int32) []byte {
+		return rec(raw(0), vl(0), vi(delta), vi(1), raw('k'), vi(1), raw('v'), vi(0))
+	}
+	gzipGood := build(t, BuilderOptions{Compression: CompressionGzip}, numbered(3, 1000)...)
+	snappyGood := build(t, BuilderOptions{Compression: CompressionSnappy}, numbered(3, 1000)...)
+	compressed := func(c Compression, payload []byte) Batch {
+		return withRecords(withHeader(one, func(h []byte) {
+			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(Attributes(0).WithCompression(c)))
+		}), payload)
+	}
+
+	tests := []struct {
+		name  string
+		b     Batch
+		field string // the CorruptionError field, "" = not checked
+		is    error  // an extra errors.Is target
+	}{
+		{"truncated_header", good[:HeaderSize-1], "header", ErrTruncated},
+		{"truncated_records", good[:len(good)-3], "batchLength", nil},
+		{"length_too_short", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[batchLengthOffset:], 10) }), "batchLength", nil},
+		{"length_negative", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[batchLengthOffset:], 0xffffffff) }), "batchLength", nil},
+		{"magic_1", withHeader(good, func(h []byte) { h[magicOffset] = 1 }), "magic", ErrUnsupportedMagic},
+		{"magic_0", withHeader(good, func(h []byte) { h[magicOffset] = 0 }), "magic", ErrUnsupportedMagic},
+		{"magic_3", withHeader(good, func(h []byte) { h[magicOffset] = 3 }), "magic", ErrUnsupportedMagic},
+		{"bad_crc", func() Batch { b := append(Batch{}, good...); b[len(b)-1] ^= 1; return b }(), "crc", nil},
+		{"bad_crc_header_field", func() Batch { b := append(Batch{}, good...); b[producerIDOffset] ^= 1; return b }(), "crc", nil},
+		{"count_negative", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[recordsCountOffset:], 0xfffffff0) }), "recordsCount", nil},
+		{"count_too_large", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[recordsCountOffset:], 1<<30) }), "records", nil},
+		{"count_one_more", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[recordsCountOffset:], 4) }), "record[3].length", ErrCorrupt},
+		{"count_one_less", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[recordsCountOffset:], 2) }), "records", nil},
+		{"last_offset_delta_negative", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], 0xffffffff) }), "lastOffsetDelta", nil},
+		{"last_offset_delta_too_small", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], 1) }), "record[2].offsetDelta", nil},
+		{"unknown_codec", withHeader(good, func(h []byte) { binary.BigEndian.PutUint16(h[attributesOffset:], 5) }), "attributes", nil},
+		{"compressed_control", withHeader(good, func(h []byte) { binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|1)) }), "attributes", nil},
+		{"trailing_bytes", withRecords(one, append(append([]byte{}, one[HeaderSize:]...), 0)), "records", nil},
+		{"record_length_negative", withRecords(one, append(vi(-2), make([]byte, 8)...)), "record[0].length", nil},
+		{"record_length_oversized", withRecords(one, append(vi(1000), okRec(0)...)), "record[0].length", nil},
+		// Regression: an unsigned range check let a record near the end
+		// claim bytes past the batch.
+		{"second_record_length_past_end", withRecords(withHeader(good, func(h []byte) {
+			binary.BigEndian.PutUint32(h[recordsCountOffset:], 2)
+		}), append(rec(raw(0), vl(0), vi(0), vi(-1), vi(5), raw(1, 2, 3, 4, 5), vi(0)), 12, 0, 0)), "record[1].length", nil},
+		{"record_length_too_small", withRecords(one, append(vi(3), 0, 0, 0, 0, 0, 0)), "record[0].length", nil},
+		{"record_length_longer_than_fields", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(0), raw(0))), "record[0].length", nil},
+		{"record_length_shorter_than_fields", withRecords(one, append(vi(6), raw(0, 0, 0, 2, 'k', 'v', 0)...)), "record[0].valueLength", nil},
+		{"key_length_negative", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-2), vi(-1), vi(0))), "record[0].keyLength", nil},
+		{"key_length_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(100), vi(-1), vi(0))), "record[0].keyLength", nil},
+		{"value_length_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(1<<30), vi(0))), "record[0].valueLength", nil},
+		{"header_count_negative", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(-1))), "record[0].headerCount", nil},
+		{"header_count_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(5), vi(0), vi(0))), "record[0].headerCount", nil},
+		{"header_key_null", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(1), vi(-1), vi(0))), "record[0].header[0].keyLength", nil},
+		{"header_value_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(1), vi(1), raw('h'), vi(9))), "record[0].header[0].valueLength", nil},
+		{"varint_too_long", withRecords(one, rec(raw(0), vl(0), raw(0x80, 0x80, 0x80, 0x80, 0x80, 0x00), vi(-1), vi(-1), vi(0))), "record[0].offsetDelta", nil},
+		{"varint_overflow_int32", withRecords(one, rec(raw(0), vl(0), raw(0xff, 0xff, 0xff, 0xff, 0x7f), vi(-1), vi(-1), vi(0))), "record[0].offsetDelta", nil},
+		{"varint_truncated", withRecords(one, rec(raw(0), vl(0), raw(0x80, 0x80, 0x80, 0x80))), "record[0].offsetDelta", nil},
+		{"record_length_varint_too_long", withRecords(one, raw(0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0)), "record[0].length", nil},
+		{"varlong_too_long", withRecords(one, rec(raw(0), bytes.Repeat([]byte{0x80}, 10), raw(0), vi(0), vi(-1), vi(-1), vi(0))), "record[0].timestampDelta", nil},
+		{"varlong_overflow", withRecords(one, rec(raw(0), append(bytes.Repeat([]byte{0xff}, 9), 0x02), vi(0), vi(-1), vi(-1), vi(0))), "record[0].timestampDelta", nil},
+		{"offset_delta_negative", withRecords(one, rec(raw(0), vl(0), vi(-1), vi(-1), vi(-1), vi(0))), "record[0].offsetDelta", nil},
+		{"offset_delta_past_last", withRecords(one, okRec(1)), "record[0].offsetDelta", nil},
+		{"offset_delta_repeated", withRecords(withHeader(good, func(h []byte) {
+			binary.BigEndian.PutUint32(h[recordsCountOffset:], 2)
+		}), append(okRec(1), okRec(1)...)), "record[1].offsetDelta", nil},
+		{"offset_delta_decreasing", withRecords(withHeader(good, func(h []byte) {
+			binary.BigEndian.PutUint32(h[recordsCountOffset:], 2)
+		}), append(okRec(2), okRec(1)...)), "record[1].offsetDelta", nil},
+		{"control_key_short", withRecords(withHeader(one, func(h []byte) {
+			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|TransactionalBit))
+		}), okRec(0)), "record[0].key", nil},
+		{"gzip_garbage", compressed(CompressionGzip, []byte("not gzip at all")), "records", nil},
+		{"gzip_truncated", withRecords(gzipGood, gzipGood[HeaderSize:len(gzipGood)-6]), "records", nil},
+		{"gzip_trailing_garbage", withRecords(gzipGood, append(append([]byte{}, gzipGood[HeaderSize:]...), 1, 2, 3)), "records", nil},
+		{"gzip_empty", compressed(CompressionGzip, nil), "records", nil},
+		{"snappy_garbage", compressed(CompressionSnappy, []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2}), "records", nil},
+		{"snappy_xerial_chunk_past_end", withRecords(snappyGood, append(append([]byte{}, snappyGood[HeaderSize:HeaderSize+xerialHeaderSize]...), 0, 0, 1, 0, 1)), "records", nil},
+		{"snappy_xerial_chunk_length_truncated", withRecords(snappyGood, append(append([]byte{}, snappyGood[HeaderSize:HeaderSize+xerialHeaderSize]...), 0, 0)), "records", nil},
+		{"snappy_xerial_bad_chunk", withRecords(snappyGood, append(append([]byte{}, snappyGood[HeaderSize:HeaderSize+xerialHeaderSize]...), 0, 0, 0, 2, 0xff, 0xff)), "records", nil},
+		{"lz4_garbage", compressed(CompressionLZ4, []byte("\x04\x22\x4d\x18garbage")), "records", nil},
+		{"lz4_not_a_frame", compressed(CompressionLZ4, []byte("plain")), "records", nil},
+		{"zstd_garbage", compressed(CompressionZstd, []byte("\x28\xb5\x2f\xfdgarbage")), "records", nil},
+		{"zstd_not_a_frame", compressed(CompressionZstd, []byte("plain")), "records", nil},
+		{"compressed_records_bad_framing", withRecords(gzipGood, mustCompress(t, CompressionGzip, append(vi(-7), make([]byte, 30)...))), "record[0].length", nil},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		if seen[tt.name] {
+			t.Fatalf("duplicate case %s", tt.name)
+		}
+		seen[tt.name] = true
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.b.Validate()
+			ce := checkCorrupt(t, err)
+			if tt.field != "" && ce.Field != tt.field {
+				t.Errorf("field = %q, want %q (%v)", ce.Field, tt.field, err)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+			if ce.Pos < -1 || ce.Pos > int64(len(tt.b)) {
+				t.Errorf("position %d outside the %d-byte batch", ce.Pos, len(tt.b))
+			}
+			// Parse, the iterator and Decoder.Validate never panic, and the
+			// iterator agrees when the header is fine.
+			Parse(tt.b)
+			var dec Decoder
+			derr := dec.Validate(tt.b)
+			if (derr == nil) != (err == nil) {
+				t.Errorf("Decoder.Validate = %v, Validate = %v", derr, err)
+			}
+			ierr := iterate(tt.b)
+			if tt.b.ValidateHeader() == nil && ierr == nil {
+				t.Errorf("iteration found no error")
+			}
+			if ierr != nil && !errors.Is(ierr, ErrCorrupt) {
+				t.Errorf("iteration error %v does not wrap ErrCorrupt", ierr)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+func mustCompress(t testing.TB, c Compression, p []byte) []byte {
+	t.Helper()
+	out, err := appendCompressed(nil, c, 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every prefix of a valid batch is rejected by Parse (as truncated) and by
+// Validate; nothing panics.
+func TestTruncatedPrefixes(t *testing.T) {
+	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		b := build(t, BuilderOptions{Compression: c}, numbered(5, 1)...)
+		for n := 0; n < len(b); n++ {
+			p := b[:n]
+			if _, _, err := Parse(p); !errors.Is(err, ErrTruncated) || !base.IsTornTail(err) {
+				t.Fatalf("%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
+			}
+			if err := Batch(p).Validate(); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: Validate(%d of %d bytes) = %v", c, n, len(b), err)
+			}
+			if n >= HeaderSize {
+				if err := iterate(Batch(p)); err != nil && !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("%s: iterate(%d bytes) = %v", c, n, err)
+				}
+			}
+		}
+	}
+}
+
+// zeroBomb returns a codec's compression of n zero bytes, streamed so the
+// test never holds n bytes.
+func zeroBomb(t testing.TB, c Compression, n int) []byte {
+	t.Helper()
+	if c == CompressionZstd {
+		var buf bytes.Buffer
+		w, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := make([]byte, 1<<20)
+		for i := 0; i < n>>20; i++ {
+			if _, err := w.Write(zero); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	return mustCompress(t, c, make([]byte, n))
+}
+
+func TestDecompressionBomb(t *testing.T) {
+	tmpl := build(t, BuilderOptions{}, numbered(1, 1)...)
+	for _, tt := range []struct {
+		c Compression
+		n int
+	}{
+		{CompressionGzip, 16 << 20},
+		{CompressionSnappy, 16 << 20},
+		{CompressionLZ4, 16 << 20},
+		{CompressionZstd, 256 << 20},
+	} {
+		t.Run(tt.c.String(), func(t *testing.T) {
+			payload := zeroBomb(t, tt.c, tt.n)
+			if tt.c == CompressionSnappy {
+				// Snappy cannot pass 64x (a copy costs 2 bytes per 64), so its
+				// bomb is a raw block that claims n bytes and holds a few.
+				payload = append(appendUvarint(nil, uint64(tt.n)), 0, 0, 0, 0)
+			}
+			b := withRecords(withHeader(tmpl, func(h []byte) {
+				binary.BigEndian.PutUint16(h[attributesOffset:], uint16(Attributes(0).WithCompression(tt.c)))
+			}), payload)
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			err := b.Validate()
+			runtime.ReadMemStats(&ms1)
+			checkCorrupt(t, err)
+			if !errors.Is(err, errTooLarge) {
+				t.Fatalf("err = %v, want the size limit", err)
+			}
+			if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 32<<20 {
+				t.Errorf("%d compressed bytes claiming %d: Validate allocated %d bytes", len(payload), tt.n, alloc)
+			}
+			t.Logf("%d bytes -> %v", len(payload), err)
+			// A Decoder with a higher limit accepts the size, then finds that
+			// zeros are not records.
+			dec := Decoder{MaxDecompressedSize: tt.n}
+			err = dec.Validate(b)
+			if errors.Is(err, errTooLarge) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("with a %d-byte limit: %v", tt.n, err)
+			}
+			if err := iterate(b); !errors.Is(err, errTooLarge) {
+				t.Fatalf("iterate = %v, want the size limit", err)
+			}
+		})
+	}
+}
+
+// The field report: a Kafka-compatible server kept the producer's base
+// offset 0 in every stored batch. A batch of 11 records then one of 3,
+// rebased in place to 0 and 11, both still validate and the log ends at 14.
+func TestFieldReportOffsets(t *testing.T) {
+	var set []byte
+	var err error
+	for _, n := range []int{11, 3} {
+		bld := NewBuilder(BuilderOptions{Compression: CompressionLZ4, PartitionLeaderEpoch: NoPartitionLeaderEpoch})
+		for _, r := range numbered(n, 1700000000000) {
+			if err := bld.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if set, err = bld.AppendTo(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := int64(0)
+	var ends []int64
+	var bases []int64
+	for rest := set; len(rest) > 0; {
+		b, r, err := Parse(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.BaseOffset() != 0 {
+			t.Fatalf("producer batch base %d, want 0", b.BaseOffset())
+		}
+		b.SetBaseOffset(next)
+		b.SetPartitionLeaderEpoch(7)
+		if err := b.Validate(); err != nil {
+			t.Fatalf("after SetBaseOffset(%d): %v", next, err)
+		}
+		bases = append(bases, b.BaseOffset())
+		next = b.NextOffset()
+		ends = append(ends, next)
+		rest = r
+	}
+	if fmt.Sprint(bases) != "[0 11]" || fmt.Sprint(ends) != "[11 14]" {
+		t.Fatalf("bases %v next offsets %v, want [0 11] and [11 14]", bases, ends)
+	}
+	// The records carry the assigned offsets.
+	b, rest, _ := Parse(set)
+	b2, _, _ := Parse(rest)
+	var dec Decoder
+	var offs []int64
+	for _, bt := range []Batch{b, b2} {
+		for r, err := range bt.All(&dec) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			offs = append(offs, r.Offset)
+		}
+	}
+	for i, o := range offs {
+		if o != int64(i) {
+			t.Fatalf("record offsets %v", offs)
+		}
+	}
+	if len(offs) != 14 || b2.PartitionLeaderEpoch() != 7 {
+		t.Fatalf("%d records, PLE %d", len(offs), b2.PartitionLeaderEpoch())
+	}
+}
+
+func TestSetLogAppendTime(t *testing.T) {
+	b := build(t, BuilderOptions{Compression: CompressionGzip}, numbered(4, 1000)...)
+	b.SetLogAppendTime(99999)
+	if err := b.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Attributes().LogAppendTime() || b.MaxTimestamp() != 99999 || b.Attributes().Compression() != CompressionGzip {
+		t.Fatalf("header %+v", b.Header())
+	}
+	for r, err := range b.All(nil) {
+		if err != nil || r.Timestamp != 99999 {
+			t.Fatalf("record %d timestamp %d: %v", r.Offset, r.Timestamp, err)
+		}
+	}
+}
+
+// With the delete-horizon bit set, baseTimestamp holds the horizon and
+// Kafka's cleaner writes the record deltas relative to it: a record still
+// reads as baseTimestamp + timestampDelta.
+func TestDeleteHorizonTimestamps(t *testing.T) {
+	const horizon = 1700000900000
+	recs := []Record{{Value: []byte("a"), Timestamp: 1700000000000}, {Value: nil, Timestamp: 1700000000500}}
+	var raw []byte
+	for i, r := range recs {
+		raw, _ = AppendRecord(raw, r, int32(i), r.Timestamp-horizon)
+	}
+	tmpl := build(t, BuilderOptions{}, recs...)
+	b := withRecords(withHeader(tmpl, func(h []byte) {
+		binary.BigEndian.PutUint16(h[attributesOffset:], uint16(DeleteHorizonBit))
+		binary.BigEndian.PutUint64(h[baseTimestampOffset:], horizon)
+	}), raw)
+	if !b.Attributes().HasDeleteHorizon() || b.BaseTimestamp() != horizon {
+		t.Fatalf("header %+v", b.Header())
+	}
+	for i, r := range decodeAll(t, b) {
+		if r.Timestamp != recs[i].Timestamp {
+			t.Fatalf("record %d timestamp %d, want %d", i, r.Timestamp, recs[i].Timestamp)
+		}
+	}
+}
