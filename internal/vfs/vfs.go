@@ -1,7 +1,7 @@
 // Package vfs is the filesystem every file access of partlog goes through,
 // so that tests can swap the operating system for an in-memory filesystem
-// that simulates crashes (memfs.go) or a wrapper that injects errors
-// (errorfs.go).
+// that simulates crashes ([MemFS], memfs.go; its crash model is documented
+// on the type) or a wrapper that injects errors ([Injector], errorfs.go).
 //
 // The interface is deliberately small: what a segmented log needs and no
 // more. Paths are plain OS paths joined with path/filepath.

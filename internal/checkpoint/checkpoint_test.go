@@ -1,0 +1,435 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestKafkaFixtures parses the checkpoint files a Kafka 2.7.1 broker wrote
+// and writes them back to identical bytes.
+func TestKafkaFixtures(t *testing.T) {
+	offsetFiles := []struct {
+		file    string
+		entries int
+		want    map[string]int64 // a few "topic partition" -> offset
+	}{
+		{RecoveryPointFile, 53, map[string]int64{"__consumer_offsets 17": 1, "__consumer_offsets 13": 0}},
+		{ReplicationFile, 53, map[string]int64{"__consumer_offsets 29": 0}},
+		{LogStartOffsetFile, 0, nil},
+		{CleanerOffsetFile, 3, map[string]int64{"__consumer_offsets 28": 2, "__consumer_offsets 17": 1, "__consumer_offsets 39": 18}},
+	}
+	for _, tt := range offsetFiles {
+		t.Run(tt.file, func(t *testing.T) {
+			b := readTestdata(t, tt.file)
+			entries, err := ReadOffsets(vfs.Default, filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != tt.entries {
+				t.Fatalf("%d entries, want %d", len(entries), tt.entries)
+			}
+			got := make(map[string]int64)
+			for _, e := range entries {
+				got[e.Topic+" "+DirName(e.Topic, e.Partition)[len(e.Topic)+1:]] = e.Offset
+			}
+			for k, v := range tt.want {
+				if off, ok := got[k]; !ok || off != v {
+					t.Errorf("%s = %d, %v; want %d", k, off, ok, v)
+				}
+			}
+			if out := Append(nil, OffsetFormat, entries); !bytes.Equal(out, b) {
+				t.Fatalf("re-written bytes differ:\n%q\n%q", out, b)
+			}
+			// And through the atomic writer.
+			mem := vfs.NewMem()
+			if err := WriteOffsets(mem, "/"+tt.file, entries); err != nil {
+				t.Fatal(err)
+			}
+			if out := memRead(t, mem, "/"+tt.file); !bytes.Equal(out, b) {
+				t.Fatalf("written file differs:\n%q\n%q", out, b)
+			}
+		})
+	}
+	epochFiles := []struct {
+		file string
+		want []EpochEntry
+	}{
+		{"leader-epoch-checkpoint", []EpochEntry{{0, 0}}},
+		{"myTopic-0/leader-epoch-checkpoint", []EpochEntry{{0, 38}}},
+	}
+	for _, tt := range epochFiles {
+		t.Run(tt.file, func(t *testing.T) {
+			b := readTestdata(t, tt.file)
+			entries, err := ReadLeaderEpochs(vfs.Default, filepath.Join("testdata", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != len(tt.want) || entries[0] != tt.want[0] {
+				t.Fatalf("entries %v, want %v", entries, tt.want)
+			}
+			if out := Append(nil, EpochFormat, entries); !bytes.Equal(out, b) {
+				t.Fatalf("re-written bytes differ: %q vs %q", out, b)
+			}
+		})
+	}
+}
+
+func memRead(t *testing.T, fsys vfs.FS, name string) []byte {
+	t.Helper()
+	f, err := fsys.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParseCorrupt(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		pos   int64
+		field string
+	}{
+		{"empty file", "", 0, "version"},
+		{"no newline after version", "0", 0, "version"},
+		{"missing count", "0\n", 2, "count"},
+		{"unknown version", "1\n0\n", 0, "version"},
+		{"version not a number", "x\n0\n", 0, "version"},
+		{"version with plus", "+0\n0\n", 0, "version"},
+		{"count with leading zero", "0\n01\n0 5\n", 2, "count"},
+		{"negative count", "0\n-1\n", 2, "count"},
+		{"huge count", "0\n2000000000\n0 5\n", 2, "count"},
+		{"fewer entries", "0\n2\n0 5\n", 8, "count"},
+		{"more entries", "0\n1\n0 5\n1 6\n", 8, "entry[1]"},
+		{"torn last line", "0\n2\n0 5\n1 6", 8, "entry[1]"},
+		{"crlf", "0\r\n0\r\n", 0, "version"},
+		{"crlf in entry", "0\n1\n0 5\r\n", 4, "entry[0]"},
+		{"tab separator", "0\n1\n0\t5\n", 4, "entry[0]"},
+		{"double space", "0\n1\n0  5\n", 4, "entry[0]"},
+		{"trailing space", "0\n1\n0 5 \n", 4, "entry[0]"},
+		{"leading space", "0\n1\n 0 5\n", 4, "entry[0]"},
+		{"too few fields", "0\n1\n5\n", 4, "entry[0]"},
+		{"too many fields", "0\n1\n0 5 7\n", 4, "entry[0]"},
+		{"bad epoch", "0\n1\nx 5\n", 4, "entry[0].epoch"},
+		{"bad offset", "0\n1\n0 5x\n", 4, "entry[0].startOffset"},
+		{"negative epoch", "0\n1\n-1 5\n", 4, "entry[0].epoch"},
+		{"negative offset", "0\n1\n0 -5\n", 4, "entry[0].startOffset"},
+		{"offset overflow", "0\n1\n0 9223372036854775808\n", 4, "entry[0].startOffset"},
+		{"epoch overflow", "0\n1\n2147483648 0\n", 4, "entry[0].epoch"},
+		{"blank line", "0\n1\n\n", 4, "entry[0]"},
+		{"epochs not increasing", "0\n2\n1 5\n1 6\n", -1, "entry"},
+		{"offsets decreasing", "0\n2\n1 5\n2 4\n", -1, "entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			f, _ := mem.Create("/leader-epoch-checkpoint")
+			f.Write([]byte(tt.in))
+			f.Close()
+			_, err := ReadLeaderEpochs(mem, "/leader-epoch-checkpoint")
+			if !base.IsCorruption(err) {
+				t.Fatalf("err = %v, want corruption", err)
+			}
+			var ce *base.CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a CorruptionError: %v", err)
+			}
+			if ce.File != "/leader-epoch-checkpoint" || ce.Pos != tt.pos || ce.Field != tt.field {
+				t.Fatalf("got file %q pos %d field %q (%v); want pos %d field %q",
+					ce.File, ce.Pos, ce.Field, err, tt.pos, tt.field)
+			}
+		})
+	}
+}
+
+func TestOffsetsCorrupt(t *testing.T) {
+	tests := []struct {
+		name, in, field string
+	}{
+		{"control character in topic", "0\n1\nmy\x01topic 0 5\n", "entry[0]"},
+		{"negative partition", "0\n1\nt -1 5\n", "entry[0].partition"},
+		{"negative offset", "0\n1\nt 0 -5\n", "entry[0].offset"},
+		{"partition overflow", "0\n1\nt 2147483648 5\n", "entry[0].partition"},
+		{"duplicate partition", "0\n2\nt 0 5\nt 0 6\n", "entry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			f, _ := mem.Create("/cp")
+			f.Write([]byte(tt.in))
+			f.Close()
+			_, err := ReadOffsets(mem, "/cp")
+			var ce *base.CorruptionError
+			if !errors.As(err, &ce) || ce.Field != tt.field {
+				t.Fatalf("err = %v, want field %q", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestOffsetRoundTrip(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/data/myTopic-0", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("/data/myTopic-0", RecoveryPointFile)
+	if _, _, err := ReadOffset(mem, path, "myTopic", 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if err := WriteOffset(mem, path, "myTopic", 0, 1234); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(memRead(t, mem, path)); got != "0\n1\nmyTopic 0 1234\n" {
+		t.Fatalf("file %q", got)
+	}
+	off, found, err := ReadOffset(mem, path, "myTopic", 0)
+	if err != nil || !found || off != 1234 {
+		t.Fatalf("ReadOffset = %d %v %v", off, found, err)
+	}
+	if _, found, err := ReadOffset(mem, path, "myTopic", 1); err != nil || found {
+		t.Fatalf("other partition: %v %v", found, err)
+	}
+	if err := WriteOffset(mem, path, "myTopic", 0, 99); err != nil {
+		t.Fatal(err)
+	}
+	if off, _, _ := ReadOffset(mem, path, "myTopic", 0); off != 99 {
+		t.Fatalf("after overwrite %d", off)
+	}
+	names, _ := mem.List("/data/myTopic-0")
+	if len(names) != 1 || names[0] != RecoveryPointFile {
+		t.Fatalf("files %v (tmp left?)", names)
+	}
+
+	epochs := []EpochEntry{{0, 0}, {3, 100}, {4, 100}, {7, 250}}
+	epath := filepath.Join("/data/myTopic-0", LeaderEpochFile)
+	if err := WriteLeaderEpochs(mem, epath, epochs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadLeaderEpochs(mem, epath)
+	if err != nil || len(got) != len(epochs) {
+		t.Fatalf("ReadLeaderEpochs = %v %v", got, err)
+	}
+	for i := range got {
+		if got[i] != epochs[i] {
+			t.Fatalf("entry %d = %v", i, got[i])
+		}
+	}
+	if err := WriteLeaderEpochs(mem, epath, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(memRead(t, mem, epath)); got != "0\n0\n" {
+		t.Fatalf("empty epochs file %q", got)
+	}
+}
+
+func TestWriteInvalid(t *testing.T) {
+	mem := vfs.NewMem()
+	tests := []struct {
+		name string
+		run  func() error
+	}{
+		{"bad topic", func() error { return WriteOffset(mem, "/cp", "a b", 0, 1) }},
+		{"newline in topic", func() error { return WriteOffset(mem, "/cp", "a\nb", 0, 1) }},
+		{"empty topic", func() error { return WriteOffset(mem, "/cp", "", 0, 1) }},
+		{"negative partition", func() error { return WriteOffset(mem, "/cp", "t", -1, 1) }},
+		{"negative offset", func() error { return WriteOffset(mem, "/cp", "t", 0, -1) }},
+		{"duplicate", func() error {
+			return WriteOffsets(mem, "/cp", []PartitionOffset{{"t", 0, 1}, {"t", 0, 2}})
+		}},
+		{"epoch order", func() error { return WriteLeaderEpochs(mem, "/e", []EpochEntry{{2, 0}, {1, 5}}) }},
+		{"negative epoch", func() error { return WriteLeaderEpochs(mem, "/e", []EpochEntry{{-1, 0}}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.run(); !errors.Is(err, ErrInvalidEntry) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+	if names, _ := mem.List("/"); len(names) != 0 {
+		t.Fatalf("invalid writes left files: %v", names)
+	}
+}
+
+// TestWriteOps checks the exact durable sequence of an atomic write.
+func TestWriteOps(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	var ops []string
+	in.SetHook(func(op vfs.Op) error {
+		ops = append(ops, op.String())
+		return nil
+	})
+	if err := WriteOffset(in, "/cp", "t", 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"create /cp.tmp", "write /cp.tmp len=10", "sync /cp.tmp", "close /cp.tmp",
+		"rename /cp.tmp -> /cp", "openDir /", "sync /", "close /",
+	}
+	if strings.Join(ops, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ops:\n%s\nwant:\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWriteFaultsAndCrashes fails every operation of a checkpoint write in
+// turn and crashes after each: the checkpoint always reads back, old or
+// new, and a successful write is durable.
+func TestWriteFaultsAndCrashes(t *testing.T) {
+	for k := int64(0); ; k++ {
+		mem := vfs.NewMem()
+		if err := WriteOffset(mem, "/cp", "t", 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		in := vfs.NewInjector(mem)
+		in.FailNth(k, vfs.AllOps)
+		err := WriteOffset(in, "/cp", "t", 0, 2)
+		injected := in.Injected() > 0
+		if injected && !errors.Is(err, vfs.ErrInjected) {
+			t.Fatalf("k=%d: err = %v", k, err)
+		}
+		if !injected && err != nil {
+			t.Fatalf("k=%d: clean run: %v", k, err)
+		}
+		for seed := range uint64(20) {
+			c := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: seed})
+			off, found, rerr := ReadOffset(c, "/cp", "t", 0)
+			if rerr != nil || !found || (off != 1 && off != 2) {
+				t.Fatalf("k=%d seed=%d: %d %v %v\n%s", k, seed, off, found, rerr, c)
+			}
+			if !injected && off != 2 {
+				t.Fatalf("k=%d seed=%d: acknowledged write lost", k, seed)
+			}
+		}
+		if !injected {
+			break
+		}
+	}
+}
+
+func TestParseDirName(t *testing.T) {
+	tests := []struct {
+		in        string
+		topic     string
+		partition int32
+		ok        bool
+	}{
+		{"myTopic-0", "myTopic", 0, true},
+		{"__consumer_offsets-17", "__consumer_offsets", 17, true},
+		{"a-b-c-12", "a-b-c", 12, true},
+		{"noDash", "", 0, false},
+		{"-1", "", 0, false},
+		{"t-", "", 0, false},
+		{"t-01", "", 0, false},
+		{"t--1", "t-", 1, true},
+		{"t-x", "", 0, false},
+		{"bad topic-1", "", 0, false},
+		{"t-2147483648", "", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			topic, p, ok := ParseDirName(tt.in)
+			if topic != tt.topic || p != tt.partition || ok != tt.ok {
+				t.Fatalf("= %q %d %v", topic, p, ok)
+			}
+			if ok && DirName(topic, p) != tt.in {
+				t.Fatalf("DirName = %q", DirName(topic, p))
+			}
+		})
+	}
+	if !FormatTopic("any/name.ü") || FormatTopic("a b") || FormatTopic("") {
+		t.Fatal("FormatTopic")
+	}
+	if ValidTopic(strings.Repeat("a", MaxTopicLength+1)) || !ValidTopic(strings.Repeat("a", MaxTopicLength)) ||
+		ValidTopic(".") || ValidTopic("..") {
+		t.Fatal("ValidTopic limits")
+	}
+}
+
+func TestCleanShutdown(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/p", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mem.SyncAll()
+	if ok, err := HasCleanShutdown(mem, "/p"); ok || err != nil {
+		t.Fatalf("fresh dir: %v %v", ok, err)
+	}
+	if err := RemoveCleanShutdown(mem, "/p"); err != nil {
+		t.Fatalf("remove missing: %v", err)
+	}
+	if err := MarkCleanShutdown(mem, "/p"); err != nil {
+		t.Fatal(err)
+	}
+	c := mem.CrashClone(vfs.CrashOptions{})
+	if ok, err := HasCleanShutdown(c, "/p"); !ok || err != nil {
+		t.Fatalf("marker not durable: %v %v", ok, err)
+	}
+	if err := RemoveCleanShutdown(mem, "/p"); err != nil {
+		t.Fatal(err)
+	}
+	c = mem.CrashClone(vfs.CrashOptions{})
+	if ok, err := HasCleanShutdown(c, "/p"); ok || err != nil {
+		t.Fatalf("removal not durable: %v %v", ok, err)
+	}
+	if ok, err := HasCleanShutdown(mem, "/missing/dir/x"); ok || err != nil {
+		t.Fatalf("missing dir: %v %v", ok, err)
+	}
+	in := vfs.NewInjector(mem)
+	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpStat)})
+	if _, err := HasCleanShutdown(in, "/p"); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("stat error swallowed: %v", err)
+	}
+}
+
+// FuzzParse: whatever the input, Parse never panics, and what it accepts
+// re-encodes to the same bytes.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{RecoveryPointFile, ReplicationFile, LogStartOffsetFile, CleanerOffsetFile,
+		"leader-epoch-checkpoint", "myTopic-0/leader-epoch-checkpoint"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("0\n2\n0 5\n1 6\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if es, err := Parse("f", b, EpochFormat); err == nil {
+			if out := Append(nil, EpochFormat, es); !bytes.Equal(out, b) {
+				t.Fatalf("epochs round trip: %q -> %q", b, out)
+			}
+		} else if !base.IsCorruption(err) {
+			t.Fatalf("non-corruption error %v", err)
+		}
+		if os, err := Parse("f", b, OffsetFormat); err == nil {
+			if out := Append(nil, OffsetFormat, os); !bytes.Equal(out, b) {
+				t.Fatalf("offsets round trip: %q -> %q", b, out)
+			}
+		} else if !base.IsCorruption(err) {
+			t.Fatalf("non-corruption error %v", err)
+		}
+	})
+}

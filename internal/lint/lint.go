@@ -1,0 +1,39 @@
+// Package lint holds partlog's project rules as a test (lint_test.go), in
+// the manner of pebble's internal/lint: run `go test ./internal/lint` and it
+// parses every Go file of the module and fails on:
+//
+//   - a library package (the root package, batch, index, segment, log,
+//     compaction, internal/... and their subpackages; not examples/)
+//     importing anything but the standard library, the module's own
+//     packages, and the modules DESIGN.md allows (klauspost/crc32,
+//     klauspost/compress, pierrec/lz4/v4, cespare/xxhash/v2,
+//     golang.org/x/sys); test-support packages (a name ending in "test",
+//     such as log/logtest) may also use testify and rapid;
+//   - any file of the module outside examples/ importing examples/, and a
+//     library package importing a Kafka client (franz-go);
+//   - an import pointing up the layers: internal < batch < index < segment <
+//     log < compaction (a package may import its own layer and those below);
+//   - a raw sync/atomic function call (atomic.AddInt64 ...): typed atomics
+//     only;
+//   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with
+//     io/fs errors;
+//   - the standard "log" package anywhere in the library, tests included
+//     (use log/slog through the embedder's logger).
+//
+// Packages that do not exist yet are simply not there to check. Example:
+//
+//	go test ./internal/lint
+//
+// The package itself exports nothing but [Rules], the list of rule names.
+package lint
+
+// Rules names the checks lint_test.go runs, in the order they are
+// reported.
+var Rules = []string{
+	"allowed-imports",
+	"no-examples-import",
+	"layering",
+	"typed-atomics",
+	"no-os-is",
+	"no-std-log",
+}

@@ -1,0 +1,24 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package mmap
+
+import "errors"
+
+// mmapSupported reports whether Map uses the mmap system call: not on this
+// platform, where every region is a heap region.
+const mmapSupported = false
+
+const (
+	adviceNormal = iota
+	adviceRandom
+	adviceSequential
+	adviceWillNeed
+	adviceDontNeed
+)
+
+var errNoMmap = errors.New("partlog/mmap: mmap not supported on this platform")
+
+func sysMap(uintptr, int, bool) ([]byte, error) { return nil, errNoMmap }
+func sysUnmap([]byte) error                     { return errNoMmap }
+func sysSync([]byte) error                      { return errNoMmap }
+func sysAdvise([]byte, int) error               { return errNoMmap }
