@@ -1,0 +1,134 @@
+// Package index implements a segment's sparse offset index (.index) and
+// time index (.timeindex) in Apache Kafka's on-disk format, byte for byte:
+// files written here open in Kafka's tools, and Kafka's open here.
+//
+// An [OffsetIndex] maps offsets to the .log positions of the batches that
+// hold them; a [TimeIndex] maps the largest timestamp seen so far to the
+// offset where it was seen. Both are sparse (the segment adds an entry once
+// index.interval.bytes of log were written since the last), sorted,
+// preallocated to their maximum size and mapped read-write, and carry no
+// checksum: after a crash they are checked ([OffsetIndex.SanityCheck]) and
+// rebuilt from the log when wrong. Indexes are hints; the log is the truth.
+//
+// # Format
+//
+// A file is a sequence of fixed-size entries, big-endian, with nothing
+// before or after them. Offsets are stored relative to the segment's base
+// offset (the number in the file name), which is why a segment rolls
+// before offset - base overflows an int32. The sizes are frozen.
+//
+// Offset index entry, [OffsetEntrySize] = 8 bytes, Kafka's OffsetPosition:
+//
+//	0               4               8
+//	+---------------+---------------+
+//	| relOffset i32 | position  i32 |
+//	+---------------+---------------+
+//	relOffset: the last offset of the indexed batch, minus the base offset
+//	position:  byte position in the .log where that batch starts
+//
+// Time index entry, [TimeEntrySize] = 12 bytes, Kafka's TimestampOffset:
+//
+//	0                               8               12
+//	+-------------------------------+---------------+
+//	| timestamp                 i64 | relOffset i32 |
+//	+-------------------------------+---------------+
+//	timestamp: the largest batch max timestamp seen up to relOffset (ms)
+//	relOffset: the offset where it was seen, minus the base offset
+//
+// For example, with base offset 100, the offset entry (offset 105, position
+// 4096) is 00 00 00 05 00 00 10 00, and the time entry (timestamp
+// 1700000000000, offset 105) is 00 00 01 8b cf e5 68 00 00 00 00 05.
+//
+// Kafka's rules, which this package keeps: a new file is preallocated to
+// maxIndexSize rounded down to whole entries; an existing file has
+// length/entrySize entries; offsets strictly increase; time entries are
+// added only when the timestamp grows; the time index counts as full one
+// slot early, keeping the last slot for the entry written when the segment
+// is sealed; both are trimmed to their entries when sealed or closed.
+//
+// Opening an existing file does not change it: the file is mapped with
+// room for maxIndexSize bytes of entries (the mapping may reach past the
+// end of the file; nothing past the end is touched) and grown to that
+// size, with its blocks reserved (fallocate), only when an entry is
+// appended past its end, or by Resize or Reset. Opening a directory of
+// sealed segments therefore writes nothing, and a crash soon after does not
+// leave every index with a zero tail. (Kafka maps an existing file at its
+// length and resizes only the active segment's indexes.) Reserving the
+// blocks up front also means that a full disk fails the grow with an error
+// instead of raising SIGBUS on a later write into the mapping.
+//
+// Files without an operating-system descriptor (vfs.NewMem, used by the
+// crash and fault-injection tests) use internal/mmap's heap fallback: a
+// heap copy read once, with every entry written through to the file, so the
+// same code runs on both.
+//
+// A file's length is only a trustworthy entry count for a trimmed index.
+// An index that was still preallocated when the process crashed has a
+// zero tail that the count includes (KAFKA-12734); SanityCheck detects it
+// in O(1), because a zero entry never follows a real one.
+//
+// # Lookup
+//
+// Lookup returns the largest entry <= the target, by offset or by
+// timestamp, with Kafka's warm-section search (KAFKA-6432): when the
+// target is at or above the entry 8 KiB before the end, only the last
+// 8 KiB of entries (1024 offset entries, 682 time entries) are binary
+// searched; otherwise the rest. The appender and the tail lookups of
+// in-sync followers and consumers keep those pages in the page cache,
+// while a plain binary search over a 10 MiB index touches about a dozen
+// pages spread over the file, some of them cold: page faults on the
+// produce path. An offset lookup below every entry answers
+// {BaseOffset(), 0}; a time lookup answers {NoTimestamp, BaseOffset()}.
+//
+// # Concurrency
+//
+// One writer goroutine and any number of readers may use an index at the
+// same time without locks. The methods fall in three groups:
+//
+//   - Readers, safe from any goroutine at any time, concurrently with each
+//     other and with the writer: Lookup, Entry, LastEntry, Entries,
+//     MaxEntries, IsFull, BaseOffset, Path, SizeInBytes, SanityCheck,
+//     Check.
+//   - Writer methods, called by one goroutine at a time (the segment's
+//     appender), overlapping readers freely: Append (MaybeAppend),
+//     TrimToValidSize, Resize, Flush, Rename.
+//   - Exclusive methods, which no other call of the same index may
+//     overlap, reader or writer: TruncateTo, Reset, Close, Delete. The
+//     segment takes the write side of its read lease around them.
+//
+// Why lookups need no lock:
+//
+//  1. The entry count is an atomic. The writer writes an entry's bytes
+//     (through the mapping, or for the heap fallback through the heap copy
+//     and the file) and only then publishes the new count; a reader loads
+//     the count first and reads only entries below it, so it never sees a
+//     partly written entry.
+//  2. An entry below the published count is never rewritten, except after
+//     TruncateTo or Reset lowered the count, and those are exclusive: no
+//     reader still holds an older, larger count.
+//  3. A reader loads the mapping after the count. The writer installs a
+//     larger mapping (Resize) before it publishes a count that needs it,
+//     so the mapping a reader sees covers its count. Replaced mappings stay
+//     mapped until Close: a reader holding one reads valid memory.
+//  4. The file is never shorter than count*entrySize bytes: trimming cuts
+//     it to exactly that and only TruncateTo (exclusive) lowers the count,
+//     so no read touches a mapped page past the end of the file (SIGBUS).
+//  5. After Close or Delete the index reads as empty instead of touching
+//     unmapped memory, but calling a reader then is still a bug.
+//
+// # Example
+//
+//	idx, err := index.OpenOffsetIndex(vfs.Default, "00000000000000000100.index", 100, index.DefaultMaxIndexSize)
+//	if err != nil {
+//		return err
+//	}
+//	if err := idx.SanityCheck(); err != nil {
+//		// rebuild from the log: idx.Reset(), then Append per indexed batch
+//	}
+//	if err := idx.Append(105, 4096); err != nil { // batch 100..105 at 4096
+//		return err
+//	}
+//	e := idx.Lookup(103) // {Offset: 100, Position: 0}: scan from position 0
+//	e = idx.Lookup(110)  // {Offset: 105, Position: 4096}
+//	return idx.Close()   // trims the file to 8 bytes
+package index

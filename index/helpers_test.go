@@ -1,0 +1,97 @@
+package index
+
+import (
+	"io"
+	"testing"
+
+	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// fsMode is one way of backing an index in tests.
+type fsMode struct {
+	name string
+	// setup returns the FS and a directory to use, and arranges cleanup.
+	setup func(t testing.TB) (vfs.FS, string)
+}
+
+// fsModes covers the mapped path (OS files), the heap fallback on OS files
+// (mapRegion = mmap.MapHeap) and the heap fallback for files without a
+// descriptor (vfs.NewMem).
+var fsModes = []fsMode{
+	{"mmap", func(t testing.TB) (vfs.FS, string) { return vfs.Default, t.TempDir() }},
+	{"heap-os", func(t testing.TB) (vfs.FS, string) {
+		useHeap(t)
+		return vfs.Default, t.TempDir()
+	}},
+	{"heap-mem", func(t testing.TB) (vfs.FS, string) {
+		m := vfs.NewMem()
+		if err := m.MkdirAll("/mem", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return m, "/mem"
+	}},
+}
+
+// useHeap makes the index use heap regions on OS files until the test
+// ends. Tests that call it must not run in parallel.
+func useHeap(t testing.TB) {
+	mapRegion = mmap.MapHeap
+	t.Cleanup(func() { mapRegion = mmap.Map })
+}
+
+// forEachMode runs f as a subtest per fsMode.
+func forEachMode(t *testing.T, f func(t *testing.T, fsys vfs.FS, dir string)) {
+	for _, m := range fsModes {
+		t.Run(m.name, func(t *testing.T) {
+			fsys, dir := m.setup(t)
+			f(t, fsys, dir)
+		})
+	}
+}
+
+// fileSize returns the length of the file at path.
+func fileSize(t tb, fsys vfs.FS, path string) int64 {
+	t.Helper()
+	st, err := fsys.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// readFile returns the bytes of the file at path.
+func readFile(t tb, fsys vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fsys.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// writeFile creates the file at path holding b.
+func writeFile(t tb, fsys vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fsys.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tb is what the file helpers need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+}
