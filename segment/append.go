@@ -1,0 +1,271 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/internal/base"
+)
+
+// Append writes b at the end of the .log and publishes it. b's offsets are
+// already assigned: b.BaseOffset() >= NextOffset(), and its last offset
+// lies within MaxInt32 of BaseOffset. Append checks b's framing (not its
+// CRC: the caller validated it) and that it fits, then writes it at Size(),
+// adds an offset index entry (key: b's last offset, value: its position)
+// and maybe a time index entry (the largest timestamp so far and the offset
+// of the batch that has it) when more than IndexIntervalBytes were
+// appended since the last entry, and only then publishes the new size, so
+// concurrent readers never see a partial batch. It returns b's position.
+//
+// On an error nothing is published: the size and next offset stay, no
+// index entry is added and the bytes written are truncated away (or, if
+// that fails too, cut before the next append). The one exception is a
+// failed write of the time index entry after the offset entry is in: the
+// batch is then published (see the comment in the code). One writer only.
+func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
+	switch {
+	case s.closed.Load():
+		return 0, ErrClosed
+	case s.sealed.Load():
+		return 0, fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
+	}
+	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(len(b)) ||
+		b.Magic() != batch.Magic || b.LastOffsetDelta() < 0 {
+		return 0, base.CorruptionErrorf("", 0, "batch", "append of %d bytes that do not frame as one batch", len(b))
+	}
+	pos = s.size.Load()
+	first, last := b.BaseOffset(), b.LastOffset()
+	if next := s.nextOffset.Load(); first < next {
+		return 0, fmt.Errorf("%w: batch at offset %d, segment %s is at %d", ErrOffsetNotIncreasing, first, s.LogPath(), next)
+	}
+	if first < s.base || last-s.base > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: batch [%d, %d] in segment with base %d", ErrOffsetOverflow, first, last, s.base)
+	}
+	end := pos + int64(len(b))
+	if end > s.window {
+		return 0, fmt.Errorf("%w: %s: %d + %d bytes exceed %d", ErrSegmentFull, s.LogPath(), pos, len(b), s.window)
+	}
+	indexDue := s.w.bytesSinceIndex > int64(s.cfg.IndexIntervalBytes)
+	if indexDue && (s.offIdx.IsFull() || s.timeIdx.IsFull()) {
+		return 0, fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.LogPath())
+	}
+	if indexDue && last <= s.offIdx.LastEntry().Offset && s.offIdx.Entries() > 0 {
+		return 0, base.AssertionFailedf("partlog/segment: %s: offset %d not above the last index entry %d", s.LogPath(), last, s.offIdx.LastEntry().Offset)
+	}
+	if s.w.fileSize != pos {
+		// A failed write or a torn tail left bytes past the size.
+		if err := s.logFile.Truncate(pos); err != nil {
+			return 0, err
+		}
+		s.w.fileSize = pos
+	}
+
+	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+		s.undoWrite(pos)
+		return 0, err
+	}
+	maxTs, maxOff := s.w.maxTimestamp, s.w.offsetOfMaxTimestamp
+	if ts := b.MaxTimestamp(); ts > maxTs {
+		maxTs, maxOff = ts, last
+	}
+	if indexDue {
+		if err := s.offIdx.Append(last, pos); err != nil {
+			s.undoWrite(pos)
+			return 0, err
+		}
+		if maxTs >= 0 {
+			// The checks above rule out every MaybeAppend failure but
+			// an I/O error writing the index file. The offset entry is
+			// in (and index entries cannot be taken back while
+			// lock-free readers look them up), so the batch is
+			// published anyway: a time index that lacks an entry is
+			// still right, lookups just scan further.
+			if err := s.timeIdx.MaybeAppend(maxTs, maxOff, false); err != nil {
+				s.log.Warn("partlog/segment: time index entry not written; lookups by time scan further",
+					"segment", s.LogPath(), "timestamp", maxTs, "offset", maxOff, "err", err)
+			}
+		}
+		s.w.bytesSinceIndex = 0
+	}
+	s.w.bytesSinceIndex += int64(len(b))
+	s.w.fileSize = end
+	s.setMaxTimestamp(maxTs, maxOff)
+	if pos == 0 {
+		s.mu.Lock()
+		s.mu.firstBatchMaxTimestamp = b.MaxTimestamp()
+		s.mu.Unlock()
+	}
+	s.size.Store(end)
+	s.nextOffset.Store(last + 1)
+	return pos, nil
+}
+
+// undoWrite cuts a failed append's bytes; if that fails too, the next
+// Append (or Close) cuts them.
+func (s *Segment) undoWrite(pos int64) {
+	if err := s.logFile.Truncate(pos); err != nil {
+		s.w.fileSize = -1
+		return
+	}
+	s.w.fileSize = pos
+}
+
+// RollReason says why the partition should start a new segment before
+// appending a batch. It is what ShouldRoll returns.
+type RollReason uint8
+
+// Roll reasons, in the order ShouldRoll checks them (Kafka's shouldRoll).
+const (
+	// RollNone: append to this segment.
+	RollNone RollReason = iota
+	// RollSize: the batch would take the .log past segment.bytes.
+	RollSize
+	// RollTime: segment.ms elapsed since the first batch (by batch
+	// timestamps, or by the wall clock when the first batch has none).
+	RollTime
+	// RollOffsetIndexFull: the offset index has no free entry.
+	RollOffsetIndexFull
+	// RollTimeIndexFull: the time index has no free entry.
+	RollTimeIndexFull
+	// RollOffsetOverflow: the batch's last offset does not fit the
+	// segment's 32-bit relative offsets.
+	RollOffsetOverflow
+	numRollReasons
+)
+
+var rollReasonNames = [...]string{"none", "size", "time", "offset index full", "time index full", "offset overflow"}
+
+func init() {
+	if len(rollReasonNames) != int(numRollReasons) {
+		panic(base.AssertionFailedf("partlog/segment: %d roll reason names for %d reasons", len(rollReasonNames), numRollReasons))
+	}
+}
+
+// String names the reason.
+func (r RollReason) String() string {
+	if r < numRollReasons {
+		return rollReasonNames[r]
+	}
+	return fmt.Sprintf("RollReason(%d)", uint8(r))
+}
+
+// ShouldRoll reports whether the partition must roll to a new segment before
+// appending incoming, and why (Kafka's LogSegment.shouldRoll), checking in
+// this order:
+//
+//   - size: Size() > segmentBytes - len(incoming), for a non-empty segment
+//     (rolling an empty one would not help; the partition rejects a batch
+//     larger than segment.bytes);
+//   - time: for a non-empty segment and rollAfter > 0 (segment.ms minus the
+//     jitter), incoming.MaxTimestamp() - FirstBatchMaxTimestamp() > rollAfter,
+//     or, when the first batch has no timestamp, now - Created() > rollAfter
+//     (strictly greater, as in Kafka);
+//   - either index is full;
+//   - incoming's last offset is more than MaxInt32 above the base offset
+//     (or below it).
+func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter time.Duration, now time.Time) RollReason {
+	size := s.size.Load()
+	if size > 0 && size > segmentBytes-int64(len(incoming)) {
+		return RollSize
+	}
+	if size > 0 && rollAfter > 0 {
+		s.mu.Lock()
+		first, created := s.mu.firstBatchMaxTimestamp, s.mu.created
+		s.mu.Unlock()
+		var waited time.Duration
+		if first >= 0 {
+			waited = time.Duration(incoming.MaxTimestamp()-first) * time.Millisecond
+		} else {
+			waited = now.Sub(created)
+		}
+		if waited > rollAfter {
+			return RollTime
+		}
+	}
+	if s.offIdx.IsFull() {
+		return RollOffsetIndexFull
+	}
+	if s.timeIdx.IsFull() {
+		return RollTimeIndexFull
+	}
+	if rel := incoming.LastOffset() - s.base; rel < 0 || rel > math.MaxInt32 {
+		return RollOffsetOverflow
+	}
+	return RollNone
+}
+
+// Flush makes everything appended durable: fdatasync of the .log, then of
+// both indexes. Writer side (it must not overlap Append, TruncateTo,
+// Recover or Close).
+func (s *Segment) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.logFile.Sync(); err != nil {
+		return err
+	}
+	if err := s.offIdx.Flush(); err != nil {
+		return err
+	}
+	return s.timeIdx.Flush()
+}
+
+// Seal makes the segment read-only when the partition rolls past it
+// (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
+// appended to the time index (even if it is full), both indexes are trimmed
+// to their entries, and a .log longer than Size is cut. Further Appends
+// return ErrSealed. Sealing a sealed segment does nothing. Writer side.
+func (s *Segment) Seal() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.sealed.Load() {
+		return nil
+	}
+	if err := s.appendFinalTimeEntry(); err != nil {
+		return err
+	}
+	if err := s.offIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if size := s.size.Load(); s.w.fileSize != size {
+		if err := s.logFile.Truncate(size); err != nil {
+			return err
+		}
+		s.w.fileSize = size
+	}
+	s.sealed.Store(true)
+	return nil
+}
+
+// Unseal makes a sealed segment active again: both indexes grow back to
+// MaxIndexBytes and Append is accepted. The partition unseals its last
+// segment after opening it. Writer side.
+func (s *Segment) Unseal() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.sealed.Load() {
+		return nil
+	}
+	if err := s.resizeIndexes(); err != nil {
+		return err
+	}
+	s.sealed.Store(false)
+	return nil
+}
+
+// resizeIndexes grows both indexes to MaxIndexBytes (never below their
+// entries).
+func (s *Segment) resizeIndexes() error {
+	if err := s.offIdx.Resize(max(s.cfg.MaxIndexBytes, s.offIdx.Entries()*index.OffsetEntrySize)); err != nil {
+		return err
+	}
+	return s.timeIdx.Resize(max(s.cfg.MaxIndexBytes, s.timeIdx.Entries()*index.TimeEntrySize))
+}

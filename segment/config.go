@@ -1,0 +1,66 @@
+package segment
+
+import (
+	"log/slog"
+	"math"
+)
+
+// Defaults, Kafka's.
+const (
+	// DefaultIndexIntervalBytes is index.interval.bytes: an index entry is
+	// added once more than this many bytes were appended since the last.
+	DefaultIndexIntervalBytes = 4096
+	// DefaultMaxIndexBytes is segment.index.bytes, 10 MiB: 1,310,720
+	// offset entries or 873,813 time entries.
+	DefaultMaxIndexBytes = 10 << 20
+	// DefaultMaxSegmentBytes is segment.bytes, 1 GiB.
+	DefaultMaxSegmentBytes = 1 << 30
+	// MaxSegmentBytesLimit is the largest segment a Segment accepts: index
+	// entries store positions as int32.
+	MaxSegmentBytesLimit = math.MaxInt32
+)
+
+// Config holds a segment's settings. The zero value means Kafka's defaults;
+// call EnsureDefaults (Create and Open do) to fill them in.
+type Config struct {
+	// IndexIntervalBytes is index.interval.bytes (default 4096): an append
+	// adds an offset (and maybe a time) index entry when more than this
+	// many bytes were appended since the last entry. A negative value
+	// means 0: an entry for every append after the first.
+	IndexIntervalBytes int
+	// MaxIndexBytes is segment.index.bytes (default 10 MiB): the size each
+	// index is preallocated to while the segment is active.
+	MaxIndexBytes int
+	// MaxSegmentBytes (default 1 GiB, at most MaxSegmentBytesLimit) is
+	// the size of the read-only mapping of the .log, and so the largest
+	// size Append lets the .log reach (ErrSegmentFull beyond). It must be
+	// at least the segment.bytes the log passes to ShouldRoll. A .log that
+	// is already larger when opened is mapped whole.
+	MaxSegmentBytes int64
+	// DisableMmap makes the segment read the .log with ReadAt even when
+	// the file has a descriptor (Bytes then copies into the caller's
+	// scratch buffer).
+	DisableMmap bool
+	// Logger receives warnings (a rebuilt index, a torn tail); nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults replaces zero fields with Kafka's defaults.
+func (c *Config) EnsureDefaults() {
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.IndexIntervalBytes < 0 {
+		c.IndexIntervalBytes = 0
+	}
+	if c.MaxIndexBytes == 0 {
+		c.MaxIndexBytes = DefaultMaxIndexBytes
+	}
+	if c.MaxSegmentBytes == 0 {
+		c.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}

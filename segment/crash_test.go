@@ -1,0 +1,287 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// TestCrashRecovery appends, flushes some batches, appends more without
+// flushing, crashes the in-memory filesystem (unsynced writes dropped, cut
+// or torn at random), then reopens and recovers: the log is a prefix of
+// what was appended, holds every flushed batch, and recovery cut exactly
+// the partial tail.
+func TestCrashRecovery(t *testing.T) {
+	seeds := uint64(200)
+	if raceEnabled {
+		seeds = 40
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			mem := vfs.NewMem()
+			dir := "/p"
+			mustMkdir(t, mem, dir)
+			cfg := Config{IndexIntervalBytes: rng.IntN(500), MaxIndexBytes: 4096}
+			s, err := Create(mem, dir, 5, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem.SyncAll()
+			var appended []batch.Batch
+			synced := 0
+			next := int64(5)
+			for i := range 5 + rng.IntN(25) {
+				b := simpleBatch(t, next+int64(rng.IntN(2)), 1+rng.IntN(4), int64(1000+rng.IntN(100)), rng.IntN(400))
+				mustAppend(t, s, b)
+				appended = append(appended, b)
+				next = b.NextOffset()
+				if rng.IntN(4) == 0 || i == 2 {
+					if err := s.Flush(); err != nil {
+						t.Fatal(err)
+					}
+					synced = len(appended)
+				}
+			}
+			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Reorder: rng.IntN(4) == 0, Seed: seed}
+			clone := mem.CrashClone(opts)
+			mustClose(t, s)
+
+			r, err := Open(clone, dir, 5, cfg)
+			if err != nil {
+				t.Fatalf("open after crash (%+v): %v\n%s", opts, err, clone)
+			}
+			defer mustClose(t, r)
+			res, err := r.Recover(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Cause != nil && !opts.Reorder && !base.IsTornTail(res.Cause) {
+				t.Fatalf("crash without reordering left corruption, not a torn tail: %v", res.Cause)
+			}
+			if res.Cause != nil && !base.IsCorruption(res.Cause) {
+				t.Fatalf("cause is not a corruption error: %v", res.Cause)
+			}
+			m := checkSegment(t, r)
+			if len(m.batches) < synced {
+				t.Fatalf("%d batches survived, %d were synced (%+v)", len(m.batches), synced, opts)
+			}
+			for i, b := range m.batches {
+				if string(b) != string(appended[i]) {
+					t.Fatalf("batch %d differs from what was appended", i)
+				}
+			}
+			if res.ValidBytes != r.Size() || res.NextOffset != r.NextOffset() {
+				t.Fatalf("result %+v, segment size %d next %d", res, r.Size(), r.NextOffset())
+			}
+			checkLookups(t, r, m)
+			// The recovered segment takes appends again.
+			if err := r.Unseal(); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, r, simpleBatch(t, r.NextOffset(), 2, 3000, 10))
+			checkSegment(t, r)
+		})
+	}
+}
+
+// TestRecoverCauses checks the torn-tail / corruption distinction and what
+// Recover reports.
+func TestRecoverCauses(t *testing.T) {
+	good := []batch.Batch{}
+	for i := range 3 {
+		good = append(good, simpleBatch(t, int64(i*10), 3, 100, 50))
+	}
+	var whole []byte
+	for _, b := range good {
+		whole = append(whole, b...)
+	}
+	b2 := int64(len(good[0]) + len(good[1]))
+	flip := func(at int64) []byte {
+		d := append([]byte(nil), whole...)
+		d[at] ^= 0xff
+		return d
+	}
+	for _, tc := range []struct {
+		name      string
+		data      []byte
+		valid     int64
+		torn      bool
+		corrupt   bool
+		maxBatch  int
+		nextAfter int64
+	}{
+		{"clean", whole, int64(len(whole)), false, false, 0, 23},
+		{"short header", append(append([]byte(nil), whole...), 1, 2, 3), int64(len(whole)), true, true, 0, 23},
+		{"partial batch", whole[:len(whole)-5], b2, true, true, 0, 13},
+		{"zero tail", append(append([]byte(nil), whole...), make([]byte, 100)...), int64(len(whole)), true, true, 0, 23},
+		{"bad crc in the last batch", flip(int64(len(whole)) - 1), b2, true, true, 0, 13},
+		{"bad crc in the middle", flip(b2 - 1), int64(len(good[0])), false, true, 0, 3},
+		{"garbage after", append(append([]byte(nil), whole...), []byte("not a batch, not zeros, just text")...), int64(len(whole)), true, true, 0, 23},
+		{"bad length in the middle", setLength(whole, int64(len(good[0])), 1<<30), int64(len(good[0])), false, true, 0, 3},
+		{"garbage in the middle", overwrite(whole, int64(len(good[0])), make([]byte, 20)), int64(len(good[0])), false, true, 0, 3},
+		{"batch over the limit", whole, 0, false, true, len(good[0]) - 1, 0},
+		{"empty", nil, 0, false, false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			mustMkdir(t, mem, "/p")
+			f, err := mem.Create(segPath("/p", 0, LogSuffix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			s, err := Open(mem, "/p", 0, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mustClose(t, s)
+			res, err := s.Recover(tc.maxBatch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ValidBytes != tc.valid || res.TruncatedBytes != int64(len(tc.data))-tc.valid || res.NextOffset != tc.nextAfter {
+				t.Fatalf("Recover = %+v", res)
+			}
+			if got := base.IsCorruption(res.Cause); got != tc.corrupt {
+				t.Fatalf("corruption %v, want %v: %v", got, tc.corrupt, res.Cause)
+			}
+			if got := base.IsTornTail(res.Cause); got != tc.torn {
+				t.Fatalf("torn %v, want %v: %v", got, tc.torn, res.Cause)
+			}
+			var ce *base.CorruptionError
+			if res.Cause != nil && (!errors.As(res.Cause, &ce) || ce.File != s.LogPath() || ce.Pos < tc.valid) {
+				t.Fatalf("cause does not say where: %#v", res.Cause)
+			}
+			if st, _ := mem.Stat(s.LogPath()); st.Size() != tc.valid {
+				t.Fatalf("file is %d bytes after recovery", st.Size())
+			}
+			checkSegment(t, s)
+		})
+	}
+}
+
+// TestFaultInjection runs create, appends, flush, seal and close with the
+// k-th filesystem operation failing, for every k: only the injected error
+// is ever returned, nothing panics, and the files reopen (and recover) to
+// exactly the batches whose Append succeeded.
+func TestFaultInjection(t *testing.T) {
+	var batches []batch.Batch
+	next := int64(0)
+	for i := range 12 {
+		b := simpleBatch(t, next, 1+i%3, int64(2000-i*7%5), 30+i*40)
+		batches = append(batches, b)
+		next = b.NextOffset() + int64(i%2)
+	}
+	var more []batch.Batch
+	for i := range 3 {
+		b := simpleBatch(t, next, 2, int64(3000+i), 200)
+		more = append(more, b)
+		next = b.NextOffset()
+	}
+	for _, kind := range []string{"mem", "os-mmap"} {
+		t.Run(kind, func(t *testing.T) { faultWalk(t, kind, batches, more) })
+	}
+}
+
+func faultWalk(t *testing.T, kind string, batches, more []batch.Batch) {
+	root := t.TempDir()
+	for k := int64(0); ; k++ {
+		var mem vfs.FS = vfs.NewMem()
+		dir := "/p"
+		if kind != "mem" {
+			mem, dir = vfs.Default, filepath.Join(root, fmt.Sprint(k))
+		}
+		mustMkdir(t, mem, dir)
+		in := vfs.NewInjector(mem)
+		in.FailNth(k, vfs.AllOps)
+		cfg := Config{IndexIntervalBytes: 100, MaxIndexBytes: 1024}
+		check := func(what string, err error) bool {
+			if err != nil && !errors.Is(err, vfs.ErrInjected) {
+				t.Fatalf("k=%d: %s: not the injected error: %v", k, what, err)
+			}
+			return err == nil
+		}
+		var acked []batch.Batch
+		s, err := Create(in, dir, 0, cfg)
+		if check("create", err) {
+			for _, b := range batches {
+				if _, err := s.Append(b); check("append", err) {
+					acked = append(acked, b)
+				}
+			}
+			check("flush", s.Flush())
+			check("seal", s.Seal())
+			check("close", s.Close())
+			// Phase 2: reopen the last segment, make it active, append.
+			r, err := Open(in, dir, 0, cfg)
+			if check("reopen", err) {
+				if check("unseal", r.Unseal()) {
+					for _, b := range more {
+						if b.BaseOffset() < r.NextOffset() {
+							continue
+						}
+						if _, err := r.Append(b); check("append 2", err) {
+							acked = append(acked, b)
+						}
+					}
+				}
+				check("flush 2", r.Flush())
+				check("close 2", r.Close())
+			}
+		}
+		injected := in.Injected()
+
+		r, err := Open(mem, dir, 0, cfg)
+		if errors.Is(err, fs.ErrNotExist) && s == nil {
+			continue // Create failed and cleaned up
+		}
+		if err != nil {
+			t.Fatalf("k=%d: reopen: %v", k, err)
+		}
+		res, err := r.Recover(0)
+		if err != nil || res.Cause != nil {
+			t.Fatalf("k=%d: recover: %+v, %v", k, res, err)
+		}
+		m := checkSegment(t, r)
+		if len(m.batches) != len(acked) {
+			t.Fatalf("k=%d: %d batches after reopen, %d acknowledged", k, len(m.batches), len(acked))
+		}
+		for i := range acked {
+			if string(m.batches[i]) != string(acked[i]) {
+				t.Fatalf("k=%d: batch %d differs", k, i)
+			}
+		}
+		checkLookups(t, r, m)
+		mustClose(t, r)
+		if injected == 0 {
+			if len(acked) != len(batches)+len(more) {
+				t.Fatalf("no injection but %d of %d appends failed", len(batches)+len(more)-len(acked), len(batches)+len(more))
+			}
+			t.Logf("scenario has %d operations", k)
+			break
+		}
+	}
+}
+
+func setLength(b []byte, at int64, n uint32) []byte {
+	d := append([]byte(nil), b...)
+	d[at+8], d[at+9], d[at+10], d[at+11] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return d
+}
+
+func overwrite(b []byte, at int64, p []byte) []byte {
+	d := append([]byte(nil), b...)
+	copy(d[at:], p)
+	return d
+}

@@ -1,0 +1,111 @@
+// Package segment implements one segment of a Kafka partition log: a
+// NNNNNNNNNNNNNNNNNNNN.log of RecordBatch v2 bytes with its sparse offset
+// index (.index) and time index (.timeindex), in Apache Kafka's on-disk
+// format byte for byte. A segment Kafka wrote opens here; one written here
+// opens in Kafka's tools.
+//
+// A partition (package log) is a directory of segments; it appends to the
+// last one (the active segment), rolls to a new one when ShouldRoll says
+// so, seals the old one, and removes whole segments for retention. This
+// package is the single segment: append, lookup by offset and by time,
+// read, recover, truncate, seal, delete.
+//
+// # Files
+//
+// The 20-digit number in the names is the segment's base offset: at or
+// below the first offset it holds (above it after compaction removed the
+// first batches; offsets may have gaps).
+//
+//	00000000000000000100.log        batches, back to back, as Kafka writes them:
+//	                                [batch 100..104][batch 105..105][batch 107..110]...
+//	00000000000000000100.index      8-byte entries  (i32 offset-base, i32 position)
+//	00000000000000000100.timeindex  12-byte entries (i64 timestamp, i32 offset-base)
+//
+// An offset index entry is added once more than Config.IndexIntervalBytes
+// were appended since the last one (Kafka's index.interval.bytes, 4096):
+// key = the last offset of the batch being appended, value = that batch's
+// position. With it, the time index gets (largest timestamp so far, last
+// offset of the batch that has it) if the timestamp grew; sealing adds that
+// entry once more even if no offset entry was due. Both indexes are
+// preallocated to Config.MaxIndexBytes while the segment is active and
+// trimmed to their entries when it is sealed or closed. Indexes are hints:
+// Open checks them (never trusting the entry count of a preallocated index
+// after a crash, KAFKA-12734) and rebuilds a missing, empty or failing one
+// from a scan of the batch headers; lookups verify the entry they use
+// against the .log and scan from the start if it does not match. Details
+// of the formats: packages batch and index.
+//
+// # Reading and writing
+//
+// The .log is appended with File.WriteAt at the published size and read
+// through a read-only memory mapping of Config.MaxSegmentBytes (when the
+// file has a descriptor and mapping is not disabled), so Bytes returns the
+// page cache's bytes without a copy, and WriteTo sends them with sendfile.
+// Files without a descriptor (the in-memory filesystem of tests) are read
+// with ReadAt. Every file access goes through internal/vfs.
+//
+// Lookups follow Kafka: Translate (offset index floor, then batch headers
+// forward to the first batch whose last offset is >= the target), Read
+// (whole batches from there, within maxBytes and below a visibility bound,
+// at least one batch if asked), FindOffsetByTimestamp (time index floor,
+// offset index, first batch whose maxTimestamp is >= the target, first
+// record in it with a timestamp >= the target).
+//
+// # Recovery
+//
+// Recover checks every batch (framing, batch.Validate with its CRC-32C,
+// offsets increasing), rebuilds both indexes and cuts the .log after the
+// last valid batch. Its RecoverResult says what was cut and why; a torn
+// tail (what a crash leaves: nothing valid after the damage) is told
+// apart from corruption followed by valid data with base.IsTornTail.
+//
+// # Concurrency
+//
+// One writer and any number of readers use a Segment at the same time.
+//
+//   - Readers, from any goroutine, concurrently with each other and with
+//     Append: Translate, Read, Bytes, WriteTo, FindOffsetByTimestamp,
+//     BaseOffset, NextOffset, Size, MaxTimestamp, FirstBatchMaxTimestamp,
+//     Created, ShouldRoll, Sealed, Mapped, LogPath, AcquireRead,
+//     ReleaseRead, Ref, Unref. They take no lock against Append: Append
+//     publishes a batch by storing the new size with an atomic after the
+//     bytes and index entries are in place, and readers only look below
+//     the size they loaded (the proof is on the Segment type).
+//   - The writer, one call at a time: Append, Flush, Seal, Unseal,
+//     TruncateTo, Recover, MarkDeleted, ChangeSuffix, Close.
+//   - TruncateTo and Recover shrink the .log. They first take the
+//     exclusive lease, waiting for every read lease to be released, so a
+//     reader that holds a lease (AcquireRead ... ReleaseRead) around its
+//     reads, and for as long as it uses bytes returned by Bytes, never
+//     has them cut from under it (and never touches a mapped page past
+//     the file's end). Read leases prefer readers: a new one is granted
+//     while a truncation only waits, so one goroutine may hold several.
+//
+// # Lifetimes
+//
+// Create and Open return a segment holding one reference, the owner's.
+// A reader that may outlive the owner's use (a fetch in flight when
+// retention deletes the segment) takes its own with Ref and drops it with
+// Unref. MarkDeleted renames the files to *.deleted at once; the last
+// Unref (Close drops the owner's) unmaps the .log, closes the files and,
+// after MarkDeleted, removes them. Bytes returned by Bytes stay valid while
+// the caller holds a reference and a read lease.
+//
+// # Example
+//
+//	s, err := segment.Create(vfs.Default, dir, 0, segment.Config{})
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	if _, err := s.Append(b); err != nil { // b: a batch with offsets assigned
+//		return err
+//	}
+//	s.AcquireRead()
+//	defer s.ReleaseRead()
+//	sl, err := s.Read(0, 1<<20, s.Size(), true)
+//	if err != nil {
+//		return err
+//	}
+//	p, err := s.Bytes(sl.Start, sl.End, nil) // zero-copy: whole batches
+package segment

@@ -1,0 +1,43 @@
+package segment
+
+import "errors"
+
+// Errors of Append and the other methods. None of them marks corruption;
+// corrupt files give errors that wrap base.ErrCorrupt (Kafka error code
+// CORRUPT_MESSAGE, 2) and name the file and the position (see
+// [RecoverResult] and Open). The sentinels below are conditions the
+// partition handles (it rolls, or it checks offsets before calling) or
+// bugs in the caller; the Kafka error code a broker answers with, where
+// one applies, is given with each.
+var (
+	// ErrClosed is returned by every method after Close (or after the
+	// last Unref released the segment). Kafka: KAFKA_STORAGE_ERROR (56)
+	// if it ever reaches a client.
+	ErrClosed = errors.New("partlog/segment: segment is closed")
+	// ErrSealed is returned by Append on a sealed segment: the partition
+	// appends only to its active segment. Open returns sealed segments;
+	// Unseal makes one active.
+	ErrSealed = errors.New("partlog/segment: segment is sealed")
+	// ErrOffsetNotIncreasing is returned by Append for a batch whose base
+	// offset is below NextOffset: offsets only grow (DESIGN law 1). A bug
+	// in the caller, which assigns offsets (Kafka's
+	// UnexpectedAppendOffsetException; no client-facing code).
+	ErrOffsetNotIncreasing = errors.New("partlog/segment: batch offset not increasing")
+	// ErrOffsetOverflow is returned by Append for a batch whose offsets lie
+	// below the base offset or more than MaxInt32 above it (Kafka's
+	// LogSegmentOffsetOverflowException). The partition rolls first
+	// (RollOffsetOverflow).
+	ErrOffsetOverflow = errors.New("partlog/segment: offset does not fit the segment's relative offsets")
+	// ErrSegmentFull is returned by Append when the batch does not fit:
+	// the .log would outgrow Config.MaxSegmentBytes, or an index entry is
+	// due and an index is full. The partition rolls first (ShouldRoll).
+	ErrSegmentFull = errors.New("partlog/segment: segment is full")
+	// ErrOutOfRange is returned by Bytes and WriteTo for a byte range that
+	// is not inside the published part of the .log, and by Read for a
+	// negative maxBytes. The partition maps offsets outside the log to
+	// OFFSET_OUT_OF_RANGE (1) before it gets here.
+	ErrOutOfRange = errors.New("partlog/segment: range out of bounds")
+	// ErrSuffix is returned by ChangeSuffix when the files do not carry
+	// the old suffix.
+	ErrSuffix = errors.New("partlog/segment: files do not have that suffix")
+)

@@ -1,0 +1,66 @@
+package segment_test
+
+import (
+	"fmt"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+)
+
+// Append two batches to a new segment, look offsets and timestamps up,
+// read the batches back, then reopen the segment.
+func Example() {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/topic-0", 0o755); err != nil {
+		panic(err)
+	}
+	s, err := segment.Create(fs, "/topic-0", 100, segment.Config{})
+	if err != nil {
+		panic(err)
+	}
+	for i, n := range []int{3, 2} {
+		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: s.NextOffset()})
+		for j := range n {
+			if err := bld.Add(batch.Record{Value: []byte("v"), Timestamp: int64(1000*i + j)}); err != nil {
+				panic(err)
+			}
+		}
+		b, err := bld.Build()
+		if err != nil {
+			panic(err)
+		}
+		if _, err := s.Append(b); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("next offset:", s.NextOffset())
+
+	pos, info, found, _ := s.Translate(104, 0)
+	fmt.Println("offset 104 is in batch", info.BaseOffset, "-", info.LastOffset, "at position", pos, found)
+	off, ts, found, _ := s.FindOffsetByTimestamp(2, 0)
+	fmt.Println("first record at or after t=2:", off, ts, found)
+
+	s.AcquireRead()
+	sl, _ := s.Read(101, 1<<20, s.Size(), true)
+	p, _ := s.Bytes(sl.Start, sl.End, nil)
+	fmt.Println("read", len(p), "bytes of offsets", sl.FirstOffset, "to", sl.NextOffset-1)
+	s.ReleaseRead()
+	if err := s.Close(); err != nil {
+		panic(err)
+	}
+
+	r, err := segment.Open(fs, "/topic-0", 100, segment.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	maxTs, at := r.MaxTimestamp()
+	fmt.Println("reopened: next offset", r.NextOffset(), "max timestamp", maxTs, "at", at, "sealed", r.Sealed())
+	// Output:
+	// next offset: 105
+	// offset 104 is in batch 103 - 104 at position 85 true
+	// first record at or after t=2: 102 2 true
+	// read 162 bytes of offsets 100 to 104
+	// reopened: next offset 105 max timestamp 1001 at 104 sealed true
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package segment
+
+// raceEnabled is false without the race detector.
+const raceEnabled = false

@@ -1,0 +1,323 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/internal/base"
+)
+
+// Byte offsets of the header fields a scan reads. Frozen: Kafka's format
+// (see package batch).
+const (
+	hdrBaseOffsetAt      = 0
+	hdrLengthAt          = hdrBaseOffsetAt + 8          // 8
+	hdrMagicAt           = hdrLengthAt + 8              // 16: after length and partitionLeaderEpoch
+	hdrLastOffsetDeltaAt = hdrMagicAt + 1 + 4 + 2       // 23: after magic, crc, attributes
+	hdrMaxTimestampAt    = hdrLastOffsetDeltaAt + 4 + 8 // 35: after lastOffsetDelta, baseTimestamp
+)
+
+// BatchInfo describes one batch of the .log, read from its header.
+type BatchInfo struct {
+	// Pos is the position of the batch's first byte in the .log.
+	Pos int64
+	// Size is the batch's total size in bytes (batchLength + 12).
+	Size int64
+	// BaseOffset and LastOffset are the first and last offsets the batch
+	// covers (compaction may have removed records inside the range).
+	BaseOffset, LastOffset int64
+	// MaxTimestamp is the batch's maxTimestamp (-1 when absent).
+	MaxTimestamp int64
+}
+
+// End returns the position after the batch.
+func (b BatchInfo) End() int64 { return b.Pos + b.Size }
+
+// NextOffset returns LastOffset + 1.
+func (b BatchInfo) NextOffset() int64 { return b.LastOffset + 1 }
+
+// Slice is a byte range of whole batches of the .log, returned by Read.
+// The zero Slice (Start == End) means there was nothing to return.
+type Slice struct {
+	// Start and End are positions in the .log: [Start, End).
+	Start, End int64
+	// FirstOffset is the base offset of the first batch in the range.
+	FirstOffset int64
+	// NextOffset is the offset after the last batch in the range.
+	NextOffset int64
+}
+
+// Len returns End - Start.
+func (s Slice) Len() int64 { return s.End - s.Start }
+
+// Empty reports whether the slice holds no batch.
+func (s Slice) Empty() bool { return s.End <= s.Start }
+
+// decoderPool holds the decoders FindOffsetByTimestamp iterates records
+// with (their buffers hold decompressed records).
+var decoderPool = sync.Pool{New: func() any { return new(batch.Decoder) }}
+
+// headerPool holds header buffers for reads without a mapping.
+var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) }}
+
+// readHeader returns the header fields of the batch at pos, which must be
+// whole below limit. err wraps base.ErrCorrupt (base.ErrTornTail when the
+// batch runs past limit) if the bytes there do not frame as a batch.
+func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
+	var h []byte
+	if avail := limit - pos; avail < batch.HeaderSize {
+		if avail <= 0 {
+			return BatchInfo{}, io.EOF
+		}
+		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
+			"%d bytes left, a batch header is %d", avail, batch.HeaderSize)
+	}
+	if s.mapped != nil && pos+batch.HeaderSize <= int64(len(s.mapped)) {
+		h = s.mapped[pos : pos+batch.HeaderSize]
+	} else {
+		buf := headerPool.Get().(*[batch.HeaderSize]byte)
+		defer headerPool.Put(buf)
+		if _, err := s.logFile.ReadAt(buf[:], pos); err != nil {
+			return BatchInfo{}, fmt.Errorf("partlog/segment: read header at %s:%d: %w", s.LogPath(), pos, err)
+		}
+		h = buf[:]
+	}
+	return s.decodeHeader(h, pos, limit)
+}
+
+// decodeHeader checks and decodes the header h of the batch at pos.
+func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
+	if m := h[hdrMagicAt]; m != batch.Magic {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrMagicAt, "magic", "magic %d", m)
+	}
+	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
+	size := n + batch.LogOverhead
+	if size < batch.HeaderSize {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "length %d", n)
+	}
+	if pos+size > limit {
+		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength",
+			"batch of %d bytes runs past %d", size, limit)
+	}
+	delta := int64(int32(binary.BigEndian.Uint32(h[hdrLastOffsetDeltaAt:])))
+	if delta < 0 {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLastOffsetDeltaAt, "lastOffsetDelta", "negative delta %d", delta)
+	}
+	bo := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
+	if bo < 0 || bo > maxOffset-delta {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "baseOffset", "offset %d", bo)
+	}
+	return BatchInfo{
+		Pos: pos, Size: size, BaseOffset: bo, LastOffset: bo + delta,
+		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])),
+	}, nil
+}
+
+// maxOffset bounds offsets so that LastOffset + 1 never overflows.
+const maxOffset = 1<<63 - 2
+
+// indexFloor returns a batch boundary at or below the batch that holds
+// target (Kafka: the offset index lookup), verified against the .log: a
+// batch must start at the entry's position and end at or below the entry's
+// offset (Kafka indexes a batch's last offset; before 3.0, the last offset
+// of the last batch of one append). Any boundary at or below the target's
+// batch is a correct place to start scanning, so only an entry that
+// fails this check can mislead a lookup; a mismatch marks the index
+// suspect and returns 0.
+func (s *Segment) indexFloor(target, limit int64) int64 {
+	e := s.offIdx.Lookup(target)
+	if e.Position <= 0 {
+		return 0
+	}
+	if e.Position >= limit {
+		// Invariant 4: the entry's batch is not visible yet, so
+		// target is past every visible batch.
+		return limit
+	}
+	h, err := s.readHeader(e.Position, limit)
+	if err != nil || h.LastOffset > e.Offset {
+		s.suspect("offset index entry %d→%d does not match the log (%v)", e.Offset, e.Position, err)
+		return 0
+	}
+	return e.Position
+}
+
+// suspect marks the indexes as not matching the .log.
+func (s *Segment) suspect(format string, args ...any) {
+	if !s.indexSuspect.Swap(true) {
+		s.log.Warn("partlog/segment: index does not match the log; lookups scan from the start until it is rebuilt",
+			"segment", s.LogPath(), "detail", fmt.Sprintf(format, args...))
+	}
+}
+
+// Translate returns the position of the first batch whose last offset is
+// >= offset, and that batch's header (Kafka's translateOffset): the offset
+// index gives the floor, then batch headers are scanned forward from
+// max(floor, startPos). startPos must be a batch boundary (0 when
+// unknown). found is false when no visible batch qualifies. err wraps
+// base.ErrCorrupt when the .log does not frame.
+func (s *Segment) Translate(offset int64, startPos int64) (pos int64, info BatchInfo, found bool, err error) {
+	if s.released.Load() {
+		return 0, BatchInfo{}, false, ErrClosed
+	}
+	limit := s.size.Load()
+	info, found, err = s.translate(offset, startPos, limit)
+	return info.Pos, info, found, err
+}
+
+// translate is Translate below limit.
+func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, error) {
+	pos := max(s.indexFloor(offset, limit), startPos)
+	for pos < limit {
+		h, err := s.readHeader(pos, limit)
+		if err != nil {
+			return BatchInfo{}, false, err
+		}
+		if h.LastOffset >= offset {
+			return h, true, nil
+		}
+		pos = h.End()
+	}
+	return BatchInfo{}, false, nil
+}
+
+// Read returns the whole batches to send for a fetch from startOffset
+// (Kafka's LogSegment.read): from the batch holding startOffset (or the
+// first after it), as many whole batches as fit in maxBytes, none ending
+// past maxPosition (the visibility bound: the position of the high
+// watermark or the log end). With minOneBatch the first batch is returned
+// even if it is larger than maxBytes (but never past maxPosition). An
+// empty Slice means nothing qualifies. The caller holds a read lease until
+// it is done with the bytes of the range.
+func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOneBatch bool) (Slice, error) {
+	if maxBytes < 0 {
+		return Slice{}, fmt.Errorf("%w: maxBytes %d", ErrOutOfRange, maxBytes)
+	}
+	if s.released.Load() {
+		return Slice{}, ErrClosed
+	}
+	limit := s.size.Load()
+	first, found, err := s.translate(startOffset, 0, limit)
+	if err != nil || !found || first.End() > maxPosition {
+		return Slice{}, err
+	}
+	budget := int64(maxBytes)
+	if first.Size > budget {
+		if !minOneBatch {
+			return Slice{}, nil
+		}
+		budget = first.Size
+	}
+	bound := min(limit, maxPosition, first.Pos+budget)
+	sl := Slice{Start: first.Pos, End: first.End(), FirstOffset: first.BaseOffset, NextOffset: first.NextOffset()}
+	for sl.End < bound {
+		h, err := s.readHeader(sl.End, limit)
+		if err != nil {
+			return Slice{}, err
+		}
+		if h.End() > bound {
+			break
+		}
+		sl.End, sl.NextOffset = h.End(), h.NextOffset()
+	}
+	return sl, nil
+}
+
+// Bytes returns the bytes [start, end) of the .log, which must lie below
+// Size. When the .log is mapped they alias the mapping (zero copy, no
+// allocation) and stay valid while the caller holds a reference and a read
+// lease; they must not be modified. Otherwise they are read into scratch
+// (grown if it is too short) and returned from it.
+func (s *Segment) Bytes(start, end int64, scratch []byte) ([]byte, error) {
+	if s.released.Load() {
+		return nil, ErrClosed
+	}
+	if start < 0 || start > end || end > s.size.Load() {
+		return nil, fmt.Errorf("%w: [%d, %d) of %d bytes", ErrOutOfRange, start, end, s.size.Load())
+	}
+	if s.mapped != nil && end <= int64(len(s.mapped)) {
+		return s.mapped[start:end:end], nil
+	}
+	n := int(end - start)
+	if cap(scratch) < n {
+		scratch = make([]byte, n)
+	}
+	scratch = scratch[:n]
+	if _, err := s.logFile.ReadAt(scratch, start); err != nil {
+		return nil, fmt.Errorf("partlog/segment: read %s [%d, %d): %w", s.LogPath(), start, end, err)
+	}
+	return scratch, nil
+}
+
+// batchBytes returns the whole batch described by h.
+func (s *Segment) batchBytes(h BatchInfo, scratch []byte) (batch.Batch, error) {
+	b, err := s.Bytes(h.Pos, h.End(), scratch)
+	return batch.Batch(b), err
+}
+
+// FindOffsetByTimestamp returns the first record whose timestamp is >= ts
+// and whose offset is >= startOffset, with its timestamp (Kafka's
+// findOffsetByTimestamp): the time index gives the largest entry at or
+// below ts, the offset index the position of the batch holding
+// max(that entry's offset, startOffset); from there batch headers are
+// scanned for the first batch whose maxTimestamp is >= ts, and its records
+// for the first qualifying one. found is false when no record qualifies.
+func (s *Segment) FindOffsetByTimestamp(ts int64, startOffset int64) (offset, timestamp int64, found bool, err error) {
+	if s.released.Load() {
+		return 0, 0, false, ErrClosed
+	}
+	limit := s.size.Load()
+	te := s.timeIdx.Lookup(ts)
+	from := max(te.Offset, startOffset)
+	pos := s.indexFloor(from, limit)
+	if te.Timestamp < 0 && (te.Timestamp != index.NoTimestamp || te.Offset != s.base) {
+		// Lookup's "no entry" answer is {NoTimestamp, base}; entries
+		// themselves never hold a negative timestamp.
+		s.suspect("time index entry %d→%d has a negative timestamp", te.Timestamp, te.Offset)
+	} else if te.Timestamp >= 0 && !s.indexSuspect.Load() {
+		// Verify the time entry: the batch holding its offset has its
+		// timestamp as maxTimestamp.
+		h, ok, err := s.translate(te.Offset, 0, limit)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if ok && (h.MaxTimestamp != te.Timestamp || h.BaseOffset > te.Offset) {
+			s.suspect("time index entry %d→%d does not match the log", te.Timestamp, te.Offset)
+		}
+	}
+	if s.indexSuspect.Load() {
+		pos = 0
+	}
+	var scratch []byte
+	dec := decoderPool.Get().(*batch.Decoder)
+	defer decoderPool.Put(dec)
+	for pos < limit {
+		h, err := s.readHeader(pos, limit)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		pos = h.End()
+		if h.MaxTimestamp < ts || h.LastOffset < startOffset {
+			continue
+		}
+		b, err := s.batchBytes(h, scratch)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if !s.Mapped() {
+			scratch = b
+		}
+		off, rts, ok, err := firstRecordAtOrAfter(b, dec, ts, startOffset)
+		if err != nil {
+			return 0, 0, false, base.WithFile(err, s.LogPath(), h.Pos)
+		}
+		if ok {
+			return off, rts, true, nil
+		}
+	}
+	return 0, 0, false, nil
+}

@@ -1,0 +1,543 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/internal/base"
+)
+
+// scan reads batch headers from pos while they frame below limit, with
+// offsets above prevLast (pass base-1 when unknown) and within the
+// segment's relative offsets, calling fn (if not nil) for each. It returns
+// the position after the last batch it accepted and the error that stopped
+// it: nil at limit, an error wrapping base.ErrCorrupt where the bytes stop
+// framing, or an I/O error.
+func (s *Segment) scan(pos, limit, prevLast int64, fn func(h BatchInfo)) (int64, error) {
+	for pos < limit {
+		h, err := s.readHeader(pos, limit)
+		if err != nil {
+			return pos, err
+		}
+		if err := s.checkOffsets(h, prevLast); err != nil {
+			return pos, err
+		}
+		if fn != nil {
+			fn(h)
+		}
+		prevLast = h.LastOffset
+		pos = h.End()
+	}
+	return pos, nil
+}
+
+// checkOffsets checks that the batch h follows prevLast and fits the
+// segment's relative offsets.
+func (s *Segment) checkOffsets(h BatchInfo, prevLast int64) error {
+	switch {
+	case h.BaseOffset <= prevLast:
+		return base.CorruptionErrorf(s.LogPath(), h.Pos, "baseOffset",
+			"offset %d does not follow offset %d", h.BaseOffset, prevLast)
+	case h.BaseOffset < s.base || h.LastOffset-s.base > math.MaxInt32:
+		return base.CorruptionErrorf(s.LogPath(), h.Pos, "baseOffset",
+			"batch [%d, %d] outside the relative offsets of base %d", h.BaseOffset, h.LastOffset, s.base)
+	}
+	return nil
+}
+
+// indexBuilder adds index entries the way Kafka's append and recover do:
+// an offset entry (the batch's last offset, its position) when more than
+// IndexIntervalBytes were appended since the last entry, and with it a
+// time entry for the largest timestamp so far, if that grew.
+type indexBuilder struct {
+	s              *Segment
+	off, time      bool // which indexes to fill
+	lastEntryPos   int64
+	maxTs, maxOff  int64
+	firstMaxTs     int64
+	next           int64
+	err            error
+	offFull, tFull bool
+}
+
+func newIndexBuilder(s *Segment, off, time bool) *indexBuilder {
+	return &indexBuilder{s: s, off: off, time: time, maxTs: batch.NoTimestamp, maxOff: -1,
+		firstMaxTs: batch.NoTimestamp, next: s.base}
+}
+
+// add accounts for the batch h (in position order from 0).
+func (ib *indexBuilder) add(h BatchInfo) {
+	if h.Pos == 0 {
+		ib.firstMaxTs = h.MaxTimestamp
+	}
+	if h.MaxTimestamp > ib.maxTs {
+		ib.maxTs, ib.maxOff = h.MaxTimestamp, h.LastOffset
+	}
+	ib.next = h.NextOffset()
+	if ib.err != nil || h.Pos-ib.lastEntryPos <= int64(ib.s.cfg.IndexIntervalBytes) {
+		return
+	}
+	ib.lastEntryPos = h.Pos
+	if ib.off && !ib.offFull {
+		if ib.s.offIdx.IsFull() {
+			// A smaller MaxIndexBytes than the segment was written
+			// with: later lookups scan further.
+			ib.offFull = true
+		} else if err := ib.s.offIdx.Append(h.LastOffset, h.Pos); err != nil {
+			ib.err = err
+		}
+	}
+	if ib.time && !ib.tFull && ib.maxTs >= 0 {
+		if ib.s.timeIdx.IsFull() {
+			ib.tFull = true
+		} else if err := ib.s.timeIdx.MaybeAppend(ib.maxTs, ib.maxOff, false); err != nil {
+			ib.err = err
+		}
+	}
+}
+
+// finish appends the final time entry (Kafka's recover and seal do).
+func (ib *indexBuilder) finish() error {
+	if ib.err != nil {
+		return ib.err
+	}
+	if ib.time && ib.maxTs >= 0 && ib.s.timeIdx.Entries() < ib.s.timeIdx.MaxEntries() {
+		return ib.s.timeIdx.MaybeAppend(ib.maxTs, ib.maxOff, true)
+	}
+	return nil
+}
+
+// rebuild resets the chosen indexes and refills them from a scan of the
+// batch headers in [0, limit) (no CRC check). It returns where the batches
+// stop framing and the next offset. REQUIRES: no concurrent reader.
+func (s *Segment) rebuild(limit int64, off, time bool) (end, next int64, err error) {
+	if off {
+		if err := s.offIdx.Reset(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if time {
+		if err := s.timeIdx.Reset(); err != nil {
+			return 0, 0, err
+		}
+	}
+	ib := newIndexBuilder(s, off, time)
+	end, serr := s.scan(0, limit, s.base-1, ib.add)
+	if serr != nil && !base.IsCorruption(serr) {
+		return 0, 0, serr
+	}
+	if err := ib.finish(); err != nil {
+		return 0, 0, err
+	}
+	s.log.Info("partlog/segment: rebuilt index from the log", "segment", s.LogPath(),
+		"offsetIndex", off, "timeIndex", time, "entries", s.offIdx.Entries(), "timeEntries", s.timeIdx.Entries())
+	return end, ib.next, nil
+}
+
+// checkOffsetIndex checks the offset index against a .log of fileSize
+// bytes without reading the log beyond the last entry's batch header:
+// SanityCheck, then every entry's offset and position strictly increasing
+// and every position below fileSize, then a batch starting at the last
+// entry's position and ending at or below its offset.
+func (s *Segment) checkOffsetIndex(fileSize int64) error {
+	if err := s.offIdx.SanityCheck(); err != nil {
+		return err
+	}
+	n := s.offIdx.Entries()
+	prevOff, prevPos := s.base-1, int64(-1)
+	for i := range n {
+		e := s.offIdx.Entry(i)
+		if e.Offset <= prevOff || e.Position <= prevPos || e.Position >= fileSize {
+			return base.CorruptionErrorf(s.offIdx.Path(), int64(i)*index.OffsetEntrySize, fmt.Sprintf("entry %d", i),
+				"entry (%d, %d) after (%d, %d) in a log of %d bytes", e.Offset, e.Position, prevOff, prevPos, fileSize)
+		}
+		prevOff, prevPos = e.Offset, e.Position
+	}
+	if n == 0 {
+		return nil
+	}
+	last := s.offIdx.Entry(n - 1)
+	h, err := s.readHeader(last.Position, fileSize)
+	if err != nil {
+		return err
+	}
+	if h.LastOffset > last.Offset {
+		return base.CorruptionErrorf(s.offIdx.Path(), int64(n-1)*index.OffsetEntrySize, fmt.Sprintf("entry %d", n-1),
+			"entry (%d, %d) points at batch [%d, %d]", last.Offset, last.Position, h.BaseOffset, h.LastOffset)
+	}
+	return nil
+}
+
+// checkTimeIndex checks the time index against the batches below end
+// (whose next offset is next): SanityCheck, Check, and the batch holding
+// the last entry's offset having the entry's timestamp as maxTimestamp.
+func (s *Segment) checkTimeIndex(end, next int64) error {
+	if err := s.timeIdx.SanityCheck(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.Check(next); err != nil {
+		return err
+	}
+	if s.timeIdx.Entries() == 0 {
+		return nil
+	}
+	if first := s.timeIdx.Entry(0); first.Timestamp < 0 {
+		return base.CorruptionErrorf(s.timeIdx.Path(), 0, "entry 0",
+			"negative timestamp %d (entries are only written for timestamps >= 0)", first.Timestamp)
+	}
+	te := s.timeIdx.LastEntry()
+	h, ok, err := s.translate(te.Offset, 0, end)
+	if err != nil {
+		return err
+	}
+	if !ok || h.BaseOffset > te.Offset || h.MaxTimestamp != te.Timestamp {
+		return base.CorruptionErrorf(s.timeIdx.Path(), int64(s.timeIdx.Entries()-1)*index.TimeEntrySize, "last entry",
+			"entry (%d, %d) does not match batch [%d, %d] with max timestamp %d", te.Timestamp, te.Offset, h.BaseOffset, h.LastOffset, h.MaxTimestamp)
+	}
+	return nil
+}
+
+// load sets up an opened segment's state from its files: it checks the
+// indexes (rebuilding the ones that fail, or that the caller found
+// missing or empty), finds where the batches stop framing, the next offset
+// and the largest timestamp. REQUIRES: no concurrent reader.
+func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
+	warn := func(what string, err error) {
+		s.log.Warn("partlog/segment: index fails its check; rebuilding it from the log",
+			"segment", s.LogPath(), "index", what, "err", err)
+	}
+	if !rebuildOff {
+		if err := s.checkOffsetIndex(fileSize); err != nil {
+			if !base.IsCorruption(err) {
+				return err
+			}
+			warn("offset", err)
+			rebuildOff = true
+		}
+	}
+	if !rebuildTime {
+		if err := s.timeIdx.SanityCheck(); err != nil {
+			warn("time", err)
+			rebuildTime = true
+		}
+	}
+	var end, next int64
+	timeDone := false
+	if rebuildOff {
+		var err error
+		if end, next, err = s.rebuild(fileSize, true, rebuildTime); err != nil {
+			return err
+		}
+		timeDone = rebuildTime
+	} else {
+		last := s.offIdx.LastEntry()
+		next = s.base
+		var serr error
+		end, serr = s.scan(last.Position, fileSize, s.base-1, func(h BatchInfo) { next = h.NextOffset() })
+		if serr != nil && !base.IsCorruption(serr) {
+			return serr
+		}
+		if end == last.Position && last.Position > 0 {
+			// The batch at the last entry does not frame: the offset
+			// index points past what can be read.
+			warn("offset", serr)
+			if end, next, serr = s.rebuild(fileSize, true, rebuildTime); serr != nil {
+				return serr
+			}
+			timeDone = rebuildTime
+		}
+	}
+	if !timeDone {
+		if err := s.checkTimeIndex(end, next); err != nil {
+			if !base.IsCorruption(err) {
+				return err
+			}
+			warn("time", err)
+			if _, _, err := s.rebuild(end, false, true); err != nil {
+				return err
+			}
+		}
+	}
+	if end < fileSize {
+		s.log.Warn("partlog/segment: bytes at the end of the log do not frame as batches; left out until recovery",
+			"segment", s.LogPath(), "size", end, "fileSize", fileSize)
+	}
+	maxTs, maxOff, err := s.largestTimestamp(end)
+	if err != nil {
+		return err
+	}
+	first := batch.NoTimestamp
+	if end > 0 {
+		h, err := s.readHeader(0, end)
+		if err != nil {
+			return err
+		}
+		first = h.MaxTimestamp
+	}
+	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = maxTs, maxOff
+	s.w.bytesSinceIndex = end - s.offIdx.LastEntry().Position
+	s.mu.Lock()
+	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = maxTs, maxOff
+	s.mu.firstBatchMaxTimestamp = first
+	s.mu.Unlock()
+	s.size.Store(end)
+	s.nextOffset.Store(next)
+	return nil
+}
+
+// largestTimestamp returns the largest batch maxTimestamp below end and the
+// last offset of the first batch with it (Kafka's readLargestTimestamp):
+// the last time index entry, then a header scan from its batch to end.
+func (s *Segment) largestTimestamp(end int64) (ts, offset int64, err error) {
+	te := s.timeIdx.LastEntry()
+	ts, offset = batch.NoTimestamp, int64(-1)
+	pos := int64(0)
+	if te.Timestamp >= 0 {
+		ts, offset = te.Timestamp, te.Offset
+		pos = s.indexFloor(te.Offset, end)
+	}
+	_, serr := s.scan(pos, end, s.base-1, func(h BatchInfo) {
+		if h.MaxTimestamp > ts {
+			ts, offset = h.MaxTimestamp, h.LastOffset
+		}
+	})
+	if serr != nil {
+		return 0, 0, serr
+	}
+	return ts, offset, nil
+}
+
+// RecoverResult reports what Recover kept and cut.
+type RecoverResult struct {
+	// ValidBytes is the size of the .log after recovery: the end of the
+	// last valid batch.
+	ValidBytes int64
+	// TruncatedBytes is how many bytes were cut from the end of the .log.
+	TruncatedBytes int64
+	// NextOffset is the offset after the last valid batch (BaseOffset
+	// when none); the last valid offset is NextOffset-1.
+	NextOffset int64
+	// Cause is why the scan stopped before the end of the file, nil if
+	// every byte was valid. It is a *base.CorruptionError naming the .log
+	// and the position; base.IsTornTail(Cause) tells an incomplete write
+	// at the end of the file (a short or zeroed tail, or a last batch that
+	// fails its checks: what a crash leaves) from damage followed by more
+	// data (corruption).
+	Cause error
+}
+
+// Recover checks every batch of the .log from the start (Kafka's
+// LogSegment.recover): framing, size (at most maxBatchSize when > 0),
+// batch.Validate (CRC-32C and record framing), offsets strictly increasing
+// and inside the segment's relative offsets. It rebuilds both indexes as it
+// goes, cuts the .log after the last valid batch and reports what it cut.
+// An I/O error is returned as err; invalid data is not an error but the
+// result's Cause. It waits for read leases and must not overlap other
+// writer-side calls.
+func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) {
+	if s.closed.Load() {
+		return RecoverResult{}, ErrClosed
+	}
+	s.lease.acquireExclusive()
+	defer s.lease.releaseExclusive()
+	st, err := s.logFile.Stat()
+	if err != nil {
+		return RecoverResult{}, err
+	}
+	fileSize := st.Size()
+	if err := s.offIdx.Reset(); err != nil {
+		return RecoverResult{}, err
+	}
+	if err := s.timeIdx.Reset(); err != nil {
+		return RecoverResult{}, err
+	}
+	ib := newIndexBuilder(s, true, true)
+	pos := int64(0)
+	var buf []byte
+	var cause error
+	for pos < fileSize {
+		b, err := s.readBatch(pos, fileSize, maxBatchSize, &buf)
+		if err == nil {
+			if err = b.Validate(); err != nil {
+				err = base.WithFile(err, s.LogPath(), pos)
+			}
+		}
+		var h BatchInfo
+		if err == nil {
+			h = BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), MaxTimestamp: b.MaxTimestamp()}
+			err = s.checkOffsets(h, ib.next-1)
+		}
+		if err != nil {
+			if !base.IsCorruption(err) {
+				return RecoverResult{}, err
+			}
+			if cause, err = s.classify(err, pos, fileSize, ib.next-1); err != nil {
+				return RecoverResult{}, err
+			}
+			break
+		}
+		ib.add(h)
+		pos = h.End()
+	}
+	if ib.err != nil {
+		return RecoverResult{}, ib.err
+	}
+	res := RecoverResult{ValidBytes: pos, TruncatedBytes: fileSize - pos, NextOffset: ib.next, Cause: cause}
+	if cause != nil {
+		s.log.Warn("partlog/segment: recovery cut the log", "segment", s.LogPath(),
+			"validBytes", pos, "truncatedBytes", res.TruncatedBytes, "cause", cause)
+	}
+	s.size.Store(pos)
+	s.nextOffset.Store(ib.next)
+	if fileSize != pos {
+		if err := s.logFile.Truncate(pos); err != nil {
+			s.w.fileSize = -1
+			return res, err
+		}
+	}
+	s.w.fileSize = pos
+	if err := ib.finish(); err != nil {
+		return res, err
+	}
+	if s.sealed.Load() {
+		if err := s.offIdx.TrimToValidSize(); err != nil {
+			return res, err
+		}
+		if err := s.timeIdx.TrimToValidSize(); err != nil {
+			return res, err
+		}
+	}
+	s.w.bytesSinceIndex = pos - ib.lastEntryPos
+	s.indexSuspect.Store(false)
+	s.setMaxTimestamp(ib.maxTs, ib.maxOff)
+	s.mu.Lock()
+	s.mu.firstBatchMaxTimestamp = ib.firstMaxTs
+	if pos == 0 {
+		s.mu.created = timeNow()
+	}
+	s.mu.Unlock()
+	return res, nil
+}
+
+// readBatch returns the batch at pos, of which at least the 12-byte log
+// overhead must lie below fileSize, reading it into *buf when the .log is
+// not mapped. Lengths are checked before anything is read or allocated.
+func (s *Segment) readBatch(pos, fileSize int64, maxBatchSize int, buf *[]byte) (batch.Batch, error) {
+	rest := fileSize - pos
+	if rest < batch.LogOverhead {
+		return nil, base.TornTailErrorf(s.LogPath(), pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
+	}
+	over, err := s.peek(pos, batch.LogOverhead, buf)
+	if err != nil {
+		return nil, err
+	}
+	size := int64(int32(binary.BigEndian.Uint32(over[hdrLengthAt:]))) + batch.LogOverhead
+	switch {
+	case size < batch.HeaderSize:
+		return nil, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
+	case size > rest:
+		return nil, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes, %d left in the file", size, rest)
+	case maxBatchSize > 0 && size > int64(maxBatchSize):
+		return nil, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
+	}
+	b, err := s.peek(pos, int(size), buf)
+	return batch.Batch(b), err
+}
+
+// peek returns n bytes of the .log at pos (below the file's end): the
+// mapping, or a read into *buf.
+func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
+	if s.mapped != nil && pos+int64(n) <= int64(len(s.mapped)) {
+		return s.mapped[pos : pos+int64(n) : pos+int64(n)], nil
+	}
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	b := (*buf)[:n]
+	if _, err := s.logFile.ReadAt(b, pos); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, base.TornTailErrorf(s.LogPath(), pos, "read", "file ends before %d bytes at %d", n, pos)
+		}
+		return nil, fmt.Errorf("partlog/segment: read %s at %d: %w", s.LogPath(), pos, err)
+	}
+	return b, nil
+}
+
+// classify turns the corruption err found at pos into a recovery Cause.
+// The damage is a torn tail (an incomplete write at the end of the file:
+// what a crash leaves) when no valid batch starts anywhere after pos: a
+// short or zeroed rest of the file, a last batch cut short or failing its
+// CRC, or bytes that are not batches at all. When a valid batch (framing,
+// magic and CRC-32C) does start after pos, data follows the damage and it
+// is corruption.
+func (s *Segment) classify(err error, pos, fileSize, prevLast int64) (error, error) {
+	follows, ioErr := s.validBatchAfter(pos, fileSize, prevLast)
+	if ioErr != nil {
+		return nil, ioErr
+	}
+	switch {
+	case follows:
+		return base.CorruptionErrorf(s.LogPath(), pos, "batch", "%v; valid batches follow", err), nil
+	case base.IsTornTail(err):
+		return err, nil
+	}
+	return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "tail",
+		Err: fmt.Errorf("%w: nothing valid follows (%w)", base.ErrTornTail, err)}, nil
+}
+
+// maxResyncBytes bounds the tail validBatchAfter reads when the .log is not
+// mapped; a longer tail counts as followed by data (corruption), the
+// conservative answer.
+const maxResyncBytes = 64 << 20
+
+// validBatchAfter reports whether a batch that frames, has magic 2, offsets
+// above prevLast inside the segment's relative offsets and a matching
+// CRC-32C starts anywhere in (pos, fileSize). The bytes checksummed are
+// bounded by a budget proportional to the tail, so that hostile bytes
+// cannot make the search quadratic; past the budget the answer is the
+// conservative true (corruption).
+func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (bool, error) {
+	rest := fileSize - pos - 1
+	if rest < batch.HeaderSize {
+		return false, nil
+	}
+	var tail []byte
+	if s.mapped != nil && fileSize <= int64(len(s.mapped)) {
+		tail = s.mapped[pos+1 : fileSize]
+	} else {
+		if rest > maxResyncBytes {
+			return true, nil
+		}
+		var buf []byte
+		b, err := s.peek(pos+1, int(rest), &buf)
+		if err != nil {
+			if base.IsCorruption(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		tail = b
+	}
+	budget := 4*int64(len(tail)) + 1<<20
+	for p := 0; p+batch.HeaderSize <= len(tail); p++ {
+		if tail[p+hdrMagicAt] != batch.Magic {
+			continue
+		}
+		h, err := s.decodeHeader(tail[p:p+batch.HeaderSize], 0, int64(len(tail)-p))
+		if err != nil || s.checkOffsets(h, prevLast) != nil {
+			continue
+		}
+		if budget -= h.Size; budget < 0 {
+			return true, nil
+		}
+		if batch.Batch(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}

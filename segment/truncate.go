@@ -1,0 +1,69 @@
+package segment
+
+import "math"
+
+// TruncateTo removes every batch whose last offset is >= offset: the .log
+// is cut at the start of the batch holding offset (or of the first batch
+// after it), and index entries at or past that batch are dropped (Kafka's
+// LogSegment.truncateTo). An offset past the last batch removes nothing.
+// It returns the number of .log bytes removed.
+//
+// The segment becomes (or stays) the active one: a sealed segment is
+// unsealed and its indexes grow back to MaxIndexBytes. TruncateTo first
+// waits for every read lease to be released, so a reader never has a
+// mapped page cut from under it (DESIGN law 9). Writer side.
+func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	s.lease.acquireExclusive()
+	defer s.lease.releaseExclusive()
+	oldSize := s.size.Load()
+	h, found, err := s.translate(offset, 0, oldSize)
+	if err != nil {
+		return 0, err
+	}
+	if s.sealed.Load() {
+		if err := s.resizeIndexes(); err != nil {
+			return 0, err
+		}
+		s.sealed.Store(false)
+	}
+	if !found {
+		return 0, nil
+	}
+	cut := h.Pos
+	if err := s.offIdx.TruncateTo(h.BaseOffset); err != nil {
+		return 0, err
+	}
+	if err := s.timeIdx.TruncateTo(h.BaseOffset); err != nil {
+		return 0, err
+	}
+	s.size.Store(cut)
+	next := s.base
+	if cut > 0 {
+		pos := s.indexFloor(math.MaxInt64, cut)
+		if _, err := s.scan(pos, cut, s.base-1, func(h BatchInfo) { next = h.NextOffset() }); err != nil {
+			return 0, err
+		}
+	}
+	s.nextOffset.Store(next)
+	maxTs, maxOff, err := s.largestTimestamp(cut)
+	if err != nil {
+		return 0, err
+	}
+	s.setMaxTimestamp(maxTs, maxOff)
+	s.w.bytesSinceIndex = cut - s.offIdx.LastEntry().Position
+	if cut == 0 {
+		s.mu.Lock()
+		s.mu.firstBatchMaxTimestamp = -1
+		s.mu.created = timeNow()
+		s.mu.Unlock()
+	}
+	if err := s.logFile.Truncate(cut); err != nil {
+		s.w.fileSize = -1
+		return oldSize - cut, err
+	}
+	s.w.fileSize = cut
+	return oldSize - cut, nil
+}
