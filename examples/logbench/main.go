@@ -1,0 +1,451 @@
+// Command logbench measures partlog's hot paths next to the machine's own
+// limits in the same run, so that the ratios mean something on a noisy
+// shared machine:
+//
+//	append    AppendBatch of 16 KiB batches vs a plain os.File write loop of
+//	          the same bytes (no fsync in either)
+//	read      sequential ReadFrom copying the bytes vs memcpy of the same
+//	          bytes; the zero-copy path's throughput
+//	validate  Batch.Validate vs raw CRC-32C over the same bytes
+//	lookup    ReadFrom at random offsets (index lookup + header scan), ns/op
+//	readers   append throughput with 8 concurrent readers vs none
+//
+// Each figure is one line, "<name> <value> <unit>":
+//
+//	go run ./examples/logbench -quick
+//	append.ratio_to_raw_write 0.93 x
+//
+// -quick finishes in well under a minute; without it the data sets are
+// larger and every measurement is repeated (the best run is reported).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "small data sets, one repetition (under a minute)")
+	dirFlag := flag.String("dir", "", "directory for the benchmark files (default: a new temporary directory)")
+	flag.Parse()
+	if err := run(*quick, *dirFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "logbench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	root  string
+	reps  int
+	total int64 // bytes appended per append measurement
+}
+
+func run(quick bool, dir string) error {
+	root := dir
+	if root == "" {
+		var err error
+		if root, err = os.MkdirTemp("", "partlog-logbench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(root)
+	}
+	b := &bench{root: root, reps: 3, total: 512 << 20}
+	if quick {
+		b.reps, b.total = 1, 128<<20
+	}
+	fmt.Printf("# logbench: %s, %d cores, GOMAXPROCS %d, %d MiB per append run, best of %d\n",
+		runtime.Version(), runtime.NumCPU(), runtime.GOMAXPROCS(0), b.total>>20, b.reps)
+	steps := []func() error{b.appendVsWrite, b.readVsMemcpy, b.validateVsCRC, b.lookup, b.appendWithReaders}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func emit(name string, value float64, unit string) {
+	fmt.Printf("%s %.3g %s\n", name, value, unit)
+}
+
+// batches returns n producer batches of about size bytes each (records of
+// 1 KiB with small keys), the shape DESIGN.md's append target names.
+func batches(n, size int) [][]byte {
+	out := make([][]byte, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := make([]byte, 1000)
+	for i := range value {
+		value[i] = byte(rng.IntN(256))
+	}
+	perBatch := size / (len(value) + 24)
+	if perBatch < 1 {
+		perBatch = 1
+	}
+	bld := batch.NewBuilder(batch.BuilderOptions{})
+	for i := range out {
+		bld.Reset(batch.BuilderOptions{})
+		for r := 0; r < perBatch; r++ {
+			key := fmt.Appendf(nil, "k%07d", i*perBatch+r)
+			if err := bld.Add(batch.Record{Key: key, Value: value, Timestamp: int64(1_700_000_000_000 + i)}); err != nil {
+				panic(err)
+			}
+		}
+		b, err := bld.Build()
+		if err != nil {
+			panic(err)
+		}
+		out[i] = append([]byte(nil), b...)
+	}
+	return out
+}
+
+// best runs f reps times and returns the shortest duration.
+func (b *bench) best(f func() (time.Duration, error)) (time.Duration, error) {
+	var min time.Duration
+	for i := 0; i < b.reps; i++ {
+		d, err := f()
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 || d < min {
+			min = d
+		}
+	}
+	return min, nil
+}
+
+func gbps(bytes int64, d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
+
+func (b *bench) freshDir(name string) (string, error) {
+	d := filepath.Join(b.root, name)
+	if err := os.RemoveAll(d); err != nil {
+		return "", err
+	}
+	return d, os.MkdirAll(d, 0o755)
+}
+
+// appendVsWrite: AppendBatch of 16 KiB batches vs os.File.Write of the same
+// bytes, and the allocations per append.
+func (b *bench) appendVsWrite() error {
+	set := batches(256, 16<<10)
+	size := int64(len(set[0]))
+	n := int(b.total / size)
+
+	raw, err := b.best(func() (time.Duration, error) {
+		dir, err := b.freshDir("raw")
+		if err != nil {
+			return 0, err
+		}
+		f, err := os.Create(filepath.Join(dir, "raw.log"))
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if _, err := f.Write(set[i%len(set)]); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t0), nil
+	})
+	if err != nil {
+		return err
+	}
+
+	var allocs float64
+	app, err := b.best(func() (time.Duration, error) {
+		dir, err := b.freshDir("append")
+		if err != nil {
+			return 0, err
+		}
+		p, err := plog.Open(dir, plog.Config{})
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if _, err := p.AppendBatch(set[i%len(set)]); err != nil {
+				return 0, err
+			}
+		}
+		d := time.Since(t0)
+		runtime.ReadMemStats(&ms1)
+		allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(n)
+		return d, nil
+	})
+	if err != nil {
+		return err
+	}
+	total := int64(n) * size
+	emit("append.raw_write_throughput", gbps(total, raw), "GB/s")
+	emit("append.throughput", gbps(total, app), "GB/s")
+	emit("append.ratio_to_raw_write", raw.Seconds()/app.Seconds(), "x")
+	emit("append.allocs_per_append", allocs, "allocs")
+	return nil
+}
+
+// readVsMemcpy: sequential ReadFrom over a log, copying every batch into a
+// buffer, vs copying the same number of bytes from memory; and the
+// zero-copy path that only touches the returned slice's length.
+func (b *bench) readVsMemcpy() error {
+	dir, err := b.freshDir("read")
+	if err != nil {
+		return err
+	}
+	p, err := plog.Open(dir, plog.Config{})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	set := batches(256, 16<<10)
+	var total int64
+	for total < b.total/2 {
+		bt := set[int(total/int64(len(set[0])))%len(set)]
+		if _, err := p.AppendBatch(bt); err != nil {
+			return err
+		}
+		total += int64(len(bt))
+	}
+	const maxBytes = 1 << 20
+	buf := make([]byte, maxBytes+(64<<10))
+	src := make([]byte, maxBytes)
+	for i := range src {
+		src[i] = byte(i)
+	}
+
+	readAll := func(copyOut bool) (time.Duration, int64, error) {
+		var read int64
+		t0 := time.Now()
+		for off := int64(0); off < p.HighWatermark(); {
+			r, err := p.ReadFrom(off, maxBytes)
+			if err != nil {
+				return 0, 0, err
+			}
+			bs := r.Bytes()
+			if copyOut {
+				copy(buf, bs)
+			}
+			read += int64(len(bs))
+			off = r.NextOffset()
+			if err := r.Close(); err != nil {
+				return 0, 0, err
+			}
+		}
+		return time.Since(t0), read, nil
+	}
+	// Warm the page cache and the mapping once.
+	if _, _, err := readAll(true); err != nil {
+		return err
+	}
+	var read int64
+	cp, err := b.best(func() (time.Duration, error) {
+		d, n, err := readAll(true)
+		read = n
+		return d, err
+	})
+	if err != nil {
+		return err
+	}
+	zc, err := b.best(func() (time.Duration, error) {
+		d, _, err := readAll(false)
+		return d, err
+	})
+	if err != nil {
+		return err
+	}
+	mc, err := b.best(func() (time.Duration, error) {
+		t0 := time.Now()
+		for done := int64(0); done < read; done += int64(len(src)) {
+			copy(buf, src)
+		}
+		return time.Since(t0), nil
+	})
+	if err != nil {
+		return err
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	reads := 0
+	for off := int64(0); off < p.HighWatermark(); reads++ {
+		r, err := p.ReadFrom(off, maxBytes)
+		if err != nil {
+			return err
+		}
+		off = r.NextOffset()
+		r.Close()
+	}
+	runtime.ReadMemStats(&ms1)
+
+	emit("read.memcpy_throughput", gbps(read, mc), "GB/s")
+	emit("read.copy_throughput", gbps(read, cp), "GB/s")
+	emit("read.ratio_to_memcpy", mc.Seconds()/cp.Seconds(), "x")
+	emit("read.zero_copy_throughput", gbps(read, zc), "GB/s")
+	emit("read.allocs_per_read", float64(ms1.Mallocs-ms0.Mallocs)/float64(reads), "allocs")
+	return nil
+}
+
+// validateVsCRC: Batch.Validate vs batch.Checksum (raw CRC-32C) over the same
+// 16 KiB batches.
+func (b *bench) validateVsCRC() error {
+	set := batches(256, 16<<10)
+	size := int64(len(set[0]))
+	n := int(b.total / size)
+	var sink uint32
+	crc, err := b.best(func() (time.Duration, error) {
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			sink += batch.Checksum(set[i%len(set)][batch.CRCStart:])
+		}
+		return time.Since(t0), nil
+	})
+	if err != nil {
+		return err
+	}
+	val, err := b.best(func() (time.Duration, error) {
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if err := batch.Batch(set[i%len(set)]).Validate(); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t0), nil
+	})
+	if err != nil {
+		return err
+	}
+	_ = sink
+	total := int64(n) * size
+	emit("validate.crc32c_throughput", gbps(total, crc), "GB/s")
+	emit("validate.throughput", gbps(total, val), "GB/s")
+	emit("validate.ratio_to_crc32c", crc.Seconds()/val.Seconds(), "x")
+	return nil
+}
+
+// lookup: ReadFrom at random offsets of a multi-segment log: segment
+// choice, offset index floor, header scan.
+func (b *bench) lookup() error {
+	dir, err := b.freshDir("lookup")
+	if err != nil {
+		return err
+	}
+	p, err := plog.Open(dir, plog.Config{SegmentBytes: 64 << 20})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	set := batches(64, 1<<10) // small batches: many index entries
+	for total := int64(0); total < b.total/2; {
+		bt := set[int(total)%len(set)]
+		if _, err := p.AppendBatch(bt); err != nil {
+			return err
+		}
+		total += int64(len(bt))
+	}
+	end := p.HighWatermark()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const lookups = 200_000
+	offs := make([]int64, lookups)
+	for i := range offs {
+		offs[i] = rng.Int64N(end)
+	}
+	d, err := b.best(func() (time.Duration, error) {
+		t0 := time.Now()
+		for _, o := range offs {
+			r, err := p.ReadFrom(o, 1)
+			if err != nil {
+				return 0, err
+			}
+			r.Close()
+		}
+		return time.Since(t0), nil
+	})
+	if err != nil {
+		return err
+	}
+	emit("lookup.random_read_from", float64(d.Nanoseconds())/lookups, "ns/op")
+	emit("lookup.records_in_log", float64(end), "records")
+	return nil
+}
+
+// appendWithReaders: append throughput while 8 goroutines tail the log,
+// relative to the same appends with no reader.
+func (b *bench) appendWithReaders() error {
+	set := batches(256, 16<<10)
+	size := int64(len(set[0]))
+	n := int(b.total / 2 / size)
+	runOnce := func(readers int) (time.Duration, error) {
+		dir, err := b.freshDir(fmt.Sprintf("readers-%d", readers))
+		if err != nil {
+			return 0, err
+		}
+		p, err := plog.Open(dir, plog.Config{})
+		if err != nil {
+			return 0, err
+		}
+		defer p.Close()
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		errc := make(chan error, readers)
+		for r := 0; r < readers; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				off := int64(0)
+				for !stop.Load() {
+					if off >= p.HighWatermark() {
+						runtime.Gosched()
+						continue
+					}
+					rec, err := p.ReadFrom(off, 1<<20)
+					if err != nil {
+						errc <- err
+						return
+					}
+					off = rec.NextOffset()
+					rec.Close()
+				}
+			}()
+		}
+		t0 := time.Now()
+		var appendErr error
+		for i := 0; i < n; i++ {
+			if _, err := p.AppendBatch(set[i%len(set)]); err != nil {
+				appendErr = err
+				break
+			}
+		}
+		d := time.Since(t0)
+		stop.Store(true)
+		wg.Wait()
+		close(errc)
+		return d, errors.Join(appendErr, <-errc)
+	}
+	none, err := b.best(func() (time.Duration, error) { return runOnce(0) })
+	if err != nil {
+		return err
+	}
+	eight, err := b.best(func() (time.Duration, error) { return runOnce(8) })
+	if err != nil {
+		return err
+	}
+	total := int64(n) * size
+	emit("readers.append_throughput_0_readers", gbps(total, none), "GB/s")
+	emit("readers.append_throughput_8_readers", gbps(total, eight), "GB/s")
+	emit("readers.ratio_8_to_0", none.Seconds()/eight.Seconds(), "x")
+	return nil
+}

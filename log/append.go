@@ -1,0 +1,239 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/segment"
+)
+
+// AppendBatch appends one producer batch and returns the offset assigned to
+// its first record. The records get base, base+1, ..., base+lastOffsetDelta;
+// the next append starts at base+lastOffsetDelta+1.
+//
+// b must hold exactly one RecordBatch v2 that a Kafka leader would accept
+// from a producer: framing and CRC-32C valid, magic 2, at least one record,
+// recordsCount == lastOffsetDelta+1, not a control batch, at most
+// Config.MaxMessageBytes and Config.SegmentBytes long. These checks run
+// before the partition's lock is taken; a batch that fails them gets an
+// error wrapping ErrInvalidBatch (and batch.ErrCorrupt for bad framing or
+// CRC), ErrBatchTooLarge or ErrControlBatch, and nothing is written.
+//
+// Under the lock AppendBatch reserves [logEnd, logEnd+lastOffsetDelta],
+// rewrites the batch's baseOffset (and partitionLeaderEpoch under
+// Config.StampLeaderEpoch) in place, rolls the active segment when it is
+// full or old, writes and indexes the batch, and only then publishes the
+// new log end offset (and, by default, the high watermark). On any error
+// nothing is published: the log end offset is unchanged and the next
+// append gets the same base.
+//
+// AppendBatch writes into b: its header fields baseOffset and
+// partitionLeaderEpoch are rewritten (they lie outside the CRC, so b stays a
+// valid batch), even when the append then fails. Callers that need the
+// producer's bytes unchanged pass a copy. b is not retained.
+func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
+	bt, err := p.checkProducerBatch(b)
+	if err != nil {
+		return -1, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return -1, err
+	}
+	base = p.mu.end.Offset
+	bt.SetBaseOffset(base)
+	if p.cfg.StampLeaderEpoch {
+		bt.SetPartitionLeaderEpoch(p.leaderEpoch.Load())
+	}
+	if err := p.appendLocked(bt); err != nil {
+		return -1, err
+	}
+	p.publishLocked()
+	return base, nil
+}
+
+// checkProducerBatch validates b for AppendBatch. It runs without the lock.
+func (p *Partition) checkProducerBatch(b []byte) (batch.Batch, error) {
+	bt, rest, err := batch.Parse(b)
+	if err != nil {
+		return nil, invalidBatchf(err, "%d bytes", len(b))
+	}
+	if len(rest) != 0 {
+		return nil, invalidBatchf(nil, "%d bytes after the %d-byte batch; AppendBatch takes exactly one batch", len(rest), len(bt))
+	}
+	if len(bt) > p.cfg.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.MaxMessageBytes)
+	}
+	if int64(len(bt)) > p.cfg.SegmentBytes {
+		return nil, fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.SegmentBytes)
+	}
+	if bt.Attributes().IsControl() {
+		return nil, fmt.Errorf("%w: attributes %s", ErrControlBatch, bt.Attributes())
+	}
+	if err := validate(bt); err != nil {
+		return nil, invalidBatchf(err, "%d bytes", len(bt))
+	}
+	if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); n <= 0 || int64(n) != int64(d)+1 {
+		return nil, invalidBatchf(nil, "recordsCount %d with lastOffsetDelta %d; a producer batch has lastOffsetDelta+1 records", n, d)
+	}
+	return bt, nil
+}
+
+// AppendAssigned appends a record set whose offsets are already assigned:
+// a follower copying its leader, a restore from a backup, a transaction
+// coordinator writing markers. It returns the log end offset after the
+// append.
+//
+// records holds one or more whole batches. The first batch's base offset
+// must equal LogEndOffset and each following one must start right after
+// the previous one's last offset (else ErrUnexpectedOffset); control
+// batches and batches with fewer records than offsets (compacted) are
+// allowed; the header, including partitionLeaderEpoch, is stored as given.
+// Every batch is validated (framing, CRC, records) and must fit in a
+// segment (ErrBatchTooLarge); max.message.bytes does not apply, as on a
+// Kafka follower. Validation runs before the lock and before anything is
+// written.
+//
+// An I/O error while writing leaves the batches before the failing one
+// appended and published, and returns the error; LogEndOffset says where
+// the log stops. records is not modified or retained.
+func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
+	if err := p.checkAssigned(records); err != nil {
+		return p.LogEndOffset(), err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return p.mu.end.Offset, err
+	}
+	if first := batch.Batch(records).BaseOffset(); first != p.mu.end.Offset {
+		return p.mu.end.Offset, fmt.Errorf("%w: record set starts at offset %d, log end offset is %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
+	}
+	defer p.publishLocked()
+	for rest := records; len(rest) > 0; {
+		var bt batch.Batch
+		bt, rest, _ = batch.Parse(rest) // checked by checkAssigned
+		if err := p.appendLocked(bt); err != nil {
+			return p.mu.end.Offset, err
+		}
+	}
+	return p.mu.end.Offset, nil
+}
+
+// checkAssigned validates an AppendAssigned record set without the lock.
+func (p *Partition) checkAssigned(records []byte) error {
+	if len(records) == 0 {
+		return invalidBatchf(nil, "empty record set")
+	}
+	next, pos := int64(0), 0
+	for i, rest := 0, records; len(rest) > 0; i++ {
+		bt, r, err := batch.Parse(rest)
+		if err != nil {
+			return invalidBatchf(err, "batch %d at byte %d of the record set", i, pos)
+		}
+		if int64(len(bt)) > p.cfg.SegmentBytes {
+			return fmt.Errorf("%w: batch %d is %d bytes, segment.bytes is %d", ErrBatchTooLarge, i, len(bt), p.cfg.SegmentBytes)
+		}
+		if err := validate(bt); err != nil {
+			return invalidBatchf(err, "batch %d at byte %d of the record set", i, pos)
+		}
+		if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); int64(n) > int64(d)+1 {
+			return invalidBatchf(nil, "batch %d: recordsCount %d exceeds lastOffsetDelta+1 = %d", i, n, int64(d)+1)
+		}
+		if bt.BaseOffset() < 0 {
+			return fmt.Errorf("%w: batch %d has negative base offset %d", ErrUnexpectedOffset, i, bt.BaseOffset())
+		}
+		if i > 0 && bt.BaseOffset() != next {
+			return fmt.Errorf("%w: batch %d starts at offset %d, the previous batch ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
+		}
+		next = bt.NextOffset()
+		pos += len(bt)
+		rest = r
+	}
+	return nil
+}
+
+// appendLocked rolls if needed and writes bt, whose base offset is the log
+// end offset, into the active segment; on success it advances mu.end (and
+// mu.hw by default) but does not publish them. REQUIRES: mu held.
+func (p *Partition) appendLocked(bt batch.Batch) error {
+	snap := p.segs.Load()
+	active := snap.active()
+	if active.Size() > 0 {
+		reason := active.ShouldRoll(bt, p.cfg.SegmentBytes, p.mu.rollAfter, p.cfg.Now())
+		if reason != segment.RollNone {
+			if err := p.rollLocked(bt.BaseOffset(), reason); err != nil {
+				return err
+			}
+			active = p.segs.Load().active()
+		}
+	}
+	if _, err := active.Append(bt); err != nil {
+		return fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err)
+	}
+	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
+	if !p.cfg.DisableAutoHighWatermark {
+		p.mu.hw = p.mu.end
+	}
+	return nil
+}
+
+// publishLocked makes mu.hw and mu.end visible to readers. REQUIRES: mu
+// held.
+func (p *Partition) publishLocked() { p.bounds.store(p.mu.hw, p.mu.end) }
+
+// Roll seals the active segment and starts a new one at the log end
+// offset, as Kafka does when a segment is full or old. It does nothing when
+// the active segment is empty.
+func (p *Partition) Roll() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if p.segs.Load().active().Size() == 0 {
+		return nil
+	}
+	return p.rollLocked(p.mu.end.Offset, rollForced)
+}
+
+// rollForced is the reason rollLocked logs for Roll (RollNone would
+// never roll otherwise).
+const rollForced = segment.RollNone
+
+// rollLocked seals the active segment and makes a new segment at newBase
+// (the log end offset) the active one. On failure the old segment stays
+// active. REQUIRES: mu held.
+func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
+	snap := p.segs.Load()
+	old := snap.active()
+	if err := old.Seal(); err != nil {
+		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
+	}
+	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
+	if err != nil {
+		if uerr := old.Unseal(); uerr != nil {
+			p.mu.failed = fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)
+		}
+		return fmt.Errorf("partlog/log: roll %s: create segment %d: %w", p.dir, newBase, err)
+	}
+	p.mu.dirDirty = true
+	p.mu.rollAfter = p.newRollAfter()
+	list := make([]*segment.Segment, len(snap.list), len(snap.list)+1)
+	copy(list, snap.list)
+	if err := p.replaceSegmentsLocked(append(list, seg)); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
+		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
+	return nil
+}
+
+// rollReasonString names why a segment was rolled, for the log.
+func rollReasonString(r segment.RollReason) string {
+	if r == rollForced {
+		return "forced"
+	}
+	return fmt.Sprint(r)
+}

@@ -1,0 +1,80 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// LogStartOffsetCheckpointFile is the name of the file, in the partition's
+// directory, that records the log start offset after DeleteRecordsBefore
+// moved it. Kafka keeps one such file per log directory for all its
+// partitions; partlog keeps one per partition, in the same text format
+// (package internal/checkpoint), with its one entry:
+//
+//	0                          version
+//	1                          number of entries
+//	<topic> <partition> <offset>
+//
+// The topic and partition come from the directory name when it has Kafka's
+// "<topic>-<partition>" form (else the whole name and 0). Open reads the
+// offset of the file's entry for this partition, or of its only entry (so a
+// renamed directory keeps its log start offset).
+const LogStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Kafka's name
+
+// errNotExist is fs.ErrNotExist (the name fs is taken by vfs values here).
+var errNotExist = iofs.ErrNotExist
+
+// topicPartition names the partition in its checkpoint entries.
+func topicPartition(dir string) (string, int32) {
+	name := filepath.Base(dir)
+	if topic, part, ok := checkpoint.ParseDirName(name); ok {
+		return topic, part
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, name), 0
+}
+
+// writeLogStartCheckpoint durably records offset (tmp + fsync + rename +
+// directory fsync).
+func writeLogStartCheckpoint(fs vfs.FS, dir string, offset int64) error {
+	topic, part := topicPartition(dir)
+	return checkpoint.WriteOffset(fs, filepath.Join(dir, LogStartOffsetCheckpointFile), topic, part, offset)
+}
+
+// readLogStartCheckpoint returns the recorded log start offset; ok is false
+// when there is no checkpoint file or it has no entry for this partition. A
+// malformed file is an error wrapping base.ErrCorrupt.
+func readLogStartCheckpoint(fs vfs.FS, dir string) (offset int64, ok bool, err error) {
+	path := filepath.Join(dir, LogStartOffsetCheckpointFile)
+	entries, err := checkpoint.ReadOffsets(fs, path)
+	switch {
+	case errors.Is(err, errNotExist):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	case len(entries) == 0:
+		return 0, false, nil
+	case len(entries) == 1:
+		return entries[0].Offset, true, nil
+	}
+	topic, part := topicPartition(dir)
+	for _, e := range entries {
+		if e.Topic == topic && e.Partition == part {
+			return e.Offset, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// syncDir makes the directory's entries durable.
+func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }

@@ -1,0 +1,166 @@
+package log
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+)
+
+// Kafka's defaults for the topic configs a Partition honours.
+const (
+	// DefaultSegmentBytes is segment.bytes: 1 GiB.
+	DefaultSegmentBytes = 1 << 30
+	// DefaultSegmentIndexBytes is segment.index.bytes: 10 MiB.
+	DefaultSegmentIndexBytes = 10 << 20
+	// DefaultIndexIntervalBytes is index.interval.bytes: 4096.
+	DefaultIndexIntervalBytes = 4096
+	// DefaultSegmentTime is segment.ms: 7 days.
+	DefaultSegmentTime = 7 * 24 * time.Hour
+	// DefaultMaxMessageBytes is max.message.bytes: 1 MiB + 12 bytes of log
+	// overhead = 1,048,588.
+	DefaultMaxMessageBytes = 1<<20 + batch.LogOverhead
+)
+
+// Config configures a Partition. The zero value is Kafka's defaults; every
+// zero field means "the default" (EnsureDefaults fills them in). Field names
+// follow Kafka's topic configs, named beside each field.
+type Config struct {
+	// SegmentBytes is segment.bytes: the size at which the active segment
+	// is rolled (a new one starts when the next batch would not fit).
+	// Default 1 GiB; at most math.MaxInt32 (batch positions are int32 in
+	// the offset index) and at least batch.HeaderSize.
+	SegmentBytes int64
+
+	// SegmentIndexBytes is segment.index.bytes: the preallocated size of
+	// each segment's .index and .timeindex; a full index rolls the
+	// segment. Default 10 MiB (1,310,720 offset entries).
+	SegmentIndexBytes int
+
+	// IndexIntervalBytes is index.interval.bytes: an offset index entry
+	// (and a time index entry) is added once more than this many bytes were
+	// appended since the last one. Default 4096. Kafka allows 0 ("index
+	// every batch"); here 0 means the default, so pass 1 for that.
+	IndexIntervalBytes int
+
+	// SegmentTime is segment.ms: the active segment is rolled once the
+	// incoming batch's max timestamp is this much later than the segment's
+	// first batch's (wall clock since the segment was created when it has
+	// no timestamps). Default 7 days. A negative value never rolls by time
+	// (an extension; Kafka requires at least 1 ms).
+	SegmentTime time.Duration
+
+	// SegmentJitter is segment.jitter.ms: each segment's time limit is
+	// SegmentTime minus a random jitter in [0, min(SegmentJitter,
+	// SegmentTime)), drawn when the segment becomes active, so partitions
+	// created together do not all roll at once. Default 0.
+	SegmentJitter time.Duration
+
+	// MaxMessageBytes is max.message.bytes: the largest batch AppendBatch
+	// accepts, in bytes including the 12-byte log overhead. Default
+	// 1,048,588. AppendAssigned does not apply it (as Kafka's follower
+	// path), only SegmentBytes.
+	MaxMessageBytes int
+
+	// StampLeaderEpoch makes AppendBatch write the partition leader epoch
+	// (LeaderEpoch, then whatever SetLeaderEpoch set) into each batch's
+	// partitionLeaderEpoch field, as a Kafka leader does. Off, the field
+	// keeps the producer's value (-1). AppendAssigned never rewrites it.
+	StampLeaderEpoch bool
+
+	// LeaderEpoch is the initial leader epoch stamped when
+	// StampLeaderEpoch is set. Default 0.
+	LeaderEpoch int32
+
+	// DisableAutoHighWatermark stops the partition from advancing its high
+	// watermark to the log end offset after every append (the single-node
+	// default). An embedder that replicates sets it and calls
+	// SetHighWatermark when followers have caught up; ReadFrom then returns
+	// nothing at or past that mark, and followers read with
+	// ReadFromFollower. After Open the high watermark starts at the log
+	// start offset.
+	DisableAutoHighWatermark bool
+
+	// DisableMmap makes segments read with ReadAt instead of a read-only
+	// mapping (Records.Bytes then copies into a buffer the Records owns).
+	DisableMmap bool
+
+	// Logger receives the partition's rare events (rolls, recovery,
+	// deletions). Default: a logger that discards everything.
+	Logger *slog.Logger
+
+	// FS is the filesystem every file goes through. Default vfs.Default,
+	// the operating system's. Tests pass vfs.NewMem() or a fault injector.
+	FS vfs.FS
+
+	// Now is the wall clock, used for time-based rolls of segments without
+	// timestamps. Default time.Now; tests pass a fake clock.
+	Now func() time.Time
+}
+
+// EnsureDefaults replaces every zero field with Kafka's default and returns
+// c, so that `cfg.EnsureDefaults()` is all a caller needs.
+func (c *Config) EnsureDefaults() *Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentIndexBytes == 0 {
+		c.SegmentIndexBytes = DefaultSegmentIndexBytes
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.SegmentTime == 0 {
+		c.SegmentTime = DefaultSegmentTime
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate reports a configuration Kafka (or the format) would refuse.
+// REQUIRES: EnsureDefaults was called.
+func (c *Config) validate() error {
+	switch {
+	case c.SegmentBytes < batch.HeaderSize || c.SegmentBytes > math.MaxInt32:
+		return fmt.Errorf("%w: segment.bytes %d outside [%d, %d]", ErrInvalidConfig, c.SegmentBytes, batch.HeaderSize, math.MaxInt32)
+	case c.SegmentIndexBytes < 2*segmentTimeEntrySize:
+		return fmt.Errorf("%w: segment.index.bytes %d is smaller than two index entries", ErrInvalidConfig, c.SegmentIndexBytes)
+	case c.IndexIntervalBytes < 0:
+		return fmt.Errorf("%w: index.interval.bytes %d is negative", ErrInvalidConfig, c.IndexIntervalBytes)
+	case c.SegmentJitter < 0:
+		return fmt.Errorf("%w: segment.jitter.ms %v is negative", ErrInvalidConfig, c.SegmentJitter)
+	case c.MaxMessageBytes < 0:
+		return fmt.Errorf("%w: max.message.bytes %d is negative", ErrInvalidConfig, c.MaxMessageBytes)
+	}
+	return nil
+}
+
+// segmentTimeEntrySize is the size of the larger index entry (a time index
+// entry: i64 timestamp + i32 relative offset).
+const segmentTimeEntrySize = 12
+
+// segmentConfig is the segment layer's view of c.
+func (c *Config) segmentConfig() segment.Config {
+	return segment.Config{
+		IndexIntervalBytes: c.IndexIntervalBytes,
+		MaxIndexBytes:      c.SegmentIndexBytes,
+		MaxSegmentBytes:    c.SegmentBytes,
+		DisableMmap:        c.DisableMmap,
+		Logger:             c.Logger,
+	}
+}

@@ -1,0 +1,159 @@
+// Package log stores one Kafka partition: a directory of segments in Apache
+// Kafka's on-disk format, with offsets assigned the way a Kafka leader
+// assigns them, zero-copy reads, and the three offsets a consumer sees (log
+// start, high watermark, log end).
+//
+// The package shadows the standard library's log; import it under another
+// name:
+//
+//	import plog "github.com/partlog/partlog/log"
+//
+// It never logs through the standard log either: Config.Logger takes a
+// *slog.Logger and defaults to one that discards everything.
+//
+// # Basics
+//
+//	p, err := plog.Open(dir, plog.Config{}) // Kafka's defaults
+//	if err != nil {
+//		return err
+//	}
+//	defer p.Close()
+//
+//	base, err := p.AppendBatch(producerBatch) // 11 records: base 0, next 11
+//	if err != nil {
+//		return err // errors.Is(err, plog.ErrInvalidBatch), ...
+//	}
+//
+//	recs, err := p.ReadFrom(base, 1<<20) // whole batches, zero-copy
+//	if err != nil {
+//		return err // errors.Is(err, plog.ErrOffsetOutOfRange)
+//	}
+//	defer recs.Close()
+//	_, err = recs.WriteTo(conn) // sendfile
+//
+// AppendBatch takes a producer's RecordBatch v2 and assigns its offsets:
+// the stored batch's baseOffset is the log end offset, and the next batch
+// starts at baseOffset + lastOffsetDelta + 1 (a batch of 11 records then one
+// of 3 get bases 0 and 11, and the log end offset is 14). AppendAssigned
+// takes batches whose offsets a leader already assigned. ReadFrom returns
+// whole batches, starting with the one that holds the offset, never past
+// the high watermark. OffsetForTimestamp answers ListOffsets. TruncateTo
+// and DeleteRecordsBefore move the log end back and the log start forward.
+//
+// # Files
+//
+// A partition directory holds Kafka's files: per segment
+// NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
+// log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
+// offset. Segments deleted while readers still hold them carry the .deleted
+// suffix until the last reader lets go. Open removes leftovers and, with
+// Kafka's rules, undoes an unfinished compaction (.cleaned) or completes one
+// past its commit point (.swap). Open also reads directories a Kafka broker
+// wrote, compacted ones included (offset gaps, 0-byte indexes).
+//
+// # Compaction
+//
+// Package compaction works on a Partition through Segments,
+// DeleteSegments and ReplaceSegments: it reads sealed segments below the
+// high watermark, writes new ones, and swaps them in under the partition's
+// write lock; readers holding the old segments keep them.
+//
+// # Concurrency
+//
+// A Partition is safe for concurrent use by any number of goroutines.
+// Writers (AppendBatch, AppendAssigned, Roll, TruncateTo,
+// DeleteRecordsBefore, SetHighWatermark, Sync, Verify, Close) are
+// serialized by one mutex, Partition.mu. Readers (ReadFrom,
+// ReadFromFollower, OffsetForTimestamp, the offset getters, Segments) take
+// no lock of the partition: they never block appends, and appends never
+// block them. A read waits only while TruncateTo cuts the very segment it
+// reads.
+//
+// Appends are linearized by mu: concurrent appenders get disjoint,
+// gap-free offset ranges, in the order their batches are in the file.
+// Validation runs before mu is taken, so the critical section holds only
+// the reservation, the header rewrite, the write and the index update.
+//
+// # Lock order
+//
+//  1. Partition.mu (writers only).
+//  2. A segment's read lease, write side (TruncateTo inside mu waits for
+//     readers of that segment to release their leases), then the segment's
+//     own mutexes.
+//  3. The indexes' and the filesystem's internal locks.
+//
+// Readers take no lock of level 1; they take a segment's read lease (level
+// 2, read side) and hold it until Records.Close. Hence a goroutine must not
+// call TruncateTo (or take a second lease on the same segment, which
+// ReadFrom may do) while it holds Records of the partition: a truncation
+// waiting between the two would deadlock it. Close takes mu, then each
+// segment's locks in ascending base offset order.
+//
+// # Lock-free reads
+//
+// A reader needs three things to agree: the visibility bound (the high
+// watermark or the log end offset, with the segment and byte position that
+// go with it), the segment list, and the bytes of the segment it reads.
+// The writer publishes them so that a reader needs no lock:
+//
+//  1. The segment list is an immutable snapshot behind an atomic.Pointer;
+//     a writer that changes it (roll, truncation, retention) builds a new
+//     one and swaps it in under mu. Each snapshot holds a reference on each
+//     of its segments and is itself reference counted: the partition holds
+//     one reference on the current snapshot; a reader takes one with a CAS
+//     that refuses once the count reached zero (then it loads the newer
+//     snapshot). So a segment a reader finds in a snapshot is open while the
+//     reader holds that snapshot, and the reader's own segment reference
+//     (taken before it lets the snapshot go) keeps it open, mapped and
+//     named until Records.Close, even when retention removed it meanwhile:
+//     the last reference removes the files (DESIGN law 9).
+//  2. The bounds (high watermark and log end, each with its segment base
+//     and byte position) are published under a sequence lock whose fields
+//     are all atomics: one writer under mu, readers retry until they read
+//     the same even sequence number before and after. A bound's position
+//     is a batch boundary at or below which every byte belongs to a batch
+//     below the bound's offset.
+//  3. An append writes the batch and its index entries and publishes the
+//     segment's new size (package segment does this, see Segment) before
+//     the partition publishes the new bounds; a roll publishes the new
+//     snapshot before any bound names the new segment. A reader loads the
+//     bounds first, then the snapshot: by the Go memory model (atomics are
+//     sequentially consistent) every segment a bound names is in the
+//     snapshot the reader loads, and every byte below a bound's position
+//     was written before the reader reads it. A reader never reads at or
+//     past the bound's position in the bound's segment, and never reads a
+//     segment above it, so it never sees a partial batch or an unexposed
+//     one.
+//     (A truncation that empties the log publishes bounds naming its new
+//     segment before the snapshot that holds it; such bounds make every
+//     read at or above the log start empty, and point 4 covers the rest.)
+//  4. Truncation is the one writer that makes published bytes invalid. It
+//     first publishes the lowered bounds, then increments
+//     Partition.truncations, then cuts files, taking each segment's read
+//     lease write side (package segment) before shrinking it. A reader
+//     loads truncations before the bounds and again after taking its read
+//     lease; if the count changed it drops everything and starts again. If
+//     it did not change, the reader's lease was taken before the cut
+//     started, so the cut waits for the reader, whose bounds are those from
+//     before the cut: it reads the log as it was, consistently.
+//  5. The log start offset is a plain atomic. Retention publishes it
+//     before it removes whole segments; a reader that checked an offset
+//     against an older log start finds either the old snapshot (and reads
+//     what was there, still referenced) or a snapshot without the segment
+//     (and reports ErrOffsetOutOfRange).
+//
+// # Resource lifetimes
+//
+// Records returned by ReadFrom alias the segment's memory mapping: they
+// must be closed exactly once, and Bytes is valid only until then. They
+// stay valid across Partition.Close, TruncateTo (which waits for them) and
+// retention (which defers removing the files). Records objects are pooled,
+// so a read allocates nothing.
+//
+// # What a Partition does not do yet
+//
+// Durability policies beyond Sync (per-append sync, flush intervals), crash
+// recovery from a recovery point (Open recovers only the active segment),
+// producer state (idempotence, transactions), leader epoch checkpoints and
+// time or size based retention are separate changes.
+package log

@@ -1,0 +1,61 @@
+// Package logtest checks a log.Partition against a reference model, for
+// partlog's own tests and for property-based tests of programs that embed
+// it.
+//
+// A [Model] is a plain, in-memory description of one partition: the
+// batches it holds with their assigned offsets and record timestamps, the
+// log start offset, the high watermark and the log end offset. Its methods
+// mirror the Partition's (Append, TruncateTo, DeleteRecordsBefore,
+// SetHighWatermark, Reopen, OffsetForTimestamp) and follow the same rules,
+// written as simply as possible. [Check] (or [CheckErr]) compares a real
+// Partition with the model: the three offsets, the files (batches valid
+// and contiguous, index entries pointing at batch starts), a read at every
+// offset, scans with several byte limits, the visibility bounds, and the
+// time lookups. [MakeBatch] builds producer batches for tests.
+//
+// # A user's own property test
+//
+// Drive the partition and the model with the same random operations and
+// check after each step; with pgregory.net/rapid:
+//
+//	func TestMyPartition(t *testing.T) {
+//		rapid.Check(t, func(rt *rapid.T) {
+//			dir := t.TempDir()
+//			p, err := plog.Open(dir, plog.Config{SegmentBytes: 4096})
+//			if err != nil {
+//				rt.Fatalf("open: %v", err)
+//			}
+//			defer p.Close()
+//			m := logtest.NewModel(0, false)
+//			rt.Repeat(map[string]func(*rapid.T){
+//				"append": func(rt *rapid.T) {
+//					n := rapid.IntRange(1, 20).Draw(rt, "records")
+//					b := logtest.MakeBatch(n, 100, 1_700_000_000_000, 0)
+//					if _, err := p.AppendBatch(b); err != nil {
+//						rt.Fatalf("append: %v", err)
+//					}
+//					// AppendBatch assigned the offsets in b itself.
+//					if err := m.Append(b); err != nil {
+//						rt.Fatalf("model: %v", err)
+//					}
+//				},
+//				"truncate": func(rt *rapid.T) {
+//					o := rapid.Int64Range(m.LogStartOffset(), m.LogEndOffset()).Draw(rt, "offset")
+//					if err := p.TruncateTo(o); err != nil {
+//						rt.Fatalf("truncate: %v", err)
+//					}
+//					_ = m.TruncateTo(o)
+//				},
+//				"": func(rt *rapid.T) { logtest.Check(rt, p, m) },
+//			})
+//		})
+//	}
+//
+// The same test is in this package's examples (Example_rapid).
+//
+// # Concurrency
+//
+// A Model is not safe for concurrent use. Check reads the partition
+// without locking it out; run it when no other goroutine changes the
+// partition, or the comparison races with the changes.
+package logtest

@@ -1,0 +1,249 @@
+package logtest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// Record is one record as the model knows it: its offset and timestamp.
+type Record struct {
+	Offset    int64
+	Timestamp int64
+}
+
+// Batch is one batch as the partition stored it.
+type Batch struct {
+	// BaseOffset and LastOffset are the first and last offsets the batch
+	// covers.
+	BaseOffset, LastOffset int64
+	// MaxTimestamp is the header's maxTimestamp.
+	MaxTimestamp int64
+	// Records are the batch's records, in offset order, with the timestamps
+	// a reader sees (the batch's maxTimestamp under LogAppendTime).
+	Records []Record
+	// Bytes is a copy of the stored batch, byte for byte.
+	Bytes []byte
+}
+
+// NextOffset returns LastOffset + 1.
+func (b *Batch) NextOffset() int64 { return b.LastOffset + 1 }
+
+// Model is an in-memory reference model of one partition: the batches it
+// holds with their assigned offsets, the log start offset, the high
+// watermark and the log end offset. It implements the same rules as
+// plog.Partition, written as plainly as possible, so that a test can apply
+// every operation to both and compare them with Check.
+//
+// The zero Model is an empty partition at offset 0 whose high watermark
+// follows the log end (plog.Config's default). A Model is not safe for
+// concurrent use.
+type Model struct {
+	// ManualHighWatermark mirrors Config.DisableAutoHighWatermark: the high
+	// watermark moves only with SetHighWatermark (and down with
+	// TruncateTo).
+	ManualHighWatermark bool
+
+	batches            []Batch
+	logStart, hw, next int64
+}
+
+// NewModel returns the model of an empty partition whose first offset is
+// start (the base offset of its first segment).
+func NewModel(start int64, manualHighWatermark bool) *Model {
+	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start}
+}
+
+// Clone returns an independent copy of m (the batches' bytes are shared:
+// the model never modifies them).
+func (m *Model) Clone() *Model {
+	c := *m
+	c.batches = slices.Clone(m.batches)
+	return &c
+}
+
+// LogStartOffset returns the model's log start offset.
+func (m *Model) LogStartOffset() int64 { return m.logStart }
+
+// HighWatermark returns the model's high watermark.
+func (m *Model) HighWatermark() int64 { return m.hw }
+
+// LogEndOffset returns the model's log end offset.
+func (m *Model) LogEndOffset() int64 { return m.next }
+
+// Batches returns the batches the model holds (every batch whose last
+// offset is at or above the log start offset), in offset order. The slice
+// is the model's; do not modify it.
+func (m *Model) Batches() []Batch { return m.batches }
+
+// Append records a record set the partition stored: pass the bytes
+// AppendBatch rewrote in place (it assigns the base offset in the caller's
+// buffer), or what AppendAssigned was given. The first batch must start at
+// the log end offset and each next one right after the previous one.
+func (m *Model) Append(stored []byte) error {
+	var add []Batch
+	next := m.next
+	for rest := stored; len(rest) > 0; {
+		b, r, err := batch.Parse(rest)
+		if err != nil {
+			return fmt.Errorf("partlog/logtest: model append: %w", err)
+		}
+		if b.BaseOffset() != next {
+			return fmt.Errorf("partlog/logtest: model append: batch at offset %d, log end is %d", b.BaseOffset(), next)
+		}
+		mb, err := modelBatch(b)
+		if err != nil {
+			return err
+		}
+		add = append(add, mb)
+		next = b.NextOffset()
+		rest = r
+	}
+	m.batches = append(m.batches, add...)
+	m.next = next
+	if !m.ManualHighWatermark {
+		m.hw = next
+	}
+	return nil
+}
+
+// modelBatch decodes what the model keeps of b.
+func modelBatch(b batch.Batch) (Batch, error) {
+	mb := Batch{BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), MaxTimestamp: b.MaxTimestamp(),
+		Bytes: slices.Clone([]byte(b))}
+	var dec batch.Decoder
+	it := b.Records(&dec)
+	for {
+		rec, ok, err := it.Next()
+		if err != nil {
+			return Batch{}, fmt.Errorf("partlog/logtest: model append: %w", err)
+		}
+		if !ok {
+			break
+		}
+		mb.Records = append(mb.Records, Record{Offset: rec.Offset, Timestamp: rec.Timestamp})
+	}
+	return mb, nil
+}
+
+// ErrModelRange is returned by the Model's methods for an offset the
+// partition would reject with plog.ErrOffsetOutOfRange (it wraps that).
+var ErrModelRange = fmt.Errorf("partlog/logtest: model: %w", plog.ErrOffsetOutOfRange)
+
+// SetHighWatermark mirrors Partition.SetHighWatermark.
+func (m *Model) SetHighWatermark(offset int64) error {
+	if offset < m.logStart || offset > m.next {
+		return ErrModelRange
+	}
+	m.hw = offset
+	return nil
+}
+
+// TruncateTo mirrors Partition.TruncateTo: the batch holding offset and
+// every later one go; the log end becomes that batch's base offset, or the
+// log start offset when that batch holds it too.
+func (m *Model) TruncateTo(offset int64) error {
+	if offset >= m.next {
+		return nil
+	}
+	if offset < m.logStart {
+		return ErrModelRange
+	}
+	i := m.holding(offset)
+	if i < 0 {
+		return errors.New("partlog/logtest: model: no batch holds the offset")
+	}
+	m.next = m.batches[i].BaseOffset
+	m.batches = m.batches[:i]
+	if m.next < m.logStart {
+		// The batch holding offset also holds the log start offset: the
+		// log empties and restarts at the log start offset.
+		m.next = m.logStart
+	}
+	if m.hw > m.next || !m.ManualHighWatermark {
+		m.hw = m.next
+	}
+	return nil
+}
+
+// DeleteRecordsBefore mirrors Partition.DeleteRecordsBefore.
+func (m *Model) DeleteRecordsBefore(offset int64) error {
+	if offset > m.hw {
+		return ErrModelRange
+	}
+	if offset <= m.logStart {
+		return nil
+	}
+	m.logStart = offset
+	i := 0
+	for i < len(m.batches) && m.batches[i].LastOffset < offset {
+		i++
+	}
+	m.batches = slices.Delete(m.batches, 0, i)
+	return nil
+}
+
+// Reopen mirrors closing and reopening the partition: the high watermark
+// restarts at the log end offset, or at the log start offset when it is
+// manual.
+func (m *Model) Reopen() {
+	if m.ManualHighWatermark {
+		m.hw = m.logStart
+	} else {
+		m.hw = m.next
+	}
+}
+
+// holding returns the index of the batch holding offset, or -1.
+func (m *Model) holding(offset int64) int {
+	i, _ := slices.BinarySearchFunc(m.batches, offset, func(b Batch, off int64) int {
+		switch {
+		case b.LastOffset < off:
+			return -1
+		case b.BaseOffset > off:
+			return 1
+		}
+		return 0
+	})
+	if i < len(m.batches) && m.batches[i].BaseOffset <= offset && offset <= m.batches[i].LastOffset {
+		return i
+	}
+	return -1
+}
+
+// BatchHolding returns the batch that holds offset.
+func (m *Model) BatchHolding(offset int64) (Batch, bool) {
+	if i := m.holding(offset); i >= 0 {
+		return m.batches[i], true
+	}
+	return Batch{}, false
+}
+
+// OffsetForTimestamp mirrors Partition.OffsetForTimestamp for ts >= 0 and
+// the Latest and Earliest sentinels: the first record at or above the log
+// start offset whose timestamp is >= ts, unless it lies at or past the high
+// watermark. MaxTimestamp is not modelled (it depends on segment
+// boundaries, as in Kafka); Check tests its properties instead.
+func (m *Model) OffsetForTimestamp(ts int64) (plog.TimestampOffset, bool) {
+	switch ts {
+	case plog.LatestTimestamp:
+		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.hw}, true
+	case plog.EarliestTimestamp:
+		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.logStart}, true
+	}
+	for _, b := range m.batches {
+		for _, r := range b.Records {
+			if r.Offset < m.logStart || r.Timestamp < ts {
+				continue
+			}
+			if r.Offset >= m.hw {
+				return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false
+			}
+			return plog.TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset}, true
+		}
+	}
+	return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false
+}

@@ -1,0 +1,382 @@
+package log
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/segment"
+)
+
+// Partition is one Kafka partition stored in a directory of segments. See
+// the package documentation for the concurrency contract: every method is
+// safe for concurrent use; appends and the other mutating methods are
+// serialized by one mutex, reads take no lock.
+type Partition struct {
+	// dir, cfg and segCfg are set by Open and never change.
+	dir    string
+	cfg    Config
+	segCfg segment.Config
+	logger *slog.Logger
+
+	// segs is the current segment list, an immutable snapshot. Written
+	// under mu (Swap), read by anyone (Load + tryRef).
+	segs atomic.Pointer[segments]
+	// bounds publishes the high watermark and the log end offset with
+	// their positions. Written under mu, read lock-free.
+	bounds bounds
+	// logStart is the log start offset. Written under mu, read lock-free.
+	logStart atomic.Int64
+	// truncations counts TruncateTo calls that cut the log; it is
+	// incremented after the lowered bounds are published and before any
+	// file is cut, so that a reader whose bounds predate a cut notices it
+	// (see "Lock-free reads" in the package documentation).
+	truncations atomic.Uint64
+	// closed is set by Close; readers check it.
+	closed atomic.Bool
+	// leaderEpoch is stamped into appended batches when
+	// cfg.StampLeaderEpoch is set.
+	leaderEpoch atomic.Int32
+
+	// mu serializes every writer: appends, rolls, truncation, retention,
+	// high watermark moves, Sync and Close. Lock order: mu, then a
+	// segment's locks (its read-lease write side in TruncateTo), then the
+	// indexes' and the filesystem's. Readers never take mu.
+	mu struct {
+		sync.Mutex
+		// closed is set by Close; every later call returns ErrClosed.
+		closed bool
+		// failed is a sticky error set when a truncation or retention
+		// step failed halfway and the files may disagree with the
+		// published state: every later write returns it.
+		failed error
+		// hw and end are the authoritative high watermark and log end
+		// (what bounds publishes). Invariant: logStart <= hw.Offset <=
+		// end.Offset, and end.Offset is the active segment's NextOffset.
+		hw, end position
+		// rollAfter is the active segment's time limit: SegmentTime
+		// minus its jitter; math.MaxInt64 when time rolls are off.
+		rollAfter time.Duration
+		// flushedBelow: every segment whose base is below it was flushed
+		// after it was sealed. Sync flushes the rest.
+		flushedBelow int64
+		// dirDirty is set when files were created, renamed or removed
+		// since the directory was last synced.
+		dirDirty bool
+	}
+}
+
+// Open opens the partition stored in dir, creating the directory and a
+// first segment (base offset 0, or the log start offset a checkpoint
+// records) when there are none.
+//
+// Open first finishes or undoes file operations a crash interrupted, with
+// Kafka's rules: it removes files left with the .deleted suffix, removes an
+// unfinished compaction's .cleaned and .swap files, and completes a
+// compaction's swap past its commit point (see cleanDir). Then it lists the
+// directory and opens every segment in ascending base offset order; the
+// last one becomes the active segment. Until crash recovery with a recovery point
+// lands (a later change), Open always recovers the active segment: it
+// validates every batch in it, rebuilds its indexes and cuts a torn tail
+// left by a crash. Older segments are trusted (their indexes are checked
+// cheaply and rebuilt when missing or broken).
+//
+// The log start offset is the larger of the first segment's base offset and
+// the value DeleteRecordsBefore last persisted in the partition's
+// log-start-offset-checkpoint file. The high watermark starts at the log end
+// offset, or at the log start offset under DisableAutoHighWatermark (as a
+// Kafka broker without a replication checkpoint).
+//
+// The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
+// and corruption errors (wrapping base.ErrCorrupt) that name the file.
+func Open(dir string, cfg Config) (*Partition, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
+	p.leaderEpoch.Store(cfg.LeaderEpoch)
+	fs := cfg.FS
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	if err := cleanDir(fs, dir, p.segCfg, p.logger); err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	var bases []int64
+	for _, name := range names {
+		if base, suffix, ok := segment.ParseFileName(name); ok && suffix == segment.LogSuffix {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+
+	cpStart, haveCP, err := readLogStartCheckpoint(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+
+	var list []*segment.Segment
+	fail := func(err error) (*Partition, error) {
+		for _, s := range list {
+			_ = s.Unref()
+		}
+		return nil, err
+	}
+	if len(bases) == 0 {
+		base := int64(0)
+		if haveCP && cpStart > 0 {
+			base = cpStart
+		}
+		seg, err := segment.Create(fs, dir, base, p.segCfg)
+		if err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: create segment %d: %w", dir, base, err))
+		}
+		list = append(list, seg)
+		p.mu.dirDirty = true
+	}
+	for i, base := range bases {
+		seg, err := segment.Open(fs, dir, base, p.segCfg)
+		if err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		list = append(list, seg)
+		if i == len(bases)-1 {
+			if err := seg.Unseal(); err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, base, err))
+			}
+			res, err := seg.Recover(batch.MaxBatchSize)
+			if err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: recover segment %d: %w", dir, base, err))
+			}
+			if res.TruncatedBytes > 0 {
+				p.logger.Warn("partlog/log: cut a torn tail off the active segment",
+					"dir", dir, "segment", base, "validBytes", res.ValidBytes,
+					"truncatedBytes", res.TruncatedBytes, "cause", res.Cause)
+			}
+		}
+	}
+	for i := 1; i < len(list); i++ {
+		if prev, cur := list[i-1], list[i]; prev.NextOffset() > cur.BaseOffset() {
+			return fail(fmt.Errorf("partlog/log: open %s: segment %d ends at offset %d, past the next segment's base %d: %w",
+				dir, prev.BaseOffset(), prev.NextOffset(), cur.BaseOffset(), errOverlap))
+		}
+	}
+
+	active := list[len(list)-1]
+	end := position{Offset: active.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
+	start := list[0].BaseOffset()
+	if haveCP && cpStart > start {
+		start = cpStart
+	}
+	if start > end.Offset {
+		p.logger.Warn("partlog/log: log start offset checkpoint is past the log end; clamped",
+			"dir", dir, "checkpoint", cpStart, "logEnd", end.Offset)
+		start = end.Offset
+	}
+	p.logStart.Store(start)
+	p.mu.end = end
+	p.mu.hw = end
+	if cfg.DisableAutoHighWatermark {
+		hw, err := positionIn(list, start, end)
+		if err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		p.mu.hw = hw
+	}
+	p.mu.rollAfter = p.newRollAfter()
+	p.mu.flushedBelow = active.BaseOffset()
+	p.segs.Store(newSegments(list))
+	// newSegments took the snapshot's references; the ones Open and Create
+	// returned are the partition's own.
+	p.bounds.store(p.mu.hw, p.mu.end)
+	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list),
+		"logStart", start, "logEnd", end.Offset)
+	return p, nil
+}
+
+// errOverlap wraps base.ErrCorrupt: segments whose offset ranges overlap.
+var errOverlap = fmt.Errorf("%w: overlapping segments", batch.ErrCorrupt)
+
+// newRollAfter draws the time limit of a newly active segment: SegmentTime
+// minus a jitter in [0, min(SegmentJitter, SegmentTime)).
+func (p *Partition) newRollAfter() time.Duration {
+	if p.cfg.SegmentTime < 0 {
+		return math.MaxInt64
+	}
+	j := min(p.cfg.SegmentJitter, p.cfg.SegmentTime)
+	if j <= 0 {
+		return p.cfg.SegmentTime
+	}
+	return p.cfg.SegmentTime - time.Duration(rand.Int64N(int64(j)))
+}
+
+// positionIn locates offset (in [first base, end.Offset]) in list.
+func positionIn(list []*segment.Segment, offset int64, end position) (position, error) {
+	if offset >= end.Offset {
+		return end, nil
+	}
+	i := len(list) - 1
+	for i > 0 && list[i].BaseOffset() > offset {
+		i--
+	}
+	seg := list[i]
+	pos, found, err := locate(seg, offset)
+	if err != nil {
+		return position{}, err
+	}
+	if !found {
+		pos = seg.Size()
+	}
+	return position{Offset: offset, SegBase: seg.BaseOffset(), Pos: pos}, nil
+}
+
+// Dir returns the partition's directory.
+func (p *Partition) Dir() string { return p.dir }
+
+// LogStartOffset returns the first offset a reader may read: the first
+// segment's base offset, or higher after DeleteRecordsBefore.
+func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
+
+// HighWatermark returns the offset below which records are visible to
+// ReadFrom: by default the log end offset (a single node commits what it
+// wrote); under Config.DisableAutoHighWatermark what SetHighWatermark last
+// set, clamped down by TruncateTo.
+func (p *Partition) HighWatermark() int64 { return p.bounds.hwOff.Load() }
+
+// LogEndOffset returns the offset the next appended record will get: the
+// last batch's last offset + 1.
+func (p *Partition) LogEndOffset() int64 { return p.bounds.endOff.Load() }
+
+// LeaderEpoch returns the leader epoch stamped into appended batches when
+// Config.StampLeaderEpoch is set.
+func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
+
+// SetLeaderEpoch sets the leader epoch stamped into batches appended from
+// now on (when Config.StampLeaderEpoch is set).
+func (p *Partition) SetLeaderEpoch(epoch int32) { p.leaderEpoch.Store(epoch) }
+
+// SetHighWatermark moves the high watermark to offset, for embedders that
+// replicate (Config.DisableAutoHighWatermark); it may move backwards, as
+// Kafka's does on a leader change. offset must lie in [LogStartOffset,
+// LogEndOffset]; otherwise the error wraps ErrOffsetOutOfRange and nothing
+// changes. An offset inside a batch hides that whole batch from ReadFrom
+// (no byte at or past the high watermark is returned).
+func (p *Partition) SetHighWatermark(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if start := p.logStart.Load(); offset < start || offset > p.mu.end.Offset {
+		return fmt.Errorf("%w: high watermark %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, p.mu.end.Offset)
+	}
+	hw, err := positionIn(p.segs.Load().list, offset, p.mu.end)
+	if err != nil {
+		return fmt.Errorf("partlog/log: set high watermark %d in %s: %w", offset, p.dir, err)
+	}
+	p.mu.hw = hw
+	p.bounds.store(p.mu.hw, p.mu.end)
+	return nil
+}
+
+// checkWritableLocked returns ErrClosed or the sticky failure.
+// REQUIRES: mu held.
+func (p *Partition) checkWritableLocked() error {
+	if p.mu.closed {
+		return ErrClosed
+	}
+	return p.mu.failed
+}
+
+// Sync makes every appended batch durable: it flushes the segments sealed
+// since the last Sync and the active one (fdatasync of the .log, msync of
+// the indexes) and syncs the directory when segment files were created or
+// removed. It blocks appends while it runs.
+func (p *Partition) Sync() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return ErrClosed
+	}
+	return p.flushLocked()
+}
+
+// flushLocked flushes what Sync promises. REQUIRES: mu held.
+func (p *Partition) flushLocked() error {
+	snap := p.segs.Load()
+	for _, seg := range snap.list {
+		if seg.BaseOffset() < p.mu.flushedBelow && seg != snap.active() {
+			continue
+		}
+		if err := seg.Flush(); err != nil {
+			return fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err)
+		}
+	}
+	p.mu.flushedBelow = snap.active().BaseOffset()
+	if p.mu.dirDirty {
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
+		}
+		p.mu.dirDirty = false
+	}
+	return nil
+}
+
+// Close seals the active segment (its final time index entry), flushes
+// everything as Sync does, and releases the partition's references on its
+// segments. Records still open stay valid: their segments are closed when
+// the last of them is closed. Close takes mu (then each segment's locks),
+// releases everything even when a step fails, and returns the first error.
+// Every later call (Close included) returns ErrClosed.
+func (p *Partition) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return ErrClosed
+	}
+	p.mu.closed = true
+	p.closed.Store(true)
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	snap := p.segs.Load()
+	if p.mu.failed == nil {
+		if err := snap.active().Seal(); err != nil {
+			keep(fmt.Errorf("partlog/log: close %s: seal segment %d: %w", p.dir, snap.active().BaseOffset(), err))
+		}
+		keep(p.flushLocked())
+	}
+	for _, seg := range snap.list {
+		// Drops the partition's own reference; the files close now or
+		// when the last reader lets go.
+		if err := seg.Close(); err != nil {
+			keep(fmt.Errorf("partlog/log: close %s: segment %d: %w", p.dir, seg.BaseOffset(), err))
+		}
+	}
+	keep(snap.unref()) // the partition's reference on the snapshot
+	if first != nil {
+		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
+	}
+	return first
+}
+
+// replaceSegmentsLocked publishes a new snapshot over list and releases
+// the partition's reference on the old one. REQUIRES: mu held.
+func (p *Partition) replaceSegmentsLocked(list []*segment.Segment) error {
+	old := p.segs.Swap(newSegments(list))
+	return old.unref()
+}

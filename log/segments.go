@@ -1,0 +1,216 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+)
+
+// ErrSegmentsChanged is returned by DeleteSegments and ReplaceSegments when
+// the segments they were given are no longer what the partition holds (a
+// roll, a truncation, retention or another compaction round changed the
+// list since the caller took its snapshot), or are segments they may not
+// touch (the active one, or one at or past the high watermark). Nothing
+// changed; take a new snapshot and try again. Internal: no Kafka code.
+var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
+
+// The methods below let package compaction (retention and key-based
+// compaction, which sits above this package) work on a Partition: it reads
+// sealed segments, writes new ones beside them, and swaps them in under the
+// partition's write lock.
+
+// FS returns the filesystem the partition's files live on.
+func (p *Partition) FS() vfs.FS { return p.cfg.FS }
+
+// SegmentConfig returns the configuration the partition opens and creates
+// its segments with.
+func (p *Partition) SegmentConfig() segment.Config { return p.segCfg }
+
+// SegmentBytes returns segment.bytes, the size at which the partition rolls.
+func (p *Partition) SegmentBytes() int64 { return p.cfg.SegmentBytes }
+
+// Segments returns the current segments in ascending base offset order; the
+// last one is the active segment. The caller owns one reference on each
+// (taken for it) and must drop it with Unref; the segments stay open and
+// readable until then even if the partition deletes or replaces them. The
+// caller must not call writer-side segment methods (Append, Seal,
+// TruncateTo, MarkDeleted...): the partition is their only writer.
+func (p *Partition) Segments() ([]*segment.Segment, error) {
+	for {
+		if p.closed.Load() {
+			return nil, ErrClosed
+		}
+		snap := p.segs.Load()
+		if !snap.tryRef() {
+			continue
+		}
+		out := make([]*segment.Segment, len(snap.list))
+		for i, seg := range snap.list {
+			seg.Ref()
+			out[i] = seg
+		}
+		if err := snap.unref(); err != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+		}
+		return out, nil
+	}
+}
+
+// DeleteSegments removes the oldest segments, as time or size based
+// retention does: oldest must be exactly the first len(oldest) segments of
+// the current list (the same pointers), not the active one, and the next
+// segment's base offset must be at or below the high watermark; otherwise
+// the error wraps ErrSegmentsChanged and nothing changes. The log start
+// offset rises to the next segment's base offset (persisted first, as
+// DeleteRecordsBefore does); the segments' files are renamed *.deleted and
+// removed when the last reader lets go; the directory is synced.
+func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if len(oldest) == 0 {
+		return nil
+	}
+	list := p.segs.Load().list
+	n := len(oldest)
+	if n >= len(list) {
+		return fmt.Errorf("%w: %d segments to delete, the partition has %d (the active one stays)", ErrSegmentsChanged, n, len(list))
+	}
+	for i, seg := range oldest {
+		if list[i] != seg {
+			return fmt.Errorf("%w: segment %d is not the partition's segment %d", ErrSegmentsChanged, seg.BaseOffset(), i)
+		}
+	}
+	next := list[n].BaseOffset()
+	if next > p.mu.hw.Offset {
+		return fmt.Errorf("%w: deleting up to offset %d would pass the high watermark %d", ErrSegmentsChanged, next, p.mu.hw.Offset)
+	}
+	if next > p.logStart.Load() {
+		if err := writeLogStartCheckpoint(p.cfg.FS, p.dir, next); err != nil {
+			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
+		}
+		p.logStart.Store(next)
+	}
+	return p.dropOldestLocked(n, "retention")
+}
+
+// dropOldestLocked publishes the list without its first n segments and
+// deletes them (oldest first: a failure leaves a suffix, which the log start
+// checkpoint already covers), then syncs the directory. REQUIRES: mu held;
+// the log start offset is at or above the (n+1)th segment's base.
+func (p *Partition) dropOldestLocked(n int, why string) error {
+	snap := p.segs.Load()
+	dropped := snap.list[:n]
+	if err := p.replaceSegmentsLocked(snap.list[n:]); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	if err := p.deleteSegmentsLocked(dropped, false); err != nil {
+		p.mu.failed = fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
+		return p.mu.failed
+	}
+	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
+	}
+	p.mu.dirDirty = false
+	p.logger.Info("partlog/log: deleted segments", "dir", p.dir, "why", why,
+		"segments", n, "logStart", p.logStart.Load())
+	return nil
+}
+
+// ReplaceSegments swaps new segments in for old ones, for compaction: old
+// must be a contiguous run of sealed segments of the current list (the same
+// pointers), not the active one, and the segment after the last of them
+// must start at or below the high watermark (the segment holding the high
+// watermark is never replaced); otherwise the error wraps
+// ErrSegmentsChanged and commit is not called. new must be sealed segments
+// in ascending base offset order covering offsets inside old's range
+// (compaction never renumbers), possibly none; when old starts with the
+// first segment, new must start with a segment of the same base offset.
+//
+// Under the partition's write lock ReplaceSegments calls commit, which
+// renames the files (compaction: new .cleaned to .swap, old to .deleted
+// with MarkDeleted, new .swap to plain names, syncing the directory
+// between). If commit fails, nothing is published and its error is
+// returned. Otherwise the list with new in place of old is published, the
+// partition takes over the reference each new segment was created with, and
+// drops its own references on old (their files are removed at the last
+// reader's Unref). The log start offset does not change.
+func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if len(old) == 0 {
+		return fmt.Errorf("%w: nothing to replace", ErrSegmentsChanged)
+	}
+	list := p.segs.Load().list
+	first := -1
+	for i, seg := range list {
+		if seg == old[0] {
+			first = i
+			break
+		}
+	}
+	last := first + len(old) - 1
+	if first < 0 || last >= len(list)-1 {
+		return fmt.Errorf("%w: segment %d is not a sealed segment of the partition", ErrSegmentsChanged, old[0].BaseOffset())
+	}
+	for i, seg := range old {
+		if list[first+i] != seg || !seg.Sealed() {
+			return fmt.Errorf("%w: segment %d is not the partition's sealed segment %d", ErrSegmentsChanged, seg.BaseOffset(), first+i)
+		}
+	}
+	if next := list[last+1].BaseOffset(); next > p.mu.hw.Offset {
+		return fmt.Errorf("%w: segments up to offset %d reach past the high watermark %d", ErrSegmentsChanged, next, p.mu.hw.Offset)
+	}
+	lo, hi := old[0].BaseOffset(), list[last+1].BaseOffset()
+	prev := lo
+	for _, seg := range new {
+		if !seg.Sealed() || seg.BaseOffset() < prev || seg.NextOffset() > hi {
+			return base.AssertionFailedf("partlog/log: replacement segment %d [%d, %d) is unsealed or outside [%d, %d) or out of order",
+				seg.BaseOffset(), seg.BaseOffset(), seg.NextOffset(), lo, hi)
+		}
+		prev = seg.NextOffset()
+	}
+	if first == 0 && (len(new) == 0 || new[0].BaseOffset() != lo) {
+		// Reads locate an offset by the last segment whose base is at or
+		// below it: the first segment must keep its base.
+		return base.AssertionFailedf("partlog/log: replacing the first segment (base %d) needs a first replacement with the same base", lo)
+	}
+	if err := commit(); err != nil {
+		return err
+	}
+	// A published bound may name a replaced segment only when it sits
+	// exactly at the next segment's base (after a roll, before the next
+	// append): name that segment instead, whose position 0 is the same
+	// place in the log.
+	for _, b := range []*position{&p.mu.hw, &p.mu.end} {
+		if b.SegBase >= lo && b.SegBase < hi {
+			if b.Offset != hi {
+				return base.AssertionFailedf("partlog/log: bound at offset %d in segment %d, inside the replaced range [%d, %d)", b.Offset, b.SegBase, lo, hi)
+			}
+			*b = position{Offset: hi, SegBase: hi, Pos: 0}
+		}
+	}
+	p.publishLocked()
+	out := make([]*segment.Segment, 0, len(list)-len(old)+len(new))
+	out = append(append(append(out, list[:first]...), new...), list[last+1:]...)
+	if err := p.replaceSegmentsLocked(out); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	var firstErr error
+	for _, seg := range old {
+		if err := seg.Unref(); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("partlog/log: replace segments of %s: release segment %d: %w", p.dir, seg.BaseOffset(), err)
+		}
+	}
+	p.logger.Info("partlog/log: replaced segments", "dir", p.dir, "old", len(old), "new", len(new),
+		"from", lo, "to", hi)
+	return firstErr
+}

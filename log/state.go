@@ -1,0 +1,143 @@
+package log
+
+import (
+	"runtime"
+	"sort"
+	"sync/atomic"
+
+	"github.com/partlog/partlog/segment"
+)
+
+// segments is an immutable snapshot of the partition's segment list,
+// published through Partition.segs (an atomic.Pointer). See the package
+// documentation, "Lock-free reads", for why readers may use it without a
+// lock.
+//
+// A snapshot holds one reference on every segment in it, taken when it is
+// built and dropped when its own count reaches zero. The partition holds
+// one reference on the current snapshot; a reader holds one only while it
+// picks a segment and takes a reference on that segment.
+type segments struct {
+	// refs counts the partition's reference (while this is the current
+	// snapshot) plus readers in flight. Once it reaches zero it never
+	// rises again: tryRef refuses.
+	refs atomic.Int32
+	// list holds the segments in ascending base offset order; never empty.
+	// The last one is the active segment. Immutable.
+	list []*segment.Segment
+}
+
+// newSegments builds a snapshot over list, taking a reference on every
+// segment. The partition owns the returned snapshot's first reference.
+func newSegments(list []*segment.Segment) *segments {
+	s := &segments{list: list}
+	s.refs.Store(1)
+	for _, seg := range list {
+		seg.Ref()
+	}
+	return s
+}
+
+// tryRef takes a reference unless the snapshot is already released.
+func (s *segments) tryRef() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// unref drops a reference; the last one releases the snapshot's references
+// on its segments and returns the first error of those releases.
+func (s *segments) unref() error {
+	if s.refs.Add(-1) != 0 {
+		return nil
+	}
+	var first error
+	for _, seg := range s.list {
+		if err := seg.Unref(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// find returns the index of the segment that would hold offset: the last
+// one whose base is <= offset, or -1 when offset is below the first base.
+func (s *segments) find(offset int64) int {
+	i := sort.Search(len(s.list), func(i int) bool { return s.list[i].BaseOffset() > offset })
+	return i - 1
+}
+
+// active returns the last segment.
+func (s *segments) active() *segment.Segment { return s.list[len(s.list)-1] }
+
+// position locates an offset in the log: the segment that holds it (by base
+// offset) and the byte position in that segment where the batch holding it
+// starts (or the segment's end, for the log end offset). Every batch whose
+// last offset is below Offset lies in a segment with a smaller base, or in
+// segment SegBase at positions below Pos; no byte of a batch at or past
+// Offset does.
+type position struct {
+	Offset  int64
+	SegBase int64
+	Pos     int64
+}
+
+// bounds is the published pair (high watermark, log end), each with its
+// position, behind a sequence lock so that a reader sees an offset together
+// with the position that belongs to it. One writer (under Partition.mu);
+// any number of lock-free readers. Every field is an atomic, so the race
+// detector sees no data race, and sequentially consistent atomics make the
+// classic seqlock argument hold: a reader that sees the same even sequence
+// number before and after its loads read values from one publication.
+type bounds struct {
+	seq                     atomic.Uint64
+	hwOff, hwBase, hwPos    atomic.Int64
+	endOff, endBase, endPos atomic.Int64
+}
+
+// store publishes hw and end. REQUIRES: Partition.mu held (single writer).
+func (b *bounds) store(hw, end position) {
+	b.seq.Add(1) // odd: a write is in progress
+	b.hwOff.Store(hw.Offset)
+	b.hwBase.Store(hw.SegBase)
+	b.hwPos.Store(hw.Pos)
+	b.endOff.Store(end.Offset)
+	b.endBase.Store(end.SegBase)
+	b.endPos.Store(end.Pos)
+	b.seq.Add(1) // even: done
+}
+
+// load returns a consistent (hw, end) pair.
+func (b *bounds) load() (hw, end position) {
+	for spins := 0; ; spins++ {
+		s := b.seq.Load()
+		if s&1 == 0 {
+			hw = position{b.hwOff.Load(), b.hwBase.Load(), b.hwPos.Load()}
+			end = position{b.endOff.Load(), b.endBase.Load(), b.endPos.Load()}
+			if b.seq.Load() == s {
+				return hw, end
+			}
+		}
+		if spins > 4 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// loadHW returns the high watermark with its position.
+func (b *bounds) loadHW() position {
+	hw, _ := b.load()
+	return hw
+}
+
+// loadEnd returns the log end with its position.
+func (b *bounds) loadEnd() position {
+	_, end := b.load()
+	return end
+}

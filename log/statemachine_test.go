@@ -1,0 +1,268 @@
+package log_test
+
+import (
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+	"pgregory.net/rapid"
+)
+
+// TestStateMachine is the metamorphic test: random histories of appends
+// (single and concurrent), follower appends, reads at random offsets and
+// sizes, time lookups, rolls, truncations, DeleteRecords, high watermark
+// moves and reopens, under random small configurations (tiny segments and
+// indexes so rolls of every kind happen, mmap on and off, the OS and the
+// in-memory filesystem), checked against logtest's model after every step.
+// Rerun a failure with -rapid.seed=N (rapid prints it).
+func TestStateMachine(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		manual := rapid.Bool().Draw(rt, "manualHighWatermark")
+		cfg := plog.Config{
+			SegmentBytes:             int64(rapid.IntRange(600, 16<<10).Draw(rt, "segmentBytes")),
+			SegmentIndexBytes:        rapid.SampledFrom([]int{24, 48, 240, 10 << 20}).Draw(rt, "segmentIndexBytes"),
+			IndexIntervalBytes:       rapid.SampledFrom([]int{1, 100, 1000, 4096}).Draw(rt, "indexIntervalBytes"),
+			DisableAutoHighWatermark: manual,
+			DisableMmap:              rapid.Bool().Draw(rt, "disableMmap"),
+		}
+		dir := filepath.Join(t.TempDir(), "events-3")
+		if rapid.Bool().Draw(rt, "memFS") {
+			cfg.FS = vfs.NewMem()
+			dir = "/data/events-3"
+		}
+		p, err := plog.Open(dir, cfg)
+		require.NoError(rt, err)
+		defer func() { _ = p.Close() }()
+		m := logtest.NewModel(0, manual)
+		ts := int64(1_700_000_000_000)
+
+		genBatch := func(rt *rapid.T) []byte {
+			n := rapid.IntRange(1, 25).Draw(rt, "records")
+			size := rapid.IntRange(0, 300).Draw(rt, "valueSize")
+			ts += rapid.Int64Range(-5000, 5000).Draw(rt, "timeStep")
+			return logtest.MakeBatch(n, size, ts, byte(n))
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"append": func(rt *rapid.T) {
+				b := genBatch(rt)
+				want := m.LogEndOffset()
+				base, err := p.AppendBatch(b)
+				if int64(len(b)) > cfg.SegmentBytes {
+					require.ErrorIs(rt, err, plog.ErrBatchTooLarge)
+					return
+				}
+				require.NoError(rt, err)
+				require.Equal(rt, want, base)
+				require.NoError(rt, m.Append(b))
+			},
+			"appendConcurrent": func(rt *rapid.T) {
+				k := rapid.IntRange(2, 5).Draw(rt, "appenders")
+				bs := make([][]byte, k)
+				for i := range bs {
+					bs[i] = genBatch(rt)
+					if int64(len(bs[i])) > cfg.SegmentBytes {
+						rt.Skip("batch larger than a segment")
+					}
+				}
+				bases := make([]int64, k)
+				errs := make([]error, k)
+				var wg sync.WaitGroup
+				for i := range bs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						bases[i], errs[i] = p.AppendBatch(bs[i])
+					}()
+				}
+				wg.Wait()
+				order := make([]int, k)
+				for i := range order {
+					order[i] = i
+					require.NoError(rt, errs[i])
+				}
+				slices.SortFunc(order, func(a, b int) int { return int(bases[a] - bases[b]) })
+				for _, i := range order {
+					require.NoError(rt, m.Append(bs[i])) // checks contiguity
+				}
+			},
+			"appendAssigned": func(rt *rapid.T) {
+				var set []byte
+				next := m.LogEndOffset()
+				for i := rapid.IntRange(1, 3).Draw(rt, "batches"); i > 0; i-- {
+					b := batch.Batch(genBatch(rt))
+					if int64(len(b)) > cfg.SegmentBytes {
+						rt.Skip("batch larger than a segment")
+					}
+					b.SetBaseOffset(next)
+					b.SetPartitionLeaderEpoch(int32(i))
+					next = b.NextOffset()
+					set = append(set, b...)
+				}
+				end, err := p.AppendAssigned(set)
+				require.NoError(rt, err)
+				require.Equal(rt, next, end)
+				require.NoError(rt, m.Append(set))
+			},
+			"read": func(rt *rapid.T) {
+				o := rapid.Int64Range(m.LogStartOffset()-2, m.LogEndOffset()+2).Draw(rt, "offset")
+				maxBytes := rapid.IntRange(0, 6000).Draw(rt, "maxBytes")
+				follower := rapid.Bool().Draw(rt, "follower")
+				read, bound := p.ReadFrom, m.HighWatermark()
+				if follower {
+					read, bound = p.ReadFromFollower, m.LogEndOffset()
+				}
+				r, err := read(o, maxBytes)
+				if o < m.LogStartOffset() || o > m.LogEndOffset() {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+				defer r.Close()
+				want, ok := m.BatchHolding(o)
+				if o >= bound || !ok || want.LastOffset >= bound {
+					require.True(rt, r.Empty(), "read at %d returned %d bytes past the bound %d", o, r.Len(), bound)
+					return
+				}
+				got := r.Bytes()
+				require.True(rt, len(got) >= len(want.Bytes), "short read")
+				require.Equal(rt, want.Bytes, got[:len(want.Bytes)])
+				next := checkRecords(rt, r, o)
+				require.True(rt, next <= bound, "read past the bound")
+				if len(got) > len(want.Bytes) {
+					require.True(rt, len(got) <= maxBytes, "%d bytes for maxBytes %d", len(got), maxBytes)
+				}
+			},
+			"offsetForTimestamp": func(rt *rapid.T) {
+				target := rapid.Int64Range(ts-20000, ts+20000).Draw(rt, "timestamp")
+				got, ok, err := p.OffsetForTimestamp(target)
+				require.NoError(rt, err)
+				want, wantOK := m.OffsetForTimestamp(target)
+				require.Equal(rt, wantOK, ok)
+				if ok {
+					require.Equal(rt, want, got)
+				}
+			},
+			"roll": func(rt *rapid.T) {
+				require.NoError(rt, p.Roll())
+			},
+			"truncate": func(rt *rapid.T) {
+				o := rapid.Int64Range(m.LogStartOffset()-1, m.LogEndOffset()+1).Draw(rt, "truncateTo")
+				err, merr := p.TruncateTo(o), m.TruncateTo(o)
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+			},
+			"deleteRecords": func(rt *rapid.T) {
+				o := rapid.Int64Range(m.LogStartOffset()-1, m.HighWatermark()+1).Draw(rt, "deleteBefore")
+				err, merr := p.DeleteRecordsBefore(o), m.DeleteRecordsBefore(o)
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+			},
+			"setHighWatermark": func(rt *rapid.T) {
+				if !manual {
+					rt.Skip("automatic high watermark")
+				}
+				o := rapid.Int64Range(m.LogStartOffset()-1, m.LogEndOffset()+1).Draw(rt, "highWatermark")
+				err, merr := p.SetHighWatermark(o), m.SetHighWatermark(o)
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+			},
+			"rewriteSegments": func(rt *rapid.T) {
+				// What compaction does when it keeps every record: copy
+				// sealed segments below the high watermark into one new
+				// segment and swap it in.
+				segs, err := p.Segments()
+				require.NoError(rt, err)
+				defer func() {
+					for _, s := range segs {
+						require.NoError(rt, s.Unref())
+					}
+				}()
+				hw := p.HighWatermark()
+				n := 0
+				for n+1 < len(segs) && segs[n+1].BaseOffset() <= hw {
+					n++
+				}
+				if n == 0 {
+					rt.Skip("no sealed segment below the high watermark")
+				}
+				from := rapid.IntRange(0, n-1).Draw(rt, "from")
+				to := rapid.IntRange(from+1, n).Draw(rt, "to")
+				old := segs[from:to]
+				seg, err := segment.CreateWithSuffix(p.FS(), p.Dir(), old[0].BaseOffset(), segment.CleanedSuffix, p.SegmentConfig())
+				require.NoError(rt, err)
+				for _, o := range old {
+					data, err := o.Bytes(0, o.Size(), nil)
+					require.NoError(rt, err)
+					for len(data) > 0 {
+						bt, rest, err := batch.Parse(data)
+						require.NoError(rt, err)
+						_, err = seg.Append(bt)
+						if err != nil {
+							_ = seg.Close()
+							rt.Skip("the rewritten segment does not fit one segment: " + err.Error())
+						}
+						data = rest
+					}
+				}
+				require.NoError(rt, seg.Seal())
+				err = p.ReplaceSegments(old, []*segment.Segment{seg}, func() error {
+					if err := seg.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
+						return err
+					}
+					for _, o := range old {
+						if err := o.MarkDeleted(); err != nil {
+							return err
+						}
+					}
+					return seg.ChangeSuffix(segment.SwapSuffix, "")
+				})
+				require.NoError(rt, err)
+			},
+			"deleteSegments": func(rt *rapid.T) {
+				segs, err := p.Segments()
+				require.NoError(rt, err)
+				defer func() {
+					for _, s := range segs {
+						require.NoError(rt, s.Unref())
+					}
+				}()
+				k := rapid.IntRange(1, len(segs)).Draw(rt, "segmentsToDelete")
+				err = p.DeleteSegments(segs[:k])
+				if k == len(segs) || segs[k].BaseOffset() > m.HighWatermark() {
+					require.ErrorIs(rt, err, plog.ErrSegmentsChanged)
+					return
+				}
+				require.NoError(rt, err)
+				require.NoError(rt, m.DeleteRecordsBefore(segs[k].BaseOffset()))
+			},
+			"sync": func(rt *rapid.T) {
+				require.NoError(rt, p.Sync())
+			},
+			"reopen": func(rt *rapid.T) {
+				require.NoError(rt, p.Close())
+				var err error
+				p, err = plog.Open(dir, cfg)
+				require.NoError(rt, err)
+				m.Reopen()
+			},
+			"": func(rt *rapid.T) {
+				logtest.Check(rt, p, m)
+			},
+		})
+	})
+}

@@ -1,0 +1,153 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/segment"
+)
+
+// Timestamp sentinels of Kafka's ListOffsets request, accepted by
+// OffsetForTimestamp.
+const (
+	// LatestTimestamp asks for the offset after the last visible record:
+	// the high watermark.
+	LatestTimestamp int64 = -1
+	// EarliestTimestamp asks for the log start offset.
+	EarliestTimestamp int64 = -2
+	// MaxTimestamp asks for the record with the largest timestamp.
+	MaxTimestamp int64 = -3
+)
+
+// TimestampOffset is an answer of OffsetForTimestamp: a record's offset and
+// timestamp (milliseconds since the Unix epoch). Timestamp is -1 (no
+// timestamp) for the Latest and Earliest sentinels, as in Kafka's
+// ListOffsets response.
+type TimestampOffset struct {
+	Timestamp int64
+	Offset    int64
+}
+
+// OffsetForTimestamp answers Kafka's ListOffsets for a consumer (isolation
+// READ_UNCOMMITTED):
+//
+//   - ts >= 0: the first record, in offset order, at or above the log start
+//     offset whose timestamp is >= ts; found is false when there is none or
+//     when it is at or past the high watermark.
+//   - LatestTimestamp (-1): the high watermark, timestamp -1.
+//   - EarliestTimestamp (-2): the log start offset, timestamp -1.
+//   - MaxTimestamp (-3): the record with the largest timestamp, taken from
+//     the segment with the largest one (the earliest such segment on ties),
+//     as Kafka 3.x does; found is false when the log has no timestamp or
+//     that record is at or past the high watermark. Like Kafka it considers
+//     every stored segment, so the record may lie below the log start
+//     offset when DeleteRecordsBefore moved it into the first segment.
+//
+// Under LogAppendTime every record of a batch has the batch's
+// maxTimestamp. Other negative timestamps give ErrInvalidTimestamp.
+func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool, err error) {
+	if p.closed.Load() {
+		return TimestampOffset{}, false, ErrClosed
+	}
+	switch {
+	case ts == LatestTimestamp:
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.HighWatermark()}, true, nil
+	case ts == EarliestTimestamp:
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset()}, true, nil
+	case ts < MaxTimestamp:
+		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
+	}
+	hw := p.HighWatermark()
+	start := p.LogStartOffset()
+	snap := p.segs.Load()
+	for !snap.tryRef() {
+		if p.closed.Load() {
+			return TimestampOffset{}, false, ErrClosed
+		}
+		snap = p.segs.Load()
+	}
+	defer func() {
+		if uerr := snap.unref(); uerr != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
+		}
+	}()
+
+	if ts == MaxTimestamp {
+		return p.maxTimestampOffset(snap, hw)
+	}
+
+	i := max(snap.find(start), 0)
+	for ; i < len(snap.list); i++ {
+		seg := snap.list[i]
+		if seg.NextOffset() <= start {
+			continue
+		}
+		if t, _ := seg.MaxTimestamp(); t < ts {
+			continue
+		}
+		seg.AcquireRead()
+		off, t, ok, err := seg.FindOffsetByTimestamp(ts, start)
+		seg.ReleaseRead()
+		if err != nil {
+			return TimestampOffset{}, false, fmt.Errorf("partlog/log: offset for timestamp %d in segment %d of %s: %w", ts, seg.BaseOffset(), p.dir, err)
+		}
+		if !ok {
+			continue // every match lies below the log start offset
+		}
+		if off >= hw {
+			break
+		}
+		return TimestampOffset{Timestamp: t, Offset: off}, true, nil
+	}
+	return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false, nil
+}
+
+// maxTimestampOffset answers MaxTimestamp: the segment with the largest
+// maxTimestamp (the first on ties), the first batch in it with that
+// timestamp, and the first record in that batch carrying it (Kafka's
+// RecordBatch.offsetOfMaxTimestamp).
+func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (TimestampOffset, bool, error) {
+	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}
+	var best *segment.Segment
+	bestTS, bestOff := batch.NoTimestamp, int64(-1)
+	for _, seg := range snap.list {
+		if t, off := seg.MaxTimestamp(); t > bestTS {
+			best, bestTS, bestOff = seg, t, off
+		}
+	}
+	if best == nil || bestOff < 0 {
+		return none, false, nil
+	}
+	best.AcquireRead()
+	defer best.ReleaseRead()
+	_, info, found, err := best.Translate(bestOff, 0)
+	if err != nil {
+		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+	}
+	if !found {
+		return none, false, nil
+	}
+	b, err := best.Bytes(info.Pos, info.End(), nil)
+	if err != nil {
+		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+	}
+	off := bestOff
+	it := batch.Batch(b).Records(nil)
+	for {
+		rec, ok, err := it.Next()
+		if err != nil {
+			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+		}
+		if !ok {
+			break
+		}
+		if rec.Timestamp == bestTS {
+			off = rec.Offset
+			break
+		}
+	}
+	if off >= hw {
+		return none, false, nil
+	}
+	return TimestampOffset{Timestamp: bestTS, Offset: off}, true, nil
+}

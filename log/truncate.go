@@ -1,0 +1,234 @@
+package log
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/segment"
+)
+
+// TruncateTo cuts the log back so that offset is no longer in it, as a Kafka
+// follower does after a leader change: it deletes every segment whose base
+// offset is above offset, and cuts the segment holding offset at the start
+// of the batch holding offset. The log end offset becomes that batch's base
+// offset (offset itself when offset is a batch boundary; lower when offset
+// lies inside a batch, since a batch is never split; in a log Kafka
+// compacted, an offset inside a gap keeps the batches below it and the log
+// end becomes the last one's next offset). The high watermark is clamped
+// down to the new log end.
+//
+// offset >= LogEndOffset is a no-op. offset < LogStartOffset gives
+// ErrOffsetOutOfRange. When the batch holding offset also holds the log
+// start offset (DeleteRecordsBefore moved it inside that batch), the whole
+// log goes and restarts empty at the log start offset, with a new segment
+// there (Kafka's truncateFullyAndStartAt).
+//
+// Readers that hold Records on the bytes being cut keep them: the cut waits
+// until their read leases are released (so a goroutine must not call
+// TruncateTo while it holds Records of this partition), and Records on
+// deleted segments stay valid until closed. Appends wait for TruncateTo.
+//
+// An I/O error while cutting leaves the files ahead of the published state;
+// the partition then refuses further writes with that error (reopen it to
+// recover).
+func (p *Partition) TruncateTo(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if offset >= p.mu.end.Offset {
+		return nil
+	}
+	if start := p.logStart.Load(); offset < start {
+		return fmt.Errorf("%w: truncate to %d, below the log start offset %d", ErrOffsetOutOfRange, offset, start)
+	}
+	snap := p.segs.Load()
+	i := snap.find(offset)
+	if i < 0 {
+		return fmt.Errorf("%w: truncate to %d, below the first segment %d", ErrOffsetOutOfRange, offset, snap.list[0].BaseOffset())
+	}
+	seg := snap.list[i]
+	pos, batchBase, found, err := locateBatch(seg, offset)
+	if err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err)
+	}
+	// newEnd is the new log end offset: the base of the batch holding
+	// offset. In a log Kafka compacted, offset may fall in a gap before
+	// that batch; the log then ends at or below offset (the previous
+	// batch's next offset, known after the cut).
+	newEnd := min(batchBase, offset)
+	if !found {
+		pos, newEnd = seg.Size(), seg.NextOffset()
+	}
+	start := p.logStart.Load()
+	if newEnd < start {
+		// The batch holding offset also holds the log start offset and
+		// cannot be split: empty the log and restart it at the log start
+		// offset (Kafka's truncateFullyAndStartAt).
+		return p.truncateFullyLocked(start)
+	}
+
+	// 1. Publish the lowered bounds, then count the truncation: a reader
+	// that loaded older bounds sees the count change and retries.
+	p.setEndLocked(position{Offset: newEnd, SegBase: seg.BaseOffset(), Pos: pos})
+	p.truncations.Add(1)
+
+	// 2. Drop the later segments from the list, then delete them (newest
+	// first); readers holding them keep them until they let go.
+	fail := func(err error) error {
+		p.mu.failed = err
+		return err
+	}
+	if i < len(snap.list)-1 {
+		dropped := snap.list[i+1:]
+		kept := snap.list[: i+1 : i+1]
+		if err := p.replaceSegmentsLocked(kept); err != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+		}
+		if err := p.deleteSegmentsLocked(dropped, true); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
+		}
+		if err := seg.Unseal(); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: activate segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
+		}
+		p.mu.rollAfter = p.newRollAfter()
+		p.mu.flushedBelow = min(p.mu.flushedBelow, seg.BaseOffset())
+	}
+
+	// 3. Cut the segment holding offset (waits for its read leases), then
+	// publish where the log really ends.
+	if found {
+		if _, err := seg.TruncateTo(batchBase); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
+		}
+	}
+	if seg.Size() != pos || seg.NextOffset() > newEnd {
+		return fail(base.AssertionFailedf("partlog/log: truncate %s to %d: segment %d ends at offset %d byte %d, expected at most %d, byte %d",
+			p.dir, offset, seg.BaseOffset(), seg.NextOffset(), seg.Size(), newEnd, pos))
+	}
+	p.setEndLocked(position{Offset: max(seg.NextOffset(), start), SegBase: seg.BaseOffset(), Pos: pos})
+	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
+	return nil
+}
+
+// DeleteRecordsBefore moves the log start offset up to offset, as Kafka's
+// DeleteRecords does, and deletes the segments that lie wholly below it
+// (whose next segment starts at or below offset); the active segment is
+// never deleted. Records below the new start are no longer readable, but
+// the batch holding offset still is. The new log start offset is persisted
+// (log-start-offset-checkpoint, written tmp + fsync + rename) before
+// anything is deleted.
+//
+// offset <= LogStartOffset is a no-op; offset > HighWatermark gives
+// ErrOffsetOutOfRange (records not yet committed are never deleted).
+// Readers holding Records on deleted segments keep them until they close
+// them; the files are removed then.
+func (p *Partition) DeleteRecordsBefore(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if offset > p.mu.hw.Offset {
+		return fmt.Errorf("%w: delete records before %d, past the high watermark %d", ErrOffsetOutOfRange, offset, p.mu.hw.Offset)
+	}
+	if offset <= p.logStart.Load() {
+		return nil
+	}
+	if err := writeLogStartCheckpoint(p.cfg.FS, p.dir, offset); err != nil {
+		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
+	}
+	p.logStart.Store(offset)
+
+	snap := p.segs.Load()
+	n := 0
+	for n+1 < len(snap.list) && snap.list[n+1].BaseOffset() <= offset {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return p.dropOldestLocked(n, "delete records")
+}
+
+// deleteSegmentsLocked renames the files of segments no longer in the list
+// to *.deleted and drops the partition's own reference on each: the last
+// reader's release removes the files. It goes through every segment even
+// after an error and returns the first.
+//
+// Order matters when a rename fails: what stays on disk must remain a
+// contiguous log. Retention deletes oldest first (a failure leaves a
+// suffix, whose start the log start checkpoint already covers); truncation
+// deletes newest first (a failure leaves a prefix). newestFirst selects the
+// latter. REQUIRES: mu held; the segments are no longer in the published
+// list.
+func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bool) error {
+	if newestFirst {
+		list = slices.Clone(list)
+		slices.Reverse(list)
+	}
+	var first error
+	for _, seg := range list {
+		if err := seg.MarkDeleted(); err != nil && first == nil {
+			first = fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
+		}
+		if err := seg.Unref(); err != nil && first == nil {
+			first = fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
+		}
+	}
+	p.mu.dirDirty = true
+	return first
+}
+
+// truncateFullyLocked deletes every segment and restarts the log, empty,
+// at offset at (>= every offset in the log start's batch, below every
+// later segment's base). REQUIRES: mu held.
+func (p *Partition) truncateFullyLocked(at int64) error {
+	end := position{Offset: at, SegBase: at, Pos: 0}
+	p.mu.end, p.mu.hw = end, end
+	p.publishLocked()
+	p.truncations.Add(1)
+	fail := func(err error) error {
+		p.mu.failed = fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
+		return p.mu.failed
+	}
+	// Rename the old files away (newest first, so that a failure leaves a
+	// prefix) before the new segment exists: the new base lies inside an
+	// old segment's range, and both on disk would overlap.
+	old := p.segs.Load().list
+	for i := len(old) - 1; i >= 0; i-- {
+		if err := old[i].MarkDeleted(); err != nil {
+			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
+		}
+	}
+	p.mu.dirDirty = true
+	seg, err := segment.Create(p.cfg.FS, p.dir, at, p.segCfg)
+	if err != nil {
+		return fail(err)
+	}
+	if err := p.replaceSegmentsLocked([]*segment.Segment{seg}); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	for _, s := range old {
+		if err := s.Unref(); err != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+		}
+	}
+	p.mu.rollAfter = p.newRollAfter()
+	p.mu.flushedBelow = at
+	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
+	return nil
+}
+
+// setEndLocked lowers the log end to end, clamps the high watermark to it
+// (or sets it there under the automatic high watermark) and publishes both.
+// REQUIRES: mu held.
+func (p *Partition) setEndLocked(end position) {
+	p.mu.end = end
+	if p.mu.hw.Offset > end.Offset || !p.cfg.DisableAutoHighWatermark {
+		p.mu.hw = end
+	}
+	p.publishLocked()
+}

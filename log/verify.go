@@ -1,0 +1,287 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/segment"
+)
+
+// SegmentInfo describes one segment of the partition, for tools and tests.
+type SegmentInfo struct {
+	// BaseOffset is the offset in the segment's file names.
+	BaseOffset int64
+	// NextOffset is the offset after its last batch (BaseOffset when empty).
+	NextOffset int64
+	// Size is the .log's size in bytes.
+	Size int64
+	// MaxTimestamp is the largest batch maxTimestamp, -1 when none.
+	MaxTimestamp int64
+	// Active is true for the last segment, the one appends go to.
+	Active bool
+}
+
+// SegmentInfos describes the current segments in ascending base offset
+// order.
+func (p *Partition) SegmentInfos() []SegmentInfo {
+	snap := p.segs.Load()
+	if !snap.tryRef() {
+		return nil
+	}
+	defer func() { _ = snap.unref() }()
+	out := make([]SegmentInfo, len(snap.list))
+	for i, seg := range snap.list {
+		ts, _ := seg.MaxTimestamp()
+		out[i] = SegmentInfo{BaseOffset: seg.BaseOffset(), NextOffset: seg.NextOffset(),
+			Size: seg.Size(), MaxTimestamp: ts, Active: i == len(snap.list)-1}
+	}
+	return out
+}
+
+// Verify checks the partition's files against the invariants the package
+// maintains, and returns the first violation:
+//
+//   - every batch frames, has magic 2 and a valid CRC-32C and records;
+//   - offsets only grow: each batch starts after the previous one's last
+//     offset, across segments too, and at or above its segment's base
+//     offset; the active segment ends at the log end offset (batches are
+//     contiguous in a log partlog wrote and never compacted, which
+//     logtest.Check verifies against its model; compaction and Kafka's
+//     compacted logs leave gaps);
+//   - every offset index entry points at the start of a batch and names an
+//     offset inside that batch; entries increase;
+//   - every time index entry names an offset inside the segment whose
+//     batch has the entry's timestamp as maxTimestamp and is the first batch
+//     of the segment to reach it; entries increase;
+//   - (the active segment's indexes are preallocated and their entry count
+//     is not on disk, so there the entries are checked up to the first one
+//     that does not fit, which is taken as the end);
+//   - log start <= high watermark <= log end.
+//
+// Verify reads whole segments (it is meant for tests and tools, not hot
+// paths) and blocks appends while it runs. Errors about file contents wrap
+// base.ErrCorrupt and name the file and position.
+func (p *Partition) Verify() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return ErrClosed
+	}
+	start, hw, end := p.logStart.Load(), p.mu.hw, p.mu.end
+	if start > hw.Offset || hw.Offset > end.Offset {
+		return base.AssertionFailedf("partlog/log: offsets out of order: log start %d, high watermark %d, log end %d", start, hw.Offset, end.Offset)
+	}
+	snap := p.segs.Load()
+	next := int64(-1)
+	for _, seg := range snap.list {
+		var err error
+		next, err = p.verifySegment(seg, next)
+		if err != nil {
+			return err
+		}
+	}
+	active := snap.active()
+	if next > end.Offset {
+		return base.AssertionFailedf("partlog/log: last batch ends before %d, log end offset is %d", next, end.Offset)
+	}
+	// The log end is the active segment's next offset, or the log start
+	// offset when a truncation into a compaction gap left nothing above it.
+	if want := max(active.NextOffset(), start); end.Offset != want {
+		return base.AssertionFailedf("partlog/log: active segment %d ends at %d, log end offset is %d", active.BaseOffset(), active.NextOffset(), end.Offset)
+	}
+	return nil
+}
+
+// verifiedBatch is what verifySegment remembers of a batch.
+type verifiedBatch struct {
+	pos, base, last, maxTS int64
+}
+
+// verifySegment checks one segment; next is the offset its first batch
+// must start at (-1: any). It returns the offset after its last batch.
+// REQUIRES: mu held.
+func (p *Partition) verifySegment(seg *segment.Segment, next int64) (int64, error) {
+	size := seg.Size()
+	logPath := seg.LogPath()
+	data, err := seg.Bytes(0, size, nil)
+	if err != nil {
+		return next, fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
+	}
+	if next >= 0 && seg.BaseOffset() < next {
+		return next, base.CorruptionErrorf(logPath, 0, "baseOffset", "segment base %d, the previous segment ends before %d", seg.BaseOffset(), next)
+	}
+	var batches []verifiedBatch
+	for pos := int64(0); pos < size; {
+		bt, _, err := batch.Parse(data[pos:])
+		if err != nil {
+			return next, base.WithFile(err, logPath, pos)
+		}
+		if err := bt.Validate(); err != nil {
+			return next, base.WithFile(err, logPath, pos)
+		}
+		want := max(next, seg.BaseOffset())
+		if bt.BaseOffset() < want {
+			return next, base.CorruptionErrorf(logPath, pos, "baseOffset", "batch starts at %d, expected at least %d", bt.BaseOffset(), want)
+		}
+		batches = append(batches, verifiedBatch{pos: pos, base: bt.BaseOffset(), last: bt.LastOffset(), maxTS: bt.MaxTimestamp()})
+		next = bt.NextOffset()
+		pos += int64(len(bt))
+	}
+	if len(batches) > 0 && seg.NextOffset() != next {
+		return next, base.AssertionFailedf("partlog/log: segment %s reports next offset %d, its batches end before %d", logPath, seg.NextOffset(), next)
+	}
+	if err := p.verifyOffsetIndex(seg, batches); err != nil {
+		return next, err
+	}
+	if err := p.verifyTimeIndex(seg, batches); err != nil {
+		return next, err
+	}
+	if next < 0 {
+		next = seg.BaseOffset()
+	}
+	return next, nil
+}
+
+// readIndexFile returns the first limit bytes (fewer if the file is
+// shorter) of one of seg's index files. An index has at most one entry per
+// batch (plus the final time entry), so the caller bounds limit by that and
+// never reads a whole preallocated file.
+func (p *Partition) readIndexFile(seg *segment.Segment, suffix string, limit int) (string, []byte, error) {
+	path := filepath.Join(p.dir, segment.FileName(seg.BaseOffset(), suffix)+seg.Suffix())
+	f, err := p.cfg.FS.Open(path)
+	if err != nil {
+		return path, nil, fmt.Errorf("partlog/log: verify: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)))
+	if err != nil {
+		return path, nil, fmt.Errorf("partlog/log: verify: read %s: %w", path, err)
+	}
+	return path, data, nil
+}
+
+// Index entry layouts (Kafka's, big-endian). Frozen.
+const (
+	offsetEntrySize = 8  // i32 relative offset, i32 position
+	timeEntrySize   = 12 // i64 timestamp, i32 relative offset
+)
+
+// verifyOffsetIndex checks the .index of seg against its batches. The
+// entries are read up to the first one that does not increase (an active
+// segment's index is preallocated and zero past its entries).
+func (p *Partition) verifyOffsetIndex(seg *segment.Segment, batches []verifiedBatch) error {
+	path, data, err := p.readIndexFile(seg, segment.IndexSuffix, (len(batches)+1)*offsetEntrySize)
+	if err != nil {
+		return err
+	}
+	prevRel, prevPos := int64(-1), int64(-1)
+	for i := 0; (i+1)*offsetEntrySize <= len(data); i++ {
+		e := data[i*offsetEntrySize:]
+		rel := int64(int32(binary.BigEndian.Uint32(e)))
+		pos := int64(int32(binary.BigEndian.Uint32(e[4:])))
+		if i > 0 && rel <= prevRel {
+			break // the unused tail
+		}
+		at := int64(i * offsetEntrySize)
+		j, ok := findBatchAt(batches, pos)
+		off := seg.BaseOffset() + rel
+		bad := ""
+		switch {
+		case pos <= prevPos:
+			bad = fmt.Sprintf("position %d after %d", pos, prevPos)
+		case !ok:
+			bad = fmt.Sprintf("position %d is not a batch start", pos)
+		case off < batches[j].base || off > batches[j].last:
+			bad = fmt.Sprintf("offset %d outside its batch [%d, %d]", off, batches[j].base, batches[j].last)
+		}
+		if bad != "" {
+			if !seg.Sealed() {
+				// An active segment's index is preallocated: past its
+				// entries lie zeros or entries a truncation dropped.
+				// Its entry count is not on disk (KAFKA-12734), so the
+				// first entry that does not fit ends the check.
+				break
+			}
+			return base.CorruptionErrorf(path, at, "index entry", "entry %d: %s", i, bad)
+		}
+		prevRel, prevPos = rel, pos
+	}
+	return nil
+}
+
+// verifyTimeIndex checks the .timeindex of seg against its batches.
+func (p *Partition) verifyTimeIndex(seg *segment.Segment, batches []verifiedBatch) error {
+	path, data, err := p.readIndexFile(seg, segment.TimeIndexSuffix, (len(batches)+2)*timeEntrySize)
+	if err != nil {
+		return err
+	}
+	// maxBefore[j] is the largest maxTimestamp of batches[0..j].
+	maxBefore := make([]int64, len(batches))
+	for j, b := range batches {
+		maxBefore[j] = b.maxTS
+		if j > 0 {
+			maxBefore[j] = max(maxBefore[j], maxBefore[j-1])
+		}
+	}
+	prevTS := int64(-1 << 63)
+	for i := 0; (i+1)*timeEntrySize <= len(data); i++ {
+		e := data[i*timeEntrySize:]
+		ts := int64(binary.BigEndian.Uint64(e))
+		rel := int64(int32(binary.BigEndian.Uint32(e[8:])))
+		if i > 0 && ts <= prevTS {
+			break // the unused tail
+		}
+		at := int64(i * timeEntrySize)
+		off := seg.BaseOffset() + rel
+		j, ok := findBatchHolding(batches, off)
+		bad := ""
+		switch {
+		case !ok:
+			bad = fmt.Sprintf("offset %d is in no batch of the segment", off)
+		case batches[j].maxTS != ts:
+			bad = fmt.Sprintf("timestamp %d, the batch holding offset %d has maxTimestamp %d", ts, off, batches[j].maxTS)
+		case j > 0 && maxBefore[j-1] >= ts:
+			bad = fmt.Sprintf("timestamp %d at offset %d, an earlier batch already has %d", ts, off, maxBefore[j-1])
+		}
+		if bad != "" {
+			if !seg.Sealed() {
+				break // see verifyOffsetIndex
+			}
+			return base.CorruptionErrorf(path, at, "time index entry", "entry %d: %s", i, bad)
+		}
+		prevTS = ts
+	}
+	return nil
+}
+
+// findBatchAt returns the index of the batch starting at pos.
+func findBatchAt(batches []verifiedBatch, pos int64) (int, bool) {
+	lo, hi := 0, len(batches)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if batches[m].pos < pos {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(batches) && batches[lo].pos == pos
+}
+
+// findBatchHolding returns the index of the batch whose offsets include off.
+func findBatchHolding(batches []verifiedBatch, off int64) (int, bool) {
+	lo, hi := 0, len(batches)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if batches[m].last < off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, lo < len(batches) && batches[lo].base <= off
+}
