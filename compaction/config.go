@@ -1,0 +1,144 @@
+package compaction
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Defaults, Kafka's where Kafka has the setting.
+const (
+	// DefaultRetention is retention.ms: 7 days.
+	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultDeleteRetention is delete.retention.ms: 1 day.
+	DefaultDeleteRetention = 24 * time.Hour
+	// DefaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.
+	DefaultMinCleanableDirtyRatio = 0.5
+	// DefaultOffsetMapBytes is the offset map's memory budget
+	// (log.cleaner.dedupe.buffer.size is 128 MiB shared by Kafka's cleaner
+	// threads).
+	DefaultOffsetMapBytes = 128 << 20
+	// MinOffsetMapBytes is the smallest budget accepted.
+	MinOffsetMapBytes = 4 << 10
+	// MaxOffsetMapBytes is the largest budget accepted: key positions in
+	// the map are 32-bit.
+	MaxOffsetMapBytes = 1 << 31
+)
+
+// CleanupPolicy values, Kafka's cleanup.policy.
+const (
+	// PolicyDelete deletes whole segments by time, size and log start.
+	PolicyDelete = "delete"
+	// PolicyCompact keeps the latest record of every key.
+	PolicyCompact = "compact"
+)
+
+// Config configures the cleanup policies. Durations use Go types; a
+// negative Retention or RetentionBytes means unlimited, as Kafka's -1. The
+// zero value means Kafka's defaults; EnsureDefaults fills them in.
+type Config struct {
+	// CleanupPolicy is cleanup.policy: "delete" (default), "compact", or
+	// "compact,delete" (both; either order).
+	CleanupPolicy string
+	// Retention is retention.ms (default 7 days; negative: unlimited): a
+	// sealed segment goes once now minus its retention timestamp exceeds
+	// it. See Retention for how a future timestamp is handled.
+	Retention time.Duration
+	// RetentionBytes is retention.bytes (zero or negative: unlimited, the
+	// Kafka default -1): the oldest segments go while the partition's size
+	// minus the segment's size stays at or above it.
+	RetentionBytes int64
+	// DeleteRetention is delete.retention.ms (default 1 day): how long a
+	// tombstone survives after the first compaction that rewrites its
+	// batch.
+	DeleteRetention time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (default 0.5):
+	// a partition is compacted when dirty bytes / (clean + dirty bytes)
+	// exceed it. Must lie in (0, 1] once defaults are applied.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLag is min.compaction.lag.ms (default 0): a segment
+	// whose largest timestamp is younger than this is not compacted yet.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms (default: unlimited, 0
+	// here): once the oldest dirty segment's first batch is older than
+	// this, the partition is compacted whatever its dirty ratio.
+	MaxCompactionLag time.Duration
+	// OffsetMapBytes bounds the offset map's memory in bytes (default 128
+	// MiB, at least MinOffsetMapBytes, at most MaxOffsetMapBytes): the
+	// table and the keys it holds. When it is full, a round cleans up to
+	// the last mapped offset and the next round continues.
+	OffsetMapBytes int
+	// KeyHash hashes keys for the offset map; nil means xxhash64. Tests set
+	// a colliding hash: the map compares whole keys, so collisions cost
+	// probes, never records.
+	KeyHash func(key []byte) uint64
+	// Now is the clock (default time.Now). Tests move it.
+	Now func() time.Time
+	// Logger receives progress and warnings (default: discard).
+	Logger *slog.Logger
+}
+
+// EnsureDefaults replaces zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.CleanupPolicy == "" {
+		c.CleanupPolicy = PolicyDelete
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.DeleteRetention == 0 {
+		c.DeleteRetention = DefaultDeleteRetention
+	}
+	if c.MinCleanableDirtyRatio == 0 {
+		c.MinCleanableDirtyRatio = DefaultMinCleanableDirtyRatio
+	}
+	if c.OffsetMapBytes == 0 {
+		c.OffsetMapBytes = DefaultOffsetMapBytes
+	}
+	if c.KeyHash == nil {
+		c.KeyHash = xxhash.Sum64
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate checks a Config after EnsureDefaults. Errors wrap
+// ErrInvalidConfig.
+func (c *Config) Validate() error {
+	if _, _, err := parsePolicy(c.CleanupPolicy); err != nil {
+		return err
+	}
+	switch {
+	case c.MinCleanableDirtyRatio <= 0 || c.MinCleanableDirtyRatio > 1:
+		return fmt.Errorf("%w: MinCleanableDirtyRatio %v outside (0, 1]", ErrInvalidConfig, c.MinCleanableDirtyRatio)
+	case c.OffsetMapBytes < MinOffsetMapBytes || c.OffsetMapBytes > MaxOffsetMapBytes:
+		return fmt.Errorf("%w: OffsetMapBytes %d outside [%d, %d]", ErrInvalidConfig, c.OffsetMapBytes, MinOffsetMapBytes, MaxOffsetMapBytes)
+	case c.DeleteRetention < 0:
+		return fmt.Errorf("%w: negative DeleteRetention", ErrInvalidConfig)
+	case c.MinCompactionLag < 0 || c.MaxCompactionLag < 0:
+		return fmt.Errorf("%w: negative compaction lag", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// parsePolicy splits cleanup.policy into its two switches.
+func parsePolicy(s string) (deleteOn, compactOn bool, err error) {
+	for _, p := range strings.Split(s, ",") {
+		switch strings.TrimSpace(p) {
+		case PolicyDelete:
+			deleteOn = true
+		case PolicyCompact:
+			compactOn = true
+		default:
+			return false, false, fmt.Errorf("%w: cleanup.policy %q", ErrInvalidConfig, s)
+		}
+	}
+	return deleteOn, compactOn, nil
+}

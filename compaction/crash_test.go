@@ -1,0 +1,120 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// TestCrashAtEveryStep crashes a compaction at its k-th filesystem
+// operation, for every k, and checks that the directory, after RecoverDir,
+// reads back as exactly the old records or exactly the new ones.
+func TestCrashAtEveryStep(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	setup := func() (*vfs.MemFS, *vfs.Injector, *testLog) {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		l, err := openTestLog(in, "/p/topic-0", smallCfg(), 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillLog(t, l, 12, 4, now.UnixMilli())
+		if err := l.sync(); err != nil {
+			t.Fatal(err)
+		}
+		mem.SyncAll()
+		return mem, in, l
+	}
+	_, _, ref := setup()
+	oldRecs := ref.readAll(t)
+	old := fmt.Sprint(oldRecs)
+	c, _ := NewCompactor(compactCfg(&now))
+	res, err := c.Apply(context.Background(), ref)
+	if err != nil || !res.Compacted || res.SegmentsWritten < 2 {
+		t.Fatalf("reference compaction: %+v %v", res, err)
+	}
+	newList := ref.readAll(t)
+	newRecs := fmt.Sprint(newList)
+	if old == newRecs {
+		t.Fatal("compaction changed nothing")
+	}
+	// Groups are swapped one at a time, each atomically: the allowed
+	// states are the old records with the first j groups replaced. The
+	// groups start at the new segments' bases.
+	newBases := bases(t, ref)
+	allowed := map[string]int{}
+	for j := range newBases {
+		var mixed []rec
+		for _, r := range newList {
+			if r.Offset < newBases[j] {
+				mixed = append(mixed, r)
+			}
+		}
+		for _, r := range oldRecs {
+			if r.Offset >= newBases[j] {
+				mixed = append(mixed, r)
+			}
+		}
+		allowed[fmt.Sprint(mixed)] = j
+	}
+	allowed[newRecs] = len(newBases)
+	sawNew, sawOld := false, false
+	for k := int64(0); ; k++ {
+		mem, in, l := setup()
+		var clones []*vfs.MemFS
+		var ops int64
+		in.SetHook(func(op vfs.Op) error {
+			ops++
+			if ops-1 == k {
+				for _, pct := range []int{0, 50, 100} {
+					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(k)}))
+				}
+				return fmt.Errorf("crash at op %d (%v): %w", k, op, vfs.ErrInjected)
+			}
+			return nil
+		})
+		c, _ := NewCompactor(compactCfg(&now))
+		_, err := c.Apply(context.Background(), l)
+		in.SetHook(nil)
+		if clones == nil {
+			if err != nil {
+				t.Fatalf("k=%d: no crash but %v", k, err)
+			}
+			break
+		}
+		for i, clone := range clones {
+			l2, err := openTestLog(clone, "/p/topic-0", smallCfg(), 500)
+			if err != nil {
+				t.Fatalf("k=%d clone %d: reopen: %v\n%s", k, i, err, clone)
+			}
+			names, _ := clone.List("/p/topic-0")
+			for _, n := range names {
+				if strings.HasSuffix(n, ".swap") || strings.HasSuffix(n, ".cleaned") || strings.HasSuffix(n, ".deleted") {
+					t.Fatalf("k=%d clone %d: %s left after recovery", k, i, n)
+				}
+			}
+			got := fmt.Sprint(l2.readAll(t))
+			j, ok := allowed[got]
+			switch {
+			case got == old:
+				sawOld = true
+			case got == newRecs:
+				sawNew = true
+			case ok && j > 0:
+			default:
+				t.Fatalf("k=%d clone %d: a mix after the crash:\n%s\nold %s\nnew %s\n%s", k, i, got, old, newRecs, clone)
+			}
+			l2.close()
+		}
+		if k > 5000 {
+			t.Fatal("too many steps")
+		}
+	}
+	if !sawOld || !sawNew {
+		t.Fatalf("crash walk saw old=%v new=%v", sawOld, sawNew)
+	}
+}

@@ -1,0 +1,233 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// *log.Partition is a Log.
+var _ Log = (*plog.Partition)(nil)
+
+// readPartition reads every record of p from its log start through
+// ReadFrom, as a consumer would.
+func readPartition(t testing.TB, p *plog.Partition) []rec {
+	t.Helper()
+	var out []rec
+	var dec batch.Decoder
+	off := p.LogStartOffset()
+	for off < p.HighWatermark() {
+		rs, err := p.ReadFrom(off, 1<<20)
+		if err != nil {
+			t.Fatalf("ReadFrom(%d): %v", off, err)
+		}
+		b := rs.Bytes()
+		next := rs.NextOffset()
+		for len(b) > 0 {
+			bt, rest, err := batch.Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = rest
+			if err := bt.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for r, err := range bt.All(&dec) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Offset < off {
+					continue
+				}
+				out = append(out, rec{Offset: r.Offset, Timestamp: r.Timestamp, Key: string(r.Key), Value: string(r.Value),
+					Null: r.Value == nil, NoKey: r.Key == nil})
+			}
+		}
+		rs.Close()
+		if next <= off {
+			t.Fatalf("ReadFrom(%d) made no progress", off)
+		}
+		off = next
+	}
+	return out
+}
+
+func appendPartition(t testing.TB, p *plog.Partition, rounds, keys int, ts int64) {
+	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
+	for r := range rounds {
+		var recs []kv
+		for i := range keys {
+			recs = append(recs, kv{key: k(fmt.Sprintf("k%d", i)), value: k(fmt.Sprintf("v%d-%d", i, r)), ts: ts + int64(r)})
+		}
+		if r%4 == 1 {
+			recs = append(recs, kv{key: k("k0"), ts: ts + int64(r)})
+		}
+		if _, err := p.AppendBatch(buildBatch(t, codecs[r%len(codecs)], &batch.Producer{ID: 7, BaseSequence: int32(r * 100)}, recs...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPartitionEndToEnd(t *testing.T) {
+	for _, name := range []string{"mem", "os"} {
+		t.Run(name, func(t *testing.T) {
+			var fsys vfs.FS = vfs.NewMem()
+			dir := "/p/topic-3"
+			if name == "os" {
+				fsys, dir = vfs.Default, t.TempDir()+"/topic-3"
+			}
+			pcfg := plog.Config{FS: fsys, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}
+			p, err := plog.Open(dir, pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.UnixMilli(1_700_000_000_000)
+			appendPartition(t, p, 30, 4, now.UnixMilli())
+			before := readPartition(t, p)
+			cfg := compactCfg(&now)
+			cfg.CleanupPolicy = "compact,delete"
+			cfg.Retention = -1
+			ps, err := Policies(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, pol := range ps {
+				if _, err := pol.Apply(context.Background(), p); err != nil {
+					t.Fatalf("%s: %v", pol.Name(), err)
+				}
+			}
+			after := readPartition(t, p)
+			if !maps.Equal(fold(before), fold(after)) || len(after) >= len(before) {
+				t.Fatalf("compaction through the partition: %d -> %d records\n%v\n%v", len(before), len(after), fold(before), fold(after))
+			}
+			byOff := map[int64]rec{}
+			for _, r := range before {
+				byOff[r.Offset] = r
+			}
+			for _, r := range after {
+				if byOff[r.Offset] != r {
+					t.Fatalf("record at %d changed", r.Offset)
+				}
+			}
+			end := p.LogEndOffset()
+			// Appends go on, and a reopen reads the same.
+			appendPartition(t, p, 3, 2, now.UnixMilli())
+			want := readPartition(t, p)
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p, err = plog.Open(dir, pcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if got := readPartition(t, p); fmt.Sprint(got) != fmt.Sprint(want) || p.LogEndOffset() <= end {
+				t.Fatalf("after reopen:\n%v\nwant\n%v", got, want)
+			}
+			// Retention by size through the partition: everything but the
+			// newest segments goes, the log start offset moves up.
+			r, _ := NewRetention(Config{Retention: -1, RetentionBytes: 1})
+			res, err := r.Apply(context.Background(), p)
+			if err != nil || res.SegmentsDeleted == 0 || p.LogStartOffset() == 0 {
+				t.Fatalf("retention: %+v %v, log start %d", res, err, p.LogStartOffset())
+			}
+			readPartition(t, p)
+		})
+	}
+}
+
+// TestPartitionCrashAtEveryStep crashes a compaction of a log.Partition at
+// every filesystem operation and reopens it with log.Open, whose own swap
+// recovery must leave the old records or the new ones, group by group.
+func TestPartitionCrashAtEveryStep(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	const dir = "/p/topic-1"
+	open := func(fsys vfs.FS) *plog.Partition {
+		p, err := plog.Open(dir, plog.Config{FS: fsys, SegmentBytes: 600, SegmentIndexBytes: 4096, IndexIntervalBytes: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	setup := func() (*vfs.MemFS, *vfs.Injector, *plog.Partition) {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		p := open(in)
+		appendPartition(t, p, 16, 3, now.UnixMilli())
+		if err := p.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		mem.SyncAll()
+		return mem, in, p
+	}
+	_, _, ref := setup()
+	oldRecs := readPartition(t, ref)
+	c, _ := NewCompactor(compactCfg(&now))
+	if res, err := c.Apply(context.Background(), ref); err != nil || res.SegmentsWritten < 2 {
+		t.Fatalf("reference: %+v %v", res, err)
+	}
+	newList := readPartition(t, ref)
+	segs, _ := ref.Segments()
+	var newBases []int64
+	for _, s := range segs {
+		newBases = append(newBases, s.BaseOffset())
+	}
+	releaseAll(segs)
+	allowed := map[string]bool{fmt.Sprint(oldRecs): true, fmt.Sprint(newList): true}
+	for _, b := range newBases {
+		var mixed []rec
+		for _, r := range newList {
+			if r.Offset < b {
+				mixed = append(mixed, r)
+			}
+		}
+		for _, r := range oldRecs {
+			if r.Offset >= b {
+				mixed = append(mixed, r)
+			}
+		}
+		allowed[fmt.Sprint(mixed)] = true
+	}
+	for k := int64(0); ; k++ {
+		mem, in, p := setup()
+		var clones []*vfs.MemFS
+		var ops int64
+		in.SetHook(func(op vfs.Op) error {
+			ops++
+			if ops-1 == k {
+				for _, pct := range []int{0, 50, 100} {
+					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(k)}))
+				}
+				return fmt.Errorf("crash at op %d (%v): %w", k, op, vfs.ErrInjected)
+			}
+			return nil
+		})
+		c, _ := NewCompactor(compactCfg(&now))
+		_, err := c.Apply(context.Background(), p)
+		in.SetHook(nil)
+		if clones == nil {
+			if err != nil {
+				t.Fatalf("k=%d: %v", k, err)
+			}
+			t.Logf("crashed at each of %d operations", k)
+			break
+		}
+		for i, clone := range clones {
+			p2 := open(clone)
+			got := fmt.Sprint(readPartition(t, p2))
+			if !allowed[got] {
+				t.Fatalf("k=%d clone %d: not old, new or a group-wise swap:\n%s\n%s", k, i, got, clone)
+			}
+			p2.Close()
+		}
+		if k > 5000 {
+			t.Fatal("too many steps")
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/partlog/partlog/segment"
+)
+
+// Policy is one cleanup policy applied to a partition. Retention and
+// Compactor are the two Kafka has; users can write their own against the
+// Log interface. Apply must leave the partition readable and consistent
+// whether it succeeds, fails or is cancelled (ctx).
+type Policy interface {
+	// Name identifies the policy in logs and progress reports.
+	Name() string
+	// Apply runs one round of the policy on l.
+	Apply(ctx context.Context, l Log) (Result, error)
+}
+
+// Result reports what one round of a policy did.
+type Result struct {
+	// SegmentsDeleted and BytesDeleted count the segments retention
+	// deleted (or compaction replaced) and their .log sizes.
+	SegmentsDeleted int
+	BytesDeleted    int64
+	// Compacted is set when a compaction round rewrote segments.
+	Compacted bool
+	// SegmentsWritten and BytesWritten count the segments compaction
+	// wrote and their sizes; BytesRead the bytes it read (map building
+	// and cleaning).
+	SegmentsWritten int
+	BytesWritten    int64
+	BytesRead       int64
+	// RecordsRemoved counts the records compaction dropped;
+	// TombstonesRemoved those of them that were tombstones.
+	RecordsRemoved    int64
+	TombstonesRemoved int64
+	// CleanedTo is the first dirty offset after the round (the cleaner
+	// checkpoint), -1 when compaction did not run.
+	CleanedTo int64
+}
+
+// add merges o into r.
+func (r *Result) add(o Result) {
+	r.SegmentsDeleted += o.SegmentsDeleted
+	r.BytesDeleted += o.BytesDeleted
+	r.Compacted = r.Compacted || o.Compacted
+	r.SegmentsWritten += o.SegmentsWritten
+	r.BytesWritten += o.BytesWritten
+	r.BytesRead += o.BytesRead
+	r.RecordsRemoved += o.RecordsRemoved
+	r.TombstonesRemoved += o.TombstonesRemoved
+	if o.CleanedTo >= 0 {
+		r.CleanedTo = o.CleanedTo
+	}
+}
+
+// Policies returns the policies cfg.CleanupPolicy names, in the order they
+// run: retention first (less to compact), then compaction, as Kafka's
+// cleanup.policy=compact,delete does both.
+func Policies(cfg Config) ([]Policy, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	del, comp, _ := parsePolicy(cfg.CleanupPolicy)
+	var ps []Policy
+	if del {
+		r, err := NewRetention(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, r)
+	}
+	if comp {
+		c, err := NewCompactor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, c)
+	}
+	return ps, nil
+}
+
+// releaseAll drops the references Log.Segments took.
+func releaseAll(segs []*segment.Segment) {
+	for _, s := range segs {
+		_ = s.Unref()
+	}
+}
+
+// wrapDir prefixes err with the operation and the partition directory.
+func wrapDir(op string, l Log, err error) error {
+	return fmt.Errorf("partlog/compaction: %s %s: %w", op, l.Dir(), err)
+}

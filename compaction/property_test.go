@@ -1,0 +1,148 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/partlog/partlog/batch"
+)
+
+// tombstoneHorizons returns, for every tombstone in a batch carrying a
+// delete horizon, that horizon.
+func tombstoneHorizons(t testing.TB, l *testLog) map[int64]int64 {
+	segs, err := l.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(segs)
+	out := map[int64]int64{}
+	var sc scanner
+	var dec batch.Decoder
+	for _, s := range segs {
+		sc.forEach(s, s.BaseOffset(), func(b batch.Batch, _ int64) error {
+			if !b.Attributes().HasDeleteHorizon() {
+				return nil
+			}
+			for r, err := range b.All(&dec) {
+				if err != nil {
+					return err
+				}
+				if r.Value == nil {
+					out[r.Offset] = b.BaseTimestamp()
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+func TestCompactionProperties(t *testing.T) {
+	compactions := 0
+	defer func() { t.Logf("%d compaction rounds rewrote segments", compactions) }()
+	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
+	rapid.Check(t, func(rt *rapid.T) {
+		l, _ := newMemLog(t, int64(rapid.IntRange(200, 2000).Draw(rt, "segBytes")))
+		defer l.close()
+		now := time.UnixMilli(1_700_000_000_000)
+		cfg := compactCfg(&now)
+		cfg.OffsetMapBytes = rapid.SampledFrom([]int{MinOffsetMapBytes, 1 << 20}).Draw(rt, "map")
+		if rapid.Bool().Draw(rt, "collide") {
+			cfg.KeyHash = func(b []byte) uint64 { return uint64(len(b)) }
+		}
+		c, err := NewCompactor(cfg)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		appended := map[int64]rec{}
+		var model []rec
+		seenHorizon := map[int64]int64{}
+		lastEnd := int64(0)
+		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 9).Draw(rt, "action") {
+			case 0, 1, 2, 3, 4, 5:
+				n := rapid.IntRange(1, 6).Draw(rt, "n")
+				var recs []kv
+				for range n {
+					r := kv{ts: now.UnixMilli()}
+					switch x := rapid.IntRange(0, 9).Draw(rt, "kind"); {
+					case x == 0:
+						r.value = k("keyless")
+					default:
+						r.key = k(fmt.Sprintf("key%d", rapid.IntRange(0, 7).Draw(rt, "key")))
+						if x > 1 {
+							r.value = k(fmt.Sprintf("v%d", rapid.IntRange(0, 1000).Draw(rt, "v")))
+						}
+					}
+					recs = append(recs, r)
+				}
+				var prod *batch.Producer
+				if rapid.Bool().Draw(rt, "idempotent") {
+					prod = &batch.Producer{ID: int64(rapid.IntRange(1, 3).Draw(rt, "pid")), Epoch: 0, BaseSequence: 0}
+				}
+				b := buildBatch(t, rapid.SampledFrom(codecs).Draw(rt, "codec"), prod, recs...)
+				base, err := l.append(b)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for i, r := range recs {
+					x := rec{Offset: base + int64(i), Timestamp: r.ts, Key: string(r.key), Value: string(r.value), Null: r.value == nil, NoKey: r.key == nil}
+					appended[x.Offset] = x
+					model = append(model, x)
+				}
+			case 6:
+				if err := l.roll(); err != nil {
+					rt.Fatal(err)
+				}
+			case 7, 8, 9:
+				now = now.Add(time.Duration(rapid.IntRange(0, 90).Draw(rt, "minutes")) * time.Minute)
+				res, err := c.Apply(context.Background(), l)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				if res.Compacted {
+					compactions++
+				}
+				got := l.readAll(t)
+				if !maps.Equal(fold(got), fold(model)) {
+					rt.Fatalf("table:\n%v\nmodel:\n%v", fold(got), fold(model))
+				}
+				present := map[int64]bool{}
+				for _, r := range got {
+					if appended[r.Offset] != r {
+						rt.Fatalf("record at %d is %+v, appended %+v", r.Offset, r, appended[r.Offset])
+					}
+					present[r.Offset] = true
+				}
+				// Latest tombstones stay until their horizon.
+				latest := map[string]int64{}
+				for _, r := range model {
+					if !r.NoKey {
+						latest[r.Key] = r.Offset
+					}
+				}
+				for _, off := range latest {
+					r := appended[off]
+					if !r.Null || present[off] {
+						continue
+					}
+					h, ok := seenHorizon[off]
+					if !ok || now.UnixMilli() < h {
+						rt.Fatalf("tombstone at %d removed at %d before its horizon (%d, seen %v)", off, now.UnixMilli(), h, ok)
+					}
+				}
+				maps.Copy(seenHorizon, tombstoneHorizons(t, l))
+				if end := l.LogEnd(); end < lastEnd {
+					rt.Fatalf("log end went back: %d < %d", end, lastEnd)
+				}
+				lastEnd = l.LogEnd()
+			}
+		}
+	})
+}

@@ -1,0 +1,167 @@
+package compaction
+
+import (
+	"context"
+	"time"
+
+	"github.com/partlog/partlog/segment"
+)
+
+// Retention is the delete policy: it deletes whole sealed segments, oldest
+// first, while one of Kafka's three rules applies to the oldest remaining
+// one, and stops at the first segment none applies to:
+//
+//   - log start: the segment lies wholly below the log start offset (the
+//     next segment's base is at or below it, after DeleteRecordsBefore);
+//   - time: now minus the segment's retention timestamp exceeds
+//     Config.Retention;
+//   - size: the partition's size minus the segment's size is still at
+//     least Config.RetentionBytes.
+//
+// It never deletes the active segment, nor a segment holding an offset at
+// or past the high watermark (the next segment's base must be at or below
+// it). Deleted segments are renamed .deleted and removed when the last
+// reader lets go of them (Log.DeleteSegments); readers holding them keep
+// reading.
+//
+// # Future timestamps
+//
+// Kafka's retention timestamp is the segment's largest record timestamp, so
+// one record stamped years ahead by a producer's wrong clock pins its
+// segment, and every later one, for years.
+// partlog caps it: the retention timestamp is the smaller of the largest
+// record timestamp and the modification time of the segment's .log (the
+// last time a batch was appended to it, or compaction rewrote it); a
+// segment without timestamps uses the modification time alone, as Kafka
+// does. A future-dated segment therefore goes Retention after it was last
+// written, never later; one whose records are older than its file goes by
+// its records, as in Kafka.
+type Retention struct {
+	cfg Config
+}
+
+// NewRetention returns the delete policy for cfg (defaults applied).
+func NewRetention(cfg Config) (*Retention, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Retention{cfg: cfg}, nil
+}
+
+// Name returns "retention".
+func (r *Retention) Name() string { return "retention" }
+
+// Reason says why retention deletes a segment.
+type Reason uint8
+
+// Retention reasons, in the order Apply checks them.
+const (
+	// ReasonNone: the segment stays.
+	ReasonNone Reason = iota
+	// ReasonLogStart: the segment lies wholly below the log start offset.
+	ReasonLogStart
+	// ReasonTime: the segment is older than Config.Retention.
+	ReasonTime
+	// ReasonSize: the partition is larger than Config.RetentionBytes
+	// without it.
+	ReasonSize
+	numReasons
+)
+
+var reasonNames = [...]string{"none", "log-start", "time", "size"}
+
+func init() {
+	if len(reasonNames) != int(numReasons) {
+		panic("partlog/compaction: reasonNames does not match the Reason constants")
+	}
+}
+
+// String returns the reason's name.
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// RetentionTimestamp returns the timestamp retention ages s by, in
+// milliseconds: its largest record timestamp, capped at the modification
+// time of its .log, or that time alone when s has no timestamp (see
+// Retention, "Future timestamps").
+func RetentionTimestamp(l Log, s *segment.Segment) int64 {
+	ts, _ := s.MaxTimestamp()
+	st, err := l.FS().Stat(s.LogPath())
+	if err != nil {
+		if ts < 0 {
+			return s.Created().UnixMilli()
+		}
+		return ts
+	}
+	mtime := st.ModTime().UnixMilli()
+	if ts < 0 || ts > mtime {
+		return mtime
+	}
+	return ts
+}
+
+// Plan returns how many of the oldest segments of segs (a Log.Segments
+// snapshot) retention would delete now, and why each goes.
+func (r *Retention) Plan(l Log, segs []*segment.Segment, now time.Time) []Reason {
+	hw, start := l.HighWatermark(), l.LogStartOffset()
+	var size int64
+	for _, s := range segs {
+		size += s.Size()
+	}
+	nowMs := now.UnixMilli()
+	var reasons []Reason
+	for i := 0; i+1 < len(segs); i++ {
+		s, next := segs[i], segs[i+1].BaseOffset()
+		if next > hw {
+			break
+		}
+		why := ReasonNone
+		switch {
+		case next <= start:
+			why = ReasonLogStart
+		case r.cfg.Retention >= 0 && nowMs-RetentionTimestamp(l, s) > r.cfg.Retention.Milliseconds():
+			why = ReasonTime
+		case r.cfg.RetentionBytes > 0 && size-s.Size() >= r.cfg.RetentionBytes:
+			why = ReasonSize
+		}
+		if why == ReasonNone {
+			break
+		}
+		reasons = append(reasons, why)
+		size -= s.Size()
+	}
+	return reasons
+}
+
+// Apply deletes the segments Plan picks, in one Log.DeleteSegments call.
+func (r *Retention) Apply(ctx context.Context, l Log) (Result, error) {
+	res := Result{CleanedTo: -1}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	segs, err := l.Segments()
+	if err != nil {
+		return res, wrapDir("retention", l, err)
+	}
+	defer releaseAll(segs)
+	reasons := r.Plan(l, segs, r.cfg.Now())
+	if len(reasons) == 0 {
+		return res, nil
+	}
+	old := segs[:len(reasons)]
+	for i, s := range old {
+		res.BytesDeleted += s.Size()
+		r.cfg.Logger.Info("partlog/compaction: retention deletes a segment", "dir", l.Dir(),
+			"segment", s.BaseOffset(), "reason", reasons[i].String(), "bytes", s.Size())
+	}
+	if err := l.DeleteSegments(old); err != nil {
+		return Result{CleanedTo: -1}, wrapDir("retention", l, err)
+	}
+	res.SegmentsDeleted = len(old)
+	return res, nil
+}

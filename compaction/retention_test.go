@@ -1,0 +1,159 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+)
+
+// fillSegments appends n one-batch segments with record timestamps ts(i).
+func fillSegments(t testing.TB, l *testLog, n int, ts func(i int) int64) {
+	t.Helper()
+	for i := range n {
+		if _, err := l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprint(i)), value: make([]byte, 100), ts: ts(i)})); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func bases(t testing.TB, l *testLog) []int64 {
+	segs, err := l.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(segs)
+	var out []int64
+	for _, s := range segs {
+		out = append(out, s.BaseOffset())
+	}
+	return out
+}
+
+func TestRetentionByTime(t *testing.T) {
+	l := newOSLog(t, 1<<20)
+	now := time.Now()
+	// Segments 0-2 are 3 days old, 3 is 1 hour old, 4 is dated 10 years ahead.
+	fillSegments(t, l, 5, func(i int) int64 {
+		switch {
+		case i < 3:
+			return now.Add(-72 * time.Hour).UnixMilli()
+		case i == 3:
+			return now.Add(-time.Hour).UnixMilli()
+		}
+		return now.Add(10 * 365 * 24 * time.Hour).UnixMilli()
+	})
+	r, err := NewRetention(Config{Retention: 48 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SegmentsDeleted != 3 || fmt.Sprint(bases(t, l)) != "[3 4 5]" || l.LogStartOffset() != 3 {
+		t.Fatalf("deleted %d, left %v, log start %d", res.SegmentsDeleted, bases(t, l), l.LogStartOffset())
+	}
+	// Two days and a bit later, the future-dated segment goes too: its
+	// retention timestamp is capped at its file's modification time.
+	now = now.Add(49 * time.Hour)
+	res, err = r.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bases(t, l)) != "[5]" {
+		t.Fatalf("future-dated segment pinned: left %v (%+v)", bases(t, l), res)
+	}
+	// Never the active segment, even when everything is old.
+	now = now.Add(1000 * time.Hour)
+	if _, err := r.Apply(context.Background(), l); err != nil || fmt.Sprint(bases(t, l)) != "[5]" {
+		t.Fatalf("active segment touched: %v %v", bases(t, l), err)
+	}
+}
+
+func TestRetentionBySizeAndLogStart(t *testing.T) {
+	l, _ := newMemLog(t, 1<<20)
+	fillSegments(t, l, 6, func(int) int64 { return time.Now().UnixMilli() })
+	segs, _ := l.Segments()
+	one := segs[0].Size()
+	releaseAll(segs)
+	// 6 full segments + an empty active one; keep at least 2 segments' worth.
+	r, _ := NewRetention(Config{Retention: -1, RetentionBytes: 2 * one})
+	if _, err := r.Apply(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bases(t, l)) != "[4 5 6]" {
+		t.Fatalf("size retention left %v", bases(t, l))
+	}
+	// Log start offset raised inside segment 5: segment 4 lies wholly below.
+	l.mu.Lock()
+	l.logStart = 5
+	l.mu.Unlock()
+	r2, _ := NewRetention(Config{Retention: -1})
+	if _, err := r2.Apply(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bases(t, l)) != "[5 6]" {
+		t.Fatalf("log start retention left %v", bases(t, l))
+	}
+}
+
+func TestRetentionNeverPastHighWatermark(t *testing.T) {
+	l, _ := newMemLog(t, 1<<20)
+	fillSegments(t, l, 4, func(int) int64 { return 1 })
+	l.mu.Lock()
+	l.hw = 2 // segments 0 and 1 are below it; segment 2 holds offset 2
+	l.mu.Unlock()
+	r, _ := NewRetention(Config{Retention: time.Millisecond})
+	if _, err := r.Apply(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(bases(t, l)) != "[2 3 4]" {
+		t.Fatalf("left %v", bases(t, l))
+	}
+}
+
+func TestRetentionReadersKeepReading(t *testing.T) {
+	for _, name := range []string{"mem", "os"} {
+		t.Run(name, func(t *testing.T) {
+			var l *testLog
+			if name == "mem" {
+				l, _ = newMemLog(t, 1<<20)
+			} else {
+				l = newOSLog(t, 1<<20)
+			}
+			fillSegments(t, l, 3, func(int) int64 { return 1 })
+			segs, _ := l.Segments()
+			held := segs[0]
+			held.Ref()
+			releaseAll(segs)
+			r, _ := NewRetention(Config{Retention: time.Millisecond})
+			if res, err := r.Apply(context.Background(), l); err != nil || res.SegmentsDeleted != 3 {
+				t.Fatalf("%+v %v", res, err)
+			}
+			// The holder still reads valid bytes.
+			var sc scanner
+			n := 0
+			if err := sc.forEach(held, 0, func(b batch.Batch, _ int64) error { n++; return b.Validate() }); err != nil || n != 1 {
+				t.Fatalf("reading a deleted segment: %d batches, %v", n, err)
+			}
+			if _, err := l.fs.Stat(held.LogPath()); err != nil {
+				t.Fatalf("files gone while held: %v", err)
+			}
+			path := held.LogPath()
+			if err := held.Unref(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.fs.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("files left after the last reader: %v", err)
+			}
+		})
+	}
+}

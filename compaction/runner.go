@@ -1,0 +1,182 @@
+package compaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	plog "github.com/partlog/partlog/log"
+)
+
+// Progress is one report of the Runner: a policy finished on a partition.
+type Progress struct {
+	// Dir is the partition's directory.
+	Dir string
+	// Policy is the policy's Name.
+	Policy string
+	// Result is what the policy did.
+	Result Result
+	// Err is its error, nil on success.
+	Err error
+}
+
+// Runner applies the cleanup policies to many partitions with a bounded
+// number of goroutines. A partition whose policy fails is marked failed
+// and skipped by later runs (one bad partition once stopped Kafka's whole
+// cleaner thread); the other partitions go on. An error that only says the
+// segment list changed under the round (ErrSegmentsChanged,
+// log.ErrSegmentsChanged) marks nothing: the next run retries. Run may be called repeatedly
+// (a scheduler calls it periodically); it is safe for concurrent use, but
+// two concurrent runs must not be given the same partition.
+type Runner struct {
+	cfg      Config
+	workers  int
+	progress func(Progress)
+	logger   *slog.Logger
+
+	mu     sync.Mutex
+	failed map[string]error // partition dir -> the error that marked it
+}
+
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	// Workers bounds the partitions cleaned at once (default 1). Each
+	// worker has its own offset map, so peak memory is Workers times
+	// Config.OffsetMapBytes.
+	Workers int
+	// Progress, when set, is called after each policy on each partition
+	// (from the worker goroutines; it must be safe for concurrent use).
+	Progress func(Progress)
+}
+
+// NewRunner returns a Runner applying the policies cfg names.
+func NewRunner(cfg Config, opts RunnerOptions) (*Runner, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 1
+	}
+	return &Runner{cfg: cfg, workers: opts.Workers, progress: opts.Progress, logger: cfg.Logger,
+		failed: make(map[string]error)}, nil
+}
+
+// Failed returns the error that marked dir failed, nil if it is not.
+func (r *Runner) Failed(dir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed[dir]
+}
+
+// Reset clears dir's failed mark, so the next Run cleans it again.
+func (r *Runner) Reset(dir string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failed, dir)
+}
+
+// Run applies every policy to every partition once, at most Workers at a
+// time, and returns the total result and the errors by directory (a
+// partition marked failed earlier reports ErrPartitionFailed without being
+// touched). It stops handing out partitions when ctx is done and returns
+// ctx's error then; a policy in progress sees ctx too.
+func (r *Runner) Run(ctx context.Context, logs []Log) (Result, map[string]error, error) {
+	total := Result{CleanedTo: -1}
+	errs := make(map[string]error)
+	var mu sync.Mutex
+	work := make(chan Log)
+	var wg sync.WaitGroup
+	for range min(r.workers, max(len(logs), 1)) {
+		policies, err := Policies(r.cfg)
+		if err != nil {
+			return total, nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range work {
+				res, err := r.runOne(ctx, l, policies)
+				mu.Lock()
+				total.add(res)
+				if err != nil {
+					errs[l.Dir()] = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	var ctxErr error
+feed:
+	for _, l := range logs {
+		if err := ctx.Err(); err != nil {
+			ctxErr = err
+			break
+		}
+		select {
+		case work <- l:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	return total, errs, ctxErr
+}
+
+// runOne applies the policies to one partition, isolating its failure.
+func (r *Runner) runOne(ctx context.Context, l Log, policies []Policy) (total Result, err error) {
+	total.CleanedTo = -1
+	dir := l.Dir()
+	if ferr := r.Failed(dir); ferr != nil {
+		return total, fmt.Errorf("%w: %s: %w", ErrPartitionFailed, dir, ferr)
+	}
+	defer func() {
+		// A panic in a policy (a bug) marks the partition, not the process.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("partlog/compaction: %s: panic: %v", dir, p)
+			r.mark(dir, err)
+		}
+	}()
+	for _, p := range policies {
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+		res, err := p.Apply(ctx, l)
+		total.add(res)
+		if r.progress != nil {
+			r.progress(Progress{Dir: dir, Policy: p.Name(), Result: res, Err: err})
+		}
+		if err != nil {
+			if ctx.Err() != nil || transient(err) {
+				// Not the partition's fault: the next run retries.
+				return total, err
+			}
+			r.mark(dir, err)
+			return total, err
+		}
+		if res.SegmentsDeleted > 0 || res.Compacted {
+			r.logger.Info("partlog/compaction: policy applied", "dir", dir, "policy", p.Name(),
+				"segmentsDeleted", res.SegmentsDeleted, "segmentsWritten", res.SegmentsWritten,
+				"recordsRemoved", res.RecordsRemoved)
+		}
+	}
+	return total, nil
+}
+
+// transient reports whether err only means the segment list changed under
+// a round (a truncation or retention won a race): nothing was changed.
+func transient(err error) bool {
+	return errors.Is(err, ErrSegmentsChanged) || errors.Is(err, plog.ErrSegmentsChanged)
+}
+
+// mark records that dir failed with err.
+func (r *Runner) mark(dir string, err error) {
+	r.logger.Warn("partlog/compaction: partition failed; skipped until Reset", "dir", dir, "err", err)
+	r.mu.Lock()
+	r.failed[dir] = err
+	r.mu.Unlock()
+}
