@@ -69,6 +69,14 @@ type BuilderOptions struct {
 	// AppendTime is the broker's append time in milliseconds, used only
 	// with LogAppendTime.
 	AppendTime int64
+	// DeleteHorizon, when positive, marks the batch as one compaction
+	// rewrote while it held tombstones or transaction markers: attribute
+	// bit 6 (hasDeleteHorizonMs) is set and baseTimestamp holds this time
+	// in milliseconds, after which a later compaction may remove them.
+	// Record timestamp deltas are then relative to the horizon, as Kafka's
+	// cleaner writes them, so each record still decodes to its own
+	// timestamp. Zero (or negative) writes an ordinary batch.
+	DeleteHorizon int64
 
 	control bool // AppendControlBatch's control bit
 }
@@ -113,6 +121,9 @@ func (b *Builder) Reset(opts BuilderOptions) {
 	b.recs = b.recs[:0]
 	b.count = 0
 	b.baseTimestamp = NoTimestamp
+	if opts.DeleteHorizon > 0 {
+		b.baseTimestamp = opts.DeleteHorizon
+	}
 	b.maxTimestamp = NoTimestamp
 	b.lastDelta = -1
 	b.lastOffsetDelta = 0
@@ -162,7 +173,9 @@ func (b *Builder) add(r *Record, delta int32) error {
 		return fmt.Errorf("%w: offset delta past MaxInt32", ErrOffsetOrder)
 	}
 	if b.count == 0 {
-		b.baseTimestamp = r.Timestamp
+		if b.opts.DeleteHorizon <= 0 {
+			b.baseTimestamp = r.Timestamp
+		}
 		b.maxTimestamp = r.Timestamp
 	}
 	n, err := recordBodySize(r, delta, r.Timestamp-b.baseTimestamp)
@@ -275,6 +288,9 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	if o.control {
 		attrs |= ControlBit
 	}
+	if o.DeleteHorizon > 0 {
+		attrs |= DeleteHorizonBit
+	}
 	binary.BigEndian.PutUint16(h[attributesOffset:], uint16(attrs))
 	binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], uint32(b.lastOffsetDelta))
 	binary.BigEndian.PutUint64(h[baseTimestampOffset:], uint64(b.baseTimestamp))
@@ -300,6 +316,26 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	binary.BigEndian.PutUint32(bt[batchLengthOffset:], uint32(size-LogOverhead))
 	bt.SetCRC()
 	return dst, nil
+}
+
+// AppendEmptyBatch appends the header-only batch that stands in for b once
+// compaction has removed every one of its records but must keep the batch
+// (the last batch of an active producer, whose sequence numbers the broker
+// still checks; the last batch of a cleaned range). It keeps b's base
+// offset, lastOffsetDelta, leader epoch, producer fields, maxTimestamp,
+// timestamp type and transactional and control bits; it has no codec, no
+// delete horizon, baseTimestamp -1 and no records, as Kafka writes it. b
+// must be at least HeaderSize bytes long.
+func AppendEmptyBatch(dst []byte, b Batch) []byte {
+	start := len(dst)
+	dst = append(dst, b[:HeaderSize]...)
+	e := Batch(dst[start:])
+	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
+	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|TransactionalBit|ControlBit)))
+	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
+	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
+	e.SetCRC()
+	return dst
 }
 
 // Build returns the encoded batch in a new slice.

@@ -271,3 +271,69 @@ func TestBuilderXerialHeader(t *testing.T) {
 		t.Fatalf("xerial header % x", got)
 	}
 }
+
+func TestBuilderDeleteHorizon(t *testing.T) {
+	recs := interopRecords()
+	const horizon = 1800000000000
+	for _, c := range allCodecs {
+		t.Run(c.String(), func(t *testing.T) {
+			b := build(t, BuilderOptions{Compression: c, DeleteHorizon: horizon, BaseOffset: 40}, recs...)
+			a := b.Attributes()
+			if !a.HasDeleteHorizon() || a.Compression() != c || b.BaseTimestamp() != horizon {
+				t.Fatalf("header %+v", b.Header())
+			}
+			if b.MaxTimestamp() != 1700000000100 {
+				t.Fatalf("maxTimestamp %d: it is the largest record timestamp, not the horizon", b.MaxTimestamp())
+			}
+			// Deltas are relative to the horizon, so every record still
+			// decodes to its own timestamp.
+			got := decodeAll(t, b)
+			for i := range recs {
+				checkRecord(t, fmt.Sprint("record ", i), got[i], decoded{40 + int64(i), recs[i].Timestamp, recs[i].Key, recs[i].Value, recs[i].Headers})
+			}
+		})
+	}
+	t.Run("zero is an ordinary batch", func(t *testing.T) {
+		b := build(t, BuilderOptions{}, recs...)
+		if b.Attributes().HasDeleteHorizon() || b.BaseTimestamp() != recs[0].Timestamp {
+			t.Fatalf("header %+v", b.Header())
+		}
+	})
+}
+
+func TestAppendEmptyBatch(t *testing.T) {
+	recs := interopRecords()
+	orig := build(t, BuilderOptions{
+		Compression: CompressionZstd, BaseOffset: 1000, PartitionLeaderEpoch: 7, Transactional: true,
+		Producer: &Producer{ID: 42, Epoch: 3, BaseSequence: 17}, DeleteHorizon: 1800000000000,
+	}, recs...)
+	prefix := []byte("keep")
+	out := AppendEmptyBatch(append([]byte(nil), prefix...), orig)
+	if !bytes.Equal(out[:len(prefix)], prefix) {
+		t.Fatal("AppendEmptyBatch changed what was before it")
+	}
+	e, rest, err := Parse(out[len(prefix):])
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("Parse: %v, %d bytes left", err, len(rest))
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	want := orig.Header()
+	want.Length = HeaderSize - LogOverhead
+	want.Attributes = TransactionalBit
+	want.BaseTimestamp = NoTimestamp
+	want.RecordsCount = 0
+	got := e.Header()
+	want.CRC = got.CRC
+	if got != want {
+		t.Fatalf("header\n got %+v\nwant %+v", got, want)
+	}
+	if e.LastOffset() != orig.LastOffset() || e.LastSequence() != orig.LastSequence() {
+		t.Fatalf("empty batch covers %d..%d seq %d, original %d..%d seq %d",
+			e.BaseOffset(), e.LastOffset(), e.LastSequence(), orig.BaseOffset(), orig.LastOffset(), orig.LastSequence())
+	}
+	if e.CRC() != e.ComputeCRC() {
+		t.Fatal("CRC not recomputed")
+	}
+}

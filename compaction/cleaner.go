@@ -83,7 +83,6 @@ type Compactor struct {
 	sc  scanner
 	dec batch.Decoder
 	bld *batch.Builder
-	he  horizonEncoder
 	buf []byte
 	// keep is per-record scratch of one batch's decisions.
 	keep []bool

@@ -1,16 +1,12 @@
 package compaction
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
 )
-
-// batchLengthAt is where the batchLength field starts in a batch header.
-// Frozen: Kafka's format (see package batch).
-const batchLengthAt = 8
 
 // scanner reads the batches of sealed segments one at a time. Not safe for
 // concurrent use.
@@ -48,9 +44,9 @@ func (sc *scanner) forEach(s *segment.Segment, from int64, fn func(b batch.Batch
 		if err != nil {
 			return err
 		}
-		n := int64(int32(binary.BigEndian.Uint32(h[batchLengthAt:]))) + batch.LogOverhead
+		n := int64(batch.Batch(h).Length()) + batch.LogOverhead
 		if n < batch.HeaderSize || pos+n > size {
-			return fmt.Errorf("partlog/compaction: %s: batch at %d: %w", s.LogPath(), pos, batch.ErrCorrupt)
+			return base.CorruptionErrorf(s.LogPath(), pos, "batchLength", "batch of %d bytes in a segment of %d", n, size)
 		}
 		raw, err := s.Bytes(pos, pos+n, sc.scratch)
 		if err != nil {
@@ -92,9 +88,9 @@ func (sc *scanner) forEachHeader(s *segment.Segment, fn func(h batch.Batch) erro
 		if err != nil {
 			return err
 		}
-		n := int64(int32(binary.BigEndian.Uint32(h[batchLengthAt:]))) + batch.LogOverhead
+		n := int64(batch.Batch(h).Length()) + batch.LogOverhead
 		if n < batch.HeaderSize || pos+n > size {
-			return fmt.Errorf("partlog/compaction: %s: batch at %d: %w", s.LogPath(), pos, batch.ErrCorrupt)
+			return base.CorruptionErrorf(s.LogPath(), pos, "batchLength", "batch of %d bytes in a segment of %d", n, size)
 		}
 		sc.read += batch.HeaderSize
 		if err := fn(batch.Batch(h)); err != nil {

@@ -180,8 +180,8 @@ func (c *Compactor) filter(b batch.Batch, rd *roundState, keepLast bool) (nb bat
 	case kept == 0:
 		pid := b.ProducerID()
 		if keepLast || (pid >= 0 && rd.lastOfProducer[pid] == b.LastOffset()) {
-			c.buf, err = appendEmptyBatch(c.buf[:0], b)
-			return batch.Batch(c.buf), false, removed, tombs, err
+			c.buf = batch.AppendEmptyBatch(c.buf[:0], b)
+			return batch.Batch(c.buf), false, removed, tombs, nil
 		}
 		return nil, false, removed, tombs, nil
 	case keptTombs > 0:
@@ -189,17 +189,19 @@ func (c *Compactor) filter(b batch.Batch, rd *roundState, keepLast bool) (nb bat
 		if a.HasDeleteHorizon() {
 			h = b.BaseTimestamp()
 		}
-		nb, err = c.rebuildHorizon(b, h)
+		nb, err = c.rebuild(b, h)
 	default:
-		nb, err = c.rebuild(b)
+		nb, err = c.rebuild(b, 0)
 	}
 	return nb, false, removed, tombs, err
 }
 
 // rebuild re-encodes b's kept records with batch.Builder: same base
 // offset, lastOffsetDelta, codec, timestamp type, producer fields and
-// leader epoch.
-func (c *Compactor) rebuild(b batch.Batch) (batch.Batch, error) {
+// leader epoch. A positive horizon stamps the batch with that delete
+// horizon (attribute bit 6, baseTimestamp), as Kafka's cleaner does for a
+// batch that keeps tombstones.
+func (c *Compactor) rebuild(b batch.Batch, horizon int64) (batch.Batch, error) {
 	a := b.Attributes()
 	opts := batch.BuilderOptions{
 		Compression:          a.Compression(),
@@ -208,6 +210,7 @@ func (c *Compactor) rebuild(b batch.Batch) (batch.Batch, error) {
 		Transactional:        a.IsTransactional(),
 		LogAppendTime:        a.LogAppendTime(),
 		AppendTime:           b.MaxTimestamp(),
+		DeleteHorizon:        horizon,
 	}
 	if pid := b.ProducerID(); pid != batch.NoProducerID || b.ProducerEpoch() != batch.NoProducerEpoch || b.BaseSequence() != batch.NoSequence {
 		opts.Producer = &batch.Producer{ID: pid, Epoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence()}
@@ -235,27 +238,4 @@ func (c *Compactor) rebuild(b batch.Batch) (batch.Batch, error) {
 	var err error
 	c.buf, err = c.bld.AppendTo(c.buf[:0])
 	return batch.Batch(c.buf), err
-}
-
-// rebuildHorizon re-encodes b's kept records with the delete horizon h
-// (see horizonEncoder).
-func (c *Compactor) rebuildHorizon(b batch.Batch, h int64) (batch.Batch, error) {
-	c.he.reset()
-	it := b.Records(&c.dec)
-	for i := 0; ; i++ {
-		rec, ok, err := it.Next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		if !c.keep[i] {
-			continue
-		}
-		if err := c.he.add(rec, b.BaseOffset(), h); err != nil {
-			return nil, err
-		}
-	}
-	return c.he.build(b, h)
 }
