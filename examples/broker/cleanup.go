@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/partlog/partlog/compaction"
+	plog "github.com/partlog/partlog/log"
+)
+
+const (
+	// defaultCleanupInterval is how often the cleanup policies run
+	// (Kafka: log.retention.check.interval.ms is 5 minutes, the cleaner
+	// backs off 15 seconds).
+	defaultCleanupInterval = time.Minute
+	// defaultOffsetsSegmentBytes is offsets.topic.segment.bytes: 100 MiB,
+	// smaller than other topics' so the compactor gets sealed segments.
+	defaultOffsetsSegmentBytes = 100 << 20
+	// cleanerMapBytes is the compactor's offset map budget (Kafka's
+	// default is 128 MiB; committed offsets need far less).
+	cleanerMapBytes = 16 << 20
+)
+
+// cleaner applies partlog's cleanup policies (package compaction) in the
+// background: key compaction to __consumer_offsets, as Kafka configures
+// that topic (cleanup.policy=compact), and the configured policy
+// (retention by default) to every other partition.
+type cleaner struct {
+	s        *server
+	interval time.Duration
+	offsets  *compaction.Runner
+	user     *compaction.Runner
+}
+
+// newCleaner validates the cleanup configuration and builds the two runners.
+func newCleaner(s *server, cfg config) (*cleaner, error) {
+	progress := func(p compaction.Progress) {
+		switch {
+		case p.Err != nil:
+			s.log.Error("cleanup failed", "dir", p.Dir, "policy", p.Policy, "err", p.Err)
+		case p.Result.SegmentsDeleted > 0 || p.Result.Compacted:
+			s.log.Info("cleanup", "dir", p.Dir, "policy", p.Policy,
+				"segmentsDeleted", p.Result.SegmentsDeleted, "compacted", p.Result.Compacted,
+				"recordsRemoved", p.Result.RecordsRemoved, "cleanedTo", p.Result.CleanedTo)
+		}
+	}
+	opts := compaction.RunnerOptions{Workers: 1, Progress: progress}
+	offsets, err := compaction.NewRunner(compaction.Config{
+		CleanupPolicy:  compaction.PolicyCompact,
+		OffsetMapBytes: cleanerMapBytes,
+		Logger:         s.log,
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup of %s: %w", offsetsTopic, err)
+	}
+	policy := cfg.CleanupPolicy
+	if policy == "" {
+		policy = compaction.PolicyDelete
+	}
+	user, err := compaction.NewRunner(compaction.Config{
+		CleanupPolicy:  policy,
+		Retention:      cfg.Retention,
+		OffsetMapBytes: cleanerMapBytes,
+		Logger:         s.log,
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("cleanup policy %q: %w", policy, err)
+	}
+	interval := cfg.CleanupInterval
+	if interval == 0 {
+		interval = defaultCleanupInterval
+	}
+	return &cleaner{s: s, interval: interval, offsets: offsets, user: user}, nil
+}
+
+// run applies the policies every interval until ctx is done. A negative
+// interval disables cleanup.
+func (c *cleaner) run(ctx context.Context) {
+	if c.interval < 0 {
+		return
+	}
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.once(ctx)
+	}
+}
+
+// once runs every policy once.
+func (c *cleaner) once(ctx context.Context) {
+	var offsets []compaction.Log
+	if ps, err := c.s.store.topic(offsetsTopic, false); err == nil {
+		for _, p := range ps {
+			offsets = append(offsets, p)
+		}
+	}
+	_, _, _ = c.offsets.Run(ctx, offsets)
+	parts := c.s.store.userPartitions()
+	logs := make([]compaction.Log, len(parts))
+	for i, p := range parts {
+		logs[i] = p
+	}
+	_, _, _ = c.user.Run(ctx, logs)
+}
+
+// The policies work on any compaction.Log; a partlog Partition is one.
+var _ compaction.Log = (*plog.Partition)(nil)

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/batch"
+)
+
+// commitOffset commits one offset with a simple (generation -1) commit.
+func commitOffset(t *testing.T, rc *rawConn, group, topic string, partition int32, offset int64) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 8
+	req.Group = group
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := rc.do(req).(*kmsg.OffsetCommitResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+}
+
+func fetchCommitted(t *testing.T, rc *rawConn, group, topic string, partition int32) int64 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 7
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = []int32{partition}
+	req.Topics = append(req.Topics, rt)
+	p := rc.do(req).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("offset fetch: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	return p.Offset
+}
+
+// countRecords reads a whole partition through Fetch and counts its records.
+func countRecords(t *testing.T, rc *rawConn, topic string) (records int, end int64) {
+	t.Helper()
+	return countRecordsFrom(t, rc, topic, 0)
+}
+
+// countRecordsFrom counts the records from an offset to the end.
+func countRecordsFrom(t *testing.T, rc *rawConn, topic string, from int64) (records int, end int64) {
+	t.Helper()
+	var dec batch.Decoder
+	for off := from; ; {
+		resp := rc.do(fetchReq(topic, []int32{0}, off, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("fetch %s at %d: %v", topic, off, kerr.ErrorForCode(p.ErrorCode))
+		}
+		if len(p.RecordBatches) == 0 {
+			return records, p.HighWatermark
+		}
+		rest := p.RecordBatches
+		for len(rest) > 0 {
+			b, r, err := batch.Parse(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest = r
+			for _, err := range b.All(&dec) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				records++
+			}
+			off = b.NextOffset()
+		}
+	}
+}
+
+// Committed offsets live in a compacted partition: after many commits of the
+// same key the compactor keeps few records, offsets are not renumbered, and
+// a restart replays the latest commit.
+func TestOffsetsPartitionIsCompacted(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	small := func(c *config) {
+		c.OffsetsSegmentBytes = 1024
+		c.CleanupInterval = 20 * time.Millisecond
+	}
+	b := startBrokerWith(t, dir, 1, small)
+	rc := dialRaw(t, b.addr)
+	produceRaw(t, rc, 9, "orders", 0, buildBatch(t, "o", 3, batch.CompressionNone))
+	const commits = 200
+	for i := range commits {
+		commitOffset(t, rc, "g", "orders", 0, int64(i))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var n int
+	var end int64
+	for {
+		n, end = countRecords(t, rc, offsetsTopic)
+		if n < commits/4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d commits, %d records left in %s", commits, n, offsetsTopic)
+	if n >= commits/4 {
+		t.Fatalf("__consumer_offsets still holds %d records of %d commits: not compacted", n, commits)
+	}
+	if end != commits {
+		t.Fatalf("__consumer_offsets end offset %d, want %d (compaction never renumbers)", end, commits)
+	}
+	if got := fetchCommitted(t, rc, "g", "orders", 0); got != commits-1 {
+		t.Fatalf("committed %d, want %d", got, commits-1)
+	}
+
+	b.stop(t)
+	b = startBrokerWith(t, dir, 1, small)
+	rc = dialRaw(t, b.addr)
+	if got := fetchCommitted(t, rc, "g", "orders", 0); got != commits-1 {
+		t.Fatalf("after restart committed %d, want %d", got, commits-1)
+	}
+}
+
+// copyFiles copies the named files of src into dst (created).
+func copyFiles(t *testing.T, src, dst string, names ...string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(src, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The broker reads committed offsets that Apache Kafka wrote: its
+// __consumer_offsets records use Kafka's schema. Fixture: a Kafka 2.1
+// partition (see ../dumplog/testdata/PROVENANCE.md) committing offset 2705908
+// for DemoConsumer/topic1/0, then deleting it with a tombstone.
+func TestReplaysKafkaConsumerOffsets(t *testing.T) {
+	leakCheck(t)
+	src := filepath.Join("..", "dumplog", "testdata", "kafka-source-code", "kafka-logs", "__consumer_offsets-17")
+	for _, c := range []struct {
+		name  string
+		files []string
+		want  int64
+	}{
+		{"commit", []string{"00000000000000000000.log"}, 2705908},
+		{"commit then tombstone", []string{"00000000000000000000.log", "00000000000000000058.log"}, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// As Kafka left it: partition 17 of 50 (the broker writes to 0).
+			copyFiles(t, src, filepath.Join(dir, offsetsTopic+"-17"), c.files...)
+			b := startBroker(t, dir, 1)
+			rc := dialRaw(t, b.addr)
+			if got := fetchCommitted(t, rc, "DemoConsumer", "topic1", 0); got != c.want {
+				t.Fatalf("committed offset %d, want %d", got, c.want)
+			}
+			// New commits append after Kafka's records and win.
+			produceRaw(t, rc, 9, "topic1", 0, buildBatch(t, "x", 1, batch.CompressionNone))
+			commitOffset(t, rc, "DemoConsumer", "topic1", 0, 1)
+			b.stop(t)
+			b = startBroker(t, dir, 1)
+			rc = dialRaw(t, b.addr)
+			if got := fetchCommitted(t, rc, "DemoConsumer", "topic1", 0); got != 1 {
+				t.Fatalf("after a new commit and a restart: %d, want 1", got)
+			}
+		})
+	}
+}
+
+// Retention (cleanup.policy=delete) removes old sealed segments: the log start
+// offset moves up, reads below it get OFFSET_OUT_OF_RANGE, the rest stays.
+func TestRetentionDeletesOldSegments(t *testing.T) {
+	leakCheck(t)
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) {
+		c.SegmentBytes = 1024
+		c.Retention = time.Hour
+		c.CleanupInterval = 20 * time.Millisecond
+	})
+	rc := dialRaw(t, b.addr)
+	const topic = "expiring"
+	old := time.Now().Add(-2 * time.Hour).UnixMilli()
+	for i := range 20 { // old records: about 10 segments
+		bld := batch.NewBuilder(batch.BuilderOptions{})
+		for j := range 5 {
+			if err := bld.Add(batch.Record{Value: []byte("old record padding"), Timestamp: old + int64(i*5+j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bt, err := bld.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := produceRaw(t, rc, 9, topic, 0, bt); p.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+	for range 3 { // fresh records
+		produceRaw(t, rc, 9, topic, 0, buildBatch(t, "new", 5, batch.CompressionNone))
+	}
+	// Every segment holding only old records goes (the one where old and
+	// fresh records meet may stay): the log start offset ends in [90, 100].
+	deadline := time.Now().Add(15 * time.Second)
+	var start int64
+	for time.Now().Before(deadline) {
+		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 90 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if start < 90 || start > 100 {
+		t.Fatalf("log start offset %d, want 90..100", start)
+	}
+	if end := listOffset(t, rc, topic, 0, -1).Offset; end != 115 {
+		t.Fatalf("log end offset %d, want 115", end)
+	}
+	resp := rc.do(fetchReq(topic, []int32{0}, 0, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != start {
+		t.Fatalf("fetch below the log start: %v, log start %d", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
+	}
+	if n, _ := countRecordsFrom(t, rc, topic, start); n != int(115-start) {
+		t.Fatalf("%d records from the log start %d, want %d", n, start, 115-start)
+	}
+}

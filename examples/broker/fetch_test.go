@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// The zero-copy Fetch encoder must produce exactly kmsg's bytes, for every
+// version the broker serves.
+func TestFetchFrameMatchesKmsg(t *testing.T) {
+	p, err := plog.Open(filepath.Join(t.TempDir(), "t-0"), plog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for range 3 {
+		if _, err := p.AppendBatch(buildBatch(t, "v", 5, batch.CompressionNone)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for v := supported[kmsg.Fetch].min; v <= supported[kmsg.Fetch].max; v++ {
+		recs, err := p.ReadFrom(0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := &fetchResponse{FetchResponse: kmsg.NewPtrFetchResponse()}
+		resp.Version = v
+		resp.ThrottleMillis = 7
+		withData := kmsg.NewFetchResponseTopicPartition()
+		withData.Partition, withData.HighWatermark, withData.LastStableOffset, withData.LogStartOffset = 0, 15, 15, 0
+		withData.RecordBatches = recs.Bytes()
+		empty := kmsg.NewFetchResponseTopicPartition()
+		empty.Partition, empty.HighWatermark = 1, 3
+		failed := kmsg.NewFetchResponseTopicPartition()
+		failed.Partition, failed.ErrorCode = 9, kerr.UnknownTopicOrPartition.Code
+		t1 := kmsg.NewFetchResponseTopic()
+		t1.Topic = "topic-one"
+		t1.Partitions = []kmsg.FetchResponseTopicPartition{withData, empty}
+		t2 := kmsg.NewFetchResponseTopic()
+		t2.Topic = "two"
+		t2.Partitions = []kmsg.FetchResponseTopicPartition{failed}
+		resp.Topics = []kmsg.FetchResponseTopic{t1, t2}
+		resp.recs = [][]recordSet{{recs, nil}, {nil}}
+
+		want := appendResponse(nil, requestHeader{key: 1, version: v, correlationID: 42}, resp.FetchResponse)
+		var got bytes.Buffer
+		if err := writeFetch(&got, 42, resp); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("v%d: zero-copy frame differs from kmsg's\n got % x\nwant % x", v, got.Bytes(), want)
+		}
+		if err := recs.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fetchReq(topic string, partitions []int32, offset int64, maxBytes, partMax, minBytes, waitMs int32) *kmsg.FetchRequest {
+	fr := kmsg.NewPtrFetchRequest()
+	fr.Version, fr.ReplicaID = 12, -1
+	fr.MaxBytes, fr.MinBytes, fr.MaxWaitMillis = maxBytes, minBytes, waitMs
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	for _, p := range partitions {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = p, offset, partMax
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	fr.Topics = append(fr.Topics, ft)
+	return fr
+}
+
+// countBatches frames a record set.
+func countBatches(t *testing.T, b []byte) int {
+	t.Helper()
+	n := 0
+	for len(b) > 0 {
+		var err error
+		_, b, err = batch.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// MaxBytes, PartitionMaxBytes and "at least one batch" as Kafka applies them.
+func TestFetchByteLimits(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 2)
+	rc := dialRaw(t, b.addr)
+	const topic = "limits"
+	one := len(buildBatch(t, "x", 40, batch.CompressionNone))
+	for part := range int32(2) {
+		for range 3 {
+			if p := produceRaw(t, rc, 9, topic, part, buildBatch(t, "x", 40, batch.CompressionNone)); p.ErrorCode != 0 {
+				t.Fatal(kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	cases := []struct {
+		name              string
+		maxBytes, partMax int32
+		want              [2]int // batches per partition
+	}{
+		{"everything", 1 << 20, 1 << 20, [2]int{3, 3}},
+		{"partition limit below one batch", 1 << 20, 10, [2]int{1, 0}},
+		{"partition limit two batches", 1 << 20, int32(2*one + 1), [2]int{2, 2}},
+		{"response limit one and a half batches", int32(one + one/2), 1 << 20, [2]int{1, 0}},
+		{"response limit zero", 0, 1 << 20, [2]int{1, 0}}, // still one batch
+		{"both limits zero", 0, 0, [2]int{1, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := rc.do(fetchReq(topic, []int32{0, 1}, 0, c.maxBytes, c.partMax, 1, 0)).(*kmsg.FetchResponse)
+			for i, p := range resp.Topics[0].Partitions {
+				if p.ErrorCode != 0 || p.HighWatermark != 120 || p.LastStableOffset != 120 || p.LogStartOffset != 0 {
+					t.Fatalf("partition %d: %+v", i, p)
+				}
+				if got := countBatches(t, p.RecordBatches); got != c.want[i] {
+					t.Errorf("partition %d: %d batches, want %d", i, got, c.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A fetch at the end of the log parks until data arrives or MaxWait passes.
+func TestFetchWaitsForData(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	const topic = "waiting"
+	produceRaw(t, rc, 9, topic, 0, buildBatch(t, "a", 2, batch.CompressionNone))
+
+	// Nothing comes: the answer arrives after MaxWait, empty.
+	start := time.Now()
+	resp := rc.do(fetchReq(topic, []int32{0}, 2, 1<<20, 1<<20, 1, 300)).(*kmsg.FetchResponse)
+	if el := time.Since(start); el < 250*time.Millisecond || el > 5*time.Second {
+		t.Errorf("empty fetch answered after %v, want about 300ms", el)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.RecordBatches) != 0 || p.HighWatermark != 2 {
+		t.Fatalf("empty fetch: %+v", p)
+	}
+
+	// Data comes while the fetch is parked: it answers at once.
+	done := make(chan *kmsg.FetchResponse, 1)
+	waiter := dialRaw(t, b.addr)
+	corr := waiter.send(fetchReq(topic, []int32{0}, 2, 1<<20, 1<<20, 1, 10_000))
+	go func() {
+		raw, err := waiter.readFrame()
+		if err != nil || int32(binary.BigEndian.Uint32(raw)) != corr {
+			done <- nil
+			return
+		}
+		r := kmsg.NewPtrFetchResponse()
+		r.Version = 12
+		if r.ReadFrom(raw[5:]) != nil {
+			done <- nil
+			return
+		}
+		done <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	start = time.Now()
+	produceRaw(t, rc, 9, topic, 0, buildBatch(t, "b", 3, batch.CompressionNone))
+	select {
+	case r := <-done:
+		if r == nil {
+			t.Fatal("parked fetch failed")
+		}
+		p := r.Topics[0].Partitions[0]
+		if countBatches(t, p.RecordBatches) != 1 || p.HighWatermark != 5 {
+			t.Fatalf("parked fetch got %+v", p)
+		}
+		if el := time.Since(start); el > 5*time.Second {
+			t.Errorf("parked fetch woke after %v", el)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("parked fetch did not wake up on append")
+	}
+}
+
+// acks=0 gets no response: the next answer on the connection is the next
+// request's.
+func TestAcksZeroNoResponse(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, 0, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "fire-and-forget"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = buildBatch(t, "f", 4, batch.CompressionNone)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rc.send(req)
+	if lo := listOffset(t, rc, "fire-and-forget", 0, plog.LatestTimestamp); lo.ErrorCode != 0 || lo.Offset != 4 {
+		t.Fatalf("after acks=0 produce: %+v", lo)
+	}
+}
+
+// Many records across many segments: a consumer reads them all, in order,
+// segment after segment (each Fetch answers from one segment).
+func TestConsumeAcrossSegments(t *testing.T) {
+	leakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.SegmentBytes = 16 << 10 })
+	const topic, n = "many", 3000
+	pr := newClient(t, b.addr, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "%06d %s", i, "padding padding padding padding padding padding")})
+	}
+	if err := pr.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, b.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxBytes(32<<10), kgo.FetchMaxPartitionBytes(8<<10))
+	got := consume(ctx, t, cl, n)
+	for i, r := range got {
+		if r.Offset != int64(i) || string(r.Value[:6]) != fmt.Sprintf("%06d", i) {
+			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value[:6])
+		}
+	}
+	b.stop(t)
+	p, err := plog.Open(filepath.Join(b.dir, topic+"-0"), plog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if segs := len(p.SegmentInfos()); segs < 10 {
+		t.Errorf("only %d segments: the test meant to cross many", segs)
+	}
+	if err := p.Verify(); err != nil {
+		t.Errorf("partition after the run: %v", err)
+	}
+}

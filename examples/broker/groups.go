@@ -1,0 +1,479 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The group coordinator: Kafka's classic rebalance protocol (JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup) for consumer groups, kept in memory
+// only (a restart forgets memberships; committed offsets are durable, see
+// offsetStore). Static membership (group.instance.id) is treated as dynamic.
+//
+// A rebalance starts when a member joins or leaves or a session expires.
+// Every JoinGroup parks until every current member has rejoined or the
+// rebalance timeout passed (members that did not rejoin are removed), then
+// all get the new generation and the leader gets the member list. Followers'
+// SyncGroup calls park until the leader's SyncGroup brings the assignments.
+
+type groupState uint8
+
+const (
+	groupEmpty groupState = iota
+	groupPreparing
+	groupCompleting
+	groupStable
+)
+
+// sweepInterval is how often expired sessions and rebalance deadlines are
+// checked.
+const sweepInterval = 200 * time.Millisecond
+
+type member struct {
+	id               string
+	protocols        []kmsg.JoinGroupRequestProtocol
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	lastSeen         time.Time
+	joinVersion      int16
+	joinCh           chan *kmsg.JoinGroupResponse // set while parked in JoinGroup
+	syncCh           chan []byte                  // set while parked in SyncGroup
+	assignment       []byte
+}
+
+type group struct {
+	name         string
+	state        groupState
+	generation   int32
+	protocolType string
+	protocol     string
+	leader       string
+	members      map[string]*member
+	deadline     time.Time // end of the current rebalance
+}
+
+// coordinator owns every group. mu guards everything; a parked request waits
+// on its member's channel without holding it.
+type coordinator struct {
+	log    *slog.Logger
+	nextID atomic.Int64
+
+	mu     sync.Mutex
+	groups map[string]*group
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// newCoordinator starts the coordinator's sweeper; close stops it.
+func newCoordinator(logger *slog.Logger) *coordinator {
+	c := &coordinator{
+		log:    logger,
+		groups: make(map[string]*group),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go c.sweep()
+	return c
+}
+
+// close stops the sweeper.
+func (c *coordinator) close() {
+	close(c.stop)
+	<-c.done
+}
+
+// sweep expires sessions and ends overdue rebalances, every sweepInterval.
+func (c *coordinator) sweep() {
+	defer close(c.done)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		c.mu.Lock()
+		for _, g := range c.groups {
+			for id, m := range g.members {
+				if m.joinCh == nil && m.syncCh == nil && now.Sub(m.lastSeen) > m.sessionTimeout {
+					c.log.Info("group member session expired", "group", g.name, "member", id)
+					delete(g.members, id)
+					c.rebalanceLocked(g)
+				}
+			}
+			if (g.state == groupPreparing || g.state == groupCompleting) && now.After(g.deadline) {
+				if g.state == groupPreparing {
+					c.completeJoinLocked(g, true)
+				} else {
+					// The leader never synced: start over.
+					c.rebalanceLocked(g)
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// rebalanceLocked moves g to PreparingRebalance (or Empty without members).
+// Followers parked in SyncGroup are told to rejoin.
+// REQUIRES: c.mu held.
+func (c *coordinator) rebalanceLocked(g *group) {
+	for _, m := range g.members {
+		if m.syncCh != nil {
+			m.syncCh <- nil
+			m.syncCh = nil
+		}
+	}
+	if len(g.members) == 0 {
+		g.state = groupEmpty
+		g.leader, g.protocol = "", ""
+		return
+	}
+	if g.state != groupPreparing {
+		g.state = groupPreparing
+		var rt time.Duration
+		for _, m := range g.members {
+			rt = max(rt, m.rebalanceTimeout)
+		}
+		g.deadline = time.Now().Add(rt)
+	}
+	c.completeJoinLocked(g, false)
+}
+
+// completeJoinLocked ends the join phase when every member is parked in
+// JoinGroup (or, with force, removes those that are not).
+// REQUIRES: c.mu held.
+func (c *coordinator) completeJoinLocked(g *group, force bool) {
+	if g.state != groupPreparing {
+		return
+	}
+	for id, m := range g.members {
+		if m.joinCh == nil {
+			if !force {
+				return
+			}
+			delete(g.members, id)
+		}
+	}
+	if len(g.members) == 0 {
+		g.state = groupEmpty
+		g.leader, g.protocol = "", ""
+		return
+	}
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if _, ok := g.members[g.leader]; !ok {
+		g.leader = ids[0]
+	}
+	g.protocol = c.chooseProtocol(g, ids)
+	g.generation++
+	g.state = groupCompleting
+	var rt time.Duration
+	for _, m := range g.members {
+		rt = max(rt, m.rebalanceTimeout)
+	}
+	g.deadline = time.Now().Add(rt)
+	for _, id := range ids {
+		m := g.members[id]
+		resp := kmsg.NewPtrJoinGroupResponse()
+		resp.Version = m.joinVersion
+		resp.Generation = g.generation
+		resp.Protocol = kmsg.StringPtr(g.protocol)
+		resp.ProtocolType = kmsg.StringPtr(g.protocolType)
+		resp.LeaderID = g.leader
+		resp.MemberID = id
+		if id == g.leader {
+			for _, oid := range ids {
+				jm := kmsg.NewJoinGroupResponseMember()
+				jm.MemberID = oid
+				jm.ProtocolMetadata = metadataFor(g.members[oid], g.protocol)
+				resp.Members = append(resp.Members, jm)
+			}
+		}
+		m.joinCh <- resp
+		m.joinCh = nil
+		m.lastSeen = time.Now()
+	}
+	c.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(ids), "leader", g.leader, "protocol", g.protocol)
+}
+
+// chooseProtocol picks the leader's most preferred protocol that every member
+// supports (the leader's first when none is common; join refuses that case).
+func (c *coordinator) chooseProtocol(g *group, ids []string) string {
+	leader := g.members[g.leader]
+	for _, p := range leader.protocols {
+		ok := true
+		for _, id := range ids {
+			if metadataFor(g.members[id], p.Name) == nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return p.Name
+		}
+	}
+	return leader.protocols[0].Name
+}
+
+// metadataFor returns a member's metadata for protocol, or nil when the
+// member does not support it.
+func metadataFor(m *member, protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			if p.Metadata == nil {
+				return []byte{}
+			}
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// join answers JoinGroup: it registers the member (handing out an id first
+// for v4+), starts or joins a rebalance and parks until the rebalance ends.
+func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.Generation = -1
+	resp.MemberID = req.MemberID
+	fail := func(code int16) kmsg.Response {
+		resp.ErrorCode = code
+		return resp
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	rebalance := session
+	if req.Version >= 1 {
+		rebalance = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	switch {
+	case req.Group == "":
+		return fail(kerr.InvalidGroupID.Code)
+	case session < time.Second || session > 30*time.Minute:
+		return fail(kerr.InvalidSessionTimeout.Code)
+	case len(req.Protocols) == 0 || req.ProtocolType == "":
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	rebalance = max(rebalance, session)
+
+	c.mu.Lock()
+	g := c.groups[req.Group]
+	if g == nil {
+		g = &group{name: req.Group, members: make(map[string]*member)}
+		c.groups[req.Group] = g
+	}
+	if len(g.members) > 0 && g.protocolType != req.ProtocolType {
+		c.mu.Unlock()
+		return fail(kerr.InconsistentGroupProtocol.Code)
+	}
+	if req.MemberID == "" && req.Version >= 4 {
+		// KIP-394: hand out an id, the client rejoins with it.
+		c.mu.Unlock()
+		resp.MemberID = fmt.Sprintf("member-%d-%d", time.Now().UnixNano(), c.nextID.Add(1))
+		return fail(kerr.MemberIDRequired.Code)
+	}
+	id := req.MemberID
+	if id == "" {
+		id = fmt.Sprintf("member-%d-%d", time.Now().UnixNano(), c.nextID.Add(1))
+	}
+	m := g.members[id]
+	if m == nil {
+		m = &member{id: id}
+		g.members[id] = m
+	}
+	if m.joinCh != nil { // a duplicate join replaces the parked one
+		close(m.joinCh)
+	}
+	m.protocols = slices.Clone(req.Protocols)
+	m.sessionTimeout, m.rebalanceTimeout = session, rebalance
+	m.lastSeen = time.Now()
+	m.joinVersion = req.Version
+	ch := make(chan *kmsg.JoinGroupResponse, 1)
+	m.joinCh = ch
+	g.protocolType = req.ProtocolType
+	c.rebalanceLocked(g)
+	c.mu.Unlock()
+
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return fail(kerr.RebalanceInProgress.Code)
+		}
+		return r
+	case <-ctx.Done():
+		return fail(kerr.CoordinatorNotAvailable.Code)
+	}
+}
+
+// sync answers SyncGroup: the leader's call distributes the assignments;
+// followers park until it comes.
+func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	c.mu.Lock()
+	g := c.groups[req.Group]
+	var m *member
+	if g != nil {
+		m = g.members[req.MemberID]
+	}
+	switch {
+	case m == nil:
+		c.mu.Unlock()
+		resp.ErrorCode = kerr.UnknownMemberID.Code
+		return resp
+	case req.Generation != g.generation:
+		c.mu.Unlock()
+		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp
+	case g.state == groupPreparing:
+		c.mu.Unlock()
+		resp.ErrorCode = kerr.RebalanceInProgress.Code
+		return resp
+	}
+	m.lastSeen = time.Now()
+	resp.ProtocolType = kmsg.StringPtr(g.protocolType)
+	resp.Protocol = kmsg.StringPtr(g.protocol)
+	if g.state == groupStable {
+		resp.MemberAssignment = m.assignment
+		c.mu.Unlock()
+		return resp
+	}
+	// Completing the rebalance.
+	if req.MemberID == g.leader {
+		for _, mm := range g.members {
+			mm.assignment = []byte{}
+		}
+		for _, a := range req.GroupAssignment {
+			if mm := g.members[a.MemberID]; mm != nil {
+				mm.assignment = a.MemberAssignment
+			}
+		}
+		g.state = groupStable
+		for _, mm := range g.members {
+			if mm.syncCh != nil {
+				mm.syncCh <- mm.assignment
+				mm.syncCh = nil
+			}
+		}
+		resp.MemberAssignment = m.assignment
+		c.mu.Unlock()
+		return resp
+	}
+	ch := make(chan []byte, 1)
+	m.syncCh = ch
+	c.mu.Unlock()
+	select {
+	case a := <-ch:
+		if a == nil {
+			resp.ErrorCode = kerr.RebalanceInProgress.Code
+		}
+		resp.MemberAssignment = a
+	case <-ctx.Done():
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	}
+	return resp
+}
+
+// heartbeat answers Heartbeat: it keeps the session alive and tells the
+// member when to rejoin (REBALANCE_IN_PROGRESS).
+func (c *coordinator) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp.ErrorCode = c.checkMemberLocked(req.Group, req.Generation, req.MemberID)
+	return resp
+}
+
+// checkMemberLocked validates a member's generation and refreshes its
+// session. REQUIRES: c.mu held.
+func (c *coordinator) checkMemberLocked(groupName string, generation int32, memberID string) int16 {
+	g := c.groups[groupName]
+	if g == nil || g.members[memberID] == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	g.members[memberID].lastSeen = time.Now()
+	switch {
+	case g.state == groupPreparing:
+		return kerr.RebalanceInProgress.Code
+	case generation != g.generation:
+		return kerr.IllegalGeneration.Code
+	}
+	return 0
+}
+
+// checkCommit validates an OffsetCommit's group membership: a commit with
+// generation -1 (a consumer that assigns partitions itself) is accepted
+// only while the group has no members, as Kafka does.
+func (c *coordinator) checkCommit(groupName string, generation int32, memberID string) int16 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if generation < 0 {
+		if g := c.groups[groupName]; g != nil && len(g.members) > 0 {
+			return kerr.UnknownMemberID.Code
+		}
+		return 0
+	}
+	code := c.checkMemberLocked(groupName, generation, memberID)
+	if code == kerr.RebalanceInProgress.Code {
+		// Kafka accepts commits of the previous generation's members
+		// during a rebalance only from the same generation.
+		if g := c.groups[groupName]; g.generation == generation {
+			return 0
+		}
+	}
+	return code
+}
+
+// leave answers LeaveGroup (one member before v3, a list from v3) and
+// rebalances the rest of the group.
+func (c *coordinator) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	ids := []string{req.MemberID}
+	if req.Version >= 3 {
+		ids = ids[:0]
+		for _, m := range req.Members {
+			ids = append(ids, m.MemberID)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[req.Group]
+	left := false
+	for i, id := range ids {
+		code := int16(0)
+		if g == nil || g.members[id] == nil {
+			code = kerr.UnknownMemberID.Code
+		} else {
+			if m := g.members[id]; m.joinCh != nil {
+				close(m.joinCh)
+			}
+			delete(g.members, id)
+			left = true
+		}
+		if req.Version >= 3 {
+			lm := kmsg.NewLeaveGroupResponseMember()
+			lm.MemberID = id
+			lm.InstanceID = req.Members[i].InstanceID
+			lm.ErrorCode = code
+			resp.Members = append(resp.Members, lm)
+		} else {
+			resp.ErrorCode = code
+		}
+	}
+	if left {
+		c.rebalanceLocked(g)
+	}
+	return resp
+}

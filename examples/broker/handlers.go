@@ -1,0 +1,591 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// versionRange is the versions of one API the broker implements end to end.
+type versionRange struct{ min, max int16 }
+
+// supported lists the APIs and versions ApiVersions advertises. Each one is
+// handled below for every version in its range.
+var supported = map[kmsg.Key]versionRange{
+	kmsg.Produce:         {3, 9},
+	kmsg.Fetch:           {4, 12},
+	kmsg.ListOffsets:     {1, 7},
+	kmsg.Metadata:        {0, 12},
+	kmsg.OffsetCommit:    {0, 8},
+	kmsg.OffsetFetch:     {0, 7},
+	kmsg.FindCoordinator: {0, 4},
+	kmsg.JoinGroup:       {0, 9},
+	kmsg.Heartbeat:       {0, 4},
+	kmsg.LeaveGroup:      {0, 5},
+	kmsg.SyncGroup:       {0, 5},
+	kmsg.ApiVersions:     {0, 4},
+	kmsg.InitProducerID:  {0, 4},
+}
+
+// handle decodes and answers one request. A nil response means "send
+// nothing" (Produce with acks=0); cleanup, when set, runs after the response
+// was written (it releases the fetched Records the response aliases). An
+// error closes the connection.
+func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (kmsg.Response, func(), error) {
+	vr, ok := supported[kmsg.Key(hdr.key)]
+	if !ok || hdr.version < vr.min || hdr.version > vr.max {
+		if hdr.key == int16(kmsg.ApiVersions) {
+			// Kafka answers an ApiVersions it does not know with a v0
+			// response carrying UNSUPPORTED_VERSION and its versions, so
+			// the client can retry with one it shares.
+			resp := s.apiVersions(0)
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			return resp, nil, nil
+		}
+		return nil, nil, fmt.Errorf("%w: api %d version %d not supported", errCloseConn, hdr.key, hdr.version)
+	}
+	req := kmsg.RequestForKey(hdr.key)
+	req.SetVersion(hdr.version)
+	if err := req.ReadFrom(body); err != nil {
+		return nil, nil, fmt.Errorf("%w: malformed request: %v", errCloseConn, err)
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		client := ""
+		if hdr.clientID != nil {
+			client = *hdr.clientID
+		}
+		s.log.Debug("request", "api", kmsg.NameForKey(hdr.key), "version", hdr.version, "correlation", hdr.correlationID, "client", client)
+	}
+	switch r := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		return s.apiVersions(r.Version), nil, nil
+	case *kmsg.MetadataRequest:
+		return s.metadata(r), nil, nil
+	case *kmsg.ProduceRequest:
+		return s.produce(r), nil, nil
+	case *kmsg.FetchRequest:
+		resp, cleanup := s.fetch(ctx, r)
+		return resp, cleanup, nil
+	case *kmsg.ListOffsetsRequest:
+		return s.listOffsets(r), nil, nil
+	case *kmsg.FindCoordinatorRequest:
+		return s.findCoordinator(r), nil, nil
+	case *kmsg.OffsetCommitRequest:
+		return s.offsetCommit(r), nil, nil
+	case *kmsg.OffsetFetchRequest:
+		return s.offsetFetch(r), nil, nil
+	case *kmsg.JoinGroupRequest:
+		return s.groups.join(ctx, r), nil, nil
+	case *kmsg.SyncGroupRequest:
+		return s.groups.sync(ctx, r), nil, nil
+	case *kmsg.HeartbeatRequest:
+		return s.groups.heartbeat(r), nil, nil
+	case *kmsg.LeaveGroupRequest:
+		return s.groups.leave(r), nil, nil
+	case *kmsg.InitProducerIDRequest:
+		return s.initProducerID(r), nil, nil
+	}
+	return nil, nil, fmt.Errorf("%w: no handler for api %d", errCloseConn, hdr.key)
+}
+
+// apiVersions lists the supported table at the given response version.
+func (s *server) apiVersions(version int16) *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = version
+	for k := kmsg.Key(0); k <= kmsg.Key(100); k++ {
+		vr, ok := supported[k]
+		if !ok {
+			continue
+		}
+		ak := kmsg.NewApiVersionsResponseApiKey()
+		ak.ApiKey, ak.MinVersion, ak.MaxVersion = int16(k), vr.min, vr.max
+		resp.ApiKeys = append(resp.ApiKeys, ak)
+	}
+	return resp
+}
+
+// metadata describes this one-node cluster and the requested topics,
+// creating them when the request allows it.
+func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = nodeID, s.host, s.port
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	cid := clusterID
+	resp.ClusterID = &cid
+	resp.ControllerID = nodeID
+
+	// nil topics (v1+) or an empty list in v0 means every topic.
+	var names []string
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		names = s.store.topicNames()
+	}
+	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	for _, rt := range req.Topics {
+		if rt.Topic == nil { // by topic id (v10+): ids are not tracked
+			t := kmsg.NewMetadataResponseTopic()
+			t.TopicID = rt.TopicID
+			t.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
+		names = append(names, *rt.Topic)
+	}
+	for _, name := range names {
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic = kmsg.StringPtr(name)
+		t.IsInternal = name == offsetsTopic
+		ps, err := s.store.topic(name, autoCreate && name != offsetsTopic)
+		if err != nil {
+			t.ErrorCode = topicErrorCode(err)
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
+		for i := range ps {
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Partition = int32(i)
+			p.Leader = nodeID
+			p.LeaderEpoch = 0
+			p.Replicas = []int32{nodeID}
+			p.ISR = []int32{nodeID}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// topicErrorCode maps store.topic's errors to Kafka codes.
+func topicErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, errInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, errUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, errStoreClosed):
+		return kerr.NotLeaderForPartition.Code
+	default:
+		return kerr.KafkaStorageError.Code
+	}
+}
+
+// appendErrorCode maps AppendBatch's errors to Kafka's codes for a produce
+// response, as packages log and batch document them.
+func appendErrorCode(err error, records []byte) int16 {
+	const magicAt = 16
+	switch {
+	case errors.Is(err, batch.ErrUnsupportedMagic) && len(records) > magicAt && records[magicAt] < batch.Magic:
+		// A legacy MessageSet (magic 0 or 1); other magics are garbage.
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, batch.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, plog.ErrBatchTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, plog.ErrInvalidBatch), errors.Is(err, plog.ErrControlBatch):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, plog.ErrClosed):
+		return kerr.NotLeaderForPartition.Code
+	default:
+		return kerr.KafkaStorageError.Code
+	}
+}
+
+// produce appends one batch per partition with Partition.AppendBatch. acks=-1
+// syncs the touched partitions before answering; acks=0 returns nil (no
+// answer). Errors are per partition; nothing is written for a refused batch.
+func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	// Request-wide errors are reported on every partition.
+	var reqErr int16
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		reqErr = kerr.InvalidRequiredAcks.Code
+	case req.TransactionID != nil:
+		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	var toSync []*plog.Partition
+	var syncIdx [][2]int // response positions of each partition in toSync
+	appended := false
+	for _, rt := range req.Topics {
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic = rt.Topic
+		var ps []*plog.Partition
+		topicErr := reqErr
+		if topicErr == 0 {
+			var err error
+			if rt.Topic == offsetsTopic {
+				topicErr = kerr.InvalidTopicException.Code // internal topic
+			} else if ps, err = s.store.topic(rt.Topic, true); err != nil {
+				topicErr = topicErrorCode(err)
+			}
+		}
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewProduceResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.BaseOffset = -1
+			switch {
+			case topicErr != 0:
+				p.ErrorCode = topicErr
+			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				part := ps[rp.Partition]
+				base, err := part.AppendBatch(rp.Records)
+				if err != nil {
+					p.ErrorCode = appendErrorCode(err, rp.Records)
+					msg := err.Error()
+					p.ErrorMessage = &msg
+					s.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				} else {
+					appended = true
+					p.BaseOffset = base
+					p.LogStartOffset = part.LogStartOffset()
+					if req.Acks == -1 {
+						toSync = append(toSync, part)
+						syncIdx = append(syncIdx, [2]int{len(resp.Topics), len(t.Partitions)})
+					}
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	// acks=-1: the records are durable before the answer (a single node is
+	// its own in-sync replica set). Each partition is synced once.
+	synced := make(map[*plog.Partition]error)
+	for i, part := range toSync {
+		err, done := synced[part]
+		if !done {
+			err = part.Sync()
+			synced[part] = err
+		}
+		if err != nil {
+			rp := &resp.Topics[syncIdx[i][0]].Partitions[syncIdx[i][1]]
+			rp.ErrorCode = kerr.KafkaStorageError.Code
+		}
+	}
+	if appended {
+		s.store.notifyAppend()
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// fetch answers a Fetch, parking it until MinBytes are available or
+// MaxWaitMillis passed (clamped to maxFetchWait). The response holds the
+// partitions' Records open; the returned cleanup closes them after the write.
+func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (*fetchResponse, func()) {
+	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+	deadline := time.Now().Add(wait)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		woken := s.store.appendWaiter()
+		resp, total, hasErr := s.fetchOnce(req)
+		cleanup := func() {
+			for _, rs := range resp.recs {
+				for _, r := range rs {
+					if r != nil {
+						_ = r.(*plog.Records).Close()
+					}
+				}
+			}
+		}
+		left := time.Until(deadline)
+		if hasErr || total >= int(req.MinBytes) || left <= 0 || ctx.Err() != nil {
+			return resp, cleanup
+		}
+		cleanup()
+		if timer == nil {
+			timer = time.NewTimer(left)
+		} else {
+			timer.Reset(left)
+		}
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// fetchOnce reads every requested partition once. Kafka's rules: each
+// partition returns at most PartitionMaxBytes, the response at most MaxBytes,
+// except that the first partition with data returns at least one whole batch
+// so a consumer always progresses. Data comes from one segment per partition
+// per fetch (the client fetches again from the next offset).
+func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total int, hasErr bool) {
+	resp = &fetchResponse{FetchResponse: req.ResponseKind().(*kmsg.FetchResponse)}
+	// The broker's fetch.max.bytes caps the client's limit; a limit of 0
+	// still returns one batch (minOneMessage).
+	budget := min(int(max(req.MaxBytes, 0)), maxFetchBytes)
+	for _, rt := range req.Topics {
+		t := kmsg.NewFetchResponseTopic()
+		t.Topic = rt.Topic
+		var trecs []recordSet
+		ps, terr := s.store.topic(rt.Topic, false)
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+			var part *plog.Partition
+			switch {
+			case terr != nil:
+				p.ErrorCode = topicErrorCode(terr)
+			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				part = ps[rp.Partition]
+			}
+			var rec recordSet
+			if part != nil {
+				rec = s.fetchPartition(rt.Topic, part, rp, &p, &budget, &total)
+			}
+			if p.ErrorCode != 0 {
+				hasErr = true
+			}
+			t.Partitions = append(t.Partitions, p)
+			trecs = append(trecs, rec)
+		}
+		resp.Topics = append(resp.Topics, t)
+		resp.recs = append(resp.recs, trecs)
+	}
+	return resp, total, hasErr
+}
+
+// fetchPartition reads one partition into p; it returns the Records the
+// response then holds (nil when none).
+func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget, total *int) recordSet {
+	hw := part.HighWatermark()
+	p.HighWatermark = hw
+	p.LastStableOffset = hw // no transactions: LSO = HW
+	p.LogStartOffset = part.LogStartOffset()
+	limit := min(int(rp.PartitionMaxBytes), *budget)
+	if limit <= 0 {
+		if *total > 0 {
+			return nil // the response is full
+		}
+		limit = 0 // first data: ReadFrom returns one whole batch
+	}
+	r, err := part.ReadFrom(rp.FetchOffset, limit)
+	if err != nil {
+		if errors.Is(err, plog.ErrOffsetOutOfRange) {
+			p.ErrorCode = kerr.OffsetOutOfRange.Code
+		} else {
+			p.ErrorCode = kerr.KafkaStorageError.Code
+			s.log.Error("fetch", "topic", topic, "partition", rp.Partition, "err", err)
+		}
+		return nil
+	}
+	if r.Empty() || (*total > 0 && r.Len() > limit) {
+		// Only the first partition with data may exceed its limit
+		// (Kafka's minOneMessage).
+		_ = r.Close()
+		return nil
+	}
+	p.RecordBatches = r.Bytes()
+	*total += r.Len()
+	*budget -= r.Len()
+	return r
+}
+
+// listOffsets answers by timestamp or sentinel with Partition.OffsetForTimestamp.
+func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		t := kmsg.NewListOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		ps, terr := s.store.topic(rt.Topic, false)
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewListOffsetsResponseTopicPartition()
+			p.Partition = rp.Partition
+			p.Timestamp, p.Offset, p.LeaderEpoch = -1, -1, -1
+			switch {
+			case terr != nil:
+				p.ErrorCode = topicErrorCode(terr)
+			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				to, found, err := ps[rp.Partition].OffsetForTimestamp(rp.Timestamp)
+				switch {
+				case errors.Is(err, plog.ErrInvalidTimestamp):
+					p.ErrorCode = kerr.InvalidRequest.Code
+				case err != nil:
+					p.ErrorCode = kerr.KafkaStorageError.Code
+				case found:
+					// LeaderEpoch stays -1: the broker does not stamp
+					// epochs (nor answer OffsetForLeaderEpoch).
+					p.Timestamp, p.Offset = to.Timestamp, to.Offset
+				}
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// findCoordinator names this node for every group (v4+: every key).
+func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	code := int16(0)
+	var msg *string
+	if req.CoordinatorType != 0 { // 1 = transaction coordinator
+		code = kerr.CoordinatorNotAvailable.Code
+		msg = kmsg.StringPtr("transactions are not supported by this broker")
+	}
+	if req.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Host, c.Port = key, nodeID, s.host, s.port
+			c.ErrorCode, c.ErrorMessage = code, msg
+			if code != 0 {
+				c.NodeID, c.Host, c.Port = -1, "", -1
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		return resp
+	}
+	resp.NodeID, resp.Host, resp.Port = nodeID, s.host, s.port
+	resp.ErrorCode, resp.ErrorMessage = code, msg
+	if code != 0 {
+		resp.NodeID, resp.Host, resp.Port = -1, "", -1
+	}
+	return resp
+}
+
+// offsetCommit checks the group membership and stores the offsets durably
+// in __consumer_offsets.
+func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	var reqErr int16
+	switch {
+	case req.Group == "":
+		reqErr = kerr.InvalidGroupID.Code
+	default:
+		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
+	}
+	var commits []offsetCommit
+	var where [][2]int
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		ps, terr := s.store.topic(rt.Topic, false)
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewOffsetCommitResponseTopicPartition()
+			p.Partition = rp.Partition
+			switch {
+			case reqErr != 0:
+				p.ErrorCode = reqErr
+			case terr != nil:
+				p.ErrorCode = topicErrorCode(terr)
+			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Metadata != nil && len(*rp.Metadata) > maxMetadataSize:
+				p.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			case rp.Offset < 0:
+				p.ErrorCode = kerr.InvalidCommitOffsetSize.Code
+			default:
+				c := offsetCommit{
+					key:       offsetKey{group: req.Group, topic: rt.Topic, partition: rp.Partition},
+					committed: committed{offset: rp.Offset, leaderEpoch: -1},
+				}
+				if req.Version >= 6 {
+					c.leaderEpoch = rp.LeaderEpoch
+				}
+				if rp.Metadata != nil {
+					c.metadata = *rp.Metadata
+				}
+				commits = append(commits, c)
+				where = append(where, [2]int{len(resp.Topics), len(t.Partitions)})
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	if len(commits) > 0 {
+		if err := s.offsets.commit(commits); err != nil {
+			s.log.Error("offset commit", "group", req.Group, "err", err)
+			for _, w := range where {
+				resp.Topics[w[0]].Partitions[w[1]].ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
+		}
+	}
+	return resp
+}
+
+// offsetFetch returns committed offsets (-1 when none); nil topics (v2+)
+// means every partition the group committed.
+func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	fill := func(p *kmsg.OffsetFetchResponseTopicPartition, k offsetKey) {
+		p.Offset, p.LeaderEpoch = -1, -1
+		p.Metadata = kmsg.StringPtr("")
+		if c, ok := s.offsets.get(k); ok {
+			p.Offset, p.LeaderEpoch = c.offset, c.leaderEpoch
+			p.Metadata = kmsg.StringPtr(c.metadata)
+		}
+	}
+	if req.Topics == nil && req.Version >= 2 { // every committed partition
+		byTopic := make(map[string]int)
+		for _, k := range s.offsets.groupKeys(req.Group) {
+			i, ok := byTopic[k.topic]
+			if !ok {
+				i = len(resp.Topics)
+				byTopic[k.topic] = i
+				t := kmsg.NewOffsetFetchResponseTopic()
+				t.Topic = k.topic
+				resp.Topics = append(resp.Topics, t)
+			}
+			p := kmsg.NewOffsetFetchResponseTopicPartition()
+			p.Partition = k.partition
+			fill(&p, k)
+			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		}
+		return resp
+	}
+	for _, rt := range req.Topics {
+		t := kmsg.NewOffsetFetchResponseTopic()
+		t.Topic = rt.Topic
+		for _, part := range rt.Partitions {
+			p := kmsg.NewOffsetFetchResponseTopicPartition()
+			p.Partition = part
+			fill(&p, offsetKey{group: req.Group, topic: rt.Topic, partition: part})
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// initProducerID hands an idempotent producer a fresh id, epoch 0;
+// transactional ids are refused.
+func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		return resp
+	}
+	s.mu.Lock()
+	s.nextProdID++
+	resp.ProducerID = s.nextProdID
+	s.mu.Unlock()
+	resp.ProducerEpoch = 0
+	return resp
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/batch"
+)
+
+// testBroker is a broker running in-process on 127.0.0.1:0.
+type testBroker struct {
+	dir    string
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+	panics *atomic.Int32 // panics the broker recovered from
+}
+
+// panicCounter is a slog.Handler that counts the broker's "panic" records.
+type panicCounter struct{ n *atomic.Int32 }
+
+func (h panicCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "panic") {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h panicCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h panicCounter) WithGroup(string) slog.Handler      { return h }
+
+// startBroker runs a broker on dir and stops it at the end of the test
+// (unless the test stopped it already).
+func startBroker(t *testing.T, dir string, partitions int) *testBroker {
+	t.Helper()
+	return startBrokerWith(t, dir, partitions, nil)
+}
+
+// startBrokerWith is startBroker with a hook to adjust the config.
+func startBrokerWith(t *testing.T, dir string, partitions int, adjust func(*config)) *testBroker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	b := &testBroker{dir: dir, cancel: cancel, done: make(chan error, 1), panics: new(atomic.Int32)}
+	cfg := config{
+		Addr:       "127.0.0.1:0",
+		DataDir:    dir,
+		Partitions: partitions,
+		Logger:     slog.New(panicCounter{b.panics}),
+		Ready:      func(a net.Addr) { ready <- a },
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	go func() { b.done <- run(ctx, cfg) }()
+	select {
+	case a := <-ready:
+		b.addr = a.String()
+	case err := <-b.done:
+		cancel()
+		t.Fatalf("broker did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("broker did not start within 10s")
+	}
+	t.Cleanup(func() { b.stop(t) })
+	return b
+}
+
+// stop shuts the broker down (SIGINT's path: cancel the context) and checks
+// it closed its partitions cleanly. Calling it twice is fine.
+func (b *testBroker) stop(t *testing.T) {
+	t.Helper()
+	if b.done == nil {
+		return
+	}
+	b.cancel()
+	if n := b.panics.Load(); n > 0 {
+		t.Errorf("the broker recovered from %d panics", n)
+	}
+	select {
+	case err := <-b.done:
+		if err != nil {
+			t.Errorf("broker shutdown: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("broker did not stop within 20s")
+	}
+	b.done = nil
+}
+
+// newClient returns a kgo client for the broker, closed at the end of the test.
+func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{
+		kgo.SeedBrokers(addr),
+		kgo.RetryTimeout(10 * time.Second),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// consume polls until n records arrived (or the context ends) and returns
+// them in order.
+func consume(ctx context.Context, t *testing.T, cl *kgo.Client, n int) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d records before the deadline", len(out), n)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Fatalf("fetch %s[%d]: %v", topic, p, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// rawConn speaks the protocol directly, one request at a time, so a test
+// controls versions and bytes exactly.
+type rawConn struct {
+	t    *testing.T
+	c    net.Conn
+	r    *bufio.Reader
+	corr int32
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &rawConn{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// send writes one request frame at req's version.
+func (rc *rawConn) send(req kmsg.Request) int32 {
+	rc.t.Helper()
+	rc.corr++
+	buf := []byte{0, 0, 0, 0}
+	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
+	buf = binary.BigEndian.AppendUint16(buf, uint16(req.GetVersion()))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(rc.corr))
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len("raw-test")))
+	buf = append(buf, "raw-test"...)
+	if req.IsFlexible() {
+		buf = append(buf, 0)
+	}
+	buf = req.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	rc.write(buf)
+	return rc.corr
+}
+
+func (rc *rawConn) write(b []byte) {
+	rc.t.Helper()
+	_ = rc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := rc.c.Write(b); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// readFrame reads one response frame; io.EOF when the broker closed.
+func (rc *rawConn) readFrame() ([]byte, error) {
+	return rc.readFrameWithin(15 * time.Second)
+}
+
+// readFrameWithin is readFrame with a deadline of its own.
+func (rc *rawConn) readFrameWithin(d time.Duration) ([]byte, error) {
+	_ = rc.c.SetReadDeadline(time.Now().Add(d))
+	var sz [4]byte
+	if _, err := io.ReadFull(rc.r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(sz[:])
+	if n > 64<<20 {
+		return nil, fmt.Errorf("response of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(rc.r, b)
+	return b, err
+}
+
+// do sends req and decodes the response at the same version.
+func (rc *rawConn) do(req kmsg.Request) kmsg.Response {
+	rc.t.Helper()
+	corr := rc.send(req)
+	b, err := rc.readFrame()
+	if err != nil {
+		rc.t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
+		rc.t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	b = b[4:]
+	resp := req.ResponseKind()
+	if resp.IsFlexible() && req.Key() != int16(kmsg.ApiVersions) {
+		if len(b) == 0 || b[0] != 0 {
+			rc.t.Fatalf("bad response header tags: % x", b[:min(len(b), 8)])
+		}
+		b = b[1:]
+	}
+	if err := resp.ReadFrom(b); err != nil {
+		rc.t.Fatalf("decode %s v%d response: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp
+}
+
+// buildBatch encodes n records "<prefix>-<i>" with the given codec.
+func buildBatch(t *testing.T, prefix string, n int, codec batch.Compression) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{Compression: codec, PartitionLeaderEpoch: -1})
+	now := time.Now().UnixMilli()
+	for i := range n {
+		err := bld.Add(batch.Record{
+			Key:       fmt.Appendf(nil, "k%d", i),
+			Value:     fmt.Appendf(nil, "%s-%d", prefix, i),
+			Timestamp: now + int64(i),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// produceRaw sends one batch to topic/partition with acks=-1 and returns the
+// partition's answer.
+func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partition int32, records []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = version
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := rc.do(req).(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("produce response shape: %+v", resp)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// listOffset asks ListOffsets for one partition.
+func listOffset(t *testing.T, rc *rawConn, topic string, partition int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 7
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition = partition
+	rp.Timestamp = ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := rc.do(req).(*kmsg.ListOffsetsResponse)
+	return resp.Topics[0].Partitions[0]
+}
+
+// checkNoLeak waits for the goroutine count to fall back to base (franz-go
+// and the broker stop their goroutines asynchronously) and reports the
+// stacks that stayed.
+func checkNoLeak(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if runtime.NumGoroutine() <= base {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var ours []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "partlog") || strings.Contains(g, "franz-go") {
+			ours = append(ours, g)
+		}
+	}
+	t.Errorf("goroutines: %d > %d at start; leaked:\n%s", runtime.NumGoroutine(), base, strings.Join(ours, "\n\n"))
+}

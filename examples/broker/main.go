@@ -1,0 +1,124 @@
+// Command broker is a single-node Kafka broker built on partlog: it speaks the
+// Kafka wire protocol on a loopback address and stores every topic-partition
+// as a partlog Partition, in Apache Kafka's own directory layout and file
+// formats.
+//
+//	go run ./examples/broker -addr 127.0.0.1:9092 -data /tmp/partlog-broker
+//
+// Point any Kafka client at it (kcat -b 127.0.0.1:9092, kafka-console-consumer
+// --bootstrap-server 127.0.0.1:9092, franz-go's kgo.SeedBrokers). Topics are
+// created on first use (Metadata with auto-creation, or Produce) with
+// -partitions partitions each, in directories named "<topic>-<partition>"
+// under -data, exactly as a Kafka broker names them; examples/dumplog prints
+// them, and so can Kafka's kafka-dump-log.sh (same format).
+//
+// # What it implements
+//
+// The broker is one node (node id 0) that leads every partition. It answers:
+//
+//	API               versions  notes
+//	ApiVersions       0-4       unsupported versions get a v0 UNSUPPORTED_VERSION answer
+//	Metadata          0-12      auto-creates topics (v4+: when the request allows it)
+//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatch;
+//	                            acks=-1 syncs the partition before answering, acks=0 gets no answer
+//	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2);
+//	                            MaxBytes, PartitionMaxBytes, at least one batch,
+//	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0)
+//	ListOffsets       1-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
+//	FindCoordinator   0-4       this node, for groups (transactions are not supported)
+//	OffsetCommit      0-8       stored in the __consumer_offsets-0 partition (Kafka's schema)
+//	OffsetFetch       0-7       from the in-memory map rebuilt from __consumer_offsets at start
+//	JoinGroup         0-9       consumer groups with any number of members; the leader assigns
+//	SyncGroup         0-5
+//	Heartbeat         0-4
+//	LeaveGroup        0-5
+//	InitProducerID    0-4       idempotent producers get an id (no sequence checks, no transactions)
+//
+// A request whose header or body does not decode, or whose API or version is not
+// in the table (other than ApiVersions), makes the broker close the
+// connection, as Kafka does. Bad data inside a well-formed request gets the
+// Kafka error code for the partition it concerns: CORRUPT_MESSAGE for a batch
+// that fails validation, INVALID_RECORD for a well-formed batch Kafka would
+// refuse, MESSAGE_TOO_LARGE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
+// INVALID_TOPIC_EXCEPTION, INVALID_REQUIRED_ACKS; nothing is written then.
+//
+// # Committed offsets
+//
+// OffsetCommit appends one record per committed partition to the partition
+// __consumer_offsets-0 (created on start), and syncs it before answering.
+// Records use Kafka's own schema, so Kafka's tools can decode them:
+//
+//	key   (version 1): int16 1, string group, string topic, int32 partition
+//	value (version 3): int16 3, int64 offset, int32 leaderEpoch,
+//	                   string metadata, int64 commitTimestamp
+//
+// (strings are int16 length + bytes). The latest record for a key wins; a
+// null value deletes the commit. On start the broker replays the partition to
+// rebuild its map of committed offsets; versions 0-3 of the value are read.
+// In a data directory taken over from Kafka, every __consumer_offsets-N is
+// replayed (partition 0, where this broker writes, last).
+// The partition is compacted in the background (see Cleanup): commits
+// superseded by a later one for the same key are removed once the dirty ratio
+// passes min.cleanable.dirty.ratio (0.5), as Kafka does, so it does not grow
+// without bound. Offsets are never renumbered.
+//
+// # Cleanup
+//
+// Every -cleanup-interval the broker applies partlog's cleanup policies
+// (package compaction) beside the traffic: key compaction to
+// __consumer_offsets (its segments roll at 100 MiB, Kafka's
+// offsets.topic.segment.bytes, so the compactor gets sealed segments), and
+// -cleanup-policy to every other topic: "delete" (retention by -retention,
+// Kafka's 7 days by default, whole sealed segments only), "compact", or both.
+// Before a partition is opened, what a crash left of a compaction is finished
+// or undone (compaction.RecoverDir).
+//
+// # Limits
+//
+// No replication, no transactions, no idempotence checks (sequence numbers are
+// stored but not checked), no ACLs, SASL or TLS, no fetch sessions, no topic
+// deletion or admin APIs. It listens on loopback only unless -allow-remote is
+// given: it has no authentication at all.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.Addr, "addr", "127.0.0.1:9092", "address to listen on (loopback only unless -allow-remote)")
+	flag.StringVar(&cfg.DataDir, "data", "", "directory holding one sub-directory per topic-partition (required)")
+	flag.IntVar(&cfg.Partitions, "partitions", 1, "number of partitions of an auto-created topic")
+	flag.BoolVar(&cfg.AllowRemote, "allow-remote", false, "allow a non-loopback listen address (the broker has no authentication)")
+	flag.StringVar(&cfg.Advertise, "advertise", "", "host:port clients should connect to (default: the listen address)")
+	flag.Int64Var(&cfg.SegmentBytes, "segment-bytes", 0, "segment.bytes of every partition (default Kafka's 1 GiB)")
+	flag.StringVar(&cfg.CleanupPolicy, "cleanup-policy", "delete", "cleanup.policy of the topics: delete, compact or compact,delete")
+	flag.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "retention.ms of the topics (negative: unlimited)")
+	flag.DurationVar(&cfg.CleanupInterval, "cleanup-interval", time.Minute, "how often retention and compaction run (negative: never)")
+	verbose := flag.Bool("v", false, "log every request")
+	flag.Parse()
+	if cfg.DataDir == "" || flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
+		os.Exit(2)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "broker:", err)
+		os.Exit(1)
+	}
+}

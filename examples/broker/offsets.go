@@ -1,0 +1,298 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// Kafka's __consumer_offsets schema (the parts this broker writes and reads).
+const (
+	offsetKeyVersion   = 1 // OffsetCommitKey: group, topic, partition
+	offsetValueVersion = 3 // OffsetCommitValue v3: offset, leaderEpoch, metadata, commitTimestamp
+	// maxMetadataSize is offset.metadata.max.bytes.
+	maxMetadataSize = 4096
+)
+
+// offsetKey names one committed offset.
+type offsetKey struct {
+	group     string
+	topic     string
+	partition int32
+}
+
+// committed is one committed offset, as OffsetFetch returns it.
+type committed struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+}
+
+// offsetCommit is one entry of a commit.
+type offsetCommit struct {
+	key offsetKey
+	committed
+}
+
+// offsetStore keeps committed offsets in memory and, durably, in the
+// __consumer_offsets-0 partition. mu serializes commits so the map changes
+// in the order the records are in the log.
+type offsetStore struct {
+	p  *plog.Partition
+	mu struct {
+		sync.Mutex
+		m   map[offsetKey]committed
+		bld *batch.Builder
+	}
+}
+
+// openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
+// A data directory taken over from Kafka has more partitions of
+// __consumer_offsets (50 by default, a group's commits in the one its name
+// hashes to): they are replayed first, and partition 0, where this broker
+// writes, last, so its commits win.
+func openOffsetStore(st *store) (*offsetStore, error) {
+	ps, err := st.topic(offsetsTopic, true)
+	if err != nil {
+		return nil, err
+	}
+	o := &offsetStore{p: ps[0]}
+	o.mu.m = make(map[offsetKey]committed)
+	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	for i := range ps {
+		p := ps[(i+1)%len(ps)]
+		if err := o.replay(p); err != nil {
+			return nil, fmt.Errorf("replaying %s: %w", p.Dir(), err)
+		}
+	}
+	return o, nil
+}
+
+// replay reads a partition from its log start to its high watermark and
+// applies every offset-commit record; the last one for a key wins, a null
+// value deletes. Records of other kinds (Kafka's group metadata, key
+// version 2) are skipped.
+func (o *offsetStore) replay(p *plog.Partition) error {
+	var dec batch.Decoder
+	off := p.LogStartOffset()
+	hw := p.HighWatermark()
+	for off < hw {
+		recs, err := p.ReadFrom(off, 1<<20)
+		if err != nil {
+			return err
+		}
+		if recs.Empty() {
+			_ = recs.Close()
+			break
+		}
+		rest := recs.Bytes()
+		for len(rest) > 0 {
+			var b batch.Batch
+			b, rest, err = batch.Parse(rest)
+			if err == nil {
+				err = dec.Validate(b)
+			}
+			if err != nil {
+				_ = recs.Close()
+				return err
+			}
+			if b.Attributes().IsControl() {
+				continue
+			}
+			for rec, err := range b.All(&dec) {
+				if err != nil {
+					_ = recs.Close()
+					return err
+				}
+				if rec.Offset < off {
+					continue
+				}
+				o.applyLocked(rec.Key, rec.Value)
+			}
+		}
+		next := recs.NextOffset()
+		if err := recs.Close(); err != nil {
+			return err
+		}
+		if next <= off {
+			return errors.New("broker: replay made no progress")
+		}
+		off = next
+	}
+	return nil
+}
+
+// applyLocked applies one record to the map. Malformed records are skipped:
+// the partition may hold Kafka's own group metadata.
+// REQUIRES: o.mu held, or o not yet shared.
+func (o *offsetStore) applyLocked(key, value []byte) {
+	k, ok := decodeOffsetKey(key)
+	if !ok {
+		return
+	}
+	if value == nil {
+		delete(o.mu.m, k)
+		return
+	}
+	if c, ok := decodeOffsetValue(value); ok {
+		o.mu.m[k] = c
+	}
+}
+
+// commit durably stores offsets for one group: one record per partition in
+// one batch, appended and synced, then applied to the map.
+func (o *offsetStore) commit(commits []offsetCommit) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now().UnixMilli()
+	o.mu.bld.Reset(batch.BuilderOptions{})
+	for _, c := range commits {
+		rec := batch.Record{
+			Key:       encodeOffsetKey(nil, c.key),
+			Value:     encodeOffsetValue(nil, c.committed, now),
+			Timestamp: now,
+		}
+		if err := o.mu.bld.Add(rec); err != nil {
+			return err
+		}
+	}
+	b, err := o.mu.bld.Build()
+	if err != nil {
+		return err
+	}
+	if _, err := o.p.AppendBatch(b); err != nil {
+		return err
+	}
+	if err := o.p.Sync(); err != nil {
+		return err
+	}
+	for _, c := range commits {
+		o.mu.m[c.key] = c.committed
+	}
+	return nil
+}
+
+// get returns a committed offset.
+func (o *offsetStore) get(k offsetKey) (committed, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c, ok := o.mu.m[k]
+	return c, ok
+}
+
+// groupKeys returns every committed key of a group.
+func (o *offsetStore) groupKeys(group string) []offsetKey {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ks []offsetKey
+	for k := range o.mu.m {
+		if k.group == group {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// appendInt16String appends a Kafka string: int16 length, bytes.
+func appendInt16String(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+// encodeOffsetKey appends an offset-commit key, version 1.
+func encodeOffsetKey(dst []byte, k offsetKey) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, offsetKeyVersion)
+	dst = appendInt16String(dst, k.group)
+	dst = appendInt16String(dst, k.topic)
+	return binary.BigEndian.AppendUint32(dst, uint32(k.partition))
+}
+
+// encodeOffsetValue appends an offset-commit value, version 3.
+func encodeOffsetValue(dst []byte, c committed, now int64) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, offsetValueVersion)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(c.offset))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.leaderEpoch))
+	dst = appendInt16String(dst, c.metadata)
+	return binary.BigEndian.AppendUint64(dst, uint64(now))
+}
+
+// reader is a cursor with a sticky failure flag.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) take(n int) []byte {
+	if r.bad || n < 0 || n > len(r.b) {
+		r.bad = true
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) int16() int16 {
+	p := r.take(2)
+	if p == nil {
+		return 0
+	}
+	return int16(binary.BigEndian.Uint16(p))
+}
+
+func (r *reader) int32() int32 {
+	p := r.take(4)
+	if p == nil {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(p))
+}
+
+func (r *reader) int64() int64 {
+	p := r.take(8)
+	if p == nil {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(p))
+}
+
+func (r *reader) string() string {
+	n := r.int16()
+	return string(r.take(int(n)))
+}
+
+// decodeOffsetKey reads an offset-commit key (versions 0 and 1 share a
+// layout); group metadata keys (version 2) and garbage give ok=false.
+func decodeOffsetKey(b []byte) (offsetKey, bool) {
+	r := reader{b: b}
+	v := r.int16()
+	if v != 0 && v != 1 {
+		return offsetKey{}, false
+	}
+	k := offsetKey{group: r.string(), topic: r.string(), partition: r.int32()}
+	return k, !r.bad
+}
+
+// decodeOffsetValue reads versions 0-3 of an offset-commit value.
+func decodeOffsetValue(b []byte) (committed, bool) {
+	r := reader{b: b}
+	c := committed{leaderEpoch: -1}
+	switch r.int16() {
+	case 0, 1, 2:
+		c.offset = r.int64()
+		c.metadata = r.string()
+	case 3:
+		c.offset = r.int64()
+		c.leaderEpoch = r.int32()
+		c.metadata = r.string()
+	default:
+		return c, false
+	}
+	return c, !r.bad && c.offset >= 0 && c.offset < math.MaxInt64
+}

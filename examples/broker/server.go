@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// config is what run needs; main fills it from flags, tests directly.
+type config struct {
+	// Addr is the listen address, host:port; port 0 picks a free port.
+	Addr string
+	// DataDir holds one directory per topic-partition.
+	DataDir string
+	// Partitions is the partition count of auto-created topics (default 1).
+	Partitions int
+	// AllowRemote permits a listen address that is not loopback.
+	AllowRemote bool
+	// Advertise is the host:port put in Metadata and FindCoordinator
+	// answers; default the address the listener got.
+	Advertise string
+	// SegmentBytes is segment.bytes for every partition (0: Kafka's default).
+	SegmentBytes int64
+	// OffsetsSegmentBytes is segment.bytes of __consumer_offsets (0:
+	// Kafka's offsets.topic.segment.bytes, 100 MiB).
+	OffsetsSegmentBytes int64
+	// CleanupPolicy is cleanup.policy of the other topics: "delete"
+	// (default), "compact" or "compact,delete".
+	CleanupPolicy string
+	// Retention is retention.ms of the other topics (0: 7 days; negative:
+	// unlimited).
+	Retention time.Duration
+	// CleanupInterval is how often the cleanup policies run (0: one
+	// minute; negative: never).
+	CleanupInterval time.Duration
+	// Logger receives connection and request events (default: discard).
+	Logger *slog.Logger
+	// Ready, when set, is called with the listener's address once the
+	// broker accepts connections (tests listen on port 0).
+	Ready func(addr net.Addr)
+}
+
+const (
+	// maxRequestSize is socket.request.max.bytes: a larger size prefix
+	// closes the connection before anything is allocated.
+	maxRequestSize = 100 << 20
+	// maxFetchBytes is fetch.max.bytes: the most a Fetch response
+	// carries (beyond its first batch).
+	maxFetchBytes = 55 << 20
+	// maxFetchWait bounds how long a Fetch may park (its MaxWaitMillis is
+	// clamped to it).
+	maxFetchWait = 30 * time.Second
+	// nodeID is this broker's id: it leads every partition.
+	nodeID = 0
+	// clusterID is the cluster id Metadata reports.
+	clusterID = "partlog-broker"
+)
+
+// errCloseConn makes the connection loop close the connection, as Kafka does
+// for requests it cannot parse or an API version it does not implement.
+var errCloseConn = errors.New("broker: closing connection")
+
+// server is one running broker: the listener, the open connections, the
+// partitions and the group coordinator.
+type server struct {
+	log        *slog.Logger
+	store      *store
+	offsets    *offsetStore
+	groups     *coordinator
+	host       string
+	port       int32
+	nextProdID int64
+
+	mu    sync.Mutex // guards conns and nextProdID
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// run serves the Kafka protocol on cfg.Addr until ctx is cancelled, then
+// closes every connection and every partition and returns. An error is
+// returned when the broker cannot start (address refused or in use, data
+// directory unreadable) or when closing a partition fails.
+func run(ctx context.Context, cfg config) (err error) {
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkLoopback(cfg.Addr, cfg.AllowRemote); err != nil {
+		return err
+	}
+	if cfg.OffsetsSegmentBytes == 0 {
+		cfg.OffsetsSegmentBytes = defaultOffsetsSegmentBytes
+	}
+	st, err := openStore(cfg.DataDir, int32(cfg.Partitions), cfg.SegmentBytes, cfg.OffsetsSegmentBytes, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.close(); err == nil {
+			err = cerr
+		}
+	}()
+	offsets, err := openOffsetStore(st)
+	if err != nil {
+		return err
+	}
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	if !cfg.AllowRemote {
+		// "localhost" may resolve to anything: check what we got.
+		if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+			_ = ln.Close()
+			return fmt.Errorf("%s is not a loopback address (use -allow-remote)", ln.Addr())
+		}
+	}
+	adv := cfg.Advertise
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("advertised address: %w", err)
+	}
+	port, err := strconv.ParseInt(portStr, 10, 32)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("advertised port: %w", err)
+	}
+
+	s := &server{
+		log:        cfg.Logger,
+		store:      st,
+		offsets:    offsets,
+		host:       host,
+		port:       int32(port),
+		conns:      make(map[net.Conn]struct{}),
+		nextProdID: time.Now().UnixMilli() << 8,
+	}
+	s.groups = newCoordinator(s.log)
+	cl, err := newCleaner(s, cfg)
+	if err != nil {
+		_ = ln.Close()
+		s.groups.close()
+		return err
+	}
+	s.log.Info("broker listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "topics", st.topicCount())
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr())
+	}
+
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.accept(ctx, ln)
+	}()
+	go func() {
+		defer s.wg.Done()
+		cl.run(ctx)
+	}()
+	<-ctx.Done()
+	s.log.Info("broker shutting down")
+	_ = ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.groups.close()
+	s.wg.Wait()
+	return nil
+}
+
+// checkLoopback refuses a listen address whose host is not a loopback name
+// or IP unless allowRemote is set. An empty host (all interfaces) is remote.
+func checkLoopback(addr string, allowRemote bool) error {
+	if allowRemote {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address: %w", err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("refusing to listen on %q: not a loopback address (use -allow-remote; the broker has no authentication)", addr)
+	}
+	return nil
+}
+
+// accept serves each new connection in its own goroutine until the
+// listener is closed.
+func (s *server) accept(ctx context.Context, ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("accept", "err", err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			s.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(ctx, c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// requestHeader is Kafka's request header, v0 to v2.
+type requestHeader struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      *string
+}
+
+// serveConn answers requests on c one at a time, in order (Kafka answers a
+// connection's requests in the order they came).
+func (s *server) serveConn(ctx context.Context, c net.Conn) {
+	defer func() {
+		// A bug in a handler must not take the broker (and every other
+		// client) down: drop this connection and say why.
+		if r := recover(); r != nil {
+			s.log.Error("panic serving connection, closing it", "remote", c.RemoteAddr().String(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	var sizeBuf [4]byte
+	var out []byte
+	for {
+		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > maxRequestSize {
+			s.log.Warn("bad request size, closing", "remote", c.RemoteAddr().String(), "size", size)
+			return
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(r, frame); err != nil {
+			return
+		}
+		hdr, body, err := parseRequestHeader(frame)
+		if err != nil {
+			s.log.Warn("bad request header, closing", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+		resp, cleanup, err := s.handle(ctx, hdr, body)
+		if err != nil {
+			s.log.Warn("closing connection", "remote", c.RemoteAddr().String(), "api", hdr.key, "version", hdr.version, "err", err)
+			return
+		}
+		if resp == nil { // acks=0
+			continue
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if fr, ok := resp.(*fetchResponse); ok && fr.Version <= 12 {
+			err = writeFetch(c, hdr.correlationID, fr)
+		} else {
+			out = appendResponse(out[:0], hdr, resp)
+			_, err = c.Write(out)
+		}
+		if cleanup != nil {
+			cleanup()
+		}
+		if err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not pin a large fetch buffer per idle connection
+		}
+	}
+}
+
+// parseRequestHeader decodes the request header (v1: api key, version,
+// correlation id, nullable client id; v2 adds tagged fields, for flexible
+// versions) and returns the body after it.
+func parseRequestHeader(b []byte) (requestHeader, []byte, error) {
+	var h requestHeader
+	if len(b) < 10 {
+		return h, nil, errors.New("short header")
+	}
+	h.key = int16(binary.BigEndian.Uint16(b[0:]))
+	h.version = int16(binary.BigEndian.Uint16(b[2:]))
+	h.correlationID = int32(binary.BigEndian.Uint32(b[4:]))
+	n := int16(binary.BigEndian.Uint16(b[8:]))
+	b = b[10:]
+	if n >= 0 {
+		if int(n) > len(b) {
+			return h, nil, errors.New("client id overruns the request")
+		}
+		id := string(b[:n])
+		h.clientID = &id
+		b = b[n:]
+	} else if n != -1 {
+		return h, nil, errors.New("negative client id length")
+	}
+	if requestIsFlexible(h.key, h.version) {
+		rest, err := skipTags(b)
+		if err != nil {
+			return h, nil, err
+		}
+		b = rest
+	}
+	return h, b, nil
+}
+
+// requestIsFlexible reports whether a request uses header v2 (tagged fields).
+// For an API kmsg does not know it is false; for an unsupported ApiVersions
+// version, Kafka's rule is the flexible header from v3 on.
+func requestIsFlexible(key, version int16) bool {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return false
+	}
+	req.SetVersion(version)
+	return req.IsFlexible()
+}
+
+// skipTags skips a tagged-field section: uvarint count, then per field a
+// uvarint tag, a uvarint size and the bytes.
+func skipTags(b []byte) ([]byte, error) {
+	num, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, errors.New("bad tagged field count")
+	}
+	b = b[n:]
+	for range num {
+		_, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errors.New("bad tag")
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, errors.New("bad tagged field size")
+		}
+		b = b[n+int(size):]
+	}
+	return b, nil
+}
+
+// appendResponse appends the size-prefixed response frame: the response
+// header (correlation id; v1 adds an empty tagged-field section for flexible
+// versions, except for ApiVersions, whose response header is always v0) and
+// the body encoded at the request's version.
+func appendResponse(dst []byte, hdr requestHeader, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(hdr.correlationID))
+	if resp.IsFlexible() && resp.Key() != int16(kmsg.ApiVersions) {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/partlog/partlog/compaction"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// offsetsTopic is the internal topic holding committed offsets. The broker
+// gives it one partition.
+const offsetsTopic = "__consumer_offsets"
+
+// maxTopicLength is Kafka's limit on topic names.
+const maxTopicLength = 249
+
+// store owns the partitions: one partlog Partition per topic-partition,
+// in DataDir/<topic>-<partition>. Topics are created on first use.
+//
+// The topic map is guarded by mu; the Partitions themselves are safe for
+// concurrent use. Appenders call notifyAppend so parked fetches wake up.
+type store struct {
+	dir        string
+	partitions int32
+	pcfg       plog.Config // user topics
+	offsetsCfg plog.Config // __consumer_offsets
+	log        *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		topics map[string][]*plog.Partition
+		closed bool
+	}
+
+	notifyMu sync.Mutex
+	notify   chan struct{} // closed and replaced by every append
+}
+
+// openStore opens every partition directory found in dir (names
+// "<topic>-<partition>"; other entries are ignored) and creates missing
+// partitions of a topic up to its highest partition number.
+func openStore(dir string, partitions int32, segmentBytes, offsetsSegmentBytes int64, logger *slog.Logger) (*store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &store{
+		dir:        dir,
+		partitions: partitions,
+		pcfg:       plog.Config{SegmentBytes: segmentBytes, Logger: logger},
+		offsetsCfg: plog.Config{SegmentBytes: offsetsSegmentBytes, Logger: logger},
+		log:        logger,
+		notify:     make(chan struct{}),
+	}
+	s.mu.topics = make(map[string][]*plog.Partition)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	counts := make(map[string]int32)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		topic, p, ok := checkpoint.ParseDirName(e.Name())
+		if !ok || !validTopic(topic) || p < 0 {
+			continue
+		}
+		counts[topic] = max(counts[topic], p+1)
+	}
+	names := make([]string, 0, len(counts))
+	for t := range counts {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		if _, err := s.createLocked(t, counts[t]); err != nil {
+			_ = s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// validTopic reports whether name is a legal Kafka topic name: 1 to 249
+// characters of [a-zA-Z0-9._-], not "." or "..".
+func validTopic(name string) bool {
+	if name == "" || len(name) > maxTopicLength || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// errUnknownTopic and errInvalidTopic are what topic returns for a topic it
+// does not have and may not create, and for an illegal name.
+var (
+	errUnknownTopic = errors.New("broker: unknown topic")
+	errInvalidTopic = errors.New("broker: invalid topic name")
+	errStoreClosed  = errors.New("broker: shutting down")
+)
+
+// topic returns the partitions of a topic, creating the topic with the
+// configured partition count when create is set and it does not exist.
+func (s *store) topic(name string, create bool) ([]*plog.Partition, error) {
+	if !validTopic(name) {
+		return nil, errInvalidTopic
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil, errStoreClosed
+	}
+	if ps, ok := s.mu.topics[name]; ok {
+		return ps, nil
+	}
+	if !create {
+		return nil, errUnknownTopic
+	}
+	n := s.partitions
+	if name == offsetsTopic {
+		n = 1
+	}
+	s.log.Info("creating topic", "topic", name, "partitions", n)
+	return s.createLocked(name, n)
+}
+
+// createLocked opens (creating when needed) partitions 0..n-1 of topic.
+// Before opening an existing directory it finishes or undoes what a crash
+// left of a compaction (compaction.RecoverDir).
+// REQUIRES: s.mu held, or s not yet shared.
+func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
+	cfg := s.pcfg
+	if topic == offsetsTopic {
+		cfg = s.offsetsCfg
+	}
+	ps := make([]*plog.Partition, 0, n)
+	for i := range n {
+		dir := filepath.Join(s.dir, checkpoint.DirName(topic, i))
+		var err error
+		if _, serr := os.Stat(dir); serr == nil {
+			err = compaction.RecoverDir(vfs.Default, dir)
+		}
+		var p *plog.Partition
+		if err == nil {
+			p, err = plog.Open(dir, cfg)
+		}
+		if err != nil {
+			for _, q := range ps {
+				_ = q.Close()
+			}
+			return nil, fmt.Errorf("open %s-%d: %w", topic, i, err)
+		}
+		ps = append(ps, p)
+	}
+	s.mu.topics[topic] = ps
+	return ps, nil
+}
+
+// partition returns one partition, or nil when the topic or partition is
+// unknown.
+func (s *store) partition(topic string, p int32) *plog.Partition {
+	ps, err := s.topic(topic, false)
+	if err != nil || p < 0 || int(p) >= len(ps) {
+		return nil
+	}
+	return ps[p]
+}
+
+// userPartitions returns every partition except __consumer_offsets-0.
+func (s *store) userPartitions() []*plog.Partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*plog.Partition
+	for t, ps := range s.mu.topics {
+		if t != offsetsTopic {
+			out = append(out, ps...)
+		}
+	}
+	return out
+}
+
+// topicNames returns the topics in name order.
+func (s *store) topicNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.mu.topics))
+	for t := range s.mu.topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// topicCount returns the number of topics.
+func (s *store) topicCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.topics)
+}
+
+// appendWaiter returns a channel closed by the next notifyAppend. A fetch
+// takes it before reading, so an append between its read and its wait is
+// not missed.
+func (s *store) appendWaiter() <-chan struct{} {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	return s.notify
+}
+
+// notifyAppend wakes every parked fetch.
+func (s *store) notifyAppend() {
+	s.notifyMu.Lock()
+	close(s.notify)
+	s.notify = make(chan struct{})
+	s.notifyMu.Unlock()
+}
+
+// close closes every partition (each Close seals and syncs) and returns the
+// first error. Later topic calls fail with errStoreClosed.
+func (s *store) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	s.mu.closed = true
+	var first error
+	for _, ps := range s.mu.topics {
+		for _, p := range ps {
+			if err := p.Close(); err != nil && !errors.Is(err, plog.ErrClosed) && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}

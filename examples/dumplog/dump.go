@@ -1,0 +1,794 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/segment"
+)
+
+// Sizes of the on-disk structures dumplog decodes itself (frozen: Kafka's
+// formats).
+const (
+	logOverhead   = batch.LogOverhead // baseOffset int64 + batchLength int32
+	magicAt       = 16                // the magic byte, in every message format
+	minBatchBody  = batch.HeaderSize - logOverhead
+	offsetEntry   = index.OffsetEntrySize // int32 relative offset, int32 position
+	timeEntry     = index.TimeEntrySize   // int64 timestamp, int32 relative offset
+	maxIndexBytes = 1 << 30               // refuse to read a larger index file
+)
+
+// span is what the index checks need to know about one batch of a segment.
+type span struct {
+	pos, size    int64
+	base, last   int64
+	maxTimestamp int64
+}
+
+// dumper prints what it reads to out and counts problems. Not safe for
+// concurrent use.
+type dumper struct {
+	o    options
+	out  *bufio.Writer
+	errw io.Writer
+	dec  batch.Decoder
+	buf  []byte
+
+	problems, infos int
+	segments        int
+	batches         int64
+
+	// progress
+	start, lastReport     time.Time
+	totalBytes, doneBytes int64
+	totalSegs             int
+}
+
+func newDumper(o options, stdout, stderr io.Writer) *dumper {
+	now := time.Now()
+	return &dumper{o: o, out: bufio.NewWriterSize(stdout, 64<<10), errw: stderr, start: now, lastReport: now}
+}
+
+// printf prints unless --verify --quiet asked for problems only.
+func (d *dumper) printf(format string, args ...any) {
+	if d.o.quiet && d.o.verify {
+		return
+	}
+	fmt.Fprintf(d.out, format, args...)
+}
+
+// problem reports a finding that makes --verify fail.
+func (d *dumper) problem(path string, pos int64, format string, args ...any) {
+	d.problems++
+	if pos >= 0 {
+		fmt.Fprintf(d.out, "PROBLEM: %s position %d: %s\n", path, pos, fmt.Sprintf(format, args...))
+	} else {
+		fmt.Fprintf(d.out, "PROBLEM: %s: %s\n", path, fmt.Sprintf(format, args...))
+	}
+}
+
+// info reports something worth knowing that is not a problem (compaction gaps,
+// preallocated index space, missing indexes that a broker rebuilds).
+func (d *dumper) info(path string, format string, args ...any) {
+	d.infos++
+	if d.o.verify {
+		d.printf("INFO: %s: %s\n", path, fmt.Sprintf(format, args...))
+	}
+}
+
+// finish flushes the output and returns the exit status.
+func (d *dumper) finish() int {
+	if d.o.verify {
+		fmt.Fprintf(d.out, "verify: %d segments, %d batches, %d problems, %d infos\n", d.segments, d.batches, d.problems, d.infos)
+	}
+	if err := d.out.Flush(); err != nil {
+		fmt.Fprintf(d.errw, "dumplog: %v\n", err)
+		return 2
+	}
+	if d.progressShown() {
+		fmt.Fprintf(d.errw, "dumplog: done: %d segments, %s in %v\n", d.segments, humanBytes(d.doneBytes), time.Since(d.start).Round(time.Millisecond))
+	}
+	if d.problems > 0 {
+		return 1
+	}
+	return 0
+}
+
+func (d *dumper) progressShown() bool {
+	return d.o.progress || time.Since(d.start) > time.Second
+}
+
+// maybeProgress reports progress on stderr at most once a second, once the
+// run took more than a second (or always with --progress).
+func (d *dumper) maybeProgress(force bool) {
+	now := time.Now()
+	if !d.o.progress && now.Sub(d.start) < time.Second {
+		return
+	}
+	if !force && now.Sub(d.lastReport) < time.Second {
+		return
+	}
+	d.lastReport = now
+	fmt.Fprintf(d.errw, "dumplog: %d/%d segments, %s of %s\n", d.segments, d.totalSegs, humanBytes(d.doneBytes), humanBytes(d.totalBytes))
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// dumpPath dumps a segment file, a partition directory or a log directory.
+func (d *dumper) dumpPath(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return d.dumpFile(p)
+	}
+	parts, err := partitionDirs(p)
+	if err != nil {
+		return err
+	}
+	for _, dir := range parts {
+		d.addTotals(dir)
+	}
+	if len(parts) == 0 {
+		d.printf("%s: no segments\n", p)
+	}
+	for _, dir := range parts {
+		if err := d.dumpPartition(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partitionDirs returns dir itself when it holds .log files, else its
+// sub-directories that do, in name order.
+func partitionDirs(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if hasLogs(ents) {
+		return []string{dir}, nil
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		se, err := os.ReadDir(sub)
+		if err != nil {
+			return nil, err
+		}
+		if hasLogs(se) {
+			out = append(out, sub)
+		}
+	}
+	return out, nil
+}
+
+// hasLogs reports whether a directory listing holds a segment .log file.
+func hasLogs(ents []os.DirEntry) bool {
+	for _, e := range ents {
+		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix && !e.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// addTotals adds a partition directory's segments to the progress totals.
+func (d *dumper) addTotals(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix {
+			if fi, err := e.Info(); err == nil {
+				d.totalBytes += fi.Size()
+				d.totalSegs++
+			}
+		}
+	}
+}
+
+// dumpFile dumps one file given by name.
+func (d *dumper) dumpFile(p string) error {
+	base, suf, ok := segment.ParseFileName(filepath.Base(p))
+	if !ok {
+		return fmt.Errorf("%s: not a segment file (NNNNNNNNNNNNNNNNNNNN.log, .index or .timeindex)", p)
+	}
+	dir := filepath.Dir(p)
+	switch suf {
+	case segment.LogSuffix:
+		if fi, err := os.Stat(p); err == nil {
+			d.totalBytes, d.totalSegs = fi.Size(), 1
+		}
+		next := int64(-1)
+		_, err := d.dumpSegment(dir, base, p, &next)
+		return err
+	case segment.IndexSuffix, segment.TimeIndexSuffix:
+		spans, size, err := d.scanLog(filepath.Join(dir, segment.FileName(base, segment.LogSuffix)))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		haveLog := err == nil
+		if suf == segment.IndexSuffix {
+			return d.offsetIndex(p, base, spans, size, haveLog)
+		}
+		return d.timeIndex(p, base, spans, haveLog)
+	}
+	return fmt.Errorf("%s: dumplog reads .log, .index and .timeindex files, not %s", p, suf)
+}
+
+// dumpPartition dumps every segment of a partition directory in offset
+// order and checks continuity across them.
+func (d *dumper) dumpPartition(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	indexes := make(map[int64][]string)
+	for _, e := range ents {
+		base, suf, ok := segment.ParseFileName(e.Name())
+		switch {
+		case !ok || e.IsDir():
+		case suf == segment.LogSuffix:
+			bases = append(bases, base)
+		case suf == segment.IndexSuffix || suf == segment.TimeIndexSuffix:
+			indexes[base] = append(indexes[base], e.Name())
+		case strings.HasSuffix(suf, segment.DeletedSuffix) || strings.HasSuffix(suf, segment.CleanedSuffix) || strings.HasSuffix(suf, segment.SwapSuffix):
+			d.info(filepath.Join(dir, e.Name()), "temporary file of a deletion or compaction, skipped (a broker finishes or undoes it on start)")
+		}
+	}
+	slices.Sort(bases)
+	d.printf("Partition directory: %s (%d segments)\n", dir, len(bases))
+	next := int64(-1)
+	for _, base := range bases {
+		p := filepath.Join(dir, segment.FileName(base, segment.LogSuffix))
+		if _, err := d.dumpSegment(dir, base, p, &next); err != nil {
+			return err
+		}
+		delete(indexes, base)
+	}
+	for base, names := range indexes {
+		for _, n := range names {
+			d.info(filepath.Join(dir, n), "index without a .log file (segment %d); a broker deletes it", base)
+		}
+	}
+	return nil
+}
+
+// dumpSegment prints (and checks) the batches of one .log file, then its
+// indexes when asked. next is the partition's expected next offset (-1 when
+// unknown) and is advanced past the segment's batches.
+func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) ([]span, error) {
+	f, err := os.Open(path) // read-only
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := fi.Size()
+	d.printf("Dumping %s\n", path)
+	d.printf("Starting offset: %d  size: %d\n", base, size)
+	if size == 0 {
+		d.info(path, "empty segment")
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var spans []span
+	first := true
+	var pos int64
+	for pos < size {
+		b, legacy, stop := d.readEntry(r, path, pos, size)
+		if stop {
+			break
+		}
+		n := int64(len(b))
+		if legacy {
+			off := int64(binary.BigEndian.Uint64(b))
+			d.printf("legacy message (magic %d) offset: %d position: %d size: %d\n", b[magicAt], off, pos, n)
+			d.info(path, "position %d: legacy message set entry (magic %d), not checked", pos, b[magicAt])
+			if *next >= 0 && off < *next {
+				d.problem(path, pos, "offset %d goes backwards (expected at least %d)", off, *next)
+			}
+			*next = off + 1
+			pos += n
+			continue
+		}
+		bt := batch.Batch(b)
+		verr := d.dec.Validate(bt)
+		d.printBatch(bt, pos, verr)
+		if verr != nil {
+			d.problem(path, pos, "batch at offset %d: %v", bt.BaseOffset(), verr)
+		}
+		d.checkContinuity(path, pos, base, bt, first, next)
+		first = false
+		if d.o.records && !(d.o.verify && d.o.quiet) {
+			d.printRecords(path, pos, bt, verr)
+		}
+		spans = append(spans, span{pos: pos, size: n, base: bt.BaseOffset(), last: bt.LastOffset(), maxTimestamp: bt.MaxTimestamp()})
+		d.batches++
+		pos += n
+		d.doneBytes += n
+		if d.batches%1024 == 0 {
+			d.maybeProgress(false)
+		}
+	}
+	d.doneBytes += size - pos
+	d.segments++
+	d.maybeProgress(d.o.progress)
+	if d.o.index || d.o.verify {
+		if err := d.offsetIndex(filepath.Join(dir, segment.FileName(base, segment.IndexSuffix)), base, spans, size, true); err != nil {
+			return nil, err
+		}
+		if err := d.timeIndex(filepath.Join(dir, segment.FileName(base, segment.TimeIndexSuffix)), base, spans, true); err != nil {
+			return nil, err
+		}
+	}
+	return spans, nil
+}
+
+// readEntry reads the entry at pos: a RecordBatch (legacy=false) or a legacy
+// message (legacy=true). stop is set (and a problem reported) when the bytes
+// left cannot be an entry; the scan of the file ends there.
+func (d *dumper) readEntry(r *bufio.Reader, path string, pos, size int64) (b []byte, legacy, stop bool) {
+	if size-pos < logOverhead {
+		d.problem(path, pos, "%d bytes at the end are too short for a batch header (torn tail: recovery would truncate them)", size-pos)
+		return nil, false, true
+	}
+	if cap(d.buf) < logOverhead {
+		d.buf = make([]byte, 64<<10)
+	}
+	hdr := d.buf[:logOverhead]
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		d.problem(path, pos, "read: %v", err)
+		return nil, false, true
+	}
+	length := int64(int32(binary.BigEndian.Uint32(hdr[8:])))
+	switch {
+	case length < 0:
+		d.problem(path, pos, "negative batch length %d", length)
+		return nil, false, true
+	case pos+logOverhead+length > size:
+		d.problem(path, pos, "batch length %d overruns the file (%d bytes left: torn tail or corrupt length)", length, size-pos-logOverhead)
+		return nil, false, true
+	}
+	total := int(logOverhead + length)
+	if cap(d.buf) < total {
+		nb := make([]byte, total)
+		copy(nb, hdr)
+		d.buf = nb
+	}
+	b = d.buf[:total]
+	if _, err := io.ReadFull(r, b[logOverhead:]); err != nil {
+		d.problem(path, pos, "read: %v", err)
+		return nil, false, true
+	}
+	if total > magicAt && b[magicAt] < batch.Magic {
+		return b, true, false
+	}
+	if length < minBatchBody {
+		d.problem(path, pos, "batch length %d is shorter than a batch header", length)
+		return nil, false, true
+	}
+	return b, false, false
+}
+
+// checkContinuity checks a batch's offsets against the segment's base and
+// the previous batch.
+func (d *dumper) checkContinuity(path string, pos, base int64, bt batch.Batch, first bool, next *int64) {
+	bo, last := bt.BaseOffset(), bt.LastOffset()
+	if bo < base {
+		d.problem(path, pos, "batch base offset %d is below the segment's base offset %d", bo, base)
+	} else if last-base > math.MaxInt32 {
+		d.problem(path, pos, "batch last offset %d is more than MaxInt32 past the segment base %d", last, base)
+	}
+	if first && bo > base {
+		d.info(path, "first batch starts at offset %d, above the segment's base offset %d (compaction or retention removed records)", bo, base)
+	}
+	if *next >= 0 {
+		switch {
+		case bo < *next:
+			d.problem(path, pos, "batch at offset %d overlaps or goes backwards: the previous batch ended at %d", bo, *next-1)
+		case bo > *next && !first:
+			d.info(path, "offset gap %d..%d before position %d (compaction leaves gaps)", *next, bo-1, pos)
+		case bo > *next && first:
+			d.info(path, "offset gap %d..%d between segments", *next, bo-1)
+		}
+	}
+	if last >= *next {
+		*next = last + 1
+	}
+}
+
+// printBatch prints a batch's header fields and whether it is valid.
+func (d *dumper) printBatch(bt batch.Batch, pos int64, verr error) {
+	if d.o.verify && d.o.quiet {
+		return
+	}
+	h := bt.Header()
+	tsType := "CreateTime"
+	if h.Attributes.LogAppendTime() {
+		tsType = "LogAppendTime"
+	}
+	horizon := "-"
+	baseTS := h.BaseTimestamp
+	if h.Attributes.HasDeleteHorizon() {
+		horizon = strconv.FormatInt(h.BaseTimestamp, 10)
+	}
+	crcOK := bt.ComputeCRC() == h.CRC
+	d.printf("baseOffset: %d lastOffset: %d count: %d position: %d size: %d magic: %d codec: %s crc: %d crcValid: %t valid: %t "+
+		"%s baseTimestamp: %d maxTimestamp: %d producerId: %d producerEpoch: %d baseSequence: %d lastSequence: %d "+
+		"partitionLeaderEpoch: %d isTransactional: %t isControl: %t deleteHorizonMs: %s\n",
+		h.BaseOffset, bt.LastOffset(), h.RecordsCount, pos, bt.Size(), h.Magic, h.Attributes.Compression(), h.CRC, crcOK, verr == nil,
+		tsType, baseTS, h.MaxTimestamp, h.ProducerID, h.ProducerEpoch, h.BaseSequence, bt.LastSequence(),
+		h.PartitionLeaderEpoch, h.Attributes.IsTransactional(), h.Attributes.IsControl(), horizon)
+}
+
+// printRecords prints every record of a batch (--records).
+func (d *dumper) printRecords(path string, pos int64, bt batch.Batch, verr error) {
+	if verr != nil && !errors.Is(verr, batch.ErrCorrupt) {
+		return
+	}
+	control := bt.Attributes().IsControl()
+	tsType := "CreateTime"
+	if bt.Attributes().LogAppendTime() {
+		tsType = "LogAppendTime"
+	}
+	it := bt.Records(&d.dec)
+	for {
+		rec, ok, err := it.Next()
+		if err != nil {
+			if verr == nil {
+				d.problem(path, pos, "records of batch at offset %d: %v", bt.BaseOffset(), err)
+			} else {
+				d.printf("| (records unreadable: %v)\n", err)
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		if control {
+			cr, err := batch.ParseControlRecord(rec)
+			if err != nil {
+				d.printf("| offset: %d %s: %d control: (bad: %v)\n", rec.Offset, tsType, rec.Timestamp, err)
+				continue
+			}
+			d.printf("| offset: %d %s: %d control: %s coordinatorEpoch: %d\n", rec.Offset, tsType, rec.Timestamp, cr.Type, cr.CoordinatorEpoch)
+			continue
+		}
+		var hs strings.Builder
+		for i, h := range rec.Headers {
+			if i > 0 {
+				hs.WriteString(", ")
+			}
+			hs.WriteString(d.show(h.Key))
+			hs.WriteString("=")
+			hs.WriteString(d.show(h.Value))
+		}
+		key, value := d.show(rec.Key), d.show(rec.Value)
+		if d.o.offsets {
+			if k, ok := decodeOffsetsKey(rec.Key); ok {
+				key = k
+				if v, ok := decodeOffsetsValue(rec.Key, rec.Value); ok {
+					value = v
+				}
+			}
+		}
+		d.printf("| offset: %d %s: %d keySize: %d valueSize: %d key: %s value: %s headers: [%s]\n",
+			rec.Offset, tsType, rec.Timestamp, sizeOf(rec.Key), sizeOf(rec.Value), key, value, hs.String())
+	}
+}
+
+func sizeOf(b []byte) int {
+	if b == nil {
+		return -1
+	}
+	return len(b)
+}
+
+// show formats bytes: null, printable UTF-8 as a quoted string, anything else
+// as 0x-hex; longer than --max-value is cut with a note.
+func (d *dumper) show(b []byte) string {
+	if b == nil {
+		return "null"
+	}
+	cut := ""
+	if d.o.maxValue > 0 && len(b) > d.o.maxValue {
+		cut = fmt.Sprintf("...(%d bytes)", len(b))
+		b = b[:d.o.maxValue]
+	}
+	if printable(b) {
+		return strconv.Quote(string(b)) + cut
+	}
+	return "0x" + hex.EncodeToString(b) + cut
+}
+
+// printable reports whether b is UTF-8 text without control characters.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+// scanLog reads the batch headers of a .log file (for checking an index given
+// alone) without printing them.
+func (d *dumper) scanLog(path string) ([]span, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := fi.Size()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var spans []span
+	var hdr [batch.HeaderSize]byte
+	for pos := int64(0); pos+batch.HeaderSize <= size; {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil, 0, err
+		}
+		bt := batch.Batch(hdr[:])
+		n := int64(bt.Length()) + logOverhead
+		if n < batch.HeaderSize || pos+n > size || bt.Magic() != batch.Magic {
+			break
+		}
+		spans = append(spans, span{pos: pos, size: n, base: bt.BaseOffset(), last: bt.LastOffset(), maxTimestamp: bt.MaxTimestamp()})
+		if _, err := r.Discard(int(n - batch.HeaderSize)); err != nil {
+			return nil, 0, err
+		}
+		pos += n
+	}
+	return spans, size, nil
+}
+
+// readIndex reads an index file read-only. A missing file gives nil, false.
+func readIndex(path string) ([]byte, bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if fi.Size() > maxIndexBytes {
+		return nil, false, fmt.Errorf("%s: %d bytes is larger than any index", path, fi.Size())
+	}
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+// usedEntries returns how many entries of an index are in use: Kafka
+// preallocates index files, so the entries end at the first slot that is all
+// zeros when every byte after it is zero too (an all-zero first slot would be
+// an offset entry for the base offset at position 0, which Kafka never writes,
+// or a time entry at 1970). stale is set when a zero slot other than the first
+// is followed by non-zero bytes (not a preallocated tail).
+func usedEntries(b []byte, entrySize int) (n int, unused int, stale bool) {
+	total := len(b) / entrySize
+	for i := 0; i < total; i++ {
+		slot := b[i*entrySize : (i+1)*entrySize]
+		if !allZero(slot) {
+			continue
+		}
+		if allZero(b[i*entrySize:]) {
+			return i, total - i, false
+		}
+		if i > 0 {
+			return total, 0, true
+		}
+	}
+	return total, 0, false
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// batchAt returns the span holding offset (base <= offset <= last).
+func batchAt(spans []span, offset int64) (span, bool) {
+	i, _ := slices.BinarySearchFunc(spans, offset, func(s span, off int64) int {
+		switch {
+		case s.last < off:
+			return -1
+		case s.base > off:
+			return 1
+		}
+		return 0
+	})
+	if i < len(spans) && spans[i].base <= offset && offset <= spans[i].last {
+		return spans[i], true
+	}
+	return span{}, false
+}
+
+// offsetIndex prints and checks a .index file against the segment's
+// batches: entries increase, each points at a batch start and names an
+// offset inside that batch.
+func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int64, haveLog bool) error {
+	b, ok, err := readIndex(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if d.o.index {
+			d.printf("Dumping %s: missing\n", path)
+		}
+		if len(spans) > 0 {
+			d.info(path, "missing offset index (a broker rebuilds it)")
+		}
+		return nil
+	}
+	if d.o.index {
+		d.printf("Dumping %s\n", path)
+	}
+	if len(b)%offsetEntry != 0 {
+		d.problem(path, int64(len(b)-len(b)%offsetEntry), "index length %d is not a multiple of %d", len(b), offsetEntry)
+	}
+	n, unused, stale := usedEntries(b, offsetEntry)
+	if stale {
+		d.problem(path, -1, "an empty slot is followed by entries")
+	}
+	if unused > 0 {
+		d.info(path, "%d preallocated slots after %d entries", unused, n)
+	}
+	starts := make(map[int64]span, len(spans))
+	for _, s := range spans {
+		starts[s.pos] = s
+	}
+	prevOff, prevPos := int64(-1), int64(-1)
+	for i := range n {
+		e := b[i*offsetEntry:]
+		rel := int64(int32(binary.BigEndian.Uint32(e)))
+		phys := int64(int32(binary.BigEndian.Uint32(e[4:])))
+		off := base + rel
+		if d.o.index {
+			d.printf("offset: %d position: %d\n", off, phys)
+		}
+		if !d.o.verify {
+			continue
+		}
+		at := int64(i * offsetEntry)
+		switch {
+		case rel < 0 || phys < 0:
+			d.problem(path, at, "entry %d: negative relative offset %d or position %d", i, rel, phys)
+			continue
+		case off <= prevOff || phys <= prevPos:
+			d.problem(path, at, "entry %d (offset %d, position %d) does not increase past (offset %d, position %d)", i, off, phys, prevOff, prevPos)
+		}
+		prevOff, prevPos = off, phys
+		if !haveLog {
+			continue
+		}
+		s, ok := starts[phys]
+		switch {
+		case phys >= logSize:
+			d.problem(path, at, "entry %d: position %d is past the end of the log (%d bytes)", i, phys, logSize)
+		case !ok:
+			d.problem(path, at, "entry %d: position %d is not the start of a batch", i, phys)
+		case off < s.base || off > s.last:
+			d.problem(path, at, "entry %d: offset %d is not in the batch at position %d (offsets %d..%d)", i, off, phys, s.base, s.last)
+		}
+	}
+	return nil
+}
+
+// timeIndex prints and checks a .timeindex file: entries increase, each names
+// an offset inside a batch of the segment whose max timestamp is the entry's
+// timestamp.
+func (d *dumper) timeIndex(path string, base int64, spans []span, haveLog bool) error {
+	b, ok, err := readIndex(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if d.o.index {
+			d.printf("Dumping %s: missing\n", path)
+		}
+		if len(spans) > 0 {
+			d.info(path, "missing time index (a broker rebuilds it)")
+		}
+		return nil
+	}
+	if d.o.index {
+		d.printf("Dumping %s\n", path)
+	}
+	if len(b)%timeEntry != 0 {
+		d.problem(path, int64(len(b)-len(b)%timeEntry), "index length %d is not a multiple of %d", len(b), timeEntry)
+	}
+	n, unused, stale := usedEntries(b, timeEntry)
+	if stale {
+		d.problem(path, -1, "an empty slot is followed by entries")
+	}
+	if unused > 0 {
+		d.info(path, "%d preallocated slots after %d entries", unused, n)
+	}
+	prevTS, prevOff := int64(math.MinInt64), int64(-1)
+	for i := range n {
+		e := b[i*timeEntry:]
+		ts := int64(binary.BigEndian.Uint64(e))
+		rel := int64(int32(binary.BigEndian.Uint32(e[8:])))
+		off := base + rel
+		if d.o.index {
+			d.printf("timestamp: %d offset: %d\n", ts, off)
+		}
+		if !d.o.verify {
+			continue
+		}
+		at := int64(i * timeEntry)
+		if rel < 0 {
+			d.problem(path, at, "entry %d: negative relative offset %d", i, rel)
+			continue
+		}
+		if ts <= prevTS || off < prevOff {
+			d.problem(path, at, "entry %d (timestamp %d, offset %d) does not increase past (timestamp %d, offset %d)", i, ts, off, prevTS, prevOff)
+		}
+		prevTS, prevOff = ts, off
+		if !haveLog {
+			continue
+		}
+		s, ok := batchAt(spans, off)
+		switch {
+		case !ok:
+			d.problem(path, at, "entry %d: offset %d is in no batch of the segment", i, off)
+		case s.maxTimestamp != ts:
+			d.problem(path, at, "entry %d: timestamp %d, but the batch holding offset %d (offsets %d..%d, position %d) has max timestamp %d", i, ts, off, s.base, s.last, s.pos, s.maxTimestamp)
+		}
+	}
+	return nil
+}

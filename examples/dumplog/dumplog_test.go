@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
+)
+
+// runDump runs the command and returns its exit status, stdout and stderr.
+func runDump(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// copyTree copies src into a new temporary directory.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// snapshot records every file's bytes, size and modification time, to prove
+// dumplog changed nothing.
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	m := make(map[string]string)
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m[p] = fmt.Sprintf("%d %d %x", fi.Size(), fi.ModTime().UnixNano(), b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func checkUnchanged(t *testing.T, root string, before map[string]string) {
+	t.Helper()
+	after := snapshot(t, root)
+	if len(after) != len(before) {
+		t.Errorf("dumplog changed the file set: %d files, had %d", len(after), len(before))
+	}
+	for p, v := range before {
+		if after[p] != v {
+			t.Errorf("dumplog modified %s", p)
+		}
+	}
+}
+
+// Kafka's own directories: everything verifies, compaction gaps are infos,
+// the output shows what Kafka wrote, and nothing is modified.
+func TestKafkaFixtures(t *testing.T) {
+	k27 := copyTree(t, "testdata/kafka-2.7.1/kafka-logs")
+	k21 := copyTree(t, "testdata/kafka-source-code/kafka-logs")
+	before27, before21 := snapshot(t, k27), snapshot(t, k21)
+
+	code, out, errs := runDump(t, "--verify", "--index", "--records", k27, k21)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"verify: 11 segments, 18 batches, 0 problems",
+		"offset gap 5..15 before position 94 (compaction leaves gaps)",
+		"first batch starts at offset 56, above the segment's base offset 0",
+		"baseOffset: 18 lastOffset: 19 count: 2 position: 0 size: 148",
+		"timestamp: 1640830085673 offset: 58", // Kafka 2.1: first record with the max timestamp
+		"timestamp: 1685814551582 offset: 17", // Kafka 2.7: the batch's last offset
+		"| offset: 19 CreateTime: 1686446865837 keySize: 26 valueSize: -1",
+		"myTopic-0/00000000000000000038.log: empty segment",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "PROBLEM") {
+		t.Errorf("problems reported:\n%s", out)
+	}
+	checkUnchanged(t, k27, before27)
+	checkUnchanged(t, k21, before21)
+
+	// Kafka's own __consumer_offsets records decode with Kafka's schema.
+	_, out, _ = runDump(t, "--records", "--offsets-decoder", filepath.Join(k21, "__consumer_offsets-17"))
+	for _, want := range []string{
+		`key: offset_commit::group="DemoConsumer",topic="topic1",partition=0 value: offset_commit_v3::offset=2705908,leaderEpoch=-1,metadata="",commitTimestamp=1640184196562`,
+		`key: group_metadata::group="DemoConsumer" value: 0x0002`,
+		`key: offset_commit::group="DemoConsumer",topic="topic1",partition=0 value: null (tombstone)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--offsets-decoder output lacks %q", want)
+		}
+	}
+
+	// One file at a time works too.
+	code, out, _ = runDump(t, filepath.Join(k21, "__consumer_offsets-17", "00000000000000000000.timeindex"), "--verify")
+	if code != 0 || !strings.Contains(out, "0 problems") {
+		t.Fatalf("time index alone: exit %d\n%s", code, out)
+	}
+}
+
+// writePartition writes a partition with partlog: several segments, index
+// entries for every batch, every codec, a transaction marker.
+func writePartition(t *testing.T, dir string, closeIt bool) *plog.Partition {
+	t.Helper()
+	p, err := plog.Open(dir, plog.Config{SegmentBytes: 1500, IndexIntervalBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := int64(1_700_000_000_000)
+	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
+	for i := range 40 {
+		bld := batch.NewBuilder(batch.BuilderOptions{Compression: codecs[i%len(codecs)]})
+		for j := range 1 + i%7 {
+			ts += 3
+			rec := batch.Record{Key: fmt.Appendf(nil, "key-%d", j), Value: fmt.Appendf(nil, "value %d/%d", i, j), Timestamp: ts}
+			if j == 0 {
+				rec.Value = []byte{0, 1, 2, 0xff}
+				rec.Headers = []batch.RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}
+			}
+			if err := bld.Add(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := bld.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AppendBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 7, BaseOffset: p.LogEndOffset(), Timestamp: ts + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendAssigned(marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if closeIt {
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	return p
+}
+
+// A directory partlog wrote, closed and still open (its active segment's
+// indexes preallocated): both verify clean.
+func TestPartlogDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "orders-0")
+	writePartition(t, dir, true)
+	before := snapshot(t, root)
+
+	code, out, errs := runDump(t, "--verify", "--index", "--records", "--progress", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	segs := strings.Count(out, "Starting offset:")
+	if segs < 3 {
+		t.Fatalf("only %d segments: SegmentBytes did not roll?", segs)
+	}
+	for _, want := range []string{
+		"codec: gzip", "codec: snappy", "codec: lz4", "codec: zstd", "codec: none",
+		"control: COMMIT", "value: 0x000102ff", `headers: ["trace"="abc"]`, `key: "key-0"`,
+		".index\noffset: ", ".timeindex\ntimestamp: ", // index entries
+		" 0 problems",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if !strings.Contains(errs, "segments") {
+		t.Errorf("no progress on stderr: %q", errs)
+	}
+	checkUnchanged(t, root, before)
+
+	// Open partition: the active segment's index files are preallocated.
+	live := filepath.Join(t.TempDir(), "live-0")
+	p := writePartition(t, live, false)
+	defer p.Close()
+	code, out, _ = runDump(t, "--verify", "--quiet", live)
+	if code != 0 {
+		t.Fatalf("open partition: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "baseOffset:") {
+		t.Errorf("--quiet printed batches")
+	}
+}
+
+// Corruptions make --verify fail and name the file and the position.
+func TestVerifyFindsCorruption(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "t-0")
+	writePartition(t, src, true)
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, e := range ents {
+		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix {
+			logs = append(logs, e.Name())
+		}
+	}
+	if len(logs) < 2 {
+		t.Fatalf("want several segments, have %v", logs)
+	}
+	victim := logs[1]
+
+	// batchStart returns the position of the second batch of a .log.
+	secondBatch := func(b []byte) int {
+		return int(binary.BigEndian.Uint32(b[8:])) + batch.LogOverhead
+	}
+	cases := []struct {
+		name    string
+		corrupt func(t *testing.T, dir string) (file string, pos int)
+		want    string
+	}{
+		{"flipped byte in a record", func(t *testing.T, dir string) (string, int) {
+			p := filepath.Join(dir, victim)
+			b, _ := os.ReadFile(p)
+			at := secondBatch(b)
+			b[at+batch.HeaderSize+2] ^= 0x55
+			mustWrite(t, p, b)
+			return p, at
+		}, "crc"},
+		{"torn tail", func(t *testing.T, dir string) (string, int) {
+			p := filepath.Join(dir, logs[len(logs)-1])
+			b, _ := os.ReadFile(p)
+			// Cut the last batch in half: find its start first.
+			pos, last := 0, 0
+			for pos < len(b) {
+				last = pos
+				pos += int(binary.BigEndian.Uint32(b[pos+8:])) + batch.LogOverhead
+			}
+			mustWrite(t, p, b[:last+30])
+			return p, last
+		}, "overruns the file"},
+		{"overlapping offsets", func(t *testing.T, dir string) (string, int) {
+			p := filepath.Join(dir, victim)
+			b, _ := os.ReadFile(p)
+			at := secondBatch(b)
+			binary.BigEndian.PutUint64(b[at:], binary.BigEndian.Uint64(b[0:])) // same base as the first batch
+			mustWrite(t, p, b)
+			return p, at
+		}, "overlaps"},
+		{"index entry off a batch start", func(t *testing.T, dir string) (string, int) {
+			p := filepath.Join(dir, strings.TrimSuffix(victim, ".log")+".index")
+			b, _ := os.ReadFile(p)
+			if len(b) < 16 {
+				t.Fatalf("index too small: %d", len(b))
+			}
+			binary.BigEndian.PutUint32(b[8+4:], binary.BigEndian.Uint32(b[8+4:])+1)
+			mustWrite(t, p, b)
+			return p, 8
+		}, "not the start of a batch"},
+		{"time index timestamp", func(t *testing.T, dir string) (string, int) {
+			p := filepath.Join(dir, strings.TrimSuffix(victim, ".log")+".timeindex")
+			b, _ := os.ReadFile(p)
+			binary.BigEndian.PutUint64(b[0:], binary.BigEndian.Uint64(b[0:])-1)
+			mustWrite(t, p, b)
+			return p, 0
+		}, "has max timestamp"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyTree(t, src)
+			file, pos := c.corrupt(t, dir)
+			before := snapshot(t, dir)
+			code, out, _ := runDump(t, "--verify", "--quiet", dir)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\n%s", code, out)
+			}
+			want := fmt.Sprintf("PROBLEM: %s position %d: ", file, pos)
+			if !strings.Contains(out, want) || !strings.Contains(out, c.want) {
+				t.Fatalf("output lacks %q ... %q:\n%s", want, c.want, out)
+			}
+			checkUnchanged(t, dir, before)
+		})
+	}
+}
+
+func mustWrite(t *testing.T, p string, b []byte) {
+	t.Helper()
+	// Keep the modification time moving so snapshots differ from the source.
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now)
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, _ := runDump(t); code != 2 {
+		t.Errorf("no args: exit %d", code)
+	}
+	if code, _, _ := runDump(t, "--nope", "x"); code != 2 {
+		t.Errorf("bad flag: exit %d", code)
+	}
+	if code, _, errs := runDump(t, filepath.Join(t.TempDir(), "missing")); code != 2 || errs == "" {
+		t.Errorf("missing path: exit %d %q", code, errs)
+	}
+	f := filepath.Join(t.TempDir(), "notes.txt")
+	mustWrite(t, f, []byte("hi"))
+	if code, _, _ := runDump(t, f); code != 2 {
+		t.Errorf("non-segment file: exit %d", code)
+	}
+}
+
+func TestUsedEntries(t *testing.T) {
+	entry := func(b ...byte) []byte { return append(make([]byte, 8-len(b)), b...) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	zero := make([]byte, 8)
+	cases := []struct {
+		name      string
+		b         []byte
+		n, unused int
+		stale     bool
+	}{
+		{"empty file", nil, 0, 0, false},
+		{"all preallocated", cat(zero, zero, zero), 0, 3, false},
+		{"trimmed", cat(entry(1), entry(2)), 2, 0, false},
+		{"entries then preallocated", cat(entry(1), entry(2), zero, zero), 2, 2, false},
+		{"hole in the middle", cat(entry(1), zero, entry(3)), 3, 0, true},
+		{"zero first slot then entries", cat(zero, entry(2)), 2, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n, unused, stale := usedEntries(c.b, 8)
+			if n != c.n || unused != c.unused || stale != c.stale {
+				t.Fatalf("got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
+			}
+		})
+	}
+}
