@@ -2,15 +2,13 @@ module github.com/partlog/partlog
 
 go 1.26.0
 
-require golang.org/x/sys v0.50.0
-
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
-	github.com/klauspost/crc32 v1.3.0 // indirect
-	github.com/pierrec/lz4/v4 v4.1.33 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	github.com/twmb/franz-go v1.22.3 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/klauspost/compress v1.20.4
+	github.com/klauspost/crc32 v1.3.0
+	github.com/pierrec/lz4/v4 v4.1.33
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+	golang.org/x/sys v0.50.0
+	pgregory.net/rapid v1.3.0
 )
