@@ -73,32 +73,91 @@ func takeBytes(b []byte, p int, minLen int32) ([]byte, int) {
 	return b[p:e:e], e
 }
 
+// fastVarint decodes the zig-zag varint at b[p] when it takes one or two
+// bytes (values in [-8192, 8191]: every length under 8 KiB) and returns it
+// with the position after it and ok. For anything else, a longer varint
+// or none at all, ok is false, next is p, and the caller decodes it with
+// readVarintSlow. fastVarint makes no call so that the compiler inlines it
+// (a call alone costs 57 of the inliner's budget of 80), and it reports
+// with a constant ok from exactly two return paths so that, once inlined,
+// the compiler's short-circuit pass branches from the byte tests straight
+// to the caller's code: testing a returned position instead would cost an
+// instruction pair per field.
+func fastVarint(b []byte, p int) (v int32, next int, ok bool) {
+	if uint(p) < uint(len(b)) {
+		u := uint32(b[p])
+		if u >= 0x80 {
+			if uint(p+1) >= uint(len(b)) || b[p+1] >= 0x80 {
+				goto long
+			}
+			p++
+			u += uint32(b[p])<<7 - 0x80
+		}
+		return int32(u>>1) ^ -int32(u&1), p + 1, true
+	}
+long: // longer, or truncated: the one !ok return (see above)
+	return 0, p, false
+}
+
+// fastVarlong is fastVarint for a zig-zag varlong; the caller decodes the
+// rest with readVarlongSlow.
+func fastVarlong(b []byte, p int) (v int64, next int, ok bool) {
+	if uint(p) < uint(len(b)) {
+		u := uint64(b[p])
+		if u >= 0x80 {
+			if uint(p+1) >= uint(len(b)) || b[p+1] >= 0x80 {
+				goto long
+			}
+			p++
+			u += uint64(b[p])<<7 - 0x80
+		}
+		return int64(u>>1) ^ -int64(u&1), p + 1, true
+	}
+long: // longer, or truncated: the one !ok return (see above)
+	return 0, p, false
+}
+
+// fastBytes slices the l bytes at b[p] (l the length varint before them;
+// -1 is null, returned as nil, when nullable) and returns them with the
+// position after them; ok is false when l is negative (other than a
+// nullable -1) or longer than what remains. The result's capacity is
+// clipped.
+func fastBytes(b []byte, p int, l int32, nullable bool) (s []byte, next int, ok bool) {
+	if l < -1 || !nullable && l < 0 || int(l) > len(b)-p {
+		return nil, p, false
+	}
+	if l >= 0 {
+		e := p + int(l)
+		s, p = b[p:e:e], e
+	}
+	return s, p, true
+}
+
+// fastSkip is fastBytes without the bytes.
+func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
+	if l < -1 || !nullable && l < 0 || int(l) > len(b)-p {
+		return p, false
+	}
+	return p + int(l&^(l>>31)), true // l == -1 (null) skips nothing
+}
+
 // fastWalk reports whether count records fill data exactly, with the
 // framing Validate requires. It neither allocates nor says why not. It is
-// Validate's hot loop, written out by hand: one- and two-byte varints (all
-// lengths under 8 KiB) are decoded in line, since the Go inliner will not
-// inline a decoder that also calls its out-of-line case, and every call
-// costs the loop its registers. Longer varints go out of line.
+// Validate's hot loop: one- and two-byte varints (all lengths under 8 KiB)
+// are decoded in line by fastVarint, longer ones out of line.
 func fastWalk(data []byte, count, last int32, control bool) bool {
 	if int64(count) > int64(len(data)/minRecordSize) {
 		return false
 	}
 	p := 0
 	prev := int32(-1)
+	var ok bool
 	for i := int32(0); i < count; i++ {
 		var n int32
-		if p >= len(data) {
-			return false
-		}
-		if c := data[p]; c < 0x80 {
-			n = int32(c>>1) ^ -int32(c&1)
-			p++
-		} else if p+1 < len(data) && data[p+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(data[p+1])<<7
-			n = int32(u>>1) ^ -int32(u&1)
-			p += 2
-		} else if n, p = readVarintSlow(data, p); p < 0 {
-			return false
+		if n, p, ok = fastVarint(data, p); !ok {
+			if n, p = readVarintSlow(data, p); p < 0 {
+				return false
+			}
 		}
 		if n < minRecordSize-1 || int(n) > len(data)-p {
 			return false
@@ -107,34 +166,22 @@ func fastWalk(data []byte, count, last int32, control bool) bool {
 		rec := data[p:end:end] // positions below are relative to the record
 		q := 1                 // after attributes
 		// timestampDelta: only its encoding matters here.
-		if q >= len(rec) {
-			return false
-		}
-		if c := rec[q]; c < 0x80 {
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			q += 2
-		} else if _, q = readVarlongSlow(rec, q); q < 0 {
-			return false
+		if _, q, ok = fastVarlong(rec, q); !ok {
+			if _, q = readVarlongSlow(rec, q); q < 0 {
+				return false
+			}
 		}
 		var d int32
-		if q >= len(rec) {
-			return false
-		}
-		if c := rec[q]; c < 0x80 {
-			d = int32(c>>1) ^ -int32(c&1)
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-			d = int32(u>>1) ^ -int32(u&1)
-			q += 2
-		} else if d, q = readVarintSlow(rec, q); q < 0 {
-			return false
+		if d, q, ok = fastVarint(rec, q); !ok {
+			if d, q = readVarintSlow(rec, q); q < 0 {
+				return false
+			}
 		}
 		if d < 0 || d > last || d <= prev {
 			return false
 		}
 		prev = d
+		var l int32
 		// key: a control record's is checked, any other one skipped
 		if control {
 			k, q2 := takeBytes(rec, q, -1)
@@ -143,99 +190,52 @@ func fastWalk(data []byte, count, last int32, control bool) bool {
 			}
 			q = q2
 		} else {
-			var l int32
-			// key
-			if q >= len(rec) {
+			if l, q, ok = fastVarint(rec, q); !ok {
+				if l, q = readVarintSlow(rec, q); q < 0 {
+					return false
+				}
+			}
+			if q, ok = fastSkip(rec, q, l, true); !ok {
 				return false
 			}
-			if c := rec[q]; c < 0x80 {
-				l = int32(c>>1) ^ -int32(c&1)
-				q++
-			} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-				u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-				l = int32(u>>1) ^ -int32(u&1)
-				q += 2
-			} else if l, q = readVarintSlow(rec, q); q < 0 {
-				return false
-			}
-			if l < -1 || int(l) > len(rec)-q {
-				return false
-			}
-			q += int(l &^ (l >> 31)) // l == -1 (null) skips nothing
 		}
-		var l int32
 		// value
-		if q >= len(rec) {
+		if l, q, ok = fastVarint(rec, q); !ok {
+			if l, q = readVarintSlow(rec, q); q < 0 {
+				return false
+			}
+		}
+		if q, ok = fastSkip(rec, q, l, true); !ok {
 			return false
 		}
-		if c := rec[q]; c < 0x80 {
-			l = int32(c>>1) ^ -int32(c&1)
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-			l = int32(u>>1) ^ -int32(u&1)
-			q += 2
-		} else if l, q = readVarintSlow(rec, q); q < 0 {
-			return false
-		}
-		if l < -1 || int(l) > len(rec)-q {
-			return false
-		}
-		q += int(l &^ (l >> 31)) // l == -1 (null) skips nothing
 		var nh int32
-		if q >= len(rec) {
-			return false
-		}
-		if c := rec[q]; c < 0x80 {
-			nh = int32(c>>1) ^ -int32(c&1)
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-			nh = int32(u>>1) ^ -int32(u&1)
-			q += 2
-		} else if nh, q = readVarintSlow(rec, q); q < 0 {
-			return false
+		if nh, q, ok = fastVarint(rec, q); !ok {
+			if nh, q = readVarintSlow(rec, q); q < 0 {
+				return false
+			}
 		}
 		if uint(nh) > uint(len(rec)-q)/minHeaderSize {
 			return false
 		}
 		for ; nh > 0; nh-- {
 			// header key, never null
-			if q >= len(rec) {
+			if l, q, ok = fastVarint(rec, q); !ok {
+				if l, q = readVarintSlow(rec, q); q < 0 {
+					return false
+				}
+			}
+			if q, ok = fastSkip(rec, q, l, false); !ok {
 				return false
 			}
-			if c := rec[q]; c < 0x80 {
-				l = int32(c>>1) ^ -int32(c&1)
-				q++
-			} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-				u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-				l = int32(u>>1) ^ -int32(u&1)
-				q += 2
-			} else if l, q = readVarintSlow(rec, q); q < 0 {
-				return false
-			}
-			if l < 0 || int(l) > len(rec)-q {
-				return false
-			}
-			q += int(l &^ (l >> 31)) // l == -1 (null) skips nothing
 			// header value
-			if q >= len(rec) {
+			if l, q, ok = fastVarint(rec, q); !ok {
+				if l, q = readVarintSlow(rec, q); q < 0 {
+					return false
+				}
+			}
+			if q, ok = fastSkip(rec, q, l, true); !ok {
 				return false
 			}
-			if c := rec[q]; c < 0x80 {
-				l = int32(c>>1) ^ -int32(c&1)
-				q++
-			} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-				u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-				l = int32(u>>1) ^ -int32(u&1)
-				q += 2
-			} else if l, q = readVarintSlow(rec, q); q < 0 {
-				return false
-			}
-			if l < -1 || int(l) > len(rec)-q {
-				return false
-			}
-			q += int(l &^ (l >> 31)) // l == -1 (null) skips nothing
 		}
 		if q != len(rec) {
 			return false
@@ -247,22 +247,14 @@ func fastWalk(data []byte, count, last int32, control bool) bool {
 
 // fastRecord decodes the record at data[p] into f, appending its headers
 // to *hdrs, and returns the position after it, or -1 when anything is
-// wrong (the caller then asks the cursor why). Written out by hand like
-// fastWalk.
+// wrong (the caller then asks the cursor why). Written like fastWalk.
 func fastRecord(data []byte, p int, f *recordFields, hdrs *[]RecordHeader) int {
+	var ok bool
 	var n int32
-	if p >= len(data) {
-		return -1
-	}
-	if c := data[p]; c < 0x80 {
-		n = int32(c>>1) ^ -int32(c&1)
-		p++
-	} else if p+1 < len(data) && data[p+1] < 0x80 {
-		u := uint32(c&0x7f) | uint32(data[p+1])<<7
-		n = int32(u>>1) ^ -int32(u&1)
-		p += 2
-	} else if n, p = readVarintSlow(data, p); p < 0 {
-		return -1
+	if n, p, ok = fastVarint(data, p); !ok {
+		if n, p = readVarintSlow(data, p); p < 0 {
+			return -1
+		}
 	}
 	if n < minRecordSize-1 || int(n) > len(data)-p {
 		return -1
@@ -272,141 +264,70 @@ func fastRecord(data []byte, p int, f *recordFields, hdrs *[]RecordHeader) int {
 	q := p
 	f.attributes = int8(rec[q])
 	q++
-	if q >= len(rec) {
-		return -1
+	// Fields go into locals, then into f: a store between a helper's
+	// return and the test of its ok would keep the compiler from branching
+	// past that test.
+	var ts int64
+	if ts, q, ok = fastVarlong(rec, q); !ok {
+		if ts, q = readVarlongSlow(rec, q); q < 0 {
+			return -1
+		}
 	}
-	if c := rec[q]; c < 0x80 {
-		f.timestampDelta = int64(c>>1) ^ -int64(c&1)
-		q++
-	} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-		u := uint64(c&0x7f) | uint64(rec[q+1])<<7
-		f.timestampDelta = int64(u>>1) ^ -int64(u&1)
-		q += 2
-	} else if f.timestampDelta, q = readVarlongSlow(rec, q); q < 0 {
-		return -1
+	var d int32
+	if d, q, ok = fastVarint(rec, q); !ok {
+		if d, q = readVarintSlow(rec, q); q < 0 {
+			return -1
+		}
 	}
-	if q >= len(rec) {
-		return -1
-	}
-	if c := rec[q]; c < 0x80 {
-		f.offsetDelta = int32(c>>1) ^ -int32(c&1)
-		q++
-	} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-		u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-		f.offsetDelta = int32(u>>1) ^ -int32(u&1)
-		q += 2
-	} else if f.offsetDelta, q = readVarintSlow(rec, q); q < 0 {
-		return -1
-	}
+	f.timestampDelta, f.offsetDelta = ts, d
 	var l int32
-	if q >= len(rec) {
+	if l, q, ok = fastVarint(rec, q); !ok {
+		if l, q = readVarintSlow(rec, q); q < 0 {
+			return -1
+		}
+	}
+	var key, value []byte
+	if key, q, ok = fastBytes(rec, q, l, true); !ok {
 		return -1
 	}
-	if c := rec[q]; c < 0x80 {
-		l = int32(c>>1) ^ -int32(c&1)
-		q++
-	} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-		u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-		l = int32(u>>1) ^ -int32(u&1)
-		q += 2
-	} else if l, q = readVarintSlow(rec, q); q < 0 {
+	f.key = key
+	if l, q, ok = fastVarint(rec, q); !ok {
+		if l, q = readVarintSlow(rec, q); q < 0 {
+			return -1
+		}
+	}
+	if value, q, ok = fastBytes(rec, q, l, true); !ok {
 		return -1
 	}
-	if l < -1 || int(l) > len(rec)-q {
-		return -1
-	}
-	if l >= 0 {
-		f.key = rec[q : q+int(l) : q+int(l)]
-		q += int(l)
-	} else {
-		f.key = nil
-	}
-	if q >= len(rec) {
-		return -1
-	}
-	if c := rec[q]; c < 0x80 {
-		l = int32(c>>1) ^ -int32(c&1)
-		q++
-	} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-		u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-		l = int32(u>>1) ^ -int32(u&1)
-		q += 2
-	} else if l, q = readVarintSlow(rec, q); q < 0 {
-		return -1
-	}
-	if l < -1 || int(l) > len(rec)-q {
-		return -1
-	}
-	if l >= 0 {
-		f.value = rec[q : q+int(l) : q+int(l)]
-		q += int(l)
-	} else {
-		f.value = nil
-	}
+	f.value = value
 	var nh int32
-	if q >= len(rec) {
-		return -1
-	}
-	if c := rec[q]; c < 0x80 {
-		nh = int32(c>>1) ^ -int32(c&1)
-		q++
-	} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-		u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-		nh = int32(u>>1) ^ -int32(u&1)
-		q += 2
-	} else if nh, q = readVarintSlow(rec, q); q < 0 {
-		return -1
+	if nh, q, ok = fastVarint(rec, q); !ok {
+		if nh, q = readVarintSlow(rec, q); q < 0 {
+			return -1
+		}
 	}
 	if uint(nh) > uint(end-q)/minHeaderSize {
 		return -1
 	}
 	for ; nh > 0; nh-- {
-		var h RecordHeader
-		if q >= len(rec) {
+		var k, v []byte
+		if l, q, ok = fastVarint(rec, q); !ok {
+			if l, q = readVarintSlow(rec, q); q < 0 {
+				return -1
+			}
+		}
+		if k, q, ok = fastBytes(rec, q, l, false); !ok {
 			return -1
 		}
-		if c := rec[q]; c < 0x80 {
-			l = int32(c>>1) ^ -int32(c&1)
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-			l = int32(u>>1) ^ -int32(u&1)
-			q += 2
-		} else if l, q = readVarintSlow(rec, q); q < 0 {
+		if l, q, ok = fastVarint(rec, q); !ok {
+			if l, q = readVarintSlow(rec, q); q < 0 {
+				return -1
+			}
+		}
+		if v, q, ok = fastBytes(rec, q, l, true); !ok {
 			return -1
 		}
-		if l < 0 || int(l) > len(rec)-q {
-			return -1
-		}
-		if l >= 0 {
-			h.Key = rec[q : q+int(l) : q+int(l)]
-			q += int(l)
-		} else {
-			h.Key = nil
-		}
-		if q >= len(rec) {
-			return -1
-		}
-		if c := rec[q]; c < 0x80 {
-			l = int32(c>>1) ^ -int32(c&1)
-			q++
-		} else if q+1 < len(rec) && rec[q+1] < 0x80 {
-			u := uint32(c&0x7f) | uint32(rec[q+1])<<7
-			l = int32(u>>1) ^ -int32(u&1)
-			q += 2
-		} else if l, q = readVarintSlow(rec, q); q < 0 {
-			return -1
-		}
-		if l < -1 || int(l) > len(rec)-q {
-			return -1
-		}
-		if l >= 0 {
-			h.Value = rec[q : q+int(l) : q+int(l)]
-			q += int(l)
-		} else {
-			h.Value = nil
-		}
-		*hdrs = append(*hdrs, h)
+		*hdrs = append(*hdrs, RecordHeader{Key: k, Value: v})
 	}
 	if q != end {
 		return -1
