@@ -22,10 +22,12 @@ const (
 	// DefaultMaxDecompressionRatio is the default limit on the decompressed
 	// size of a batch's records, as a multiple of their compressed size.
 	DefaultMaxDecompressionRatio = 64
-	// MinDecompressionLimit is the smallest default limit: small batches of
-	// very compressible records (all zeros) are legitimate up to this size
-	// whatever their ratio.
-	MinDecompressionLimit = 1 << 20
+	// MinDecompressionLimit is the smallest default limit: batches of very
+	// compressible records (a megabyte of zeros compresses to a few hundred
+	// bytes) are legitimate up to this size whatever their ratio. It costs
+	// no more memory than the ratio already allows a 1 MiB batch (Kafka's
+	// default max.message.bytes).
+	MinDecompressionLimit = 64 << 20
 	// maxZstdWindow bounds the history window a zstd frame may ask for.
 	maxZstdWindow = 64 << 20
 )

@@ -212,7 +212,10 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		}
 		budget = first.Size
 	}
-	bound := min(limit, maxPosition, first.Pos+budget)
+	bound := min(limit, maxPosition)
+	if budget < bound-first.Pos { // first.Pos+budget could overflow for a huge maxBytes
+		bound = first.Pos + budget
+	}
 	sl := Slice{Start: first.Pos, End: first.End(), FirstOffset: first.BaseOffset, NextOffset: first.NextOffset()}
 	for sl.End < bound {
 		h, err := s.readHeader(sl.End, limit)

@@ -1,0 +1,103 @@
+package segment
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/partlog/partlog/batch"
+)
+
+// Recovery checks what Kafka's recovery checks (framing, magic, CRC-32C,
+// offsets) and never decompresses. A review found recovery decompressing
+// under the batch package's default limit, which cut valid, very
+// compressible batches (and everything after them) out of the log on Open.
+// Here the middle batch claims zstd but holds bytes no decompressor
+// accepts; its CRC is right, so it is what the writer appended, and
+// recovery keeps it and the batch after it.
+func TestRecoverDoesNotDecompress(t *testing.T) {
+	for _, k := range fsKinds {
+		t.Run(k.name, func(t *testing.T) {
+			fsys, dir := k.fs(t)
+			mustMkdir(t, fsys, dir)
+			s, err := Create(fsys, dir, 0, k.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			odd := simpleBatch(t, 1, 2, 10, 100)
+			binary.BigEndian.PutUint16(odd[batch.CRCStart:], uint16(batch.Attributes(0).WithCompression(batch.CompressionZstd)))
+			odd.SetCRC()
+			if odd.Validate() == nil {
+				t.Fatal("the odd batch was meant to fail Validate")
+			}
+			want := []batch.Batch{simpleBatch(t, 0, 1, 1, 10), odd, simpleBatch(t, 3, 1, 20, 10)}
+			for _, b := range want {
+				mustAppend(t, s, b)
+			}
+			mustClose(t, s)
+
+			s, err = Open(fsys, dir, 0, k.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mustClose(t, s)
+			res, err := s.Recover(math.MaxInt32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.TruncatedBytes != 0 || res.Cause != nil || res.NextOffset != 4 {
+				t.Fatalf("Recover = %+v, want nothing cut and next offset 4", res)
+			}
+			sl, err := s.Read(0, math.MaxInt32, s.Size(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Bytes(sl.Start, sl.End, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range want {
+				b, rest, err := batch.Parse(got)
+				if err != nil || string(b) != string(w) {
+					t.Fatalf("batch %d after recovery: %v, bytes equal %t", i, err, string(b) == string(w))
+				}
+				got = rest
+			}
+			if len(got) != 0 {
+				t.Fatalf("%d bytes after the last batch", len(got))
+			}
+			if pos, _, found, err := s.Translate(3, 0); err != nil || !found || pos != int64(len(want[0])+len(want[1])) {
+				t.Fatalf("Translate(3) = %d, %t, %v", pos, found, err)
+			}
+		})
+	}
+}
+
+// A maxBytes near MaxInt used to overflow the read bound (first position +
+// budget) and return a single batch instead of everything up to
+// maxPosition.
+func TestReadHugeMaxBytes(t *testing.T) {
+	for _, k := range fsKinds {
+		t.Run(k.name, func(t *testing.T) {
+			fsys, dir := k.fs(t)
+			mustMkdir(t, fsys, dir)
+			s, err := Create(fsys, dir, 0, k.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mustClose(t, s)
+			for i := range 4 {
+				mustAppend(t, s, simpleBatch(t, int64(i), 1, int64(i), 50))
+			}
+			for _, maxBytes := range []int{math.MaxInt32, math.MaxInt, math.MaxInt - 1} {
+				sl, err := s.Read(1, maxBytes, s.Size(), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sl.NextOffset != 4 || sl.End != s.Size() {
+					t.Fatalf("Read(1, %d) = %+v, want everything up to %d", maxBytes, sl, s.Size())
+				}
+			}
+		})
+	}
+}
