@@ -37,8 +37,8 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 		return -1, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
+		p.mu.Unlock()
 		return -1, err
 	}
 	base = p.mu.end.Offset
@@ -47,9 +47,19 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 		bt.SetPartitionLeaderEpoch(p.leaderEpoch.Load())
 	}
 	if err := p.appendLocked(bt); err != nil {
+		p.mu.Unlock()
 		return -1, err
 	}
 	p.publishLocked()
+	if p.cfg.FlushMessages == 0 {
+		p.mu.Unlock()
+		return base, nil
+	}
+	seq, due := p.mu.writeSeq, p.flushDueLocked()
+	p.mu.Unlock()
+	if err := p.afterAppend(seq, due); err != nil {
+		return -1, err
+	}
 	return base, nil
 }
 
@@ -102,23 +112,35 @@ func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
 	if err := p.checkAssigned(records); err != nil {
 		return p.LogEndOffset(), err
 	}
+	logEnd, seq, due, err := p.appendAssignedLocked(records)
+	if err != nil || p.cfg.FlushMessages == 0 {
+		return logEnd, err
+	}
+	if err := p.afterAppend(seq, due); err != nil {
+		return logEnd, err
+	}
+	return logEnd, nil
+}
+
+// appendAssignedLocked takes mu and writes the checked record set.
+func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint64, flushDue bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
-		return p.mu.end.Offset, err
+		return p.mu.end.Offset, 0, false, err
 	}
 	if first := batch.Batch(records).BaseOffset(); first != p.mu.end.Offset {
-		return p.mu.end.Offset, fmt.Errorf("%w: record set starts at offset %d, log end offset is %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
+		return p.mu.end.Offset, 0, false, fmt.Errorf("%w: record set starts at offset %d, log end offset is %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
 	}
 	defer p.publishLocked()
 	for rest := records; len(rest) > 0; {
 		var bt batch.Batch
 		bt, rest, _ = batch.Parse(rest) // checked by checkAssigned
 		if err := p.appendLocked(bt); err != nil {
-			return p.mu.end.Offset, err
+			return p.mu.end.Offset, 0, false, err
 		}
 	}
-	return p.mu.end.Offset, nil
+	return p.mu.end.Offset, p.mu.writeSeq, p.flushDueLocked(), nil
 }
 
 // checkAssigned validates an AppendAssigned record set without the lock.
@@ -173,9 +195,11 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 		return fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err)
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
-	if !p.cfg.DisableAutoHighWatermark {
+	if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {
 		p.mu.hw = p.mu.end
 	}
+	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
+	p.observeEpochLocked(bt)
 	return nil
 }
 
@@ -211,10 +235,17 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
 	}
+	// Flush what the new segment will follow (Kafka flushes on roll):
+	// afterwards the recovery point can move to newBase, and a crash never
+	// leaves a torn tail in a sealed segment.
+	if err := p.flushLocked(); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: roll %s: %w", p.dir, err))
+		return p.mu.failed
+	}
 	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
-			p.mu.failed = fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)
+			p.mu.failed = failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr))
 		}
 		return fmt.Errorf("partlog/log: roll %s: create segment %d: %w", p.dir, newBase, err)
 	}
@@ -224,6 +255,15 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	copy(list, snap.list)
 	if err := p.replaceSegmentsLocked(append(list, seg)); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	// The checkpoint's directory fsync also makes the new segment's
+	// entry durable. A failure keeps the older recovery point (safe).
+	if p.mu.recoveryPoint != newBase {
+		if err := p.setRecoveryPointLocked(newBase); err != nil {
+			p.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", p.dir, "err", err)
+		} else {
+			p.mu.dirDirty = false
+		}
 	}
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())

@@ -2,7 +2,6 @@ package log
 
 import (
 	"errors"
-	"fmt"
 	iofs "io/fs"
 	"path/filepath"
 	"strings"
@@ -44,24 +43,54 @@ func topicPartition(dir string) (string, int32) {
 	}, name), 0
 }
 
+// RecoveryPointCheckpointFile is the file, in the partition's directory,
+// that records the recovery point: every batch below it was flushed
+// (fdatasync of its .log, msync of its indexes), so Open after a crash
+// recovers only the segments from the one holding it. Kafka's name and
+// format (one file per log directory there, one per partition here, like
+// LogStartOffsetCheckpointFile). Written on every full flush, on roll and
+// when TruncateTo lowers it.
+const RecoveryPointCheckpointFile = checkpoint.RecoveryPointFile // frozen: "recovery-point-offset-checkpoint"
+
+// HighWatermarkCheckpointFile is the file, in the partition's directory,
+// that records the high watermark under Config.DisableAutoHighWatermark
+// (Kafka's replication-offset-checkpoint): written on Sync, by the
+// FlushInterval flusher and on Close; Open starts the high watermark there
+// (clamped to [log start, log end]).
+const HighWatermarkCheckpointFile = checkpoint.ReplicationFile // frozen: "replication-offset-checkpoint"
+
 // writeLogStartCheckpoint durably records offset (tmp + fsync + rename +
 // directory fsync).
 func writeLogStartCheckpoint(fs vfs.FS, dir string, offset int64) error {
+	return writeOffsetCheckpoint(fs, dir, LogStartOffsetCheckpointFile, offset)
+}
+
+// writeOffsetCheckpoint durably records offset in the checkpoint file name
+// of dir (tmp + fsync + rename + directory fsync).
+func writeOffsetCheckpoint(fs vfs.FS, dir, name string, offset int64) error {
 	topic, part := topicPartition(dir)
-	return checkpoint.WriteOffset(fs, filepath.Join(dir, LogStartOffsetCheckpointFile), topic, part, offset)
+	return checkpoint.WriteOffset(fs, filepath.Join(dir, name), topic, part, offset)
 }
 
 // readLogStartCheckpoint returns the recorded log start offset; ok is false
 // when there is no checkpoint file or it has no entry for this partition. A
 // malformed file is an error wrapping base.ErrCorrupt.
 func readLogStartCheckpoint(fs vfs.FS, dir string) (offset int64, ok bool, err error) {
-	path := filepath.Join(dir, LogStartOffsetCheckpointFile)
+	return readOffsetCheckpoint(fs, dir, LogStartOffsetCheckpointFile)
+}
+
+// readOffsetCheckpoint returns the offset recorded for this partition in
+// the checkpoint file name of dir; ok is false when there is no file or no
+// entry for this partition. A malformed file is an error wrapping
+// base.ErrCorrupt (a *base.CorruptionError naming the file).
+func readOffsetCheckpoint(fs vfs.FS, dir, name string) (offset int64, ok bool, err error) {
+	path := filepath.Join(dir, name)
 	entries, err := checkpoint.ReadOffsets(fs, path)
 	switch {
 	case errors.Is(err, errNotExist):
 		return 0, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		return 0, false, err
 	case len(entries) == 0:
 		return 0, false, nil
 	case len(entries) == 1:

@@ -89,6 +89,33 @@ type Config struct {
 	// mapping (Records.Bytes then copies into a buffer the Records owns).
 	DisableMmap bool
 
+	// FlushMessages is flush.messages: the partition fsyncs its data once
+	// this many records were appended since the last flush. 0 (the
+	// default, Kafka's Long.MaxValue) never flushes because of a count;
+	// Kafka then relies on replication and flushes only on roll, Sync and
+	// Close.
+	//
+	// 1 is the per-append durability policy: AppendBatch and
+	// AppendAssigned return only after an fdatasync of the .log covers the
+	// batch (group commit: concurrent appenders share one fdatasync), and
+	// the automatic high watermark only covers synced batches. N > 1 makes
+	// the append that crosses N records run a full flush before it
+	// returns (the appends before it are not waited for: they were
+	// acknowledged unsynced). See the package documentation, "Durability".
+	FlushMessages int64
+
+	// FlushInterval is flush.ms: a background goroutine flushes the
+	// partition this often (it stops on Close). 0 (the default, Kafka's
+	// Long.MaxValue) never flushes because of time.
+	FlushInterval time.Duration
+
+	// Recovery decides what Open does with invalid data it finds while
+	// recovering after an unclean shutdown (a torn tail, a corrupt batch,
+	// a malformed checkpoint). Default: DefaultRecovery, which cuts the
+	// log at the first invalid batch, as Kafka does, and logs what it cut.
+	// StrictRecovery refuses to open instead.
+	Recovery RecoveryPolicy
+
 	// Logger receives the partition's rare events (rolls, recovery,
 	// deletions). Default: a logger that discards everything.
 	Logger *slog.Logger
@@ -123,6 +150,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Recovery == nil {
+		c.Recovery = DefaultRecovery{}
+	}
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}
@@ -146,6 +176,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: segment.jitter.ms %v is negative", ErrInvalidConfig, c.SegmentJitter)
 	case c.MaxMessageBytes < 0:
 		return fmt.Errorf("%w: max.message.bytes %d is negative", ErrInvalidConfig, c.MaxMessageBytes)
+	case c.FlushMessages < 0:
+		return fmt.Errorf("%w: flush.messages %d is negative", ErrInvalidConfig, c.FlushMessages)
+	case c.FlushInterval < 0:
+		return fmt.Errorf("%w: flush.ms %v is negative", ErrInvalidConfig, c.FlushInterval)
 	}
 	return nil
 }

@@ -43,13 +43,74 @@
 // # Files
 //
 // A partition directory holds Kafka's files: per segment
-// NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
+// NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment);
+// recovery-point-offset-checkpoint (RecoveryPointCheckpointFile);
 // log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
-// offset. Segments deleted while readers still hold them carry the .deleted
+// offset; replication-offset-checkpoint under DisableAutoHighWatermark
+// (HighWatermarkCheckpointFile); leader-epoch-checkpoint once batches
+// carry a leader epoch (LeaderEpochCheckpointFile, see LeaderEpochs); and
+// .kafka_cleanshutdown while the
+// partition is closed after a clean Close. Checkpoints use Kafka's text
+// format and are replaced atomically (tmp file, fsync, rename, directory
+// fsync). Segments deleted while readers still hold them carry the .deleted
 // suffix until the last reader lets go. Open removes leftovers and, with
 // Kafka's rules, undoes an unfinished compaction (.cleaned) or completes one
 // past its commit point (.swap). Open also reads directories a Kafka broker
-// wrote, compacted ones included (offset gaps, 0-byte indexes).
+// wrote, compacted ones included (offset gaps, 0-byte or missing indexes),
+// reads their leader-epoch-checkpoint, and leaves the files it does not
+// own (producer .snapshot files) alone.
+//
+// # Durability
+//
+// What survives a crash depends on Config.FlushMessages (flush.messages)
+// and Config.FlushInterval (flush.ms):
+//
+//   - Kafka's default (both 0): appends are written to the page cache and
+//     acknowledged; they become durable at the next Sync, roll (the sealed
+//     segment is flushed before the next one starts), TruncateTo,
+//     DeleteRecordsBefore or Close. A crash (power loss, kernel panic) may
+//     lose any suffix of what was appended since; a process crash loses
+//     nothing the kernel accepted.
+//   - FlushMessages == 1, per-append durability: AppendBatch and
+//     AppendAssigned return only after an fdatasync of the .log covered
+//     the batch. Concurrent appenders share fdatasyncs (group commit: one
+//     syncer at a time, covering every batch written before it started;
+//     the others wait and are released together), so many appenders
+//     exceed the device's fsync rate. The automatic high watermark then
+//     covers only synced batches: ReadFrom never returns a batch a crash
+//     could take back.
+//   - FlushMessages == N > 1: the append that brings the unflushed record
+//     count to N flushes everything before it returns.
+//   - FlushInterval > 0: a background goroutine flushes every interval;
+//     Close stops it.
+//
+// After any crash the log is a prefix of what was appended: no hole, no
+// garbage, no partial batch, and every batch synced before the crash (by
+// any of the above) is there. An fsync that fails fails the partition:
+// every later write returns an error wrapping ErrFailed and the cause
+// (after a failed fsync the kernel may have dropped the dirty pages and
+// cleared the error, so retrying would pretend); reads go on; reopen to
+// recover. The full statement, the filesystem assumptions and the tests
+// that check them are in docs/crash-safety.md.
+//
+// # Recovery
+//
+// Close writes the clean-shutdown marker after everything is flushed; Open
+// removes it before loading, so a crash while loading counts as unclean.
+// After a clean shutdown Open reads no batch data (each segment's indexes
+// get an O(1) sanity check), whatever the log's size. After an unclean one
+// it recovers from the recovery point, as Kafka's LogLoader does: every
+// segment from the one holding the recovery point on is validated batch by
+// batch (framing, CRC-32C, records, increasing offsets) and gets its
+// indexes rebuilt; at the first invalid batch the log is cut and every
+// later segment removed. What to do with invalid data is Config.Recovery's
+// decision (a RecoveryPolicy): DefaultRecovery cuts and logs what it cut
+// (file, position, bytes, last good offset) through Config.Logger, with
+// progress on long recoveries; StrictRecovery refuses to open with an
+// error naming the file and position (a *base.CorruptionError) and leaves
+// the files as they are. A RecoveryEvent tells a torn tail (what a crash
+// leaves at the end of the active segment) from corruption followed by
+// more data.
 //
 // # Compaction
 //
@@ -63,7 +124,10 @@
 // A Partition is safe for concurrent use by any number of goroutines.
 // Writers (AppendBatch, AppendAssigned, Roll, TruncateTo,
 // DeleteRecordsBefore, SetHighWatermark, Sync, Verify, Close) are
-// serialized by one mutex, Partition.mu. Readers (ReadFrom,
+// serialized by one mutex, Partition.mu. Flushes (Sync, the FlushInterval
+// goroutine, group syncs) are serialized by Partition.flushMu; a group
+// sync holds mu only to take the list of segments to sync, so appends go
+// on while it waits for the device. Readers (ReadFrom,
 // ReadFromFollower, OffsetForTimestamp, the offset getters, Segments) take
 // no lock of the partition: they never block appends, and appends never
 // block them. A read waits only while TruncateTo cuts the very segment it
@@ -76,6 +140,10 @@
 //
 // # Lock order
 //
+//  0. Partition.flushMu (flushes, group syncs, Close), taken before mu;
+//     an appender waiting for a group sync holds neither (it waits on
+//     Partition.group, a mutex and condition variable never held while
+//     taking another lock).
 //  1. Partition.mu (writers only).
 //  2. A segment's read lease, write side (TruncateTo inside mu waits for
 //     readers of that segment to release their leases), then the segment's
@@ -86,8 +154,9 @@
 // 2, read side) and hold it until Records.Close. Hence a goroutine must not
 // call TruncateTo (or take a second lease on the same segment, which
 // ReadFrom may do) while it holds Records of the partition: a truncation
-// waiting between the two would deadlock it. Close takes mu, then each
-// segment's locks in ascending base offset order.
+// waiting between the two would deadlock it. Close stops the FlushInterval
+// goroutine, then takes flushMu, mu, then each segment's locks in
+// ascending base offset order.
 //
 // # Lock-free reads
 //
@@ -152,8 +221,8 @@
 //
 // # What a Partition does not do yet
 //
-// Durability policies beyond Sync (per-append sync, flush intervals), crash
-// recovery from a recovery point (Open recovers only the active segment),
-// producer state (idempotence, transactions), leader epoch checkpoints and
-// time or size based retention are separate changes.
+// Producer state (idempotence, transactions, .snapshot files), answering
+// OffsetsForLeaderEpoch from the leader epoch cache, and time or size
+// based retention policies (package compaction drives DeleteSegments) are
+// separate changes.
 package log

@@ -64,6 +64,16 @@ var (
 	// KAFKA_STORAGE_ERROR (56).
 	ErrClosed = errors.New("partlog/log: closed")
 
+	// ErrFailed marks the sticky failure of a partition whose files may
+	// no longer match what it acknowledged: an fsync failed (after a failed
+	// fsync the kernel may have dropped the dirty pages and cleared the
+	// error, so retrying cannot be trusted: "fsyncgate"), or a truncation,
+	// roll or compaction swap failed halfway. Every later write returns
+	// an error wrapping ErrFailed and the cause; reads keep working. Close
+	// and reopen the partition: Open recovers from the files. Kafka marks
+	// the log directory offline: KAFKA_STORAGE_ERROR (56).
+	ErrFailed = errors.New("partlog/log: partition failed")
+
 	// ErrInvalidConfig is returned by Open for a Config value outside what
 	// Kafka accepts (or what the format can hold). Kafka error code:
 	// INVALID_CONFIG (40).
@@ -74,6 +84,14 @@ var (
 // and the partition directory; they map to Kafka's KAFKA_STORAGE_ERROR (56).
 // Corruption found in files wraps base.ErrCorrupt (batch.ErrCorrupt), Kafka's
 // CORRUPT_MESSAGE (2).
+
+// failedf wraps cause in ErrFailed.
+func failedf(cause error) error {
+	if errors.Is(cause, ErrFailed) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ErrFailed, cause)
+}
 
 // invalidBatchf returns an error wrapping ErrInvalidBatch (and cause, when
 // not nil, so that errors.Is(err, batch.ErrCorrupt) holds for framing and

@@ -2,6 +2,8 @@ package log_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/partlog/partlog/batch"
@@ -16,17 +18,31 @@ import (
 // must be the injected one (or the sticky failure that wraps it), nothing
 // may panic, and the directory must reopen into the state before or after
 // the failed operation, with every invariant of logtest.Check holding.
+//
+// It runs under Kafka's default policy and under the per-append policy
+// (group syncs, checkpoints and the clean-shutdown marker included). After
+// an injected fsync failure the partition must have failed (ErrFailed) and
+// refuse the next append with it (fsyncgate); and the synced state alone
+// (a crash clone keeping nothing unsynced) must reopen holding every
+// synced batch (under the per-append policy: every acknowledged one).
 func TestErrorWalk(t *testing.T) {
+	for _, flush := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("flush.messages=%d", flush), func(t *testing.T) { errorWalk(t, flush) })
+	}
+}
+
+func errorWalk(t *testing.T, flush int64) {
 	const dir = "/data/walk-0"
 	cfg := func(fs vfs.FS) plog.Config {
-		return plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+		return plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, FlushMessages: flush}
 	}
 	for k := int64(0); ; k++ {
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
 		in.FailNth(k, vfs.AllOps)
 		before := logtest.NewModel(0, false) // acknowledged state
-		var after *logtest.Model             // the state had the failing step succeeded
+		before.SyncEveryAppend = flush == 1
+		var after *logtest.Model // the state had the failing step succeeded
 		failedStep := ""
 
 		failed := func(err error, step string) bool {
@@ -51,8 +67,21 @@ func TestErrorWalk(t *testing.T) {
 			if err := model(next); err != nil {
 				t.Fatalf("k=%d %s: model: %v", k, step, err)
 			}
-			if failed(f(), step) {
+			err := f()
+			if failed(err, step) {
 				after, stop, failedStep = next, true, step
+				var ie *vfs.InjectedError
+				if errors.As(err, &ie) && ie.Op.Kind == vfs.OpSync && strings.HasSuffix(ie.Op.Path, ".log") {
+					if !errors.Is(err, plog.ErrFailed) {
+						t.Fatalf("k=%d %s: a failed fsync of %s did not fail the partition: %v", k, step, ie.Op.Path, err)
+					}
+				}
+				if errors.Is(err, plog.ErrFailed) {
+					_, err := p.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
+					if !errors.Is(err, plog.ErrFailed) || !errors.Is(err, vfs.ErrInjected) {
+						t.Fatalf("k=%d %s: append after a failure: %v, want the sticky failure", k, step, err)
+					}
+				}
 				return
 			}
 			before = next
@@ -74,13 +103,13 @@ func TestErrorWalk(t *testing.T) {
 				apply("delete records", func() error { return p.DeleteRecordsBefore(to) },
 					func(m *logtest.Model) error { return m.DeleteRecordsBefore(to) })
 			case 20:
-				apply("sync", p.Sync, func(*logtest.Model) error { return nil })
+				apply("sync", p.Sync, func(m *logtest.Model) error { m.Sync(); return nil })
 			}
 		}
 		if p != nil {
 			err := p.Close()
-			if !stop {
-				failed(err, "close")
+			if !stop && !failed(err, "close") {
+				before.Sync()
 			}
 		}
 		if in.Injected() == 0 {
@@ -89,6 +118,36 @@ func TestErrorWalk(t *testing.T) {
 			}
 			t.Logf("clean run after %d failure points", k)
 			break
+		}
+
+		// The synced state alone keeps every synced batch, as a prefix.
+		synced := mem.CrashClone(vfs.CrashOptions{})
+		if p3, err := plog.Open(dir, cfg(synced)); err != nil {
+			t.Fatalf("k=%d: reopen the synced state: %v\n%s", k, err, synced.String())
+		} else {
+			crashed := before.Clone()
+			errB := crashed.Crash(p3.LogEndOffset(), p3.HighWatermark())
+			if errB == nil {
+				errB = logtest.CheckErr(p3, crashed)
+			}
+			if errB != nil && after != nil {
+				crashed = after.Clone()
+				if err := crashed.Crash(p3.LogEndOffset(), p3.HighWatermark()); err == nil {
+					errB = logtest.CheckErr(p3, crashed)
+				}
+			}
+			if end := p3.LogEndOffset(); errB != nil && failedStep == "truncate" &&
+				end >= after.LogEndOffset() && end <= before.LogEndOffset() {
+				// A truncation that failed halfway leaves a prefix.
+				mid := before.Clone()
+				_ = mid.TruncateTo(end)
+				mid.Reopen()
+				errB = logtest.CheckErr(p3, mid)
+			}
+			if errB != nil {
+				t.Fatalf("k=%d (%s failed): synced state: %v", k, failedStep, errB)
+			}
+			_ = p3.Close()
 		}
 
 		p2, err := plog.Open(dir, cfg(mem))
@@ -118,5 +177,77 @@ func TestErrorWalk(t *testing.T) {
 			t.Fatalf("k=%d: reopened log: %v", k, errBefore)
 		}
 		_ = p2.Close()
+	}
+}
+
+// TestErrorWalkOpen fails every filesystem operation of Open in turn, on a
+// partition that was closed cleanly (the clean-shutdown marker, every
+// checkpoint) and on one that crashed (recovery from the recovery point,
+// a torn tail to cut): every error must be the injected one, and the
+// directory must then reopen, without failures, into the same log.
+func TestErrorWalkOpen(t *testing.T) {
+	const dir = "/data/walk-open-0"
+	for _, clean := range []bool{true, false} {
+		t.Run(fmt.Sprintf("clean=%v", clean), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := plog.Config{FS: mem, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, DisableAutoHighWatermark: true}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			m := logtest.NewModel(0, true)
+			for i := 0; i < 30; i++ {
+				b := logtest.MakeBatch(1+i%4, 100+10*i, int64(1000+i), byte(i))
+				_, err := p.AppendBatch(b)
+				require.NoError(t, err)
+				require.NoError(t, m.Append(b))
+				if i == 20 {
+					require.NoError(t, p.SetHighWatermark(m.LogEndOffset()-3))
+					require.NoError(t, m.SetHighWatermark(m.LogEndOffset()-3))
+					require.NoError(t, p.DeleteRecordsBefore(5))
+					require.NoError(t, m.DeleteRecordsBefore(5))
+					require.NoError(t, p.Sync())
+					m.Sync()
+				}
+			}
+			var state *vfs.MemFS
+			if clean {
+				require.NoError(t, p.Close())
+				m.Reopen()
+				state = mem.CrashClone(vfs.CrashOptions{})
+			} else {
+				// Everything written survives, the last write torn.
+				state = mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100, TornPercent: 100, Seed: 1})
+				_ = p.Close()
+			}
+			for k := int64(0); ; k++ {
+				fs := state.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+				in := vfs.NewInjector(fs)
+				in.FailNth(k, vfs.AllOps)
+				p, err := plog.Open(dir, plog.Config{FS: in, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, DisableAutoHighWatermark: true})
+				if err == nil {
+					err = p.Close() // the failure may come here
+				}
+				if err != nil && !errors.Is(err, vfs.ErrInjected) {
+					t.Fatalf("k=%d: not the injected error: %v", k, err)
+				}
+				if in.Injected() == 0 {
+					t.Logf("clean run after %d failure points", k)
+					break
+				}
+				p, err = plog.Open(dir, plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, DisableAutoHighWatermark: true})
+				if err != nil {
+					t.Fatalf("k=%d: reopen after the failure: %v", k, err)
+				}
+				want := m.Clone()
+				if !clean {
+					if err := want.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
+						t.Fatalf("k=%d: %v", k, err)
+					}
+				}
+				if err := logtest.CheckErr(p, want); err != nil {
+					t.Fatalf("k=%d: %v", k, err)
+				}
+				require.NoError(t, p.Close())
+			}
+		})
 	}
 }

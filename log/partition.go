@@ -1,16 +1,20 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -43,6 +47,31 @@ type Partition struct {
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
+	// syncedSeq is the write sequence number (mu.writeSeq) the last
+	// successful fdatasync covered. Written under flushMu, read by anyone.
+	syncedSeq atomic.Uint64
+
+	// flushMu serializes flushes and group syncs (one syncer at a time)
+	// and Close. Lock order: flushMu, then mu. Appenders take it after
+	// they released mu.
+	flushMu sync.Mutex
+	// syncFile is the group syncer's handle on the active .log. Guarded
+	// by flushMu.
+	syncFile syncHandle
+	// group coordinates appenders waiting for a group sync
+	// (FlushMessages == 1): at most one of them syncs at a time
+	// (syncing), the others wait on cond and are woken when it is done.
+	// Lock order: group.mu is never held while taking flushMu or mu.
+	group struct {
+		mu      sync.Mutex
+		cond    *sync.Cond
+		syncing bool
+	}
+	// flusher is the FlushInterval goroutine; set by Open.
+	flusher struct {
+		stop, done chan struct{}
+		once       sync.Once
+	}
 
 	// mu serializes every writer: appends, rolls, truncation, retention,
 	// high watermark moves, Sync and Close. Lock order: mu, then a
@@ -69,6 +98,23 @@ type Partition struct {
 		// dirDirty is set when files were created, renamed or removed
 		// since the directory was last synced.
 		dirDirty bool
+		// writeSeq counts successful batch writes; it never goes back.
+		writeSeq uint64
+		// unflushedRecords counts records appended since the last full
+		// flush (FlushMessages > 1).
+		unflushedRecords int64
+		// unsynced holds the segments written since the group syncer
+		// last took the list, each with a reference (FlushMessages ==
+		// 1); spare is the other buffer the syncer swaps in.
+		unsynced, spare []*segment.Segment
+		// recoveryPoint is the offset last persisted in the recovery
+		// point checkpoint; hwCheckpoint the high watermark last
+		// persisted (-1 when none).
+		recoveryPoint, hwCheckpoint int64
+		// epochs is the leader epoch cache (LeaderEpochs); epochsDirty
+		// is set when it differs from the checkpoint file.
+		epochs      []checkpoint.EpochEntry
+		epochsDirty bool
 	}
 }
 
@@ -79,22 +125,32 @@ type Partition struct {
 // Open first finishes or undoes file operations a crash interrupted, with
 // Kafka's rules: it removes files left with the .deleted suffix, removes an
 // unfinished compaction's .cleaned and .swap files, and completes a
-// compaction's swap past its commit point (see cleanDir). Then it lists the
-// directory and opens every segment in ascending base offset order; the
-// last one becomes the active segment. Until crash recovery with a recovery point
-// lands (a later change), Open always recovers the active segment: it
-// validates every batch in it, rebuilds its indexes and cuts a torn tail
-// left by a crash. Older segments are trusted (their indexes are checked
-// cheaply and rebuilt when missing or broken).
+// compaction's swap past its commit point (see cleanDir). It then removes
+// the clean-shutdown marker Close left (so that a crash while loading
+// counts as unclean), lists the directory and opens every segment in
+// ascending base offset order (their indexes are checked in O(1) and
+// rebuilt when missing or broken); the last one becomes the active
+// segment.
+//
+// After a clean shutdown (the marker was there) Open reads no batch data.
+// After an unclean one it recovers from the recovery point (Kafka's
+// LogLoader): every segment from the one holding the recovery point
+// checkpoint's offset to the end is validated batch by batch (framing,
+// CRC-32C, records, increasing offsets) and gets its indexes rebuilt; at
+// the first invalid batch the log is cut and every later segment removed,
+// if Config.Recovery agrees (DefaultRecovery does; StrictRecovery makes
+// Open fail with an error naming the file and position instead).
 //
 // The log start offset is the larger of the first segment's base offset and
 // the value DeleteRecordsBefore last persisted in the partition's
 // log-start-offset-checkpoint file. The high watermark starts at the log end
-// offset, or at the log start offset under DisableAutoHighWatermark (as a
-// Kafka broker without a replication checkpoint).
+// offset, or under DisableAutoHighWatermark at the offset the
+// replication-offset-checkpoint holds (Sync and Close write it), clamped to
+// [log start, log end], and at the log start offset without one.
 //
 // The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
-// and corruption errors (wrapping base.ErrCorrupt) that name the file.
+// ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
+// name the file.
 func Open(dir string, cfg Config) (*Partition, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.validate(); err != nil {
@@ -102,12 +158,23 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
+	p.group.cond = sync.NewCond(&p.group.mu)
+	p.mu.hwCheckpoint = -1
 	fs := cfg.FS
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
 	if err := cleanDir(fs, dir, p.segCfg, p.logger); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	clean, err := checkpoint.HasCleanShutdown(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	if clean {
+		if err := checkpoint.RemoveCleanShutdown(fs, dir); err != nil {
+			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		}
 	}
 	names, err := fs.List(dir)
 	if err != nil {
@@ -120,16 +187,50 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		}
 	}
 	slices.Sort(bases)
+	if len(bases) == 0 {
+		clean = true // nothing to recover
+	}
 
 	cpStart, haveCP, err := readLogStartCheckpoint(fs, dir)
 	if err != nil {
+		if err := p.checkpointProblem(LogStartOffsetCheckpointFile, err); err != nil {
+			return nil, err
+		}
+		haveCP = false
+	}
+	recoveryPoint, haveRP, err := readOffsetCheckpoint(fs, dir, RecoveryPointCheckpointFile)
+	if err != nil && !clean {
+		if err := p.checkpointProblem(RecoveryPointCheckpointFile, err); err != nil {
+			return nil, err
+		}
+		haveRP = false
+	}
+	if haveRP {
+		p.mu.recoveryPoint = recoveryPoint
+	} else {
+		recoveryPoint = 0
+		p.mu.recoveryPoint = -1
+	}
+	var hwCP int64
+	haveHW := false
+	if cfg.DisableAutoHighWatermark {
+		hwCP, haveHW, err = readOffsetCheckpoint(fs, dir, HighWatermarkCheckpointFile)
+		if err != nil {
+			if err := p.checkpointProblem(HighWatermarkCheckpointFile, err); err != nil {
+				return nil, err
+			}
+			haveHW = false
+		}
+	}
+
+	if err := p.readEpochs(); err != nil {
 		return nil, err
 	}
 
 	var list []*segment.Segment
 	fail := func(err error) (*Partition, error) {
 		for _, s := range list {
-			_ = s.Unref()
+			_ = s.Unref() // not Close: it would cut what Open left out of Size
 		}
 		return nil, err
 	}
@@ -145,26 +246,29 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		list = append(list, seg)
 		p.mu.dirDirty = true
 	}
-	for i, base := range bases {
+	for _, base := range bases {
 		seg, err := segment.Open(fs, dir, base, p.segCfg)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 		list = append(list, seg)
-		if i == len(bases)-1 {
-			if err := seg.Unseal(); err != nil {
-				return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, base, err))
-			}
-			res, err := seg.Recover(batch.MaxBatchSize)
-			if err != nil {
-				return fail(fmt.Errorf("partlog/log: open %s: recover segment %d: %w", dir, base, err))
-			}
-			if res.TruncatedBytes > 0 {
-				p.logger.Warn("partlog/log: cut a torn tail off the active segment",
-					"dir", dir, "segment", base, "validBytes", res.ValidBytes,
-					"truncatedBytes", res.TruncatedBytes, "cause", res.Cause)
-			}
+	}
+	if !clean {
+		// Recover from the segment holding the recovery point (Kafka:
+		// min(checkpoint, log end); a checkpoint past the end selects
+		// the last segment).
+		from := len(list) - 1
+		for from > 0 && list[from].BaseOffset() > recoveryPoint {
+			from--
 		}
+		list, err = p.recoverSegments(list, from)
+		if err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+	}
+	active := list[len(list)-1]
+	if err := active.Unseal(); err != nil {
+		return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, active.BaseOffset(), err))
 	}
 	for i := 1; i < len(list); i++ {
 		if prev, cur := list[i-1], list[i]; prev.NextOffset() > cur.BaseOffset() {
@@ -173,7 +277,6 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		}
 	}
 
-	active := list[len(list)-1]
 	end := position{Offset: active.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
 	start := list[0].BaseOffset()
 	if haveCP && cpStart > start {
@@ -187,8 +290,18 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	p.logStart.Store(start)
 	p.mu.end = end
 	p.mu.hw = end
+	// Epochs whose batches are gone (a crash, a cut): none may start past
+	// the log end (one starting at it is a leader that has not appended
+	// yet); none below the log start.
+	p.truncateEpochsFromEndLocked(end.Offset + 1)
+	p.truncateEpochsFromStartLocked(start)
 	if cfg.DisableAutoHighWatermark {
-		hw, err := positionIn(list, start, end)
+		at := start
+		if haveHW {
+			at = min(max(hwCP, start), end.Offset)
+			p.mu.hwCheckpoint = hwCP
+		}
+		hw, err := positionIn(list, at, end)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
@@ -196,13 +309,64 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	}
 	p.mu.rollAfter = p.newRollAfter()
 	p.mu.flushedBelow = active.BaseOffset()
+	if !clean {
+		// Make what recovery kept and cut durable before anything is
+		// appended after it, then move the recovery point to the end.
+		for _, seg := range list {
+			if err := seg.Flush(); err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: flush segment %d: %w", dir, seg.BaseOffset(), err))
+			}
+		}
+		if err := syncDir(fs, dir); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		p.mu.dirDirty = false
+		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+	}
+	if err := p.writeEpochsLocked(); err != nil {
+		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot's references; the ones Open and Create
 	// returned are the partition's own.
 	p.bounds.store(p.mu.hw, p.mu.end)
-	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list),
+	p.syncedSeq.Store(0)
+	p.startFlusher()
+	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
 	return p, nil
+}
+
+// mkdirDurable creates dir and its missing parents and syncs the parent of
+// each directory it created, so that a crash cannot lose the partition
+// directory (a new directory entry is durable only once its parent is
+// synced).
+func mkdirDurable(fs vfs.FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		_, err := fs.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := syncDir(fs, filepath.Dir(created[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errOverlap wraps base.ErrCorrupt: segments whose offset ranges overlap.
@@ -299,47 +463,19 @@ func (p *Partition) checkWritableLocked() error {
 	return p.mu.failed
 }
 
-// Sync makes every appended batch durable: it flushes the segments sealed
-// since the last Sync and the active one (fdatasync of the .log, msync of
-// the indexes) and syncs the directory when segment files were created or
-// removed. It blocks appends while it runs.
-func (p *Partition) Sync() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mu.closed {
-		return ErrClosed
-	}
-	return p.flushLocked()
-}
-
-// flushLocked flushes what Sync promises. REQUIRES: mu held.
-func (p *Partition) flushLocked() error {
-	snap := p.segs.Load()
-	for _, seg := range snap.list {
-		if seg.BaseOffset() < p.mu.flushedBelow && seg != snap.active() {
-			continue
-		}
-		if err := seg.Flush(); err != nil {
-			return fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err)
-		}
-	}
-	p.mu.flushedBelow = snap.active().BaseOffset()
-	if p.mu.dirDirty {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
-			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
-		}
-		p.mu.dirDirty = false
-	}
-	return nil
-}
-
 // Close seals the active segment (its final time index entry), flushes
-// everything as Sync does, and releases the partition's references on its
-// segments. Records still open stay valid: their segments are closed when
-// the last of them is closed. Close takes mu (then each segment's locks),
-// releases everything even when a step fails, and returns the first error.
-// Every later call (Close included) returns ErrClosed.
+// everything as Sync does, releases the partition's references on its
+// segments and, when all of that succeeded and the partition had not
+// failed, writes the clean-shutdown marker so that the next Open skips
+// recovery. Records still open stay valid: their segments are closed when
+// the last of them is closed. Close stops the FlushInterval goroutine,
+// waits for a running sync, takes mu (then each segment's locks), releases
+// everything even when a step fails, and returns the first error. Every
+// later call (Close included) returns ErrClosed.
 func (p *Partition) Close() error {
+	p.stopFlusher()
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
@@ -358,8 +494,15 @@ func (p *Partition) Close() error {
 		if err := snap.active().Seal(); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: seal segment %d: %w", p.dir, snap.active().BaseOffset(), err))
 		}
-		keep(p.flushLocked())
+		if first == nil {
+			keep(p.fullFlushLocked())
+		}
 	}
+	p.closeSyncFile()
+	for _, seg := range p.mu.unsynced {
+		keep(seg.Unref())
+	}
+	p.mu.unsynced = nil
 	for _, seg := range snap.list {
 		// Drops the partition's own reference; the files close now or
 		// when the last reader lets go.
@@ -368,6 +511,11 @@ func (p *Partition) Close() error {
 		}
 	}
 	keep(snap.unref()) // the partition's reference on the snapshot
+	if first == nil && p.mu.failed == nil {
+		if err := checkpoint.MarkCleanShutdown(p.cfg.FS, p.dir); err != nil {
+			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
+		}
+	}
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}

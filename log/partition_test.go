@@ -283,14 +283,14 @@ func TestReadBounds(t *testing.T) {
 	require.Equal(t, [][2]int64{{10, 19}}, batchesIn(t, r.Bytes()))
 	require.NoError(t, r.Close())
 
-	// The log start offset survives a reopen; a manual high watermark
-	// restarts at the log start.
+	// The log start offset survives a reopen, and so does a manual high
+	// watermark (replication-offset-checkpoint).
 	require.NoError(t, p.Close())
 	p, err = plog.Open(dir, plog.Config{DisableAutoHighWatermark: true})
 	require.NoError(t, err)
 	defer p.Close()
 	require.Equal(t, int64(15), p.LogStartOffset())
-	require.Equal(t, int64(15), p.HighWatermark())
+	require.Equal(t, int64(25), p.HighWatermark())
 	require.Equal(t, int64(50), p.LogEndOffset())
 	cp, err := os.ReadFile(filepath.Join(dir, plog.LogStartOffsetCheckpointFile))
 	require.NoError(t, err)

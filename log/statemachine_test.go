@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -19,9 +20,26 @@ import (
 // sizes, time lookups, rolls, truncations, DeleteRecords, high watermark
 // moves and reopens, under random small configurations (tiny segments and
 // indexes so rolls of every kind happen, mmap on and off, the OS and the
-// in-memory filesystem), checked against logtest's model after every step.
+// in-memory filesystem, every flush policy), checked against logtest's
+// model after every step. On the in-memory filesystem it also crashes:
+// CrashClone keeps the synced state and a random part of what was not
+// synced (torn at random), the partition reopens from the clone, and the
+// log must end in [synced prefix, appended end] on a batch boundary with
+// every kept batch byte for byte (logtest.Model.Crash, then Check).
 // Rerun a failure with -rapid.seed=N (rapid prints it).
 func TestStateMachine(t *testing.T) {
+	crashes := 0
+	defer func() { t.Logf("%d crash points", crashes) }()
+	rounds := 3 // of -rapid.checks histories each (100 by default)
+	if testing.Short() || raceEnabled {
+		rounds = 1
+	}
+	for range rounds {
+		stateMachineRound(t, &crashes)
+	}
+}
+
+func stateMachineRound(t *testing.T, crashes *int) {
 	rapid.Check(t, func(rt *rapid.T) {
 		manual := rapid.Bool().Draw(rt, "manualHighWatermark")
 		cfg := plog.Config{
@@ -31,15 +49,19 @@ func TestStateMachine(t *testing.T) {
 			DisableAutoHighWatermark: manual,
 			DisableMmap:              rapid.Bool().Draw(rt, "disableMmap"),
 		}
+		cfg.FlushMessages = rapid.SampledFrom([]int64{0, 1, 7}).Draw(rt, "flushMessages")
 		dir := filepath.Join(t.TempDir(), "events-3")
-		if rapid.Bool().Draw(rt, "memFS") {
-			cfg.FS = vfs.NewMem()
+		var mem *vfs.MemFS
+		if rapid.IntRange(0, 3).Draw(rt, "fs") > 0 { // mostly MemFS: crashes need it
+			mem = vfs.NewMem()
+			cfg.FS = mem
 			dir = "/data/events-3"
 		}
 		p, err := plog.Open(dir, cfg)
 		require.NoError(rt, err)
 		defer func() { _ = p.Close() }()
 		m := logtest.NewModel(0, manual)
+		m.SyncEveryAppend = cfg.FlushMessages == 1
 		ts := int64(1_700_000_000_000)
 
 		genBatch := func(rt *rapid.T) []byte {
@@ -220,8 +242,14 @@ func TestStateMachine(t *testing.T) {
 					}
 				}
 				require.NoError(rt, seg.Seal())
+				require.NoError(rt, seg.Flush())
+				require.NoError(rt, checkpoint.SyncDir(p.FS(), p.Dir()))
+				// compaction's commit protocol, with its directory syncs
 				err = p.ReplaceSegments(old, []*segment.Segment{seg}, func() error {
 					if err := seg.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
+						return err
+					}
+					if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
 						return err
 					}
 					for _, o := range old {
@@ -229,7 +257,13 @@ func TestStateMachine(t *testing.T) {
 							return err
 						}
 					}
-					return seg.ChangeSuffix(segment.SwapSuffix, "")
+					if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
+						return err
+					}
+					if err := seg.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
+						return err
+					}
+					return checkpoint.SyncDir(p.FS(), p.Dir())
 				})
 				require.NoError(rt, err)
 			},
@@ -248,10 +282,29 @@ func TestStateMachine(t *testing.T) {
 					return
 				}
 				require.NoError(rt, err)
-				require.NoError(rt, m.DeleteRecordsBefore(segs[k].BaseOffset()))
+				require.NoError(rt, m.DeleteSegmentsBefore(segs[k].BaseOffset()))
 			},
 			"sync": func(rt *rapid.T) {
 				require.NoError(rt, p.Sync())
+				m.Sync()
+			},
+			"crash": func(rt *rapid.T) {
+				if mem == nil {
+					rt.Skip("crashes need the in-memory filesystem")
+				}
+				opts := vfs.CrashOptions{
+					UnsyncedDataPercent: rapid.IntRange(0, 100).Draw(rt, "unsyncedDataPercent"),
+					TornPercent:         rapid.IntRange(0, 100).Draw(rt, "tornPercent"),
+					Seed:                rapid.Uint64().Draw(rt, "crashSeed"),
+				}
+				clone := mem.CrashClone(opts)
+				_ = p.Close() // on the filesystem that "lost power"
+				mem, cfg.FS = clone, clone
+				var err error
+				p, err = plog.Open(dir, cfg)
+				require.NoError(rt, err)
+				require.NoError(rt, m.Crash(p.LogEndOffset(), p.HighWatermark()))
+				*crashes++
 			},
 			"reopen": func(rt *rapid.T) {
 				require.NoError(rt, p.Close())

@@ -78,8 +78,8 @@ func (p *Partition) TruncateTo(offset int64) error {
 	// 2. Drop the later segments from the list, then delete them (newest
 	// first); readers holding them keep them until they let go.
 	fail := func(err error) error {
-		p.mu.failed = err
-		return err
+		p.mu.failed = failedf(err)
+		return p.mu.failed
 	}
 	if i < len(snap.list)-1 {
 		dropped := snap.list[i+1:]
@@ -90,6 +90,12 @@ func (p *Partition) TruncateTo(offset int64) error {
 		if err := p.deleteSegmentsLocked(dropped, true); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
+		// The removals must be durable before the cut: a crash must not
+		// bring a later segment back behind a shortened one (a hole).
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
+		}
+		p.mu.dirDirty = false
 		if err := seg.Unseal(); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: activate segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
@@ -110,6 +116,29 @@ func (p *Partition) TruncateTo(offset int64) error {
 	}
 	p.setEndLocked(position{Offset: max(seg.NextOffset(), start), SegBase: seg.BaseOffset(), Pos: pos})
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
+	return p.makeTruncationDurableLocked()
+}
+
+// makeTruncationDurableLocked flushes the log after a truncation and moves
+// the recovery point to the new end: a crash must not bring the cut
+// batches back under batches appended after them. REQUIRES: mu held.
+func (p *Partition) makeTruncationDurableLocked() error {
+	if err := p.flushLocked(); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
+		return p.mu.failed
+	}
+	if p.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
+		p.mu.hw = p.mu.end
+		p.publishLocked()
+	}
+	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
+		return err
+	}
+	p.truncateEpochsFromEndLocked(p.mu.end.Offset)
+	if err := p.writeEpochsLocked(); err != nil {
+		p.failLocked(err) // the file would name epochs of cut batches
+		return p.mu.failed
+	}
 	return nil
 }
 
@@ -137,10 +166,19 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	if offset <= p.logStart.Load() {
 		return nil
 	}
+	if p.syncedSeq.Load() != p.mu.writeSeq {
+		// The checkpoint must not get ahead of the data: a crash could
+		// otherwise leave a log start past the log end.
+		if err := p.flushLocked(); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err))
+			return p.mu.failed
+		}
+	}
 	if err := writeLogStartCheckpoint(p.cfg.FS, p.dir, offset); err != nil {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
+	p.truncateEpochsFromStartLocked(offset)
 
 	snap := p.segs.Load()
 	n := 0
@@ -191,7 +229,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.publishLocked()
 	p.truncations.Add(1)
 	fail := func(err error) error {
-		p.mu.failed = fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
+		p.mu.failed = failedf(fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err))
 		return p.mu.failed
 	}
 	// Rename the old files away (newest first, so that a failure leaves a
@@ -202,6 +240,11 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		if err := old[i].MarkDeleted(); err != nil {
 			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
 		}
+	}
+	// Durable before the new segment exists: a crash must not leave it
+	// beside the old ones it overlaps.
+	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		return fail(err)
 	}
 	p.mu.dirDirty = true
 	seg, err := segment.Create(p.cfg.FS, p.dir, at, p.segCfg)
@@ -218,8 +261,9 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	}
 	p.mu.rollAfter = p.newRollAfter()
 	p.mu.flushedBelow = at
+	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
-	return nil
+	return p.makeTruncationDurableLocked()
 }
 
 // setEndLocked lowers the log end to end, clamps the high watermark to it
@@ -227,7 +271,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 // REQUIRES: mu held.
 func (p *Partition) setEndLocked(end position) {
 	p.mu.end = end
-	if p.mu.hw.Offset > end.Offset || !p.cfg.DisableAutoHighWatermark {
+	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend()) {
 		p.mu.hw = end
 	}
 	p.publishLocked()

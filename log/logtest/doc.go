@@ -6,7 +6,8 @@
 // batches it holds with their assigned offsets and record timestamps, the
 // log start offset, the high watermark and the log end offset. Its methods
 // mirror the Partition's (Append, TruncateTo, DeleteRecordsBefore,
-// SetHighWatermark, Reopen, OffsetForTimestamp) and follow the same rules,
+// SetHighWatermark, Sync, Reopen, Crash, OffsetForTimestamp) and follow the
+// same rules,
 // written as simply as possible. [Check] (or [CheckErr]) compares a real
 // Partition with the model: the three offsets, the files (batches valid
 // and contiguous, index entries pointing at batch starts), a read at every
@@ -52,6 +53,26 @@
 //	}
 //
 // The same test is in this package's examples (Example_rapid).
+//
+// # Crashes
+//
+// The model also tracks the synced prefix: [Model.SyncedEnd] is the end of
+// the batches a crash must keep (moved by [Model.Sync], by every append
+// when [Model.SyncEveryAppend] mirrors Config.FlushMessages == 1, and by
+// TruncateTo and DeleteRecordsBefore, which flush). After a simulated
+// crash (for example a crash clone of an in-memory filesystem) reopen the
+// partition and call [Model.Crash] with its log end offset and high
+// watermark: it fails unless the log ends in [SyncedEnd, LogEndOffset] on a
+// batch boundary, and cuts the model there, so that Check then compares
+// the recovered partition byte for byte:
+//
+//	clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: seed})
+//	p, err := plog.Open(dir, plog.Config{FS: clone})
+//	...
+//	if err := m.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
+//		t.Fatal(err) // a synced batch lost, or a partial batch kept
+//	}
+//	logtest.Check(t, p, m)
 //
 // # Concurrency
 //

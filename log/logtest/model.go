@@ -47,14 +47,66 @@ type Model struct {
 	// TruncateTo).
 	ManualHighWatermark bool
 
+	// SyncEveryAppend mirrors Config.FlushMessages == 1: every append is
+	// durable when it returns, so the synced prefix follows the log end.
+	SyncEveryAppend bool
+
 	batches            []Batch
 	logStart, hw, next int64
+	// synced is the end of the prefix the partition guarantees to keep
+	// through a crash (a lower bound: it may flush more on its own).
+	synced int64
 }
 
 // NewModel returns the model of an empty partition whose first offset is
 // start (the base offset of its first segment).
 func NewModel(start int64, manualHighWatermark bool) *Model {
-	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start}
+	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start, synced: start}
+}
+
+// SyncedEnd returns the end of the synced prefix: every batch below it
+// survives a crash. It moves to the log end on Sync, on every append under
+// SyncEveryAppend, and after TruncateTo and DeleteRecordsBefore (which
+// flush); the partition may have flushed more (on roll, by FlushMessages
+// or FlushInterval), so after a crash the log ends anywhere in
+// [SyncedEnd, LogEndOffset].
+func (m *Model) SyncedEnd() int64 { return m.synced }
+
+// Sync mirrors Partition.Sync: everything appended is durable.
+func (m *Model) Sync() { m.synced = m.next }
+
+// Crash mirrors a crash and reopen that found the log ending at end: the
+// batches at or past end are gone. end must lie in [SyncedEnd,
+// LogEndOffset] on a batch boundary (or be the log start offset of an
+// empty log), else an error says which guarantee was broken. The high
+// watermark becomes end, or under ManualHighWatermark hw (what the
+// partition restored from its checkpoint, which must lie in [log start,
+// end]).
+func (m *Model) Crash(end, hw int64) error {
+	if end < m.synced || end > m.next {
+		return fmt.Errorf("partlog/logtest: after a crash the log ends at %d, outside [synced %d, appended %d]", end, m.synced, m.next)
+	}
+	i := 0
+	for i < len(m.batches) && m.batches[i].NextOffset() <= end {
+		i++
+	}
+	switch {
+	case i > 0 && m.batches[i-1].NextOffset() == end:
+	case i == 0 && end == m.logStart:
+	default:
+		return fmt.Errorf("partlog/logtest: after a crash the log ends at %d, not at a batch boundary", end)
+	}
+	m.batches = m.batches[:i]
+	m.next = end
+	if !m.ManualHighWatermark {
+		m.hw = end
+		return nil
+	}
+	if hw < m.logStart || hw > end {
+		return fmt.Errorf("partlog/logtest: after a crash the high watermark is %d, outside [%d, %d]", hw, m.logStart, end)
+	}
+	m.hw = hw
+	return nil
 }
 
 // Clone returns an independent copy of m (the batches' bytes are shared:
@@ -106,6 +158,9 @@ func (m *Model) Append(stored []byte) error {
 	m.next = next
 	if !m.ManualHighWatermark {
 		m.hw = next
+	}
+	if m.SyncEveryAppend {
+		m.synced = next
 	}
 	return nil
 }
@@ -166,6 +221,7 @@ func (m *Model) TruncateTo(offset int64) error {
 	if m.hw > m.next || !m.ManualHighWatermark {
 		m.hw = m.next
 	}
+	m.synced = m.next // TruncateTo flushes
 	return nil
 }
 
@@ -178,6 +234,7 @@ func (m *Model) DeleteRecordsBefore(offset int64) error {
 		return nil
 	}
 	m.logStart = offset
+	m.synced = m.next // DeleteRecordsBefore flushes first
 	i := 0
 	for i < len(m.batches) && m.batches[i].LastOffset < offset {
 		i++
@@ -186,13 +243,25 @@ func (m *Model) DeleteRecordsBefore(offset int64) error {
 	return nil
 }
 
-// Reopen mirrors closing and reopening the partition: the high watermark
-// restarts at the log end offset, or at the log start offset when it is
-// manual.
+// DeleteSegmentsBefore mirrors Partition.DeleteSegments removing the
+// segments below a segment based at offset: as DeleteRecordsBefore, except
+// that the partition does not flush (the removed segments were sealed, and
+// so flushed, before a segment at offset existed).
+func (m *Model) DeleteSegmentsBefore(offset int64) error {
+	synced := m.synced
+	if err := m.DeleteRecordsBefore(offset); err != nil {
+		return err
+	}
+	m.synced = max(synced, offset)
+	return nil
+}
+
+// Reopen mirrors closing and reopening the partition: Close flushes
+// everything; the high watermark restarts at the log end offset, or when
+// it is manual where it was (Close persisted it).
 func (m *Model) Reopen() {
-	if m.ManualHighWatermark {
-		m.hw = m.logStart
-	} else {
+	m.synced = m.next
+	if !m.ManualHighWatermark {
 		m.hw = m.next
 	}
 }

@@ -1,0 +1,327 @@
+package log_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// TestGroupCommit checks that concurrent appenders under the per-append
+// policy share fdatasyncs (fewer syncs than appends), that every append
+// returned durable (a crash clone keeping only synced data holds them
+// all), and that the high watermark reached the log end.
+func TestGroupCommit(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	var syncs atomic.Int64
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			syncs.Add(1)
+			time.Sleep(500 * time.Microsecond) // a device's fdatasync latency
+		}
+		return nil
+	})
+	const dir = "/data/group-0"
+	p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: 1, SegmentBytes: 64 << 10})
+	require.NoError(t, err)
+	const appenders, each = 8, 100
+	var wg sync.WaitGroup
+	for g := 0; g < appenders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, err := p.AppendBatch(logtest.MakeBatch(1, 100, int64(i), byte(g))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	end := p.LogEndOffset()
+	require.Equal(t, int64(appenders*each), end)
+	require.Equal(t, end, p.HighWatermark())
+	t.Logf("%d appends, %d fdatasyncs of .log files", appenders*each, syncs.Load())
+	require.True(t, syncs.Load() < appenders*each, "no group commit: %d syncs for %d appends", syncs.Load(), appenders*each)
+
+	synced := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+	q, err := plog.Open(dir, plog.Config{FS: synced})
+	require.NoError(t, err)
+	require.Equal(t, end, q.LogEndOffset())
+	require.NoError(t, q.Verify())
+	require.NoError(t, q.Close())
+	require.NoError(t, p.Close())
+}
+
+// TestHighWatermarkFollowsSync checks that under the per-append policy a
+// batch written but not yet synced is past the high watermark: ReadFrom
+// does not return it until its fdatasync is done.
+func TestHighWatermarkFollowsSync(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	p, err := plog.Open("/data/hw-0", plog.Config{FS: in, FlushMessages: 1})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.AppendBatch(logtest.MakeBatch(2, 10, 1, 1))
+	require.NoError(t, err)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			once.Do(func() { close(entered); <-release })
+		}
+		return nil
+	})
+	done := make(chan error)
+	go func() {
+		_, err := p.AppendBatch(logtest.MakeBatch(3, 10, 2, 2))
+		done <- err
+	}()
+	<-entered
+	require.Equal(t, int64(5), p.LogEndOffset())
+	require.Equal(t, int64(2), p.HighWatermark())
+	r, err := p.ReadFrom(2, 1<<20)
+	require.NoError(t, err)
+	require.True(t, r.Empty(), "an unsynced batch is visible")
+	require.NoError(t, r.Close())
+	r, err = p.ReadFromFollower(2, 1<<20) // followers read up to the log end
+	require.NoError(t, err)
+	require.False(t, r.Empty())
+	require.NoError(t, r.Close())
+	close(release)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(5), p.HighWatermark())
+}
+
+// TestFsyncFailureIsSticky checks fsyncgate handling: after a failed
+// fdatasync the partition refuses every later write with ErrFailed
+// (wrapping the cause), even once the disk works again, keeps serving
+// reads, and a reopen recovers every batch acknowledged before.
+func TestFsyncFailureIsSticky(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flush int64
+	}{{"per-append", 1}, {"explicit Sync", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			const dir = "/data/fsyncgate-0"
+			p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: c.flush})
+			require.NoError(t, err)
+			m := logtest.NewModel(0, false)
+			for i := 0; i < 5; i++ {
+				b := logtest.MakeBatch(2, 50, int64(i), 1)
+				_, err := p.AppendBatch(b)
+				require.NoError(t, err)
+				require.NoError(t, m.Append(b))
+			}
+			require.NoError(t, p.Sync())
+			in.FailOnce(func(op vfs.Op) bool {
+				return op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix)
+			})
+			_, err = p.AppendBatch(logtest.MakeBatch(1, 1, 9, 9))
+			if c.flush == 0 {
+				require.NoError(t, err) // not synced yet
+				err = p.Sync()
+			}
+			require.ErrorIs(t, err, plog.ErrFailed)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			require.Equal(t, int64(1), in.Injected())
+
+			for _, op := range []func() error{
+				func() error { _, err := p.AppendBatch(logtest.MakeBatch(1, 1, 10, 1)); return err },
+				p.Sync,
+				p.Roll,
+				func() error { return p.TruncateTo(3) },
+			} {
+				err := op()
+				require.ErrorIs(t, err, plog.ErrFailed)
+				require.ErrorIs(t, err, vfs.ErrInjected) // the original cause
+			}
+			r, err := p.ReadFrom(0, 1<<20) // reads still work
+			require.NoError(t, err)
+			require.False(t, r.Empty())
+			require.NoError(t, r.Close())
+			require.NoError(t, p.Close())
+			has, err := checkpoint.HasCleanShutdown(mem, dir)
+			require.NoError(t, err)
+			require.False(t, has, "a failed partition must not mark a clean shutdown")
+
+			// Only synced data survives; every acknowledged batch is there.
+			q, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
+			require.NoError(t, err)
+			require.NoError(t, m.Crash(q.LogEndOffset(), q.HighWatermark()))
+			logtest.Check(t, q, m)
+			require.NoError(t, q.Close())
+		})
+	}
+}
+
+// TestFlushMessages checks flush.messages = N > 1: the append that
+// crosses N records flushes everything and moves the recovery point.
+func TestFlushMessages(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	var syncs atomic.Int64
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			syncs.Add(1)
+		}
+		return nil
+	})
+	const dir = "/data/flushn-0"
+	p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: 10})
+	require.NoError(t, err)
+	defer p.Close()
+	for i := 0; i < 12; i++ { // 3 records each: flushes after 12, 24, 36 records
+		_, err := p.AppendBatch(logtest.MakeBatch(3, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(3), syncs.Load())
+	rp, ok, err := checkpoint.ReadOffset(in, filepath.Join(dir, plog.RecoveryPointCheckpointFile), "flushn", 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(36), rp)
+}
+
+// TestFlushInterval checks flush.ms: a background goroutine flushes and
+// moves the recovery point, and stops on Close.
+func TestFlushInterval(t *testing.T) {
+	before := runtime.NumGoroutine()
+	in := vfs.NewInjector(vfs.NewMem())
+	const dir = "/data/flushms-0"
+	p, err := plog.Open(dir, plog.Config{FS: in, FlushInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(7, 10, 1, 1))
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rp, ok, err := checkpoint.ReadOffset(in, filepath.Join(dir, plog.RecoveryPointCheckpointFile), "flushms", 0)
+		if err == nil && ok && rp == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the recovery point never reached 7 (%d, %v, %v)", rp, ok, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.NoError(t, p.Close())
+	for i := 0; runtime.NumGoroutine() > before; i++ {
+		if i > 1000 {
+			t.Fatalf("goroutines: %d before Open, %d after Close", before, runtime.NumGoroutine())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCheckpointFiles checks the files Sync and Close write, in Kafka's
+// formats: the recovery point, the high watermark (manual mode), and the
+// clean-shutdown marker, which Open removes before loading.
+func TestCheckpointFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "orders-2")
+	p, err := plog.Open(dir, plog.Config{DisableAutoHighWatermark: true})
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.SetHighWatermark(6))
+	require.NoError(t, p.Sync())
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "0\n1\norders 2 12\n", read(plog.RecoveryPointCheckpointFile))
+	require.Equal(t, "0\n1\norders 2 6\n", read(plog.HighWatermarkCheckpointFile))
+	_, err = os.Stat(filepath.Join(dir, checkpoint.CleanShutdownFile))
+	require.True(t, errors.Is(err, os.ErrNotExist), "marker while open")
+	require.NoError(t, p.SetHighWatermark(8))
+	require.NoError(t, p.Close())
+	require.Equal(t, "", read(checkpoint.CleanShutdownFile))
+	require.Equal(t, "0\n1\norders 2 8\n", read(plog.HighWatermarkCheckpointFile))
+
+	p, err = plog.Open(dir, plog.Config{DisableAutoHighWatermark: true})
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, checkpoint.CleanShutdownFile))
+	require.True(t, errors.Is(err, os.ErrNotExist), "Open must remove the marker before loading")
+	require.Equal(t, int64(8), p.HighWatermark())
+	require.NoError(t, p.TruncateTo(4)) // lowers the recovery point, durably
+	require.Equal(t, "0\n1\norders 2 4\n", read(plog.RecoveryPointCheckpointFile))
+	require.Equal(t, int64(4), p.HighWatermark())
+	require.NoError(t, p.Close())
+}
+
+// TestLeaderEpochCheckpoint checks the leader epoch cache: entries come
+// from the stamped batches, go to leader-epoch-checkpoint in Kafka's
+// format on Sync, are cut by TruncateTo (durably) and moved by
+// DeleteRecordsBefore, and survive a reopen.
+func TestLeaderEpochCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "orders-0")
+	cfg := plog.Config{StampLeaderEpoch: true, LeaderEpoch: 2}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	appendN := func(n int) {
+		for i := 0; i < n; i++ {
+			_, err := p.AppendBatch(logtest.MakeBatch(2, 10, int64(i), 1))
+			require.NoError(t, err)
+		}
+	}
+	appendN(3) // epoch 2: offsets 0-5
+	p.SetLeaderEpoch(5)
+	appendN(2) // epoch 5: 6-9
+	p.SetLeaderEpoch(4)
+	appendN(1) // a lower epoch adds nothing: 10-11
+	p.SetLeaderEpoch(7)
+	appendN(2) // epoch 7: 12-15
+	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 5, StartOffset: 6}, {Epoch: 7, StartOffset: 12}}
+	require.Equal(t, want, p.LeaderEpochs())
+	require.NoError(t, p.Sync())
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, plog.LeaderEpochCheckpointFile))
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "0\n3\n2 0\n5 6\n7 12\n", read())
+
+	require.NoError(t, p.TruncateTo(12)) // epoch 7 had only batches from 12
+	require.Equal(t, "0\n2\n2 0\n5 6\n", read())
+	require.NoError(t, p.DeleteRecordsBefore(7))
+	require.Equal(t, []plog.EpochStart{{Epoch: 5, StartOffset: 7}}, p.LeaderEpochs())
+	require.NoError(t, p.Close())
+	require.Equal(t, "0\n1\n5 7\n", read())
+
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	require.Equal(t, []plog.EpochStart{{Epoch: 5, StartOffset: 7}}, p.LeaderEpochs())
+	require.NoError(t, p.Close())
+
+	// After a crash the epochs of the recovered batches are found again.
+	mem := vfs.NewMem()
+	q, err := plog.Open("/data/epochs-0", plog.Config{FS: mem, StampLeaderEpoch: true, LeaderEpoch: 1})
+	require.NoError(t, err)
+	_, err = q.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, q.Sync())
+	q.SetLeaderEpoch(3)
+	_, err = q.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
+	require.NoError(t, err)
+	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	require.NoError(t, q.Close())
+	q, err = plog.Open("/data/epochs-0", plog.Config{FS: crashed})
+	require.NoError(t, err)
+	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 1}}, q.LeaderEpochs())
+	require.NoError(t, q.Close())
+}

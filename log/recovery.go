@@ -1,0 +1,388 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+)
+
+// RecoveryPolicy decides what Open does with invalid data it finds after
+// an unclean shutdown. Open calls OnCorruption before it changes anything:
+// returning nil lets recovery cut (the segment at ev.Pos, every later
+// segment, or, for a checkpoint, ignore the file and recover without it);
+// returning an error makes Open fail with that error and leave every .log
+// and checkpoint as it was (indexes, derived data, may have been rebuilt).
+// Asking first costs a read-only pass over the segments being recovered
+// before the pass that validates and cuts; DefaultRecovery, which accepts
+// every cut, is recognized and gets a single pass (its OnCorruption is then
+// called after the cut). Open logs what it cut through Config.Logger
+// either way, so a policy only decides. OnCorruption is called from the
+// goroutine running Open.
+type RecoveryPolicy interface {
+	OnCorruption(ev RecoveryEvent) error
+}
+
+// RecoveryEvent describes invalid data Open found.
+type RecoveryEvent struct {
+	// Dir is the partition directory.
+	Dir string
+	// File is the path of the file holding the invalid data: a segment's
+	// .log, or a checkpoint file (Checkpoint is then true).
+	File string
+	// Pos is the byte position in File where the invalid data starts
+	// (for a .log: the start of the first invalid batch, where the cut
+	// would be; for a checkpoint: the start of the bad line).
+	Pos int64
+	// CutBytes is how many bytes of .log data the cut removes: from Pos to
+	// the end of File plus every later segment's .log. 0 for a checkpoint.
+	CutBytes int64
+	// LaterSegments is how many later segments the cut removes.
+	LaterSegments int
+	// LastGoodOffset is the last offset kept (-1 when the log keeps no
+	// batch, or for a checkpoint).
+	LastGoodOffset int64
+	// TornTail is true when the invalid data looks like what a crash
+	// leaves at the end of the active segment (a short, zeroed or
+	// incomplete last batch) rather than damage followed by more data
+	// (base.IsTornTail(Err) says the same).
+	TornTail bool
+	// Checkpoint is true when File is a checkpoint that does not parse.
+	Checkpoint bool
+	// Err is the corruption: a *base.CorruptionError naming File, Pos and
+	// the field; errors.Is(Err, base.ErrCorrupt) holds.
+	Err error
+}
+
+// DefaultRecovery is Kafka's recovery policy: cut the log at the first
+// invalid batch, remove every later segment, and ignore a checkpoint that
+// does not parse (the recovery point then falls back to the start of the
+// log, the high watermark to the log start, the log start to the first
+// segment's base). Open logs what it cut: file, position, bytes, last good
+// offset.
+type DefaultRecovery struct{}
+
+// OnCorruption accepts every cut.
+func (DefaultRecovery) OnCorruption(RecoveryEvent) error { return nil }
+
+// StrictRecovery refuses to open a partition with invalid data: Open
+// returns an error wrapping ErrRecoveryRefused and ev.Err (a
+// *base.CorruptionError naming the file and position; errors.Is
+// base.ErrCorrupt) and changes nothing, so the files can be inspected or
+// copied first. With AllowTornTail it still cuts a torn tail of the active
+// segment, the normal result of a crash, and refuses only corruption.
+type StrictRecovery struct {
+	AllowTornTail bool
+}
+
+// OnCorruption refuses (see StrictRecovery).
+func (s StrictRecovery) OnCorruption(ev RecoveryEvent) error {
+	if s.AllowTornTail && ev.TornTail {
+		return nil
+	}
+	return fmt.Errorf("%w: %s at byte %d: %w", ErrRecoveryRefused, ev.File, ev.Pos, ev.Err)
+}
+
+// ErrRecoveryRefused is wrapped by the error Open returns when
+// StrictRecovery refused to cut invalid data. Kafka has no such mode; a
+// broker answers KAFKA_STORAGE_ERROR (56) for a log directory it cannot
+// load.
+var ErrRecoveryRefused = errors.New("partlog/log: recovery refused")
+
+// recoveryProgressBytes is how often (in bytes scanned) a long recovery
+// logs its progress.
+const recoveryProgressBytes = 256 << 20
+
+// scanResult is what scanLog found in a .log.
+type scanResult struct {
+	size  int64 // the file's length
+	valid int64 // end of the last valid batch
+	next  int64 // offset after the last valid batch (the base when none)
+	cause error // nil, or a *base.CorruptionError at valid
+}
+
+// scanLog validates the .log of seg from the start without changing it,
+// with the checks segment.Recover applies (framing, size, CRC-32C and
+// records, offsets increasing and inside the segment's relative offsets),
+// and classifies the first invalid batch: a torn tail when last (the
+// active segment) and the bad bytes are the end of the file (a short
+// batch, a zeroed tail, or a bad last batch ending exactly at the end of
+// the file); corruption otherwise. buf is reused and returned.
+func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress func(int64), onBatch func(batch.Batch)) (scanResult, []byte, error) {
+	path := seg.LogPath()
+	f, err := fs.Open(path)
+	if err != nil {
+		return scanResult{}, buf, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return scanResult{}, buf, err
+	}
+	segBase := seg.BaseOffset()
+	res := scanResult{size: st.Size(), next: segBase}
+	if cap(buf) < 1<<20 {
+		buf = make([]byte, 1<<20)
+	}
+	buf = buf[:cap(buf)]
+	// [lo, hi) of the file is in buf[0:hi-lo].
+	lo, hi := int64(0), int64(0)
+	fill := func(pos int64, need int) ([]byte, error) {
+		if pos+int64(need) <= hi && pos >= lo {
+			return buf[pos-lo : pos-lo+int64(need)], nil
+		}
+		if need > len(buf) {
+			buf = make([]byte, need)
+		}
+		n := min(int64(len(buf)), res.size-pos)
+		if _, err := f.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		lo, hi = pos, pos+n
+		return buf[:need], nil
+	}
+	pos, prevLast, reported := int64(0), segBase-1, int64(0)
+	for pos < res.size {
+		if progress != nil && pos-reported >= recoveryProgressBytes {
+			progress(pos - reported)
+			reported = pos
+		}
+		rest := res.size - pos
+		var cause error
+		if rest < batch.LogOverhead+4+1 { // up to the magic byte
+			cause = base.TornTailErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", rest)
+		} else {
+			h, err := fill(pos, batch.LogOverhead)
+			if err != nil {
+				return res, buf, err
+			}
+			length := int64(int32(binary.BigEndian.Uint32(h[8:])))
+			size := length + batch.LogOverhead
+			switch {
+			case length < batch.HeaderSize-batch.LogOverhead || size > batch.MaxBatchSize:
+				cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d", length)
+			case size > rest:
+				cause = base.TornTailErrorf(path, pos, "batchLength", "batch of %d bytes with %d bytes left in the file", size, rest)
+			default:
+				b, err := fill(pos, int(size))
+				if err != nil {
+					return res, buf, err
+				}
+				bt := batch.Batch(b)
+				if err := bt.Validate(); err != nil {
+					cause = base.WithFile(err, path, pos)
+				} else if bt.BaseOffset() <= prevLast {
+					cause = base.CorruptionErrorf(path, pos, "baseOffset", "offset %d does not follow offset %d", bt.BaseOffset(), prevLast)
+				} else if bt.BaseOffset() < segBase || bt.LastOffset()-segBase > math.MaxInt32 {
+					cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] outside the relative offsets of base %d", bt.BaseOffset(), bt.LastOffset(), segBase)
+				} else {
+					if onBatch != nil {
+						onBatch(bt)
+					}
+					prevLast = bt.LastOffset()
+					res.next = bt.NextOffset()
+					pos += size
+					continue
+				}
+				if last && pos+size == res.size && !base.IsTornTail(cause) {
+					cause = base.TornTailErrorf(path, pos, "lastBatch", "the last batch is invalid: %v", cause)
+				}
+			}
+		}
+		if last && !base.IsTornTail(cause) {
+			zero, err := zeroFrom(f, pos, res.size, buf)
+			if err != nil {
+				return res, buf, err
+			}
+			if zero {
+				cause = base.TornTailErrorf(path, pos, "tail", "%d zero bytes at the end of the file", res.size-pos)
+			}
+		}
+		res.cause = cause
+		break
+	}
+	res.valid = pos
+	if progress != nil && pos > reported {
+		progress(pos - reported)
+	}
+	return res, buf, nil
+}
+
+// zeroFrom reports whether every byte of f in [pos, size) is zero.
+func zeroFrom(f vfs.File, pos, size int64, buf []byte) (bool, error) {
+	for pos < size {
+		n := min(int64(len(buf)), size-pos)
+		if _, err := f.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return false, err
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += n
+	}
+	return true, nil
+}
+
+// recoverSegments recovers list[from:] after an unclean shutdown and
+// returns the segments that remain. For each segment, in order:
+//
+//   - With a policy other than DefaultRecovery, scanLog validates the
+//     segment without changing it and the policy is asked about its first
+//     invalid batch before anything is cut; then segment.Recover validates
+//     again, rebuilds the indexes and cuts there.
+//   - With DefaultRecovery, which accepts every cut, segment.Recover alone
+//     validates, rebuilds and cuts in one pass (half the reading), and a
+//     walk over the batch headers collects the leader epochs.
+//
+// At the first segment with invalid data every later segment is removed.
+func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segment.Segment, error) {
+	var total int64
+	for _, seg := range list[from:] {
+		total += seg.Size()
+	}
+	p.logger.Info("partlog/log: recovering after an unclean shutdown", "dir", p.dir,
+		"fromSegment", list[from].BaseOffset(), "segments", len(list)-from, "bytes", total)
+	var done, reported int64
+	progress := func(n int64) {
+		done += n
+		if total >= recoveryProgressBytes && done-reported >= recoveryProgressBytes {
+			reported = done
+			p.logger.Info("partlog/log: recovery progress", "dir", p.dir, "bytesScanned", done, "bytesTotal", total)
+		}
+	}
+	_, onePass := p.cfg.Recovery.(DefaultRecovery)
+	var buf []byte
+	for i := from; i < len(list); i++ {
+		seg := list[i]
+		last := i == len(list)-1
+		var res scanResult
+		if !onePass {
+			r, b, err := scanLog(p.cfg.FS, seg, last, buf, progress, p.observeEpochLocked)
+			buf, res = b, r
+			if err != nil {
+				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
+			}
+			if res.cause != nil {
+				if err := p.onInvalid(list, i, res); err != nil {
+					return list, err
+				}
+			}
+		}
+		rr, err := seg.Recover(batch.MaxBatchSize)
+		if err != nil {
+			return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
+		}
+		if onePass {
+			progress(rr.ValidBytes + rr.TruncatedBytes)
+			if buf, err = p.observeSegmentEpochs(seg, buf); err != nil {
+				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
+			}
+			res = scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: rr.Cause}
+			if res.cause != nil {
+				if err := p.onInvalid(list, i, res); err != nil {
+					return list, err
+				}
+			}
+		} else if rr.ValidBytes != res.valid {
+			p.logger.Warn("partlog/log: segment recovery kept a different length than the scan",
+				"dir", p.dir, "segment", seg.BaseOffset(), "scan", res.valid, "recover", rr.ValidBytes, "cause", rr.Cause)
+		}
+		if res.cause == nil && rr.Cause == nil {
+			continue
+		}
+		// Remove every later segment, newest first (a failure leaves a
+		// prefix).
+		for j := len(list) - 1; j > i; j-- {
+			if err := list[j].MarkDeleted(); err != nil {
+				return list, fmt.Errorf("partlog/log: recover: remove segment %d: %w", list[j].BaseOffset(), err)
+			}
+			if err := list[j].Close(); err != nil {
+				p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+			}
+			list = list[:j]
+		}
+		p.mu.dirDirty = true
+		break
+	}
+	return list, nil
+}
+
+// onInvalid asks the policy about the invalid data res found in list[i]
+// and logs the cut it accepted.
+func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) error {
+	seg := list[i]
+	cut := res.size - res.valid
+	for _, later := range list[i+1:] {
+		cut += later.Size()
+	}
+	lastGood := res.next - 1
+	if res.next == seg.BaseOffset() {
+		lastGood = -1
+		if i > 0 {
+			lastGood = list[i-1].NextOffset() - 1
+		}
+	}
+	// Only the active segment can have a torn tail: a sealed one was
+	// flushed before the next one existed.
+	ev := RecoveryEvent{Dir: p.dir, File: seg.LogPath(), Pos: res.valid, CutBytes: cut,
+		LaterSegments: len(list) - i - 1, LastGoodOffset: lastGood,
+		TornTail: i == len(list)-1 && base.IsTornTail(res.cause), Err: res.cause}
+	if err := p.cfg.Recovery.OnCorruption(ev); err != nil {
+		return err
+	}
+	kind := "corruption"
+	if ev.TornTail {
+		kind = "torn tail"
+	}
+	p.logger.Warn("partlog/log: recovery cut the log", "dir", p.dir, "kind", kind,
+		"file", ev.File, "position", ev.Pos, "cutBytes", ev.CutBytes, "laterSegments", ev.LaterSegments,
+		"lastGoodOffset", ev.LastGoodOffset, "cause", ev.Err)
+	return nil
+}
+
+// observeSegmentEpochs adds the leader epochs of seg's batches to the
+// cache, reading only their headers. buf is scratch, returned grown.
+func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]byte, error) {
+	size := seg.Size()
+	for pos := int64(0); pos+batch.HeaderSize <= size; {
+		h, err := seg.Bytes(pos, pos+batch.HeaderSize, buf)
+		if err != nil {
+			return buf, err
+		}
+		if !seg.Mapped() {
+			buf = h[:0]
+		}
+		bt := batch.Batch(h)
+		p.observeEpochLocked(bt)
+		n := int64(bt.Size())
+		if n < batch.HeaderSize {
+			return buf, base.AssertionFailedf("partlog/log: batch of %d bytes at %d of a recovered segment", n, pos)
+		}
+		pos += n
+	}
+	return buf, nil
+}
+
+// checkpointProblem hands a checkpoint that does not parse to the policy;
+// nil means: go on without it.
+func (p *Partition) checkpointProblem(name string, err error) error {
+	var ce *base.CorruptionError
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("partlog/log: open %s: %s: %w", p.dir, name, err)
+	}
+	ev := RecoveryEvent{Dir: p.dir, File: ce.File, Pos: ce.Pos, LastGoodOffset: -1, Checkpoint: true, Err: err}
+	if perr := p.cfg.Recovery.OnCorruption(ev); perr != nil {
+		return perr
+	}
+	p.logger.Warn("partlog/log: ignoring a checkpoint that does not parse", "dir", p.dir,
+		"file", ce.File, "position", ce.Pos, "cause", err)
+	return nil
+}

@@ -1,0 +1,345 @@
+package log_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// logReads counts the bytes read from .log files through an injector.
+type logReads struct {
+	mu    sync.Mutex
+	bytes map[string]int64
+}
+
+func countLogReads(in *vfs.Injector) *logReads {
+	r := &logReads{bytes: map[string]int64{}}
+	in.SetHook(func(op vfs.Op) error {
+		if (op.Kind == vfs.OpRead || op.Kind == vfs.OpReadAt || op.Kind == vfs.OpMap) && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			r.mu.Lock()
+			r.bytes[filepath.Base(op.Path)] += op.Len
+			r.mu.Unlock()
+		}
+		return nil
+	})
+	return r
+}
+
+func (r *logReads) total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, b := range r.bytes {
+		n += b
+	}
+	return n
+}
+
+// fillPartition appends about size bytes of 16 KiB batches to p and m
+// (a new model when m is nil) and returns m.
+func fillPartition(t testing.TB, p *plog.Partition, m *logtest.Model, size int) *logtest.Model {
+	if m == nil {
+		m = logtest.NewModel(p.LogStartOffset(), false)
+	}
+	for written := 0; written < size; {
+		b := logtest.MakeBatch(4, 4<<10, int64(written), byte(written))
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		require.NoError(t, m.Append(b))
+		written += len(b)
+	}
+	return m
+}
+
+// TestCleanReopenReadsNoBatchData checks that Open after a clean shutdown
+// reads the same few header bytes of the .log files whether the log holds
+// 1 MiB or 32 MiB (no recovery, no scan: the indexes are trusted after an
+// O(1) sanity check), while Open after a crash reads everything from the
+// recovery point, and nothing below it.
+func TestCleanReopenReadsNoBatchData(t *testing.T) {
+	reads := map[int]int64{}
+	for _, mib := range []int{1, 32} {
+		dir := filepath.Join(t.TempDir(), "clean-0")
+		in := vfs.NewInjector(vfs.Default)
+		cfg := plog.Config{FS: in, DisableMmap: true, SegmentBytes: 64 << 20}
+		p, err := plog.Open(dir, cfg)
+		require.NoError(t, err)
+		m := fillPartition(t, p, nil, mib<<20)
+		require.NoError(t, p.Close())
+
+		r := countLogReads(in)
+		p, err = plog.Open(dir, cfg)
+		require.NoError(t, err)
+		reads[mib] = r.total()
+		in.SetHook(nil)
+		m.Reopen()
+		logtest.Check(t, p, m)
+		require.NoError(t, p.Close())
+	}
+	t.Logf(".log bytes read by a clean reopen: 1 MiB log: %d, 32 MiB log: %d", reads[1], reads[32])
+	require.Equal(t, reads[1], reads[32], "a clean reopen must cost the same for any log size")
+	require.True(t, reads[1] <= 8<<10, "a clean reopen read %d bytes of batch data", reads[1])
+}
+
+// TestUncleanReopenRecoversFromRecoveryPoint checks that Open after a
+// crash reads the segments from the one holding the recovery point and
+// none before it.
+func TestUncleanReopenRecoversFromRecoveryPoint(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	const dir = "/data/rp-0"
+	cfg := plog.Config{FS: in, SegmentBytes: 64 << 10}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	m := fillPartition(t, p, nil, 400<<10) // several segments, each flushed on roll
+	require.NoError(t, p.Sync())
+	m.Sync()
+	fillPartition(t, p, m, 20<<10)
+	segs := p.SegmentInfos()
+	active := segment.FileName(segs[len(segs)-1].BaseOffset, segment.LogSuffix)
+	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	_ = p.Close()
+
+	in2 := vfs.NewInjector(crashed)
+	r := countLogReads(in2)
+	cfg.FS = in2
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	in2.SetHook(nil)
+	for name, n := range r.bytes {
+		if name != active && n > 1024 { // segment.Open reads a few batch headers
+			t.Errorf("unclean reopen read %d bytes of %s, below the recovery point", n, name)
+		}
+	}
+	require.True(t, r.bytes[active] >= segs[len(segs)-1].Size, "the active segment was not scanned")
+	m.Reopen()
+	logtest.Check(t, p, m)
+	require.NoError(t, p.Close())
+}
+
+// corruptionFixture writes a partition of several segments and closes it,
+// then makes the next Open an unclean one that recovers everything (no
+// clean-shutdown marker, no recovery point).
+func corruptionFixture(t *testing.T) (dir string, m *logtest.Model, segs []plog.SegmentInfo) {
+	dir = filepath.Join(t.TempDir(), "corrupt-0")
+	p, err := plog.Open(dir, plog.Config{SegmentBytes: 4096, IndexIntervalBytes: 200, DisableAutoHighWatermark: true})
+	require.NoError(t, err)
+	m = logtest.NewModel(0, true)
+	for i := 0; i < 40; i++ {
+		b := logtest.MakeBatch(1+i%3, 300, int64(1000+10*i), byte(i))
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		require.NoError(t, m.Append(b))
+	}
+	require.NoError(t, p.SetHighWatermark(30))
+	require.NoError(t, m.SetHighWatermark(30))
+	segs = p.SegmentInfos()
+	require.True(t, len(segs) >= 4, "want several segments")
+	require.NoError(t, p.Close())
+	return dir, m, segs
+}
+
+func makeUnclean(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.CleanShutdownFile)))
+	require.NoError(t, os.Remove(filepath.Join(dir, plog.RecoveryPointCheckpointFile)))
+}
+
+// batchPositions returns the start of every batch of a .log file.
+func batchPositions(t *testing.T, path string) []int64 {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []int64
+	for pos := int64(0); len(data) > 0; {
+		b, rest, err := batch.Parse(data)
+		require.NoError(t, err)
+		out = append(out, pos)
+		pos += int64(len(b))
+		data = rest
+	}
+	return out
+}
+
+func flipByte(t *testing.T, path string, at int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	b := []byte{0}
+	_, err = f.ReadAt(b, at)
+	require.NoError(t, err)
+	b[0] ^= 0x5a
+	_, err = f.WriteAt(b, at)
+	require.NoError(t, err)
+}
+
+// TestCorruption damages every kind of file of a partition and reopens it
+// after an unclean shutdown. The default policy recovers what is valid
+// (cut at the first bad batch, later segments removed; indexes rebuilt;
+// bad checkpoints ignored) and logs what it cut; the strict policy refuses
+// with an error naming the file and the position (a *base.CorruptionError,
+// errors.Is base.ErrCorrupt) and changes no .log and no checkpoint (an
+// index, derived data, may have been rebuilt).
+func TestCorruption(t *testing.T) {
+	type damage struct {
+		name string
+		// corrupt damages dir and returns the file and position the
+		// strict policy must name ("" when it must open), and the log
+		// end the default policy must keep (-1: unchanged).
+		corrupt func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (file string, pos, keepEnd int64)
+	}
+	logFile := func(dir string, s plog.SegmentInfo) string {
+		return filepath.Join(dir, segment.FileName(s.BaseOffset, segment.LogSuffix))
+	}
+	cases := []damage{
+		{"active log tail garbage", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := logFile(dir, segs[len(segs)-1])
+			st, err := os.Stat(path)
+			require.NoError(t, err)
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			_, err = f.Write(bytes.Repeat([]byte{0xa7}, 100))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			return path, st.Size(), -1
+		}},
+		{"active log torn last batch", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := logFile(dir, segs[len(segs)-1])
+			pos := batchPositions(t, path)
+			last := pos[len(pos)-1]
+			st, err := os.Stat(path)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(path, st.Size()-7))
+			b, _ := m.BatchHolding(m.LogEndOffset() - 1)
+			return path, last, b.BaseOffset
+		}},
+		{"active log middle", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			s := segs[len(segs)-1]
+			path := logFile(dir, s)
+			pos := batchPositions(t, path)
+			require.True(t, len(pos) >= 3, "active segment too short")
+			flipByte(t, path, pos[1]+batch.HeaderSize+5)
+			b, _ := m.BatchHolding(s.BaseOffset)
+			return path, pos[1], b.NextOffset()
+		}},
+		{"sealed log middle", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			s := segs[1]
+			path := logFile(dir, s)
+			pos := batchPositions(t, path)
+			flipByte(t, path, pos[2]+batch.CRCStart+3)
+			b, _ := m.BatchHolding(s.BaseOffset)
+			b2, _ := m.BatchHolding(b.NextOffset())
+			return path, pos[2], b2.NextOffset()
+		}},
+		{"offset index", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := filepath.Join(dir, segment.FileName(segs[1].BaseOffset, segment.IndexSuffix))
+			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{0xff, 0, 1}, 8), 0o644))
+			return "", 0, -1
+		}},
+		{"time index", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := filepath.Join(dir, segment.FileName(segs[0].BaseOffset, segment.TimeIndexSuffix))
+			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{0x7f, 1}, 12), 0o644))
+			return "", 0, -1
+		}},
+		{"recovery point checkpoint", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := filepath.Join(dir, plog.RecoveryPointCheckpointFile)
+			require.NoError(t, os.WriteFile(path, []byte("0\n1\ncorrupt-0 0 12x\n"), 0o644))
+			return path, -2, -1
+		}},
+		{"log start checkpoint", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := filepath.Join(dir, plog.LogStartOffsetCheckpointFile)
+			require.NoError(t, os.WriteFile(path, []byte("0\n2\ncorrupt-0 0 3\n"), 0o644))
+			return path, -2, -1
+		}},
+		{"high watermark checkpoint", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			path := filepath.Join(dir, plog.HighWatermarkCheckpointFile)
+			require.NoError(t, os.WriteFile(path, []byte("7\n"), 0o644))
+			return path, 0, -1
+		}},
+	}
+	for _, c := range cases {
+		for _, strict := range []bool{false, true} {
+			name := c.name + "/default"
+			if strict {
+				name = c.name + "/strict"
+			}
+			t.Run(name, func(t *testing.T) {
+				dir, m, segs := corruptionFixture(t)
+				makeUnclean(t, dir)
+				file, pos, keepEnd := c.corrupt(t, dir, segs, m)
+				var logs bytes.Buffer
+				cfg := plog.Config{SegmentBytes: 4096, IndexIntervalBytes: 200, DisableAutoHighWatermark: true,
+					Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+				if strict {
+					cfg.Recovery = plog.StrictRecovery{}
+				}
+				before := dirContents(t, dir)
+				p, err := plog.Open(dir, cfg)
+				if strict && file != "" {
+					require.Error(t, err)
+					require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+					require.ErrorIs(t, err, base.ErrCorrupt)
+					var ce *base.CorruptionError
+					require.True(t, errors.As(err, &ce), "not a *base.CorruptionError: %v", err)
+					require.Equal(t, file, ce.File)
+					if pos != -2 { // -2: a checkpoint line, position not pinned here
+						// ce.Pos is the bad field, in the batch that
+						// starts at pos (where the cut would be).
+						require.True(t, ce.Pos >= pos && ce.Pos < pos+4096, "corruption at %d, want the batch at %d", ce.Pos, pos)
+						require.Contains(t, err.Error(), fmt.Sprintf("at byte %d", pos))
+					}
+					after := dirContents(t, dir)
+					for name, b := range before {
+						if strings.HasSuffix(name, segment.IndexSuffix) || strings.HasSuffix(name, segment.TimeIndexSuffix) {
+							continue // derived data: segment.Open may rebuild an index
+						}
+						if !bytes.Equal(b, after[name]) {
+							t.Errorf("the strict policy changed %s (%d -> %d bytes)", name, len(b), len(after[name]))
+						}
+					}
+					require.Equal(t, len(before), len(after), "the strict policy added or removed files")
+					return
+				}
+				require.NoError(t, err)
+				defer p.Close()
+				want := m.Clone()
+				switch {
+				case keepEnd >= 0:
+					require.NoError(t, want.TruncateTo(keepEnd))
+					want.Reopen()
+					if want.HighWatermark() > keepEnd {
+						require.NoError(t, want.SetHighWatermark(keepEnd))
+					}
+					out := logs.String()
+					require.Contains(t, out, "recovery cut the log")
+					require.Contains(t, out, "file="+file)
+					require.Contains(t, out, "lastGoodOffset=")
+					require.Contains(t, out, "cutBytes=")
+				case c.name == "high watermark checkpoint":
+					require.NoError(t, want.SetHighWatermark(want.LogStartOffset()))
+					require.Contains(t, logs.String(), "ignoring a checkpoint")
+				default:
+					want.Reopen()
+				}
+				if file != "" && keepEnd < 0 && c.name != "active log tail garbage" {
+					require.Contains(t, logs.String(), "ignoring a checkpoint")
+				}
+				logtest.Check(t, p, want)
+			})
+		}
+	}
+}
