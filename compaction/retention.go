@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/partlog/partlog/segment"
@@ -73,7 +74,7 @@ var reasonNames = [...]string{"none", "log-start", "time", "size"}
 
 func init() {
 	if len(reasonNames) != int(numReasons) {
-		panic("partlog/compaction: reasonNames does not match the Reason constants")
+		panic(fmt.Sprintf("partlog/compaction: %d reason names for %d Reason constants", len(reasonNames), numReasons))
 	}
 }
 
