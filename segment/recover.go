@@ -294,6 +294,12 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
 // last offset of the first batch with it (Kafka's readLargestTimestamp):
 // the last time index entry, then a header scan from its batch to end.
 func (s *Segment) largestTimestamp(end int64) (ts, offset int64, err error) {
+	// The scan starts at te's batch, not at the last offset entry: a time
+	// index cut short (damaged, yet passing its O(1) sanity check) must
+	// not hide a larger timestamp (indexes are hints, DESIGN law 5). When
+	// timestamps stop growing, te stays early and this reads every header
+	// after it; trusting te after a clean close, as Kafka does, would need
+	// a marker that the time index is whole.
 	te := s.timeIdx.LastEntry()
 	ts, offset = batch.NoTimestamp, int64(-1)
 	pos := int64(0)
@@ -333,7 +339,7 @@ type RecoverResult struct {
 
 // Recover checks every batch of the .log from the start (Kafka's
 // LogSegment.recover): framing, size (at most maxBatchSize when > 0),
-// batch.Validate (CRC-32C and record framing), offsets strictly increasing
+// magic and CRC-32C (batch.ValidateHeader; it does not decompress), offsets strictly increasing
 // and inside the segment's relative offsets. It rebuilds both indexes as it
 // goes, cuts the .log after the last valid batch and reports what it cut.
 // An I/O error is returned as err; invalid data is not an error but the
