@@ -140,6 +140,20 @@ func checkpointPath(dir string) (path, topic string, partition int32) {
 	return filepath.Join(dir, checkpoint.CleanerOffsetFile), topic, partition
 }
 
+// truncationAware is what *log.Partition adds to Log so that a round's
+// cleaner checkpoint never survives a truncation that started during the
+// round: TruncateTo lowers the checkpoint to the new log end, and a round
+// that computed its end before the cut must not raise it again (offsets
+// appended after the cut are dirty).
+type truncationAware interface {
+	// Truncations counts the truncations started so far.
+	Truncations() uint64
+	// WriteCleanerCheckpoint writes the checkpoint under the partition's
+	// lock unless the count moved past truncations (then written is
+	// false and nothing is written).
+	WriteCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error)
+}
+
 // ReadCleanerCheckpoint returns the first dirty offset the partition's
 // cleaner-offset-checkpoint records; found is false when there is none.
 func ReadCleanerCheckpoint(l Log) (offset int64, found bool, err error) {
@@ -218,6 +232,10 @@ func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	var truncations uint64
+	if tw, ok := l.(truncationAware); ok {
+		truncations = tw.Truncations() // before the snapshot
+	}
 	segs, err := l.Segments()
 	if err != nil {
 		return res, wrapDir("compact", l, err)
@@ -231,7 +249,7 @@ func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
 	if !sec.Due {
 		return res, nil
 	}
-	r, err := c.clean(ctx, l, segs, sec, now)
+	r, err := c.clean(ctx, l, segs, sec, now, truncations)
 	if err != nil {
 		return r, wrapDir("compact", l, err)
 	}
@@ -239,7 +257,7 @@ func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
 }
 
 // clean runs steps 3 to 5 of a round.
-func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, sec Section, now time.Time) (Result, error) {
+func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, sec Section, now time.Time, truncations uint64) (Result, error) {
 	res := Result{CleanedTo: -1}
 	c.sc.read = 0
 	if c.m == nil {
@@ -270,9 +288,22 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 			return res, err
 		}
 	}
-	path, topic, part := checkpointPath(l.Dir())
-	if err := checkpoint.WriteOffset(l.FS(), path, topic, part, end); err != nil {
-		return res, err
+	if tw, ok := l.(truncationAware); ok {
+		// Written under the partition's lock, and only when no truncation
+		// started since the round took its snapshot (the one TruncateTo
+		// clamped then stays).
+		written, err := tw.WriteCleanerCheckpoint(end, truncations)
+		if err != nil {
+			return res, err
+		}
+		if !written {
+			end = -1
+		}
+	} else {
+		path, topic, part := checkpointPath(l.Dir())
+		if err := checkpoint.WriteOffset(l.FS(), path, topic, part, end); err != nil {
+			return res, err
+		}
 	}
 	res.Compacted = true
 	res.CleanedTo = end

@@ -48,6 +48,11 @@
 // final names, syncing the directory between the steps; the per-partition
 // cleaner-offset-checkpoint file (Kafka's checkpoint format, one
 // "topic partition offset" line) records where the next round starts.
+// The partition's TruncateTo lowers it to the new log end (Kafka's
+// maybeTruncateCheckpoint); on a *log.Partition a round writes it under the
+// partition's lock and not at all when a truncation started during the
+// round (Result.CleanedTo is then -1), so re-appended offsets are never
+// taken as clean.
 // [RecoverDir] applies Kafka's load-time rules to whatever a crash left.
 //
 // # Concurrency

@@ -37,7 +37,8 @@ type Result struct {
 	RecordsRemoved    int64
 	TombstonesRemoved int64
 	// CleanedTo is the first dirty offset after the round (the cleaner
-	// checkpoint), -1 when compaction did not run.
+	// checkpoint), -1 when compaction did not run or when a truncation
+	// during the round left the checkpoint TruncateTo clamped.
 	CleanedTo int64
 }
 

@@ -20,8 +20,9 @@ import (
 // CRC), ErrBatchTooLarge or ErrControlBatch, and nothing is written.
 //
 // Under the lock AppendBatch reserves [logEnd, logEnd+lastOffsetDelta],
-// rewrites the batch's baseOffset (and partitionLeaderEpoch under
-// Config.StampLeaderEpoch) in place, rolls the active segment when it is
+// rewrites the batch's baseOffset and partitionLeaderEpoch (the leader
+// epoch under Config.StampLeaderEpoch, else -1, batch.NoPartitionLeaderEpoch:
+// what the producer sent there is never stored) in place, rolls the active segment when it is
 // full or old, writes and indexes the batch, and only then publishes the
 // new log end offset (and, by default, the high watermark). On any error
 // nothing is published: the log end offset is unchanged and the next
@@ -36,16 +37,21 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	if err != nil {
 		return -1, err
 	}
-	p.mu.Lock()
+	p.lockWriter()
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
 		return -1, err
 	}
 	base = p.mu.end.Offset
 	bt.SetBaseOffset(base)
+	// Always stamped (outside the CRC): a producer's value must never
+	// reach the file, or the leader epoch cache (Kafka's, and
+	// leader-epoch-checkpoint) would record an epoch no leader had.
+	epoch := batch.NoPartitionLeaderEpoch
 	if p.cfg.StampLeaderEpoch {
-		bt.SetPartitionLeaderEpoch(p.leaderEpoch.Load())
+		epoch = p.leaderEpoch.Load()
 	}
+	bt.SetPartitionLeaderEpoch(epoch)
 	if err := p.appendLocked(bt); err != nil {
 		p.mu.Unlock()
 		return -1, err
@@ -100,10 +106,15 @@ func (p *Partition) checkProducerBatch(b []byte) (batch.Batch, error) {
 // the previous one's last offset (else ErrUnexpectedOffset); control
 // batches and batches with fewer records than offsets (compacted) are
 // allowed; the header, including partitionLeaderEpoch, is stored as given.
-// Every batch is validated (framing, CRC, records) and must fit in a
-// segment (ErrBatchTooLarge); max.message.bytes does not apply, as on a
-// Kafka follower. Validation runs before the lock and before anything is
-// written.
+// Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
+// framing, magic 2, CRC-32C, header fields; increasing, contiguous
+// offsets) and must fit in a segment (ErrBatchTooLarge); max.message.bytes
+// does not apply, as on a Kafka follower. The records are not decompressed
+// or walked: the CRC covers them, the leader validated them, and a highly
+// compressible batch the leader accepted must not stall the follower (a
+// compressed payload under a valid CRC is stored as given, as Kafka's
+// follower stores it). Validation runs before the lock and before anything
+// is written.
 //
 // An I/O error while writing leaves the batches before the failing one
 // appended and published, and returns the error; LogEndOffset says where
@@ -124,7 +135,7 @@ func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
 
 // appendAssignedLocked takes mu and writes the checked record set.
 func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint64, flushDue bool, err error) {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return p.mu.end.Offset, 0, false, err
@@ -157,7 +168,8 @@ func (p *Partition) checkAssigned(records []byte) error {
 		if int64(len(bt)) > p.cfg.SegmentBytes {
 			return fmt.Errorf("%w: batch %d is %d bytes, segment.bytes is %d", ErrBatchTooLarge, i, len(bt), p.cfg.SegmentBytes)
 		}
-		if err := validate(bt); err != nil {
+		// Header only, as a Kafka follower (no decompression): see above.
+		if err := bt.ValidateHeader(); err != nil {
 			return invalidBatchf(err, "batch %d at byte %d of the record set", i, pos)
 		}
 		if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); int64(n) > int64(d)+1 {
@@ -211,7 +223,7 @@ func (p *Partition) publishLocked() { p.bounds.store(p.mu.hw, p.mu.end) }
 // offset, as Kafka does when a segment is full or old. It does nothing when
 // the active segment is empty.
 func (p *Partition) Roll() error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err

@@ -107,3 +107,75 @@ func readOffsetCheckpoint(fs vfs.FS, dir, name string) (offset int64, ok bool, e
 
 // syncDir makes the directory's entries durable.
 func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }
+
+// CleanerCheckpointFile is the compaction cleaner's checkpoint in the
+// partition's directory (Kafka's cleaner-offset-checkpoint, one file per
+// partition here, same format): the offset below which package compaction
+// cleaned the log. Package compaction writes it; TruncateTo lowers it to
+// the new log end (Kafka's maybeTruncateCheckpoint), since offsets
+// re-appended after a truncation are dirty.
+const CleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
+
+// clampCleanerCheckpointLocked lowers this partition's entry of the
+// cleaner checkpoint to end when the file exists and its offset is above
+// end, durably (tmp + fsync + rename + directory fsync). A file it cannot
+// parse is removed (compaction then starts again from the log start,
+// which is always safe). REQUIRES: mu held (serializes the file's writers
+// through WriteCleanerCheckpoint).
+func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
+	fs := p.cfg.FS
+	path := filepath.Join(p.dir, CleanerCheckpointFile)
+	entries, err := checkpoint.ReadOffsets(fs, path)
+	switch {
+	case errors.Is(err, errNotExist):
+		return nil
+	case err != nil:
+		p.logger.Warn("partlog/log: truncate: unreadable cleaner checkpoint removed", "dir", p.dir, "err", err)
+		if rerr := fs.Remove(path); rerr != nil && !errors.Is(rerr, errNotExist) {
+			return rerr
+		}
+		return syncDir(fs, p.dir)
+	}
+	topic, part := topicPartition(p.dir)
+	changed := false
+	for i, e := range entries {
+		if e.Topic == topic && e.Partition == part && e.Offset > end {
+			entries[i].Offset = end
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return checkpoint.WriteOffsets(fs, path, entries)
+}
+
+// Truncations returns how many truncations (TruncateTo calls that cut the
+// log) the partition has started since Open. Package compaction reads it
+// before a round and passes it to WriteCleanerCheckpoint.
+func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
+
+// WriteCleanerCheckpoint records, under the partition's write lock, that
+// the log is cleaned below offset (CleanerCheckpointFile), unless a
+// truncation started since Truncations returned truncations: the offsets a
+// round computed before a truncation may name batches that were cut and
+// re-appended (dirty), so the round's checkpoint is then dropped (written
+// reports false) and the one TruncateTo clamped stays. offset is also
+// clamped to the log end. Serialized with TruncateTo's own update of the
+// file.
+func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error) {
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return false, err
+	}
+	if p.truncations.Load() != truncations {
+		return false, nil
+	}
+	topic, part := topicPartition(p.dir)
+	path := filepath.Join(p.dir, CleanerCheckpointFile)
+	if err := checkpoint.WriteOffset(p.cfg.FS, path, topic, part, min(offset, p.mu.end.Offset)); err != nil {
+		return false, err
+	}
+	return true, nil
+}

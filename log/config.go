@@ -68,8 +68,10 @@ type Config struct {
 
 	// StampLeaderEpoch makes AppendBatch write the partition leader epoch
 	// (LeaderEpoch, then whatever SetLeaderEpoch set) into each batch's
-	// partitionLeaderEpoch field, as a Kafka leader does. Off, the field
-	// keeps the producer's value (-1). AppendAssigned never rewrites it.
+	// partitionLeaderEpoch field, as a Kafka leader does. Off, AppendBatch
+	// writes -1 (batch.NoPartitionLeaderEpoch) there, whatever the
+	// producer sent, so that no producer's value reaches the leader epoch
+	// cache. AppendAssigned never rewrites it.
 	StampLeaderEpoch bool
 
 	// LeaderEpoch is the initial leader epoch stamped when

@@ -101,8 +101,8 @@
 // get an O(1) sanity check), whatever the log's size. After an unclean one
 // it recovers from the recovery point, as Kafka's LogLoader does: every
 // segment from the one holding the recovery point on is validated batch by
-// batch (framing, CRC-32C, records, increasing offsets) and gets its
-// indexes rebuilt; at the first invalid batch the log is cut and every
+// batch (framing, magic, CRC-32C, increasing offsets; as Kafka, the
+// records are not decompressed) and gets its indexes rebuilt; at the first invalid batch the log is cut and every
 // later segment removed. What to do with invalid data is Config.Recovery's
 // decision (a RecoveryPolicy): DefaultRecovery cuts and logs what it cut
 // (file, position, bytes, last good offset) through Config.Logger, with
@@ -133,6 +133,23 @@
 // block them. A read waits only while TruncateTo cuts the very segment it
 // reads.
 //
+// TruncateTo waits for the readers of the segment it cuts without holding
+// mu: it publishes the lowered bounds and counts the truncation under mu,
+// marks the partition truncating (Partition.mu.truncating), releases mu
+// while it waits for the segment's read leases and cuts it, then takes mu
+// again to finish. While it is truncating, SetHighWatermark (under a read
+// lease of the segment being cut) and LeaderEpochs run; every other writer
+// (AppendBatch, AppendAssigned, Roll, TruncateTo, DeleteRecordsBefore,
+// Sync, Verify, Close, DeleteSegments, ReplaceSegments, flushes) waits on
+// the condition variable Partition.truncated, holding no partition lock
+// but flushMu, until TruncateTo is done. Hence the rule for a goroutine
+// that holds Records of a partition: it may read and call SetHighWatermark
+// (a leader's fetch handler moving the high watermark for a follower), but
+// it must not call any other method that changes the partition before it
+// closes them: TruncateTo waits for the Records, and those writers wait for
+// TruncateTo. (A goroutine that holds nothing may call anything: it waits
+// at most until the readers of the segment being cut close their Records.)
+//
 // Appends are linearized by mu: concurrent appenders get disjoint,
 // gap-free offset ranges, in the order their batches are in the file.
 // Validation runs before mu is taken, so the critical section holds only
@@ -144,17 +161,23 @@
 //     an appender waiting for a group sync holds neither (it waits on
 //     Partition.group, a mutex and condition variable never held while
 //     taking another lock).
-//  1. Partition.mu (writers only).
-//  2. A segment's read lease, write side (TruncateTo inside mu waits for
-//     readers of that segment to release their leases), then the segment's
-//     own mutexes.
+//  1. Partition.mu (writers only). A writer that finds the partition
+//     truncating waits on Partition.truncated, which releases mu.
+//  2. A segment's read lease: the write side is taken by TruncateTo
+//     without mu (it has marked the partition truncating and released
+//     mu); the read side by readers, and by SetHighWatermark under mu
+//     while the partition is truncating (it waits only while the cut
+//     itself runs, which needs no lock of the partition). Then the
+//     segment's own mutexes.
 //  3. The indexes' and the filesystem's internal locks.
 //
 // Readers take no lock of level 1; they take a segment's read lease (level
-// 2, read side) and hold it until Records.Close. Hence a goroutine must not
-// call TruncateTo (or take a second lease on the same segment, which
-// ReadFrom may do) while it holds Records of the partition: a truncation
-// waiting between the two would deadlock it. Close stops the FlushInterval
+// 2, read side) and hold it until Records.Close. A second lease on the same
+// segment (which ReadFrom may take) is granted even while a truncation
+// waits, so a reader holding Records may read again. A goroutine must not
+// call TruncateTo while it holds Records of the partition (the truncation
+// would wait for its own Records), nor any writer other than
+// SetHighWatermark (see Concurrency). Close stops the FlushInterval
 // goroutine, then takes flushMu, mu, then each segment's locks in
 // ascending base offset order.
 //
@@ -205,6 +228,17 @@
 //     it did not change, the reader's lease was taken before the cut
 //     started, so the cut waits for the reader, whose bounds are those from
 //     before the cut: it reads the log as it was, consistently.
+//     While the cut waits (mu released, the partition truncating), the
+//     only writer that publishes is SetHighWatermark: it publishes the
+//     lowered log end as it stands and a high watermark at or below it,
+//     located under a read lease of the segment being cut (so it sees the
+//     segment wholly before or wholly after the cut); both positions lie
+//     at or below the cut, whose bytes the cut leaves alone. A reader that
+//     loads such bounds loaded the count after the increment, and reads
+//     only bytes the cut keeps, before or after it. TruncateTo takes mu
+//     again and publishes where the log really ends (at or below the
+//     lowered end; the high watermark clamped to it) before any other
+//     writer runs.
 //  5. The log start offset is a plain atomic. Retention publishes it
 //     before it removes whole segments; a reader that checked an offset
 //     against an older log start finds either the old snapshot (and reads
@@ -216,7 +250,10 @@
 // Records returned by ReadFrom alias the segment's memory mapping: they
 // must be closed exactly once, and Bytes is valid only until then. They
 // stay valid across Partition.Close, TruncateTo (which waits for them) and
-// retention (which defers removing the files). Records objects are pooled,
+// retention (which defers removing the files). While a goroutine holds
+// Records it may call SetHighWatermark but no other method that changes
+// the partition: TruncateTo waits for the Records, and every other writer
+// waits for TruncateTo (see Concurrency). Records objects are pooled,
 // so a read allocates nothing.
 //
 // # What a Partition does not do yet

@@ -79,7 +79,7 @@ func (p *Partition) afterAppend(seq uint64, flushDue bool) error {
 	case flushDue:
 		p.flushMu.Lock()
 		defer p.flushMu.Unlock()
-		p.mu.Lock()
+		p.lockWriter()
 		defer p.mu.Unlock()
 		if err := p.checkWritableLocked(); err != nil {
 			return err
@@ -128,7 +128,7 @@ func (p *Partition) waitSynced(seq uint64) error {
 // groupSyncFlushLocked fdatasyncs every .log written up to now, outside
 // mu, and publishes what it covered. REQUIRES: flushMu held, mu not held.
 func (p *Partition) groupSyncFlushLocked() error {
-	p.mu.Lock()
+	p.lockWriter()
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
 		return err
@@ -154,7 +154,7 @@ func (p *Partition) groupSyncFlushLocked() error {
 		err = syncDir(p.cfg.FS, p.dir)
 	}
 
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	clear(segs)
 	p.mu.spare = segs[:0]
@@ -226,7 +226,7 @@ func (p *Partition) failLocked(err error) {
 func (p *Partition) Sync() error {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
@@ -333,7 +333,7 @@ func (p *Partition) runFlusher(interval time.Duration) {
 		case <-t.C:
 		}
 		p.flushMu.Lock()
-		p.mu.Lock()
+		p.lockWriter()
 		if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
 			if err := p.fullFlushLocked(); err != nil {
 				p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)

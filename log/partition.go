@@ -75,7 +75,8 @@ type Partition struct {
 
 	// mu serializes every writer: appends, rolls, truncation, retention,
 	// high watermark moves, Sync and Close. Lock order: mu, then a
-	// segment's locks (its read-lease write side in TruncateTo), then the
+	// segment's locks (a read lease in SetHighWatermark while truncating;
+	// TruncateTo takes the write side after releasing mu), then the
 	// indexes' and the filesystem's. Readers never take mu.
 	mu struct {
 		sync.Mutex
@@ -115,6 +116,24 @@ type Partition struct {
 		// is set when it differs from the checkpoint file.
 		epochs      []checkpoint.EpochEntry
 		epochsDirty bool
+		// truncating is the segment TruncateTo is cutting while it waits,
+		// without mu, for the segment's read leases (nil otherwise). While
+		// it is set, writers wait on truncated (lockWriter); only
+		// SetHighWatermark and LeaderEpochs run, SetHighWatermark under a
+		// read lease of that segment.
+		truncating *segment.Segment
+	}
+	// truncated is signalled (with mu held) when TruncateTo clears
+	// mu.truncating. Its Locker is &mu.Mutex.
+	truncated sync.Cond
+}
+
+// lockWriter takes mu for a writer, waiting (with mu released) while a
+// TruncateTo waits for read leases (see mu.truncating).
+func (p *Partition) lockWriter() {
+	p.mu.Lock()
+	for p.mu.truncating != nil {
+		p.truncated.Wait()
 	}
 }
 
@@ -136,7 +155,8 @@ type Partition struct {
 // After an unclean one it recovers from the recovery point (Kafka's
 // LogLoader): every segment from the one holding the recovery point
 // checkpoint's offset to the end is validated batch by batch (framing,
-// CRC-32C, records, increasing offsets) and gets its indexes rebuilt; at
+// magic, CRC-32C, increasing offsets; as Kafka, the records are not
+// decompressed) and gets its indexes rebuilt; at
 // the first invalid batch the log is cut and every later segment removed,
 // if Config.Recovery agrees (DefaultRecovery does; StrictRecovery makes
 // Open fail with an error naming the file and position instead).
@@ -159,6 +179,7 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.group.cond = sync.NewCond(&p.group.mu)
+	p.truncated.L = &p.mu.Mutex
 	p.mu.hwCheckpoint = -1
 	fs := cfg.FS
 	if err := mkdirDurable(fs, dir); err != nil {
@@ -436,6 +457,10 @@ func (p *Partition) SetLeaderEpoch(epoch int32) { p.leaderEpoch.Store(epoch) }
 // LogEndOffset]; otherwise the error wraps ErrOffsetOutOfRange and nothing
 // changes. An offset inside a batch hides that whole batch from ReadFrom
 // (no byte at or past the high watermark is returned).
+//
+// SetHighWatermark does not wait for a TruncateTo that waits for readers,
+// so a goroutine holding Records may call it (it then works on the lowered
+// log end TruncateTo published).
 func (p *Partition) SetHighWatermark(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -444,6 +469,15 @@ func (p *Partition) SetHighWatermark(offset int64) error {
 	}
 	if start := p.logStart.Load(); offset < start || offset > p.mu.end.Offset {
 		return fmt.Errorf("%w: high watermark %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, p.mu.end.Offset)
+	}
+	if seg := p.mu.truncating; seg != nil {
+		// TruncateTo is waiting, without mu, for the leases on seg (a
+		// reader holding Records may be the caller): look it up under a
+		// lease of our own, which sees seg wholly before or wholly after
+		// the cut; either way every batch below the lowered log end
+		// (mu.end) is where it was.
+		seg.AcquireRead()
+		defer seg.ReleaseRead()
 	}
 	hw, err := positionIn(p.segs.Load().list, offset, p.mu.end)
 	if err != nil {
@@ -476,7 +510,7 @@ func (p *Partition) Close() error {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return ErrClosed

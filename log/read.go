@@ -16,6 +16,14 @@ import (
 // reference on its segment (and a read lease that keeps TruncateTo from
 // cutting the bytes under it) until Close.
 //
+// While a goroutine holds Records of a partition it may read the partition
+// and call SetHighWatermark, but it must not call any other method that
+// changes the partition (AppendBatch, AppendAssigned, Roll, TruncateTo,
+// DeleteRecordsBefore, Sync, Verify, Close, DeleteSegments,
+// ReplaceSegments): TruncateTo waits for the Records, and every such
+// writer waits for TruncateTo. Closing the Records, from any goroutine,
+// lets them all go on.
+//
 // A Records is not safe for concurrent use. Close it exactly once: after
 // Close the Records returns to a pool and may be handed to another reader.
 // A second Close returns ErrClosed as long as the object has not been

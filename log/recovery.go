@@ -108,8 +108,8 @@ type scanResult struct {
 }
 
 // scanLog validates the .log of seg from the start without changing it,
-// with the checks segment.Recover applies (framing, size, CRC-32C and
-// records, offsets increasing and inside the segment's relative offsets),
+// with the checks segment.Recover applies (framing, size, magic and
+// CRC-32C (batch.ValidateHeader, no decompression), offsets increasing and inside the segment's relative offsets),
 // and classifies the first invalid batch: a torn tail when last (the
 // active segment) and the bad bytes are the end of the file (a short
 // batch, a zeroed tail, or a bad last batch ending exactly at the end of
@@ -175,7 +175,10 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 					return res, buf, err
 				}
 				bt := batch.Batch(b)
-				if err := bt.Validate(); err != nil {
+				// Header and CRC, as segment.Recover (Kafka's
+				// LogSegment.recover): no decompression, so a batch a
+				// follower stored (AppendAssigned) is never refused here.
+				if err := bt.ValidateHeader(); err != nil {
 					cause = base.WithFile(err, path, pos)
 				} else if bt.BaseOffset() <= prevLast {
 					cause = base.CorruptionErrorf(path, pos, "baseOffset", "offset %d does not follow offset %d", bt.BaseOffset(), prevLast)

@@ -68,7 +68,7 @@ func (p *Partition) Segments() ([]*segment.Segment, error) {
 // DeleteRecordsBefore does); the segments' files are renamed *.deleted and
 // removed when the last reader lets go; the directory is synced.
 func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
@@ -142,7 +142,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // drops its own references on old (their files are removed at the last
 // reader's Unref). The log start offset does not change.
 func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err

@@ -16,7 +16,10 @@ import (
 // lies inside a batch, since a batch is never split; in a log Kafka
 // compacted, an offset inside a gap keeps the batches below it and the log
 // end becomes the last one's next offset). The high watermark is clamped
-// down to the new log end.
+// down to the new log end, and so is the compaction cleaner's checkpoint
+// (CleanerCheckpointFile, when it exists and is above the new end; Kafka's
+// maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
+// appended again after the cut are dirty.
 //
 // offset >= LogEndOffset is a no-op. offset < LogStartOffset gives
 // ErrOffsetOutOfRange. When the batch holding offset also holds the log
@@ -27,13 +30,17 @@ import (
 // Readers that hold Records on the bytes being cut keep them: the cut waits
 // until their read leases are released (so a goroutine must not call
 // TruncateTo while it holds Records of this partition), and Records on
-// deleted segments stay valid until closed. Appends wait for TruncateTo.
+// deleted segments stay valid until closed. TruncateTo waits for them
+// without holding the partition's mutex: the lowered log end and high
+// watermark are published first, reads go on, and SetHighWatermark (which
+// a reader holding Records may call) runs; every other writer, appends
+// included, waits until TruncateTo is done.
 //
 // An I/O error while cutting leaves the files ahead of the published state;
 // the partition then refuses further writes with that error (reopen it to
 // recover).
 func (p *Partition) TruncateTo(offset int64) error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
@@ -68,6 +75,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 		// cannot be split: empty the log and restart it at the log start
 		// offset (Kafka's truncateFullyAndStartAt).
 		return p.truncateFullyLocked(start)
+	}
+
+	// 0. Lower the cleaner checkpoint first (always safe: compaction only
+	// cleans more): offsets re-appended after the cut are dirty. A
+	// failure changes nothing else.
+	if err := p.clampCleanerCheckpointLocked(newEnd); err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
 	// 1. Publish the lowered bounds, then count the truncation: a reader
@@ -105,8 +119,17 @@ func (p *Partition) TruncateTo(offset int64) error {
 
 	// 3. Cut the segment holding offset (waits for its read leases), then
 	// publish where the log really ends.
+	// The wait for leases happens without mu (a reader holding Records
+	// may call SetHighWatermark meanwhile); other writers wait for
+	// mu.truncating to clear (lockWriter).
 	if found {
-		if _, err := seg.TruncateTo(batchBase); err != nil {
+		p.mu.truncating = seg
+		p.mu.Unlock()
+		_, err := seg.TruncateTo(batchBase)
+		p.mu.Lock()
+		p.mu.truncating = nil
+		p.truncated.Broadcast() // the waiters run once this call releases mu
+		if err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
 	}
@@ -115,6 +138,13 @@ func (p *Partition) TruncateTo(offset int64) error {
 			p.dir, offset, seg.BaseOffset(), seg.NextOffset(), seg.Size(), newEnd, pos))
 	}
 	p.setEndLocked(position{Offset: max(seg.NextOffset(), start), SegBase: seg.BaseOffset(), Pos: pos})
+	if p.mu.end.Offset < newEnd {
+		// offset fell in a gap of a compacted log: the log ends below
+		// newEnd, which step 0 used.
+		if err := p.clampCleanerCheckpointLocked(p.mu.end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err))
+		}
+	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
 	return p.makeTruncationDurableLocked()
 }
@@ -155,7 +185,7 @@ func (p *Partition) makeTruncationDurableLocked() error {
 // Readers holding Records on deleted segments keep them until they close
 // them; the files are removed then.
 func (p *Partition) DeleteRecordsBefore(offset int64) error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
@@ -224,6 +254,9 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 // at offset at (>= every offset in the log start's batch, below every
 // later segment's base). REQUIRES: mu held.
 func (p *Partition) truncateFullyLocked(at int64) error {
+	if err := p.clampCleanerCheckpointLocked(at); err != nil {
+		return fmt.Errorf("partlog/log: truncate %s fully to %d: cleaner checkpoint: %w", p.dir, at, err)
+	}
 	end := position{Offset: at, SegBase: at, Pos: 0}
 	p.mu.end, p.mu.hw = end, end
 	p.publishLocked()

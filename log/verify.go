@@ -66,7 +66,7 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 // paths) and blocks appends while it runs. Errors about file contents wrap
 // base.ErrCorrupt and name the file and position.
 func (p *Partition) Verify() error {
-	p.mu.Lock()
+	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return ErrClosed
