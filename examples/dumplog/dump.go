@@ -657,35 +657,48 @@ func batchAt(spans []span, offset int64) (span, bool) {
 	return span{}, false
 }
 
-// offsetIndex prints and checks a .index file against the segment's
-// batches: entries increase, each points at a batch start and names an
-// offset inside that batch.
-func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int64, haveLog bool) error {
-	b, ok, err := readIndex(path)
+// openIndex reads an index file of entrySize-byte entries, prints its
+// heading and reports what is wrong with its length and slots. It returns
+// the bytes and the number of used entries; ok is false when the file is
+// missing (an info line when the segment has batches: a broker rebuilds
+// it).
+func (d *dumper) openIndex(path, kind string, entrySize int, haveBatches bool) (b []byte, n int, ok bool, err error) {
+	b, ok, err = readIndex(path)
 	if err != nil {
-		return err
+		return nil, 0, false, err
 	}
 	if !ok {
 		if d.o.index {
 			d.printf("Dumping %s: missing\n", path)
 		}
-		if len(spans) > 0 {
-			d.info(path, "missing offset index (a broker rebuilds it)")
+		if haveBatches {
+			d.info(path, "missing %s (a broker rebuilds it)", kind)
 		}
-		return nil
+		return nil, 0, false, nil
 	}
 	if d.o.index {
 		d.printf("Dumping %s\n", path)
 	}
-	if len(b)%offsetEntry != 0 {
-		d.problem(path, int64(len(b)-len(b)%offsetEntry), "index length %d is not a multiple of %d", len(b), offsetEntry)
+	if len(b)%entrySize != 0 {
+		d.problem(path, int64(len(b)-len(b)%entrySize), "index length %d is not a multiple of %d", len(b), entrySize)
 	}
-	n, unused, stale := usedEntries(b, offsetEntry)
+	n, unused, stale := usedEntries(b, entrySize)
 	if stale {
 		d.problem(path, -1, "an empty slot is followed by entries")
 	}
 	if unused > 0 {
 		d.info(path, "%d preallocated slots after %d entries", unused, n)
+	}
+	return b, n, true, nil
+}
+
+// offsetIndex prints and checks a .index file against the segment's
+// batches: entries increase, each points at a batch start and names an
+// offset inside that batch.
+func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int64, haveLog bool) error {
+	b, n, ok, err := d.openIndex(path, "offset index", offsetEntry, len(spans) > 0)
+	if err != nil || !ok {
+		return err
 	}
 	starts := make(map[int64]span, len(spans))
 	for _, s := range spans {
@@ -732,31 +745,9 @@ func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int6
 // an offset inside a batch of the segment whose max timestamp is the entry's
 // timestamp.
 func (d *dumper) timeIndex(path string, base int64, spans []span, haveLog bool) error {
-	b, ok, err := readIndex(path)
-	if err != nil {
+	b, n, ok, err := d.openIndex(path, "time index", timeEntry, len(spans) > 0)
+	if err != nil || !ok {
 		return err
-	}
-	if !ok {
-		if d.o.index {
-			d.printf("Dumping %s: missing\n", path)
-		}
-		if len(spans) > 0 {
-			d.info(path, "missing time index (a broker rebuilds it)")
-		}
-		return nil
-	}
-	if d.o.index {
-		d.printf("Dumping %s\n", path)
-	}
-	if len(b)%timeEntry != 0 {
-		d.problem(path, int64(len(b)-len(b)%timeEntry), "index length %d is not a multiple of %d", len(b), timeEntry)
-	}
-	n, unused, stale := usedEntries(b, timeEntry)
-	if stale {
-		d.problem(path, -1, "an empty slot is followed by entries")
-	}
-	if unused > 0 {
-		d.info(path, "%d preallocated slots after %d entries", unused, n)
 	}
 	prevTS, prevOff := int64(math.MinInt64), int64(-1)
 	for i := range n {
