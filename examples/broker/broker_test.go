@@ -330,7 +330,7 @@ func TestBadProduceChangesNothing(t *testing.T) {
 		{"length past the end", topic, 0, hugeLength, kerr.CorruptMessage.Code},
 		{"empty records", topic, 0, nil, kerr.CorruptMessage.Code},
 		{"two batches", topic, 0, twoBatches, kerr.InvalidRecord.Code},
-		{"legacy magic", topic, 0, legacy, kerr.UnsupportedForMessageFormat.Code},
+		{"legacy magic", topic, 0, legacy, kerr.InvalidRecord.Code},
 		{"unknown partition", topic, 7, good, kerr.UnknownTopicOrPartition.Code},
 		{"invalid topic name", "bad/name", 0, good, kerr.InvalidTopicException.Code},
 		{"internal topic", offsetsTopic, 0, good, kerr.InvalidTopicException.Code},

@@ -185,7 +185,9 @@ func appendErrorCode(err error, records []byte) int16 {
 	switch {
 	case errors.Is(err, batch.ErrUnsupportedMagic) && len(records) > magicAt && records[magicAt] < batch.Magic:
 		// A legacy MessageSet (magic 0 or 1); other magics are garbage.
-		return kerr.UnsupportedForMessageFormat.Code
+		// Kafka refuses it in ProduceRequest's own validation (produce v3+
+		// carries only magic 2) with InvalidRecordException: INVALID_RECORD.
+		return kerr.InvalidRecord.Code
 	case errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, plog.ErrBatchTooLarge):
