@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -126,17 +125,7 @@ type Section struct {
 // ("topic-partition"), else the name itself (spaces and control characters
 // replaced) and partition 0.
 func checkpointPath(dir string) (path, topic string, partition int32) {
-	name := filepath.Base(dir)
-	topic, partition, ok := checkpoint.ParseDirName(name)
-	if !ok {
-		topic = strings.Map(func(r rune) rune {
-			if r <= ' ' || r == 0x7f {
-				return '_'
-			}
-			return r
-		}, name)
-		partition = 0
-	}
+	topic, partition = checkpoint.EntryName(dir)
 	return filepath.Join(dir, checkpoint.CleanerOffsetFile), topic, partition
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	iofs "io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
@@ -28,20 +27,6 @@ const LogStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Ka
 
 // errNotExist is fs.ErrNotExist (the name fs is taken by vfs values here).
 var errNotExist = iofs.ErrNotExist
-
-// topicPartition names the partition in its checkpoint entries.
-func topicPartition(dir string) (string, int32) {
-	name := filepath.Base(dir)
-	if topic, part, ok := checkpoint.ParseDirName(name); ok {
-		return topic, part
-	}
-	return strings.Map(func(r rune) rune {
-		if r <= ' ' || r == 0x7f {
-			return '_'
-		}
-		return r
-	}, name), 0
-}
 
 // RecoveryPointCheckpointFile is the file, in the partition's directory,
 // that records the recovery point: every batch below it was flushed
@@ -68,7 +53,7 @@ func writeLogStartCheckpoint(fs vfs.FS, dir string, offset int64) error {
 // writeOffsetCheckpoint durably records offset in the checkpoint file name
 // of dir (tmp + fsync + rename + directory fsync).
 func writeOffsetCheckpoint(fs vfs.FS, dir, name string, offset int64) error {
-	topic, part := topicPartition(dir)
+	topic, part := checkpoint.EntryName(dir)
 	return checkpoint.WriteOffset(fs, filepath.Join(dir, name), topic, part, offset)
 }
 
@@ -96,7 +81,7 @@ func readOffsetCheckpoint(fs vfs.FS, dir, name string) (offset int64, ok bool, e
 	case len(entries) == 1:
 		return entries[0].Offset, true, nil
 	}
-	topic, part := topicPartition(dir)
+	topic, part := checkpoint.EntryName(dir)
 	for _, e := range entries {
 		if e.Topic == topic && e.Partition == part {
 			return e.Offset, true, nil
@@ -136,7 +121,7 @@ func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
 		}
 		return syncDir(fs, p.dir)
 	}
-	topic, part := topicPartition(p.dir)
+	topic, part := checkpoint.EntryName(p.dir)
 	changed := false
 	for i, e := range entries {
 		if e.Topic == topic && e.Partition == part && e.Offset > end {
@@ -172,7 +157,7 @@ func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (wr
 	if p.truncations.Load() != truncations {
 		return false, nil
 	}
-	topic, part := topicPartition(p.dir)
+	topic, part := checkpoint.EntryName(p.dir)
 	path := filepath.Join(p.dir, CleanerCheckpointFile)
 	if err := checkpoint.WriteOffset(p.cfg.FS, path, topic, part, min(offset, p.mu.end.Offset)); err != nil {
 		return false, err

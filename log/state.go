@@ -129,15 +129,3 @@ func (b *bounds) load() (hw, end position) {
 		}
 	}
 }
-
-// loadHW returns the high watermark with its position.
-func (b *bounds) loadHW() position {
-	hw, _ := b.load()
-	return hw
-}
-
-// loadEnd returns the log end with its position.
-func (b *bounds) loadEnd() position {
-	_, end := b.load()
-	return end
-}

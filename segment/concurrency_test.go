@@ -285,13 +285,12 @@ func TestWriteToSendfile(t *testing.T) {
 				want = append(want, b...)
 				next = b.NextOffset()
 			}
-			start, end := int64(len(want)/3), s.Size()
-			// Align start on a batch.
+			// A range that starts on a batch inside the segment.
 			sl, err := s.Read(40, 1<<30, s.Size(), true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			start, end = sl.Start, sl.End
+			start, end := sl.Start, sl.End
 			want = want[start:end]
 
 			f, err := os.Create(filepath.Join(t.TempDir(), "out"))

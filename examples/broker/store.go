@@ -169,16 +169,6 @@ func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
 	return ps, nil
 }
 
-// partition returns one partition, or nil when the topic or partition is
-// unknown.
-func (s *store) partition(topic string, p int32) *plog.Partition {
-	ps, err := s.topic(topic, false)
-	if err != nil || p < 0 || int(p) >= len(ps) {
-		return nil
-	}
-	return ps[p]
-}
-
 // userPartitions returns every partition except __consumer_offsets-0.
 func (s *store) userPartitions() []*plog.Partition {
 	s.mu.Lock()

@@ -433,3 +433,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestEntryName(t *testing.T) {
+	for _, tt := range []struct {
+		dir, topic string
+		partition  int32
+	}{
+		{"/data/myTopic-0", "myTopic", 0},
+		{"/data/__consumer_offsets-17", "__consumer_offsets", 17},
+		{"/data/plain", "plain", 0},
+		{"/data/with space\tand tab", "with_space_and_tab", 0},
+		{"/data/topic--1", "topic-", 1}, // split at the last dash, as Kafka does
+		{"/data/-5", "-5", 0},           // no topic before the dash
+	} {
+		topic, partition := EntryName(tt.dir)
+		if topic != tt.topic || partition != tt.partition {
+			t.Errorf("EntryName(%q) = %q, %d; want %q, %d", tt.dir, topic, partition, tt.topic, tt.partition)
+		}
+		if !ValidTopic(topic) {
+			t.Errorf("EntryName(%q) gives the invalid topic field %q", tt.dir, topic)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -182,6 +183,24 @@ func ParseDirName(name string) (topic string, partition int32, ok bool) {
 		return "", 0, false
 	}
 	return name[:i], int32(p), true
+}
+
+// EntryName returns the topic and partition that name a partition's entry
+// in its per-partition checkpoint files: those of the directory's base name
+// when it is "topic-partition" (ParseDirName), else the whole base name,
+// spaces and control characters replaced by '_' so that it is a valid
+// topic field, and partition 0.
+func EntryName(dir string) (topic string, partition int32) {
+	name := filepath.Base(dir)
+	if topic, partition, ok := ParseDirName(name); ok {
+		return topic, partition
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, name), 0
 }
 
 // DirName returns the partition directory name "topic-partition".
