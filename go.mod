@@ -12,3 +12,8 @@ require (
 	golang.org/x/sys v0.50.0
 	pgregory.net/rapid v1.3.0
 )
+
+require (
+	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"

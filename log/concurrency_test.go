@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -16,14 +17,23 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// goT lets a helper goroutine use the require shim: a failure is reported
-// with Errorf and ends only that goroutine.
+// goT lets a helper goroutine use require: a failure is reported with
+// Errorf and ends only that goroutine (FailNow from a goroutine other than
+// the test's is not allowed).
 type goT struct{ t *testing.T }
 
-func (g goT) Helper() {}
+func (g goT) Helper()                           { g.t.Helper() }
+func (g goT) Errorf(format string, args ...any) { g.t.Errorf(format, args...) }
+func (g goT) FailNow()                          { runtime.Goexit() }
 func (g goT) Fatalf(format string, args ...any) {
 	g.t.Errorf(format, args...)
 	runtime.Goexit()
+}
+
+// tb is what the batch helpers need from a test: *testing.T or goT.
+type tb interface {
+	require.TestingT
+	Helper()
 }
 
 // taggedBatch builds a batch of n records whose first key names its
@@ -41,7 +51,7 @@ func taggedBatch(t tb, id, seq, n int) []byte {
 }
 
 // firstKey returns the key of b's first record.
-func firstKey(t testing.TB, b batch.Batch) string {
+func firstKey(t tb, b batch.Batch) string {
 	t.Helper()
 	it := b.Records(nil)
 	rec, ok, err := it.Next()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"log/slog"
 	"math/rand/v2"
 	"os"

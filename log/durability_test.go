@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"errors"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"runtime"

@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 

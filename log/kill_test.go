@@ -3,6 +3,7 @@ package log_test
 import (
 	"bufio"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"os"
 	"os/exec"

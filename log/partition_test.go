@@ -3,6 +3,7 @@ package log_test
 import (
 	"bytes"
 	"errors"
+	"github.com/stretchr/testify/require"
 	"io/fs"
 	"os"
 	"path/filepath"

@@ -5,6 +5,7 @@ package log_test
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/stretchr/testify/require"
 	"io"
 	"math"
 	"math/rand/v2"

@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"slices"
 	"sync"
