@@ -342,6 +342,11 @@ func (x *indexFile) rename(newPath string) error {
 		return err
 	}
 	x.path.Store(&newPath)
+	for _, r := range append(x.w.retired, x.cur.Load().region) {
+		if r != nil {
+			r.SetName(newPath) // what a FaultError names
+		}
+	}
 	return nil
 }
 
