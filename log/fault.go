@@ -22,7 +22,9 @@ import (
 // Bytes returned by Records.Bytes alias the mapping and are read by the
 // caller, outside this protection: a fault there still kills the process.
 // Callers that must survive a failing disk send with Records.WriteTo (the
-// kernel copies: a media error is an error) or copy with Records.AppendTo.
+// kernel copies: a media error is an error) or copy with Records.AppendTo;
+// those two return the error without taking the partition offline (a
+// Records does not know its partition).
 var ErrFault = segment.ErrFault
 
 // noteFault takes the partition offline when err wraps ErrFault and then

@@ -53,7 +53,12 @@ import (
 //     when the last reference is dropped (Unref), so a reader holding a
 //     reference never touches unmapped memory; it never reads past size,
 //     which is never past the file's end, so it never touches a page past
-//     the end of the file (SIGBUS).
+//     the end of the file (SIGBUS). The writer may replace the mapping
+//     (mapTo): Seal and Recover shrink it to the file's length, which is
+//     at or above size, and unmap only pages past it; Unseal publishes a
+//     new, longer mapping and keeps the old one mapped (retired) until the
+//     last Unref. A reader loads the mapping (mem) after size, and every
+//     mapping it can load covers that size.
 //  6. nextOffset is stored after size: once NextOffset() returns n, every
 //     batch with offsets below n is visible to Read.
 type Segment struct {
