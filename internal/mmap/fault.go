@@ -107,7 +107,9 @@ func Protect() (prev bool) { return debug.SetPanicOnFault(true) }
 // mmap.Recover(mmap.Protect(), &err)), not called from another deferred
 // function, or it cannot stop the panic.
 func Recover(prev bool, err *error) {
-	debug.SetPanicOnFault(prev)
+	if !prev { // a nested protection leaves the setting on
+		debug.SetPanicOnFault(false)
+	}
 	if v := recover(); v != nil {
 		*err = asFault(v)
 	}
