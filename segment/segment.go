@@ -299,7 +299,7 @@ func newSegment(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Co
 func (s *Segment) openFiles(fileSize int64, sealed bool) error {
 	window := max(s.cfg.MaxSegmentBytes, fileSize)
 	s.window = window
-	if s.logFile.Fd() != vfs.InvalidFd && !s.cfg.DisableMmap {
+	if s.logFile.Fd() != vfs.InvalidFd && !s.cfg.DisableMmap && mmap.Supported {
 		n := window
 		if sealed {
 			n = fileSize

@@ -108,6 +108,10 @@ const (
 	DontNeed = adviceDontNeed
 )
 
+// Supported reports whether this platform has mmap: without it every
+// region is a heap copy.
+const Supported = mmapSupported
+
 // Region is a mapped (or heap-copied) range of a file starting at offset 0.
 // See the package documentation for which methods may run concurrently.
 type Region struct {
