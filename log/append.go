@@ -204,7 +204,7 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 		}
 	}
 	if _, err := active.Append(bt); err != nil {
-		return fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err)
+		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
 	if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {

@@ -44,6 +44,10 @@ type Partition struct {
 	truncations atomic.Uint64
 	// closed is set by Close; readers check it.
 	closed atomic.Bool
+	// offline is set once, when a read or an append met a fault in a
+	// mapped file (ErrFault): every later call returns it (see
+	// noteFault). Read lock-free.
+	offline atomic.Pointer[error]
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
@@ -494,7 +498,10 @@ func (p *Partition) checkWritableLocked() error {
 	if p.mu.closed {
 		return ErrClosed
 	}
-	return p.mu.failed
+	if p.mu.failed != nil {
+		return p.mu.failed
+	}
+	return p.offlineErr()
 }
 
 // Close seals the active segment (its final time index entry), flushes
@@ -524,7 +531,7 @@ func (p *Partition) Close() error {
 		}
 	}
 	snap := p.segs.Load()
-	if p.mu.failed == nil {
+	if p.mu.failed == nil && p.offlineErr() == nil {
 		if err := snap.active().Seal(); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: seal segment %d: %w", p.dir, snap.active().BaseOffset(), err))
 		}
@@ -545,7 +552,7 @@ func (p *Partition) Close() error {
 		}
 	}
 	keep(snap.unref()) // the partition's reference on the snapshot
-	if first == nil && p.mu.failed == nil {
+	if first == nil && p.mu.failed == nil && p.offlineErr() == nil {
 		if err := checkpoint.MarkCleanShutdown(p.cfg.FS, p.dir); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}

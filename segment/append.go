@@ -8,6 +8,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 )
 
 // Append writes b at the end of the .log and publishes it. b's offsets are
@@ -26,6 +27,7 @@ import (
 // failed write of the time index entry after the offset entry is in: the
 // batch is then published (see the comment in the code). One writer only.
 func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	switch {
 	case s.closed.Load():
 		return 0, ErrClosed
@@ -216,7 +218,8 @@ func (s *Segment) Flush() error {
 // Seal makes the segment read-only when the partition rolls past it
 // (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
 // appended to the time index (even if it is full), both indexes are trimmed
-// to their entries, and a .log longer than Size is cut. Further Appends
+// to their entries, a .log longer than Size is cut, and the .log's mapping
+// is cut to its length (the pages past it are unmapped). Further Appends
 // return ErrSealed. Sealing a sealed segment does nothing. Writer side.
 func (s *Segment) Seal() error {
 	if s.closed.Load() {
@@ -240,12 +243,17 @@ func (s *Segment) Seal() error {
 		}
 		s.w.fileSize = size
 	}
+	if err := s.mapTo(s.size.Load()); err != nil {
+		return err
+	}
 	s.sealed.Store(true)
 	return nil
 }
 
 // Unseal makes a sealed segment active again: both indexes grow back to
-// MaxIndexBytes and Append is accepted. The partition unseals its last
+// MaxIndexBytes, the .log is mapped anew at the full window (the sealed
+// mapping stays until the segment is released: readers may hold its
+// bytes) and Append is accepted. The partition unseals its last
 // segment after opening it. Writer side.
 func (s *Segment) Unseal() error {
 	if s.closed.Load() {
@@ -255,6 +263,9 @@ func (s *Segment) Unseal() error {
 		return nil
 	}
 	if err := s.resizeIndexes(); err != nil {
+		return err
+	}
+	if err := s.mapTo(s.window); err != nil {
 		return err
 	}
 	s.sealed.Store(false)
