@@ -9,9 +9,9 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/segment/repair"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/segment/repair"
 )
 
 // LockFile is the name of the lock file Open creates (empty) in the
