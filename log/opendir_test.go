@@ -15,8 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/compaction"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -397,4 +399,64 @@ func distrustedLogStart(t *testing.T, p *plog.Partition) {
 	require.NoError(t, err)
 	require.Zero(t, res.SegmentsDeleted, "retention acted on the distrusted checkpoint")
 	require.Len(t, p.SegmentInfos(), 8)
+}
+
+// TestOpenCompactionGaps: offsets missing between two segments are what a
+// removed segment leaves, and also what compaction leaves (Kafka's
+// cleaner drops the last batches of a segment). Open accepts the gap when
+// compaction explains it — a segment beside it has offset gaps of its own,
+// or the cleaner checkpoint covers it — after a crash and after a clean
+// shutdown, under both policies, and refuses it otherwise.
+func TestOpenCompactionGaps(t *testing.T) {
+	mk := func(base int64, n int) []byte {
+		b := batch.Batch(logtest.MakeBatch(n, 20, 1000, byte(base)))
+		b.SetBaseOffset(base)
+		return b
+	}
+	cases := []struct {
+		name     string
+		seg0     [][]byte // segment 0's batches; segment 10 holds [10, 11]
+		cleaner  int64    // cleaner checkpoint offset, -1 for none
+		accepted bool
+	}{
+		{"gap inside a segment", [][]byte{mk(0, 1), mk(3, 1)}, -1, true},
+		{"cleaner checkpoint covers the gap", [][]byte{mk(0, 2)}, 12, true},
+		{"cleaner checkpoint below the gap", [][]byte{mk(0, 2)}, 1, false},
+		{"no compaction", [][]byte{mk(0, 2)}, -1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "orders-0")
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(segFile(dir, 0, ".log"), bytes.Join(c.seg0, nil), 0o644))
+			require.NoError(t, os.WriteFile(segFile(dir, 10, ".log"), mk(10, 2), 0o644))
+			if c.cleaner >= 0 {
+				require.NoError(t, checkpoint.WriteOffset(vfs.Default, filepath.Join(dir, plog.CleanerCheckpointFile), "orders", 0, c.cleaner))
+			}
+			for round, pol := range []plog.RecoveryPolicy{plog.StrictRecovery{}, plog.DefaultRecovery{}, plog.StrictRecovery{}} {
+				// Round 0 recovers (no clean-shutdown marker); the
+				// others reopen after a clean Close.
+				before := snapshotDir(t, dir)
+				p, err := plog.Open(dir, plog.Config{Recovery: pol})
+				if !c.accepted {
+					require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+					require.Contains(t, err.Error(), "offsets [2, 10) are missing")
+					// The first Open of a directory creates the empty
+					// lock file; nothing else changes.
+					after := snapshotDir(t, dir)
+					require.Empty(t, after[plog.LockFile].data)
+					delete(after, plog.LockFile)
+					require.Equal(t, before, after)
+					return
+				}
+				require.NoError(t, err, "round %d", round)
+				require.Equal(t, int64(12), p.LogEndOffset())
+				n, batches := readAll(t, p)
+				require.Equal(t, len(c.seg0)+1, len(batches))
+				require.Equal(t, int64(10), batches[len(batches)-1][0])
+				require.True(t, n >= 3)
+				require.NoError(t, p.Close())
+			}
+		})
+	}
 }
