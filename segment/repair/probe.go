@@ -42,10 +42,19 @@ type Probe struct {
 // lastOffsetDelta (bytes 0-26 of a v2 header).
 const headerPrefix = 27
 
+// legacyPrefix is the shortest prefix a walk needs: up to the magic byte
+// (offset, length, crc or partitionLeaderEpoch, magic).
+const legacyPrefix = 17
+
+// legacyMinSize is the smallest message length of magic 0 and 1 (crc,
+// magic, attributes, [timestamp,] key and value lengths).
+var legacyMinSize = [2]int{14, 22}
+
 // ProbeLog walks the batch headers of the .log at path, whose base offset
 // is segBase, without changing anything: each batch must frame (a length
 // of at least a v2 header, inside the file), carry magic 2, and start above
-// the previous one's last offset and at or above segBase. With validate,
+// the previous one's last offset and at or above segBase. Legacy messages
+// (magic 0 and 1) are framed by their length and offset alone. With validate,
 // each batch is also read whole and its header and CRC-32C checked
 // (batch.ValidateHeader). indexPath, when not empty and validate is off,
 // names the segment's offset index: the walk starts at the batch its last
@@ -63,23 +72,24 @@ func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool)
 	}
 	pr := Probe{Path: path, Size: st.Size(), Next: segBase}
 	var h [headerPrefix]byte
-	// header reads the prefix of the batch at pos; ok is false when fewer
-	// bytes than a prefix are left.
-	header := func(pos int64) (ok bool, err error) {
-		if pr.Size-pos < headerPrefix {
-			return false, nil
+	// header reads up to headerPrefix bytes of the batch at pos and
+	// returns how many it read.
+	header := func(pos int64) (int, error) {
+		n := int(min(int64(headerPrefix), pr.Size-pos))
+		if n <= 0 {
+			return 0, nil
 		}
-		if _, err := f.ReadAt(h[:], pos); err != nil && !errors.Is(err, io.EOF) {
-			return false, err
+		if _, err := f.ReadAt(h[:n], pos); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
 		}
-		return true, nil
+		return n, nil
 	}
 	pos, prevLast := int64(0), segBase-1
 	if indexPath != "" && !validate {
 		if hint, off, ok := lastIndexEntry(fsys, indexPath, segBase); ok && hint > 0 && hint < pr.Size {
 			if got, err := header(hint); err != nil {
 				return pr, err
-			} else if got {
+			} else if got == headerPrefix {
 				b := binary.BigEndian.Uint64(h[0:])
 				length := int64(int32(binary.BigEndian.Uint32(h[8:])))
 				last := int64(b) + int64(int32(binary.BigEndian.Uint32(h[23:])))
@@ -97,23 +107,40 @@ func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool)
 		if err != nil {
 			return pr, err
 		}
-		if !got {
+		if got < legacyPrefix {
 			pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", pr.Size-pos)
 			break
 		}
 		bo := int64(binary.BigEndian.Uint64(h[0:]))
 		length := int64(int32(binary.BigEndian.Uint32(h[8:])))
 		size := length + batch.LogOverhead
-		delta := int64(int32(binary.BigEndian.Uint32(h[23:])))
+		magic := h[16]
+		var last int64
 		switch {
-		case length < batch.HeaderSize-batch.LogOverhead || size > pr.Size-pos:
-			pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d with %d bytes left in the file", length, pr.Size-pos)
-		case h[16] != 2:
-			pr.Cause = base.CorruptionErrorf(path, pos, "magic", "magic %d", h[16])
-		case bo <= prevLast || bo < segBase || delta < 0 || bo+delta-segBase > math.MaxInt32:
-			pr.Cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] after offset %d in a segment based at %d", bo, bo+delta, prevLast, segBase)
+		case magic > 2:
+			pr.Cause = base.CorruptionErrorf(path, pos, "magic", "magic %d", magic)
+		case magic < 2:
+			// A legacy message (set): its offset field is its last
+			// offset (a compressed wrapper's is its last inner one).
+			last = bo
+			if least := int64(legacyMinSize[magic]); length < least || size > pr.Size-pos {
+				pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "message length %d with %d bytes left in the file", length, pr.Size-pos)
+			} else if bo <= prevLast || bo < segBase || bo-segBase > math.MaxInt32 {
+				pr.Cause = base.CorruptionErrorf(path, pos, "offset", "message at offset %d after offset %d in a segment based at %d", bo, prevLast, segBase)
+			}
+		case got < headerPrefix:
+			pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", pr.Size-pos)
+		default:
+			delta := int64(int32(binary.BigEndian.Uint32(h[23:])))
+			last = bo + delta
+			switch {
+			case length < batch.HeaderSize-batch.LogOverhead || size > pr.Size-pos:
+				pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d with %d bytes left in the file", length, pr.Size-pos)
+			case bo <= prevLast || bo < segBase || delta < 0 || last-segBase > math.MaxInt32:
+				pr.Cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] after offset %d in a segment based at %d", bo, last, prevLast, segBase)
+			}
 		}
-		if pr.Cause == nil && validate {
+		if pr.Cause == nil && validate && magic == 2 {
 			if int64(cap(buf)) < size {
 				buf = make([]byte, size)
 			}
@@ -131,8 +158,8 @@ func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool)
 		if bo != prevLast+1 {
 			pr.Gaps = true
 		}
-		prevLast = bo + delta
-		pr.Next = prevLast + 1
+		prevLast = last
+		pr.Next = last + 1
 		pr.Batches++
 		pos += size
 	}
