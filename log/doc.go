@@ -60,6 +60,18 @@
 // reads their leader-epoch-checkpoint, and leaves the files it does not
 // own (producer .snapshot files) alone.
 //
+// Open locks the directory (LockFile, flock(2) on unix) until Close: a
+// second Open of it, in this process or another, fails with ErrLocked.
+// Before it changes anything, Open checks the directory as a whole (see
+// docs/crash-safety.md, "Directory checks"): a .swap replaces live segments
+// only when it is a valid segment covering them; offsets missing between
+// segments (unless compaction explains them) or below the first one, and a
+// sealed segment that does not end on a batch, are refused with an error
+// wrapping ErrRecoveryRefused; a checkpoint that contradicts the segments
+// goes to Config.Recovery (DefaultRecovery ignores a log start checkpoint
+// past the log end, loudly, rather than hiding every record). A refused
+// Open has written nothing.
+//
 // # Durability
 //
 // What survives a crash depends on Config.FlushMessages (flush.messages)
