@@ -257,7 +257,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
-			p.mu.failed = failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr))
+			p.setFailedLocked(failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)))
 		}
 		return fmt.Errorf("partlog/log: roll %s: create segment %d: %w", p.dir, newBase, err)
 	}

@@ -211,7 +211,7 @@ type syncHandle struct {
 // ErrFailed) unless it already failed. REQUIRES: mu held.
 func (p *Partition) failLocked(err error) {
 	if p.mu.failed == nil {
-		p.mu.failed = failedf(err)
+		p.setFailedLocked(failedf(err))
 		p.logger.Error("partlog/log: partition failed; reopen it to recover", "dir", p.dir, "err", err)
 	}
 }

@@ -48,6 +48,8 @@ type Partition struct {
 	// mapped file (ErrFault): every later call returns it (see
 	// noteFault). Read lock-free.
 	offline atomic.Pointer[error]
+	// hasFailed is set with mu.failed (setFailedLocked), for Wait.
+	hasFailed atomic.Bool
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
@@ -524,6 +526,7 @@ func (p *Partition) Close() error {
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
+	p.wakeWaiters()
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {
