@@ -188,7 +188,7 @@ func (p *Partition) syncLogFile(seg *segment.Segment) error {
 		p.closeSyncFile()
 		p.syncFile.seg, p.syncFile.f = seg, f
 	}
-	return p.syncFile.f.Sync()
+	return p.syncFileTimed(p.syncFile.f)
 }
 
 // closeSyncFile closes the cached sync handle. REQUIRES: flushMu held.
@@ -297,7 +297,7 @@ func (p *Partition) flushLocked() error {
 		if seg.BaseOffset() < p.mu.flushedBelow && seg != snap.active() {
 			continue
 		}
-		if err := seg.Flush(); err != nil {
+		if err := p.flushSegment(seg); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err)
 		}
 	}

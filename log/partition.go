@@ -50,6 +50,8 @@ type Partition struct {
 	offline atomic.Pointer[error]
 	// hasFailed is set with mu.failed (setFailedLocked), for Wait.
 	hasFailed atomic.Bool
+	// stats holds the counters Stats reports (stats.go).
+	stats counters
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
@@ -280,6 +282,7 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		}
 		list = append(list, seg)
 	}
+	p.stats.recovery.Clean = clean
 	if !clean {
 		// Recover from the segment holding the recovery point (Kafka:
 		// min(checkpoint, log end); a checkpoint past the end selects

@@ -316,6 +316,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 		p.mu.dirDirty = true
 		break
 	}
+	p.stats.recovery.BytesScanned = done
 	return list, nil
 }
 
@@ -342,6 +343,7 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 	if err := p.cfg.Recovery.OnCorruption(ev); err != nil {
 		return err
 	}
+	p.stats.recovery.BytesCut, p.stats.recovery.SegmentsRemoved = ev.CutBytes, ev.LaterSegments
 	kind := "corruption"
 	if ev.TornTail {
 		kind = "torn tail"
