@@ -33,8 +33,12 @@ var segmentKinds = []string{segment.LogSuffix, segment.IndexSuffix, segment.Time
 //     plain name is renamed too;
 //  5. the directory is synced if anything changed.
 //
-// Indexes that went missing on the way are rebuilt by segment.Open.
-func RecoverDir(fsys vfs.FS, dir string) error {
+// Indexes that went missing on the way are rebuilt by segment.Open. A nil
+// fsys is the operating system's filesystem.
+func RecoverDir(fsys segment.FS, dir string) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
 	names, err := fsys.List(dir)
 	if err != nil {
 		return fmt.Errorf("partlog/compaction: recover %s: %w", dir, err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -23,7 +22,7 @@ var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 // partition's write lock.
 
 // FS returns the filesystem the partition's files live on.
-func (p *Partition) FS() vfs.FS { return p.cfg.FS }
+func (p *Partition) FS() segment.FS { return p.cfg.FS }
 
 // SegmentConfig returns the configuration the partition opens and creates
 // its segments with.
