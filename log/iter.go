@@ -83,6 +83,11 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				yield(batch.Record{}, err)
 				return
 			}
+			// The high watermark before the read: when the read finds
+			// nothing although hw > next, the batch holding next ends
+			// past hw (SetHighWatermark put hw inside it), and it shows
+			// only once the high watermark passes hw.
+			hw := p.HighWatermark()
 			r, err := p.ReadFrom(next, iterReadBytes)
 			if err != nil {
 				yield(batch.Record{}, err)
@@ -90,7 +95,7 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 			}
 			if r.Empty() {
 				_ = r.Close() // an empty result holds nothing
-				if err := p.Wait(ctx, next); err != nil {
+				if err := p.Wait(ctx, max(next, hw)); err != nil {
 					yield(batch.Record{}, err)
 					return
 				}

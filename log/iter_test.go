@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
@@ -252,4 +254,49 @@ func ExamplePartition_Records() {
 	// 1: event 1
 	// 2: event 2
 	// stopped: context canceled
+}
+
+// TestPartitionRecordsHighWatermarkInsideBatch: with the high watermark
+// set inside a batch (which hides the batch from ReadFrom) the iterator
+// parks until the high watermark passes the batch, instead of reading the
+// same empty result over and over.
+func TestPartitionRecordsHighWatermarkInsideBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, in := openMem(t, plog.Config{DisableAutoHighWatermark: true})
+		defer p.Close()
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, 1, 1))
+		require.NoError(t, err)
+		require.NoError(t, p.SetHighWatermark(2))
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var reads atomic.Int64
+		in.SetHook(func(op vfs.Op) error {
+			if op.Kind == vfs.OpReadAt && reads.Add(1) == 1000 {
+				cancel() // spinning: stop it, and fail below
+			}
+			return nil
+		})
+		items := make(chan int64, 8)
+		errs := make(chan error, 1)
+		go func() {
+			for rec, err := range p.Records(ctx, 0) {
+				if err != nil {
+					errs <- err
+					return
+				}
+				items <- rec.Offset
+			}
+		}()
+		synctest.Wait()
+		require.Less(t, reads.Load(), int64(1000), "the iterator spins on an empty read")
+		require.Empty(t, items)
+
+		require.NoError(t, p.SetHighWatermark(4))
+		for want := range int64(4) {
+			require.Equal(t, want, <-items)
+		}
+		cancel()
+		require.ErrorIs(t, <-errs, context.Canceled)
+	})
 }

@@ -45,11 +45,15 @@ func (n *notifier) signal() {
 	}
 }
 
-// Wait blocks until the record at offset is visible to ReadFrom, that is
-// until HighWatermark() > offset, and returns nil. A consumer tailing the
-// partition reads up to the high watermark, then calls Wait with the offset
-// it will read next (Records.NextOffset, or the high watermark it saw) and
-// reads again when Wait returns, instead of polling.
+// Wait blocks until the high watermark passes offset (HighWatermark() >
+// offset) and returns nil: the record at offset is then visible to
+// ReadFrom, unless SetHighWatermark put the high watermark inside the
+// batch holding it (ReadFrom hides such a batch whole). A consumer tailing
+// the partition reads up to the high watermark, then calls Wait with the
+// offset it will read next (Records.NextOffset) or, when a read found
+// nothing, with the high watermark it saw before that read, and reads
+// again when Wait returns, instead of polling. Partition.Records does
+// this.
 //
 // Wait returns ctx.Err() when ctx ends first; ErrClosed when the partition
 // is closed (before or during the wait); the partition's sticky failure
