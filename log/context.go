@@ -2,39 +2,19 @@ package log
 
 import "context"
 
-// Context. The calls that can block for long take a context.Context in a
-// variant named with the suffix Context, as database/sql does: the plain
-// method is the variant with context.Background().
-//
-//   - AppendBatchContext and AppendAssignedContext: an append under
-//     Config.FlushMessages == 1 waits for the group fdatasync that covers
-//     it, and the append that crosses FlushMessages > 1 records runs a full
-//     flush.
-//   - SyncContext: a full flush, which also waits for a running group sync.
-//   - Wait and WaitFollower, and the Partition.Records iterator, which park
-//     until data arrives.
-//
-// The context bounds the caller's wait, not the work: a context that ends
-// while a sync runs returns ctx.Err() to the waiter at once, and the sync
-// completes in the background as if the caller were still waiting (the
-// fdatasync is not interrupted, other appenders sharing it are not
-// affected, and a failure of it fails the partition, ErrFailed, so the
-// next call reports it). A context that has already ended when the call
-// starts makes it return ctx.Err() having done nothing. The context does
-// not bound the wait for the partition's lock (a writer waits while
-// another writer or a TruncateTo holds it) or the write itself, which do
-// not wait on I/O beyond a page-cache write.
-//
-// With a context that can never end (context.Background()) the variants
-// cost nothing extra; with one that can, a wait for a sync costs one
-// goroutine.
+// The Context variants (see the package documentation, "Context"): the
+// context bounds the caller's wait for a sync, never the sync. A waiter
+// whose context ends leaves the sync running in its own goroutine
+// (runContext); the plain methods pass context.Background(), whose nil
+// Done channel keeps them on the caller's goroutine without allocating.
 
 // AppendBatchContext is AppendBatch with a context bounding its wait for
-// durability (see "Context" above). When ctx ends while the append waits
-// for its sync, it returns the base offset the batch got together with
-// ctx.Err(): the batch is in the log, visible unless the high watermark
-// follows syncs (FlushMessages == 1), and becomes durable when the sync
-// completes. Any other error comes with base -1, as from AppendBatch.
+// durability (see "Context" in the package documentation). When ctx ends
+// while the append waits for its sync, it returns the base offset the
+// batch got together with ctx.Err(): the batch is in the log, visible
+// unless the high watermark follows syncs (FlushMessages == 1), and
+// becomes durable when the sync completes. Any other error comes with
+// base -1, as from AppendBatch.
 func (p *Partition) AppendBatchContext(ctx context.Context, b []byte) (base int64, err error) {
 	if err := ctx.Err(); err != nil {
 		return -1, err
@@ -43,9 +23,9 @@ func (p *Partition) AppendBatchContext(ctx context.Context, b []byte) (base int6
 }
 
 // AppendAssignedContext is AppendAssigned with a context bounding its wait
-// for durability (see "Context" above). When ctx ends while the append
-// waits for its sync, it returns the log end offset after the append with
-// ctx.Err(): the batches are in the log.
+// for durability (see "Context" in the package documentation). When ctx
+// ends while the append waits for its sync, it returns the log end offset
+// after the append with ctx.Err(): the batches are in the log.
 func (p *Partition) AppendAssignedContext(ctx context.Context, records []byte) (logEnd int64, err error) {
 	if err := ctx.Err(); err != nil {
 		return p.LogEndOffset(), err
@@ -54,8 +34,9 @@ func (p *Partition) AppendAssignedContext(ctx context.Context, records []byte) (
 }
 
 // SyncContext is Sync with a context bounding the caller's wait (see
-// "Context" above): when ctx ends first it returns ctx.Err() and the flush
-// goes on; its failure, if any, fails the partition.
+// "Context" in the package documentation): when ctx ends first it returns
+// ctx.Err() and the flush goes on; its failure, if any, fails the
+// partition.
 func (p *Partition) SyncContext(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
