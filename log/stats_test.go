@@ -1,6 +1,8 @@
 package log_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -88,4 +90,24 @@ func TestStatsRecovery(t *testing.T) {
 	// segment's bytes too (segment.Recover scans to the end of the file).
 	require.Equal(t, total, rec.BytesScanned)
 	require.Equal(t, 3, p.Stats().Segments)
+}
+
+// ExamplePartition_Stats reads the counters after two appends.
+func ExamplePartition_Stats() {
+	dir, _ := os.MkdirTemp("", "partlog-example")
+	defer os.RemoveAll(dir)
+	p, err := plog.Open(dir, plog.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	_, _ = p.AppendBatch(producerBatch(3))
+	_, _ = p.AppendBatch(producerBatch(2))
+
+	s := p.Stats()
+	fmt.Println("batches:", s.BatchesAppended, "records:", s.RecordsAppended, "log end:", s.LogEndOffset)
+	fmt.Println("segments:", s.Segments, "bytes:", s.Size == s.BytesAppended, "clean open:", s.Recovery.Clean)
+	// Output:
+	// batches: 2 records: 5 log end: 5
+	// segments: 1 bytes: true clean open: true
 }

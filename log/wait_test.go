@@ -2,9 +2,12 @@ package log_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -183,4 +186,30 @@ func TestWaitAppendAllocs(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
+}
+
+// ExamplePartition_Wait parks a consumer at the high watermark until a
+// producer's append makes its next offset visible.
+func ExamplePartition_Wait() {
+	dir, _ := os.MkdirTemp("", "partlog-example")
+	defer os.RemoveAll(dir)
+	p, err := plog.Open(dir, plog.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+
+	woken := make(chan error)
+	go func() {
+		// Caught up at offset 0: wait for it, with a bound on the wait.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		woken <- p.Wait(ctx, 0)
+	}()
+	if _, err := p.AppendBatch(producerBatch(2)); err != nil {
+		panic(err)
+	}
+	fmt.Println("woken:", <-woken, "high watermark:", p.HighWatermark())
+	// Output:
+	// woken: <nil> high watermark: 2
 }
