@@ -81,7 +81,7 @@
 // # Errors
 //
 // Every failure to frame, validate or decode bytes is a
-// *base.CorruptionError that names the field ("crc",
+// *CorruptionError that names the field ("crc",
 // "record[3].keyLength", ...) and its byte position in the batch, and wraps
 // [ErrCorrupt]; a buffer that ends inside a batch also wraps
 // [ErrTruncated], a magic other than 2 [ErrUnsupportedMagic]. In Kafka's

@@ -9,7 +9,7 @@ import (
 
 // Errors returned by Parse and Validate. Every one of them wraps ErrCorrupt,
 // so errors.Is(err, ErrCorrupt) catches them all; the concrete error is a
-// *base.CorruptionError that names the field and its byte position.
+// *CorruptionError that names the field and its byte position.
 var (
 	// ErrCorrupt marks bytes that are not a well-formed RecordBatch v2: bad
 	// framing, CRC, varints, lengths or compressed payload. It is the
@@ -29,6 +29,18 @@ var (
 	// disk.
 	ErrUnsupportedMagic = fmt.Errorf("%w: unsupported magic", base.ErrCorrupt)
 )
+
+// CorruptionError says where corrupt data was found: the file (empty for
+// bytes that did not come from a file), the byte position and the field.
+// Every corruption error of partlog's packages (batch, index, segment, log,
+// compaction) is one, possibly wrapped, and unwraps to an error wrapping
+// ErrCorrupt; reach its fields with errors.As:
+//
+//	var ce *batch.CorruptionError
+//	if errors.As(err, &ce) {
+//		fmt.Println(ce.File, ce.Pos, ce.Field)
+//	}
+type CorruptionError = base.CorruptionError
 
 // IsTruncated reports whether err says the input ended inside a batch.
 func IsTruncated(err error) bool { return errors.Is(err, ErrTruncated) }

@@ -18,7 +18,7 @@ import (
 // varints must fit their 32-bit (at most 5 bytes) or 64-bit (at most 10
 // bytes) type. A control batch's record keys must be control keys.
 //
-// Every failure is a *base.CorruptionError that wraps ErrCorrupt (and
+// Every failure is a *CorruptionError that wraps ErrCorrupt (and
 // ErrTruncated or ErrUnsupportedMagic where they apply) and names the field
 // and its byte position in b.
 //

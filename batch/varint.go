@@ -87,7 +87,7 @@ func (c *cursor) fail(why failure, field string, pos int, val int64) {
 	c.rec, c.hdr = c.curRec, c.curHdr
 }
 
-// error returns the recorded failure as a *base.CorruptionError, or nil.
+// error returns the recorded failure as a *CorruptionError, or nil.
 // posBase is the position of c.b[0] in the batch. When decompressed is
 // true, c.b is the decompressed record stream: the error then points at the
 // start of the compressed payload and its message gives the decompressed

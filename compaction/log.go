@@ -1,7 +1,6 @@
 package compaction
 
 import (
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -15,7 +14,7 @@ import (
 type Log interface {
 	// Dir is the partition directory; FS the filesystem its files live on.
 	Dir() string
-	FS() vfs.FS
+	FS() segment.FS
 	// SegmentConfig is the configuration the partition opens its
 	// segments with; compaction creates its new segments with it.
 	SegmentConfig() segment.Config

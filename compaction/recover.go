@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 	"github.com/partlog/partlog/segment/repair"
 )
 
@@ -30,8 +31,12 @@ import (
 //     plain name is renamed too, any other removed;
 //  5. the directory is synced if anything changed.
 //
-// Indexes that went missing on the way are rebuilt by segment.Open.
-func RecoverDir(fsys vfs.FS, dir string) error {
+// Indexes that went missing on the way are rebuilt by segment.Open. A nil
+// fsys is the operating system's filesystem.
+func RecoverDir(fsys segment.FS, dir string) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
 	plan, err := repair.Make(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("partlog/compaction: recover %s: %w", dir, err)

@@ -62,6 +62,11 @@
 // heap copy read once, with every entry written through to the file, so the
 // same code runs on both.
 //
+// Files are opened through an FS (an alias of internal/vfs's interface, so
+// that an importer can name and implement it; segment.FS and the log
+// package's Config.FS are the same type). A nil FS is the operating
+// system's, which OSFS also returns.
+//
 // A file's length is only a trustworthy entry count for a trimmed index.
 // An index that was still preallocated when the process crashed has a
 // zero tail that the count includes (KAFKA-12734); SanityCheck detects it
@@ -129,7 +134,7 @@
 //
 // # Example
 //
-//	idx, err := index.OpenOffsetIndex(vfs.Default, "00000000000000000100.index", 100, index.DefaultMaxIndexSize)
+//	idx, err := index.OpenOffsetIndex(nil, "00000000000000000100.index", 100, index.DefaultMaxIndexSize) // nil FS: the OS's
 //	if err != nil {
 //		return err
 //	}

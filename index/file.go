@@ -73,6 +73,7 @@ type indexFile struct {
 
 // open opens or creates the index file at path. See OpenOffsetIndex.
 func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSize, entrySize int) (err error) {
+	fsys = orOS(fsys)
 	if baseOffset < 0 || baseOffset > MaxBaseOffset {
 		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, path, baseOffset, int64(MaxBaseOffset))
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // OffsetIndex is a segment's .index file: a sparse, sorted map from offsets
@@ -32,8 +31,8 @@ type OffsetIndex struct {
 // for cleaned segments) opens as an empty index.
 //
 // maxIndexSize must hold at least one entry; baseOffset must be in [0,
-// MaxBaseOffset].
-func OpenOffsetIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int) (*OffsetIndex, error) {
+// MaxBaseOffset]. A nil fs is the operating system's filesystem.
+func OpenOffsetIndex(fs FS, path string, baseOffset int64, maxIndexSize int) (*OffsetIndex, error) {
 	idx := &OffsetIndex{}
 	if err := idx.x.open(fs, path, baseOffset, maxIndexSize, OffsetEntrySize); err != nil {
 		return nil, err

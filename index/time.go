@@ -6,7 +6,6 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // TimeIndex is a segment's .timeindex file: a sparse, sorted map from the
@@ -23,7 +22,7 @@ type TimeIndex struct {
 // same rules as [OpenOffsetIndex], with TimeEntrySize-byte entries; for a
 // maxIndexSize of 10 MiB that is 873,813 slots, of which 873,812 can be
 // filled by MaybeAppend before the index is full.
-func OpenTimeIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int) (*TimeIndex, error) {
+func OpenTimeIndex(fs FS, path string, baseOffset int64, maxIndexSize int) (*TimeIndex, error) {
 	idx := &TimeIndex{}
 	if err := idx.x.open(fs, path, baseOffset, maxIndexSize, TimeEntrySize); err != nil {
 		return nil, err

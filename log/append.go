@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
@@ -33,6 +34,11 @@ import (
 // valid batch), even when the append then fails. Callers that need the
 // producer's bytes unchanged pass a copy. b is not retained.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
+	return p.appendBatch(context.Background(), b)
+}
+
+// appendBatch implements AppendBatch and AppendBatchContext.
+func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err error) {
 	bt, err := p.checkProducerBatch(b)
 	if err != nil {
 		return -1, err
@@ -63,7 +69,10 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	}
 	seq, due := p.mu.writeSeq, p.flushDueLocked()
 	p.mu.Unlock()
-	if err := p.afterAppend(seq, due); err != nil {
+	if abandoned, err := p.afterAppendContext(ctx, seq, due); err != nil {
+		if abandoned {
+			return base, err // appended; its sync goes on (context.go)
+		}
 		return -1, err
 	}
 	return base, nil
@@ -120,6 +129,11 @@ func (p *Partition) checkProducerBatch(b []byte) (batch.Batch, error) {
 // appended and published, and returns the error; LogEndOffset says where
 // the log stops. records is not modified or retained.
 func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
+	return p.appendAssigned(context.Background(), records)
+}
+
+// appendAssigned implements AppendAssigned and AppendAssignedContext.
+func (p *Partition) appendAssigned(ctx context.Context, records []byte) (logEnd int64, err error) {
 	if err := p.checkAssigned(records); err != nil {
 		return p.LogEndOffset(), err
 	}
@@ -127,7 +141,7 @@ func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
 	if err != nil || p.cfg.FlushMessages == 0 {
 		return logEnd, err
 	}
-	if err := p.afterAppend(seq, due); err != nil {
+	if _, err := p.afterAppendContext(ctx, seq, due); err != nil {
 		return logEnd, err
 	}
 	return logEnd, nil
@@ -211,6 +225,7 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 		p.mu.hw = p.mu.end
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
+	p.stats.noteAppend(bt)
 	p.observeEpochLocked(bt)
 	return nil
 }
@@ -257,12 +272,13 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
-			p.mu.failed = failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr))
+			p.setFailedLocked(failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)))
 		}
 		return fmt.Errorf("partlog/log: roll %s: create segment %d: %w", p.dir, newBase, err)
 	}
 	p.mu.dirDirty = true
 	p.mu.rollAfter = p.newRollAfter()
+	p.stats.rolls.Add(1)
 	list := make([]*segment.Segment, len(snap.list), len(snap.list)+1)
 	copy(list, snap.list)
 	if err := p.replaceSegmentsLocked(append(list, seg)); err != nil {

@@ -67,7 +67,7 @@ func readLogStartCheckpoint(fs vfs.FS, dir string) (offset int64, ok bool, err e
 // readOffsetCheckpoint returns the offset recorded for this partition in
 // the checkpoint file name of dir; ok is false when there is no file or no
 // entry for this partition. A malformed file is an error wrapping
-// base.ErrCorrupt (a *base.CorruptionError naming the file).
+// base.ErrCorrupt (a *batch.CorruptionError naming the file).
 func readOffsetCheckpoint(fs vfs.FS, dir, name string) (offset int64, ok bool, err error) {
 	path := filepath.Join(dir, name)
 	entries, err := checkpoint.ReadOffsets(fs, path)

@@ -122,9 +122,11 @@ type Config struct {
 	// deletions). Default: a logger that discards everything.
 	Logger *slog.Logger
 
-	// FS is the filesystem every file goes through. Default vfs.Default,
-	// the operating system's. Tests pass vfs.NewMem() or a fault injector.
-	FS vfs.FS
+	// FS is the filesystem every file goes through (segment.FS, the
+	// interface every package of partlog takes). Default (nil): the
+	// operating system's. Tests pass an in-memory filesystem or a fault
+	// injector.
+	FS segment.FS
 
 	// Now is the wall clock, used for time-based rolls of segments without
 	// timestamps. Default time.Now; tests pass a fake clock.

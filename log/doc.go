@@ -119,7 +119,7 @@
 // decision (a RecoveryPolicy): DefaultRecovery cuts and logs what it cut
 // (file, position, bytes, last good offset) through Config.Logger, with
 // progress on long recoveries; StrictRecovery refuses to open with an
-// error naming the file and position (a *base.CorruptionError) and leaves
+// error naming the file and position (a *batch.CorruptionError) and leaves
 // the files as they are. A RecoveryEvent tells a torn tail (what a crash
 // leaves at the end of the active segment) from corruption followed by
 // more data.
@@ -295,6 +295,72 @@
 // Bytes itself. Sealed segments map only their file's length; the active
 // segment maps segment.bytes (SegmentBytes), and a mapped page past the
 // end of its file is never read.
+//
+// # Consuming
+//
+// A consumer that has read up to the high watermark parks in Wait (or
+// WaitFollower, against the log end) with the offset it will read next;
+// Wait returns when an append, a SetHighWatermark or a group sync makes
+// that offset visible, not on a timer, and returns early with ctx.Err(),
+// ErrClosed, the partition's failure, or ErrOffsetOutOfRange after a
+// truncation below it. Waiting costs an append nothing when no goroutine
+// waits (one atomic load), and the wake-up is one channel close per
+// publication however many goroutines wait.
+//
+// Records.Batches ranges over the whole batches of a read result, and
+// Partition.Records over the records from an offset on, tailing the log
+// with Wait until its context ends:
+//
+//	for rec, err := range p.Records(ctx, next) {
+//		if err != nil {
+//			return err // ctx.Err() once ctx ends
+//		}
+//		handle(rec.Offset, rec.Key, rec.Value) // valid during the body only
+//	}
+//
+// # Context
+//
+// The calls that can block for long have a variant taking a
+// context.Context, named with the suffix Context (the plain method is the
+// variant with context.Background()): AppendBatchContext and
+// AppendAssignedContext (an append under FlushMessages == 1 waits for its
+// group fdatasync; the append crossing FlushMessages > 1 records runs a
+// flush) and SyncContext; Wait, WaitFollower and Records take one too. The
+// context bounds the caller's wait, not the work: when it ends the caller
+// gets ctx.Err() at once and the sync runs to completion (a failure of it
+// fails the partition, reported by the next call); an AppendBatchContext
+// abandoned that way still returns the base offset its batch got. A
+// context that ended before the call makes it do nothing. The wait for
+// the partition's lock is not covered. TruncateTo's wait for readers is
+// described with TruncateTo.
+//
+// # Stats
+//
+// Stats returns counters and gauges read from atomics without a lock and
+// without allocating: the offsets, the segment count and size, the open
+// Records, batches, records and bytes appended, rolls, truncations, the
+// number of segment fdatasyncs and their total time, whether the
+// partition failed, and what the recovery in Open scanned and cut.
+//
+// # Caveats
+//
+// Mapped memory is read-only. Records.Bytes, and the batches and record
+// keys, values and headers the iterators yield, alias the segment's
+// mapping, made with PROT_READ: writing into them is not an error but a
+// fault that kills the process (on platforms or files without mmap they
+// alias a read buffer instead, and a write corrupts only that copy). Copy
+// what must be modified or kept past Close.
+//
+// A held read result is not free. Each open Records (Stats.OpenReaders)
+// holds a reference on its segment and a read lease on it: the segment's
+// files stay open and mapped, and stay on disk after retention or
+// compaction deleted them, until the last Records on them is closed, so
+// a forgotten Records leaks disk space and address space; a TruncateTo
+// that cuts that segment waits for it, and every writer waits behind that
+// TruncateTo. On an unmapped segment a Records also holds a read buffer
+// of up to the bytes asked for (kept, up to 4 MiB, by the pool). Close
+// Records promptly, and do not hold one across a call that changes the
+// partition (see Resource lifetimes).
 //
 // # What a Partition does not do yet
 //

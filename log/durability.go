@@ -188,7 +188,7 @@ func (p *Partition) syncLogFile(seg *segment.Segment) error {
 		p.closeSyncFile()
 		p.syncFile.seg, p.syncFile.f = seg, f
 	}
-	return p.syncFile.f.Sync()
+	return p.syncFileTimed(p.syncFile.f)
 }
 
 // closeSyncFile closes the cached sync handle. REQUIRES: flushMu held.
@@ -211,7 +211,7 @@ type syncHandle struct {
 // ErrFailed) unless it already failed. REQUIRES: mu held.
 func (p *Partition) failLocked(err error) {
 	if p.mu.failed == nil {
-		p.mu.failed = failedf(err)
+		p.setFailedLocked(failedf(err))
 		p.logger.Error("partlog/log: partition failed; reopen it to recover", "dir", p.dir, "err", err)
 	}
 }
@@ -297,7 +297,7 @@ func (p *Partition) flushLocked() error {
 		if seg.BaseOffset() < p.mu.flushedBelow && seg != snap.active() {
 			continue
 		}
-		if err := seg.Flush(); err != nil {
+		if err := p.flushSegment(seg); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 var (
 	// ErrInvalidBatch marks bytes that are not exactly one well-formed
 	// RecordBatch v2 fit to append: bad framing or CRC (the error then also
-	// wraps batch.ErrCorrupt, and a *base.CorruptionError naming the field),
+	// wraps batch.ErrCorrupt, and a *batch.CorruptionError naming the field),
 	// a magic other than 2, trailing bytes after the batch, an empty batch,
 	// or a records count that disagrees with lastOffsetDelta. Kafka error
 	// code: CORRUPT_MESSAGE (2) when the CRC or framing is bad, otherwise

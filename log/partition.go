@@ -50,6 +50,10 @@ type Partition struct {
 	// mapped file (ErrFault): every later call returns it (see
 	// noteFault). Read lock-free.
 	offline atomic.Pointer[error]
+	// hasFailed is set with mu.failed (setFailedLocked), for Wait.
+	hasFailed atomic.Bool
+	// stats holds the counters Stats reports (stats.go).
+	stats counters
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
@@ -314,6 +318,7 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 		}
 		list = append(list, seg)
 	}
+	p.stats.recovery.Clean = clean
 	if !clean {
 		// Recover from the segment holding the recovery point (Kafka:
 		// min(checkpoint, log end); a checkpoint past the end selects
@@ -560,6 +565,7 @@ func (p *Partition) Close() error {
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
+	p.wakeWaiters()
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/invariants"
@@ -48,6 +49,9 @@ type Records struct {
 	// closed is set by Close and cleared when the pool hands the object
 	// out again.
 	closed bool
+	// readers is the partition's open-reader gauge (Stats.OpenReaders),
+	// set while the Records holds a segment.
+	readers *atomic.Int64
 }
 
 var recordsPool = sync.Pool{New: func() any { return new(Records) }}
@@ -118,6 +122,8 @@ func (r *Records) Close() error {
 	if r.seg != nil {
 		r.seg.ReleaseRead()
 		err = r.seg.Unref()
+		r.readers.Add(-1)
+		r.readers = nil
 	}
 	r.seg, r.b, r.start, r.end, r.first, r.next = nil, nil, 0, 0, -1, -1
 	if cap(r.scratch) > maxPooledScratch {
@@ -225,6 +231,8 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 			r.b, err = segmentBytes(seg, sl.Start, sl.End, &r.scratch)
 			if err == nil {
 				r.seg, r.start, r.end, r.first, r.next = seg, sl.Start, sl.End, sl.FirstOffset, sl.NextOffset
+				r.readers = &p.stats.readers
+				r.readers.Add(1)
 				return r, false, nil
 			}
 		}

@@ -56,7 +56,7 @@ type RecoveryEvent struct {
 	TornTail bool
 	// Checkpoint is true when File is a checkpoint that does not parse.
 	Checkpoint bool
-	// Err is the corruption: a *base.CorruptionError naming File, Pos and
+	// Err is the corruption: a *batch.CorruptionError naming File, Pos and
 	// the field; errors.Is(Err, base.ErrCorrupt) holds.
 	Err error
 }
@@ -74,7 +74,7 @@ func (DefaultRecovery) OnCorruption(RecoveryEvent) error { return nil }
 
 // StrictRecovery refuses to open a partition with invalid data: Open
 // returns an error wrapping ErrRecoveryRefused and ev.Err (a
-// *base.CorruptionError naming the file and position; errors.Is
+// *batch.CorruptionError naming the file and position; errors.Is
 // base.ErrCorrupt) and changes nothing, so the files can be inspected or
 // copied first. With AllowTornTail it still cuts a torn tail of the active
 // segment, the normal result of a crash, and refuses only corruption.
@@ -105,7 +105,7 @@ type scanResult struct {
 	size  int64 // the file's length
 	valid int64 // end of the last valid batch
 	next  int64 // offset after the last valid batch (the base when none)
-	cause error // nil, or a *base.CorruptionError at valid
+	cause error // nil, or a *batch.CorruptionError at valid
 }
 
 // scanLog validates the .log of seg from the start without changing it,
@@ -316,6 +316,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 		p.mu.dirDirty = true
 		break
 	}
+	p.stats.recovery.BytesScanned = done
 	return list, nil
 }
 
@@ -342,6 +343,7 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 	if err := p.cfg.Recovery.OnCorruption(ev); err != nil {
 		return err
 	}
+	p.stats.recovery.BytesCut, p.stats.recovery.SegmentsRemoved = ev.CutBytes, ev.LaterSegments
 	kind := "corruption"
 	if ev.TornTail {
 		kind = "torn tail"

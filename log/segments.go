@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -23,7 +22,7 @@ var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 // partition's write lock.
 
 // FS returns the filesystem the partition's files live on.
-func (p *Partition) FS() vfs.FS { return p.cfg.FS }
+func (p *Partition) FS() segment.FS { return p.cfg.FS }
 
 // SegmentConfig returns the configuration the partition opens and creates
 // its segments with.
@@ -111,7 +110,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	if err := p.deleteSegmentsLocked(dropped, false); err != nil {
-		p.mu.failed = failedf(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err))
+		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)))
 		return p.mu.failed
 	}
 	if err := syncDir(p.cfg.FS, p.dir); err != nil {
@@ -188,7 +187,7 @@ func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() e
 		// The files may now hold the old segments, the new ones or a
 		// compaction's .swap leftovers (Open completes or undoes it):
 		// refuse writes until a reopen sorts it out.
-		p.mu.failed = failedf(fmt.Errorf("partlog/log: replace segments of %s: %w", p.dir, err))
+		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: replace segments of %s: %w", p.dir, err)))
 		return err
 	}
 	// A published bound may name a replaced segment only when it sits

@@ -99,6 +99,8 @@ type bounds struct {
 	seq                     atomic.Uint64
 	hwOff, hwBase, hwPos    atomic.Int64
 	endOff, endBase, endPos atomic.Int64
+	// changed wakes Wait after every store (wait.go).
+	changed notifier
 }
 
 // store publishes hw and end. REQUIRES: Partition.mu held (single writer).
@@ -111,6 +113,7 @@ func (b *bounds) store(hw, end position) {
 	b.endBase.Store(end.SegBase)
 	b.endPos.Store(end.Pos)
 	b.seq.Add(1) // even: done
+	b.changed.signal()
 }
 
 // load returns a consistent (hw, end) pair.

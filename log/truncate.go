@@ -92,7 +92,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 	// 2. Drop the later segments from the list, then delete them (newest
 	// first); readers holding them keep them until they let go.
 	fail := func(err error) error {
-		p.mu.failed = failedf(err)
+		p.setFailedLocked(failedf(err))
 		return p.mu.failed
 	}
 	if i < len(snap.list)-1 {
@@ -262,7 +262,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.publishLocked()
 	p.truncations.Add(1)
 	fail := func(err error) error {
-		p.mu.failed = failedf(fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err))
+		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)))
 		return p.mu.failed
 	}
 	// Rename the old files away (newest first, so that a failure leaves a

@@ -50,7 +50,9 @@
 // plus their files, not 100 GiB), and a file cut to a shorter length is
 // never left mapped past its end. Files without a descriptor (the
 // in-memory filesystem of tests) are read with ReadAt. Every file access
-// goes through internal/vfs.
+// goes through the FS passed to Create or Open (FS, the same type as
+// index.FS and internal/vfs's interface); nil is the operating system's,
+// and index.OSFS returns it for a filesystem of your own to wrap.
 //
 // # Media errors
 //
@@ -115,7 +117,7 @@
 //
 // # Example
 //
-//	s, err := segment.Create(vfs.Default, dir, 0, segment.Config{})
+//	s, err := segment.Create(nil, dir, 0, segment.Config{}) // nil FS: the OS's
 //	if err != nil {
 //		return err
 //	}

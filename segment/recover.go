@@ -330,7 +330,7 @@ type RecoverResult struct {
 	// when none); the last valid offset is NextOffset-1.
 	NextOffset int64
 	// Cause is why the scan stopped before the end of the file, nil if
-	// every byte was valid. It is a *base.CorruptionError naming the .log
+	// every byte was valid. It is a *batch.CorruptionError naming the .log
 	// and the position; base.IsTornTail(Cause) tells an incomplete write
 	// at the end of the file (a short or zeroed tail, or a last batch that
 	// fails its checks: what a crash leaves) from damage followed by more

@@ -161,14 +161,16 @@ func (s *Segment) path(kind, suffix string) string {
 
 // Create creates an empty, active segment with base offset baseOffset in dir,
 // replacing any files of that name (.log, .index, .timeindex). The caller
-// holds the one reference it returns with.
-func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+// holds the one reference it returns with. A nil fsys is the operating
+// system's filesystem.
+func Create(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
 	return CreateWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
 // CreateWithSuffix is Create for files carrying a temporary suffix
 // (CleanedSuffix for a segment compaction writes).
-func CreateWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+	fsys = orOS(fsys)
 	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
 	if err != nil {
 		return nil, err
@@ -210,13 +212,15 @@ func CreateWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, 
 // the Logger); Recover or the next Append cuts them.
 //
 // The segment is returned sealed: Append returns ErrSealed until Unseal.
-// The partition unseals its last segment.
-func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+// The partition unseals its last segment. A nil fsys is the operating
+// system's filesystem.
+func Open(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
 	return OpenWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
 // OpenWithSuffix is Open for files carrying a temporary suffix.
-func OpenWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+	fsys = orOS(fsys)
 	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ type recordSet interface {
 type fetchResponse struct {
 	*kmsg.FetchResponse
 	recs [][]recordSet
+	// waits lists the partitions read, each with the high watermark the
+	// read saw, for a fetch that parks (see waitAny).
+	waits []waitTarget
 }
 
 // framePiece is a run of encoded bytes followed, optionally, by a record set

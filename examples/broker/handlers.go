@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -253,7 +254,6 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 	budget := s.newCreateBudget()
 	var toSync []*plog.Partition
 	var syncIdx [][2]int // response positions of each partition in toSync
-	appended := false
 	for _, rt := range req.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
@@ -286,7 +286,6 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 					p.ErrorMessage = &msg
 					s.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 				} else {
-					appended = true
 					p.BaseOffset = base
 					p.LogStartOffset = part.LogStartOffset()
 					if req.Acks == -1 {
@@ -313,9 +312,6 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		}
 	}
-	if appended {
-		s.store.notifyAppend()
-	}
 	if req.Acks == 0 {
 		return nil
 	}
@@ -325,17 +321,13 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 // fetch answers a Fetch, parking it until MinBytes are available or
 // MaxWaitMillis passed (clamped to maxFetchWait). The response holds the
 // partitions' Records open; the returned cleanup closes them after the write.
+//
+// A parked fetch waits with Partition.Wait for the high watermark of any of
+// its partitions to pass the value its last read saw.
 func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (*fetchResponse, func()) {
 	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
-		woken := s.store.appendWaiter()
 		resp, total, hasErr := s.fetchOnce(req)
 		cleanup := func() {
 			for _, rs := range resp.recs {
@@ -351,16 +343,37 @@ func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (*fetchRespo
 			return resp, cleanup
 		}
 		cleanup()
-		if timer == nil {
-			timer = time.NewTimer(left)
-		} else {
-			timer.Reset(left)
+		waitAny(ctx, deadline, resp.waits)
+	}
+}
+
+// waitTarget is a partition a parked fetch waits on, with the high
+// watermark its read saw.
+type waitTarget struct {
+	part *plog.Partition
+	hw   int64
+}
+
+// waitAny returns when the high watermark of one of the targets passes the
+// value its read saw (or the partition closes, fails or is truncated below
+// it: the next read reports that), at the deadline, or when ctx ends.
+func waitAny(ctx context.Context, deadline time.Time, targets []waitTarget) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	switch len(targets) {
+	case 0:
+		<-ctx.Done()
+	case 1:
+		_ = targets[0].part.Wait(ctx, targets[0].hw)
+	default:
+		var wg sync.WaitGroup
+		for _, t := range targets {
+			wg.Go(func() {
+				_ = t.part.Wait(ctx, t.hw)
+				cancel() // the first one to return wakes the fetch
+			})
 		}
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
+		wg.Wait()
 	}
 }
 
@@ -400,7 +413,7 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 			}
 			var rec recordSet
 			if part != nil {
-				rec = s.fetchPartition(rt.Topic, part, rp, &p, &budget, &total)
+				rec = s.fetchPartition(rt.Topic, part, rp, &p, &budget, &total, &resp.waits)
 			}
 			if p.ErrorCode != 0 {
 				hasErr = true
@@ -416,9 +429,10 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
-func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget, total *int) recordSet {
+func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
 	hw := part.HighWatermark()
 	p.HighWatermark = hw
+	*waits = append(*waits, waitTarget{part: part, hw: hw})
 	p.LastStableOffset = hw // no transactions: LSO = HW
 	p.LogStartOffset = part.LogStartOffset()
 	limit := min(int(rp.PartitionMaxBytes), *budget)

@@ -26,7 +26,7 @@ const maxTopicLength = 249
 // in DataDir/<topic>-<partition>. Topics are created on first use.
 //
 // The topic map is guarded by mu; the Partitions themselves are safe for
-// concurrent use. Appenders call notifyAppend so parked fetches wake up.
+// concurrent use. Parked fetches wait on the partitions (Partition.Wait).
 type store struct {
 	dir        string
 	partitions int32
@@ -39,9 +39,6 @@ type store struct {
 		topics map[string][]*plog.Partition
 		closed bool
 	}
-
-	notifyMu sync.Mutex
-	notify   chan struct{} // closed and replaced by every append
 }
 
 // storeConfig is the partition configuration the store opens partitions
@@ -65,7 +62,6 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 		pcfg:       plog.Config{SegmentBytes: sc.segmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
 		offsetsCfg: plog.Config{SegmentBytes: sc.offsetsSegmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
 		log:        logger,
-		notify:     make(chan struct{}),
 	}
 	s.mu.topics = make(map[string][]*plog.Partition)
 	ents, err := os.ReadDir(dir)
@@ -243,23 +239,6 @@ func (s *store) topicCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.mu.topics)
-}
-
-// appendWaiter returns a channel closed by the next notifyAppend. A fetch
-// takes it before reading, so an append between its read and its wait is
-// not missed.
-func (s *store) appendWaiter() <-chan struct{} {
-	s.notifyMu.Lock()
-	defer s.notifyMu.Unlock()
-	return s.notify
-}
-
-// notifyAppend wakes every parked fetch.
-func (s *store) notifyAppend() {
-	s.notifyMu.Lock()
-	close(s.notify)
-	s.notify = make(chan struct{})
-	s.notifyMu.Unlock()
 }
 
 // close closes every partition (each Close seals and syncs) and returns the

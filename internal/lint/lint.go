@@ -18,7 +18,16 @@
 //   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with
 //     io/fs errors;
 //   - the standard "log" package anywhere in the library, tests included
-//     (use log/slog through the embedder's logger).
+//     (use log/slog through the embedder's logger);
+//   - public-api (api_test.go): an exported declaration of a public
+//     library package (not internal/, not examples/) that reaches a type
+//     of an internal/ package no exported alias names (type FS = vfs.FS):
+//     an importer could not name it (nor pass a value of it, nor use
+//     errors.As on it). The check loads the packages' export data with
+//     go/types and walks every exported function, method, field,
+//     variable and type, and what an aliased internal type exposes.
+//     TestImporterProgram also builds a program of another module that
+//     uses segment and index alone, offline.
 //
 // Packages that do not exist yet are simply not there to check. Example:
 //
@@ -36,4 +45,5 @@ var Rules = []string{
 	"typed-atomics",
 	"no-os-is",
 	"no-std-log",
+	"public-api",
 }

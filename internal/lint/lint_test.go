@@ -344,7 +344,7 @@ import plog "github.com/partlog/partlog/log"`, ""},
 			}
 		})
 	}
-	if len(Rules) != 6 {
+	if len(Rules) != 7 {
 		t.Fatalf("Rules lists %d rules", len(Rules))
 	}
 }

@@ -1,0 +1,215 @@
+package log_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// openMem opens a partition on a fresh in-memory filesystem (usable inside
+// a synctest bubble) and returns it with the error injector in front of
+// the filesystem.
+func openMem(t *testing.T, cfg plog.Config) (*plog.Partition, *vfs.Injector) {
+	t.Helper()
+	in := vfs.NewInjector(vfs.NewMem())
+	cfg.FS = in
+	p, err := plog.Open("/data/wait-0", cfg)
+	require.NoError(t, err)
+	return p, in
+}
+
+// startWait runs wait in a goroutine and returns the channel its result
+// arrives on.
+func startWait(wait func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	return done
+}
+
+// requireParked checks, inside a synctest bubble, that the waiter has not
+// returned: synctest.Wait returns once it is durably blocked.
+func requireParked(t *testing.T, done <-chan error) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v before the record was visible", err)
+	default:
+	}
+}
+
+// requireReturned checks, inside a synctest bubble, that the waiter has
+// returned, and returns its result.
+func requireReturned(t *testing.T, done <-chan error) error {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case err := <-done:
+		return err
+	default:
+		t.Fatal("Wait is still parked")
+		return nil
+	}
+}
+
+// TestWaitWakesOnAppend: a tailing consumer parks at the high watermark and
+// is woken by the append that makes its offset visible, not before.
+func TestWaitWakesOnAppend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := openMem(t, plog.Config{})
+		defer p.Close()
+		ctx := t.Context()
+		require.NoError(t, p.Wait(ctx, -1), "an offset below the high watermark returns at once")
+
+		done := startWait(func() error { return p.Wait(ctx, 0) })
+		requireParked(t, done)
+		_, err := p.AppendBatch(logtest.MakeBatch(3, 10, 1, 1))
+		require.NoError(t, err)
+		require.NoError(t, requireReturned(t, done))
+
+		// Offset 3 is the next one: offsets 0-2 do not satisfy it.
+		done = startWait(func() error { return p.Wait(ctx, 3) })
+		requireParked(t, done)
+		require.NoError(t, p.Wait(ctx, 2))
+		_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 2, 2))
+		require.NoError(t, err)
+		require.NoError(t, requireReturned(t, done))
+	})
+}
+
+// TestWaitHighWatermark: under DisableAutoHighWatermark an append moves the
+// log end but not the visibility bound: Wait stays parked until
+// SetHighWatermark passes the offset, while WaitFollower returns on the
+// append.
+func TestWaitHighWatermark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := openMem(t, plog.Config{DisableAutoHighWatermark: true})
+		defer p.Close()
+		ctx := t.Context()
+		consumer := startWait(func() error { return p.Wait(ctx, 0) })
+		follower := startWait(func() error { return p.WaitFollower(ctx, 0) })
+		requireParked(t, consumer)
+		requireParked(t, follower)
+
+		_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 1, 1))
+		require.NoError(t, err)
+		require.NoError(t, requireReturned(t, follower))
+		requireParked(t, consumer)
+
+		require.NoError(t, p.SetHighWatermark(1))
+		require.NoError(t, requireReturned(t, consumer))
+	})
+}
+
+// TestWaitEnds: Wait returns the context's error, ErrClosed on Close, the
+// sticky failure when the partition fails, and ErrOffsetOutOfRange for an
+// offset the log end cannot reach.
+func TestWaitEnds(t *testing.T) {
+	t.Run("context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, _ := openMem(t, plog.Config{})
+			defer p.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			done := startWait(func() error { return p.Wait(ctx, 0) })
+			requireParked(t, done)
+			cancel()
+			require.ErrorIs(t, requireReturned(t, done), context.Canceled)
+		})
+	})
+	t.Run("close", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, _ := openMem(t, plog.Config{})
+			done := startWait(func() error { return p.Wait(t.Context(), 0) })
+			requireParked(t, done)
+			require.NoError(t, p.Close())
+			require.ErrorIs(t, requireReturned(t, done), plog.ErrClosed)
+			require.ErrorIs(t, p.Wait(t.Context(), 0), plog.ErrClosed)
+		})
+	})
+	t.Run("failed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, in := openMem(t, plog.Config{})
+			defer p.Close()
+			_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
+			require.NoError(t, err)
+			done := startWait(func() error { return p.Wait(t.Context(), 1) })
+			requireParked(t, done)
+			in.FailOnce(func(op vfs.Op) bool {
+				return op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix)
+			})
+			require.ErrorIs(t, p.Sync(), plog.ErrFailed)
+			err = requireReturned(t, done)
+			require.ErrorIs(t, err, plog.ErrFailed)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+		})
+	})
+	t.Run("past log end", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p, _ := openMem(t, plog.Config{})
+			defer p.Close()
+			_, err := p.AppendBatch(logtest.MakeBatch(4, 10, 1, 1))
+			require.NoError(t, err)
+			require.ErrorIs(t, p.Wait(t.Context(), 5), plog.ErrOffsetOutOfRange)
+
+			// A truncation below a parked waiter's offset ends its wait.
+			done := startWait(func() error { return p.Wait(t.Context(), 4) })
+			requireParked(t, done)
+			require.NoError(t, p.TruncateTo(2))
+			require.ErrorIs(t, requireReturned(t, done), plog.ErrOffsetOutOfRange)
+		})
+	})
+}
+
+// TestWaitAppendAllocs: an append allocates nothing more when a waiter
+// existed before (the notifier's generation is dropped on publish) and
+// nothing at all when nobody waits.
+func TestWaitAppendAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	p, _ := openT(t, plog.Config{})
+	b := logtest.MakeBatch(2, 50, 1, 1)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := p.AppendBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}
+
+// ExamplePartition_Wait parks a consumer at the high watermark until a
+// producer's append makes its next offset visible.
+func ExamplePartition_Wait() {
+	dir, _ := os.MkdirTemp("", "partlog-example")
+	defer os.RemoveAll(dir)
+	p, err := plog.Open(dir, plog.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+
+	woken := make(chan error)
+	go func() {
+		// Caught up at offset 0: wait for it, with a bound on the wait.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		woken <- p.Wait(ctx, 0)
+	}()
+	if _, err := p.AppendBatch(producerBatch(2)); err != nil {
+		panic(err)
+	}
+	fmt.Println("woken:", <-woken, "high watermark:", p.HighWatermark())
+	// Output:
+	// woken: <nil> high watermark: 2
+}
