@@ -54,7 +54,9 @@ func requireFault(t *testing.T, err error, path string) {
 // ErrFault, naming the file, and the process lives. The partition is then
 // offline, as Kafka takes a log offline on an IOException: every later
 // read and write returns the same error, even for healthy segments; Close
-// leaves no clean-shutdown marker, and a reopen recovers.
+// leaves no clean-shutdown marker. A reopen while the data is still gone is
+// refused (a sealed segment lost its bytes: recovery never serves a log with
+// a hole), and once the file's bytes are back the partition works again.
 func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -88,6 +90,8 @@ func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 				require.Positive(t, victim.Size)
 			}
 			path := filepath.Join(dir, segment.FileName(victim.BaseOffset, segment.LogSuffix))
+			saved, err := os.ReadFile(path)
+			require.NoError(t, err)
 			require.NoError(t, os.Truncate(path, 0))
 
 			requireFault(t, tc.fault(p), path)
@@ -95,7 +99,7 @@ func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 			// Offline: every call fails with the same error, also
 			// reads of segments that are still whole.
 			last := infos[len(infos)-2]
-			_, err := p.ReadFrom(last.BaseOffset, 1<<20)
+			_, err = p.ReadFrom(last.BaseOffset, 1<<20)
 			requireFault(t, err, path)
 			_, _, err = p.OffsetForTimestamp(0)
 			requireFault(t, err, path)
@@ -109,7 +113,15 @@ func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 			_, err = os.Stat(filepath.Join(dir, checkpoint.CleanShutdownFile))
 			require.True(t, errors.Is(err, os.ErrNotExist), "no clean-shutdown marker after a fault: %v", err)
 
-			// Reopen: recovery runs, the partition works again.
+			if victim.BaseOffset != infos[len(infos)-1].BaseOffset {
+				_, err = plog.Open(dir, plog.Config{SegmentBytes: 4096})
+				require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+				require.ErrorContains(t, err, filepath.Base(path))
+			}
+
+			// The bytes restored (the medium healed, or a replica's
+			// copy): recovery runs, the partition works again.
+			require.NoError(t, os.WriteFile(path, saved, 0o644))
 			p2, err := plog.Open(dir, plog.Config{SegmentBytes: 4096})
 			require.NoError(t, err)
 			defer p2.Close()
