@@ -221,6 +221,13 @@ func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	// One round at a time per partition, whoever runs it: two would write
+	// the same .cleaned files and swap segments under each other.
+	release, err := l.ClaimCleaning()
+	if err != nil {
+		return res, wrapDir("compact", l, err)
+	}
+	defer release()
 	var truncations uint64
 	if tw, ok := l.(truncationAware); ok {
 		truncations = tw.Truncations() // before the snapshot
