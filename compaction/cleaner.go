@@ -51,7 +51,10 @@ var ErrSwapIncomplete = errors.New("partlog/compaction: segment swap interrupted
 // removed is copied byte for byte. Control batches (transaction markers)
 // are copied as they are. A batch left with no record is dropped, except
 // an empty header-only batch is kept, as Kafka keeps it, for the last batch
-// of each producer id (its sequence state), and for the last batch of each
+// of each live producer id (its sequence state; see
+// Config.ProducerIDExpiration: the empty header of an expired producer goes
+// at the next round, so a log with ever new producers does not grow by a
+// header per producer without bound), and for the last batch of each
 // rewritten group: a new segment then always ends exactly where the
 // segments it replaces ended, which is how RecoverDir knows which segments
 // a .swap segment replaces (and the log end never moves back).
@@ -265,7 +268,7 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 	if err != nil {
 		return res, err
 	}
-	lastOfProducer, err := c.producerLastBatches(segs)
+	lastOfProducer, err := c.liveProducerLastBatches(segs, now)
 	if err != nil {
 		return res, err
 	}
@@ -364,15 +367,30 @@ func (c *Compactor) buildMap(ctx context.Context, segs []*segment.Segment, from,
 	return end, nil
 }
 
-// producerLastBatches returns, for every producer id in the log, the last
-// offset of its last batch: that batch keeps an empty header if
-// compaction empties it, so the producer's sequence state survives.
-func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]int64, error) {
-	last := make(map[int64]int64)
+// producerLast is what a round knows of a producer's last batch.
+type producerLast struct {
+	lastOffset   int64
+	maxTimestamp int64
+	// openTxn: the batch is transactional data, so no marker has ended
+	// its transaction yet.
+	openTxn bool
+}
+
+// liveProducerLastBatches returns, for every live producer id in the log,
+// the last offset of its last batch: that batch keeps an empty header if
+// compaction empties it, so the producer's sequence state survives. A
+// producer is live, as Kafka's producer expiry has it, while its last
+// batch's max timestamp lies less than Config.ProducerIDExpiration before
+// now, or while its transaction is open; the last batch of an expired one
+// is dropped like any other emptied batch.
+func (c *Compactor) liveProducerLastBatches(segs []*segment.Segment, now time.Time) (map[int64]int64, error) {
+	last := make(map[int64]producerLast)
 	for _, s := range segs {
 		err := c.sc.forEachHeader(s, func(b batch.Batch) error {
 			if pid := b.ProducerID(); pid >= 0 {
-				last[pid] = b.LastOffset()
+				a := b.Attributes()
+				last[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
+					openTxn: a.IsTransactional() && !a.IsControl()}
 			}
 			return nil
 		})
@@ -380,7 +398,14 @@ func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]int6
 			return nil, err
 		}
 	}
-	return last, nil
+	live := make(map[int64]int64, len(last))
+	nowMs, expMs := now.UnixMilli(), c.cfg.ProducerIDExpiration.Milliseconds()
+	for pid, pl := range last {
+		if pl.openTxn || nowMs-pl.maxTimestamp < expMs {
+			live[pid] = pl.lastOffset
+		}
+	}
+	return live, nil
 }
 
 // group splits segs into runs that fit one segment, as Kafka's
@@ -425,8 +450,10 @@ const (
 
 // roundState is what every batch decision of a round needs.
 type roundState struct {
-	now            time.Time
-	end            int64 // the map covers offsets below end (with earlier rounds)
-	horizon        int64 // the delete horizon the round stamps
+	now     time.Time
+	end     int64 // the map covers offsets below end (with earlier rounds)
+	horizon int64 // the delete horizon the round stamps
+	// lastOfProducer maps each live producer id to the last offset of its
+	// last batch.
 	lastOfProducer map[int64]int64
 }

@@ -324,3 +324,136 @@ func TestTwoRunnersOnOnePartition(t *testing.T) {
 		assert.True(t, maps.Equal(want, got), "%s: %v", p.Dir(), got)
 	}
 }
+
+// logBytes returns the total size of l's segments.
+func logBytes(t testing.TB, l *testLog) int64 {
+	t.Helper()
+	segs, err := l.Segments()
+	require.NoError(t, err)
+	defer releaseAll(segs)
+	var n int64
+	for _, s := range segs {
+		n += s.Size()
+	}
+	return n
+}
+
+// emptyHeaders returns the producer ids of l's header-only batches.
+func emptyHeaders(t testing.TB, l *testLog) map[int64]bool {
+	t.Helper()
+	out := map[int64]bool{}
+	for _, b := range rawBatches(t, l) {
+		if b.RecordsCount() == 0 {
+			out[b.ProducerID()] = true
+		}
+	}
+	return out
+}
+
+// TestEmptyBatchesOfExpiredProducersGo (issue 12, item 13): compaction kept
+// the emptied last batch of every producer id ever seen, so a compacted log
+// written by ever new producers grew by a header per producer without
+// bound. Now only live producers keep theirs (Config.ProducerIDExpiration,
+// Kafka's producer.id.expiration.ms): the log's size stays bounded, and
+// the producers of the last day keep their empty headers.
+func TestEmptyBatchesOfExpiredProducersGo(t *testing.T) {
+	l, _ := newMemLog(t, 1<<20)
+	now := time.UnixMilli(1_700_000_000_000)
+	c, err := NewCompactor(compactCfg(&now))
+	require.NoError(t, err)
+	require.Equal(t, DefaultProducerIDExpiration, c.cfg.ProducerIDExpiration)
+	const perRound, rounds = 10, 40
+	pid := int64(1000)
+	var sizes []int64
+	for range rounds {
+		// Every key is overwritten by a new producer: the previous
+		// round's batches are emptied, each its producer's last.
+		for i := range perRound {
+			pid++
+			_, err := l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: pid},
+				kv{key: k(fmt.Sprint("k", i)), value: k(fmt.Sprint("v", pid)), ts: now.UnixMilli()}))
+			require.NoError(t, err)
+		}
+		require.NoError(t, l.roll())
+		_, err := c.Apply(context.Background(), l)
+		require.NoError(t, err)
+		sizes = append(sizes, logBytes(t, l))
+		now = now.Add(6 * time.Hour)
+	}
+	t.Logf("log sizes after each round: %v", sizes)
+	// Steady after a day of rounds: no growth from round 10 to round 40
+	// (the old code added a header per producer, 61 bytes each).
+	assert.LessOrEqual(t, sizes[rounds-1], sizes[9], "sizes %v", sizes)
+	// The producers of the last three rounds (6, 12 and 18 hours before
+	// the last one) are live and keep their empty headers; older ones
+	// (24 hours and more: expired, as Kafka's now - last >= expiration)
+	// do not.
+	empty := emptyHeaders(t, l)
+	last := pid
+	for p := last - 4*perRound + 1; p <= last-perRound; p++ {
+		assert.True(t, empty[p], "live producer %d lost its empty header", p)
+	}
+	for p := range empty {
+		assert.Greater(t, p, last-4*perRound, "expired producer %d kept its empty header", p)
+	}
+	got := fold(l.readAll(t))
+	for i := range perRound {
+		assert.Equal(t, fmt.Sprint("v", last-perRound+1+int64(i)), got[fmt.Sprint("k", i)])
+	}
+}
+
+// TestProducerLiveness checks the expiry rule at its edges: a producer's
+// emptied last batch keeps its header while now minus its max timestamp is
+// below ProducerIDExpiration, or while its transaction is open.
+func TestProducerLiveness(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	exp := 2 * time.Hour
+	tests := []struct {
+		name          string
+		age           time.Duration
+		transactional bool
+		kept          bool
+	}{
+		{name: "fresh", age: 0, kept: true},
+		{name: "just live", age: exp - time.Millisecond, kept: true},
+		{name: "just expired", age: exp, kept: false},
+		{name: "long expired", age: 30 * 24 * time.Hour, kept: false},
+		{name: "open transaction never expires", age: 30 * 24 * time.Hour, transactional: true, kept: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := newMemLog(t, 1<<20)
+			bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 42}, Transactional: tc.transactional})
+			require.NoError(t, bld.Add(batch.Record{Key: k("a"), Value: k("1"), Timestamp: now.Add(-tc.age).UnixMilli()}))
+			b, err := bld.Build()
+			require.NoError(t, err)
+			_, err = l.append(b)
+			require.NoError(t, err)
+			// Overwrite "a", then a batch that keeps the group's end.
+			for _, r := range []kv{{key: k("a"), value: k("2")}, {key: k("z"), value: k("3")}} {
+				r.ts = now.UnixMilli()
+				_, err = l.append(buildBatch(t, batch.CompressionNone, nil, r))
+				require.NoError(t, err)
+			}
+			require.NoError(t, l.roll())
+			cfg := compactCfg(&now)
+			cfg.ProducerIDExpiration = exp
+			c, err := NewCompactor(cfg)
+			require.NoError(t, err)
+			_, err = c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			got, ok := rawBatches(t, l)[0]
+			assert.Equal(t, tc.kept, ok)
+			if ok {
+				assert.Equal(t, int32(0), got.RecordsCount())
+				assert.Equal(t, int64(42), got.ProducerID())
+				assert.Equal(t, tc.transactional, got.Attributes().IsTransactional())
+			}
+		})
+	}
+}
+
+func TestProducerIDExpirationConfig(t *testing.T) {
+	_, err := NewCompactor(Config{ProducerIDExpiration: -time.Second})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
