@@ -457,3 +457,65 @@ func TestProducerIDExpirationConfig(t *testing.T) {
 	_, err := NewCompactor(Config{ProducerIDExpiration: -time.Second})
 	require.ErrorIs(t, err, ErrInvalidConfig)
 }
+
+// TestRetentionOfActiveSegmentCrashAtEveryStep crashes the retention of an
+// expired active segment (roll, log start checkpoint, delete) at every
+// filesystem operation and reopens: the log end offset is the same, the log
+// start is the old one (with every record) or the log end (with none), the
+// partition verifies, and appends continue at the log end.
+func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
+	now := time.Now()
+	old := now.Add(-30 * 24 * time.Hour).UnixMilli()
+	const dir = "/p/topic-0"
+	r, err := NewRetention(Config{Retention: time.Hour, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	for step := int64(0); ; step++ {
+		require.Less(t, step, int64(1000), "too many steps")
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		p, err := plog.Open(dir, plog.Config{FS: in})
+		require.NoError(t, err)
+		appendOld(t, p, 3, old)
+		require.NoError(t, p.Sync())
+		mem.SyncAll()
+		var clones []*vfs.MemFS
+		var ops int64
+		in.SetHook(func(op vfs.Op) error {
+			ops++
+			if ops-1 == step {
+				for _, pct := range []int{0, 50, 100} {
+					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(step)}))
+				}
+				return fmt.Errorf("crash at op %d (%v): %w", step, op, vfs.ErrInjected)
+			}
+			return nil
+		})
+		_, err = r.Apply(context.Background(), p)
+		in.SetHook(nil)
+		_ = p.Close()
+		if clones == nil {
+			require.NoError(t, err)
+			t.Logf("crashed at each of %d operations", step)
+			return
+		}
+		for i, clone := range clones {
+			p2, err := plog.Open(dir, plog.Config{FS: clone})
+			require.NoError(t, err, "step %d clone %d", step, i)
+			assert.Equal(t, int64(3), p2.LogEndOffset(), "step %d clone %d: log end", step, i)
+			recs := readPartition(t, p2)
+			switch p2.LogStartOffset() {
+			case 0:
+				assert.Len(t, recs, 3, "step %d clone %d", step, i)
+			case 3:
+				assert.Empty(t, recs, "step %d clone %d", step, i)
+			default:
+				t.Fatalf("step %d clone %d: log start %d", step, i, p2.LogStartOffset())
+			}
+			require.NoError(t, p2.Verify(), "step %d clone %d", step, i)
+			base, err := p2.AppendBatch(buildBatch(t, batch.CompressionNone, nil, kv{key: k("new"), value: k("v"), ts: now.UnixMilli()}))
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), base)
+			require.NoError(t, p2.Close())
+		}
+	}
+}
