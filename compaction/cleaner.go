@@ -88,6 +88,9 @@ type Compactor struct {
 	buf []byte
 	// keep is per-record scratch of one batch's decisions.
 	keep []bool
+	// producers is the round's producer table (producerLastBatches),
+	// kept across rounds.
+	producers map[int64]producerLast
 }
 
 // NewCompactor returns the compact policy for cfg (defaults applied). A
@@ -268,7 +271,7 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 	if err != nil {
 		return res, err
 	}
-	lastOfProducer, err := c.liveProducerLastBatches(segs, now)
+	producers, err := c.producerLastBatches(segs)
 	if err != nil {
 		return res, err
 	}
@@ -278,7 +281,8 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 		n++
 	}
 	groups := c.group(segs[:n], l.SegmentBytes(), l.SegmentConfig().MaxIndexBytes)
-	rd := &roundState{now: now, end: end, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(), lastOfProducer: lastOfProducer}
+	rd := &roundState{now: now, end: end, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(), producers: producers,
+		producerExpiry: now.Add(-c.cfg.ProducerIDExpiration).UnixMilli()}
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -376,20 +380,20 @@ type producerLast struct {
 	openTxn bool
 }
 
-// liveProducerLastBatches returns, for every live producer id in the log,
-// the last offset of its last batch: that batch keeps an empty header if
-// compaction empties it, so the producer's sequence state survives. A
-// producer is live, as Kafka's producer expiry has it, while its last
-// batch's max timestamp lies less than Config.ProducerIDExpiration before
-// now, or while its transaction is open; the last batch of an expired one
-// is dropped like any other emptied batch.
-func (c *Compactor) liveProducerLastBatches(segs []*segment.Segment, now time.Time) (map[int64]int64, error) {
-	last := make(map[int64]producerLast)
+// producerLastBatches returns, for every producer id in the log, what its
+// last batch says: if compaction empties that batch, an empty header of it
+// stays while the producer is live (roundState.liveLast), so the producer's
+// sequence state survives.
+func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]producerLast, error) {
+	if c.producers == nil {
+		c.producers = make(map[int64]producerLast)
+	}
+	clear(c.producers)
 	for _, s := range segs {
 		err := c.sc.forEachHeader(s, func(b batch.Batch) error {
 			if pid := b.ProducerID(); pid >= 0 {
 				a := b.Attributes()
-				last[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
+				c.producers[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
 					openTxn: a.IsTransactional() && !a.IsControl()}
 			}
 			return nil
@@ -398,14 +402,7 @@ func (c *Compactor) liveProducerLastBatches(segs []*segment.Segment, now time.Ti
 			return nil, err
 		}
 	}
-	live := make(map[int64]int64, len(last))
-	nowMs, expMs := now.UnixMilli(), c.cfg.ProducerIDExpiration.Milliseconds()
-	for pid, pl := range last {
-		if pl.openTxn || nowMs-pl.maxTimestamp < expMs {
-			live[pid] = pl.lastOffset
-		}
-	}
-	return live, nil
+	return c.producers, nil
 }
 
 // group splits segs into runs that fit one segment, as Kafka's
@@ -453,7 +450,23 @@ type roundState struct {
 	now     time.Time
 	end     int64 // the map covers offsets below end (with earlier rounds)
 	horizon int64 // the delete horizon the round stamps
-	// lastOfProducer maps each live producer id to the last offset of its
-	// last batch.
-	lastOfProducer map[int64]int64
+	// producers maps each producer id in the log to its last batch.
+	producers map[int64]producerLast
+	// producerExpiry is now minus Config.ProducerIDExpiration: a producer
+	// whose last batch's max timestamp is at or below it has expired.
+	producerExpiry int64
+}
+
+// liveLast reports whether b is the last batch of a live producer, whose
+// empty header compaction keeps. A producer is live, as Kafka's producer
+// expiry has it, while its last batch's max timestamp lies less than
+// Config.ProducerIDExpiration before now, or while its transaction is open
+// (its last batch is transactional data: no marker has ended it).
+func (rd *roundState) liveLast(b batch.Batch) bool {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return false
+	}
+	pl, ok := rd.producers[pid]
+	return ok && pl.lastOffset == b.LastOffset() && (pl.openTxn || pl.maxTimestamp > rd.producerExpiry)
 }

@@ -180,8 +180,7 @@ func (c *Compactor) filter(b batch.Batch, rd *roundState, keepLast bool) (nb bat
 	case kept == 0:
 		// Emptied now, or an empty header an earlier round kept: it
 		// stays only while it is needed.
-		pid := b.ProducerID()
-		if last, live := rd.lastOfProducer[pid]; keepLast || (pid >= 0 && live && last == b.LastOffset()) {
+		if keepLast || rd.liveLast(b) {
 			if removed == 0 {
 				return b, true, 0, 0, nil
 			}
