@@ -71,11 +71,13 @@ func TestRewrittenBatchesKeepHeaders(t *testing.T) {
 func TestEmptyBatchKeptForProducer(t *testing.T) {
 	l, _ := newMemLog(t, 1<<20)
 	now := time.UnixMilli(1_700_000_000_000)
-	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 5, Epoch: 2, BaseSequence: 10}, kv{key: k("a"), value: k("1"), ts: 1}, kv{key: k("b"), value: k("1"), ts: 1}))
-	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 6, BaseSequence: 0}, kv{key: k("c"), value: k("1"), ts: 1}))
-	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 6, BaseSequence: 1}, kv{key: k("c"), value: k("2"), ts: 1}))
-	l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("a"), value: k("2"), ts: 2}, kv{key: k("b"), value: k("2"), ts: 2}))
-	l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("z"), value: k("3"), ts: 2}))
+	// Records an hour old: the producers are live (Config.ProducerIDExpiration).
+	t1, t2 := now.Add(-time.Hour).UnixMilli(), now.Add(-time.Hour).UnixMilli()+1
+	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 5, Epoch: 2, BaseSequence: 10}, kv{key: k("a"), value: k("1"), ts: t1}, kv{key: k("b"), value: k("1"), ts: t1}))
+	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 6, BaseSequence: 0}, kv{key: k("c"), value: k("1"), ts: t1}))
+	l.append(buildBatch(t, batch.CompressionNone, &batch.Producer{ID: 6, BaseSequence: 1}, kv{key: k("c"), value: k("2"), ts: t1}))
+	l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("a"), value: k("2"), ts: t2}, kv{key: k("b"), value: k("2"), ts: t2}))
+	l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("z"), value: k("3"), ts: t2}))
 	l.roll()
 	c, _ := NewCompactor(compactCfg(&now))
 	if _, err := c.Apply(context.Background(), l); err != nil {

@@ -51,7 +51,10 @@ var ErrSwapIncomplete = errors.New("partlog/compaction: segment swap interrupted
 // removed is copied byte for byte. Control batches (transaction markers)
 // are copied as they are. A batch left with no record is dropped, except
 // an empty header-only batch is kept, as Kafka keeps it, for the last batch
-// of each producer id (its sequence state), and for the last batch of each
+// of each live producer id (its sequence state; see
+// Config.ProducerIDExpiration: the empty header of an expired producer goes
+// at the next round, so a log with ever new producers does not grow by a
+// header per producer without bound), and for the last batch of each
 // rewritten group: a new segment then always ends exactly where the
 // segments it replaces ended, which is how RecoverDir knows which segments
 // a .swap segment replaces (and the log end never moves back).
@@ -85,6 +88,9 @@ type Compactor struct {
 	buf []byte
 	// keep is per-record scratch of one batch's decisions.
 	keep []bool
+	// producers is the round's producer table (producerLastBatches),
+	// kept across rounds.
+	producers map[int64]producerLast
 }
 
 // NewCompactor returns the compact policy for cfg (defaults applied). A
@@ -221,6 +227,13 @@ func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	// One round at a time per partition, whoever runs it: two would write
+	// the same .cleaned files and swap segments under each other.
+	release, err := l.ClaimCleaning()
+	if err != nil {
+		return res, wrapDir("compact", l, err)
+	}
+	defer release()
 	var truncations uint64
 	if tw, ok := l.(truncationAware); ok {
 		truncations = tw.Truncations() // before the snapshot
@@ -258,7 +271,7 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 	if err != nil {
 		return res, err
 	}
-	lastOfProducer, err := c.producerLastBatches(segs)
+	producers, err := c.producerLastBatches(segs)
 	if err != nil {
 		return res, err
 	}
@@ -268,7 +281,8 @@ func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, s
 		n++
 	}
 	groups := c.group(segs[:n], l.SegmentBytes(), l.SegmentConfig().MaxIndexBytes)
-	rd := &roundState{now: now, end: end, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(), lastOfProducer: lastOfProducer}
+	rd := &roundState{now: now, end: end, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(), producers: producers,
+		producerExpiry: now.Add(-c.cfg.ProducerIDExpiration).UnixMilli()}
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -357,15 +371,30 @@ func (c *Compactor) buildMap(ctx context.Context, segs []*segment.Segment, from,
 	return end, nil
 }
 
-// producerLastBatches returns, for every producer id in the log, the last
-// offset of its last batch: that batch keeps an empty header if
-// compaction empties it, so the producer's sequence state survives.
-func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]int64, error) {
-	last := make(map[int64]int64)
+// producerLast is what a round knows of a producer's last batch.
+type producerLast struct {
+	lastOffset   int64
+	maxTimestamp int64
+	// openTxn: the batch is transactional data, so no marker has ended
+	// its transaction yet.
+	openTxn bool
+}
+
+// producerLastBatches returns, for every producer id in the log, what its
+// last batch says: if compaction empties that batch, an empty header of it
+// stays while the producer is live (roundState.liveLast), so the producer's
+// sequence state survives.
+func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]producerLast, error) {
+	if c.producers == nil {
+		c.producers = make(map[int64]producerLast)
+	}
+	clear(c.producers)
 	for _, s := range segs {
 		err := c.sc.forEachHeader(s, func(b batch.Batch) error {
 			if pid := b.ProducerID(); pid >= 0 {
-				last[pid] = b.LastOffset()
+				a := b.Attributes()
+				c.producers[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
+					openTxn: a.IsTransactional() && !a.IsControl()}
 			}
 			return nil
 		})
@@ -373,7 +402,7 @@ func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]int6
 			return nil, err
 		}
 	}
-	return last, nil
+	return c.producers, nil
 }
 
 // group splits segs into runs that fit one segment, as Kafka's
@@ -418,8 +447,26 @@ const (
 
 // roundState is what every batch decision of a round needs.
 type roundState struct {
-	now            time.Time
-	end            int64 // the map covers offsets below end (with earlier rounds)
-	horizon        int64 // the delete horizon the round stamps
-	lastOfProducer map[int64]int64
+	now     time.Time
+	end     int64 // the map covers offsets below end (with earlier rounds)
+	horizon int64 // the delete horizon the round stamps
+	// producers maps each producer id in the log to its last batch.
+	producers map[int64]producerLast
+	// producerExpiry is now minus Config.ProducerIDExpiration: a producer
+	// whose last batch's max timestamp is at or below it has expired.
+	producerExpiry int64
+}
+
+// liveLast reports whether b is the last batch of a live producer, whose
+// empty header compaction keeps. A producer is live, as Kafka's producer
+// expiry has it, while its last batch's max timestamp lies less than
+// Config.ProducerIDExpiration before now, or while its transaction is open
+// (its last batch is transactional data: no marker has ended it).
+func (rd *roundState) liveLast(b batch.Batch) bool {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return false
+	}
+	pl, ok := rd.producers[pid]
+	return ok && pl.lastOffset == b.LastOffset() && (pl.openTxn || pl.maxTimestamp > rd.producerExpiry)
 }

@@ -26,6 +26,8 @@ const (
 	// MaxOffsetMapBytes is the largest budget accepted: key positions in
 	// the map are 32-bit.
 	MaxOffsetMapBytes = 1 << 31
+	// DefaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
+	DefaultProducerIDExpiration = 24 * time.Hour
 )
 
 // CleanupPolicy values, Kafka's cleanup.policy.
@@ -71,6 +73,14 @@ type Config struct {
 	// table and the keys it holds. When it is full, a round cleans up to
 	// the last mapped offset and the next round continues.
 	OffsetMapBytes int
+	// ProducerIDExpiration is producer.id.expiration.ms (default 1 day):
+	// compaction keeps the empty header of a producer's last batch (its
+	// sequence state) only while the producer is live, that is while its
+	// last batch in the log has a max timestamp within this of Now, or is
+	// part of a transaction no marker has ended yet, as Kafka's producer
+	// expiry decides. Once the partition keeps producer state of its own,
+	// compaction will follow that state instead.
+	ProducerIDExpiration time.Duration
 	// KeyHash hashes keys for the offset map; nil means xxhash64. Tests set
 	// a colliding hash: the map compares whole keys, so collisions cost
 	// probes, never records.
@@ -98,6 +108,9 @@ func (c *Config) EnsureDefaults() {
 	if c.OffsetMapBytes == 0 {
 		c.OffsetMapBytes = DefaultOffsetMapBytes
 	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
 	if c.KeyHash == nil {
 		c.KeyHash = xxhash.Sum64
 	}
@@ -124,6 +137,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: negative DeleteRetention", ErrInvalidConfig)
 	case c.MinCompactionLag < 0 || c.MaxCompactionLag < 0:
 		return fmt.Errorf("%w: negative compaction lag", ErrInvalidConfig)
+	case c.ProducerIDExpiration < 0:
+		return fmt.Errorf("%w: negative ProducerIDExpiration", ErrInvalidConfig)
 	}
 	return nil
 }

@@ -23,9 +23,11 @@
 // The laws the policies keep (DESIGN.md laws 6, 7 and 9): offsets are
 // never renumbered; at least the latest record of every key is kept;
 // tombstones are kept for delete.retention.ms after the first round that
-// rewrites them; the active segment is never deleted or compacted; nothing
-// at or past the high watermark is deleted or compacted; retention deletes
-// whole segments, oldest first; a segment removed by either policy stays
+// rewrites them; the active segment is never compacted; nothing at or past
+// the high watermark is deleted or compacted; retention deletes whole
+// segments, oldest first, and an expired active segment goes too (the log
+// rolls to an empty one first, as in Kafka); a segment removed by either
+// policy stays
 // readable for every reader that holds a reference to it; a crash at any
 // step of a compaction leaves, after [RecoverDir], either the old segments
 // or the new ones.
@@ -64,7 +66,11 @@
 // change the segment list only through the Log's locked operations, which
 // refuse (log.ErrSegmentsChanged for a *log.Partition) when a truncation or
 // another policy changed it first; the round then changes nothing and the
-// next one retries. A Compactor is used by one goroutine at a time (it owns
+// next one retries. One compaction round at a time runs on a partition:
+// every round holds the partition's cleaning claim (Log.ClaimCleaning), so
+// a second Compactor or Runner given the same partition gets
+// ErrCleaningInProgress and changes nothing, instead of writing the same
+// .cleaned files. A Compactor is used by one goroutine at a time (it owns
 // its offset map); Retention and Runner are safe for concurrent use.
 //
 // # Caveats

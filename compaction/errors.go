@@ -1,6 +1,10 @@
 package compaction
 
-import "errors"
+import (
+	"errors"
+
+	plog "github.com/partlog/partlog/log"
+)
 
 // Errors returned by the policies and the Runner. Each is errors.Is-able
 // through the wrapping that adds the partition's directory. None of them
@@ -21,6 +25,12 @@ var (
 	// changed under a round (a truncation, retention or another cleaner
 	// took segments away): nothing was changed; the next round retries.
 	ErrSegmentsChanged = errors.New("partlog/compaction: segments changed during the round")
+	// ErrCleaningInProgress is returned by a compaction round when another
+	// round holds the partition's cleaning claim (Log.ClaimCleaning):
+	// nothing was changed; the Runner retries on its next run. It is
+	// log.ErrCleaningInProgress, the same value, so a Log of one's own
+	// can return either.
+	ErrCleaningInProgress = plog.ErrCleaningInProgress
 	// ErrPartitionFailed is returned by the Runner for a partition that
 	// failed before and is skipped until Runner.Reset clears it.
 	ErrPartitionFailed = errors.New("partlog/compaction: partition marked failed")

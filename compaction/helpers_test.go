@@ -28,6 +28,7 @@ type testLog struct {
 	logStart int64
 	hw       int64 // -1: the log end
 	closed   bool
+	cleaning bool // a compaction round holds the claim
 }
 
 var errChanged = fmt.Errorf("test log: %w", ErrSegmentsChanged)
@@ -177,6 +178,25 @@ func (l *testLog) ReplaceSegments(old, new []*segment.Segment, commit func() err
 		_ = s.Unref()
 	}
 	return nil
+}
+
+func (l *testLog) Roll() error { return l.roll() }
+
+func (l *testLog) ClaimCleaning() (func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cleaning {
+		return nil, fmt.Errorf("test log: %w", ErrCleaningInProgress)
+	}
+	l.cleaning = true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.cleaning = false
+			l.mu.Unlock()
+		})
+	}, nil
 }
 
 // append assigns offsets to b (in place) and appends it, rolling when the

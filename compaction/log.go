@@ -10,7 +10,8 @@ import (
 // package); users can implement it over their own segment stores.
 //
 // Every method must be safe for concurrent use with the partition's appends
-// and reads. The policies never append, and never touch the active segment.
+// and reads. The policies never append; the only thing they do to the
+// active segment is Roll it, when retention finds it expired.
 type Log interface {
 	// Dir is the partition directory; FS the filesystem its files live on.
 	Dir() string
@@ -48,4 +49,17 @@ type Log interface {
 	// was created with, and drops its own references on old. When the
 	// check or commit fails it publishes nothing and returns the error.
 	ReplaceSegments(old, new []*segment.Segment, commit func() error) error
+	// Roll seals the active segment and starts a new, empty one at the
+	// log end offset; it does nothing when the active segment is empty.
+	// Retention rolls when the active segment itself is due for deletion,
+	// then deletes it as a sealed segment (as Kafka's deleteSegments
+	// rolls before deleting every segment).
+	Roll() error
+	// ClaimCleaning claims the partition for one compaction round, which
+	// calls release when it ends: while a claim is held, another
+	// ClaimCleaning must fail at once with an error wrapping
+	// ErrCleaningInProgress (two rounds at once would write the same
+	// .cleaned files). The partition enforces it, so two Compactors or
+	// Runners given one partition never clean it at the same time.
+	ClaimCleaning() (release func(), err error)
 }

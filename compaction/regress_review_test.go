@@ -180,7 +180,11 @@ func TestRaceCompactReadClose(t *testing.T) {
 					t.Fatal(err)
 				}
 				if i%97 == 96 {
-					if err := p.TruncateTo(p.LogEndOffset() - 3); err != nil {
+					// The records are dated 1970, so retention also rolls
+					// and deletes the active segment: the log start may
+					// have passed the target, which TruncateTo refuses.
+					to := p.LogEndOffset() - 3
+					if err := p.TruncateTo(to); err != nil && !(errors.Is(err, plog.ErrOffsetOutOfRange) && p.LogStartOffset() > to) {
 						t.Fatal(err)
 					}
 				}

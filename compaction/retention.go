@@ -8,9 +8,9 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// Retention is the delete policy: it deletes whole sealed segments, oldest
-// first, while one of Kafka's three rules applies to the oldest remaining
-// one, and stops at the first segment none applies to:
+// Retention is the delete policy: it deletes whole segments, oldest first,
+// while one of Kafka's three rules applies to the oldest remaining one, and
+// stops at the first segment none applies to:
 //
 //   - log start: the segment lies wholly below the log start offset (the
 //     next segment's base is at or below it, after DeleteRecordsBefore);
@@ -19,11 +19,25 @@ import (
 //   - size: the partition's size minus the segment's size is still at
 //     least Config.RetentionBytes.
 //
-// It never deletes the active segment, nor a segment holding an offset at
-// or past the high watermark (the next segment's base must be at or below
-// it). Deleted segments are renamed .deleted and removed when the last
-// reader lets go of them (Log.DeleteSegments); readers holding them keep
-// reading.
+// It never deletes a segment holding an offset at or past the high
+// watermark (the next segment's base, or the log end offset for the active
+// segment, must be at or below it). Deleted segments are renamed .deleted
+// and removed when the last reader lets go of them (Log.DeleteSegments);
+// readers holding them keep reading.
+//
+// # The active segment
+//
+// When every segment is due, the active one included (an idle partition
+// whose only segment expired: the time rule; the size rule cannot take the
+// last segment with a positive RetentionBytes, nor the log start rule, which
+// needs a next segment, as in Kafka), retention rolls the log first
+// (Log.Roll), as Kafka's deleteSegments does, and then deletes the expired
+// segment as a sealed one. An empty active segment is never due. Afterwards
+// the log end offset is unchanged, the log start offset equals it, and
+// appends continue at the same offset in the new, empty segment. The plan
+// is made again after the roll, over segments that can no longer change, so
+// a batch appended between the first plan and the roll is judged with its
+// segment (a fresh one keeps it).
 //
 // # Future timestamps
 //
@@ -107,7 +121,9 @@ func RetentionTimestamp(l Log, s *segment.Segment) int64 {
 }
 
 // Plan returns how many of the oldest segments of segs (a Log.Segments
-// snapshot) retention would delete now, and why each goes.
+// snapshot) retention would delete now, and why each goes. When it returns
+// a reason for every segment, the active one is due too: Apply rolls before
+// deleting it.
 func (r *Retention) Plan(l Log, segs []*segment.Segment, now time.Time) []Reason {
 	hw, start := l.HighWatermark(), l.LogStartOffset()
 	var size int64
@@ -116,14 +132,23 @@ func (r *Retention) Plan(l Log, segs []*segment.Segment, now time.Time) []Reason
 	}
 	nowMs := now.UnixMilli()
 	var reasons []Reason
-	for i := 0; i+1 < len(segs); i++ {
-		s, next := segs[i], segs[i+1].BaseOffset()
+	for i, s := range segs {
+		active := i == len(segs)-1
+		var next int64
+		if active {
+			if s.Size() == 0 {
+				break // an empty active segment is never due
+			}
+			next = s.NextOffset()
+		} else {
+			next = segs[i+1].BaseOffset()
+		}
 		if next > hw {
 			break
 		}
 		why := ReasonNone
 		switch {
-		case next <= start:
+		case !active && next <= start:
 			why = ReasonLogStart
 		case r.cfg.Retention >= 0 && nowMs-RetentionTimestamp(l, s) > r.cfg.Retention.Milliseconds():
 			why = ReasonTime
@@ -149,8 +174,32 @@ func (r *Retention) Apply(ctx context.Context, l Log) (Result, error) {
 	if err != nil {
 		return res, wrapDir("retention", l, err)
 	}
-	defer releaseAll(segs)
-	reasons := r.Plan(l, segs, r.cfg.Now())
+	defer func() { releaseAll(segs) }()
+	now := r.cfg.Now()
+	reasons := r.Plan(l, segs, now)
+	if len(reasons) == len(segs) {
+		// The active segment is due: roll, then plan again over the new
+		// snapshot, whose segments but the new empty active one are
+		// sealed, so what the plan picks is what gets deleted.
+		active := segs[len(segs)-1]
+		r.cfg.Logger.Info("partlog/compaction: retention rolls the expired active segment", "dir", l.Dir(),
+			"segment", active.BaseOffset(), "logEnd", active.NextOffset(), "reason", reasons[len(reasons)-1].String())
+		releaseAll(segs)
+		segs = nil
+		if err := l.Roll(); err != nil {
+			return res, wrapDir("retention", l, err)
+		}
+		if segs, err = l.Segments(); err != nil {
+			segs = nil
+			return res, wrapDir("retention", l, err)
+		}
+		reasons = r.Plan(l, segs, now)
+		if len(reasons) == len(segs) {
+			// Appended to since the roll and due at once: the next round
+			// rolls it.
+			reasons = reasons[:len(segs)-1]
+		}
+	}
 	if len(reasons) == 0 {
 		return res, nil
 	}

@@ -27,9 +27,13 @@ type Progress struct {
 // and skipped by later runs (one bad partition once stopped Kafka's whole
 // cleaner thread); the other partitions go on. An error that only says the
 // segment list changed under the round (ErrSegmentsChanged,
-// log.ErrSegmentsChanged) marks nothing: the next run retries. Run may be called repeatedly
-// (a scheduler calls it periodically); it is safe for concurrent use, but
-// two concurrent runs must not be given the same partition.
+// log.ErrSegmentsChanged) or that another round is compacting the partition
+// (ErrCleaningInProgress) marks nothing: the next run retries. Run may be
+// called repeatedly (a scheduler calls it periodically); it is safe for
+// concurrent use, also by several Runners given the same partition: the
+// partition's cleaning claim (Log.ClaimCleaning) lets one compaction round
+// at a time run on it, and concurrent retention rounds only delete what the
+// other left (a lost race is ErrSegmentsChanged).
 type Runner struct {
 	cfg      Config
 	workers  int
@@ -168,9 +172,11 @@ func (r *Runner) runOne(ctx context.Context, l Log, policies []Policy) (total Re
 }
 
 // transient reports whether err only means the segment list changed under
-// a round (a truncation or retention won a race): nothing was changed.
+// a round (a truncation or retention won a race) or another round holds the
+// partition's cleaning claim: nothing was changed.
 func transient(err error) bool {
-	return errors.Is(err, ErrSegmentsChanged) || errors.Is(err, plog.ErrSegmentsChanged)
+	return errors.Is(err, ErrSegmentsChanged) || errors.Is(err, plog.ErrSegmentsChanged) ||
+		errors.Is(err, ErrCleaningInProgress)
 }
 
 // mark records that dir failed with err.

@@ -134,7 +134,9 @@ func lastBatchBase(s *segment.Segment) int64 {
 // filter decides what becomes of batch b: nb is the batch to write (b
 // itself when copied, a rebuilt or empty batch, or nil to drop it); the
 // counts are of removed records and removed tombstones. keepLast forces an
-// empty batch to be kept (the last batch of the round).
+// empty batch to be kept (the last batch of the group). An empty batch,
+// emptied now or by an earlier round, is otherwise kept only as the last
+// batch of a live producer.
 func (c *Compactor) filter(b batch.Batch, rd *roundState, keepLast bool) (nb batch.Batch, copied bool, removed, tombs int64, err error) {
 	a := b.Attributes()
 	if a.IsControl() {
@@ -175,15 +177,19 @@ func (c *Compactor) filter(b batch.Batch, rd *roundState, keepLast bool) (nb bat
 	}
 	needHorizon := keptTombs > 0 && !a.HasDeleteHorizon()
 	switch {
-	case removed == 0 && !needHorizon:
-		return b, true, 0, 0, nil
 	case kept == 0:
-		pid := b.ProducerID()
-		if keepLast || (pid >= 0 && rd.lastOfProducer[pid] == b.LastOffset()) {
+		// Emptied now, or an empty header an earlier round kept: it
+		// stays only while it is needed.
+		if keepLast || rd.liveLast(b) {
+			if removed == 0 {
+				return b, true, 0, 0, nil
+			}
 			c.buf = batch.AppendEmptyBatch(c.buf[:0], b)
 			return batch.Batch(c.buf), false, removed, tombs, nil
 		}
 		return nil, false, removed, tombs, nil
+	case removed == 0 && !needHorizon:
+		return b, true, 0, 0, nil
 	case keptTombs > 0:
 		h := rd.horizon
 		if a.HasDeleteHorizon() {

@@ -129,7 +129,9 @@
 // Package compaction works on a Partition through Segments,
 // DeleteSegments and ReplaceSegments: it reads sealed segments below the
 // high watermark, writes new ones, and swaps them in under the partition's
-// write lock; readers holding the old segments keep them.
+// write lock; readers holding the old segments keep them. Retention Rolls
+// an expired active segment before deleting it; each compaction round holds
+// the partition's cleaning claim (ClaimCleaning), so two never run at once.
 //
 // # Concurrency
 //

@@ -136,6 +136,9 @@ type Partition struct {
 	// truncated is signalled (with mu held) when TruncateTo clears
 	// mu.truncating. Its Locker is &mu.Mutex.
 	truncated sync.Cond
+	// cleaning is set while a cleaning round holds the partition's
+	// cleaning claim (ClaimCleaning).
+	cleaning atomic.Bool
 }
 
 // lockWriter takes mu for a writer, waiting (with mu released) while a

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
@@ -15,6 +16,11 @@ import (
 // touch (the active one, or one at or past the high watermark). Nothing
 // changed; take a new snapshot and try again. Internal: no Kafka code.
 var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
+
+// ErrCleaningInProgress is returned by ClaimCleaning while another cleaning
+// round holds the partition's claim. Nothing changed; try again after that
+// round ends. Internal: no Kafka code.
+var ErrCleaningInProgress = errors.New("partlog/log: cleaning in progress")
 
 // The methods below let package compaction (retention and key-based
 // compaction, which sits above this package) work on a Partition: it reads
@@ -56,6 +62,27 @@ func (p *Partition) Segments() ([]*segment.Segment, error) {
 		}
 		return out, nil
 	}
+}
+
+// ClaimCleaning claims the partition for one cleaning round (package
+// compaction's key compaction takes it for the whole round): at most one
+// claim is held at a time, so two rounds never write the same .cleaned
+// files or swap segments under each other, whoever runs them. While the
+// claim is held, ClaimCleaning returns at once with an error wrapping
+// ErrCleaningInProgress (as Kafka's cleaner skips a partition another
+// cleaner thread is cleaning); after Close it returns ErrClosed. Otherwise
+// it returns release, which ends the claim; calling release again does
+// nothing. The claim is in memory only: it serializes the cleaners of this
+// Partition value, not of other processes opening the same directory.
+func (p *Partition) ClaimCleaning() (release func(), err error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !p.cleaning.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("%w: %s", ErrCleaningInProgress, p.dir)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { p.cleaning.Store(false) }) }, nil
 }
 
 // DeleteSegments removes the oldest segments, as time or size based

@@ -177,3 +177,24 @@ func TestOpenCompletesSwap(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimCleaning: one cleaning claim at a time per partition (issue 12,
+// item 12: two compaction rounds at once corrupted the partition).
+func TestClaimCleaning(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	release, err := p.ClaimCleaning()
+	require.NoError(t, err)
+	_, err = p.ClaimCleaning()
+	require.ErrorIs(t, err, plog.ErrCleaningInProgress)
+	release()
+	release() // a second release does nothing: it must not end a later claim
+	again, err := p.ClaimCleaning()
+	require.NoError(t, err)
+	release()
+	_, err = p.ClaimCleaning()
+	require.ErrorIs(t, err, plog.ErrCleaningInProgress, "a stale release ended a later claim")
+	again()
+	require.NoError(t, p.Close())
+	_, err = p.ClaimCleaning()
+	require.ErrorIs(t, err, plog.ErrClosed)
+}
