@@ -247,7 +247,7 @@ func TestAppendTimestampRules(t *testing.T) {
 		{"default: an hour and 1 ms ahead refused", plog.Config{}, withTs(ms + hour + 1), true, 0, false},
 		{"after limit off: a year ahead accepted", plog.Config{MessageTimestampAfterMax: plog.NoTimestampLimit}, withTs(ms + 365*24*hour), false, ms + 365*24*hour, false},
 		{"after limit negative: no limit", plog.Config{MessageTimestampAfterMax: -1}, withTs(ms + 365*24*hour), false, ms + 365*24*hour, false},
-		{"after limit 1 minute: 2 minutes ahead refused", plog.Config{MessageTimestampAfterMax: time.Minute}, withTs(ms, ms + 120_000), true, 0, false},
+		{"after limit 1 minute: 2 minutes ahead refused", plog.Config{MessageTimestampAfterMax: time.Minute}, withTs(ms, ms+120_000), true, 0, false},
 		{"before limit 1 hour: 2 hours old refused", plog.Config{MessageTimestampBeforeMax: time.Hour}, withTs(ms-2*hour, ms), true, 0, false},
 		{"before limit 1 hour: 30 minutes old accepted", plog.Config{MessageTimestampBeforeMax: time.Hour}, withTs(ms - hour/2), false, ms - hour/2, false},
 		{"before limit: records without a timestamp exempt", plog.Config{MessageTimestampBeforeMax: time.Hour}, withTs(-1, ms, -1), false, ms, false},
