@@ -123,16 +123,23 @@ func (p *Partition) truncateEpochsFromEndLocked(end int64) {
 // moves the one holding start up to it (Kafka's truncateFromStart).
 // REQUIRES: mu held.
 func (p *Partition) truncateEpochsFromStartLocked(start int64) {
+	if len(p.mu.epochs) == 0 {
+		return
+	}
 	i := 0
 	for i+1 < len(p.mu.epochs) && p.mu.epochs[i+1].StartOffset <= start {
 		i++
 	}
-	if len(p.mu.epochs) == 0 || p.mu.epochs[i].StartOffset >= start {
-		return
+	if i > 0 {
+		// Also when entry i starts exactly at start: the ones before it
+		// name no remaining batch.
+		p.mu.epochs = slices.Delete(p.mu.epochs, 0, i)
+		p.mu.epochsDirty = true
 	}
-	p.mu.epochs = slices.Delete(p.mu.epochs, 0, i)
-	p.mu.epochs[0].StartOffset = start
-	p.mu.epochsDirty = true
+	if p.mu.epochs[0].StartOffset < start {
+		p.mu.epochs[0].StartOffset = start
+		p.mu.epochsDirty = true
+	}
 }
 
 // writeEpochsLocked persists the cache when it changed. REQUIRES: mu held.
