@@ -46,10 +46,14 @@ type EpochStart struct {
 
 // LeaderEpochs returns the leader epoch cache: for each leader epoch found
 // in the batches' partitionLeaderEpoch field (higher than every earlier
-// one), the offset of its first batch, in increasing order. Entries for
-// truncated batches are removed; DeleteRecordsBefore moves the first
-// remaining entry up to the log start offset, as Kafka does. Batches
-// without a leader epoch (-1) add nothing.
+// one), the offset of its first batch, in increasing order; under
+// Config.StampLeaderEpoch also an epoch SetLeaderEpoch recorded at the log
+// end before its first batch. Entries for truncated batches are removed;
+// DeleteRecordsBefore moves the first remaining entry up to the log start
+// offset, as Kafka does. Batches without a leader epoch (-1) add nothing.
+// Every entry is durable in LeaderEpochCheckpointFile before a batch of
+// its epoch is written, so the cache survives crashes (see the file's
+// documentation).
 func (p *Partition) LeaderEpochs() []EpochStart {
 	p.mu.Lock()
 	defer p.mu.Unlock()

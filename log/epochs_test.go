@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -448,4 +449,37 @@ func TestKillLeaderEpochs(t *testing.T) {
 		t.Logf("round %d: killed after %v, log end %d, %d segments, epochs %v", round, delay, p.LogEndOffset(), len(p.SegmentInfos()), p.LeaderEpochs())
 		require.NoError(t, p.Close())
 	}
+}
+
+// BenchmarkAppendBatchStamped appends 16 KiB batches under
+// StampLeaderEpoch in one leader epoch (no fsync policy) and reports the
+// fsyncs each append paid: 0, since only an append that starts an epoch
+// writes the leader epoch checkpoint.
+func BenchmarkAppendBatchStamped(b *testing.B) {
+	in := vfs.NewInjector(vfs.Default)
+	var syncs atomic.Int64
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync {
+			syncs.Add(1)
+		}
+		return nil
+	})
+	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{FS: in, StampLeaderEpoch: true, LeaderEpoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	bt := benchBatch()
+	if _, err := p.AppendBatch(bt); err != nil { // starts epoch 1
+		b.Fatal(err)
+	}
+	syncs.Store(0)
+	b.SetBytes(int64(len(bt)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.AppendBatch(bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
 }
