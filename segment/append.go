@@ -8,6 +8,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
 )
 
 // Append writes b at the end of the .log and publishes it. b's offsets are
@@ -33,9 +34,11 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 // batch.HeaderSize bytes) followed by body: what a partition appends when
 // it patched a copy of a caller's header (offsets, leader epoch,
 // timestamps and CRC) and must not write into the caller's bytes. The two
-// parts are written back to back at Size() (two writes; a crash between
-// them leaves a torn tail, which the CRC catches) and published together,
-// as Append publishes a batch. Neither h nor body is retained or modified.
+// parts are written back to back at Size(), with one pwritev where the
+// file offers it (vfs.VectorWriterAt), else with two writes (a crash
+// between them leaves a torn tail, which the CRC catches), and published
+// together, as Append publishes a batch. Neither h nor body is retained or
+// modified.
 func (s *Segment) AppendWithHeader(h batch.Batch, body []byte) (pos int64, err error) {
 	if len(h) != batch.HeaderSize {
 		return 0, base.CorruptionErrorf("", 0, "batch", "append of a %d-byte header, want %d", len(h), batch.HeaderSize)
@@ -83,15 +86,9 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 		s.w.fileSize = pos
 	}
 
-	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+	if err := s.writeBatch(b, body, pos); err != nil {
 		s.undoWrite(pos)
 		return 0, err
-	}
-	if body != nil {
-		if _, err := s.logFile.WriteAt(body, pos+int64(len(b))); err != nil {
-			s.undoWrite(pos)
-			return 0, err
-		}
 	}
 	maxTs, maxOff := s.w.maxTimestamp, s.w.offsetOfMaxTimestamp
 	if ts := b.MaxTimestamp(); ts > maxTs {
@@ -127,6 +124,28 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 	s.size.Store(end)
 	s.nextOffset.Store(last + 1)
 	return pos, nil
+}
+
+// writeBatch writes b, then body when it is not nil, at pos: with one
+// pwritev when the file offers it (vfs.VectorWriterAt), else one WriteAt
+// each. The iovec array lives in the writer state so that the call does
+// not allocate; it is cleared afterwards, so no caller memory is kept.
+func (s *Segment) writeBatch(b, body []byte, pos int64) error {
+	if body == nil {
+		_, err := s.logFile.WriteAt(b, pos)
+		return err
+	}
+	if vw, ok := s.logFile.(vfs.VectorWriterAt); ok {
+		s.w.iov = [2][]byte{b, body}
+		_, err := vw.WriteVAt(s.w.iov[:], pos)
+		s.w.iov = [2][]byte{}
+		return err
+	}
+	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+		return err
+	}
+	_, err := s.logFile.WriteAt(body, pos+int64(len(b)))
+	return err
 }
 
 // undoWrite cuts a failed append's bytes; if that fails too, the next
