@@ -53,7 +53,9 @@
 // partition's lock and not at all when a truncation started during the
 // round (Result.CleanedTo is then -1), so re-appended offsets are never
 // taken as clean.
-// [RecoverDir] applies Kafka's load-time rules to whatever a crash left.
+// [RecoverDir] applies Kafka's load-time rules to whatever a crash left
+// (log.Open applies the same ones itself, package segment/repair): a .swap
+// replaces live segments only when it is a valid segment covering them.
 //
 // # Concurrency
 //

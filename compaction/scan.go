@@ -5,6 +5,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -19,8 +20,11 @@ type scanner struct {
 // order, holding s's read lease across the scan (one lease at a time:
 // callers never nest scans). The batch aliases s's mapping or the
 // scanner's buffer and is valid only during fn. It checks framing and the
-// CRC: a bad batch is a corruption error naming the file and position.
-func (sc *scanner) forEach(s *segment.Segment, from int64, fn func(b batch.Batch, pos int64) error) error {
+// CRC: a bad batch is a corruption error naming the file and position. A
+// fault reading the mapping (in the scan or in fn) is an error wrapping
+// segment.ErrFault.
+func (sc *scanner) forEach(s *segment.Segment, from int64, fn func(b batch.Batch, pos int64) error) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	s.AcquireRead()
 	defer s.ReleaseRead()
 	size := s.Size()
@@ -75,7 +79,8 @@ func (sc *scanner) forEach(s *segment.Segment, from int64, fn func(b batch.Batch
 // forEachHeader calls fn with the header (the first HeaderSize bytes) of
 // every batch of s, holding s's read lease; it reads nothing else and
 // checks only the framing (no CRC). The header is valid only during fn.
-func (sc *scanner) forEachHeader(s *segment.Segment, fn func(h batch.Batch) error) error {
+func (sc *scanner) forEachHeader(s *segment.Segment, fn func(h batch.Batch) error) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	s.AcquireRead()
 	defer s.ReleaseRead()
 	size := s.Size()

@@ -116,6 +116,17 @@
 //  5. After Close or Delete the index reads as empty instead of touching
 //     unmapped memory, but calling a reader then is still a bug.
 //
+// # Media errors
+//
+// A page of the mapping that the kernel cannot read (a media error, or a
+// file cut behind the index's back) raises SIGBUS when touched. The
+// methods that return an error (Append, MaybeAppend, TruncateTo,
+// SanityCheck, Check) turn such a fault into an error wrapping ErrFault,
+// naming the file and the byte offset. Lookup, Entry and LastEntry return
+// no error: they are called by package segment inside its own protection
+// (its reads return segment.ErrFault, the same value); a caller of this
+// package that uses them directly on a failing disk gets the SIGBUS.
+//
 // # Example
 //
 //	idx, err := index.OpenOffsetIndex(vfs.Default, "00000000000000000100.index", 100, index.DefaultMaxIndexSize)

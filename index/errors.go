@@ -1,6 +1,10 @@
 package index
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/partlog/partlog/internal/mmap"
+)
 
 // Errors returned by Append and MaybeAppend. None of them marks corruption:
 // they report a full index or a caller bug, and the index is unchanged when
@@ -39,3 +43,10 @@ var (
 	// Close or Delete.
 	ErrClosed = errors.New("partlog/index: index is closed")
 )
+
+// ErrFault marks a read of the mapped index file that the kernel could not
+// serve (a media error, or a file cut behind the index's back): see the
+// package documentation, "Media errors". The error also carries the file
+// and the byte offset (segment.FaultError). It is the same value as
+// segment.ErrFault and log.ErrFault. Kafka: KAFKA_STORAGE_ERROR (56).
+var ErrFault = mmap.ErrFault

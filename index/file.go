@@ -130,6 +130,7 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 	if err != nil {
 		return err
 	}
+	r.SetName(path) // what a FaultError names
 	x.f = f
 	x.cur.Store(&mapping{region: r, buf: r.Bytes()})
 	x.fileLen.Store(length)
@@ -246,6 +247,7 @@ func (x *indexFile) resize(maxIndexSize int) error {
 		if err != nil {
 			return err
 		}
+		r.SetName(x.Path())
 		grown = r
 	}
 	if from := x.fileLen.Load(); from != size {
@@ -342,6 +344,11 @@ func (x *indexFile) rename(newPath string) error {
 		return err
 	}
 	x.path.Store(&newPath)
+	for _, r := range append(x.w.retired, x.cur.Load().region) {
+		if r != nil {
+			r.SetName(newPath) // what a FaultError names
+		}
+	}
 	return nil
 }
 

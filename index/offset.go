@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -49,7 +50,9 @@ func OpenOffsetIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int)
 //
 // The entry's bytes are written before the new count is published, so
 // concurrent lookups see either the old entries or all of the new ones.
-func (idx *OffsetIndex) Append(offset, position int64) error {
+func (idx *OffsetIndex) Append(offset, position int64) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if x.w.closed {
 		return x.closedError()
@@ -133,7 +136,9 @@ func (idx *OffsetIndex) SizeInBytes() int64 { return idx.x.entries.Load() * Offs
 // TruncateTo drops every entry whose offset is >= offset; an offset above
 // the last entry's changes nothing (Kafka's truncateTo). The dropped bytes
 // stay in the file until overwritten or trimmed.
-func (idx *OffsetIndex) TruncateTo(offset int64) error {
+func (idx *OffsetIndex) TruncateTo(offset int64) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	b := idx.x.view()
 	n := firstOffsetAtOrAbove(len(b)/OffsetEntrySize, offset, func(i int) int64 { return offsetAt(b, idx.x.base, i) })
 	return idx.x.truncateEntries(n)
@@ -169,7 +174,9 @@ func (idx *OffsetIndex) Reset() error {
 // mapping but not an earlier one before a crash. As in Kafka, segments
 // after the recovery point of an unclean shutdown are rebuilt (or verified
 // with Check), not trusted on SanityCheck alone.
-func (idx *OffsetIndex) SanityCheck() error {
+func (idx *OffsetIndex) SanityCheck() (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if err := x.checkLength(); err != nil {
 		return err
@@ -209,7 +216,9 @@ func (idx *OffsetIndex) SanityCheck() error {
 // batch of one append, which can be a later batch). The first violation is
 // returned as an error wrapping base.ErrCorrupt. Segments use it in
 // consistency checks and tests; lookups do not need it.
-func (idx *OffsetIndex) Check(logSize int64, batchStartAt func(pos int64) (lastOffset int64, ok bool)) error {
+func (idx *OffsetIndex) Check(logSize int64, batchStartAt func(pos int64) (lastOffset int64, ok bool)) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if err := x.checkLength(); err != nil {
 		return err

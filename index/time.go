@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -41,7 +42,9 @@ func OpenTimeIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int) (
 // returns ErrIndexFull unless skipFullCheck, which the segment sets for the
 // final entry it writes when sealed, into the slot IsFull keeps free. On
 // any error the index is unchanged.
-func (idx *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) error {
+func (idx *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if x.w.closed {
 		return x.closedError()
@@ -124,7 +127,9 @@ func (idx *TimeIndex) SizeInBytes() int64 { return idx.x.entries.Load() * TimeEn
 // TruncateTo drops every entry whose offset is >= offset; an offset above
 // the last entry's changes nothing (Kafka's truncateTo). Entries' offsets
 // may repeat; all entries with an offset >= offset go.
-func (idx *TimeIndex) TruncateTo(offset int64) error {
+func (idx *TimeIndex) TruncateTo(offset int64) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	b := idx.x.view()
 	n := firstOffsetAtOrAbove(len(b)/TimeEntrySize, offset, func(i int) int64 { return timeOffsetAt(b, idx.x.base, i) })
 	return idx.x.truncateEntries(n)
@@ -157,7 +162,9 @@ func (idx *TimeIndex) Reset() error {
 // mapping but not an earlier one before a crash. As in Kafka, segments
 // after the recovery point of an unclean shutdown are rebuilt (or verified
 // with Check), not trusted on SanityCheck alone.
-func (idx *TimeIndex) SanityCheck() error {
+func (idx *TimeIndex) SanityCheck() (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if err := x.checkLength(); err != nil {
 		return err
@@ -188,7 +195,9 @@ func (idx *TimeIndex) SanityCheck() error {
 // offsets never decrease and lie in [BaseOffset(), nextOffset), where
 // nextOffset is the segment's next offset. The first violation is returned
 // as an error wrapping base.ErrCorrupt.
-func (idx *TimeIndex) Check(nextOffset int64) error {
+func (idx *TimeIndex) Check(nextOffset int64) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+
 	x := &idx.x
 	if err := x.checkLength(); err != nil {
 		return err

@@ -296,7 +296,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 		_, err = active.AppendWithHeader(bt, body)
 	}
 	if err != nil {
-		return fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err)
+		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
 	if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {

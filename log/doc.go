@@ -60,6 +60,18 @@
 // reads their leader-epoch-checkpoint, and leaves the files it does not
 // own (producer .snapshot files) alone.
 //
+// Open locks the directory (LockFile, flock(2) on unix) until Close: a
+// second Open of it, in this process or another, fails with ErrLocked.
+// Before it changes anything, Open checks the directory as a whole (see
+// docs/crash-safety.md, "Directory checks"): a .swap replaces live segments
+// only when it is a valid segment covering them; offsets missing between
+// segments (unless compaction explains them) or below the first one, and a
+// sealed segment that does not end on a batch, are refused with an error
+// wrapping ErrRecoveryRefused; a checkpoint that contradicts the segments
+// goes to Config.Recovery (DefaultRecovery ignores a log start checkpoint
+// past the log end, loudly, rather than hiding every record). A refused
+// Open has written nothing.
+//
 // # Durability
 //
 // What survives a crash depends on Config.FlushMessages (flush.messages)
@@ -281,6 +293,34 @@
 // the partition: TruncateTo waits for the Records, and every other writer
 // waits for TruncateTo (see Concurrency). Records objects are pooled,
 // so a read allocates nothing.
+//
+// # Media errors
+//
+// The .log and index files are read through memory mappings. A page the
+// kernel cannot read (a media error: EIO while paging it in) or that lies
+// past the end of a file someone cut raises SIGBUS, which would kill the
+// process. Every read of mapped memory the library itself does (ReadFrom's
+// header scan, OffsetForTimestamp, Verify, appends' index reads, recovery
+// on Open, compaction's scans) runs under a fault guard instead
+// (runtime/debug.SetPanicOnFault plus a deferred recover), so the fault
+// becomes an error wrapping ErrFault, with a *segment.FaultError naming
+// the file and the byte offset. The partition then goes offline, as Kafka
+// takes a log offline on an IOException: that call and every later one
+// (reads, writes, Verify) return an error wrapping ErrFailed and the
+// fault, and Close writes no clean-shutdown marker. Reopen once the disk
+// is fixed. A fault met by another writer (TruncateTo, DeleteRecordsBefore,
+// a roll, a compaction) is returned wrapping ErrFault; when that writer had
+// already changed files it fails the partition (ErrFailed), as any failure
+// halfway does; a compaction's scan changes nothing.
+//
+// Zero-copy bytes cannot be protected: Records.Bytes aliases the mapping
+// and the caller reads it, so a media error on those pages still kills the
+// process. A caller that must survive a failing disk sends the records
+// with Records.WriteTo (sendfile, or a protected write: the error comes
+// back) or copies them with Records.AppendTo (protected), never touching
+// Bytes itself. Sealed segments map only their file's length; the active
+// segment maps segment.bytes (SegmentBytes), and a mapped page past the
+// end of its file is never read.
 //
 // # What a Partition does not do yet
 //

@@ -81,7 +81,9 @@ var (
 	// roll or compaction swap failed halfway. Every later write returns
 	// an error wrapping ErrFailed and the cause; reads keep working. Close
 	// and reopen the partition: Open recovers from the files. Kafka marks
-	// the log directory offline: KAFKA_STORAGE_ERROR (56).
+	// the log directory offline: KAFKA_STORAGE_ERROR (56). After a fault
+	// reading a mapped file (ErrFault) reads fail too: the partition is
+	// offline (see ErrFault).
 	ErrFailed = errors.New("partlog/log: partition failed")
 
 	// ErrInvalidConfig is returned by Open for a Config value outside what

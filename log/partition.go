@@ -3,11 +3,11 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +23,8 @@ import (
 // safe for concurrent use; appends and the other mutating methods are
 // serialized by one mutex, reads take no lock.
 type Partition struct {
+	// dirLock holds the directory's LockFile from Open to Close.
+	dirLock io.Closer
 	// dir, cfg and segCfg are set by Open and never change.
 	dir    string
 	cfg    Config
@@ -44,6 +46,10 @@ type Partition struct {
 	truncations atomic.Uint64
 	// closed is set by Close; readers check it.
 	closed atomic.Bool
+	// offline is set once, when a read or an append met a fault in a
+	// mapped file (ErrFault): every later call returns it (see
+	// noteFault). Read lock-free.
+	offline atomic.Pointer[error]
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
@@ -145,15 +151,29 @@ func (p *Partition) lockWriter() {
 // first segment (base offset 0, or the log start offset a checkpoint
 // records) when there are none.
 //
-// Open first finishes or undoes file operations a crash interrupted, with
-// Kafka's rules: it removes files left with the .deleted suffix, removes an
-// unfinished compaction's .cleaned and .swap files, and completes a
-// compaction's swap past its commit point (see cleanDir). It then removes
-// the clean-shutdown marker Close left (so that a crash while loading
-// counts as unclean), lists the directory and opens every segment in
-// ascending base offset order (their indexes are checked in O(1) and
-// rebuilt when missing or broken); the last one becomes the active
-// segment.
+// Open first takes the directory's lock (LockFile): a directory already
+// open, in this process or another, gets an error wrapping ErrLocked; Close
+// releases it. It then reads the directory without changing anything and
+// trusts no single file against the others (checkDir, docs/crash-safety.md
+// "Directory checks"): what a crash left of a compaction or deletion is
+// planned with Kafka's rules (a .swap replaces live segments only when it
+// is a valid segment covering them); every segment's batches are found to
+// end where the next segment begins unless compaction explains the gap;
+// the checkpoints must agree with the segments. Damage no policy may
+// accept (missing segments, a truncated sealed segment, a .swap that would
+// lose data) makes Open fail with an error wrapping ErrRecoveryRefused
+// that names the files; contradicting checkpoints go to Config.Recovery
+// (DefaultRecovery ignores a log start checkpoint past the log end, loudly;
+// StrictRecovery refuses). A refusal writes nothing.
+//
+// Only then does Open finish or undo the file operations a crash
+// interrupted (removing .deleted files and an unfinished compaction's
+// .cleaned and .swap files, completing a swap past its commit point),
+// remove the clean-shutdown marker Close left (so that a crash while
+// loading counts as unclean) and open every segment in ascending base
+// offset order (their indexes are checked in O(1) and rebuilt when missing
+// or broken); the last one becomes the active segment. A new partition
+// also records its log start offset (LogStartOffsetCheckpointFile).
 //
 // After a clean shutdown (the marker was there) Open reads no batch data.
 // After an unclean one it recovers from the recovery point (Kafka's
@@ -175,7 +195,7 @@ func (p *Partition) lockWriter() {
 // The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
 // ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
 // name the file.
-func Open(dir string, cfg Config) (*Partition, error) {
+func Open(dir string, cfg Config) (_ *Partition, err error) {
 	cfg.EnsureDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -189,33 +209,22 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	if err := cleanDir(fs, dir, p.segCfg, p.logger); err != nil {
-		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	lock, err := lockDir(fs, dir)
+	if err != nil {
+		return nil, err
 	}
+	p.dirLock = lock
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
+	// Read everything first and decide (checkDir); nothing is written
+	// before, so a refusal changes nothing.
 	clean, err := checkpoint.HasCleanShutdown(fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	if clean {
-		if err := checkpoint.RemoveCleanShutdown(fs, dir); err != nil {
-			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-		}
-	}
-	names, err := fs.List(dir)
-	if err != nil {
-		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-	}
-	var bases []int64
-	for _, name := range names {
-		if base, suffix, ok := segment.ParseFileName(name); ok && suffix == segment.LogSuffix {
-			bases = append(bases, base)
-		}
-	}
-	slices.Sort(bases)
-	if len(bases) == 0 {
-		clean = true // nothing to recover
-	}
-
 	cpStart, haveCP, err := readLogStartCheckpoint(fs, dir)
 	if err != nil {
 		if err := p.checkpointProblem(LogStartOffsetCheckpointFile, err); err != nil {
@@ -230,11 +239,8 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		}
 		haveRP = false
 	}
-	if haveRP {
-		p.mu.recoveryPoint = recoveryPoint
-	} else {
-		recoveryPoint = 0
-		p.mu.recoveryPoint = -1
+	if err != nil {
+		haveRP = false // clean: the log end is the recovery point
 	}
 	var hwCP int64
 	haveHW := false
@@ -247,9 +253,36 @@ func Open(dir string, cfg Config) (*Partition, error) {
 			haveHW = false
 		}
 	}
-
 	if err := p.readEpochs(); err != nil {
 		return nil, err
+	}
+	dc, err := p.checkDir(clean, cpStart, haveCP, recoveryPoint, haveRP)
+	if err != nil {
+		return nil, err
+	}
+	if dc.distrustLogStart {
+		haveCP = false
+	}
+	if err := dc.apply(fs, dir, p); err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	if clean {
+		if err := checkpoint.RemoveCleanShutdown(fs, dir); err != nil {
+			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		}
+	}
+	if dc.unclean {
+		clean = false
+	}
+	bases := dc.plan.Bases
+	if len(bases) == 0 {
+		clean = true // nothing to recover
+	}
+	if haveRP {
+		p.mu.recoveryPoint = recoveryPoint
+	} else {
+		recoveryPoint = 0
+		p.mu.recoveryPoint = -1
 	}
 
 	var list []*segment.Segment
@@ -270,6 +303,13 @@ func Open(dir string, cfg Config) (*Partition, error) {
 		}
 		list = append(list, seg)
 		p.mu.dirDirty = true
+		if !haveCP {
+			// A new partition records its log start, so that a later
+			// Open notices a first segment gone missing (checkDir).
+			if err := writeLogStartCheckpoint(fs, dir, base); err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+			}
+		}
 	}
 	for _, base := range bases {
 		seg, err := segment.Open(fs, dir, base, p.segCfg)
@@ -519,7 +559,10 @@ func (p *Partition) checkWritableLocked() error {
 	if p.mu.closed {
 		return ErrClosed
 	}
-	return p.mu.failed
+	if p.mu.failed != nil {
+		return p.mu.failed
+	}
+	return p.offlineErr()
 }
 
 // Close seals the active segment (its final time index entry), flushes
@@ -549,7 +592,7 @@ func (p *Partition) Close() error {
 		}
 	}
 	snap := p.segs.Load()
-	if p.mu.failed == nil {
+	if p.mu.failed == nil && p.offlineErr() == nil {
 		if err := snap.active().Seal(); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: seal segment %d: %w", p.dir, snap.active().BaseOffset(), err))
 		}
@@ -570,10 +613,13 @@ func (p *Partition) Close() error {
 		}
 	}
 	keep(snap.unref()) // the partition's reference on the snapshot
-	if first == nil && p.mu.failed == nil {
+	if first == nil && p.mu.failed == nil && p.offlineErr() == nil {
 		if err := checkpoint.MarkCleanShutdown(p.cfg.FS, p.dir); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}
+	}
+	if err := p.dirLock.Close(); err != nil {
+		keep(fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, err))
 	}
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/segment"
@@ -36,8 +35,10 @@ type Records struct {
 	seg *segment.Segment
 	// start and end are the byte positions of the batches in seg's .log.
 	start, end int64
-	// first is the base offset of the first batch, -1 when empty.
-	first int64
+	// first is the base offset of the first batch, -1 when empty; next
+	// is the offset after the last one, -1 when empty (from the segment's
+	// header scan, so that NextOffset reads no mapped byte).
+	first, next int64
 	// b is what Bytes returns: an alias of the mapped segment, or scratch
 	// filled with ReadAt when the segment is not mapped.
 	b []byte
@@ -63,7 +64,7 @@ func newRecords() *Records {
 		r = recordsPool.Get().(*Records)
 	}
 	r.closed = false
-	r.first = -1
+	r.first, r.next = -1, -1
 	return r
 }
 
@@ -87,19 +88,9 @@ func (r *Records) Empty() bool { return r.end == r.start }
 func (r *Records) FirstOffset() int64 { return r.first }
 
 // NextOffset returns the offset after the last batch: where the next read
-// continues. For an empty Records it returns -1. It walks the batch
-// headers (no copy, no allocation).
-func (r *Records) NextOffset() int64 {
-	next := int64(-1)
-	for rest := r.b; len(rest) > 0; {
-		bt, tail, err := batch.Parse(rest)
-		if err != nil {
-			break
-		}
-		next, rest = bt.NextOffset(), tail
-	}
-	return next
-}
+// continues. For an empty Records it returns -1. The read found it while
+// scanning the batch headers; it reads no byte of Bytes.
+func (r *Records) NextOffset() int64 { return r.next }
 
 // WriteTo writes the batches to w and returns the number of bytes written.
 // When w is an *os.File or a TCP or Unix socket and the segment file has an
@@ -128,7 +119,7 @@ func (r *Records) Close() error {
 		r.seg.ReleaseRead()
 		err = r.seg.Unref()
 	}
-	r.seg, r.b, r.start, r.end, r.first = nil, nil, 0, 0, -1
+	r.seg, r.b, r.start, r.end, r.first, r.next = nil, nil, 0, 0, -1, -1
 	if cap(r.scratch) > maxPooledScratch {
 		r.scratch = nil
 	}
@@ -170,6 +161,9 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (*Records, e
 		if p.closed.Load() {
 			return nil, ErrClosed
 		}
+		if err := p.offlineErr(); err != nil {
+			return nil, err
+		}
 		gen := p.truncations.Load()
 		hw, end := p.bounds.load()
 		start := p.logStart.Load()
@@ -196,7 +190,7 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (*Records, e
 		if retry {
 			continue
 		}
-		return r, err
+		return r, p.noteFault(err)
 	}
 }
 
@@ -230,7 +224,7 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 		if err == nil && sl.End > sl.Start {
 			r.b, err = segmentBytes(seg, sl.Start, sl.End, &r.scratch)
 			if err == nil {
-				r.seg, r.start, r.end, r.first = seg, sl.Start, sl.End, sl.FirstOffset
+				r.seg, r.start, r.end, r.first, r.next = seg, sl.Start, sl.End, sl.FirstOffset, sl.NextOffset
 				return r, false, nil
 			}
 		}

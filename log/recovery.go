@@ -9,6 +9,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -353,7 +354,8 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
 // cache, reading only their headers. buf is scratch, returned grown.
-func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]byte, error) {
+func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) (_ []byte, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
 	for pos := int64(0); pos+batch.HeaderSize <= size; {
 		h, err := seg.Bytes(pos, pos+batch.HeaderSize, buf)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -49,6 +50,10 @@ func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool
 	if p.closed.Load() {
 		return TimestampOffset{}, false, ErrClosed
 	}
+	if err := p.offlineErr(); err != nil {
+		return TimestampOffset{}, false, err
+	}
+	defer func() { err = p.noteFault(err) }()
 	switch {
 	case ts == LatestTimestamp:
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.HighWatermark()}, true, nil
@@ -106,7 +111,8 @@ func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool
 // maxTimestamp (the first on ties), the first batch in it with that
 // timestamp, and the first record in that batch carrying it (Kafka's
 // RecordBatch.offsetOfMaxTimestamp).
-func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (TimestampOffset, bool, error) {
+func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOffset, _ bool, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}
 	var best *segment.Segment
 	bestTS, bestOff := batch.NoTimestamp, int64(-1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -71,6 +72,9 @@ func (p *Partition) Verify() error {
 	if p.mu.closed {
 		return ErrClosed
 	}
+	if err := p.offlineErr(); err != nil {
+		return err
+	}
 	start, hw, end := p.logStart.Load(), p.mu.hw, p.mu.end
 	if start > hw.Offset || hw.Offset > end.Offset {
 		return base.AssertionFailedf("partlog/log: offsets out of order: log start %d, high watermark %d, log end %d", start, hw.Offset, end.Offset)
@@ -81,7 +85,7 @@ func (p *Partition) Verify() error {
 		var err error
 		next, err = p.verifySegment(seg, next)
 		if err != nil {
-			return err
+			return p.noteFault(err)
 		}
 	}
 	active := snap.active()
@@ -104,7 +108,8 @@ type verifiedBatch struct {
 // verifySegment checks one segment; next is the offset its first batch
 // must start at (-1: any). It returns the offset after its last batch.
 // REQUIRES: mu held.
-func (p *Partition) verifySegment(seg *segment.Segment, next int64) (int64, error) {
+func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
 	logPath := seg.LogPath()
 	data, err := seg.Bytes(0, size, nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -49,6 +50,7 @@ func (s *Segment) AppendWithHeader(h batch.Batch, body []byte) (pos int64, err e
 // appendBatch appends a batch of n bytes: b is the whole batch (body nil)
 // or its header (body the rest). Header fields are read from b only.
 func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	switch {
 	case s.closed.Load():
 		return 0, ErrClosed
@@ -265,7 +267,8 @@ func (s *Segment) Flush() error {
 // Seal makes the segment read-only when the partition rolls past it
 // (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
 // appended to the time index (even if it is full), both indexes are trimmed
-// to their entries, and a .log longer than Size is cut. Further Appends
+// to their entries, a .log longer than Size is cut, and the .log's mapping
+// is cut to its length (the pages past it are unmapped). Further Appends
 // return ErrSealed. Sealing a sealed segment does nothing. Writer side.
 func (s *Segment) Seal() error {
 	if s.closed.Load() {
@@ -289,12 +292,17 @@ func (s *Segment) Seal() error {
 		}
 		s.w.fileSize = size
 	}
+	if err := s.mapTo(s.size.Load()); err != nil {
+		return err
+	}
 	s.sealed.Store(true)
 	return nil
 }
 
 // Unseal makes a sealed segment active again: both indexes grow back to
-// MaxIndexBytes and Append is accepted. The partition unseals its last
+// MaxIndexBytes, the .log is mapped anew at the full window (the sealed
+// mapping stays until the segment is released: readers may hold its
+// bytes) and Append is accepted. The partition unseals its last
 // segment after opening it. Writer side.
 func (s *Segment) Unseal() error {
 	if s.closed.Load() {
@@ -304,6 +312,9 @@ func (s *Segment) Unseal() error {
 		return nil
 	}
 	if err := s.resizeIndexes(); err != nil {
+		return err
+	}
+	if err := s.mapTo(s.window); err != nil {
 		return err
 	}
 	s.sealed.Store(false)

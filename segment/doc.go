@@ -38,11 +38,33 @@
 // # Reading and writing
 //
 // The .log is appended with File.WriteAt at the published size and read
-// through a read-only memory mapping of Config.MaxSegmentBytes (when the
-// file has a descriptor and mapping is not disabled), so Bytes returns the
-// page cache's bytes without a copy, and WriteTo sends them with sendfile.
-// Files without a descriptor (the in-memory filesystem of tests) are read
-// with ReadAt. Every file access goes through internal/vfs.
+// through a read-only memory mapping (when the file has a descriptor and
+// mapping is not disabled), so Bytes returns the page cache's bytes without
+// a copy, and WriteTo sends them with sendfile. An active segment maps
+// Config.MaxSegmentBytes (its window, which appends fill); a sealed one
+// maps only its file's length: Open maps the file, Seal and a cutting
+// Recover unmap the pages past the end, Unseal (and TruncateTo of a sealed
+// segment) maps the window anew, keeping the old mapping until the
+// segment is released. So a process with many segments takes address
+// space for their bytes only (100 segments at Kafka's 1 GiB default: 1 GiB
+// plus their files, not 100 GiB), and a file cut to a shorter length is
+// never left mapped past its end. Files without a descriptor (the
+// in-memory filesystem of tests) are read with ReadAt. Every file access
+// goes through internal/vfs.
+//
+// # Media errors
+//
+// A mapped page the kernel cannot read (a media error) or that lies past
+// the end of a file cut behind the segment's back raises SIGBUS. Every
+// method that reads the mapped .log or indexes (Translate, Read,
+// FindOffsetByTimestamp, WriteTo, Append, TruncateTo, Recover, Open) runs
+// under a fault guard (runtime/debug.SetPanicOnFault and a deferred
+// recover, package internal/mmap): the fault becomes an error wrapping
+// ErrFault, a *FaultError naming the file and the byte offset, and the
+// process lives. The guard costs about 6 ns a call. Bytes is zero-copy:
+// the caller reads the returned slice outside any guard, so a media error
+// on those pages still kills the process; WriteTo (sendfile, or a guarded
+// write) reports it as an error instead.
 //
 // Lookups follow Kafka: Translate (offset index floor, then batch headers
 // forward to the first batch whose last offset is >= the target), Read

@@ -1,6 +1,10 @@
 package segment
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/partlog/partlog/internal/mmap"
+)
 
 // Errors of Append and the other methods. None of them marks corruption;
 // corrupt files give errors that wrap base.ErrCorrupt (Kafka error code
@@ -41,3 +45,19 @@ var (
 	// the old suffix.
 	ErrSuffix = errors.New("partlog/segment: files do not have that suffix")
 )
+
+// ErrFault marks a read of the memory-mapped .log or index that the kernel
+// could not serve: a media error on the page, or a file cut behind the
+// segment's back. The read returns an error wrapping it (a
+// *mmap.FaultError naming the file and the byte offset) instead of the
+// process dying of SIGBUS; the segment's other pages may still read. It is
+// an I/O error, not corruption. Package log takes the partition offline
+// (log.ErrFault is this same value). Kafka: KAFKA_STORAGE_ERROR (56).
+// Bytes returned by Bytes (zero-copy) are read by the caller, outside this
+// protection.
+var ErrFault = mmap.ErrFault
+
+// FaultError is the error a faulting read returns (it wraps ErrFault): the
+// file, the byte offset in it and the faulting address. Test for it with
+// errors.As.
+type FaultError = mmap.FaultError

@@ -9,6 +9,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 )
 
 // Byte offsets of the header fields a scan reads. Frozen: Kafka's format
@@ -76,8 +77,8 @@ func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
 			"%d bytes left, a batch header is %d", avail, batch.HeaderSize)
 	}
-	if s.mapped != nil && pos+batch.HeaderSize <= int64(len(s.mapped)) {
-		h = s.mapped[pos : pos+batch.HeaderSize]
+	if m := s.mapping(); m != nil && pos+batch.HeaderSize <= int64(len(m)) {
+		h = m[pos : pos+batch.HeaderSize]
 	} else {
 		buf := headerPool.Get().(*[batch.HeaderSize]byte)
 		defer headerPool.Put(buf)
@@ -161,6 +162,7 @@ func (s *Segment) suspect(format string, args ...any) {
 // unknown). found is false when no visible batch qualifies. err wraps
 // base.ErrCorrupt when the .log does not frame.
 func (s *Segment) Translate(offset int64, startPos int64) (pos int64, info BatchInfo, found bool, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.released.Load() {
 		return 0, BatchInfo{}, false, ErrClosed
 	}
@@ -193,7 +195,8 @@ func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, err
 // even if it is larger than maxBytes (but never past maxPosition). An
 // empty Slice means nothing qualifies. The caller holds a read lease until
 // it is done with the bytes of the range.
-func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOneBatch bool) (Slice, error) {
+func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOneBatch bool) (_ Slice, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if maxBytes < 0 {
 		return Slice{}, fmt.Errorf("%w: maxBytes %d", ErrOutOfRange, maxBytes)
 	}
@@ -242,8 +245,8 @@ func (s *Segment) Bytes(start, end int64, scratch []byte) ([]byte, error) {
 	if start < 0 || start > end || end > s.size.Load() {
 		return nil, fmt.Errorf("%w: [%d, %d) of %d bytes", ErrOutOfRange, start, end, s.size.Load())
 	}
-	if s.mapped != nil && end <= int64(len(s.mapped)) {
-		return s.mapped[start:end:end], nil
+	if m := s.mapping(); m != nil && end <= int64(len(m)) {
+		return m[start:end:end], nil
 	}
 	n := int(end - start)
 	if cap(scratch) < n {
@@ -270,6 +273,7 @@ func (s *Segment) batchBytes(h BatchInfo, scratch []byte) (batch.Batch, error) {
 // scanned for the first batch whose maxTimestamp is >= ts, and its records
 // for the first qualifying one. found is false when no record qualifies.
 func (s *Segment) FindOffsetByTimestamp(ts int64, startOffset int64) (offset, timestamp int64, found bool, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.released.Load() {
 		return 0, 0, false, ErrClosed
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 )
 
 // scan reads batch headers from pos while they frame below limit, with
@@ -345,7 +346,8 @@ type RecoverResult struct {
 // An I/O error is returned as err; invalid data is not an error but the
 // result's Cause. It waits for read leases and must not overlap other
 // writer-side calls.
-func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) {
+func (s *Segment) Recover(maxBatchSize int) (_ RecoverResult, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.closed.Load() {
 		return RecoverResult{}, ErrClosed
 	}
@@ -423,6 +425,9 @@ func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) {
 		if err := s.timeIdx.TrimToValidSize(); err != nil {
 			return res, err
 		}
+		if err := s.mapTo(pos); err != nil {
+			return res, err
+		}
 	}
 	s.w.bytesSinceIndex = pos - ib.lastEntryPos
 	s.indexSuspect.Store(false)
@@ -464,8 +469,8 @@ func (s *Segment) readBatch(pos, fileSize int64, maxBatchSize int, buf *[]byte) 
 // peek returns n bytes of the .log at pos (below the file's end): the
 // mapping, or a read into *buf.
 func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
-	if s.mapped != nil && pos+int64(n) <= int64(len(s.mapped)) {
-		return s.mapped[pos : pos+int64(n) : pos+int64(n)], nil
+	if m := s.mapping(); m != nil && pos+int64(n) <= int64(len(m)) {
+		return m[pos : pos+int64(n) : pos+int64(n)], nil
 	}
 	if cap(*buf) < n {
 		*buf = make([]byte, n)
@@ -519,8 +524,8 @@ func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (bool, error) {
 		return false, nil
 	}
 	var tail []byte
-	if s.mapped != nil && fileSize <= int64(len(s.mapped)) {
-		tail = s.mapped[pos+1 : fileSize]
+	if m := s.mapping(); m != nil && fileSize <= int64(len(m)) {
+		tail = m[pos+1 : fileSize]
 	} else {
 		if rest > maxResyncBytes {
 			return true, nil

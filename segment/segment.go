@@ -53,7 +53,12 @@ import (
 //     when the last reference is dropped (Unref), so a reader holding a
 //     reference never touches unmapped memory; it never reads past size,
 //     which is never past the file's end, so it never touches a page past
-//     the end of the file (SIGBUS).
+//     the end of the file (SIGBUS). The writer may replace the mapping
+//     (mapTo): Seal and Recover shrink it to the file's length, which is
+//     at or above size, and unmap only pages past it; Unseal publishes a
+//     new, longer mapping and keeps the old one mapped (retired) until the
+//     last Unref. A reader loads the mapping (mem) after size, and every
+//     mapping it can load covers that size.
 //  6. nextOffset is stored after size: once NextOffset() returns n, every
 //     batch with offsets below n is visible to Read.
 type Segment struct {
@@ -65,14 +70,20 @@ type Segment struct {
 
 	// logFile is the open .log, read-write. Never replaced.
 	logFile vfs.File
-	// region is the read-only mapping of the .log (nil when reading with
-	// ReadAt); mapped is its bytes. Set at Create/Open, unmapped at the
-	// last Unref.
-	region *mmap.Region
-	mapped []byte
+	// region is the current read-only mapping of the .log (nil when
+	// reading with ReadAt); retired holds the mappings Unseal replaced
+	// with a longer one (readers may still hold their bytes). Set at
+	// Create/Open and by the writer (mapTo); all are unmapped at the last
+	// Unref.
+	region  *mmap.Region
+	retired []*mmap.Region
+	// mem points at the current mapping's bytes, what readers read (nil
+	// when the .log is not mapped). An active segment's mapping is window
+	// bytes long; a sealed segment's is the .log's length (see mapTo).
+	mem atomic.Pointer[[]byte]
 	// window is the largest size the .log may reach:
 	// max(Config.MaxSegmentBytes, the .log's size when opened); the
-	// mapping, when there is one, is this long.
+	// mapping of an active segment is this long.
 	window int64
 	// offIdx and timeIdx are the indexes. Lookups are lock-free (package
 	// index); writes come from the writer only.
@@ -183,7 +194,7 @@ func CreateWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, 
 		}
 	}()
 	s.logFile = f
-	if err := s.openFiles(0); err != nil {
+	if err := s.openFiles(0, false); err != nil {
 		return nil, err
 	}
 	s.publishEmpty()
@@ -249,12 +260,12 @@ func OpenWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cf
 		return nil, base.CorruptionErrorf(logPath, MaxSegmentBytesLimit, "size",
 			"log of %d bytes, more than %d", fileSize, MaxSegmentBytesLimit)
 	}
-	if err := s.openFiles(fileSize); err != nil {
+	if err := s.openFiles(fileSize, true); err != nil {
 		return nil, err
 	}
 	s.w.fileSize = fileSize
 	s.mu.created = timeNow()
-	if err := s.load(fileSize, rebuild[0], rebuild[1]); err != nil {
+	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1]) }); err != nil {
 		return nil, err
 	}
 	if err := s.offIdx.TrimToValidSize(); err != nil {
@@ -285,18 +296,27 @@ func newSegment(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Co
 }
 
 // openFiles maps the .log (whose length is fileSize) and opens both
-// indexes. REQUIRES: s.logFile set.
-func (s *Segment) openFiles(fileSize int64) error {
+// indexes. A sealed segment's mapping is the file's length, an active
+// one's the window (see mapTo). REQUIRES: s.logFile set.
+func (s *Segment) openFiles(fileSize int64, sealed bool) error {
 	window := max(s.cfg.MaxSegmentBytes, fileSize)
 	s.window = window
-	if s.logFile.Fd() != vfs.InvalidFd && !s.cfg.DisableMmap {
-		r, err := mmap.Map(s.logFile, int(window), false)
+	if s.logFile.Fd() != vfs.InvalidFd && !s.cfg.DisableMmap && mmap.Supported {
+		n := window
+		if sealed {
+			n = fileSize
+		}
+		r, err := mmap.Map(s.logFile, int(n), false)
 		if err != nil {
 			return err
 		}
-		s.region = r
 		if r.Mapped() {
-			s.mapped = r.Bytes()
+			r.SetName(s.LogPath())
+			s.region = r
+			b := r.Bytes()
+			s.mem.Store(&b)
+		} else if err := r.Unmap(); err != nil {
+			return err
 		}
 	}
 	oi, err := index.OpenOffsetIndex(s.fs, s.path(IndexSuffix, s.w.suffix), s.base, s.cfg.MaxIndexBytes)
@@ -352,10 +372,13 @@ func (s *Segment) releaseFiles() error {
 	if s.timeIdx != nil {
 		keep(s.timeIdx.Close())
 	}
-	if s.region != nil {
-		keep(s.region.Unmap())
+	s.mem.Store(nil)
+	for _, r := range append(s.retired, s.region) {
+		if r != nil {
+			keep(r.Unmap())
+		}
 	}
-	s.mapped = nil
+	s.retired, s.region = nil, nil
 	if s.logFile != nil {
 		keep(s.logFile.Close())
 	}
@@ -409,7 +432,58 @@ func (s *Segment) LogPath() string { return *s.logPath.Load() }
 
 // Mapped reports whether the .log is read through a memory mapping (Bytes
 // is then zero-copy).
-func (s *Segment) Mapped() bool { return s.mapped != nil }
+func (s *Segment) Mapped() bool { return s.mem.Load() != nil }
+
+// mapping returns the current mapping's bytes, nil when the .log is not
+// mapped. Readers read only below the size they loaded, which the mapping
+// they load after it always covers.
+func (s *Segment) mapping() []byte {
+	if p := s.mem.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// mapTo makes the mapping n bytes long: a sealed segment's is cut to its
+// .log's length (Region.Shrink unmaps the pages past it, so a process
+// with many segments maps only their bytes and never maps a cut file past
+// its end), an active one's is grown to the window by mapping it anew (the
+// old mapping is retired, not unmapped: readers may still hold its
+// bytes). Readers only read below the published size, which n never cuts:
+// a shrink happens only when size <= n. Writer side.
+func (s *Segment) mapTo(n int64) error {
+	if s.region == nil {
+		return nil
+	}
+	switch cur := int64(s.region.Len()); {
+	case n == cur:
+		return nil
+	case n < cur:
+		if err := s.region.Shrink(int(n)); err != nil {
+			return err
+		}
+	default:
+		r, err := mmap.Map(s.logFile, int(n), false)
+		if err != nil {
+			return err
+		}
+		r.SetName(s.LogPath())
+		s.retired = append(s.retired, s.region)
+		s.region = r
+	}
+	b := s.region.Bytes()
+	s.mem.Store(&b)
+	return nil
+}
+
+// guarded runs fn, which reads the mapped .log or indexes, with faults
+// protected: a fault in a mapping (a media error, or a file cut behind the
+// segment's back) becomes an error wrapping ErrFault instead of killing
+// the process (package internal/mmap).
+func (s *Segment) guarded(fn func() error) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	return fn()
+}
 
 // String describes the segment for logs and test failures.
 func (s *Segment) String() string {
@@ -528,6 +602,11 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		return err
 	}
 	s.w.suffix = newSuffix
+	for _, r := range append(s.retired, s.region) {
+		if r != nil {
+			r.SetName(newLog)
+		}
+	}
 	return nil
 }
 

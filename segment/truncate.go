@@ -1,6 +1,10 @@
 package segment
 
-import "math"
+import (
+	"math"
+
+	"github.com/partlog/partlog/internal/mmap"
+)
 
 // TruncateTo removes every batch whose last offset is >= offset: the .log
 // is cut at the start of the batch holding offset (or of the first batch
@@ -13,6 +17,7 @@ import "math"
 // waits for every read lease to be released, so a reader never has a
 // mapped page cut from under it (DESIGN law 9). Writer side.
 func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -25,6 +30,9 @@ func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
 	}
 	if s.sealed.Load() {
 		if err := s.resizeIndexes(); err != nil {
+			return 0, err
+		}
+		if err := s.mapTo(s.window); err != nil {
 			return 0, err
 		}
 		s.sealed.Store(false)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/partlog/partlog/internal/mmap"
 )
 
 // timeNow is time.Now; a variable so that tests can control Created.
@@ -16,7 +18,8 @@ var timeNow = time.Now
 // with sendfile on Linux, never through user space; otherwise the mapped
 // bytes are written directly, or the file is copied through a buffer. The
 // caller holds a read lease.
-func (s *Segment) WriteTo(w io.Writer, start, end int64) (int64, error) {
+func (s *Segment) WriteTo(w io.Writer, start, end int64) (_ int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.released.Load() {
 		return 0, ErrClosed
 	}
@@ -30,9 +33,9 @@ func (s *Segment) WriteTo(w io.Writer, start, end int64) (int64, error) {
 	if handled || err != nil {
 		return n, err
 	}
-	if s.mapped != nil && end <= int64(len(s.mapped)) {
-		m, err := w.Write(s.mapped[start:end:end])
-		return int64(m), err
+	if m := s.mapping(); m != nil && end <= int64(len(m)) {
+		n, err := w.Write(m[start:end:end])
+		return int64(n), err
 	}
 	return io.Copy(w, io.NewSectionReader(s.logFile, start, end-start))
 }

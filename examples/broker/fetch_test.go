@@ -17,8 +17,11 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// The zero-copy Fetch encoder must produce exactly kmsg's bytes, for every
-// version the broker serves.
+// The zero-copy Fetch encoder must produce exactly the bytes Kafka sends,
+// for every version the broker serves: kmsg's encoding of the same response,
+// where a partition without records carries an empty records field (Kafka's
+// MemoryRecords.EMPTY: length 0), never a null one (length -1), whatever the
+// reason it has none.
 func TestFetchFrameMatchesKmsg(t *testing.T) {
 	p, err := plog.Open(filepath.Join(t.TempDir(), "t-0"), plog.Config{})
 	if err != nil {
@@ -54,7 +57,24 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 		resp.Topics = []kmsg.FetchResponseTopic{t1, t2}
 		resp.recs = [][]recordSet{{recs, nil}, {nil}}
 
-		want := appendResponse(nil, requestHeader{key: 1, version: v, correlationID: 42}, resp.FetchResponse)
+		// Kafka's bytes: the partitions without data carry empty
+		// (non-null) records; the zero-copy encoder gets them nil.
+		kafka := *resp.FetchResponse
+		kafka.Topics = []kmsg.FetchResponseTopic{t1, t2}
+		kafka.Topics[0].Partitions = []kmsg.FetchResponseTopicPartition{withData, empty}
+		kafka.Topics[0].Partitions[1].RecordBatches = []byte{}
+		kafka.Topics[1].Partitions = []kmsg.FetchResponseTopicPartition{failed}
+		kafka.Topics[1].Partitions[0].RecordBatches = []byte{}
+		want := appendResponse(nil, requestHeader{key: 1, version: v, correlationID: 42}, &kafka)
+		// The last partition ends with its records length: int32 0, or
+		// compact 0+1 and the partition's, topic's and response's tags.
+		wantTail := []byte{0, 0, 0, 0}
+		if v >= 12 {
+			wantTail = []byte{1, 0, 0, 0}
+		}
+		if !bytes.HasSuffix(want, wantTail) {
+			t.Fatalf("v%d: kmsg does not encode empty records as Kafka does: % x", v, want[len(want)-8:])
+		}
 		var got bytes.Buffer
 		if err := writeFetch(&got, 42, resp); err != nil {
 			t.Fatal(err)

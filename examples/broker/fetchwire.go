@@ -24,7 +24,9 @@ type recordSet interface {
 
 // fetchResponse is a Fetch response whose partitions' RecordBatches come from
 // reads that must be closed after the response was written. recs[i][j]
-// belongs to Topics[i].Partitions[j] (nil when that partition has no data).
+// belongs to Topics[i].Partitions[j] (nil when that partition's bytes, if
+// any, are in its RecordBatches; no bytes are sent as an empty records
+// field, never a null one).
 // It is a kmsg.Response (AppendTo copies the batches), and writeFetch sends
 // it without copying them.
 type fetchResponse struct {
@@ -91,12 +93,10 @@ func fetchFrame(corr int32, resp *fetchResponse) []framePiece {
 				total += len(b) + rs.Len()
 				pieces = append(pieces, framePiece{b: b, rec: rs})
 				b = make([]byte, 0, 128)
-			case p.RecordBatches == nil:
-				if flexible {
-					b = append(b, 0)
-				} else {
-					b = binary.BigEndian.AppendUint32(b, 0xffffffff)
-				}
+			case len(p.RecordBatches) == 0:
+				// Empty, never null (-1): Kafka sends MemoryRecords.EMPTY
+				// for a partition without records, and clients rely on it.
+				b = appendBytesLen(b, 0, flexible)
 			default:
 				b = appendBytesLen(b, len(p.RecordBatches), flexible)
 				b = append(b, p.RecordBatches...)

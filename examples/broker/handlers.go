@@ -17,8 +17,9 @@ import (
 // versionRange is the versions of one API the broker implements end to end.
 type versionRange struct{ min, max int16 }
 
-// supported lists the APIs and versions ApiVersions advertises. Each one is
-// handled below for every version in its range.
+// supported lists the APIs and versions the broker handles, each for every
+// version in its range. ApiVersions advertises them, except for Produce (see
+// advertisedMin).
 var supported = map[kmsg.Key]versionRange{
 	kmsg.Produce:         {3, 9},
 	kmsg.Fetch:           {4, 12},
@@ -33,6 +34,19 @@ var supported = map[kmsg.Key]versionRange{
 	kmsg.SyncGroup:       {0, 5},
 	kmsg.ApiVersions:     {0, 4},
 	kmsg.InitProducerID:  {0, 4},
+}
+
+// advertisedMin is the min version ApiVersions advertises where it differs
+// from the handled range: Produce from version 0, as Kafka 4 answers
+// (ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION, KAFKA-18659).
+// librdkafka (before 2.8.1) decides whether a broker takes gzip, snappy and
+// lz4 by asking whether it supports Produce v0 exactly (librdkafka issue
+// 4956), and silently sends uncompressed batches otherwise. Clients pick the
+// highest version both sides support, so no client sends Produce v0-2
+// because of it; one that does has its connection closed, as Kafka 4 does
+// (the version is not enabled).
+var advertisedMin = map[kmsg.Key]int16{
+	kmsg.Produce: 0,
 }
 
 // handle decodes and answers one request. A nil response means "send
@@ -107,6 +121,9 @@ func (s *server) apiVersions(version int16) *kmsg.ApiVersionsResponse {
 		}
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = int16(k), vr.min, vr.max
+		if m, ok := advertisedMin[k]; ok {
+			ak.MinVersion = m
+		}
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
 	return resp
@@ -129,7 +146,10 @@ func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	if all {
 		names = s.store.topicNames()
 	}
-	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	var budget *createBudget
+	if req.Version < 4 || req.AllowAutoTopicCreation {
+		budget = s.newCreateBudget()
+	}
 	for _, rt := range req.Topics {
 		if rt.Topic == nil { // by topic id (v10+): ids are not tracked
 			t := kmsg.NewMetadataResponseTopic()
@@ -144,8 +164,15 @@ func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		t := kmsg.NewMetadataResponseTopic()
 		t.Topic = kmsg.StringPtr(name)
 		t.IsInternal = name == offsetsTopic
-		ps, err := s.store.topic(name, autoCreate && name != offsetsTopic)
+		var ps []*plog.Partition
+		var err error
+		if name == offsetsTopic {
+			ps, err = s.store.topic(name, false)
+		} else {
+			ps, err = s.store.topicCreating(name, budget)
+		}
 		if err != nil {
+			s.logCreateLimit(err, name)
 			t.ErrorCode = topicErrorCode(err)
 			resp.Topics = append(resp.Topics, t)
 			continue
@@ -169,12 +196,21 @@ func topicErrorCode(err error) int16 {
 	switch {
 	case errors.Is(err, errInvalidTopic):
 		return kerr.InvalidTopicException.Code
-	case errors.Is(err, errUnknownTopic):
+	case errors.Is(err, errUnknownTopic), errors.Is(err, errCreateLimit):
+		// Over the creation limit the client is told the topic does
+		// not exist yet; it asks again and the next request creates it.
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, errStoreClosed):
 		return kerr.NotLeaderForPartition.Code
 	default:
 		return kerr.KafkaStorageError.Code
+	}
+}
+
+// logCreateLimit logs a topic left uncreated by the per-request limit.
+func (s *server) logCreateLimit(err error, topic string) {
+	if errors.Is(err, errCreateLimit) {
+		s.log.Info("not creating topic: the request reached its creation limit", "topic", topic, "limit", s.createPerReq)
 	}
 }
 
@@ -214,6 +250,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 	case req.TransactionID != nil:
 		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
 	}
+	budget := s.newCreateBudget()
 	var toSync []*plog.Partition
 	var syncIdx [][2]int // response positions of each partition in toSync
 	appended := false
@@ -226,7 +263,8 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 			var err error
 			if rt.Topic == offsetsTopic {
 				topicErr = kerr.InvalidTopicException.Code // internal topic
-			} else if ps, err = s.store.topic(rt.Topic, true); err != nil {
+			} else if ps, err = s.store.topicCreating(rt.Topic, budget); err != nil {
+				s.logCreateLimit(err, rt.Topic)
 				topicErr = topicErrorCode(err)
 			}
 		}
@@ -345,6 +383,12 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 			p := kmsg.NewFetchResponseTopicPartition()
 			p.Partition = rp.Partition
 			p.HighWatermark, p.LastStableOffset, p.LogStartOffset = -1, -1, -1
+			// Kafka answers a partition without records (caught up,
+			// over the byte limit, or an error) with an empty records
+			// field, never a null one: librdkafka fails to parse a
+			// null one ("invalid MessageSetSize -1") and kafka-python
+			// crashes on it.
+			p.RecordBatches = []byte{}
 			var part *plog.Partition
 			switch {
 			case terr != nil:

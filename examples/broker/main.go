@@ -19,9 +19,12 @@
 //	API               versions  notes
 //	ApiVersions       0-4       unsupported versions get a v0 UNSUPPORTED_VERSION answer
 //	Metadata          0-12      auto-creates topics (v4+: when the request allows it)
-//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatch;
+//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatch
+//	                            (advertised from 0, as Kafka 4 does: librdkafka compresses
+//	                            only then; a v0-2 request closes the connection);
 //	                            acks=-1 syncs the partition before answering, acks=0 gets no answer
-//	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2);
+//	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
+//	                            (a partition without records gets empty records, never null);
 //	                            MaxBytes, PartitionMaxBytes, at least one batch,
 //	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0)
 //	ListOffsets       1-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
@@ -73,6 +76,29 @@
 // Before a partition is opened, what a crash left of a compaction is finished
 // or undone (compaction.RecoverDir).
 //
+// # Connections and topics
+//
+// As Kafka's broker: a connection on which nothing arrives for -idle-timeout
+// (connections.max.idle.ms, 10 minutes) is closed, also in the middle of a
+// request; a request larger than -max-request-bytes (socket.request.max.bytes,
+// 100 MiB) closes the connection; request bytes are buffered as they arrive
+// (never allocated from the announced size), each connection's first 64 KiB
+// freely and the rest from a budget all connections share,
+// -queued-max-request-bytes (queued.max.request.bytes; 256 MiB here, where
+// Kafka's default is unbounded): a connection whose request does not fit
+// waits for memory and is closed when none frees within the idle timeout; a
+// connection beyond -max-connections (max.connections) is closed at once;
+// accept errors (EMFILE, ...) are retried with a backoff from 5 ms to 1 s.
+// Each cut-off connection is logged with the reason.
+//
+// Topics are created on first use unless -auto-create-topics=false, at most
+// -max-auto-create (16) per request; the others get
+// UNKNOWN_TOPIC_OR_PARTITION and are created when the client asks again.
+// Every partition's active segment preallocates its two indexes to
+// -segment-index-bytes (1 MiB; Kafka's segment.index.bytes is 10 MiB, but
+// Kafka's preallocated files are sparse while partlog reserves their disk
+// blocks, so an idle partition costs 2 MiB of disk rather than 20 MiB).
+//
 // # Limits
 //
 // No replication, no transactions, no idempotence checks (sequence numbers are
@@ -86,6 +112,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -103,8 +130,21 @@ func main() {
 	flag.StringVar(&cfg.CleanupPolicy, "cleanup-policy", "delete", "cleanup.policy of the topics: delete, compact or compact,delete")
 	flag.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "retention.ms of the topics (negative: unlimited)")
 	flag.DurationVar(&cfg.CleanupInterval, "cleanup-interval", time.Minute, "how often retention and compaction run (negative: never)")
+	flag.DurationVar(&cfg.IdleTimeout, "idle-timeout", defaultIdleTimeout, "connections.max.idle.ms: close a connection on which nothing arrived for this long (negative: never)")
+	maxReq := flag.Int("max-request-bytes", defaultMaxRequestBytes, "socket.request.max.bytes: the largest request a client may send")
+	flag.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", defaultQueuedMaxRequestBytes, "queued.max.request.bytes: request bytes all connections may buffer together (beyond 64 KiB each)")
+	flag.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections, "max.connections: connections beyond it are closed at once")
+	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
+	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
+	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
+	cfg.DisableAutoCreate = !*autoCreate
+	if *maxReq < 8 || *maxReq > math.MaxInt32 {
+		fmt.Fprintln(os.Stderr, "broker: -max-request-bytes must be in [8, 2147483647]")
+		os.Exit(2)
+	}
+	cfg.MaxRequestBytes = int32(*maxReq)
 	if cfg.DataDir == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
 		os.Exit(2)

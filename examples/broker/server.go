@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,12 +51,76 @@ type config struct {
 	// Ready, when set, is called with the listener's address once the
 	// broker accepts connections (tests listen on port 0).
 	Ready func(addr net.Addr)
+
+	// IdleTimeout is connections.max.idle.ms: a connection on which
+	// nothing arrives for this long is closed, whether it sent nothing or
+	// half a request (0: Kafka's 10 minutes; negative: never).
+	IdleTimeout time.Duration
+	// MaxRequestBytes is socket.request.max.bytes: a request whose size
+	// prefix announces more closes the connection before anything is
+	// buffered (0: Kafka's 104857600).
+	MaxRequestBytes int32
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the most request
+	// bytes all connections together may hold in memory beyond each
+	// connection's first requestAllowance bytes. A connection whose next
+	// bytes do not fit stops reading until memory is released (0:
+	// defaultQueuedMaxRequestBytes; Kafka's default is unbounded).
+	QueuedMaxRequestBytes int64
+	// MaxConnections is max.connections: a connection accepted beyond it
+	// is closed at once, with a log line (0: Kafka's 2147483647).
+	MaxConnections int
+	// DisableAutoCreate is auto.create.topics.enable=false: Metadata and
+	// Produce never create a topic.
+	DisableAutoCreate bool
+	// MaxAutoCreatePerRequest is how many topics one request may create
+	// (0: defaultMaxAutoCreatePerRequest). Topics beyond it get
+	// UNKNOWN_TOPIC_OR_PARTITION, so the client asks again.
+	MaxAutoCreatePerRequest int
+	// SegmentIndexBytes is segment.index.bytes of every partition: the
+	// size each active segment's .index and .timeindex are preallocated
+	// (with reserved disk blocks) to (0: defaultSegmentIndexBytes).
+	SegmentIndexBytes int
+
+	// onServer, when set, is called with the server before it accepts
+	// connections (tests read its counters).
+	onServer func(*server)
+	// wrapListener, when set, wraps the listener (tests inject accept
+	// errors).
+	wrapListener func(net.Listener) net.Listener
 }
 
 const (
-	// maxRequestSize is socket.request.max.bytes: a larger size prefix
-	// closes the connection before anything is allocated.
-	maxRequestSize = 100 << 20
+	// defaultIdleTimeout is connections.max.idle.ms: 10 minutes.
+	defaultIdleTimeout = 10 * time.Minute
+	// defaultMaxRequestBytes is socket.request.max.bytes: 100 MiB.
+	defaultMaxRequestBytes = 100 << 20
+	// defaultQueuedMaxRequestBytes bounds the request bytes all
+	// connections buffer together. Kafka's queued.max.request.bytes is
+	// unbounded by default; here a flood of half-sent requests must not
+	// take the process's memory, so the default is a bound.
+	defaultQueuedMaxRequestBytes = 256 << 20
+	// defaultMaxConnections is max.connections: Kafka's Int.MaxValue.
+	defaultMaxConnections = math.MaxInt32
+	// defaultMaxAutoCreatePerRequest is how many topics one Metadata or
+	// Produce request may create.
+	defaultMaxAutoCreatePerRequest = 16
+	// defaultSegmentIndexBytes is the broker's segment.index.bytes: 1 MiB
+	// instead of Kafka's 10 MiB. Kafka's preallocated index files are
+	// sparse; partlog reserves their blocks (so that a full disk fails an
+	// append instead of faulting a write into the mapping), so every idle
+	// partition would cost 20 MiB of real disk with Kafka's size. With 1
+	// MiB a segment holds at least 87,381 index entries (time index) and
+	// rolls at the latest after about 340 MiB of 4 KiB-indexed data.
+	defaultSegmentIndexBytes = 1 << 20
+	// requestAllowance is what every connection may buffer of a request
+	// without drawing on QueuedMaxRequestBytes, so small requests (Kafka's
+	// ApiVersions, Metadata, Fetch, most Produce) are always served, even
+	// while half-sent large requests hold the shared budget.
+	requestAllowance = 64 << 10
+	// requestChunk is the most a connection reads (and so allocates
+	// ahead) at once: request bytes are buffered as they arrive, never
+	// from the announced size.
+	requestChunk = 1 << 20
 	// maxFetchBytes is fetch.max.bytes: the most a Fetch response
 	// carries (beyond its first batch).
 	maxFetchBytes = 55 << 20
@@ -82,6 +148,16 @@ type server struct {
 	port       int32
 	nextProdID int64
 
+	idle          time.Duration // connections.max.idle.ms (0: never)
+	maxRequest    int32         // socket.request.max.bytes
+	maxConns      int           // max.connections
+	pool          *memPool      // queued.max.request.bytes
+	buffered      atomic.Int64  // request bytes all connections hold now
+	peakBuffered  atomic.Int64  // the most buffered ever was
+	autoCreate    bool
+	createPerReq  int
+	acceptBackoff func(ctx context.Context, d time.Duration) // waits d (tests stub it)
+
 	mu    sync.Mutex // guards conns and nextProdID
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
@@ -104,7 +180,14 @@ func run(ctx context.Context, cfg config) (err error) {
 	if cfg.OffsetsSegmentBytes == 0 {
 		cfg.OffsetsSegmentBytes = defaultOffsetsSegmentBytes
 	}
-	st, err := openStore(cfg.DataDir, int32(cfg.Partitions), cfg.SegmentBytes, cfg.OffsetsSegmentBytes, cfg.Logger)
+	if err := cfg.connDefaults(); err != nil {
+		return err
+	}
+	st, err := openStore(cfg.DataDir, int32(cfg.Partitions), storeConfig{
+		segmentBytes:        cfg.SegmentBytes,
+		offsetsSegmentBytes: cfg.OffsetsSegmentBytes,
+		indexBytes:          cfg.SegmentIndexBytes,
+	}, cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -122,6 +205,9 @@ func run(ctx context.Context, cfg config) (err error) {
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return err
+	}
+	if cfg.wrapListener != nil {
+		ln = cfg.wrapListener(ln)
 	}
 	if !cfg.AllowRemote {
 		// "localhost" may resolve to anything: check what we got.
@@ -153,6 +239,14 @@ func run(ctx context.Context, cfg config) (err error) {
 		port:       int32(port),
 		conns:      make(map[net.Conn]struct{}),
 		nextProdID: time.Now().UnixMilli() << 8,
+
+		idle:          max(cfg.IdleTimeout, 0),
+		maxRequest:    cfg.MaxRequestBytes,
+		maxConns:      cfg.MaxConnections,
+		pool:          newMemPool(cfg.QueuedMaxRequestBytes),
+		autoCreate:    !cfg.DisableAutoCreate,
+		createPerReq:  cfg.MaxAutoCreatePerRequest,
+		acceptBackoff: sleepCtx,
 	}
 	s.groups = newCoordinator(s.log)
 	cl, err := newCleaner(s, cfg)
@@ -160,6 +254,9 @@ func run(ctx context.Context, cfg config) (err error) {
 		_ = ln.Close()
 		s.groups.close()
 		return err
+	}
+	if cfg.onServer != nil {
+		cfg.onServer(s)
 	}
 	s.log.Info("broker listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "topics", st.topicCount())
 	if cfg.Ready != nil {
@@ -209,21 +306,37 @@ func checkLoopback(addr string, allowRemote bool) error {
 }
 
 // accept serves each new connection in its own goroutine until the
-// listener is closed.
+// listener is closed or ctx ends. Any other accept error (EMFILE when the
+// process is out of descriptors, ECONNABORTED, ENOBUFS, ...) is logged and
+// retried after a backoff that doubles from 5 ms to 1 s, as Kafka's acceptor
+// keeps accepting after an IOException: one error never ends the loop. A
+// connection beyond max.connections is closed at once, with a log line.
 func (s *server) accept(ctx context.Context, ln net.Listener) {
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("accept", "err", err)
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed, retrying", "err", err, "too_many_open_files", errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE), "backoff", backoff)
+			s.acceptBackoff(ctx, backoff)
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if ctx.Err() != nil {
 			s.mu.Unlock()
 			_ = c.Close()
 			return
+		}
+		if len(s.conns) >= s.maxConns {
+			n := len(s.conns)
+			s.mu.Unlock()
+			s.log.Warn("closing new connection: max.connections reached", "remote", c.RemoteAddr().String(), "connections", n, "max_connections", s.maxConns)
+			_ = c.Close()
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
@@ -236,6 +349,16 @@ func (s *server) accept(ctx context.Context, ln net.Listener) {
 			s.mu.Unlock()
 			_ = c.Close()
 		}()
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -258,19 +381,13 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 		}
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
-	var sizeBuf [4]byte
+	rr := &requestReader{s: s, c: c, r: r}
+	defer rr.release()
 	var out []byte
 	for {
-		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-			return
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > maxRequestSize {
-			s.log.Warn("bad request size, closing", "remote", c.RemoteAddr().String(), "size", size)
-			return
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(r, frame); err != nil {
+		frame, err := rr.next(ctx)
+		if err != nil {
+			rr.logClose(err)
 			return
 		}
 		hdr, body, err := parseRequestHeader(frame)
@@ -284,6 +401,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 		if resp == nil { // acks=0
+			rr.release()
 			continue
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
@@ -296,6 +414,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 		if cleanup != nil {
 			cleanup()
 		}
+		rr.release()
 		if err != nil {
 			return
 		}

@@ -44,18 +44,26 @@ type store struct {
 	notify   chan struct{} // closed and replaced by every append
 }
 
+// storeConfig is the partition configuration the store opens partitions
+// with (0 fields: the log package's defaults).
+type storeConfig struct {
+	segmentBytes        int64 // segment.bytes of user topics
+	offsetsSegmentBytes int64 // segment.bytes of __consumer_offsets
+	indexBytes          int   // segment.index.bytes of every partition
+}
+
 // openStore opens every partition directory found in dir (names
 // "<topic>-<partition>"; other entries are ignored) and creates missing
 // partitions of a topic up to its highest partition number.
-func openStore(dir string, partitions int32, segmentBytes, offsetsSegmentBytes int64, logger *slog.Logger) (*store, error) {
+func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger) (*store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	s := &store{
 		dir:        dir,
 		partitions: partitions,
-		pcfg:       plog.Config{SegmentBytes: segmentBytes, Logger: logger},
-		offsetsCfg: plog.Config{SegmentBytes: offsetsSegmentBytes, Logger: logger},
+		pcfg:       plog.Config{SegmentBytes: sc.segmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
+		offsetsCfg: plog.Config{SegmentBytes: sc.offsetsSegmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
 		log:        logger,
 		notify:     make(chan struct{}),
 	}
@@ -110,7 +118,43 @@ var (
 	errUnknownTopic = errors.New("broker: unknown topic")
 	errInvalidTopic = errors.New("broker: invalid topic name")
 	errStoreClosed  = errors.New("broker: shutting down")
+	errCreateLimit  = errors.New("broker: topic creation limit of the request reached")
 )
+
+// createBudget is how many topics one request may still create; a nil
+// *createBudget creates none.
+type createBudget struct{ left int }
+
+// newCreateBudget returns the budget of one request: nil when
+// auto-creation is off.
+func (s *server) newCreateBudget() *createBudget {
+	if !s.autoCreate {
+		return nil
+	}
+	return &createBudget{left: s.createPerReq}
+}
+
+// topicCreating returns the partitions of a topic, creating it when it does
+// not exist and the request's budget allows (one topic less in the budget).
+// Without budget it returns errUnknownTopic; with an exhausted one,
+// errCreateLimit.
+func (s *store) topicCreating(name string, b *createBudget) ([]*plog.Partition, error) {
+	if b == nil {
+		return s.topic(name, false)
+	}
+	ps, err := s.topic(name, false)
+	if !errors.Is(err, errUnknownTopic) {
+		return ps, err
+	}
+	if b.left <= 0 {
+		return nil, errCreateLimit
+	}
+	ps, err = s.topic(name, true)
+	if err == nil {
+		b.left--
+	}
+	return ps, err
+}
 
 // topic returns the partitions of a topic, creating the topic with the
 // configured partition count when create is set and it does not exist.

@@ -41,6 +41,21 @@
 // SIGBUS. Callers never read or write past the file's current length (they
 // grow the file with Truncate first). Bytes returned by [Region.Bytes] are
 // valid only until [Region.Unmap]; touching them afterwards faults.
+// [Region.Shrink] unmaps the pages past a new, smaller size.
+//
+// # Faults
+//
+// A page of a mapping that the kernel cannot read (a media error, EIO) or
+// that lies past the end of a file someone cut raises SIGBUS, which kills
+// a Go program. Code that reads mapped memory runs between [Protect] and a
+// deferred [Recover] (or inside [Guard], or copies with [SafeCopy]): such
+// a fault then becomes an error wrapping [ErrFault], a *[FaultError]
+// naming the file and the byte offset, and the goroutine goes on. Only
+// faults at addresses inside a live mapping are turned into errors; any
+// other fault is a bug and still panics. The protection is per goroutine
+// (runtime/debug.SetPanicOnFault) and costs two runtime calls and a
+// deferred recover per protected call. Bytes handed to code that does not
+// protect itself cannot be protected.
 //
 // # Concurrency
 //
@@ -54,6 +69,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/vfs"
@@ -90,6 +108,10 @@ const (
 	DontNeed = adviceDontNeed
 )
 
+// Supported reports whether this platform has mmap: without it every
+// region is a heap copy.
+const Supported = mmapSupported
+
 // Region is a mapped (or heap-copied) range of a file starting at offset 0.
 // See the package documentation for which methods may run concurrently.
 type Region struct {
@@ -110,7 +132,21 @@ type Region struct {
 	writable bool
 	// unmapped is set by Unmap.
 	unmapped bool
+	// base and addr are the start of a system mapping and mlen its
+	// length in bytes (whole pages): what is still mapped after Shrink.
+	// Zero for heap regions.
+	base unsafe.Pointer
+	addr uintptr
+	mlen uintptr
+	// name is the file's path for FaultError (see SetName).
+	name atomic.Pointer[string]
 }
+
+// pageSize is the size of a memory page.
+var pageSize = uintptr(os.Getpagesize())
+
+// roundUpPage rounds n up to a whole number of pages.
+func roundUpPage(n uintptr) uintptr { return (n + pageSize - 1) &^ (pageSize - 1) }
 
 // Map maps the first size bytes of f. size may exceed the file's length:
 // pages past the end of the file must then not be touched. writable maps
@@ -140,12 +176,51 @@ func Map(f vfs.File, size int, writable bool) (*Region, error) {
 		r.b = []byte{}
 		return r, nil
 	}
-	b, err := sysMap(fd, size, writable)
+	p, err := sysMap(fd, size, writable)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/mmap: mmap %d bytes: %w", size, err)
 	}
-	r.b, r.sys = b, true
+	r.b, r.sys = unsafe.Slice((*byte)(p), size), true
+	r.base, r.addr, r.mlen = p, uintptr(p), roundUpPage(uintptr(size))
+	if n, ok := f.(interface{ Name() string }); ok {
+		r.SetName(n.Name())
+	}
+	register(r)
 	return r, nil
+}
+
+// SetName sets the path a *FaultError of this region names (Map takes the
+// file's Name when it has one). Callers that rename the file call it
+// again. Safe to call concurrently with everything.
+func (r *Region) SetName(path string) { r.name.Store(&path) }
+
+// Shrink cuts the region to its first size bytes: a system mapping unmaps
+// its whole pages past size (so a file cut to size is no longer mapped past
+// its end, and the address space is returned), a heap region only
+// shortens. Bytes then returns size bytes. Slices taken from Bytes before
+// stay valid below size; touching them past it faults. Shrink must not
+// overlap Bytes, WriteAt, Sync, Advise or Unmap (callers publish the new
+// Bytes themselves).
+func (r *Region) Shrink(size int) error {
+	switch {
+	case r.unmapped:
+		return ErrUnmapped
+	case size < 0 || size > r.size:
+		return fmt.Errorf("%w: shrink to %d bytes of %d", ErrOutOfRange, size, r.size)
+	}
+	if r.sys {
+		if keep := roundUpPage(uintptr(size)); keep < r.mlen {
+			if err := sysUnmap(unsafe.Add(r.base, keep), r.mlen-keep); err != nil {
+				return fmt.Errorf("partlog/mmap: munmap tail: %w", err)
+			}
+			live.Lock()
+			r.mlen = keep
+			live.Unlock()
+		}
+	}
+	r.b = r.b[:size:size]
+	r.size = size
+	return nil
 }
 
 // MapHeap returns a heap region for f even when f could be mapped: size
@@ -182,7 +257,8 @@ func mapHeap(f vfs.File, size int, writable bool) (*Region, error) {
 // until Unmap.
 func (r *Region) Bytes() []byte { return r.b }
 
-// Len returns the size given to Map (also after Unmap).
+// Len returns the size given to Map, or to the last Shrink (also after
+// Unmap).
 func (r *Region) Len() int { return r.size }
 
 // Mapped reports whether the region aliases the file through mmap; false
@@ -229,6 +305,9 @@ func (r *Region) Sync() error {
 	case r.unmapped:
 		return ErrUnmapped
 	case r.sys:
+		if len(r.b) == 0 {
+			return nil
+		}
 		if err := sysSync(r.b); err != nil {
 			return fmt.Errorf("partlog/mmap: msync: %w", err)
 		}
@@ -248,7 +327,7 @@ func (r *Region) Advise(adv int) error {
 	if r.unmapped {
 		return ErrUnmapped
 	}
-	if !r.sys {
+	if !r.sys || len(r.b) == 0 {
 		return nil
 	}
 	if err := sysAdvise(r.b, adv); err != nil {
@@ -276,8 +355,11 @@ func (r *Region) Unmap() error {
 		}
 	}
 	if r.sys {
-		if err := sysUnmap(b); err != nil {
-			return fmt.Errorf("partlog/mmap: munmap: %w", err)
+		unregister(r)
+		if r.mlen > 0 {
+			if err := sysUnmap(r.base, r.mlen); err != nil {
+				return fmt.Errorf("partlog/mmap: munmap: %w", err)
+			}
 		}
 	}
 	return nil

@@ -2,7 +2,10 @@
 
 package mmap
 
-import "errors"
+import (
+	"errors"
+	"unsafe"
+)
 
 // mmapSupported reports whether Map uses the mmap system call: not on this
 // platform, where every region is a heap region.
@@ -18,7 +21,7 @@ const (
 
 var errNoMmap = errors.New("partlog/mmap: mmap not supported on this platform")
 
-func sysMap(uintptr, int, bool) ([]byte, error) { return nil, errNoMmap }
-func sysUnmap([]byte) error                     { return errNoMmap }
-func sysSync([]byte) error                      { return errNoMmap }
-func sysAdvise([]byte, int) error               { return errNoMmap }
+func sysMap(uintptr, int, bool) (unsafe.Pointer, error) { return nil, errNoMmap }
+func sysUnmap(unsafe.Pointer, uintptr) error            { return errNoMmap }
+func sysSync([]byte) error                              { return errNoMmap }
+func sysAdvise([]byte, int) error                       { return errNoMmap }

@@ -2,7 +2,11 @@
 
 package mmap
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // mmapSupported reports whether Map uses the mmap system call.
 const mmapSupported = true
@@ -15,16 +19,19 @@ const (
 	adviceDontNeed   = unix.MADV_DONTNEED
 )
 
-// sysMap maps size bytes of fd from offset 0, shared.
-func sysMap(fd uintptr, size int, writable bool) ([]byte, error) {
+// sysMap maps size bytes of fd from offset 0, shared. The mapping is
+// addressed by pointer (not unix.Mmap's slice) so that Shrink can unmap
+// its tail.
+func sysMap(fd uintptr, size int, writable bool) (unsafe.Pointer, error) {
 	prot := unix.PROT_READ
 	if writable {
 		prot |= unix.PROT_WRITE
 	}
-	return unix.Mmap(int(fd), 0, size, prot, unix.MAP_SHARED)
+	return unix.MmapPtr(int(fd), 0, nil, uintptr(size), prot, unix.MAP_SHARED)
 }
 
-func sysUnmap(b []byte) error { return unix.Munmap(b) }
+// sysUnmap unmaps n bytes from addr (whole pages).
+func sysUnmap(addr unsafe.Pointer, n uintptr) error { return unix.MunmapPtr(addr, n) }
 
 func sysSync(b []byte) error {
 	for {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -56,6 +57,8 @@ const (
 	// OpMap is a memory mapping of the file (internal/mmap calls
 	// [MapHook.BeforeMap]); Op.Len is the size.
 	OpMap
+	// OpLock is FS.Lock.
+	OpLock
 	numOpKinds
 )
 
@@ -80,6 +83,7 @@ var opKindNames = [...]string{
 	OpTruncate:      "truncate",
 	OpPreallocate:   "preallocate",
 	OpMap:           "map",
+	OpLock:          "lock",
 }
 
 func init() {
@@ -514,6 +518,14 @@ func (in *Injector) Stat(name string) (os.FileInfo, error) {
 		return nil, err
 	}
 	return in.fs.Stat(name)
+}
+
+// Lock implements FS.Lock.
+func (in *Injector) Lock(name string) (io.Closer, error) {
+	if err := in.fail(Op{Kind: OpLock, Path: name}); err != nil {
+		return nil, err
+	}
+	return in.fs.Lock(name)
 }
 
 // MapHook is implemented by a File that wants to know about, and may veto,

@@ -121,6 +121,9 @@ type memNode struct {
 	// ops are the data operations since the last Sync, in order.
 	ops []dataOp
 
+	// locked is set while a Lock handle holds the file.
+	locked bool
+
 	// children are the directory's current entries.
 	children map[string]*memNode
 	// syncedChildren are the entries as of the last directory sync.
@@ -385,6 +388,41 @@ func (m *MemFS) OpenDir(name string) (File, error) {
 		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
 	}
 	return &memFile{fs: m, n: n, name: name, read: true}, nil
+}
+
+// Lock implements FS.Lock: it creates the file like OpenReadWrite (an
+// unsynced creation a crash may lose) and marks it held until the
+// returned handle is closed. Locks live in this MemFS only: a crash clone
+// starts with none, as a restarted process would.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	f, err := m.openFile("lock", name, true, true, false)
+	if err != nil {
+		return nil, err
+	}
+	mf := f.(*memFile)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mf.n.locked {
+		return nil, &os.PathError{Op: "lock", Path: name, Err: ErrLocked}
+	}
+	mf.n.locked = true
+	return &memLock{fs: m, n: mf.n}, nil
+}
+
+// memLock is a held MemFS lock.
+type memLock struct {
+	fs   *MemFS
+	n    *memNode
+	once sync.Once
+}
+
+func (l *memLock) Close() error {
+	l.once.Do(func() {
+		l.fs.mu.Lock()
+		l.n.locked = false
+		l.fs.mu.Unlock()
+	})
+	return nil
 }
 
 // Remove implements FS.Remove.

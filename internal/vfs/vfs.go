@@ -28,6 +28,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"os"
 )
@@ -87,7 +88,21 @@ type FS interface {
 	List(dir string) ([]string, error)
 	// Stat returns the named file's metadata.
 	Stat(name string) (os.FileInfo, error)
+	// Lock takes an exclusive advisory lock on the named file, creating it
+	// empty when it does not exist (its contents are never touched), and
+	// returns the handle whose Close releases the lock. It does not wait:
+	// when another owner holds the lock it returns an error wrapping
+	// [ErrLocked]. An owner is a Lock call: a second Lock of the same file
+	// fails even from the same process. The operating system's lock is
+	// flock(2) where it exists (released by the kernel when the process
+	// dies); elsewhere it only excludes owners within one process. MemFS
+	// keeps its locks in memory (a crash clone has none).
+	Lock(name string) (io.Closer, error)
 }
+
+// ErrLocked is wrapped by the error Lock returns when another owner holds
+// the lock.
+var ErrLocked = errors.New("partlog/vfs: locked by another owner")
 
 // Default is the operating system's filesystem.
 var Default FS = osFS{}

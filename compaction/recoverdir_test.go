@@ -1,0 +1,106 @@
+package compaction
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+)
+
+// TestRecoverDirRefusesUnsafeSwaps (issue 12, item 11): RecoverDir no
+// longer lets any NNN.log.swap replace the live segment NNN. An empty
+// stray swap is removed and the segment stays; a swap that ends below the
+// segment it would replace (not its compaction) is refused with an error
+// wrapping base.ErrCorrupt naming it, and nothing changes; a real
+// compaction swap still completes.
+func TestRecoverDirRefusesUnsafeSwaps(t *testing.T) {
+	const dir = "/p/t-0"
+	setup := func(t *testing.T) (*vfs.MemFS, []byte) {
+		fs := vfs.NewMem()
+		require.NoError(t, fs.MkdirAll(dir, 0o755))
+		seg, err := segment.Create(fs, dir, 0, segment.Config{})
+		require.NoError(t, err)
+		var all []byte
+		for i := 0; i < 4; i++ {
+			b := batch.Batch(makeBatchT(t, int64(i*2), 2))
+			_, err := seg.Append(b)
+			require.NoError(t, err)
+			all = append(all, b...)
+		}
+		require.NoError(t, seg.Seal())
+		require.NoError(t, seg.Flush())
+		require.NoError(t, seg.Close())
+		return fs, all
+	}
+	logPath := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+	swapPath := logPath + segment.SwapSuffix
+
+	t.Run("empty swap", func(t *testing.T) {
+		fs, all := setup(t)
+		writeFileT(t, fs, swapPath, nil)
+		require.NoError(t, RecoverDir(fs, dir))
+		require.Equal(t, all, readFileT(t, fs, logPath))
+		_, err := fs.Stat(swapPath)
+		require.Error(t, err)
+	})
+	t.Run("swap ending below the segment", func(t *testing.T) {
+		fs, all := setup(t)
+		short := all[:len(all)/2]
+		writeFileT(t, fs, swapPath, short)
+		err := RecoverDir(fs, dir)
+		require.ErrorIs(t, err, base.ErrCorrupt)
+		require.Contains(t, err.Error(), segment.FileName(0, segment.LogSuffix+segment.SwapSuffix))
+		require.Equal(t, all, readFileT(t, fs, logPath))
+		require.Equal(t, short, readFileT(t, fs, swapPath))
+	})
+	t.Run("compaction swap", func(t *testing.T) {
+		fs, all := setup(t)
+		// The compaction kept the first and the last batch.
+		first := batch.Batch(all).Size()
+		last := all[len(all)-first:]
+		compacted := append(append([]byte(nil), all[:first]...), last...)
+		writeFileT(t, fs, swapPath, compacted)
+		require.NoError(t, RecoverDir(fs, dir))
+		require.Equal(t, compacted, readFileT(t, fs, logPath))
+	})
+}
+
+// makeBatchT builds a valid batch of n records at base.
+func makeBatchT(t *testing.T, base int64, n int) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
+	for i := 0; i < n; i++ {
+		require.NoError(t, bld.Add(batch.Record{Key: []byte{byte(base)}, Value: []byte("v"), Timestamp: 1000}))
+	}
+	b, err := bld.AppendTo(nil)
+	require.NoError(t, err)
+	return b
+}
+
+func writeFileT(t *testing.T, fs vfs.FS, path string, data []byte) {
+	t.Helper()
+	f, err := fs.Create(path)
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+}
+
+func readFileT(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	b := make([]byte, st.Size())
+	_, err = f.ReadAt(b, 0)
+	require.NoError(t, err)
+	return b
+}

@@ -1,0 +1,149 @@
+package log_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/checkpoint"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// faultPartition opens a partition on the OS filesystem with 4 KiB
+// segments and appends 40 batches of 4 records (about 1 KiB each), so that
+// the log has many sealed segments, each mapped.
+func faultPartition(t *testing.T) (*plog.Partition, string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGBUS on a page past the end of a mapped file is Linux behaviour")
+	}
+	cfg := plog.Config{SegmentBytes: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	p, dir := openT(t, cfg)
+	for i := range 40 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 200, 1_700_000_000_000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(p.SegmentInfos()), 4)
+	return p, dir
+}
+
+// requireFault checks that err is the offline partition's error: it wraps
+// ErrFault and ErrFailed and names the cut file.
+func requireFault(t *testing.T, err error, path string) {
+	t.Helper()
+	require.ErrorIs(t, err, plog.ErrFault)
+	require.ErrorIs(t, err, plog.ErrFailed)
+	var fe *segment.FaultError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, path, fe.File)
+}
+
+// TestMediaErrorTakesPartitionOffline cuts the .log of a sealed segment to
+// 0 bytes behind the partition's back (its mapped pages then raise SIGBUS
+// when touched, as on a media error) and reads it through the library:
+// ReadFrom, OffsetForTimestamp and Verify each return an error wrapping
+// ErrFault, naming the file, and the process lives. The partition is then
+// offline, as Kafka takes a log offline on an IOException: every later
+// read and write returns the same error, even for healthy segments; Close
+// leaves no clean-shutdown marker, and a reopen recovers.
+func TestMediaErrorTakesPartitionOffline(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(p *plog.Partition) error
+	}{
+		{"ReadFrom", func(p *plog.Partition) error {
+			r, err := p.ReadFrom(0, 1<<20)
+			if err == nil {
+				_ = r.Close()
+			}
+			return err
+		}},
+		{"OffsetForTimestamp", func(p *plog.Partition) error {
+			_, _, err := p.OffsetForTimestamp(1_700_000_000_000)
+			return err
+		}},
+		{"OffsetForTimestamp max", func(p *plog.Partition) error {
+			_, _, err := p.OffsetForTimestamp(plog.MaxTimestamp)
+			return err
+		}},
+		{"Verify", func(p *plog.Partition) error { return p.Verify() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, dir := faultPartition(t)
+			infos := p.SegmentInfos()
+			victim := infos[0]
+			if tc.name == "OffsetForTimestamp max" {
+				// The segment holding the largest timestamp.
+				victim = infos[len(infos)-1]
+				require.Positive(t, victim.Size)
+			}
+			path := filepath.Join(dir, segment.FileName(victim.BaseOffset, segment.LogSuffix))
+			require.NoError(t, os.Truncate(path, 0))
+
+			requireFault(t, tc.fault(p), path)
+
+			// Offline: every call fails with the same error, also
+			// reads of segments that are still whole.
+			last := infos[len(infos)-2]
+			_, err := p.ReadFrom(last.BaseOffset, 1<<20)
+			requireFault(t, err, path)
+			_, _, err = p.OffsetForTimestamp(0)
+			requireFault(t, err, path)
+			_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 1_700_000_000_000, 1))
+			requireFault(t, err, path)
+			requireFault(t, p.Sync(), path)
+			requireFault(t, p.TruncateTo(1), path)
+			requireFault(t, p.Verify(), path)
+
+			require.NoError(t, p.Close())
+			_, err = os.Stat(filepath.Join(dir, checkpoint.CleanShutdownFile))
+			require.True(t, errors.Is(err, os.ErrNotExist), "no clean-shutdown marker after a fault: %v", err)
+
+			// Reopen: recovery runs, the partition works again.
+			p2, err := plog.Open(dir, plog.Config{SegmentBytes: 4096})
+			require.NoError(t, err)
+			defer p2.Close()
+			_, err = p2.AppendBatch(logtest.MakeBatch(1, 10, 1_700_000_000_000, 1))
+			require.NoError(t, err)
+			r, err := p2.ReadFrom(p2.LogEndOffset()-1, 1<<20)
+			require.NoError(t, err)
+			require.False(t, r.Empty())
+			require.NoError(t, r.Close())
+		})
+	}
+}
+
+// TestRecordsAppendToSurvivesMediaError: Records.AppendTo copies the
+// zero-copy bytes under fault protection; NextOffset reads none of them.
+func TestRecordsAppendToSurvivesMediaError(t *testing.T) {
+	p, dir := faultPartition(t)
+	r, err := p.ReadFrom(0, 1<<20)
+	require.NoError(t, err)
+	defer r.Close()
+	good, err := r.AppendTo([]byte("prefix"))
+	require.NoError(t, err)
+	require.Equal(t, "prefix", string(good[:6]))
+	require.Equal(t, r.Bytes(), good[6:])
+	next := r.NextOffset()
+	require.Positive(t, next)
+
+	path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+	require.NoError(t, os.Truncate(path, 0))
+	got, err := r.AppendTo([]byte("prefix"))
+	require.ErrorIs(t, err, plog.ErrFault)
+	var fe *segment.FaultError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, path, fe.File)
+	assert.Equal(t, "prefix", string(got))
+	assert.Equal(t, next, r.NextOffset())
+}

@@ -1,0 +1,291 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/segment/repair"
+)
+
+// LockFile is the name of the lock file Open creates (empty) in the
+// partition directory and holds an exclusive lock on (flock(2) on unix)
+// until Close: a second Open of the directory, in this process or another,
+// fails with ErrLocked instead of appending over the first. The file is
+// left in place after Close (removing it would let a later Open lock a new
+// file while an earlier owner still held the old one). Its name starts
+// with a dot and carries no base offset, so neither Kafka's loader nor
+// partlog's takes it for a segment file (docs/format.md).
+const LockFile = ".partlog.lock" // frozen: on-disk name
+
+// ErrLocked is wrapped by the error Open returns when the partition
+// directory is already open (its LockFile is locked by another Open, in
+// this process or another). The error names the directory.
+var ErrLocked = errors.New("partlog/log: partition directory is already open")
+
+// lockDir takes the partition directory's lock.
+func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
+	l, err := fs.Lock(filepath.Join(dir, LockFile))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, LockFile, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
+	}
+	return l, nil
+}
+
+// dirCheck is what Open learned about the directory before changing
+// anything (checkDir).
+type dirCheck struct {
+	// plan is what the directory needs (repair.Make); skipRemove is set
+	// when the policy changes nothing, so files plan.Remove names stay
+	// (only *.deleted files then, which the loader ignores).
+	plan       *repair.Plan
+	skipRemove bool
+	// distrustLogStart: the log start checkpoint contradicts the
+	// segments and the policy let Open go on without it.
+	distrustLogStart bool
+	// unclean: the clean-shutdown marker is contradicted (the active
+	// segment does not end on a batch): recover as after a crash.
+	unclean bool
+}
+
+// strictNoRepair reports whether the policy is StrictRecovery without
+// AllowTornTail: it refuses even what a crash normally leaves (an
+// unfinished compaction) and changes no file.
+func strictNoRepair(pol RecoveryPolicy) bool {
+	switch s := pol.(type) {
+	case StrictRecovery:
+		return !s.AllowTornTail
+	case *StrictRecovery:
+		return s != nil && !s.AllowTornTail
+	}
+	return false
+}
+
+// refused builds Open's error for damage no policy may accept: it wraps
+// ErrRecoveryRefused and every finding (each a *base.CorruptionError
+// naming a file), after logging each at ERROR.
+func (p *Partition) refused(findings []error) error {
+	for _, f := range findings {
+		p.logger.Error("partlog/log: the partition directory is damaged; refusing to open it", "dir", p.dir, "cause", f)
+	}
+	return fmt.Errorf("partlog/log: open %s: %w: %w", p.dir, ErrRecoveryRefused, errors.Join(findings...))
+}
+
+// askPolicy hands a contradiction the policy may accept to
+// Config.Recovery; nil means go on (the caller logs what it does).
+func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause error) error {
+	ev := RecoveryEvent{Dir: p.dir, File: file, LastGoodOffset: -1, Checkpoint: checkpoint, TornTail: tornTail, Err: cause}
+	return p.cfg.Recovery.OnCorruption(ev)
+}
+
+// checkDir reads the directory, without changing anything, and decides
+// whether Open may load it (see "Directory checks" in docs/crash-safety.md):
+//
+//   - what a crash left of a compaction or deletion is planned with
+//     Kafka's rules (package internal/repair); a .swap that may not
+//     replace the live segments it names is refused, an empty one is the
+//     policy's to remove;
+//   - every segment's .log is walked from the batch its last offset index
+//     entry points at (O(1) for a well-formed segment) to find where its
+//     batches end and its next offset;
+//   - a sealed segment whose batches stop before the end of the file, when
+//     it lies below the recovery point or the shutdown was clean (it was
+//     flushed whole), is refused: recovery would never read it;
+//   - offsets missing between segments (a segment ends below the next
+//     one's base) are refused unless compaction explains them: the cleaner
+//     checkpoint covers them, or either segment has offset gaps of its
+//     own;
+//   - offsets missing below the first segment (it starts past the log
+//     start checkpoint: DeleteRecordsBefore and retention write the
+//     checkpoint before they delete, and a new partition writes its
+//     first) are refused;
+//   - a log start checkpoint past the log end, or, after a clean shutdown,
+//     past the second segment's base (DeleteRecordsBefore had finished:
+//     it removes every segment whose successor starts at or below it),
+//     goes to the policy: DefaultRecovery ignores the checkpoint, loudly;
+//   - a recovery point past the log end means synced batches are missing:
+//     refused after a clean shutdown, the policy's after a crash (a
+//     TruncateTo the crash interrupted leaves it; DefaultRecovery moves
+//     it back to the log end, loudly).
+func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, haveRP bool) (*dirCheck, error) {
+	fs, dir := p.cfg.FS, p.dir
+	plan, err := repair.Make(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	dc := &dirCheck{plan: plan}
+	if len(plan.Bad) > 0 {
+		return nil, p.refused(plan.Bad)
+	}
+	if strictNoRepair(p.cfg.Recovery) {
+		var work []string
+		for _, name := range plan.Remove {
+			if !strings.HasSuffix(name, segment.DeletedSuffix) {
+				work = append(work, name)
+			}
+		}
+		for _, sw := range plan.Swaps {
+			work = append(work, segment.FileName(sw.Base, segment.LogSuffix)+segment.SwapSuffix)
+		}
+		if len(work) > 0 {
+			return nil, fmt.Errorf("partlog/log: open %s: %w: an interrupted compaction left %s; StrictRecovery{AllowTornTail: true} or DefaultRecovery finishes it",
+				dir, ErrRecoveryRefused, strings.Join(work, ", "))
+		}
+		dc.skipRemove = true
+	}
+	for _, name := range plan.Empty {
+		cause := base.CorruptionErrorf(filepath.Join(dir, name), 0, "swap", "an empty .swap file named after a live segment: no compaction wrote it")
+		if err := p.askPolicy(filepath.Join(dir, name), false, false, cause); err != nil {
+			return nil, err
+		}
+	}
+
+	bases := plan.Bases
+	n := len(bases)
+	if n == 0 {
+		return dc, nil
+	}
+	probes := make([]repair.Probe, n)
+	swaps := map[int64]repair.Probe{}
+	for _, sw := range plan.Swaps {
+		swaps[sw.Base] = sw.Probe
+	}
+	for i, b := range bases {
+		if pr, ok := swaps[b]; ok {
+			probes[i] = pr
+			continue
+		}
+		pr, err := repair.ProbeLog(fs, filepath.Join(dir, segment.FileName(b, segment.LogSuffix)),
+			filepath.Join(dir, segment.FileName(b, segment.IndexSuffix)), b, false)
+		if err != nil {
+			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		}
+		probes[i] = pr
+	}
+	// from: the first segment an unclean open recovers.
+	from := 0
+	if !clean && haveRP {
+		from = n - 1
+		for from > 0 && bases[from] > rp {
+			from--
+		}
+	}
+	var hard []error
+	cutAt := n // the first segment recovery may cut; later checks stop there
+	for i, pr := range probes {
+		if pr.Framed == pr.Size {
+			continue
+		}
+		switch {
+		case i == n-1 && clean:
+			p.logger.Warn("partlog/log: the active segment does not end on a batch although the shutdown was clean; recovering it",
+				"dir", dir, "file", pr.Path, "batchesEnd", pr.Framed, "fileSize", pr.Size)
+			dc.unclean = true
+		case i == n-1:
+		case clean || i < from:
+			hard = append(hard, base.CorruptionErrorf(pr.Path, pr.Framed, "size",
+				"sealed segment of %d bytes whose batches stop at byte %d (offset %d); the next segment starts at offset %d: truncated or damaged: %v",
+				pr.Size, pr.Framed, pr.Next, bases[i+1], pr.Cause))
+		default:
+			cutAt = i
+		}
+		if cutAt < n {
+			break
+		}
+	}
+	cleanerAt := int64(-1)
+	if entries, err := checkpoint.ReadOffsets(fs, filepath.Join(dir, CleanerCheckpointFile)); err == nil {
+		topic, part := checkpoint.EntryName(dir)
+		for _, e := range entries {
+			if len(entries) == 1 || e.Topic == topic && e.Partition == part {
+				cleanerAt = max(cleanerAt, e.Offset)
+			}
+		}
+	}
+	for i := 0; i+1 < n && i < cutAt; i++ {
+		if probes[i].Next >= bases[i+1] {
+			continue // an overlap is refused once the segments are open
+		}
+		explained := cleanerAt >= bases[i+1]
+		for _, j := range []int{i, i + 1} {
+			if explained {
+				break
+			}
+			full, err := repair.ProbeLog(fs, probes[j].Path, "", bases[j], false)
+			if err != nil {
+				return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+			}
+			explained = full.Gaps
+		}
+		if explained {
+			p.logger.Debug("partlog/log: offset gap between segments left by compaction", "dir", dir,
+				"from", probes[i].Next, "to", bases[i+1])
+			continue
+		}
+		hard = append(hard, base.CorruptionErrorf(probes[i+1].Path, 0, "baseOffset",
+			"offsets [%d, %d) are missing: %s ends at offset %d and the next segment starts at %d, and no compaction explains the gap (a segment file removed or misnamed?)",
+			probes[i].Next, bases[i+1], filepath.Base(probes[i].Path), probes[i].Next, bases[i+1]))
+	}
+	if haveCP && cpStart < bases[0] {
+		hard = append(hard, base.CorruptionErrorf(probes[0].Path, 0, "baseOffset",
+			"offsets [%d, %d) are missing: the log start checkpoint says %d but the first segment starts at %d (a segment file removed?)",
+			cpStart, bases[0], cpStart, bases[0]))
+	}
+	if len(hard) > 0 {
+		return nil, p.refused(hard)
+	}
+	end := probes[min(cutAt, n-1)].Next // an upper bound when recovery may cut
+	cpPath := filepath.Join(dir, LogStartOffsetCheckpointFile)
+	var startBad error
+	switch {
+	case haveCP && cpStart > end:
+		startBad = base.CorruptionErrorf(cpPath, 0, "offset", "log start offset %d is past the log end %d", cpStart, end)
+	case haveCP && clean && n > 1 && cpStart > bases[1]:
+		// DeleteRecordsBefore removes every segment whose successor starts
+		// at or below the new log start before it returns; segments rolled
+		// later start at or above it.
+		startBad = base.CorruptionErrorf(cpPath, 0, "offset",
+			"log start offset %d is past the second segment's base %d after a clean shutdown", cpStart, bases[1])
+	}
+	if startBad != nil {
+		if err := p.askPolicy(cpPath, true, false, startBad); err != nil {
+			return nil, err
+		}
+		p.logger.Error("partlog/log: the log start checkpoint contradicts the segments; ignoring it (every segment stays readable, retention does not act on it)",
+			"dir", dir, "file", cpPath, "checkpoint", cpStart, "firstSegment", bases[0], "logEnd", end, "cause", startBad)
+		dc.distrustLogStart = true
+	}
+	if haveRP && rp > end && cutAt == n {
+		rpPath := filepath.Join(dir, RecoveryPointCheckpointFile)
+		cause := base.CorruptionErrorf(rpPath, 0, "offset",
+			"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
+			rp, end, filepath.Base(probes[n-1].Path))
+		if clean && !dc.unclean {
+			return nil, p.refused([]error{cause})
+		}
+		if err := p.askPolicy(rpPath, true, true, cause); err != nil {
+			return nil, err
+		}
+		p.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
+			"dir", dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
+	}
+	return dc, nil
+}
+
+// apply carries out dc's plan (repair.Plan.Apply), unless there is
+// nothing to do or the policy changes nothing.
+func (dc *dirCheck) apply(fs vfs.FS, dir string, p *Partition) error {
+	if dc.skipRemove || !dc.plan.Work() {
+		return nil
+	}
+	return dc.plan.Apply(fs, dir, p.logger)
+}
