@@ -66,6 +66,13 @@
 // timestampDelta is still each record's timestamp, and this package reads
 // it that way.
 //
+// [Batch.ValidateTimes] returns, from the same walk Validate makes over
+// the records, the range of their timestamps ([TimeRange]): a broker
+// learns a producer batch's real maxTimestamp without a second pass, even
+// for a compressed batch. A broker that must not write into the producer's
+// bytes patches a copy of the header (SetMaxTimestamp, SetAttributes) and
+// stores the CRC [Batch.CRCWithHeader] computes for it (PutCRC).
+//
 // # Compression
 //
 // gzip, snappy, lz4 and zstd use github.com/klauspost/compress and
@@ -96,9 +103,10 @@
 // # Concurrency
 //
 // A Batch is a plain byte slice: any number of goroutines may read it
-// (accessors, Validate, ValidateHeader, Records with their own Decoders),
-// and a goroutine that writes it (SetBaseOffset, SetPartitionLeaderEpoch,
-// SetCRC, SetLogAppendTime) must not overlap readers. A [Decoder], an
+// (accessors, Validate, ValidateTimes, ValidateHeader, CRCWithHeader,
+// Records with their own Decoders), and a goroutine that writes it
+// (SetBaseOffset, SetPartitionLeaderEpoch, SetAttributes, SetMaxTimestamp,
+// SetCRC, PutCRC, SetLogAppendTime) must not overlap readers. A [Decoder], an
 // [Iter] and a [Builder] are each for one goroutine at a time; give every
 // goroutine its own. Package-level state (codec pools) is safe for
 // concurrent use.

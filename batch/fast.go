@@ -145,40 +145,53 @@ func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
 // framing Validate requires. It neither allocates nor says why not. It is
 // Validate's hot loop: one- and two-byte varints (all lengths under 8 KiB)
 // are decoded in line by fastVarint, longer ones out of line.
-func fastWalk(data []byte, count, last int32, control bool) bool {
+//
+// On success it also returns the records' timestamp range as create times
+// (baseTs + timestampDelta, wrapping as Kafka's long arithmetic does), the
+// way TimeRange documents it.
+func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (TimeRange, bool) {
+	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
 	if int64(count) > int64(len(data)/minRecordSize) {
-		return false
+		return tr, false
 	}
 	p := 0
 	prev := int32(-1)
 	var ok bool
+	lo, hi := int64(math.MaxInt64), int64(NoTimestamp)
 	for i := int32(0); i < count; i++ {
 		var n int32
 		if n, p, ok = fastVarint(data, p); !ok {
 			if n, p = readVarintSlow(data, p); p < 0 {
-				return false
+				return tr, false
 			}
 		}
 		if n < minRecordSize-1 || int(n) > len(data)-p {
-			return false
+			return tr, false
 		}
 		end := p + int(n)
 		rec := data[p:end:end] // positions below are relative to the record
 		q := 1                 // after attributes
-		// timestampDelta: only its encoding matters here.
-		if _, q, ok = fastVarlong(rec, q); !ok {
-			if _, q = readVarlongSlow(rec, q); q < 0 {
-				return false
+		var td int64
+		if td, q, ok = fastVarlong(rec, q); !ok {
+			if td, q = readVarlongSlow(rec, q); q < 0 {
+				return tr, false
 			}
+		}
+		ts := baseTs + td
+		if ts > hi {
+			hi = ts
+		}
+		if ts < lo && ts != NoTimestamp {
+			lo = ts
 		}
 		var d int32
 		if d, q, ok = fastVarint(rec, q); !ok {
 			if d, q = readVarintSlow(rec, q); q < 0 {
-				return false
+				return tr, false
 			}
 		}
 		if d < 0 || d > last || d <= prev {
-			return false
+			return tr, false
 		}
 		prev = d
 		var l int32
@@ -186,63 +199,70 @@ func fastWalk(data []byte, count, last int32, control bool) bool {
 		if control {
 			k, q2 := takeBytes(rec, q, -1)
 			if q2 < 0 || !validControlKey(k) {
-				return false
+				return tr, false
 			}
 			q = q2
 		} else {
 			if l, q, ok = fastVarint(rec, q); !ok {
 				if l, q = readVarintSlow(rec, q); q < 0 {
-					return false
+					return tr, false
 				}
 			}
 			if q, ok = fastSkip(rec, q, l, true); !ok {
-				return false
+				return tr, false
 			}
 		}
 		// value
 		if l, q, ok = fastVarint(rec, q); !ok {
 			if l, q = readVarintSlow(rec, q); q < 0 {
-				return false
+				return tr, false
 			}
 		}
 		if q, ok = fastSkip(rec, q, l, true); !ok {
-			return false
+			return tr, false
 		}
 		var nh int32
 		if nh, q, ok = fastVarint(rec, q); !ok {
 			if nh, q = readVarintSlow(rec, q); q < 0 {
-				return false
+				return tr, false
 			}
 		}
 		if uint(nh) > uint(len(rec)-q)/minHeaderSize {
-			return false
+			return tr, false
 		}
 		for ; nh > 0; nh-- {
 			// header key, never null
 			if l, q, ok = fastVarint(rec, q); !ok {
 				if l, q = readVarintSlow(rec, q); q < 0 {
-					return false
+					return tr, false
 				}
 			}
 			if q, ok = fastSkip(rec, q, l, false); !ok {
-				return false
+				return tr, false
 			}
 			// header value
 			if l, q, ok = fastVarint(rec, q); !ok {
 				if l, q = readVarintSlow(rec, q); q < 0 {
-					return false
+					return tr, false
 				}
 			}
 			if q, ok = fastSkip(rec, q, l, true); !ok {
-				return false
+				return tr, false
 			}
 		}
 		if q != len(rec) {
-			return false
+			return tr, false
 		}
 		p = end
 	}
-	return p == len(data)
+	if p != len(data) {
+		return tr, false
+	}
+	tr.Max = hi
+	if lo != math.MaxInt64 {
+		tr.Min = lo
+	}
+	return tr, true
 }
 
 // fastRecord decodes the record at data[p] into f, appending its headers

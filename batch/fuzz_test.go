@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -147,7 +148,8 @@ func FuzzRecords(f *testing.F) {
 			// The fast walk and the cursor agree on the raw records region.
 			recs := b[HeaderSize:]
 			count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
-			if fast, c := fastWalk(recs, count, last, control), walkRecords(recs, count, last, control); fast == c.failed {
+			if _, fast := fastWalk(recs, count, last, control, 0); fast == walkRecords(recs, count, last, control).failed {
+				c := walkRecords(recs, count, last, control)
 				t.Fatalf("fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
 			}
 		}
@@ -156,6 +158,10 @@ func FuzzRecords(f *testing.F) {
 		n := 0
 		var ierr error
 		prev := int64(-1) // offset deltas: the offsets themselves may wrap
+		// The timestamp range the iteration sees, for ValidateTimes
+		// (create times: under LogAppendTime the iterator reports the
+		// append time instead, so the range is only compared without it).
+		lo, hi := int64(math.MaxInt64), NoTimestamp
 		for {
 			r, ok, err := it.Next()
 			if err != nil {
@@ -171,6 +177,10 @@ func FuzzRecords(f *testing.F) {
 			if !ok {
 				break
 			}
+			hi = max(hi, r.Timestamp)
+			if r.Timestamp != NoTimestamp {
+				lo = min(lo, r.Timestamp)
+			}
 			if d := r.Offset - b.BaseOffset(); d <= prev || d > int64(b.LastOffsetDelta()) {
 				t.Fatalf("record %d offset delta %d after %d, lastOffsetDelta %d", n, d, prev, b.LastOffsetDelta())
 			} else {
@@ -185,6 +195,18 @@ func FuzzRecords(f *testing.F) {
 			t.Fatalf("iterated %d records of %d", n, b.RecordsCount())
 		case verr != nil && ierr == nil && b.ValidateHeader() == nil:
 			t.Fatalf("Validate failed (%v), iteration passed", verr)
+		}
+		tr, terr := b.ValidateTimes()
+		if (terr == nil) != (verr == nil) {
+			t.Fatalf("ValidateTimes %v, Validate %v", terr, verr)
+		}
+		if verr == nil && !b.Attributes().LogAppendTime() {
+			if lo == math.MaxInt64 {
+				lo = NoTimestamp
+			}
+			if want := (TimeRange{Min: lo, Max: hi}); tr != want {
+				t.Fatalf("ValidateTimes %+v, the records span %+v", tr, want)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/segment"
@@ -15,31 +16,46 @@ import (
 // b must hold exactly one RecordBatch v2 that a Kafka leader would accept
 // from a producer: framing and CRC-32C valid, magic 2, at least one record,
 // recordsCount == lastOffsetDelta+1, not a control batch, at most
-// Config.MaxMessageBytes and Config.SegmentBytes long. These checks run
-// before the partition's lock is taken; a batch that fails them gets an
-// error wrapping ErrInvalidBatch (and batch.ErrCorrupt for bad framing or
-// CRC), ErrBatchTooLarge or ErrControlBatch, and nothing is written.
+// Config.MaxMessageBytes and Config.SegmentBytes long, timestamps a Kafka
+// leader accepts (see below). These checks run before the partition's lock
+// is taken; a batch that fails them gets an error wrapping ErrInvalidBatch
+// (and batch.ErrCorrupt for bad framing or CRC), ErrBatchTooLarge,
+// ErrControlBatch or ErrInvalidBatchTimestamp, and nothing is written.
+//
+// Timestamps follow Kafka's LogValidator. The LogAppendTime bit from a
+// producer is refused. On a CreateTime partition (the default) every
+// record timestamp other than -1 must lie within
+// [Now - Config.MessageTimestampBeforeMax, Now + Config.MessageTimestampAfterMax],
+// and the stored maxTimestamp is the largest record timestamp (found while
+// the records are validated, decompressed if need be), whatever the
+// producer put there: a wrong one is replaced and the CRC recomputed, so
+// that time lookups, time-based rolls and retention see the records' real
+// times. Under Config.LogAppendTime the stored batch gets the
+// LogAppendTime bit and maxTimestamp = Now instead.
 //
 // Under the lock AppendBatch reserves [logEnd, logEnd+lastOffsetDelta],
-// rewrites the batch's baseOffset and partitionLeaderEpoch (the leader
+// sets the stored header's baseOffset and partitionLeaderEpoch (the leader
 // epoch under Config.StampLeaderEpoch, else -1, batch.NoPartitionLeaderEpoch:
-// what the producer sent there is never stored) in place, rolls the active segment when it is
-// full or old, writes and indexes the batch, and only then publishes the
-// new log end offset (and, by default, the high watermark). On any error
-// nothing is published: the log end offset is unchanged and the next
-// append gets the same base.
+// what the producer sent there is never stored), records a new leader epoch
+// durably in the leader epoch cache before its first batch is written (see
+// LeaderEpochs), rolls the active segment when it is full or old, writes and
+// indexes the batch, and only then publishes the new log end offset (and,
+// by default, the high watermark). On any error nothing is published: the
+// log end offset is unchanged and the next append gets the same base.
 //
-// AppendBatch writes into b: its header fields baseOffset and
-// partitionLeaderEpoch are rewritten (they lie outside the CRC, so b stays a
-// valid batch), even when the append then fails. Callers that need the
-// producer's bytes unchanged pass a copy. b is not retained.
+// AppendBatch never writes into b: the header it stores (assigned offsets,
+// leader epoch, timestamps, CRC) is a copy, patched in the partition's own
+// memory and written ahead of b's records. b may therefore be read-only
+// memory, such as the Records.Bytes of a ReadFrom on this or another
+// partition, and is unchanged when AppendBatch returns; the stored batch
+// can be read back with ReadFrom(base, ...). b is not retained.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	return p.appendBatch(context.Background(), b)
 }
 
 // appendBatch implements AppendBatch and AppendBatchContext.
 func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err error) {
-	bt, err := p.checkProducerBatch(b)
+	bt, hdr, err := p.checkProducerBatch(b)
 	if err != nil {
 		return -1, err
 	}
@@ -49,7 +65,9 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err 
 		return -1, err
 	}
 	base = p.mu.end.Offset
-	bt.SetBaseOffset(base)
+	h := batch.Batch(p.mu.header[:])
+	copy(h, hdr[:])
+	h.SetBaseOffset(base)
 	// Always stamped (outside the CRC): a producer's value must never
 	// reach the file, or the leader epoch cache (Kafka's, and
 	// leader-epoch-checkpoint) would record an epoch no leader had.
@@ -57,8 +75,8 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err 
 	if p.cfg.StampLeaderEpoch {
 		epoch = p.leaderEpoch.Load()
 	}
-	bt.SetPartitionLeaderEpoch(epoch)
-	if err := p.appendLocked(bt); err != nil {
+	h.SetPartitionLeaderEpoch(epoch)
+	if err := p.appendLocked(h, bt[batch.HeaderSize:]); err != nil {
 		p.mu.Unlock()
 		return -1, err
 	}
@@ -78,31 +96,92 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err 
 	return base, nil
 }
 
-// checkProducerBatch validates b for AppendBatch. It runs without the lock.
-func (p *Partition) checkProducerBatch(b []byte) (batch.Batch, error) {
+// checkProducerBatch validates b for AppendBatch and returns it with the
+// header to store, patched for timestamps (attributes, maxTimestamp and
+// CRC; AppendBatch sets the offset and epoch under the lock). It runs
+// without the lock and never writes into b.
+func (p *Partition) checkProducerBatch(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
 	bt, rest, err := batch.Parse(b)
 	if err != nil {
-		return nil, invalidBatchf(err, "%d bytes", len(b))
+		return nil, hdr, invalidBatchf(err, "%d bytes", len(b))
 	}
 	if len(rest) != 0 {
-		return nil, invalidBatchf(nil, "%d bytes after the %d-byte batch; AppendBatch takes exactly one batch", len(rest), len(bt))
+		return nil, hdr, invalidBatchf(nil, "%d bytes after the %d-byte batch; AppendBatch takes exactly one batch", len(rest), len(bt))
 	}
 	if len(bt) > p.cfg.MaxMessageBytes {
-		return nil, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.MaxMessageBytes)
+		return nil, hdr, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.MaxMessageBytes)
 	}
 	if int64(len(bt)) > p.cfg.SegmentBytes {
-		return nil, fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.SegmentBytes)
+		return nil, hdr, fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.SegmentBytes)
 	}
 	if bt.Attributes().IsControl() {
-		return nil, fmt.Errorf("%w: attributes %s", ErrControlBatch, bt.Attributes())
+		return nil, hdr, fmt.Errorf("%w: attributes %s", ErrControlBatch, bt.Attributes())
 	}
-	if err := validate(bt); err != nil {
-		return nil, invalidBatchf(err, "%d bytes", len(bt))
+	times, err := validate(bt)
+	if err != nil {
+		return nil, hdr, invalidBatchf(err, "%d bytes", len(bt))
 	}
 	if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); n <= 0 || int64(n) != int64(d)+1 {
-		return nil, invalidBatchf(nil, "recordsCount %d with lastOffsetDelta %d; a producer batch has lastOffsetDelta+1 records", n, d)
+		return nil, hdr, invalidBatchf(nil, "recordsCount %d with lastOffsetDelta %d; a producer batch has lastOffsetDelta+1 records", n, d)
 	}
-	return bt, nil
+	copy(hdr[:], bt)
+	if err := p.checkTimestamps(bt, times, &hdr); err != nil {
+		return nil, hdr, err
+	}
+	return bt, hdr, nil
+}
+
+// checkTimestamps applies Kafka's timestamp rules (LogValidator) to the
+// producer batch bt whose records' timestamps span times, patching the
+// header copy hdr: under LogAppendTime the timestamp-type bit and
+// maxTimestamp = now; under CreateTime the records' real maxTimestamp when
+// bt's differs. A patched header gets the CRC bt would have with it.
+func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
+	a := bt.Attributes()
+	if a.LogAppendTime() {
+		return fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
+	}
+	h := batch.Batch(hdr[:])
+	if p.cfg.LogAppendTime {
+		h.SetAttributes(a | batch.TimestampTypeBit)
+		h.SetMaxTimestamp(p.cfg.Now().UnixMilli())
+		h.PutCRC(bt.CRCWithHeader(h))
+		return nil
+	}
+	if times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp {
+		now := p.cfg.Now().UnixMilli()
+		if ts := times.Min; ts != batch.NoTimestamp && tooEarly(ts, now, p.cfg.MessageTimestampBeforeMax) {
+			return fmt.Errorf("%w: record timestamp %d is more than %v before the broker's time %d (message.timestamp.before.max.ms)",
+				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampBeforeMax, now)
+		}
+		if ts := times.Max; tooLate(ts, now, p.cfg.MessageTimestampAfterMax) {
+			return fmt.Errorf("%w: record timestamp %d is more than %v after the broker's time %d (message.timestamp.after.max.ms)",
+				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampAfterMax, now)
+		}
+	}
+	if bt.MaxTimestamp() != times.Max {
+		h.SetMaxTimestamp(times.Max)
+		h.PutCRC(bt.CRCWithHeader(h))
+	}
+	return nil
+}
+
+// tooEarly reports whether ts (ms) lies more than limit before now (ms).
+// A negative limit or NoTimestampLimit never refuses. The difference is
+// computed without overflow.
+func tooEarly(ts, now int64, limit time.Duration) bool {
+	if limit < 0 || limit == NoTimestampLimit || ts >= now {
+		return false
+	}
+	return uint64(now)-uint64(ts) > uint64(limit.Milliseconds())
+}
+
+// tooLate reports whether ts (ms) lies more than limit after now (ms).
+func tooLate(ts, now int64, limit time.Duration) bool {
+	if limit < 0 || limit == NoTimestampLimit || ts <= now {
+		return false
+	}
+	return uint64(ts)-uint64(now) > uint64(limit.Milliseconds())
 }
 
 // AppendAssigned appends a record set whose offsets are already assigned:
@@ -161,7 +240,7 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 	for rest := records; len(rest) > 0; {
 		var bt batch.Batch
 		bt, rest, _ = batch.Parse(rest) // checked by checkAssigned
-		if err := p.appendLocked(bt); err != nil {
+		if err := p.appendLocked(bt, nil); err != nil {
 			return p.mu.end.Offset, 0, false, err
 		}
 	}
@@ -202,10 +281,17 @@ func (p *Partition) checkAssigned(records []byte) error {
 	return nil
 }
 
-// appendLocked rolls if needed and writes bt, whose base offset is the log
-// end offset, into the active segment; on success it advances mu.end (and
-// mu.hw by default) but does not publish them. REQUIRES: mu held.
-func (p *Partition) appendLocked(bt batch.Batch) error {
+// appendLocked writes a batch whose base offset is the log end offset into
+// the active segment, rolling first when needed: bt is the whole batch
+// (body nil), or its header copy with body the rest of it (AppendBatch,
+// which must not write into the caller's bytes). A leader epoch the batch
+// starts is first recorded durably (assignEpochLocked). On success it
+// advances mu.end (and mu.hw by default) but does not publish them.
+// REQUIRES: mu held.
+func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
+	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
+		return err
+	}
 	snap := p.segs.Load()
 	active := snap.active()
 	if active.Size() > 0 {
@@ -217,7 +303,13 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 			active = p.segs.Load().active()
 		}
 	}
-	if _, err := active.Append(bt); err != nil {
+	var err error
+	if body == nil {
+		_, err = active.Append(bt)
+	} else {
+		_, err = active.AppendWithHeader(bt, body)
+	}
+	if err != nil {
 		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
@@ -226,7 +318,6 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.stats.noteAppend(bt)
-	p.observeEpochLocked(bt)
 	return nil
 }
 

@@ -24,7 +24,16 @@ const (
 	// DefaultMaxMessageBytes is max.message.bytes: 1 MiB + 12 bytes of log
 	// overhead = 1,048,588.
 	DefaultMaxMessageBytes = 1<<20 + batch.LogOverhead
+	// DefaultMessageTimestampAfterMax is message.timestamp.after.max.ms:
+	// 1 hour, Kafka 4's default (Kafka 3.6 to 3.9 had no limit).
+	DefaultMessageTimestampAfterMax = time.Hour
 )
+
+// NoTimestampLimit, as Config.MessageTimestampBeforeMax or
+// Config.MessageTimestampAfterMax, accepts a record timestamp however far
+// it is from the clock: Kafka's Long.MaxValue, the default of
+// message.timestamp.before.max.ms. A negative value means the same.
+const NoTimestampLimit time.Duration = math.MaxInt64
 
 // Config configures a Partition. The zero value is Kafka's defaults; every
 // zero field means "the default" (EnsureDefaults fills them in). Field names
@@ -78,6 +87,34 @@ type Config struct {
 	// StampLeaderEpoch is set. Default 0.
 	LeaderEpoch int32
 
+	// LogAppendTime is message.timestamp.type=LogAppendTime: AppendBatch
+	// stamps every batch with the append time (Now, in milliseconds): it
+	// sets the batch's timestamp-type bit and maxTimestamp to that time
+	// (recomputing the CRC), and every record then reads as that time, as
+	// on a Kafka topic so configured. Off (the default, CreateTime), the
+	// records keep the producer's timestamps, and maxTimestamp is set to
+	// the largest of them when the producer's value is wrong. Either way a
+	// producer batch with the LogAppendTime bit already set is refused
+	// (ErrInvalidBatchTimestamp), as Kafka refuses it. AppendAssigned
+	// stores batches as given.
+	LogAppendTime bool
+
+	// MessageTimestampBeforeMax is message.timestamp.before.max.ms (KIP-937,
+	// Kafka 3.6+): on a CreateTime partition, AppendBatch refuses a batch
+	// with a record timestamp more than this much before Now
+	// (ErrInvalidBatchTimestamp). Records without a timestamp (-1) are
+	// exempt. Default (0) and any negative value: NoTimestampLimit, Kafka's
+	// default. Kafka counts milliseconds and allows 0; here the smallest
+	// limit is 1 ms (0 means the default).
+	MessageTimestampBeforeMax time.Duration
+
+	// MessageTimestampAfterMax is message.timestamp.after.max.ms (KIP-937):
+	// AppendBatch refuses a batch with a record timestamp more than this
+	// much after Now. Default DefaultMessageTimestampAfterMax (1 hour, as
+	// in Kafka 4); NoTimestampLimit or any negative value: no limit (Kafka
+	// 3.6 to 3.9's default).
+	MessageTimestampAfterMax time.Duration
+
 	// DisableAutoHighWatermark stops the partition from advancing its high
 	// watermark to the log end offset after every append (the single-node
 	// default). An embedder that replicates sets it and calls
@@ -129,7 +166,8 @@ type Config struct {
 	FS segment.FS
 
 	// Now is the wall clock, used for time-based rolls of segments without
-	// timestamps. Default time.Now; tests pass a fake clock.
+	// timestamps, for LogAppendTime and for the timestamp limits of
+	// AppendBatch. Default time.Now; tests pass a fake clock.
 	Now func() time.Time
 }
 
@@ -150,6 +188,12 @@ func (c *Config) EnsureDefaults() *Config {
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MessageTimestampBeforeMax == 0 {
+		c.MessageTimestampBeforeMax = NoTimestampLimit
+	}
+	if c.MessageTimestampAfterMax == 0 {
+		c.MessageTimestampAfterMax = DefaultMessageTimestampAfterMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -116,10 +116,11 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			if int64(len(b)) > cfg.SegmentBytes {
 				continue
 			}
-			if _, err := p.AppendBatch(b); err != nil {
+			base, err := p.AppendBatch(b)
+			if err != nil {
 				t.Fatalf("%s: append: %v", where(), err)
 			}
-			if err := m.Append(b); err != nil {
+			if err := m.AppendBatch(b, base); err != nil {
 				t.Fatalf("%s: %v", where(), err)
 			}
 		case r < 55:
@@ -150,7 +151,7 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			for done := 0; done < k; done++ {
 				for i := range bs {
 					if bases[i] == m.LogEndOffset() {
-						if err := m.Append(bs[i]); err != nil {
+						if err := m.AppendBatch(bs[i], bases[i]); err != nil {
 							t.Fatalf("%s: %v", where(), err)
 						}
 					}

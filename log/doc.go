@@ -105,6 +105,28 @@
 // recover. The full statement, the filesystem assumptions and the tests
 // that check them are in docs/crash-safety.md.
 //
+// Whatever the policy, the leader epoch cache (LeaderEpochs) survives
+// every crash: an epoch is written durably to leader-epoch-checkpoint
+// when it is first assigned, before its first batch is written or
+// SetLeaderEpoch returns, so rolls that move the recovery point past an
+// epoch's start can no longer lose it. After a crash the cache is the one
+// the surviving batches imply (plus at most an epoch recorded at the log
+// end that has no batch yet). Appends in a known epoch write nothing more.
+//
+// # Timestamps
+//
+// AppendBatch applies Kafka's LogValidator timestamp rules to producer
+// batches: the stored maxTimestamp is the records' largest timestamp
+// (found during validation; a producer's wrong value, such as -1, is
+// replaced and the CRC recomputed), or under Config.LogAppendTime the
+// append time with the LogAppendTime bit set; a producer's LogAppendTime
+// bit and, on CreateTime partitions, record timestamps outside
+// Config.MessageTimestampBeforeMax / MessageTimestampAfterMax
+// (message.timestamp.before/after.max.ms, default unbounded / 1 hour) are
+// refused with ErrInvalidBatchTimestamp (Kafka's INVALID_TIMESTAMP).
+// OffsetForTimestamp, time-based rolls and retention thus see the records'
+// real times.
+//
 // # Recovery
 //
 // Close writes the clean-shutdown marker after everything is flushed; Open
@@ -167,7 +189,11 @@
 // Appends are linearized by mu: concurrent appenders get disjoint,
 // gap-free offset ranges, in the order their batches are in the file.
 // Validation runs before mu is taken, so the critical section holds only
-// the reservation, the header rewrite, the write and the index update.
+// the reservation, the header patch (a copy in the partition's memory: the
+// caller's bytes are never written, so they may be read-only, such as a
+// ReadFrom's Records.Bytes), the write and the index update. A batch that
+// starts a new leader epoch also writes the leader epoch checkpoint under
+// mu, durably, before the batch (see LeaderEpochs).
 //
 // # Lock order
 //

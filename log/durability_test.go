@@ -125,9 +125,9 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 			m := logtest.NewModel(0, false)
 			for i := 0; i < 5; i++ {
 				b := logtest.MakeBatch(2, 50, int64(i), 1)
-				_, err := p.AppendBatch(b)
+				base, err := p.AppendBatch(b)
 				require.NoError(t, err)
-				require.NoError(t, m.Append(b))
+				require.NoError(t, m.AppendBatch(b, base))
 			}
 			require.NoError(t, p.Sync())
 			in.FailOnce(func(op vfs.Op) bool {
@@ -281,11 +281,11 @@ func TestLeaderEpochCheckpoint(t *testing.T) {
 		}
 	}
 	appendN(3) // epoch 2: offsets 0-5
-	p.SetLeaderEpoch(5)
+	require.NoError(t, p.SetLeaderEpoch(5))
 	appendN(2) // epoch 5: 6-9
-	p.SetLeaderEpoch(4)
+	require.NoError(t, p.SetLeaderEpoch(4))
 	appendN(1) // a lower epoch adds nothing: 10-11
-	p.SetLeaderEpoch(7)
+	require.NoError(t, p.SetLeaderEpoch(7))
 	appendN(2) // epoch 7: 12-15
 	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 5, StartOffset: 6}, {Epoch: 7, StartOffset: 12}}
 	require.Equal(t, want, p.LeaderEpochs())
@@ -316,7 +316,7 @@ func TestLeaderEpochCheckpoint(t *testing.T) {
 	_, err = q.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
 	require.NoError(t, err)
 	require.NoError(t, q.Sync())
-	q.SetLeaderEpoch(3)
+	require.NoError(t, q.SetLeaderEpoch(3))
 	_, err = q.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
 	require.NoError(t, err)
 	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})

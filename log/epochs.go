@@ -20,9 +20,19 @@ import (
 //	0 0                        epoch 0 starts at offset 0
 //	3 1207                     epoch 3 starts at offset 1207
 //
-// It is written on full flushes (Sync, Close, the flush policies) when it
-// changed, and at once when TruncateTo removes entries; Open reads it and,
-// after an unclean shutdown, adds the epochs of the recovered batches.
+// A new entry is written durably (tmp file, fsync, rename, directory
+// fsync) when the epoch is first assigned, before the first batch of the
+// epoch is written (AppendBatch, AppendAssigned) or, under
+// Config.StampLeaderEpoch, when SetLeaderEpoch raises the epoch: the file
+// never misses an epoch of a batch that a crash can leave behind, however
+// far rolls and flushes moved the recovery point. TruncateTo removes
+// entries durably too. Appends that start no epoch never write it. The
+// moves of the first entry's start up to the log start offset
+// (DeleteRecordsBefore, retention) are written on the next write or full
+// flush (Sync, Close, the flush policies); until then Open derives them
+// from the log start offset checkpoint, written before. Open reads the
+// file, drops entries that start past the log end and, after an unclean
+// shutdown, adds the epochs of the recovered batches.
 const LeaderEpochCheckpointFile = checkpoint.LeaderEpochFile // frozen: "leader-epoch-checkpoint"
 
 // EpochStart is one entry of the leader epoch cache: the first offset of
@@ -36,10 +46,14 @@ type EpochStart struct {
 
 // LeaderEpochs returns the leader epoch cache: for each leader epoch found
 // in the batches' partitionLeaderEpoch field (higher than every earlier
-// one), the offset of its first batch, in increasing order. Entries for
-// truncated batches are removed; DeleteRecordsBefore moves the first
-// remaining entry up to the log start offset, as Kafka does. Batches
-// without a leader epoch (-1) add nothing.
+// one), the offset of its first batch, in increasing order; under
+// Config.StampLeaderEpoch also an epoch SetLeaderEpoch recorded at the log
+// end before its first batch. Entries for truncated batches are removed;
+// DeleteRecordsBefore moves the first remaining entry up to the log start
+// offset, as Kafka does. Batches without a leader epoch (-1) add nothing.
+// Every entry is durable in LeaderEpochCheckpointFile before a batch of
+// its epoch is written, so the cache survives crashes (see the file's
+// documentation).
 func (p *Partition) LeaderEpochs() []EpochStart {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -48,6 +62,38 @@ func (p *Partition) LeaderEpochs() []EpochStart {
 		out[i] = EpochStart{Epoch: e.Epoch, StartOffset: e.StartOffset}
 	}
 	return out
+}
+
+// assignEpochLocked records that leader epoch starts at offset start
+// (the log end offset) when epoch is higher than every epoch in the cache,
+// and writes the cache durably before returning (Kafka's
+// LeaderEpochFileCache.assign: the checkpoint never misses an entry a
+// batch depends on). Entries starting at or after start are replaced
+// (Kafka's rule: at most one epoch starts at an offset). A negative or
+// not higher epoch changes nothing and costs nothing; on a failed write
+// the cache is as before. REQUIRES: mu held.
+func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
+	n := len(p.mu.epochs)
+	if epoch < 0 || n > 0 && epoch <= p.mu.epochs[n-1].Epoch {
+		return nil
+	}
+	old, oldDirty := p.mu.epochs, p.mu.epochsDirty
+	i := n
+	for i > 0 && p.mu.epochs[i-1].StartOffset >= start {
+		i--
+	}
+	entry := checkpoint.EpochEntry{Epoch: epoch, StartOffset: start}
+	if i == n {
+		p.mu.epochs = append(old, entry) // old keeps its length: a revert restores it
+	} else {
+		p.mu.epochs = append(old[:i:i], entry) // a new array: old stays intact
+	}
+	p.mu.epochsDirty = true
+	if err := p.writeEpochsLocked(); err != nil {
+		p.mu.epochs, p.mu.epochsDirty = old, oldDirty
+		return err
+	}
+	return nil
 }
 
 // observeEpochLocked adds bt's leader epoch to the cache when it is newer
@@ -81,16 +127,23 @@ func (p *Partition) truncateEpochsFromEndLocked(end int64) {
 // moves the one holding start up to it (Kafka's truncateFromStart).
 // REQUIRES: mu held.
 func (p *Partition) truncateEpochsFromStartLocked(start int64) {
+	if len(p.mu.epochs) == 0 {
+		return
+	}
 	i := 0
 	for i+1 < len(p.mu.epochs) && p.mu.epochs[i+1].StartOffset <= start {
 		i++
 	}
-	if len(p.mu.epochs) == 0 || p.mu.epochs[i].StartOffset >= start {
-		return
+	if i > 0 {
+		// Also when entry i starts exactly at start: the ones before it
+		// name no remaining batch.
+		p.mu.epochs = slices.Delete(p.mu.epochs, 0, i)
+		p.mu.epochsDirty = true
 	}
-	p.mu.epochs = slices.Delete(p.mu.epochs, 0, i)
-	p.mu.epochs[0].StartOffset = start
-	p.mu.epochsDirty = true
+	if p.mu.epochs[0].StartOffset < start {
+		p.mu.epochs[0].StartOffset = start
+		p.mu.epochsDirty = true
+	}
 }
 
 // writeEpochsLocked persists the cache when it changed. REQUIRES: mu held.

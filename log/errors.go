@@ -32,6 +32,16 @@ var (
 	// (87).
 	ErrControlBatch = errors.New("partlog/log: control batch from a producer")
 
+	// ErrInvalidBatchTimestamp marks a producer batch whose timestamps a
+	// Kafka leader refuses (LogValidator's timestamp rules): the
+	// LogAppendTime attribute bit set by the producer (only the partition
+	// sets it, under Config.LogAppendTime), or, on a CreateTime partition,
+	// a record timestamp more than Config.MessageTimestampBeforeMax before
+	// or Config.MessageTimestampAfterMax after the clock (Config.Now);
+	// records without a timestamp (-1) are exempt. Kafka error code:
+	// INVALID_TIMESTAMP (32).
+	ErrInvalidBatchTimestamp = errors.New("partlog/log: invalid batch timestamp")
+
 	// ErrUnexpectedOffset marks an AppendAssigned record set whose first
 	// base offset is not the log end offset, or whose batches do not follow
 	// one another (base == previous batch's last offset + 1). Kafka raises

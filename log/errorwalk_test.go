@@ -197,9 +197,9 @@ func TestErrorWalkOpen(t *testing.T) {
 			m := logtest.NewModel(0, true)
 			for i := 0; i < 30; i++ {
 				b := logtest.MakeBatch(1+i%4, 100+10*i, int64(1000+i), byte(i))
-				_, err := p.AppendBatch(b)
+				base, err := p.AppendBatch(b)
 				require.NoError(t, err)
-				require.NoError(t, m.Append(b))
+				require.NoError(t, m.AppendBatch(b, base))
 				if i == 20 {
 					require.NoError(t, p.SetHighWatermark(m.LogEndOffset()-3))
 					require.NoError(t, m.SetHighWatermark(m.LogEndOffset()-3))

@@ -34,9 +34,9 @@ func TestAppendWriteFailure(t *testing.T) {
 			m := logtest.NewModel(0, false)
 			for i := 0; i < 10; i++ {
 				b := logtest.MakeBatch(3, 100, int64(i), 1)
-				_, err := p.AppendBatch(b)
+				base, err := p.AppendBatch(b)
 				require.NoError(t, err)
-				require.NoError(t, m.Append(b))
+				require.NoError(t, m.AppendBatch(b, base))
 			}
 			in.Add(c.rule)
 			var failed bool
@@ -51,7 +51,7 @@ func TestAppendWriteFailure(t *testing.T) {
 					continue
 				}
 				require.Equal(t, end, base)
-				require.NoError(t, m.Append(b))
+				require.NoError(t, m.AppendBatch(b, base))
 			}
 			require.True(t, failed, "the rule never fired")
 			logtest.Check(t, p, m)
@@ -59,7 +59,7 @@ func TestAppendWriteFailure(t *testing.T) {
 			base, err := p.AppendBatch(b)
 			require.NoError(t, err)
 			require.Equal(t, m.LogEndOffset(), base)
-			require.NoError(t, m.Append(b))
+			require.NoError(t, m.AppendBatch(b, base))
 			logtest.Check(t, p, m)
 			require.NoError(t, p.Close())
 			p, err = plog.Open(dir, cfg)
@@ -75,7 +75,8 @@ func isLog(op vfs.Op) bool { return strings.HasSuffix(op.Path, ".log") }
 // TestTimeRoll checks segment.ms with a fake clock and batch timestamps.
 func TestTimeRoll(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	p, _ := openT(t, plog.Config{SegmentTime: time.Hour, Now: func() time.Time { return now }})
+	// The batches run ahead of the frozen clock: no after-limit here.
+	p, _ := openT(t, plog.Config{SegmentTime: time.Hour, Now: func() time.Time { return now }, MessageTimestampAfterMax: plog.NoTimestampLimit})
 	ms := now.UnixMilli()
 	for _, ts := range []int64{ms, ms + 10*60_000, ms + 59*60_000} {
 		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, ts, 0))

@@ -57,7 +57,7 @@ func TestKillHelperProcess(t *testing.T) {
 					fmt.Fprintf(os.Stdout, "error append: %v\n", err)
 					os.Exit(3)
 				}
-				line := fmt.Sprintf("ack %d %d\n", base, batch.Batch(b).NextOffset())
+				line := fmt.Sprintf("ack %d %d\n", base, base+int64(batch.Batch(b).LastOffsetDelta())+1)
 				out.Lock()
 				_, _ = os.Stdout.WriteString(line) // unbuffered: once written, the parent sees it
 				out.Unlock()

@@ -35,5 +35,6 @@ func segmentBytes(seg *segment.Segment, start, end int64, scratch *[]byte) ([]by
 
 // validate checks a batch before it is appended: framing, magic, CRC-32C
 // and the record framing (decompressing a compressed batch into a pooled
-// buffer). An uncompressed batch is validated without allocating.
-func validate(bt batch.Batch) error { return bt.Validate() }
+// buffer), and returns the range of its record timestamps, found in the
+// same walk. An uncompressed batch is validated without allocating.
+func validate(bt batch.Batch) (batch.TimeRange, error) { return bt.ValidateTimes() }

@@ -126,6 +126,10 @@ type Partition struct {
 		// is set when it differs from the checkpoint file.
 		epochs      []checkpoint.EpochEntry
 		epochsDirty bool
+		// header is AppendBatch's scratch: the stored header of the
+		// batch being appended, patched here and never in the caller's
+		// bytes.
+		header [batch.HeaderSize]byte
 		// truncating is the segment TruncateTo is cutting while it waits,
 		// without mu, for the segment's read leases (nil otherwise). While
 		// it is set, writers wait on truncated (lockWriter); only
@@ -496,8 +500,29 @@ func (p *Partition) LogEndOffset() int64 { return p.bounds.endOff.Load() }
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 
 // SetLeaderEpoch sets the leader epoch stamped into batches appended from
-// now on (when Config.StampLeaderEpoch is set).
-func (p *Partition) SetLeaderEpoch(epoch int32) { p.leaderEpoch.Store(epoch) }
+// now on (when Config.StampLeaderEpoch is set). With stamping on, an epoch
+// higher than every epoch of the leader epoch cache is also recorded there
+// at once, starting at the log end offset (as a Kafka broker does when it
+// becomes leader), and written durably to leader-epoch-checkpoint before
+// SetLeaderEpoch returns; on an error (I/O, ErrClosed, ErrFailed) the
+// stamped epoch and the cache are unchanged. Without stamping it only
+// stores the epoch and never fails.
+func (p *Partition) SetLeaderEpoch(epoch int32) error {
+	if !p.cfg.StampLeaderEpoch {
+		p.leaderEpoch.Store(epoch)
+		return nil
+	}
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if err := p.assignEpochLocked(epoch, p.mu.end.Offset); err != nil {
+		return err
+	}
+	p.leaderEpoch.Store(epoch)
+	return nil
+}
 
 // SetHighWatermark moves the high watermark to offset, for embedders that
 // replicate (Config.DisableAutoHighWatermark); it may move backwards, as

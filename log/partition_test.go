@@ -216,14 +216,19 @@ func TestAppendAssigned(t *testing.T) {
 	require.NoError(t, p.Verify())
 }
 
-// TestStampLeaderEpoch checks that the leader epoch is written in place.
+// TestStampLeaderEpoch checks that the leader epoch is stamped into the
+// stored batch (not into the caller's bytes).
 func TestStampLeaderEpoch(t *testing.T) {
 	p, _ := openT(t, plog.Config{StampLeaderEpoch: true, LeaderEpoch: 3})
 	b := logtest.MakeBatch(2, 5, 0, 0)
 	_, err := p.AppendBatch(b)
 	require.NoError(t, err)
-	require.Equal(t, int32(3), batch.Batch(b).PartitionLeaderEpoch())
-	p.SetLeaderEpoch(5)
+	require.Equal(t, batch.NoPartitionLeaderEpoch, batch.Batch(b).PartitionLeaderEpoch(), "the caller's bytes are not written")
+	r0, err := p.ReadFrom(0, 1)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), batch.Batch(r0.Bytes()).PartitionLeaderEpoch())
+	require.NoError(t, r0.Close())
+	require.NoError(t, p.SetLeaderEpoch(5))
 	_, err = p.AppendBatch(logtest.MakeBatch(2, 5, 0, 0))
 	require.NoError(t, err)
 	r, err := p.ReadFrom(2, 1)
@@ -304,9 +309,9 @@ func TestRollAndRetention(t *testing.T) {
 	m := logtest.NewModel(0, false)
 	for i := 0; i < 40; i++ {
 		b := logtest.MakeBatch(1+i%5, 100, int64(1000+i*10), byte(i))
-		_, err := p.AppendBatch(b)
+		base, err := p.AppendBatch(b)
 		require.NoError(t, err)
-		require.NoError(t, m.Append(b))
+		require.NoError(t, m.AppendBatch(b, base))
 	}
 	segs := p.SegmentInfos()
 	require.Greater(t, len(segs), 3)
@@ -349,7 +354,7 @@ func TestRollAndRetention(t *testing.T) {
 	b := logtest.MakeBatch(3, 10, 5000, 1)
 	base, err := p.AppendBatch(b)
 	require.NoError(t, err)
-	require.NoError(t, m.Append(b))
+	require.NoError(t, m.AppendBatch(b, base))
 	require.Equal(t, want, base)
 	logtest.Check(t, p, m)
 

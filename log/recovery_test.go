@@ -58,9 +58,9 @@ func fillPartition(t testing.TB, p *plog.Partition, m *logtest.Model, size int) 
 	}
 	for written := 0; written < size; {
 		b := logtest.MakeBatch(4, 4<<10, int64(written), byte(written))
-		_, err := p.AppendBatch(b)
+		base, err := p.AppendBatch(b)
 		require.NoError(t, err)
-		require.NoError(t, m.Append(b))
+		require.NoError(t, m.AppendBatch(b, base))
 		written += len(b)
 	}
 	return m
@@ -142,9 +142,9 @@ func corruptionFixture(t *testing.T) (dir string, m *logtest.Model, segs []plog.
 	m = logtest.NewModel(0, true)
 	for i := 0; i < 40; i++ {
 		b := logtest.MakeBatch(1+i%3, 300, int64(1000+10*i), byte(i))
-		_, err := p.AppendBatch(b)
+		base, err := p.AppendBatch(b)
 		require.NoError(t, err)
-		require.NoError(t, m.Append(b))
+		require.NoError(t, m.AppendBatch(b, base))
 	}
 	require.NoError(t, p.SetHighWatermark(30))
 	require.NoError(t, m.SetHighWatermark(30))

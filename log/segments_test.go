@@ -19,9 +19,9 @@ func fillSegments(t *testing.T, p *plog.Partition) *logtest.Model {
 	m := logtest.NewModel(0, false)
 	for i := 0; i < 30; i++ {
 		b := logtest.MakeBatch(1+i%3, 200, int64(1000+i), byte(i))
-		_, err := p.AppendBatch(b)
+		base, err := p.AppendBatch(b)
 		require.NoError(t, err)
-		require.NoError(t, m.Append(b))
+		require.NoError(t, m.AppendBatch(b, base))
 	}
 	return m
 }

@@ -82,7 +82,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				require.NoError(rt, err)
 				require.Equal(rt, want, base)
-				require.NoError(rt, m.Append(b))
+				require.NoError(rt, m.AppendBatch(b, base))
 			},
 			"appendConcurrent": func(rt *rapid.T) {
 				k := rapid.IntRange(2, 5).Draw(rt, "appenders")
@@ -111,7 +111,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				slices.SortFunc(order, func(a, b int) int { return int(bases[a] - bases[b]) })
 				for _, i := range order {
-					require.NoError(rt, m.Append(bs[i])) // checks contiguity
+					require.NoError(rt, m.AppendBatch(bs[i], bases[i])) // checks contiguity
 				}
 			},
 			"appendAssigned": func(rt *rapid.T) {

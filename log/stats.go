@@ -85,11 +85,12 @@ type counters struct {
 	recovery RecoveryStats
 }
 
-// noteAppend counts one appended batch. REQUIRES: mu held.
+// noteAppend counts one appended batch, whole or its header copy (sizes
+// come from the header). REQUIRES: mu held.
 func (c *counters) noteAppend(b batch.Batch) {
 	c.batches.Add(1)
 	c.records.Add(int64(b.RecordsCount()))
-	c.bytes.Add(int64(len(b)))
+	c.bytes.Add(int64(b.Size())) // from the header: b may be the header copy alone
 }
 
 // flushSegment flushes seg (fdatasync of the .log, msync of the indexes)

@@ -9,6 +9,7 @@ import (
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/internal/vfs"
 )
 
 // Append writes b at the end of the .log and publishes it. b's offsets are
@@ -27,6 +28,28 @@ import (
 // failed write of the time index entry after the offset entry is in: the
 // batch is then published (see the comment in the code). One writer only.
 func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
+	return s.appendBatch(b, len(b), nil)
+}
+
+// AppendWithHeader is Append of the batch made of the header h (exactly
+// batch.HeaderSize bytes) followed by body: what a partition appends when
+// it patched a copy of a caller's header (offsets, leader epoch,
+// timestamps and CRC) and must not write into the caller's bytes. The two
+// parts are written back to back at Size(), with one pwritev where the
+// file offers it (vfs.VectorWriterAt), else with two writes (a crash
+// between them leaves a torn tail, which the CRC catches), and published
+// together, as Append publishes a batch. Neither h nor body is retained or
+// modified.
+func (s *Segment) AppendWithHeader(h batch.Batch, body []byte) (pos int64, err error) {
+	if len(h) != batch.HeaderSize {
+		return 0, base.CorruptionErrorf("", 0, "batch", "append of a %d-byte header, want %d", len(h), batch.HeaderSize)
+	}
+	return s.appendBatch(h, batch.HeaderSize+len(body), body)
+}
+
+// appendBatch appends a batch of n bytes: b is the whole batch (body nil)
+// or its header (body the rest). Header fields are read from b only.
+func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	switch {
 	case s.closed.Load():
@@ -34,9 +57,9 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 	case s.sealed.Load():
 		return 0, fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
 	}
-	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(len(b)) ||
+	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(n) ||
 		b.Magic() != batch.Magic || b.LastOffsetDelta() < 0 {
-		return 0, base.CorruptionErrorf("", 0, "batch", "append of %d bytes that do not frame as one batch", len(b))
+		return 0, base.CorruptionErrorf("", 0, "batch", "append of %d bytes that do not frame as one batch", n)
 	}
 	pos = s.size.Load()
 	first, last := b.BaseOffset(), b.LastOffset()
@@ -46,9 +69,9 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 	if first < s.base || last-s.base > math.MaxInt32 {
 		return 0, fmt.Errorf("%w: batch [%d, %d] in segment with base %d", ErrOffsetOverflow, first, last, s.base)
 	}
-	end := pos + int64(len(b))
+	end := pos + int64(n)
 	if end > s.window {
-		return 0, fmt.Errorf("%w: %s: %d + %d bytes exceed %d", ErrSegmentFull, s.LogPath(), pos, len(b), s.window)
+		return 0, fmt.Errorf("%w: %s: %d + %d bytes exceed %d", ErrSegmentFull, s.LogPath(), pos, n, s.window)
 	}
 	indexDue := s.w.bytesSinceIndex > int64(s.cfg.IndexIntervalBytes)
 	if indexDue && (s.offIdx.IsFull() || s.timeIdx.IsFull()) {
@@ -65,7 +88,7 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 		s.w.fileSize = pos
 	}
 
-	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+	if err := s.writeBatch(b, body, pos); err != nil {
 		s.undoWrite(pos)
 		return 0, err
 	}
@@ -92,7 +115,7 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 		}
 		s.w.bytesSinceIndex = 0
 	}
-	s.w.bytesSinceIndex += int64(len(b))
+	s.w.bytesSinceIndex += int64(n)
 	s.w.fileSize = end
 	s.setMaxTimestamp(maxTs, maxOff)
 	if pos == 0 {
@@ -103,6 +126,28 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 	s.size.Store(end)
 	s.nextOffset.Store(last + 1)
 	return pos, nil
+}
+
+// writeBatch writes b, then body when it is not nil, at pos: with one
+// pwritev when the file offers it (vfs.VectorWriterAt), else one WriteAt
+// each. The iovec array lives in the writer state so that the call does
+// not allocate; it is cleared afterwards, so no caller memory is kept.
+func (s *Segment) writeBatch(b, body []byte, pos int64) error {
+	if body == nil {
+		_, err := s.logFile.WriteAt(b, pos)
+		return err
+	}
+	if vw, ok := s.logFile.(vfs.VectorWriterAt); ok {
+		s.w.iov = [2][]byte{b, body}
+		_, err := vw.WriteVAt(s.w.iov[:], pos)
+		s.w.iov = [2][]byte{}
+		return err
+	}
+	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+		return err
+	}
+	_, err := s.logFile.WriteAt(body, pos+int64(len(b)))
+	return err
 }
 
 // undoWrite cuts a failed append's bytes; if that fails too, the next
@@ -168,9 +213,13 @@ func (r RollReason) String() string {
 //   - either index is full;
 //   - incoming's last offset is more than MaxInt32 above the base offset
 //     (or below it).
+//
+// Only incoming's header is read (its size is batchLength + 12), so
+// incoming may be just the header of the batch to append, as
+// AppendWithHeader takes it.
 func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter time.Duration, now time.Time) RollReason {
 	size := s.size.Load()
-	if size > 0 && size > segmentBytes-int64(len(incoming)) {
+	if size > 0 && size > segmentBytes-int64(incoming.Size()) {
 		return RollSize
 	}
 	if size > 0 && rollAfter > 0 {

@@ -315,6 +315,16 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	hugeLength[8] = 0x7f
 	legacy := append([]byte(nil), good...)
 	legacy[16] = 1 // magic 1
+	logAppendTime := append(batch.Batch(nil), good...)
+	logAppendTime.SetLogAppendTime(time.Now().UnixMilli()) // only the broker sets it
+	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
+	if err := bld.Add(batch.Record{Value: []byte("late"), Timestamp: time.Now().Add(2 * time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	future, err := bld.Build() // past message.timestamp.after.max.ms (1 hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name      string
@@ -331,6 +341,8 @@ func TestBadProduceChangesNothing(t *testing.T) {
 		{"empty records", topic, 0, nil, kerr.CorruptMessage.Code},
 		{"two batches", topic, 0, twoBatches, kerr.InvalidRecord.Code},
 		{"legacy magic", topic, 0, legacy, kerr.InvalidRecord.Code},
+		{"LogAppendTime from a producer", topic, 0, logAppendTime, kerr.InvalidTimestamp.Code},
+		{"timestamp two hours ahead", topic, 0, future, kerr.InvalidTimestamp.Code},
 		{"unknown partition", topic, 7, good, kerr.UnknownTopicOrPartition.Code},
 		{"invalid topic name", "bad/name", 0, good, kerr.InvalidTopicException.Code},
 		{"internal topic", offsetsTopic, 0, good, kerr.InvalidTopicException.Code},

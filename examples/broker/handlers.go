@@ -231,6 +231,8 @@ func appendErrorCode(err error, records []byte) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, plog.ErrInvalidBatch), errors.Is(err, plog.ErrControlBatch):
 		return kerr.InvalidRecord.Code
+	case errors.Is(err, plog.ErrInvalidBatchTimestamp):
+		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, plog.ErrClosed):
 		return kerr.NotLeaderForPartition.Code
 	default:

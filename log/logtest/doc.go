@@ -5,7 +5,7 @@
 // A [Model] is a plain, in-memory description of one partition: the
 // batches it holds with their assigned offsets and record timestamps, the
 // log start offset, the high watermark and the log end offset. Its methods
-// mirror the Partition's (Append, TruncateTo, DeleteRecordsBefore,
+// mirror the Partition's (AppendBatch, Append, TruncateTo, DeleteRecordsBefore,
 // SetHighWatermark, Sync, Reopen, Crash, OffsetForTimestamp) and follow the
 // same rules,
 // written as simply as possible. [Check] (or [CheckErr]) compares a real
@@ -32,11 +32,12 @@
 //				"append": func(rt *rapid.T) {
 //					n := rapid.IntRange(1, 20).Draw(rt, "records")
 //					b := logtest.MakeBatch(n, 100, 1_700_000_000_000, 0)
-//					if _, err := p.AppendBatch(b); err != nil {
+//					base, err := p.AppendBatch(b)
+//					if err != nil {
 //						rt.Fatalf("append: %v", err)
 //					}
-//					// AppendBatch assigned the offsets in b itself.
-//					if err := m.Append(b); err != nil {
+//					// b is unchanged; the model patches its own copy.
+//					if err := m.AppendBatch(b, base); err != nil {
 //						rt.Fatalf("model: %v", err)
 //					}
 //				},

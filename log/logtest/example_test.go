@@ -25,11 +25,12 @@ func TestMyPartition(t *testing.T) {
 			"append": func(rt *rapid.T) {
 				n := rapid.IntRange(1, 20).Draw(rt, "records")
 				b := logtest.MakeBatch(n, 100, 1_700_000_000_000, 0)
-				if _, err := p.AppendBatch(b); err != nil {
+				base, err := p.AppendBatch(b)
+				if err != nil {
 					rt.Fatalf("append: %v", err)
 				}
-				// AppendBatch assigned the offsets in b itself.
-				if err := m.Append(b); err != nil {
+				// b is unchanged; the model patches its own copy.
+				if err := m.AppendBatch(b, base); err != nil {
 					rt.Fatalf("model: %v", err)
 				}
 			},
@@ -67,10 +68,11 @@ func ExampleCheck() {
 	m := logtest.NewModel(0, false)
 	for _, n := range []int{11, 3} {
 		b := logtest.MakeBatch(n, 10, 1000, 0)
-		if _, err := p.AppendBatch(b); err != nil {
+		base, err := p.AppendBatch(b)
+		if err != nil {
 			panic(err)
 		}
-		if err := m.Append(b); err != nil {
+		if err := m.AppendBatch(b, base); err != nil {
 			panic(err)
 		}
 	}

@@ -131,10 +131,49 @@ func (m *Model) LogEndOffset() int64 { return m.next }
 // is the model's; do not modify it.
 func (m *Model) Batches() []Batch { return m.batches }
 
-// Append records a record set the partition stored: pass the bytes
-// AppendBatch rewrote in place (it assigns the base offset in the caller's
-// buffer), or what AppendAssigned was given. The first batch must start at
-// the log end offset and each next one right after the previous one.
+// AppendBatch records a producer batch that Partition.AppendBatch stored
+// at base, the offset it returned, on a partition with CreateTime
+// timestamps and without Config.StampLeaderEpoch (the defaults).
+// AppendBatch leaves the producer's bytes as they were, so the model
+// stores a copy patched as the partition stores it, by the rules written
+// out plainly: baseOffset = base, partitionLeaderEpoch = -1, and
+// maxTimestamp = the largest record timestamp (-1 when none is larger),
+// with the CRC recomputed when that changed it. base must be the model's
+// log end offset: a test that passes what AppendBatch returned thereby
+// checks the offset the partition assigned.
+func (m *Model) AppendBatch(producer []byte, base int64) error {
+	if base != m.next {
+		return fmt.Errorf("partlog/logtest: model append: AppendBatch returned base %d, log end is %d", base, m.next)
+	}
+	b, rest, err := batch.Parse(producer)
+	if err != nil {
+		return fmt.Errorf("partlog/logtest: model append: %w", err)
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("partlog/logtest: model append: %d bytes after the batch", len(rest))
+	}
+	stored := batch.Batch(slices.Clone([]byte(b)))
+	stored.SetBaseOffset(base)
+	stored.SetPartitionLeaderEpoch(batch.NoPartitionLeaderEpoch)
+	maxTs := batch.NoTimestamp
+	var dec batch.Decoder
+	for rec, err := range stored.All(&dec) {
+		if err != nil {
+			return fmt.Errorf("partlog/logtest: model append: %w", err)
+		}
+		maxTs = max(maxTs, rec.Timestamp)
+	}
+	if stored.MaxTimestamp() != maxTs {
+		stored.SetMaxTimestamp(maxTs)
+		stored.SetCRC()
+	}
+	return m.Append(stored)
+}
+
+// Append records a record set the partition stored with the offsets it
+// carries: what AppendAssigned was given, or a stored batch read back. The
+// first batch must start at the log end offset and each next one right
+// after the previous one. For what AppendBatch stored, use AppendBatch.
 func (m *Model) Append(stored []byte) error {
 	var add []Batch
 	next := m.next

@@ -1,0 +1,485 @@
+package log_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// epochsOf derives the leader epoch cache a log of batches implies: for
+// each leader epoch higher than every earlier one, the base offset of its
+// first batch, the first entry moved up to the log start offset.
+func epochsOf(bs []batch.Batch, logStart int64) []plog.EpochStart {
+	var out []plog.EpochStart
+	for _, b := range bs {
+		e := b.PartitionLeaderEpoch()
+		if e < 0 || len(out) > 0 && e <= out[len(out)-1].Epoch {
+			continue
+		}
+		out = append(out, plog.EpochStart{Epoch: e, StartOffset: b.BaseOffset()})
+	}
+	// Kafka's truncateFromStart.
+	i := 0
+	for i+1 < len(out) && out[i+1].StartOffset <= logStart {
+		i++
+	}
+	out = out[i:]
+	if len(out) > 0 && out[0].StartOffset < logStart {
+		out[0].StartOffset = logStart
+	}
+	return out
+}
+
+// checkEpochs compares p's leader epoch cache with the one its surviving
+// batches imply. One more entry is allowed at the log end offset with a
+// higher epoch: an epoch that SetLeaderEpoch (or an append that then
+// failed or was lost) recorded before any of its batches survived, as
+// Kafka's cache keeps a new leader's epoch before its first append.
+func checkEpochs(p *plog.Partition) error {
+	var bs []batch.Batch
+	for next := p.LogStartOffset(); next < p.LogEndOffset(); {
+		r, err := p.ReadFromFollower(next, 1<<20)
+		if err != nil {
+			return err
+		}
+		for data := r.Bytes(); len(data) > 0; {
+			b, rest, err := batch.Parse(data)
+			if err != nil {
+				r.Close()
+				return err
+			}
+			bs = append(bs, batch.Batch(append([]byte(nil), b...)))
+			next = b.NextOffset()
+			data = rest
+		}
+		if err := r.Close(); err != nil {
+			return err
+		}
+	}
+	want := epochsOf(bs, p.LogStartOffset())
+	got := p.LeaderEpochs()
+	if n := len(got); n == len(want)+1 && got[n-1].StartOffset == p.LogEndOffset() &&
+		(len(want) == 0 || got[n-1].Epoch > want[len(want)-1].Epoch) {
+		got = got[:n-1]
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("leader epochs %v, the surviving batches [%d, %d) imply %v", p.LeaderEpochs(), p.LogStartOffset(), p.LogEndOffset(), want)
+	}
+	return nil
+}
+
+// TestLeaderEpochsSurviveRollsAndCrash is issue 12 item 2: epoch 1 starting
+// at offset 10, a few rolls, a crash. The leader epoch checkpoint used to
+// be written only by a full flush while the rolls moved the recovery point
+// past offset 10, so recovery rebuilt the cache from the recovered
+// segments alone: [{1 190}] (or [{0 0} {1 177}]) instead of
+// [{0 0} {1 10}]. Each epoch is now written durably when first assigned.
+func TestLeaderEpochsSurviveRollsAndCrash(t *testing.T) {
+	for _, keep := range []int{0, 50, 100} {
+		t.Run(fmt.Sprintf("unsynced kept %d%%", keep), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := plog.Config{FS: mem, StampLeaderEpoch: true, SegmentBytes: 2000}
+			p, err := plog.Open("/kafka/epochs-0", cfg)
+			require.NoError(t, err)
+			for i := 0; i < 10; i++ {
+				_, err := p.AppendBatch(logtest.MakeBatch(1, 50, 1_700_000_000_000+int64(i), 1))
+				require.NoError(t, err)
+			}
+			require.NoError(t, p.SetLeaderEpoch(1))
+			for i := 0; i < 60; i++ {
+				_, err := p.AppendBatch(logtest.MakeBatch(3, 50, 1_700_000_000_000+int64(i), 2))
+				require.NoError(t, err)
+			}
+			require.Greater(t, len(p.SegmentInfos()), 3, "rolls")
+			want := []plog.EpochStart{{Epoch: 0, StartOffset: 0}, {Epoch: 1, StartOffset: 10}}
+			require.Equal(t, want, p.LeaderEpochs())
+			clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: keep, TornPercent: 50, Seed: uint64(keep)})
+			require.NoError(t, p.Close())
+
+			cfg.FS = clone
+			q, err := plog.Open("/kafka/epochs-0", cfg)
+			require.NoError(t, err)
+			defer q.Close()
+			require.Greater(t, q.LogEndOffset(), int64(10), "the rolls flushed past offset 10")
+			require.Equal(t, want, q.LeaderEpochs())
+			require.NoError(t, checkEpochs(q))
+		})
+	}
+}
+
+// TestLeaderEpochsCrashAtEveryOp crashes a run of stamped appends with
+// leader changes, rolls, a truncation and a Sync (default flush policy:
+// no fsync per append) at every filesystem operation in turn, keeping a
+// random share of the unsynced writes: after every crash the reopened
+// partition's leader epochs are the ones its surviving batches imply.
+func TestLeaderEpochsCrashAtEveryOp(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	const dir = "/kafka/epoch-ops-0"
+	cfg := func(fs vfs.FS) plog.Config {
+		return plog.Config{FS: fs, StampLeaderEpoch: true, LeaderEpoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+	}
+	run := func(fs vfs.FS) {
+		p, err := plog.Open(dir, cfg(fs))
+		require.NoError(t, err)
+		for i := 0; i < 36; i++ {
+			if i%6 == 5 {
+				require.NoError(t, p.SetLeaderEpoch(p.LeaderEpoch()+1+int32(i%2)))
+			}
+			_, err := p.AppendBatch(logtest.MakeBatch(1+i%4, 30+5*i, int64(1000+i), byte(i)))
+			require.NoError(t, err)
+			switch i {
+			case 20:
+				require.NoError(t, p.TruncateTo(p.LogEndOffset()-7))
+			case 26:
+				require.NoError(t, p.Sync())
+			}
+		}
+		require.NoError(t, p.Close())
+	}
+	counter := vfs.NewInjector(vfs.NewMem())
+	run(counter)
+	total := counter.Ops()
+	points := 0
+	for k := int64(0); k < total; k++ {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		var clone *vfs.MemFS
+		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+		n := int64(0)
+		in.SetHook(func(vfs.Op) error {
+			if n == k {
+				clone = mem.CrashClone(opts)
+			}
+			n++
+			return nil
+		})
+		run(in)
+		if clone == nil {
+			continue
+		}
+		points++
+		p, err := plog.Open(dir, cfg(clone))
+		if err != nil {
+			t.Fatalf("crash at op %d %+v: reopen: %v", k, opts, err)
+		}
+		if err := checkEpochs(p); err != nil {
+			t.Fatalf("crash at op %d %+v: %v", k, opts, err)
+		}
+		require.NoError(t, p.Verify())
+		require.NoError(t, p.Close())
+	}
+	t.Logf("%d crash points (every operation of the run)", points)
+}
+
+// TestLeaderEpochsCrashPoints runs random histories (stamped appends with
+// leader changes, or follower appends carrying their leaders' epochs; rolls,
+// Sync, TruncateTo, DeleteRecordsBefore) on the crash-simulating
+// filesystem, crashes them at random moments with a random share of the
+// unsynced writes surviving, and checks after every reopen that the leader
+// epochs are the ones the surviving batches imply; then the history goes
+// on from the recovered state.
+func TestLeaderEpochsCrashPoints(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 17))
+	histories, crashes := 12, 0
+	if testing.Short() {
+		histories = 4
+	}
+	for h := 0; h < histories; h++ {
+		stamp := rng.IntN(2) == 0
+		mem := vfs.NewMem()
+		cfg := plog.Config{FS: mem, StampLeaderEpoch: stamp, SegmentBytes: int64(800 + rng.IntN(3000)),
+			FlushMessages: []int64{0, 0, 1, 5}[rng.IntN(4)]}
+		const dir = "/kafka/epoch-crash-0"
+		p, err := plog.Open(dir, cfg)
+		require.NoError(t, err)
+		epoch := int32(0) // the follower's epoch for AppendAssigned
+		ts := int64(1_700_000_000_000)
+		for step := 0; step < 80; step++ {
+			where := fmt.Sprintf("history %d (stamp %v, flush %d) step %d", h, stamp, cfg.FlushMessages, step)
+			if os.Getenv("EPOCH_DEBUG") != "" {
+				t.Logf("%s: start %d end %d hw %d epochs %v", where, p.LogStartOffset(), p.LogEndOffset(), p.HighWatermark(), p.LeaderEpochs())
+			}
+			switch r := rng.IntN(100); {
+			case r < 40:
+				ts += int64(rng.IntN(1000))
+				b := batch.Batch(logtest.MakeBatch(1+rng.IntN(5), rng.IntN(120), ts, byte(step)))
+				if stamp {
+					_, err := p.AppendBatch(b)
+					require.NoError(t, err, where)
+					break
+				}
+				// A follower: every batch carries its leader's epoch.
+				b.SetBaseOffset(p.LogEndOffset())
+				b.SetPartitionLeaderEpoch(epoch)
+				_, err := p.AppendAssigned(b)
+				require.NoError(t, err, where)
+			case r < 50:
+				if stamp {
+					require.NoError(t, p.SetLeaderEpoch(p.LeaderEpoch()+int32(1+rng.IntN(2))), where)
+				} else {
+					epoch += int32(1 + rng.IntN(2))
+				}
+			case r < 57:
+				require.NoError(t, p.Sync(), where)
+			case r < 62:
+				require.NoError(t, p.Roll(), where)
+			case r < 68:
+				o := p.LogStartOffset() + rng.Int64N(p.LogEndOffset()-p.LogStartOffset()+1)
+				require.NoError(t, p.TruncateTo(o), where)
+			case r < 71:
+				o := p.LogStartOffset() + rng.Int64N(p.HighWatermark()-p.LogStartOffset()+1)
+				require.NoError(t, p.DeleteRecordsBefore(o), where)
+			case r < 80:
+				opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+				clone := mem.CrashClone(opts)
+				_ = p.Close()
+				mem, cfg.FS = clone, clone
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err, where)
+				if err := checkEpochs(p); err != nil {
+					t.Fatalf("%s: crash %+v: %v", where, opts, err)
+				}
+				if es := p.LeaderEpochs(); len(es) > 0 {
+					epoch = max(epoch, es[len(es)-1].Epoch)
+					if stamp {
+						require.NoError(t, p.SetLeaderEpoch(max(p.LeaderEpoch(), epoch)))
+					}
+				}
+				crashes++
+			default:
+				if err := checkEpochs(p); err != nil {
+					t.Fatalf("%s: %v", where, err)
+				}
+			}
+		}
+		require.NoError(t, p.Close())
+	}
+	t.Logf("%d crashes in %d histories", crashes, histories)
+}
+
+// TestAppendWithoutNewEpochDoesNotSync: appends that start no leader epoch
+// pay no fsync (and write no checkpoint); one that starts an epoch pays
+// for the checkpoint, once.
+func TestAppendWithoutNewEpochDoesNotSync(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	var syncs, renames int
+	in.SetHook(func(op vfs.Op) error {
+		switch op.Kind {
+		case vfs.OpSync:
+			syncs++
+		case vfs.OpRename:
+			renames++
+		}
+		return nil
+	})
+	p, err := plog.Open("/kafka/nosync-0", plog.Config{FS: in, StampLeaderEpoch: true, LeaderEpoch: 1})
+	require.NoError(t, err)
+	defer p.Close()
+	b := logtest.MakeBatch(5, 100, 1_700_000_000_000, 1)
+	_, err = p.AppendBatch(b) // starts epoch 1: the checkpoint is written
+	require.NoError(t, err)
+	require.Greater(t, syncs, 0)
+	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}}, p.LeaderEpochs())
+
+	syncs, renames = 0, 0
+	for i := 0; i < 100; i++ {
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
+	}
+	require.Zero(t, syncs, "appends in a known epoch must not fsync")
+	require.Zero(t, renames)
+
+	require.NoError(t, p.SetLeaderEpoch(2))
+	require.Greater(t, syncs, 0, "a new epoch is made durable at once")
+	syncs = 0
+	_, err = p.AppendBatch(b) // epoch 2 is known already
+	require.NoError(t, err)
+	require.Zero(t, syncs)
+	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 505}}, p.LeaderEpochs())
+
+	// A lower epoch is stamped but starts nothing; no write.
+	require.NoError(t, p.SetLeaderEpoch(1))
+	_, err = p.AppendBatch(b)
+	require.NoError(t, err)
+	require.Zero(t, syncs)
+}
+
+// TestSetLeaderEpochReplacesEmptyEpoch: two leader changes without an
+// append in between leave one entry at the log end (Kafka's assign
+// removes entries at or after the new start), and it survives a reopen.
+func TestSetLeaderEpochReplacesEmptyEpoch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "orders-0")
+	cfg := plog.Config{StampLeaderEpoch: true}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(4, 10, 1_700_000_000_000, 0))
+	require.NoError(t, err)
+	require.NoError(t, p.SetLeaderEpoch(3))
+	require.NoError(t, p.SetLeaderEpoch(5))
+	require.Equal(t, []plog.EpochStart{{Epoch: 0, StartOffset: 0}, {Epoch: 5, StartOffset: 4}}, p.LeaderEpochs())
+	b, err := os.ReadFile(filepath.Join(dir, plog.LeaderEpochCheckpointFile))
+	require.NoError(t, err)
+	require.Equal(t, "0\n2\n0 0\n5 4\n", string(b), "written before SetLeaderEpoch returned")
+	require.NoError(t, p.Close())
+
+	// Not stamping: SetLeaderEpoch records nothing.
+	q, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer q.Close()
+	require.NoError(t, q.SetLeaderEpoch(9))
+	require.Equal(t, []plog.EpochStart{{Epoch: 0, StartOffset: 0}, {Epoch: 5, StartOffset: 4}}, q.LeaderEpochs())
+}
+
+// killEpochsChildEnv names the directory TestKillLeaderEpochsHelperProcess
+// appends to.
+const killEpochsChildEnv = "PARTLOG_KILL_EPOCHS_DIR"
+
+// killEpochsConfig: the default flush policy (no fsync per append) with
+// small segments, so that rolls move the recovery point often.
+func killEpochsConfig() plog.Config {
+	return plog.Config{StampLeaderEpoch: true, SegmentBytes: 32 << 10, IndexIntervalBytes: 1024}
+}
+
+// TestKillLeaderEpochsHelperProcess is not a test: TestKillLeaderEpochs
+// runs it in a child process, which appends and changes the leader epoch
+// every few appends until it is killed.
+func TestKillLeaderEpochsHelperProcess(t *testing.T) {
+	dir := os.Getenv(killEpochsChildEnv)
+	if dir == "" {
+		t.Skip("helper process for TestKillLeaderEpochs")
+	}
+	p, err := plog.Open(dir, killEpochsConfig())
+	if err != nil {
+		fmt.Printf("error open: %v\n", err)
+		os.Exit(3)
+	}
+	epoch := int32(0)
+	if es := p.LeaderEpochs(); len(es) > 0 {
+		epoch = es[len(es)-1].Epoch
+	}
+	fmt.Println("ready")
+	stop := time.Now().Add(20 * time.Second) // never outlive a lost parent
+	for i := 0; time.Now().Before(stop); i++ {
+		if i%25 == 0 {
+			epoch++
+			if err := p.SetLeaderEpoch(epoch); err != nil {
+				fmt.Printf("error epoch: %v\n", err)
+				os.Exit(3)
+			}
+		}
+		if _, err := p.AppendBatch(logtest.MakeBatch(1+i%7, 10+(i*37)%400, time.Now().UnixMilli(), byte(i))); err != nil {
+			fmt.Printf("error append: %v\n", err)
+			os.Exit(3)
+		}
+	}
+	_ = p.Close()
+}
+
+// TestKillLeaderEpochs kills a child process (SIGKILL, at a random moment)
+// that appends to a partition on the real filesystem under the default
+// flush policy while changing leader epochs, and checks after each reopen
+// that the leader epochs are the ones the surviving batches imply: the
+// rolls moved the recovery point past epochs the checkpoint must already
+// hold.
+func TestKillLeaderEpochs(t *testing.T) {
+	if os.Getenv(killEpochsChildEnv) != "" {
+		t.Skip("in the helper process")
+	}
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 19))
+	dir := t.TempDir() + "/kill-epochs-0"
+	kills := 8
+	if testing.Short() {
+		kills = 3
+	}
+	for round := 0; round < kills; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKillLeaderEpochsHelperProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), killEpochsChildEnv+"="+dir)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		ready := make(chan string, 1)
+		var reader sync.WaitGroup
+		reader.Add(1)
+		go func() {
+			defer reader.Done()
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				select {
+				case ready <- sc.Text():
+				default:
+				}
+			}
+		}()
+		if line := <-ready; line != "ready" {
+			_ = cmd.Process.Kill()
+			t.Fatalf("round %d: child: %s", round, line)
+		}
+		delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
+		timer := time.NewTimer(delay) // the moment of the kill is random on purpose
+		<-timer.C
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		reader.Wait()
+
+		p, err := plog.Open(dir, killEpochsConfig())
+		require.NoError(t, err)
+		require.NoError(t, p.Verify())
+		if err := checkEpochs(p); err != nil {
+			t.Fatalf("round %d (killed after %v): %v", round, delay, err)
+		}
+		t.Logf("round %d: killed after %v, log end %d, %d segments, epochs %v", round, delay, p.LogEndOffset(), len(p.SegmentInfos()), p.LeaderEpochs())
+		require.NoError(t, p.Close())
+	}
+}
+
+// BenchmarkAppendBatchStamped appends 16 KiB batches under
+// StampLeaderEpoch in one leader epoch (no fsync policy) and reports the
+// fsyncs each append paid: 0, since only an append that starts an epoch
+// writes the leader epoch checkpoint.
+func BenchmarkAppendBatchStamped(b *testing.B) {
+	in := vfs.NewInjector(vfs.Default)
+	var syncs atomic.Int64
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync {
+			syncs.Add(1)
+		}
+		return nil
+	})
+	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{FS: in, StampLeaderEpoch: true, LeaderEpoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	bt := benchBatch()
+	if _, err := p.AppendBatch(bt); err != nil { // starts epoch 1
+		b.Fatal(err)
+	}
+	syncs.Store(0)
+	b.SetBytes(int64(len(bt)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.AppendBatch(bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
+}
