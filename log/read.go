@@ -92,11 +92,11 @@ func (r *Records) FirstOffset() int64 { return r.first }
 func (r *Records) NextOffset() int64 {
 	next := int64(-1)
 	for rest := r.b; len(rest) > 0; {
-		bt, tail, err := batch.Parse(rest)
+		n, _, entryNext, err := batch.FrameEntry(rest) // v2 batches and legacy messages
 		if err != nil {
 			break
 		}
-		next, rest = bt.NextOffset(), tail
+		next, rest = entryNext, rest[n:]
 	}
 	return next
 }

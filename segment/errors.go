@@ -1,6 +1,11 @@
 package segment
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/partlog/partlog/internal/base"
+)
 
 // Errors of Append and the other methods. None of them marks corruption;
 // corrupt files give errors that wrap base.ErrCorrupt (Kafka error code
@@ -41,3 +46,10 @@ var (
 	// the old suffix.
 	ErrSuffix = errors.New("partlog/segment: files do not have that suffix")
 )
+
+// ErrLegacyKept marks the Cause of a recovery that found legacy data
+// (magic 0 or 1 messages Kafka wrote before 0.11) it cannot prove torn and
+// therefore did not cut (RecoverResult.Kept, DESIGN law 12). It wraps
+// base.ErrCorrupt but not base.ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
+// (56) for the partition that refuses to load.
+var ErrLegacyKept = fmt.Errorf("%w: legacy data kept", base.ErrCorrupt)

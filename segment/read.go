@@ -30,8 +30,16 @@ type BatchInfo struct {
 	// BaseOffset and LastOffset are the first and last offsets the batch
 	// covers (compaction may have removed records inside the range).
 	BaseOffset, LastOffset int64
-	// MaxTimestamp is the batch's maxTimestamp (-1 when absent).
+	// MaxTimestamp is the batch's maxTimestamp (-1 when absent; always
+	// for a magic 0 message).
 	MaxTimestamp int64
+	// Magic is the format: 2 for a RecordBatch v2, 0 or 1 for a legacy
+	// message Kafka wrote before 0.11, which partlog reads (a compressed
+	// wrapper covering its inner messages' offsets, the last being its
+	// own) but never writes.
+	Magic int8
+
+	legacyWrapper bool // decodeHeader only: BaseOffset still to be read
 }
 
 // End returns the position after the batch.
@@ -66,33 +74,76 @@ var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) 
 
 // readHeader returns the header fields of the batch at pos, which must be
 // whole below limit. err wraps base.ErrCorrupt (base.ErrTornTail when the
-// batch runs past limit) if the bytes there do not frame as a batch.
+// batch runs past limit) if the bytes there do not frame as a batch. A
+// legacy message (magic 0 or 1, which partlog reads but never writes) is
+// described as a batch covering its offsets: a compressed wrapper's first
+// offset is read from its decompressed inner messages.
 func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 	var h []byte
-	if avail := limit - pos; avail < batch.HeaderSize {
+	avail := limit - pos
+	if avail < legacyPeekSize {
 		if avail <= 0 {
 			return BatchInfo{}, io.EOF
 		}
 		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
 			"%d bytes left, a batch header is %d", avail, batch.HeaderSize)
 	}
-	if s.mapped != nil && pos+batch.HeaderSize <= int64(len(s.mapped)) {
-		h = s.mapped[pos : pos+batch.HeaderSize]
+	n := min(avail, batch.HeaderSize)
+	if s.mapped != nil && pos+n <= int64(len(s.mapped)) {
+		h = s.mapped[pos : pos+n]
 	} else {
 		buf := headerPool.Get().(*[batch.HeaderSize]byte)
 		defer headerPool.Put(buf)
-		if _, err := s.logFile.ReadAt(buf[:], pos); err != nil {
+		if _, err := s.logFile.ReadAt(buf[:n], pos); err != nil {
 			return BatchInfo{}, fmt.Errorf("partlog/segment: read header at %s:%d: %w", s.LogPath(), pos, err)
 		}
-		h = buf[:]
+		h = buf[:n]
 	}
-	return s.decodeHeader(h, pos, limit)
+	info, err := s.decodeHeader(h, pos, limit)
+	if err != nil || !info.legacyWrapper {
+		return info, err
+	}
+	return s.legacyBase(info)
 }
 
-// decodeHeader checks and decodes the header h of the batch at pos.
+// legacyPeekSize is how many bytes tell a batch's format: the magic byte
+// is at hdrMagicAt in both.
+const legacyPeekSize = hdrMagicAt + 1
+
+// legacyBase fills in the first offset of the compressed legacy wrapper
+// info describes, from its inner messages. A wrapper that does not decode
+// (its CRC is Recover's business) keeps the wrapper's offset as its first:
+// it is still served as stored.
+func (s *Segment) legacyBase(info BatchInfo) (BatchInfo, error) {
+	var buf []byte
+	b, err := s.peek(info.Pos, int(info.Size), &buf)
+	if err != nil {
+		return BatchInfo{}, err
+	}
+	dec := decoderPool.Get().(*batch.Decoder)
+	defer decoderPool.Put(dec)
+	if first, err := dec.LegacyBaseOffset(batch.Legacy(b)); err == nil && first >= 0 && first <= info.LastOffset {
+		info.BaseOffset = first
+	}
+	info.legacyWrapper = false
+	return info, nil
+}
+
+// decodeHeader checks and decodes the header h (at least legacyPeekSize
+// bytes, HeaderSize when that many lie below limit) of the batch at pos.
+// For a compressed legacy wrapper BaseOffset is the wrapper's offset and
+// legacyWrapper is set: readHeader then finds the first offset.
 func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
-	if m := h[hdrMagicAt]; m != batch.Magic {
+	m := int8(h[hdrMagicAt])
+	if batch.IsLegacyMagic(m) {
+		return s.decodeLegacy(h, pos, limit)
+	}
+	if m != batch.Magic {
 		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrMagicAt, "magic", "magic %d", m)
+	}
+	if len(h) < batch.HeaderSize {
+		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
+			"%d bytes left, a batch header is %d", len(h), batch.HeaderSize)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
 	size := n + batch.LogOverhead
@@ -113,8 +164,49 @@ func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
 	}
 	return BatchInfo{
 		Pos: pos, Size: size, BaseOffset: bo, LastOffset: bo + delta,
-		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])),
+		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])), Magic: m,
 	}, nil
+}
+
+// Byte offsets of the legacy message fields a scan reads (see package
+// batch). Frozen: Kafka's format.
+const (
+	legacyAttributesAt = hdrMagicAt + 1         // 17
+	legacyTimestampAt  = legacyAttributesAt + 1 // 18, magic 1 only
+	legacyCodecMask    = 0x07
+)
+
+// decodeLegacy is decodeHeader for a legacy message (magic 0 or 1).
+func (s *Segment) decodeLegacy(h []byte, pos, limit int64) (BatchInfo, error) {
+	m := int8(h[hdrMagicAt])
+	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
+	size := n + batch.LogOverhead
+	if size < legacyMinSize(m) {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize", "magic %d message size %d", m, n)
+	}
+	if pos+size > limit {
+		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize",
+			"message of %d bytes runs past %d", size, limit)
+	}
+	off := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
+	if off < 0 || off > maxOffset {
+		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", off)
+	}
+	ts := batch.NoTimestamp
+	if m == batch.MagicV1 {
+		ts = int64(binary.BigEndian.Uint64(h[legacyTimestampAt:]))
+	}
+	return BatchInfo{Pos: pos, Size: size, BaseOffset: off, LastOffset: off, MaxTimestamp: ts, Magic: m,
+		legacyWrapper: h[legacyAttributesAt]&legacyCodecMask != 0}, nil
+}
+
+// legacyMinSize is the smallest entry of a legacy magic: the log overhead
+// and the message's fixed fields (Kafka's RECORD_OVERHEAD_V0 14, _V1 22).
+func legacyMinSize(magic int8) int64 {
+	if magic == batch.MagicV0 {
+		return batch.LogOverhead + 14
+	}
+	return batch.LogOverhead + 22
 }
 
 // maxOffset bounds offsets so that LastOffset + 1 never overflows.
