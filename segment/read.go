@@ -106,29 +106,6 @@ func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 	return s.legacyBase(info)
 }
 
-// legacyPeekSize is how many bytes tell a batch's format: the magic byte
-// is at hdrMagicAt in both.
-const legacyPeekSize = hdrMagicAt + 1
-
-// legacyBase fills in the first offset of the compressed legacy wrapper
-// info describes, from its inner messages. A wrapper that does not decode
-// (its CRC is Recover's business) keeps the wrapper's offset as its first:
-// it is still served as stored.
-func (s *Segment) legacyBase(info BatchInfo) (BatchInfo, error) {
-	var buf []byte
-	b, err := s.peek(info.Pos, int(info.Size), &buf)
-	if err != nil {
-		return BatchInfo{}, err
-	}
-	dec := decoderPool.Get().(*batch.Decoder)
-	defer decoderPool.Put(dec)
-	if first, err := dec.LegacyBaseOffset(batch.Legacy(b)); err == nil && first >= 0 && first <= info.LastOffset {
-		info.BaseOffset = first
-	}
-	info.legacyWrapper = false
-	return info, nil
-}
-
 // decodeHeader checks and decodes the header h (at least legacyPeekSize
 // bytes, HeaderSize when that many lie below limit) of the batch at pos.
 // For a compressed legacy wrapper BaseOffset is the wrapper's offset and
@@ -166,47 +143,6 @@ func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
 		Pos: pos, Size: size, BaseOffset: bo, LastOffset: bo + delta,
 		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])), Magic: m,
 	}, nil
-}
-
-// Byte offsets of the legacy message fields a scan reads (see package
-// batch). Frozen: Kafka's format.
-const (
-	legacyAttributesAt = hdrMagicAt + 1         // 17
-	legacyTimestampAt  = legacyAttributesAt + 1 // 18, magic 1 only
-	legacyCodecMask    = 0x07
-)
-
-// decodeLegacy is decodeHeader for a legacy message (magic 0 or 1).
-func (s *Segment) decodeLegacy(h []byte, pos, limit int64) (BatchInfo, error) {
-	m := int8(h[hdrMagicAt])
-	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
-	size := n + batch.LogOverhead
-	if size < legacyMinSize(m) {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize", "magic %d message size %d", m, n)
-	}
-	if pos+size > limit {
-		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize",
-			"message of %d bytes runs past %d", size, limit)
-	}
-	off := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
-	if off < 0 || off > maxOffset {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", off)
-	}
-	ts := batch.NoTimestamp
-	if m == batch.MagicV1 {
-		ts = int64(binary.BigEndian.Uint64(h[legacyTimestampAt:]))
-	}
-	return BatchInfo{Pos: pos, Size: size, BaseOffset: off, LastOffset: off, MaxTimestamp: ts, Magic: m,
-		legacyWrapper: h[legacyAttributesAt]&legacyCodecMask != 0}, nil
-}
-
-// legacyMinSize is the smallest entry of a legacy magic: the log overhead
-// and the message's fixed fields (Kafka's RECORD_OVERHEAD_V0 14, _V1 22).
-func legacyMinSize(magic int8) int64 {
-	if magic == batch.MagicV0 {
-		return batch.LogOverhead + 14
-	}
-	return batch.LogOverhead + 22
 }
 
 // maxOffset bounds offsets so that LastOffset + 1 never overflows.

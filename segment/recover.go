@@ -514,14 +514,7 @@ func (s *Segment) checkEntry(b batch.Batch, pos, prevLast int64) (BatchInfo, err
 		if e.Offset() < 0 || e.Offset() > maxOffset {
 			return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", e.Offset())
 		}
-		if e.Compression() != batch.CompressionNone {
-			dec := decoderPool.Get().(*batch.Decoder)
-			first, err := dec.LegacyBaseOffset(e)
-			decoderPool.Put(dec)
-			if err == nil && first >= 0 && first <= h.LastOffset {
-				h.BaseOffset = first
-			}
-		}
+		h.BaseOffset = legacyFirst(e)
 		return h, s.checkOffsets(h, prevLast)
 	}
 	if err := b.ValidateHeader(); err != nil {
