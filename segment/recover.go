@@ -632,8 +632,26 @@ func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (follows, legac
 			continue
 		}
 		if batch.Batch(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
-			return true, false, nil
+			return true, s.legacyFrom(tail, p+int(h.Size)), nil
 		}
 	}
 	return false, false, nil
+}
+
+// legacyFrom reports whether, walking the entries of tail that frame from
+// p on (after a valid batch), a legacy message that matches its CRC-32
+// comes before the framing stops: legacy data a cut at the damage would
+// destroy.
+func (s *Segment) legacyFrom(tail []byte, p int) bool {
+	for p+batch.LegacyMinSize <= len(tail) {
+		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
+		if err != nil {
+			return false
+		}
+		if batch.IsLegacyMagic(h.Magic) && batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+			return true
+		}
+		p += int(h.Size)
+	}
+	return false
 }
