@@ -112,10 +112,10 @@ func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 // legacyWrapper is set: readHeader then finds the first offset.
 func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
 	m := int8(h[hdrMagicAt])
-	if batch.IsLegacyMagic(m) {
-		return s.decodeLegacy(h, pos, limit)
-	}
 	if m != batch.Magic {
+		if batch.IsLegacyMagic(m) {
+			return s.decodeLegacy(h, pos, limit)
+		}
 		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrMagicAt, "magic", "magic %d", m)
 	}
 	if len(h) < batch.HeaderSize {
