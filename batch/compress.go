@@ -62,8 +62,9 @@ type Decoder struct {
 	// compressed size, but at least MinDecompressionLimit.
 	MaxDecompressedSize int
 
-	buf  []byte         // decompressed records of the last compressed batch
-	hdrs []RecordHeader // header scratch handed to iterators
+	buf    []byte         // decompressed records of the last compressed batch
+	hdrs   []RecordHeader // header scratch handed to iterators
+	legacy []Record       // scratch of LegacyBaseOffset
 }
 
 // limit returns the decompression limit for a payload of n bytes.

@@ -73,6 +73,20 @@
 // bytes patches a copy of the header (SetMaxTimestamp, SetAttributes) and
 // stores the CRC [Batch.CRCWithHeader] computes for it (PutCRC).
 //
+// # Legacy messages
+//
+// Kafka before 0.11 stored message sets (magic 0 and 1) instead of
+// batches, and logs Kafka upgraded in place still hold them, mixed with v2
+// batches. [Legacy] is a read-only view of one such entry: [ParseLegacy]
+// frames it, [Legacy.ValidateHeader] checks its CRC-32 (IEEE) as Kafka's
+// log recovery does, [Legacy.Validate] decodes it fully (key and value,
+// and a compressed wrapper's nested messages), and
+// [Decoder.AppendLegacyRecords] yields its records with absolute offsets
+// (relative inner offsets under magic 1, absolute under magic 0; a
+// wrapper's offset is its last inner message's) and timestamps (-1 under
+// magic 0). [FrameEntry] frames either format by the magic byte, which
+// both hold at byte 16. This package never encodes legacy messages.
+//
 // # Compression
 //
 // gzip, snappy, lz4 and zstd use github.com/klauspost/compress and

@@ -334,6 +334,13 @@ func (c *Compactor) buildMap(ctx context.Context, segs []*segment.Segment, from,
 			return 0, err
 		}
 		err := c.sc.forEach(s, from, func(b batch.Batch, _ int64) error {
+			if isLegacy(b) {
+				// Kept verbatim, keys not mapped (see isLegacy).
+				if batch.Legacy(b).Offset() >= to {
+					return errMapFull
+				}
+				return nil
+			}
 			if b.BaseOffset() >= to {
 				return errMapFull
 			}

@@ -79,4 +79,11 @@
 // are not removed and transaction markers are kept forever. Record
 // timestamps of a rebuilt LogAppendTime batch read as the batch's append
 // time, as before.
+//
+// Legacy messages (magic 0 and 1, which Kafka wrote before 0.11 and which
+// a log upgraded in place still holds) are kept untouched: copied verbatim
+// into the cleaned segment, never renumbered, never dropped, even when a
+// later record has the same key; their keys are not put in the offset map,
+// so they shadow nothing (Kafka's cleaner would rewrite them; partlog
+// never writes the legacy format).
 package compaction

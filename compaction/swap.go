@@ -43,6 +43,11 @@ func (c *Compactor) cleanGroup(l Log, g []*segment.Segment, rd *roundState, res 
 			lastBase = lastBatchBase(s)
 		}
 		err := c.sc.forEach(s, s.BaseOffset(), func(b batch.Batch, pos int64) error {
+			if isLegacy(b) {
+				// Legacy data is copied as it is (see isLegacy).
+				_, err := out.Append(b)
+				return err
+			}
 			nb, copied, rm, tb, err := c.filter(b, rd, lastSeg && b.BaseOffset() == lastBase)
 			if err != nil {
 				return fmt.Errorf("%s: batch at %d: %w", s.LogPath(), pos, err)

@@ -146,6 +146,13 @@
 // leaves at the end of the active segment) from corruption followed by
 // more data.
 //
+// Logs Kafka wrote before 0.11 may hold legacy magic 0/1 messages: Open
+// keeps them (recovery checks their CRC-32), ReadFrom serves them as
+// stored, OffsetForTimestamp and Verify read them; appends stay RecordBatch
+// v2. Legacy data recovery cannot prove torn (an invalid legacy message in
+// a sealed segment or with data after it) is never cut, under any policy:
+// Open fails with ErrRecoveryRefused and the file and position.
+//
 // # Compaction
 //
 // Package compaction works on a Partition through Segments,

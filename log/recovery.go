@@ -106,6 +106,7 @@ type scanResult struct {
 	valid int64 // end of the last valid batch
 	next  int64 // offset after the last valid batch (the base when none)
 	cause error // nil, or a *batch.CorruptionError at valid
+	kept  bool  // cause is legacy data recovery cannot prove torn: refuse, never cut
 }
 
 // scanLog validates the .log of seg from the start without changing it,
@@ -149,6 +150,7 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 		return buf[:need], nil
 	}
 	pos, prevLast, reported := int64(0), segBase-1, int64(0)
+	var dec batch.Decoder
 	for pos < res.size {
 		if progress != nil && pos-reported >= recoveryProgressBytes {
 			progress(pos - reported)
@@ -159,14 +161,20 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 		if rest < batch.LogOverhead+4+1 { // up to the magic byte
 			cause = base.TornTailErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", rest)
 		} else {
-			h, err := fill(pos, batch.LogOverhead)
+			h, err := fill(pos, batch.LogOverhead+4+1)
 			if err != nil {
 				return res, buf, err
 			}
+			magic := int8(h[16])
+			legacy := batch.IsLegacyMagic(magic)
 			length := int64(int32(binary.BigEndian.Uint32(h[8:])))
 			size := length + batch.LogOverhead
+			minSize := int64(batch.HeaderSize)
+			if legacy {
+				minSize = legacyMinSize(magic)
+			}
 			switch {
-			case length < batch.HeaderSize-batch.LogOverhead || size > batch.MaxBatchSize:
+			case size < minSize || size > batch.MaxBatchSize:
 				cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d", length)
 			case size > rest:
 				cause = base.TornTailErrorf(path, pos, "batchLength", "batch of %d bytes with %d bytes left in the file", size, rest)
@@ -175,31 +183,58 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 				if err != nil {
 					return res, buf, err
 				}
-				bt := batch.Batch(b)
-				// Header and CRC, as segment.Recover (Kafka's
-				// LogSegment.recover): no decompression, so a batch a
-				// follower stored (AppendAssigned) is never refused here.
-				if err := bt.ValidateHeader(); err != nil {
-					cause = base.WithFile(err, path, pos)
-				} else if bt.BaseOffset() <= prevLast {
-					cause = base.CorruptionErrorf(path, pos, "baseOffset", "offset %d does not follow offset %d", bt.BaseOffset(), prevLast)
-				} else if bt.BaseOffset() < segBase || bt.LastOffset()-segBase > math.MaxInt32 {
-					cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] outside the relative offsets of base %d", bt.BaseOffset(), bt.LastOffset(), segBase)
-				} else {
-					if onBatch != nil {
-						onBatch(bt)
+				var first, lastOff int64
+				if legacy {
+					// A legacy message (magic 0/1): framing and CRC-32
+					// as Kafka's recovery checks it; a compressed
+					// wrapper covers its inner messages' offsets.
+					e := batch.Legacy(b)
+					if err := e.ValidateHeader(); err != nil {
+						cause = base.WithFile(err, path, pos)
+					} else {
+						first, lastOff = legacyRange(&dec, e)
 					}
-					prevLast = bt.LastOffset()
-					res.next = bt.NextOffset()
-					pos += size
-					continue
+				} else {
+					// Header and CRC, as segment.Recover (Kafka's
+					// LogSegment.recover): no decompression, so a batch a
+					// follower stored (AppendAssigned) is never refused here.
+					bt := batch.Batch(b)
+					if err := bt.ValidateHeader(); err != nil {
+						cause = base.WithFile(err, path, pos)
+					} else {
+						first, lastOff = bt.BaseOffset(), bt.LastOffset()
+					}
+				}
+				if cause == nil {
+					if first <= prevLast {
+						cause = base.CorruptionErrorf(path, pos, "baseOffset", "offset %d does not follow offset %d", first, prevLast)
+					} else if first < segBase || lastOff-segBase > math.MaxInt32 {
+						cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] outside the relative offsets of base %d", first, lastOff, segBase)
+					} else {
+						if onBatch != nil && !legacy {
+							onBatch(batch.Batch(b))
+						}
+						prevLast = lastOff
+						res.next = lastOff + 1
+						pos += size
+						continue
+					}
+				}
+				if legacy && (!last || pos+size < res.size) {
+					// Law 12: a legacy message that frames but fails its
+					// checks, in a sealed segment or with data after it,
+					// is not something partlog's own crash can leave.
+					res.kept = true
+					cause = &base.CorruptionError{File: path, Pos: pos, Field: "legacy",
+						Err: fmt.Errorf("%w: legacy data recovery cannot prove torn, kept (%w)", segment.ErrLegacyKept, cause)}
+					break
 				}
 				if last && pos+size == res.size && !base.IsTornTail(cause) {
 					cause = base.TornTailErrorf(path, pos, "lastBatch", "the last batch is invalid: %v", cause)
 				}
 			}
 		}
-		if last && !base.IsTornTail(cause) {
+		if last && !res.kept && !base.IsTornTail(cause) {
 			zero, err := zeroFrom(f, pos, res.size, buf)
 			if err != nil {
 				return res, buf, err
@@ -216,6 +251,29 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 		progress(pos - reported)
 	}
 	return res, buf, nil
+}
+
+// legacyRange returns the first and last offsets the legacy message e
+// covers: its offset, or for a compressed wrapper the first inner offset
+// (the wrapper's own when the inner messages do not decode: recovery checks
+// the CRC, not the payload) up to the wrapper's.
+func legacyRange(dec *batch.Decoder, e batch.Legacy) (first, last int64) {
+	first, last = e.Offset(), e.Offset()
+	if e.Compression() != batch.CompressionNone {
+		if f, err := dec.LegacyBaseOffset(e); err == nil && f >= 0 && f <= last {
+			first = f
+		}
+	}
+	return first, last
+}
+
+// legacyMinSize is the smallest legacy entry of magic m: the log overhead
+// and the message's fixed fields (14 bytes under magic 0, 22 under 1).
+func legacyMinSize(m int8) int64 {
+	if m == batch.MagicV0 {
+		return batch.LogOverhead + 14
+	}
+	return batch.LogOverhead + 22
 }
 
 // zeroFrom reports whether every byte of f in [pos, size) is zero.
@@ -274,15 +332,25 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			if err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
+			if res.kept {
+				return list, p.refuseKept(seg, res.cause)
+			}
 			if res.cause != nil {
 				if err := p.onInvalid(list, i, res); err != nil {
 					return list, err
 				}
 			}
 		}
-		rr, err := seg.Recover(batch.MaxBatchSize)
+		recoverSeg := seg.Recover
+		if !last {
+			recoverSeg = seg.RecoverSealed
+		}
+		rr, err := recoverSeg(batch.MaxBatchSize)
 		if err != nil {
 			return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
+		}
+		if rr.Kept {
+			return list, p.refuseKept(seg, rr.Cause)
 		}
 		if onePass {
 			progress(rr.ValidBytes + rr.TruncatedBytes)
@@ -318,6 +386,16 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 	}
 	p.stats.recovery.BytesScanned = done
 	return list, nil
+}
+
+// refuseKept is Open's answer to legacy data recovery found invalid but
+// cannot prove torn (DESIGN law 12): whatever the policy, nothing is cut
+// and Open fails with an error wrapping ErrRecoveryRefused and the
+// *base.CorruptionError that names the file and position.
+func (p *Partition) refuseKept(seg *segment.Segment, cause error) error {
+	p.logger.Error("partlog/log: recovery found legacy data it cannot prove torn; refusing to cut it", "dir", p.dir,
+		"file", seg.LogPath(), "cause", cause)
+	return fmt.Errorf("%w: %s: %w", ErrRecoveryRefused, seg.LogPath(), cause)
 }
 
 // onInvalid asks the policy about the invalid data res found in list[i]
@@ -359,18 +437,23 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) (_ []byte, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
-	for pos := int64(0); pos+batch.HeaderSize <= size; {
-		h, err := seg.Bytes(pos, pos+batch.HeaderSize, buf)
+	for pos := int64(0); pos < size; {
+		h, err := seg.Bytes(pos, pos+min(batch.HeaderSize, size-pos), buf)
 		if err != nil {
 			return buf, err
 		}
 		if !seg.Mapped() {
 			buf = h[:0]
 		}
-		bt := batch.Batch(h)
-		p.observeEpochLocked(bt)
-		n := int64(bt.Size())
-		if n < batch.HeaderSize {
+		m, ok := batch.PeekMagic(h)
+		minSize := int64(batch.HeaderSize)
+		if ok && batch.IsLegacyMagic(m) {
+			minSize = legacyMinSize(m) // no leader epoch before magic 2
+		} else if len(h) == batch.HeaderSize {
+			p.observeEpochLocked(batch.Batch(h))
+		}
+		n := int64(int32(binary.BigEndian.Uint32(h[batch.LogOverhead-4:]))) + batch.LogOverhead
+		if !ok || n < minSize {
 			return buf, base.AssertionFailedf("partlog/log: batch of %d bytes at %d of a recovered segment", n, pos)
 		}
 		pos += n

@@ -138,6 +138,24 @@ func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOff
 		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
 	}
 	off := bestOff
+	if m, ok := batch.PeekMagic(b); ok && batch.IsLegacyMagic(m) {
+		// A legacy message: itself, or the inner messages of a wrapper.
+		var dec batch.Decoder
+		recs, err := dec.AppendLegacyRecords(nil, batch.Legacy(b), false)
+		if err != nil {
+			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+		}
+		for _, r := range recs {
+			if r.Timestamp == bestTS {
+				off = r.Offset
+				break
+			}
+		}
+		if off >= hw {
+			return none, false, nil
+		}
+		return TimestampOffset{Timestamp: bestTS, Offset: off}, true, nil
+	}
 	it := batch.Batch(b).Records(nil)
 	for {
 		rec, ok, err := it.Next()

@@ -46,7 +46,9 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 // Verify checks the partition's files against the invariants the package
 // maintains, and returns the first violation:
 //
-//   - every batch frames, has magic 2 and a valid CRC-32C and records;
+//   - every batch frames, has magic 2 and a valid CRC-32C and records, or
+//     is a legacy message (magic 0 or 1, from Kafka before 0.11) with a
+//     valid CRC-32 and inner messages;
 //   - offsets only grow: each batch starts after the previous one's last
 //     offset, across segments too, and at or above its segment's base
 //     offset; the active segment ends at the log end offset (batches are
@@ -100,6 +102,36 @@ func (p *Partition) Verify() error {
 	return nil
 }
 
+// verifyEntry frames and validates the entry at the start of data: a
+// RecordBatch v2 (batch.Validate: CRC-32C and records), or a legacy
+// message Kafka wrote before 0.11 (batch.Legacy.Validate: CRC-32 and its
+// inner messages, whose offsets it covers). It returns what verifySegment
+// keeps of it, without pos, and its size.
+func verifyEntry(data []byte, dec *batch.Decoder) (verifiedBatch, int, error) {
+	if m, ok := batch.PeekMagic(data); ok && batch.IsLegacyMagic(m) {
+		e, _, err := batch.ParseLegacy(data)
+		if err != nil {
+			return verifiedBatch{}, 0, err
+		}
+		if err := e.Validate(dec); err != nil {
+			return verifiedBatch{}, 0, err
+		}
+		first, err := dec.LegacyBaseOffset(e)
+		if err != nil {
+			return verifiedBatch{}, 0, err
+		}
+		return verifiedBatch{base: first, last: e.Offset(), maxTS: e.Timestamp()}, len(e), nil
+	}
+	bt, _, err := batch.Parse(data)
+	if err != nil {
+		return verifiedBatch{}, 0, err
+	}
+	if err := bt.Validate(); err != nil {
+		return verifiedBatch{}, 0, err
+	}
+	return verifiedBatch{base: bt.BaseOffset(), last: bt.LastOffset(), maxTS: bt.MaxTimestamp()}, len(bt), nil
+}
+
 // verifiedBatch is what verifySegment remembers of a batch.
 type verifiedBatch struct {
 	pos, base, last, maxTS int64
@@ -120,21 +152,20 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, er
 		return next, base.CorruptionErrorf(logPath, 0, "baseOffset", "segment base %d, the previous segment ends before %d", seg.BaseOffset(), next)
 	}
 	var batches []verifiedBatch
+	var dec batch.Decoder
 	for pos := int64(0); pos < size; {
-		bt, _, err := batch.Parse(data[pos:])
+		vb, n, err := verifyEntry(data[pos:], &dec)
 		if err != nil {
 			return next, base.WithFile(err, logPath, pos)
 		}
-		if err := bt.Validate(); err != nil {
-			return next, base.WithFile(err, logPath, pos)
-		}
 		want := max(next, seg.BaseOffset())
-		if bt.BaseOffset() < want {
-			return next, base.CorruptionErrorf(logPath, pos, "baseOffset", "batch starts at %d, expected at least %d", bt.BaseOffset(), want)
+		if vb.base < want {
+			return next, base.CorruptionErrorf(logPath, pos, "baseOffset", "batch starts at %d, expected at least %d", vb.base, want)
 		}
-		batches = append(batches, verifiedBatch{pos: pos, base: bt.BaseOffset(), last: bt.LastOffset(), maxTS: bt.MaxTimestamp()})
-		next = bt.NextOffset()
-		pos += int64(len(bt))
+		vb.pos = pos
+		batches = append(batches, vb)
+		next = vb.last + 1
+		pos += int64(n)
 	}
 	if len(batches) > 0 && seg.NextOffset() != next {
 		return next, base.AssertionFailedf("partlog/log: segment %s reports next offset %d, its batches end before %d", logPath, seg.NextOffset(), next)

@@ -57,12 +57,11 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 	case s.sealed.Load():
 		return 0, fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
 	}
-	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(n) ||
-		b.Magic() != batch.Magic || b.LastOffsetDelta() < 0 {
+	first, last, batchMaxTs, ok := appendRange(b, n)
+	if !ok {
 		return 0, base.CorruptionErrorf("", 0, "batch", "append of %d bytes that do not frame as one batch", n)
 	}
 	pos = s.size.Load()
-	first, last := b.BaseOffset(), b.LastOffset()
 	if next := s.nextOffset.Load(); first < next {
 		return 0, fmt.Errorf("%w: batch at offset %d, segment %s is at %d", ErrOffsetNotIncreasing, first, s.LogPath(), next)
 	}
@@ -93,7 +92,7 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 		return 0, err
 	}
 	maxTs, maxOff := s.w.maxTimestamp, s.w.offsetOfMaxTimestamp
-	if ts := b.MaxTimestamp(); ts > maxTs {
+	if ts := batchMaxTs; ts > maxTs {
 		maxTs, maxOff = ts, last
 	}
 	if indexDue {
@@ -120,7 +119,7 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 	s.setMaxTimestamp(maxTs, maxOff)
 	if pos == 0 {
 		s.mu.Lock()
-		s.mu.firstBatchMaxTimestamp = b.MaxTimestamp()
+		s.mu.firstBatchMaxTimestamp = batchMaxTs
 		s.mu.Unlock()
 	}
 	s.size.Store(end)

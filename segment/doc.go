@@ -35,6 +35,13 @@
 // against the .log and scan from the start if it does not match. Details
 // of the formats: packages batch and index.
 //
+// A .log Kafka wrote before 0.11 (or upgraded in place) may also hold
+// legacy magic 0/1 messages (package batch, Legacy): they are read and
+// served as stored, indexed as batches covering [first inner offset,
+// wrapper offset] with their timestamp (-1 under magic 0) as max
+// timestamp, and never written, except that Append takes one for
+// compaction to copy verbatim.
+//
 // # Reading and writing
 //
 // The .log is appended with File.WriteAt at the published size and read
@@ -82,6 +89,10 @@
 // last valid batch. Its RecoverResult says what was cut and why; a torn
 // tail (what a crash leaves: nothing valid after the damage) is told
 // apart from corruption followed by valid data with base.IsTornTail.
+// Legacy messages get their CRC-32 checked; one that frames but fails its
+// checks where no crash of partlog's can have left it (RecoverSealed, or
+// data after it), and damage that a valid legacy message follows, is
+// never cut: RecoverResult.Kept, ErrLegacyKept (DESIGN law 12).
 //
 // # Concurrency
 //

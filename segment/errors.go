@@ -3,7 +3,10 @@ package segment
 import (
 	"errors"
 
+	"fmt"
 	"github.com/partlog/partlog/internal/mmap"
+
+	"github.com/partlog/partlog/internal/base"
 )
 
 // Errors of Append and the other methods. None of them marks corruption;
@@ -61,3 +64,10 @@ var ErrFault = mmap.ErrFault
 // file, the byte offset in it and the faulting address. Test for it with
 // errors.As.
 type FaultError = mmap.FaultError
+
+// ErrLegacyKept marks the Cause of a recovery that found legacy data
+// (magic 0 or 1 messages Kafka wrote before 0.11) it cannot prove torn and
+// therefore did not cut (RecoverResult.Kept, DESIGN law 12). It wraps
+// base.ErrCorrupt but not base.ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
+// (56) for the partition that refuses to load.
+var ErrLegacyKept = fmt.Errorf("%w: legacy data kept", base.ErrCorrupt)

@@ -1,11 +1,13 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	ibase "github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -75,6 +77,23 @@ func fuzzRecover(t *testing.T, inner vfs.FS, dir string, data []byte, knobs uint
 	res, err := s.Recover(int(knobs&0xf) * 40)
 	if err != nil {
 		t.Fatalf("Recover: %v", err)
+	}
+	if res.Kept {
+		// Legacy data recovery cannot prove torn: nothing cut, the file
+		// unchanged, the valid prefix published, and the same answer
+		// again.
+		if res.TruncatedBytes != 0 || !errors.Is(res.Cause, ErrLegacyKept) || ibase.IsTornTail(res.Cause) || res.ValidBytes != s.Size() {
+			t.Fatalf("kept: Recover = %+v, size %d", res, s.Size())
+		}
+		if string(data) != string(readAll(t, inner, logPath)) {
+			t.Fatal("kept data was changed")
+		}
+		checkSegment(t, s)
+		again, err := s.Recover(int(knobs&0xf) * 40)
+		if err != nil || !again.Kept || again.ValidBytes != res.ValidBytes {
+			t.Fatalf("second Recover = %+v, %v; first %+v", again, err, res)
+		}
+		return
 	}
 	if res.ValidBytes+res.TruncatedBytes != int64(len(data)) || res.ValidBytes != s.Size() {
 		t.Fatalf("Recover = %+v for %d bytes, size %d", res, len(data), s.Size())

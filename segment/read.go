@@ -31,8 +31,16 @@ type BatchInfo struct {
 	// BaseOffset and LastOffset are the first and last offsets the batch
 	// covers (compaction may have removed records inside the range).
 	BaseOffset, LastOffset int64
-	// MaxTimestamp is the batch's maxTimestamp (-1 when absent).
+	// MaxTimestamp is the batch's maxTimestamp (-1 when absent; always
+	// for a magic 0 message).
 	MaxTimestamp int64
+	// Magic is the format: 2 for a RecordBatch v2, 0 or 1 for a legacy
+	// message Kafka wrote before 0.11, which partlog reads (a compressed
+	// wrapper covering its inner messages' offsets, the last being its
+	// own) but never writes.
+	Magic int8
+
+	legacyWrapper bool // decodeHeader only: BaseOffset still to be read
 }
 
 // End returns the position after the batch.
@@ -67,33 +75,53 @@ var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) 
 
 // readHeader returns the header fields of the batch at pos, which must be
 // whole below limit. err wraps base.ErrCorrupt (base.ErrTornTail when the
-// batch runs past limit) if the bytes there do not frame as a batch.
+// batch runs past limit) if the bytes there do not frame as a batch. A
+// legacy message (magic 0 or 1, which partlog reads but never writes) is
+// described as a batch covering its offsets: a compressed wrapper's first
+// offset is read from its decompressed inner messages.
 func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 	var h []byte
-	if avail := limit - pos; avail < batch.HeaderSize {
+	avail := limit - pos
+	if avail < legacyPeekSize {
 		if avail <= 0 {
 			return BatchInfo{}, io.EOF
 		}
 		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
 			"%d bytes left, a batch header is %d", avail, batch.HeaderSize)
 	}
-	if m := s.mapping(); m != nil && pos+batch.HeaderSize <= int64(len(m)) {
-		h = m[pos : pos+batch.HeaderSize]
+	n := min(avail, batch.HeaderSize)
+	if m := s.mapping(); m != nil && pos+n <= int64(len(m)) {
+		h = m[pos : pos+n]
 	} else {
 		buf := headerPool.Get().(*[batch.HeaderSize]byte)
 		defer headerPool.Put(buf)
-		if _, err := s.logFile.ReadAt(buf[:], pos); err != nil {
+		if _, err := s.logFile.ReadAt(buf[:n], pos); err != nil {
 			return BatchInfo{}, fmt.Errorf("partlog/segment: read header at %s:%d: %w", s.LogPath(), pos, err)
 		}
-		h = buf[:]
+		h = buf[:n]
 	}
-	return s.decodeHeader(h, pos, limit)
+	info, err := s.decodeHeader(h, pos, limit)
+	if err != nil || !info.legacyWrapper {
+		return info, err
+	}
+	return s.legacyBase(info)
 }
 
-// decodeHeader checks and decodes the header h of the batch at pos.
+// decodeHeader checks and decodes the header h (at least legacyPeekSize
+// bytes, HeaderSize when that many lie below limit) of the batch at pos.
+// For a compressed legacy wrapper BaseOffset is the wrapper's offset and
+// legacyWrapper is set: readHeader then finds the first offset.
 func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
-	if m := h[hdrMagicAt]; m != batch.Magic {
+	m := int8(h[hdrMagicAt])
+	if m != batch.Magic {
+		if batch.IsLegacyMagic(m) {
+			return s.decodeLegacy(h, pos, limit)
+		}
 		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrMagicAt, "magic", "magic %d", m)
+	}
+	if len(h) < batch.HeaderSize {
+		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
+			"%d bytes left, a batch header is %d", len(h), batch.HeaderSize)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
 	size := n + batch.LogOverhead
@@ -114,7 +142,7 @@ func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
 	}
 	return BatchInfo{
 		Pos: pos, Size: size, BaseOffset: bo, LastOffset: bo + delta,
-		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])),
+		MaxTimestamp: int64(binary.BigEndian.Uint64(h[hdrMaxTimestampAt:])), Magic: m,
 	}, nil
 }
 

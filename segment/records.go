@@ -9,6 +9,9 @@ import "github.com/partlog/partlog/batch"
 // what Recover or the appender checked); malformed records give an error,
 // never a panic.
 func firstRecordAtOrAfter(b batch.Batch, dec *batch.Decoder, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
+	if m, ok := batch.PeekMagic(b); ok && batch.IsLegacyMagic(m) {
+		return firstLegacyAtOrAfter(batch.Legacy(b), dec, ts, startOffset)
+	}
 	if b.MaxTimestamp() < ts || b.LastOffset() < startOffset {
 		return 0, 0, false, nil
 	}
@@ -25,4 +28,23 @@ func firstRecordAtOrAfter(b batch.Batch, dec *batch.Decoder, ts, startOffset int
 			return rec.Offset, rec.Timestamp, true, nil
 		}
 	}
+}
+
+// firstLegacyAtOrAfter is firstRecordAtOrAfter for a legacy message: the
+// message itself, or the inner messages of a compressed wrapper. A magic 0
+// message has no timestamp (-1) and never qualifies.
+func firstLegacyAtOrAfter(e batch.Legacy, dec *batch.Decoder, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
+	if e.Timestamp() < ts || e.Offset() < startOffset {
+		return 0, 0, false, nil
+	}
+	recs, err := dec.AppendLegacyRecords(nil, e, false)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	for _, r := range recs {
+		if r.Timestamp >= ts && r.Offset >= startOffset {
+			return r.Offset, r.Timestamp, true, nil
+		}
+	}
+	return 0, 0, false, nil
 }

@@ -336,6 +336,14 @@ type RecoverResult struct {
 	// fails its checks: what a crash leaves) from damage followed by more
 	// data (corruption).
 	Cause error
+	// Kept is true when Cause is data recovery cannot prove torn (DESIGN
+	// law 12): a legacy message (magic 0 or 1) that frames but fails its
+	// CRC-32 or offsets in a sealed segment or with data after it, or
+	// damage followed by a valid legacy message. Nothing is cut then
+	// (TruncatedBytes is 0, the file keeps every byte); the segment serves
+	// the batches before ValidBytes, and the caller must refuse to go on
+	// (package log's Open fails, naming the file and position).
+	Kept bool
 }
 
 // Recover checks every batch of the .log from the start (Kafka's
@@ -346,7 +354,29 @@ type RecoverResult struct {
 // An I/O error is returned as err; invalid data is not an error but the
 // result's Cause. It waits for read leases and must not overlap other
 // writer-side calls.
-func (s *Segment) Recover(maxBatchSize int) (_ RecoverResult, err error) {
+//
+// Legacy messages (magic 0 or 1, from Kafka before 0.11) are checked as
+// Kafka checks them (framing, CRC-32 IEEE, offsets; a compressed wrapper
+// covers its inner messages' offsets) and kept. Invalid bytes at the end
+// of the file are cut as a torn tail whatever their magic (a crash can
+// zero the magic of a batch being written); a legacy message that frames
+// but fails its checks with data after it is never cut (RecoverResult.Kept).
+// Recover is for the last segment of a log; use RecoverSealed for the
+// others.
+func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) {
+	return s.recover(maxBatchSize, false)
+}
+
+// RecoverSealed is Recover for a segment that is not the last of its log:
+// it was flushed before the next segment existed, so nothing at its end is
+// a torn tail, and a legacy message there that frames but fails its checks
+// is kept (RecoverResult.Kept), never cut.
+func (s *Segment) RecoverSealed(maxBatchSize int) (RecoverResult, error) {
+	return s.recover(maxBatchSize, true)
+}
+
+// recover is Recover; sealed says the segment is not the last.
+func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.closed.Load() {
 		return RecoverResult{}, ErrClosed
@@ -368,29 +398,18 @@ func (s *Segment) Recover(maxBatchSize int) (_ RecoverResult, err error) {
 	pos := int64(0)
 	var buf []byte
 	var cause error
+	kept := false
 	for pos < fileSize {
 		b, err := s.readBatch(pos, fileSize, maxBatchSize, &buf)
-		if err == nil {
-			// Kafka's recovery check: framing, magic and the CRC-32C, then
-			// offsets (below). It never decompresses: a batch whose CRC
-			// matches is byte for byte what the writer appended, and the
-			// writer validated its records before appending it. A
-			// decompression limit here would cut valid, very compressible
-			// batches out of the log.
-			if err = b.ValidateHeader(); err != nil {
-				err = base.WithFile(err, s.LogPath(), pos)
-			}
-		}
 		var h BatchInfo
 		if err == nil {
-			h = BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(), MaxTimestamp: b.MaxTimestamp()}
-			err = s.checkOffsets(h, ib.next-1)
+			h, err = s.checkEntry(b, pos, ib.next-1)
 		}
 		if err != nil {
 			if !base.IsCorruption(err) {
 				return RecoverResult{}, err
 			}
-			if cause, err = s.classify(err, pos, fileSize, ib.next-1); err != nil {
+			if cause, kept, err = s.classify(err, pos, fileSize, ib.next-1, b, sealed); err != nil {
 				return RecoverResult{}, err
 			}
 			break
@@ -401,20 +420,28 @@ func (s *Segment) Recover(maxBatchSize int) (_ RecoverResult, err error) {
 	if ib.err != nil {
 		return RecoverResult{}, ib.err
 	}
-	res := RecoverResult{ValidBytes: pos, TruncatedBytes: fileSize - pos, NextOffset: ib.next, Cause: cause}
-	if cause != nil {
+	res := RecoverResult{ValidBytes: pos, TruncatedBytes: fileSize - pos, NextOffset: ib.next, Cause: cause, Kept: kept}
+	if kept {
+		// Law 12: data recovery cannot prove torn is never cut. The
+		// segment serves what lies before it; the caller refuses.
+		res.TruncatedBytes = 0
+		s.log.Warn("partlog/segment: recovery found legacy data it cannot prove torn; nothing cut", "segment", s.LogPath(),
+			"position", pos, "cause", cause)
+	} else if cause != nil {
 		s.log.Warn("partlog/segment: recovery cut the log", "segment", s.LogPath(),
 			"validBytes", pos, "truncatedBytes", res.TruncatedBytes, "cause", cause)
 	}
 	s.size.Store(pos)
 	s.nextOffset.Store(ib.next)
-	if fileSize != pos {
+	if fileSize != pos && !kept {
 		if err := s.logFile.Truncate(pos); err != nil {
 			s.w.fileSize = -1
 			return res, err
 		}
 	}
-	s.w.fileSize = pos
+	if !kept {
+		s.w.fileSize = pos
+	}
 	if err := ib.finish(); err != nil {
 		return res, err
 	}
@@ -443,19 +470,25 @@ func (s *Segment) Recover(maxBatchSize int) (_ RecoverResult, err error) {
 
 // readBatch returns the batch at pos, of which at least the 12-byte log
 // overhead must lie below fileSize, reading it into *buf when the .log is
-// not mapped. Lengths are checked before anything is read or allocated.
+// not mapped. Lengths are checked before anything is read or allocated. A
+// legacy message (magic 0 or 1) is returned whole as well, its length
+// checked against the smallest message of its magic.
 func (s *Segment) readBatch(pos, fileSize int64, maxBatchSize int, buf *[]byte) (batch.Batch, error) {
 	rest := fileSize - pos
-	if rest < batch.LogOverhead {
+	if rest < legacyPeekSize {
 		return nil, base.TornTailErrorf(s.LogPath(), pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
 	}
-	over, err := s.peek(pos, batch.LogOverhead, buf)
+	over, err := s.peek(pos, legacyPeekSize, buf)
 	if err != nil {
 		return nil, err
 	}
 	size := int64(int32(binary.BigEndian.Uint32(over[hdrLengthAt:]))) + batch.LogOverhead
+	minSize := int64(batch.HeaderSize)
+	if m := int8(over[hdrMagicAt]); batch.IsLegacyMagic(m) {
+		minSize = legacyMinSize(m)
+	}
 	switch {
-	case size < batch.HeaderSize:
+	case size < minSize:
 		return nil, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
 	case size > rest:
 		return nil, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes, %d left in the file", size, rest)
@@ -464,6 +497,37 @@ func (s *Segment) readBatch(pos, fileSize int64, maxBatchSize int, buf *[]byte) 
 	}
 	b, err := s.peek(pos, int(size), buf)
 	return batch.Batch(b), err
+}
+
+// checkEntry is Recover's check of the entry b at pos (Kafka's
+// LogSegment.recover): a RecordBatch v2's header and CRC-32C
+// (batch.ValidateHeader), or a legacy message's framing and CRC-32
+// (batch.Legacy.ValidateHeader); then the offsets against prevLast and the
+// segment's relative range. It never decompresses a v2 batch: a batch
+// whose CRC matches is byte for byte what the writer appended, and the
+// writer validated its records before appending it. (A decompression limit
+// here would cut valid, very compressible batches out of the log.) Only a
+// legacy wrapper is decompressed, to learn its first offset.
+func (s *Segment) checkEntry(b batch.Batch, pos, prevLast int64) (BatchInfo, error) {
+	if m, _ := batch.PeekMagic(b); batch.IsLegacyMagic(m) {
+		e := batch.Legacy(b)
+		if err := e.ValidateHeader(); err != nil {
+			return BatchInfo{}, base.WithFile(err, s.LogPath(), pos)
+		}
+		h := BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: e.Offset(), LastOffset: e.Offset(),
+			MaxTimestamp: e.Timestamp(), Magic: m}
+		if e.Offset() < 0 || e.Offset() > maxOffset {
+			return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", e.Offset())
+		}
+		h.BaseOffset = legacyFirst(e)
+		return h, s.checkOffsets(h, prevLast)
+	}
+	if err := b.ValidateHeader(); err != nil {
+		return BatchInfo{}, base.WithFile(err, s.LogPath(), pos)
+	}
+	h := BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(),
+		MaxTimestamp: b.MaxTimestamp(), Magic: batch.Magic}
+	return h, s.checkOffsets(h, prevLast)
 }
 
 // peek returns n bytes of the .log at pos (below the file's end): the
@@ -490,21 +554,32 @@ func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
 // what a crash leaves) when no valid batch starts anywhere after pos: a
 // short or zeroed rest of the file, a last batch cut short or failing its
 // CRC, or bytes that are not batches at all. When a valid batch (framing,
-// magic and CRC-32C) does start after pos, data follows the damage and it
+// magic and CRC) does start after pos, data follows the damage and it
 // is corruption.
-func (s *Segment) classify(err error, pos, fileSize, prevLast int64) (error, error) {
-	follows, ioErr := s.validBatchAfter(pos, fileSize, prevLast)
+//
+// kept reports data recovery cannot prove torn (law 12), never to be cut:
+// b, the entry at pos when it framed, is a legacy message and data
+// follows it or the segment is sealed; or a valid legacy message follows
+// the damage. Partlog never writes legacy messages, so no crash of its own
+// can have left one half-written in the middle of a log.
+func (s *Segment) classify(err error, pos, fileSize, prevLast int64, b batch.Batch, sealed bool) (cause error, kept bool, ioErr error) {
+	follows, legacyFollows, ioErr := s.validBatchAfter(pos, fileSize, prevLast)
 	if ioErr != nil {
-		return nil, ioErr
+		return nil, false, ioErr
 	}
+	m, framed := batch.PeekMagic(b)
+	kept = legacyFollows || (framed && batch.IsLegacyMagic(m) && (sealed || follows))
 	switch {
+	case kept:
+		return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "legacy",
+			Err: fmt.Errorf("%w: legacy data recovery cannot prove torn, kept (%w)", ErrLegacyKept, err)}, true, nil
 	case follows:
-		return base.CorruptionErrorf(s.LogPath(), pos, "batch", "%v; valid batches follow", err), nil
+		return base.CorruptionErrorf(s.LogPath(), pos, "batch", "%v; valid batches follow", err), false, nil
 	case base.IsTornTail(err):
-		return err, nil
+		return err, false, nil
 	}
 	return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "tail",
-		Err: fmt.Errorf("%w: nothing valid follows (%w)", base.ErrTornTail, err)}, nil
+		Err: fmt.Errorf("%w: nothing valid follows (%w)", base.ErrTornTail, err)}, false, nil
 }
 
 // maxResyncBytes bounds the tail validBatchAfter reads when the .log is not
@@ -514,47 +589,74 @@ const maxResyncBytes = 64 << 20
 
 // validBatchAfter reports whether a batch that frames, has magic 2, offsets
 // above prevLast inside the segment's relative offsets and a matching
-// CRC-32C starts anywhere in (pos, fileSize). The bytes checksummed are
-// bounded by a budget proportional to the tail, so that hostile bytes
-// cannot make the search quadratic; past the budget the answer is the
-// conservative true (corruption).
-func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (bool, error) {
+// CRC-32C, or a legacy message that frames and matches its CRC-32, starts
+// anywhere in (pos, fileSize); legacy whether such a legacy message does.
+// The bytes checksummed are bounded by a budget proportional to the tail,
+// so that hostile bytes cannot make the search quadratic; past the budget
+// the answer is the conservative true (corruption).
+func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (follows, legacy bool, err error) {
 	rest := fileSize - pos - 1
-	if rest < batch.HeaderSize {
-		return false, nil
+	if rest < batch.LegacyMinSize {
+		return false, false, nil
 	}
 	var tail []byte
 	if m := s.mapping(); m != nil && fileSize <= int64(len(m)) {
 		tail = m[pos+1 : fileSize]
 	} else {
 		if rest > maxResyncBytes {
-			return true, nil
+			return true, false, nil
 		}
 		var buf []byte
 		b, err := s.peek(pos+1, int(rest), &buf)
 		if err != nil {
 			if base.IsCorruption(err) {
-				return false, nil
+				return false, false, nil
 			}
-			return false, err
+			return false, false, err
 		}
 		tail = b
 	}
 	budget := 4*int64(len(tail)) + 1<<20
-	for p := 0; p+batch.HeaderSize <= len(tail); p++ {
-		if tail[p+hdrMagicAt] != batch.Magic {
+	for p := 0; p+batch.LegacyMinSize <= len(tail); p++ {
+		m := int8(tail[p+hdrMagicAt])
+		isLegacy := batch.IsLegacyMagic(m)
+		if m != batch.Magic && !isLegacy {
 			continue
 		}
-		h, err := s.decodeHeader(tail[p:p+batch.HeaderSize], 0, int64(len(tail)-p))
+		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
 		if err != nil || s.checkOffsets(h, prevLast) != nil {
 			continue
 		}
 		if budget -= h.Size; budget < 0 {
-			return true, nil
+			return true, false, nil
+		}
+		if isLegacy {
+			if batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+				return true, true, nil
+			}
+			continue
 		}
 		if batch.Batch(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
-			return true, nil
+			return true, s.legacyFrom(tail, p+int(h.Size)), nil
 		}
 	}
-	return false, nil
+	return false, false, nil
+}
+
+// legacyFrom reports whether, walking the entries of tail that frame from
+// p on (after a valid batch), a legacy message that matches its CRC-32
+// comes before the framing stops: legacy data a cut at the damage would
+// destroy.
+func (s *Segment) legacyFrom(tail []byte, p int) bool {
+	for p+batch.LegacyMinSize <= len(tail) {
+		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
+		if err != nil {
+			return false
+		}
+		if batch.IsLegacyMagic(h.Magic) && batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+			return true
+		}
+		p += int(h.Size)
+	}
+	return false
 }

@@ -93,6 +93,29 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 		}
 		rest := recs.Bytes()
 		for len(rest) > 0 {
+			if m, ok := batch.PeekMagic(rest); ok && batch.IsLegacyMagic(m) {
+				// A legacy message Kafka 0.10 committed: its records
+				// count the same.
+				var e batch.Legacy
+				e, rest, err = batch.ParseLegacy(rest)
+				if err == nil {
+					err = e.Validate(&dec)
+				}
+				var lrecs []batch.Record
+				if err == nil {
+					lrecs, err = dec.AppendLegacyRecords(nil, e, false)
+				}
+				if err != nil {
+					_ = recs.Close()
+					return err
+				}
+				for _, rec := range lrecs {
+					if rec.Offset >= off {
+						o.applyLocked(rec.Key, rec.Value)
+					}
+				}
+				continue
+			}
 			var b batch.Batch
 			b, rest, err = batch.Parse(rest)
 			if err == nil {

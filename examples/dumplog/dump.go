@@ -317,14 +317,12 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) (
 		}
 		n := int64(len(b))
 		if legacy {
-			off := int64(binary.BigEndian.Uint64(b))
-			d.printf("legacy message (magic %d) offset: %d position: %d size: %d\n", b[magicAt], off, pos, n)
-			d.info(path, "position %d: legacy message set entry (magic %d), not checked", pos, b[magicAt])
-			if *next >= 0 && off < *next {
-				d.problem(path, pos, "offset %d goes backwards (expected at least %d)", off, *next)
-			}
-			*next = off + 1
+			sp := d.dumpLegacy(path, pos, base, batch.Legacy(b), first, next)
+			first = false
+			spans = append(spans, sp)
+			d.batches++
 			pos += n
+			d.doneBytes += n
 			continue
 		}
 		bt := batch.Batch(b)
@@ -333,7 +331,7 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) (
 		if verr != nil {
 			d.problem(path, pos, "batch at offset %d: %v", bt.BaseOffset(), verr)
 		}
-		d.checkContinuity(path, pos, base, bt, first, next)
+		d.checkContinuity(path, pos, base, bt.BaseOffset(), bt.LastOffset(), first, next)
 		first = false
 		if d.o.records && !(d.o.verify && d.o.quiet) {
 			d.printRecords(path, pos, bt, verr)
@@ -406,10 +404,9 @@ func (d *dumper) readEntry(r *bufio.Reader, path string, pos, size int64) (b []b
 	return b, false, false
 }
 
-// checkContinuity checks a batch's offsets against the segment's base and
-// the previous batch.
-func (d *dumper) checkContinuity(path string, pos, base int64, bt batch.Batch, first bool, next *int64) {
-	bo, last := bt.BaseOffset(), bt.LastOffset()
+// checkContinuity checks a batch's offsets [bo, last] against the
+// segment's base and the previous batch.
+func (d *dumper) checkContinuity(path string, pos, base, bo, last int64, first bool, next *int64) {
 	if bo < base {
 		d.problem(path, pos, "batch base offset %d is below the segment's base offset %d", bo, base)
 	} else if last-base > math.MaxInt32 {
@@ -431,6 +428,50 @@ func (d *dumper) checkContinuity(path string, pos, base int64, bt batch.Batch, f
 	if last >= *next {
 		*next = last + 1
 	}
+}
+
+// legacySpan describes the legacy message e at pos: the offsets it covers
+// (a compressed wrapper's from its first inner message, or from its own
+// offset when the inner messages do not decode) and its timestamp (-1
+// under magic 0).
+func (d *dumper) legacySpan(pos int64, e batch.Legacy) span {
+	first := e.Offset()
+	if f, err := d.dec.LegacyBaseOffset(e); err == nil && f <= first {
+		first = f
+	}
+	return span{pos: pos, size: int64(len(e)), base: first, last: e.Offset(), maxTimestamp: e.Timestamp()}
+}
+
+// dumpLegacy prints and checks a legacy message (magic 0 or 1, written by
+// Kafka before 0.11): its fields, its CRC-32 (IEEE) and inner messages
+// (batch.Legacy.Validate), its offsets against the segment and the previous
+// entry, and with --records its records. It returns its span.
+func (d *dumper) dumpLegacy(path string, pos, base int64, e batch.Legacy, first bool, next *int64) span {
+	verr := e.Validate(&d.dec)
+	sp := d.legacySpan(pos, e)
+	if !(d.o.verify && d.o.quiet) {
+		tsType := "CreateTime"
+		if e.LogAppendTime() {
+			tsType = "LogAppendTime"
+		}
+		d.printf("baseOffset: %d lastOffset: %d position: %d size: %d magic: %d codec: %s crc: %d crcValid: %t valid: %t %s timestamp: %d (legacy message)\n",
+			sp.base, sp.last, pos, len(e), e.Magic(), e.Compression(), e.CRC(), e.ComputeCRC() == e.CRC(), verr == nil, tsType, e.Timestamp())
+	}
+	if verr != nil {
+		d.problem(path, pos, "legacy message (magic %d) at offset %d: %v", e.Magic(), e.Offset(), verr)
+	}
+	d.checkContinuity(path, pos, base, sp.base, sp.last, first, next)
+	if d.o.records && !(d.o.verify && d.o.quiet) && verr == nil {
+		recs, err := d.dec.AppendLegacyRecords(nil, e, false)
+		if err != nil {
+			d.printf("| (records unreadable: %v)\n", err)
+		}
+		for _, rec := range recs {
+			d.printf("| offset: %d timestamp: %d keySize: %d valueSize: %d key: %s value: %s\n",
+				rec.Offset, rec.Timestamp, sizeOf(rec.Key), sizeOf(rec.Value), d.show(rec.Key), d.show(rec.Value))
+		}
+	}
+	return sp
 }
 
 // printBatch prints a batch's header fields and whether it is valid.
@@ -566,15 +607,32 @@ func (d *dumper) scanLog(path string) ([]span, int64, error) {
 	r := bufio.NewReaderSize(f, 1<<20)
 	var spans []span
 	var hdr [batch.HeaderSize]byte
-	for pos := int64(0); pos+batch.HeaderSize <= size; {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	const peek = logOverhead + 5 // through the magic byte
+	for pos := int64(0); pos+peek <= size; {
+		if _, err := io.ReadFull(r, hdr[:peek]); err != nil {
+			return nil, 0, err
+		}
+		n := int64(int32(binary.BigEndian.Uint32(hdr[8:]))) + logOverhead
+		if m := int8(hdr[magicAt]); batch.IsLegacyMagic(m) {
+			if n < batch.LegacyMinSize || pos+n > size {
+				break
+			}
+			e := make([]byte, n)
+			copy(e, hdr[:peek])
+			if _, err := io.ReadFull(r, e[peek:]); err != nil {
+				return nil, 0, err
+			}
+			spans = append(spans, d.legacySpan(pos, batch.Legacy(e)))
+			pos += n
+			continue
+		}
+		if n < batch.HeaderSize || pos+n > size || hdr[magicAt] != batch.Magic {
+			break
+		}
+		if _, err := io.ReadFull(r, hdr[peek:]); err != nil {
 			return nil, 0, err
 		}
 		bt := batch.Batch(hdr[:])
-		n := int64(bt.Length()) + logOverhead
-		if n < batch.HeaderSize || pos+n > size || bt.Magic() != batch.Magic {
-			break
-		}
 		spans = append(spans, span{pos: pos, size: n, base: bt.BaseOffset(), last: bt.LastOffset(), maxTimestamp: bt.MaxTimestamp()})
 		if _, err := r.Discard(int(n - batch.HeaderSize)); err != nil {
 			return nil, 0, err
