@@ -32,7 +32,21 @@ import (
 // partitionLeaderEpoch are rewritten (they lie outside the CRC, so b stays a
 // valid batch), even when the append then fails. Callers that need the
 // producer's bytes unchanged pass a copy. b is not retained.
+//
+// A batch with a producer id (>= 0) is checked against the producer's
+// state under the lock, before anything is written (see "Idempotent
+// producers" in the package documentation): a retry of one of its last
+// five batches returns the original base offset and a nil error and writes
+// nothing (AppendBatchInfo tells it apart); a gap, a stale sequence or a
+// new epoch not starting at 0 gives ErrOutOfOrderSequence, an older epoch
+// ErrInvalidProducerEpoch.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
+	return p.appendBatch(b, nil)
+}
+
+// appendBatch is AppendBatch; info, when not nil, receives a duplicate's
+// AppendInfo.
+func (p *Partition) appendBatch(b []byte, info *AppendInfo) (base int64, err error) {
 	bt, err := p.checkProducerBatch(b)
 	if err != nil {
 		return -1, err
@@ -41,6 +55,15 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
 		return -1, err
+	}
+	// Producer state (producer.go): refused, or a retry answered with
+	// its original offsets; nothing written either way.
+	if d, done, err := p.checkProducerLocked(bt); done {
+		p.mu.Unlock()
+		if info != nil {
+			*info = d
+		}
+		return d.Base, err
 	}
 	base = p.mu.end.Offset
 	bt.SetBaseOffset(base)
@@ -212,6 +235,7 @@ func (p *Partition) appendLocked(bt batch.Batch) error {
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.observeEpochLocked(bt)
+	p.observeProducerLocked(bt) // producer.go
 	return nil
 }
 
@@ -277,6 +301,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 			p.mu.dirDirty = false
 		}
 	}
+	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

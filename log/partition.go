@@ -116,6 +116,8 @@ type Partition struct {
 		// is set when it differs from the checkpoint file.
 		epochs      []checkpoint.EpochEntry
 		epochsDirty bool
+		// producers is the idempotent producer state (producer.go).
+		producers producerState
 		// truncating is the segment TruncateTo is cutting while it waits,
 		// without mu, for the segment's read leases (nil otherwise). While
 		// it is set, writers wait on truncated (lockWriter); only
@@ -349,6 +351,15 @@ func Open(dir string, cfg Config) (*Partition, error) {
 	if err := p.writeEpochsLocked(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 	}
+	// Producer state: newest snapshot at or below the end, then the log
+	// replayed from there; a fresh snapshot when anything was replayed.
+	if replayed, err := p.loadProducersLocked(list, end.Offset); err != nil {
+		return fail(fmt.Errorf("partlog/log: open %s: producer state: %w", dir, err))
+	} else if replayed || !clean {
+		if err := p.snapshotDurableLocked(); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot's references; the ones Open and Create
 	// returned are the partition's own.
@@ -530,6 +541,9 @@ func (p *Partition) Close() error {
 		}
 		if first == nil {
 			keep(p.fullFlushLocked())
+		}
+		if first == nil {
+			keep(p.snapshotDurableLocked()) // producer state at the log end
 		}
 	}
 	p.closeSyncFile()
