@@ -302,7 +302,10 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 		break
 	}
 	p.mu.producers.lastSweep = now
-	if from == end {
+	if len(list) > 0 && from < list[0].BaseOffset() {
+		from = list[0].BaseOffset() // nothing below the first segment
+	}
+	if from >= end {
 		return false, nil
 	}
 	if err := p.replayProducers(list, from, end); err != nil {
