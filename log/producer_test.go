@@ -20,7 +20,7 @@ import (
 
 // prodBatch builds an uncompressed batch of n records from producer pid
 // with epoch and first sequence seq.
-func prodBatch(t testing.TB, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
+func prodBatch(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
 	t.Helper()
 	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
 	for i := range n {
@@ -29,6 +29,13 @@ func prodBatch(t testing.TB, pid int64, epoch int16, seq int32, n int, ts int64,
 	bt, err := bld.Build()
 	require.NoError(t, err)
 	return append([]byte(nil), bt...)
+}
+
+// failer is what prodBatch needs of a *testing.T, *testing.B or *rapid.T.
+type failer interface {
+	Helper()
+	Errorf(format string, args ...any)
+	FailNow()
 }
 
 // pb is a producer batch in a table: producer 7 unless pid is set.
