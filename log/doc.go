@@ -284,8 +284,9 @@
 // path; control batches end the producer's open transaction.
 //
 // The state is stored in Kafka's <offset>.snapshot files (version 1,
-// docs/format.md): written at every roll for the new segment's base (not
-// fsynced: a torn one is skipped), at Close and after a recovery (fsynced);
+// docs/format.md): written at every roll for the new segment's base
+// (fsynced by the next Sync, periodic flush or Close, outside the lock; a
+// torn one is skipped), at Close and after a recovery (fsynced);
 // removed below the log start with their segments and past the new end by
 // TruncateTo, which then reloads the state. Open loads the newest snapshot
 // at or below the log end that decodes (a corrupt one is skipped with a

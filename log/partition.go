@@ -67,6 +67,8 @@ type Partition struct {
 		cond    *sync.Cond
 		syncing bool
 	}
+	// snapPending lists the roll snapshots not yet fsynced (snapshot.go).
+	snapPending pendingSnapshots
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}
@@ -521,6 +523,7 @@ func (p *Partition) Close() error {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {

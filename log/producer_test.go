@@ -470,3 +470,38 @@ func TestProducerSnapshotOnMemFS(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, names, "00000000000000000003.snapshot")
 }
+
+// TestRollSnapshotDurableAfterSync: a roll's snapshot is written without
+// an fsync; the next Sync makes it (and its directory entry) durable, so a
+// crash that keeps nothing unsynced still has it.
+func TestRollSnapshotDurableAfterSync(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		mem := vfs.NewMem()
+		p, err := plog.Open("/d/p-0", plog.Config{FS: mem})
+		require.NoError(t, err)
+		_, err = p.AppendBatch(pb{seq: 0, n: 3}.bytes(t))
+		require.NoError(t, err)
+		require.NoError(t, p.Roll())
+		if sync {
+			require.NoError(t, p.Sync())
+		}
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+		require.NoError(t, p.Close())
+		names, err := clone.List("/d/p-0")
+		require.NoError(t, err)
+		f, err := clone.Open("/d/p-0/00000000000000000003.snapshot")
+		if !sync {
+			if err == nil {
+				st, _ := f.Stat()
+				assert.Zero(t, st.Size(), "an unsynced snapshot lost its data")
+				require.NoError(t, f.Close())
+			}
+			continue
+		}
+		require.NoError(t, err, "%v", names)
+		st, err := f.Stat()
+		require.NoError(t, err)
+		assert.Equal(t, int64(10+46), st.Size())
+		require.NoError(t, f.Close())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
@@ -233,13 +234,55 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 }
 
 // snapshotOnRollLocked writes the snapshot for a new segment at newBase,
-// without an fsync (recovery never needs it: a lost or torn snapshot only
-// means replaying more of the log). Expired producers are removed first. A
-// failure is logged. REQUIRES: mu held.
+// without an fsync under the lock (recovery never needs it: a lost or torn
+// snapshot only means replaying more of the log); the next Sync, periodic
+// flush or Close fsyncs it without the lock (syncPendingSnapshots), as
+// Kafka's asynchronous flush after a roll does. Expired producers are
+// removed first. A failure is logged. REQUIRES: mu held.
 func (p *Partition) snapshotOnRollLocked(newBase int64) {
 	p.mu.producers.expire(p.nowMs(), p.cfg.ProducerIDExpiration)
 	if err := p.writeSnapshotFile(newBase, false); err != nil {
 		p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", newBase, "err", err)
+		return
+	}
+	p.snapPending.Lock()
+	p.snapPending.offs = append(p.snapPending.offs, newBase)
+	p.snapPending.Unlock()
+}
+
+// pendingSnapshots lists roll snapshots written but not fsynced. Its
+// mutex is taken under mu (snapshotOnRollLocked) or alone.
+type pendingSnapshots struct {
+	sync.Mutex
+	offs []int64
+}
+
+// syncPendingSnapshots fsyncs the roll snapshots written since the last
+// call, without mu: a snapshot removed meanwhile needs nothing, and one
+// rewritten under the same name is fsynced whole. The directory entries
+// become durable at the flush's directory sync (writeSnapshotFile marked
+// the directory dirty). Failures are logged: a snapshot is never needed
+// for correctness. REQUIRES: flushMu held, mu not held.
+func (p *Partition) syncPendingSnapshots() {
+	p.snapPending.Lock()
+	offs := p.snapPending.offs
+	p.snapPending.offs = nil
+	p.snapPending.Unlock()
+	for _, off := range offs {
+		path := filepath.Join(p.dir, SnapshotFileName(off))
+		f, err := p.cfg.FS.Open(path)
+		if errors.Is(err, errNotExist) {
+			continue
+		}
+		if err == nil {
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			p.logger.Warn("partlog/log: producer snapshot not synced", "dir", p.dir, "file", path, "err", err)
+		}
 	}
 }
 
