@@ -336,9 +336,12 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 	for i := len(offs) - 1; i >= 0; i-- {
 		path := filepath.Join(p.dir, SnapshotFileName(offs[i]))
 		entries, err := p.readProducerSnapshot(path)
-		if err != nil {
+		if errors.Is(err, ErrCorruptSnapshot) {
 			p.logger.Warn("partlog/log: skipping a producer snapshot", "dir", p.dir, "file", path, "err", err)
 			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read producer snapshot %s: %w", path, err) // I/O: reported
 		}
 		p.mu.producers.load(entries, now, p.cfg.ProducerIDExpiration.Milliseconds())
 		from = offs[i]
