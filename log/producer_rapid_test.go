@@ -12,18 +12,44 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// producerModel is a plain reference model of the producer rules: per
-// producer its epoch and every batch it got accepted in that epoch (the
-// partition remembers the last five; after a reopen only the last one,
-// what the snapshot format keeps).
+// producerModel is a plain reference model of the producer rules. It
+// keeps every accepted batch (hist, in log order) and the horizon: the
+// offset of the snapshot the partition last loaded its state from. The
+// state it checks against is derived from them: a producer's batches at
+// or past the horizon are all known, of those below it only its last one
+// (the snapshot format keeps one per producer); of the known ones, the
+// last five in the producer's latest epoch are recognised.
 type producerModel struct {
-	known map[int64]bool
-	epoch map[int64]int16
-	// batches[pid] are the producer's batches in its epoch; remembered[pid]
-	// is how many of the newest ones the partition still recognises.
-	batches    map[int64][]sentBatch
-	remembered map[int64]int
-	end        int64
+	hist    []sentBatch
+	horizon int64
+	end     int64
+}
+
+// producer returns what the partition should know of pid.
+func (m *producerModel) producer(pid int64) (known bool, epoch int16, recent []sentBatch) {
+	lastBelow := -1
+	var mine []sentBatch
+	for i, b := range m.hist {
+		if b.pid != pid {
+			continue
+		}
+		if b.base < m.horizon {
+			lastBelow = i
+			continue
+		}
+		mine = append(mine, b)
+	}
+	if lastBelow >= 0 {
+		mine = append([]sentBatch{m.hist[lastBelow]}, mine...)
+	}
+	if len(mine) == 0 {
+		return false, 0, nil
+	}
+	epoch = mine[len(mine)-1].epoch
+	for i := len(mine) - 1; i >= 0 && mine[i].epoch == epoch && len(recent) < 5; i-- {
+		recent = append([]sentBatch{mine[i]}, recent...)
+	}
+	return true, epoch, recent
 }
 
 type outcome struct {
@@ -34,51 +60,46 @@ type outcome struct {
 
 // expect applies the rules to a batch of n records from pid.
 func (m *producerModel) expect(pid int64, epoch int16, first int32, n int) outcome {
-	if !m.known[pid] {
+	known, cur, recent := m.producer(pid)
+	if !known {
 		return outcome{ok: true}
 	}
 	last := first + int32(n) - 1
-	bs := m.batches[pid]
-	if epoch == m.epoch[pid] {
-		for i := len(bs) - m.remembered[pid]; i < len(bs); i++ {
-			if bs[i].first == first && bs[i].last == last {
-				return outcome{dup: &bs[i]}
+	if epoch == cur {
+		for i := range recent {
+			if recent[i].first == first && recent[i].last == last {
+				return outcome{dup: &recent[i]}
 			}
 		}
 	}
 	switch {
-	case epoch < m.epoch[pid]:
+	case epoch < cur:
 		return outcome{kind: plog.ErrInvalidProducerEpoch}
-	case epoch > m.epoch[pid]:
+	case epoch > cur:
 		if first == 0 {
 			return outcome{ok: true}
 		}
 		return outcome{kind: plog.ErrOutOfOrderSequence}
 	}
-	lastSeq := int32(-1)
-	if len(bs) > 0 {
-		lastSeq = bs[len(bs)-1].last
-	}
-	if first == lastSeq+1 {
+	if first == recent[len(recent)-1].last+1 {
 		return outcome{ok: true}
 	}
 	return outcome{kind: plog.ErrOutOfOrderSequence}
 }
 
-// accept records an accepted batch.
-func (m *producerModel) accept(b sentBatch) {
-	if !m.known[b.pid] || b.epoch != m.epoch[b.pid] {
-		m.known[b.pid], m.epoch[b.pid] = true, b.epoch
-		m.batches[b.pid], m.remembered[b.pid] = nil, 0
+// nextSeq returns pid's next sequence in its epoch.
+func (m *producerModel) nextSeq(pid int64) (int16, int32) {
+	known, epoch, recent := m.producer(pid)
+	if !known {
+		return 0, 0
 	}
-	m.batches[b.pid] = append(m.batches[b.pid], b)
-	m.remembered[b.pid] = min(m.remembered[b.pid]+1, 5)
-	m.end = b.end
+	return epoch, recent[len(recent)-1].last + 1
 }
 
 // TestProducerStateMachine drives a partition and producerModel with the
 // same random operations: next batches, retries of any earlier batch,
-// arbitrary (epoch, sequence) batches, rolls and clean reopens. Every
+// arbitrary (epoch, sequence) batches, rolls, clean reopens and
+// truncations (which reload the state from the newest snapshot left). Every
 // outcome (accepted at the log end, recognised as a retry of the same
 // batch, or refused with the same sentinel) must agree, and a retry or a
 // refusal never changes the log end. Rerun a failure with -rapid.seed=N.
@@ -92,8 +113,7 @@ func TestProducerStateMachine(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer func() { _ = p.Close() }()
-		m := &producerModel{known: map[int64]bool{}, epoch: map[int64]int16{}, batches: map[int64][]sentBatch{}, remembered: map[int64]int{}}
-		var all []sentBatch // every accepted batch, for retries
+		m := &producerModel{}
 		ts := time.Now().UnixMilli()
 		try := func(rt *rapid.T, pid int64, epoch int16, first int32, n int) {
 			want := m.expect(pid, epoch, first, n)
@@ -110,8 +130,8 @@ func TestProducerStateMachine(t *testing.T) {
 					rt.Fatalf("%s: want accepted at %d, got %+v, %v", what, m.end, info, err)
 				}
 				b := sentBatch{pid: pid, epoch: epoch, first: first, last: first + int32(n) - 1, base: info.Base, end: info.LastOffset + 1, bytes: bt}
-				m.accept(b)
-				all = append(all, b)
+				m.hist = append(m.hist, b)
+				m.end = b.end
 			default:
 				if !errors.Is(err, want.kind) {
 					rt.Fatalf("%s: want %v, got %+v, %v", what, want.kind, info, err)
@@ -124,17 +144,14 @@ func TestProducerStateMachine(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"next": func(rt *rapid.T) {
 				pid := rapid.Int64Range(0, 3).Draw(rt, "pid")
-				first := int32(0)
-				if bs := m.batches[pid]; len(bs) > 0 {
-					first = bs[len(bs)-1].last + 1
-				}
-				try(rt, pid, m.epoch[pid], first, rapid.IntRange(1, 4).Draw(rt, "n"))
+				epoch, first := m.nextSeq(pid)
+				try(rt, pid, epoch, first, rapid.IntRange(1, 4).Draw(rt, "n"))
 			},
 			"retry": func(rt *rapid.T) {
-				if len(all) == 0 {
+				if len(m.hist) == 0 {
 					rt.Skip("nothing sent")
 				}
-				b := all[rapid.IntRange(max(0, len(all)-12), len(all)-1).Draw(rt, "batch")]
+				b := m.hist[rapid.IntRange(max(0, len(m.hist)-12), len(m.hist)-1).Draw(rt, "batch")]
 				try(rt, b.pid, b.epoch, b.first, int(b.last-b.first)+1)
 			},
 			"arbitrary": func(rt *rapid.T) {
@@ -153,8 +170,38 @@ func TestProducerStateMachine(t *testing.T) {
 				if p, err = plog.Open(dir, cfg); err != nil {
 					rt.Fatal(err)
 				}
-				for pid := range m.remembered {
-					m.remembered[pid] = min(m.remembered[pid], 1)
+				m.horizon = m.end // Close wrote the snapshot at the log end
+			},
+			"truncate": func(rt *rapid.T) {
+				if len(m.hist) == 0 {
+					rt.Skip("nothing sent")
+				}
+				o := m.hist[rapid.IntRange(0, len(m.hist)-1).Draw(rt, "cut")].base
+				if err := p.TruncateTo(o); err != nil {
+					rt.Fatal(err)
+				}
+				for len(m.hist) > 0 && m.hist[len(m.hist)-1].end > o {
+					m.hist = m.hist[:len(m.hist)-1]
+				}
+				m.end = o
+				if p.LogEndOffset() != o {
+					rt.Fatalf("truncate to %d: log end %d", o, p.LogEndOffset())
+				}
+				// The partition reloaded from its newest snapshot at or
+				// below o (from the log start when none).
+				names, err := mem.List(dir)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				m.horizon = 0
+				for _, n := range names {
+					var off int64
+					if k, _ := fmtSscan(n, &off); k == 1 {
+						if off > o {
+							rt.Fatalf("snapshot %s left past the new end %d", n, o)
+						}
+						m.horizon = max(m.horizon, off)
+					}
 				}
 			},
 		})
