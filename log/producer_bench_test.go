@@ -16,9 +16,17 @@ import (
 
 // idemBenchBatch is benchBatch (64 records, 16 KiB) from an idempotent
 // producer: same size, same records, producer id 1, epoch 0.
-func idemBenchBatch(b testing.TB, seq int32) []byte {
+func idemBenchBatch(b testing.TB, seq int32) []byte { return benchBatchFrom(b, 1, seq) }
+
+// benchBatchFrom is benchBatch's records in a batch from producer pid
+// (batch.NoProducerID: none) at sequence seq, timestamped now.
+func benchBatchFrom(b testing.TB, pid int64, seq int32) []byte {
 	plain := batch.Batch(logtest.MakeBatch(64, 220, 1_700_000_000_000, 3))
-	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 1, Epoch: 0, BaseSequence: seq}})
+	prod := &batch.Producer{ID: pid, Epoch: 0, BaseSequence: seq}
+	if pid < 0 {
+		prod = nil
+	}
+	bld := batch.NewBuilder(batch.BuilderOptions{Producer: prod})
 	var dec batch.Decoder
 	for r, err := range plain.All(&dec) {
 		if err != nil {
@@ -36,40 +44,48 @@ func idemBenchBatch(b testing.TB, seq int32) []byte {
 	return append([]byte(nil), bt...)
 }
 
-// BenchmarkAppendBatchIdempotent is BenchmarkAppendBatch with a producer
-// id: every append passes the sequence check and updates the producer's
-// state. The sequence lies under the CRC, so the batches are prebuilt, 256
-// consecutive ones; each lap after the first bumps the producer epoch
-// (outside the timer), and the lap starts again at sequence 0.
+// BenchmarkAppendBatchIdempotent compares AppendBatch of the same 16 KiB
+// batches (benchBatch's records) without a producer id (none) and from an
+// idempotent producer (idempotent: every append passes the sequence check
+// and updates the producer's state). The sequence lies under the CRC, so
+// the batches are prebuilt, 256 consecutive ones; each lap after the first
+// bumps the producer epoch (outside the timer) and starts again at
+// sequence 0. The none case runs the same loop.
 func BenchmarkAppendBatchIdempotent(b *testing.B) {
-	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	const ring = 256
-	bts := make([][]byte, ring)
-	for i := range bts {
-		bts[i] = idemBenchBatch(b, int32(i*64))
-	}
-	b.SetBytes(int64(len(bts[0])))
-	b.ReportAllocs()
-	i, epoch := 0, int16(0)
-	for b.Loop() {
-		if i == ring {
-			// Next lap: a new epoch starting at sequence 0 again.
-			b.StopTimer()
-			epoch++
-			for j := range bts {
-				bts[j] = reEpoch(bts[j], epoch)
+	for _, c := range []struct {
+		name string
+		pid  int64
+	}{{"none", batch.NoProducerID}, {"idempotent", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			i = 0
-			b.StartTimer()
-		}
-		if _, err := p.AppendBatch(bts[i]); err != nil {
-			b.Fatal(err)
-		}
-		i++
+			defer p.Close()
+			const ring = 256
+			bts := make([][]byte, ring)
+			for i := range bts {
+				bts[i] = benchBatchFrom(b, c.pid, int32(i*64))
+			}
+			b.SetBytes(int64(len(bts[0])))
+			b.ReportAllocs()
+			i, epoch := 0, int16(0)
+			for b.Loop() {
+				if i == ring {
+					b.StopTimer()
+					epoch++
+					for j := range bts {
+						bts[j] = reEpoch(bts[j], epoch)
+					}
+					i = 0
+					b.StartTimer()
+				}
+				if _, err := p.AppendBatch(bts[i]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
 
