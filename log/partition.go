@@ -172,6 +172,12 @@ func (p *Partition) lockWriter() {
 // replication-offset-checkpoint holds (Sync and Close write it), clamped to
 // [log start, log end], and at the log start offset without one.
 //
+// The producer state (see Idempotent producers in the package
+// documentation) is loaded from the newest .snapshot at or below the log
+// end that decodes, and the batches after it are replayed (reading their
+// headers); when anything was replayed or recovered, a snapshot at the log
+// end is written.
+//
 // The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
 // ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
 // name the file.
@@ -511,7 +517,8 @@ func (p *Partition) checkWritableLocked() error {
 }
 
 // Close seals the active segment (its final time index entry), flushes
-// everything as Sync does, releases the partition's references on its
+// everything as Sync does, writes the producer state snapshot at the log
+// end (fsynced), releases the partition's references on its
 // segments and, when all of that succeeded and the partition had not
 // failed, writes the clean-shutdown marker so that the next Open skips
 // recovery. Records still open stay valid: their segments are closed when

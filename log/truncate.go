@@ -215,6 +215,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	}
 	p.logStart.Store(offset)
 	p.truncateEpochsFromStartLocked(offset)
+	p.dropSnapshotsBelowLocked(offset) // snapshot.go
 
 	snap := p.segs.Load()
 	n := 0
