@@ -356,9 +356,45 @@ func TestProducerSnapshotLifecycle(t *testing.T) {
 	assert.True(t, info.Duplicate)
 	assert.Equal(t, bases[8], info.Base)
 
-	// Truncating everything (DeleteRecordsBefore inside the first batch
-	// left, then TruncateTo below it): every snapshot goes.
+	// Truncating everything (DeleteRecordsBefore inside a batch, then
+	// TruncateTo into that batch: Kafka's truncateFullyAndStartAt): every
+	// snapshot goes, and so does the state.
+	require.NoError(t, p.Roll())
+	require.NotEmpty(t, snapshotsIn(t, dir))
+	inside := bases[8] + 1
+	require.NoError(t, p.DeleteRecordsBefore(inside))
+	require.NoError(t, p.TruncateTo(inside))
+	assert.Equal(t, inside, p.LogEndOffset())
+	assert.Empty(t, snapshotsIn(t, dir))
+	ps, err := p.Producers()
+	require.NoError(t, err)
+	assert.Empty(t, ps)
 	require.NoError(t, p.Close())
+}
+
+// TestProducerSnapshotPastTheEnd: a snapshot past the log end (left by a
+// crash after a truncation, or copied in) describes batches the log does
+// not hold: Open removes it and rebuilds the state from the log.
+func TestProducerSnapshotPastTheEnd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	b0, err := p.AppendBatch(pb{seq: 0, n: 2}.bytes(t))
+	require.NoError(t, err)
+	end := p.LogEndOffset()
+	require.NoError(t, p.Close())
+	// A snapshot at 1000 claiming producer 7 is at sequence 500.
+	fake := plog.AppendProducerSnapshot(nil, []plog.ProducerSnapshotEntry{{ProducerID: 7, LastSequence: 500, LastOffset: 999,
+		Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, plog.SnapshotFileName(1000)), fake, 0o644))
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Equal(t, []int64{end}, snapshotsIn(t, dir))
+	info, err := p.AppendBatchInfo(pb{seq: 0, n: 2}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate)
+	assert.Equal(t, b0, info.Base)
 }
 
 // TestProducerSnapshotCorruptIsSkipped: a snapshot that does not decode is
