@@ -60,6 +60,10 @@ func readPartition(t testing.TB, p *plog.Partition) []rec {
 
 func appendPartition(t testing.TB, p *plog.Partition, rounds, keys int, ts int64) {
 	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
+	seq := int32(0) // producer 7's sequences follow on: partitions check them
+	if st, ok, err := p.ProducerState(7); err == nil && ok && len(st.Batches) > 0 {
+		seq = st.Batches[len(st.Batches)-1].LastSequence + 1
+	}
 	for r := range rounds {
 		var recs []kv
 		for i := range keys {
@@ -68,9 +72,10 @@ func appendPartition(t testing.TB, p *plog.Partition, rounds, keys int, ts int64
 		if r%4 == 1 {
 			recs = append(recs, kv{key: k("k0"), ts: ts + int64(r)})
 		}
-		if _, err := p.AppendBatch(buildBatch(t, codecs[r%len(codecs)], &batch.Producer{ID: 7, BaseSequence: int32(r * 100)}, recs...)); err != nil {
+		if _, err := p.AppendBatch(buildBatch(t, codecs[r%len(codecs)], &batch.Producer{ID: 7, BaseSequence: seq}, recs...)); err != nil {
 			t.Fatal(err)
 		}
+		seq += int32(len(recs))
 	}
 }
 

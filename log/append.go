@@ -49,12 +49,21 @@ import (
 // memory, such as the Records.Bytes of a ReadFrom on this or another
 // partition, and is unchanged when AppendBatch returns; the stored batch
 // can be read back with ReadFrom(base, ...). b is not retained.
+//
+// A batch with a producer id (>= 0) is checked against the producer's
+// state under the lock, before anything is written (see "Idempotent
+// producers" in the package documentation): a retry of one of its last
+// five batches returns the original base offset and a nil error and writes
+// nothing (AppendBatchInfo tells it apart); a gap, a stale sequence or a
+// new epoch not starting at 0 gives ErrOutOfOrderSequence, an older epoch
+// ErrInvalidProducerEpoch.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
-	return p.appendBatch(context.Background(), b)
+	return p.appendBatch(context.Background(), b, nil)
 }
 
-// appendBatch implements AppendBatch and AppendBatchContext.
-func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err error) {
+// appendBatch implements AppendBatch, AppendBatchContext and
+// AppendBatchInfo; info, when not nil, receives a duplicate's AppendInfo.
+func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo) (base int64, err error) {
 	bt, hdr, err := p.checkProducerBatch(b)
 	if err != nil {
 		return -1, err
@@ -63,6 +72,15 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte) (base int64, err 
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
 		return -1, err
+	}
+	// Producer state (producer.go): refused, or a retry answered with
+	// its original offsets; nothing written either way.
+	if d, done, err := p.checkProducerLocked(bt); done {
+		p.mu.Unlock()
+		if info != nil {
+			*info = d
+		}
+		return d.Base, err
 	}
 	base = p.mu.end.Offset
 	h := batch.Batch(p.mu.header[:])
@@ -318,6 +336,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.stats.noteAppend(bt)
+	p.observeProducerLocked(bt) // producer.go; the header is enough
 	return nil
 }
 
@@ -384,6 +403,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 			p.mu.dirDirty = false
 		}
 	}
+	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

@@ -166,9 +166,16 @@ type Config struct {
 	FS segment.FS
 
 	// Now is the wall clock, used for time-based rolls of segments without
-	// timestamps, for LogAppendTime and for the timestamp limits of
-	// AppendBatch. Default time.Now; tests pass a fake clock.
+	// timestamps, for LogAppendTime, for the timestamp limits of AppendBatch
+	// and for producer expiry. Default time.Now; tests pass a
+	// fake clock.
 	Now func() time.Time
+
+	// ProducerIDExpiration is producer.id.expiration.ms: a producer whose
+	// last batch's max timestamp is this much older than Now, and that has
+	// no open transaction, is forgotten (its retries are then no longer
+	// recognised, and it may start again at any sequence). Default 1 day.
+	ProducerIDExpiration time.Duration
 }
 
 // EnsureDefaults replaces every zero field with Kafka's default and returns
@@ -207,6 +214,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
 	return c
 }
 
@@ -228,6 +238,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: flush.messages %d is negative", ErrInvalidConfig, c.FlushMessages)
 	case c.FlushInterval < 0:
 		return fmt.Errorf("%w: flush.ms %v is negative", ErrInvalidConfig, c.FlushInterval)
+	case c.ProducerIDExpiration < 0:
+		return fmt.Errorf("%w: producer.id.expiration.ms %v is negative", ErrInvalidConfig, c.ProducerIDExpiration)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func (p *Partition) AppendBatchContext(ctx context.Context, b []byte) (base int6
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
-	return p.appendBatch(ctx, b)
+	return p.appendBatch(ctx, b, nil)
 }
 
 // AppendAssignedContext is AppendAssigned with a context bounding its wait

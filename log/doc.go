@@ -57,8 +57,8 @@
 // Kafka's rules, undoes an unfinished compaction (.cleaned) or completes one
 // past its commit point (.swap). Open also reads directories a Kafka broker
 // wrote, compacted ones included (offset gaps, 0-byte or missing indexes),
-// reads their leader-epoch-checkpoint, and leaves the files it does not
-// own (producer .snapshot files) alone.
+// reads their leader-epoch-checkpoint and their producer .snapshot files
+// (see Idempotent producers).
 //
 // Open locks the directory (LockFile, flock(2) on unix) until Close: a
 // second Open of it, in this process or another, fails with ErrLocked.
@@ -397,9 +397,51 @@
 // Records promptly, and do not hold one across a call that changes the
 // partition (see Resource lifetimes).
 //
+// # Idempotent producers
+//
+// A batch with a producer id (>= 0) is checked by AppendBatch under the
+// partition's lock, before anything is written, with the rules of Kafka's
+// ProducerStateManager and ProducerAppendInfo. Per producer id the
+// partition keeps its epoch, its last five batches (first and last
+// sequence, first and last offset, max timestamp), the coordinator epoch
+// of its last transaction marker and the first offset of its open
+// transaction (ProducerState). For the producer's batch:
+//
+//   - the same epoch and the first and last sequence of one of its last
+//     five batches: a retry. Nothing is written; AppendBatch returns the
+//     original base offset and a nil error, AppendBatchInfo also reports
+//     Duplicate;
+//   - an older epoch: ErrInvalidProducerEpoch (the producer was fenced);
+//   - a newer epoch must start at sequence 0, the same epoch must continue
+//     at the last sequence + 1 (after math.MaxInt32 comes 0); otherwise
+//     ErrOutOfOrderSequence;
+//   - an unknown producer (new, expired, or whose batches were deleted) may
+//     start at any sequence, as in Kafka;
+//   - a base sequence below 0: ErrInvalidBatch; a non-transactional batch
+//     while the producer's transaction is open: ErrInvalidTxnState.
+//
+// A refused batch consumes no offset. AppendAssigned (followers,
+// coordinators) updates the state without checking, as Kafka's replica
+// path; control batches end the producer's open transaction.
+//
+// The state is stored in Kafka's <offset>.snapshot files (version 1,
+// docs/format.md): written at every roll for the new segment's base
+// (fsynced by the next Sync, periodic flush or Close, outside the lock; a
+// torn one is skipped), at Close and after a recovery (fsynced);
+// removed below the log start with their segments and past the new end by
+// TruncateTo, which then reloads the state. Open loads the newest snapshot
+// at or below the log end that decodes (a corrupt one is skipped with a
+// warning) and replays the batch headers after it. A snapshot keeps one
+// batch per producer, so after a reopen a producer's batches before the
+// loaded snapshot are known by their last one only (as in Kafka). Producers
+// idle longer than Config.ProducerIDExpiration (by Config.Now against their
+// last batch's max timestamp) and without an open transaction are removed
+// on load, at each roll, at most every 10 minutes when a new producer
+// appears, and by ExpireProducers.
+//
 // # What a Partition does not do yet
 //
-// Producer state (idempotence, transactions, .snapshot files), answering
+// Transactions (last stable offset, aborted transaction index), answering
 // OffsetsForLeaderEpoch from the leader epoch cache, and time or size
 // based retention policies (package compaction drives DeleteSegments) are
 // separate changes.

@@ -226,6 +226,7 @@ func (p *Partition) failLocked(err error) {
 func (p *Partition) Sync() error {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -333,6 +334,7 @@ func (p *Partition) runFlusher(interval time.Duration) {
 		case <-t.C:
 		}
 		p.flushMu.Lock()
+		p.syncPendingSnapshots() // snapshot.go, without mu
 		p.lockWriter()
 		if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
 			if err := p.fullFlushLocked(); err != nil {

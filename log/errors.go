@@ -115,3 +115,27 @@ func invalidBatchf(cause error, format string, args ...any) error {
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidBatch, msg)
 }
+
+// Errors returned by AppendBatch for a batch with a producer id (>= 0) that
+// the producer state refuses (see "Idempotent producers" in the package
+// documentation). Like the errors above, each is returned before anything
+// is written and consumes no offset. The error names the producer id, the
+// epochs and the sequences.
+var (
+	// ErrOutOfOrderSequence marks a batch whose first sequence does not
+	// follow the producer's last one (a gap, or a sequence from the past
+	// that is not one of its last five batches), or a new epoch that does
+	// not start at sequence 0. Kafka error code:
+	// OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+	ErrOutOfOrderSequence = errors.New("partlog/log: out of order sequence number")
+
+	// ErrInvalidProducerEpoch marks a batch whose producer epoch is older
+	// than the producer's current epoch: a fenced ("zombie") producer.
+	// Kafka error code: INVALID_PRODUCER_EPOCH (47).
+	ErrInvalidProducerEpoch = errors.New("partlog/log: invalid producer epoch")
+
+	// ErrInvalidTxnState marks a non-transactional batch from a producer
+	// whose transaction is open (it sent a transactional batch and no
+	// marker ended it). Kafka error code: INVALID_TXN_STATE (48).
+	ErrInvalidTxnState = errors.New("partlog/log: invalid transaction state")
+)

@@ -4,6 +4,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/partlog/partlog/batch"
@@ -111,7 +112,7 @@ func TestOpenKafkaPartition(t *testing.T) {
 // batch lies above their base offset, offset gaps, an empty segment,
 // missing and 0-byte indexes, Kafka's leader-epoch-checkpoint (which Open
 // reads and has no reason to rewrite) and producer snapshots beside the
-// segments. No clean-shutdown marker is there, so
+// segments (loaded, and owned: see TestKafkaProducerSnapshot). No clean-shutdown marker is there, so
 // Open recovers every segment (validating each batch, rebuilding the
 // indexes), under the strict policy too since the data is valid. Reads
 // return Kafka's bytes record for record, Verify passes, files partlog
@@ -142,6 +143,10 @@ func TestOpenEveryKafkaPartition(t *testing.T) {
 						}
 						want = append(want, b...) // ReadDir sorts: 20-digit names
 					case ok && (suffix == segment.IndexSuffix || suffix == segment.TimeIndexSuffix):
+					case strings.HasSuffix(n.Name(), plog.SnapshotSuffix):
+						// Producer snapshots are the partition's own: Open
+						// loads them and Close rewrites the one at the log
+						// end (without producers expired since).
 					default:
 						foreign[n.Name()] = b
 					}

@@ -77,6 +77,8 @@ type Partition struct {
 		cond    *sync.Cond
 		syncing bool
 	}
+	// snapPending lists the roll snapshots not yet fsynced (snapshot.go).
+	snapPending pendingSnapshots
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}
@@ -130,6 +132,8 @@ type Partition struct {
 		// batch being appended, patched here and never in the caller's
 		// bytes.
 		header [batch.HeaderSize]byte
+		// producers is the idempotent producer state (producer.go).
+		producers producerState
 		// truncating is the segment TruncateTo is cutting while it waits,
 		// without mu, for the segment's read leases (nil otherwise). While
 		// it is set, writers wait on truncated (lockWriter); only
@@ -198,6 +202,12 @@ func (p *Partition) lockWriter() {
 // offset, or under DisableAutoHighWatermark at the offset the
 // replication-offset-checkpoint holds (Sync and Close write it), clamped to
 // [log start, log end], and at the log start offset without one.
+//
+// The producer state (see Idempotent producers in the package
+// documentation) is loaded from the newest .snapshot at or below the log
+// end that decodes, and the batches after it are replayed (reading their
+// headers); when anything was replayed or recovered, a snapshot at the log
+// end is written.
 //
 // The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
 // ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
@@ -401,6 +411,15 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 	if err := p.writeEpochsLocked(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 	}
+	// Producer state: newest snapshot at or below the end, then the log
+	// replayed from there; a fresh snapshot when anything was replayed.
+	if replayed, err := p.loadProducersLocked(list, end.Offset); err != nil {
+		return fail(fmt.Errorf("partlog/log: open %s: producer state: %w", dir, err))
+	} else if replayed || !clean {
+		if err := p.snapshotDurableLocked(); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot's references; the ones Open and Create
 	// returned are the partition's own.
@@ -574,7 +593,8 @@ func (p *Partition) checkWritableLocked() error {
 }
 
 // Close seals the active segment (its final time index entry), flushes
-// everything as Sync does, releases the partition's references on its
+// everything as Sync does, writes the producer state snapshot at the log
+// end (fsynced), releases the partition's references on its
 // segments and, when all of that succeeded and the partition had not
 // failed, writes the clean-shutdown marker so that the next Open skips
 // recovery. Records still open stay valid: their segments are closed when
@@ -586,6 +606,7 @@ func (p *Partition) Close() error {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
@@ -607,6 +628,9 @@ func (p *Partition) Close() error {
 		}
 		if first == nil {
 			keep(p.fullFlushLocked())
+		}
+		if first == nil {
+			keep(p.snapshotDurableLocked()) // producer state at the log end
 		}
 	}
 	p.closeSyncFile()

@@ -434,7 +434,23 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
 // cache, reading only their headers. buf is scratch, returned grown.
-func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) (_ []byte, err error) {
+func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]byte, error) {
+	return walkHeaders(seg, buf, func(_ int64, h []byte, legacy bool) (bool, error) {
+		if !legacy {
+			p.observeEpochLocked(batch.Batch(h))
+		}
+		return true, nil
+	})
+}
+
+// walkHeaders calls fn with the header of every entry of seg in order: a
+// RecordBatch v2's batch.HeaderSize bytes (legacy false), or the first
+// bytes of a legacy magic 0/1 message (legacy true; no v2 field applies).
+// h aliases the mapping or buf and is valid during the call only. fn
+// returns false to stop. The segment's framing was checked by recovery, so
+// an entry that does not frame is a bug (an assertion error); a fault on
+// the mapping is an error wrapping ErrFault. It returns buf for reuse.
+func walkHeaders(seg *segment.Segment, buf []byte, fn func(pos int64, h []byte, legacy bool) (bool, error)) (_ []byte, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
 	for pos := int64(0); pos < size; {
@@ -446,15 +462,18 @@ func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) (_ []
 			buf = h[:0]
 		}
 		m, ok := batch.PeekMagic(h)
+		legacy := ok && batch.IsLegacyMagic(m)
 		minSize := int64(batch.HeaderSize)
-		if ok && batch.IsLegacyMagic(m) {
-			minSize = legacyMinSize(m) // no leader epoch before magic 2
-		} else if len(h) == batch.HeaderSize {
-			p.observeEpochLocked(batch.Batch(h))
+		if legacy {
+			minSize = legacyMinSize(m)
 		}
 		n := int64(int32(binary.BigEndian.Uint32(h[batch.LogOverhead-4:]))) + batch.LogOverhead
-		if !ok || n < minSize {
-			return buf, base.AssertionFailedf("partlog/log: batch of %d bytes at %d of a recovered segment", n, pos)
+		if !ok || n < minSize || (!legacy && len(h) < batch.HeaderSize) || pos+n > size {
+			return buf, base.AssertionFailedf("partlog/log: entry of %d bytes at %d of segment %s (%d bytes)", n, pos, seg, size)
+		}
+		more, err := fn(pos, h, legacy)
+		if err != nil || !more {
+			return buf, err
 		}
 		pos += n
 	}

@@ -161,6 +161,12 @@ func (p *Partition) makeTruncationDurableLocked() error {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
+	// Producer state (snapshot.go): snapshots past the new end removed
+	// (durably), state reloaded from the log that remains.
+	if err := p.reloadProducersLocked(false); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
+		return p.mu.failed
+	}
 	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
@@ -209,6 +215,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	}
 	p.logStart.Store(offset)
 	p.truncateEpochsFromStartLocked(offset)
+	p.dropSnapshotsBelowLocked(offset) // snapshot.go
 
 	snap := p.segs.Load()
 	n := 0
@@ -295,6 +302,9 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.mu.rollAfter = p.newRollAfter()
 	p.mu.flushedBelow = at
 	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
+	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
+		return fail(fmt.Errorf("producer state: %w", err))
+	}
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
 }

@@ -1,0 +1,161 @@
+package log_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// sentBatch is a producer batch the test appended.
+type sentBatch struct {
+	pid         int64
+	epoch       int16
+	first, last int32
+	base, end   int64 // offsets [base, end)
+	bytes       []byte
+}
+
+// TestProducerRetryAfterCrash: random histories of idempotent producers
+// (appends, epoch bumps, rolls, syncs, truncations, retries) on the
+// crash-simulating filesystem, crashed at random moments with a random
+// share of the unsynced writes surviving (some torn: roll snapshots are
+// never fsynced) and reopened from the clone. After every crash, the last
+// batch of every producer that the recovered log holds (every batch
+// acknowledged under flush.messages=1, every synced one otherwise, lies in
+// it) is recognised as a retry with its original offsets; and a retry of
+// any batch a history sent never changes the log.
+func TestProducerRetryAfterCrash(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0x1de))
+	budget, minCrashes := 8*time.Second, 1500
+	if testing.Short() {
+		budget, minCrashes = 2*time.Second, 200
+	}
+	deadline := time.Now().Add(budget)
+	crashes, histories := 0, 0
+	for crashes < minCrashes && time.Now().Before(deadline) {
+		histories++
+		crashes += producerCrashHistory(t, rng, histories)
+	}
+	t.Logf("%d crash points in %d histories", crashes, histories)
+}
+
+func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
+	t.Helper()
+	flush := []int64{0, 1}[rng.IntN(2)]
+	mem := vfs.NewMem()
+	cfg := plog.Config{FS: mem, SegmentBytes: int64(250 + rng.IntN(1200)), FlushMessages: flush}
+	const dir = "/kafka/idem-0"
+	where := func() string { return fmt.Sprintf("history %d (flush.messages %d)", id, flush) }
+	p, err := plog.Open(dir, cfg)
+	if err != nil {
+		t.Fatalf("%s: open: %v", where(), err)
+	}
+	defer func() { _ = p.Close() }()
+	const producers = 4
+	var (
+		sent  []sentBatch // in log order, all in the log
+		epoch [producers]int16
+		next  [producers]int32
+	)
+	retry := func(b sentBatch, mustDup bool) {
+		end := p.LogEndOffset()
+		info, err := p.AppendBatchInfo(append([]byte(nil), b.bytes...))
+		switch {
+		case err == nil && info.Duplicate:
+			if info.Base != b.base || info.LastOffset != b.end-1 {
+				t.Fatalf("%s: retry of [%d, %d) answered [%d, %d]", where(), b.base, b.end, info.Base, info.LastOffset)
+			}
+		case mustDup:
+			t.Fatalf("%s: retry of producer %d's last batch [%d, %d) (seq %d..%d): %+v, %v", where(), b.pid, b.base, b.end, b.first, b.last, info, err)
+		case err == nil:
+			t.Fatalf("%s: a retry of [%d, %d) was appended again at %d", where(), b.base, b.end, info.Base)
+		case !errors.Is(err, plog.ErrOutOfOrderSequence) && !errors.Is(err, plog.ErrInvalidProducerEpoch):
+			t.Fatalf("%s: retry: %v", where(), err)
+		}
+		if p.LogEndOffset() != end {
+			t.Fatalf("%s: a retry moved the log end from %d to %d", where(), end, p.LogEndOffset())
+		}
+	}
+	// forget drops the sent batches at or past end and rewinds each
+	// producer to its last batch left.
+	forget := func(end int64) {
+		for len(sent) > 0 && sent[len(sent)-1].end > end {
+			sent = sent[:len(sent)-1]
+		}
+		for pid := range producers {
+			next[pid] = 0
+		}
+		for _, b := range sent {
+			epoch[b.pid], next[b.pid] = b.epoch, b.last+1
+		}
+	}
+	checkLast := func() {
+		seen := map[int64]bool{}
+		for i := len(sent) - 1; i >= 0; i-- {
+			if b := sent[i]; !seen[b.pid] {
+				seen[b.pid] = true
+				retry(b, true)
+			}
+		}
+	}
+	crashes := 0
+	ts := time.Now().UnixMilli()
+	for step := 0; step < 50; step++ {
+		switch r := rng.IntN(100); {
+		case r < 55:
+			pid := rng.IntN(producers)
+			if rng.IntN(15) == 0 {
+				epoch[pid]++
+				next[pid] = 0
+			}
+			n := 1 + rng.IntN(4)
+			bt := prodBatch(t, int64(pid), epoch[pid], next[pid], n, ts, false)
+			base, err := p.AppendBatch(append([]byte(nil), bt...))
+			if err != nil {
+				t.Fatalf("%s: append: %v", where(), err)
+			}
+			sent = append(sent, sentBatch{pid: int64(pid), epoch: epoch[pid], first: next[pid], last: next[pid] + int32(n) - 1,
+				base: base, end: base + int64(n), bytes: bt})
+			next[pid] += int32(n)
+		case r < 65 && len(sent) > 0:
+			retry(sent[len(sent)-1-rng.IntN(min(len(sent), 8))], false)
+		case r < 72:
+			if err := p.Roll(); err != nil {
+				t.Fatalf("%s: roll: %v", where(), err)
+			}
+		case r < 78:
+			if err := p.Sync(); err != nil {
+				t.Fatalf("%s: sync: %v", where(), err)
+			}
+		case r < 82 && len(sent) > 0:
+			o := sent[rng.IntN(len(sent))].base
+			if err := p.TruncateTo(o); err != nil {
+				t.Fatalf("%s: truncate to %d: %v", where(), o, err)
+			}
+			forget(p.LogEndOffset())
+			checkLast()
+		case r >= 82:
+			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			clone := mem.CrashClone(opts)
+			_ = p.Close()
+			mem, cfg.FS = clone, clone
+			p, err = plog.Open(dir, cfg)
+			if err != nil {
+				t.Fatalf("%s: reopen after crash %+v: %v", where(), opts, err)
+			}
+			forget(p.LogEndOffset())
+			checkLast()
+			for _, b := range sent {
+				retry(b, false)
+			}
+			crashes++
+		}
+	}
+	return crashes
+}

@@ -1,0 +1,543 @@
+package log_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// prodBatch builds an uncompressed batch of n records from producer pid
+// with epoch and first sequence seq.
+func prodBatch(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
+	for i := range n {
+		require.NoError(t, bld.Add(batch.Record{Timestamp: ts + int64(i), Key: []byte{byte(i)}, Value: []byte("v")}))
+	}
+	bt, err := bld.Build()
+	require.NoError(t, err)
+	return append([]byte(nil), bt...)
+}
+
+// failer is what prodBatch needs of a *testing.T, *testing.B or *rapid.T.
+type failer interface {
+	Helper()
+	Errorf(format string, args ...any)
+	FailNow()
+}
+
+// pb is a producer batch in a table: producer 7 unless pid is set.
+type pb struct {
+	pid   int64
+	epoch int16
+	seq   int32
+	n     int
+	txn   bool
+}
+
+func (b pb) bytes(t testing.TB) []byte {
+	pid := b.pid
+	if pid == 0 {
+		pid = 7
+	}
+	n := b.n
+	if n == 0 {
+		n = 1
+	}
+	return prodBatch(t, pid, b.epoch, b.seq, n, b.ts(), b.txn)
+}
+
+// ts is the batch's timestamp: now, so that producers do not expire
+// under the default producer.id.expiration.ms, unless the test set one.
+func (b pb) ts() int64 {
+	if pbTime != 0 {
+		return pbTime
+	}
+	return time.Now().UnixMilli()
+}
+
+// pbTime, when not 0, is the timestamp of every pb batch (tests with a
+// fake clock set it; they do not run in parallel).
+var pbTime int64
+
+// TestProducerSequenceRules is Kafka's ProducerAppendInfo on the leader
+// path, case by case: after the setup batches (all accepted), the probe is
+// accepted, recognised as a retry of setup batch dupOf (original offsets,
+// nothing written), or refused with the sentinel (nothing written, no
+// offset consumed: the next good batch gets the same base).
+func TestProducerSequenceRules(t *testing.T) {
+	const maxSeq = math.MaxInt32
+	tests := []struct {
+		name  string
+		setup []pb
+		probe pb
+		dupOf int // index into setup, or -1
+		err   error
+	}{
+		{"unknown producer, any sequence", nil, pb{seq: 42}, -1, nil},
+		{"unknown producer, sequence 0", nil, pb{seq: 0}, -1, nil},
+		{"next sequence", []pb{{seq: 0, n: 3}}, pb{seq: 3}, -1, nil},
+		{"retry of the last batch", []pb{{seq: 0, n: 3}, {seq: 3, n: 2}}, pb{seq: 3, n: 2}, 1, nil},
+		{"retry of the fifth-last batch", []pb{{seq: 0}, {seq: 1}, {seq: 2}, {seq: 3}, {seq: 4}}, pb{seq: 0}, 0, nil},
+		{"retry of the sixth-last batch is out of order", []pb{{seq: 0}, {seq: 1}, {seq: 2}, {seq: 3}, {seq: 4}, {seq: 5}}, pb{seq: 0}, -1, plog.ErrOutOfOrderSequence},
+		{"gap", []pb{{seq: 0, n: 2}}, pb{seq: 3}, -1, plog.ErrOutOfOrderSequence},
+		{"same first sequence, other last sequence", []pb{{seq: 0, n: 3}}, pb{seq: 0, n: 2}, -1, plog.ErrOutOfOrderSequence},
+		{"sequence from the past inside a batch", []pb{{seq: 0, n: 3}}, pb{seq: 1, n: 2}, -1, plog.ErrOutOfOrderSequence},
+		{"repeated last sequence", []pb{{seq: 0, n: 3}}, pb{seq: 2}, -1, plog.ErrOutOfOrderSequence},
+		{"older epoch", []pb{{epoch: 2, seq: 0}}, pb{epoch: 1, seq: 1}, -1, plog.ErrInvalidProducerEpoch},
+		{"retry from an older epoch is fenced", []pb{{epoch: 1, seq: 0}, {epoch: 2, seq: 0}}, pb{epoch: 1, seq: 0}, -1, plog.ErrInvalidProducerEpoch},
+		{"new epoch at sequence 0", []pb{{epoch: 1, seq: 0, n: 5}}, pb{epoch: 2, seq: 0}, -1, nil},
+		{"new epoch not at sequence 0", []pb{{epoch: 1, seq: 0, n: 5}}, pb{epoch: 2, seq: 5}, -1, plog.ErrOutOfOrderSequence},
+		{"new epoch forgets the old batches", []pb{{epoch: 1, seq: 0}, {epoch: 2, seq: 0}}, pb{epoch: 2, seq: 0}, 1, nil},
+		{"wrap: MaxInt32 then 0", []pb{{seq: maxSeq - 1, n: 2}}, pb{seq: 0}, -1, nil},
+		{"wrap inside a batch", []pb{{seq: maxSeq - 1, n: 3}}, pb{seq: 1}, -1, nil},
+		{"retry of a wrapping batch", []pb{{seq: maxSeq - 1, n: 3}}, pb{seq: maxSeq - 1, n: 3}, 0, nil},
+		{"no wrap before MaxInt32", []pb{{seq: maxSeq - 3, n: 2}}, pb{seq: 0}, -1, plog.ErrOutOfOrderSequence},
+		{"base sequence -1 with a producer id", nil, pb{seq: -1}, -1, plog.ErrInvalidBatch},
+		{"base sequence -5 with a producer id", []pb{{seq: 0}}, pb{seq: -5}, -1, plog.ErrInvalidBatch},
+		{"other producers do not interfere", []pb{{pid: 8, seq: 0}, {pid: 9, seq: 10}}, pb{seq: 3}, -1, nil},
+		{"non-transactional batch during a transaction", []pb{{seq: 0, txn: true}}, pb{seq: 1}, -1, plog.ErrInvalidTxnState},
+		{"transactional batches in a row", []pb{{seq: 0, txn: true}}, pb{seq: 1, txn: true}, -1, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := openT(t, plog.Config{})
+			var bases []int64
+			for _, s := range tc.setup {
+				base, err := p.AppendBatch(s.bytes(t))
+				require.NoError(t, err)
+				bases = append(bases, base)
+			}
+			end := p.LogEndOffset()
+			probe := tc.probe.bytes(t)
+			info, err := p.AppendBatchInfo(probe)
+			switch {
+			case tc.err != nil:
+				require.ErrorIs(t, err, tc.err)
+				assert.Equal(t, int64(-1), info.Base)
+				assert.Equal(t, end, p.LogEndOffset(), "a refused batch changed the log")
+			case tc.dupOf >= 0:
+				require.NoError(t, err)
+				assert.True(t, info.Duplicate)
+				assert.Equal(t, bases[tc.dupOf], info.Base)
+				n := max(tc.setup[tc.dupOf].n, 1)
+				assert.Equal(t, bases[tc.dupOf]+int64(n)-1, info.LastOffset)
+				assert.Equal(t, end, p.LogEndOffset(), "a retry changed the log")
+				base, err := p.AppendBatch(probe) // the plain API says the same
+				require.NoError(t, err)
+				assert.Equal(t, bases[tc.dupOf], base)
+			default:
+				require.NoError(t, err)
+				assert.False(t, info.Duplicate)
+				assert.Equal(t, end, info.Base)
+				assert.Greater(t, p.LogEndOffset(), end)
+			}
+			if tc.err != nil {
+				// Nothing consumed: an unrelated producer's batch gets the
+				// old log end.
+				base, err := p.AppendBatch(pb{pid: 1000, seq: 0}.bytes(t))
+				require.NoError(t, err)
+				assert.Equal(t, end, base)
+			}
+		})
+	}
+}
+
+// TestProducerErrorsName checks that a refusal names the producer id, the
+// epochs and the sequences.
+func TestProducerErrorsName(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	_, err := p.AppendBatch(pb{pid: 4242, epoch: 3, seq: 0, n: 2}.bytes(t))
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{pid: 4242, epoch: 3, seq: 9}.bytes(t))
+	require.ErrorIs(t, err, plog.ErrOutOfOrderSequence)
+	assert.Contains(t, err.Error(), "producer 4242 epoch 3")
+	assert.Contains(t, err.Error(), "after last sequence 1")
+	_, err = p.AppendBatch(pb{pid: 4242, epoch: 2, seq: 2}.bytes(t))
+	require.ErrorIs(t, err, plog.ErrInvalidProducerEpoch)
+	assert.Contains(t, err.Error(), "epoch 2 is older than its current epoch 3")
+}
+
+// TestProducerWithoutID: batches without a producer id are never checked;
+// the same bytes twice are stored twice.
+func TestProducerWithoutID(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	b := prodBatch(t, batch.NoProducerID, batch.NoProducerEpoch, batch.NoSequence, 2, 1000, false)
+	b0, err := p.AppendBatch(append([]byte(nil), b...))
+	require.NoError(t, err)
+	b1, err := p.AppendBatch(append([]byte(nil), b...))
+	require.NoError(t, err)
+	assert.Equal(t, b0+2, b1)
+	ps, err := p.Producers()
+	require.NoError(t, err)
+	assert.Empty(t, ps)
+}
+
+// TestProducerFollowerPathUpdatesWithoutChecks: AppendAssigned stores what
+// the leader sent, stale epochs and gaps included (Kafka's replica path),
+// and the state it leaves is what a leader checks next.
+func TestProducerFollowerPathUpdatesWithoutChecks(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	assigned := func(b []byte) {
+		batch.Batch(b).SetBaseOffset(p.LogEndOffset())
+		_, err := p.AppendAssigned(b)
+		require.NoError(t, err)
+	}
+	assigned(pb{epoch: 2, seq: 0, n: 2}.bytes(t))
+	assigned(pb{epoch: 2, seq: 10, n: 1}.bytes(t)) // a gap: not checked
+	assigned(pb{epoch: 1, seq: 0, n: 1}.bytes(t))  // an older epoch: not checked, becomes current
+	st, ok, err := p.ProducerState(7)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int16(1), st.Epoch)
+	require.Len(t, st.Batches, 1)
+	assert.Equal(t, plog.ProducerBatch{FirstSequence: 0, LastSequence: 0, FirstOffset: 3, LastOffset: 3, MaxTimestamp: st.Batches[0].MaxTimestamp}, st.Batches[0])
+	info, err := p.AppendBatchInfo(pb{epoch: 1, seq: 0}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate)
+	assert.Equal(t, int64(3), info.Base)
+}
+
+// TestProducerTransactionMarker: a transactional batch opens a
+// transaction (CurrentTxnFirstOffset); a COMMIT marker written through
+// AppendAssigned ends it and records the coordinator epoch.
+func TestProducerTransactionMarker(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	_, err := p.AppendBatch(pb{epoch: 4, seq: 0, txn: true}.bytes(t))
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{epoch: 4, seq: 1, txn: true}.bytes(t))
+	require.NoError(t, err)
+	st, _, err := p.ProducerState(7)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), st.CurrentTxnFirstOffset)
+	m, err := batch.AppendControlBatch(nil, batch.TxnMarker{ProducerID: 7, ProducerEpoch: 4, Type: batch.ControlCommit, CoordinatorEpoch: 9, BaseOffset: p.LogEndOffset(), Timestamp: time.Now().UnixMilli()})
+	require.NoError(t, err)
+	_, err = p.AppendAssigned(m)
+	require.NoError(t, err)
+	st, _, err = p.ProducerState(7)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), st.CurrentTxnFirstOffset)
+	assert.Equal(t, int32(9), st.CoordinatorEpoch)
+	_, err = p.AppendBatch(pb{epoch: 4, seq: 2}.bytes(t))
+	require.NoError(t, err, "a non-transactional batch after the commit")
+}
+
+// TestProducerStateAcrossReopen: Close writes the snapshot at the log end
+// and Open loads it (no replay after a clean close); a retry of each
+// producer's last batch is recognised. The snapshot keeps one batch per
+// producer (Kafka's format), so an older retry is out of order.
+func TestProducerStateAcrossReopen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	var last [3]int64
+	for i := range 4 {
+		for pid := range int64(3) {
+			last[pid], err = p.AppendBatch(pb{pid: 100 + pid, epoch: 1, seq: int32(2 * i), n: 2}.bytes(t))
+			require.NoError(t, err)
+		}
+	}
+	end := p.LogEndOffset()
+	require.NoError(t, p.Close())
+	_, err = os.Stat(filepath.Join(dir, plog.SnapshotFileName(end)))
+	require.NoError(t, err, "Close writes the snapshot at the log end")
+
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	ps, err := p.Producers()
+	require.NoError(t, err)
+	require.Len(t, ps, 3)
+	for pid := range int64(3) {
+		info, err := p.AppendBatchInfo(pb{pid: 100 + pid, epoch: 1, seq: 6, n: 2}.bytes(t))
+		require.NoError(t, err)
+		assert.True(t, info.Duplicate)
+		assert.Equal(t, last[pid], info.Base)
+	}
+	_, err = p.AppendBatch(pb{pid: 100, epoch: 1, seq: 4, n: 2}.bytes(t))
+	require.ErrorIs(t, err, plog.ErrOutOfOrderSequence, "only the last batch before the snapshot is known")
+	_, err = p.AppendBatch(pb{pid: 100, epoch: 1, seq: 8, n: 2}.bytes(t))
+	require.NoError(t, err)
+	assert.Equal(t, end+2, p.LogEndOffset())
+}
+
+// snapshotsIn lists the snapshot offsets in dir.
+func snapshotsIn(t *testing.T, dir string) []int64 {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []int64
+	for _, e := range es {
+		var off int64
+		if n, _ := fmtSscan(e.Name(), &off); n == 1 {
+			out = append(out, off)
+		}
+	}
+	return out
+}
+
+// fmtSscan parses "<20 digits>.snapshot".
+func fmtSscan(name string, off *int64) (int, error) {
+	if len(name) != 20+len(plog.SnapshotSuffix) || name[20:] != plog.SnapshotSuffix {
+		return 0, errors.New("not a snapshot")
+	}
+	var v int64
+	for _, c := range name[:20] {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a snapshot")
+		}
+		v = v*10 + int64(c-'0')
+	}
+	*off = v
+	return 1, nil
+}
+
+// TestProducerSnapshotLifecycle: a roll writes the snapshot of the new
+// segment's base; retention removes those below the log start; TruncateTo
+// removes those past the new end and reloads the state from what remains
+// (a retry of a cut batch is appended again, in sequence); an unclean
+// open replays from the newest snapshot and writes one at the end.
+func TestProducerSnapshotLifecycle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	cfg := plog.Config{SegmentBytes: 200}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	seq := int32(0)
+	var bases []int64
+	for range 12 {
+		b, err := p.AppendBatch(pb{epoch: 0, seq: seq, n: 2}.bytes(t))
+		require.NoError(t, err)
+		bases = append(bases, b)
+		seq += 2
+	}
+	segs, err := p.Segments()
+	require.NoError(t, err)
+	require.Greater(t, len(segs), 3)
+	var segBases []int64
+	for _, s := range segs {
+		segBases = append(segBases, s.BaseOffset())
+		require.NoError(t, s.Unref())
+	}
+	assert.Equal(t, segBases[1:], snapshotsIn(t, dir), "one snapshot per roll, at the new segment's base")
+
+	// Retention: snapshots below the new log start go with the segments.
+	require.NoError(t, p.DeleteRecordsBefore(segBases[2]))
+	assert.Equal(t, segBases[2:], snapshotsIn(t, dir))
+
+	// Truncation into the last sealed segment: later snapshots go, and
+	// the state is rebuilt: batch 9 onwards no longer exist.
+	cut := bases[9]
+	require.NoError(t, p.TruncateTo(cut))
+	for _, off := range snapshotsIn(t, dir) {
+		assert.LessOrEqual(t, off, cut)
+	}
+	st, ok, err := p.ProducerState(7)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, bases[8], st.Batches[len(st.Batches)-1].FirstOffset)
+	info, err := p.AppendBatchInfo(pb{epoch: 0, seq: 18, n: 2}.bytes(t)) // batch 9's sequences
+	require.NoError(t, err)
+	assert.False(t, info.Duplicate, "the cut batch is appended again")
+	assert.Equal(t, cut, info.Base)
+	info, err = p.AppendBatchInfo(pb{epoch: 0, seq: 16, n: 2}.bytes(t)) // batch 8
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate)
+	assert.Equal(t, bases[8], info.Base)
+
+	// Truncating everything (DeleteRecordsBefore inside a batch, then
+	// TruncateTo into that batch: Kafka's truncateFullyAndStartAt): every
+	// snapshot goes, and so does the state.
+	require.NoError(t, p.Roll())
+	require.NotEmpty(t, snapshotsIn(t, dir))
+	inside := bases[8] + 1
+	require.NoError(t, p.DeleteRecordsBefore(inside))
+	require.NoError(t, p.TruncateTo(inside))
+	assert.Equal(t, inside, p.LogEndOffset())
+	assert.Empty(t, snapshotsIn(t, dir))
+	ps, err := p.Producers()
+	require.NoError(t, err)
+	assert.Empty(t, ps)
+	require.NoError(t, p.Close())
+}
+
+// TestProducerSnapshotPastTheEnd: a snapshot past the log end (left by a
+// crash after a truncation, or copied in) describes batches the log does
+// not hold: Open removes it and rebuilds the state from the log.
+func TestProducerSnapshotPastTheEnd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	b0, err := p.AppendBatch(pb{seq: 0, n: 2}.bytes(t))
+	require.NoError(t, err)
+	end := p.LogEndOffset()
+	require.NoError(t, p.Close())
+	// A snapshot at 1000 claiming producer 7 is at sequence 500.
+	fake := plog.AppendProducerSnapshot(nil, []plog.ProducerSnapshotEntry{{ProducerID: 7, LastSequence: 500, LastOffset: 999,
+		Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, plog.SnapshotFileName(1000)), fake, 0o644))
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	assert.Equal(t, []int64{end}, snapshotsIn(t, dir))
+	info, err := p.AppendBatchInfo(pb{seq: 0, n: 2}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate)
+	assert.Equal(t, b0, info.Base)
+}
+
+// TestProducerSnapshotCorruptIsSkipped: a snapshot that does not decode is
+// skipped with a warning; Open uses an older one (or replays from the
+// first segment) and never fails or panics.
+func TestProducerSnapshotCorruptIsSkipped(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		fn   func([]byte) []byte
+	}{
+		{"flipped byte", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-7] }},
+		{"empty", func([]byte) []byte { return nil }},
+		{"version 2", func(b []byte) []byte { b[1] = 2; return b }},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "p-0")
+			p, err := plog.Open(dir, plog.Config{SegmentBytes: 400})
+			require.NoError(t, err)
+			var bases []int64
+			for i := range 10 {
+				b, err := p.AppendBatch(pb{seq: int32(2 * i), n: 2}.bytes(t))
+				require.NoError(t, err)
+				bases = append(bases, b)
+			}
+			end := p.LogEndOffset()
+			require.NoError(t, p.Close())
+			for _, off := range snapshotsIn(t, dir) {
+				path := filepath.Join(dir, plog.SnapshotFileName(off))
+				b, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(path, damage.fn(b), 0o644))
+			}
+			var logs bytes.Buffer
+			p, err = plog.Open(dir, plog.Config{SegmentBytes: 400, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			require.NoError(t, err)
+			defer p.Close()
+			assert.Contains(t, logs.String(), "skipping a producer snapshot")
+			info, err := p.AppendBatchInfo(pb{seq: 18, n: 2}.bytes(t))
+			require.NoError(t, err)
+			assert.True(t, info.Duplicate)
+			assert.Equal(t, bases[9], info.Base)
+			info, err = p.AppendBatchInfo(pb{seq: 10, n: 2}.bytes(t)) // replayed: still among the last five
+			require.NoError(t, err)
+			assert.True(t, info.Duplicate)
+			assert.Equal(t, bases[5], info.Base)
+			assert.Equal(t, end, p.LogEndOffset())
+			_, err = os.Stat(filepath.Join(dir, plog.SnapshotFileName(end)))
+			require.NoError(t, err, "a fresh snapshot at the end after the replay")
+		})
+	}
+}
+
+// TestProducerExpiry: producers idle for producer.id.expiration.ms (by
+// Config.Now against their last batch's max timestamp) are removed, at a
+// roll, when a new producer appears (at most every 10 minutes) and by
+// ExpireProducers; an expired producer is unknown again (any sequence).
+func TestProducerExpiry(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	clock := func() time.Time { return now }
+	pbTime = now.UnixMilli()
+	t.Cleanup(func() { pbTime = 0 })
+	p, _ := openT(t, plog.Config{Now: clock, ProducerIDExpiration: time.Hour})
+	_, err := p.AppendBatch(pb{pid: 1, seq: 0}.bytes(t)) // max timestamp 1_700_000_000_000
+	require.NoError(t, err)
+	now = now.Add(59 * time.Minute)
+	n, err := p.ExpireProducers()
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+	now = now.Add(time.Minute)
+	// A new producer sweeps (the last sweep was over 10 minutes ago? no:
+	// ExpireProducers just swept), so producer 1 is still there.
+	_, err = p.AppendBatch(pb{pid: 2, seq: 0}.bytes(t))
+	require.NoError(t, err)
+	_, ok, err := p.ProducerState(1)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	now = now.Add(10 * time.Minute)
+	_, err = p.AppendBatch(pb{pid: 3, seq: 0}.bytes(t))
+	require.NoError(t, err)
+	_, ok, err = p.ProducerState(1)
+	require.NoError(t, err)
+	assert.False(t, ok, "the new producer's sweep removed producer 1")
+	// Producer 1 is unknown now: any sequence is accepted.
+	_, err = p.AppendBatch(pb{pid: 1, seq: 77}.bytes(t))
+	require.NoError(t, err)
+	n, err = p.ExpireProducers()
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "producers 2 and 3 (timestamps 1_700_000_000_000)")
+}
+
+// TestProducerIDExpirationConfig: a negative expiration is refused.
+func TestProducerIDExpirationConfig(t *testing.T) {
+	_, err := plog.Open(t.TempDir(), plog.Config{ProducerIDExpiration: -time.Second})
+	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+}
+
+// TestProducerSnapshotOnMemFS checks the snapshot files' names through
+// the vfs (Open, roll, Close on the in-memory filesystem).
+func TestProducerSnapshotOnMemFS(t *testing.T) {
+	mem := vfs.NewMem()
+	p, err := plog.Open("/d/p-0", plog.Config{FS: mem})
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{seq: 0, n: 3}.bytes(t))
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.Close())
+	names, err := mem.List("/d/p-0")
+	require.NoError(t, err)
+	assert.Contains(t, names, "00000000000000000003.snapshot")
+}
+
+// TestRollSnapshotDurableAfterSync: a roll's snapshot is written without
+// an fsync; the next Sync makes it (and its directory entry) durable, so a
+// crash that keeps nothing unsynced still has it.
+func TestRollSnapshotDurableAfterSync(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		mem := vfs.NewMem()
+		p, err := plog.Open("/d/p-0", plog.Config{FS: mem})
+		require.NoError(t, err)
+		_, err = p.AppendBatch(pb{seq: 0, n: 3}.bytes(t))
+		require.NoError(t, err)
+		require.NoError(t, p.Roll())
+		if sync {
+			require.NoError(t, p.Sync())
+		}
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+		require.NoError(t, p.Close())
+		names, err := clone.List("/d/p-0")
+		require.NoError(t, err)
+		f, err := clone.Open("/d/p-0/00000000000000000003.snapshot")
+		if !sync {
+			if err == nil {
+				st, _ := f.Stat()
+				assert.Zero(t, st.Size(), "an unsynced snapshot lost its data")
+				require.NoError(t, f.Close())
+			}
+			continue
+		}
+		require.NoError(t, err, "%v", names)
+		st, err := f.Stat()
+		require.NoError(t, err)
+		assert.Equal(t, int64(10+46), st.Size())
+		require.NoError(t, f.Close())
+	}
+}
