@@ -370,12 +370,7 @@ func (d *Dir) Partitions() []TopicPartition {
 	for tp := range d.parts {
 		out = append(out, tp)
 	}
-	slices.SortFunc(out, func(a, b TopicPartition) int {
-		if a.Topic != b.Topic {
-			return strings.Compare(a.Topic, b.Topic)
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
+	slices.SortFunc(out, compareTP)
 	return out
 }
 

@@ -42,7 +42,11 @@ type rootFile struct {
 	cond sync.Cond // L is &mu; signalled when a write ends
 	// entries are the offsets; gen counts their changes and durable is
 	// the gen the file on disk holds.
-	entries      map[TopicPartition]int64
+	entries map[TopicPartition]int64
+	// keys are entries' keys in the file's order (topic, then
+	// partition), kept sorted as keys come and go so that a write of N
+	// entries does not sort them again.
+	keys         []TopicPartition
 	gen, durable uint64
 	// writing is set while one writer writes the file without mu.
 	writing bool
@@ -60,6 +64,10 @@ func newRootCheckpoints(fs vfs.FS, dir string, entries map[string]map[TopicParti
 		if f.entries == nil {
 			f.entries = make(map[TopicPartition]int64)
 		}
+		for tp := range f.entries {
+			f.keys = append(f.keys, tp)
+		}
+		slices.SortFunc(f.keys, compareTP)
 		f.cond.L = &f.mu
 		rc.files[name] = f
 	}
@@ -102,6 +110,8 @@ func (rc *rootCheckpoints) remove(tps ...TopicPartition) error {
 		for _, tp := range tps {
 			if _, ok := f.entries[tp]; ok {
 				delete(f.entries, tp)
+				i, _ := slices.BinarySearchFunc(f.keys, tp, compareTP)
+				f.keys = slices.Delete(f.keys, i, i+1)
 				changed = true
 			}
 		}
@@ -126,15 +136,14 @@ func (f *rootFile) persistLocked(target uint64) error {
 		}
 		f.writing = true
 		gen := f.gen
-		entries := make([]checkpoint.PartitionOffset, 0, len(f.entries))
-		for tp, off := range f.entries {
-			entries = append(entries, checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+		entries := make([]checkpoint.PartitionOffset, len(f.keys))
+		for i, tp := range f.keys {
+			entries[i] = checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: f.entries[tp]}
 		}
 		f.mu.Unlock()
-		slices.SortFunc(entries, func(a, b checkpoint.PartitionOffset) int {
-			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-		})
-		err := checkpoint.WriteOffsets(f.fs, f.path, entries)
+		// Not WriteOffsets: the keys are unique and valid by construction
+		// (a map's; topics of partition directories, offsets >= 0).
+		err := checkpoint.Write(f.fs, f.path, checkpoint.OffsetFormat, entries)
 		f.mu.Lock()
 		f.writing = false
 		f.cond.Broadcast()
@@ -144,6 +153,25 @@ func (f *rootFile) persistLocked(target uint64) error {
 		f.durable = max(f.durable, gen)
 	}
 	return nil
+}
+
+// compareTP orders partitions as the root files list them: by topic,
+// then partition.
+func compareTP(a, b TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
+
+// setLocked sets tp's entry. REQUIRES: f.mu held.
+func (f *rootFile) setLocked(tp TopicPartition, offset int64) {
+	cur, ok := f.entries[tp]
+	if !ok {
+		i, _ := slices.BinarySearchFunc(f.keys, tp, compareTP)
+		f.keys = slices.Insert(f.keys, i, tp)
+	}
+	if !ok || cur != offset {
+		f.entries[tp] = offset
+		f.gen++
+	}
 }
 
 // dirEntries is the checkpointStore of a partition of a Dir: its entries
@@ -167,10 +195,7 @@ func (d dirEntries) write(name string, offset int64, lazy bool) error {
 	f := d.root.files[name]
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cur, ok := f.entries[d.tp]; !ok || cur != offset {
-		f.entries[d.tp] = offset
-		f.gen++
-	}
+	f.setLocked(d.tp, offset)
 	if lazy && f.held {
 		return nil
 	}
@@ -184,8 +209,7 @@ func (d dirEntries) lower(name string, end int64) error {
 	if cur, ok := f.entries[d.tp]; !ok || cur <= end {
 		return nil
 	}
-	f.entries[d.tp] = end
-	f.gen++
+	f.setLocked(d.tp, end)
 	return f.persistLocked(f.gen)
 }
 
