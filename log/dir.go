@@ -20,8 +20,11 @@ import (
 )
 
 // DirLockFile is the file at the root of a log directory that OpenDir
-// locks (flock(2) on unix) until Close: Kafka's ".lock", so that neither a
-// second Dir nor a Kafka broker opens the directory at the same time.
+// locks (flock(2) on unix) until Close: Kafka's ".lock" name, so that a
+// second Dir, in this process or another, cannot open the directory at the
+// same time. A Kafka broker locks the same file with a POSIX record lock
+// (Java's FileChannel.tryLock, fcntl), which does not conflict with flock
+// on Linux: the lock does not keep a running Kafka broker out.
 const DirLockFile = ".lock" // frozen: Kafka's name
 
 // DeleteDirSuffix ends the name of a partition directory DeletePartition
@@ -110,8 +113,8 @@ type Dir struct {
 // every partition in it.
 //
 // It first takes the directory's lock (DirLockFile): a directory already
-// open, by a Dir in this process or another, or by a Kafka broker, gets an
-// error wrapping ErrLocked. It reads the root checkpoint files (a missing
+// open by a Dir, in this process or another, gets an error wrapping
+// ErrLocked. It reads the root checkpoint files (a missing
 // one has no entries; one that does not parse goes to Config.Recovery:
 // DefaultRecovery goes on without it, loudly, StrictRecovery refuses) and
 // the clean-shutdown marker, which it then removes, durably, before loading
