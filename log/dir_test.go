@@ -522,3 +522,30 @@ func maps[K comparable, V any](m map[K]V) map[K]V {
 	}
 	return out
 }
+
+// TestDirRollSyncsPartitionDir: a roll flushes the sealed segment and
+// moves the recovery point to the new one; in a Dir the recovery point is
+// at the root, so the roll must sync the partition directory itself, or a
+// crash loses the entry of a flushed segment (a hole the next OpenDir
+// refuses). Only synced state survives the crash here.
+func TestDirRollSyncsPartitionDir(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentBytes: 600, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for i := range 7 { // 2 batches a segment: rolls at 8, 16, 24
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 40, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.Len(t, p.SegmentInfos(), 4)
+	crashed := mem.CrashClone(vfs.CrashOptions{})
+	cfg.Config.FS = crashed
+	cfg.Config.Recovery = plog.StrictRecovery{AllowTornTail: true}
+	d2, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, d2.Partition("t", 0).LogEndOffset(), int64(24), "every sealed segment was flushed")
+	require.NoError(t, d2.Close())
+	require.NoError(t, d.Close())
+}
