@@ -1,6 +1,8 @@
 package log
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +38,7 @@ func TestRootCheckpointKafkaGolden(t *testing.T) {
 	for _, set := range []string{"kafka-2.7.1", "kafka-source-code"} {
 		for _, name := range rootCheckpointFiles {
 			kafka, err := os.ReadFile(filepath.Join("testdata", set, name))
-			if os.IsNotExist(err) {
+			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			require.NoError(t, err)
