@@ -399,12 +399,19 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 	case p != nil:
 		return p, nil
 	}
-	// Entries a crash left of an earlier partition of this name (deleted
-	// before its entries were dropped) must not apply to the new one.
-	if err := d.root.remove(tp); err != nil {
+	// Entries left of an earlier partition of this name must not apply
+	// to a new one; a directory that is there (put in place while the
+	// Dir was open) keeps its entries and opens as after a crash.
+	_, err := d.fs.Stat(filepath.Join(d.path, tp.String()))
+	switch {
+	case errors.Is(err, errNotExist):
+		if err := d.root.remove(tp); err != nil {
+			return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+		}
+	case err != nil:
 		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
 	}
-	p, err := d.openPartition(tp, false)
+	p, err = d.openPartition(tp, false)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
 	}
