@@ -23,7 +23,9 @@ import (
 // The topic and partition come from the directory name when it has Kafka's
 // "<topic>-<partition>" form (else the whole name and 0). Open reads the
 // offset of the file's entry for this partition, or of its only entry (so a
-// renamed directory keeps its log start offset).
+// renamed directory keeps its log start offset). The partitions of a Dir
+// keep their entries in one such file at the root of the log directory,
+// as Kafka does (and the same for the other offset checkpoints below).
 const LogStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Kafka's name
 
 // errNotExist is fs.ErrNotExist (the name fs is taken by vfs values here).
