@@ -120,6 +120,15 @@ func TestOpenDirKafka(t *testing.T) {
 				want = append(want, p.name)
 			}
 			require.ElementsMatch(t, want, names)
+			// Progress through the logger: the last report has them all.
+			loaded := int64(-1)
+			for _, r := range rec.recs {
+				if r["msg"] == "partlog/log: loading log directory" && r["loaded"] != nil {
+					loaded = r["loaded"].(int64)
+					require.Equal(t, int64(len(tc.parts)), r["of"])
+				}
+			}
+			require.Equal(t, int64(len(tc.parts)), loaded, "progress logged")
 			from := rec.recoveredFrom()
 			for _, want := range tc.parts {
 				topic, n, ok := checkpoint.ParseDirName(want.name)
