@@ -127,7 +127,11 @@ type Dir struct {
 // recovery point. Other entries of the directory (meta.properties, Kafka's
 // "-future" and "-stray" directories, anything else) are left alone.
 // Entries of the root files for partitions the directory does not hold are
-// dropped the next time the file is written. Progress is logged at INFO.
+// dropped the next time the file is written. A partition directory last
+// used by a partition opened alone (it holds LockFile: partlog's layout
+// before Dir) keeps what its own files say: its offset checkpoints for the
+// entries the root files lack, and its own clean-shutdown marker; the root
+// files take them over. Progress is logged at INFO.
 //
 // When a partition fails to open, OpenDir closes the others, releases the
 // lock and returns the errors (each naming its partition directory): Kafka
@@ -264,6 +268,53 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 	d.logger.Warn("partlog/log: ignoring a root checkpoint that does not parse; it is rewritten from the partitions",
 		"dir", d.path, "file", ce.File, "position", ce.Pos, "cause", err)
 	return nil
+}
+
+// adoptOwnCheckpoints takes over, for a partition of a Dir whose
+// directory was last used by a partition opened alone (it holds LockFile),
+// the checkpoints it kept in its own directory: each offset checkpoint the
+// Dir has no entry for, and its own clean-shutdown marker (written by its
+// Close; a Dir removes it when it opens the partition, so it is never
+// stale). The files stay where they are; the entries reach the root files
+// with the Dir's next write. Returns whether the open is clean.
+func (p *Partition) adoptOwnCheckpoints(dirClean bool) (bool, error) {
+	fs, dir := p.cfg.FS, p.dir
+	if _, err := fs.Stat(filepath.Join(dir, LockFile)); err != nil {
+		if errors.Is(err, errNotExist) {
+			return dirClean, nil
+		}
+		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	own := partitionFiles{fs: fs, dir: dir, logger: p.logger}
+	for _, name := range rootCheckpointFiles {
+		if _, ok, _ := p.ckpt.read(name); ok {
+			continue
+		}
+		off, ok, err := own.read(name)
+		if err != nil {
+			if err := p.checkpointProblem(name, err); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		// Lazy: until the root file holds it, the partition's own file
+		// still does, and the next OpenDir takes it again.
+		if err := p.ckpt.write(name, off, true); err != nil {
+			return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		}
+		p.logger.Info("partlog/log: took over a checkpoint of the partition directory", "dir", dir, "file", name, "offset", off)
+	}
+	if dirClean {
+		return true, nil
+	}
+	clean, err := checkpoint.HasCleanShutdown(fs, dir)
+	if err != nil {
+		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	return clean, nil
 }
 
 // topicConfig returns the configuration of topic's partitions.

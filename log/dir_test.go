@@ -558,3 +558,43 @@ func TestDirRollSyncsPartitionDir(t *testing.T) {
 	require.NoError(t, d2.Close())
 	require.NoError(t, d.Close())
 }
+
+// TestOpenDirAdoptsPartitionsOpenedAlone: a directory of partitions that
+// were opened alone (partlog's layout before Dir, e.g. examples/broker's
+// data directories) opens as a Dir with their own checkpoints: a log start
+// DeleteRecordsBefore moved holds, and a partition its own Close marked
+// clean is not recovered. The entries then live in the root files.
+func TestOpenDirAdoptsPartitionsOpenedAlone(t *testing.T) {
+	mem := vfs.NewMem()
+	pcfg := plog.Config{FS: mem, SegmentIndexBytes: 1024}
+	for i, clean := range []bool{true, false} {
+		p, err := plog.Open(fmt.Sprintf("/logs/t-%d", i), pcfg)
+		require.NoError(t, err)
+		for j := range 4 {
+			_, err := p.AppendBatch(logtest.MakeBatch(2, 10, int64(j), 1))
+			require.NoError(t, err)
+		}
+		require.NoError(t, p.DeleteRecordsBefore(int64(3+i)))
+		if clean {
+			require.NoError(t, p.Close())
+			continue
+		}
+		require.NoError(t, p.Sync())
+		mem = mem.CrashClone(vfs.CrashOptions{}) // t-1 crashes; t-0 is closed
+		pcfg.FS = mem
+	}
+	rec := &logRecorder{}
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: 1024, Logger: slog.New(rec)}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), d.Partition("t", 0).LogStartOffset())
+	require.Equal(t, int64(4), d.Partition("t", 1).LogStartOffset())
+	require.Equal(t, int64(8), d.Partition("t", 1).LogEndOffset())
+	from := rec.recoveredFrom()
+	require.NotContains(t, from, "t-0", "closed cleanly alone: not recovered")
+	require.Contains(t, from, "t-1", "crashed: recovered")
+	require.NoError(t, d.Close())
+	entries, err := checkpoint.ReadOffsets(mem, "/logs/"+checkpoint.LogStartOffsetFile)
+	require.NoError(t, err)
+	require.Equal(t, []checkpoint.PartitionOffset{{Topic: "t", Partition: 0, Offset: 3}, {Topic: "t", Partition: 1, Offset: 4}}, entries)
+}

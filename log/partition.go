@@ -246,7 +246,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// before, so a refusal changes nothing.
 	var clean bool
 	if m != nil {
-		clean = m.clean
+		if clean, err = p.adoptOwnCheckpoints(m.clean); err != nil {
+			return nil, err
+		}
 	} else if clean, err = checkpoint.HasCleanShutdown(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
