@@ -71,7 +71,13 @@ func benchDirConfig(fs vfs.FS, threads int) plog.DirConfig {
 // 1 KiB batches, in a MemFS, and closes it cleanly.
 func benchDir(b *testing.B, n, batches int) *vfs.MemFS {
 	mem := vfs.NewMem()
-	d, err := plog.OpenDir("/logs", benchDirConfig(mem, 2))
+	writeBenchDir(b, mem, "/logs", n, batches)
+	return mem
+}
+
+// writeBenchDir writes the log directory of benchDir at path of fs.
+func writeBenchDir(b *testing.B, fs vfs.FS, path string, n, batches int) {
+	d, err := plog.OpenDir(path, benchDirConfig(fs, 2))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +96,6 @@ func benchDir(b *testing.B, n, batches int) *vfs.MemFS {
 	if err := d.Close(); err != nil {
 		b.Fatal(err)
 	}
-	return mem
 }
 
 // BenchmarkOpenDirClean opens a cleanly closed log directory of many
@@ -98,7 +103,7 @@ func benchDir(b *testing.B, n, batches int) *vfs.MemFS {
 // files (.log) and from everything else per OpenDir, next to
 // BenchmarkReadRootCheckpoints, which reads only the root files.
 func BenchmarkOpenDirClean(b *testing.B) {
-	for _, n := range []int{1000, 5000} {
+	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			cfs := &countingFS{FS: benchDir(b, n, 1)}
 			cfg := benchDirConfig(cfs, 1)
@@ -122,10 +127,30 @@ func BenchmarkOpenDirClean(b *testing.B) {
 	}
 }
 
+// BenchmarkOpenDirCleanOS is BenchmarkOpenDirClean on the operating
+// system's filesystem (indexes mapped; the page cache is warm).
+func BenchmarkOpenDirCleanOS(b *testing.B) {
+	const n = 1000
+	dir := filepath.Join(b.TempDir(), "logs")
+	writeBenchDir(b, vfs.Default, dir, n, 1)
+	cfg := benchDirConfig(vfs.Default, 1)
+	for b.Loop() {
+		d, err := plog.OpenDir(dir, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := d.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
 // BenchmarkReadRootCheckpoints reads the four root checkpoint files of the
 // directories BenchmarkOpenDirClean opens: the floor of a clean open.
 func BenchmarkReadRootCheckpoints(b *testing.B) {
-	for _, n := range []int{1000, 5000} {
+	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			mem := benchDir(b, n, 1)
 			var bytes int64
