@@ -175,32 +175,46 @@ func BenchmarkReadRootCheckpoints(b *testing.B) {
 
 // BenchmarkOpenDirUnclean opens a log directory after a crash with no
 // recovery point: every partition (100 of 256 KiB) is recovered from its
-// first batch, by 1 and by 2 recovery threads.
+// first batch, by 1 and by 2 recovery threads, in a MemFS and on the
+// operating system's filesystem (page cache warm).
 func BenchmarkOpenDirUnclean(b *testing.B) {
 	const n, batches = 100, 256
-	mem := benchDir(b, n, batches)
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			cfg := benchDirConfig(mem, threads)
-			b.SetBytes(int64(n * batches * len(logtest.MakeBatch(8, 100, 0, 1))))
-			for b.Loop() {
-				b.StopTimer()
-				for _, name := range []string{checkpoint.CleanShutdownFile, checkpoint.RecoveryPointFile} {
-					if err := mem.Remove(filepath.Join("/logs", name)); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StartTimer()
-				d, err := plog.OpenDir("/logs", cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := d.Close(); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
+	osDir := filepath.Join(b.TempDir(), "logs")
+	writeBenchDir(b, vfs.Default, osDir, n, batches)
+	for _, fsys := range []struct {
+		name string
+		fs   vfs.FS
+		dir  string
+	}{{"mem", benchDir(b, n, batches), "/logs"}, {"os", vfs.Default, osDir}} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("fs=%s/threads=%d", fsys.name, threads), func(b *testing.B) {
+				benchUnclean(b, fsys.fs, fsys.dir, threads, int64(n*batches*len(logtest.MakeBatch(8, 100, 0, 1))))
+			})
+		}
+	}
+}
+
+// benchUnclean times OpenDir of dir after removing its clean-shutdown
+// marker and recovery points.
+func benchUnclean(b *testing.B, fs vfs.FS, dir string, threads int, size int64) {
+	cfg := benchDirConfig(fs, threads)
+	b.SetBytes(size)
+	for b.Loop() {
+		b.StopTimer()
+		for _, name := range []string{checkpoint.CleanShutdownFile, checkpoint.RecoveryPointFile} {
+			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
+				b.Fatal(err)
 			}
-		})
+		}
+		b.StartTimer()
+		d, err := plog.OpenDir(dir, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := d.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }
