@@ -149,9 +149,19 @@ type truncationAware interface {
 	WriteCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error)
 }
 
+// cleanerCheckpointer is what *log.Partition adds to Log so that a
+// partition of a log.Dir, whose cleaner checkpoint is an entry of the log
+// directory's root file, is read through the partition.
+type cleanerCheckpointer interface {
+	CleanerCheckpoint() (offset int64, found bool, err error)
+}
+
 // ReadCleanerCheckpoint returns the first dirty offset the partition's
 // cleaner-offset-checkpoint records; found is false when there is none.
 func ReadCleanerCheckpoint(l Log) (offset int64, found bool, err error) {
+	if c, ok := l.(cleanerCheckpointer); ok {
+		return c.CleanerCheckpoint()
+	}
 	path, topic, part := checkpointPath(l.Dir())
 	off, found, err := checkpoint.ReadOffset(l.FS(), path, topic, part)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -396,10 +396,19 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	}
 	// The checkpoint's directory fsync also makes the new segment's
 	// entry durable. A failure keeps the older recovery point (safe).
+	// In a Dir the checkpoint is at the root, whose fsync does not cover
+	// the partition directory: sync it here, as the file beside it would.
+	if p.inDir {
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			p.logger.Warn("partlog/log: roll: directory sync failed; the next flush retries it", "dir", p.dir, "err", err)
+		} else {
+			p.mu.dirDirty = false
+		}
+	}
 	if p.mu.recoveryPoint != newBase {
 		if err := p.setRecoveryPointLocked(newBase); err != nil {
 			p.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", p.dir, "err", err)
-		} else {
+		} else if !p.inDir {
 			p.mu.dirDirty = false
 		}
 	}

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	iofs "io/fs"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/partlog/partlog/internal/checkpoint"
@@ -22,7 +23,9 @@ import (
 // The topic and partition come from the directory name when it has Kafka's
 // "<topic>-<partition>" form (else the whole name and 0). Open reads the
 // offset of the file's entry for this partition, or of its only entry (so a
-// renamed directory keeps its log start offset).
+// renamed directory keeps its log start offset). The partitions of a Dir
+// keep their entries in one such file at the root of the log directory,
+// as Kafka does (and the same for the other offset checkpoints below).
 const LogStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Kafka's name
 
 // errNotExist is fs.ErrNotExist (the name fs is taken by vfs values here).
@@ -44,10 +47,88 @@ const RecoveryPointCheckpointFile = checkpoint.RecoveryPointFile // frozen: "rec
 // (clamped to [log start, log end]).
 const HighWatermarkCheckpointFile = checkpoint.ReplicationFile // frozen: "replication-offset-checkpoint"
 
-// writeLogStartCheckpoint durably records offset (tmp + fsync + rename +
-// directory fsync).
-func writeLogStartCheckpoint(fs vfs.FS, dir string, offset int64) error {
-	return writeOffsetCheckpoint(fs, dir, LogStartOffsetCheckpointFile, offset)
+// checkpointStore is where a Partition keeps its entries of the offset
+// checkpoints (RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile,
+// HighWatermarkCheckpointFile, CleanerCheckpointFile). A partition opened
+// alone keeps them in files of its own directory (partitionFiles); a
+// partition of a Dir keeps them in the log directory's root files, one for
+// all its partitions, as Kafka does (dirEntries, dir.go). Every method is
+// called under the partition's mu, or by Open before the partition is
+// shared.
+type checkpointStore interface {
+	// path names the file holding the partition's entry of checkpoint
+	// name (for errors and logs).
+	path(name string) string
+	// read returns the partition's offset in checkpoint name; ok is false
+	// when there is none. A malformed file is an error wrapping
+	// base.ErrCorrupt (a *base.CorruptionError naming the file).
+	read(name string) (offset int64, ok bool, err error)
+	// write records offset as the partition's entry of checkpoint name
+	// and returns once it is durable, except when lazy (a value whose
+	// loss in a crash is safe: a raised recovery point, a high
+	// watermark), which the Dir's store may defer while the Dir opens or
+	// closes and writes with the other partitions' entries.
+	write(name string, offset int64, lazy bool) error
+	// lower lowers the partition's entry of checkpoint name to end when
+	// it is above, durably; an entry it cannot read is dropped.
+	lower(name string, end int64) error
+}
+
+// partitionFiles is the checkpointStore of a partition opened alone: one
+// file per checkpoint in its own directory, with the one entry of the
+// partition (named by checkpoint.EntryName of the directory).
+type partitionFiles struct {
+	fs     vfs.FS
+	dir    string
+	logger *slog.Logger
+}
+
+func (f partitionFiles) path(name string) string { return filepath.Join(f.dir, name) }
+
+func (f partitionFiles) read(name string) (int64, bool, error) {
+	return readOffsetCheckpoint(f.fs, f.dir, name)
+}
+
+func (f partitionFiles) write(name string, offset int64, _ bool) error {
+	return writeOffsetCheckpoint(f.fs, f.dir, name, offset)
+}
+
+// lower lowers this partition's entry when the file exists and its offset
+// is above end. A file it cannot parse is removed (for the cleaner
+// checkpoint: compaction then starts again from the log start, which is
+// always safe).
+func (f partitionFiles) lower(name string, end int64) error {
+	fs := f.fs
+	path := filepath.Join(f.dir, name)
+	entries, err := checkpoint.ReadOffsets(fs, path)
+	switch {
+	case errors.Is(err, errNotExist):
+		return nil
+	case err != nil:
+		f.logger.Warn("partlog/log: truncate: unreadable checkpoint removed", "dir", f.dir, "file", path, "err", err)
+		if rerr := fs.Remove(path); rerr != nil && !errors.Is(rerr, errNotExist) {
+			return rerr
+		}
+		return syncDir(fs, f.dir)
+	}
+	topic, part := checkpoint.EntryName(f.dir)
+	changed := false
+	for i, e := range entries {
+		if e.Topic == topic && e.Partition == part && e.Offset > end {
+			entries[i].Offset = end
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return checkpoint.WriteOffsets(fs, path, entries)
+}
+
+// writeLogStartCheckpoint durably records offset as the log start.
+// REQUIRES: mu held, or Open.
+func (p *Partition) writeLogStartCheckpoint(offset int64) error {
+	return p.ckpt.write(LogStartOffsetCheckpointFile, offset, false)
 }
 
 // writeOffsetCheckpoint durably records offset in the checkpoint file name
@@ -55,13 +136,6 @@ func writeLogStartCheckpoint(fs vfs.FS, dir string, offset int64) error {
 func writeOffsetCheckpoint(fs vfs.FS, dir, name string, offset int64) error {
 	topic, part := checkpoint.EntryName(dir)
 	return checkpoint.WriteOffset(fs, filepath.Join(dir, name), topic, part, offset)
-}
-
-// readLogStartCheckpoint returns the recorded log start offset; ok is false
-// when there is no checkpoint file or it has no entry for this partition. A
-// malformed file is an error wrapping base.ErrCorrupt.
-func readLogStartCheckpoint(fs vfs.FS, dir string) (offset int64, ok bool, err error) {
-	return readOffsetCheckpoint(fs, dir, LogStartOffsetCheckpointFile)
 }
 
 // readOffsetCheckpoint returns the offset recorded for this partition in
@@ -102,37 +176,11 @@ func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }
 const CleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
 
 // clampCleanerCheckpointLocked lowers this partition's entry of the
-// cleaner checkpoint to end when the file exists and its offset is above
-// end, durably (tmp + fsync + rename + directory fsync). A file it cannot
-// parse is removed (compaction then starts again from the log start,
-// which is always safe). REQUIRES: mu held (serializes the file's writers
-// through WriteCleanerCheckpoint).
+// cleaner checkpoint to end when it is above end, durably (see
+// checkpointStore.lower). REQUIRES: mu held (serializes the entry's
+// writers through WriteCleanerCheckpoint).
 func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
-	fs := p.cfg.FS
-	path := filepath.Join(p.dir, CleanerCheckpointFile)
-	entries, err := checkpoint.ReadOffsets(fs, path)
-	switch {
-	case errors.Is(err, errNotExist):
-		return nil
-	case err != nil:
-		p.logger.Warn("partlog/log: truncate: unreadable cleaner checkpoint removed", "dir", p.dir, "err", err)
-		if rerr := fs.Remove(path); rerr != nil && !errors.Is(rerr, errNotExist) {
-			return rerr
-		}
-		return syncDir(fs, p.dir)
-	}
-	topic, part := checkpoint.EntryName(p.dir)
-	changed := false
-	for i, e := range entries {
-		if e.Topic == topic && e.Partition == part && e.Offset > end {
-			entries[i].Offset = end
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	return checkpoint.WriteOffsets(fs, path, entries)
+	return p.ckpt.lower(CleanerCheckpointFile, end)
 }
 
 // Truncations returns how many truncations (TruncateTo calls that cut the
@@ -157,10 +205,26 @@ func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (wr
 	if p.truncations.Load() != truncations {
 		return false, nil
 	}
-	topic, part := checkpoint.EntryName(p.dir)
-	path := filepath.Join(p.dir, CleanerCheckpointFile)
-	if err := checkpoint.WriteOffset(p.cfg.FS, path, topic, part, min(offset, p.mu.end.Offset)); err != nil {
+	if err := p.ckpt.write(CleanerCheckpointFile, min(offset, p.mu.end.Offset), false); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// CleanerCheckpoint returns the offset below which the partition's
+// cleaner checkpoint (CleanerCheckpointFile) says the log is cleaned;
+// found is false when there is none. For a partition opened alone it reads
+// the partition directory's file and only its entry for the directory's
+// topic-partition; for a partition of a Dir it reads the Dir's entry
+// (kept in memory, the root file's). Package compaction reads it.
+func (p *Partition) CleanerCheckpoint() (offset int64, found bool, err error) {
+	if _, ok := p.ckpt.(partitionFiles); ok {
+		topic, part := checkpoint.EntryName(p.dir)
+		off, found, err := checkpoint.ReadOffset(p.cfg.FS, filepath.Join(p.dir, CleanerCheckpointFile), topic, part)
+		if errors.Is(err, errNotExist) {
+			return 0, false, nil
+		}
+		return off, found, err
+	}
+	return p.ckpt.read(CleanerCheckpointFile)
 }

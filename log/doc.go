@@ -439,6 +439,36 @@
 // on load, at each roll, at most every 10 minutes when a new producer
 // appears, and by ExpireProducers.
 //
+// # Many partitions: Dir
+//
+// A Dir (OpenDir) holds a whole Kafka log directory: a partition directory
+// "<topic>-<partition>" per partition and, at the root, one
+// recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint and cleaner-offset-checkpoint for all of
+// them, the clean-shutdown marker and Kafka's .lock (DirLockFile), as
+// Kafka lays them out (docs/format.md, "Log directory"). A directory a
+// Kafka broker wrote opens with its recovery points, log start offsets
+// and high watermarks, and one a Dir wrote opens in Kafka.
+//
+//	d, err := plog.OpenDir(dataDir, plog.DirConfig{RecoveryThreads: 4})
+//	...
+//	p, err := d.CreatePartition("orders", 0) // or d.Partition("orders", 0)
+//	...
+//	defer d.Close()
+//
+// The Dir's lock covers its partitions, which take no lock of their own
+// and keep their offset checkpoints as entries of the root files (one file
+// write covers the entries of every partition that changed at once). A
+// partition of a Dir behaves as one opened alone otherwise: the same
+// durability, recovery and directory checks; roll syncs the partition
+// directory itself, since the checkpoint it writes is at the root.
+// OpenDir loads RecoveryThreads partitions at once (Kafka's
+// num.recovery.threads.per.data.dir) and logs its progress at INFO; a
+// partition that fails to load fails OpenDir. Not yet: segments opened
+// lazily under descriptor and mapping budgets, and one flush scheduler
+// and compaction runner for all partitions (each partition still runs its
+// own FlushInterval goroutine).
+//
 // # What a Partition does not do yet
 //
 // Transactions (last stable offset, aborted transaction index), answering

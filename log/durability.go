@@ -262,7 +262,7 @@ func (p *Partition) fullFlushLocked() error {
 		return err
 	}
 	if p.cfg.DisableAutoHighWatermark && p.mu.hw.Offset != p.mu.hwCheckpoint {
-		if err := writeOffsetCheckpoint(p.cfg.FS, p.dir, HighWatermarkCheckpointFile, p.mu.hw.Offset); err != nil {
+		if err := p.ckpt.write(HighWatermarkCheckpointFile, p.mu.hw.Offset, true); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: high watermark checkpoint: %w", p.dir, err)
 		}
 		p.mu.hwCheckpoint = p.mu.hw.Offset
@@ -278,7 +278,9 @@ func (p *Partition) setRecoveryPointLocked(offset int64) error {
 	if offset == p.mu.recoveryPoint {
 		return nil
 	}
-	if err := writeOffsetCheckpoint(p.cfg.FS, p.dir, RecoveryPointCheckpointFile, offset); err != nil {
+	// Raising it is lazy: a crash that loses the new value leaves the
+	// older one, which only makes recovery read more.
+	if err := p.ckpt.write(RecoveryPointCheckpointFile, offset, offset > p.mu.recoveryPoint); err != nil {
 		err = fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
 		if offset < p.mu.recoveryPoint {
 			p.failLocked(err)

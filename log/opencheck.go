@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 	"github.com/partlog/partlog/segment/repair"
@@ -203,13 +202,8 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		}
 	}
 	cleanerAt := int64(-1)
-	if entries, err := checkpoint.ReadOffsets(fs, filepath.Join(dir, CleanerCheckpointFile)); err == nil {
-		topic, part := checkpoint.EntryName(dir)
-		for _, e := range entries {
-			if len(entries) == 1 || e.Topic == topic && e.Partition == part {
-				cleanerAt = max(cleanerAt, e.Offset)
-			}
-		}
+	if off, ok, err := p.ckpt.read(CleanerCheckpointFile); err == nil && ok {
+		cleanerAt = off
 	}
 	for i := 0; i+1 < n && i < cutAt; i++ {
 		if probes[i].Next >= bases[i+1] {
@@ -244,7 +238,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		return nil, p.refused(hard)
 	}
 	end := probes[min(cutAt, n-1)].Next // an upper bound when recovery may cut
-	cpPath := filepath.Join(dir, LogStartOffsetCheckpointFile)
+	cpPath := p.ckpt.path(LogStartOffsetCheckpointFile)
 	var startBad error
 	switch {
 	case haveCP && cpStart > end:
@@ -265,7 +259,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		dc.distrustLogStart = true
 	}
 	if haveRP && rp > end && cutAt == n {
-		rpPath := filepath.Join(dir, RecoveryPointCheckpointFile)
+		rpPath := p.ckpt.path(RecoveryPointCheckpointFile)
 		cause := base.CorruptionErrorf(rpPath, 0, "offset",
 			"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
 			rp, end, filepath.Base(probes[n-1].Path))

@@ -23,8 +23,16 @@ import (
 // safe for concurrent use; appends and the other mutating methods are
 // serialized by one mutex, reads take no lock.
 type Partition struct {
-	// dirLock holds the directory's LockFile from Open to Close.
+	// dirLock holds the directory's LockFile from Open to Close; nil for
+	// a partition of a Dir (the Dir's lock covers it).
 	dirLock io.Closer
+	// ckpt keeps the partition's offset checkpoints: its own files
+	// (partitionFiles) or, in a Dir, the log directory's root files. Set
+	// by Open, never changed.
+	ckpt checkpointStore
+	// inDir is set for a partition a Dir opened: no lock of its own, and
+	// the clean-shutdown marker is the Dir's.
+	inDir bool
 	// dir, cfg and segCfg are set by Open and never change.
 	dir    string
 	cfg    Config
@@ -212,12 +220,29 @@ func (p *Partition) lockWriter() {
 // The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
 // ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
 // name the file.
-func Open(dir string, cfg Config) (_ *Partition, err error) {
+func Open(dir string, cfg Config) (*Partition, error) {
+	return open(dir, cfg, nil)
+}
+
+// dirMember is how a Dir opens one of its partitions: through the Dir's
+// checkpoint store, without a lock of its own, clean when the Dir's root
+// marker said so.
+type dirMember struct {
+	store checkpointStore
+	clean bool
+}
+
+// open is Open, for a partition alone (m == nil) or of a Dir.
+func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	cfg.EnsureDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
+	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
+	if m != nil {
+		p.ckpt, p.inDir = m.store, true
+	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.group.cond = sync.NewCond(&p.group.mu)
 	p.truncated.L = &p.mu.Mutex
@@ -226,30 +251,36 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	lock, err := lockDir(fs, dir)
-	if err != nil {
-		return nil, err
-	}
-	p.dirLock = lock
-	defer func() {
-		if err != nil {
-			_ = lock.Close()
+	if m == nil {
+		lock, lerr := lockDir(fs, dir)
+		if lerr != nil {
+			return nil, lerr
 		}
-	}()
+		p.dirLock = lock
+		defer func() {
+			if err != nil {
+				_ = lock.Close()
+			}
+		}()
+	}
 	// Read everything first and decide (checkDir); nothing is written
 	// before, so a refusal changes nothing.
-	clean, err := checkpoint.HasCleanShutdown(fs, dir)
-	if err != nil {
+	var clean bool
+	if m != nil {
+		if clean, err = p.adoptOwnCheckpoints(m.clean); err != nil {
+			return nil, err
+		}
+	} else if clean, err = checkpoint.HasCleanShutdown(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	cpStart, haveCP, err := readLogStartCheckpoint(fs, dir)
+	cpStart, haveCP, err := p.ckpt.read(LogStartOffsetCheckpointFile)
 	if err != nil {
 		if err := p.checkpointProblem(LogStartOffsetCheckpointFile, err); err != nil {
 			return nil, err
 		}
 		haveCP = false
 	}
-	recoveryPoint, haveRP, err := readOffsetCheckpoint(fs, dir, RecoveryPointCheckpointFile)
+	recoveryPoint, haveRP, err := p.ckpt.read(RecoveryPointCheckpointFile)
 	if err != nil && !clean {
 		if err := p.checkpointProblem(RecoveryPointCheckpointFile, err); err != nil {
 			return nil, err
@@ -262,7 +293,7 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 	var hwCP int64
 	haveHW := false
 	if cfg.DisableAutoHighWatermark {
-		hwCP, haveHW, err = readOffsetCheckpoint(fs, dir, HighWatermarkCheckpointFile)
+		hwCP, haveHW, err = p.ckpt.read(HighWatermarkCheckpointFile)
 		if err != nil {
 			if err := p.checkpointProblem(HighWatermarkCheckpointFile, err); err != nil {
 				return nil, err
@@ -283,7 +314,9 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 	if err := dc.apply(fs, dir, p); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	if clean {
+	if clean || m != nil {
+		// In a Dir the marker is the Dir's; one left here by an Open
+		// alone is stale and goes too.
 		if err := checkpoint.RemoveCleanShutdown(fs, dir); err != nil {
 			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 		}
@@ -323,7 +356,7 @@ func Open(dir string, cfg Config) (_ *Partition, err error) {
 		if !haveCP {
 			// A new partition records its log start, so that a later
 			// Open notices a first segment gone missing (checkDir).
-			if err := writeLogStartCheckpoint(fs, dir, base); err != nil {
+			if err := p.writeLogStartCheckpoint(base); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 			}
 		}
@@ -646,13 +679,15 @@ func (p *Partition) Close() error {
 		}
 	}
 	keep(snap.unref()) // the partition's reference on the snapshot
-	if first == nil && p.mu.failed == nil && p.offlineErr() == nil {
+	if first == nil && p.mu.failed == nil && p.offlineErr() == nil && !p.inDir {
 		if err := checkpoint.MarkCleanShutdown(p.cfg.FS, p.dir); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}
 	}
-	if err := p.dirLock.Close(); err != nil {
-		keep(fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, err))
+	if p.dirLock != nil {
+		if err := p.dirLock.Close(); err != nil {
+			keep(fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, err))
+		}
 	}
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)

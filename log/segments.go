@@ -117,7 +117,7 @@ func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
 		return fmt.Errorf("%w: deleting up to offset %d would pass the high watermark %d", ErrSegmentsChanged, next, p.mu.hw.Offset)
 	}
 	if next > p.logStart.Load() {
-		if err := writeLogStartCheckpoint(p.cfg.FS, p.dir, next); err != nil {
+		if err := p.writeLogStartCheckpoint(next); err != nil {
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)

@@ -210,7 +210,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 			return p.mu.failed
 		}
 	}
-	if err := writeLogStartCheckpoint(p.cfg.FS, p.dir, offset); err != nil {
+	if err := p.writeLogStartCheckpoint(offset); err != nil {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)

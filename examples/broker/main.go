@@ -73,8 +73,9 @@
 // offsets.topic.segment.bytes, so the compactor gets sealed segments), and
 // -cleanup-policy to every other topic: "delete" (retention by -retention,
 // Kafka's 7 days by default, whole sealed segments only), "compact", or both.
-// Before a partition is opened, what a crash left of a compaction is finished
-// or undone (compaction.RecoverDir).
+// The data directory is a Kafka log directory (plog.Dir): Kafka's checkpoints
+// at its root, the clean-shutdown marker and .lock; when a partition is
+// opened, what a crash left of a compaction is finished or undone.
 //
 // # Connections and topics
 //

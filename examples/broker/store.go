@@ -4,14 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
-	"github.com/partlog/partlog/compaction"
-	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -22,13 +17,16 @@ const offsetsTopic = "__consumer_offsets"
 // maxTopicLength is Kafka's limit on topic names.
 const maxTopicLength = 249
 
-// store owns the partitions: one partlog Partition per topic-partition,
-// in DataDir/<topic>-<partition>. Topics are created on first use.
+// store owns the partitions: DataDir is a Kafka log directory (a
+// partlog Dir: one Partition per topic-partition in
+// DataDir/<topic>-<partition>, Kafka's checkpoints at the root). Topics
+// are created on first use.
 //
 // The topic map is guarded by mu; the Partitions themselves are safe for
 // concurrent use. Parked fetches wait on the partitions (Partition.Wait).
 type store struct {
 	dir        string
+	d          *plog.Dir
 	partitions int32
 	pcfg       plog.Config // user topics
 	offsetsCfg plog.Config // __consumer_offsets
@@ -49,13 +47,11 @@ type storeConfig struct {
 	indexBytes          int   // segment.index.bytes of every partition
 }
 
-// openStore opens every partition directory found in dir (names
-// "<topic>-<partition>"; other entries are ignored) and creates missing
+// openStore opens dir as a Kafka log directory (plog.OpenDir: every
+// partition directory "<topic>-<partition>" in it, with the root
+// checkpoints; other entries are left alone) and creates missing
 // partitions of a topic up to its highest partition number.
 func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger) (*store, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	s := &store{
 		dir:        dir,
 		partitions: partitions,
@@ -64,20 +60,22 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 		log:        logger,
 	}
 	s.mu.topics = make(map[string][]*plog.Partition)
-	ents, err := os.ReadDir(dir)
+	d, err := plog.OpenDir(dir, plog.DirConfig{
+		Config: s.pcfg,
+		TopicConfig: func(topic string) *plog.Config {
+			if topic == offsetsTopic {
+				return &s.offsetsCfg
+			}
+			return nil
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
+	s.d = d
 	counts := make(map[string]int32)
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		topic, p, ok := checkpoint.ParseDirName(e.Name())
-		if !ok || !validTopic(topic) || p < 0 {
-			continue
-		}
-		counts[topic] = max(counts[topic], p+1)
+	for _, tp := range d.Partitions() {
+		counts[tp.Topic] = max(counts[tp.Topic], tp.Partition+1)
 	}
 	names := make([]string, 0, len(counts))
 	for t := range counts {
@@ -177,30 +175,15 @@ func (s *store) topic(name string, create bool) ([]*plog.Partition, error) {
 	return s.createLocked(name, n)
 }
 
-// createLocked opens (creating when needed) partitions 0..n-1 of topic.
-// Before opening an existing directory it finishes or undoes what a crash
-// left of a compaction (compaction.RecoverDir).
+// createLocked returns partitions 0..n-1 of topic, creating the missing
+// ones in the Dir (OpenDir opened the existing ones; it finished or undid
+// what a crash left of a compaction, as plog.Open does).
 // REQUIRES: s.mu held, or s not yet shared.
 func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
-	cfg := s.pcfg
-	if topic == offsetsTopic {
-		cfg = s.offsetsCfg
-	}
 	ps := make([]*plog.Partition, 0, n)
 	for i := range n {
-		dir := filepath.Join(s.dir, checkpoint.DirName(topic, i))
-		var err error
-		if _, serr := os.Stat(dir); serr == nil {
-			err = compaction.RecoverDir(vfs.Default, dir)
-		}
-		var p *plog.Partition
-		if err == nil {
-			p, err = plog.Open(dir, cfg)
-		}
+		p, err := s.d.CreatePartition(topic, i)
 		if err != nil {
-			for _, q := range ps {
-				_ = q.Close()
-			}
 			return nil, fmt.Errorf("open %s-%d: %w", topic, i, err)
 		}
 		ps = append(ps, p)
@@ -241,8 +224,9 @@ func (s *store) topicCount() int {
 	return len(s.mu.topics)
 }
 
-// close closes every partition (each Close seals and syncs) and returns the
-// first error. Later topic calls fail with errStoreClosed.
+// close closes the Dir (every partition seals and syncs; the root
+// checkpoints and the clean-shutdown marker are written). Later topic
+// calls fail with errStoreClosed.
 func (s *store) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,13 +234,5 @@ func (s *store) close() error {
 		return nil
 	}
 	s.mu.closed = true
-	var first error
-	for _, ps := range s.mu.topics {
-		for _, p := range ps {
-			if err := p.Close(); err != nil && !errors.Is(err, plog.ErrClosed) && first == nil {
-				first = err
-			}
-		}
-	}
-	return first
+	return s.d.Close()
 }

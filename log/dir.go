@@ -1,0 +1,569 @@
+package log
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// DirLockFile is the file at the root of a log directory that OpenDir
+// locks (flock(2) on unix) until Close: Kafka's ".lock" name, so that a
+// second Dir, in this process or another, cannot open the directory at the
+// same time. A Kafka broker locks the same file with a POSIX record lock
+// (Java's FileChannel.tryLock, fcntl), which does not conflict with flock
+// on Linux: the lock does not keep a running Kafka broker out.
+const DirLockFile = ".lock" // frozen: Kafka's name
+
+// DeleteDirSuffix ends the name of a partition directory DeletePartition
+// renamed before removing it: "<topic>-<partition>.<32 hex digits>-delete",
+// Kafka's name. OpenDir removes what a crash left of one.
+const DeleteDirSuffix = "-delete" // frozen: Kafka's name
+
+// ErrUnknownPartition is returned by DeletePartition for a partition the
+// Dir does not hold. Kafka error code: UNKNOWN_TOPIC_OR_PARTITION (3).
+var ErrUnknownPartition = errors.New("partlog/log: unknown partition")
+
+// ErrInvalidPartition is returned by CreatePartition for a topic name
+// Kafka does not accept (1 to 249 characters of [a-zA-Z0-9._-], not "."
+// or "..") or a negative partition. Kafka error code:
+// INVALID_TOPIC_EXCEPTION (17).
+var ErrInvalidPartition = errors.New("partlog/log: invalid topic or partition")
+
+// TopicPartition names a partition of a Dir.
+type TopicPartition struct {
+	// Topic is the topic name.
+	Topic string
+	// Partition is the partition number.
+	Partition int32
+}
+
+// String returns the partition's directory name, "<topic>-<partition>".
+func (tp TopicPartition) String() string { return checkpoint.DirName(tp.Topic, tp.Partition) }
+
+// DirConfig configures a Dir. The zero value is Kafka's defaults.
+type DirConfig struct {
+	// Config is the configuration of the partitions of every topic
+	// TopicConfig does not override. Its FS, Logger and Recovery are the
+	// Dir's own.
+	Config Config
+	// TopicConfig, when set, returns the configuration of a topic's
+	// partitions (Kafka's per-topic overrides), or nil for Config. The FS
+	// of the Config it returns is replaced by the Dir's; a nil Logger
+	// becomes the Dir's.
+	TopicConfig func(topic string) *Config
+	// RecoveryThreads is how many partitions OpenDir loads (and Close
+	// closes) at once: Kafka's num.recovery.threads.per.data.dir. 0 means
+	// 1, Kafka's default.
+	RecoveryThreads int
+}
+
+// Dir is a Kafka log directory: one directory holding a partition
+// directory "<topic>-<partition>" per partition, and at its root the files
+// Kafka keeps for all of them (docs/format.md, "Log directory"):
+// recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint and cleaner-offset-checkpoint, one entry
+// per partition each; the clean-shutdown marker .kafka_cleanshutdown; and
+// the lock file .lock. A directory a Kafka broker wrote opens with its
+// recovery points, log start offsets and high watermarks, and a directory
+// a Dir wrote opens in Kafka.
+//
+// The partitions of a Dir keep no checkpoint of their own (only
+// leader-epoch-checkpoint, which Kafka keeps per partition too): their
+// entries live in the Dir, in memory, and every change a partition makes
+// durable (DeleteRecordsBefore's log start, a lowered recovery point, a
+// Sync) rewrites the root file whole and atomically, writes of many
+// partitions at once batched into one. Nor does a partition of a Dir take
+// its own lock (LockFile): the Dir's lock covers every partition in it.
+// Opening one of its partition directories with Open while the Dir is open
+// is therefore not detected and must not be done.
+//
+// Every method is safe for concurrent use. Close the Dir, not its
+// partitions: a Partition closed alone stays in the Dir, closed.
+type Dir struct {
+	path    string
+	cfg     DirConfig
+	fs      vfs.FS
+	logger  *slog.Logger
+	threads int
+	lock    io.Closer
+	root    *rootCheckpoints
+
+	// createMu serializes CreatePartition, DeletePartition and Close.
+	createMu sync.Mutex
+	// mu guards parts and closed; Partition takes it to read.
+	mu     sync.RWMutex
+	parts  map[TopicPartition]*Partition
+	closed bool
+}
+
+// OpenDir opens the log directory at path, creating it when missing, and
+// every partition in it.
+//
+// It first takes the directory's lock (DirLockFile): a directory already
+// open by a Dir, in this process or another, gets an error wrapping
+// ErrLocked. It reads the root checkpoint files (a missing
+// one has no entries; one that does not parse goes to Config.Recovery:
+// DefaultRecovery goes on without it, loudly, StrictRecovery refuses) and
+// the clean-shutdown marker, which it then removes, durably, before loading
+// anything (so that a crash while loading counts as unclean). It finishes
+// the deletion of every "-delete" directory a crash interrupted, and opens
+// every directory named "<topic>-<partition>" (a valid Kafka topic name and
+// a partition number) as Open does, RecoveryThreads at a time, each with
+// its entries of the root files: after a clean shutdown no batch is
+// recovered; after an unclean one each partition recovers from its
+// recovery point. Other entries of the directory (meta.properties, Kafka's
+// "-future" and "-stray" directories, anything else) are left alone.
+// Entries of the root files for partitions the directory does not hold are
+// dropped the next time the file is written. A partition directory last
+// used by a partition opened alone (it holds LockFile: partlog's layout
+// before Dir) keeps what its own files say: its offset checkpoints for the
+// entries the root files lack, and its own clean-shutdown marker; the root
+// files take them over. Progress is logged at INFO.
+//
+// When a partition fails to open, OpenDir closes the others, releases the
+// lock and returns the errors (each naming its partition directory): Kafka
+// takes the whole log directory offline too.
+func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
+	cfg.Config.EnsureDefaults()
+	if err := cfg.Config.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.RecoveryThreads < 0 {
+		return nil, fmt.Errorf("%w: num.recovery.threads.per.data.dir %d is negative", ErrInvalidConfig, cfg.RecoveryThreads)
+	}
+	fs := cfg.Config.FS
+	d := &Dir{path: path, cfg: cfg, fs: fs, logger: cfg.Config.Logger, threads: max(cfg.RecoveryThreads, 1),
+		parts: make(map[TopicPartition]*Partition)}
+	if err := mkdirDurable(fs, path); err != nil {
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+	}
+	lock, err := fs.Lock(filepath.Join(path, DirLockFile))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w (%s is held by another owner): %w", path, ErrLocked, DirLockFile, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open dir %s: lock: %w", path, err)
+	}
+	d.lock = lock
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
+
+	start := time.Now()
+	clean, err := checkpoint.HasCleanShutdown(fs, path)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+	}
+	names, err := fs.List(path)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+	}
+	var tps []TopicPartition
+	var deleted []string
+	for _, name := range names {
+		topic, part, isPart := checkpoint.ParseDirName(name)
+		isDelete := strings.HasSuffix(name, DeleteDirSuffix)
+		if !isPart && !isDelete {
+			continue
+		}
+		fi, err := fs.Stat(filepath.Join(path, name))
+		if err != nil {
+			return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+		}
+		switch {
+		case !fi.IsDir():
+		case isPart:
+			tps = append(tps, TopicPartition{topic, part})
+		default:
+			deleted = append(deleted, name)
+		}
+	}
+	present := make(map[TopicPartition]bool, len(tps))
+	for _, tp := range tps {
+		present[tp] = true
+	}
+	entries := make(map[string]map[TopicPartition]int64, len(rootCheckpointFiles))
+	dropped := false
+	for _, name := range rootCheckpointFiles {
+		m, err := readRootCheckpoint(fs, path, name)
+		if err != nil {
+			if err := d.rootCheckpointProblem(name, clean, err); err != nil {
+				return nil, err
+			}
+			dropped = true
+		}
+		for tp := range m {
+			if !present[tp] {
+				delete(m, tp)
+				dropped = true
+			}
+		}
+		entries[name] = m
+	}
+	d.root = newRootCheckpoints(fs, path, entries)
+	d.logger.Info("partlog/log: loading log directory", "dir", path, "partitions", len(tps),
+		"clean", clean, "threads", d.threads)
+
+	if clean {
+		if err := checkpoint.RemoveCleanShutdown(fs, path); err != nil {
+			return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+		}
+	}
+	if len(deleted) > 0 {
+		for _, name := range deleted {
+			d.logger.Info("partlog/log: removing a partition directory whose deletion a crash interrupted", "dir", path, "name", name)
+			if err := fs.RemoveAll(filepath.Join(path, name)); err != nil {
+				return nil, fmt.Errorf("partlog/log: open dir %s: remove %s: %w", path, name, err)
+			}
+		}
+		if err := syncDir(fs, path); err != nil {
+			return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+		}
+	}
+
+	d.root.hold()
+	if err := d.loadAll(tps, clean); err != nil {
+		return nil, err
+	}
+	// Write what loading changed (recovery points of recovered
+	// partitions, dropped entries) before the Dir is used.
+	if err := d.root.release(dropped); err != nil {
+		d.closeAll()
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
+	}
+	d.logger.Info("partlog/log: loaded log directory", "dir", path, "partitions", len(tps),
+		"clean", clean, "elapsed", time.Since(start))
+	return d, nil
+}
+
+// rootCheckpointProblem hands a root checkpoint file that does not parse
+// to the recovery policy (nil: go on without it). After a clean shutdown a
+// bad recovery point file is not needed and only logged.
+func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
+	var ce *base.CorruptionError
+	if !isCorrupt(err) || !errors.As(err, &ce) {
+		return fmt.Errorf("partlog/log: open dir %s: %s: %w", d.path, name, err)
+	}
+	if !(clean && name == RecoveryPointCheckpointFile) {
+		ev := RecoveryEvent{Dir: d.path, File: ce.File, Pos: ce.Pos, LastGoodOffset: -1, Checkpoint: true, Err: err}
+		if perr := d.cfg.Config.Recovery.OnCorruption(ev); perr != nil {
+			return perr
+		}
+	}
+	d.logger.Warn("partlog/log: ignoring a root checkpoint that does not parse; it is rewritten from the partitions",
+		"dir", d.path, "file", ce.File, "position", ce.Pos, "cause", err)
+	return nil
+}
+
+// adoptOwnCheckpoints takes over, for a partition of a Dir whose
+// directory was last used by a partition opened alone (it holds LockFile),
+// the checkpoints it kept in its own directory: each offset checkpoint the
+// Dir has no entry for, and its own clean-shutdown marker (written by its
+// Close; a Dir removes it when it opens the partition, so it is never
+// stale). The files stay where they are; the entries reach the root files
+// with the Dir's next write. Returns whether the open is clean.
+func (p *Partition) adoptOwnCheckpoints(dirClean bool) (bool, error) {
+	fs, dir := p.cfg.FS, p.dir
+	if _, err := fs.Stat(filepath.Join(dir, LockFile)); err != nil {
+		if errors.Is(err, errNotExist) {
+			return dirClean, nil
+		}
+		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	own := partitionFiles{fs: fs, dir: dir, logger: p.logger}
+	for _, name := range rootCheckpointFiles {
+		if _, ok, _ := p.ckpt.read(name); ok {
+			continue
+		}
+		off, ok, err := own.read(name)
+		if err != nil {
+			if err := p.checkpointProblem(name, err); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		// Lazy: until the root file holds it, the partition's own file
+		// still does, and the next OpenDir takes it again.
+		if err := p.ckpt.write(name, off, true); err != nil {
+			return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+		}
+		p.logger.Info("partlog/log: took over a checkpoint of the partition directory", "dir", dir, "file", name, "offset", off)
+	}
+	if dirClean {
+		return true, nil
+	}
+	clean, err := checkpoint.HasCleanShutdown(fs, dir)
+	if err != nil {
+		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	}
+	return clean, nil
+}
+
+// topicConfig returns the configuration of topic's partitions.
+func (d *Dir) topicConfig(topic string) Config {
+	cfg := d.cfg.Config
+	if d.cfg.TopicConfig != nil {
+		if c := d.cfg.TopicConfig(topic); c != nil {
+			cfg = *c
+			cfg.FS = d.fs
+			if cfg.Logger == nil {
+				cfg.Logger = d.logger
+			}
+		}
+	}
+	return cfg
+}
+
+// openPartition opens the partition tp of the directory.
+func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
+	return open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
+		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean})
+}
+
+// loadAll opens tps with d.threads workers. On failure it closes what it
+// opened and returns every failure.
+func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
+	opened := make([]*Partition, len(tps))
+	errs := make([]error, len(tps))
+	var next, done atomic.Int64
+	step := max(int64(len(tps))/10, 1)
+	var wg sync.WaitGroup
+	for range min(d.threads, max(len(tps), 1)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tps) {
+					return
+				}
+				opened[i], errs[i] = d.openPartition(tps[i], clean)
+				if n := done.Add(1); n%step == 0 || n == int64(len(tps)) {
+					d.logger.Info("partlog/log: loading log directory", "dir", d.path,
+						"loaded", n, "of", len(tps))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, p := range opened {
+		if p != nil {
+			d.parts[tps[i]] = p
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.closeAll()
+		return fmt.Errorf("partlog/log: open dir %s: %w", d.path, err)
+	}
+	return nil
+}
+
+// closeAll closes every partition, d.threads at a time, and returns every
+// error but ErrClosed.
+func (d *Dir) closeAll() error {
+	ps := make([]*Partition, 0, len(d.parts))
+	for _, p := range d.parts {
+		ps = append(ps, p)
+	}
+	errs := make([]error, len(ps))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(d.threads, max(len(ps), 1)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ps) {
+					return
+				}
+				if err := ps[i].Close(); err != nil && !errors.Is(err, ErrClosed) {
+					errs[i] = err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Path returns the log directory.
+func (d *Dir) Path() string { return d.path }
+
+// Partition returns the partition topic-partition, or nil when the Dir
+// does not hold it (or is closed).
+func (d *Dir) Partition(topic string, partition int32) *Partition {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return nil
+	}
+	return d.parts[TopicPartition{topic, partition}]
+}
+
+// Partitions returns the partitions the Dir holds, sorted by topic then
+// partition.
+func (d *Dir) Partitions() []TopicPartition {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]TopicPartition, 0, len(d.parts))
+	for tp := range d.parts {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, compareTP)
+	return out
+}
+
+// CreatePartition returns the partition topic-partition, creating its
+// directory "<topic>-<partition>" with a first segment when the Dir does
+// not hold it (configured by DirConfig: TopicConfig(topic) or Config). A
+// new partition records its log start offset in the root
+// log-start-offset-checkpoint before CreatePartition returns. Errors:
+// ErrInvalidPartition for a name Kafka refuses, ErrClosed, and Open's.
+func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error) {
+	if !checkpoint.ValidTopic(topic) || partition < 0 {
+		return nil, fmt.Errorf("%w: %q partition %d", ErrInvalidPartition, topic, partition)
+	}
+	tp := TopicPartition{topic, partition}
+	d.createMu.Lock()
+	defer d.createMu.Unlock()
+	d.mu.RLock()
+	p, closed := d.parts[tp], d.closed
+	d.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case p != nil:
+		return p, nil
+	}
+	// Entries left of an earlier partition of this name must not apply
+	// to a new one; a directory that is there (put in place while the
+	// Dir was open) keeps its entries and opens as after a crash.
+	_, err := d.fs.Stat(filepath.Join(d.path, tp.String()))
+	switch {
+	case errors.Is(err, errNotExist):
+		if err := d.root.remove(tp); err != nil {
+			return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+	}
+	p, err = d.openPartition(tp, false)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+	}
+	d.mu.Lock()
+	d.parts[tp] = p
+	d.mu.Unlock()
+	d.logger.Info("partlog/log: created partition", "dir", d.path, "partition", tp.String())
+	return p, nil
+}
+
+// DeletePartition closes the partition topic-partition and deletes it the
+// way Kafka does: its directory is renamed to
+// "<topic>-<partition>.<random hex>-delete" (durably: from then on the
+// partition is gone, after a crash too), its entries are dropped from the
+// root checkpoint files, and the renamed directory is removed (OpenDir
+// finishes that after a crash). Records the partition returned stay
+// readable until closed where the platform allows (unix). Errors:
+// ErrUnknownPartition, ErrClosed, and I/O errors (the partition is then
+// closed and gone from the Dir; an I/O error after the rename leaves a
+// "-delete" directory that the next OpenDir removes).
+func (d *Dir) DeletePartition(topic string, partition int32) error {
+	tp := TopicPartition{topic, partition}
+	d.createMu.Lock()
+	defer d.createMu.Unlock()
+	d.mu.Lock()
+	p, closed := d.parts[tp], d.closed
+	if p != nil && !closed {
+		delete(d.parts, tp)
+	}
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case p == nil:
+		return fmt.Errorf("%w: %s in %s", ErrUnknownPartition, tp, d.path)
+	}
+	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
+			"dir", d.path, "partition", tp.String(), "err", err)
+	}
+	var suffix [16]byte
+	_, _ = rand.Read(suffix[:]) // crypto/rand.Read never fails
+	from := filepath.Join(d.path, tp.String())
+	to := from + "." + hex.EncodeToString(suffix[:]) + DeleteDirSuffix
+	if err := d.fs.Rename(from, to); err != nil {
+		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
+	}
+	if err := syncDir(d.fs, d.path); err != nil {
+		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
+	}
+	if err := d.root.remove(tp); err != nil {
+		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
+	}
+	if err := d.fs.RemoveAll(to); err != nil {
+		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
+	}
+	if err := syncDir(d.fs, d.path); err != nil {
+		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
+	}
+	d.logger.Info("partlog/log: deleted partition", "dir", d.path, "partition", tp.String())
+	return nil
+}
+
+// Close closes every partition (RecoveryThreads at a time; each seals and
+// flushes as Partition.Close does), writes the root checkpoint files once
+// for all of them and then, when every step succeeded and no partition had
+// failed, the clean-shutdown marker at the root, so that the next OpenDir
+// recovers nothing. It releases the lock even when a step fails and
+// returns every error. A second Close returns ErrClosed.
+func (d *Dir) Close() error {
+	d.createMu.Lock()
+	defer d.createMu.Unlock()
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closed = true
+	d.mu.Unlock()
+
+	d.root.hold()
+	errs := []error{d.closeAll()}
+	failed := false
+	for _, p := range d.parts {
+		p.mu.Lock()
+		failed = failed || p.mu.failed != nil || p.offlineErr() != nil
+		p.mu.Unlock()
+	}
+	errs = append(errs, d.root.release(true))
+	if errors.Join(errs...) == nil && !failed {
+		if err := checkpoint.MarkCleanShutdown(d.fs, d.path); err != nil {
+			errs = append(errs, fmt.Errorf("clean shutdown marker: %w", err))
+		}
+	}
+	if err := d.lock.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("unlock: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.logger.Warn("partlog/log: closing the log directory failed", "dir", d.path, "err", err)
+		return fmt.Errorf("partlog/log: close dir %s: %w", d.path, err)
+	}
+	d.logger.Info("partlog/log: closed log directory", "dir", d.path, "partitions", len(d.parts))
+	return nil
+}

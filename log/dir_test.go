@@ -1,0 +1,602 @@
+package log_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// copyTree copies testdata/<src> (files and one level of directories)
+// into a fresh directory and returns it.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "kafka-logs")
+	require.NoError(t, os.MkdirAll(dst, 0o755))
+	entries, err := os.ReadDir(filepath.Join("testdata", src))
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.IsDir() {
+			d := copyFixtureFrom(t, src, e.Name())
+			require.NoError(t, os.Rename(d, filepath.Join(dst, e.Name())))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("testdata", src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+	return dst
+}
+
+// logRecorder is a slog handler that keeps the records' messages and
+// attributes.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []map[string]any
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]any{"msg": r.Message, "level": r.Level}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
+	l.mu.Lock()
+	l.recs = append(l.recs, m)
+	l.mu.Unlock()
+	return nil
+}
+
+// recoveredFrom returns, per partition directory base name, the first
+// segment an unclean open recovered.
+func (l *logRecorder) recoveredFrom() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int64{}
+	for _, r := range l.recs {
+		if r["msg"] == "partlog/log: recovering after an unclean shutdown" {
+			out[filepath.Base(r["dir"].(string))] = r["fromSegment"].(int64)
+		}
+	}
+	return out
+}
+
+// TestOpenDirKafka opens the log directories Kafka brokers wrote, root
+// checkpoints and all: every partition directory is found, each recovers
+// only from the segment holding its recovery point in Kafka's
+// recovery-point-offset-checkpoint, the high watermarks come from
+// replication-offset-checkpoint and the cleaner offsets from
+// cleaner-offset-checkpoint; meta.properties is left alone; Close leaves
+// the clean-shutdown marker and root files holding the partitions the
+// directory has, and the next OpenDir recovers nothing.
+func TestOpenDirKafka(t *testing.T) {
+	type part struct {
+		name                string
+		recoveredFrom       int64 // first segment recovered (Kafka's recovery point)
+		logEnd, hw, cleaner int64 // cleaner -1: none
+	}
+	for _, tc := range []struct {
+		set   string
+		parts []part
+	}{
+		{"kafka-2.7.1", []part{
+			{"__consumer_offsets-17", 1, 3, 3, 1},  // rp 1
+			{"__consumer_offsets-28", 2, 3, 3, 2},  // rp 3, segments 0 and 2
+			{"__consumer_offsets-33", 0, 3, 3, -1}, // rp 3, one segment
+			{"__consumer_offsets-39", 18, 20, 20, 18},
+			{"__consumer_offsets-8", 0, 3, 3, -1},
+			{"myTopic-0", 38, 38, 38, -1},
+		}},
+		{"kafka-source-code", []part{
+			{"__consumer_offsets-17", 58, 60, 0, 58}, // rp 60; no replication file: hw at the log start
+		}},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			dir := copyTree(t, tc.set)
+			meta, err := os.ReadFile(filepath.Join(dir, "meta.properties"))
+			require.NoError(t, err)
+			rec := &logRecorder{}
+			cfg := plog.DirConfig{Config: plog.Config{DisableAutoHighWatermark: true, Logger: slog.New(rec)}}
+			d, err := plog.OpenDir(dir, cfg)
+			require.NoError(t, err)
+			var names []string
+			for _, tp := range d.Partitions() {
+				names = append(names, tp.String())
+			}
+			var want []string
+			for _, p := range tc.parts {
+				want = append(want, p.name)
+			}
+			require.ElementsMatch(t, want, names)
+			// Progress through the logger: the last report has them all.
+			loaded := int64(-1)
+			for _, r := range rec.recs {
+				if r["msg"] == "partlog/log: loading log directory" && r["loaded"] != nil {
+					loaded = r["loaded"].(int64)
+					require.Equal(t, int64(len(tc.parts)), r["of"])
+				}
+			}
+			require.Equal(t, int64(len(tc.parts)), loaded, "progress logged")
+			from := rec.recoveredFrom()
+			for _, want := range tc.parts {
+				topic, n, ok := checkpoint.ParseDirName(want.name)
+				require.True(t, ok)
+				p := d.Partition(topic, n)
+				require.NotNil(t, p, want.name)
+				assert.Equal(t, want.recoveredFrom, from[want.name], "%s: first segment recovered", want.name)
+				assert.Equal(t, want.logEnd, p.LogEndOffset(), want.name)
+				assert.Equal(t, want.hw, p.HighWatermark(), "%s: high watermark", want.name)
+				off, found, err := p.CleanerCheckpoint()
+				require.NoError(t, err)
+				if want.cleaner < 0 {
+					assert.False(t, found, want.name)
+				} else {
+					assert.True(t, found, want.name)
+					assert.Equal(t, want.cleaner, off, "%s: cleaner checkpoint", want.name)
+				}
+			}
+			require.NoError(t, d.Close())
+
+			got, err := os.ReadFile(filepath.Join(dir, "meta.properties"))
+			require.NoError(t, err)
+			require.Equal(t, meta, got)
+			_, err = os.Stat(filepath.Join(dir, checkpoint.CleanShutdownFile))
+			require.NoError(t, err, "clean-shutdown marker")
+			rps, err := checkpoint.ReadOffsets(vfs.Default, filepath.Join(dir, checkpoint.RecoveryPointFile))
+			require.NoError(t, err)
+			require.Len(t, rps, len(tc.parts), "one recovery point per partition held")
+			for _, e := range rps {
+				topic, n, _ := checkpoint.ParseDirName(checkpoint.DirName(e.Topic, e.Partition))
+				for _, want := range tc.parts {
+					if want.name == checkpoint.DirName(topic, n) {
+						assert.Equal(t, want.logEnd, e.Offset, "%s: recovery point after a clean close", want.name)
+					}
+				}
+			}
+			for _, p := range tc.parts {
+				_, err := os.Stat(filepath.Join(dir, p.name, checkpoint.RecoveryPointFile))
+				require.ErrorIs(t, err, os.ErrNotExist, "no per-partition checkpoint in a Dir")
+			}
+
+			rec2 := &logRecorder{}
+			cfg.Config.Logger = slog.New(rec2)
+			d, err = plog.OpenDir(dir, cfg)
+			require.NoError(t, err)
+			require.Empty(t, rec2.recoveredFrom(), "a clean open recovers nothing")
+			for _, want := range tc.parts {
+				topic, n, _ := checkpoint.ParseDirName(want.name)
+				assert.Equal(t, want.logEnd, d.Partition(topic, n).LogEndOffset())
+			}
+			require.NoError(t, d.Close())
+		})
+	}
+}
+
+// TestOpenDirKafkaLogStart: a log start offset Kafka's DeleteRecords moved
+// is recorded in the root log-start-offset-checkpoint; OpenDir honours it
+// (the deleted records stay unreadable), where Open of the partition
+// directory alone cannot see it.
+func TestOpenDirKafkaLogStart(t *testing.T) {
+	dir := copyTree(t, "kafka-2.7.1")
+	// As Kafka writes it after DeleteRecords(__consumer_offsets-39, 17).
+	require.NoError(t, os.WriteFile(filepath.Join(dir, checkpoint.LogStartOffsetFile),
+		[]byte("0\n2\n__consumer_offsets 39 17\nmyTopic 0 38\n"), 0o644))
+
+	alone, err := plog.Open(filepath.Join(dir, "__consumer_offsets-39"), plog.Config{})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), alone.LogStartOffset(), "Open alone does not read the root file")
+	require.NoError(t, alone.Close())
+	require.NoError(t, os.Remove(filepath.Join(dir, "__consumer_offsets-39", checkpoint.CleanShutdownFile)))
+
+	d, err := plog.OpenDir(dir, plog.DirConfig{})
+	require.NoError(t, err)
+	p := d.Partition("__consumer_offsets", 39)
+	require.Equal(t, int64(17), p.LogStartOffset())
+	_, err = p.ReadFrom(4, 1<<20)
+	require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, "records Kafka deleted stay deleted")
+	require.Equal(t, int64(38), d.Partition("myTopic", 0).LogStartOffset())
+	require.NoError(t, p.DeleteRecordsBefore(18))
+	require.NoError(t, d.Close())
+
+	got, err := os.ReadFile(filepath.Join(dir, checkpoint.LogStartOffsetFile))
+	require.NoError(t, err)
+	require.Equal(t, "0\n2\n__consumer_offsets 39 18\nmyTopic 0 38\n", string(got))
+}
+
+// TestDirRootFilesGolden: the root files a Dir writes are Kafka's: version
+// 0, the entry count, then "topic partition offset" lines (sorted here;
+// Kafka's order is its hash map's), byte for byte.
+func TestDirRootFilesGolden(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentBytes: 1 << 10, SegmentIndexBytes: 1024}}
+	cfg.TopicConfig = func(topic string) *plog.Config {
+		if topic == "replicated" {
+			return &plog.Config{DisableAutoHighWatermark: true, SegmentBytes: 1 << 10, SegmentIndexBytes: 1024}
+		}
+		return nil
+	}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	for _, tp := range []plog.TopicPartition{{"orders", 1}, {"orders", 0}, {"__consumer_offsets", 7}, {"replicated", 0}} {
+		p, err := d.CreatePartition(tp.Topic, tp.Partition)
+		require.NoError(t, err)
+		for i := range 3 {
+			_, err := p.AppendBatch(logtest.MakeBatch(5, 10, 1700000000000+int64(i), byte(i)))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, d.Partition("orders", 1).DeleteRecordsBefore(7))
+	require.NoError(t, d.Partition("replicated", 0).SetHighWatermark(12))
+	require.NoError(t, d.Close())
+
+	golden := map[string]string{
+		checkpoint.RecoveryPointFile:  "0\n4\n__consumer_offsets 7 15\norders 0 15\norders 1 15\nreplicated 0 15\n",
+		checkpoint.LogStartOffsetFile: "0\n4\n__consumer_offsets 7 0\norders 0 0\norders 1 7\nreplicated 0 0\n",
+		checkpoint.ReplicationFile:    "0\n1\nreplicated 0 12\n",
+		checkpoint.CleanerOffsetFile:  "0\n0\n",
+	}
+	for name, want := range golden {
+		f, err := mem.Open(filepath.Join("/logs", name))
+		require.NoError(t, err, name)
+		b := make([]byte, 4096)
+		n, _ := f.ReadAt(b, 0)
+		require.NoError(t, f.Close())
+		require.Equal(t, want, string(b[:n]), name)
+	}
+	names, err := mem.List("/logs")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{".kafka_cleanshutdown", ".lock", "__consumer_offsets-7", "cleaner-offset-checkpoint",
+		"log-start-offset-checkpoint", "orders-0", "orders-1", "recovery-point-offset-checkpoint",
+		"replicated-0", "replication-offset-checkpoint"}, names)
+	names, err = mem.List("/logs/orders-1")
+	require.NoError(t, err)
+	// Close leaves the producer snapshot at the log end, as Kafka does.
+	require.ElementsMatch(t, []string{"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+		"00000000000000000015.snapshot"},
+		names, "no per-partition checkpoint, lock or marker")
+}
+
+// TestOpenDirLocked: a second OpenDir of an open directory fails with
+// ErrLocked and changes nothing; after Close it opens.
+func TestOpenDirLocked(t *testing.T) {
+	for name, fs := range map[string]vfs.FS{"os": vfs.Default, "mem": vfs.NewMem()} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "logs")
+			cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentIndexBytes: 1024}}
+			d, err := plog.OpenDir(dir, cfg)
+			require.NoError(t, err)
+			_, err = d.CreatePartition("t", 0)
+			require.NoError(t, err)
+			_, err = plog.OpenDir(dir, cfg)
+			require.ErrorIs(t, err, plog.ErrLocked)
+			require.Contains(t, err.Error(), dir)
+			require.NoError(t, d.Close())
+			require.ErrorIs(t, d.Close(), plog.ErrClosed)
+			d, err = plog.OpenDir(dir, cfg)
+			require.NoError(t, err)
+			require.NotNil(t, d.Partition("t", 0))
+			require.NoError(t, d.Close())
+		})
+	}
+}
+
+// TestDirCreateDelete: partitions are created (idempotently) and deleted
+// Kafka's way; names Kafka refuses are refused; a "-delete" directory a
+// crash left is removed by OpenDir, other entries are left alone.
+func TestDirCreateDelete(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	_, err = d.CreatePartition("bad topic", 0)
+	require.ErrorIs(t, err, plog.ErrInvalidPartition)
+	_, err = d.CreatePartition("t", -1)
+	require.ErrorIs(t, err, plog.ErrInvalidPartition)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	again, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	require.Same(t, p, again)
+	_, err = p.AppendBatch(logtest.MakeBatch(3, 10, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.DeleteRecordsBefore(2))
+	require.NoError(t, d.DeletePartition("t", 0))
+	require.ErrorIs(t, d.DeletePartition("t", 0), plog.ErrUnknownPartition)
+	require.Nil(t, d.Partition("t", 0))
+	names, err := mem.List("/logs")
+	require.NoError(t, err)
+	require.NotContains(t, names, "t-0")
+	// A new partition of the same name starts afresh.
+	p, err = d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), p.LogStartOffset())
+	require.NoError(t, d.Close())
+
+	// What a crash leaves: a renamed directory not yet removed, plus
+	// entries a Dir does not own.
+	require.NoError(t, mem.MkdirAll("/logs/gone-3.0123456789abcdef0123456789abcdef-delete", 0o755))
+	f, err := mem.Create("/logs/gone-3.0123456789abcdef0123456789abcdef-delete/00000000000000000000.log")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, mem.MkdirAll("/logs/t-1.0123456789abcdef0123456789abcdef-future", 0o755))
+	require.NoError(t, mem.MkdirAll("/logs/not a partition", 0o755))
+	f, err = mem.Create("/logs/meta.properties")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	d, err = plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.Equal(t, []plog.TopicPartition{{"t", 0}}, d.Partitions())
+	require.NoError(t, d.Close())
+	names, err = mem.List("/logs")
+	require.NoError(t, err)
+	require.NotContains(t, names, "gone-3.0123456789abcdef0123456789abcdef-delete")
+	require.Subset(t, names, []string{"t-1.0123456789abcdef0123456789abcdef-future", "not a partition", "meta.properties"})
+}
+
+// TestDirRootCheckpointCorrupt: a root file that does not parse goes to
+// the policy: DefaultRecovery opens without it (and rewrites it),
+// StrictRecovery refuses and changes nothing.
+func TestDirRootCheckpointCorrupt(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	_, err = d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	f, err := mem.Create("/logs/" + checkpoint.LogStartOffsetFile)
+	require.NoError(t, err)
+	_, err = f.Write([]byte("0\n1\nt 0 x\n"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	strict := cfg
+	strict.Config.Recovery = plog.StrictRecovery{}
+	_, err = plog.OpenDir("/logs", strict)
+	require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+	_, err = mem.Stat("/logs/" + checkpoint.CleanShutdownFile)
+	require.NoError(t, err, "a refusal changes nothing")
+
+	d, err = plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	entries, err := checkpoint.ReadOffsets(mem, "/logs/"+checkpoint.LogStartOffsetFile)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// dirSnapshot describes every partition of a Dir.
+func dirSnapshot(d *plog.Dir) map[plog.TopicPartition][4]int64 {
+	out := map[plog.TopicPartition][4]int64{}
+	for _, tp := range d.Partitions() {
+		p := d.Partition(tp.Topic, tp.Partition)
+		out[tp] = [4]int64{p.LogStartOffset(), p.HighWatermark(), p.LogEndOffset(), int64(len(p.SegmentInfos()))}
+	}
+	return out
+}
+
+// TestOpenDirParallel: loading after a crash with 1 and with 2 recovery
+// threads gives the same partitions (run with -race).
+func TestOpenDirParallel(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentBytes: 600, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	for i := range 24 {
+		p, err := d.CreatePartition(fmt.Sprintf("topic%d", i%3), int32(i))
+		require.NoError(t, err)
+		for j := range 2 + i%5 {
+			_, err := p.AppendBatch(logtest.MakeBatch(4, 40, int64(j), byte(i)))
+			require.NoError(t, err)
+		}
+		if i%4 == 0 {
+			require.NoError(t, p.Sync())
+		}
+		if i%6 == 0 {
+			require.NoError(t, p.DeleteRecordsBefore(4))
+		}
+	}
+	var snaps []map[plog.TopicPartition][4]int64
+	for _, threads := range []int{1, 2} {
+		crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: 7})
+		c := cfg
+		c.Config.FS = crashed
+		c.RecoveryThreads = threads
+		d2, err := plog.OpenDir("/logs", c)
+		require.NoError(t, err)
+		snaps = append(snaps, dirSnapshot(d2))
+		require.NoError(t, d2.Close())
+	}
+	require.Len(t, snaps[0], 24)
+	require.Equal(t, snaps[0], snaps[1])
+	require.NoError(t, d.Close())
+}
+
+// TestDirCrashRootCheckpoints crashes a Dir's history at every filesystem
+// operation (with a random share of the unsynced writes surviving) and
+// reopens the directory from what survived: it must open, every
+// acknowledged DeleteRecordsBefore must hold (no deleted record readable
+// again) and no log start may pass what was asked, an acknowledged created
+// partition is there and an acknowledged deleted one gone, and acknowledged
+// synced batches are there.
+func TestDirCrashRootCheckpoints(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	type acks struct {
+		logStart map[plog.TopicPartition]int64 // acknowledged
+		synced   map[plog.TopicPartition]int64
+		created  map[plog.TopicPartition]string // "yes", "deleting", "no"
+	}
+	tps := []plog.TopicPartition{{"a", 0}, {"a", 1}, {"b", 0}}
+	run := func(fs vfs.FS, ack func(func(*acks))) {
+		cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 400, SegmentIndexBytes: 1024}, RecoveryThreads: 2}
+		d, err := plog.OpenDir("/logs", cfg)
+		require.NoError(t, err)
+		for _, tp := range tps {
+			_, err := d.CreatePartition(tp.Topic, tp.Partition)
+			require.NoError(t, err)
+			ack(func(a *acks) { a.created[tp] = "yes" })
+		}
+		for round := range 3 {
+			for i, tp := range tps {
+				p := d.Partition(tp.Topic, tp.Partition)
+				for range 2 {
+					_, err := p.AppendBatch(logtest.MakeBatch(3, 30, int64(round), byte(i)))
+					require.NoError(t, err)
+				}
+				require.NoError(t, p.Sync())
+				end := p.LogEndOffset()
+				ack(func(a *acks) { a.synced[tp] = end })
+				to := end - 2
+				require.NoError(t, p.DeleteRecordsBefore(to))
+				ack(func(a *acks) { a.logStart[tp] = to })
+			}
+		}
+		a1 := plog.TopicPartition{Topic: "a", Partition: 1}
+		ack(func(a *acks) { a.created[a1] = "deleting" })
+		require.NoError(t, d.DeletePartition("a", 1))
+		ack(func(a *acks) { a.created[a1] = "no" })
+		require.NoError(t, d.Close())
+	}
+	counter := vfs.NewInjector(vfs.NewMem())
+	run(counter, func(func(*acks)) {})
+	total := counter.Ops()
+	points := 0
+	for k := int64(0); k < total; k++ {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		var clone *vfs.MemFS
+		cur := acks{map[plog.TopicPartition]int64{}, map[plog.TopicPartition]int64{}, map[plog.TopicPartition]string{}}
+		var atCrash acks
+		var mu sync.Mutex
+		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+		n := int64(0)
+		in.SetHook(func(vfs.Op) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if n == k {
+				clone = mem.CrashClone(opts)
+				atCrash = acks{maps(cur.logStart), maps(cur.synced), maps(cur.created)}
+			}
+			n++
+			return nil
+		})
+		run(in, func(f func(*acks)) { mu.Lock(); f(&cur); mu.Unlock() })
+		if clone == nil {
+			continue
+		}
+		points++
+		where := fmt.Sprintf("crash at op %d of %d %+v", k, total, opts)
+		d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: clone, SegmentBytes: 400, SegmentIndexBytes: 1024}})
+		require.NoError(t, err, where)
+		for tp, state := range atCrash.created {
+			p := d.Partition(tp.Topic, tp.Partition)
+			switch {
+			case state == "no":
+				require.Nil(t, p, "%s: %s was deleted", where, tp)
+				continue
+			case state == "deleting" && p == nil:
+				continue
+			}
+			require.NotNil(t, p, "%s: %s was created", where, tp)
+			require.GreaterOrEqual(t, p.LogStartOffset(), atCrash.logStart[tp], "%s: %s log start", where, tp)
+			require.LessOrEqual(t, p.LogStartOffset(), cur.logStart[tp], "%s: %s log start", where, tp)
+			require.GreaterOrEqual(t, p.LogEndOffset(), atCrash.synced[tp], "%s: %s synced batches", where, tp)
+			if start := p.LogStartOffset(); start > 0 {
+				_, err := p.ReadFrom(start-1, 1)
+				require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, where)
+			}
+		}
+		require.NoError(t, d.Close(), where)
+	}
+	require.Greater(t, points, 10)
+	t.Logf("%d crash points of %d operations", points, total)
+}
+
+// maps copies a map.
+func maps[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// TestDirRollSyncsPartitionDir: a roll flushes the sealed segment and
+// moves the recovery point to the new one; in a Dir the recovery point is
+// at the root, so the roll must sync the partition directory itself, or a
+// crash loses the entry of a flushed segment (a hole the next OpenDir
+// refuses). Only synced state survives the crash here.
+func TestDirRollSyncsPartitionDir(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentBytes: 600, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for i := range 7 { // 2 batches a segment: rolls at 8, 16, 24
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 40, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.Len(t, p.SegmentInfos(), 4)
+	crashed := mem.CrashClone(vfs.CrashOptions{})
+	cfg.Config.FS = crashed
+	cfg.Config.Recovery = plog.StrictRecovery{AllowTornTail: true}
+	d2, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, d2.Partition("t", 0).LogEndOffset(), int64(24), "every sealed segment was flushed")
+	require.NoError(t, d2.Close())
+	require.NoError(t, d.Close())
+}
+
+// TestOpenDirAdoptsPartitionsOpenedAlone: a directory of partitions that
+// were opened alone (partlog's layout before Dir, e.g. examples/broker's
+// data directories) opens as a Dir with their own checkpoints: a log start
+// DeleteRecordsBefore moved holds, and a partition its own Close marked
+// clean is not recovered. The entries then live in the root files.
+func TestOpenDirAdoptsPartitionsOpenedAlone(t *testing.T) {
+	mem := vfs.NewMem()
+	pcfg := plog.Config{FS: mem, SegmentIndexBytes: 1024}
+	for i, clean := range []bool{true, false} {
+		p, err := plog.Open(fmt.Sprintf("/logs/t-%d", i), pcfg)
+		require.NoError(t, err)
+		for j := range 4 {
+			_, err := p.AppendBatch(logtest.MakeBatch(2, 10, int64(j), 1))
+			require.NoError(t, err)
+		}
+		require.NoError(t, p.DeleteRecordsBefore(int64(3+i)))
+		if clean {
+			require.NoError(t, p.Close())
+			continue
+		}
+		require.NoError(t, p.Sync())
+		mem = mem.CrashClone(vfs.CrashOptions{}) // t-1 crashes; t-0 is closed
+		pcfg.FS = mem
+	}
+	rec := &logRecorder{}
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: 1024, Logger: slog.New(rec)}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), d.Partition("t", 0).LogStartOffset())
+	require.Equal(t, int64(4), d.Partition("t", 1).LogStartOffset())
+	require.Equal(t, int64(8), d.Partition("t", 1).LogEndOffset())
+	from := rec.recoveredFrom()
+	require.NotContains(t, from, "t-0", "closed cleanly alone: not recovered")
+	require.Contains(t, from, "t-1", "crashed: recovered")
+	require.NoError(t, d.Close())
+	entries, err := checkpoint.ReadOffsets(mem, "/logs/"+checkpoint.LogStartOffsetFile)
+	require.NoError(t, err)
+	require.Equal(t, []checkpoint.PartitionOffset{{Topic: "t", Partition: 0, Offset: 3}, {Topic: "t", Partition: 1, Offset: 4}}, entries)
+}

@@ -1,0 +1,238 @@
+package log
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// rootCheckpointFiles are the offset checkpoints a Dir keeps at the root of
+// its log directory, one file each for all the partitions, as Kafka does.
+var rootCheckpointFiles = []string{
+	RecoveryPointCheckpointFile,
+	LogStartOffsetCheckpointFile,
+	HighWatermarkCheckpointFile,
+	CleanerCheckpointFile,
+}
+
+// rootCheckpoints holds a Dir's root checkpoint files: each in memory as a
+// map from partition to offset, written whole (sorted by topic, then
+// partition) and atomically (checkpoint.WriteOffsets) when an entry
+// changes.
+type rootCheckpoints struct {
+	files map[string]*rootFile
+}
+
+// rootFile is one root checkpoint file. Writers of many partitions are
+// batched (group commit): an entry is set in the map, then one writer at
+// a time writes the whole map, and the writers that set entries while it
+// wrote wait for it and let the first of them write for all.
+type rootFile struct {
+	fs   vfs.FS
+	path string
+
+	mu   sync.Mutex
+	cond sync.Cond // L is &mu; signalled when a write ends
+	// entries are the offsets; gen counts their changes and durable is
+	// the gen the file on disk holds.
+	entries map[TopicPartition]int64
+	// keys are entries' keys in the file's order (topic, then
+	// partition), kept sorted as keys come and go so that a write of N
+	// entries does not sort them again.
+	keys         []TopicPartition
+	gen, durable uint64
+	// writing is set while one writer writes the file without mu.
+	writing bool
+	// held defers lazy writes (while the Dir loads or closes its
+	// partitions) until release.
+	held bool
+}
+
+// newRootCheckpoints returns the root files of dir holding entries (by
+// file name; missing names are empty).
+func newRootCheckpoints(fs vfs.FS, dir string, entries map[string]map[TopicPartition]int64) *rootCheckpoints {
+	rc := &rootCheckpoints{files: make(map[string]*rootFile, len(rootCheckpointFiles))}
+	for _, name := range rootCheckpointFiles {
+		f := &rootFile{fs: fs, path: filepath.Join(dir, name), entries: entries[name]}
+		if f.entries == nil {
+			f.entries = make(map[TopicPartition]int64)
+		}
+		for tp := range f.entries {
+			f.keys = append(f.keys, tp)
+		}
+		slices.SortFunc(f.keys, compareTP)
+		f.cond.L = &f.mu
+		rc.files[name] = f
+	}
+	return rc
+}
+
+// hold defers lazy writes until release.
+func (rc *rootCheckpoints) hold() {
+	for _, f := range rc.files {
+		f.mu.Lock()
+		f.held = true
+		f.mu.Unlock()
+	}
+}
+
+// release ends hold and writes every file whose entries changed since it
+// was last written (all files when force).
+func (rc *rootCheckpoints) release(force bool) error {
+	var errs []error
+	for _, name := range rootCheckpointFiles {
+		f := rc.files[name]
+		f.mu.Lock()
+		f.held = false
+		if force && f.gen == f.durable {
+			f.gen++
+		}
+		errs = append(errs, f.persistLocked(f.gen))
+		f.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// remove drops the entries of tps from every file, durably.
+func (rc *rootCheckpoints) remove(tps ...TopicPartition) error {
+	var errs []error
+	for _, name := range rootCheckpointFiles {
+		f := rc.files[name]
+		f.mu.Lock()
+		changed := false
+		for _, tp := range tps {
+			if _, ok := f.entries[tp]; ok {
+				delete(f.entries, tp)
+				i, _ := slices.BinarySearchFunc(f.keys, tp, compareTP)
+				f.keys = slices.Delete(f.keys, i, i+1)
+				changed = true
+			}
+		}
+		if changed {
+			f.gen++
+			errs = append(errs, f.persistLocked(f.gen))
+		}
+		f.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// persistLocked returns once the file on disk holds generation target or
+// a later one, writing it unless another writer is: then it waits for that
+// one, and writes itself when that did not cover target (it started
+// earlier, or failed). REQUIRES: f.mu held (released while writing).
+func (f *rootFile) persistLocked(target uint64) error {
+	for f.durable < target {
+		if f.writing {
+			f.cond.Wait()
+			continue
+		}
+		f.writing = true
+		gen := f.gen
+		entries := make([]checkpoint.PartitionOffset, len(f.keys))
+		for i, tp := range f.keys {
+			entries[i] = checkpoint.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: f.entries[tp]}
+		}
+		f.mu.Unlock()
+		// Not WriteOffsets: the keys are unique and valid by construction
+		// (a map's; topics of partition directories, offsets >= 0).
+		err := checkpoint.Write(f.fs, f.path, checkpoint.OffsetFormat, entries)
+		f.mu.Lock()
+		f.writing = false
+		f.cond.Broadcast()
+		if err != nil {
+			return fmt.Errorf("partlog/log: write %s: %w", f.path, err)
+		}
+		f.durable = max(f.durable, gen)
+	}
+	return nil
+}
+
+// compareTP orders partitions as the root files list them: by topic,
+// then partition.
+func compareTP(a, b TopicPartition) int {
+	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+}
+
+// setLocked sets tp's entry. REQUIRES: f.mu held.
+func (f *rootFile) setLocked(tp TopicPartition, offset int64) {
+	cur, ok := f.entries[tp]
+	if !ok {
+		i, _ := slices.BinarySearchFunc(f.keys, tp, compareTP)
+		f.keys = slices.Insert(f.keys, i, tp)
+	}
+	if !ok || cur != offset {
+		f.entries[tp] = offset
+		f.gen++
+	}
+}
+
+// dirEntries is the checkpointStore of a partition of a Dir: its entries
+// in the Dir's root files.
+type dirEntries struct {
+	root *rootCheckpoints
+	tp   TopicPartition
+}
+
+func (d dirEntries) path(name string) string { return d.root.files[name].path }
+
+func (d dirEntries) read(name string) (int64, bool, error) {
+	f := d.root.files[name]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	off, ok := f.entries[d.tp]
+	return off, ok, nil
+}
+
+func (d dirEntries) write(name string, offset int64, lazy bool) error {
+	f := d.root.files[name]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.setLocked(d.tp, offset)
+	if lazy && f.held {
+		return nil
+	}
+	return f.persistLocked(f.gen)
+}
+
+func (d dirEntries) lower(name string, end int64) error {
+	f := d.root.files[name]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur, ok := f.entries[d.tp]; !ok || cur <= end {
+		return nil
+	}
+	f.setLocked(d.tp, end)
+	return f.persistLocked(f.gen)
+}
+
+// readRootCheckpoint reads the root checkpoint file name of dir: a missing
+// file has no entries (Kafka's reading too); entries whose topic is not a
+// valid Kafka topic name are dropped (no partition directory can hold
+// them). A malformed file is an error wrapping base.ErrCorrupt.
+func readRootCheckpoint(fs vfs.FS, dir, name string) (map[TopicPartition]int64, error) {
+	entries, err := checkpoint.ReadOffsets(fs, filepath.Join(dir, name))
+	if errors.Is(err, errNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[TopicPartition]int64, len(entries))
+	for _, e := range entries {
+		if checkpoint.ValidTopic(e.Topic) {
+			m[TopicPartition{e.Topic, e.Partition}] = e.Offset
+		}
+	}
+	return m, nil
+}
+
+// isCorrupt reports whether err is a malformed file (not an I/O error).
+func isCorrupt(err error) bool { return errors.Is(err, base.ErrCorrupt) }
