@@ -129,6 +129,13 @@ type Config struct {
 	// Now is the wall clock, used for time-based rolls of segments without
 	// timestamps. Default time.Now; tests pass a fake clock.
 	Now func() time.Time
+
+	// TruncateWait bounds how long TruncateTo waits for readers that hold
+	// Records on the segment it cuts (every writer waits for the
+	// truncation meanwhile, and so do new reads of that segment); when it
+	// elapses TruncateTo changes nothing and returns ErrTruncationBlocked.
+	// Default DefaultTruncateWait. Not a Kafka setting.
+	TruncateWait time.Duration
 }
 
 // EnsureDefaults replaces every zero field with Kafka's default and returns
@@ -161,6 +168,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.TruncateWait == 0 {
+		c.TruncateWait = DefaultTruncateWait
+	}
 	return c
 }
 
@@ -182,6 +192,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: flush.messages %d is negative", ErrInvalidConfig, c.FlushMessages)
 	case c.FlushInterval < 0:
 		return fmt.Errorf("%w: flush.ms %v is negative", ErrInvalidConfig, c.FlushInterval)
+	case c.TruncateWait < 0:
+		return fmt.Errorf("%w: TruncateWait %v is negative", ErrInvalidConfig, c.TruncateWait)
 	}
 	return nil
 }
