@@ -59,9 +59,9 @@ var (
 // Errors about the partition itself.
 var (
 	// ErrClosed is returned by every method of a closed Partition, by a
-	// second Records.Close and by Records.WriteTo after Close. Kafka has no code for it; a broker whose
-	// partition is gone answers NOT_LEADER_OR_FOLLOWER (6) or
-	// KAFKA_STORAGE_ERROR (56).
+	// second Records.Close and by Records.WriteTo after Close. Kafka has
+	// no code for it; a broker whose partition is gone answers
+	// NOT_LEADER_OR_FOLLOWER (6) or KAFKA_STORAGE_ERROR (56).
 	ErrClosed = errors.New("partlog/log: closed")
 
 	// ErrFailed marks the sticky failure of a partition whose files may

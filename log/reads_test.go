@@ -239,6 +239,8 @@ func TestReadersStarveTruncation(t *testing.T) {
 		const hold = 3 * time.Millisecond
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+		defer halt() // also when an assertion fails
 		var reads [4]int
 		for i := range 4 {
 			wg.Add(1)
@@ -282,8 +284,7 @@ func TestReadersStarveTruncation(t *testing.T) {
 		require.NoError(t, <-truncated)
 		took := time.Since(start)
 		require.Equal(t, int64(2), <-appended, "the producer appends after the cut")
-		close(stop)
-		wg.Wait()
+		halt()
 		require.LessOrEqual(t, took, hold, "the truncation waited longer than one hold time")
 		for i, n := range reads {
 			require.Greater(t, n, 0, "reader %d never read", i)
