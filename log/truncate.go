@@ -101,11 +101,17 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// While mu was released only SetHighWatermark and LeaderEpochs ran
 	// (every other writer waits for mu.truncating to clear), so what was
 	// computed above still holds.
+	leased := false
 	if found {
 		if err := p.lockForTruncateLocked(ctx, seg, offset); err != nil {
 			return err
 		}
-		defer seg.UnlockForTruncate()
+		leased = true
+		defer func() {
+			if leased {
+				seg.UnlockForTruncate() // an error return before the cut
+			}
+		}()
 	}
 
 	// 1. Lower the cleaner checkpoint first (always safe: compaction only
@@ -149,9 +155,14 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	}
 
 	// 4. Cut the segment holding offset (its exclusive lease is held since
-	// step 0), then publish where the log really ends.
+	// step 0) and let its readers in again: the bytes below pos are where
+	// they were, and a reader granted a lease now sees the new count and
+	// the lowered bounds. Then publish where the log really ends.
 	if found {
-		if _, err := seg.TruncateToLocked(batchBase); err != nil {
+		_, err := seg.TruncateToLocked(batchBase)
+		seg.UnlockForTruncate()
+		leased = false
+		if err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
 	}
