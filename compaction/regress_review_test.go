@@ -120,7 +120,7 @@ func TestRaceCompactReadClose(t *testing.T) {
 			var done, closing atomic.Bool
 			var wg sync.WaitGroup
 			var held sync.Mutex
-			var keep []*plog.Records
+			var keep []plog.Records
 			for r := 0; r < 3; r++ {
 				wg.Add(1)
 				go func(seed uint64) {

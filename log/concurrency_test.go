@@ -62,7 +62,7 @@ func firstKey(t tb, b batch.Batch) string {
 
 // checkRecords checks that r holds whole, valid, contiguous batches, the
 // first holding offset, and returns the offset after them.
-func checkRecords(t tb, r *plog.Records, offset int64) int64 {
+func checkRecords(t tb, r plog.Records, offset int64) int64 {
 	t.Helper()
 	b := r.Bytes()
 	next := int64(-1)

@@ -176,6 +176,12 @@ type Config struct {
 	// no open transaction, is forgotten (its retries are then no longer
 	// recognised, and it may start again at any sequence). Default 1 day.
 	ProducerIDExpiration time.Duration
+	// TruncateWait bounds how long TruncateTo waits for readers that hold
+	// Records on the segment it cuts (every writer waits for the
+	// truncation meanwhile, and so do new reads of that segment); when it
+	// elapses TruncateTo changes nothing and returns ErrTruncationBlocked.
+	// Default DefaultTruncateWait. Not a Kafka setting.
+	TruncateWait time.Duration
 }
 
 // EnsureDefaults replaces every zero field with Kafka's default and returns
@@ -217,6 +223,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.ProducerIDExpiration == 0 {
 		c.ProducerIDExpiration = DefaultProducerIDExpiration
 	}
+	if c.TruncateWait == 0 {
+		c.TruncateWait = DefaultTruncateWait
+	}
 	return c
 }
 
@@ -240,6 +249,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: flush.ms %v is negative", ErrInvalidConfig, c.FlushInterval)
 	case c.ProducerIDExpiration < 0:
 		return fmt.Errorf("%w: producer.id.expiration.ms %v is negative", ErrInvalidConfig, c.ProducerIDExpiration)
+	case c.TruncateWait < 0:
+		return fmt.Errorf("%w: TruncateWait %v is negative", ErrInvalidConfig, c.TruncateWait)
 	}
 	return nil
 }

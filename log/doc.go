@@ -173,25 +173,29 @@
 // on while it waits for the device. Readers (ReadFrom,
 // ReadFromFollower, OffsetForTimestamp, the offset getters, Segments) take
 // no lock of the partition: they never block appends, and appends never
-// block them. A read waits only while TruncateTo cuts the very segment it
-// reads.
+// block them. A read waits only while TruncateTo wants or cuts the very
+// segment it reads.
 //
-// TruncateTo waits for the readers of the segment it cuts without holding
-// mu: it publishes the lowered bounds and counts the truncation under mu,
+// TruncateTo waits for the readers of the segment it cuts before it
+// changes anything, without holding mu: under mu it finds the segment and
 // marks the partition truncating (Partition.mu.truncating), releases mu
-// while it waits for the segment's read leases and cuts it, then takes mu
-// again to finish. While it is truncating, SetHighWatermark (under a read
-// lease of the segment being cut) and LeaderEpochs run; every other writer
-// (AppendBatch, AppendAssigned, Roll, TruncateTo, DeleteRecordsBefore,
-// Sync, Verify, Close, DeleteSegments, ReplaceSegments, flushes) waits on
-// the condition variable Partition.truncated, holding no partition lock
-// but flushMu, until TruncateTo is done. Hence the rule for a goroutine
-// that holds Records of a partition: it may read and call SetHighWatermark
-// (a leader's fetch handler moving the high watermark for a follower), but
-// it must not call any other method that changes the partition before it
-// closes them: TruncateTo waits for the Records, and those writers wait for
-// TruncateTo. (A goroutine that holds nothing may call anything: it waits
-// at most until the readers of the segment being cut close their Records.)
+// while it takes the segment's exclusive read lease (waiting for the
+// readers that hold it), then takes mu again and publishes, deletes and
+// cuts with the lease held. While it waits, reads of other segments,
+// SetHighWatermark and LeaderEpochs run; new reads of the segment being
+// cut wait for the cut (the lease prefers the truncation, so overlapping
+// readers cannot starve it); every other writer (AppendBatch,
+// AppendAssigned, Roll, TruncateTo, DeleteRecordsBefore, Sync, Verify,
+// Close, DeleteSegments, ReplaceSegments, flushes) waits on the condition
+// variable Partition.truncated, holding no partition lock but flushMu.
+//
+// The wait is bounded: after Config.TruncateWait (DefaultTruncateWait, 30
+// s), or when the context of TruncateToContext ends, TruncateTo gives up,
+// changes nothing and returns an error wrapping ErrTruncationBlocked that
+// names how many readers still hold the segment; the waiting writers and
+// readers then go on. A wait is logged through Config.Logger (the segment
+// and the number of readers) and counted (TruncationStats, whose Waiting
+// field reports the readers a truncation waits for right now).
 //
 // Appends are linearized by mu: concurrent appenders get disjoint,
 // gap-free offset ranges, in the order their batches are in the file.
@@ -208,25 +212,25 @@
 //     an appender waiting for a group sync holds neither (it waits on
 //     Partition.group, a mutex and condition variable never held while
 //     taking another lock).
-//  1. Partition.mu (writers only). A writer that finds the partition
+//  1. A segment's exclusive read lease (LockForTruncate), taken by
+//     TruncateTo without mu (the partition marked truncating) and held
+//     while it takes mu again, publishes and cuts. Nobody waits for a
+//     read lease while holding mu, so this order cannot deadlock.
+//  2. Partition.mu (writers only). A writer that finds the partition
 //     truncating waits on Partition.truncated, which releases mu.
-//  2. A segment's read lease: the write side is taken by TruncateTo
-//     without mu (it has marked the partition truncating and released
-//     mu); the read side by readers, and by SetHighWatermark under mu
-//     while the partition is truncating (it waits only while the cut
-//     itself runs, which needs no lock of the partition). Then the
-//     segment's own mutexes.
-//  3. The indexes' and the filesystem's internal locks.
+//  3. A segment's shared read lease, taken by readers, which take no
+//     partition lock at all. Then the segment's own mutexes.
+//  4. The indexes' and the filesystem's internal locks.
 //
-// Readers take no lock of level 1; they take a segment's read lease (level
-// 2, read side) and hold it until Records.Close. A second lease on the same
-// segment (which ReadFrom may take) is granted even while a truncation
-// waits, so a reader holding Records may read again. A goroutine must not
-// call TruncateTo while it holds Records of the partition (the truncation
-// would wait for its own Records), nor any writer other than
-// SetHighWatermark (see Concurrency). Close stops the FlushInterval
-// goroutine, then takes flushMu, mu, then each segment's locks in
-// ascending base offset order.
+// Readers take no lock of level 2; they take a segment's read lease (level
+// 3) and hold it until Records.Close. A new lease on a segment waits while
+// a truncation wants or cuts it, so a goroutine that holds Records of a
+// segment and reads that segment again while a truncation waits for it
+// waits until the truncation gives up (Config.TruncateWait). A goroutine
+// that holds Records and calls TruncateTo, or a writer that waits for a
+// truncation (see Concurrency), waits as long. Close stops the
+// FlushInterval goroutine, then takes flushMu, mu, then each segment's
+// locks in ascending base offset order.
 //
 // # Lock-free reads
 //
@@ -240,8 +244,11 @@
 //     one and swaps it in under mu. Each snapshot holds a reference on each
 //     of its segments and is itself reference counted: the partition holds
 //     one reference on the current snapshot; a reader takes one with a CAS
-//     that refuses once the count reached zero (then it loads the newer
-//     snapshot). So a segment a reader finds in a snapshot is open while the
+//     that refuses once the count reached zero. A writer swaps the new
+//     snapshot in before it drops its reference on the old one, so a
+//     refusal means a newer snapshot is published: the reader loads again
+//     (every lock-free user goes through one helper, acquireSnapshot, and
+//     never gives up while the partition is open). So a segment a reader finds in a snapshot is open while the
 //     reader holds that snapshot, and the reader's own segment reference
 //     (taken before it lets the snapshot go) keeps it open, mapped and
 //     named until Records.Close, even when retention removed it meanwhile:
@@ -267,25 +274,23 @@
 //     segment before the snapshot that holds it; such bounds make every
 //     read at or above the log start empty, and point 4 covers the rest.)
 //  4. Truncation is the one writer that makes published bytes invalid. It
-//     first publishes the lowered bounds, then increments
-//     Partition.truncations, then cuts files, taking each segment's read
-//     lease write side (package segment) before shrinking it. A reader
-//     loads truncations before the bounds and again after taking its read
-//     lease; if the count changed it drops everything and starts again. If
-//     it did not change, the reader's lease was taken before the cut
-//     started, so the cut waits for the reader, whose bounds are those from
-//     before the cut: it reads the log as it was, consistently.
-//     While the cut waits (mu released, the partition truncating), the
-//     only writer that publishes is SetHighWatermark: it publishes the
-//     lowered log end as it stands and a high watermark at or below it,
-//     located under a read lease of the segment being cut (so it sees the
-//     segment wholly before or wholly after the cut); both positions lie
-//     at or below the cut, whose bytes the cut leaves alone. A reader that
-//     loads such bounds loaded the count after the increment, and reads
-//     only bytes the cut keeps, before or after it. TruncateTo takes mu
-//     again and publishes where the log really ends (at or below the
-//     lowered end; the high watermark clamped to it) before any other
-//     writer runs.
+//     first takes the exclusive read lease of the segment it cuts
+//     (package segment), which is granted once no reader holds the
+//     segment and is held until the cut is done; then, under mu, it
+//     publishes the lowered bounds, increments Partition.truncations,
+//     deletes the later segments and cuts. A reader loads truncations
+//     before the bounds and again after taking its read lease; if the
+//     count changed it drops everything and starts again. If it did not
+//     change and the reader's segment is the one being cut, its lease
+//     was granted before the truncation's exclusive lease (a lease
+//     granted after the cut sees the new count), so the cut waits for the
+//     reader, whose bounds are those from before the cut: it reads the
+//     log as it was, consistently. A reader of a later segment reads
+//     bytes nothing cuts (the deleted segment stays open and named while
+//     the reader holds its reference). Until the exclusive lease is
+//     granted nothing is published, so SetHighWatermark, which may run
+//     then, works on the log as it stands; it cannot run during the cut,
+//     which holds mu.
 //  5. The log start offset is a plain atomic. Retention publishes it
 //     before it removes whole segments; a reader that checked an offset
 //     against an older log start finds either the old snapshot (and reads
@@ -294,14 +299,30 @@
 //
 // # Resource lifetimes
 //
-// Records returned by ReadFrom alias the segment's memory mapping: they
-// must be closed exactly once, and Bytes is valid only until then. They
+// Records returned by ReadFrom alias the segment's memory mapping: Bytes
+// is valid only until Close. Records is a small handle; the state behind
+// it is pooled (a read allocates nothing) and carries a generation number
+// the handle checks, so Close is safe to repeat (ErrClosed, nothing else
+// happens), a closed handle sees an empty result (Bytes nil, WriteTo
+// ErrClosed), and no handle ever sees another reader's result. Records
 // stay valid across Partition.Close, TruncateTo (which waits for them) and
-// retention (which defers removing the files). While a goroutine holds
-// Records it may call SetHighWatermark but no other method that changes
-// the partition: TruncateTo waits for the Records, and every other writer
-// waits for TruncateTo (see Concurrency). Records objects are pooled,
-// so a read allocates nothing.
+// retention (which defers removing the files).
+//
+// # Caveats: what a held read result costs
+//
+// An open Records holds a reference on its segment (a segment deleted
+// meanwhile keeps its files, named *.deleted, until the last Records on
+// it is closed) and a read lease on it. The lease costs nothing until a
+// TruncateTo wants to cut that segment: then the truncation waits for it,
+// up to Config.TruncateWait; every writer waits for the truncation; new
+// reads of that segment wait too. A Records that is never closed thus
+// makes every truncation of its segment fail with ErrTruncationBlocked
+// after TruncateWait, and stalls writers that long each time. A goroutine
+// must not call TruncateTo, or a writer other than SetHighWatermark, while
+// it holds Records of the partition (it would wait for itself until
+// TruncateWait), nor hold two Records of one segment at once if a
+// truncation may come between them. Close Records as soon as the response
+// is written.
 //
 // # Media errors
 //

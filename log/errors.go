@@ -68,10 +68,10 @@ var (
 
 // Errors about the partition itself.
 var (
-	// ErrClosed is returned by every method of a closed Partition and by a
-	// second Records.Close. Kafka has no code for it; a broker whose
-	// partition is gone answers NOT_LEADER_OR_FOLLOWER (6) or
-	// KAFKA_STORAGE_ERROR (56).
+	// ErrClosed is returned by every method of a closed Partition, by a
+	// second Records.Close and by Records.WriteTo after Close. Kafka has
+	// no code for it; a broker whose partition is gone answers
+	// NOT_LEADER_OR_FOLLOWER (6) or KAFKA_STORAGE_ERROR (56).
 	ErrClosed = errors.New("partlog/log: closed")
 
 	// ErrFailed marks the sticky failure of a partition whose files may
@@ -90,6 +90,14 @@ var (
 	// Kafka accepts (or what the format can hold). Kafka error code:
 	// INVALID_CONFIG (40).
 	ErrInvalidConfig = errors.New("partlog/log: invalid config")
+
+	// ErrTruncationBlocked is returned by TruncateTo and TruncateToContext
+	// when readers held Records on the segment to cut for longer than
+	// Config.TruncateWait (or the context ended first): the truncation
+	// gave up and nothing changed; retry once the readers let go. The
+	// message names how many readers still held the segment. Retriable;
+	// Kafka has no code for it (a broker answers REQUEST_TIMED_OUT (7)).
+	ErrTruncationBlocked = errors.New("partlog/log: truncation blocked by readers")
 )
 
 // I/O errors from the filesystem are returned wrapped with the operation

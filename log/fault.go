@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/partlog/partlog/internal/mmap"
@@ -56,8 +57,13 @@ func (p *Partition) offlineErr() error {
 // slice. Unlike reading Bytes directly it survives a media error on a
 // mapped page: the copy then stops and the error wraps ErrFault (naming the
 // file and the byte offset), and dst is returned unextended. The Records
-// stays open; close it as usual.
-func (r *Records) AppendTo(dst []byte) ([]byte, error) {
+// stays open; close it as usual. After Close it returns dst and an error
+// wrapping ErrClosed.
+func (h Records) AppendTo(dst []byte) ([]byte, error) {
+	r := h.state()
+	if r == nil {
+		return dst, fmt.Errorf("%w: Records.AppendTo after Close", ErrClosed)
+	}
 	n := len(dst)
 	dst = slices.Grow(dst, len(r.b))[:n+len(r.b)]
 	if _, err := mmap.SafeCopy(dst[n:], r.b); err != nil {

@@ -23,9 +23,15 @@ import (
 // validated when they were appended or recovered. Should the framing be
 // broken, the iterator yields one nil batch with the error (wrapping
 // batch.ErrCorrupt, a *batch.CorruptionError giving the position within
-// Bytes) and stops. Iterating allocates nothing.
-func (r *Records) Batches() iter.Seq2[batch.Batch, error] {
+// Bytes) and stops. Iterating allocates nothing. Iterating a closed
+// Records yields one nil batch with an error wrapping ErrClosed.
+func (h Records) Batches() iter.Seq2[batch.Batch, error] {
 	return func(yield func(batch.Batch, error) bool) {
+		r := h.state()
+		if r == nil {
+			yield(nil, fmt.Errorf("%w: Records.Batches after Close", ErrClosed))
+			return
+		}
 		for rest := r.b; len(rest) > 0; {
 			at := len(r.b) - len(rest)
 			b, next, err := batch.Parse(rest)
@@ -117,7 +123,7 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 // yieldRecords yields the records of r at offsets >= from and returns the
 // offset to read next, and false when the iteration must stop (yield said
 // so, or an error was yielded).
-func yieldRecords(r *Records, dec *batch.Decoder, from int64, yield func(batch.Record, error) bool) (next int64, more bool) {
+func yieldRecords(r Records, dec *batch.Decoder, from int64, yield func(batch.Record, error) bool) (next int64, more bool) {
 	next = from
 	for b, err := range r.Batches() {
 		if err != nil {

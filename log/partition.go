@@ -40,7 +40,7 @@ type Partition struct {
 	logger *slog.Logger
 
 	// segs is the current segment list, an immutable snapshot. Written
-	// under mu (Swap), read by anyone (Load + tryRef).
+	// under mu (Swap), read by anyone (acquireSnapshot; under mu a Load).
 	segs atomic.Pointer[segments]
 	// bounds publishes the high watermark and the log end offset with
 	// their positions. Written under mu, read lock-free.
@@ -142,11 +142,10 @@ type Partition struct {
 		header [batch.HeaderSize]byte
 		// producers is the idempotent producer state (producer.go).
 		producers producerState
-		// truncating is the segment TruncateTo is cutting while it waits,
-		// without mu, for the segment's read leases (nil otherwise). While
-		// it is set, writers wait on truncated (lockWriter); only
-		// SetHighWatermark and LeaderEpochs run, SetHighWatermark under a
-		// read lease of that segment.
+		// truncating is the segment TruncateTo waits, without mu, to take
+		// the exclusive lease of (nil otherwise); nothing is changed
+		// before it has it. While it is set, writers wait on truncated
+		// (lockWriter); only SetHighWatermark and LeaderEpochs run.
 		truncating *segment.Segment
 	}
 	// truncated is signalled (with mu held) when TruncateTo clears
@@ -155,6 +154,8 @@ type Partition struct {
 	// cleaning is set while a cleaning round holds the partition's
 	// cleaning claim (ClaimCleaning).
 	cleaning atomic.Bool
+	// truncStats backs TruncationStats.
+	truncStats truncationStats
 }
 
 // lockWriter takes mu for a writer, waiting (with mu released) while a
@@ -584,8 +585,8 @@ func (p *Partition) SetLeaderEpoch(epoch int32) error {
 // (no byte at or past the high watermark is returned).
 //
 // SetHighWatermark does not wait for a TruncateTo that waits for readers,
-// so a goroutine holding Records may call it (it then works on the lowered
-// log end TruncateTo published).
+// so a goroutine holding Records may call it (the truncation has changed
+// nothing yet; it clamps the high watermark when it cuts).
 func (p *Partition) SetHighWatermark(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -595,15 +596,9 @@ func (p *Partition) SetHighWatermark(offset int64) error {
 	if start := p.logStart.Load(); offset < start || offset > p.mu.end.Offset {
 		return fmt.Errorf("%w: high watermark %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, p.mu.end.Offset)
 	}
-	if seg := p.mu.truncating; seg != nil {
-		// TruncateTo is waiting, without mu, for the leases on seg (a
-		// reader holding Records may be the caller): look it up under a
-		// lease of our own, which sees seg wholly before or wholly after
-		// the cut; either way every batch below the lowered log end
-		// (mu.end) is where it was.
-		seg.AcquireRead()
-		defer seg.ReleaseRead()
-	}
+	// A TruncateTo waiting for read leases (mu.truncating) has changed
+	// nothing yet, and cuts only under mu: the segments are as mu.end
+	// says. (No read lease here: mu is never held while waiting for one.)
 	hw, err := positionIn(p.segs.Load().list, offset, p.mu.end)
 	if err != nil {
 		return fmt.Errorf("partlog/log: set high watermark %d in %s: %w", offset, p.dir, err)

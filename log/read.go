@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -16,21 +14,37 @@ import (
 // reference on its segment (and a read lease that keeps TruncateTo from
 // cutting the bytes under it) until Close.
 //
-// While a goroutine holds Records of a partition it may read the partition
-// and call SetHighWatermark, but it must not call any other method that
-// changes the partition (AppendBatch, AppendAssigned, Roll, TruncateTo,
-// DeleteRecordsBefore, Sync, Verify, Close, DeleteSegments,
-// ReplaceSegments): TruncateTo waits for the Records, and every such
-// writer waits for TruncateTo. Closing the Records, from any goroutine,
-// lets them all go on.
+// A Records is a small value (a handle): copies of it name the same
+// result. Close it once; a second Close (of the handle or of any copy)
+// returns ErrClosed and changes nothing. After Close every method sees a
+// closed result: Bytes returns nil, Len 0, Empty true, FirstOffset and
+// NextOffset -1, WriteTo returns ErrClosed. A closed handle never reaches
+// another reader's result: the state behind it is pooled (a read
+// allocates nothing) and each use of it carries a new generation number,
+// which the handle checks on every call. The zero Records is a closed one.
 //
-// A Records is not safe for concurrent use. Close it exactly once: after
-// Close the Records returns to a pool and may be handed to another reader.
-// A second Close returns ErrClosed as long as the object has not been
-// reused; calling anything on a Records after its Close is a bug (builds
-// with the invariants tag do not pool Records, so a double Close is always
-// caught there).
+// A Records is not safe for concurrent use (Close one from another
+// goroutine only when nothing uses it). While a goroutine holds Records of
+// a partition it may read the partition and call SetHighWatermark; a
+// TruncateTo of the segment it reads waits for it (up to
+// Config.TruncateWait), and so does every writer behind that TruncateTo,
+// and a new read of that segment. See the package documentation,
+// "Concurrency".
 type Records struct {
+	// r is the pooled state, nil for the zero Records.
+	r *records
+	// gen is r.gen when the handle was made; once r.gen moved on (Close),
+	// the handle is closed.
+	gen uint64
+}
+
+// records is the pooled state behind a Records handle.
+type records struct {
+	// gen counts the uses of this object: Close advances it (a CAS from the
+	// handle's generation, so exactly one Close wins), which closes every
+	// handle of the use. Handles of older uses never read the other
+	// fields.
+	gen atomic.Uint64
 	// seg is the segment the batches are in, nil for an empty result; the
 	// Records holds a reference and a read lease on it.
 	seg *segment.Segment
@@ -46,61 +60,89 @@ type Records struct {
 	// scratch is the buffer for unmapped segments, kept across uses of
 	// the pooled object.
 	scratch []byte
-	// closed is set by Close and cleared when the pool hands the object
-	// out again.
-	closed bool
 	// readers is the partition's open-reader gauge (Stats.OpenReaders),
-	// set while the Records holds a segment.
+	// set while the records holds a segment.
 	readers *atomic.Int64
 }
 
-var recordsPool = sync.Pool{New: func() any { return new(Records) }}
+var recordsPool = sync.Pool{New: func() any { return new(records) }}
 
-// maxPooledScratch bounds the read buffer a pooled Records keeps (reads of
+// maxPooledScratch bounds the read buffer a pooled records keeps (reads of
 // unmapped segments).
 const maxPooledScratch = 4 << 20
 
-func newRecords() *Records {
-	var r *Records
-	if invariants.Enabled {
-		r = new(Records)
-	} else {
-		r = recordsPool.Get().(*Records)
-	}
-	r.closed = false
+// newRecords returns pooled state for a new result, empty.
+func newRecords() *records {
+	r := recordsPool.Get().(*records)
 	r.first, r.next = -1, -1
 	return r
+}
+
+// handle returns the Records handle of r's current use.
+func (r *records) handle() Records { return Records{r: r, gen: r.gen.Load()} }
+
+// state returns the state behind h, or nil when h is closed.
+func (h Records) state() *records {
+	if h.r == nil || h.r.gen.Load() != h.gen {
+		return nil
+	}
+	return h.r
 }
 
 // Bytes returns the batches, whole, in Kafka's on-disk (and fetch response)
 // encoding. When the segment is memory-mapped (the default on Linux and
 // macOS) the slice aliases the mapping: nothing is copied, and it is valid
 // only until Close. It must not be modified. Empty at the end of the
-// visible log.
-func (r *Records) Bytes() []byte { return r.b }
+// visible log; nil after Close.
+func (h Records) Bytes() []byte {
+	if r := h.state(); r != nil {
+		return r.b
+	}
+	return nil
+}
 
 // Len returns the number of bytes, len(Bytes()).
-func (r *Records) Len() int { return int(r.end - r.start) }
+func (h Records) Len() int {
+	if r := h.state(); r != nil {
+		return int(r.end - r.start)
+	}
+	return 0
+}
 
 // Empty reports whether the read found nothing (the offset was at the
-// visibility bound).
-func (r *Records) Empty() bool { return r.end == r.start }
+// visibility bound), or the Records is closed.
+func (h Records) Empty() bool { return h.Len() == 0 }
 
 // FirstOffset returns the base offset of the first batch (at or below the
 // offset that was read, since a read starts at the batch holding it), or -1
-// when empty.
-func (r *Records) FirstOffset() int64 { return r.first }
+// when empty or closed.
+func (h Records) FirstOffset() int64 {
+	if r := h.state(); r != nil {
+		return r.first
+	}
+	return -1
+}
 
 // NextOffset returns the offset after the last batch: where the next read
-// continues. For an empty Records it returns -1. The read found it while
-// scanning the batch headers; it reads no byte of Bytes.
-func (r *Records) NextOffset() int64 { return r.next }
+// continues. For an empty or closed Records it returns -1. The read found
+// it while scanning the batch headers; it reads no byte of Bytes.
+func (h Records) NextOffset() int64 {
+	if r := h.state(); r != nil {
+		return r.next
+	}
+	return -1
+}
 
 // WriteTo writes the batches to w and returns the number of bytes written.
 // When w is an *os.File or a TCP or Unix socket and the segment file has an
 // operating-system descriptor, the bytes go by sendfile(2) without passing
-// through user space. Each call writes the whole record set.
-func (r *Records) WriteTo(w io.Writer) (int64, error) {
+// through user space. Each call writes the whole record set. After Close it
+// returns ErrClosed.
+func (h Records) WriteTo(w io.Writer) (int64, error) {
+	r := h.state()
+	if r == nil {
+		return 0, fmt.Errorf("%w: Records.WriteTo after Close", ErrClosed)
+	}
 	if r.seg == nil || r.end == r.start {
 		return 0, nil
 	}
@@ -109,15 +151,17 @@ func (r *Records) WriteTo(w io.Writer) (int64, error) {
 
 // Close releases the read lease and the segment reference (the last
 // reference on a segment deleted meanwhile removes its files; an error doing
-// so is returned). See Records for what a second Close does.
-func (r *Records) Close() error {
-	if r.closed {
-		if invariants.Enabled {
-			return base.AssertionFailedf("partlog/log: Records closed twice")
-		}
-		return ErrClosed
+// so is returned). A second Close returns ErrClosed and does nothing else.
+func (h Records) Close() error {
+	if h.r == nil || !h.r.gen.CompareAndSwap(h.gen, h.gen+1) {
+		return fmt.Errorf("%w: Records closed twice", ErrClosed)
 	}
-	r.closed = true
+	return h.r.release()
+}
+
+// release drops what r holds and returns it to the pool. REQUIRES: r's
+// generation was advanced (no handle names this use any more).
+func (r *records) release() error {
 	var err error
 	if r.seg != nil {
 		r.seg.ReleaseRead()
@@ -129,10 +173,14 @@ func (r *Records) Close() error {
 	if cap(r.scratch) > maxPooledScratch {
 		r.scratch = nil
 	}
-	if !invariants.Enabled {
-		recordsPool.Put(r)
-	}
+	recordsPool.Put(r)
 	return err
+}
+
+// discard releases r without a handle ever having been made of it.
+func (r *records) discard() error {
+	r.gen.Add(1)
+	return r.release()
 }
 
 // ReadFrom returns whole batches starting with the one that holds offset,
@@ -147,62 +195,65 @@ func (r *Records) Close() error {
 // batch returns that whole batch; consumers skip the records below the
 // offset, as Kafka clients do.
 //
-// ReadFrom takes no lock and never blocks appends; it waits only while
-// TruncateTo is cutting the segment it reads. The Records must be closed.
-func (p *Partition) ReadFrom(offset int64, maxBytes int) (*Records, error) {
+// ReadFrom takes no lock of the partition and never blocks appends; it
+// waits only while a TruncateTo wants or cuts the segment it reads (at
+// most Config.TruncateWait, then the truncation gives up). The Records
+// must be closed. On error the Records is the zero (closed) one.
+func (p *Partition) ReadFrom(offset int64, maxBytes int) (Records, error) {
 	return p.read(offset, maxBytes, false)
 }
 
 // ReadFromFollower is ReadFrom for a replica: its visibility bound is the
 // log end offset instead of the high watermark.
-func (p *Partition) ReadFromFollower(offset int64, maxBytes int) (*Records, error) {
+func (p *Partition) ReadFromFollower(offset int64, maxBytes int) (Records, error) {
 	return p.read(offset, maxBytes, true)
 }
 
 // read implements ReadFrom and ReadFromFollower. The argument that makes it
 // safe without a lock is in the package documentation, "Lock-free reads".
-func (p *Partition) read(offset int64, maxBytes int, follower bool) (*Records, error) {
+func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, error) {
 	maxBytes = max(maxBytes, 0) // 0: just the first batch (minOneBatch)
 	for {
 		if p.closed.Load() {
-			return nil, ErrClosed
+			return Records{}, ErrClosed
 		}
 		if err := p.offlineErr(); err != nil {
-			return nil, err
+			return Records{}, err
 		}
 		gen := p.truncations.Load()
 		hw, end := p.bounds.load()
 		start := p.logStart.Load()
 		if offset < start || offset > end.Offset {
-			return nil, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end.Offset)
+			return Records{}, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end.Offset)
 		}
 		bound := hw
 		if follower {
 			bound = end
 		}
 		if offset >= bound.Offset {
-			return newRecords(), nil
+			return newRecords().handle(), nil
 		}
-		snap := p.segs.Load()
-		if !snap.tryRef() {
-			continue // replaced and released since the Load: take the new one
+		snap, err := p.acquireSnapshot()
+		if err != nil {
+			return Records{}, err
 		}
 		r, retry, err := p.readSnapshot(snap, gen, offset, maxBytes, bound)
 		// The last reference goes when the partition replaced the snapshot
 		// meanwhile; its release is not this read's failure.
-		if uerr := snap.unref(); uerr != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
-		}
+		p.releaseSnapshot(snap)
 		if retry {
 			continue
 		}
-		return r, p.noteFault(err)
+		if err != nil {
+			return Records{}, p.noteFault(err)
+		}
+		return r.handle(), nil
 	}
 }
 
 // readSnapshot reads from the segments of snap. It returns retry when a
 // truncation started after the caller loaded its bounds.
-func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBytes int, bound position) (r *Records, retry bool, err error) {
+func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBytes int, bound position) (r *records, retry bool, err error) {
 	i := snap.find(offset)
 	if i < 0 {
 		// Retention removed the segment after the range check.
@@ -238,17 +289,15 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 		}
 		seg.ReleaseRead()
 		uerr := seg.Unref()
+		_ = r.discard() // holds no segment: nothing to fail
 		if err != nil {
-			_ = r.Close()
 			return nil, false, fmt.Errorf("partlog/log: read offset %d from segment %d of %s: %w", offset, segBase, p.dir, err)
 		}
 		if uerr != nil {
-			_ = r.Close()
 			return nil, false, uerr
 		}
 		// Nothing at or after offset in this segment below the bound: the
 		// offset is past its last batch. Try the next segment.
-		_ = r.Close()
 	}
 	return newRecords(), false, nil
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -215,75 +216,47 @@ func returnsWithin(done <-chan error, d time.Duration) (error, bool) {
 // Writers that must follow the cut (AppendBatch here) wait for TruncateTo
 // and run once the Records are closed; nothing hangs.
 func TestTruncateDeadlocksWithReaderThatWrites(t *testing.T) {
-	p, _ := openT(t, plog.Config{DisableAutoHighWatermark: true})
-	for i := 0; i < 3; i++ {
-		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 1000, byte(i)))
+	synctest.Test(t, func(t *testing.T) {
+		p := openMemPartition(t, plog.Config{DisableAutoHighWatermark: true})
+		appendN(t, p, 3)
+		require.NoError(t, p.SetHighWatermark(3))
+		r, err := p.ReadFromFollower(0, 1<<20)
 		require.NoError(t, err)
-	}
-	require.NoError(t, p.SetHighWatermark(3))
-	r, err := p.ReadFromFollower(0, 1<<20)
-	require.NoError(t, err)
-	closed := false
-	defer func() {
-		if !closed {
-			r.Close()
-		}
-	}()
-	want := slices.Clone(r.Bytes())
+		want := slices.Clone(r.Bytes())
 
-	truncated := make(chan error, 1)
-	go func() { truncated <- p.TruncateTo(1) }()
-	// TruncateTo publishes the new log end before it waits for r.
-	deadline := time.Now().Add(10 * time.Second)
-	for p.LogEndOffset() != 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	require.Equal(t, int64(1), p.LogEndOffset())
-	_, done := returnsWithin(truncated, 50*time.Millisecond)
-	require.False(t, done, "TruncateTo returned while Records on the cut bytes are open")
+		truncated := make(chan error, 1)
+		go func() { truncated <- p.TruncateTo(1) }()
+		synctest.Wait()
+		require.Empty(t, truncated, "TruncateTo returned while Records on the cut bytes are open")
+		require.Equal(t, 1, p.TruncationStats().Waiting)
 
-	appended := make(chan error, 1)
-	go func() {
-		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 2000, 9))
-		appended <- err
-	}()
+		appended := make(chan error, 1)
+		go func() {
+			_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 2000, 9))
+			appended <- err
+		}()
+		// The Records holder moves the high watermark: it must not block.
+		require.NoError(t, p.SetHighWatermark(2))
+		require.Equal(t, int64(2), p.HighWatermark())
+		// The truncation has changed nothing yet.
+		require.Equal(t, int64(3), p.LogEndOffset())
+		require.Equal(t, want, r.Bytes())
 
-	// The Records holder moves the high watermark: it must not block.
-	hw := make(chan error, 1)
-	go func() { hw <- p.SetHighWatermark(1) }()
-	err, done = returnsWithin(hw, 10*time.Second)
-	require.True(t, done, "deadlock: SetHighWatermark by the Records holder waits for TruncateTo, which waits for the Records")
-	require.NoError(t, err)
-	require.Equal(t, int64(1), p.HighWatermark())
-	err = p.SetHighWatermark(2) // above the lowered log end
-	require.ErrorIs(t, err, plog.ErrOffsetOutOfRange)
-
-	// Lock-free reads go on, and see the lowered bounds.
-	r2, err := p.ReadFrom(0, 1<<20)
-	require.NoError(t, err)
-	require.Equal(t, [][2]int64{{0, 0}}, batchesIn(t, r2.Bytes()))
-	require.NoError(t, r2.Close())
-	// The held Records still hold the bytes from before the cut.
-	require.Equal(t, want, r.Bytes())
-
-	// The append waits for the truncation, which waits for r.
-	_, done = returnsWithin(appended, 50*time.Millisecond)
-	require.False(t, done, "AppendBatch ran before TruncateTo finished")
-	require.NoError(t, r.Close())
-	closed = true
-	err, done = returnsWithin(truncated, 10*time.Second)
-	require.True(t, done, "TruncateTo did not finish after the Records were closed")
-	require.NoError(t, err)
-	err, done = returnsWithin(appended, 10*time.Second)
-	require.True(t, done, "AppendBatch did not run after TruncateTo")
-	require.NoError(t, err)
-	require.Equal(t, int64(2), p.LogEndOffset())
-	require.NoError(t, p.SetHighWatermark(2))
-	r3, err := p.ReadFrom(0, 1<<20)
-	require.NoError(t, err)
-	defer r3.Close()
-	require.Equal(t, [][2]int64{{0, 0}, {1, 1}}, batchesIn(t, r3.Bytes()))
-	require.NoError(t, p.Verify())
+		// The append waits for the truncation, which waits for r.
+		synctest.Wait()
+		require.Empty(t, appended, "AppendBatch ran before TruncateTo finished")
+		require.NoError(t, r.Close())
+		require.NoError(t, <-truncated)
+		require.NoError(t, <-appended)
+		require.Equal(t, int64(2), p.LogEndOffset())
+		require.Equal(t, int64(1), p.HighWatermark(), "clamped to the cut")
+		require.NoError(t, p.SetHighWatermark(2))
+		r3, err := p.ReadFrom(0, 1<<20)
+		require.NoError(t, err)
+		defer r3.Close()
+		require.Equal(t, [][2]int64{{0, 0}, {1, 1}}, batchesIn(t, r3.Bytes()))
+		require.NoError(t, p.Verify())
+	})
 }
 
 // TestWriterWaitsForTruncationHeldByRecords: the documented rule, checked
@@ -291,37 +264,27 @@ func TestTruncateDeadlocksWithReaderThatWrites(t *testing.T) {
 // Roll (writers that must follow the cut) wait for TruncateTo; they finish
 // once the Records are closed from another goroutine.
 func TestWriterWaitsForTruncationHeldByRecords(t *testing.T) {
-	p, _ := openT(t, plog.Config{})
-	for i := 0; i < 3; i++ {
-		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 1000, byte(i)))
+	synctest.Test(t, func(t *testing.T) {
+		p := openMemPartition(t, plog.Config{})
+		appendN(t, p, 3)
+		r, err := p.ReadFrom(0, 1<<20)
 		require.NoError(t, err)
-	}
-	r, err := p.ReadFrom(0, 1<<20)
-	require.NoError(t, err)
-	truncated := make(chan error, 1)
-	go func() { truncated <- p.TruncateTo(1) }()
-	for p.LogEndOffset() != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	writers := make(chan error, 3)
-	go func() { writers <- p.Sync() }()
-	go func() { writers <- p.Roll() }()
-	_, done := returnsWithin(writers, 50*time.Millisecond)
-	require.False(t, done, "a writer ran during the truncation")
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		r.Close() // what unblocks them
-	}()
-	for i := 0; i < 2; i++ {
-		err, done := returnsWithin(writers, 10*time.Second)
-		require.True(t, done, "writer still blocked after the Records were closed")
-		require.NoError(t, err)
-	}
-	err, done = returnsWithin(truncated, 10*time.Second)
-	require.True(t, done)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), p.LogEndOffset())
-	require.NoError(t, p.Close())
+		truncated := make(chan error, 1)
+		go func() { truncated <- p.TruncateTo(1) }()
+		synctest.Wait()
+		writers := make(chan error, 2)
+		go func() { writers <- p.Sync() }()
+		go func() { writers <- p.Roll() }()
+		synctest.Wait()
+		require.Empty(t, writers, "a writer ran during the truncation")
+		go func() { _ = r.Close() }() // what unblocks them
+		for range 2 {
+			require.NoError(t, <-writers)
+		}
+		require.NoError(t, <-truncated)
+		require.Equal(t, int64(1), p.LogEndOffset())
+		require.NoError(t, p.Close())
+	})
 }
 
 // TestTruncateRacesWithHighWatermarkMoves stresses the window in which

@@ -44,24 +44,20 @@ func (p *Partition) SegmentBytes() int64 { return p.cfg.SegmentBytes }
 // caller must not call writer-side segment methods (Append, Seal,
 // TruncateTo, MarkDeleted...): the partition is their only writer.
 func (p *Partition) Segments() ([]*segment.Segment, error) {
-	for {
-		if p.closed.Load() {
-			return nil, ErrClosed
-		}
-		snap := p.segs.Load()
-		if !snap.tryRef() {
-			continue
-		}
-		out := make([]*segment.Segment, len(snap.list))
-		for i, seg := range snap.list {
-			seg.Ref()
-			out[i] = seg
-		}
-		if err := snap.unref(); err != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
-		}
-		return out, nil
+	if p.closed.Load() {
+		return nil, ErrClosed
 	}
+	snap, err := p.acquireSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer p.releaseSnapshot(snap)
+	out := make([]*segment.Segment, len(snap.list))
+	for i, seg := range snap.list {
+		seg.Ref()
+		out[i] = seg
+	}
+	return out, nil
 }
 
 // ClaimCleaning claims the partition for one cleaning round (package

@@ -51,6 +51,44 @@ func (s *segments) tryRef() bool {
 	}
 }
 
+// acquireSnapshot returns the current segment list with a reference the
+// caller must drop with releaseSnapshot. It is the one way to take a
+// snapshot without holding mu (under mu, p.segs.Load() is enough: the
+// partition's own reference keeps the current snapshot alive). A snapshot
+// whose count reached zero was replaced before it was released (a writer
+// swaps the new one in, then drops its reference on the old one), so a
+// failed tryRef means a newer snapshot is already published: load again.
+// Every retry follows a publication, so it ends (lock-free). It fails only
+// with ErrClosed, once Close released the last snapshot.
+func (p *Partition) acquireSnapshot() (*segments, error) {
+	for {
+		snap := p.segs.Load()
+		if hook := testHookSnapshotLoaded.Load(); hook != nil {
+			(*hook)()
+		}
+		if snap.tryRef() {
+			return snap, nil
+		}
+		if p.closed.Load() {
+			return nil, ErrClosed
+		}
+	}
+}
+
+// testHookSnapshotLoaded, when set (by tests), runs in acquireSnapshot
+// between loading the snapshot pointer and taking the reference: the
+// window in which a roll may release the snapshot.
+var testHookSnapshotLoaded atomic.Pointer[func()]
+
+// releaseSnapshot drops a reference acquireSnapshot took. The last one (the
+// partition replaced the snapshot meanwhile) releases the segments the
+// snapshot held; a failure there is logged, not the caller's failure.
+func (p *Partition) releaseSnapshot(snap *segments) {
+	if err := snap.unref(); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+}
+
 // unref drops a reference; the last one releases the snapshot's references
 // on its segments and returns the first error of those releases.
 func (s *segments) unref() error {

@@ -64,18 +64,11 @@ func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool
 	}
 	hw := p.HighWatermark()
 	start := p.LogStartOffset()
-	snap := p.segs.Load()
-	for !snap.tryRef() {
-		if p.closed.Load() {
-			return TimestampOffset{}, false, ErrClosed
-		}
-		snap = p.segs.Load()
+	snap, err := p.acquireSnapshot()
+	if err != nil {
+		return TimestampOffset{}, false, err
 	}
-	defer func() {
-		if uerr := snap.unref(); uerr != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
-		}
-	}()
+	defer p.releaseSnapshot(snap)
 
 	if ts == MaxTimestamp {
 		return p.maxTimestampOffset(snap, hw)

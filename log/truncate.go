@@ -1,8 +1,12 @@
 package log
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
@@ -27,19 +31,33 @@ import (
 // log goes and restarts empty at the log start offset, with a new segment
 // there (Kafka's truncateFullyAndStartAt).
 //
-// Readers that hold Records on the bytes being cut keep them: the cut waits
-// until their read leases are released (so a goroutine must not call
-// TruncateTo while it holds Records of this partition), and Records on
-// deleted segments stay valid until closed. TruncateTo waits for them
-// without holding the partition's mutex: the lowered log end and high
-// watermark are published first, reads go on, and SetHighWatermark (which
-// a reader holding Records may call) runs; every other writer, appends
-// included, waits until TruncateTo is done.
+// Readers that hold Records on the segment being cut delay it: TruncateTo
+// first waits, without holding the partition's mutex and before it changes
+// anything, until they close them. Meanwhile new reads of that segment wait
+// too (so overlapping readers cannot starve the truncation), reads of other
+// segments and SetHighWatermark go on, and every other writer, appends
+// included, waits for TruncateTo. The wait is bounded by Config.TruncateWait
+// (TruncateToContext also by its context): when it ends first, TruncateTo
+// gives up, changes nothing and returns an error wrapping
+// ErrTruncationBlocked that names how many readers still hold the segment.
+// A goroutine that holds Records of the segment and calls TruncateTo thus
+// gets that error after TruncateWait instead of hanging. The wait is logged
+// and counted (TruncationStats). Records on deleted segments stay valid
+// until closed.
 //
 // An I/O error while cutting leaves the files ahead of the published state;
 // the partition then refuses further writes with that error (reopen it to
 // recover).
 func (p *Partition) TruncateTo(offset int64) error {
+	return p.TruncateToContext(context.Background(), offset)
+}
+
+// TruncateToContext is TruncateTo with a context that bounds its wait for
+// readers (together with Config.TruncateWait, whichever ends first). When
+// ctx ends during the wait, nothing has changed and the error wraps both
+// ErrTruncationBlocked and ctx's error. A context that ends after the wait
+// does not interrupt the cut.
+func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -77,19 +95,38 @@ func (p *Partition) TruncateTo(offset int64) error {
 		return p.truncateFullyLocked(start)
 	}
 
-	// 0. Lower the cleaner checkpoint first (always safe: compaction only
+	// 0. Wait (bounded, without mu) until no reader holds the segment to
+	// cut, and hold its exclusive lease from then on: no read of it runs
+	// until the cut is done. Nothing changed yet, so giving up is free.
+	// While mu was released only SetHighWatermark and LeaderEpochs ran
+	// (every other writer waits for mu.truncating to clear), so what was
+	// computed above still holds.
+	leased := false
+	if found {
+		if err := p.lockForTruncateLocked(ctx, seg, offset); err != nil {
+			return err
+		}
+		leased = true
+		defer func() {
+			if leased {
+				seg.UnlockForTruncate() // an error return before the cut
+			}
+		}()
+	}
+
+	// 1. Lower the cleaner checkpoint first (always safe: compaction only
 	// cleans more): offsets re-appended after the cut are dirty. A
 	// failure changes nothing else.
 	if err := p.clampCleanerCheckpointLocked(newEnd); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
-	// 1. Publish the lowered bounds, then count the truncation: a reader
+	// 2. Publish the lowered bounds, then count the truncation: a reader
 	// that loaded older bounds sees the count change and retries.
 	p.setEndLocked(position{Offset: newEnd, SegBase: seg.BaseOffset(), Pos: pos})
 	p.truncations.Add(1)
 
-	// 2. Drop the later segments from the list, then delete them (newest
+	// 3. Drop the later segments from the list, then delete them (newest
 	// first); readers holding them keep them until they let go.
 	fail := func(err error) error {
 		p.setFailedLocked(failedf(err))
@@ -117,18 +154,14 @@ func (p *Partition) TruncateTo(offset int64) error {
 		p.mu.flushedBelow = min(p.mu.flushedBelow, seg.BaseOffset())
 	}
 
-	// 3. Cut the segment holding offset (waits for its read leases), then
-	// publish where the log really ends.
-	// The wait for leases happens without mu (a reader holding Records
-	// may call SetHighWatermark meanwhile); other writers wait for
-	// mu.truncating to clear (lockWriter).
+	// 4. Cut the segment holding offset (its exclusive lease is held since
+	// step 0) and let its readers in again: the bytes below pos are where
+	// they were, and a reader granted a lease now sees the new count and
+	// the lowered bounds. Then publish where the log really ends.
 	if found {
-		p.mu.truncating = seg
-		p.mu.Unlock()
-		_, err := seg.TruncateTo(batchBase)
-		p.mu.Lock()
-		p.mu.truncating = nil
-		p.truncated.Broadcast() // the waiters run once this call releases mu
+		_, err := seg.TruncateToLocked(batchBase)
+		seg.UnlockForTruncate()
+		leased = false
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
@@ -140,13 +173,92 @@ func (p *Partition) TruncateTo(offset int64) error {
 	p.setEndLocked(position{Offset: max(seg.NextOffset(), start), SegBase: seg.BaseOffset(), Pos: pos})
 	if p.mu.end.Offset < newEnd {
 		// offset fell in a gap of a compacted log: the log ends below
-		// newEnd, which step 0 used.
+		// newEnd, which step 1 used.
 		if err := p.clampCleanerCheckpointLocked(p.mu.end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err))
 		}
 	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
 	return p.makeTruncationDurableLocked()
+}
+
+// DefaultTruncateWait is the default of Config.TruncateWait: how long a
+// TruncateTo waits for readers holding the segment it cuts before it gives
+// up with ErrTruncationBlocked. Kafka's request.timeout.ms default, the
+// time a fetch response may reasonably take to send.
+const DefaultTruncateWait = 30 * time.Second
+
+// TruncationStats reports what truncations waited for (Partition.
+// TruncationStats). Cheap to read; the counts only grow.
+type TruncationStats struct {
+	// Waiting is the number of read leases (Records not yet closed, and
+	// reads in flight) of the segment a TruncateTo in progress waits for;
+	// 0 when no truncation waits.
+	Waiting int
+	// Waits counts TruncateTo calls that found readers on the segment to
+	// cut and waited for them.
+	Waits uint64
+	// Blocked counts TruncateTo calls that gave up waiting (the error
+	// wraps ErrTruncationBlocked).
+	Blocked uint64
+}
+
+// truncationStats is the partition's side of TruncationStats; its fields
+// are atomics, written by TruncateTo and read by anyone.
+type truncationStats struct {
+	// waitingOn is the segment a TruncateTo waits to cut, nil otherwise.
+	waitingOn atomic.Pointer[segment.Segment]
+	// waits and blocked back TruncationStats.Waits and Blocked.
+	waits, blocked atomic.Uint64
+}
+
+// TruncationStats reports whether a TruncateTo waits for readers right now
+// (and for how many) and how often truncations waited or gave up. It takes
+// no lock.
+func (p *Partition) TruncationStats() TruncationStats {
+	st := TruncationStats{Waits: p.truncStats.waits.Load(), Blocked: p.truncStats.blocked.Load()}
+	if seg := p.truncStats.waitingOn.Load(); seg != nil {
+		st.Waiting, _ = seg.ReadLeases()
+	}
+	return st
+}
+
+// lockForTruncateLocked takes seg's exclusive lease for a cut, waiting for
+// its readers with mu released and the partition marked truncating (other
+// writers wait for it in lockWriter), for at most Config.TruncateWait or
+// until ctx ends. It returns with mu held; on success the caller holds the
+// exclusive lease and must release it (UnlockForTruncate). On failure
+// nothing changed and the error wraps ErrTruncationBlocked. REQUIRES: mu
+// held, mu.truncating nil.
+func (p *Partition) lockForTruncateLocked(ctx context.Context, seg *segment.Segment, offset int64) error {
+	held, _ := seg.ReadLeases()
+	if held > 0 {
+		p.truncStats.waits.Add(1)
+		p.logger.Info("partlog/log: truncation waits for readers", "dir", p.dir, "offset", offset,
+			"segment", seg.BaseOffset(), "readers", held, "maxWait", p.cfg.TruncateWait)
+	}
+	p.mu.truncating = seg
+	p.truncStats.waitingOn.Store(seg)
+	p.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.TruncateWait)
+	err := seg.LockForTruncate(wctx)
+	cancel()
+	p.mu.Lock()
+	p.truncStats.waitingOn.Store(nil)
+	p.mu.truncating = nil
+	p.truncated.Broadcast() // the waiters run once the caller releases mu
+	if err == nil {
+		return nil
+	}
+	p.truncStats.blocked.Add(1)
+	readers := -1
+	if lw, ok := errors.AsType[*segment.LeaseWaitError](err); ok {
+		readers = lw.Readers
+	}
+	p.logger.Warn("partlog/log: truncation gave up waiting for readers", "dir", p.dir, "offset", offset,
+		"segment", seg.BaseOffset(), "readers", readers, "maxWait", p.cfg.TruncateWait, "err", err)
+	return fmt.Errorf("%w: truncate %s to %d: %d readers still hold segment %d (TruncateWait %v): %w",
+		ErrTruncationBlocked, p.dir, offset, readers, seg.BaseOffset(), p.cfg.TruncateWait, err)
 }
 
 // makeTruncationDurableLocked flushes the log after a truncation and moves

@@ -27,13 +27,16 @@ type SegmentInfo struct {
 }
 
 // SegmentInfos describes the current segments in ascending base offset
-// order.
+// order. It returns nil only once the partition is closed.
 func (p *Partition) SegmentInfos() []SegmentInfo {
-	snap := p.segs.Load()
-	if !snap.tryRef() {
+	if p.closed.Load() {
 		return nil
 	}
-	defer func() { _ = snap.unref() }()
+	snap, err := p.acquireSnapshot()
+	if err != nil {
+		return nil // closed
+	}
+	defer p.releaseSnapshot(snap)
 	out := make([]SegmentInfo, len(snap.list))
 	for i, seg := range snap.list {
 		ts, _ := seg.MaxTimestamp()

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -99,6 +101,66 @@ func TestConcurrentReadersOneAppender(t *testing.T) {
 // TestTruncateWaitsForLeases: TruncateTo does not cut the file while a
 // reader holds a lease, and readers see a consistent segment after it.
 func TestTruncateWaitsForLeases(t *testing.T) {
+	synctest.Test(t, testTruncateWaitsForLeases)
+}
+
+// TestLockForTruncateGivesUp: a truncation whose context ends while a
+// reader holds a lease gives up with a *LeaseWaitError naming the reader
+// count, and the reads that waited behind it are granted.
+func TestLockForTruncateGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fsys := vfs.NewMem()
+		if err := fsys.MkdirAll("/seg", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Create(fsys, "/seg", 0, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mustClose(t, s)
+		mustAppend(t, s, simpleBatch(t, 0, 3, 1, 10))
+		s.AcquireRead()
+		s.AcquireRead() // two leases, as two open reads hold them
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		locked := make(chan error, 1)
+		go func() { locked <- s.LockForTruncate(ctx) }()
+		synctest.Wait()
+		granted := make(chan struct{})
+		go func() {
+			s.AcquireRead() // waits behind the pending truncation
+			close(granted)
+		}()
+		synctest.Wait()
+		select {
+		case <-granted:
+			t.Fatal("a new lease was granted while a truncation waits")
+		default:
+		}
+		err = <-locked // after the (fake) second elapsed
+		var lw *LeaseWaitError
+		if !errors.As(err, &lw) || lw.Readers != 2 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("LockForTruncate = %v, want a *LeaseWaitError with 2 readers wrapping DeadlineExceeded", err)
+		}
+		<-granted
+		for range 3 {
+			s.ReleaseRead()
+		}
+		// Nothing held: the exclusive lease is granted at once.
+		if err := s.LockForTruncate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TruncateToLocked(1); err != nil {
+			t.Fatal(err)
+		}
+		s.UnlockForTruncate()
+		if s.NextOffset() != 0 {
+			t.Fatalf("NextOffset %d after TruncateToLocked(1) of a 3-record batch, want 0", s.NextOffset())
+		}
+	})
+}
+
+func testTruncateWaitsForLeases(t *testing.T) {
 	fsys, dir := vfs.Default, t.TempDir()
 	s, err := Create(fsys, dir, 0, Config{IndexIntervalBytes: 100})
 	if err != nil {
@@ -129,8 +191,11 @@ func TestTruncateWaitsForLeases(t *testing.T) {
 		t.Fatal("TruncateTo did not wait for the read lease")
 	case <-time.After(50 * time.Millisecond):
 	}
-	// A second lease while the truncation waits is granted (pipelined
-	// fetches of one consumer must not deadlock).
+	if n, waiting := s.ReadLeases(); n != 1 || waiting != 1 {
+		t.Fatalf("ReadLeases() = %d held, %d waiting; want 1, 1", n, waiting)
+	}
+	// A new lease waits while a truncation wants the segment (readers
+	// cannot starve it); it is granted once the truncation is done.
 	second := make(chan struct{})
 	go func() {
 		s.AcquireRead()
@@ -138,17 +203,17 @@ func TestTruncateWaitsForLeases(t *testing.T) {
 	}()
 	select {
 	case <-second:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a new lease waited behind a pending truncation")
+		t.Fatal("a new lease was granted while a truncation waits")
+	case <-time.After(50 * time.Millisecond):
 	}
-	s.ReleaseRead()
 	// The held bytes are still all readable (the file is not cut).
 	if _, _, err := batch.Parse(held[len(held)-len(simpleBatch(t, 147, 3, 49, 100)):]); err != nil {
 		t.Fatal(err)
 	}
 	go s.ReleaseRead() // a lease may be released from another goroutine
 	removed := <-truncated
-	// A truncation in progress blocks new leases; after it they are granted.
+	<-second
+	s.ReleaseRead()
 	s.AcquireRead()
 	s.ReleaseRead()
 	if s.NextOffset() != 30 || removed == 0 {

@@ -113,8 +113,12 @@
 //     reader that holds a lease (AcquireRead ... ReleaseRead) around its
 //     reads, and for as long as it uses bytes returned by Bytes, never
 //     has them cut from under it (and never touches a mapped page past
-//     the file's end). Read leases prefer readers: a new one is granted
-//     while a truncation only waits, so one goroutine may hold several.
+//     the file's end). The exclusive lease is preferred: once a
+//     truncation waits for it, new read leases wait too, so overlapping
+//     readers cannot starve it. LockForTruncate bounds that wait with a
+//     context (a *LeaseWaitError when it gives up) and TruncateToLocked
+//     cuts under the lease it took, so a caller can publish its own state
+//     between the two.
 //
 // # Lifetimes
 //

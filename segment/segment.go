@@ -530,10 +530,9 @@ func (s *Segment) Unref() error {
 
 // AcquireRead takes a read lease: until ReleaseRead, TruncateTo and Recover
 // wait, so bytes the holder reads (or aliases with Bytes) are not cut from
-// under it. Any number of leases may be held, also several by one
-// goroutine (a new lease is granted even while a truncation waits for the
-// current ones; it blocks only while a truncation runs), and a goroutine
-// may release a lease another acquired.
+// under it. Any number of leases may be held, and a goroutine may release
+// a lease another acquired. A new lease waits while a truncation waits for
+// the current ones or runs (see LockForTruncate).
 func (s *Segment) AcquireRead() { s.lease.acquireShared() }
 
 // ReleaseRead releases a read lease taken with AcquireRead.

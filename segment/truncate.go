@@ -23,6 +23,17 @@ func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
 	}
 	s.lease.acquireExclusive()
 	defer s.lease.releaseExclusive()
+	return s.TruncateToLocked(offset)
+}
+
+// TruncateToLocked is TruncateTo for a caller that already holds the
+// exclusive lease (LockForTruncate), so that it can bound the wait for
+// readers and publish its own state between the wait and the cut.
+// REQUIRES: the exclusive lease held (LockForTruncate). Writer side.
+func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	oldSize := s.size.Load()
 	h, found, err := s.translate(offset, 0, oldSize)
 	if err != nil {

@@ -335,7 +335,7 @@ func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (*fetchRespo
 			for _, rs := range resp.recs {
 				for _, r := range rs {
 					if r != nil {
-						_ = r.(*plog.Records).Close()
+						_ = r.(plog.Records).Close()
 					}
 				}
 			}

@@ -116,7 +116,7 @@ func checkPointReads(p *plog.Partition, m *Model) error {
 	return nil
 }
 
-func expectFirst(r *plog.Records, err error) error {
+func expectFirst(r plog.Records, err error) error {
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func describe(b []byte) string {
 // checkBounds checks the range errors and the empty reads at the bounds.
 func checkBounds(p *plog.Partition, m *Model) error {
 	if m.logStart > 0 {
-		for _, read := range []func(int64, int) (*plog.Records, error){p.ReadFrom, p.ReadFromFollower} {
+		for _, read := range []func(int64, int) (plog.Records, error){p.ReadFrom, p.ReadFromFollower} {
 			if r, err := read(m.logStart-1, 1); !errors.Is(err, plog.ErrOffsetOutOfRange) {
 				if err == nil {
 					_ = r.Close()
@@ -180,7 +180,7 @@ func checkBounds(p *plog.Partition, m *Model) error {
 			}
 		}
 	}
-	for _, read := range []func(int64, int) (*plog.Records, error){p.ReadFrom, p.ReadFromFollower} {
+	for _, read := range []func(int64, int) (plog.Records, error){p.ReadFrom, p.ReadFromFollower} {
 		if r, err := read(m.next+1, 1); !errors.Is(err, plog.ErrOffsetOutOfRange) {
 			if err == nil {
 				_ = r.Close()
@@ -190,7 +190,7 @@ func checkBounds(p *plog.Partition, m *Model) error {
 	}
 	for _, c := range []struct {
 		name   string
-		read   func(int64, int) (*plog.Records, error)
+		read   func(int64, int) (plog.Records, error)
 		offset int64
 	}{{"ReadFrom at the high watermark", p.ReadFrom, m.hw}, {"ReadFromFollower at the log end", p.ReadFromFollower, m.next}} {
 		r, err := c.read(c.offset, 1<<20)
