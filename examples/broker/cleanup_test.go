@@ -214,17 +214,22 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 		produceRaw(t, rc, 9, topic, 0, buildBatch(t, "new", 5, batch.CompressionNone))
 	}
 	// Every segment holding only old records goes (the one where old and
-	// fresh records meet may stay): the log start offset ends in [90, 100].
+	// fresh records meet stays). Where that segment starts depends on when
+	// a retention round ran: a round that found every segment expired,
+	// the active one included, rolled the log there (Kafka's rule), so
+	// the boundaries after it shift. The segment that holds offset 100
+	// (1 KiB: at most four old batches of about 190 bytes besides the
+	// fresh one) starts at 80 or later: the log start ends in [80, 100].
 	deadline := time.Now().Add(15 * time.Second)
 	var start int64
 	for time.Now().Before(deadline) {
-		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 90 {
+		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 80 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if start < 90 || start > 100 {
-		t.Fatalf("log start offset %d, want 90..100", start)
+	if start < 80 || start > 100 {
+		t.Fatalf("log start offset %d, want 80..100", start)
 	}
 	if end := listOffset(t, rc, topic, 0, -1).Offset; end != 115 {
 		t.Fatalf("log end offset %d, want 115", end)
