@@ -47,8 +47,8 @@ func TestBuilderXerialManyChunks(t *testing.T) {
 	n := xerialChunks(b[HeaderSize:])
 	require.GreaterOrEqual(t, n, 10, "%d xerial chunks", n)
 	got := decodeAll(t, b)
-	require.Equal(t, big, got[0].Value, "values differ")
-	require.Equal(t, big[:100], got[1].Value, "values differ")
+	require.Equal(t, string(big), string(got[0].Value), "values differ")
+	require.Equal(t, string(big[:100]), string(got[1].Value), "values differ")
 }
 
 func TestBuilderHeaderOptions(t *testing.T) {
@@ -179,8 +179,8 @@ func TestControlBatch(t *testing.T) {
 			require.Equal(t, int64(40), recs[0].Offset, "records %+v", recs)
 			wantKey := []byte{0, 0, 0, byte(typ)}
 			wantVal := []byte{0, 0, 0, 0, 0, 15}
-			require.Equal(t, wantKey, recs[0].Key, "key %x value %x", recs[0].Key, recs[0].Value)
-			require.Equal(t, wantVal, recs[0].Value, "key %x value %x", recs[0].Key, recs[0].Value)
+			require.Equal(t, string(wantKey), string(recs[0].Key), "key %x value %x", recs[0].Key, recs[0].Value)
+			require.Equal(t, string(wantVal), string(recs[0].Value), "key %x value %x", recs[0].Key, recs[0].Value)
 			cr, err := ParseControlRecord(Record{Key: recs[0].Key, Value: recs[0].Value})
 			require.NoError(t, err, "ParseControlRecord = %+v, %v", cr, err)
 			require.Equal(t, typ, cr.Type, "ParseControlRecord = %+v, %v", cr, err)
@@ -283,7 +283,7 @@ func TestAppendEmptyBatch(t *testing.T) {
 	}, recs...)
 	prefix := []byte("keep")
 	out := AppendEmptyBatch(append([]byte(nil), prefix...), orig)
-	require.Equal(t, prefix, out[:len(prefix)], "AppendEmptyBatch changed what was before it")
+	require.Equal(t, string(prefix), string(out[:len(prefix)]), "AppendEmptyBatch changed what was before it")
 	e, rest, err := Parse(out[len(prefix):])
 	require.NoError(t, err, "Parse: %v, %d bytes left", err, len(rest))
 	require.Empty(t, rest, "Parse: %v, %d bytes left", err, len(rest))

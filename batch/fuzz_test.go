@@ -64,7 +64,7 @@ func FuzzParse(f *testing.F) {
 		}
 		// The batch is a prefix of the input, the rest the remainder.
 		require.Equal(t, len(data), len(b)+len(rest), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
-		require.Equal(t, data, append(append([]byte{}, b...), rest...), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
+		require.Equal(t, string(data), string(append(append([]byte{}, b...), rest...)), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
 		require.Equal(t, len(b), b.Size(), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
 		require.GreaterOrEqual(t, len(b), HeaderSize, "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
 		require.Equal(t, int8(Magic), b.Magic(), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
@@ -72,7 +72,7 @@ func FuzzParse(f *testing.F) {
 		b2, rest2, err := Parse(b)
 		require.NoError(t, err, "re-Parse: %v", err)
 		require.Empty(t, rest2, "re-Parse: %v", err)
-		require.Equal(t, b, b2, "re-Parse: %v", err)
+		require.Equal(t, string(b), string(b2), "re-Parse: %v", err)
 		err = b.Validate()
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorrupt, "Validate error %v does not wrap ErrCorrupt", err)

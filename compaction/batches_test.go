@@ -53,7 +53,7 @@ func TestRewrittenBatchesKeepHeaders(t *testing.T) {
 			require.Equal(t, oh.Attributes.Compression(), nh.Attributes.Compression(), "batch %d codec %v -> %v", base, oh.Attributes.Compression(), nh.Attributes.Compression())
 		}
 		if nh.RecordsCount == oh.RecordsCount && !nh.Attributes.HasDeleteHorizon() {
-			require.Equal(t, ob, nb, "batch %d with nothing removed was not copied verbatim", base)
+			require.Equal(t, string(ob), string(nb), "batch %d with nothing removed was not copied verbatim", base)
 			verbatim++
 		}
 	}
@@ -122,7 +122,7 @@ func TestCompactionReadersKeepReading(t *testing.T) {
 				got = append(got, b...)
 				return b.Validate()
 			}))
-			require.Equal(t, want, got, "a reader of a replaced segment saw different bytes")
+			require.Equal(t, string(want), string(got), "a reader of a replaced segment saw different bytes")
 			require.NoError(t, held.Unref())
 		})
 	}

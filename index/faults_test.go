@@ -56,9 +56,9 @@ func TestFaultInjection(t *testing.T) {
 			continue
 		}
 		got := readFile(t, mem, "/d/0.index")
-		require.Equal(t, wantOffset, got, "k=%d: offset index\n% x\nwant\n% x", k, got, wantOffset)
+		require.Equal(t, string(wantOffset), string(got), "k=%d: offset index\n% x\nwant\n% x", k, got, wantOffset)
 		got = readFile(t, mem, "/d/0.timeindex")
-		require.Equal(t, wantTime, got, "k=%d: time index\n% x\nwant\n% x", k, got, wantTime)
+		require.Equal(t, string(wantTime), string(got), "k=%d: time index\n% x\nwant\n% x", k, got, wantTime)
 	}
 }
 

@@ -56,14 +56,14 @@ func TestGoldenBytes(t *testing.T) {
 		// Before close the files are preallocated, entries first.
 		got := readFile(t, fsys, opath)
 		assert.Len(t, got, DefaultMaxIndexSize, "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
-		assert.Equal(t, offsetWant, got[:len(offsetWant)], "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
+		assert.Equal(t, string(offsetWant), string(got[:len(offsetWant)]), "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
 		assert.Equal(t, len(got)-len(offsetWant), bytes.Count(got[len(offsetWant):], []byte{0}), "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
 		require.NoError(t, idx.Close())
 		require.NoError(t, tidx.Close())
 		got = readFile(t, fsys, opath)
-		assert.Equal(t, offsetWant, got, "offset index bytes\n% x\nwant\n% x", got, offsetWant)
+		assert.Equal(t, string(offsetWant), string(got), "offset index bytes\n% x\nwant\n% x", got, offsetWant)
 		got = readFile(t, fsys, tpath)
-		assert.Equal(t, timeWant, got, "time index bytes\n% x\nwant\n% x", got, timeWant)
+		assert.Equal(t, string(timeWant), string(got), "time index bytes\n% x\nwant\n% x", got, timeWant)
 	})
 }
 
@@ -125,9 +125,9 @@ func TestKafkaFixtures(t *testing.T) {
 				require.NoError(t, tidx.Close())
 				require.NoError(t, oidx.Close())
 				got := readFile(t, fsys, tpath)
-				assert.Equal(t, tsrc, got, "open+close changed the time index: % x", got)
+				assert.Equal(t, string(tsrc), string(got), "open+close changed the time index: % x", got)
 				got = readFile(t, fsys, opath)
-				assert.Equal(t, osrc, got, "open+close changed the offset index: % x", got)
+				assert.Equal(t, string(osrc), string(got), "open+close changed the offset index: % x", got)
 			})
 		}
 	})

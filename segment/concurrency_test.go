@@ -188,7 +188,7 @@ func TestRefsAndMarkDeleted(t *testing.T) {
 			// the owner lets go
 			require.NoError(t, s.Close())
 			// The reader still reads.
-			require.Equal(t, []byte(b), view, "view changed")
+			require.Equal(t, string(b), string(view), "view changed")
 			_, _, found, err := s.Translate(9, 0)
 			require.NoError(t, err, "Translate after MarkDeleted: %v, %v", found, err)
 			require.True(t, found, "Translate after MarkDeleted: %v, %v", found, err)
@@ -259,7 +259,7 @@ func TestWriteToSendfile(t *testing.T) {
 			require.NoError(t, err, "WriteTo file: %d, %v", n, err)
 			require.Equal(t, end-start, n, "WriteTo file: %d, %v", n, err)
 			got, _ := os.ReadFile(f.Name())
-			require.Equal(t, want, got, "file contents differ")
+			require.Equal(t, string(want), string(got), "file contents differ")
 
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -284,7 +284,7 @@ func TestWriteToSendfile(t *testing.T) {
 			require.Equal(t, end-start, n, "WriteTo tcp: %d, %v", n, err)
 			c.Close()
 			got = <-recv
-			require.Equal(t, want, got, "tcp received %d bytes, want %d", len(got), len(want))
+			require.Equal(t, string(want), string(got), "tcp received %d bytes, want %d", len(got), len(want))
 			_, err = s.WriteTo(io.Discard, 0, s.Size()+1)
 			require.ErrorIs(t, err, ErrOutOfRange, "WriteTo past the end: %v", err)
 		})

@@ -116,14 +116,14 @@ func TestAppendReadLookup(t *testing.T) {
 			for _, b := range batches {
 				want = append(want, b...)
 			}
-			require.Equal(t, want, got, "Bytes differ from what was appended")
+			require.Equal(t, string(want), string(got), "Bytes differ from what was appended")
 			_, err = s.Bytes(0, s.Size()+1, nil)
 			require.ErrorIs(t, err, ErrOutOfRange, "Bytes past the end: %v", err)
 			var buf bytes.Buffer
 			n, err := s.WriteTo(&buf, 0, s.Size())
 			require.NoError(t, err, "WriteTo = %d, %v", n, err)
 			require.Equal(t, s.Size(), n, "WriteTo = %d, %v", n, err)
-			require.Equal(t, want, buf.Bytes(), "WriteTo = %d, %v", n, err)
+			require.Equal(t, string(want), string(buf.Bytes()), "WriteTo = %d, %v", n, err)
 
 			// Seal, reopen, same answers.
 			require.NoError(t, s.Seal())
