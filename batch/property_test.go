@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"fmt"
 	"math"
 	"testing"
 
@@ -118,8 +117,8 @@ func TestPropertyBuildParseIdentity(t *testing.T) {
 					ts = w.opts.AppendTime
 				}
 				d := decoded{Offset: got.Offset, Timestamp: got.Timestamp, Key: got.Key, Value: got.Value, Headers: got.Headers}
-				require.True(t, equalRecord(d, decoded{r.Offset, ts, r.Key, r.Value, r.Headers}), "batch %d record %d: %s, want %s", bi, i, fmt.Sprint(got), fmt.Sprint(r))
-				require.Equal(t, r.Attributes, got.Attributes, "batch %d record %d: %s, want %s", bi, i, fmt.Sprint(got), fmt.Sprint(r))
+				require.True(t, equalRecord(d, decoded{r.Offset, ts, r.Key, r.Value, r.Headers}), "batch %d record %d: %v, want %v", bi, i, got, r)
+				require.Equal(t, r.Attributes, got.Attributes, "batch %d record %d: %v, want %v", bi, i, got, r)
 				i++
 			}
 			require.Equal(t, len(w.recs), i, "batch %d: %d records, want %d", bi, i, len(w.recs))
