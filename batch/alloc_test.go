@@ -3,6 +3,9 @@ package batch
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func iterateAll(b Batch, dec *Decoder) int {
@@ -26,28 +29,21 @@ func TestZeroAllocsUncompressed(t *testing.T) {
 	}
 	b := build(t, BuilderOptions{}, numbered(200, 1)...) // every record has a header
 	var dec Decoder
-	if n := iterateAll(b, &dec); n != 200 {
-		t.Fatalf("iterated %d records", n)
-	}
-	if a := testing.AllocsPerRun(50, func() { iterateAll(b, &dec) }); a != 0 {
-		t.Errorf("iteration: %v allocs per batch of 200 records, want 0", a)
-	}
-	if a := testing.AllocsPerRun(50, func() {
-		if err := b.Validate(); err != nil {
-			t.Fatal(err)
-		}
-	}); a != 0 {
-		t.Errorf("Validate: %v allocs, want 0", a)
-	}
-	if a := testing.AllocsPerRun(50, func() {
+	n := iterateAll(b, &dec)
+	require.Equal(t, 200, n, "iterated %d records", n)
+	a := testing.AllocsPerRun(50, func() { iterateAll(b, &dec) })
+	assert.Zero(t, a, "iteration: %v allocs per batch of 200 records, want 0", a)
+	a = testing.AllocsPerRun(50, func() {
+		require.NoError(t, b.Validate())
+	})
+	assert.Zero(t, a, "Validate: %v allocs, want 0", a)
+	a = testing.AllocsPerRun(50, func() {
 		for r, err := range b.All(&dec) {
-			if err != nil || r.Key == nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.True(t, r.Key != nil, "record without a key") // NotNil would box the slice: an allocation
 		}
-	}); a != 0 {
-		t.Errorf("range over All: %v allocs, want 0", a)
-	}
+	})
+	assert.Zero(t, a, "range over All: %v allocs, want 0", a)
 }
 
 // A compressed batch costs a constant number of allocations per batch
@@ -64,9 +60,7 @@ func TestAllocsCompressedPerBatch(t *testing.T) {
 		iterateAll(large, &dec)
 		as := testing.AllocsPerRun(20, func() { iterateAll(small, &dec) })
 		al := testing.AllocsPerRun(20, func() { iterateAll(large, &dec) })
-		if al > as+1 {
-			t.Errorf("%s: %v allocs for 10 records, %v for 1000", c, as, al)
-		}
+		assert.LessOrEqual(t, al, as+1, "%s: %v allocs for 10 records, %v for 1000", c, as, al)
 		av := testing.AllocsPerRun(20, func() { dec.Validate(large) })
 		t.Logf("%s: %v allocs/batch iterating 10 records, %v iterating 1000, %v validating 1000", c, as, al, av)
 	}
@@ -105,8 +99,6 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	for g := 0; g < 4; g++ {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-done)
 	}
 }

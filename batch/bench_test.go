@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/klauspost/crc32"
 )
 
@@ -16,15 +18,11 @@ func benchBatch(b testing.TB, c Compression, size, valueSize int) Batch {
 		val[i] = "partlog stores Kafka logs "[i%26] + byte(i/26%3)
 	}
 	for i := 0; bld.EncodedSize() < size; i++ {
-		if err := bld.Add(Record{Key: fmt.Appendf(nil, "key-%06d", i), Value: val, Timestamp: 1700000000000 + int64(i),
-			Headers: []RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}}); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, bld.Add(Record{Key: fmt.Appendf(nil, "key-%06d", i), Value: val, Timestamp: 1700000000000 + int64(i),
+			Headers: []RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}}))
 	}
 	out, err := bld.Build()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return out
 }
 
@@ -50,9 +48,7 @@ func BenchmarkValidate(b *testing.B) {
 				b.SetBytes(int64(len(bt)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := bt.Validate(); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, bt.Validate())
 				}
 			})
 		}
@@ -69,9 +65,7 @@ func BenchmarkValidateCompressed(b *testing.B) {
 			b.SetBytes(int64(len(bt)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := dec.Validate(bt); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, dec.Validate(bt))
 			}
 		})
 	}
@@ -101,9 +95,7 @@ func BenchmarkBuild(b *testing.B) {
 	val := benchBatch(b, CompressionNone, 200, 100)
 	var recs []Record
 	for r, err := range val.All(nil) {
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		recs = append(recs, r)
 	}
 	for len(recs)*130 < 16<<10 {
@@ -121,14 +113,11 @@ func BenchmarkBuild(b *testing.B) {
 			for b.Loop() {
 				bld.Reset(BuilderOptions{Compression: c})
 				for _, r := range recs {
-					if err := bld.Add(r); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, bld.Add(r))
 				}
 				var err error
-				if dst, err = bld.AppendTo(dst[:0]); err != nil {
-					b.Fatal(err)
-				}
+				dst, err = bld.AppendTo(dst[:0])
+				require.NoError(b, err)
 			}
 		})
 	}

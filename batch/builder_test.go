@@ -2,10 +2,12 @@ package batch
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBuilderEveryCodec(t *testing.T) {
@@ -19,13 +21,16 @@ func TestBuilderEveryCodec(t *testing.T) {
 			}
 			t.Run(fmt.Sprintf("%s_level%d", c, level), func(t *testing.T) {
 				b := build(t, BuilderOptions{Compression: c, CompressionLevel: level}, recs...)
-				if b.Attributes().Compression() != c || b.BaseTimestamp() != recs[0].Timestamp ||
-					b.MaxTimestamp() != 1700000000100 || b.ProducerID() != NoProducerID || b.ProducerEpoch() != NoProducerEpoch ||
-					b.BaseSequence() != NoSequence || b.LastOffsetDelta() != 3 || b.RecordsCount() != 4 {
-					t.Fatalf("header %+v", b.Header())
-				}
-				if c == CompressionSnappy && !isXerial(b[HeaderSize:]) {
-					t.Fatal("snappy is written xerial-framed")
+				require.Equal(t, c, b.Attributes().Compression(), "header %+v", b.Header())
+				require.Equal(t, recs[0].Timestamp, b.BaseTimestamp(), "header %+v", b.Header())
+				require.Equal(t, int64(1700000000100), b.MaxTimestamp(), "header %+v", b.Header())
+				require.Equal(t, NoProducerID, b.ProducerID(), "header %+v", b.Header())
+				require.Equal(t, NoProducerEpoch, b.ProducerEpoch(), "header %+v", b.Header())
+				require.Equal(t, NoSequence, b.BaseSequence(), "header %+v", b.Header())
+				require.Equal(t, int32(3), b.LastOffsetDelta(), "header %+v", b.Header())
+				require.Equal(t, int32(4), b.RecordsCount(), "header %+v", b.Header())
+				if c == CompressionSnappy {
+					require.True(t, isXerial(b[HeaderSize:]), "snappy is written xerial-framed")
 				}
 				got := decodeAll(t, b)
 				for i := range recs {
@@ -39,13 +44,11 @@ func TestBuilderEveryCodec(t *testing.T) {
 func TestBuilderXerialManyChunks(t *testing.T) {
 	big := bytes.Repeat([]byte("abcdefghijklmnopqrstuvwxyz012345"), 10000) // 320 KB: 10 chunks
 	b := build(t, BuilderOptions{Compression: CompressionSnappy}, Record{Value: big}, Record{Value: big[:100]})
-	if n := xerialChunks(b[HeaderSize:]); n < 10 {
-		t.Fatalf("%d xerial chunks", n)
-	}
+	n := xerialChunks(b[HeaderSize:])
+	require.GreaterOrEqual(t, n, 10, "%d xerial chunks", n)
 	got := decodeAll(t, b)
-	if !bytes.Equal(got[0].Value, big) || !bytes.Equal(got[1].Value, big[:100]) {
-		t.Fatal("values differ")
-	}
+	require.Equal(t, string(big), string(got[0].Value), "values differ")
+	require.Equal(t, string(big[:100]), string(got[1].Value), "values differ")
 }
 
 func TestBuilderHeaderOptions(t *testing.T) {
@@ -55,69 +58,59 @@ func TestBuilderHeaderOptions(t *testing.T) {
 	}
 	b := build(t, opts, numbered(4, 1000)...)
 	h := b.Header()
-	if h.BaseOffset != 1<<40 || h.PartitionLeaderEpoch != 12 || h.ProducerID != 77 || h.ProducerEpoch != 5 ||
-		!h.Attributes.IsTransactional() || !h.Attributes.LogAppendTime() || h.MaxTimestamp != 1234567 ||
-		h.BaseTimestamp != 1000 || h.Attributes.IsControl() {
-		t.Fatalf("header %+v", h)
-	}
-	if b.LastSequence() != 1 { // MaxInt32-1, MaxInt32, 0, 1
-		t.Fatalf("last sequence %d", b.LastSequence())
-	}
+	require.Equal(t, int64(1<<40), h.BaseOffset, "header %+v", h)
+	require.Equal(t, int32(12), h.PartitionLeaderEpoch, "header %+v", h)
+	require.Equal(t, int64(77), h.ProducerID, "header %+v", h)
+	require.Equal(t, int16(5), h.ProducerEpoch, "header %+v", h)
+	require.True(t, h.Attributes.IsTransactional(), "header %+v", h)
+	require.True(t, h.Attributes.LogAppendTime(), "header %+v", h)
+	require.Equal(t, int64(1234567), h.MaxTimestamp, "header %+v", h)
+	require.Equal(t, int64(1000), h.BaseTimestamp, "header %+v", h)
+	require.False(t, h.Attributes.IsControl(), "header %+v", h)
+	// MaxInt32-1, MaxInt32, 0, 1
+	require.Equal(t, int32(1), b.LastSequence(), "last sequence %d", b.LastSequence())
 	for i, r := range decodeAll(t, b) {
-		if r.Timestamp != 1234567 || r.Offset != 1<<40+int64(i) {
-			t.Fatalf("record %d: %+v", i, r)
-		}
+		require.Equal(t, int64(1234567), r.Timestamp, "record %d: %+v", i, r)
+		require.Equal(t, 1<<40+int64(i), r.Offset, "record %d: %+v", i, r)
 	}
 }
 
 func TestBuilderOffsets(t *testing.T) {
 	bld := NewBuilder(BuilderOptions{BaseOffset: 100})
-	if bld.NextOffset() != 100 {
-		t.Fatalf("NextOffset %d", bld.NextOffset())
-	}
+	require.Equal(t, int64(100), bld.NextOffset(), "NextOffset %d", bld.NextOffset())
 	for _, off := range []int64{100, 103, 110} {
-		if err := bld.AddAt(Record{Offset: off, Value: []byte("v")}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.AddAt(Record{Offset: off, Value: []byte("v")}))
 	}
-	if err := bld.Add(Record{Value: []byte("next")}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bld.Add(Record{Value: []byte("next")}))
 	for _, off := range []int64{111, 99, 100 + math.MaxInt32 + 1} {
-		if err := bld.AddAt(Record{Offset: off}); !errors.Is(err, ErrOffsetOrder) {
-			t.Fatalf("AddAt(%d) = %v", off, err)
-		}
+		err := bld.AddAt(Record{Offset: off})
+		require.ErrorIs(t, err, ErrOffsetOrder, "AddAt(%d) = %v", off, err)
 	}
-	if err := bld.SetLastOffsetDelta(5); !errors.Is(err, ErrOffsetOrder) {
-		t.Fatalf("SetLastOffsetDelta below the last record: %v", err)
-	}
-	if err := bld.SetLastOffsetDelta(20); err != nil {
-		t.Fatal(err)
-	}
+	err := bld.SetLastOffsetDelta(5)
+	require.ErrorIs(t, err, ErrOffsetOrder, "SetLastOffsetDelta below the last record: %v", err)
+	require.NoError(t, bld.SetLastOffsetDelta(20))
 	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.LastOffset() != 120 || b.NextOffset() != 121 || b.RecordsCount() != 4 || bld.Len() != 4 {
-		t.Fatalf("header %+v", b.Header())
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(120), b.LastOffset(), "header %+v", b.Header())
+	require.Equal(t, int64(121), b.NextOffset(), "header %+v", b.Header())
+	require.Equal(t, int32(4), b.RecordsCount(), "header %+v", b.Header())
+	require.Equal(t, 4, bld.Len(), "header %+v", b.Header())
 	var offs []int64
 	for _, r := range decodeAll(t, b) {
 		offs = append(offs, r.Offset)
 	}
-	if fmt.Sprint(offs) != "[100 103 110 111]" {
-		t.Fatalf("offsets %v", offs)
-	}
+	require.Equal(t, "[100 103 110 111]", fmt.Sprint(offs), "offsets %v", offs)
 	// Reset keeps nothing of the previous batch.
 	bld.Reset(BuilderOptions{})
 	empty, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := empty.Validate(); err != nil || empty.RecordsCount() != 0 || empty.BaseTimestamp() != NoTimestamp ||
-		empty.MaxTimestamp() != NoTimestamp || empty.LastOffsetDelta() != 0 || len(empty) != HeaderSize {
-		t.Fatalf("empty batch %+v: %v", empty.Header(), err)
-	}
+	require.NoError(t, err)
+	err = empty.Validate()
+	require.NoError(t, err, "empty batch %+v: %v", empty.Header(), err)
+	require.Equal(t, int32(0), empty.RecordsCount(), "empty batch %+v: %v", empty.Header(), err)
+	require.Equal(t, NoTimestamp, empty.BaseTimestamp(), "empty batch %+v: %v", empty.Header(), err)
+	require.Equal(t, NoTimestamp, empty.MaxTimestamp(), "empty batch %+v: %v", empty.Header(), err)
+	require.Equal(t, int32(0), empty.LastOffsetDelta(), "empty batch %+v: %v", empty.Header(), err)
+	require.Len(t, empty, HeaderSize, "empty batch %+v: %v", empty.Header(), err)
 }
 
 func TestBuilderErrors(t *testing.T) {
@@ -131,9 +124,8 @@ func TestBuilderErrors(t *testing.T) {
 		bld.Add(Record{Value: []byte("x")})
 		dst := []byte("prefix")
 		out, err := bld.AppendTo(dst)
-		if !errors.Is(err, ErrBadCompression) || string(out) != "prefix" {
-			t.Errorf("%+v: AppendTo = %q, %v", opts, out, err)
-		}
+		assert.ErrorIs(t, err, ErrBadCompression, "%+v: AppendTo = %q, %v", opts, out, err)
+		assert.Equal(t, "prefix", string(out), "%+v: AppendTo = %q, %v", opts, out, err)
 	}
 }
 
@@ -143,35 +135,23 @@ func TestBuilderAppendTo(t *testing.T) {
 		bld.Add(r)
 	}
 	out, err := bld.AppendTo([]byte("xyz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(out[:3]) != "xyz" {
-		t.Fatal("prefix lost")
-	}
+	require.NoError(t, err)
+	require.Equal(t, "xyz", string(out[:3]), "prefix lost")
 	b := mustParseOne(t, out[3:])
-	if err := b.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if bld.EncodedSize() <= HeaderSize {
-		t.Fatalf("EncodedSize %d", bld.EncodedSize())
-	}
+	require.NoError(t, b.Validate())
+	require.Greater(t, bld.EncodedSize(), HeaderSize, "EncodedSize %d", bld.EncodedSize())
 }
 
 func TestAppendRecord(t *testing.T) {
 	r := Record{Key: []byte("k"), Value: nil, Headers: []RecordHeader{{Key: nil, Value: []byte("v")}}}
 	enc, err := AppendRecord(nil, r, 3, -7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := walkRecords(enc, 1, 3, false)
-	if c.failed {
-		t.Fatal(c.error(0, false))
-	}
+	require.False(t, c.failed, c.error(0, false))
 	it := Batch(nil).Records(nil)
-	if _, ok, err := it.Next(); ok || err != nil {
-		t.Fatalf("zero batch iterates: %v %v", ok, err)
-	}
+	_, ok, err := it.Next()
+	require.False(t, ok, "zero batch iterates: %v %v", ok, err)
+	require.NoError(t, err, "zero batch iterates: %v %v", ok, err)
 }
 
 func TestControlBatch(t *testing.T) {
@@ -180,34 +160,37 @@ func TestControlBatch(t *testing.T) {
 			m := TxnMarker{Type: typ, CoordinatorEpoch: 15, ProducerID: 9, ProducerEpoch: 2, BaseOffset: 40,
 				PartitionLeaderEpoch: 3, Timestamp: 1700000000000}
 			out, err := AppendControlBatch(nil, m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			b := mustParseOne(t, out)
 			a := b.Attributes()
-			if !a.IsControl() || !a.IsTransactional() || a.Compression() != CompressionNone || b.BaseSequence() != NoSequence ||
-				b.ProducerID() != 9 || b.ProducerEpoch() != 2 || b.BaseOffset() != 40 || b.PartitionLeaderEpoch() != 3 ||
-				b.RecordsCount() != 1 || b.LastOffsetDelta() != 0 {
-				t.Fatalf("header %+v", b.Header())
-			}
+			require.True(t, a.IsControl(), "header %+v", b.Header())
+			require.True(t, a.IsTransactional(), "header %+v", b.Header())
+			require.Equal(t, CompressionNone, a.Compression(), "header %+v", b.Header())
+			require.Equal(t, NoSequence, b.BaseSequence(), "header %+v", b.Header())
+			require.Equal(t, int64(9), b.ProducerID(), "header %+v", b.Header())
+			require.Equal(t, int16(2), b.ProducerEpoch(), "header %+v", b.Header())
+			require.Equal(t, int64(40), b.BaseOffset(), "header %+v", b.Header())
+			require.Equal(t, int32(3), b.PartitionLeaderEpoch(), "header %+v", b.Header())
+			require.Equal(t, int32(1), b.RecordsCount(), "header %+v", b.Header())
+			require.Equal(t, int32(0), b.LastOffsetDelta(), "header %+v", b.Header())
 			recs := decodeAll(t, b)
-			if len(recs) != 1 || recs[0].Timestamp != m.Timestamp || recs[0].Offset != 40 {
-				t.Fatalf("records %+v", recs)
-			}
+			require.Len(t, recs, 1, "records %+v", recs)
+			require.Equal(t, m.Timestamp, recs[0].Timestamp, "records %+v", recs)
+			require.Equal(t, int64(40), recs[0].Offset, "records %+v", recs)
 			wantKey := []byte{0, 0, 0, byte(typ)}
 			wantVal := []byte{0, 0, 0, 0, 0, 15}
-			if !bytes.Equal(recs[0].Key, wantKey) || !bytes.Equal(recs[0].Value, wantVal) {
-				t.Fatalf("key %x value %x", recs[0].Key, recs[0].Value)
-			}
+			require.Equal(t, string(wantKey), string(recs[0].Key), "key %x value %x", recs[0].Key, recs[0].Value)
+			require.Equal(t, string(wantVal), string(recs[0].Value), "key %x value %x", recs[0].Key, recs[0].Value)
 			cr, err := ParseControlRecord(Record{Key: recs[0].Key, Value: recs[0].Value})
-			if err != nil || cr.Type != typ || cr.CoordinatorEpoch != 15 || cr.Version != 0 || cr.ValueVersion != 0 {
-				t.Fatalf("ParseControlRecord = %+v, %v", cr, err)
-			}
+			require.NoError(t, err, "ParseControlRecord = %+v, %v", cr, err)
+			require.Equal(t, typ, cr.Type, "ParseControlRecord = %+v, %v", cr, err)
+			require.Equal(t, int32(15), cr.CoordinatorEpoch, "ParseControlRecord = %+v, %v", cr, err)
+			require.Equal(t, int16(0), cr.Version, "ParseControlRecord = %+v, %v", cr, err)
+			require.Equal(t, int16(0), cr.ValueVersion, "ParseControlRecord = %+v, %v", cr, err)
 		})
 	}
-	if _, err := AppendControlBatch(nil, TxnMarker{Type: ControlLeaderChange}); err == nil {
-		t.Fatal("a LEADER_CHANGE marker was encoded")
-	}
+	_, err := AppendControlBatch(nil, TxnMarker{Type: ControlLeaderChange})
+	require.Error(t, err, "a LEADER_CHANGE marker was encoded")
 }
 
 // Control record pairs from sarama's control_record_test.go (SOURCES.md).
@@ -233,22 +216,17 @@ func TestParseControlRecord(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseControlRecord(Record{Key: tt.key, Value: tt.val})
 			if tt.bad {
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("err = %v, want ErrCorrupt", err)
-				}
+				require.ErrorIs(t, err, ErrCorrupt, "err = %v, want ErrCorrupt", err)
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
-			}
+			require.NoError(t, err, "got %+v, %v; want %+v", got, err, tt.want)
+			require.Equal(t, tt.want, got, "got %+v, %v; want %+v", got, err, tt.want)
 		})
 	}
-	if s := ControlType(128).String(); s != "UNKNOWN(128)" {
-		t.Fatalf("String = %q", s)
-	}
-	if ControlCommit.String() != "COMMIT" || ControlKRaftVoters.String() != "KRAFT_VOTERS" {
-		t.Fatal("names")
-	}
+	s := ControlType(128).String()
+	require.Equal(t, "UNKNOWN(128)", s, "String = %q", s)
+	require.Equal(t, "COMMIT", ControlCommit.String(), "names")
+	require.Equal(t, "KRAFT_VOTERS", ControlKRaftVoters.String(), "names")
 }
 
 // LZ4 is written as the Java client writes it, also by a pooled (reset)
@@ -258,18 +236,17 @@ func TestBuilderLZ4Frame(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		b := build(t, BuilderOptions{Compression: CompressionLZ4}, numbered(5, 1)...)
 		p := b[HeaderSize:]
-		if string(p[:4]) != "\x04\x22\x4d\x18" || p[4] != 0x60 || p[5] != 0x40 {
-			t.Fatalf("frame header % x", p[:7])
-		}
+		require.Equal(t, "\x04\x22\x4d\x18", string(p[:4]), "frame header % x", p[:7])
+		require.Equal(t, byte(0x60), p[4], "frame header % x", p[:7])
+		require.Equal(t, byte(0x40), p[5], "frame header % x", p[:7])
 	}
 }
 
 // Snappy is written xerial-framed with version 1 and compatible version 1.
 func TestBuilderXerialHeader(t *testing.T) {
 	b := build(t, BuilderOptions{Compression: CompressionSnappy}, numbered(5, 1)...)
-	if got := b[HeaderSize : HeaderSize+xerialHeaderSize]; string(got) != "\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01" {
-		t.Fatalf("xerial header % x", got)
-	}
+	got := b[HeaderSize : HeaderSize+xerialHeaderSize]
+	require.Equal(t, "\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01", string(got), "xerial header % x", got)
 }
 
 func TestBuilderDeleteHorizon(t *testing.T) {
@@ -279,12 +256,10 @@ func TestBuilderDeleteHorizon(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			b := build(t, BuilderOptions{Compression: c, DeleteHorizon: horizon, BaseOffset: 40}, recs...)
 			a := b.Attributes()
-			if !a.HasDeleteHorizon() || a.Compression() != c || b.BaseTimestamp() != horizon {
-				t.Fatalf("header %+v", b.Header())
-			}
-			if b.MaxTimestamp() != 1700000000100 {
-				t.Fatalf("maxTimestamp %d: it is the largest record timestamp, not the horizon", b.MaxTimestamp())
-			}
+			require.True(t, a.HasDeleteHorizon(), "header %+v", b.Header())
+			require.Equal(t, c, a.Compression(), "header %+v", b.Header())
+			require.Equal(t, int64(horizon), b.BaseTimestamp(), "header %+v", b.Header())
+			require.Equal(t, int64(1700000000100), b.MaxTimestamp(), "maxTimestamp %d: it is the largest record timestamp, not the horizon", b.MaxTimestamp())
 			// Deltas are relative to the horizon, so every record still
 			// decodes to its own timestamp.
 			got := decodeAll(t, b)
@@ -295,9 +270,8 @@ func TestBuilderDeleteHorizon(t *testing.T) {
 	}
 	t.Run("zero is an ordinary batch", func(t *testing.T) {
 		b := build(t, BuilderOptions{}, recs...)
-		if b.Attributes().HasDeleteHorizon() || b.BaseTimestamp() != recs[0].Timestamp {
-			t.Fatalf("header %+v", b.Header())
-		}
+		require.False(t, b.Attributes().HasDeleteHorizon(), "header %+v", b.Header())
+		require.Equal(t, recs[0].Timestamp, b.BaseTimestamp(), "header %+v", b.Header())
 	})
 }
 
@@ -309,16 +283,11 @@ func TestAppendEmptyBatch(t *testing.T) {
 	}, recs...)
 	prefix := []byte("keep")
 	out := AppendEmptyBatch(append([]byte(nil), prefix...), orig)
-	if !bytes.Equal(out[:len(prefix)], prefix) {
-		t.Fatal("AppendEmptyBatch changed what was before it")
-	}
+	require.Equal(t, string(prefix), string(out[:len(prefix)]), "AppendEmptyBatch changed what was before it")
 	e, rest, err := Parse(out[len(prefix):])
-	if err != nil || len(rest) != 0 {
-		t.Fatalf("Parse: %v, %d bytes left", err, len(rest))
-	}
-	if err := e.Validate(); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
+	require.NoError(t, err, "Parse: %v, %d bytes left", err, len(rest))
+	require.Empty(t, rest, "Parse: %v, %d bytes left", err, len(rest))
+	require.NoError(t, e.Validate(), "Validate")
 	want := orig.Header()
 	want.Length = HeaderSize - LogOverhead
 	want.Attributes = TransactionalBit
@@ -326,14 +295,8 @@ func TestAppendEmptyBatch(t *testing.T) {
 	want.RecordsCount = 0
 	got := e.Header()
 	want.CRC = got.CRC
-	if got != want {
-		t.Fatalf("header\n got %+v\nwant %+v", got, want)
-	}
-	if e.LastOffset() != orig.LastOffset() || e.LastSequence() != orig.LastSequence() {
-		t.Fatalf("empty batch covers %d..%d seq %d, original %d..%d seq %d",
-			e.BaseOffset(), e.LastOffset(), e.LastSequence(), orig.BaseOffset(), orig.LastOffset(), orig.LastSequence())
-	}
-	if e.CRC() != e.ComputeCRC() {
-		t.Fatal("CRC not recomputed")
-	}
+	require.Equal(t, want, got, "header\n got %+v\nwant %+v", got, want)
+	require.Equal(t, orig.LastOffset(), e.LastOffset(), "empty batch covers %d..%d seq %d, original %d..%d seq %d", e.BaseOffset(), e.LastOffset(), e.LastSequence(), orig.BaseOffset(), orig.LastOffset(), orig.LastSequence())
+	require.Equal(t, orig.LastSequence(), e.LastSequence(), "empty batch covers %d..%d seq %d, original %d..%d seq %d", e.BaseOffset(), e.LastOffset(), e.LastSequence(), orig.BaseOffset(), orig.LastOffset(), orig.LastSequence())
+	require.Equal(t, e.ComputeCRC(), e.CRC(), "CRC not recomputed")
 }

@@ -1,7 +1,6 @@
 package batch
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/golden/fixtures.txt from the decoder's output")
@@ -133,25 +134,15 @@ func TestGoldenDump(t *testing.T) {
 	}
 	golden := filepath.Join("testdata", "golden", "fixtures.txt")
 	if *rewrite {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(w.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
+		require.NoError(t, os.WriteFile(golden, []byte(w.String()), 0o644))
 		return
 	}
 	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -rewrite to create it)", err)
+	require.NoError(t, err, "%v (run with -rewrite to create it)", err)
+	gl, wl := strings.Split(w.String(), "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < len(gl) && i < len(wl); i++ {
+		require.Equal(t, wl[i], gl[i], "dump differs at line %d:\n got: %s\nwant: %s", i+1, gl[i], wl[i])
 	}
-	if got := w.String(); !bytes.Equal([]byte(got), want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) && i < len(wl); i++ {
-			if gl[i] != wl[i] {
-				t.Fatalf("dump differs at line %d:\n got: %s\nwant: %s", i+1, gl[i], wl[i])
-			}
-		}
-		t.Fatalf("dump has %d lines, golden %d", len(gl), len(wl))
-	}
+	require.Len(t, gl, len(wl), "dump has %d lines, golden %d", len(gl), len(wl))
 }

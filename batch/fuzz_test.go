@@ -3,11 +3,12 @@ package batch
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // fuzzSeeds returns every v2 batch of the fixtures and a few built ones.
@@ -16,9 +17,7 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	files, _ := filepath.Glob(filepath.Join(fixtureDir, "*", "extracted", "*", "*.bin"))
 	for _, f := range files {
 		p, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(p) < 8<<10 { // the big snappy ones slow the fuzzer down
 			seeds = append(seeds, p)
 		}
@@ -58,23 +57,25 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, rest, err := Parse(data)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) || b != nil || len(rest) != len(data) {
-				t.Fatalf("Parse error %v with batch %d bytes, rest %d", err, len(b), len(rest))
-			}
+			require.ErrorIs(t, err, ErrCorrupt, "Parse error %v with batch %d bytes, rest %d", err, len(b), len(rest))
+			require.Nil(t, b, "Parse error %v with batch %d bytes, rest %d", err, len(b), len(rest))
+			require.Len(t, rest, len(data), "Parse error %v with batch %d bytes, rest %d", err, len(b), len(rest))
 			return
 		}
 		// The batch is a prefix of the input, the rest the remainder.
-		if len(b)+len(rest) != len(data) || !bytes.Equal(append(append([]byte{}, b...), rest...), data) ||
-			b.Size() != len(b) || len(b) < HeaderSize || b.Magic() != Magic {
-			t.Fatalf("Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
-		}
+		require.Equal(t, len(data), len(b)+len(rest), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
+		require.Equal(t, string(data), string(append(append([]byte{}, b...), rest...)), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
+		require.Equal(t, len(b), b.Size(), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
+		require.GreaterOrEqual(t, len(b), HeaderSize, "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
+		require.Equal(t, int8(Magic), b.Magic(), "Parse split %d bytes into %d + %d", len(data), len(b), len(rest))
 		// Parsing the batch alone gives the same batch.
 		b2, rest2, err := Parse(b)
-		if err != nil || len(rest2) != 0 || !bytes.Equal(b2, b) {
-			t.Fatalf("re-Parse: %v", err)
-		}
-		if err := b.Validate(); err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("Validate error %v does not wrap ErrCorrupt", err)
+		require.NoError(t, err, "re-Parse: %v", err)
+		require.Empty(t, rest2, "re-Parse: %v", err)
+		require.Equal(t, string(b), string(b2), "re-Parse: %v", err)
+		err = b.Validate()
+		if err != nil {
+			require.ErrorIs(t, err, ErrCorrupt, "Validate error %v does not wrap ErrCorrupt", err)
 		}
 	})
 }
@@ -87,25 +88,19 @@ func FuzzValidate(f *testing.F) {
 		for _, b := range []Batch{Batch(data), fixFraming(data)} {
 			err := b.Validate()
 			if err != nil {
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("Validate error %v does not wrap ErrCorrupt", err)
-				}
+				require.ErrorIs(t, err, ErrCorrupt, "Validate error %v does not wrap ErrCorrupt", err)
 				continue
 			}
 			var dec Decoder
-			if err := dec.Validate(b); err != nil {
-				t.Fatalf("Decoder.Validate disagrees: %v", err)
-			}
+			require.NoError(t, dec.Validate(b), "Decoder.Validate disagrees")
 			// Rewrites outside the CRC keep a valid batch valid.
 			c := append(Batch{}, b...)
 			c.SetBaseOffset(base)
 			c.SetPartitionLeaderEpoch(epoch)
-			if err := c.Validate(); err != nil {
-				t.Fatalf("after SetBaseOffset(%d)/SetPartitionLeaderEpoch(%d): %v", base, epoch, err)
-			}
-			if c.BaseOffset() != base || c.PartitionLeaderEpoch() != epoch || c.NextOffset() != base+int64(b.LastOffsetDelta())+1 {
-				t.Fatalf("rewritten header %+v", c.Header())
-			}
+			require.NoError(t, c.Validate(), "after SetBaseOffset(%d)/SetPartitionLeaderEpoch(%d)", base, epoch)
+			require.Equal(t, base, c.BaseOffset(), "rewritten header %+v", c.Header())
+			require.Equal(t, epoch, c.PartitionLeaderEpoch(), "rewritten header %+v", c.Header())
+			require.Equal(t, base+int64(b.LastOffsetDelta())+1, c.NextOffset(), "rewritten header %+v", c.Header())
 			// Decode then re-encode round-trips the records.
 			orig := fuzzDecode(t, b)
 			opts := BuilderOptions{}
@@ -113,22 +108,14 @@ func FuzzValidate(f *testing.F) {
 				continue // the Builder makes control batches only through AppendControlBatch
 			}
 			re := reencode(t, b, opts)
-			if err := re.Validate(); err != nil {
-				t.Fatalf("re-encoded batch: %v", err)
-			}
+			require.NoError(t, re.Validate(), "re-encoded batch")
 			got := fuzzDecode(t, re)
-			if len(got) != len(orig) {
-				t.Fatalf("re-encoded %d records, want %d", len(got), len(orig))
-			}
+			require.Len(t, got, len(orig), "re-encoded %d records, want %d", len(got), len(orig))
 			for i := range orig {
-				if !equalRecord(got[i], orig[i]) {
-					t.Fatalf("record %d: %+v, want %+v", i, got[i], orig[i])
-				}
+				require.True(t, equalRecord(got[i], orig[i]), "record %d: %+v, want %+v", i, got[i], orig[i])
 			}
-			if b.Attributes()&^TransactionalBit == 0 && b.RecordsCount() > 0 &&
-				b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) &&
-				!bytes.Equal(re[CRCStart:], b[CRCStart:]) && b.MaxTimestamp() == maxTimestamp(orig) {
-				t.Fatalf("re-encoding changed the bytes:\n%x\n%x", b, re)
+			if b.Attributes()&^TransactionalBit == 0 && b.RecordsCount() > 0 && b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) && !bytes.Equal(re[CRCStart:], b[CRCStart:]) {
+				require.NotEqual(t, maxTimestamp(orig), b.MaxTimestamp(), "re-encoding changed the bytes:\n%x\n%x", b, re)
 			}
 		}
 	})
@@ -148,10 +135,9 @@ func FuzzRecords(f *testing.F) {
 			// The fast walk and the cursor agree on the raw records region.
 			recs := b[HeaderSize:]
 			count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
-			if _, fast := fastWalk(recs, count, last, control, 0); fast == walkRecords(recs, count, last, control).failed {
-				c := walkRecords(recs, count, last, control)
-				t.Fatalf("fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
-			}
+			_, fast := fastWalk(recs, count, last, control, 0)
+			c := walkRecords(recs, count, last, control)
+			require.NotEqual(t, c.failed, fast, "fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
 		}
 		var dec Decoder
 		it := b.Records(&dec)
@@ -166,12 +152,10 @@ func FuzzRecords(f *testing.F) {
 			r, ok, err := it.Next()
 			if err != nil {
 				ierr = err
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("iteration error %v does not wrap ErrCorrupt", err)
-				}
-				if _, ok2, err2 := it.Next(); ok2 || err2 != err {
-					t.Fatalf("error not sticky: %v then %v", err, err2)
-				}
+				require.ErrorIs(t, err, ErrCorrupt, "iteration error %v does not wrap ErrCorrupt", err)
+				_, ok2, err2 := it.Next()
+				require.False(t, ok2, "error not sticky: %v then %v", err, err2)
+				require.True(t, err2 == err, "error not sticky: %v then %v", err, err2)
 				break
 			}
 			if !ok {
@@ -181,32 +165,26 @@ func FuzzRecords(f *testing.F) {
 			if r.Timestamp != NoTimestamp {
 				lo = min(lo, r.Timestamp)
 			}
-			if d := r.Offset - b.BaseOffset(); d <= prev || d > int64(b.LastOffsetDelta()) {
-				t.Fatalf("record %d offset delta %d after %d, lastOffsetDelta %d", n, d, prev, b.LastOffsetDelta())
-			} else {
-				prev = d
-			}
+			d := r.Offset - b.BaseOffset()
+			require.Greater(t, d, prev, "record %d offset delta %d after %d, lastOffsetDelta %d", n, d, prev, b.LastOffsetDelta())
+			require.LessOrEqual(t, d, int64(b.LastOffsetDelta()), "record %d offset delta %d after %d, lastOffsetDelta %d", n, d, prev, b.LastOffsetDelta())
+			prev = d
 			n++
 		}
-		switch {
-		case verr == nil && ierr != nil:
-			t.Fatalf("Validate passed, iteration failed: %v", ierr)
-		case verr == nil && n != int(b.RecordsCount()):
-			t.Fatalf("iterated %d records of %d", n, b.RecordsCount())
-		case verr != nil && ierr == nil && b.ValidateHeader() == nil:
-			t.Fatalf("Validate failed (%v), iteration passed", verr)
+		if verr == nil {
+			require.NoError(t, ierr, "Validate passed, iteration failed")
+			require.Equal(t, int(b.RecordsCount()), n, "iterated %d records of %d", n, b.RecordsCount())
+		} else if ierr == nil {
+			require.Error(t, b.ValidateHeader(), "Validate failed (%v), iteration passed", verr)
 		}
 		tr, terr := b.ValidateTimes()
-		if (terr == nil) != (verr == nil) {
-			t.Fatalf("ValidateTimes %v, Validate %v", terr, verr)
-		}
+		require.Equal(t, verr == nil, terr == nil, "ValidateTimes %v, Validate %v", terr, verr)
 		if verr == nil && !b.Attributes().LogAppendTime() {
 			if lo == math.MaxInt64 {
 				lo = NoTimestamp
 			}
-			if want := (TimeRange{Min: lo, Max: hi}); tr != want {
-				t.Fatalf("ValidateTimes %+v, the records span %+v", tr, want)
-			}
+			want := (TimeRange{Min: lo, Max: hi})
+			require.Equal(t, want, tr, "ValidateTimes %+v, the records span %+v", tr, want)
 		}
 	})
 }
@@ -214,9 +192,7 @@ func FuzzRecords(f *testing.F) {
 func fuzzDecode(t *testing.T, b Batch) []decoded {
 	var out []decoded
 	for r, err := range b.All(nil) {
-		if err != nil {
-			t.Fatalf("iterate a valid batch: %v", err)
-		}
+		require.NoError(t, err, "iterate a valid batch")
 		d := decoded{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value)}
 		for _, h := range r.Headers {
 			d.Headers = append(d.Headers, RecordHeader{Key: clone(h.Key), Value: clone(h.Value)})

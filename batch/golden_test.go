@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
 )
@@ -25,31 +27,26 @@ func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
 	p := filepath.Join(fixtureDir, filepath.FromSlash(rel))
 	raw, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("read fixture: %v", err)
-	}
+	require.NoError(t, err, "read fixture")
 	switch {
 	case strings.HasSuffix(p, ".json"):
 		var buf struct {
 			Type string `json:"type"`
 			Data []int  `json:"data"`
 		}
-		if err := json.Unmarshal(raw, &buf); err != nil || buf.Type != "Buffer" {
-			t.Fatalf("%s: not a JSON Buffer: %v", rel, err)
-		}
+		err := json.Unmarshal(raw, &buf)
+		require.NoError(t, err, "%s: not a JSON Buffer: %v", rel, err)
+		require.Equal(t, "Buffer", buf.Type, "%s: not a JSON Buffer: %v", rel, err)
 		out := make([]byte, len(buf.Data))
 		for i, v := range buf.Data {
-			if v < 0 || v > 255 {
-				t.Fatalf("%s: byte %d = %d", rel, i, v)
-			}
+			require.GreaterOrEqual(t, v, 0, "%s: byte %d = %d", rel, i, v)
+			require.LessOrEqual(t, v, 255, "%s: byte %d = %d", rel, i, v)
 			out[i] = byte(v)
 		}
 		return out
 	case strings.HasSuffix(p, ".hex"):
 		out, err := hex.DecodeString(strings.TrimSpace(string(raw)))
-		if err != nil {
-			t.Fatalf("%s: %v", rel, err)
-		}
+		require.NoError(t, err, "%s", rel)
 		return out
 	}
 	return raw
@@ -67,24 +64,18 @@ type decoded struct {
 // decodeAll validates b and returns its records, deep-copied.
 func decodeAll(t testing.TB, b Batch) []decoded {
 	t.Helper()
-	if err := b.Validate(); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
+	require.NoError(t, b.Validate(), "Validate")
 	var dec Decoder
 	var out []decoded
 	for r, err := range b.All(&dec) {
-		if err != nil {
-			t.Fatalf("record %d: %v", len(out), err)
-		}
+		require.NoError(t, err, "record %d", len(out))
 		d := decoded{Offset: r.Offset, Timestamp: r.Timestamp, Key: clone(r.Key), Value: clone(r.Value)}
 		for _, h := range r.Headers {
 			d.Headers = append(d.Headers, RecordHeader{Key: clone(h.Key), Value: clone(h.Value)})
 		}
 		out = append(out, d)
 	}
-	if len(out) != int(b.RecordsCount()) {
-		t.Fatalf("decoded %d records, header says %d", len(out), b.RecordsCount())
-	}
+	require.Len(t, out, int(b.RecordsCount()), "decoded %d records, header says %d", len(out), b.RecordsCount())
 	return out
 }
 
@@ -108,24 +99,16 @@ func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equa
 
 func checkRecord(t testing.TB, where string, got decoded, want decoded) {
 	t.Helper()
-	if got.Offset != want.Offset || got.Timestamp != want.Timestamp {
-		t.Errorf("%s: offset/timestamp = %d/%d, want %d/%d", where, got.Offset, got.Timestamp, want.Offset, want.Timestamp)
-	}
-	if !sameBytes(got.Key, want.Key) {
-		t.Errorf("%s: key = %q (nil %v), want %q (nil %v)", where, got.Key, got.Key == nil, want.Key, want.Key == nil)
-	}
-	if !sameBytes(got.Value, want.Value) {
-		t.Errorf("%s: value = %.60q (nil %v), want %.60q (nil %v)", where, got.Value, got.Value == nil, want.Value, want.Value == nil)
-	}
-	if len(got.Headers) != len(want.Headers) {
-		t.Errorf("%s: %d headers, want %d", where, len(got.Headers), len(want.Headers))
+	assert.Equal(t, want.Offset, got.Offset, "%s: offset", where)
+	assert.Equal(t, want.Timestamp, got.Timestamp, "%s: timestamp", where)
+	assert.True(t, sameBytes(got.Key, want.Key), "%s: key = %q (nil %v), want %q (nil %v)", where, got.Key, got.Key == nil, want.Key, want.Key == nil)
+	assert.True(t, sameBytes(got.Value, want.Value), "%s: value = %.60q (nil %v), want %.60q (nil %v)", where, got.Value, got.Value == nil, want.Value, want.Value == nil)
+	if !assert.Len(t, got.Headers, len(want.Headers), "%s: headers", where) {
 		return
 	}
 	for i := range want.Headers {
-		if !bytes.Equal(got.Headers[i].Key, want.Headers[i].Key) || !sameBytes(got.Headers[i].Value, want.Headers[i].Value) {
-			t.Errorf("%s: header %d = %q=%q, want %q=%q", where, i, got.Headers[i].Key, got.Headers[i].Value,
-				want.Headers[i].Key, want.Headers[i].Value)
-		}
+		assert.Equal(t, string(want.Headers[i].Key), string(got.Headers[i].Key), "%s: header %d = %q=%q, want %q=%q", where, i, got.Headers[i].Key, got.Headers[i].Value, want.Headers[i].Key, want.Headers[i].Value)
+		assert.True(t, sameBytes(got.Headers[i].Value, want.Headers[i].Value), "%s: header %d = %q=%q, want %q=%q", where, i, got.Headers[i].Key, got.Headers[i].Value, want.Headers[i].Key, want.Headers[i].Value)
 	}
 }
 
@@ -133,12 +116,8 @@ func checkRecord(t testing.TB, where string, got decoded, want decoded) {
 func mustParseOne(t testing.TB, p []byte) Batch {
 	t.Helper()
 	b, rest, err := Parse(p)
-	if err != nil {
-		t.Fatalf("Parse: %v", err)
-	}
-	if len(rest) != 0 {
-		t.Fatalf("Parse: %d bytes after the batch", len(rest))
-	}
+	require.NoError(t, err, "Parse")
+	require.Empty(t, rest, "Parse: %d bytes after the batch", len(rest))
 	return b
 }
 
@@ -171,38 +150,40 @@ func TestGoldenRskafka(t *testing.T) {
 		t.Run(strings.TrimSuffix(strings.TrimPrefix(tt.file, "test_decode_fixture_"), ".bin"), func(t *testing.T) {
 			b := mustParseOne(t, readFixture(t, dir+tt.file))
 			h := b.Header()
-			if h.BaseOffset != 0 || h.PartitionLeaderEpoch != 0 || h.ProducerID != -1 || h.ProducerEpoch != -1 ||
-				h.BaseSequence != -1 || h.Attributes.LogAppendTime() || h.Attributes.IsTransactional() ||
-				h.BaseTimestamp != h.MaxTimestamp || h.Attributes.Compression() != tt.codec {
-				t.Errorf("header = %+v", h)
-			}
+			assert.Equal(t, int64(0), h.BaseOffset, "header = %+v", h)
+			assert.Equal(t, int32(0), h.PartitionLeaderEpoch, "header = %+v", h)
+			assert.Equal(t, int64(-1), h.ProducerID, "header = %+v", h)
+			assert.Equal(t, int16(-1), h.ProducerEpoch, "header = %+v", h)
+			assert.Equal(t, int32(-1), h.BaseSequence, "header = %+v", h)
+			assert.False(t, h.Attributes.LogAppendTime(), "header = %+v", h)
+			assert.False(t, h.Attributes.IsTransactional(), "header = %+v", h)
+			assert.Equal(t, h.MaxTimestamp, h.BaseTimestamp, "header = %+v", h)
+			assert.Equal(t, tt.codec, h.Attributes.Compression(), "header = %+v", h)
 			got := decodeAll(t, b)
 			if tt.want == nil { // null_key
 				// SOURCES.md's "protobuf value of 101 bytes" is the inner
 				// message: the value is a tag byte, a length byte (0x65 =
 				// 101) and those 101 bytes.
-				if len(got) != 1 || got[0].Key != nil || len(got[0].Value) != 103 || got[0].Value[1] != 101 ||
-					got[0].Timestamp != 1643879633398 {
-					t.Fatalf("null_key: %+v", got)
-				}
+				require.Len(t, got, 1, "null_key: %+v", got)
+				require.Nil(t, got[0].Key, "null_key: %+v", got)
+				require.Len(t, got[0].Value, 103, "null_key: %+v", got)
+				require.Equal(t, byte(101), got[0].Value[1], "null_key: %+v", got)
+				require.Equal(t, int64(1643879633398), got[0].Timestamp, "null_key: %+v", got)
 				want := hdrs("content-type", `application/x-protobuf; schema="influxdata.iox.write_buffer.v1.WriteBufferPayload"`,
 					"iox-namespace", "namespace")
 				checkRecord(t, "null_key", got[0], decoded{0, 1643879633398, nil, got[0].Value, want})
 				return
 			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("%d records, want %d", len(got), len(tt.want))
-			}
+			require.Len(t, got, len(tt.want), "%d records, want %d", len(got), len(tt.want))
 			for i := range got {
 				checkRecord(t, fmt.Sprint("record ", i), got[i], tt.want[i])
 			}
 			if tt.file == "test_decode_fixture_snappy_java.bin" {
-				if !isXerial(b[HeaderSize:]) || b.LastOffsetDelta() != 1 {
-					t.Errorf("want xerial framing and lastOffsetDelta 1")
-				}
+				assert.True(t, isXerial(b[HeaderSize:]), "want xerial framing and lastOffsetDelta 1")
+				assert.Equal(t, int32(1), b.LastOffsetDelta(), "want xerial framing and lastOffsetDelta 1")
 			}
-			if tt.file == "test_decode_fixture_snappy.bin" && isXerial(b[HeaderSize:]) {
-				t.Errorf("want a raw snappy block")
+			if tt.file == "test_decode_fixture_snappy.bin" {
+				assert.False(t, isXerial(b[HeaderSize:]), "want a raw snappy block")
 			}
 		})
 	}
@@ -213,9 +194,7 @@ func TestGoldenReencodeNoCompression(t *testing.T) {
 	orig := readFixture(t, "rskafka/extracted/record.rs/test_decode_fixture_nocompression.bin")
 	b := mustParseOne(t, orig)
 	got := reencode(t, b, BuilderOptions{})
-	if !bytes.Equal(got, orig) {
-		t.Fatalf("re-encoded:\n%x\nwant:\n%x", got, orig)
-	}
+	require.Equal(t, string(orig), string(got), "re-encoded:\n%x\nwant:\n%x", got, orig)
 }
 
 // reencode decodes b and builds it again with b's header fields; opts
@@ -236,23 +215,15 @@ func reencode(t testing.TB, b Batch, opts BuilderOptions) Batch {
 	it := b.Records(&dec)
 	for {
 		r, ok, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !ok {
 			break
 		}
-		if err := bld.AddAt(r); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.AddAt(r))
 	}
-	if err := bld.SetLastOffsetDelta(b.LastOffsetDelta()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bld.SetLastOffsetDelta(b.LastOffsetDelta()))
 	out, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
@@ -260,14 +231,10 @@ func reencode(t testing.TB, b Batch, opts BuilderOptions) Batch {
 func recordLength(t testing.TB, b Batch) int32 {
 	var dec Decoder
 	data, err := dec.Decompress(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := cursor{b: data}
 	n := c.varint("length")
-	if c.failed {
-		t.Fatal("bad record length")
-	}
+	require.False(t, c.failed, "bad record length")
 	return n
 }
 
@@ -283,9 +250,9 @@ func xerialChunks(p []byte) int {
 func TestGoldenTansu(t *testing.T) {
 	const dir = "tansu/extracted/"
 	lorem := func(t *testing.T, r decoded) {
-		if r.Key != nil || len(r.Value) != 445 || !bytes.HasPrefix(r.Value, []byte("Lorem ipsum")) {
-			t.Errorf("want a null key and a 445-byte Lorem ipsum value, got %q / %d bytes", r.Key, len(r.Value))
-		}
+		assert.Nil(t, r.Key, "want a null key and a 445-byte Lorem ipsum value, got %q / %d bytes", r.Key, len(r.Value))
+		assert.Len(t, r.Value, 445, "want a null key and a 445-byte Lorem ipsum value, got %q / %d bytes", r.Key, len(r.Value))
+		assert.True(t, bytes.HasPrefix(r.Value, []byte("Lorem ipsum")), "want a null key and a 445-byte Lorem ipsum value, got %q / %d bytes", r.Key, len(r.Value))
 	}
 	kv := func(pairs ...string) []decoded {
 		var d []decoded
@@ -299,31 +266,26 @@ func TestGoldenTansu(t *testing.T) {
 
 	t.Run("produce_request_v10_002_xerial", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v10_002.bin"))
-		if b.CRC() != 137053011 || b.Length() != 502 || recordLength(t, b) != 452 {
-			t.Errorf("crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
-		}
-		if !isXerial(b[HeaderSize:]) || b.Attributes().Compression() != CompressionSnappy {
-			t.Errorf("want xerial snappy")
-		}
-		if b.ProducerID() != 1 || b.ProducerEpoch() != 0 || b.BaseSequence() != 0 {
-			t.Errorf("producer %d/%d/%d", b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
-		}
+		assert.Equal(t, uint32(137053011), b.CRC(), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
+		assert.Equal(t, int32(502), b.Length(), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
+		assert.Equal(t, int32(452), recordLength(t, b), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
+		assert.True(t, isXerial(b[HeaderSize:]), "want xerial snappy")
+		assert.Equal(t, CompressionSnappy, b.Attributes().Compression(), "want xerial snappy")
+		assert.Equal(t, int64(1), b.ProducerID(), "producer %d/%d/%d", b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
+		assert.Equal(t, int16(0), b.ProducerEpoch(), "producer %d/%d/%d", b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
+		assert.Equal(t, int32(0), b.BaseSequence(), "producer %d/%d/%d", b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())
 		got := decodeAll(t, b)
-		if len(got) != 1 {
-			t.Fatalf("%d records", len(got))
-		}
+		require.Len(t, got, 1, "%d records", len(got))
 		lorem(t, got[0])
 	})
 	t.Run("produce_request_v10_003_raw_snappy", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v10_003.bin"))
-		if isXerial(b[HeaderSize:]) || b.Attributes().Compression() != CompressionSnappy || b.ProducerID() != -1 ||
-			b.PartitionLeaderEpoch() != 0 {
-			t.Errorf("want raw snappy, pid -1, PLE 0: %+v", b.Header())
-		}
+		assert.False(t, isXerial(b[HeaderSize:]), "want raw snappy, pid -1, PLE 0: %+v", b.Header())
+		assert.Equal(t, CompressionSnappy, b.Attributes().Compression(), "want raw snappy, pid -1, PLE 0: %+v", b.Header())
+		assert.Equal(t, int64(-1), b.ProducerID(), "want raw snappy, pid -1, PLE 0: %+v", b.Header())
+		assert.Equal(t, int32(0), b.PartitionLeaderEpoch(), "want raw snappy, pid -1, PLE 0: %+v", b.Header())
 		got := decodeAll(t, b)
-		if len(got) != 1 {
-			t.Fatalf("%d records", len(got))
-		}
+		require.Len(t, got, 1, "%d records", len(got))
 		lorem(t, got[0])
 	})
 	t.Run("produce_request_v10_001", func(t *testing.T) {
@@ -331,43 +293,37 @@ func TestGoldenTansu(t *testing.T) {
 		got := decodeAll(t, b)
 		want := kv("qwerty", "poiuy", "asdfgh", "lkjhg", "jkljkl", "iuiui", "qwerty", "ytrrrwqee",
 			"qwrrrtiip", "jkljkljklkjkjklkjljlkjljkljlkjj")
-		if len(got) != len(want) || b.ProducerID() != 1 || b.BaseSequence() != 0 {
-			t.Fatalf("%d records, pid %d seq %d", len(got), b.ProducerID(), b.BaseSequence())
-		}
+		require.Len(t, got, len(want), "%d records, pid %d seq %d", len(got), b.ProducerID(), b.BaseSequence())
+		require.Equal(t, int64(1), b.ProducerID(), "%d records, pid %d seq %d", len(got), b.ProducerID(), b.BaseSequence())
+		require.Equal(t, int32(0), b.BaseSequence(), "%d records, pid %d seq %d", len(got), b.ProducerID(), b.BaseSequence())
 		for i := range got {
 			want[i].Timestamp = 1721978771334
 			if i > 0 {
 				want[i].Timestamp += 8
 			}
-			if len(got[i].Headers) != 3 || string(got[i].Headers[0].Key) != "h1" || string(got[i].Headers[1].Key) != "h2" ||
-				string(got[i].Headers[2].Key) != "h3" {
-				t.Errorf("record %d headers %q", i, got[i].Headers)
-			}
+			assert.Len(t, got[i].Headers, 3, "record %d headers %q", i, got[i].Headers)
+			assert.Equal(t, "h1", string(got[i].Headers[0].Key), "record %d headers %q", i, got[i].Headers)
+			assert.Equal(t, "h2", string(got[i].Headers[1].Key), "record %d headers %q", i, got[i].Headers)
+			assert.Equal(t, "h3", string(got[i].Headers[2].Key), "record %d headers %q", i, got[i].Headers)
 			want[i].Headers = got[i].Headers
 			checkRecord(t, fmt.Sprint("record ", i), got[i], want[i])
 		}
 	})
 	t.Run("produce_request_v10_000", func(t *testing.T) {
 		got := decodeAll(t, mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v10_000.bin")))
-		if len(got) != 1 {
-			t.Fatalf("%d records", len(got))
-		}
+		require.Len(t, got, 1, "%d records", len(got))
 		want := decoded{0, got[0].Timestamp, []byte("qwerty"), []byte("poiuy"), hdrs("h1", "pqr", "h2", "jkl", "h3", "uio")}
 		checkRecord(t, "record 0", got[0], want)
 	})
 	t.Run("produce_request_v7_000", func(t *testing.T) {
 		got := decodeAll(t, mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v7_000.bin")))
-		if len(got) != 1 {
-			t.Fatalf("%d records", len(got))
-		}
+		require.Len(t, got, 1, "%d records", len(got))
 		want := decoded{0, got[0].Timestamp, []byte("Key 0"), []byte("Message 0"), hdrs("header_key", "header_value")}
 		checkRecord(t, "record 0", got[0], want)
 	})
 	t.Run("produce_request_v3_000", func(t *testing.T) {
 		got := decodeAll(t, mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v3_000.bin")))
-		if len(got) != 5 {
-			t.Fatalf("%d records", len(got))
-		}
+		require.Len(t, got, 5, "%d records", len(got))
 		for i, r := range got {
 			checkRecord(t, fmt.Sprint("record ", i), r, decoded{int64(i), r.Timestamp, []byte{}, []byte("0123456789"), nil})
 		}
@@ -376,9 +332,8 @@ func TestGoldenTansu(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := mustParseOne(t, readFixture(t, dir+"decode.rs/"+name+".bin"))
 			got := decodeAll(t, b)
-			if len(got) != len(compaction) || b.ProducerID() != 1 {
-				t.Fatalf("%d records, pid %d", len(got), b.ProducerID())
-			}
+			require.Len(t, got, len(compaction), "%d records, pid %d", len(got), b.ProducerID())
+			require.Equal(t, int64(1), b.ProducerID(), "%d records, pid %d", len(got), b.ProducerID())
 			for i := range got {
 				want := compaction[i]
 				want.Timestamp = got[i].Timestamp
@@ -389,9 +344,8 @@ func TestGoldenTansu(t *testing.T) {
 	t.Run("fetch_response_v16_001", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"decode.rs/fetch_response_v16_001.bin"))
 		got := decodeAll(t, b)
-		if len(got) != 1 || b.PartitionLeaderEpoch() != -1 {
-			t.Fatalf("%d records, PLE %d", len(got), b.PartitionLeaderEpoch())
-		}
+		require.Len(t, got, 1, "%d records, PLE %d", len(got), b.PartitionLeaderEpoch())
+		require.Equal(t, int32(-1), b.PartitionLeaderEpoch(), "%d records, PLE %d", len(got), b.PartitionLeaderEpoch())
 		checkRecord(t, "record 0", got[0], decoded{0, got[0].Timestamp, nil, []byte("poiuy"), nil})
 	})
 	for _, tt := range []struct {
@@ -405,16 +359,13 @@ func TestGoldenTansu(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := mustParseOne(t, readFixture(t, dir+"snappy.rs/"+tt.name+".bin"))
-			if !isXerial(b[HeaderSize:]) || xerialChunks(b[HeaderSize:]) != tt.chunks {
-				t.Errorf("want xerial with %d chunks, got %d", tt.chunks, xerialChunks(b[HeaderSize:]))
-			}
-			if n := recordLength(t, b); int(n) != tt.recLen {
-				t.Errorf("record length %d, want %d", n, tt.recLen)
-			}
+			assert.True(t, isXerial(b[HeaderSize:]), "want xerial with %d chunks, got %d", tt.chunks, xerialChunks(b[HeaderSize:]))
+			assert.Equal(t, tt.chunks, xerialChunks(b[HeaderSize:]), "want xerial with %d chunks, got %d", tt.chunks, xerialChunks(b[HeaderSize:]))
+			n := recordLength(t, b)
+			assert.Equal(t, tt.recLen, int(n), "record length %d, want %d", n, tt.recLen)
 			got := decodeAll(t, b)
-			if len(got) != 1 || len(got[0].Value) != tt.valLen {
-				t.Fatalf("%d records, value %d bytes", len(got), len(got[0].Value))
-			}
+			require.Len(t, got, 1, "%d records, value %d bytes", len(got), len(got[0].Value))
+			require.Len(t, got[0].Value, tt.valLen, "%d records, value %d bytes", len(got), len(got[0].Value))
 		})
 	}
 }
@@ -423,21 +374,17 @@ func TestGoldenSarama(t *testing.T) {
 	const dir = "sarama/extracted/record_test.go/"
 	t.Run("empty_record", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"empty_record.bin"))
-		if b.CRC() != 0x595fb7dd || b.RecordsCount() != 0 {
-			t.Errorf("crc %#x count %d", b.CRC(), b.RecordsCount())
-		}
-		if got := decodeAll(t, b); len(got) != 0 {
-			t.Errorf("%d records", len(got))
-		}
+		assert.Equal(t, uint32(0x595fb7dd), b.CRC(), "crc %#x count %d", b.CRC(), b.RecordsCount())
+		assert.Equal(t, int32(0), b.RecordsCount(), "crc %#x count %d", b.CRC(), b.RecordsCount())
+		got := decodeAll(t, b)
+		assert.Empty(t, got, "%d records", len(got))
 	})
 	t.Run("control_batch", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"control_batch.bin"))
-		if b.Attributes() != ControlBit || b.RecordsCount() != 0 {
-			t.Errorf("attributes %v count %d", b.Attributes(), b.RecordsCount())
-		}
-		if got := decodeAll(t, b); len(got) != 0 {
-			t.Errorf("%d records", len(got))
-		}
+		assert.Equal(t, ControlBit, b.Attributes(), "attributes %v count %d", b.Attributes(), b.RecordsCount())
+		assert.Equal(t, int32(0), b.RecordsCount(), "attributes %v count %d", b.Attributes(), b.RecordsCount())
+		got := decodeAll(t, b)
+		assert.Empty(t, got, "%d records", len(got))
 	})
 	for _, tt := range []struct {
 		file  string
@@ -450,17 +397,15 @@ func TestGoldenSarama(t *testing.T) {
 	} {
 		t.Run(strings.TrimSuffix(tt.file, ".bin"), func(t *testing.T) {
 			b := mustParseOne(t, readFixture(t, dir+tt.file))
-			if b.Attributes().Compression() != tt.codec || b.MaxTimestamp() != 0 || b.ProducerID() != 0 ||
-				b.BaseTimestamp() != 1479847795000 {
-				t.Errorf("header %+v", b.Header())
-			}
-			if tt.codec == CompressionSnappy && !isXerial(b[HeaderSize:]) {
-				t.Errorf("want xerial framing")
+			assert.Equal(t, tt.codec, b.Attributes().Compression(), "header %+v", b.Header())
+			assert.Equal(t, int64(0), b.MaxTimestamp(), "header %+v", b.Header())
+			assert.Equal(t, int64(0), b.ProducerID(), "header %+v", b.Header())
+			assert.Equal(t, int64(1479847795000), b.BaseTimestamp(), "header %+v", b.Header())
+			if tt.codec == CompressionSnappy {
+				assert.True(t, isXerial(b[HeaderSize:]), "want xerial framing")
 			}
 			got := decodeAll(t, b)
-			if len(got) != 1 {
-				t.Fatalf("%d records", len(got))
-			}
+			require.Len(t, got, 1, "%d records", len(got))
 			want := decoded{0, 1479847795005, []byte{1, 2, 3, 4}, []byte{5, 6, 7},
 				[]RecordHeader{{Key: []byte{8, 9, 10}, Value: []byte{11, 12}}}}
 			checkRecord(t, "record 0", got[0], want)
@@ -518,25 +463,23 @@ func TestGoldenKafkaJS(t *testing.T) {
 			data := readFixture(t, tt.file)
 			for _, w := range tt.batches {
 				b, _, err := Parse(data[w.at:])
-				if err != nil {
-					t.Fatalf("@%d: %v", w.at, err)
-				}
-				if b.BaseOffset() != w.base || b.LastOffset() != w.last || b.Attributes().Compression() != w.codec ||
-					int(b.RecordsCount()) != w.n || b.Attributes().LogAppendTime() != w.logAppend ||
-					b.PartitionLeaderEpoch() != w.leaderEpoch || b.ProducerID() != -1 {
-					t.Errorf("@%d: header %+v", w.at, b.Header())
-				}
+				require.NoError(t, err, "@%d", w.at)
+				assert.Equal(t, w.base, b.BaseOffset(), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, w.last, b.LastOffset(), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, w.codec, b.Attributes().Compression(), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, w.n, int(b.RecordsCount()), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, w.logAppend, b.Attributes().LogAppendTime(), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, w.leaderEpoch, b.PartitionLeaderEpoch(), "@%d: header %+v", w.at, b.Header())
+				assert.Equal(t, int64(-1), b.ProducerID(), "@%d: header %+v", w.at, b.Header())
 				got := decodeAll(t, b)
 				checkRecord(t, fmt.Sprint("@", w.at), got[0], decoded{w.base, got[0].Timestamp, []byte(w.key), []byte(w.value), w.headers})
-				if w.firstTS != 0 && got[0].Timestamp != w.firstTS {
-					t.Errorf("@%d: first timestamp %d, want %d", w.at, got[0].Timestamp, w.firstTS)
+				if w.firstTS != 0 {
+					assert.Equal(t, w.firstTS, got[0].Timestamp, "@%d: first timestamp %d, want %d", w.at, got[0].Timestamp, w.firstTS)
 				}
 				for i, r := range got {
-					if r.Offset != w.base+int64(i) {
-						t.Errorf("@%d record %d: offset %d", w.at, i, r.Offset)
-					}
-					if w.logAppend && r.Timestamp != b.MaxTimestamp() {
-						t.Errorf("@%d: LogAppendTime record timestamp %d, want maxTimestamp %d", w.at, r.Timestamp, b.MaxTimestamp())
+					assert.Equal(t, w.base+int64(i), r.Offset, "@%d record %d: offset %d", w.at, i, r.Offset)
+					if w.logAppend {
+						assert.Equal(t, b.MaxTimestamp(), r.Timestamp, "@%d: LogAppendTime record timestamp %d, want maxTimestamp %d", w.at, r.Timestamp, b.MaxTimestamp())
 					}
 				}
 				if strings.Contains(tt.file, "v11") || strings.Contains(tt.file, "v4_response.json") {
@@ -551,33 +494,30 @@ func TestGoldenKafkaJS(t *testing.T) {
 	}
 	// The v0_recordbatch header fields SOURCES.md states.
 	b := mustParseOne(t, readFixture(t, "kafkajs/src/protocol/recordBatch/fixtures/v0_recordbatch.json"))
-	if b.BaseTimestamp() != 1597425188775 || b.MaxTimestamp() != 1597425188809 || b.ProducerEpoch() != 0 || b.BaseSequence() != 0 {
-		t.Errorf("v0_recordbatch header %+v", b.Header())
-	}
+	assert.Equal(t, int64(1597425188775), b.BaseTimestamp(), "v0_recordbatch header %+v", b.Header())
+	assert.Equal(t, int64(1597425188809), b.MaxTimestamp(), "v0_recordbatch header %+v", b.Header())
+	assert.Equal(t, int16(0), b.ProducerEpoch(), "v0_recordbatch header %+v", b.Header())
+	assert.Equal(t, int32(0), b.BaseSequence(), "v0_recordbatch header %+v", b.Header())
 	// Magic 1 messages come before the v2 batches in the mixed-format
 	// response, each one rejected with ErrUnsupportedMagic.
 	mixed := readFixture(t, fetch+"v4_response_mixed_formats.json")
-	if _, _, err := Parse(mixed[120569-1024:]); err == nil {
-		// not at an entry boundary: any error will do, but never a batch
-		t.Errorf("Parse inside legacy messages succeeded")
-	}
+	// not at an entry boundary: any error will do, but never a batch
+	_, _, err := Parse(mixed[120569-1024:])
+	assert.Error(t, err, "Parse inside legacy messages succeeded")
 }
 
 // The suspect kafkajs batch says "no compression" over a zstd payload: the
 // CRC is right but the records are not records.
 func TestGoldenKafkaJSSuspectZstd(t *testing.T) {
 	b := mustParseOne(t, readFixture(t, "kafkajs/src/protocol/recordBatch/fixtures/v0_recordbatch_zstd.json"))
-	if err := b.ValidateHeader(); err != nil {
-		t.Fatalf("ValidateHeader: %v (the CRC is right)", err)
-	}
-	err := b.Validate()
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Validate = %v, want ErrCorrupt", err)
-	}
+	err := b.ValidateHeader()
+	require.NoError(t, err, "ValidateHeader: %v (the CRC is right)", err)
+	err = b.Validate()
+	require.ErrorIs(t, err, ErrCorrupt, "Validate = %v, want ErrCorrupt", err)
 	var ce *base.CorruptionError
-	if !errors.As(err, &ce) || ce.Field == "" || ce.Pos < HeaderSize {
-		t.Fatalf("want a CorruptionError naming a record field, got %#v", err)
-	}
+	require.ErrorAs(t, err, &ce, "want a CorruptionError naming a record field, got %#v", err)
+	require.NotEqual(t, "", ce.Field, "want a CorruptionError naming a record field, got %#v", err)
+	require.GreaterOrEqual(t, ce.Pos, int64(HeaderSize), "want a CorruptionError naming a record field, got %#v", err)
 	t.Logf("rejected: %v", err)
 	it := b.Records(nil)
 	for {
@@ -585,9 +525,7 @@ func TestGoldenKafkaJSSuspectZstd(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if !ok {
-			t.Fatal("iteration ended without an error")
-		}
+		require.True(t, ok, "iteration ended without an error")
 	}
 }
 
@@ -623,50 +561,41 @@ func TestGoldenKafkaGo(t *testing.T) {
 			set := data[tt.start:tt.end]
 			var keys []string
 			for i, e := range strings.Fields(tt.entries) {
-				if len(set) < LogOverhead+5 {
-					t.Fatalf("entry %d: %d bytes left", i, len(set))
-				}
+				require.GreaterOrEqual(t, len(set), LogOverhead+5, "entry %d: %d bytes left", i, len(set))
 				size := LogOverhead + int(binary.BigEndian.Uint32(set[batchLengthOffset:]))
 				b, rest, err := Parse(set)
 				if e == "v1" {
-					if !errors.Is(err, ErrUnsupportedMagic) || !errors.Is(err, ErrCorrupt) || b != nil {
-						t.Fatalf("entry %d (magic %d): Parse = %v, want ErrUnsupportedMagic", i, set[magicOffset], err)
-					}
-					if m := set[magicOffset]; m != 0 && m != 1 {
-						t.Fatalf("entry %d: magic %d", i, m)
+					require.ErrorIs(t, err, ErrUnsupportedMagic, "entry %d (magic %d): Parse = %v, want ErrUnsupportedMagic", i, set[magicOffset], err)
+					require.ErrorIs(t, err, ErrCorrupt, "entry %d (magic %d): Parse = %v, want ErrUnsupportedMagic", i, set[magicOffset], err)
+					require.Nil(t, b, "entry %d (magic %d): Parse = %v, want ErrUnsupportedMagic", i, set[magicOffset], err)
+					m := set[magicOffset]
+					if m != 0 {
+						require.Equal(t, byte(1), m, "entry %d: magic %d", i, m)
 					}
 					set = set[size:]
 					continue
 				}
-				if err != nil {
-					t.Fatalf("entry %d: %v", i, err)
-				}
+				require.NoError(t, err, "entry %d", i)
 				var base, last int64
 				var codec Compression
 				var n int
-				if _, err := fmt.Sscanf(e, "v2:%d-%d:%d:%d", &base, &last, &codec, &n); err != nil {
-					t.Fatal(err)
-				}
-				if b.BaseOffset() != base || b.LastOffset() != last || b.Attributes().Compression() != codec ||
-					int(b.RecordsCount()) != n {
-					t.Errorf("entry %d: header %+v, want %s", i, b.Header(), e)
-				}
+				_, err = fmt.Sscanf(e, "v2:%d-%d:%d:%d", &base, &last, &codec, &n)
+				require.NoError(t, err)
+				assert.Equal(t, base, b.BaseOffset(), "entry %d: header %+v, want %s", i, b.Header(), e)
+				assert.Equal(t, last, b.LastOffset(), "entry %d: header %+v, want %s", i, b.Header(), e)
+				assert.Equal(t, codec, b.Attributes().Compression(), "entry %d: header %+v, want %s", i, b.Header(), e)
+				assert.Equal(t, n, int(b.RecordsCount()), "entry %d: header %+v, want %s", i, b.Header(), e)
 				for j, r := range decodeAll(t, b) {
-					if r.Offset != base+int64(j) {
-						t.Errorf("entry %d record %d: offset %d", i, j, r.Offset)
-					}
+					assert.Equal(t, base+int64(j), r.Offset, "entry %d record %d: offset %d", i, j, r.Offset)
 					keys = append(keys, string(r.Key))
 					letter := r.Value[len(r.Value)-3]
-					if want := fmt.Sprintf(`{"count":0,"filler":"%s"}`, strings.Repeat(string(letter), 10)); string(r.Value) != want ||
-						names[letter] != string(r.Key) {
-						t.Errorf("entry %d record %d: %s=%s", i, j, r.Key, r.Value)
-					}
+					want := fmt.Sprintf(`{"count":0,"filler":"%s"}`, strings.Repeat(string(letter), 10))
+					assert.Equal(t, want, string(r.Value), "entry %d record %d: %s=%s", i, j, r.Key, r.Value)
+					assert.Equal(t, string(r.Key), names[letter], "entry %d record %d: %s=%s", i, j, r.Key, r.Value)
 				}
 				set = rest
 			}
-			if len(set) != 0 {
-				t.Errorf("%d bytes after the last entry", len(set))
-			}
+			assert.Empty(t, set, "%d bytes after the last entry", len(set))
 			// The v2 keys are a subsequence of the upstream sequence.
 			seq := tt.letters
 			for _, k := range keys {
@@ -679,9 +608,7 @@ func TestGoldenKafkaGo(t *testing.T) {
 						break
 					}
 				}
-				if !found {
-					t.Errorf("key %s out of the upstream order %s", k, tt.letters)
-				}
+				assert.True(t, found, "key %s out of the upstream order %s", k, tt.letters)
 			}
 		})
 	}
@@ -713,26 +640,18 @@ func TestGoldenBrokerLogs(t *testing.T) {
 			var bases, tombs []int64
 			for len(set) > 0 {
 				b, rest, err := Parse(set)
-				if err != nil {
-					t.Fatalf("batch %d: %v", len(bases), err)
-				}
+				require.NoError(t, err, "batch %d", len(bases))
 				bases = append(bases, b.BaseOffset())
 				for _, r := range decodeAll(t, b) {
-					if r.Key == nil {
-						t.Errorf("offset %d: null key in __consumer_offsets", r.Offset)
-					}
+					assert.NotNil(t, r.Key, "offset %d: null key in __consumer_offsets", r.Offset)
 					if r.Value == nil {
 						tombs = append(tombs, r.Offset)
 					}
 				}
 				set = rest
 			}
-			if fmt.Sprint(bases) != fmt.Sprint(tt.bases) {
-				t.Errorf("batch bases %v, want %v", bases, tt.bases)
-			}
-			if fmt.Sprint(tombs) != fmt.Sprint(tt.tombs) {
-				t.Errorf("tombstones at %v, want %v", tombs, tt.tombs)
-			}
+			assert.Equal(t, fmt.Sprint(tt.bases), fmt.Sprint(bases), "batch bases %v, want %v", bases, tt.bases)
+			assert.Equal(t, fmt.Sprint(tt.tombs), fmt.Sprint(tombs), "tombstones at %v, want %v", tombs, tt.tombs)
 		})
 	}
 }

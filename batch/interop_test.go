@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -46,17 +48,13 @@ func kmsgCompress(t *testing.T, c Compression, p []byte) []byte {
 	case CompressionGzip:
 		w := gzip.NewWriter(&buf)
 		w.Write(p)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, w.Close())
 	case CompressionSnappy:
 		return s2.EncodeSnappy(nil, p)
 	case CompressionLZ4:
 		w := lz4.NewWriter(&buf)
 		w.Write(p)
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, w.Close())
 	case CompressionZstd:
 		w, _ := zstd.NewWriter(nil)
 		defer w.Close()
@@ -74,26 +72,20 @@ func kmsgDecompress(t *testing.T, c Compression, p []byte) []byte {
 		return p
 	case CompressionGzip:
 		z, err := gzip.NewReader(bytes.NewReader(p))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r = z
 	case CompressionSnappy:
 		const magic = "\x82SNAPPY\x00"
 		if !bytes.HasPrefix(p, []byte(magic)) {
 			out, err := s2.Decode(nil, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return out
 		}
 		var out []byte
 		for pos := 16; pos < len(p); {
 			n := int(binary.BigEndian.Uint32(p[pos:]))
 			chunk, err := s2.Decode(nil, p[pos+4:pos+4+n])
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			out = append(out, chunk...)
 			pos += 4 + n
 		}
@@ -102,16 +94,12 @@ func kmsgDecompress(t *testing.T, c Compression, p []byte) []byte {
 		r = lz4.NewReader(bytes.NewReader(p))
 	case CompressionZstd:
 		z, err := zstd.NewReader(bytes.NewReader(p))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer z.Close()
 		r = z
 	}
 	out, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
@@ -147,10 +135,12 @@ func TestInteropKmsgToPartlog(t *testing.T) {
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
 			b := mustParseOne(t, kmsgBatch(t, c, want))
-			if b.ProducerID() != 42 || b.ProducerEpoch() != 3 || b.BaseSequence() != 100 || b.PartitionLeaderEpoch() != -1 ||
-				b.LastSequence() != 103 || b.Attributes().Compression() != c {
-				t.Fatalf("header %+v", b.Header())
-			}
+			require.Equal(t, int64(42), b.ProducerID(), "header %+v", b.Header())
+			require.Equal(t, int16(3), b.ProducerEpoch(), "header %+v", b.Header())
+			require.Equal(t, int32(100), b.BaseSequence(), "header %+v", b.Header())
+			require.Equal(t, int32(-1), b.PartitionLeaderEpoch(), "header %+v", b.Header())
+			require.Equal(t, int32(103), b.LastSequence(), "header %+v", b.Header())
+			require.Equal(t, c, b.Attributes().Compression(), "header %+v", b.Header())
 			got := decodeAll(t, b)
 			for i := range want {
 				checkRecord(t, fmt.Sprint("record ", i), got[i],
@@ -167,21 +157,24 @@ func TestInteropPartlogToKmsg(t *testing.T) {
 			b := build(t, BuilderOptions{Compression: c, BaseOffset: 500, PartitionLeaderEpoch: 9,
 				Producer: &Producer{ID: 42, Epoch: 3, BaseSequence: 100}, Transactional: true}, want...)
 			var kb kmsg.RecordBatch
-			if err := kb.ReadFrom(b); err != nil {
-				t.Fatal(err)
-			}
-			if kb.FirstOffset != 500 || kb.PartitionLeaderEpoch != 9 || kb.Magic != 2 || int(kb.Length)+LogOverhead != len(b) ||
-				uint32(kb.CRC) != Checksum(b[CRCStart:]) || kb.Attributes != int16(c)|0x10 || kb.LastOffsetDelta != 3 ||
-				kb.FirstTimestamp != want[0].Timestamp || kb.MaxTimestamp != 1700000000100 || kb.ProducerID != 42 ||
-				kb.ProducerEpoch != 3 || kb.FirstSequence != 100 || kb.NumRecords != 4 {
-				t.Fatalf("kmsg header %+v", kb)
-			}
+			require.NoError(t, kb.ReadFrom(b))
+			require.Equal(t, int64(500), kb.FirstOffset, "kmsg header %+v", kb)
+			require.Equal(t, int32(9), kb.PartitionLeaderEpoch, "kmsg header %+v", kb)
+			require.Equal(t, int8(2), kb.Magic, "kmsg header %+v", kb)
+			require.Equal(t, len(b), int(kb.Length)+LogOverhead, "kmsg header %+v", kb)
+			require.Equal(t, Checksum(b[CRCStart:]), uint32(kb.CRC), "kmsg header %+v", kb)
+			require.Equal(t, int16(c)|0x10, kb.Attributes, "kmsg header %+v", kb)
+			require.Equal(t, int32(3), kb.LastOffsetDelta, "kmsg header %+v", kb)
+			require.Equal(t, want[0].Timestamp, kb.FirstTimestamp, "kmsg header %+v", kb)
+			require.Equal(t, int64(1700000000100), kb.MaxTimestamp, "kmsg header %+v", kb)
+			require.Equal(t, int64(42), kb.ProducerID, "kmsg header %+v", kb)
+			require.Equal(t, int16(3), kb.ProducerEpoch, "kmsg header %+v", kb)
+			require.Equal(t, int32(100), kb.FirstSequence, "kmsg header %+v", kb)
+			require.Equal(t, int32(4), kb.NumRecords, "kmsg header %+v", kb)
 			raw := kmsgDecompress(t, c, kb.Records)
 			for i := range want {
 				var kr kmsg.Record
-				if err := kr.ReadFrom(raw); err != nil {
-					t.Fatalf("record %d: %v", i, err)
-				}
+				require.NoError(t, kr.ReadFrom(raw), "record %d", i)
 				raw = raw[varintSize(kr.Length)+int(kr.Length):]
 				got := decoded{Offset: kb.FirstOffset + int64(kr.OffsetDelta), Timestamp: kb.FirstTimestamp + kr.TimestampDelta64,
 					Key: kr.Key, Value: kr.Value}
@@ -190,9 +183,7 @@ func TestInteropPartlogToKmsg(t *testing.T) {
 				}
 				checkRecord(t, fmt.Sprint("record ", i), got, decoded{500 + int64(i), want[i].Timestamp, want[i].Key, want[i].Value, want[i].Headers})
 			}
-			if len(raw) != 0 {
-				t.Fatalf("%d bytes after the records", len(raw))
-			}
+			require.Empty(t, raw, "%d bytes after the records", len(raw))
 		})
 	}
 }

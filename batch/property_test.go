@@ -1,9 +1,10 @@
 package batch
 
 import (
-	"fmt"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"pgregory.net/rapid"
 )
@@ -72,22 +73,17 @@ func TestPropertyBuildParseIdentity(t *testing.T) {
 				}
 				r.Offset = off
 				off++
-				if err := bld.AddAt(r); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, bld.AddAt(r))
 				recs = append(recs, r)
 			}
 			last := int32(max(0, off-1-opts.BaseOffset))
 			if rapid.Bool().Draw(t, "extendLast") {
 				last += rapid.Int32Range(0, 100).Draw(t, "extra")
-				if err := bld.SetLastOffsetDelta(last); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, bld.SetLastOffsetDelta(last))
 			}
 			var err error
-			if set, err = bld.AppendTo(set); err != nil {
-				t.Fatal(err)
-			}
+			set, err = bld.AppendTo(set)
+			require.NoError(t, err)
 			want = append(want, built{opts, recs, last})
 		}
 
@@ -95,46 +91,38 @@ func TestPropertyBuildParseIdentity(t *testing.T) {
 		rest := set
 		for bi, w := range want {
 			b, r, err := Parse(rest)
-			if err != nil {
-				t.Fatalf("batch %d: %v", bi, err)
-			}
+			require.NoError(t, err, "batch %d", bi)
 			rest = r
-			if err := b.Validate(); err != nil {
-				t.Fatalf("batch %d: %v", bi, err)
-			}
+			require.NoError(t, b.Validate(), "batch %d", bi)
 			h := b.Header()
 			a := h.Attributes
-			if h.BaseOffset != w.opts.BaseOffset || h.PartitionLeaderEpoch != w.opts.PartitionLeaderEpoch ||
-				a.Compression() != w.opts.Compression || a.LogAppendTime() != w.opts.LogAppendTime ||
-				a.IsTransactional() != w.opts.Transactional || int(h.RecordsCount) != len(w.recs) || h.LastOffsetDelta != w.last {
-				t.Fatalf("batch %d header %+v, options %+v", bi, h, w.opts)
-			}
-			if w.opts.Producer != nil && (h.ProducerID != w.opts.Producer.ID || h.ProducerEpoch != w.opts.Producer.Epoch ||
-				h.BaseSequence != w.opts.Producer.BaseSequence) {
-				t.Fatalf("batch %d producer %+v", bi, h)
+			require.Equal(t, w.opts.BaseOffset, h.BaseOffset, "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, w.opts.PartitionLeaderEpoch, h.PartitionLeaderEpoch, "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, w.opts.Compression, a.Compression(), "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, w.opts.LogAppendTime, a.LogAppendTime(), "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, w.opts.Transactional, a.IsTransactional(), "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, len(w.recs), int(h.RecordsCount), "batch %d header %+v, options %+v", bi, h, w.opts)
+			require.Equal(t, w.last, h.LastOffsetDelta, "batch %d header %+v, options %+v", bi, h, w.opts)
+			if w.opts.Producer != nil {
+				require.Equal(t, w.opts.Producer.ID, h.ProducerID, "batch %d producer %+v", bi, h)
+				require.Equal(t, w.opts.Producer.Epoch, h.ProducerEpoch, "batch %d producer %+v", bi, h)
+				require.Equal(t, w.opts.Producer.BaseSequence, h.BaseSequence, "batch %d producer %+v", bi, h)
 			}
 			i := 0
 			for got, err := range b.All(&dec) {
-				if err != nil {
-					t.Fatalf("batch %d record %d: %v", bi, i, err)
-				}
+				require.NoError(t, err, "batch %d record %d", bi, i)
 				r := w.recs[i]
 				ts := r.Timestamp
 				if w.opts.LogAppendTime {
 					ts = w.opts.AppendTime
 				}
 				d := decoded{Offset: got.Offset, Timestamp: got.Timestamp, Key: got.Key, Value: got.Value, Headers: got.Headers}
-				if !equalRecord(d, decoded{r.Offset, ts, r.Key, r.Value, r.Headers}) || got.Attributes != r.Attributes {
-					t.Fatalf("batch %d record %d: %s, want %s", bi, i, fmt.Sprint(got), fmt.Sprint(r))
-				}
+				require.True(t, equalRecord(d, decoded{r.Offset, ts, r.Key, r.Value, r.Headers}), "batch %d record %d: %v, want %v", bi, i, got, r)
+				require.Equal(t, r.Attributes, got.Attributes, "batch %d record %d: %v, want %v", bi, i, got, r)
 				i++
 			}
-			if i != len(w.recs) {
-				t.Fatalf("batch %d: %d records, want %d", bi, i, len(w.recs))
-			}
+			require.Equal(t, len(w.recs), i, "batch %d: %d records, want %d", bi, i, len(w.recs))
 		}
-		if len(rest) != 0 {
-			t.Fatalf("%d bytes after the last batch", len(rest))
-		}
+		require.Empty(t, rest, "%d bytes after the last batch", len(rest))
 	})
 }

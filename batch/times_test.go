@@ -68,9 +68,8 @@ func TestValidateTimesAllocs(t *testing.T) {
 	}
 	b := build(t, BuilderOptions{}, numbered(50, 1000)...)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := b.ValidateTimes(); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.ValidateTimes()
+		require.NoError(t, err)
 	})
 	require.Equal(t, 0.0, allocs)
 }

@@ -9,6 +9,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/partlog/partlog/internal/base"
@@ -20,14 +23,10 @@ func build(t testing.TB, opts BuilderOptions, recs ...Record) Batch {
 	t.Helper()
 	bld := NewBuilder(opts)
 	for _, r := range recs {
-		if err := bld.Add(r); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.Add(r))
 	}
 	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -73,13 +72,10 @@ func raw(p ...byte) []byte { return p }
 // a field.
 func checkCorrupt(t *testing.T, err error) *base.CorruptionError {
 	t.Helper()
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("err = %v, want ErrCorrupt", err)
-	}
+	require.ErrorIs(t, err, ErrCorrupt, "err = %v, want ErrCorrupt", err)
 	var ce *base.CorruptionError
-	if !errors.As(err, &ce) || ce.Field == "" {
-		t.Fatalf("err = %#v, want a CorruptionError naming a field", err)
-	}
+	require.ErrorAs(t, err, &ce, "err = %#v, want a CorruptionError naming a field", err)
+	require.NotEqual(t, "", ce.Field, "err = %#v, want a CorruptionError naming a field", err)
 	return ce
 }
 
@@ -186,36 +182,31 @@ func TestValidateMalformed(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
-		if seen[tt.name] {
-			t.Fatalf("duplicate case %s", tt.name)
-		}
+		require.False(t, seen[tt.name], "duplicate case %s", tt.name)
 		seen[tt.name] = true
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.b.Validate()
 			ce := checkCorrupt(t, err)
-			if tt.field != "" && ce.Field != tt.field {
-				t.Errorf("field = %q, want %q (%v)", ce.Field, tt.field, err)
+			if tt.field != "" {
+				assert.Equal(t, tt.field, ce.Field, "field = %q, want %q (%v)", ce.Field, tt.field, err)
 			}
-			if tt.is != nil && !errors.Is(err, tt.is) {
-				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			if tt.is != nil {
+				assert.ErrorIs(t, err, tt.is, "err = %v, want errors.Is %v", err, tt.is)
 			}
-			if ce.Pos < -1 || ce.Pos > int64(len(tt.b)) {
-				t.Errorf("position %d outside the %d-byte batch", ce.Pos, len(tt.b))
-			}
+			assert.GreaterOrEqual(t, ce.Pos, int64(-1), "position %d outside the %d-byte batch", ce.Pos, len(tt.b))
+			assert.LessOrEqual(t, ce.Pos, int64(len(tt.b)), "position %d outside the %d-byte batch", ce.Pos, len(tt.b))
 			// Parse, the iterator and Decoder.Validate never panic, and the
 			// iterator agrees when the header is fine.
 			Parse(tt.b)
 			var dec Decoder
 			derr := dec.Validate(tt.b)
-			if (derr == nil) != (err == nil) {
-				t.Errorf("Decoder.Validate = %v, Validate = %v", derr, err)
-			}
+			assert.Equal(t, err == nil, derr == nil, "Decoder.Validate = %v, Validate = %v", derr, err)
 			ierr := iterate(tt.b)
-			if tt.b.ValidateHeader() == nil && ierr == nil {
-				t.Errorf("iteration found no error")
+			if tt.b.ValidateHeader() == nil {
+				assert.Error(t, ierr, "iteration found no error")
 			}
-			if ierr != nil && !errors.Is(ierr, ErrCorrupt) {
-				t.Errorf("iteration error %v does not wrap ErrCorrupt", ierr)
+			if ierr != nil {
+				assert.ErrorIs(t, ierr, ErrCorrupt, "iteration error %v does not wrap ErrCorrupt", ierr)
 			}
 			t.Logf("%v", err)
 		})
@@ -225,9 +216,7 @@ func TestValidateMalformed(t *testing.T) {
 func mustCompress(t testing.TB, c Compression, p []byte) []byte {
 	t.Helper()
 	out, err := appendCompressed(nil, c, 0, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
@@ -238,15 +227,15 @@ func TestTruncatedPrefixes(t *testing.T) {
 		b := build(t, BuilderOptions{Compression: c}, numbered(5, 1)...)
 		for n := 0; n < len(b); n++ {
 			p := b[:n]
-			if _, _, err := Parse(p); !errors.Is(err, ErrTruncated) || !base.IsTornTail(err) {
-				t.Fatalf("%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
-			}
-			if err := Batch(p).Validate(); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("%s: Validate(%d of %d bytes) = %v", c, n, len(b), err)
-			}
+			_, _, err := Parse(p)
+			require.ErrorIs(t, err, ErrTruncated, "%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
+			require.True(t, base.IsTornTail(err), "%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
+			err = Batch(p).Validate()
+			require.ErrorIs(t, err, ErrCorrupt, "%s: Validate(%d of %d bytes) = %v", c, n, len(b), err)
 			if n >= HeaderSize {
-				if err := iterate(Batch(p)); err != nil && !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("%s: iterate(%d bytes) = %v", c, n, err)
+				err := iterate(Batch(p))
+				if err != nil {
+					require.ErrorIs(t, err, ErrCorrupt, "%s: iterate(%d bytes) = %v", c, n, err)
 				}
 			}
 		}
@@ -270,18 +259,13 @@ func zeroBomb(t testing.TB, c Compression, n int) []byte {
 	default:
 		return mustCompress(t, c, make([]byte, n))
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	zero := make([]byte, 1<<20)
 	for i := 0; i < n>>20; i++ {
-		if _, err := w.Write(zero); err != nil {
-			t.Fatal(err)
-		}
+		_, err := w.Write(zero)
+		require.NoError(t, err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Close())
 	return buf.Bytes()
 }
 
@@ -313,25 +297,20 @@ func TestDecompressionBomb(t *testing.T) {
 			err := b.Validate()
 			runtime.ReadMemStats(&ms1)
 			checkCorrupt(t, err)
-			if !errors.Is(err, errTooLarge) {
-				t.Fatalf("err = %v, want the size limit", err)
-			}
+			require.ErrorIs(t, err, errTooLarge, "err = %v, want the size limit", err)
 			// The output buffer grows by doubling up to the limit; nothing
 			// near the claimed size is ever allocated.
-			if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 4*MinDecompressionLimit {
-				t.Errorf("%d compressed bytes claiming %d: Validate allocated %d bytes", len(payload), tt.n, alloc)
-			}
+			alloc := ms1.TotalAlloc - ms0.TotalAlloc
+			assert.LessOrEqual(t, alloc, uint64(4*MinDecompressionLimit), "%d compressed bytes claiming %d: Validate allocated %d bytes", len(payload), tt.n, alloc)
 			t.Logf("%d bytes -> %v", len(payload), err)
 			// A Decoder with a higher limit accepts the size, then finds that
 			// zeros are not records.
 			dec := Decoder{MaxDecompressedSize: tt.n}
 			err = dec.Validate(b)
-			if errors.Is(err, errTooLarge) || !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("with a %d-byte limit: %v", tt.n, err)
-			}
-			if err := iterate(b); !errors.Is(err, errTooLarge) {
-				t.Fatalf("iterate = %v, want the size limit", err)
-			}
+			require.NotErrorIs(t, err, errTooLarge, "with a %d-byte limit: %v", tt.n, err)
+			require.ErrorIs(t, err, ErrCorrupt, "with a %d-byte limit: %v", tt.n, err)
+			err = iterate(b)
+			require.ErrorIs(t, err, errTooLarge, "iterate = %v, want the size limit", err)
 		})
 	}
 }
@@ -345,38 +324,28 @@ func TestFieldReportOffsets(t *testing.T) {
 	for _, n := range []int{11, 3} {
 		bld := NewBuilder(BuilderOptions{Compression: CompressionLZ4, PartitionLeaderEpoch: NoPartitionLeaderEpoch})
 		for _, r := range numbered(n, 1700000000000) {
-			if err := bld.Add(r); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, bld.Add(r))
 		}
-		if set, err = bld.AppendTo(set); err != nil {
-			t.Fatal(err)
-		}
+		set, err = bld.AppendTo(set)
+		require.NoError(t, err)
 	}
 	next := int64(0)
 	var ends []int64
 	var bases []int64
 	for rest := set; len(rest) > 0; {
 		b, r, err := Parse(rest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.BaseOffset() != 0 {
-			t.Fatalf("producer batch base %d, want 0", b.BaseOffset())
-		}
+		require.NoError(t, err)
+		require.Equal(t, int64(0), b.BaseOffset(), "producer batch base %d, want 0", b.BaseOffset())
 		b.SetBaseOffset(next)
 		b.SetPartitionLeaderEpoch(7)
-		if err := b.Validate(); err != nil {
-			t.Fatalf("after SetBaseOffset(%d): %v", next, err)
-		}
+		require.NoError(t, b.Validate(), "after SetBaseOffset(%d)", next)
 		bases = append(bases, b.BaseOffset())
 		next = b.NextOffset()
 		ends = append(ends, next)
 		rest = r
 	}
-	if fmt.Sprint(bases) != "[0 11]" || fmt.Sprint(ends) != "[11 14]" {
-		t.Fatalf("bases %v next offsets %v, want [0 11] and [11 14]", bases, ends)
-	}
+	require.Equal(t, "[0 11]", fmt.Sprint(bases), "bases %v next offsets %v, want [0 11] and [11 14]", bases, ends)
+	require.Equal(t, "[11 14]", fmt.Sprint(ends), "bases %v next offsets %v, want [0 11] and [11 14]", bases, ends)
 	// The records carry the assigned offsets.
 	b, rest, _ := Parse(set)
 	b2, _, _ := Parse(rest)
@@ -384,35 +353,27 @@ func TestFieldReportOffsets(t *testing.T) {
 	var offs []int64
 	for _, bt := range []Batch{b, b2} {
 		for r, err := range bt.All(&dec) {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			offs = append(offs, r.Offset)
 		}
 	}
 	for i, o := range offs {
-		if o != int64(i) {
-			t.Fatalf("record offsets %v", offs)
-		}
+		require.Equal(t, int64(i), o, "record offsets %v", offs)
 	}
-	if len(offs) != 14 || b2.PartitionLeaderEpoch() != 7 {
-		t.Fatalf("%d records, PLE %d", len(offs), b2.PartitionLeaderEpoch())
-	}
+	require.Len(t, offs, 14, "%d records, PLE %d", len(offs), b2.PartitionLeaderEpoch())
+	require.Equal(t, int32(7), b2.PartitionLeaderEpoch(), "%d records, PLE %d", len(offs), b2.PartitionLeaderEpoch())
 }
 
 func TestSetLogAppendTime(t *testing.T) {
 	b := build(t, BuilderOptions{Compression: CompressionGzip}, numbered(4, 1000)...)
 	b.SetLogAppendTime(99999)
-	if err := b.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if !b.Attributes().LogAppendTime() || b.MaxTimestamp() != 99999 || b.Attributes().Compression() != CompressionGzip {
-		t.Fatalf("header %+v", b.Header())
-	}
+	require.NoError(t, b.Validate())
+	require.True(t, b.Attributes().LogAppendTime(), "header %+v", b.Header())
+	require.Equal(t, int64(99999), b.MaxTimestamp(), "header %+v", b.Header())
+	require.Equal(t, CompressionGzip, b.Attributes().Compression(), "header %+v", b.Header())
 	for r, err := range b.All(nil) {
-		if err != nil || r.Timestamp != 99999 {
-			t.Fatalf("record %d timestamp %d: %v", r.Offset, r.Timestamp, err)
-		}
+		require.NoError(t, err, "record %d timestamp %d: %v", r.Offset, r.Timestamp, err)
+		require.Equal(t, int64(99999), r.Timestamp, "record %d timestamp %d: %v", r.Offset, r.Timestamp, err)
 	}
 }
 
@@ -431,13 +392,10 @@ func TestDeleteHorizonTimestamps(t *testing.T) {
 		binary.BigEndian.PutUint16(h[attributesOffset:], uint16(DeleteHorizonBit))
 		binary.BigEndian.PutUint64(h[baseTimestampOffset:], horizon)
 	}), raw)
-	if !b.Attributes().HasDeleteHorizon() || b.BaseTimestamp() != horizon {
-		t.Fatalf("header %+v", b.Header())
-	}
+	require.True(t, b.Attributes().HasDeleteHorizon(), "header %+v", b.Header())
+	require.Equal(t, int64(horizon), b.BaseTimestamp(), "header %+v", b.Header())
 	for i, r := range decodeAll(t, b) {
-		if r.Timestamp != recs[i].Timestamp {
-			t.Fatalf("record %d timestamp %d, want %d", i, r.Timestamp, recs[i].Timestamp)
-		}
+		require.Equal(t, recs[i].Timestamp, r.Timestamp, "record %d timestamp %d, want %d", i, r.Timestamp, recs[i].Timestamp)
 	}
 }
 
@@ -449,15 +407,12 @@ func TestCompressibleBatchValidates(t *testing.T) {
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
 			b := build(t, BuilderOptions{Compression: c}, Record{Key: []byte("k"), Value: make([]byte, 2<<20), Timestamp: 1})
-			if ratio := (2 << 20) / len(b); c != CompressionNone && c != CompressionSnappy && ratio < DefaultMaxDecompressionRatio {
-				t.Fatalf("%d-byte batch: ratio %d is not past the default ratio", len(b), ratio)
+			ratio := (2 << 20) / len(b)
+			if c != CompressionNone && c != CompressionSnappy {
+				require.GreaterOrEqual(t, ratio, DefaultMaxDecompressionRatio, "%d-byte batch: ratio %d is not past the default ratio", len(b), ratio)
 			}
-			if err := b.Validate(); err != nil {
-				t.Fatalf("Validate: %v", err)
-			}
-			if err := iterate(b); err != nil {
-				t.Fatalf("iterate: %v", err)
-			}
+			require.NoError(t, b.Validate(), "Validate")
+			require.NoError(t, iterate(b), "iterate")
 		})
 	}
 }

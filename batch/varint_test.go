@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Oracle: the zig-zag varints of the record format are encoding/binary's
@@ -20,29 +22,32 @@ func TestVarintOracle(t *testing.T) {
 	for _, v := range vals {
 		want := binary.AppendVarint(nil, v)
 		// varlong
-		if got := appendVarlong(nil, v); string(got) != string(want) || varlongSize(v) != len(want) {
-			t.Fatalf("appendVarlong(%d) = %x, want %x", v, got, want)
-		}
+		enc := appendVarlong(nil, v)
+		require.Equal(t, string(want), string(enc), "appendVarlong(%d) = %x, want %x", v, enc, want)
+		require.Equal(t, len(want), varlongSize(v), "appendVarlong(%d) = %x, want %x", v, enc, want)
 		c := cursor{b: want}
-		if got := c.varlong("v"); got != v || c.failed || c.pos != len(want) {
-			t.Fatalf("cursor.varlong(%x) = %d, %v", want, got, c.failed)
-		}
-		if got, p := readVarlongSlow(want, 0); got != v || p != len(want) {
-			t.Fatalf("readVarlongSlow(%x) = %d, %d", want, got, p)
-		}
+		gotLong := c.varlong("v")
+		require.Equal(t, v, gotLong, "cursor.varlong(%x) = %d, %v", want, gotLong, c.failed)
+		require.False(t, c.failed, "cursor.varlong(%x) = %d, %v", want, gotLong, c.failed)
+		require.Equal(t, len(want), c.pos, "cursor.varlong(%x) = %d, %v", want, gotLong, c.failed)
+		gotLong, p := readVarlongSlow(want, 0)
+		require.Equal(t, v, gotLong, "readVarlongSlow(%x) = %d, %d", want, gotLong, p)
+		require.Equal(t, len(want), p, "readVarlongSlow(%x) = %d, %d", want, gotLong, p)
 		// varint: only int32 values decode
 		c = cursor{b: want}
 		got := c.varint("v")
 		got2, p := readVarintSlow(want, 0)
 		if v >= math.MinInt32 && v <= math.MaxInt32 {
-			if enc := appendVarint(nil, int32(v)); string(enc) != string(want) || varintSize(int32(v)) != len(want) {
-				t.Fatalf("appendVarint(%d) = %x, want %x", v, enc, want)
-			}
-			if got != int32(v) || c.failed || got2 != int32(v) || p != len(want) {
-				t.Fatalf("varint(%x) = %d/%d, %v/%d", want, got, got2, c.failed, p)
-			}
-		} else if !c.failed || p != -1 {
-			t.Fatalf("varint(%x) of %d accepted", want, v)
+			enc := appendVarint(nil, int32(v))
+			require.Equal(t, string(want), string(enc), "appendVarint(%d) = %x, want %x", v, enc, want)
+			require.Equal(t, len(want), varintSize(int32(v)), "appendVarint(%d) = %x, want %x", v, enc, want)
+			require.Equal(t, int32(v), got, "varint(%x) = %d/%d, %v/%d", want, got, got2, c.failed, p)
+			require.False(t, c.failed, "varint(%x) = %d/%d, %v/%d", want, got, got2, c.failed, p)
+			require.Equal(t, int32(v), got2, "varint(%x) = %d/%d, %v/%d", want, got, got2, c.failed, p)
+			require.Equal(t, len(want), p, "varint(%x) = %d/%d, %v/%d", want, got, got2, c.failed, p)
+		} else {
+			require.True(t, c.failed, "varint(%x) of %d accepted", want, v)
+			require.Equal(t, -1, p, "varint(%x) of %d accepted", want, v)
 		}
 	}
 	// Over-long encodings: 6-byte varint, 11-byte varlong, 10th byte > 1.
@@ -53,9 +58,9 @@ func TestVarintOracle(t *testing.T) {
 	} {
 		c := cursor{b: bad}
 		c.varint("v")
-		if _, p := readVarintSlow(bad, 0); !c.failed || p != -1 {
-			t.Fatalf("varint %x accepted", bad)
-		}
+		_, p := readVarintSlow(bad, 0)
+		require.True(t, c.failed, "varint %x accepted", bad)
+		require.Equal(t, -1, p, "varint %x accepted", bad)
 	}
 	for _, bad := range [][]byte{
 		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00},
@@ -64,8 +69,8 @@ func TestVarintOracle(t *testing.T) {
 	} {
 		c := cursor{b: bad}
 		c.varlong("v")
-		if _, p := readVarlongSlow(bad, 0); !c.failed || p != -1 {
-			t.Fatalf("varlong %x accepted", bad)
-		}
+		_, p := readVarlongSlow(bad, 0)
+		require.True(t, c.failed, "varlong %x accepted", bad)
+		require.Equal(t, -1, p, "varlong %x accepted", bad)
 	}
 }

@@ -6,25 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 )
 
 // rawBatches returns a copy of every batch of the log by base offset.
 func rawBatches(t testing.TB, l *testLog) map[int64]batch.Batch {
 	segs, err := l.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer releaseAll(segs)
 	out := map[int64]batch.Batch{}
 	var sc scanner
 	for _, s := range segs {
-		if err := sc.forEach(s, s.BaseOffset(), func(b batch.Batch, _ int64) error {
+		require.NoError(t, sc.forEach(s, s.BaseOffset(), func(b batch.Batch, _ int64) error {
 			out[b.BaseOffset()] = batch.Batch(bytes.Clone(b))
 			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		}))
 	}
 	return out
 }
@@ -38,34 +36,29 @@ func TestRewrittenBatchesKeepHeaders(t *testing.T) {
 	l.roll()
 	before := rawBatches(t, l)
 	c, _ := NewCompactor(compactCfg(&now))
-	if _, err := c.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.Apply(context.Background(), l)
+	require.NoError(t, err)
 	after := rawBatches(t, l)
 	verbatim := 0
 	for base, nb := range after {
 		ob, ok := before[base]
-		if !ok {
-			t.Fatalf("batch at %d did not exist", base)
-		}
+		require.True(t, ok, "batch at %d did not exist", base)
 		oh, nh := ob.Header(), nb.Header()
-		if nh.LastOffsetDelta != oh.LastOffsetDelta || nh.ProducerID != oh.ProducerID || nh.ProducerEpoch != oh.ProducerEpoch ||
-			nh.BaseSequence != oh.BaseSequence || nh.PartitionLeaderEpoch != oh.PartitionLeaderEpoch {
-			t.Fatalf("batch %d header changed:\n%+v\n%+v", base, oh, nh)
-		}
-		if nh.RecordsCount > 0 && nh.Attributes.Compression() != oh.Attributes.Compression() {
-			t.Fatalf("batch %d codec %v -> %v", base, oh.Attributes.Compression(), nh.Attributes.Compression())
+		require.Equal(t, oh.LastOffsetDelta, nh.LastOffsetDelta, "batch %d header changed:\n%+v\n%+v", base, oh, nh)
+		require.Equal(t, oh.ProducerID, nh.ProducerID, "batch %d header changed:\n%+v\n%+v", base, oh, nh)
+		require.Equal(t, oh.ProducerEpoch, nh.ProducerEpoch, "batch %d header changed:\n%+v\n%+v", base, oh, nh)
+		require.Equal(t, oh.BaseSequence, nh.BaseSequence, "batch %d header changed:\n%+v\n%+v", base, oh, nh)
+		require.Equal(t, oh.PartitionLeaderEpoch, nh.PartitionLeaderEpoch, "batch %d header changed:\n%+v\n%+v", base, oh, nh)
+		if nh.RecordsCount > 0 {
+			require.Equal(t, oh.Attributes.Compression(), nh.Attributes.Compression(), "batch %d codec %v -> %v", base, oh.Attributes.Compression(), nh.Attributes.Compression())
 		}
 		if nh.RecordsCount == oh.RecordsCount && !nh.Attributes.HasDeleteHorizon() {
-			if !bytes.Equal(nb, ob) {
-				t.Fatalf("batch %d with nothing removed was not copied verbatim", base)
-			}
+			require.Equal(t, string(ob), string(nb), "batch %d with nothing removed was not copied verbatim", base)
 			verbatim++
 		}
 	}
-	if verbatim == 0 || len(after) >= len(before) {
-		t.Fatalf("%d verbatim of %d batches (before %d)", verbatim, len(after), len(before))
-	}
+	require.NotEqual(t, 0, verbatim, "%d verbatim of %d batches (before %d)", verbatim, len(after), len(before))
+	require.Less(t, len(after), len(before), "%d verbatim of %d batches (before %d)", verbatim, len(after), len(before))
 }
 
 func TestEmptyBatchKeptForProducer(t *testing.T) {
@@ -80,23 +73,25 @@ func TestEmptyBatchKeptForProducer(t *testing.T) {
 	l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("z"), value: k("3"), ts: t2}))
 	l.roll()
 	c, _ := NewCompactor(compactCfg(&now))
-	if _, err := c.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	_, err := c.Apply(context.Background(), l)
+	require.NoError(t, err)
 	got := rawBatches(t, l)
 	// pid 5's only (so last) batch lost both records: an empty header stays.
 	b5, ok := got[0]
-	if !ok || b5.RecordsCount() != 0 || b5.ProducerID() != 5 || b5.ProducerEpoch() != 2 || b5.BaseSequence() != 10 ||
-		b5.LastOffsetDelta() != 1 || b5.BaseTimestamp() != batch.NoTimestamp || b5.Validate() != nil {
-		t.Fatalf("pid 5's batch: %v %+v", ok, b5.Header())
-	}
+	require.True(t, ok, "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, int32(0), b5.RecordsCount(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, int64(5), b5.ProducerID(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, int16(2), b5.ProducerEpoch(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, int32(10), b5.BaseSequence(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, int32(1), b5.LastOffsetDelta(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.Equal(t, batch.NoTimestamp, b5.BaseTimestamp(), "pid 5's batch: %v %+v", ok, b5.Header())
+	require.NoError(t, b5.Validate(), "pid 5's batch: %v %+v", ok, b5.Header())
 	// pid 6's first batch is superseded and not its last: gone.
-	if _, ok := got[2]; ok {
-		t.Fatal("pid 6's older empty batch kept")
-	}
-	if b, ok := got[3]; !ok || b.RecordsCount() != 1 {
-		t.Fatal("pid 6's last batch lost")
-	}
+	_, ok = got[2]
+	require.False(t, ok, "pid 6's older empty batch kept")
+	b, ok := got[3]
+	require.True(t, ok, "pid 6's last batch lost")
+	require.Equal(t, int32(1), b.RecordsCount(), "pid 6's last batch lost")
 }
 
 func TestCompactionReadersKeepReading(t *testing.T) {
@@ -118,23 +113,17 @@ func TestCompactionReadersKeepReading(t *testing.T) {
 			sc.forEach(held, 0, func(b batch.Batch, _ int64) error { want = append(want, b...); return nil })
 			releaseAll(segs)
 			c, _ := NewCompactor(compactCfg(&now))
-			if res, err := c.Apply(context.Background(), l); err != nil || !res.Compacted {
-				t.Fatalf("%+v %v", res, err)
-			}
+			res, err := c.Apply(context.Background(), l)
+			require.NoError(t, err, "%+v %v", res, err)
+			require.True(t, res.Compacted, "%+v %v", res, err)
 			// The replaced segment still reads its old, valid bytes.
 			var got []byte
-			if err := sc.forEach(held, 0, func(b batch.Batch, _ int64) error {
+			require.NoError(t, sc.forEach(held, 0, func(b batch.Batch, _ int64) error {
 				got = append(got, b...)
 				return b.Validate()
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatal("a reader of a replaced segment saw different bytes")
-			}
-			if err := held.Unref(); err != nil {
-				t.Fatal(err)
-			}
+			}))
+			require.Equal(t, string(want), string(got), "a reader of a replaced segment saw different bytes")
+			require.NoError(t, held.Unref())
 		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 )
 
@@ -59,9 +61,7 @@ func BenchmarkCompaction(b *testing.B) {
 				b.StartTimer()
 				for {
 					res, err := c.Apply(context.Background(), l)
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					if !res.Compacted {
 						break
 					}
@@ -88,8 +88,7 @@ func BenchmarkRetention1000Segments(b *testing.B) {
 		r, _ := NewRetention(Config{Retention: time.Millisecond})
 		b.StartTimer()
 		res, err := r.Apply(context.Background(), l)
-		if err != nil || res.SegmentsDeleted != 1000 {
-			b.Fatalf("%+v %v", res, err)
-		}
+		require.NoError(b, err)
+		require.Equal(b, 1000, res.SegmentsDeleted, "%+v", res)
 	}
 }

@@ -2,12 +2,14 @@ package compaction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 )
@@ -30,13 +32,10 @@ func fillLog(t testing.TB, l *testLog, rounds, keys int, ts int64) {
 		if r == rounds/2 {
 			recs = append(recs, kv{key: k("k1"), ts: ts + int64(r)}, kv{value: k("keyless"), ts: ts})
 		}
-		if _, err := l.append(buildBatch(t, codecs[r%len(codecs)], nil, recs...)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := l.append(buildBatch(t, codecs[r%len(codecs)], nil, recs...))
+		require.NoError(t, err)
 	}
-	if err := l.roll(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.roll())
 }
 
 func TestCompactKeepsLatestPerKey(t *testing.T) {
@@ -56,20 +55,13 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 				byOff[r.Offset] = r
 			}
 			c, err := NewCompactor(compactCfg(&now))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			res, err := c.Apply(context.Background(), l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Compacted || res.RecordsRemoved == 0 {
-				t.Fatalf("nothing compacted: %+v", res)
-			}
+			require.NoError(t, err)
+			require.True(t, res.Compacted, "nothing compacted: %+v", res)
+			require.NotEqual(t, int64(0), res.RecordsRemoved, "nothing compacted: %+v", res)
 			after := l.readAll(t)
-			if !maps.Equal(fold(before), fold(after)) {
-				t.Fatalf("table changed:\n%v\n%v", fold(before), fold(after))
-			}
+			require.True(t, maps.Equal(fold(before), fold(after)), "table changed:\n%v\n%v", fold(before), fold(after))
 			latest := map[string]int64{}
 			for _, r := range before {
 				if !r.NoKey {
@@ -78,38 +70,25 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 			}
 			seen := map[string]bool{}
 			for _, r := range after {
-				if r.NoKey {
-					t.Fatalf("keyless record survived at %d", r.Offset)
-				}
-				if byOff[r.Offset] != r {
-					t.Fatalf("record at %d changed: %+v vs %+v", r.Offset, r, byOff[r.Offset])
-				}
+				require.False(t, r.NoKey, "keyless record survived at %d", r.Offset)
+				require.Equal(t, r, byOff[r.Offset], "record at %d changed: %+v vs %+v", r.Offset, r, byOff[r.Offset])
 				seen[r.Key] = true
 			}
 			for key, off := range latest {
-				if !seen[key] {
-					t.Fatalf("key %s lost (latest at %d)", key, off)
-				}
+				require.True(t, seen[key], "key %s lost (latest at %d)", key, off)
 			}
-			if len(after) >= len(before) {
-				t.Fatalf("no record removed: %d -> %d", len(before), len(after))
-			}
+			require.Less(t, len(after), len(before), "no record removed: %d -> %d", len(before), len(after))
 			// A second round has nothing dirty.
 			res, err = c.Apply(context.Background(), l)
-			if err != nil || res.Compacted {
-				t.Fatalf("second round: %+v %v", res, err)
-			}
-			if err := l.close(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "second round: %+v %v", res, err)
+			require.False(t, res.Compacted, "second round: %+v %v", res, err)
+			require.NoError(t, l.close())
 			l2, err := openTestLog(l.fs, l.dir, l.cfg, l.segBytes)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer l2.close()
-			if got := l2.readAll(t); !maps.Equal(fold(got), fold(before)) || len(got) != len(after) {
-				t.Fatalf("after reopen: %d records", len(got))
-			}
+			got := l2.readAll(t)
+			require.True(t, maps.Equal(fold(got), fold(before)), "after reopen: %d records", len(got))
+			require.Len(t, got, len(after), "after reopen: %d records", len(got))
 		})
 	}
 }
@@ -122,52 +101,39 @@ func TestHashCollisionsLoseNothing(t *testing.T) {
 	cfg := compactCfg(&now)
 	cfg.KeyHash = func([]byte) uint64 { return 42 } // every key collides
 	c, err := NewCompactor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = c.Apply(context.Background(), l)
+	require.NoError(t, err)
 	after := l.readAll(t)
-	if !maps.Equal(fold(before), fold(after)) {
-		t.Fatalf("collisions changed the table:\n%v\n%v", fold(before), fold(after))
-	}
+	require.True(t, maps.Equal(fold(before), fold(after)), "collisions changed the table:\n%v\n%v", fold(before), fold(after))
 	// Exactly the latest per key survives (plus nothing else).
 	keys := map[string]int{}
 	for _, r := range after {
 		keys[r.Key]++
 	}
 	for key, n := range keys {
-		if n != 1 {
-			t.Fatalf("key %s has %d records", key, n)
-		}
+		require.Equal(t, 1, n, "key %s has %d records", key, n)
 	}
 }
 
 func TestOffsetMapCollisions(t *testing.T) {
 	m := newOffsetMap(MinOffsetMapBytes*4, func(b []byte) uint64 { return uint64(len(b)) })
 	for i := range 100 {
-		if !m.Put(k(fmt.Sprintf("key%03d", i)), int64(i)) {
-			t.Fatalf("full at %d", i)
-		}
+		require.True(t, m.Put(k(fmt.Sprintf("key%03d", i)), int64(i)), "full at %d", i)
 	}
 	for i := range 100 {
 		off, ok := m.Get(k(fmt.Sprintf("key%03d", i)))
-		if !ok || off != int64(i) {
-			t.Fatalf("key%03d: %d %v", i, off, ok)
-		}
+		require.True(t, ok, "key%03d: %d %v", i, off, ok)
+		require.Equal(t, int64(i), off, "key%03d: %d %v", i, off, ok)
 	}
-	if _, ok := m.Get(k("other!")); ok {
-		t.Fatal("found a key never put")
-	}
+	_, ok := m.Get(k("other!"))
+	require.False(t, ok, "found a key never put")
 	// Memory stays within the budget when it fills.
 	n := 0
 	for m.Put(k(fmt.Sprintf("filler-%06d", n)), int64(1000+n)) {
 		n++
 	}
-	if m.memory() > MinOffsetMapBytes*4 {
-		t.Fatalf("memory %d over budget", m.memory())
-	}
+	require.LessOrEqual(t, m.memory(), MinOffsetMapBytes*4, "memory %d over budget", m.memory())
 }
 
 func TestMapFullCleansInRounds(t *testing.T) {
@@ -185,30 +151,21 @@ func TestMapFullCleansInRounds(t *testing.T) {
 	cfg := compactCfg(&now)
 	cfg.OffsetMapBytes = MinOffsetMapBytes * 4
 	c, err := NewCompactor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rounds := 0
 	var last int64 = -1
 	for ; rounds < 100; rounds++ {
 		res, err := c.Apply(context.Background(), l)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !res.Compacted {
 			break
 		}
-		if res.CleanedTo <= last {
-			t.Fatalf("checkpoint did not advance: %d after %d", res.CleanedTo, last)
-		}
+		require.Greater(t, res.CleanedTo, last, "checkpoint did not advance: %d after %d", res.CleanedTo, last)
 		last = res.CleanedTo
-		if got := l.readAll(t); !maps.Equal(fold(got), fold(before)) {
-			t.Fatalf("round %d changed the table", rounds)
-		}
+		got := l.readAll(t)
+		require.True(t, maps.Equal(fold(got), fold(before)), "round %d changed the table", rounds)
 	}
-	if rounds < 2 {
-		t.Fatalf("expected several rounds with a small map, got %d", rounds)
-	}
+	require.GreaterOrEqual(t, rounds, 2, "expected several rounds with a small map, got %d", rounds)
 }
 
 func TestMapTooSmall(t *testing.T) {
@@ -225,9 +182,7 @@ func TestMapTooSmall(t *testing.T) {
 	cfg.OffsetMapBytes = MinOffsetMapBytes * 16
 	c, _ := NewCompactor(cfg)
 	_, err := c.Apply(context.Background(), l)
-	if !errors.Is(err, ErrMapTooSmall) {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, ErrMapTooSmall, "got %v", err)
 }
 
 func TestTombstoneHorizon(t *testing.T) {
@@ -240,61 +195,45 @@ func TestTombstoneHorizon(t *testing.T) {
 			l.append(buildBatch(t, codec, nil, kv{key: k("a"), ts: ts + 1}, kv{key: k("c"), value: k("3"), ts: ts + 2}))
 			l.roll()
 			c, _ := NewCompactor(compactCfg(&now))
-			if _, err := c.Apply(context.Background(), l); err != nil {
-				t.Fatal(err)
-			}
+			_, err := c.Apply(context.Background(), l)
+			require.NoError(t, err)
 			got := l.readAll(t)
 			want := []rec{{Offset: 1, Timestamp: ts, Key: "b", Value: "2"}, {Offset: 2, Timestamp: ts + 1, Key: "a", Null: true}, {Offset: 3, Timestamp: ts + 2, Key: "c", Value: "3"}}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("after round 1:\n%v\nwant\n%v", got, want)
-			}
+			require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "after round 1:\n%v\nwant\n%v", got, want)
 			// The tombstone's batch carries the horizon.
 			segs, _ := l.Segments()
 			var horizon int64 = -1
 			var sc scanner
 			sc.forEach(segs[0], 0, func(b batch.Batch, _ int64) error {
 				if b.BaseOffset() == 2 {
-					if !b.Attributes().HasDeleteHorizon() {
-						t.Errorf("no delete horizon bit: %v", b.Attributes())
-					}
+					assert.True(t, b.Attributes().HasDeleteHorizon(), "no delete horizon bit: %v", b.Attributes())
 					horizon = b.BaseTimestamp()
-					if b.Attributes().Compression() != codec {
-						t.Errorf("codec changed to %v", b.Attributes().Compression())
-					}
+					assert.Equal(t, codec, b.Attributes().Compression(), "codec changed to %v", b.Attributes().Compression())
 				}
 				return nil
 			})
 			releaseAll(segs)
-			if horizon != now.Add(time.Hour).UnixMilli() {
-				t.Fatalf("horizon %d", horizon)
-			}
+			require.Equal(t, now.Add(time.Hour).UnixMilli(), horizon, "horizon %d", horizon)
 			// Before the horizon, another round keeps it.
 			now = now.Add(30 * time.Minute)
 			l.append(buildBatch(t, codec, nil, kv{key: k("d"), value: k("4"), ts: ts}))
 			l.roll()
-			if _, err := c.Apply(context.Background(), l); err != nil {
-				t.Fatal(err)
-			}
-			if got := l.readAll(t); len(got) != 4 || !got[1].Null {
-				t.Fatalf("tombstone gone before its horizon: %v", got)
-			}
+			_, err = c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			got = l.readAll(t)
+			require.Len(t, got, 4, "tombstone gone before its horizon: %v", got)
+			require.True(t, got[1].Null, "tombstone gone before its horizon: %v", got)
 			// After it, the next round drops it.
 			now = now.Add(time.Hour)
 			l.append(buildBatch(t, codec, nil, kv{key: k("e"), value: k("5"), ts: ts}))
 			l.roll()
 			res, err := c.Apply(context.Background(), l)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got = l.readAll(t)
 			for _, r := range got {
-				if r.Null {
-					t.Fatalf("tombstone survived its horizon: %v (%+v)", got, res)
-				}
+				require.False(t, r.Null, "tombstone survived its horizon: %v (%+v)", got, res)
 			}
-			if res.TombstonesRemoved != 1 {
-				t.Fatalf("result %+v", res)
-			}
+			require.Equal(t, int64(1), res.TombstonesRemoved, "result %+v", res)
 		})
 	}
 }
@@ -303,44 +242,37 @@ func TestTombstoneHorizon(t *testing.T) {
 // k1..k6 (tansu, Apache-2.0; see testdata/PROVENANCE.md).
 func TestTansuFixture(t *testing.T) {
 	raw, err := os.ReadFile("testdata/tansu/produce_request_v9_001.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, _ := newMemLog(t, 1<<20)
 	b := batch.Batch(append([]byte(nil), raw...))
-	if err := b.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.append(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Validate())
+	_, err = l.append(b)
+	require.NoError(t, err)
 	l.roll()
 	now := time.UnixMilli(1_800_000_000_000)
 	c, _ := NewCompactor(compactCfg(&now))
-	if _, err := c.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.Apply(context.Background(), l)
+	require.NoError(t, err)
 	got := l.readAll(t)
 	want := map[string]struct {
 		v   string
 		off int64
 	}{"k1": {"v4", 3}, "k3": {"v5", 4}, "k4": {"v7", 6}, "k5": {"v9", 8}, "k2": {"v10", 9}, "k6": {"v11", 10}}
-	if len(got) != len(want) {
-		t.Fatalf("got %v", got)
-	}
+	require.Len(t, got, len(want), "got %v", got)
 	for _, r := range got {
-		if w := want[r.Key]; w.v != r.Value || w.off != r.Offset {
-			t.Fatalf("%s: got %s@%d, want %s@%d", r.Key, r.Value, r.Offset, w.v, w.off)
-		}
+		w := want[r.Key]
+		require.Equal(t, r.Value, w.v, "%s: got %s@%d, want %s@%d", r.Key, r.Value, r.Offset, w.v, w.off)
+		require.Equal(t, r.Offset, w.off, "%s: got %s@%d, want %s@%d", r.Key, r.Value, r.Offset, w.v, w.off)
 	}
 	segs, _ := l.Segments()
 	defer releaseAll(segs)
 	var sc scanner
 	sc.forEach(segs[0], 0, func(nb batch.Batch, _ int64) error {
-		if nb.BaseOffset() != 0 || nb.LastOffsetDelta() != 10 || nb.ProducerID() != b.ProducerID() ||
-			nb.BaseSequence() != b.BaseSequence() || nb.Attributes().Compression() != b.Attributes().Compression() {
-			t.Errorf("header changed: %+v vs %+v", nb.Header(), b.Header())
-		}
+		assert.Equal(t, int64(0), nb.BaseOffset(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+		assert.Equal(t, int32(10), nb.LastOffsetDelta(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+		assert.Equal(t, b.ProducerID(), nb.ProducerID(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+		assert.Equal(t, b.BaseSequence(), nb.BaseSequence(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+		assert.Equal(t, b.Attributes().Compression(), nb.Attributes().Compression(), "header changed: %+v vs %+v", nb.Header(), b.Header())
 		return nil
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -19,13 +21,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
 		l, err := openTestLog(in, "/p/topic-0", smallCfg(), 500)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fillLog(t, l, 12, 4, now.UnixMilli())
-		if err := l.sync(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, l.sync())
 		mem.SyncAll()
 		return mem, in, l
 	}
@@ -34,14 +32,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 	old := fmt.Sprint(oldRecs)
 	c, _ := NewCompactor(compactCfg(&now))
 	res, err := c.Apply(context.Background(), ref)
-	if err != nil || !res.Compacted || res.SegmentsWritten < 2 {
-		t.Fatalf("reference compaction: %+v %v", res, err)
-	}
+	require.NoError(t, err, "reference compaction: %+v %v", res, err)
+	require.True(t, res.Compacted, "reference compaction: %+v %v", res, err)
+	require.GreaterOrEqual(t, res.SegmentsWritten, 2, "reference compaction: %+v %v", res, err)
 	newList := ref.readAll(t)
 	newRecs := fmt.Sprint(newList)
-	if old == newRecs {
-		t.Fatal("compaction changed nothing")
-	}
+	require.NotEqual(t, newRecs, old, "compaction changed nothing")
 	// Groups are swapped one at a time, each atomically: the allowed
 	// states are the old records with the first j groups replaced. The
 	// groups start at the new segments' bases.
@@ -81,21 +77,17 @@ func TestCrashAtEveryStep(t *testing.T) {
 		_, err := c.Apply(context.Background(), l)
 		in.SetHook(nil)
 		if clones == nil {
-			if err != nil {
-				t.Fatalf("k=%d: no crash but %v", k, err)
-			}
+			require.NoError(t, err, "k=%d: no crash but", k)
 			break
 		}
 		for i, clone := range clones {
 			l2, err := openTestLog(clone, "/p/topic-0", smallCfg(), 500)
-			if err != nil {
-				t.Fatalf("k=%d clone %d: reopen: %v\n%s", k, i, err, clone)
-			}
+			require.NoError(t, err, "k=%d clone %d: reopen: %v\n%s", k, i, err, clone)
 			names, _ := clone.List("/p/topic-0")
 			for _, n := range names {
-				if strings.HasSuffix(n, ".swap") || strings.HasSuffix(n, ".cleaned") || strings.HasSuffix(n, ".deleted") {
-					t.Fatalf("k=%d clone %d: %s left after recovery", k, i, n)
-				}
+				require.False(t, strings.HasSuffix(n, ".swap"), "k=%d clone %d: %s left after recovery", k, i, n)
+				require.False(t, strings.HasSuffix(n, ".cleaned"), "k=%d clone %d: %s left after recovery", k, i, n)
+				require.False(t, strings.HasSuffix(n, ".deleted"), "k=%d clone %d: %s left after recovery", k, i, n)
 			}
 			got := fmt.Sprint(l2.readAll(t))
 			j, ok := allowed[got]
@@ -106,15 +98,12 @@ func TestCrashAtEveryStep(t *testing.T) {
 				sawNew = true
 			case ok && j > 0:
 			default:
-				t.Fatalf("k=%d clone %d: a mix after the crash:\n%s\nold %s\nnew %s\n%s", k, i, got, old, newRecs, clone)
+				require.Failf(t, "a mix after the crash", "k=%d clone %d:\n%s\nold %s\nnew %s\n%s", k, i, got, old, newRecs, clone)
 			}
 			l2.close()
 		}
-		if k > 5000 {
-			t.Fatal("too many steps")
-		}
+		require.LessOrEqual(t, k, int64(5000), "too many steps")
 	}
-	if !sawOld || !sawNew {
-		t.Fatalf("crash walk saw old=%v new=%v", sawOld, sawNew)
-	}
+	require.True(t, sawOld, "crash walk saw old=%v new=%v", sawOld, sawNew)
+	require.True(t, sawNew, "crash walk saw old=%v new=%v", sawOld, sawNew)
 }

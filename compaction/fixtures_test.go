@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -16,64 +18,44 @@ import (
 // broker compacted and compacts them further.
 func TestKafkaConsumerOffsetsFixtures(t *testing.T) {
 	dirs, _ := filepath.Glob("testdata/kafka-*/__consumer_offsets-*")
-	if len(dirs) < 6 {
-		t.Fatalf("fixtures missing: %v", dirs)
-	}
+	require.GreaterOrEqual(t, len(dirs), 6, "fixtures missing: %v", dirs)
 	for _, src := range dirs {
 		t.Run(src, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), filepath.Base(src))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.MkdirAll(dir, 0o755))
 			files, _ := os.ReadDir(src)
 			for _, f := range files {
 				b, err := os.ReadFile(filepath.Join(src, f.Name()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, f.Name()), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, f.Name()), b, 0o644))
 			}
 			l, err := openTestLog(vfs.Default, dir, segment.Config{MaxIndexBytes: 1 << 16, MaxSegmentBytes: 1 << 20}, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer l.close()
 			before := l.readAll(t)
-			if len(before) == 0 {
-				t.Fatal("no records")
-			}
-			if err := l.roll(); err != nil { // make every fixture segment cleanable
-				t.Fatal(err)
-			}
+			require.NotEmpty(t, before, "no records")
+			// make every fixture segment cleanable
+			require.NoError(t, l.roll())
 			now := time.Now()
 			c, _ := NewCompactor(compactCfg(&now))
-			if _, err := c.Apply(context.Background(), l); err != nil {
-				t.Fatal(err)
-			}
+			_, err = c.Apply(context.Background(), l)
+			require.NoError(t, err)
 			after := l.readAll(t)
-			if !maps.Equal(fold(before), fold(after)) {
-				t.Fatalf("table changed:\n%v\n%v", fold(before), fold(after))
-			}
+			require.True(t, maps.Equal(fold(before), fold(after)), "table changed:\n%v\n%v", fold(before), fold(after))
 			byOff := map[int64]rec{}
 			for _, r := range before {
 				byOff[r.Offset] = r
 			}
 			for _, r := range after {
-				if byOff[r.Offset] != r {
-					t.Fatalf("record at %d changed", r.Offset)
-				}
+				require.Equal(t, r, byOff[r.Offset], "record at %d changed", r.Offset)
 			}
 			// Past every horizon, the tombstones go as well.
 			now = now.Add(48 * time.Hour)
 			l.roll()
-			if _, err := c.Apply(context.Background(), l); err != nil {
-				t.Fatal(err)
-			}
-			if got := l.readAll(t); !maps.Equal(fold(before), fold(got)) {
-				t.Fatalf("table changed after the horizon")
-			}
+			_, err = c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			got := l.readAll(t)
+			require.True(t, maps.Equal(fold(before), fold(got)), "table changed after the horizon")
 			t.Logf("%d records -> %d -> %d", len(before), len(after), len(l.readAll(t)))
 		})
 	}

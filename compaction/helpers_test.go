@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
@@ -286,9 +288,7 @@ type rec struct {
 func (l *testLog) readAll(t testing.TB) []rec {
 	t.Helper()
 	segs, err := l.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer releaseAll(segs)
 	var out []rec
 	var sc scanner
@@ -315,14 +315,10 @@ func (l *testLog) readAll(t testing.TB) []rec {
 			}
 			return nil
 		})
-		if err != nil {
-			t.Fatalf("read %s: %v", s.LogPath(), err)
-		}
+		require.NoError(t, err, "read %s", s.LogPath())
 	}
 	for i := 1; i < len(out); i++ {
-		if out[i].Offset <= out[i-1].Offset {
-			t.Fatalf("offsets not increasing: %d after %d", out[i].Offset, out[i-1].Offset)
-		}
+		require.Greater(t, out[i].Offset, out[i-1].Offset, "offsets not increasing: %d after %d", out[i].Offset, out[i-1].Offset)
 	}
 	return out
 }
@@ -356,14 +352,10 @@ func buildBatch(t testing.TB, codec batch.Compression, prod *batch.Producer, rec
 	t.Helper()
 	bld := batch.NewBuilder(batch.BuilderOptions{Compression: codec, Producer: prod})
 	for _, r := range recs {
-		if err := bld.Add(batch.Record{Key: r.key, Value: r.value, Timestamp: r.ts}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.Add(batch.Record{Key: r.key, Value: r.value, Timestamp: r.ts}))
 	}
 	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -378,18 +370,14 @@ func newMemLog(t testing.TB, segBytes int64) (*testLog, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewMem()
 	l, err := openTestLog(mem, "/p/topic-0", smallCfg(), segBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return l, mem
 }
 
 func newOSLog(t testing.TB, segBytes int64) *testLog {
 	t.Helper()
 	l, err := openTestLog(vfs.Default, filepath.Join(t.TempDir(), "topic-0"), smallCfg(), segBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.close() })
 	return l
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
@@ -24,24 +26,16 @@ func readPartition(t testing.TB, p *plog.Partition) []rec {
 	off := p.LogStartOffset()
 	for off < p.HighWatermark() {
 		rs, err := p.ReadFrom(off, 1<<20)
-		if err != nil {
-			t.Fatalf("ReadFrom(%d): %v", off, err)
-		}
+		require.NoError(t, err, "ReadFrom(%d)", off)
 		b := rs.Bytes()
 		next := rs.NextOffset()
 		for len(b) > 0 {
 			bt, rest, err := batch.Parse(b)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			b = rest
-			if err := bt.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, bt.Validate())
 			for r, err := range bt.All(&dec) {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if r.Offset < off {
 					continue
 				}
@@ -50,9 +44,7 @@ func readPartition(t testing.TB, p *plog.Partition) []rec {
 			}
 		}
 		rs.Close()
-		if next <= off {
-			t.Fatalf("ReadFrom(%d) made no progress", off)
-		}
+		require.Greater(t, next, off, "ReadFrom(%d) made no progress", off)
 		off = next
 	}
 	return out
@@ -72,9 +64,8 @@ func appendPartition(t testing.TB, p *plog.Partition, rounds, keys int, ts int64
 		if r%4 == 1 {
 			recs = append(recs, kv{key: k("k0"), ts: ts + int64(r)})
 		}
-		if _, err := p.AppendBatch(buildBatch(t, codecs[r%len(codecs)], &batch.Producer{ID: 7, BaseSequence: seq}, recs...)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(buildBatch(t, codecs[r%len(codecs)], &batch.Producer{ID: 7, BaseSequence: seq}, recs...))
+		require.NoError(t, err)
 		seq += int32(len(recs))
 	}
 }
@@ -89,9 +80,7 @@ func TestPartitionEndToEnd(t *testing.T) {
 			}
 			pcfg := plog.Config{FS: fsys, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}
 			p, err := plog.Open(dir, pcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			now := time.UnixMilli(1_700_000_000_000)
 			appendPartition(t, p, 30, 4, now.UnixMilli())
 			before := readPartition(t, p)
@@ -99,49 +88,39 @@ func TestPartitionEndToEnd(t *testing.T) {
 			cfg.CleanupPolicy = "compact,delete"
 			cfg.Retention = -1
 			ps, err := Policies(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, pol := range ps {
-				if _, err := pol.Apply(context.Background(), p); err != nil {
-					t.Fatalf("%s: %v", pol.Name(), err)
-				}
+				_, err := pol.Apply(context.Background(), p)
+				require.NoError(t, err, "%s", pol.Name())
 			}
 			after := readPartition(t, p)
-			if !maps.Equal(fold(before), fold(after)) || len(after) >= len(before) {
-				t.Fatalf("compaction through the partition: %d -> %d records\n%v\n%v", len(before), len(after), fold(before), fold(after))
-			}
+			require.True(t, maps.Equal(fold(before), fold(after)), "compaction through the partition: %d -> %d records\n%v\n%v", len(before), len(after), fold(before), fold(after))
+			require.Less(t, len(after), len(before), "compaction through the partition: %d -> %d records\n%v\n%v", len(before), len(after), fold(before), fold(after))
 			byOff := map[int64]rec{}
 			for _, r := range before {
 				byOff[r.Offset] = r
 			}
 			for _, r := range after {
-				if byOff[r.Offset] != r {
-					t.Fatalf("record at %d changed", r.Offset)
-				}
+				require.Equal(t, r, byOff[r.Offset], "record at %d changed", r.Offset)
 			}
 			end := p.LogEndOffset()
 			// Appends go on, and a reopen reads the same.
 			appendPartition(t, p, 3, 2, now.UnixMilli())
 			want := readPartition(t, p)
-			if err := p.Close(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.Close())
 			p, err = plog.Open(dir, pcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer p.Close()
-			if got := readPartition(t, p); fmt.Sprint(got) != fmt.Sprint(want) || p.LogEndOffset() <= end {
-				t.Fatalf("after reopen:\n%v\nwant\n%v", got, want)
-			}
+			got := readPartition(t, p)
+			require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "after reopen:\n%v\nwant\n%v", got, want)
+			require.Greater(t, p.LogEndOffset(), end, "after reopen:\n%v\nwant\n%v", got, want)
 			// Retention by size through the partition: everything but the
 			// newest segments goes, the log start offset moves up.
 			r, _ := NewRetention(Config{Retention: -1, RetentionBytes: 1})
 			res, err := r.Apply(context.Background(), p)
-			if err != nil || res.SegmentsDeleted == 0 || p.LogStartOffset() == 0 {
-				t.Fatalf("retention: %+v %v, log start %d", res, err, p.LogStartOffset())
-			}
+			require.NoError(t, err, "retention: %+v %v, log start %d", res, err, p.LogStartOffset())
+			require.NotEqual(t, 0, res.SegmentsDeleted, "retention: %+v %v, log start %d", res, err, p.LogStartOffset())
+			require.NotEqual(t, int64(0), p.LogStartOffset(), "retention: %+v %v, log start %d", res, err, p.LogStartOffset())
 			readPartition(t, p)
 		})
 	}
@@ -155,9 +134,7 @@ func TestPartitionCrashAtEveryStep(t *testing.T) {
 	const dir = "/p/topic-1"
 	open := func(fsys vfs.FS) *plog.Partition {
 		p, err := plog.Open(dir, plog.Config{FS: fsys, SegmentBytes: 600, SegmentIndexBytes: 4096, IndexIntervalBytes: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return p
 	}
 	setup := func() (*vfs.MemFS, *vfs.Injector, *plog.Partition) {
@@ -165,18 +142,16 @@ func TestPartitionCrashAtEveryStep(t *testing.T) {
 		in := vfs.NewInjector(mem)
 		p := open(in)
 		appendPartition(t, p, 16, 3, now.UnixMilli())
-		if err := p.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Sync())
 		mem.SyncAll()
 		return mem, in, p
 	}
 	_, _, ref := setup()
 	oldRecs := readPartition(t, ref)
 	c, _ := NewCompactor(compactCfg(&now))
-	if res, err := c.Apply(context.Background(), ref); err != nil || res.SegmentsWritten < 2 {
-		t.Fatalf("reference: %+v %v", res, err)
-	}
+	res, err := c.Apply(context.Background(), ref)
+	require.NoError(t, err, "reference: %+v %v", res, err)
+	require.GreaterOrEqual(t, res.SegmentsWritten, 2, "reference: %+v %v", res, err)
 	newList := readPartition(t, ref)
 	segs, _ := ref.Segments()
 	var newBases []int64
@@ -217,22 +192,16 @@ func TestPartitionCrashAtEveryStep(t *testing.T) {
 		_, err := c.Apply(context.Background(), p)
 		in.SetHook(nil)
 		if clones == nil {
-			if err != nil {
-				t.Fatalf("k=%d: %v", k, err)
-			}
+			require.NoError(t, err, "k=%d", k)
 			t.Logf("crashed at each of %d operations", k)
 			break
 		}
 		for i, clone := range clones {
 			p2 := open(clone)
 			got := fmt.Sprint(readPartition(t, p2))
-			if !allowed[got] {
-				t.Fatalf("k=%d clone %d: not old, new or a group-wise swap:\n%s\n%s", k, i, got, clone)
-			}
+			require.True(t, allowed[got], "k=%d clone %d: not old, new or a group-wise swap:\n%s\n%s", k, i, got, clone)
 			p2.Close()
 		}
-		if k > 5000 {
-			t.Fatal("too many steps")
-		}
+		require.LessOrEqual(t, k, int64(5000), "too many steps")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/batch"
@@ -16,9 +18,7 @@ import (
 // delete horizon, that horizon.
 func tombstoneHorizons(t testing.TB, l *testLog) map[int64]int64 {
 	segs, err := l.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer releaseAll(segs)
 	out := map[int64]int64{}
 	var sc scanner
@@ -56,9 +56,7 @@ func TestCompactionProperties(t *testing.T) {
 			cfg.KeyHash = func(b []byte) uint64 { return uint64(len(b)) }
 		}
 		c, err := NewCompactor(cfg)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		require.NoError(rt, err)
 		appended := map[int64]rec{}
 		var model []rec
 		seenHorizon := map[int64]int64{}
@@ -88,36 +86,26 @@ func TestCompactionProperties(t *testing.T) {
 				}
 				b := buildBatch(t, rapid.SampledFrom(codecs).Draw(rt, "codec"), prod, recs...)
 				base, err := l.append(b)
-				if err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, err)
 				for i, r := range recs {
 					x := rec{Offset: base + int64(i), Timestamp: r.ts, Key: string(r.key), Value: string(r.value), Null: r.value == nil, NoKey: r.key == nil}
 					appended[x.Offset] = x
 					model = append(model, x)
 				}
 			case 6:
-				if err := l.roll(); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, l.roll())
 			case 7, 8, 9:
 				now = now.Add(time.Duration(rapid.IntRange(0, 90).Draw(rt, "minutes")) * time.Minute)
 				res, err := c.Apply(context.Background(), l)
-				if err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, err)
 				if res.Compacted {
 					compactions++
 				}
 				got := l.readAll(t)
-				if !maps.Equal(fold(got), fold(model)) {
-					rt.Fatalf("table:\n%v\nmodel:\n%v", fold(got), fold(model))
-				}
+				require.True(rt, maps.Equal(fold(got), fold(model)), "table:\n%v\nmodel:\n%v", fold(got), fold(model))
 				present := map[int64]bool{}
 				for _, r := range got {
-					if appended[r.Offset] != r {
-						rt.Fatalf("record at %d is %+v, appended %+v", r.Offset, r, appended[r.Offset])
-					}
+					require.Equal(rt, r, appended[r.Offset], "record at %d is %+v, appended %+v", r.Offset, r, appended[r.Offset])
 					present[r.Offset] = true
 				}
 				// Latest tombstones stay until their horizon.
@@ -133,14 +121,12 @@ func TestCompactionProperties(t *testing.T) {
 						continue
 					}
 					h, ok := seenHorizon[off]
-					if !ok || now.UnixMilli() < h {
-						rt.Fatalf("tombstone at %d removed at %d before its horizon (%d, seen %v)", off, now.UnixMilli(), h, ok)
-					}
+					require.True(rt, ok, "tombstone at %d removed at %d before its horizon (%d, seen %v)", off, now.UnixMilli(), h, ok)
+					require.GreaterOrEqual(rt, now.UnixMilli(), h, "tombstone at %d removed at %d before its horizon (%d, seen %v)", off, now.UnixMilli(), h, ok)
 				}
 				maps.Copy(seenHorizon, tombstoneHorizons(t, l))
-				if end := l.LogEnd(); end < lastEnd {
-					rt.Fatalf("log end went back: %d < %d", end, lastEnd)
-				}
+				end := l.LogEnd()
+				require.GreaterOrEqual(rt, end, lastEnd, "log end went back: %d < %d", end, lastEnd)
 				lastEnd = l.LogEnd()
 			}
 		}

@@ -509,7 +509,7 @@ func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
 			case 3:
 				assert.Empty(t, recs, "step %d clone %d", step, i)
 			default:
-				t.Fatalf("step %d clone %d: log start %d", step, i, p2.LogStartOffset())
+				require.Failf(t, "unexpected log start", "step %d clone %d: log start %d", step, i, p2.LogStartOffset())
 			}
 			require.NoError(t, p2.Verify(), "step %d clone %d", step, i)
 			base, err := p2.AppendBatch(buildBatch(t, batch.CompressionNone, nil, kv{key: k("new"), value: k("v"), ts: now.UnixMilli()}))

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
@@ -30,21 +33,16 @@ func TestSwapIncompleteLeavesPartitionWritable(t *testing.T) {
 	dir := "/p/topic-0"
 	open := func(fs vfs.FS) *plog.Partition {
 		p, err := plog.Open(dir, plog.Config{FS: fs, SegmentBytes: 600})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return p
 	}
 	p := open(in)
 	for i := 0; i < 30; i++ {
 		b := buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprintf("k%d", i%3)), value: k(fmt.Sprintf("v%d", i)), ts: 1000})
-		if _, err := p.AppendBatch(b); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
 	}
-	if err := p.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Roll())
 	segsBefore := p.SegmentInfos()
 	endBefore := p.LogEndOffset()
 	in.FailOnce(func(op vfs.Op) bool {
@@ -52,37 +50,26 @@ func TestSwapIncompleteLeavesPartitionWritable(t *testing.T) {
 	})
 	now := time.Unix(100000, 0)
 	c, err := NewCompactor(compactCfg(&now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Apply(context.Background(), p); !errors.Is(err, ErrSwapIncomplete) {
-		t.Fatalf("Apply: %v, want ErrSwapIncomplete", err)
-	}
+	require.NoError(t, err)
+	_, err = c.Apply(context.Background(), p)
+	require.ErrorIs(t, err, ErrSwapIncomplete, "Apply: %v, want ErrSwapIncomplete", err)
 	_, err = p.AppendBatch(buildBatch(t, batch.CompressionNone, nil, kv{key: k("x"), value: k("y"), ts: 1000}))
-	if !errors.Is(err, plog.ErrFailed) {
-		t.Fatalf("AppendBatch after an incomplete swap: %v, want ErrFailed", err)
-	}
-	if err := p.TruncateTo(segsBefore[0].NextOffset - 2); !errors.Is(err, plog.ErrFailed) {
-		t.Fatalf("TruncateTo after an incomplete swap: %v, want ErrFailed", err)
-	}
+	require.ErrorIs(t, err, plog.ErrFailed, "AppendBatch after an incomplete swap: %v, want ErrFailed", err)
+	err = p.TruncateTo(segsBefore[0].NextOffset - 2)
+	require.ErrorIs(t, err, plog.ErrFailed, "TruncateTo after an incomplete swap: %v, want ErrFailed", err)
 	_ = p.Close()
 	p2 := open(mem)
 	defer p2.Close()
-	if p2.LogEndOffset() != endBefore {
-		t.Fatalf("log end after reopen %d, want %d", p2.LogEndOffset(), endBefore)
-	}
+	require.Equal(t, endBefore, p2.LogEndOffset(), "log end after reopen %d, want %d", p2.LogEndOffset(), endBefore)
 	last := map[string]string{}
 	for _, r := range readPartition(t, p2) {
 		last[r.Key] = string(r.Value)
 	}
 	for i := 27; i < 30; i++ {
-		if got, want := last[fmt.Sprintf("k%d", i%3)], fmt.Sprintf("v%d", i); got != want {
-			t.Errorf("k%d = %q after reopen, want %q", i%3, got, want)
-		}
+		got, want := last[fmt.Sprintf("k%d", i%3)], fmt.Sprintf("v%d", i)
+		assert.Equal(t, want, got, "k%d = %q after reopen, want %q", i%3, got, want)
 	}
-	if err := p2.Verify(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p2.Verify())
 }
 
 // TestRaceCompactReadClose: readers (some keeping Records past Close),
@@ -94,16 +81,12 @@ func TestRaceCompactReadClose(t *testing.T) {
 		t.Run(fmt.Sprint("mmap=", mm), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "t-0")
 			p, err := plog.Open(dir, plog.Config{SegmentBytes: 2048, IndexIntervalBytes: 128, DisableMmap: !mm})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			now := time.Unix(1e6, 0)
 			cfg := Config{CleanupPolicy: PolicyCompact + "," + PolicyDelete, MinCleanableDirtyRatio: 0.0001,
 				OffsetMapBytes: 1 << 20, RetentionBytes: 20000, Now: func() time.Time { return now }}
 			pols, err := Policies(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			valid := func(b []byte) error {
 				for len(b) > 0 {
 					bt, rest, err := batch.Parse(b)
@@ -139,13 +122,10 @@ func TestRaceCompactReadClose(t *testing.T) {
 						if errors.Is(err, plog.ErrOffsetOutOfRange) {
 							continue
 						}
-						if err != nil {
-							t.Errorf("ReadFrom(%d): %v", o, err)
+						if !assert.NoError(t, err, "ReadFrom(%d)", o) {
 							return
 						}
-						if err := valid(rec.Bytes()); err != nil {
-							t.Errorf("ReadFrom(%d): %v", o, err)
-						}
+						assert.NoError(t, valid(rec.Bytes()), "ReadFrom(%d)", o)
 						_, _ = rec.WriteTo(io.Discard)
 						if rng.IntN(50) == 0 && closing.Load() {
 							held.Lock()
@@ -163,8 +143,9 @@ func TestRaceCompactReadClose(t *testing.T) {
 				defer wg.Done()
 				for !done.Load() {
 					for _, pol := range pols {
-						if _, err := pol.Apply(context.Background(), p); err != nil && !errors.Is(err, plog.ErrSegmentsChanged) && !errors.Is(err, plog.ErrClosed) {
-							t.Errorf("%s: %v", pol.Name(), err)
+						_, err := pol.Apply(context.Background(), p)
+						if err != nil && !errors.Is(err, plog.ErrSegmentsChanged) {
+							assert.ErrorIs(t, err, plog.ErrClosed, "%s: %v", pol.Name(), err)
 						}
 					}
 					time.Sleep(time.Millisecond)
@@ -176,35 +157,29 @@ func TestRaceCompactReadClose(t *testing.T) {
 					_ = bld.Add(batch.Record{Key: []byte(fmt.Sprint("k", (i+j)%17)), Value: []byte(fmt.Sprint("v", i)), Timestamp: int64(i)})
 				}
 				b, _ := bld.Build()
-				if _, err := p.AppendBatch(append([]byte(nil), b...)); err != nil {
-					t.Fatal(err)
-				}
+				_, err := p.AppendBatch(append([]byte(nil), b...))
+				require.NoError(t, err)
 				if i%97 == 96 {
 					// The records are dated 1970, so retention also rolls
 					// and deletes the active segment: the log start may
 					// have passed the target, which TruncateTo refuses.
 					to := p.LogEndOffset() - 3
-					if err := p.TruncateTo(to); err != nil && !(errors.Is(err, plog.ErrOffsetOutOfRange) && p.LogStartOffset() > to) {
-						t.Fatal(err)
+					if err := p.TruncateTo(to); err != nil {
+						require.ErrorIs(t, err, plog.ErrOffsetOutOfRange)
+						require.Greater(t, p.LogStartOffset(), to, "TruncateTo(%d): %v", to, err)
 					}
 				}
 			}
-			if err := p.Verify(); err != nil {
-				t.Errorf("Verify: %v", err)
-			}
+			assert.NoError(t, p.Verify(), "Verify")
 			closing.Store(true)
 			time.Sleep(20 * time.Millisecond)
-			if err := p.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
+			assert.NoError(t, p.Close(), "Close")
 			done.Store(true)
 			wg.Wait()
 			held.Lock()
 			defer held.Unlock()
 			for _, r := range keep {
-				if err := valid(r.Bytes()); err != nil {
-					t.Errorf("Records held across Close: %v", err)
-				}
+				assert.NoError(t, valid(r.Bytes()), "Records held across Close")
 				_, _ = r.WriteTo(io.Discard)
 				_ = r.Close()
 			}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 )
@@ -19,51 +21,37 @@ import (
 func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "topic-0")
 	p, err := plog.Open(dir, plog.Config{SegmentBytes: 600})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	now := time.Unix(100000, 0)
 	c, err := NewCompactor(compactCfg(&now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	app := func(key string, val []byte) {
 		bld := batch.NewBuilder(batch.BuilderOptions{})
-		if err := bld.Add(batch.Record{Key: []byte(key), Value: val, Timestamp: now.UnixMilli() - 1000}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.Add(batch.Record{Key: []byte(key), Value: val, Timestamp: now.UnixMilli() - 1000}))
 		b, _ := bld.Build()
-		if _, err := p.AppendBatch(append([]byte(nil), b...)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(append([]byte(nil), b...))
+		require.NoError(t, err)
 	}
 	fill := func(n int, tag string) {
 		for i := 0; i < n; i++ {
 			app(fmt.Sprintf("f-%s-%d", tag, i), []byte("x"))
 		}
-		if err := p.Roll(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Roll())
 	}
 	compact := func() Result {
 		r, err := c.Apply(context.Background(), p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return r
 	}
 	fill(40, "a")
 	r := compact()
-	if r.CleanedTo <= 10 {
-		t.Fatalf("round 1 cleaned to %d, the test needs a checkpoint above 10", r.CleanedTo)
-	}
-	if err := p.TruncateTo(10); err != nil {
-		t.Fatal(err)
-	}
-	if cp, found, err := ReadCleanerCheckpoint(p); err != nil || !found || cp != 10 {
-		t.Fatalf("cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
-	}
+	require.Greater(t, r.CleanedTo, int64(10), "round 1 cleaned to %d, the test needs a checkpoint above 10", r.CleanedTo)
+	require.NoError(t, p.TruncateTo(10))
+	cp, found, err := ReadCleanerCheckpoint(p)
+	require.NoError(t, err, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
+	require.True(t, found, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
+	require.Equal(t, int64(10), cp, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
 	app("K", []byte("v1")) // offset 10
 	app("K", nil)          // offset 11: K deleted
 	fill(40, "b")
@@ -75,8 +63,9 @@ func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 	for _, x := range readPartition(t, p) {
 		last[x.Key] = x
 	}
-	if x, ok := last["K"]; ok && !x.Null {
-		t.Fatalf("deleted key K is visible again with value %q at offset %d", x.Value, x.Offset)
+	x, ok := last["K"]
+	if ok {
+		require.True(t, x.Null, "deleted key K is visible again with value %q at offset %d", x.Value, x.Offset)
 	}
 }
 
@@ -87,24 +76,19 @@ func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "topic-3")
 	p, err := plog.Open(dir, plog.Config{SegmentBytes: 600})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	app := func(n int) {
 		for i := 0; i < n; i++ {
 			b := buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprint("k", i%5)), value: k("v"), ts: 1000})
-			if _, err := p.AppendBatch(b); err != nil {
-				t.Fatal(err)
-			}
+			_, err := p.AppendBatch(b)
+			require.NoError(t, err)
 		}
 	}
 	cp := func() int64 {
 		t.Helper()
 		off, found, err := ReadCleanerCheckpoint(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !found {
 			return -1
 		}
@@ -112,40 +96,28 @@ func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 	}
 	app(30)
 	// No file: TruncateTo creates none.
-	if err := p.TruncateTo(28); err != nil {
-		t.Fatal(err)
-	}
-	if got := cp(); got != -1 {
-		t.Fatalf("TruncateTo created a cleaner checkpoint at %d", got)
-	}
+	require.NoError(t, p.TruncateTo(28))
+	got := cp()
+	require.Equal(t, int64(-1), got, "TruncateTo created a cleaner checkpoint at %d", got)
 	// At or below the new end: unchanged.
-	if ok, err := p.WriteCleanerCheckpoint(20, p.Truncations()); err != nil || !ok {
-		t.Fatalf("WriteCleanerCheckpoint: %v %v", ok, err)
-	}
-	if err := p.TruncateTo(25); err != nil {
-		t.Fatal(err)
-	}
-	if got := cp(); got != 20 {
-		t.Fatalf("checkpoint %d after TruncateTo(25), want 20 (unchanged)", got)
-	}
+	ok, err := p.WriteCleanerCheckpoint(20, p.Truncations())
+	require.NoError(t, err, "WriteCleanerCheckpoint: %v %v", ok, err)
+	require.True(t, ok, "WriteCleanerCheckpoint: %v %v", ok, err)
+	require.NoError(t, p.TruncateTo(25))
+	got = cp()
+	require.Equal(t, int64(20), got, "checkpoint %d after TruncateTo(25), want 20 (unchanged)", got)
 	// Above: clamped.
-	if err := p.TruncateTo(12); err != nil {
-		t.Fatal(err)
-	}
-	if got := cp(); got != 12 {
-		t.Fatalf("checkpoint %d after TruncateTo(12), want 12", got)
-	}
+	require.NoError(t, p.TruncateTo(12))
+	got = cp()
+	require.Equal(t, int64(12), got, "checkpoint %d after TruncateTo(12), want 12", got)
 	// A round that started before a truncation does not write.
 	gen := p.Truncations()
-	if err := p.TruncateTo(8); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := p.WriteCleanerCheckpoint(11, gen); err != nil || ok {
-		t.Fatalf("stale WriteCleanerCheckpoint wrote: %v %v", ok, err)
-	}
-	if got := cp(); got != 8 {
-		t.Fatalf("checkpoint %d, want 8", got)
-	}
+	require.NoError(t, p.TruncateTo(8))
+	ok, err = p.WriteCleanerCheckpoint(11, gen)
+	require.NoError(t, err, "stale WriteCleanerCheckpoint wrote: %v %v", ok, err)
+	require.False(t, ok, "stale WriteCleanerCheckpoint wrote: %v %v", ok, err)
+	got = cp()
+	require.Equal(t, int64(8), got, "checkpoint %d, want 8", got)
 	// Full truncation: the log start inside the batch holding the offset.
 	app(1) // offset 8
 	bld := batch.NewBuilder(batch.BuilderOptions{})
@@ -153,24 +125,18 @@ func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 		bld.Add(batch.Record{Key: k("m"), Value: k("v"), Timestamp: 1000})
 	}
 	b, _ := bld.Build()
-	if _, err := p.AppendBatch(append([]byte(nil), b...)); err != nil { // 9..12
-		t.Fatal(err)
-	}
-	if ok, err := p.WriteCleanerCheckpoint(13, p.Truncations()); err != nil || !ok {
-		t.Fatalf("WriteCleanerCheckpoint: %v %v", ok, err)
-	}
-	if err := p.DeleteRecordsBefore(11); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.TruncateTo(11); err != nil {
-		t.Fatal(err)
-	}
-	if p.LogEndOffset() != 11 || p.LogStartOffset() != 11 {
-		t.Fatalf("full truncation: start %d end %d, want 11 11", p.LogStartOffset(), p.LogEndOffset())
-	}
-	if got := cp(); got != 11 {
-		t.Fatalf("checkpoint %d after full truncation to 11, want 11", got)
-	}
+	// 9..12
+	_, err = p.AppendBatch(append([]byte(nil), b...))
+	require.NoError(t, err)
+	ok, err = p.WriteCleanerCheckpoint(13, p.Truncations())
+	require.NoError(t, err, "WriteCleanerCheckpoint: %v %v", ok, err)
+	require.True(t, ok, "WriteCleanerCheckpoint: %v %v", ok, err)
+	require.NoError(t, p.DeleteRecordsBefore(11))
+	require.NoError(t, p.TruncateTo(11))
+	require.Equal(t, int64(11), p.LogEndOffset(), "full truncation: start %d end %d, want 11 11", p.LogStartOffset(), p.LogEndOffset())
+	require.Equal(t, int64(11), p.LogStartOffset(), "full truncation: start %d end %d, want 11 11", p.LogStartOffset(), p.LogEndOffset())
+	got = cp()
+	require.Equal(t, int64(11), got, "checkpoint %d after full truncation to 11, want 11", got)
 }
 
 // *log.Partition writes its cleaner checkpoint under its lock.

@@ -2,11 +2,12 @@ package compaction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 )
@@ -15,20 +16,15 @@ import (
 func fillSegments(t testing.TB, l *testLog, n int, ts func(i int) int64) {
 	t.Helper()
 	for i := range n {
-		if _, err := l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprint(i)), value: make([]byte, 100), ts: ts(i)})); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.roll(); err != nil {
-			t.Fatal(err)
-		}
+		_, err := l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprint(i)), value: make([]byte, 100), ts: ts(i)}))
+		require.NoError(t, err)
+		require.NoError(t, l.roll())
 	}
 }
 
 func bases(t testing.TB, l *testLog) []int64 {
 	segs, err := l.Segments()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer releaseAll(segs)
 	var out []int64
 	for _, s := range segs {
@@ -51,31 +47,23 @@ func TestRetentionByTime(t *testing.T) {
 		return now.Add(10 * 365 * 24 * time.Hour).UnixMilli()
 	})
 	r, err := NewRetention(Config{Retention: 48 * time.Hour, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res, err := r.Apply(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.SegmentsDeleted != 3 || fmt.Sprint(bases(t, l)) != "[3 4 5]" || l.LogStartOffset() != 3 {
-		t.Fatalf("deleted %d, left %v, log start %d", res.SegmentsDeleted, bases(t, l), l.LogStartOffset())
-	}
+	require.NoError(t, err)
+	require.Equal(t, 3, res.SegmentsDeleted, "deleted %d, left %v, log start %d", res.SegmentsDeleted, bases(t, l), l.LogStartOffset())
+	require.Equal(t, "[3 4 5]", fmt.Sprint(bases(t, l)), "deleted %d, left %v, log start %d", res.SegmentsDeleted, bases(t, l), l.LogStartOffset())
+	require.Equal(t, int64(3), l.LogStartOffset(), "deleted %d, left %v, log start %d", res.SegmentsDeleted, bases(t, l), l.LogStartOffset())
 	// Two days and a bit later, the future-dated segment goes too: its
 	// retention timestamp is capped at its file's modification time.
 	now = now.Add(49 * time.Hour)
 	res, err = r.Apply(context.Background(), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(bases(t, l)) != "[5]" {
-		t.Fatalf("future-dated segment pinned: left %v (%+v)", bases(t, l), res)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "[5]", fmt.Sprint(bases(t, l)), "future-dated segment pinned: left %v (%+v)", bases(t, l), res)
 	// Never the active segment, even when everything is old.
 	now = now.Add(1000 * time.Hour)
-	if _, err := r.Apply(context.Background(), l); err != nil || fmt.Sprint(bases(t, l)) != "[5]" {
-		t.Fatalf("active segment touched: %v %v", bases(t, l), err)
-	}
+	_, err = r.Apply(context.Background(), l)
+	require.NoError(t, err, "active segment touched: %v %v", bases(t, l), err)
+	require.Equal(t, "[5]", fmt.Sprint(bases(t, l)), "active segment touched: %v %v", bases(t, l), err)
 }
 
 func TestRetentionBySizeAndLogStart(t *testing.T) {
@@ -86,23 +74,17 @@ func TestRetentionBySizeAndLogStart(t *testing.T) {
 	releaseAll(segs)
 	// 6 full segments + an empty active one; keep at least 2 segments' worth.
 	r, _ := NewRetention(Config{Retention: -1, RetentionBytes: 2 * one})
-	if _, err := r.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(bases(t, l)) != "[4 5 6]" {
-		t.Fatalf("size retention left %v", bases(t, l))
-	}
+	_, err := r.Apply(context.Background(), l)
+	require.NoError(t, err)
+	require.Equal(t, "[4 5 6]", fmt.Sprint(bases(t, l)), "size retention left %v", bases(t, l))
 	// Log start offset raised inside segment 5: segment 4 lies wholly below.
 	l.mu.Lock()
 	l.logStart = 5
 	l.mu.Unlock()
 	r2, _ := NewRetention(Config{Retention: -1})
-	if _, err := r2.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(bases(t, l)) != "[5 6]" {
-		t.Fatalf("log start retention left %v", bases(t, l))
-	}
+	_, err = r2.Apply(context.Background(), l)
+	require.NoError(t, err)
+	require.Equal(t, "[5 6]", fmt.Sprint(bases(t, l)), "log start retention left %v", bases(t, l))
 }
 
 func TestRetentionNeverPastHighWatermark(t *testing.T) {
@@ -112,12 +94,9 @@ func TestRetentionNeverPastHighWatermark(t *testing.T) {
 	l.hw = 2 // segments 0 and 1 are below it; segment 2 holds offset 2
 	l.mu.Unlock()
 	r, _ := NewRetention(Config{Retention: time.Millisecond})
-	if _, err := r.Apply(context.Background(), l); err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(bases(t, l)) != "[2 3 4]" {
-		t.Fatalf("left %v", bases(t, l))
-	}
+	_, err := r.Apply(context.Background(), l)
+	require.NoError(t, err)
+	require.Equal(t, "[2 3 4]", fmt.Sprint(bases(t, l)), "left %v", bases(t, l))
 }
 
 func TestRetentionReadersKeepReading(t *testing.T) {
@@ -135,25 +114,21 @@ func TestRetentionReadersKeepReading(t *testing.T) {
 			held.Ref()
 			releaseAll(segs)
 			r, _ := NewRetention(Config{Retention: time.Millisecond})
-			if res, err := r.Apply(context.Background(), l); err != nil || res.SegmentsDeleted != 3 {
-				t.Fatalf("%+v %v", res, err)
-			}
+			res, err := r.Apply(context.Background(), l)
+			require.NoError(t, err, "%+v %v", res, err)
+			require.Equal(t, 3, res.SegmentsDeleted, "%+v %v", res, err)
 			// The holder still reads valid bytes.
 			var sc scanner
 			n := 0
-			if err := sc.forEach(held, 0, func(b batch.Batch, _ int64) error { n++; return b.Validate() }); err != nil || n != 1 {
-				t.Fatalf("reading a deleted segment: %d batches, %v", n, err)
-			}
-			if _, err := l.fs.Stat(held.LogPath()); err != nil {
-				t.Fatalf("files gone while held: %v", err)
-			}
+			err = sc.forEach(held, 0, func(b batch.Batch, _ int64) error { n++; return b.Validate() })
+			require.NoError(t, err, "reading a deleted segment: %d batches", n)
+			require.Equal(t, 1, n, "reading a deleted segment: %d batches, %v", n, err)
+			_, err = l.fs.Stat(held.LogPath())
+			require.NoError(t, err, "files gone while held")
 			path := held.LogPath()
-			if err := held.Unref(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.fs.Stat(path); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("files left after the last reader: %v", err)
-			}
+			require.NoError(t, held.Unref())
+			_, err = l.fs.Stat(path)
+			require.ErrorIs(t, err, fs.ErrNotExist, "files left after the last reader: %v", err)
 		})
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/segment"
 )
 
@@ -41,35 +43,22 @@ func TestRunnerIsolatesFailures(t *testing.T) {
 		reports = append(reports, p)
 		mu.Unlock()
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	total, errs, err := r.Run(context.Background(), logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(errs) != 1 || !errors.Is(errs[logs[2].Dir()], errBroken) {
-		t.Fatalf("errors %v", errs)
-	}
-	if total.SegmentsWritten < len(good) || !total.Compacted {
-		t.Fatalf("total %+v", total)
-	}
-	if len(reports) != 2*4+1 {
-		t.Fatalf("%d progress reports", len(reports))
-	}
+	require.NoError(t, err)
+	require.Len(t, errs, 1, "errors %v", errs)
+	require.ErrorIs(t, errs[logs[2].Dir()], errBroken, "errors %v", errs)
+	require.GreaterOrEqual(t, total.SegmentsWritten, len(good), "total %+v", total)
+	require.True(t, total.Compacted, "total %+v", total)
+	require.Len(t, reports, 2*4+1, "%d progress reports", len(reports))
 	// The failed partition is skipped next time, until Reset.
 	_, errs, _ = r.Run(context.Background(), logs)
-	if !errors.Is(errs[logs[2].Dir()], ErrPartitionFailed) {
-		t.Fatalf("not skipped: %v", errs)
-	}
+	require.ErrorIs(t, errs[logs[2].Dir()], ErrPartitionFailed, "not skipped: %v", errs)
 	r.Reset(logs[2].Dir())
-	if r.Failed(logs[2].Dir()) != nil {
-		t.Fatal("Reset kept the mark")
-	}
+	require.NoError(t, r.Failed(logs[2].Dir()), "Reset kept the mark")
 	// A cancelled context stops the run.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := r.Run(ctx, logs); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled run: %v", err)
-	}
+	_, _, err = r.Run(ctx, logs)
+	require.ErrorIs(t, err, context.Canceled, "cancelled run: %v", err)
 }

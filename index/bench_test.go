@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -25,13 +27,10 @@ func fullOffsetIndex(b *testing.B) (*OffsetIndex, int64) {
 	b.Cleanup(func() { _ = idx.Close() })
 	for i := range idx.MaxEntries() {
 		// Offsets step by 3 (batches of 3 records), positions by 4 KiB.
-		if err := idx.Append(int64(3*i+2), int64(i)*1024); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, idx.Append(int64(3*i+2), int64(i)*1024))
 	}
-	if !idx.IsFull() || idx.Entries() != 1_310_720 {
-		b.Fatalf("%d entries", idx.Entries())
-	}
+	require.True(b, idx.IsFull(), "%d entries", idx.Entries())
+	require.Equal(b, 1_310_720, idx.Entries(), "%d entries", idx.Entries())
 	return idx, int64(3*idx.Entries() + 2)
 }
 
@@ -42,13 +41,9 @@ func fullTimeIndex(b *testing.B) (*TimeIndex, int64) {
 	const t0 = 1_700_000_000_000
 	n := idx.MaxEntries()
 	for i := range n {
-		if err := idx.MaybeAppend(t0+int64(5*i), int64(3*i+2), i == n-1); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, idx.MaybeAppend(t0+int64(5*i), int64(3*i+2), i == n-1))
 	}
-	if idx.Entries() != 873_813 {
-		b.Fatalf("%d entries", idx.Entries())
-	}
+	require.Equal(b, 873_813, idx.Entries(), "%d entries", idx.Entries())
 	return idx, t0 + int64(5*n)
 }
 
@@ -143,20 +138,12 @@ func BenchmarkAppend(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		if idx.IsFull() || tidx.IsFull() {
-			if err := idx.Reset(); err != nil {
-				b.Fatal(err)
-			}
-			if err := tidx.Reset(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, idx.Reset())
+			require.NoError(b, tidx.Reset())
 			i = 0
 		}
-		if err := idx.Append(int64(i), int64(i)); err != nil {
-			b.Fatal(err)
-		}
-		if err := tidx.MaybeAppend(int64(i), int64(i), false); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, idx.Append(int64(i), int64(i)))
+		require.NoError(b, tidx.MaybeAppend(int64(i), int64(i), false))
 		i++
 	}
 }

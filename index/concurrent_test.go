@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -115,17 +118,12 @@ func TestConcurrentLookups(t *testing.T) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			t.Error(err)
+			assert.NoError(t, err)
 		}
-		if idx.Entries() != appends || tidx.Entries() != appends {
-			t.Fatalf("%d and %d entries, want %d", idx.Entries(), tidx.Entries(), appends)
-		}
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tidx.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.Equal(t, appends, idx.Entries(), "%d and %d entries, want %d", idx.Entries(), tidx.Entries(), appends)
+		require.Equal(t, appends, tidx.Entries(), "%d and %d entries, want %d", idx.Entries(), tidx.Entries(), appends)
+		require.NoError(t, idx.Close())
+		require.NoError(t, tidx.Close())
 	})
 }
 
@@ -136,12 +134,8 @@ func TestZeroAllocs(t *testing.T) {
 		tidx := openTime(t, fsys, filepath.Join(dir, "a.timeindex"), 0, 1<<16)
 		defer tidx.Close()
 		for i := range 3000 {
-			if err := idx.Append(int64(2*i), int64(i)); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.MaybeAppend(int64(2*i), int64(2*i), false); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(int64(2*i), int64(i)))
+			require.NoError(t, tidx.MaybeAppend(int64(2*i), int64(2*i), false))
 		}
 		var sink int64
 		for name, f := range map[string]func(){
@@ -151,25 +145,19 @@ func TestZeroAllocs(t *testing.T) {
 			"TimeIndex.Lookup cold":   func() { sink += tidx.Lookup(17).Offset },
 			"Entry/LastEntry":         func() { sink += idx.Entry(7).Offset + tidx.LastEntry().Offset },
 		} {
-			if a := testing.AllocsPerRun(100, f); a != 0 {
-				t.Errorf("%s: %v allocs", name, a)
-			}
+			a := testing.AllocsPerRun(100, f)
+			assert.Zero(t, a, "%s: %v allocs", name, a)
 		}
 		if _, mem := fsys.(*vfs.MemFS); mem {
 			return // MemFS records every write for its crash model: that allocates
 		}
 		i := 3000
-		if a := testing.AllocsPerRun(100, func() {
-			if err := idx.Append(int64(2*i), int64(i)); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.MaybeAppend(int64(2*i), int64(2*i), false); err != nil {
-				t.Fatal(err)
-			}
+		a := testing.AllocsPerRun(100, func() {
+			require.NoError(t, idx.Append(int64(2*i), int64(i)))
+			require.NoError(t, tidx.MaybeAppend(int64(2*i), int64(2*i), false))
 			i++
-		}); a != 0 {
-			t.Errorf("Append+MaybeAppend: %v allocs", a)
-		}
+		})
+		assert.Zero(t, a, "Append+MaybeAppend: %v allocs", a)
 		_ = sink
 	})
 }

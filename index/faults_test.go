@@ -1,10 +1,11 @@
 package index
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
@@ -27,48 +28,37 @@ func TestFaultInjection(t *testing.T) {
 	}
 	for k := int64(0); ; k++ {
 		mem := vfs.NewMem()
-		if err := mem.MkdirAll("/d", 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, mem.MkdirAll("/d", 0o755))
 		mem.SyncAll()
 		in := vfs.NewInjector(mem)
 		in.FailNth(k, vfs.AllOps)
 		closeErr, err := faultScenario(in, n)
-		if err != nil {
-			t.Fatalf("k=%d: %v", k, err)
-		}
+		require.NoError(t, err, "k=%d", k)
 		if in.Injected() == 0 {
-			if closeErr != nil {
-				t.Fatalf("k=%d: nothing injected but Close = %v", k, closeErr)
-			}
+			require.NoError(t, closeErr, "k=%d: nothing injected but Close =", k)
 			t.Logf("scenario has %d operations", k)
 			break
 		}
 		if closeErr != nil {
-			if !errors.Is(closeErr, vfs.ErrInjected) {
-				t.Fatalf("k=%d: Close = %v, not the injected error", k, closeErr)
-			}
+			require.ErrorIs(t, closeErr, vfs.ErrInjected, "k=%d: Close = %v, not the injected error", k, closeErr)
 			// An untrimmed file reopens; SanityCheck may see its zero
 			// tail, and must say so with a corruption error.
 			for _, p := range []string{"/d/0.index", "/d/0.timeindex"} {
 				idx, err := OpenOffsetIndex(mem, p, 0, 4096)
+				require.NoError(t, err, "k=%d: reopen %s", k, p)
+				err = idx.SanityCheck()
 				if err != nil {
-					t.Fatalf("k=%d: reopen %s: %v", k, p, err)
-				}
-				if err := idx.SanityCheck(); err != nil && !base.IsCorruption(err) {
-					t.Fatalf("k=%d: %v", k, err)
+					require.True(t, base.IsCorruption(err), "k=%d: %v", k, err)
 				}
 				_ = idx.Lookup(7)
 				_ = idx.Delete()
 			}
 			continue
 		}
-		if got := readFile(t, mem, "/d/0.index"); !bytes.Equal(got, wantOffset) {
-			t.Fatalf("k=%d: offset index\n% x\nwant\n% x", k, got, wantOffset)
-		}
-		if got := readFile(t, mem, "/d/0.timeindex"); !bytes.Equal(got, wantTime) {
-			t.Fatalf("k=%d: time index\n% x\nwant\n% x", k, got, wantTime)
-		}
+		got := readFile(t, mem, "/d/0.index")
+		require.Equal(t, string(wantOffset), string(got), "k=%d: offset index\n% x\nwant\n% x", k, got, wantOffset)
+		got = readFile(t, mem, "/d/0.timeindex")
+		require.Equal(t, string(wantTime), string(got), "k=%d: time index\n% x\nwant\n% x", k, got, wantTime)
 	}
 }
 
@@ -174,9 +164,7 @@ func TestCrash(t *testing.T) {
 	defer func() { t.Logf("file lost %d, zero tail caught %d, prefix kept %d", lost, corrupt, passed) }()
 	for seed := range uint64(200) {
 		mem := vfs.NewMem()
-		if err := mem.MkdirAll("/d", 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, mem.MkdirAll("/d", 0o755))
 		mem.SyncAll()
 		const slots = 16
 		idx := openOffset(t, mem, "/d/0.index", 0, slots*OffsetEntrySize)
@@ -184,53 +172,31 @@ func TestCrash(t *testing.T) {
 		dirSynced := seed%2 == 0
 		if dirSynced {
 			d, err := mem.OpenDir("/d")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, d.Sync())
 			_ = d.Close()
 		}
 		n := int(seed % (slots + 1))
 		flushed := 0
 		for i := range n {
-			if err := idx.Append(int64(3*i+1), int64(50*i)); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.MaybeAppend(int64(1000+7*i), int64(3*i+1), false); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(int64(3*i+1), int64(50*i)))
+			require.NoError(t, tidx.MaybeAppend(int64(1000+7*i), int64(3*i+1), false))
 			if (seed/3+uint64(i))%5 == 0 {
-				if err := idx.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				if err := tidx.Flush(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, idx.Flush())
+				require.NoError(t, tidx.Flush())
 				flushed = i + 1
 			}
 		}
 		if seed%7 == 0 { // a clean seal
-			if err := idx.TrimToValidSize(); err != nil {
-				t.Fatal(err)
-			}
-			if err := idx.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.TrimToValidSize(); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.TrimToValidSize())
+			require.NoError(t, idx.Flush())
+			require.NoError(t, tidx.TrimToValidSize())
+			require.NoError(t, tidx.Flush())
 			flushed = n
 		}
 		crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: seed})
 		if _, err := crashed.Stat("/d/0.index"); err != nil {
-			if dirSynced {
-				t.Fatalf("seed %d: synced index file lost: %v", seed, err)
-			}
+			require.False(t, dirSynced, "seed %d: synced index file lost: %v", seed, err)
 			lost++
 			continue
 		}
@@ -238,20 +204,16 @@ func TestCrash(t *testing.T) {
 		re := openOffset(t, crashed, "/d/0.index", 0, slots*OffsetEntrySize)
 		_ = re.Lookup(int64(seed))
 		if err := re.SanityCheck(); err != nil {
-			if !base.IsCorruption(err) {
-				t.Fatalf("seed %d: SanityCheck = %v", seed, err)
-			}
+			require.True(t, base.IsCorruption(err), "seed %d: SanityCheck = %v", seed, err)
 			corrupt++
 			continue
 		}
 		got := offsetEntries(re)
-		if len(got) < flushed && (flushed > 0 && dirSynced) {
-			t.Fatalf("seed %d: %d entries survived, %d were flushed", seed, len(got), flushed)
+		if len(got) < flushed && flushed > 0 {
+			require.False(t, dirSynced, "seed %d: %d entries survived, %d were flushed", seed, len(got), flushed)
 		}
 		for i, e := range got {
-			if e != (OffsetEntry{int64(3*i + 1), int64(50 * i)}) {
-				t.Fatalf("seed %d: entry %d = %v after a crash that passed SanityCheck (%d appended, %d flushed)", seed, i, e, n, flushed)
-			}
+			require.Equal(t, OffsetEntry{int64(3*i + 1), int64(50 * i)}, e, "seed %d: entry %d = %v after a crash that passed SanityCheck (%d appended, %d flushed)", seed, i, e, n, flushed)
 		}
 		passed++
 		_ = re.Close()
@@ -264,28 +226,22 @@ func TestCrash(t *testing.T) {
 func checkCrashedTime(t *testing.T, crashed *vfs.MemFS, seed uint64, dirSynced bool, flushed int) {
 	t.Helper()
 	if _, err := crashed.Stat("/d/0.timeindex"); err != nil {
-		if dirSynced {
-			t.Fatalf("seed %d: synced time index file lost: %v", seed, err)
-		}
+		require.False(t, dirSynced, "seed %d: synced time index file lost: %v", seed, err)
 		return
 	}
 	re := openTime(t, crashed, "/d/0.timeindex", 0, 17*TimeEntrySize)
 	defer re.Close()
 	_ = re.Lookup(int64(seed))
 	if err := re.SanityCheck(); err != nil {
-		if !base.IsCorruption(err) {
-			t.Fatalf("seed %d: time SanityCheck = %v", seed, err)
-		}
+		require.True(t, base.IsCorruption(err), "seed %d: time SanityCheck = %v", seed, err)
 		return
 	}
 	got := timeEntries(re)
-	if len(got) < flushed && flushed > 0 && dirSynced {
-		t.Fatalf("seed %d: %d time entries survived, %d were flushed", seed, len(got), flushed)
+	if len(got) < flushed && flushed > 0 {
+		require.False(t, dirSynced, "seed %d: %d time entries survived, %d were flushed", seed, len(got), flushed)
 	}
 	for i, e := range got {
-		if e != (TimeEntry{int64(1000 + 7*i), int64(3*i + 1)}) {
-			t.Fatalf("seed %d: time entry %d = %v after a crash that passed SanityCheck", seed, i, e)
-		}
+		require.Equal(t, TimeEntry{int64(1000 + 7*i), int64(3*i + 1)}, e, "seed %d: time entry %d = %v after a crash that passed SanityCheck", seed, i, e)
 	}
 }
 
@@ -296,56 +252,42 @@ func checkCrashedTime(t *testing.T, crashed *vfs.MemFS, seed uint64, dirSynced b
 // synced seal holds exactly the entries.
 func TestCrashAcrossSealUnseal(t *testing.T) {
 	mem := vfs.NewMem()
-	if err := mem.MkdirAll("/d", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, mem.MkdirAll("/d", 0o755))
 	mem.SyncAll()
 	idx := openOffset(t, mem, "/d/0.index", 0, 30*OffsetEntrySize)
 	defer idx.Close()
 	tidx := openTime(t, mem, "/d/0.timeindex", 0, 30*TimeEntrySize)
 	defer tidx.Close()
 	d, err := mem.OpenDir("/d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, d.Sync())
 	_ = d.Close()
 	n := 0
 	for round := range uint64(8) {
 		for range 3 {
-			if err := idx.Append(int64(2*n), int64(10*n)); err != nil {
-				t.Fatal(err)
-			}
-			if err := tidx.MaybeAppend(int64(100+n), int64(2*n), false); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(int64(2*n), int64(10*n)))
+			require.NoError(t, tidx.MaybeAppend(int64(100+n), int64(2*n), false))
 			n++
 		}
 		for _, err := range []error{idx.TrimToValidSize(), tidx.TrimToValidSize(), idx.Flush(), tidx.Flush()} {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 		}
 		sealed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: round})
 		re := openOffset(t, sealed, "/d/0.index", 0, 30*OffsetEntrySize)
 		tre := openTime(t, sealed, "/d/0.timeindex", 0, 30*TimeEntrySize)
-		if err := errors.Join(re.SanityCheck(), tre.SanityCheck()); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-		if re.Entries() != n || tre.Entries() != n || re.LastEntry() != idx.LastEntry() || tre.LastEntry() != tidx.LastEntry() {
-			t.Fatalf("round %d: sealed clone has %d and %d entries, want %d", round, re.Entries(), tre.Entries(), n)
-		}
+		require.NoError(t, errors.Join(re.SanityCheck(), tre.SanityCheck()), "round %d", round)
+		require.Equal(t, n, re.Entries(), "round %d: sealed clone has %d and %d entries, want %d", round, re.Entries(), tre.Entries(), n)
+		require.Equal(t, n, tre.Entries(), "round %d: sealed clone has %d and %d entries, want %d", round, re.Entries(), tre.Entries(), n)
+		require.Equal(t, idx.LastEntry(), re.LastEntry(), "round %d: sealed clone has %d and %d entries, want %d", round, re.Entries(), tre.Entries(), n)
+		require.Equal(t, tidx.LastEntry(), tre.LastEntry(), "round %d: sealed clone has %d and %d entries, want %d", round, re.Entries(), tre.Entries(), n)
 		_ = re.Close()
 		_ = tre.Close()
-		if err := errors.Join(idx.Resize(30*OffsetEntrySize), tidx.Resize(30*TimeEntrySize)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, errors.Join(idx.Resize(30*OffsetEntrySize), tidx.Resize(30*TimeEntrySize)))
 		torn := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: 100 + round})
 		re = openOffset(t, torn, "/d/0.index", 0, 30*OffsetEntrySize)
-		if err := re.SanityCheck(); err != nil && !base.IsCorruption(err) {
-			t.Fatalf("round %d: %v", round, err)
+		err := re.SanityCheck()
+		if err != nil {
+			require.True(t, base.IsCorruption(err), "round %d: %v", round, err)
 		}
 		_ = re.Lookup(int64(n))
 		_ = re.Close()

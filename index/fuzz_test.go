@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -24,9 +26,7 @@ func FuzzOpenIndex(f *testing.F) {
 		"kafka-source-code/__consumer_offsets-17/00000000000000000058.timeindex",
 	} {
 		b, err := os.ReadFile(filepath.Join("testdata", p))
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b, int64(0), int64(57))
 	}
 	f.Add(enc32(0, 0, 5, 100, 9, 4096), int64(100), int64(105))
@@ -50,16 +50,15 @@ func FuzzOpenIndex(f *testing.F) {
 		// Offset index.
 		idx := openOffset(t, fsys, "/x.index", base, 4096)
 		n := idx.Entries()
-		if n != len(data)/OffsetEntrySize {
-			t.Fatalf("%d entries from %d bytes", n, len(data))
-		}
+		require.Equal(t, len(data)/OffsetEntrySize, n, "%d entries from %d bytes", n, len(data))
 		es := offsetEntries(idx)
 		sorted := true
 		for i := 1; i < n; i++ {
 			sorted = sorted && es[i].Offset > es[i-1].Offset
 		}
-		if err := idx.SanityCheck(); err == nil && n > 1 && es[n-1].Offset <= es[n-2].Offset {
-			t.Fatalf("SanityCheck passed %v after %v", es[n-1], es[n-2])
+		err := idx.SanityCheck()
+		if err == nil && n > 1 {
+			require.Greater(t, es[n-1].Offset, es[n-2].Offset, "SanityCheck passed %v after %v", es[n-1], es[n-2])
 		}
 		_ = idx.Check(int64(len(data))*100, func(pos int64) (int64, bool) { return pos, pos%2 == 0 })
 		b := idx.x.view()
@@ -69,40 +68,34 @@ func FuzzOpenIndex(f *testing.F) {
 		}
 		for _, tg := range targets {
 			got := idx.Lookup(tg)
-			if got != (OffsetEntry{Offset: base}) && got.Offset > tg {
-				t.Fatalf("Lookup(%d) = %v", tg, got)
+			if got != (OffsetEntry{Offset: base}) {
+				require.LessOrEqual(t, got.Offset, tg, "Lookup(%d) = %v", tg, got)
 			}
 			if sorted {
-				if want := linearOffset(es, base, tg); got != want {
-					t.Fatalf("Lookup(%d) = %v, linear scan %v", tg, got, want)
-				}
-				if w, p := searchOffsets(b, base, tg), searchOffsetsPlain(b, base, tg); w != p {
-					t.Fatalf("target %d: warm slot %d, plain slot %d", tg, w, p)
-				}
+				want := linearOffset(es, base, tg)
+				require.Equal(t, want, got, "Lookup(%d) = %v, linear scan %v", tg, got, want)
+				w, p := searchOffsets(b, base, tg), searchOffsetsPlain(b, base, tg)
+				require.Equal(t, p, w, "target %d: warm slot %d, plain slot %d", tg, w, p)
 			}
 		}
 		_ = idx.TruncateTo(target)
 		_ = idx.Append(target, 0)
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := fileSize(t, fsys, "/x.index"), int64(idx.x.fileLen.Load()); got != want {
-			t.Fatalf("closed file has %d bytes, index says %d", got, want)
-		}
+		require.NoError(t, idx.Close())
+		got, want := fileSize(t, fsys, "/x.index"), int64(idx.x.fileLen.Load())
+		require.Equal(t, want, got, "closed file has %d bytes, index says %d", got, want)
 
 		// Time index.
 		tidx := openTime(t, fsys, "/x.timeindex", base, 4096)
 		n = tidx.Entries()
-		if n != len(data)/TimeEntrySize {
-			t.Fatalf("%d entries from %d bytes", n, len(data))
-		}
+		require.Equal(t, len(data)/TimeEntrySize, n, "%d entries from %d bytes", n, len(data))
 		tes := timeEntries(tidx)
 		sorted = true
 		for i := 1; i < n; i++ {
 			sorted = sorted && tes[i].Timestamp > tes[i-1].Timestamp
 		}
-		if err := tidx.SanityCheck(); err == nil && n > 1 && tes[n-1].Timestamp <= tes[n-2].Timestamp {
-			t.Fatalf("SanityCheck passed %v after %v", tes[n-1], tes[n-2])
+		err = tidx.SanityCheck()
+		if err == nil && n > 1 {
+			require.Greater(t, tes[n-1].Timestamp, tes[n-2].Timestamp, "SanityCheck passed %v after %v", tes[n-1], tes[n-2])
 		}
 		_ = tidx.Check(target)
 		b = tidx.x.view()
@@ -112,8 +105,8 @@ func FuzzOpenIndex(f *testing.F) {
 		}
 		for _, tg := range targets {
 			got := tidx.Lookup(tg)
-			if got != (TimeEntry{NoTimestamp, base}) && got.Timestamp > tg {
-				t.Fatalf("Lookup(%d) = %v", tg, got)
+			if got != (TimeEntry{NoTimestamp, base}) {
+				require.LessOrEqual(t, got.Timestamp, tg, "Lookup(%d) = %v", tg, got)
 			}
 			if sorted {
 				want := TimeEntry{NoTimestamp, base}
@@ -122,18 +115,13 @@ func FuzzOpenIndex(f *testing.F) {
 						want = e
 					}
 				}
-				if got != want {
-					t.Fatalf("Lookup(%d) = %v, linear scan %v", tg, got, want)
-				}
-				if w, p := searchTimes(b, tg), searchTimesPlain(b, tg); w != p {
-					t.Fatalf("target %d: warm slot %d, plain slot %d", tg, w, p)
-				}
+				require.Equal(t, want, got, "Lookup(%d) = %v, linear scan %v", tg, got, want)
+				w, p := searchTimes(b, tg), searchTimesPlain(b, tg)
+				require.Equal(t, p, w, "target %d: warm slot %d, plain slot %d", tg, w, p)
 			}
 		}
 		_ = tidx.TruncateTo(target)
 		_ = tidx.MaybeAppend(target, target, true)
-		if err := tidx.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tidx.Close())
 	})
 }

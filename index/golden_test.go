@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -21,9 +24,7 @@ func unhex(t testing.TB, s string) []byte {
 		clean.WriteString(strings.Join(strings.Fields(line), ""))
 	}
 	b, err := hex.DecodeString(clean.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -44,36 +45,25 @@ func TestGoldenBytes(t *testing.T) {
 		tpath := filepath.Join(dir, "00000000000000000100.timeindex")
 		idx := openOffset(t, fsys, opath, 100, DefaultMaxIndexSize)
 		tidx := openTime(t, fsys, tpath, 100, DefaultMaxIndexSize)
-		if idx.MaxEntries() != 1_310_720 || tidx.MaxEntries() != 873_813 {
-			t.Fatalf("default sizes hold %d and %d entries", idx.MaxEntries(), tidx.MaxEntries())
-		}
+		require.Equal(t, 1_310_720, idx.MaxEntries(), "default sizes hold %d and %d entries", idx.MaxEntries(), tidx.MaxEntries())
+		require.Equal(t, 873_813, tidx.MaxEntries(), "default sizes hold %d and %d entries", idx.MaxEntries(), tidx.MaxEntries())
 		for _, e := range []OffsetEntry{{100, 0}, {105, 4096}, {100 + 1<<31 - 1, 1<<31 - 1}} {
-			if err := idx.Append(e.Offset, e.Position); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(e.Offset, e.Position))
 		}
 		for _, e := range []TimeEntry{{0, 100}, {1_700_000_000_000, 105}, {1<<63 - 1, 100 + 1<<31 - 1}} {
-			if err := tidx.MaybeAppend(e.Timestamp, e.Offset, false); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tidx.MaybeAppend(e.Timestamp, e.Offset, false))
 		}
 		// Before close the files are preallocated, entries first.
-		if got := readFile(t, fsys, opath); len(got) != DefaultMaxIndexSize || !bytes.Equal(got[:len(offsetWant)], offsetWant) ||
-			bytes.Count(got[len(offsetWant):], []byte{0}) != len(got)-len(offsetWant) {
-			t.Errorf("preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
-		}
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tidx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := readFile(t, fsys, opath); !bytes.Equal(got, offsetWant) {
-			t.Errorf("offset index bytes\n% x\nwant\n% x", got, offsetWant)
-		}
-		if got := readFile(t, fsys, tpath); !bytes.Equal(got, timeWant) {
-			t.Errorf("time index bytes\n% x\nwant\n% x", got, timeWant)
-		}
+		got := readFile(t, fsys, opath)
+		assert.Len(t, got, DefaultMaxIndexSize, "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
+		assert.Equal(t, string(offsetWant), string(got[:len(offsetWant)]), "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
+		assert.Equal(t, len(got)-len(offsetWant), bytes.Count(got[len(offsetWant):], []byte{0}), "preallocated offset index: %d bytes, head % x", len(got), got[:min(len(got), 32)])
+		require.NoError(t, idx.Close())
+		require.NoError(t, tidx.Close())
+		got = readFile(t, fsys, opath)
+		assert.Equal(t, string(offsetWant), string(got), "offset index bytes\n% x\nwant\n% x", got, offsetWant)
+		got = readFile(t, fsys, tpath)
+		assert.Equal(t, string(timeWant), string(got), "time index bytes\n% x\nwant\n% x", got, timeWant)
 	})
 }
 
@@ -97,9 +87,7 @@ func TestKafkaFixtures(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				copyIn := func(suffix string) (string, []byte) {
 					src, err := os.ReadFile(filepath.Join("testdata", tc.dir, fmt20(tc.base)+suffix))
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					dst := filepath.Join(dir, fmt20(int64(i))+"-"+fmt20(tc.base)+suffix)
 					writeFile(t, fsys, dst, src)
 					return dst, src
@@ -108,12 +96,9 @@ func TestKafkaFixtures(t *testing.T) {
 				opath, osrc := copyIn(".index")
 
 				tidx := openTime(t, fsys, tpath, tc.base, DefaultMaxIndexSize)
-				if err := tidx.SanityCheck(); err != nil {
-					t.Fatal(err)
-				}
-				if tidx.Entries() != 1 || tidx.Entry(0) != (TimeEntry{tc.ts, tc.off}) {
-					t.Fatalf("time index: %d entries, first %v", tidx.Entries(), tidx.Entry(0))
-				}
+				require.NoError(t, tidx.SanityCheck())
+				require.Equal(t, 1, tidx.Entries(), "time index: %d entries, first %v", tidx.Entries(), tidx.Entry(0))
+				require.Equal(t, TimeEntry{tc.ts, tc.off}, tidx.Entry(0), "time index: %d entries, first %v", tidx.Entries(), tidx.Entry(0))
 				for _, q := range []struct {
 					target int64
 					want   TimeEntry
@@ -123,42 +108,26 @@ func TestKafkaFixtures(t *testing.T) {
 					{tc.ts + 1, TimeEntry{tc.ts, tc.off}},
 					{NoTimestamp, TimeEntry{NoTimestamp, tc.base}},
 				} {
-					if got := tidx.Lookup(q.target); got != q.want {
-						t.Errorf("time Lookup(%d) = %v, want %v", q.target, got, q.want)
-					}
+					got := tidx.Lookup(q.target)
+					assert.Equal(t, q.want, got, "time Lookup(%d) = %v, want %v", q.target, got, q.want)
 				}
-				if err := tidx.Check(tc.off + 2); err != nil {
-					t.Error(err)
-				}
+				assert.NoError(t, tidx.Check(tc.off+2))
 
 				oidx := openOffset(t, fsys, opath, tc.base, DefaultMaxIndexSize)
-				if err := oidx.SanityCheck(); err != nil {
-					t.Fatal(err)
-				}
-				if oidx.Entries() != 0 || oidx.Lookup(tc.off) != (OffsetEntry{tc.base, 0}) {
-					t.Fatalf("0-byte offset index: %d entries, lookup %v", oidx.Entries(), oidx.Lookup(tc.off))
-				}
+				require.NoError(t, oidx.SanityCheck())
+				require.Equal(t, 0, oidx.Entries(), "0-byte offset index: %d entries, lookup %v", oidx.Entries(), oidx.Lookup(tc.off))
+				require.Equal(t, OffsetEntry{tc.base, 0}, oidx.Lookup(tc.off), "0-byte offset index: %d entries, lookup %v", oidx.Entries(), oidx.Lookup(tc.off))
 
 				// Flush syncs a mapping that reaches far past the end of
 				// the file.
-				if err := tidx.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				if err := oidx.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				if err := tidx.Close(); err != nil {
-					t.Fatal(err)
-				}
-				if err := oidx.Close(); err != nil {
-					t.Fatal(err)
-				}
-				if got := readFile(t, fsys, tpath); !bytes.Equal(got, tsrc) {
-					t.Errorf("open+close changed the time index: % x", got)
-				}
-				if got := readFile(t, fsys, opath); !bytes.Equal(got, osrc) {
-					t.Errorf("open+close changed the offset index: % x", got)
-				}
+				require.NoError(t, tidx.Flush())
+				require.NoError(t, oidx.Flush())
+				require.NoError(t, tidx.Close())
+				require.NoError(t, oidx.Close())
+				got := readFile(t, fsys, tpath)
+				assert.Equal(t, string(tsrc), string(got), "open+close changed the time index: % x", got)
+				got = readFile(t, fsys, opath)
+				assert.Equal(t, string(osrc), string(got), "open+close changed the offset index: % x", got)
 			})
 		}
 	})

@@ -4,6 +4,8 @@ import (
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 )
@@ -26,9 +28,7 @@ var fsModes = []fsMode{
 	}},
 	{"heap-mem", func(t testing.TB) (vfs.FS, string) {
 		m := vfs.NewMem()
-		if err := m.MkdirAll("/mem", 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.MkdirAll("/mem", 0o755))
 		return m, "/mem"
 	}},
 }
@@ -54,9 +54,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, fsys vfs.FS, dir string)) {
 func fileSize(t tb, fsys vfs.FS, path string) int64 {
 	t.Helper()
 	st, err := fsys.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return st.Size()
 }
 
@@ -64,14 +62,10 @@ func fileSize(t tb, fsys vfs.FS, path string) int64 {
 func readFile(t tb, fsys vfs.FS, path string) []byte {
 	t.Helper()
 	f, err := fsys.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -79,19 +73,14 @@ func readFile(t tb, fsys vfs.FS, path string) []byte {
 func writeFile(t tb, fsys vfs.FS, path string, b []byte) {
 	t.Helper()
 	f, err := fsys.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
 
 // tb is what the file helpers need of a *testing.T or a *rapid.T.
 type tb interface {
+	require.TestingT
 	Helper()
-	Fatal(args ...any)
 }

@@ -1,12 +1,14 @@
 package index
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
@@ -15,18 +17,14 @@ import (
 func openOffset(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *OffsetIndex {
 	t.Helper()
 	idx, err := OpenOffsetIndex(fsys, path, base, maxSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return idx
 }
 
 func openTime(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *TimeIndex {
 	t.Helper()
 	idx, err := OpenTimeIndex(fsys, path, base, maxSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return idx
 }
 
@@ -81,33 +79,24 @@ func TestOffsetAppend(t *testing.T) {
 				idx := openOffset(t, fsys, path, tc.base, maxSize)
 				defer idx.Close()
 				for _, o := range tc.before {
-					if err := idx.Append(o.off, o.pos); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Append(o.off, o.pos))
 				}
 				before := offsetEntries(idx)
 				err := idx.Append(tc.append.off, tc.append.pos)
-				if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-					t.Fatalf("Append(%d, %d) = %v, want %v", tc.append.off, tc.append.pos, err, tc.wantErr)
-				}
+				require.ErrorIs(t, err, tc.wantErr, "Append(%d, %d) = %v, want %v", tc.append.off, tc.append.pos, err, tc.wantErr)
+				require.Equal(t, tc.wantErr == nil, err == nil, "Append(%d, %d) = %v, want %v", tc.append.off, tc.append.pos, err, tc.wantErr)
 				got := offsetEntries(idx)
 				if err != nil {
-					if !strings.HasPrefix(err.Error(), "partlog/index: ") || !strings.Contains(err.Error(), path) ||
-						!strings.Contains(err.Error(), fmt.Sprint(tc.append.off)) {
-						t.Errorf("error %q lacks the prefix, path or offset", err)
-					}
-					if fmt.Sprint(got) != fmt.Sprint(before) {
-						t.Errorf("entries changed on error: %v -> %v", before, got)
-					}
+					assert.True(t, strings.HasPrefix(err.Error(), "partlog/index: "), "error %q lacks the prefix, path or offset", err)
+					assert.Contains(t, err.Error(), path, "error %q lacks the prefix, path or offset", err)
+					assert.Contains(t, err.Error(), fmt.Sprint(tc.append.off), "error %q lacks the prefix, path or offset", err)
+					assert.Equal(t, fmt.Sprint(before), fmt.Sprint(got), "entries changed on error: %v -> %v", before, got)
 					return
 				}
 				want := append(before, OffsetEntry{tc.append.off, tc.append.pos})
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Errorf("entries = %v, want %v", got, want)
-				}
-				if le := idx.LastEntry(); le != want[len(want)-1] {
-					t.Errorf("LastEntry = %v, want %v", le, want[len(want)-1])
-				}
+				assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "entries = %v, want %v", got, want)
+				le := idx.LastEntry()
+				assert.Equal(t, want[len(want)-1], le, "LastEntry = %v, want %v", le, want[len(want)-1])
 			})
 		}
 	})
@@ -140,13 +129,10 @@ func TestOffsetLookup(t *testing.T) {
 				idx := openOffset(t, fsys, filepath.Join(dir, fmt.Sprintf("%d.index", i)), base, 4096)
 				defer idx.Close()
 				for _, e := range tc.entries {
-					if err := idx.Append(e.Offset, e.Position); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Append(e.Offset, e.Position))
 				}
-				if got := idx.Lookup(tc.target); got != tc.want {
-					t.Errorf("Lookup(%d) = %v, want %v", tc.target, got, tc.want)
-				}
+				got := idx.Lookup(tc.target)
+				assert.Equal(t, tc.want, got, "Lookup(%d) = %v, want %v", tc.target, got, tc.want)
 			})
 		}
 	})
@@ -175,16 +161,11 @@ func TestOffsetTruncateTo(t *testing.T) {
 				idx := openOffset(t, fsys, filepath.Join(dir, fmt.Sprintf("%d.index", i)), 0, 4096)
 				defer idx.Close()
 				for _, e := range entries {
-					if err := idx.Append(e.Offset, e.Position); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Append(e.Offset, e.Position))
 				}
-				if err := idx.TruncateTo(tc.offset); err != nil {
-					t.Fatal(err)
-				}
-				if got := offsetEntries(idx); fmt.Sprint(got) != fmt.Sprint(entries[:tc.want]) {
-					t.Fatalf("after TruncateTo(%d): %v, want %v", tc.offset, got, entries[:tc.want])
-				}
+				require.NoError(t, idx.TruncateTo(tc.offset))
+				got := offsetEntries(idx)
+				require.Equal(t, fmt.Sprint(entries[:tc.want]), fmt.Sprint(got), "after TruncateTo(%d): %v, want %v", tc.offset, got, entries[:tc.want])
 				// The slots after the cut are reused.
 				next := int64(tc.offset)
 				if tc.want > 0 {
@@ -192,12 +173,9 @@ func TestOffsetTruncateTo(t *testing.T) {
 				}
 				next = max(next, 0)
 				if next < math.MaxInt32 {
-					if err := idx.Append(next, 5000); err != nil {
-						t.Fatalf("Append(%d) after TruncateTo: %v", next, err)
-					}
-					if got := idx.Lookup(math.MaxInt64); got != (OffsetEntry{next, 5000}) {
-						t.Fatalf("Lookup after re-append = %v", got)
-					}
+					require.NoError(t, idx.Append(next, 5000), "Append(%d) after TruncateTo", next)
+					got := idx.Lookup(math.MaxInt64)
+					require.Equal(t, OffsetEntry{next, 5000}, got, "Lookup after re-append = %v", got)
 				}
 			})
 		}
@@ -245,25 +223,22 @@ func TestTimeMaybeAppend(t *testing.T) {
 				idx := openTime(t, fsys, path, 100, maxSize)
 				defer idx.Close()
 				for _, o := range tc.before {
-					if err := idx.MaybeAppend(o.ts, o.off, o.skip); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.MaybeAppend(o.ts, o.off, o.skip))
 				}
 				before := timeEntries(idx)
 				err := idx.MaybeAppend(tc.append.ts, tc.append.off, tc.append.skip)
-				if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-					t.Fatalf("MaybeAppend(%v) = %v, want %v", tc.append, err, tc.wantErr)
-				}
-				if err != nil && (!strings.HasPrefix(err.Error(), "partlog/index: ") || !strings.Contains(err.Error(), path)) {
-					t.Errorf("error %q lacks the prefix or path", err)
+				require.ErrorIs(t, err, tc.wantErr, "MaybeAppend(%v) = %v, want %v", tc.append, err, tc.wantErr)
+				require.Equal(t, tc.wantErr == nil, err == nil, "MaybeAppend(%v) = %v, want %v", tc.append, err, tc.wantErr)
+				if err != nil {
+					assert.True(t, strings.HasPrefix(err.Error(), "partlog/index: "), "error %q lacks the prefix or path", err)
+					assert.Contains(t, err.Error(), path, "error %q lacks the prefix or path", err)
 				}
 				want := before
 				if tc.written {
 					want = append(want, TimeEntry{tc.append.ts, tc.append.off})
 				}
-				if got := timeEntries(idx); fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Errorf("entries = %v, want %v", got, want)
-				}
+				got := timeEntries(idx)
+				assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "entries = %v, want %v", got, want)
 			})
 		}
 	})
@@ -293,13 +268,10 @@ func TestTimeLookup(t *testing.T) {
 				idx := openTime(t, fsys, filepath.Join(dir, fmt.Sprintf("%d.timeindex", i)), base, 4096)
 				defer idx.Close()
 				for _, e := range tc.entries {
-					if err := idx.MaybeAppend(e.Timestamp, e.Offset, false); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.MaybeAppend(e.Timestamp, e.Offset, false))
 				}
-				if got := idx.Lookup(tc.target); got != tc.want {
-					t.Errorf("Lookup(%d) = %v, want %v", tc.target, got, tc.want)
-				}
+				got := idx.Lookup(tc.target)
+				assert.Equal(t, tc.want, got, "Lookup(%d) = %v, want %v", tc.target, got, tc.want)
 			})
 		}
 	})
@@ -327,23 +299,16 @@ func TestTimeTruncateTo(t *testing.T) {
 				idx := openTime(t, fsys, filepath.Join(dir, fmt.Sprintf("%d.timeindex", i)), 50, 4096)
 				defer idx.Close()
 				for _, e := range entries {
-					if err := idx.MaybeAppend(e.Timestamp, e.Offset, false); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.MaybeAppend(e.Timestamp, e.Offset, false))
 				}
-				if err := idx.TruncateTo(tc.offset); err != nil {
-					t.Fatal(err)
-				}
-				if got := timeEntries(idx); fmt.Sprint(got) != fmt.Sprint(entries[:tc.want]) {
-					t.Fatalf("after TruncateTo(%d): %v, want %v", tc.offset, got, entries[:tc.want])
-				}
+				require.NoError(t, idx.TruncateTo(tc.offset))
+				got := timeEntries(idx)
+				require.Equal(t, fmt.Sprint(entries[:tc.want]), fmt.Sprint(got), "after TruncateTo(%d): %v, want %v", tc.offset, got, entries[:tc.want])
 				wantLast := TimeEntry{NoTimestamp, 50}
 				if tc.want > 0 {
 					wantLast = entries[tc.want-1]
 				}
-				if got := idx.LastEntry(); got != wantLast {
-					t.Fatalf("LastEntry = %v, want %v", got, wantLast)
-				}
+				require.Equal(t, wantLast, idx.LastEntry(), "LastEntry")
 			})
 		}
 	})
@@ -362,23 +327,16 @@ func TestOpenArguments(t *testing.T) {
 			{"base too large", MaxBaseOffset + 1, 4096, ErrOffsetOverflow},
 			{"max size below one entry", 0, OffsetEntrySize - 1, ErrInvalidSize},
 		} {
-			if _, err := OpenOffsetIndex(fsys, path, tc.base, tc.maxSize); !errors.Is(err, tc.want) {
-				t.Errorf("%s: OpenOffsetIndex = %v, want %v", tc.name, err, tc.want)
-			}
+			_, err := OpenOffsetIndex(fsys, path, tc.base, tc.maxSize)
+			assert.ErrorIs(t, err, tc.want, "%s: OpenOffsetIndex = %v, want %v", tc.name, err, tc.want)
 		}
-		if _, err := fsys.Stat(path); err == nil {
-			t.Errorf("a failed open left %s behind", path)
-		}
+		_, err := fsys.Stat(path)
+		assert.Error(t, err, "a failed open left %s behind", path)
 		idx := openOffset(t, fsys, path, MaxBaseOffset, 4096)
-		if err := idx.Append(math.MaxInt64, 0); err != nil {
-			t.Fatal(err)
-		}
-		if got := idx.Lookup(math.MaxInt64); got != (OffsetEntry{math.MaxInt64, 0}) {
-			t.Fatalf("Lookup at MaxBaseOffset = %v", got)
-		}
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, idx.Append(math.MaxInt64, 0))
+		got := idx.Lookup(math.MaxInt64)
+		require.Equal(t, OffsetEntry{math.MaxInt64, 0}, got, "Lookup at MaxBaseOffset = %v", got)
+		require.NoError(t, idx.Close())
 	})
 }
 
@@ -387,134 +345,85 @@ func TestLifecycle(t *testing.T) {
 		path := filepath.Join(dir, "00000000000000000100.index")
 		// 100 bytes round down to 12 offset entries.
 		idx := openOffset(t, fsys, path, 100, 100)
-		if got := fileSize(t, fsys, path); got != 96 {
-			t.Fatalf("new index preallocated to %d bytes, want 96", got)
-		}
-		if idx.MaxEntries() != 12 || idx.Entries() != 0 || idx.IsFull() || idx.BaseOffset() != 100 || idx.Path() != path {
-			t.Fatalf("new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
-		}
+		got := fileSize(t, fsys, path)
+		require.Equal(t, int64(96), got, "new index preallocated to %d bytes, want 96", got)
+		require.Equal(t, 12, idx.MaxEntries(), "new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
+		require.Equal(t, 0, idx.Entries(), "new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
+		require.False(t, idx.IsFull(), "new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
+		require.Equal(t, int64(100), idx.BaseOffset(), "new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
+		require.Equal(t, path, idx.Path(), "new index: max %d entries %d full %v base %d path %s", idx.MaxEntries(), idx.Entries(), idx.IsFull(), idx.BaseOffset(), idx.Path())
 		for i := range 5 {
-			if err := idx.Append(int64(101+i*10), int64(i*1000)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(int64(101+i*10), int64(i*1000)))
 		}
-		if err := idx.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.SanityCheck(); err != nil {
-			t.Fatal(err)
-		}
-		if idx.SizeInBytes() != 40 {
-			t.Fatalf("SizeInBytes = %d", idx.SizeInBytes())
-		}
+		require.NoError(t, idx.Flush())
+		require.NoError(t, idx.SanityCheck())
+		require.Equal(t, int64(40), idx.SizeInBytes(), "SizeInBytes = %d", idx.SizeInBytes())
 
 		// Seal: trim, full, then re-activate with Resize.
-		if err := idx.TrimToValidSize(); err != nil {
-			t.Fatal(err)
-		}
-		if got := fileSize(t, fsys, path); got != 40 {
-			t.Fatalf("trimmed to %d bytes, want 40", got)
-		}
-		if !idx.IsFull() || idx.MaxEntries() != 5 {
-			t.Fatalf("trimmed index: full %v max %d", idx.IsFull(), idx.MaxEntries())
-		}
-		if err := idx.Append(200, 9000); !errors.Is(err, ErrIndexFull) {
-			t.Fatalf("Append to a trimmed index = %v", err)
-		}
-		if err := idx.Resize(3 * OffsetEntrySize); !errors.Is(err, ErrInvalidSize) {
-			t.Fatalf("Resize below the entries = %v", err)
-		}
+		require.NoError(t, idx.TrimToValidSize())
+		got = fileSize(t, fsys, path)
+		require.Equal(t, int64(40), got, "trimmed to %d bytes, want 40", got)
+		require.True(t, idx.IsFull(), "trimmed index: full %v max %d", idx.IsFull(), idx.MaxEntries())
+		require.Equal(t, 5, idx.MaxEntries(), "trimmed index: full %v max %d", idx.IsFull(), idx.MaxEntries())
+		err := idx.Append(200, 9000)
+		require.ErrorIs(t, err, ErrIndexFull, "Append to a trimmed index = %v", err)
+		err = idx.Resize(3 * OffsetEntrySize)
+		require.ErrorIs(t, err, ErrInvalidSize, "Resize below the entries = %v", err)
 		// Grow past the first mapping: remaps, keeps the entries.
-		if err := idx.Resize(1000); err != nil {
-			t.Fatal(err)
-		}
-		if got := fileSize(t, fsys, path); got != 1000 {
-			t.Fatalf("resized to %d bytes, want 1000", got)
-		}
-		if idx.MaxEntries() != 125 || idx.Entries() != 5 || idx.Lookup(125) != (OffsetEntry{121, 2000}) {
-			t.Fatalf("after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
-		}
+		require.NoError(t, idx.Resize(1000))
+		got = fileSize(t, fsys, path)
+		require.Equal(t, int64(1000), got, "resized to %d bytes, want 1000", got)
+		require.Equal(t, 125, idx.MaxEntries(), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
+		require.Equal(t, 5, idx.Entries(), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
+		require.Equal(t, OffsetEntry{121, 2000}, idx.Lookup(125), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
 		for i := 5; i < 125; i++ {
-			if err := idx.Append(int64(101+i*10), int64(i*1000)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.Append(int64(101+i*10), int64(i*1000)))
 		}
-		if !idx.IsFull() {
-			t.Fatal("index with 125 of 125 entries not full")
-		}
-		if err := idx.Resize(50 * OffsetEntrySize); !errors.Is(err, ErrInvalidSize) {
-			t.Fatalf("Resize below the entries = %v", err)
-		}
+		require.True(t, idx.IsFull(), "index with 125 of 125 entries not full")
+		err = idx.Resize(50 * OffsetEntrySize)
+		require.ErrorIs(t, err, ErrInvalidSize, "Resize below the entries = %v", err)
 
 		// Rename keeps it open.
 		newPath := filepath.Join(dir, "00000000000000000100.index.deleted")
-		if err := idx.Rename(newPath); err != nil {
-			t.Fatal(err)
-		}
-		if idx.Path() != newPath {
-			t.Fatalf("Path after Rename = %s", idx.Path())
-		}
-		if err := idx.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, idx.Rename(newPath))
+		require.Equal(t, newPath, idx.Path(), "Path after Rename = %s", idx.Path())
+		require.NoError(t, idx.Flush())
 
 		// Reset: empty, back to the size given to Open.
-		if err := idx.Reset(); err != nil {
-			t.Fatal(err)
-		}
-		if idx.Entries() != 0 || idx.MaxEntries() != 12 || fileSize(t, fsys, newPath) != 96 {
-			t.Fatalf("after Reset: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
-		}
-		if got := idx.Lookup(500); got != (OffsetEntry{100, 0}) {
-			t.Fatalf("Lookup after Reset = %v", got)
-		}
-		if err := idx.Append(100, 0); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, idx.Reset())
+		require.Equal(t, 0, idx.Entries(), "after Reset: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.Equal(t, 12, idx.MaxEntries(), "after Reset: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.Equal(t, int64(96), fileSize(t, fsys, newPath), "after Reset: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.Equal(t, OffsetEntry{100, 0}, idx.Lookup(500), "Lookup after Reset")
+		require.NoError(t, idx.Append(100, 0))
 
 		// Close trims; a second Close and writes after it fail; reads
 		// after it see an empty index.
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := fileSize(t, fsys, newPath); got != 8 {
-			t.Fatalf("closed index is %d bytes, want 8", got)
-		}
+		require.NoError(t, idx.Close())
+		got = fileSize(t, fsys, newPath)
+		require.Equal(t, int64(8), got, "closed index is %d bytes, want 8", got)
 		for name, err := range map[string]error{
 			"Close": idx.Close(), "Append": idx.Append(300, 0), "TruncateTo": idx.TruncateTo(0),
 			"Reset": idx.Reset(), "Flush": idx.Flush(), "Trim": idx.TrimToValidSize(), "Resize": idx.Resize(4096),
 		} {
-			if !errors.Is(err, ErrClosed) {
-				t.Errorf("%s after Close = %v, want ErrClosed", name, err)
-			}
+			assert.ErrorIs(t, err, ErrClosed, "%s after Close = %v, want ErrClosed", name, err)
 		}
-		if idx.Entries() != 0 || idx.Lookup(100) != (OffsetEntry{100, 0}) {
-			t.Errorf("closed index reads %d entries", idx.Entries())
-		}
+		assert.Equal(t, 0, idx.Entries(), "closed index reads %d entries", idx.Entries())
+		assert.Equal(t, OffsetEntry{100, 0}, idx.Lookup(100), "closed index reads %d entries", idx.Entries())
 
 		// Reopen: one entry, the file untouched until an append.
 		idx = openOffset(t, fsys, newPath, 100, 100)
-		if idx.Entries() != 1 || idx.MaxEntries() != 12 || fileSize(t, fsys, newPath) != 8 {
-			t.Fatalf("reopened: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
-		}
-		if err := idx.SanityCheck(); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Append(105, 77); err != nil {
-			t.Fatal(err)
-		}
-		if got := fileSize(t, fsys, newPath); got != 96 {
-			t.Fatalf("appending to a reopened index grew it to %d, want 96", got)
-		}
-		if err := idx.Delete(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fsys.Stat(newPath); err == nil {
-			t.Fatal("Delete left the file")
-		}
-		if err := idx.Delete(); err != nil {
-			t.Fatalf("second Delete = %v", err)
-		}
+		require.Equal(t, 1, idx.Entries(), "reopened: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.Equal(t, 12, idx.MaxEntries(), "reopened: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.Equal(t, int64(8), fileSize(t, fsys, newPath), "reopened: entries %d max %d size %d", idx.Entries(), idx.MaxEntries(), fileSize(t, fsys, newPath))
+		require.NoError(t, idx.SanityCheck())
+		require.NoError(t, idx.Append(105, 77))
+		got = fileSize(t, fsys, newPath)
+		require.Equal(t, int64(96), got, "appending to a reopened index grew it to %d, want 96", got)
+		require.NoError(t, idx.Delete())
+		_, err = fsys.Stat(newPath)
+		require.Error(t, err, "Delete left the file")
+		require.NoError(t, idx.Delete(), "second Delete =")
 	})
 }
 
@@ -522,70 +431,39 @@ func TestTimeLifecycle(t *testing.T) {
 	forEachMode(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		path := filepath.Join(dir, "00000000000000000000.timeindex")
 		idx := openTime(t, fsys, path, 0, 5*TimeEntrySize+11)
-		if fileSize(t, fsys, path) != 60 || idx.MaxEntries() != 5 {
-			t.Fatalf("new time index: %d bytes, %d slots", fileSize(t, fsys, path), idx.MaxEntries())
-		}
+		require.Equal(t, int64(60), fileSize(t, fsys, path), "new time index: %d bytes, %d slots", fileSize(t, fsys, path), idx.MaxEntries())
+		require.Equal(t, 5, idx.MaxEntries(), "new time index: %d bytes, %d slots", fileSize(t, fsys, path), idx.MaxEntries())
 		for i := range 4 {
-			if err := idx.MaybeAppend(int64(1000+i), int64(i), false); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.MaybeAppend(int64(1000+i), int64(i), false))
 		}
-		if !idx.IsFull() {
-			t.Fatal("time index with 4 of 5 entries is not full")
-		}
+		require.True(t, idx.IsFull(), "time index with 4 of 5 entries is not full")
 		// Seal: the final entry goes into the reserved slot.
-		if err := idx.MaybeAppend(2000, 9, true); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.SanityCheck(); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Check(10); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Check(9); !base.IsCorruption(err) {
-			t.Fatalf("Check(9) = %v, want corruption", err)
-		}
-		if err := idx.TrimToValidSize(); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Resize(10 * TimeEntrySize); err != nil {
-			t.Fatal(err)
-		}
-		if idx.MaxEntries() != 10 || idx.Entries() != 5 || idx.LastEntry() != (TimeEntry{2000, 9}) {
-			t.Fatalf("after Resize: max %d entries %d last %v", idx.MaxEntries(), idx.Entries(), idx.LastEntry())
-		}
-		if err := idx.Reset(); err != nil {
-			t.Fatal(err)
-		}
-		if idx.Entries() != 0 || idx.LastEntry() != (TimeEntry{NoTimestamp, 0}) {
-			t.Fatalf("after Reset: entries %d last %v", idx.Entries(), idx.LastEntry())
-		}
-		if err := idx.MaybeAppend(5, 0, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if got := readFile(t, fsys, path); fmt.Sprintf("% x", got) != "00 00 00 00 00 00 00 05 00 00 00 00" {
-			t.Fatalf("closed time index bytes % x", got)
-		}
-		if err := idx.Close(); !errors.Is(err, ErrClosed) {
-			t.Fatalf("second Close = %v", err)
-		}
-		if err := idx.MaybeAppend(6, 1, false); !errors.Is(err, ErrClosed) {
-			t.Fatalf("MaybeAppend after Close = %v", err)
-		}
+		require.NoError(t, idx.MaybeAppend(2000, 9, true))
+		require.NoError(t, idx.SanityCheck())
+		require.NoError(t, idx.Check(10))
+		err := idx.Check(9)
+		require.True(t, base.IsCorruption(err), "Check(9) = %v, want corruption", err)
+		require.NoError(t, idx.TrimToValidSize())
+		require.NoError(t, idx.Resize(10*TimeEntrySize))
+		require.Equal(t, 10, idx.MaxEntries(), "after Resize: max %d entries %d last %v", idx.MaxEntries(), idx.Entries(), idx.LastEntry())
+		require.Equal(t, 5, idx.Entries(), "after Resize: max %d entries %d last %v", idx.MaxEntries(), idx.Entries(), idx.LastEntry())
+		require.Equal(t, TimeEntry{2000, 9}, idx.LastEntry(), "after Resize: max %d entries %d last %v", idx.MaxEntries(), idx.Entries(), idx.LastEntry())
+		require.NoError(t, idx.Reset())
+		require.Equal(t, 0, idx.Entries(), "after Reset: entries %d last %v", idx.Entries(), idx.LastEntry())
+		require.Equal(t, TimeEntry{NoTimestamp, 0}, idx.LastEntry(), "after Reset: entries %d last %v", idx.Entries(), idx.LastEntry())
+		require.NoError(t, idx.MaybeAppend(5, 0, false))
+		require.NoError(t, idx.Close())
+		got := readFile(t, fsys, path)
+		require.Equal(t, "00 00 00 00 00 00 00 05 00 00 00 00", fmt.Sprintf("% x", got), "closed time index bytes % x", got)
+		err = idx.Close()
+		require.ErrorIs(t, err, ErrClosed, "second Close = %v", err)
+		err = idx.MaybeAppend(6, 1, false)
+		require.ErrorIs(t, err, ErrClosed, "MaybeAppend after Close = %v", err)
 		newPath := path + ".swap"
-		if err := idx.Rename(newPath); err != nil {
-			t.Fatal(err)
-		}
-		if err := idx.Delete(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fsys.Stat(newPath); err == nil {
-			t.Fatal("Delete left the file")
-		}
+		require.NoError(t, idx.Rename(newPath))
+		require.NoError(t, idx.Delete())
+		_, err = fsys.Stat(newPath)
+		require.Error(t, err, "Delete left the file")
 	})
 }
 
@@ -601,9 +479,7 @@ func TestEntryOutOfRangePanics(t *testing.T) {
 		} {
 			func() {
 				defer func() {
-					if recover() == nil {
-						t.Errorf("%s: no panic", name)
-					}
+					assert.NotNil(t, recover(), "%s: no panic", name)
 				}()
 				f()
 			}()
@@ -623,46 +499,29 @@ func TestSanityCheckZeroTailKAFKA12734(t *testing.T) {
 				idx := openOffset(t, fsys, opath, 10, 80)
 				tidx := openTime(t, fsys, tpath, 10, 120)
 				for i := range n {
-					if err := idx.Append(int64(11+i), int64(100*i)); err != nil {
-						t.Fatal(err)
-					}
-					if err := tidx.MaybeAppend(int64(1000+i), int64(11+i), false); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Append(int64(11+i), int64(100*i)))
+					require.NoError(t, tidx.MaybeAppend(int64(1000+i), int64(11+i), false))
 				}
-				if err := idx.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				if err := tidx.Flush(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, idx.Flush())
+				require.NoError(t, tidx.Flush())
 				// "Crash": open the files again while the first
 				// handles never trimmed them.
 				idx2 := openOffset(t, fsys, opath, 10, 80)
 				tidx2 := openTime(t, fsys, tpath, 10, 120)
-				if idx2.Entries() != 10 || tidx2.Entries() != 10 {
-					t.Fatalf("reopened with %d and %d entries, want the preallocated 10", idx2.Entries(), tidx2.Entries())
-				}
+				require.Equal(t, 10, idx2.Entries(), "reopened with %d and %d entries, want the preallocated 10", idx2.Entries(), tidx2.Entries())
+				require.Equal(t, 10, tidx2.Entries(), "reopened with %d and %d entries, want the preallocated 10", idx2.Entries(), tidx2.Entries())
 				for name, err := range map[string]error{"offset": idx2.SanityCheck(), "time": tidx2.SanityCheck()} {
 					var ce *base.CorruptionError
-					if !errors.Is(err, base.ErrCorrupt) || !errors.As(err, &ce) {
-						t.Fatalf("%s SanityCheck = %v, want a corruption error", name, err)
-					}
-					if !strings.HasSuffix(ce.File, ".index") && !strings.HasSuffix(ce.File, ".timeindex") || ce.Field != "entry 9" {
-						t.Errorf("%s: corruption at %s %d %q", name, ce.File, ce.Pos, ce.Field)
-					}
+					require.ErrorIs(t, err, base.ErrCorrupt, "%s SanityCheck = %v, want a corruption error", name, err)
+					require.ErrorAs(t, err, &ce, "%s SanityCheck = %v, want a corruption error", name, err)
+					assert.True(t, strings.HasSuffix(ce.File, ".index") || strings.HasSuffix(ce.File, ".timeindex"), "%s: corruption at %s %d %q", name, ce.File, ce.Pos, ce.Field)
+					assert.Equal(t, "entry 9", ce.Field, "%s: corruption at %s %d %q", name, ce.File, ce.Pos, ce.Field)
 				}
 				// Rebuild.
-				if err := idx2.Reset(); err != nil {
-					t.Fatal(err)
-				}
-				if err := idx2.SanityCheck(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, idx2.Reset())
+				require.NoError(t, idx2.SanityCheck())
 				for _, x := range []interface{ Delete() error }{idx2, tidx2, idx, tidx} {
-					if err := x.Delete(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, x.Delete())
 				}
 			})
 		}
@@ -710,22 +569,16 @@ func TestSanityCheck(t *testing.T) {
 					err, entries = idx.SanityCheck(), idx.Entries()
 					defer idx.Close()
 				}
-				if entries != tc.entries {
-					t.Errorf("entries = %d, want %d", entries, tc.entries)
-				}
+				assert.Equal(t, tc.entries, entries, "entries = %d, want %d", entries, tc.entries)
 				if tc.field == "" {
-					if err != nil {
-						t.Fatalf("SanityCheck = %v", err)
-					}
+					require.NoError(t, err, "SanityCheck =")
 					return
 				}
 				var ce *base.CorruptionError
-				if !errors.As(err, &ce) || !errors.Is(err, base.ErrCorrupt) {
-					t.Fatalf("SanityCheck = %v, want a CorruptionError", err)
-				}
-				if ce.File != path || ce.Field != tc.field {
-					t.Errorf("corruption in %s at %d %q, want %s %q", ce.File, ce.Pos, ce.Field, path, tc.field)
-				}
+				require.ErrorAs(t, err, &ce, "SanityCheck = %v, want a CorruptionError", err)
+				require.ErrorIs(t, err, base.ErrCorrupt, "SanityCheck = %v, want a CorruptionError", err)
+				assert.Equal(t, path, ce.File, "corruption in %s at %d %q, want %s %q", ce.File, ce.Pos, ce.Field, path, tc.field)
+				assert.Equal(t, tc.field, ce.Field, "corruption in %s at %d %q, want %s %q", ce.File, ce.Pos, ce.Field, path, tc.field)
 			})
 		}
 	})
@@ -779,15 +632,12 @@ func TestOffsetCheck(t *testing.T) {
 				defer idx.Close()
 				err := idx.Check(400, at)
 				if tc.field == "" {
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					return
 				}
 				var ce *base.CorruptionError
-				if !errors.As(err, &ce) || ce.Field != tc.field {
-					t.Fatalf("Check = %v, want corruption in %s", err, tc.field)
-				}
+				require.ErrorAs(t, err, &ce, "Check = %v, want corruption in %s", err, tc.field)
+				require.Equal(t, tc.field, ce.Field, "Check = %v, want corruption in %s", err, tc.field)
 			})
 		}
 	})

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/internal/vfs"
@@ -72,18 +74,12 @@ func TestPropOffsetLookup(t *testing.T) {
 			base, es := genOffsetEntries(t)
 			iter++
 			idx, err := OpenOffsetIndex(fsys, filepath.Join(dir, fmt.Sprintf("%d.index", iter)), base, max(len(es), 1)*OffsetEntrySize)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer idx.Delete()
 			for _, e := range es {
-				if err := idx.Append(e.Offset, e.Position); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, idx.Append(e.Offset, e.Position))
 			}
-			if err := idx.SanityCheck(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, idx.SanityCheck())
 			keys := make([]int64, len(es))
 			for i, e := range es {
 				keys[i] = e.Offset
@@ -91,12 +87,10 @@ func TestPropOffsetLookup(t *testing.T) {
 			b := idx.x.view()
 			targets := append(targetsFor(keys), rapid.SliceOfN(rapid.Int64(), 0, 20).Draw(t, "targets")...)
 			for _, target := range targets {
-				if got, want := idx.Lookup(target), linearOffset(es, base, target); got != want {
-					t.Fatalf("Lookup(%d) = %v, linear scan %v", target, got, want)
-				}
-				if w, p := searchOffsets(b, base, target), searchOffsetsPlain(b, base, target); w != p {
-					t.Fatalf("target %d: warm-section search slot %d, plain binary search %d", target, w, p)
-				}
+				got, want := idx.Lookup(target), linearOffset(es, base, target)
+				require.Equal(t, want, got, "Lookup(%d) = %v, linear scan %v", target, got, want)
+				w, p := searchOffsets(b, base, target), searchOffsetsPlain(b, base, target)
+				require.Equal(t, p, w, "target %d: warm-section search slot %d, plain binary search %d", target, w, p)
 			}
 		})
 	})
@@ -114,28 +108,21 @@ func TestPropTimeLookup(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(len(oes)), 7))
 			iter++
 			idx, err := OpenTimeIndex(fsys, filepath.Join(dir, fmt.Sprintf("%d.timeindex", iter)), base, (len(oes)+1)*TimeEntrySize)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer idx.Delete()
 			var model []TimeEntry
 			last := TimeEntry{Timestamp: NoTimestamp, Offset: base}
 			for _, e := range oes {
 				ts += rng.Int64N(4) - 1 // may go back by one: ignored
-				if err := idx.MaybeAppend(ts, e.Offset, false); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, idx.MaybeAppend(ts, e.Offset, false))
 				if ts > last.Timestamp {
 					last = TimeEntry{ts, e.Offset}
 					model = append(model, last)
 				}
 			}
-			if got := timeEntries(idx); fmt.Sprint(got) != fmt.Sprint(model) {
-				t.Fatalf("entries %v, model %v", got, model)
-			}
-			if err := idx.SanityCheck(); err != nil {
-				t.Fatal(err)
-			}
+			got := timeEntries(idx)
+			require.Equal(t, fmt.Sprint(model), fmt.Sprint(got), "entries %v, model %v", got, model)
+			require.NoError(t, idx.SanityCheck())
 			keys := make([]int64, len(model))
 			for i, e := range model {
 				keys[i] = e.Timestamp
@@ -148,12 +135,10 @@ func TestPropTimeLookup(t *testing.T) {
 						want = e
 					}
 				}
-				if got := idx.Lookup(target); got != want {
-					t.Fatalf("Lookup(%d) = %v, linear scan %v", target, got, want)
-				}
-				if w, p := searchTimes(b, target), searchTimesPlain(b, target); w != p {
-					t.Fatalf("target %d: warm-section search slot %d, plain binary search %d", target, w, p)
-				}
+				got := idx.Lookup(target)
+				require.Equal(t, want, got, "Lookup(%d) = %v, linear scan %v", target, got, want)
+				w, p := searchTimes(b, target), searchTimesPlain(b, target)
+				require.Equal(t, p, w, "target %d: warm-section search slot %d, plain binary search %d", target, w, p)
 			}
 		})
 	})
@@ -170,9 +155,7 @@ func TestPropOffsetModel(t *testing.T) {
 			maxSize := rapid.IntRange(OffsetEntrySize, 64*OffsetEntrySize).Draw(t, "maxSize")
 			path := filepath.Join(dir, fmt.Sprintf("%d.index", iter))
 			idx, err := OpenOffsetIndex(fsys, path, base, maxSize)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer func() { _ = idx.Delete() }()
 			var model []OffsetEntry
 			// slots models MaxEntries: trimming sets it to the entry
@@ -197,9 +180,8 @@ func TestPropOffsetModel(t *testing.T) {
 						pos = model[len(model)-1].Position + 1
 					}
 					err := idx.Append(off, pos)
-					if full := len(model) >= slots; full != (err != nil) {
-						t.Fatalf("Append(%d) with %d entries of %d: %v", off, len(model), slots, err)
-					}
+					full := len(model) >= slots
+					require.Equal(t, err != nil, full, "Append(%d) with %d entries of %d: %v", off, len(model), slots, err)
 					if err == nil {
 						model = append(model, OffsetEntry{off, pos})
 					}
@@ -208,65 +190,45 @@ func TestPropOffsetModel(t *testing.T) {
 					if len(model) == 0 {
 						t.Skip("empty")
 					}
-					if err := idx.Append(model[len(model)-1].Offset-rapid.Int64Range(0, 2).Draw(t, "back"), 1<<30); err == nil {
-						t.Fatal("non-increasing append accepted")
-					}
+					require.Error(t, idx.Append(model[len(model)-1].Offset-rapid.Int64Range(0, 2).Draw(t, "back"), 1<<30), "non-increasing append accepted")
 				},
 				"truncate": func(t *rapid.T) {
 					off := pick(t)
-					if err := idx.TruncateTo(off); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.TruncateTo(off))
 					k := sort.Search(len(model), func(i int) bool { return model[i].Offset >= off })
 					model = model[:k]
 				},
 				"reset": func(t *rapid.T) {
-					if err := idx.Reset(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Reset())
 					model, slots = nil, fullSlots
 				},
 				"seal": func(t *rapid.T) {
-					if err := idx.TrimToValidSize(); err != nil {
-						t.Fatal(err)
-					}
-					if got := fileSize(t, fsys, path); got != int64(len(model))*OffsetEntrySize {
-						t.Fatalf("trimmed file is %d bytes for %d entries", got, len(model))
-					}
+					require.NoError(t, idx.TrimToValidSize())
+					got := fileSize(t, fsys, path)
+					require.Equal(t, int64(len(model))*OffsetEntrySize, got, "trimmed file is %d bytes for %d entries", got, len(model))
 					slots = len(model)
 				},
 				"unseal": func(t *rapid.T) {
-					if err := idx.Resize(maxSize); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Resize(maxSize))
 					slots = fullSlots
 				},
 				"reopen": func(t *rapid.T) {
-					if err := idx.Close(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Close())
 					idx, err = OpenOffsetIndex(fsys, path, base, maxSize)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := idx.SanityCheck(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
+					require.NoError(t, idx.SanityCheck())
 					slots = max(fullSlots, len(model))
 				},
 				"lookup": func(t *rapid.T) {
 					target := pick(t)
-					if got, want := idx.Lookup(target), linearOffset(model, base, target); got != want {
-						t.Fatalf("Lookup(%d) = %v, model %v", target, got, want)
-					}
+					got, want := idx.Lookup(target), linearOffset(model, base, target)
+					require.Equal(t, want, got, "Lookup(%d) = %v, model %v", target, got, want)
 				},
 				"": func(t *rapid.T) {
-					if got := offsetEntries(idx); fmt.Sprint(got) != fmt.Sprint(model) {
-						t.Fatalf("entries %v, model %v", got, model)
-					}
-					if idx.IsFull() != (len(model) >= slots) || idx.MaxEntries() != slots {
-						t.Fatalf("IsFull %v, MaxEntries %d with %d entries, model %d slots", idx.IsFull(), idx.MaxEntries(), len(model), slots)
-					}
+					got := offsetEntries(idx)
+					require.Equal(t, fmt.Sprint(model), fmt.Sprint(got), "entries %v, model %v", got, model)
+					require.Equal(t, len(model) >= slots, idx.IsFull(), "IsFull %v, MaxEntries %d with %d entries, model %d slots", idx.IsFull(), idx.MaxEntries(), len(model), slots)
+					require.Equal(t, slots, idx.MaxEntries(), "IsFull %v, MaxEntries %d with %d entries, model %d slots", idx.IsFull(), idx.MaxEntries(), len(model), slots)
 				},
 			})
 		})
@@ -285,9 +247,7 @@ func TestPropTimeModel(t *testing.T) {
 			slots := maxSize / TimeEntrySize
 			path := filepath.Join(dir, fmt.Sprintf("%d.timeindex", iter))
 			idx, err := OpenTimeIndex(fsys, path, base, maxSize)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer func() { _ = idx.Delete() }()
 			var model []TimeEntry
 			last := func() TimeEntry {
@@ -305,39 +265,25 @@ func TestPropTimeModel(t *testing.T) {
 					err := idx.MaybeAppend(ts, off, skip)
 					switch {
 					case ts <= l.Timestamp:
-						if err != nil {
-							t.Fatalf("ignored MaybeAppend(%d, %d) = %v", ts, off, err)
-						}
+						require.NoError(t, err, "ignored MaybeAppend(%d, %d) =", ts, off)
 					case len(model) >= slots || (!skip && len(model) >= slots-1):
-						if err == nil {
-							t.Fatalf("MaybeAppend into a full index (%d of %d, skip %v) accepted", len(model), slots, skip)
-						}
+						require.Error(t, err, "MaybeAppend into a full index (%d of %d, skip %v) accepted", len(model), slots, skip)
 					default:
-						if err != nil {
-							t.Fatal(err)
-						}
+						require.NoError(t, err)
 						model = append(model, TimeEntry{ts, off})
 					}
 				},
 				"truncate": func(t *rapid.T) {
 					off := rapid.Int64Range(base-1, last().Offset+2).Draw(t, "offset")
-					if err := idx.TruncateTo(off); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.TruncateTo(off))
 					k := sort.Search(len(model), func(i int) bool { return model[i].Offset >= off })
 					model = model[:k]
 				},
 				"reopen": func(t *rapid.T) {
-					if err := idx.Close(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, idx.Close())
 					idx, err = OpenTimeIndex(fsys, path, base, maxSize)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := idx.SanityCheck(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
+					require.NoError(t, idx.SanityCheck())
 				},
 				"lookup": func(t *rapid.T) {
 					target := rapid.Int64Range(-2, last().Timestamp+2).Draw(t, "target")
@@ -347,14 +293,12 @@ func TestPropTimeModel(t *testing.T) {
 							want = e
 						}
 					}
-					if got := idx.Lookup(target); got != want {
-						t.Fatalf("Lookup(%d) = %v, model %v", target, got, want)
-					}
+					got := idx.Lookup(target)
+					require.Equal(t, want, got, "Lookup(%d) = %v, model %v", target, got, want)
 				},
 				"": func(t *rapid.T) {
-					if got := timeEntries(idx); fmt.Sprint(got) != fmt.Sprint(model) {
-						t.Fatalf("entries %v, model %v", got, model)
-					}
+					got := timeEntries(idx)
+					require.Equal(t, fmt.Sprint(model), fmt.Sprint(got), "entries %v, model %v", got, model)
 				},
 			})
 		})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 )
@@ -42,9 +44,7 @@ func BenchmarkAppend(b *testing.B) {
 	cfg := Config{MaxSegmentBytes: rotateBytes + size}
 	newSeg := func(base int64) *Segment {
 		s, err := Create(vfs.Default, dir, base, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		return s
 	}
 	s := newSeg(0)
@@ -56,17 +56,14 @@ func BenchmarkAppend(b *testing.B) {
 	for b.Loop() {
 		if s.Size() >= rotateBytes {
 			b.StopTimer()
-			if err := s.MarkDeleted(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, s.MarkDeleted())
 			mustClose(b, s)
 			s = newSeg(next)
 			b.StartTimer()
 		}
 		bt.SetBaseOffset(next)
-		if _, err := s.Append(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := s.Append(bt)
+		require.NoError(b, err)
 		next = bt.NextOffset()
 		n++
 	}
@@ -76,26 +73,19 @@ func BenchmarkAppend(b *testing.B) {
 
 	// The plain loop: the same bytes, the same number of writes.
 	f, err := os.Create(filepath.Join(dir, "plain"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer f.Close()
 	written := int64(0)
 	start := time.Now()
 	for range n {
 		if written >= rotateBytes {
-			if err := f.Truncate(0); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := f.Seek(0, 0); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, f.Truncate(0))
+			_, err := f.Seek(0, 0)
+			require.NoError(b, err)
 			written = 0
 		}
 		m, err := f.Write(bt)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		written += int64(m)
 	}
 	osTime := time.Since(start)
@@ -115,15 +105,12 @@ func bigSegment(b *testing.B, count int, interval int, cfg Config) (*Segment, []
 	}
 	cfg.MaxIndexBytes = max(count*12+1024, 10<<20)
 	s, err := Create(vfs.Default, b.TempDir(), 0, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	all := make([]batch.Batch, 0, count)
 	for i := range count {
 		bt := stamp(tmpl, int64(i)*2, int64(1_000_000+i*10))
-		if _, err := s.Append(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := s.Append(bt)
+		require.NoError(b, err)
 		all = append(all, bt)
 	}
 	return s, all
@@ -135,15 +122,12 @@ func bigSegment(b *testing.B, count int, interval int, cfg Config) (*Segment, []
 func BenchmarkReadBytes(b *testing.B) {
 	tmpl := build(b, spec{offsets: []int64{0, 1, 2, 3}, timestamps: []int64{1, 2, 3, 4}, valueSize: 4000})
 	s, err := Create(vfs.Default, b.TempDir(), 0, Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer mustClose(b, s)
 	const count = 4096
 	for i := range count {
-		if _, err := s.Append(stamp(tmpl, int64(i)*4, int64(i))); err != nil {
-			b.Fatal(err)
-		}
+		_, err := s.Append(stamp(tmpl, int64(i)*4, int64(i)))
+		require.NoError(b, err)
 	}
 	if !s.Mapped() {
 		b.Skip("no mapping")
@@ -156,13 +140,9 @@ func BenchmarkReadBytes(b *testing.B) {
 		off := rng.Int64N(count*4 - 64*4)
 		s.AcquireRead()
 		sl, err := s.Read(off, 1<<20, size, true)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		p, err := s.Bytes(sl.Start, sl.End, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		total += int64(len(p))
 		s.ReleaseRead()
 	}
@@ -186,9 +166,9 @@ func BenchmarkTranslate(b *testing.B) {
 			next := s.NextOffset()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, found, err := s.Translate(rng.Int64N(next), 0); err != nil || !found {
-					b.Fatal(found, err)
-				}
+				_, _, found, err := s.Translate(rng.Int64N(next), 0)
+				require.NoError(b, err)
+				require.True(b, found, "Translate found no batch")
 			}
 		})
 	}
@@ -203,9 +183,9 @@ func BenchmarkFindOffsetByTimestamp(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		ts := 1_000_000 + rng.Int64N(500_000*10)
-		if _, _, found, err := s.FindOffsetByTimestamp(ts, 0); err != nil || !found {
-			b.Fatal(ts, found, err)
-		}
+		_, _, found, err := s.FindOffsetByTimestamp(ts, 0)
+		require.NoError(b, err) // no message arguments: they would allocate in the loop
+		require.True(b, found, "FindOffsetByTimestamp found no offset")
 	}
 }
 
@@ -217,36 +197,28 @@ func TestZeroAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	s, err := Create(vfs.Default, t.TempDir(), 0, Config{IndexIntervalBytes: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mustClose(t, s)
 	bt := simpleBatch(t, 0, 4, 100, 500)
 	next := int64(0)
 	appendAllocs := testing.AllocsPerRun(500, func() {
 		bt.SetBaseOffset(next)
-		if _, err := s.Append(bt); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.Append(bt)
+		require.NoError(t, err)
 		next = bt.NextOffset()
 	})
 	size := s.Size()
 	readAllocs := testing.AllocsPerRun(500, func() {
 		sl, err := s.Read(next/2, 64<<10, size, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Bytes(sl.Start, sl.End, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, _, err := s.Translate(next/3, 0); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, found, err := s.FindOffsetByTimestamp(101, next/2); err != nil || !found {
-			t.Fatal(found, err)
-		}
+		require.NoError(t, err)
+		_, err = s.Bytes(sl.Start, sl.End, nil)
+		require.NoError(t, err)
+		_, _, _, err = s.Translate(next/3, 0)
+		require.NoError(t, err)
+		_, _, found, err := s.FindOffsetByTimestamp(101, next/2)
+		require.NoError(t, err)
+		require.True(t, found, "FindOffsetByTimestamp found no offset")
 	})
-	if appendAllocs != 0 || readAllocs != 0 {
-		t.Fatalf("allocations per op: Append %v, Read+Bytes+Translate+FindOffsetByTimestamp %v", appendAllocs, readAllocs)
-	}
+	require.Zero(t, appendAllocs, "allocations per op: Append %v, Read+Bytes+Translate+FindOffsetByTimestamp %v", appendAllocs, readAllocs)
+	require.Zero(t, readAllocs, "allocations per op: Append %v, Read+Bytes+Translate+FindOffsetByTimestamp %v", appendAllocs, readAllocs)
 }

@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +13,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
@@ -32,9 +34,7 @@ func TestConcurrentReadersOneAppender(t *testing.T) {
 			cfg.IndexIntervalBytes = 256
 			cfg.MaxIndexBytes = 64 << 10
 			s, err := Create(fsys, dir, 0, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s)
 			const n = 400
 			batches := make([]batch.Batch, n)
@@ -91,7 +91,7 @@ func TestConcurrentReadersOneAppender(t *testing.T) {
 			wg.Wait()
 			close(errs)
 			for err := range errs {
-				t.Fatal(err)
+				require.NoError(t, err)
 			}
 			checkLookups(t, s, checkSegment(t, s))
 		})
@@ -110,13 +110,9 @@ func TestTruncateWaitsForLeases(t *testing.T) {
 func TestLockForTruncateGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fsys := vfs.NewMem()
-		if err := fsys.MkdirAll("/seg", 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, fsys.MkdirAll("/seg", 0o755))
 		s, err := Create(fsys, "/seg", 0, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer mustClose(t, s)
 		mustAppend(t, s, simpleBatch(t, 0, 3, 1, 10))
 		s.AcquireRead()
@@ -134,38 +130,31 @@ func TestLockForTruncateGivesUp(t *testing.T) {
 		synctest.Wait()
 		select {
 		case <-granted:
-			t.Fatal("a new lease was granted while a truncation waits")
+			require.Fail(t, "a new lease was granted while a truncation waits")
 		default:
 		}
 		err = <-locked // after the (fake) second elapsed
 		var lw *LeaseWaitError
-		if !errors.As(err, &lw) || lw.Readers != 2 || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("LockForTruncate = %v, want a *LeaseWaitError with 2 readers wrapping DeadlineExceeded", err)
-		}
+		require.ErrorAs(t, err, &lw)
+		require.Equal(t, 2, lw.Readers, "LockForTruncate = %v", err)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 		<-granted
 		for range 3 {
 			s.ReleaseRead()
 		}
 		// Nothing held: the exclusive lease is granted at once.
-		if err := s.LockForTruncate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.TruncateToLocked(1); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.LockForTruncate(context.Background()))
+		_, err = s.TruncateToLocked(1)
+		require.NoError(t, err)
 		s.UnlockForTruncate()
-		if s.NextOffset() != 0 {
-			t.Fatalf("NextOffset %d after TruncateToLocked(1) of a 3-record batch, want 0", s.NextOffset())
-		}
+		require.Equal(t, int64(0), s.NextOffset(), "NextOffset after TruncateToLocked(1) of a 3-record batch")
 	})
 }
 
 func testTruncateWaitsForLeases(t *testing.T) {
 	fsys, dir := vfs.Default, t.TempDir()
 	s, err := Create(fsys, dir, 0, Config{IndexIntervalBytes: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mustClose(t, s)
 	next := int64(0)
 	for i := range 50 {
@@ -175,25 +164,21 @@ func testTruncateWaitsForLeases(t *testing.T) {
 	}
 	s.AcquireRead()
 	held, err := s.Bytes(0, s.Size(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	truncated := make(chan int64)
 	go func() {
 		n, err := s.TruncateTo(30)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		truncated <- n
 	}()
 	select {
 	case <-truncated:
-		t.Fatal("TruncateTo did not wait for the read lease")
+		require.Fail(t, "TruncateTo did not wait for the read lease")
 	case <-time.After(50 * time.Millisecond):
 	}
-	if n, waiting := s.ReadLeases(); n != 1 || waiting != 1 {
-		t.Fatalf("ReadLeases() = %d held, %d waiting; want 1, 1", n, waiting)
-	}
+	leases, waiting := s.ReadLeases()
+	require.Equal(t, 1, leases, "ReadLeases() held")
+	require.Equal(t, 1, waiting, "ReadLeases() waiting")
 	// A new lease waits while a truncation wants the segment (readers
 	// cannot starve it); it is granted once the truncation is done.
 	second := make(chan struct{})
@@ -203,37 +188,36 @@ func testTruncateWaitsForLeases(t *testing.T) {
 	}()
 	select {
 	case <-second:
-		t.Fatal("a new lease was granted while a truncation waits")
+		require.Fail(t, "a new lease was granted while a truncation waits")
 	case <-time.After(50 * time.Millisecond):
 	}
 	// The held bytes are still all readable (the file is not cut).
-	if _, _, err := batch.Parse(held[len(held)-len(simpleBatch(t, 147, 3, 49, 100)):]); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err = batch.Parse(held[len(held)-len(simpleBatch(t, 147, 3, 49, 100)):])
+	require.NoError(t, err)
 	go s.ReleaseRead() // a lease may be released from another goroutine
 	removed := <-truncated
 	<-second
 	s.ReleaseRead()
 	s.AcquireRead()
 	s.ReleaseRead()
-	if s.NextOffset() != 30 || removed == 0 {
-		t.Fatalf("after TruncateTo(30): next %d, removed %d", s.NextOffset(), removed)
-	}
-	if s.Sealed() {
-		t.Fatal("TruncateTo left the segment sealed")
-	}
+	require.Equal(t, int64(30), s.NextOffset(), "after TruncateTo(30): next %d, removed %d", s.NextOffset(), removed)
+	require.NotEqual(t, int64(0), removed, "after TruncateTo(30): next %d, removed %d", s.NextOffset(), removed)
+	require.False(t, s.Sealed(), "TruncateTo left the segment sealed")
 	checkLookups(t, s, checkSegment(t, s))
 	mustAppend(t, s, simpleBatch(t, 30, 2, 99, 10))
 	checkSegment(t, s)
-	if n, err := s.TruncateTo(1000); err != nil || n != 0 {
-		t.Fatalf("TruncateTo past the end: %d, %v", n, err)
-	}
-	if n, err := s.TruncateTo(0); err != nil || n == 0 || s.Size() != 0 || s.NextOffset() != 0 || s.FirstBatchMaxTimestamp() != -1 {
-		t.Fatalf("TruncateTo(0): %d, %v, size %d", n, err, s.Size())
-	}
-	if ts, off := s.MaxTimestamp(); ts != -1 || off != -1 {
-		t.Fatalf("MaxTimestamp after truncating everything: %d, %d", ts, off)
-	}
+	n, err := s.TruncateTo(1000)
+	require.NoError(t, err, "TruncateTo past the end: %d, %v", n, err)
+	require.Equal(t, int64(0), n, "TruncateTo past the end: %d, %v", n, err)
+	n, err = s.TruncateTo(0)
+	require.NoError(t, err, "TruncateTo(0): %d, %v, size %d", n, err, s.Size())
+	require.NotEqual(t, int64(0), n, "TruncateTo(0): %d, %v, size %d", n, err, s.Size())
+	require.Equal(t, int64(0), s.Size(), "TruncateTo(0): %d, %v, size %d", n, err, s.Size())
+	require.Equal(t, int64(0), s.NextOffset(), "TruncateTo(0): %d, %v, size %d", n, err, s.Size())
+	require.Equal(t, int64(-1), s.FirstBatchMaxTimestamp(), "TruncateTo(0): %d, %v, size %d", n, err, s.Size())
+	ts, off := s.MaxTimestamp()
+	require.Equal(t, int64(-1), ts, "MaxTimestamp after truncating everything: %d, %d", ts, off)
+	require.Equal(t, int64(-1), off, "MaxTimestamp after truncating everything: %d, %d", ts, off)
 }
 
 // TestRefsAndMarkDeleted: files are renamed at once, a reader holding a
@@ -244,53 +228,34 @@ func TestRefsAndMarkDeleted(t *testing.T) {
 			fsys, dir := k.fs(t)
 			mustMkdir(t, fsys, dir)
 			s, err := Create(fsys, dir, 7, k.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			b := simpleBatch(t, 7, 5, 1, 1000)
 			mustAppend(t, s, b)
 			s.Ref() // a reader
 			s.AcquireRead()
 			view, err := s.Bytes(0, s.Size(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Seal(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.MarkDeleted(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, s.Seal())
+			require.NoError(t, s.MarkDeleted())
 			names, _ := fsys.List(dir)
 			for _, n := range names {
-				if filepath.Ext(n) != DeletedSuffix {
-					t.Fatalf("file %s not renamed", n)
-				}
+				require.Equal(t, DeletedSuffix, filepath.Ext(n), "file %s not renamed", n)
 			}
-			if err := s.Close(); err != nil { // the owner lets go
-				t.Fatal(err)
-			}
+			// the owner lets go
+			require.NoError(t, s.Close())
 			// The reader still reads.
-			if !bytes.Equal(view, b) {
-				t.Fatal("view changed")
-			}
-			if _, _, found, err := s.Translate(9, 0); err != nil || !found {
-				t.Fatalf("Translate after MarkDeleted: %v, %v", found, err)
-			}
+			require.Equal(t, string(b), string(view), "view changed")
+			_, _, found, err := s.Translate(9, 0)
+			require.NoError(t, err, "Translate after MarkDeleted: %v, %v", found, err)
+			require.True(t, found, "Translate after MarkDeleted: %v, %v", found, err)
 			s.ReleaseRead()
-			if err := s.Unref(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Unref())
 			names, _ = fsys.List(dir)
-			if len(names) != 0 {
-				t.Fatalf("files left after the last Unref: %v", names)
-			}
-			if _, err := s.Append(b); !errors.Is(err, ErrClosed) {
-				t.Fatalf("Append after release: %v", err)
-			}
-			if _, err := s.Bytes(0, 1, nil); !errors.Is(err, ErrClosed) {
-				t.Fatalf("Bytes after release: %v", err)
-			}
+			require.Empty(t, names, "files left after the last Unref: %v", names)
+			_, err = s.Append(b)
+			require.ErrorIs(t, err, ErrClosed, "Append after release: %v", err)
+			_, err = s.Bytes(0, 1, nil)
+			require.ErrorIs(t, err, ErrClosed, "Bytes after release: %v", err)
 		})
 	}
 }
@@ -298,36 +263,25 @@ func TestRefsAndMarkDeleted(t *testing.T) {
 func TestChangeSuffix(t *testing.T) {
 	fsys := vfs_NewMemForTest(t)
 	s, err := CreateWithSuffix(fsys, "/x", 3, CleanedSuffix, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mustAppend(t, s, simpleBatch(t, 3, 2, 5, 5))
-	if err := s.ChangeSuffix("", SwapSuffix); !errors.Is(err, ErrSuffix) {
-		t.Fatalf("wrong old suffix: %v", err)
-	}
+	err = s.ChangeSuffix("", SwapSuffix)
+	require.ErrorIs(t, err, ErrSuffix, "wrong old suffix: %v", err)
 	for _, step := range [][2]string{{CleanedSuffix, SwapSuffix}, {SwapSuffix, ""}} {
-		if err := s.ChangeSuffix(step[0], step[1]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.ChangeSuffix(step[0], step[1]))
 		for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
-			if _, err := fsys.Stat(segPath("/x", 3, kind+step[1])); err != nil {
-				t.Fatalf("after %v: %v", step, err)
-			}
+			_, err := fsys.Stat(segPath("/x", 3, kind+step[1]))
+			require.NoError(t, err, "after %v", step)
 		}
 	}
 	mustAppend(t, s, simpleBatch(t, 5, 2, 6, 5))
 	mustClose(t, s)
 	r, err := Open(fsys, "/x", 3, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.NextOffset() != 7 {
-		t.Fatalf("next %d", r.NextOffset())
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(7), r.NextOffset(), "next %d", r.NextOffset())
 	mustClose(t, r)
-	if _, err := OpenWithSuffix(fsys, "/x", 3, SwapSuffix, Config{}); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("open of a missing suffix: %v", err)
-	}
+	_, err = OpenWithSuffix(fsys, "/x", 3, SwapSuffix, Config{})
+	require.ErrorIs(t, err, fs.ErrNotExist, "open of a missing suffix: %v", err)
 }
 
 // TestWriteToSendfile sends a range to a file and over TCP (sendfile on
@@ -338,9 +292,7 @@ func TestWriteToSendfile(t *testing.T) {
 			fsys, dir := k.fs(t)
 			mustMkdir(t, fsys, dir)
 			s, err := Create(fsys, dir, 0, k.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s)
 			var want []byte
 			next := int64(0)
@@ -352,24 +304,18 @@ func TestWriteToSendfile(t *testing.T) {
 			}
 			// A range that starts on a batch inside the segment.
 			sl, err := s.Read(40, 1<<30, s.Size(), true)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			start, end := sl.Start, sl.End
 			want = want[start:end]
 
 			f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer f.Close()
-			if n, err := s.WriteTo(f, start, end); err != nil || n != end-start {
-				t.Fatalf("WriteTo file: %d, %v", n, err)
-			}
+			n, err := s.WriteTo(f, start, end)
+			require.NoError(t, err, "WriteTo file: %d, %v", n, err)
+			require.Equal(t, end-start, n, "WriteTo file: %d, %v", n, err)
 			got, _ := os.ReadFile(f.Name())
-			if !bytes.Equal(got, want) {
-				t.Fatal("file contents differ")
-			}
+			require.Equal(t, string(want), string(got), "file contents differ")
 
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -388,19 +334,15 @@ func TestWriteToSendfile(t *testing.T) {
 				recv <- b
 			}()
 			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n, err := s.WriteTo(c, start, end); err != nil || n != end-start {
-				t.Fatalf("WriteTo tcp: %d, %v", n, err)
-			}
+			require.NoError(t, err)
+			n, err = s.WriteTo(c, start, end)
+			require.NoError(t, err, "WriteTo tcp: %d, %v", n, err)
+			require.Equal(t, end-start, n, "WriteTo tcp: %d, %v", n, err)
 			c.Close()
-			if got := <-recv; !bytes.Equal(got, want) {
-				t.Fatalf("tcp received %d bytes, want %d", len(got), len(want))
-			}
-			if _, err := s.WriteTo(io.Discard, 0, s.Size()+1); !errors.Is(err, ErrOutOfRange) {
-				t.Fatalf("WriteTo past the end: %v", err)
-			}
+			got = <-recv
+			require.Equal(t, string(want), string(got), "tcp received %d bytes, want %d", len(got), len(want))
+			_, err = s.WriteTo(io.Discard, 0, s.Size()+1)
+			require.ErrorIs(t, err, ErrOutOfRange, "WriteTo past the end: %v", err)
 		})
 	}
 }
@@ -411,24 +353,17 @@ func TestOpenEdgeCases(t *testing.T) {
 	mem := vfs_NewMemForTest(t)
 	write := func(name string, data []byte) {
 		f, err := mem.Create(filepath.Join("/x", name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.Write(data)
 		f.Close()
 	}
 	// Empty log, no indexes.
 	write(FileName(38, LogSuffix), nil)
 	s, err := Open(mem, "/x", 38, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Size() != 0 || s.NextOffset() != 38 {
-		t.Fatalf("empty: size %d next %d", s.Size(), s.NextOffset())
-	}
-	if err := s.Unseal(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(0), s.Size(), "empty: size %d next %d", s.Size(), s.NextOffset())
+	require.Equal(t, int64(38), s.NextOffset(), "empty: size %d next %d", s.Size(), s.NextOffset())
+	require.NoError(t, s.Unseal())
 	mustAppend(t, s, simpleBatch(t, 40, 1, 1, 1))
 	mustClose(t, s)
 
@@ -448,24 +383,18 @@ func TestOpenEdgeCases(t *testing.T) {
 	write(FileName(100, IndexSuffix), idx)
 	write(FileName(100, TimeIndexSuffix), make([]byte, 1200))
 	s, err = Open(mem, "/x", 100, Config{IndexIntervalBytes: 500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Size() != int64(whole) || s.NextOffset() != next {
-		t.Fatalf("torn tail: size %d next %d, want %d %d", s.Size(), s.NextOffset(), whole, next)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(whole), s.Size(), "torn tail: size %d next %d, want %d %d", s.Size(), s.NextOffset(), whole, next)
+	require.Equal(t, next, s.NextOffset(), "torn tail: size %d next %d, want %d %d", s.Size(), s.NextOffset(), whole, next)
 	m := checkSegment(t, s)
 	checkLookups(t, s, m)
-	if err := s.Unseal(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Unseal())
 	// Append cuts the torn bytes first.
 	mustAppend(t, s, simpleBatch(t, next, 1, 60, 10))
 	checkSegment(t, s)
 	mustClose(t, s)
-	if st, _ := mem.Stat(segPath("/x", 100, LogSuffix)); st.Size() != int64(whole)+int64(len(simpleBatch(t, next, 1, 60, 10))) {
-		t.Fatalf("file size %d after append over a torn tail", st.Size())
-	}
+	st, _ := mem.Stat(segPath("/x", 100, LogSuffix))
+	require.Equal(t, int64(whole)+int64(len(simpleBatch(t, next, 1, 60, 10))), st.Size(), "file size %d after append over a torn tail", st.Size())
 }
 
 // TestLeaseExclusion hammers the lease: shared holders never overlap an
@@ -481,18 +410,15 @@ func TestLeaseExclusion(t *testing.T) {
 			for i := range 2000 {
 				if (i+g)%7 == 0 {
 					l.acquireExclusive()
-					if exclusive.Add(1) != 1 || shared.Load() != 0 {
-						t.Error("exclusive lease overlaps another lease")
-					}
+					assert.Equal(t, int32(1), exclusive.Add(1), "exclusive lease overlaps another lease")
+					assert.Equal(t, int32(0), shared.Load(), "exclusive lease overlaps another lease")
 					exclusive.Add(-1)
 					l.releaseExclusive()
 					continue
 				}
 				l.acquireShared()
 				shared.Add(1)
-				if exclusive.Load() != 0 {
-					t.Error("shared lease overlaps the exclusive one")
-				}
+				assert.Equal(t, int32(0), exclusive.Load(), "shared lease overlaps the exclusive one")
 				shared.Add(-1)
 				l.releaseShared()
 			}
@@ -500,9 +426,7 @@ func TestLeaseExclusion(t *testing.T) {
 	}
 	wg.Wait()
 	defer func() {
-		if recover() == nil {
-			t.Error("ReleaseRead without AcquireRead did not panic")
-		}
+		assert.NotNil(t, recover(), "ReleaseRead without AcquireRead did not panic")
 	}()
 	l.releaseShared()
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
@@ -31,9 +33,7 @@ func TestCrashRecovery(t *testing.T) {
 			mustMkdir(t, mem, dir)
 			cfg := Config{IndexIntervalBytes: rng.IntN(500), MaxIndexBytes: 4096}
 			s, err := Create(mem, dir, 5, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			mem.SyncAll()
 			var appended []batch.Batch
 			synced := 0
@@ -44,9 +44,7 @@ func TestCrashRecovery(t *testing.T) {
 				appended = append(appended, b)
 				next = b.NextOffset()
 				if rng.IntN(4) == 0 || i == 2 {
-					if err := s.Flush(); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, s.Flush())
 					synced = len(appended)
 				}
 			}
@@ -55,37 +53,26 @@ func TestCrashRecovery(t *testing.T) {
 			mustClose(t, s)
 
 			r, err := Open(clone, dir, 5, cfg)
-			if err != nil {
-				t.Fatalf("open after crash (%+v): %v\n%s", opts, err, clone)
-			}
+			require.NoError(t, err, "open after crash (%+v): %v\n%s", opts, err, clone)
 			defer mustClose(t, r)
 			res, err := r.Recover(0)
-			if err != nil {
-				t.Fatal(err)
+			require.NoError(t, err)
+			if res.Cause != nil && !opts.Reorder {
+				require.True(t, base.IsTornTail(res.Cause), "crash without reordering left corruption, not a torn tail: %v", res.Cause)
 			}
-			if res.Cause != nil && !opts.Reorder && !base.IsTornTail(res.Cause) {
-				t.Fatalf("crash without reordering left corruption, not a torn tail: %v", res.Cause)
-			}
-			if res.Cause != nil && !base.IsCorruption(res.Cause) {
-				t.Fatalf("cause is not a corruption error: %v", res.Cause)
+			if res.Cause != nil {
+				require.True(t, base.IsCorruption(res.Cause), "cause is not a corruption error: %v", res.Cause)
 			}
 			m := checkSegment(t, r)
-			if len(m.batches) < synced {
-				t.Fatalf("%d batches survived, %d were synced (%+v)", len(m.batches), synced, opts)
-			}
+			require.GreaterOrEqual(t, len(m.batches), synced, "%d batches survived, %d were synced (%+v)", len(m.batches), synced, opts)
 			for i, b := range m.batches {
-				if string(b) != string(appended[i]) {
-					t.Fatalf("batch %d differs from what was appended", i)
-				}
+				require.Equal(t, string(appended[i]), string(b), "batch %d differs from what was appended", i)
 			}
-			if res.ValidBytes != r.Size() || res.NextOffset != r.NextOffset() {
-				t.Fatalf("result %+v, segment size %d next %d", res, r.Size(), r.NextOffset())
-			}
+			require.Equal(t, r.Size(), res.ValidBytes, "result %+v, segment size %d next %d", res, r.Size(), r.NextOffset())
+			require.Equal(t, r.NextOffset(), res.NextOffset, "result %+v, segment size %d next %d", res, r.Size(), r.NextOffset())
 			checkLookups(t, r, m)
 			// The recovered segment takes appends again.
-			if err := r.Unseal(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Unseal())
 			mustAppend(t, r, simpleBatch(t, r.NextOffset(), 2, 3000, 10))
 			checkSegment(t, r)
 		})
@@ -134,38 +121,30 @@ func TestRecoverCauses(t *testing.T) {
 			mem := vfs.NewMem()
 			mustMkdir(t, mem, "/p")
 			f, err := mem.Create(segPath("/p", 0, LogSuffix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(tc.data); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			_, err = f.Write(tc.data)
+			require.NoError(t, err)
 			f.Close()
 			s, err := Open(mem, "/p", 0, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s)
 			res, err := s.Recover(tc.maxBatch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ValidBytes != tc.valid || res.TruncatedBytes != int64(len(tc.data))-tc.valid || res.NextOffset != tc.nextAfter {
-				t.Fatalf("Recover = %+v", res)
-			}
-			if got := base.IsCorruption(res.Cause); got != tc.corrupt {
-				t.Fatalf("corruption %v, want %v: %v", got, tc.corrupt, res.Cause)
-			}
-			if got := base.IsTornTail(res.Cause); got != tc.torn {
-				t.Fatalf("torn %v, want %v: %v", got, tc.torn, res.Cause)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.valid, res.ValidBytes, "Recover = %+v", res)
+			require.Equal(t, int64(len(tc.data))-tc.valid, res.TruncatedBytes, "Recover = %+v", res)
+			require.Equal(t, tc.nextAfter, res.NextOffset, "Recover = %+v", res)
+			got := base.IsCorruption(res.Cause)
+			require.Equal(t, tc.corrupt, got, "corruption %v, want %v: %v", got, tc.corrupt, res.Cause)
+			got = base.IsTornTail(res.Cause)
+			require.Equal(t, tc.torn, got, "torn %v, want %v: %v", got, tc.torn, res.Cause)
 			var ce *base.CorruptionError
-			if res.Cause != nil && (!errors.As(res.Cause, &ce) || ce.File != s.LogPath() || ce.Pos < tc.valid) {
-				t.Fatalf("cause does not say where: %#v", res.Cause)
+			if res.Cause != nil {
+				require.ErrorAs(t, res.Cause, &ce, "cause does not say where: %#v", res.Cause)
+				require.Equal(t, s.LogPath(), ce.File, "cause does not say where: %#v", res.Cause)
+				require.GreaterOrEqual(t, ce.Pos, tc.valid, "cause does not say where: %#v", res.Cause)
 			}
-			if st, _ := mem.Stat(s.LogPath()); st.Size() != tc.valid {
-				t.Fatalf("file is %d bytes after recovery", st.Size())
-			}
+			st, _ := mem.Stat(s.LogPath())
+			require.Equal(t, tc.valid, st.Size(), "file is %d bytes after recovery", st.Size())
 			checkSegment(t, s)
 		})
 	}
@@ -207,8 +186,8 @@ func faultWalk(t *testing.T, kind string, batches, more []batch.Batch) {
 		in.FailNth(k, vfs.AllOps)
 		cfg := Config{IndexIntervalBytes: 100, MaxIndexBytes: 1024}
 		check := func(what string, err error) bool {
-			if err != nil && !errors.Is(err, vfs.ErrInjected) {
-				t.Fatalf("k=%d: %s: not the injected error: %v", k, what, err)
+			if err != nil {
+				require.ErrorIs(t, err, vfs.ErrInjected, "k=%d: %s: not the injected error: %v", k, what, err)
 			}
 			return err == nil
 		}
@@ -246,28 +225,19 @@ func faultWalk(t *testing.T, kind string, batches, more []batch.Batch) {
 		if errors.Is(err, fs.ErrNotExist) && s == nil {
 			continue // Create failed and cleaned up
 		}
-		if err != nil {
-			t.Fatalf("k=%d: reopen: %v", k, err)
-		}
+		require.NoError(t, err, "k=%d: reopen", k)
 		res, err := r.Recover(0)
-		if err != nil || res.Cause != nil {
-			t.Fatalf("k=%d: recover: %+v, %v", k, res, err)
-		}
+		require.NoError(t, err, "k=%d: recover: %+v, %v", k, res, err)
+		require.NoError(t, res.Cause, "k=%d: recover: %+v, %v", k, res, err)
 		m := checkSegment(t, r)
-		if len(m.batches) != len(acked) {
-			t.Fatalf("k=%d: %d batches after reopen, %d acknowledged", k, len(m.batches), len(acked))
-		}
+		require.Len(t, m.batches, len(acked), "k=%d: %d batches after reopen, %d acknowledged", k, len(m.batches), len(acked))
 		for i := range acked {
-			if string(m.batches[i]) != string(acked[i]) {
-				t.Fatalf("k=%d: batch %d differs", k, i)
-			}
+			require.Equal(t, string(acked[i]), string(m.batches[i]), "k=%d: batch %d differs", k, i)
 		}
 		checkLookups(t, r, m)
 		mustClose(t, r)
 		if injected == 0 {
-			if len(acked) != len(batches)+len(more) {
-				t.Fatalf("no injection but %d of %d appends failed", len(batches)+len(more)-len(acked), len(batches)+len(more))
-			}
+			require.Len(t, acked, len(batches)+len(more), "no injection but %d of %d appends failed", len(batches)+len(more)-len(acked), len(batches)+len(more))
 			t.Logf("scenario has %d operations", k)
 			break
 		}

@@ -1,11 +1,12 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	ibase "github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
@@ -46,12 +47,9 @@ func fuzzRecover(t *testing.T, inner vfs.FS, dir string, data []byte, knobs uint
 	base := int64(knobs>>8) * 3
 	logPath := segPath(dir, base, LogSuffix)
 	f, err := inner.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
 	f.Close()
 	fileSize := int64(len(data))
 	in := vfs.NewInjector(inner)
@@ -67,60 +65,44 @@ func fuzzRecover(t *testing.T, inner vfs.FS, dir string, data []byte, knobs uint
 	})
 	cfg := Config{IndexIntervalBytes: int(knobs>>4) & 0xff, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
 	s, err := Open(in, dir, base, cfg)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	require.NoError(t, err, "Open")
 	defer mustClose(t, s)
-	if s.Size() > int64(len(data)) {
-		t.Fatalf("size %d of a %d-byte file", s.Size(), len(data))
-	}
+	require.LessOrEqual(t, s.Size(), int64(len(data)), "size %d of a %d-byte file", s.Size(), len(data))
 	res, err := s.Recover(int(knobs&0xf) * 40)
-	if err != nil {
-		t.Fatalf("Recover: %v", err)
-	}
+	require.NoError(t, err, "Recover")
 	if res.Kept {
 		// Legacy data recovery cannot prove torn: nothing cut, the file
 		// unchanged, the valid prefix published, and the same answer
 		// again.
-		if res.TruncatedBytes != 0 || !errors.Is(res.Cause, ErrLegacyKept) || ibase.IsTornTail(res.Cause) || res.ValidBytes != s.Size() {
-			t.Fatalf("kept: Recover = %+v, size %d", res, s.Size())
-		}
-		if string(data) != string(readAll(t, inner, logPath)) {
-			t.Fatal("kept data was changed")
-		}
+		require.Equal(t, int64(0), res.TruncatedBytes, "kept: Recover = %+v, size %d", res, s.Size())
+		require.ErrorIs(t, res.Cause, ErrLegacyKept, "kept: Recover = %+v, size %d", res, s.Size())
+		require.False(t, ibase.IsTornTail(res.Cause), "kept: Recover = %+v, size %d", res, s.Size())
+		require.Equal(t, s.Size(), res.ValidBytes, "kept: Recover = %+v, size %d", res, s.Size())
+		require.Equal(t, string(readAll(t, inner, logPath)), string(data), "kept data was changed")
 		checkSegment(t, s)
 		again, err := s.Recover(int(knobs&0xf) * 40)
-		if err != nil || !again.Kept || again.ValidBytes != res.ValidBytes {
-			t.Fatalf("second Recover = %+v, %v; first %+v", again, err, res)
-		}
+		require.NoError(t, err, "second Recover = %+v, %v; first %+v", again, err, res)
+		require.True(t, again.Kept, "second Recover = %+v, %v; first %+v", again, err, res)
+		require.Equal(t, res.ValidBytes, again.ValidBytes, "second Recover = %+v, %v; first %+v", again, err, res)
 		return
 	}
-	if res.ValidBytes+res.TruncatedBytes != int64(len(data)) || res.ValidBytes != s.Size() {
-		t.Fatalf("Recover = %+v for %d bytes, size %d", res, len(data), s.Size())
-	}
-	if (res.Cause == nil) != (res.TruncatedBytes == 0) {
-		t.Fatalf("cause %v with %d bytes cut", res.Cause, res.TruncatedBytes)
-	}
+	require.Equal(t, int64(len(data)), res.ValidBytes+res.TruncatedBytes, "Recover = %+v for %d bytes, size %d", res, len(data), s.Size())
+	require.Equal(t, s.Size(), res.ValidBytes, "Recover = %+v for %d bytes, size %d", res, len(data), s.Size())
+	require.Equal(t, res.TruncatedBytes == 0, res.Cause == nil, "cause %v with %d bytes cut", res.Cause, res.TruncatedBytes)
 	m := checkSegment(t, s)
 	for _, b := range m.batches {
-		if b.BaseOffset() < base {
-			t.Fatalf("batch at %d below base %d", b.BaseOffset(), base)
-		}
-		if err := b.Validate(); err != nil {
-			t.Fatal(err)
-		}
+		require.GreaterOrEqual(t, b.BaseOffset(), base, "batch at %d below base %d", b.BaseOffset(), base)
+		require.NoError(t, b.Validate())
 	}
-	if string(data[:res.ValidBytes]) != string(readAll(t, inner, logPath)) {
-		t.Fatal("kept bytes are not a prefix of the input")
-	}
+	require.Equal(t, string(readAll(t, inner, logPath)), string(data[:res.ValidBytes]), "kept bytes are not a prefix of the input")
 	again, err := s.Recover(int(knobs&0xf) * 40)
-	if err != nil || again.Cause != nil || again.TruncatedBytes != 0 || again.ValidBytes != res.ValidBytes || again.NextOffset != res.NextOffset {
-		t.Fatalf("second Recover = %+v, %v; first %+v", again, err, res)
-	}
+	require.NoError(t, err, "second Recover = %+v, %v; first %+v", again, err, res)
+	require.NoError(t, again.Cause, "second Recover = %+v, %v; first %+v", again, err, res)
+	require.Equal(t, int64(0), again.TruncatedBytes, "second Recover = %+v, %v; first %+v", again, err, res)
+	require.Equal(t, res.ValidBytes, again.ValidBytes, "second Recover = %+v, %v; first %+v", again, err, res)
+	require.Equal(t, res.NextOffset, again.NextOffset, "second Recover = %+v, %v; first %+v", again, err, res)
 	if len(m.batches) > 0 && len(m.batches) < 50 {
 		checkLookups(t, s, m)
 	}
-	if violation != nil {
-		t.Fatal(violation)
-	}
+	require.NoError(t, violation)
 }

@@ -2,11 +2,12 @@ package segment
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
@@ -32,14 +33,10 @@ func build(t tb, s spec) batch.Batch {
 	bld := batch.NewBuilder(opts)
 	val := bytes.Repeat([]byte{'v'}, s.valueSize)
 	for i, off := range s.offsets {
-		if err := bld.AddAt(batch.Record{Offset: off, Timestamp: s.timestamps[i], Key: []byte(fmt.Sprint(off)), Value: val}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, bld.AddAt(batch.Record{Offset: off, Timestamp: s.timestamps[i], Key: []byte(fmt.Sprint(off)), Value: val}))
 	}
 	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -67,12 +64,8 @@ func parseLog(t tb, data []byte) *model {
 	pos := int64(0)
 	for len(data) > 0 {
 		b, rest, err := batch.Parse(data)
-		if err != nil {
-			t.Fatalf("log does not parse at %d: %v", pos, err)
-		}
-		if err := b.Validate(); err != nil {
-			t.Fatalf("batch at %d invalid: %v", pos, err)
-		}
+		require.NoError(t, err, "log does not parse at %d", pos)
+		require.NoError(t, b.Validate(), "batch at %d invalid", pos)
 		m.batches = append(m.batches, b)
 		m.pos = append(m.pos, pos)
 		pos += int64(len(b))
@@ -97,9 +90,7 @@ func (m *model) findByTime(t tb, target, start int64) (int64, int64, bool) {
 	var dec batch.Decoder
 	for _, b := range m.batches {
 		for rec, err := range b.All(&dec) {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if rec.Timestamp >= target && rec.Offset >= start {
 				return rec.Offset, rec.Timestamp, true
 			}
@@ -112,14 +103,10 @@ func (m *model) findByTime(t tb, target, start int64) (int64, int64, bool) {
 func readAll(t tb, fsys vfs.FS, path string) []byte {
 	t.Helper()
 	f, err := fsys.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -127,9 +114,7 @@ func readAll(t tb, fsys vfs.FS, path string) []byte {
 func segmentModel(t tb, s *Segment) *model {
 	t.Helper()
 	b, err := s.Bytes(0, s.Size(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return parseLog(t, append([]byte(nil), b...))
 }
 
@@ -145,38 +130,33 @@ func checkSegment(t tb, s *Segment) *model {
 	maxTs, maxOff := int64(-1), int64(-1)
 	for i, b := range m.batches {
 		starts[m.pos[i]] = b.LastOffset()
-		if b.BaseOffset() < next {
-			t.Fatalf("batch %d at offset %d below %d", i, b.BaseOffset(), next)
-		}
+		require.GreaterOrEqual(t, b.BaseOffset(), next, "batch %d at offset %d below %d", i, b.BaseOffset(), next)
 		next = b.NextOffset()
 		if b.MaxTimestamp() > maxTs {
 			maxTs, maxOff = b.MaxTimestamp(), b.LastOffset()
 		}
 	}
-	if got := s.NextOffset(); got != next {
-		t.Fatalf("NextOffset %d, scan says %d", got, next)
-	}
+	got := s.NextOffset()
+	require.Equal(t, next, got, "NextOffset %d, scan says %d", got, next)
 	// The offset is the last offset of the first batch with the max
 	// timestamp, or (from a Kafka 2.x time index) an offset inside it.
-	if ts, off := s.MaxTimestamp(); ts != maxTs || (maxTs >= 0 && m.translate(off) != m.translate(maxOff)) {
-		t.Fatalf("MaxTimestamp (%d, %d), scan says (%d, %d)", ts, off, maxTs, maxOff)
+	ts, off := s.MaxTimestamp()
+	require.Equal(t, maxTs, ts, "MaxTimestamp (%d, %d), scan says (%d, %d)", ts, off, maxTs, maxOff)
+	if maxTs >= 0 {
+		require.Equal(t, m.translate(maxOff), m.translate(off), "MaxTimestamp (%d, %d), scan says (%d, %d)", ts, off, maxTs, maxOff)
 	}
 	err := s.offIdx.Check(s.Size(), func(pos int64) (int64, bool) {
 		last, ok := starts[pos]
 		return last, ok
 	})
-	if err != nil {
-		t.Fatalf("offset index: %v", err)
-	}
-	if err := s.timeIdx.Check(next); err != nil {
-		t.Fatalf("time index: %v", err)
-	}
+	require.NoError(t, err, "offset index")
+	require.NoError(t, s.timeIdx.Check(next), "time index")
 	for i := range s.timeIdx.Entries() {
 		e := s.timeIdx.Entry(i)
 		j := m.translate(e.Offset)
-		if j < 0 || m.batches[j].BaseOffset() > e.Offset || m.batches[j].MaxTimestamp() != e.Timestamp {
-			t.Fatalf("time entry %d (%d, %d) does not match a batch", i, e.Timestamp, e.Offset)
-		}
+		require.GreaterOrEqual(t, j, 0, "time entry %d (%d, %d) does not match a batch", i, e.Timestamp, e.Offset)
+		require.LessOrEqual(t, m.batches[j].BaseOffset(), e.Offset, "time entry %d (%d, %d) does not match a batch", i, e.Timestamp, e.Offset)
+		require.Equal(t, e.Timestamp, m.batches[j].MaxTimestamp(), "time entry %d (%d, %d) does not match a batch", i, e.Timestamp, e.Offset)
 	}
 	return m
 }
@@ -202,21 +182,19 @@ func checkLookups(t tb, s *Segment, m *model) {
 			continue
 		}
 		pos, info, found, err := s.Translate(off, 0)
-		if err != nil {
-			t.Fatalf("Translate(%d): %v", off, err)
-		}
+		require.NoError(t, err, "Translate(%d)", off)
 		j := m.translate(off)
-		if found != (j >= 0) || (found && (pos != m.pos[j] || info.LastOffset != m.batches[j].LastOffset())) {
-			t.Fatalf("Translate(%d) = %d, %v; scan says batch %d", off, pos, found, j)
+		require.Equal(t, j >= 0, found, "Translate(%d) = %d, %v; scan says batch %d", off, pos, found, j)
+		if found {
+			require.Equal(t, m.pos[j], pos, "Translate(%d) = %d, %v; scan says batch %d", off, pos, found, j)
+			require.Equal(t, m.batches[j].LastOffset(), info.LastOffset, "Translate(%d) = %d, %v; scan says batch %d", off, pos, found, j)
 		}
 	}
 	var ts []int64
 	var dec batch.Decoder
 	for _, b := range m.batches {
 		for rec, err := range b.All(&dec) {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ts = append(ts, rec.Timestamp-1, rec.Timestamp, rec.Timestamp+1)
 		}
 	}
@@ -233,13 +211,12 @@ func checkLookups(t tb, s *Segment, m *model) {
 	for _, target := range ts {
 		for _, start := range starts {
 			off, rts, found, err := s.FindOffsetByTimestamp(target, start)
-			if err != nil {
-				t.Fatalf("FindOffsetByTimestamp(%d, %d): %v", target, start, err)
-			}
+			require.NoError(t, err, "FindOffsetByTimestamp(%d, %d)", target, start)
 			woff, wts, wfound := m.findByTime(t, target, start)
-			if found != wfound || (found && (off != woff || rts != wts)) {
-				t.Fatalf("FindOffsetByTimestamp(%d, %d) = (%d, %d, %v); scan says (%d, %d, %v)",
-					target, start, off, rts, found, woff, wts, wfound)
+			require.Equal(t, wfound, found, "FindOffsetByTimestamp(%d, %d) = (%d, %d, %v); scan says (%d, %d, %v)", target, start, off, rts, found, woff, wts, wfound)
+			if found {
+				require.Equal(t, woff, off, "FindOffsetByTimestamp(%d, %d) = (%d, %d, %v); scan says (%d, %d, %v)", target, start, off, rts, found, woff, wts, wfound)
+				require.Equal(t, wts, rts, "FindOffsetByTimestamp(%d, %d) = (%d, %d, %v); scan says (%d, %d, %v)", target, start, off, rts, found, woff, wts, wfound)
 			}
 		}
 	}
@@ -260,24 +237,21 @@ var fsKinds = []fsKind{
 
 func mustMkdir(t tb, fsys vfs.FS, dir string) {
 	t.Helper()
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fsys.MkdirAll(dir, 0o755))
 }
 
 func mustAppend(t tb, s *Segment, b batch.Batch) int64 {
 	t.Helper()
 	pos, err := s.Append(b)
-	if err != nil {
-		t.Fatalf("Append([%d, %d]): %v", b.BaseOffset(), b.LastOffset(), err)
-	}
+	require.NoError(t, err, "Append([%d, %d])", b.BaseOffset(), b.LastOffset())
 	return pos
 }
 
 func mustClose(t tb, s *Segment) {
 	t.Helper()
-	if err := s.Close(); err != nil && !errors.Is(err, ErrClosed) {
-		t.Fatal(err)
+	err := s.Close()
+	if err != nil {
+		require.ErrorIs(t, err, ErrClosed, err)
 	}
 }
 
@@ -287,17 +261,14 @@ func segPath(dir string, base int64, suffix string) string {
 
 func vfs_NewMemForTest(t tb) vfs.FS {
 	m := vfs.NewMem()
-	if err := m.MkdirAll("/x", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MkdirAll("/x", 0o755))
 	return m
 }
 
 // tb is what the helpers need of *testing.T, *testing.B and *rapid.T.
 type tb interface {
+	require.TestingT
 	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
 	Logf(format string, args ...any)
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -19,15 +22,13 @@ type kafkaSegment struct {
 func kafkaSegments(t *testing.T) []kafkaSegment {
 	t.Helper()
 	logs, err := filepath.Glob("testdata/kafka/*/*/*.log")
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
+	require.NoError(t, err, "no fixtures: %v", err)
+	require.NotEmpty(t, logs, "no fixtures: %v", err)
 	var segs []kafkaSegment
 	for _, p := range logs {
 		base, suffix, ok := ParseFileName(filepath.Base(p))
-		if !ok || suffix != LogSuffix {
-			t.Fatalf("unexpected fixture %s", p)
-		}
+		require.True(t, ok, "unexpected fixture %s", p)
+		require.Equal(t, LogSuffix, suffix, "unexpected fixture %s", p)
 		segs = append(segs, kafkaSegment{filepath.Dir(p), base})
 	}
 	return segs
@@ -48,15 +49,10 @@ func copySegment(t *testing.T, ks kafkaSegment, fsys vfs.FS, dir string, withInd
 			continue // not every fixture has indexes
 		}
 		f, err := fsys.Create(segPath(dir, ks.base, suffix))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = f.Write(data)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
 	}
 }
 
@@ -69,14 +65,10 @@ func TestKafkaFixtures(t *testing.T) {
 					fsys, dir := k.fs(t)
 					copySegment(t, ks, fsys, dir, true)
 					s, err := Open(fsys, dir, ks.base, k.cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					defer mustClose(t, s)
 					raw, _ := os.ReadFile(segPath(ks.dir, ks.base, LogSuffix))
-					if s.Size() != int64(len(raw)) {
-						t.Fatalf("size %d, file has %d", s.Size(), len(raw))
-					}
+					require.Equal(t, int64(len(raw)), s.Size(), "size %d, file has %d", s.Size(), len(raw))
 					m := checkSegment(t, s)
 					checkLookups(t, s, m)
 					if len(m.batches) > 0 && m.batches[0].BaseOffset() > ks.base {
@@ -84,9 +76,11 @@ func TestKafkaFixtures(t *testing.T) {
 					}
 					// Recover finds everything valid.
 					res, err := s.Recover(0)
-					if err != nil || res.Cause != nil || res.TruncatedBytes != 0 || res.ValidBytes != int64(len(raw)) || res.NextOffset != s.NextOffset() {
-						t.Fatalf("Recover = %+v, %v", res, err)
-					}
+					require.NoError(t, err, "Recover = %+v, %v", res, err)
+					require.NoError(t, res.Cause, "Recover = %+v, %v", res, err)
+					require.Equal(t, int64(0), res.TruncatedBytes, "Recover = %+v, %v", res, err)
+					require.Equal(t, int64(len(raw)), res.ValidBytes, "Recover = %+v, %v", res, err)
+					require.Equal(t, s.NextOffset(), res.NextOffset, "Recover = %+v, %v", res, err)
 					checkLookups(t, s, checkSegment(t, s))
 
 					// Rebuilt from the log alone: same answers, and
@@ -94,9 +88,7 @@ func TestKafkaFixtures(t *testing.T) {
 					fsys2, dir2 := k.fs(t)
 					copySegment(t, ks, fsys2, dir2+"-rebuilt", false)
 					r, err := Open(fsys2, dir2+"-rebuilt", ks.base, k.cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					defer mustClose(t, r)
 					checkLookups(t, r, checkSegment(t, r))
 					compareKafkaIndexes(t, ks, r, m)
@@ -116,23 +108,21 @@ func compareKafkaIndexes(t *testing.T, ks kafkaSegment, r *Segment, m *model) {
 	gotOff, gotTime := indexEntries(r)
 	if data, err := os.ReadFile(segPath(ks.dir, ks.base, IndexSuffix)); err == nil {
 		want := decodeOffsetIndex(data, ks.base)
-		if !equalEntries(gotOff, want) {
-			t.Fatalf("rebuilt offset index %v, Kafka's %v", gotOff, want)
-		}
+		require.True(t, equalEntries(gotOff, want), "rebuilt offset index %v, Kafka's %v", gotOff, want)
 	}
 	data, err := os.ReadFile(segPath(ks.dir, ks.base, TimeIndexSuffix))
 	if err != nil {
 		return
 	}
 	want := decodeTimeIndex(data, ks.base)
-	if len(gotTime) != len(want) {
-		t.Fatalf("rebuilt time index %v, Kafka's %v", gotTime, want)
-	}
+	require.Len(t, gotTime, len(want), "rebuilt time index %v, Kafka's %v", gotTime, want)
 	exact := strings.Contains(ks.dir, "kafka-2.7.1")
 	for i := range want {
 		g, w := gotTime[i], want[i]
-		if g[0] != w[0] || m.translate(g[1]) != m.translate(w[1]) || (exact && g[1] != w[1]) {
-			t.Fatalf("time entry %d: rebuilt %v, Kafka's %v", i, g, w)
+		require.Equal(t, w[0], g[0], "time entry %d: rebuilt %v, Kafka's %v", i, g, w)
+		require.Equal(t, m.translate(w[1]), m.translate(g[1]), "time entry %d: rebuilt %v, Kafka's %v", i, g, w)
+		if exact {
+			require.Equal(t, w[1], g[1], "time entry %d: rebuilt %v, Kafka's %v", i, g, w)
 		}
 		if g[1] != w[1] {
 			t.Logf("time entry %d: rebuilt offset %d, Kafka 2.1 wrote %d (same batch)", i, g[1], w[1])
@@ -178,9 +168,7 @@ func TestKafkaFixtureCases(t *testing.T) {
 		{"kafka-2.7.1/__consumer_offsets-17", 0, "0-byte index"},
 		{"kafka-source-code/__consumer_offsets-17", 0, "first batch far above the base"},
 	} {
-		if !has(c.dir, c.base) {
-			t.Errorf("fixture for %q missing: %s %d", c.why, c.dir, c.base)
-		}
+		assert.True(t, has(c.dir, c.base), "fixture for %q missing: %s %d", c.why, c.dir, c.base)
 	}
 }
 
@@ -209,24 +197,17 @@ func TestKafkaPre30OffsetIndex(t *testing.T) {
 	}
 	for name, b := range map[string][]byte{FileName(0, LogSuffix): data, FileName(0, IndexSuffix): idx} {
 		f, err := mem.Create(filepath.Join("/x", name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.Write(b)
 		f.Close()
 	}
 	s, err := Open(mem, "/x", 0, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mustClose(t, s)
-	if s.offIdx.Entries() != 3 || s.indexSuspect.Load() {
-		t.Fatalf("Kafka's index was not kept: %d entries, suspect %v", s.offIdx.Entries(), s.indexSuspect.Load())
-	}
+	require.Equal(t, 3, s.offIdx.Entries(), "Kafka's index was not kept: %d entries, suspect %v", s.offIdx.Entries(), s.indexSuspect.Load())
+	require.False(t, s.indexSuspect.Load(), "Kafka's index was not kept: %d entries, suspect %v", s.offIdx.Entries(), s.indexSuspect.Load())
 	checkLookups(t, s, parseLog(t, data))
-	if s.indexSuspect.Load() {
-		t.Fatal("a valid pre-3.0 entry was taken for damage")
-	}
+	require.False(t, s.indexSuspect.Load(), "a valid pre-3.0 entry was taken for damage")
 }
 
 // TestOpenIndexPastLog: the .log lost its end (a copy, a crash on a
@@ -240,9 +221,7 @@ func TestOpenIndexPastLog(t *testing.T) {
 			cfg := k.cfg
 			cfg.IndexIntervalBytes = 64
 			s, err := Create(fsys, dir, 0, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			next := int64(0)
 			for i := range 30 {
 				b := simpleBatch(t, next, 2, int64(i), 100)
@@ -253,21 +232,14 @@ func TestOpenIndexPastLog(t *testing.T) {
 			mustClose(t, s)
 			cut := m.pos[len(m.pos)/2]
 			f, err := fsys.OpenReadWrite(segPath(dir, 0, LogSuffix))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Truncate(cut + 30); err != nil { // half a batch too
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			// half a batch too
+			require.NoError(t, f.Truncate(cut+30))
 			f.Close()
 			r, err := Open(fsys, dir, 0, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, r)
-			if r.Size() != cut {
-				t.Fatalf("size %d, want %d", r.Size(), cut)
-			}
+			require.Equal(t, cut, r.Size(), "size %d, want %d", r.Size(), cut)
 			checkLookups(t, r, checkSegment(t, r))
 		})
 	}

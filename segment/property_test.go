@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/batch"
@@ -83,31 +85,26 @@ func TestPropertyLookups(t *testing.T) {
 		mustMkdir(t, fsys, dir)
 		base := rapid.Int64Range(0, 1000).Draw(t, "base")
 		s, err := Create(fsys, dir, base, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, sp := range genSpecs(t, base) {
 			b := build(t, sp)
 			if _, err := s.Append(b); err != nil {
 				if errors.Is(err, ErrSegmentFull) {
 					break // the partition would roll here
 				}
-				t.Fatal(err)
+				require.NoError(t, err)
 			}
 		}
 		if rapid.IntRange(0, 4).Draw(t, "truncate") == 0 && s.NextOffset() > base {
 			off := rapid.Int64Range(base, s.NextOffset()).Draw(t, "truncateTo")
 			before := segmentModel(t, s)
 			removed, err := s.TruncateTo(off)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			j := before.translate(off)
 			if want := int64(0); j >= 0 {
 				want = before.size - before.pos[j]
-				if removed != want || s.Size() != before.pos[j] {
-					t.Fatalf("TruncateTo(%d) removed %d, want %d", off, removed, want)
-				}
+				require.Equal(t, want, removed, "TruncateTo(%d) removed %d, want %d", off, removed, want)
+				require.Equal(t, before.pos[j], s.Size(), "TruncateTo(%d) removed %d, want %d", off, removed, want)
 			}
 		}
 		m := checkSegment(t, s)
@@ -116,14 +113,10 @@ func TestPropertyLookups(t *testing.T) {
 		maxTs, _ := s.MaxTimestamp()
 		sealed := rapid.Bool().Draw(t, "seal")
 		if sealed {
-			if err := s.Seal(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Seal())
 		}
 		liveOff, liveTime := indexEntries(s)
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Close())
 
 		// Reopen as is, then with damaged indexes: same answers.
 		for round := range 3 {
@@ -131,15 +124,11 @@ func TestPropertyLookups(t *testing.T) {
 				corruptIndex(t, fsys, dir, base)
 			}
 			r, err := Open(fsys, dir, base, cfg)
-			if err != nil {
-				t.Fatalf("reopen %d: %v", round, err)
-			}
-			if r.Size() != size || r.NextOffset() != next {
-				t.Fatalf("reopen %d: size %d next %d, want %d %d", round, r.Size(), r.NextOffset(), size, next)
-			}
-			if ts, _ := r.MaxTimestamp(); ts != maxTs {
-				t.Fatalf("reopen %d: max timestamp %d, want %d", round, ts, maxTs)
-			}
+			require.NoError(t, err, "reopen %d", round)
+			require.Equal(t, size, r.Size(), "reopen %d: size %d next %d, want %d %d", round, r.Size(), r.NextOffset(), size, next)
+			require.Equal(t, next, r.NextOffset(), "reopen %d: size %d next %d, want %d %d", round, r.Size(), r.NextOffset(), size, next)
+			ts, _ := r.MaxTimestamp()
+			require.Equal(t, maxTs, ts, "reopen %d: max timestamp %d, want %d", round, ts, maxTs)
 			checkLookups(t, r, m)
 			if round == 0 {
 				checkSegment(t, r)
@@ -147,18 +136,18 @@ func TestPropertyLookups(t *testing.T) {
 				// rule in both places; sealing added the final time
 				// entry that recovery adds).
 				res, err := r.Recover(0)
-				if err != nil || res.Cause != nil || res.ValidBytes != size || res.NextOffset != next {
-					t.Fatalf("Recover = %+v, %v", res, err)
-				}
+				require.NoError(t, err, "Recover = %+v, %v", res, err)
+				require.NoError(t, res.Cause, "Recover = %+v, %v", res, err)
+				require.Equal(t, size, res.ValidBytes, "Recover = %+v, %v", res, err)
+				require.Equal(t, next, res.NextOffset, "Recover = %+v, %v", res, err)
 				gotOff, gotTime := indexEntries(r)
-				if !equalEntries(gotOff, liveOff) || (sealed && !equalEntries(gotTime, liveTime)) {
-					t.Fatalf("recovered indexes differ:\n%v %v\nlive:\n%v %v", gotOff, gotTime, liveOff, liveTime)
+				require.True(t, equalEntries(gotOff, liveOff), "recovered indexes differ:\n%v %v\nlive:\n%v %v", gotOff, gotTime, liveOff, liveTime)
+				if sealed {
+					require.True(t, equalEntries(gotTime, liveTime), "recovered indexes differ:\n%v %v\nlive:\n%v %v", gotOff, gotTime, liveOff, liveTime)
 				}
 				checkLookups(t, r, m)
 			}
-			if err := r.Close(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Close())
 		}
 	})
 }
@@ -178,9 +167,7 @@ func corruptIndex(t *rapid.T, fsys vfs.FS, dir string, base int64) {
 		data := readAll(t, fsys, p)
 		switch mode := rapid.IntRange(0, 6).Draw(t, "mode"); mode {
 		case 0: // deleted
-			if err := fsys.Remove(p); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, fsys.Remove(p))
 			continue
 		case 1: // cut anywhere
 			data = data[:rapid.IntRange(0, len(data)).Draw(t, "cut")]
@@ -200,15 +187,10 @@ func corruptIndex(t *rapid.T, fsys vfs.FS, dir string, base int64) {
 			data = nil
 		}
 		f, err := fsys.Create(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = f.Write(data)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
 	}
 }
 

@@ -2,19 +2,20 @@ package segment
 
 import (
 	"bytes"
-	"errors"
 	"io/fs"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 )
 
 func TestFileNames(t *testing.T) {
-	if got := FileName(42, LogSuffix); got != "00000000000000000042.log" {
-		t.Fatalf("FileName = %q", got)
-	}
+	got := FileName(42, LogSuffix)
+	require.Equal(t, "00000000000000000042.log", got, "FileName = %q", got)
 	for _, tc := range []struct {
 		name   string
 		base   int64
@@ -38,9 +39,9 @@ func TestFileNames(t *testing.T) {
 		{"99999999999999999999.log", 0, "", false},
 	} {
 		base, suffix, ok := ParseFileName(tc.name)
-		if ok != tc.ok || base != tc.base || suffix != tc.suffix {
-			t.Errorf("ParseFileName(%q) = %d, %q, %v; want %d, %q, %v", tc.name, base, suffix, ok, tc.base, tc.suffix, tc.ok)
-		}
+		assert.Equal(t, tc.ok, ok, "ParseFileName(%q) = %d, %q, %v; want %d, %q, %v", tc.name, base, suffix, ok, tc.base, tc.suffix, tc.ok)
+		assert.Equal(t, tc.base, base, "ParseFileName(%q) = %d, %q, %v; want %d, %q, %v", tc.name, base, suffix, ok, tc.base, tc.suffix, tc.ok)
+		assert.Equal(t, tc.suffix, suffix, "ParseFileName(%q) = %d, %q, %v; want %d, %q, %v", tc.name, base, suffix, ok, tc.base, tc.suffix, tc.ok)
 	}
 }
 
@@ -52,16 +53,13 @@ func TestAppendReadLookup(t *testing.T) {
 			cfg := k.cfg
 			cfg.IndexIntervalBytes = 200
 			s, err := Create(fsys, dir, 100, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s)
-			if s.NextOffset() != 100 || s.Size() != 0 {
-				t.Fatalf("empty segment: next %d size %d", s.NextOffset(), s.Size())
-			}
-			if ts, off := s.MaxTimestamp(); ts != -1 || off != -1 {
-				t.Fatalf("empty MaxTimestamp = %d, %d", ts, off)
-			}
+			require.Equal(t, int64(100), s.NextOffset(), "empty segment: next %d size %d", s.NextOffset(), s.Size())
+			require.Equal(t, int64(0), s.Size(), "empty segment: next %d size %d", s.NextOffset(), s.Size())
+			ts, off := s.MaxTimestamp()
+			require.Equal(t, int64(-1), ts, "empty MaxTimestamp = %d, %d", ts, off)
+			require.Equal(t, int64(-1), off, "empty MaxTimestamp = %d, %d", ts, off)
 			var batches []batch.Batch
 			next := int64(100)
 			for i := range 40 {
@@ -73,123 +71,85 @@ func TestAppendReadLookup(t *testing.T) {
 				next = b.NextOffset()
 			}
 			m := checkSegment(t, s)
-			if len(m.batches) != len(batches) {
-				t.Fatalf("%d batches, want %d", len(m.batches), len(batches))
-			}
-			if s.offIdx.Entries() == 0 || s.timeIdx.Entries() == 0 {
-				t.Fatalf("no index entries: %d, %d", s.offIdx.Entries(), s.timeIdx.Entries())
-			}
+			require.Len(t, m.batches, len(batches), "%d batches, want %d", len(m.batches), len(batches))
+			require.NotEqual(t, 0, s.offIdx.Entries(), "no index entries: %d, %d", s.offIdx.Entries(), s.timeIdx.Entries())
+			require.NotEqual(t, 0, s.timeIdx.Entries(), "no index entries: %d, %d", s.offIdx.Entries(), s.timeIdx.Entries())
 			checkLookups(t, s, m)
-			if _, err := s.Append(batches[0]); !errors.Is(err, ErrOffsetNotIncreasing) {
-				t.Fatalf("stale append: %v", err)
-			}
+			_, err = s.Append(batches[0])
+			require.ErrorIs(t, err, ErrOffsetNotIncreasing, "stale append: %v", err)
 			sizeBefore := s.Size()
 			bad := simpleBatch(t, next, 2, 1, 10)
 			for _, in := range []batch.Batch{bad[:50], bad[:len(bad)-1], append(bad[:len(bad):len(bad)], 0)} {
-				if _, err := s.Append(in); !base.IsCorruption(err) {
-					t.Fatalf("append of %d malformed bytes: %v", len(in), err)
-				}
+				_, err := s.Append(in)
+				require.True(t, base.IsCorruption(err), "append of %d malformed bytes: %v", len(in), err)
 			}
-			if _, err := s.Append(simpleBatch(t, 99, 1, 1, 1)); !errors.Is(err, ErrOffsetNotIncreasing) {
-				t.Fatalf("append below the base: %v", err)
-			}
-			if s.Size() != sizeBefore {
-				t.Fatal("a rejected append changed the segment")
-			}
+			_, err = s.Append(simpleBatch(t, 99, 1, 1, 1))
+			require.ErrorIs(t, err, ErrOffsetNotIncreasing, "append below the base: %v", err)
+			require.Equal(t, sizeBefore, s.Size(), "a rejected append changed the segment")
 
 			// Read: whole batches, maxBytes, maxPosition, minOneBatch.
 			b0, b1 := m.batches[0], m.batches[1]
 			sl, err := s.Read(b0.BaseOffset(), len(b0)+len(b1), s.Size(), false)
-			if err != nil || sl.Start != 0 || sl.End != int64(len(b0)+len(b1)) || sl.FirstOffset != b0.BaseOffset() || sl.NextOffset != b1.NextOffset() {
-				t.Fatalf("Read two batches = %+v, %v", sl, err)
-			}
+			require.NoError(t, err, "Read two batches = %+v, %v", sl, err)
+			require.Equal(t, int64(0), sl.Start, "Read two batches = %+v, %v", sl, err)
+			require.Equal(t, int64(len(b0)+len(b1)), sl.End, "Read two batches = %+v, %v", sl, err)
+			require.Equal(t, b0.BaseOffset(), sl.FirstOffset, "Read two batches = %+v, %v", sl, err)
+			require.Equal(t, b1.NextOffset(), sl.NextOffset, "Read two batches = %+v, %v", sl, err)
 			sl, _ = s.Read(b0.BaseOffset(), len(b0)+len(b1)-1, s.Size(), false)
-			if sl.End != int64(len(b0)) {
-				t.Fatalf("Read with a short budget = %+v", sl)
-			}
+			require.Equal(t, int64(len(b0)), sl.End, "Read with a short budget = %+v", sl)
 			sl, _ = s.Read(b0.BaseOffset(), 1, s.Size(), false)
-			if !sl.Empty() {
-				t.Fatalf("Read below one batch = %+v", sl)
-			}
+			require.True(t, sl.Empty(), "Read below one batch = %+v", sl)
 			sl, _ = s.Read(b0.BaseOffset(), 1, s.Size(), true)
-			if sl.Len() != int64(len(b0)) {
-				t.Fatalf("Read minOneBatch = %+v", sl)
-			}
+			require.Equal(t, int64(len(b0)), sl.Len(), "Read minOneBatch = %+v", sl)
 			sl, _ = s.Read(b0.BaseOffset(), 1<<20, int64(len(b0))+5, true)
-			if sl.End != int64(len(b0)) {
-				t.Fatalf("Read bounded by maxPosition = %+v", sl)
-			}
+			require.Equal(t, int64(len(b0)), sl.End, "Read bounded by maxPosition = %+v", sl)
 			sl, _ = s.Read(b1.BaseOffset(), 1<<20, int64(len(b0))+5, true)
-			if !sl.Empty() {
-				t.Fatalf("Read past maxPosition = %+v", sl)
-			}
+			require.True(t, sl.Empty(), "Read past maxPosition = %+v", sl)
 			sl, _ = s.Read(s.NextOffset(), 1<<20, s.Size(), true)
-			if !sl.Empty() {
-				t.Fatalf("Read at the end = %+v", sl)
-			}
+			require.True(t, sl.Empty(), "Read at the end = %+v", sl)
 			sl, _ = s.Read(0, 1<<30, s.Size(), false)
-			if sl.Start != 0 || sl.End != s.Size() {
-				t.Fatalf("Read all = %+v", sl)
-			}
+			require.Equal(t, int64(0), sl.Start, "Read all = %+v", sl)
+			require.Equal(t, s.Size(), sl.End, "Read all = %+v", sl)
 			got, err := s.Bytes(sl.Start, sl.End, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var want []byte
 			for _, b := range batches {
 				want = append(want, b...)
 			}
-			if !bytes.Equal(got, want) {
-				t.Fatal("Bytes differ from what was appended")
-			}
-			if _, err := s.Bytes(0, s.Size()+1, nil); !errors.Is(err, ErrOutOfRange) {
-				t.Fatalf("Bytes past the end: %v", err)
-			}
+			require.Equal(t, string(want), string(got), "Bytes differ from what was appended")
+			_, err = s.Bytes(0, s.Size()+1, nil)
+			require.ErrorIs(t, err, ErrOutOfRange, "Bytes past the end: %v", err)
 			var buf bytes.Buffer
-			if n, err := s.WriteTo(&buf, 0, s.Size()); err != nil || n != s.Size() || !bytes.Equal(buf.Bytes(), want) {
-				t.Fatalf("WriteTo = %d, %v", n, err)
-			}
+			n, err := s.WriteTo(&buf, 0, s.Size())
+			require.NoError(t, err, "WriteTo = %d, %v", n, err)
+			require.Equal(t, s.Size(), n, "WriteTo = %d, %v", n, err)
+			require.Equal(t, string(want), string(buf.Bytes()), "WriteTo = %d, %v", n, err)
 
 			// Seal, reopen, same answers.
-			if err := s.Seal(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Append(simpleBatch(t, next, 1, 0, 1)); !errors.Is(err, ErrSealed) {
-				t.Fatalf("append after seal: %v", err)
-			}
+			require.NoError(t, s.Seal())
+			_, err = s.Append(simpleBatch(t, next, 1, 0, 1))
+			require.ErrorIs(t, err, ErrSealed, "append after seal: %v", err)
 			liveOff, liveTime := indexEntries(s)
 			mustClose(t, s)
-			if err := s.Close(); !errors.Is(err, ErrClosed) {
-				t.Fatalf("second Close: %v", err)
-			}
+			err = s.Close()
+			require.ErrorIs(t, err, ErrClosed, "second Close: %v", err)
 			s2, err := Open(fsys, dir, 100, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s2)
 			m2 := checkSegment(t, s2)
 			checkLookups(t, s2, m2)
-			if !s2.Sealed() {
-				t.Fatal("Open returned an active segment")
-			}
+			require.True(t, s2.Sealed(), "Open returned an active segment")
 			// Rebuilt indexes equal the live ones.
 			for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
-				if err := fsys.Remove(segPath(dir, 100, suffix)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, fsys.Remove(segPath(dir, 100, suffix)))
 			}
 			s3, err := Open(fsys, dir, 100, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mustClose(t, s3)
 			gotOff, gotTime := indexEntries(s3)
-			if !equalEntries(gotOff, liveOff) || !equalEntries(gotTime, liveTime) {
-				t.Fatalf("rebuilt indexes differ:\n%v\n%v\nlive:\n%v\n%v", gotOff, gotTime, liveOff, liveTime)
-			}
-			if err := s3.Unseal(); err != nil {
-				t.Fatal(err)
-			}
+			require.True(t, equalEntries(gotOff, liveOff), "rebuilt indexes differ:\n%v\n%v\nlive:\n%v\n%v", gotOff, gotTime, liveOff, liveTime)
+			require.True(t, equalEntries(gotTime, liveTime), "rebuilt indexes differ:\n%v\n%v\nlive:\n%v\n%v", gotOff, gotTime, liveOff, liveTime)
+			require.NoError(t, s3.Unseal())
 			mustAppend(t, s3, simpleBatch(t, next, 2, 5000, 10))
 			checkLookups(t, s3, checkSegment(t, s3))
 		})
@@ -223,28 +183,22 @@ func equalEntries(a, b [][2]int64) bool {
 
 func TestOpenMissing(t *testing.T) {
 	_, err := Open(vfs_NewMemForTest(t), "/x", 0, Config{})
-	if !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("Open of a missing segment: %v", err)
-	}
+	require.ErrorIs(t, err, fs.ErrNotExist, "Open of a missing segment: %v", err)
 }
 
 func TestShouldRoll(t *testing.T) {
 	fsys := vfs_NewMemForTest(t)
 	cfg := Config{MaxIndexBytes: 3 * 12, IndexIntervalBytes: -1}
 	s, err := Create(fsys, "/x", 10, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mustClose(t, s)
 	now := time.Unix(1000, 0)
 	b := simpleBatch(t, 10, 2, 5000, 100)
-	if r := s.ShouldRoll(b, 100, time.Second, now); r != RollNone {
-		t.Fatalf("empty segment rolls: %v", r)
-	}
+	r := s.ShouldRoll(b, 100, time.Second, now)
+	require.Equal(t, RollNone, r, "empty segment rolls: %v", r)
 	mustAppend(t, s, b)
-	if got := s.FirstBatchMaxTimestamp(); got != 5001 {
-		t.Fatalf("FirstBatchMaxTimestamp = %d", got)
-	}
+	got := s.FirstBatchMaxTimestamp()
+	require.Equal(t, int64(5001), got, "FirstBatchMaxTimestamp = %d", got)
 	for _, tc := range []struct {
 		name      string
 		in        batch.Batch
@@ -259,9 +213,8 @@ func TestShouldRoll(t *testing.T) {
 		{"time disabled", simpleBatch(t, 12, 1, 9e9, 1), 1 << 20, 0, RollNone},
 		{"offset overflow", simpleBatch(t, 10+1<<31, 1, 5001, 1), 1 << 20, time.Hour, RollOffsetOverflow},
 	} {
-		if got := s.ShouldRoll(tc.in, tc.segBytes, tc.rollAfter, now); got != tc.want {
-			t.Errorf("%s: ShouldRoll = %v, want %v", tc.name, got, tc.want)
-		}
+		got := s.ShouldRoll(tc.in, tc.segBytes, tc.rollAfter, now)
+		assert.Equal(t, tc.want, got, "%s: ShouldRoll = %v, want %v", tc.name, got, tc.want)
 	}
 	// Index full: 3 offset slots, 2 usable time slots.
 	next := b.NextOffset()
@@ -269,34 +222,23 @@ func TestShouldRoll(t *testing.T) {
 		nb := simpleBatch(t, next, 1, 6000+int64(i), 1)
 		mustAppend(t, s, nb)
 		next = nb.NextOffset()
-		if i > 10 {
-			t.Fatal("never full")
-		}
+		require.LessOrEqual(t, i, 10, "never full")
 	}
-	r := s.ShouldRoll(simpleBatch(t, next, 1, 7000, 1), 1<<20, time.Hour, now)
-	if r != RollOffsetIndexFull && r != RollTimeIndexFull {
-		t.Fatalf("full index: %v", r)
+	r = s.ShouldRoll(simpleBatch(t, next, 1, 7000, 1), 1<<20, time.Hour, now)
+	if r != RollOffsetIndexFull {
+		require.Equal(t, RollTimeIndexFull, r, "full index: %v", r)
 	}
-	if _, err := s.Append(simpleBatch(t, next, 1, 7000, 1)); !errors.Is(err, ErrSegmentFull) {
-		t.Fatalf("append to a full index: %v", err)
-	}
+	_, err = s.Append(simpleBatch(t, next, 1, 7000, 1))
+	require.ErrorIs(t, err, ErrSegmentFull, "append to a full index: %v", err)
 	// Wall clock fallback when the first batch has no timestamp.
 	s2, err := Create(fsys, "/x", 1000, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer mustClose(t, s2)
 	nb := simpleBatch(t, 1000, 1, -1, 1)
 	mustAppend(t, s2, nb)
-	if got := s2.ShouldRoll(nb, 1<<20, time.Minute, s2.Created().Add(2*time.Minute)); got != RollTime {
-		t.Fatalf("wall clock roll: %v", got)
-	}
-	if got := s2.ShouldRoll(nb, 1<<20, time.Minute, s2.Created().Add(time.Second)); got != RollNone {
-		t.Fatalf("wall clock no roll: %v", got)
-	}
+	require.Equal(t, RollTime, s2.ShouldRoll(nb, 1<<20, time.Minute, s2.Created().Add(2*time.Minute)), "wall clock roll")
+	require.Equal(t, RollNone, s2.ShouldRoll(nb, 1<<20, time.Minute, s2.Created().Add(time.Second)), "wall clock no roll")
 	for r := RollNone; r <= numRollReasons; r++ {
-		if r.String() == "" {
-			t.Fatal("empty name")
-		}
+		require.NotEqual(t, "", r.String(), "empty name")
 	}
 }

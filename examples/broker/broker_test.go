@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,16 +39,13 @@ func TestProduceElevenThenThreeConsumeFourteen(t *testing.T) {
 	b := startBroker(t, dir, 1)
 	rc := dialRaw(t, b.addr)
 	p := produceRaw(t, rc, 9, topic, 0, buildBatch(t, "a", 11, batch.CompressionNone))
-	if p.ErrorCode != 0 || p.BaseOffset != 0 {
-		t.Fatalf("first batch: error %d base %d, want 0, 0", p.ErrorCode, p.BaseOffset)
-	}
+	require.Equal(t, int16(0), p.ErrorCode, "first batch: error %d base %d, want 0, 0", p.ErrorCode, p.BaseOffset)
+	require.Equal(t, int64(0), p.BaseOffset, "first batch: error %d base %d, want 0, 0", p.ErrorCode, p.BaseOffset)
 	p = produceRaw(t, rc, 3, topic, 0, buildBatch(t, "b", 3, batch.CompressionNone))
-	if p.ErrorCode != 0 || p.BaseOffset != 11 {
-		t.Fatalf("second batch: error %d base %d, want 0, 11", p.ErrorCode, p.BaseOffset)
-	}
-	if lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp); lo.Offset != 14 {
-		t.Fatalf("latest offset %d, want 14", lo.Offset)
-	}
+	require.Equal(t, int16(0), p.ErrorCode, "second batch: error %d base %d, want 0, 11", p.ErrorCode, p.BaseOffset)
+	require.Equal(t, int64(11), p.BaseOffset, "second batch: error %d base %d, want 0, 11", p.ErrorCode, p.BaseOffset)
+	lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp)
+	require.Equal(t, int64(14), lo.Offset, "latest offset %d, want 14", lo.Offset)
 
 	check := func(addr string) {
 		t.Helper()
@@ -53,17 +53,14 @@ func TestProduceElevenThenThreeConsumeFourteen(t *testing.T) {
 			topic: {0: kgo.NewOffset().AtStart()},
 		}))
 		recs := consume(ctx, t, cl, 14)
-		if len(recs) != 14 {
-			t.Fatalf("got %d records, want 14", len(recs))
-		}
+		require.Len(t, recs, 14, "got %d records, want 14", len(recs))
 		for i, r := range recs {
 			want := fmt.Sprintf("a-%d", i)
 			if i >= 11 {
 				want = fmt.Sprintf("b-%d", i-11)
 			}
-			if r.Offset != int64(i) || string(r.Value) != want {
-				t.Fatalf("record %d: offset %d value %q, want %d %q", i, r.Offset, r.Value, i, want)
-			}
+			require.Equal(t, int64(i), r.Offset, "record %d: offset %d value %q, want %d %q", i, r.Offset, r.Value, i, want)
+			require.Equal(t, want, string(r.Value), "record %d: offset %d value %q, want %d %q", i, r.Offset, r.Value, i, want)
 		}
 		cl.Close()
 	}
@@ -73,12 +70,11 @@ func TestProduceElevenThenThreeConsumeFourteen(t *testing.T) {
 	b = startBroker(t, dir, 1)
 	check(b.addr)
 	rc = dialRaw(t, b.addr)
-	if lo := listOffset(t, rc, topic, 0, plog.EarliestTimestamp); lo.ErrorCode != 0 || lo.Offset != 0 {
-		t.Fatalf("earliest after restart: %+v", lo)
-	}
-	if lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp); lo.Offset != 14 {
-		t.Fatalf("latest after restart %d, want 14", lo.Offset)
-	}
+	lo = listOffset(t, rc, topic, 0, plog.EarliestTimestamp)
+	require.Equal(t, int16(0), lo.ErrorCode, "earliest after restart: %+v", lo)
+	require.Equal(t, int64(0), lo.Offset, "earliest after restart: %+v", lo)
+	lo = listOffset(t, rc, topic, 0, plog.LatestTimestamp)
+	require.Equal(t, int64(14), lo.Offset, "latest after restart %d, want 14", lo.Offset)
 }
 
 // Commit an offset, restart, resume from it; lag = log end offset -
@@ -105,9 +101,8 @@ func TestCommitRestartResumeAndLag(t *testing.T) {
 	ct.Partitions = append(ct.Partitions, cp)
 	commit.Topics = append(commit.Topics, ct)
 	cresp := rc.do(commit).(*kmsg.OffsetCommitResponse)
-	if code := cresp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
-	}
+	code := cresp.Topics[0].Partitions[0].ErrorCode
+	require.Equal(t, int16(0), code, "commit: %v", kerr.ErrorForCode(code))
 
 	b.stop(t)
 	b = startBroker(t, dir, 1)
@@ -122,16 +117,17 @@ func TestCommitRestartResumeAndLag(t *testing.T) {
 	fetch.Topics = append(fetch.Topics, ft)
 	fresp := rc.do(fetch).(*kmsg.OffsetFetchResponse)
 	got := fresp.Topics[0].Partitions[0]
-	if got.ErrorCode != 0 || got.Offset != 9 || got.Metadata == nil || *got.Metadata != "checkpoint-9" {
-		t.Fatalf("committed after restart: %+v", got)
-	}
+	require.Equal(t, int16(0), got.ErrorCode, "committed after restart: %+v", got)
+	require.Equal(t, int64(9), got.Offset, "committed after restart: %+v", got)
+	require.NotNil(t, got.Metadata, "committed after restart: %+v", got)
+	require.Equal(t, "checkpoint-9", *got.Metadata, "committed after restart: %+v", got)
 
 	// Kafka's lag: log end offset (what ListOffsets latest returns on a
 	// single node: the high watermark) minus the committed offset.
 	end := listOffset(t, rc, topic, 0, plog.LatestTimestamp).Offset
-	if lag := end - got.Offset; end != 14 || lag != 5 {
-		t.Fatalf("end %d committed %d lag %d, want 14 9 5", end, got.Offset, lag)
-	}
+	lag := end - got.Offset
+	require.Equal(t, int64(14), end, "end %d committed %d lag %d, want 14 9 5", end, got.Offset, lag)
+	require.Equal(t, int64(5), lag, "end %d committed %d lag %d, want 14 9 5", end, got.Offset, lag)
 
 	// A consumer resumes from the committed offset.
 	cl := newClient(t, b.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
@@ -139,13 +135,10 @@ func TestCommitRestartResumeAndLag(t *testing.T) {
 	}))
 	recs := consume(ctx, t, cl, 5)
 	for i, r := range recs {
-		if r.Offset != 9+int64(i) {
-			t.Fatalf("resumed record %d at offset %d, want %d", i, r.Offset, 9+i)
-		}
+		require.Equal(t, 9+int64(i), r.Offset, "resumed record %d at offset %d, want %d", i, r.Offset, 9+i)
 	}
-	if string(recs[0].Value) != "a-9" || string(recs[4].Value) != "b-2" {
-		t.Fatalf("resumed values %q..%q", recs[0].Value, recs[4].Value)
-	}
+	require.Equal(t, "a-9", string(recs[0].Value), "resumed values %q..%q", recs[0].Value, recs[4].Value)
+	require.Equal(t, "b-2", string(recs[4].Value), "resumed values %q..%q", recs[0].Value, recs[4].Value)
 }
 
 // A kgo consumer group: consume and commit, restart the broker, the group
@@ -165,9 +158,7 @@ func TestConsumerGroupResumesAfterRestart(t *testing.T) {
 		for i := range n {
 			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)})
 		}
-		if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, producer.ProduceSync(ctx, recs...).FirstErr())
 	}
 	produce("first", 10)
 	producer.Close()
@@ -184,12 +175,8 @@ func TestConsumerGroupResumesAfterRestart(t *testing.T) {
 	}
 	cl := groupClient(b.addr)
 	recs := consume(ctx, t, cl, 10)
-	if len(recs) != 10 {
-		t.Fatalf("first round: %d records", len(recs))
-	}
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
+	require.Len(t, recs, 10, "first round: %d records", len(recs))
+	require.NoError(t, cl.CommitUncommittedOffsets(ctx), "commit")
 	cl.Close() // leaves the group
 
 	b.stop(t)
@@ -201,16 +188,14 @@ func TestConsumerGroupResumesAfterRestart(t *testing.T) {
 	cl = groupClient(b.addr)
 	recs = consume(ctx, t, cl, 4)
 	for _, r := range recs {
-		if len(r.Value) < 6 || string(r.Value[:6]) != "second" {
-			t.Fatalf("after restart the group re-read %q (offset %d of partition %d)", r.Value, r.Offset, r.Partition)
-		}
+		require.GreaterOrEqual(t, len(r.Value), 6, "after restart the group re-read %q (offset %d of partition %d)", r.Value, r.Offset, r.Partition)
+		require.Equal(t, "second", string(r.Value[:6]), "after restart the group re-read %q (offset %d of partition %d)", r.Value, r.Offset, r.Partition)
 	}
 	// Nothing more arrives: the first round was committed.
 	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancelShort()
-	if fs := cl.PollFetches(short); fs.NumRecords() != 0 {
-		t.Fatalf("%d extra records after resuming", fs.NumRecords())
-	}
+	fs := cl.PollFetches(short)
+	require.Equal(t, 0, fs.NumRecords(), "%d extra records after resuming", fs.NumRecords())
 }
 
 // Batches of every codec, produced by kgo, are stored as sent and come back.
@@ -245,18 +230,17 @@ func TestCompressedBatchesRoundTrip(t *testing.T) {
 				Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(c.name)}},
 			})
 		}
-		if err := pr.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
+		require.NoError(t, pr.ProduceSync(ctx, recs...).FirstErr(), "%s", c.name)
 		pr.Close()
 
 		cl := newClient(t, b.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 		got := consume(ctx, t, cl, n)
 		for i, r := range got {
-			if r.Offset != int64(i) || string(r.Value) != string(recs[i].Value) || string(r.Key) != string(recs[i].Key) ||
-				len(r.Headers) != 1 || string(r.Headers[0].Value) != c.name {
-				t.Fatalf("%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
-			}
+			require.Equal(t, int64(i), r.Offset, "%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
+			require.Equal(t, string(recs[i].Value), string(r.Value), "%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
+			require.Equal(t, string(recs[i].Key), string(r.Key), "%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
+			require.Len(t, r.Headers, 1, "%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
+			require.Equal(t, c.name, string(r.Headers[0].Value), "%s record %d: offset %d key %q value %q headers %v", c.name, i, r.Offset, r.Key, r.Value, r.Headers)
 		}
 		cl.Close()
 	}
@@ -265,31 +249,20 @@ func TestCompressedBatchesRoundTrip(t *testing.T) {
 	b.stop(t)
 	for _, c := range codecs {
 		p, err := plog.Open(filepath.Join(dir, "codec-"+c.name+"-0"), plog.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		recs, err := p.ReadFrom(0, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rest := recs.Bytes()
 		for len(rest) > 0 {
 			var bt batch.Batch
 			bt, rest, err = batch.Parse(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := bt.Validate(); err != nil {
-				t.Fatalf("%s: stored batch: %v", c.name, err)
-			}
-			if got := bt.Attributes().Compression(); got != c.want {
-				t.Errorf("%s: stored codec %v", c.name, got)
-			}
+			require.NoError(t, err)
+			require.NoError(t, bt.Validate(), "%s: stored batch", c.name)
+			got := bt.Attributes().Compression()
+			assert.Equal(t, c.want, got, "%s: stored codec %v", c.name, got)
 		}
 		_ = recs.Close()
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Close())
 	}
 }
 
@@ -300,9 +273,8 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	b := startBroker(t, dir, 1)
 	rc := dialRaw(t, b.addr)
 	const topic = "strict"
-	if p := produceRaw(t, rc, 9, topic, 0, buildBatch(t, "ok", 2, batch.CompressionNone)); p.ErrorCode != 0 {
-		t.Fatal(kerr.ErrorForCode(p.ErrorCode))
-	}
+	p := produceRaw(t, rc, 9, topic, 0, buildBatch(t, "ok", 2, batch.CompressionNone))
+	require.Equal(t, int16(0), p.ErrorCode, kerr.ErrorForCode(p.ErrorCode))
 
 	good := buildBatch(t, "x", 3, batch.CompressionNone)
 	flipped := append([]byte(nil), good...)
@@ -318,13 +290,9 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	logAppendTime := append(batch.Batch(nil), good...)
 	logAppendTime.SetLogAppendTime(time.Now().UnixMilli()) // only the broker sets it
 	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
-	if err := bld.Add(batch.Record{Value: []byte("late"), Timestamp: time.Now().Add(2 * time.Hour).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bld.Add(batch.Record{Value: []byte("late"), Timestamp: time.Now().Add(2 * time.Hour).UnixMilli()}))
 	future, err := bld.Build() // past message.timestamp.after.max.ms (1 hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	cases := []struct {
 		name      string
@@ -350,12 +318,9 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := produceRaw(t, rc, 9, c.topic, c.partition, append([]byte(nil), c.records...))
-			if p.ErrorCode != c.want {
-				t.Fatalf("error %v, want %v", kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(c.want))
-			}
-			if lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp); lo.Offset != 2 {
-				t.Fatalf("log end moved to %d", lo.Offset)
-			}
+			require.Equal(t, c.want, p.ErrorCode, "error %v, want %v", kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(c.want))
+			lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp)
+			require.Equal(t, int64(2), lo.Offset, "log end moved to %d", lo.Offset)
 		})
 	}
 
@@ -368,14 +333,13 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	rp.Records = append([]byte(nil), good...)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	if code := rc.do(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequiredAcks.Code {
-		t.Fatalf("acks=2: %v", kerr.ErrorForCode(code))
-	}
+	code := rc.do(req).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	require.Equal(t, kerr.InvalidRequiredAcks.Code, code, "acks=2: %v", kerr.ErrorForCode(code))
 
 	// The next good batch gets the next offset.
-	if p := produceRaw(t, rc, 9, topic, 0, append([]byte(nil), good...)); p.ErrorCode != 0 || p.BaseOffset != 2 {
-		t.Fatalf("good batch after bad ones: %v base %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
-	}
+	p = produceRaw(t, rc, 9, topic, 0, append([]byte(nil), good...))
+	require.Equal(t, int16(0), p.ErrorCode, "good batch after bad ones: %v base %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+	require.Equal(t, int64(2), p.BaseOffset, "good batch after bad ones: %v base %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
 
 	// Fetch errors.
 	fr := kmsg.NewPtrFetchRequest()
@@ -396,13 +360,10 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	wantCodes := []int16{kerr.OffsetOutOfRange.Code, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Code}
 	for i, w := range wantCodes {
 		p := fresp.Topics[i].Partitions[0]
-		if p.ErrorCode != w {
-			t.Errorf("fetch case %d: %v, want %v", i, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(w))
-		}
+		assert.Equal(t, w, p.ErrorCode, "fetch case %d: %v, want %v", i, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(w))
 	}
-	if hw := fresp.Topics[0].Partitions[0].HighWatermark; hw != 5 {
-		t.Errorf("out-of-range answer carries high watermark %d, want 5", hw)
-	}
+	hw := fresp.Topics[0].Partitions[0].HighWatermark
+	assert.Equal(t, int64(5), hw, "out-of-range answer carries high watermark %d, want 5", hw)
 }
 
 // Protocol-level abuse: an unsupported ApiVersions version gets a v0
@@ -416,22 +377,20 @@ func TestProtocolErrors(t *testing.T) {
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.Version = 4
 	resp := rc.do(av).(*kmsg.ApiVersionsResponse)
-	if resp.ErrorCode != 0 || len(resp.ApiKeys) != len(supported) {
-		t.Fatalf("ApiVersions v4: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
-	}
+	require.Equal(t, int16(0), resp.ErrorCode, "ApiVersions v4: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
+	require.Len(t, resp.ApiKeys, len(supported), "ApiVersions v4: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
 	// Version 99: the answer is v0-encoded.
 	rc.corr++
 	frame := []byte{0, 0, 0, 0, 0, 18, 0, 99, 0, 0, 0, byte(rc.corr), 0xff, 0xff, 0}
 	frame[3] = byte(len(frame) - 4)
 	rc.write(frame)
 	raw, err := rc.readFrame()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v0 := kmsg.NewPtrApiVersionsResponse()
-	if err := v0.ReadFrom(raw[4:]); err != nil || v0.ErrorCode != kerr.UnsupportedVersion.Code || len(v0.ApiKeys) == 0 {
-		t.Fatalf("ApiVersions v99: %v error %d keys %d", err, v0.ErrorCode, len(v0.ApiKeys))
-	}
+	err = v0.ReadFrom(raw[4:])
+	require.NoError(t, err, "ApiVersions v99: %v error %d keys %d", err, v0.ErrorCode, len(v0.ApiKeys))
+	require.Equal(t, kerr.UnsupportedVersion.Code, v0.ErrorCode, "ApiVersions v99: %v error %d keys %d", err, v0.ErrorCode, len(v0.ApiKeys))
+	require.NotEmpty(t, v0.ApiKeys, "ApiVersions v99: %v error %d keys %d", err, v0.ErrorCode, len(v0.ApiKeys))
 
 	for name, frame := range map[string][]byte{
 		"oversized frame":     {0x7f, 0xff, 0xff, 0xff},
@@ -444,9 +403,8 @@ func TestProtocolErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, b.addr)
 			c.write(frame)
-			if _, err := c.readFrame(); err == nil {
-				t.Fatal("the broker answered instead of closing the connection")
-			}
+			_, err := c.readFrame()
+			require.Error(t, err, "the broker answered instead of closing the connection")
 		})
 	}
 
@@ -457,21 +415,18 @@ func TestProtocolErrors(t *testing.T) {
 	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("auto-created")}}
 	md.AllowAutoTopicCreation = true
 	mresp := rc.do(md).(*kmsg.MetadataResponse)
-	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 || len(mresp.Topics[0].Partitions) != 1 {
-		t.Fatalf("metadata: %+v", mresp.Topics)
-	}
-	if len(mresp.Brokers) != 1 || mresp.Brokers[0].Host != "127.0.0.1" {
-		t.Fatalf("brokers: %+v", mresp.Brokers)
-	}
+	require.Len(t, mresp.Topics, 1, "metadata: %+v", mresp.Topics)
+	require.Equal(t, int16(0), mresp.Topics[0].ErrorCode, "metadata: %+v", mresp.Topics)
+	require.Len(t, mresp.Topics[0].Partitions, 1, "metadata: %+v", mresp.Topics)
+	require.Len(t, mresp.Brokers, 1, "brokers: %+v", mresp.Brokers)
+	require.Equal(t, "127.0.0.1", mresp.Brokers[0].Host, "brokers: %+v", mresp.Brokers)
 }
 
 // The broker refuses to listen beyond loopback without -allow-remote.
 func TestRefusesRemoteAddress(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:0", "[::]:0"} {
 		err := run(context.Background(), config{Addr: addr, DataDir: t.TempDir()})
-		if err == nil {
-			t.Fatalf("%s: accepted", addr)
-		}
+		require.Error(t, err, "%s: accepted", addr)
 	}
 }
 
@@ -482,9 +437,7 @@ func TestBadConfig(t *testing.T) {
 		"advertise":      {Addr: "127.0.0.1:0", DataDir: t.TempDir(), Advertise: "no-port"},
 		"data dir":       {Addr: "127.0.0.1:0", DataDir: "/dev/null/x"},
 	} {
-		if err := run(context.Background(), cfg); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		assert.Error(t, run(context.Background(), cfg), "%s: accepted", name)
 	}
 }
 
@@ -498,17 +451,12 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	for i := range 3 {
 		bld := batch.NewBuilder(batch.BuilderOptions{})
 		for j := range 4 {
-			if err := bld.Add(batch.Record{Value: []byte("v"), Timestamp: base + int64(i*100+j*10)}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: base + int64(i*100+j*10)}))
 		}
 		bt, err := bld.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := produceRaw(t, rc, 9, topic, 0, bt); p.ErrorCode != 0 {
-			t.Fatal(kerr.ErrorForCode(p.ErrorCode))
-		}
+		require.NoError(t, err)
+		p := produceRaw(t, rc, 9, topic, 0, bt)
+		require.Equal(t, int16(0), p.ErrorCode, kerr.ErrorForCode(p.ErrorCode))
 	}
 	for _, c := range []struct {
 		ts, offset int64
@@ -516,9 +464,9 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 		{base, 0}, {base + 15, 2}, {base + 100, 4}, {base + 230, 11}, {plog.EarliestTimestamp, 0}, {plog.LatestTimestamp, 12},
 		{plog.MaxTimestamp, 11}, {base + 231, -1},
 	} {
-		if got := listOffset(t, rc, topic, 0, c.ts); got.ErrorCode != 0 || got.Offset != c.offset {
-			t.Errorf("ts %d: offset %d error %d, want %d", c.ts, got.Offset, got.ErrorCode, c.offset)
-		}
+		got := listOffset(t, rc, topic, 0, c.ts)
+		assert.Equal(t, int16(0), got.ErrorCode, "ts %d: offset %d error %d, want %d", c.ts, got.Offset, got.ErrorCode, c.offset)
+		assert.Equal(t, c.offset, got.Offset, "ts %d: offset %d error %d, want %d", c.ts, got.Offset, got.ErrorCode, c.offset)
 	}
 }
 
@@ -528,9 +476,8 @@ func TestMutatedRequestsNeverCrash(t *testing.T) {
 	leakCheck(t)
 	b := startBroker(t, t.TempDir(), 1)
 	rc := dialRaw(t, b.addr)
-	if p := produceRaw(t, rc, 9, "precious", 0, buildBatch(t, "keep", 5, batch.CompressionNone)); p.ErrorCode != 0 {
-		t.Fatal(kerr.ErrorForCode(p.ErrorCode))
-	}
+	p := produceRaw(t, rc, 9, "precious", 0, buildBatch(t, "keep", 5, batch.CompressionNone))
+	require.Equal(t, int16(0), p.ErrorCode, kerr.ErrorForCode(p.ErrorCode))
 	good := buildBatch(t, "f", 3, batch.CompressionGzip)
 
 	// One plausible request per API, all about topic "fuzz".
@@ -609,9 +556,9 @@ func TestMutatedRequestsNeverCrash(t *testing.T) {
 		}
 	}
 	rc = dialRaw(t, b.addr)
-	if lo := listOffset(t, rc, "precious", 0, plog.LatestTimestamp); lo.ErrorCode != 0 || lo.Offset != 5 {
-		t.Fatalf("precious topic after the storm: %+v", lo)
-	}
+	lo := listOffset(t, rc, "precious", 0, plog.LatestTimestamp)
+	require.Equal(t, int16(0), lo.ErrorCode, "precious topic after the storm: %+v", lo)
+	require.Equal(t, int64(5), lo.Offset, "precious topic after the storm: %+v", lo)
 }
 
 // Two kgo consumers in one group split a topic's partitions; when one
@@ -631,9 +578,7 @@ func TestConsumerGroupTwoMembers(t *testing.T) {
 		for i := range n {
 			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i)})
 		}
-		if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, producer.ProduceSync(ctx, recs...).FirstErr())
 	}
 	produce("first", 20)
 
@@ -666,9 +611,7 @@ func TestConsumerGroupTwoMembers(t *testing.T) {
 		})
 	}
 	for len(seen) < 20 || len(owners) < 2 {
-		if ctx.Err() != nil {
-			t.Fatalf("saw %d of 20 records, owners %v", len(seen), owners)
-		}
+		require.NoError(t, ctx.Err(), "saw %d of 20 records, owners %v", len(seen), owners)
 		poll("a", a)
 		poll("b", bm)
 		if len(seen) == 20 && len(owners) < 2 {
@@ -682,29 +625,24 @@ func TestConsumerGroupTwoMembers(t *testing.T) {
 	}
 
 	// b leaves (committing what it read); a takes over everything new.
-	if err := bm.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bm.CommitUncommittedOffsets(ctx))
 	bm.Close()
 	before := len(seen)
 	produce("after", 10)
 	got := 0
 	for got < 10 {
-		if ctx.Err() != nil {
-			t.Fatalf("after b left, a got %d of 10 new records", got)
-		}
+		require.NoError(t, ctx.Err(), "after b left, a got %d of 10 new records", got)
 		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		fs := a.PollFetches(pctx)
 		pcancel()
 		fs.EachRecord(func(r *kgo.Record) {
 			if len(r.Value) >= 5 && string(r.Value[:5]) == "after" {
 				got++
-			} else if !seen[string(r.Value)] {
-				t.Errorf("unexpected record %q", r.Value)
+			} else {
+				assert.True(t, seen[string(r.Value)], "unexpected record %q", r.Value)
 			}
 		})
 	}
-	if got != 10 || len(seen) != before {
-		t.Fatalf("a got %d new records", got)
-	}
+	require.Equal(t, 10, got, "a got %d new records", got)
+	require.Len(t, seen, before, "a got %d new records", got)
 }

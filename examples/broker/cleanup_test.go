@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -25,9 +27,8 @@ func commitOffset(t *testing.T, rc *rawConn, group, topic string, partition int3
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp := rc.do(req).(*kmsg.OffsetCommitResponse)
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
-	}
+	code := resp.Topics[0].Partitions[0].ErrorCode
+	require.Equal(t, int16(0), code, "commit: %v", kerr.ErrorForCode(code))
 }
 
 func fetchCommitted(t *testing.T, rc *rawConn, group, topic string, partition int32) int64 {
@@ -40,9 +41,7 @@ func fetchCommitted(t *testing.T, rc *rawConn, group, topic string, partition in
 	rt.Partitions = []int32{partition}
 	req.Topics = append(req.Topics, rt)
 	p := rc.do(req).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]
-	if p.ErrorCode != 0 {
-		t.Fatalf("offset fetch: %v", kerr.ErrorForCode(p.ErrorCode))
-	}
+	require.Equal(t, int16(0), p.ErrorCode, "offset fetch: %v", kerr.ErrorForCode(p.ErrorCode))
 	return p.Offset
 }
 
@@ -59,23 +58,17 @@ func countRecordsFrom(t *testing.T, rc *rawConn, topic string, from int64) (reco
 	for off := from; ; {
 		resp := rc.do(fetchReq(topic, []int32{0}, off, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
 		p := resp.Topics[0].Partitions[0]
-		if p.ErrorCode != 0 {
-			t.Fatalf("fetch %s at %d: %v", topic, off, kerr.ErrorForCode(p.ErrorCode))
-		}
+		require.Equal(t, int16(0), p.ErrorCode, "fetch %s at %d: %v", topic, off, kerr.ErrorForCode(p.ErrorCode))
 		if len(p.RecordBatches) == 0 {
 			return records, p.HighWatermark
 		}
 		rest := p.RecordBatches
 		for len(rest) > 0 {
 			b, r, err := batch.Parse(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rest = r
 			for _, err := range b.All(&dec) {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				records++
 			}
 			off = b.NextOffset()
@@ -111,38 +104,26 @@ func TestOffsetsPartitionIsCompacted(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%d commits, %d records left in %s", commits, n, offsetsTopic)
-	if n >= commits/4 {
-		t.Fatalf("__consumer_offsets still holds %d records of %d commits: not compacted", n, commits)
-	}
-	if end != commits {
-		t.Fatalf("__consumer_offsets end offset %d, want %d (compaction never renumbers)", end, commits)
-	}
-	if got := fetchCommitted(t, rc, "g", "orders", 0); got != commits-1 {
-		t.Fatalf("committed %d, want %d", got, commits-1)
-	}
+	require.Less(t, n, commits/4, "__consumer_offsets still holds %d records of %d commits: not compacted", n, commits)
+	require.Equal(t, int64(commits), end, "__consumer_offsets end offset %d, want %d (compaction never renumbers)", end, commits)
+	got := fetchCommitted(t, rc, "g", "orders", 0)
+	require.Equal(t, int64(commits-1), got, "committed %d, want %d", got, commits-1)
 
 	b.stop(t)
 	b = startBrokerWith(t, dir, 1, small)
 	rc = dialRaw(t, b.addr)
-	if got := fetchCommitted(t, rc, "g", "orders", 0); got != commits-1 {
-		t.Fatalf("after restart committed %d, want %d", got, commits-1)
-	}
+	got = fetchCommitted(t, rc, "g", "orders", 0)
+	require.Equal(t, int64(commits-1), got, "after restart committed %d, want %d", got, commits-1)
 }
 
 // copyFiles copies the named files of src into dst (created).
 func copyFiles(t *testing.T, src, dst string, names ...string) {
 	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dst, 0o755))
 	for _, n := range names {
 		b, err := os.ReadFile(filepath.Join(src, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, n), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, n), b, 0o644))
 	}
 }
 
@@ -167,18 +148,16 @@ func TestReplaysKafkaConsumerOffsets(t *testing.T) {
 			copyFiles(t, src, filepath.Join(dir, offsetsTopic+"-17"), c.files...)
 			b := startBroker(t, dir, 1)
 			rc := dialRaw(t, b.addr)
-			if got := fetchCommitted(t, rc, "DemoConsumer", "topic1", 0); got != c.want {
-				t.Fatalf("committed offset %d, want %d", got, c.want)
-			}
+			got := fetchCommitted(t, rc, "DemoConsumer", "topic1", 0)
+			require.Equal(t, c.want, got, "committed offset %d, want %d", got, c.want)
 			// New commits append after Kafka's records and win.
 			produceRaw(t, rc, 9, "topic1", 0, buildBatch(t, "x", 1, batch.CompressionNone))
 			commitOffset(t, rc, "DemoConsumer", "topic1", 0, 1)
 			b.stop(t)
 			b = startBroker(t, dir, 1)
 			rc = dialRaw(t, b.addr)
-			if got := fetchCommitted(t, rc, "DemoConsumer", "topic1", 0); got != 1 {
-				t.Fatalf("after a new commit and a restart: %d, want 1", got)
-			}
+			got = fetchCommitted(t, rc, "DemoConsumer", "topic1", 0)
+			require.Equal(t, int64(1), got, "after a new commit and a restart: %d, want 1", got)
 		})
 	}
 }
@@ -198,17 +177,12 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	for i := range 20 { // old records: about 10 segments
 		bld := batch.NewBuilder(batch.BuilderOptions{})
 		for j := range 5 {
-			if err := bld.Add(batch.Record{Value: []byte("old record padding"), Timestamp: old + int64(i*5+j)}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, bld.Add(batch.Record{Value: []byte("old record padding"), Timestamp: old + int64(i*5+j)}))
 		}
 		bt, err := bld.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := produceRaw(t, rc, 9, topic, 0, bt); p.ErrorCode != 0 {
-			t.Fatal(kerr.ErrorForCode(p.ErrorCode))
-		}
+		require.NoError(t, err)
+		p := produceRaw(t, rc, 9, topic, 0, bt)
+		require.Equal(t, int16(0), p.ErrorCode, kerr.ErrorForCode(p.ErrorCode))
 	}
 	for range 3 { // fresh records
 		produceRaw(t, rc, 9, topic, 0, buildBatch(t, "new", 5, batch.CompressionNone))
@@ -217,28 +191,25 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	// fresh records meet stays). Where that segment starts depends on when
 	// a retention round ran: a round that found every segment expired,
 	// the active one included, rolled the log there (Kafka's rule), so
-	// the boundaries after it shift. The segment that holds offset 100
-	// (1 KiB: at most four old batches of about 190 bytes besides the
-	// fresh one) starts at 80 or later: the log start ends in [80, 100].
+	// the boundaries after it shift. The segment that holds the first
+	// fresh record (1 KiB: at most five old batches of about 190 bytes)
+	// starts at 75 or later: the log start ends in [75, 100].
 	deadline := time.Now().Add(15 * time.Second)
 	var start int64
 	for time.Now().Before(deadline) {
-		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 80 {
+		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 75 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if start < 80 || start > 100 {
-		t.Fatalf("log start offset %d, want 80..100", start)
-	}
-	if end := listOffset(t, rc, topic, 0, -1).Offset; end != 115 {
-		t.Fatalf("log end offset %d, want 115", end)
-	}
+	require.GreaterOrEqual(t, start, int64(75), "log start offset %d, want 75..100", start)
+	require.LessOrEqual(t, start, int64(100), "log start offset %d, want 75..100", start)
+	end := listOffset(t, rc, topic, 0, -1).Offset
+	require.Equal(t, int64(115), end, "log end offset %d, want 115", end)
 	resp := rc.do(fetchReq(topic, []int32{0}, 0, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
-	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != start {
-		t.Fatalf("fetch below the log start: %v, log start %d", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
-	}
-	if n, _ := countRecordsFrom(t, rc, topic, start); n != int(115-start) {
-		t.Fatalf("%d records from the log start %d, want %d", n, start, 115-start)
-	}
+	p := resp.Topics[0].Partitions[0]
+	require.Equal(t, kerr.OffsetOutOfRange.Code, p.ErrorCode, "fetch below the log start: %v, log start %d", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
+	require.Equal(t, start, p.LogStartOffset, "fetch below the log start: %v, log start %d", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
+	n, _ := countRecordsFrom(t, rc, topic, start)
+	require.Equal(t, int(115-start), n, "%d records from the log start %d, want %d", n, start, 115-start)
 }

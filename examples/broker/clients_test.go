@@ -39,9 +39,7 @@ const clientTimeout = 90 * time.Second
 // missingClient skips the test, or fails it under CI.
 func missingClient(t *testing.T, what string) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s is missing and CI is set: .ci/run installs it (apt-get install -y kcat python3-confluent-kafka)", what)
-	}
+	require.Equal(t, "", os.Getenv("CI"), "%s is missing and CI is set: .ci/run installs it (apt-get install -y kcat python3-confluent-kafka)", what)
 	t.Skipf("skipping: %s is not installed (apt-get install -y kcat python3-confluent-kafka; under CI=true this fails)", what)
 }
 
@@ -78,9 +76,7 @@ func runClient(t *testing.T, stdin string, name string, args ...string) string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s %q did not finish within %v\nstdout: %s\nstderr: %s", name, args, clientTimeout, stdout.String(), stderr.String())
-	}
+	require.NoError(t, ctx.Err(), "%s %q did not finish within %v\nstdout: %s\nstderr: %s", name, args, clientTimeout, stdout.String(), stderr.String())
 	require.NoError(t, err, "%s %q\nstdout: %s\nstderr: %s", name, args, stdout.String(), stderr.String())
 	return stdout.String()
 }
@@ -262,7 +258,7 @@ func readmeCommands(t *testing.T, section string) (brokers, kcats, pythons []str
 		case strings.HasPrefix(cmd, "kcat "):
 			kcats = append(kcats, cmd)
 		default:
-			t.Errorf("README broker section: command %q is not run by any test", cmd)
+			assert.Failf(t, "README broker section: a command is not run by any test", "command %q", cmd)
 		}
 	}
 	return brokers, kcats, pythons
@@ -316,10 +312,10 @@ func startREADMEBroker(t *testing.T, bin, line string) (addr string, stop func()
 	select {
 	case addr = <-found:
 	case err := <-exited:
-		t.Fatalf("%s exited before listening: %v\n%s", line, err, logs.String())
+		require.Failf(t, "exited before listening", "%s: %v\n%s", line, err, logs.String())
 	case <-time.After(clientTimeout):
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s did not listen within %v", line, clientTimeout)
+		require.Failf(t, "did not listen in time", "%s did not listen within %v", line, clientTimeout)
 	}
 	stopped := false
 	stop = func() {
@@ -333,7 +329,7 @@ func startREADMEBroker(t *testing.T, bin, line string) (addr string, stop func()
 			require.NoError(t, err, "%s after SIGINT", line)
 		case <-time.After(clientTimeout):
 			_ = cmd.Process.Kill()
-			t.Fatalf("%s did not stop within %v of SIGINT", line, clientTimeout)
+			require.Failf(t, "did not stop after SIGINT", "%s did not stop within %v of SIGINT", line, clientTimeout)
 		}
 	}
 	t.Cleanup(stop)
@@ -373,7 +369,7 @@ func TestREADMEBrokerCommands(t *testing.T) {
 				case strings.Contains(k, " -Q"):
 					assert.Regexp(t, `orders \[0\] offset \d+`, out, "%s", k)
 				default:
-					t.Errorf("no check for README command %q", k)
+					assert.Failf(t, "no check for a README command", "command %q", k)
 				}
 			}
 			script := strings.ReplaceAll(pythons[0], "127.0.0.1:9092", addr)

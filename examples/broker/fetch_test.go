@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,20 +27,15 @@ import (
 // reason it has none.
 func TestFetchFrameMatchesKmsg(t *testing.T) {
 	p, err := plog.Open(filepath.Join(t.TempDir(), "t-0"), plog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
 	for range 3 {
-		if _, err := p.AppendBatch(buildBatch(t, "v", 5, batch.CompressionNone)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(buildBatch(t, "v", 5, batch.CompressionNone))
+		require.NoError(t, err)
 	}
 	for v := supported[kmsg.Fetch].min; v <= supported[kmsg.Fetch].max; v++ {
 		recs, err := p.ReadFrom(0, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		resp := &fetchResponse{FetchResponse: kmsg.NewPtrFetchResponse()}
 		resp.Version = v
 		resp.ThrottleMillis = 7
@@ -72,19 +70,11 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 		if v >= 12 {
 			wantTail = []byte{1, 0, 0, 0}
 		}
-		if !bytes.HasSuffix(want, wantTail) {
-			t.Fatalf("v%d: kmsg does not encode empty records as Kafka does: % x", v, want[len(want)-8:])
-		}
+		require.True(t, bytes.HasSuffix(want, wantTail), "v%d: kmsg does not encode empty records as Kafka does: % x", v, want[len(want)-8:])
 		var got bytes.Buffer
-		if err := writeFetch(&got, 42, resp); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), want) {
-			t.Fatalf("v%d: zero-copy frame differs from kmsg's\n got % x\nwant % x", v, got.Bytes(), want)
-		}
-		if err := recs.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, writeFetch(&got, 42, resp))
+		require.Equal(t, string(want), string(got.Bytes()), "v%d: zero-copy frame differs from kmsg's\n got % x\nwant % x", v, got.Bytes(), want)
+		require.NoError(t, recs.Close())
 	}
 }
 
@@ -110,9 +100,7 @@ func countBatches(t *testing.T, b []byte) int {
 	for len(b) > 0 {
 		var err error
 		_, b, err = batch.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		n++
 	}
 	return n
@@ -127,9 +115,8 @@ func TestFetchByteLimits(t *testing.T) {
 	one := len(buildBatch(t, "x", 40, batch.CompressionNone))
 	for part := range int32(2) {
 		for range 3 {
-			if p := produceRaw(t, rc, 9, topic, part, buildBatch(t, "x", 40, batch.CompressionNone)); p.ErrorCode != 0 {
-				t.Fatal(kerr.ErrorForCode(p.ErrorCode))
-			}
+			p := produceRaw(t, rc, 9, topic, part, buildBatch(t, "x", 40, batch.CompressionNone))
+			require.Equal(t, int16(0), p.ErrorCode, kerr.ErrorForCode(p.ErrorCode))
 		}
 	}
 	cases := []struct {
@@ -148,12 +135,12 @@ func TestFetchByteLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			resp := rc.do(fetchReq(topic, []int32{0, 1}, 0, c.maxBytes, c.partMax, 1, 0)).(*kmsg.FetchResponse)
 			for i, p := range resp.Topics[0].Partitions {
-				if p.ErrorCode != 0 || p.HighWatermark != 120 || p.LastStableOffset != 120 || p.LogStartOffset != 0 {
-					t.Fatalf("partition %d: %+v", i, p)
-				}
-				if got := countBatches(t, p.RecordBatches); got != c.want[i] {
-					t.Errorf("partition %d: %d batches, want %d", i, got, c.want[i])
-				}
+				require.Equal(t, int16(0), p.ErrorCode, "partition %d: %+v", i, p)
+				require.Equal(t, int64(120), p.HighWatermark, "partition %d: %+v", i, p)
+				require.Equal(t, int64(120), p.LastStableOffset, "partition %d: %+v", i, p)
+				require.Equal(t, int64(0), p.LogStartOffset, "partition %d: %+v", i, p)
+				got := countBatches(t, p.RecordBatches)
+				assert.Equal(t, c.want[i], got, "partition %d: %d batches, want %d", i, got, c.want[i])
 			}
 		})
 	}
@@ -170,12 +157,13 @@ func TestFetchWaitsForData(t *testing.T) {
 	// Nothing comes: the answer arrives after MaxWait, empty.
 	start := time.Now()
 	resp := rc.do(fetchReq(topic, []int32{0}, 2, 1<<20, 1<<20, 1, 300)).(*kmsg.FetchResponse)
-	if el := time.Since(start); el < 250*time.Millisecond || el > 5*time.Second {
-		t.Errorf("empty fetch answered after %v, want about 300ms", el)
-	}
-	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.RecordBatches) != 0 || p.HighWatermark != 2 {
-		t.Fatalf("empty fetch: %+v", p)
-	}
+	el := time.Since(start)
+	assert.False(t, el < 250*time.Millisecond, "empty fetch answered after %v, want about 300ms", el)
+	assert.False(t, el > 5*time.Second, "empty fetch answered after %v, want about 300ms", el)
+	p := resp.Topics[0].Partitions[0]
+	require.Equal(t, int16(0), p.ErrorCode, "empty fetch: %+v", p)
+	require.Empty(t, p.RecordBatches, "empty fetch: %+v", p)
+	require.Equal(t, int64(2), p.HighWatermark, "empty fetch: %+v", p)
 
 	// Data comes while the fetch is parked: it answers at once.
 	done := make(chan *kmsg.FetchResponse, 1)
@@ -200,18 +188,14 @@ func TestFetchWaitsForData(t *testing.T) {
 	produceRaw(t, rc, 9, topic, 0, buildBatch(t, "b", 3, batch.CompressionNone))
 	select {
 	case r := <-done:
-		if r == nil {
-			t.Fatal("parked fetch failed")
-		}
+		require.NotNil(t, r, "parked fetch failed")
 		p := r.Topics[0].Partitions[0]
-		if countBatches(t, p.RecordBatches) != 1 || p.HighWatermark != 5 {
-			t.Fatalf("parked fetch got %+v", p)
-		}
-		if el := time.Since(start); el > 5*time.Second {
-			t.Errorf("parked fetch woke after %v", el)
-		}
+		require.Equal(t, 1, countBatches(t, p.RecordBatches), "parked fetch got %+v", p)
+		require.Equal(t, int64(5), p.HighWatermark, "parked fetch got %+v", p)
+		el := time.Since(start)
+		assert.False(t, el > 5*time.Second, "parked fetch woke after %v", el)
 	case <-time.After(8 * time.Second):
-		t.Fatal("parked fetch did not wake up on append")
+		require.Fail(t, "parked fetch did not wake up on append")
 	}
 }
 
@@ -230,9 +214,9 @@ func TestAcksZeroNoResponse(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	rc.send(req)
-	if lo := listOffset(t, rc, "fire-and-forget", 0, plog.LatestTimestamp); lo.ErrorCode != 0 || lo.Offset != 4 {
-		t.Fatalf("after acks=0 produce: %+v", lo)
-	}
+	lo := listOffset(t, rc, "fire-and-forget", 0, plog.LatestTimestamp)
+	require.Equal(t, int16(0), lo.ErrorCode, "after acks=0 produce: %+v", lo)
+	require.Equal(t, int64(4), lo.Offset, "after acks=0 produce: %+v", lo)
 }
 
 // Many records across many segments: a consumer reads them all, in order,
@@ -249,27 +233,19 @@ func TestConsumeAcrossSegments(t *testing.T) {
 	for i := range n {
 		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "%06d %s", i, "padding padding padding padding padding padding")})
 	}
-	if err := pr.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pr.ProduceSync(ctx, recs...).FirstErr())
 	cl := newClient(t, b.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchMaxBytes(32<<10), kgo.FetchMaxPartitionBytes(8<<10))
 	got := consume(ctx, t, cl, n)
 	for i, r := range got {
-		if r.Offset != int64(i) || string(r.Value[:6]) != fmt.Sprintf("%06d", i) {
-			t.Fatalf("record %d: offset %d value %q", i, r.Offset, r.Value[:6])
-		}
+		require.Equal(t, int64(i), r.Offset, "record %d: offset %d value %q", i, r.Offset, r.Value[:6])
+		require.Equal(t, fmt.Sprintf("%06d", i), string(r.Value[:6]), "record %d: offset %d value %q", i, r.Offset, r.Value[:6])
 	}
 	b.stop(t)
 	p, err := plog.Open(filepath.Join(b.dir, topic+"-0"), plog.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer p.Close()
-	if segs := len(p.SegmentInfos()); segs < 10 {
-		t.Errorf("only %d segments: the test meant to cross many", segs)
-	}
-	if err := p.Verify(); err != nil {
-		t.Errorf("partition after the run: %v", err)
-	}
+	segs := len(p.SegmentInfos())
+	assert.GreaterOrEqual(t, segs, 10, "only %d segments: the test meant to cross many", segs)
+	assert.NoError(t, p.Verify(), "partition after the run")
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -71,10 +74,10 @@ func startBrokerWith(t *testing.T, dir string, partitions int, adjust func(*conf
 		b.addr = a.String()
 	case err := <-b.done:
 		cancel()
-		t.Fatalf("broker did not start: %v", err)
+		require.Failf(t, "broker did not start", "run: %v", err)
 	case <-time.After(10 * time.Second):
 		cancel()
-		t.Fatal("broker did not start within 10s")
+		require.Fail(t, "broker did not start within 10s")
 	}
 	t.Cleanup(func() { b.stop(t) })
 	return b
@@ -88,16 +91,13 @@ func (b *testBroker) stop(t *testing.T) {
 		return
 	}
 	b.cancel()
-	if n := b.panics.Load(); n > 0 {
-		t.Errorf("the broker recovered from %d panics", n)
-	}
+	n := b.panics.Load()
+	assert.LessOrEqual(t, n, int32(0), "the broker recovered from %d panics", n)
 	select {
 	case err := <-b.done:
-		if err != nil {
-			t.Errorf("broker shutdown: %v", err)
-		}
+		assert.NoError(t, err, "broker shutdown")
 	case <-time.After(20 * time.Second):
-		t.Error("broker did not stop within 20s")
+		assert.Fail(t, "broker did not stop within 20s")
 	}
 	b.done = nil
 }
@@ -111,9 +111,7 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 		kgo.FetchMaxWait(200 * time.Millisecond),
 	}, opts...)
 	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return cl
 }
@@ -125,11 +123,9 @@ func consume(ctx context.Context, t *testing.T, cl *kgo.Client, n int) []*kgo.Re
 	var out []*kgo.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consumed %d of %d records before the deadline", len(out), n)
-		}
+		require.NoError(t, ctx.Err(), "consumed %d of %d records before the deadline", len(out), n)
 		fs.EachError(func(topic string, p int32, err error) {
-			t.Fatalf("fetch %s[%d]: %v", topic, p, err)
+			require.NoError(t, err, "fetch %s[%d]", topic, p)
 		})
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
@@ -148,9 +144,7 @@ type rawConn struct {
 func dialRaw(t *testing.T, addr string) *rawConn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return &rawConn{t: t, c: c, r: bufio.NewReader(c)}
 }
@@ -177,9 +171,8 @@ func (rc *rawConn) send(req kmsg.Request) int32 {
 func (rc *rawConn) write(b []byte) {
 	rc.t.Helper()
 	_ = rc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := rc.c.Write(b); err != nil {
-		rc.t.Fatal(err)
-	}
+	_, err := rc.c.Write(b)
+	require.NoError(rc.t, err)
 }
 
 // readFrame reads one response frame; io.EOF when the broker closed.
@@ -208,23 +201,17 @@ func (rc *rawConn) do(req kmsg.Request) kmsg.Response {
 	rc.t.Helper()
 	corr := rc.send(req)
 	b, err := rc.readFrame()
-	if err != nil {
-		rc.t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
-	}
-	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
-		rc.t.Fatalf("correlation id %d, want %d", got, corr)
-	}
+	require.NoError(rc.t, err, "%s v%d", kmsg.NameForKey(req.Key()), req.GetVersion())
+	got := int32(binary.BigEndian.Uint32(b))
+	require.Equal(rc.t, corr, got, "correlation id %d, want %d", got, corr)
 	b = b[4:]
 	resp := req.ResponseKind()
 	if resp.IsFlexible() && req.Key() != int16(kmsg.ApiVersions) {
-		if len(b) == 0 || b[0] != 0 {
-			rc.t.Fatalf("bad response header tags: % x", b[:min(len(b), 8)])
-		}
+		require.NotEmpty(rc.t, b, "bad response header tags: % x", b[:min(len(b), 8)])
+		require.Equal(rc.t, byte(0), b[0], "bad response header tags: % x", b[:min(len(b), 8)])
 		b = b[1:]
 	}
-	if err := resp.ReadFrom(b); err != nil {
-		rc.t.Fatalf("decode %s v%d response: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
-	}
+	require.NoError(rc.t, resp.ReadFrom(b), "decode %s v%d response", kmsg.NameForKey(req.Key()), req.GetVersion())
 	return resp
 }
 
@@ -239,14 +226,10 @@ func buildBatch(t *testing.T, prefix string, n int, codec batch.Compression) []b
 			Value:     fmt.Appendf(nil, "%s-%d", prefix, i),
 			Timestamp: now + int64(i),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -266,9 +249,8 @@ func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partitio
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp := rc.do(req).(*kmsg.ProduceResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("produce response shape: %+v", resp)
-	}
+	require.Len(t, resp.Topics, 1, "produce response shape: %+v", resp)
+	require.Len(t, resp.Topics[0].Partitions, 1, "produce response shape: %+v", resp)
 	return resp.Topics[0].Partitions[0]
 }
 
@@ -309,5 +291,5 @@ func checkNoLeak(t *testing.T, base int) {
 			ours = append(ours, g)
 		}
 	}
-	t.Errorf("goroutines: %d > %d at start; leaked:\n%s", runtime.NumGoroutine(), base, strings.Join(ours, "\n\n"))
+	assert.Failf(t, "goroutines leaked", "goroutines: %d > %d at start; leaked:\n%s", runtime.NumGoroutine(), base, strings.Join(ours, "\n\n"))
 }

@@ -269,7 +269,7 @@ func TestHalfSentRequestFloodKeepsMemoryBounded(t *testing.T) {
 	select {
 	case <-waited:
 	case <-time.After(60 * time.Second):
-		t.Fatal("no connection ever waited for request memory")
+		require.Fail(t, "no connection ever waited for request memory")
 	}
 
 	// Other clients are served meanwhile (their requests fit the

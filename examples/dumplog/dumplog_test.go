@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/segment"
@@ -43,9 +46,7 @@ func copyTree(t *testing.T, src string) string {
 		}
 		return os.WriteFile(to, b, 0o644)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return dst
 }
 
@@ -69,22 +70,16 @@ func snapshot(t *testing.T, root string) map[string]string {
 		m[p] = fmt.Sprintf("%d %d %x", fi.Size(), fi.ModTime().UnixNano(), b)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return m
 }
 
 func checkUnchanged(t *testing.T, root string, before map[string]string) {
 	t.Helper()
 	after := snapshot(t, root)
-	if len(after) != len(before) {
-		t.Errorf("dumplog changed the file set: %d files, had %d", len(after), len(before))
-	}
+	assert.Len(t, after, len(before), "dumplog changed the file set: %d files, had %d", len(after), len(before))
 	for p, v := range before {
-		if after[p] != v {
-			t.Errorf("dumplog modified %s", p)
-		}
+		assert.Equal(t, v, after[p], "dumplog modified %s", p)
 	}
 }
 
@@ -96,9 +91,7 @@ func TestKafkaFixtures(t *testing.T) {
 	before27, before21 := snapshot(t, k27), snapshot(t, k21)
 
 	code, out, errs := runDump(t, "--verify", "--index", "--records", k27, k21)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
-	}
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
 	for _, want := range []string{
 		"verify: 11 segments, 18 batches, 0 problems",
 		"offset gap 5..15 before position 94 (compaction leaves gaps)",
@@ -109,13 +102,9 @@ func TestKafkaFixtures(t *testing.T) {
 		"| offset: 19 CreateTime: 1686446865837 keySize: 26 valueSize: -1",
 		"myTopic-0/00000000000000000038.log: empty segment",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
+		assert.Contains(t, out, want, "output lacks %q", want)
 	}
-	if strings.Contains(out, "PROBLEM") {
-		t.Errorf("problems reported:\n%s", out)
-	}
+	assert.NotContains(t, out, "PROBLEM", "problems reported:\n%s", out)
 	checkUnchanged(t, k27, before27)
 	checkUnchanged(t, k21, before21)
 
@@ -126,16 +115,13 @@ func TestKafkaFixtures(t *testing.T) {
 		`key: group_metadata::group="DemoConsumer" value: 0x0002`,
 		`key: offset_commit::group="DemoConsumer",topic="topic1",partition=0 value: null (tombstone)`,
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("--offsets-decoder output lacks %q", want)
-		}
+		assert.Contains(t, out, want, "--offsets-decoder output lacks %q", want)
 	}
 
 	// One file at a time works too.
 	code, out, _ = runDump(t, filepath.Join(k21, "__consumer_offsets-17", "00000000000000000000.timeindex"), "--verify")
-	if code != 0 || !strings.Contains(out, "0 problems") {
-		t.Fatalf("time index alone: exit %d\n%s", code, out)
-	}
+	require.Equal(t, 0, code, "time index alone: exit %d\n%s", code, out)
+	require.Contains(t, out, "0 problems", "time index alone: exit %d\n%s", code, out)
 }
 
 // writePartition writes a partition with partlog: several segments, index
@@ -143,9 +129,7 @@ func TestKafkaFixtures(t *testing.T) {
 func writePartition(t *testing.T, dir string, closeIt bool) *plog.Partition {
 	t.Helper()
 	p, err := plog.Open(dir, plog.Config{SegmentBytes: 1500, IndexIntervalBytes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts := int64(1_700_000_000_000)
 	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
 	for i := range 40 {
@@ -157,32 +141,20 @@ func writePartition(t *testing.T, dir string, closeIt bool) *plog.Partition {
 				rec.Value = []byte{0, 1, 2, 0xff}
 				rec.Headers = []batch.RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}
 			}
-			if err := bld.Add(rec); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, bld.Add(rec))
 		}
 		b, err := bld.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.AppendBatch(b); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = p.AppendBatch(b)
+		require.NoError(t, err)
 	}
 	marker, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 7, BaseOffset: p.LogEndOffset(), Timestamp: ts + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.AppendAssigned(marker); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = p.AppendAssigned(marker)
+	require.NoError(t, err)
+	require.NoError(t, p.Sync())
 	if closeIt {
-		if err := p.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Close())
 		return nil
 	}
 	return p
@@ -197,26 +169,18 @@ func TestPartlogDirectory(t *testing.T) {
 	before := snapshot(t, root)
 
 	code, out, errs := runDump(t, "--verify", "--index", "--records", "--progress", root)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
-	}
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
 	segs := strings.Count(out, "Starting offset:")
-	if segs < 3 {
-		t.Fatalf("only %d segments: SegmentBytes did not roll?", segs)
-	}
+	require.GreaterOrEqual(t, segs, 3, "only %d segments: SegmentBytes did not roll?", segs)
 	for _, want := range []string{
 		"codec: gzip", "codec: snappy", "codec: lz4", "codec: zstd", "codec: none",
 		"control: COMMIT", "value: 0x000102ff", `headers: ["trace"="abc"]`, `key: "key-0"`,
 		".index\noffset: ", ".timeindex\ntimestamp: ", // index entries
 		" 0 problems",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
+		assert.Contains(t, out, want, "output lacks %q", want)
 	}
-	if !strings.Contains(errs, "segments") {
-		t.Errorf("no progress on stderr: %q", errs)
-	}
+	assert.Contains(t, errs, "segments", "no progress on stderr: %q", errs)
 	checkUnchanged(t, root, before)
 
 	// Open partition: the active segment's index files are preallocated.
@@ -224,12 +188,8 @@ func TestPartlogDirectory(t *testing.T) {
 	p := writePartition(t, live, false)
 	defer p.Close()
 	code, out, _ = runDump(t, "--verify", "--quiet", live)
-	if code != 0 {
-		t.Fatalf("open partition: exit %d\n%s", code, out)
-	}
-	if strings.Contains(out, "baseOffset:") {
-		t.Errorf("--quiet printed batches")
-	}
+	require.Equal(t, 0, code, "open partition: exit %d\n%s", code, out)
+	assert.NotContains(t, out, "baseOffset:", "--quiet printed batches")
 }
 
 // Corruptions make --verify fail and name the file and the position.
@@ -237,18 +197,14 @@ func TestVerifyFindsCorruption(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "t-0")
 	writePartition(t, src, true)
 	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var logs []string
 	for _, e := range ents {
 		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix {
 			logs = append(logs, e.Name())
 		}
 	}
-	if len(logs) < 2 {
-		t.Fatalf("want several segments, have %v", logs)
-	}
+	require.GreaterOrEqual(t, len(logs), 2, "want several segments, have %v", logs)
 	victim := logs[1]
 
 	// batchStart returns the position of the second batch of a .log.
@@ -291,9 +247,7 @@ func TestVerifyFindsCorruption(t *testing.T) {
 		{"index entry off a batch start", func(t *testing.T, dir string) (string, int) {
 			p := filepath.Join(dir, strings.TrimSuffix(victim, ".log")+".index")
 			b, _ := os.ReadFile(p)
-			if len(b) < 16 {
-				t.Fatalf("index too small: %d", len(b))
-			}
+			require.GreaterOrEqual(t, len(b), 16, "index too small: %d", len(b))
 			binary.BigEndian.PutUint32(b[8+4:], binary.BigEndian.Uint32(b[8+4:])+1)
 			mustWrite(t, p, b)
 			return p, 8
@@ -312,13 +266,10 @@ func TestVerifyFindsCorruption(t *testing.T) {
 			file, pos := c.corrupt(t, dir)
 			before := snapshot(t, dir)
 			code, out, _ := runDump(t, "--verify", "--quiet", dir)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1\n%s", code, out)
-			}
+			require.Equal(t, 1, code, "exit %d, want 1\n%s", code, out)
 			want := fmt.Sprintf("PROBLEM: %s position %d: ", file, pos)
-			if !strings.Contains(out, want) || !strings.Contains(out, c.want) {
-				t.Fatalf("output lacks %q ... %q:\n%s", want, c.want, out)
-			}
+			require.Contains(t, out, want, "output lacks %q ... %q:\n%s", want, c.want, out)
+			require.Contains(t, out, c.want, "output lacks %q ... %q:\n%s", want, c.want, out)
 			checkUnchanged(t, dir, before)
 		})
 	}
@@ -327,28 +278,23 @@ func TestVerifyFindsCorruption(t *testing.T) {
 func mustWrite(t *testing.T, p string, b []byte) {
 	t.Helper()
 	// Keep the modification time moving so snapshots differ from the source.
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, b, 0o644))
 	now := time.Now()
 	_ = os.Chtimes(p, now, now)
 }
 
 func TestUsage(t *testing.T) {
-	if code, _, _ := runDump(t); code != 2 {
-		t.Errorf("no args: exit %d", code)
-	}
-	if code, _, _ := runDump(t, "--nope", "x"); code != 2 {
-		t.Errorf("bad flag: exit %d", code)
-	}
-	if code, _, errs := runDump(t, filepath.Join(t.TempDir(), "missing")); code != 2 || errs == "" {
-		t.Errorf("missing path: exit %d %q", code, errs)
-	}
+	code, _, _ := runDump(t)
+	assert.Equal(t, 2, code, "no args: exit %d", code)
+	code, _, _ = runDump(t, "--nope", "x")
+	assert.Equal(t, 2, code, "bad flag: exit %d", code)
+	code, _, errs := runDump(t, filepath.Join(t.TempDir(), "missing"))
+	assert.Equal(t, 2, code, "missing path: exit %d %q", code, errs)
+	assert.NotEqual(t, "", errs, "missing path: exit %d %q", code, errs)
 	f := filepath.Join(t.TempDir(), "notes.txt")
 	mustWrite(t, f, []byte("hi"))
-	if code, _, _ := runDump(t, f); code != 2 {
-		t.Errorf("non-segment file: exit %d", code)
-	}
+	code, _, _ = runDump(t, f)
+	assert.Equal(t, 2, code, "non-segment file: exit %d", code)
 }
 
 func TestUsedEntries(t *testing.T) {
@@ -371,9 +317,9 @@ func TestUsedEntries(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			n, unused, stale := usedEntries(c.b, 8)
-			if n != c.n || unused != c.unused || stale != c.stale {
-				t.Fatalf("got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
-			}
+			require.Equal(t, c.n, n, "got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
+			require.Equal(t, c.unused, unused, "got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
+			require.Equal(t, c.stale, stale, "got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
 		})
 	}
 }
@@ -386,9 +332,8 @@ func TestDumpLegacyMessages(t *testing.T) {
 	dir := copyTree(t, filepath.Join("testdata", "legacy", "mixed-0"))
 	before := snapshot(t, dir)
 	code, out, errs := runDump(t, "--records", "--verify", dir)
-	if code != 0 || strings.Contains(out, "PROBLEM") {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
-	}
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
+	require.NotContains(t, out, "PROBLEM", "exit %d\n%s\n%s", code, out, errs)
 	for _, want := range []string{
 		"baseOffset: 0 lastOffset: 0 position: 0 size: 72 magic: 1 codec: none",
 		"baseOffset: 18 lastOffset: 19 position: 1517 size: 130 magic: 1 codec: gzip crc: 3689980426 crcValid: true valid: true",
@@ -396,26 +341,19 @@ func TestDumpLegacyMessages(t *testing.T) {
 		`| offset: 19 timestamp: 1633374040837 keySize: 5 valueSize: 33 key: "theta"`,
 		"baseOffset: 4 lastOffset: 4 count: 1 position: 356 size: 106 magic: 2",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "output lacks %q:\n%s", want, out)
 	}
-	if got := snapshot(t, dir); fmt.Sprint(got) != fmt.Sprint(before) {
-		t.Fatal("dumplog changed a file")
-	}
+	got := snapshot(t, dir)
+	require.Equal(t, fmt.Sprint(before), fmt.Sprint(got), "dumplog changed a file")
 
 	path := filepath.Join(dir, "00000000000000000000.log")
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data[200] ^= 0x20 // inside the gzip wrapper at position 143
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, data, 0o644))
 	code, out, _ = runDump(t, "--verify", "--quiet", dir)
 	want := fmt.Sprintf("PROBLEM: %s position 143: legacy message (magic 1) at offset 2:", path)
-	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "crc") {
-		t.Fatalf("exit %d, want a PROBLEM %q:\n%s", code, want, out)
-	}
+	require.Equal(t, 1, code, "exit %d, want a PROBLEM %q:\n%s", code, want, out)
+	require.Contains(t, out, want, "exit %d, want a PROBLEM %q:\n%s", code, want, out)
+	require.Contains(t, out, "crc", "exit %d, want a PROBLEM %q:\n%s", code, want, out)
 }

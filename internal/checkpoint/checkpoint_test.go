@@ -1,14 +1,15 @@
 package checkpoint
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
@@ -17,9 +18,7 @@ import (
 func readTestdata(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -40,32 +39,24 @@ func TestKafkaFixtures(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			b := readTestdata(t, tt.file)
 			entries, err := ReadOffsets(vfs.Default, filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(entries) != tt.entries {
-				t.Fatalf("%d entries, want %d", len(entries), tt.entries)
-			}
+			require.NoError(t, err)
+			require.Len(t, entries, tt.entries, "%d entries, want %d", len(entries), tt.entries)
 			got := make(map[string]int64)
 			for _, e := range entries {
 				got[e.Topic+" "+DirName(e.Topic, e.Partition)[len(e.Topic)+1:]] = e.Offset
 			}
 			for k, v := range tt.want {
-				if off, ok := got[k]; !ok || off != v {
-					t.Errorf("%s = %d, %v; want %d", k, off, ok, v)
-				}
+				off, ok := got[k]
+				assert.True(t, ok, "%s = %d, %v; want %d", k, off, ok, v)
+				assert.Equal(t, v, off, "%s = %d, %v; want %d", k, off, ok, v)
 			}
-			if out := Append(nil, OffsetFormat, entries); !bytes.Equal(out, b) {
-				t.Fatalf("re-written bytes differ:\n%q\n%q", out, b)
-			}
+			out := Append(nil, OffsetFormat, entries)
+			require.Equal(t, string(b), string(out), "re-written bytes differ:\n%q\n%q", out, b)
 			// And through the atomic writer.
 			mem := vfs.NewMem()
-			if err := WriteOffsets(mem, "/"+tt.file, entries); err != nil {
-				t.Fatal(err)
-			}
-			if out := memRead(t, mem, "/"+tt.file); !bytes.Equal(out, b) {
-				t.Fatalf("written file differs:\n%q\n%q", out, b)
-			}
+			require.NoError(t, WriteOffsets(mem, "/"+tt.file, entries))
+			out = memRead(t, mem, "/"+tt.file)
+			require.Equal(t, string(b), string(out), "written file differs:\n%q\n%q", out, b)
 		})
 	}
 	epochFiles := []struct {
@@ -79,15 +70,11 @@ func TestKafkaFixtures(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			b := readTestdata(t, tt.file)
 			entries, err := ReadLeaderEpochs(vfs.Default, filepath.Join("testdata", tt.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(entries) != len(tt.want) || entries[0] != tt.want[0] {
-				t.Fatalf("entries %v, want %v", entries, tt.want)
-			}
-			if out := Append(nil, EpochFormat, entries); !bytes.Equal(out, b) {
-				t.Fatalf("re-written bytes differ: %q vs %q", out, b)
-			}
+			require.NoError(t, err)
+			require.Len(t, entries, len(tt.want), "entries %v, want %v", entries, tt.want)
+			require.Equal(t, tt.want[0], entries[0], "entries %v, want %v", entries, tt.want)
+			out := Append(nil, EpochFormat, entries)
+			require.Equal(t, string(b), string(out), "re-written bytes differ: %q vs %q", out, b)
 		})
 	}
 }
@@ -95,14 +82,10 @@ func TestKafkaFixtures(t *testing.T) {
 func memRead(t *testing.T, fsys vfs.FS, name string) []byte {
 	t.Helper()
 	f, err := fsys.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -150,17 +133,12 @@ func TestParseCorrupt(t *testing.T) {
 			f.Write([]byte(tt.in))
 			f.Close()
 			_, err := ReadLeaderEpochs(mem, "/leader-epoch-checkpoint")
-			if !base.IsCorruption(err) {
-				t.Fatalf("err = %v, want corruption", err)
-			}
+			require.True(t, base.IsCorruption(err), "err = %v, want corruption", err)
 			var ce *base.CorruptionError
-			if !errors.As(err, &ce) {
-				t.Fatalf("not a CorruptionError: %v", err)
-			}
-			if ce.File != "/leader-epoch-checkpoint" || ce.Pos != tt.pos || ce.Field != tt.field {
-				t.Fatalf("got file %q pos %d field %q (%v); want pos %d field %q",
-					ce.File, ce.Pos, ce.Field, err, tt.pos, tt.field)
-			}
+			require.ErrorAs(t, err, &ce, "not a CorruptionError: %v", err)
+			require.Equal(t, "/leader-epoch-checkpoint", ce.File, "got file %q pos %d field %q (%v); want pos %d field %q", ce.File, ce.Pos, ce.Field, err, tt.pos, tt.field)
+			require.Equal(t, tt.pos, ce.Pos, "got file %q pos %d field %q (%v); want pos %d field %q", ce.File, ce.Pos, ce.Field, err, tt.pos, tt.field)
+			require.Equal(t, tt.field, ce.Field, "got file %q pos %d field %q (%v); want pos %d field %q", ce.File, ce.Pos, ce.Field, err, tt.pos, tt.field)
 		})
 	}
 }
@@ -183,66 +161,47 @@ func TestOffsetsCorrupt(t *testing.T) {
 			f.Close()
 			_, err := ReadOffsets(mem, "/cp")
 			var ce *base.CorruptionError
-			if !errors.As(err, &ce) || ce.Field != tt.field {
-				t.Fatalf("err = %v, want field %q", err, tt.field)
-			}
+			require.ErrorAs(t, err, &ce, "err = %v, want field %q", err, tt.field)
+			require.Equal(t, tt.field, ce.Field, "err = %v, want field %q", err, tt.field)
 		})
 	}
 }
 
 func TestOffsetRoundTrip(t *testing.T) {
 	mem := vfs.NewMem()
-	if err := mem.MkdirAll("/data/myTopic-0", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, mem.MkdirAll("/data/myTopic-0", 0o755))
 	path := filepath.Join("/data/myTopic-0", RecoveryPointFile)
-	if _, _, err := ReadOffset(mem, path, "myTopic", 0); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("missing file: %v", err)
-	}
-	if err := WriteOffset(mem, path, "myTopic", 0, 1234); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(memRead(t, mem, path)); got != "0\n1\nmyTopic 0 1234\n" {
-		t.Fatalf("file %q", got)
-	}
+	_, _, err := ReadOffset(mem, path, "myTopic", 0)
+	require.ErrorIs(t, err, fs.ErrNotExist, "missing file: %v", err)
+	require.NoError(t, WriteOffset(mem, path, "myTopic", 0, 1234))
+	gotFile := string(memRead(t, mem, path))
+	require.Equal(t, "0\n1\nmyTopic 0 1234\n", gotFile, "file %q", gotFile)
 	off, found, err := ReadOffset(mem, path, "myTopic", 0)
-	if err != nil || !found || off != 1234 {
-		t.Fatalf("ReadOffset = %d %v %v", off, found, err)
-	}
-	if _, found, err := ReadOffset(mem, path, "myTopic", 1); err != nil || found {
-		t.Fatalf("other partition: %v %v", found, err)
-	}
-	if err := WriteOffset(mem, path, "myTopic", 0, 99); err != nil {
-		t.Fatal(err)
-	}
-	if off, _, _ := ReadOffset(mem, path, "myTopic", 0); off != 99 {
-		t.Fatalf("after overwrite %d", off)
-	}
+	require.NoError(t, err, "ReadOffset = %d %v %v", off, found, err)
+	require.True(t, found, "ReadOffset = %d %v %v", off, found, err)
+	require.Equal(t, int64(1234), off, "ReadOffset = %d %v %v", off, found, err)
+	_, found, err = ReadOffset(mem, path, "myTopic", 1)
+	require.NoError(t, err, "other partition: %v %v", found, err)
+	require.False(t, found, "other partition: %v %v", found, err)
+	require.NoError(t, WriteOffset(mem, path, "myTopic", 0, 99))
+	off, _, _ = ReadOffset(mem, path, "myTopic", 0)
+	require.Equal(t, int64(99), off, "after overwrite %d", off)
 	names, _ := mem.List("/data/myTopic-0")
-	if len(names) != 1 || names[0] != RecoveryPointFile {
-		t.Fatalf("files %v (tmp left?)", names)
-	}
+	require.Len(t, names, 1, "files %v (tmp left?)", names)
+	require.Equal(t, RecoveryPointFile, names[0], "files %v (tmp left?)", names)
 
 	epochs := []EpochEntry{{0, 0}, {3, 100}, {4, 100}, {7, 250}}
 	epath := filepath.Join("/data/myTopic-0", LeaderEpochFile)
-	if err := WriteLeaderEpochs(mem, epath, epochs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteLeaderEpochs(mem, epath, epochs))
 	got, err := ReadLeaderEpochs(mem, epath)
-	if err != nil || len(got) != len(epochs) {
-		t.Fatalf("ReadLeaderEpochs = %v %v", got, err)
-	}
+	require.NoError(t, err, "ReadLeaderEpochs = %v %v", got, err)
+	require.Len(t, got, len(epochs), "ReadLeaderEpochs = %v %v", got, err)
 	for i := range got {
-		if got[i] != epochs[i] {
-			t.Fatalf("entry %d = %v", i, got[i])
-		}
+		require.Equal(t, epochs[i], got[i], "entry %d = %v", i, got[i])
 	}
-	if err := WriteLeaderEpochs(mem, epath, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(memRead(t, mem, epath)); got != "0\n0\n" {
-		t.Fatalf("empty epochs file %q", got)
-	}
+	require.NoError(t, WriteLeaderEpochs(mem, epath, nil))
+	gotFile = string(memRead(t, mem, epath))
+	require.Equal(t, "0\n0\n", gotFile, "empty epochs file %q", gotFile)
 }
 
 func TestWriteInvalid(t *testing.T) {
@@ -264,14 +223,12 @@ func TestWriteInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.run(); !errors.Is(err, ErrInvalidEntry) {
-				t.Fatalf("err = %v", err)
-			}
+			err := tt.run()
+			require.ErrorIs(t, err, ErrInvalidEntry, "err = %v", err)
 		})
 	}
-	if names, _ := mem.List("/"); len(names) != 0 {
-		t.Fatalf("invalid writes left files: %v", names)
-	}
+	names, _ := mem.List("/")
+	require.Empty(t, names, "invalid writes left files: %v", names)
 }
 
 // TestWriteOps checks the exact durable sequence of an atomic write.
@@ -282,16 +239,12 @@ func TestWriteOps(t *testing.T) {
 		ops = append(ops, op.String())
 		return nil
 	})
-	if err := WriteOffset(in, "/cp", "t", 0, 5); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteOffset(in, "/cp", "t", 0, 5))
 	want := []string{
 		"create /cp.tmp", "write /cp.tmp len=10", "sync /cp.tmp", "close /cp.tmp",
 		"rename /cp.tmp -> /cp", "openDir /", "sync /", "close /",
 	}
-	if strings.Join(ops, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("ops:\n%s\nwant:\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))
-	}
+	require.Equal(t, strings.Join(want, "\n"), strings.Join(ops, "\n"), "ops:\n%s\nwant:\n%s", strings.Join(ops, "\n"), strings.Join(want, "\n"))
 }
 
 // TestWriteFaultsAndCrashes fails every operation of a checkpoint write in
@@ -300,27 +253,27 @@ func TestWriteOps(t *testing.T) {
 func TestWriteFaultsAndCrashes(t *testing.T) {
 	for k := int64(0); ; k++ {
 		mem := vfs.NewMem()
-		if err := WriteOffset(mem, "/cp", "t", 0, 1); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, WriteOffset(mem, "/cp", "t", 0, 1))
 		in := vfs.NewInjector(mem)
 		in.FailNth(k, vfs.AllOps)
 		err := WriteOffset(in, "/cp", "t", 0, 2)
 		injected := in.Injected() > 0
-		if injected && !errors.Is(err, vfs.ErrInjected) {
-			t.Fatalf("k=%d: err = %v", k, err)
+		if injected {
+			require.ErrorIs(t, err, vfs.ErrInjected, "k=%d: err = %v", k, err)
 		}
-		if !injected && err != nil {
-			t.Fatalf("k=%d: clean run: %v", k, err)
+		if !injected {
+			require.NoError(t, err, "k=%d: clean run: %v", k, err)
 		}
 		for seed := range uint64(20) {
 			c := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: seed})
 			off, found, rerr := ReadOffset(c, "/cp", "t", 0)
-			if rerr != nil || !found || (off != 1 && off != 2) {
-				t.Fatalf("k=%d seed=%d: %d %v %v\n%s", k, seed, off, found, rerr, c)
+			require.NoError(t, rerr, "k=%d seed=%d: %d %v %v\n%s", k, seed, off, found, rerr, c)
+			require.True(t, found, "k=%d seed=%d: %d %v %v\n%s", k, seed, off, found, rerr, c)
+			if off != 1 {
+				require.Equal(t, int64(2), off, "k=%d seed=%d: %d %v %v\n%s", k, seed, off, found, rerr, c)
 			}
-			if !injected && off != 2 {
-				t.Fatalf("k=%d seed=%d: acknowledged write lost", k, seed)
+			if !injected {
+				require.Equal(t, int64(2), off, "k=%d seed=%d: acknowledged write lost", k, seed)
 			}
 		}
 		if !injected {
@@ -351,57 +304,48 @@ func TestParseDirName(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			topic, p, ok := ParseDirName(tt.in)
-			if topic != tt.topic || p != tt.partition || ok != tt.ok {
-				t.Fatalf("= %q %d %v", topic, p, ok)
-			}
-			if ok && DirName(topic, p) != tt.in {
-				t.Fatalf("DirName = %q", DirName(topic, p))
+			require.Equal(t, tt.topic, topic, "= %q %d %v", topic, p, ok)
+			require.Equal(t, tt.partition, p, "= %q %d %v", topic, p, ok)
+			require.Equal(t, tt.ok, ok, "= %q %d %v", topic, p, ok)
+			if ok {
+				require.Equal(t, tt.in, DirName(topic, p), "DirName = %q", DirName(topic, p))
 			}
 		})
 	}
-	if !FormatTopic("any/name.ü") || FormatTopic("a b") || FormatTopic("") {
-		t.Fatal("FormatTopic")
-	}
-	if ValidTopic(strings.Repeat("a", MaxTopicLength+1)) || !ValidTopic(strings.Repeat("a", MaxTopicLength)) ||
-		ValidTopic(".") || ValidTopic("..") {
-		t.Fatal("ValidTopic limits")
-	}
+	require.True(t, FormatTopic("any/name.ü"), "FormatTopic")
+	require.False(t, FormatTopic("a b"), "FormatTopic")
+	require.False(t, FormatTopic(""), "FormatTopic")
+	require.False(t, ValidTopic(strings.Repeat("a", MaxTopicLength+1)), "ValidTopic limits")
+	require.True(t, ValidTopic(strings.Repeat("a", MaxTopicLength)), "ValidTopic limits")
+	require.False(t, ValidTopic("."), "ValidTopic limits")
+	require.False(t, ValidTopic(".."), "ValidTopic limits")
 }
 
 func TestCleanShutdown(t *testing.T) {
 	mem := vfs.NewMem()
-	if err := mem.MkdirAll("/p", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, mem.MkdirAll("/p", 0o755))
 	mem.SyncAll()
-	if ok, err := HasCleanShutdown(mem, "/p"); ok || err != nil {
-		t.Fatalf("fresh dir: %v %v", ok, err)
-	}
-	if err := RemoveCleanShutdown(mem, "/p"); err != nil {
-		t.Fatalf("remove missing: %v", err)
-	}
-	if err := MarkCleanShutdown(mem, "/p"); err != nil {
-		t.Fatal(err)
-	}
+	ok, err := HasCleanShutdown(mem, "/p")
+	require.False(t, ok, "fresh dir: %v %v", ok, err)
+	require.NoError(t, err, "fresh dir: %v %v", ok, err)
+	require.NoError(t, RemoveCleanShutdown(mem, "/p"), "remove missing")
+	require.NoError(t, MarkCleanShutdown(mem, "/p"))
 	c := mem.CrashClone(vfs.CrashOptions{})
-	if ok, err := HasCleanShutdown(c, "/p"); !ok || err != nil {
-		t.Fatalf("marker not durable: %v %v", ok, err)
-	}
-	if err := RemoveCleanShutdown(mem, "/p"); err != nil {
-		t.Fatal(err)
-	}
+	ok, err = HasCleanShutdown(c, "/p")
+	require.True(t, ok, "marker not durable: %v %v", ok, err)
+	require.NoError(t, err, "marker not durable: %v %v", ok, err)
+	require.NoError(t, RemoveCleanShutdown(mem, "/p"))
 	c = mem.CrashClone(vfs.CrashOptions{})
-	if ok, err := HasCleanShutdown(c, "/p"); ok || err != nil {
-		t.Fatalf("removal not durable: %v %v", ok, err)
-	}
-	if ok, err := HasCleanShutdown(mem, "/missing/dir/x"); ok || err != nil {
-		t.Fatalf("missing dir: %v %v", ok, err)
-	}
+	ok, err = HasCleanShutdown(c, "/p")
+	require.False(t, ok, "removal not durable: %v %v", ok, err)
+	require.NoError(t, err, "removal not durable: %v %v", ok, err)
+	ok, err = HasCleanShutdown(mem, "/missing/dir/x")
+	require.False(t, ok, "missing dir: %v %v", ok, err)
+	require.NoError(t, err, "missing dir: %v %v", ok, err)
 	in := vfs.NewInjector(mem)
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpStat)})
-	if _, err := HasCleanShutdown(in, "/p"); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("stat error swallowed: %v", err)
-	}
+	_, err = HasCleanShutdown(in, "/p")
+	require.ErrorIs(t, err, vfs.ErrInjected, "stat error swallowed: %v", err)
 }
 
 // FuzzParse: whatever the input, Parse never panics, and what it accepts
@@ -410,26 +354,22 @@ func FuzzParse(f *testing.F) {
 	for _, name := range []string{RecoveryPointFile, ReplicationFile, LogStartOffsetFile, CleanerOffsetFile,
 		"leader-epoch-checkpoint", "myTopic-0/leader-epoch-checkpoint"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b)
 	}
 	f.Add([]byte("0\n2\n0 5\n1 6\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if es, err := Parse("f", b, EpochFormat); err == nil {
-			if out := Append(nil, EpochFormat, es); !bytes.Equal(out, b) {
-				t.Fatalf("epochs round trip: %q -> %q", b, out)
-			}
-		} else if !base.IsCorruption(err) {
-			t.Fatalf("non-corruption error %v", err)
+			out := Append(nil, EpochFormat, es)
+			require.Equal(t, string(b), string(out), "epochs round trip: %q -> %q", b, out)
+		} else {
+			require.True(t, base.IsCorruption(err), "non-corruption error %v", err)
 		}
 		if os, err := Parse("f", b, OffsetFormat); err == nil {
-			if out := Append(nil, OffsetFormat, os); !bytes.Equal(out, b) {
-				t.Fatalf("offsets round trip: %q -> %q", b, out)
-			}
-		} else if !base.IsCorruption(err) {
-			t.Fatalf("non-corruption error %v", err)
+			out := Append(nil, OffsetFormat, os)
+			require.Equal(t, string(b), string(out), "offsets round trip: %q -> %q", b, out)
+		} else {
+			require.True(t, base.IsCorruption(err), "non-corruption error %v", err)
 		}
 	})
 }
@@ -447,11 +387,8 @@ func TestEntryName(t *testing.T) {
 		{"/data/-5", "-5", 0},           // no topic before the dash
 	} {
 		topic, partition := EntryName(tt.dir)
-		if topic != tt.topic || partition != tt.partition {
-			t.Errorf("EntryName(%q) = %q, %d; want %q, %d", tt.dir, topic, partition, tt.topic, tt.partition)
-		}
-		if !ValidTopic(topic) {
-			t.Errorf("EntryName(%q) gives the invalid topic field %q", tt.dir, topic)
-		}
+		assert.Equal(t, tt.topic, topic, "EntryName(%q) = %q, %d; want %q, %d", tt.dir, topic, partition, tt.topic, tt.partition)
+		assert.Equal(t, tt.partition, partition, "EntryName(%q) = %q, %d; want %q, %d", tt.dir, topic, partition, tt.topic, tt.partition)
+		assert.True(t, ValidTopic(topic), "EntryName(%q) gives the invalid topic field %q", tt.dir, topic)
 	}
 }

@@ -15,6 +15,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The "public-api" rule: an importer must be able to name every type the
@@ -197,9 +200,7 @@ func (w *apiWalker) walk(where string, t types.Type) {
 func publicPackages(t *testing.T, root string) []string {
 	t.Helper()
 	out, err := goCmd(root, "list", "./...")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var pkgs []string
 	for _, p := range strings.Fields(string(out)) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p, modulePath), "/")
@@ -236,13 +237,9 @@ func TestPublicAPI(t *testing.T) {
 	}
 	root := moduleRoot(t)
 	pkgs := publicPackages(t, root)
-	if len(pkgs) < 5 {
-		t.Fatalf("found only %v", pkgs)
-	}
+	require.GreaterOrEqual(t, len(pkgs), 5, "found only %v", pkgs)
 	out, err := goCmd(root, append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, pkgs...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	exports := map[string]string{}
 	for line := range strings.Lines(string(out)) {
 		path, file, _ := strings.Cut(strings.TrimSpace(line), "\t")
@@ -259,13 +256,11 @@ func TestPublicAPI(t *testing.T) {
 	var loaded []*types.Package
 	for _, p := range pkgs {
 		pkg, err := imp.Import(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		loaded = append(loaded, pkg)
 	}
 	for _, v := range checkPublicAPI(loaded) {
-		t.Error(v)
+		assert.Fail(t, v)
 	}
 	t.Logf("checked the exported API of %d packages", len(loaded))
 }
@@ -336,13 +331,10 @@ type File = fsys.File`, []string{"pub.New.FS names example.com/m/internal/fsys.F
 			internalPkg := typeCheck(t, fset, "example.com/m/internal/fsys", internalSrc, nil)
 			pub := typeCheck(t, fset, "example.com/m/pub", tt.src, internalPkg)
 			got := checkPublicAPI([]*types.Package{pub})
-			if len(got) != len(tt.expect) {
-				t.Fatalf("want %d violations %q, got %q", len(tt.expect), tt.expect, got)
-			}
+			require.Len(t, got, len(tt.expect), "want %d violations %q, got %q", len(tt.expect), tt.expect, got)
 			for i, want := range tt.expect {
-				if !strings.HasPrefix(got[i], "public-api: ") || !strings.Contains(got[i], want) {
-					t.Errorf("violation %d: want %q, got %q", i, want, got[i])
-				}
+				assert.True(t, strings.HasPrefix(got[i], "public-api: "), "violation %d: want %q, got %q", i, want, got[i])
+				assert.Contains(t, got[i], want, "violation %d: want %q, got %q", i, want, got[i])
 			}
 		})
 	}
@@ -353,9 +345,7 @@ type File = fsys.File`, []string{"pub.New.FS names example.com/m/internal/fsys.F
 func typeCheck(t *testing.T, fset *token.FileSet, path, src string, dep *types.Package) *types.Package {
 	t.Helper()
 	f, err := parser.ParseFile(fset, path+".go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	conf := types.Config{Importer: importerFunc(func(p string) (*types.Package, error) {
 		if dep != nil && p == dep.Path() {
 			return dep, nil
@@ -363,9 +353,7 @@ func typeCheck(t *testing.T, fset *token.FileSet, path, src string, dep *types.P
 		return nil, fmt.Errorf("unknown import %s", p)
 	})}
 	pkg, err := conf.Check(path, fset, []*ast.File{f}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return pkg
 }
 
@@ -461,31 +449,21 @@ func TestImporterProgram(t *testing.T) {
 	dir := t.TempDir()
 	gomod := "module example.com/importer\n\ngo 1.26.0\n\nrequire github.com/partlog/partlog v0.0.0\n\nreplace github.com/partlog/partlog => " + root + "\n"
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for name, data := range map[string][]byte{"go.mod": []byte(gomod), "go.sum": sum, "main.go": []byte(importerMain)} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 	}
 	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := exec.Command(goBin, "run", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go run: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "go run: %v\n%s", err, out)
 	want := `index: offset 15 is in the batch at 0 ending at 9
 segment: next offset 3 files created through the FS: 1
 segment: reopened, next offset 3
 corruption reached: true batchLength
 `
-	if string(out) != want {
-		t.Fatalf("output:\n%s\nwant:\n%s", out, want)
-	}
+	require.Equal(t, want, string(out), "output:\n%s\nwant:\n%s", out, want)
 }

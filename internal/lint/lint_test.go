@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // modulePath is the module the rules are about.
@@ -180,24 +183,18 @@ func checkFile(fset *token.FileSet, f *ast.File, p pkgInfo, isTest bool) []strin
 func moduleRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		f, err := os.Open(filepath.Join(dir, "go.mod"))
 		if err == nil {
 			sc := bufio.NewScanner(f)
 			sc.Scan()
 			f.Close()
-			if strings.TrimSpace(sc.Text()) != "module "+modulePath {
-				t.Fatalf("go.mod in %s is not %s", dir, modulePath)
-			}
+			require.Equal(t, "module "+modulePath, strings.TrimSpace(sc.Text()), "go.mod in %s is not %s", dir, modulePath)
 			return dir
 		}
 		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
+		require.NotEqual(t, dir, parent, "go.mod not found")
 		dir = parent
 	}
 }
@@ -235,22 +232,17 @@ func TestLint(t *testing.T) {
 			relDir = ""
 		}
 		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			t.Errorf("parse: %v", err)
+		if !assert.NoError(t, err, "parse") {
 			return nil
 		}
 		files++
 		for _, v := range checkFile(fset, f, classify(relDir), strings.HasSuffix(name, "_test.go")) {
-			t.Error(v)
+			assert.Fail(t, v)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatal("no Go files found")
-	}
+	require.NoError(t, err)
+	require.NotEqual(t, 0, files, "no Go files found")
 	t.Logf("checked %d files", files)
 }
 
@@ -329,22 +321,15 @@ import plog "github.com/partlog/partlog/log"`, ""},
 		t.Run(tt.name, func(t *testing.T) {
 			fset := token.NewFileSet()
 			f, err := parser.ParseFile(fset, "x.go", tt.src, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got := checkFile(fset, f, classify(tt.pkg), tt.test)
 			if tt.expect == "" {
-				if len(got) != 0 {
-					t.Fatalf("unexpected: %v", got)
-				}
+				require.Empty(t, got, "unexpected: %v", got)
 				return
 			}
-			if len(got) != 1 || !strings.Contains(got[0], ": "+tt.expect+": ") {
-				t.Fatalf("want one %q violation, got %v", tt.expect, got)
-			}
+			require.Len(t, got, 1, "want one %q violation, got %v", tt.expect, got)
+			require.Contains(t, got[0], ": "+tt.expect+": ", "want one %q violation, got %v", tt.expect, got)
 		})
 	}
-	if len(Rules) != 7 {
-		t.Fatalf("Rules lists %d rules", len(Rules))
-	}
+	require.Len(t, Rules, 7, "Rules lists %d rules", len(Rules))
 }

@@ -1,12 +1,14 @@
 package mmap
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/vfs"
@@ -37,13 +39,9 @@ func (f failWrites) WriteAt(p []byte, off int64) (int, error) {
 func openFile(t *testing.T, content []byte) vfs.File {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, content, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, content, 0o644))
 	f, err := vfs.Default.OpenReadWrite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	return f
 }
@@ -51,12 +49,11 @@ func openFile(t *testing.T, content []byte) vfs.File {
 func fileBytes(t *testing.T, f vfs.File) []byte {
 	t.Helper()
 	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
-		t.Fatal(err)
+	_, err = f.ReadAt(b, 0)
+	if err != nil {
+		require.True(t, err == io.EOF, err)
 	}
 	return b
 }
@@ -76,37 +73,22 @@ func TestMapWritable(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			f := openFile(t, make([]byte, 64))
 			r, err := Map(m.wrap(f), 64, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Mapped() != m.mapped || !r.Writable() || r.Len() != 64 || len(r.Bytes()) != 64 {
-				t.Fatalf("mapped=%v writable=%v len=%d bytes=%d", r.Mapped(), r.Writable(), r.Len(), len(r.Bytes()))
-			}
-			if err := r.WriteAt([]byte("hello"), 8); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.WriteAt([]byte("end"), 61); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			if got := string(r.Bytes()[8:13]); got != "hello" {
-				t.Fatalf("Bytes = %q", got)
-			}
+			require.NoError(t, err)
+			require.Equal(t, m.mapped, r.Mapped(), "mapped=%v writable=%v len=%d bytes=%d", r.Mapped(), r.Writable(), r.Len(), len(r.Bytes()))
+			require.True(t, r.Writable(), "mapped=%v writable=%v len=%d bytes=%d", r.Mapped(), r.Writable(), r.Len(), len(r.Bytes()))
+			require.Equal(t, 64, r.Len(), "mapped=%v writable=%v len=%d bytes=%d", r.Mapped(), r.Writable(), r.Len(), len(r.Bytes()))
+			require.Len(t, r.Bytes(), 64, "mapped=%v writable=%v len=%d bytes=%d", r.Mapped(), r.Writable(), r.Len(), len(r.Bytes()))
+			require.NoError(t, r.WriteAt([]byte("hello"), 8))
+			require.NoError(t, r.WriteAt([]byte("end"), 61))
+			require.NoError(t, r.Sync())
+			gotMem := string(r.Bytes()[8:13])
+			require.Equal(t, "hello", gotMem, "Bytes = %q", gotMem)
 			got := fileBytes(t, f)
-			if string(got[8:13]) != "hello" || string(got[61:]) != "end" {
-				t.Fatalf("file = %q", got)
-			}
-			if err := r.Unmap(); err != nil {
-				t.Fatal(err)
-			}
-			if r.Bytes() != nil {
-				t.Fatal("Bytes after Unmap not nil")
-			}
-			if err := r.Unmap(); err != nil {
-				t.Fatalf("second Unmap: %v", err)
-			}
+			require.Equal(t, "hello", string(got[8:13]), "file = %q", got)
+			require.Equal(t, "end", string(got[61:]), "file = %q", got)
+			require.NoError(t, r.Unmap())
+			require.Nil(t, r.Bytes(), "Bytes after Unmap not nil")
+			require.NoError(t, r.Unmap(), "second Unmap")
 		})
 	}
 }
@@ -116,31 +98,21 @@ func TestMapReadOnly(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			f := openFile(t, []byte("0123456789"))
 			r, err := Map(m.wrap(f), 10, false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer r.Unmap()
-			if string(r.Bytes()) != "0123456789" {
-				t.Fatalf("Bytes = %q", r.Bytes())
-			}
-			if err := r.WriteAt([]byte("x"), 0); !errors.Is(err, ErrReadOnly) {
-				t.Fatalf("WriteAt = %v, want ErrReadOnly", err)
-			}
-			if err := r.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			require.Equal(t, "0123456789", string(r.Bytes()), "Bytes = %q", r.Bytes())
+			err = r.WriteAt([]byte("x"), 0)
+			require.ErrorIs(t, err, ErrReadOnly, "WriteAt = %v, want ErrReadOnly", err)
+			require.NoError(t, r.Sync())
 			// A write to the file: the shared mapping sees it, the heap
 			// copy does not.
-			if _, err := f.WriteAt([]byte("AB"), 0); err != nil {
-				t.Fatal(err)
-			}
+			_, err = f.WriteAt([]byte("AB"), 0)
+			require.NoError(t, err)
 			want := "0123456789"
 			if m.mapped {
 				want = "AB23456789"
 			}
-			if string(r.Bytes()) != want {
-				t.Fatalf("after file write Bytes = %q, want %q", r.Bytes(), want)
-			}
+			require.Equal(t, want, string(r.Bytes()), "after file write Bytes = %q, want %q", r.Bytes(), want)
 		})
 	}
 }
@@ -153,15 +125,12 @@ func TestMapPastEOF(t *testing.T) {
 			f := openFile(t, []byte("abc"))
 			const size = 3 * 4096
 			r, err := Map(m.wrap(f), size, false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer r.Unmap()
-			if len(r.Bytes()) != size || string(r.Bytes()[:3]) != "abc" {
-				t.Fatalf("len %d prefix %q", len(r.Bytes()), r.Bytes()[:3])
-			}
-			if !m.mapped && !bytes.Equal(r.Bytes()[3:], make([]byte, size-3)) {
-				t.Fatal("heap region not zero past EOF")
+			require.Len(t, r.Bytes(), size, "len %d prefix %q", len(r.Bytes()), r.Bytes()[:3])
+			require.Equal(t, "abc", string(r.Bytes()[:3]), "len %d prefix %q", len(r.Bytes()), r.Bytes()[:3])
+			if !m.mapped {
+				require.Equal(t, string(make([]byte, size-3)), string(r.Bytes()[3:]), "heap region not zero past EOF")
 			}
 		})
 	}
@@ -177,27 +146,20 @@ func TestMapEmpty(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				f := openFile(t, nil)
 				r, err := Map(m.wrap(f), 0, writable)
-				if err != nil {
-					t.Fatal(err)
+				require.NoError(t, err)
+				require.NotNil(t, r.Bytes(), "Bytes = %v", r.Bytes())
+				require.Empty(t, r.Bytes(), "Bytes = %v", r.Bytes())
+				err = r.WriteAt(nil, 0)
+				if writable {
+					require.NoError(t, err, "empty WriteAt: %v", err)
 				}
-				if r.Bytes() == nil || len(r.Bytes()) != 0 {
-					t.Fatalf("Bytes = %v", r.Bytes())
+				err = r.WriteAt([]byte{1}, 0)
+				if !errors.Is(err, ErrOutOfRange) {
+					require.ErrorIs(t, err, ErrReadOnly, "WriteAt = %v", err)
 				}
-				if err := r.WriteAt(nil, 0); writable && err != nil {
-					t.Fatalf("empty WriteAt: %v", err)
-				}
-				if err := r.WriteAt([]byte{1}, 0); !errors.Is(err, ErrOutOfRange) && !errors.Is(err, ErrReadOnly) {
-					t.Fatalf("WriteAt = %v", err)
-				}
-				if err := r.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				if err := r.Advise(Random); err != nil {
-					t.Fatal(err)
-				}
-				if err := r.Unmap(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, r.Sync())
+				require.NoError(t, r.Advise(Random))
+				require.NoError(t, r.Unmap())
 			})
 		}
 	}
@@ -206,9 +168,7 @@ func TestMapEmpty(t *testing.T) {
 func TestWriteAtErrors(t *testing.T) {
 	f := openFile(t, make([]byte, 16))
 	r, err := Map(f, 16, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name string
 		p    []byte
@@ -224,29 +184,22 @@ func TestWriteAtErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := r.WriteAt(tt.p, tt.off); !errors.Is(err, tt.want) {
-				t.Fatalf("WriteAt(%d bytes, %d) = %v, want %v", len(tt.p), tt.off, err, tt.want)
-			}
+			err := r.WriteAt(tt.p, tt.off)
+			require.ErrorIs(t, err, tt.want, "WriteAt(%d bytes, %d) = %v, want %v", len(tt.p), tt.off, err, tt.want)
 		})
 	}
-	if err := r.Unmap(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Unmap())
 	for name, err := range map[string]error{
 		"WriteAt": r.WriteAt([]byte{1}, 0),
 		"Sync":    r.Sync(),
 		"Advise":  r.Advise(Normal),
 	} {
-		if !errors.Is(err, ErrUnmapped) {
-			t.Errorf("%s after Unmap = %v, want ErrUnmapped", name, err)
-		}
+		assert.ErrorIs(t, err, ErrUnmapped, "%s after Unmap = %v, want ErrUnmapped", name, err)
 	}
-	if _, err := Map(f, -1, false); !errors.Is(err, ErrNegativeSize) {
-		t.Fatalf("Map(-1) = %v", err)
-	}
-	if _, err := MapHeap(f, -1, false); !errors.Is(err, ErrNegativeSize) {
-		t.Fatalf("MapHeap(-1) = %v", err)
-	}
+	_, err = Map(f, -1, false)
+	require.ErrorIs(t, err, ErrNegativeSize, "Map(-1) = %v", err)
+	_, err = MapHeap(f, -1, false)
+	require.ErrorIs(t, err, ErrNegativeSize, "MapHeap(-1) = %v", err)
 }
 
 // TestHeapWriteFailure: when the file refuses a write, Bytes shows only what
@@ -254,19 +207,14 @@ func TestWriteAtErrors(t *testing.T) {
 func TestHeapWriteFailure(t *testing.T) {
 	f := openFile(t, make([]byte, 16))
 	r, err := Map(failWrites{noFd{f}, 2}, 16, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Unmap()
-	if err := r.WriteAt([]byte("abcd"), 4); !errors.Is(err, errWrite) {
-		t.Fatalf("WriteAt = %v, want errWrite", err)
-	}
-	if got := r.Bytes()[4:8]; !bytes.Equal(got, []byte{'a', 'b', 0, 0}) {
-		t.Fatalf("Bytes = %q", got)
-	}
-	if got := fileBytes(t, f)[4:8]; !bytes.Equal(got, []byte{'a', 'b', 0, 0}) {
-		t.Fatalf("file = %q", got)
-	}
+	err = r.WriteAt([]byte("abcd"), 4)
+	require.ErrorIs(t, err, errWrite, "WriteAt = %v, want errWrite", err)
+	got := r.Bytes()[4:8]
+	require.Equal(t, string([]byte{'a', 'b', 0, 0}), string(got), "Bytes = %q", got)
+	got = fileBytes(t, f)[4:8]
+	require.Equal(t, string([]byte{'a', 'b', 0, 0}), string(got), "file = %q", got)
 }
 
 func TestAdvise(t *testing.T) {
@@ -274,14 +222,10 @@ func TestAdvise(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			f := openFile(t, make([]byte, 8192))
 			r, err := Map(m.wrap(f), 8192, false)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer r.Unmap()
 			for _, adv := range []int{Normal, Random, Sequential, WillNeed, DontNeed} {
-				if err := r.Advise(adv); err != nil {
-					t.Fatalf("Advise(%d): %v", adv, err)
-				}
+				require.NoError(t, r.Advise(adv), "Advise(%d)", adv)
 			}
 		})
 	}
@@ -291,22 +235,14 @@ func TestAdvise(t *testing.T) {
 func TestMapHeapOnFd(t *testing.T) {
 	f := openFile(t, []byte("xyz"))
 	r, err := MapHeap(f, 3, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Unmap()
-	if r.Mapped() || string(r.Bytes()) != "xyz" {
-		t.Fatalf("mapped=%v bytes=%q", r.Mapped(), r.Bytes())
-	}
-	if err := r.WriteAt([]byte("Z"), 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(fileBytes(t, f)); got != "xyZ" {
-		t.Fatalf("file = %q", got)
-	}
+	require.False(t, r.Mapped(), "mapped=%v bytes=%q", r.Mapped(), r.Bytes())
+	require.Equal(t, "xyz", string(r.Bytes()), "mapped=%v bytes=%q", r.Mapped(), r.Bytes())
+	require.NoError(t, r.WriteAt([]byte("Z"), 2))
+	require.NoError(t, r.Sync())
+	got := string(fileBytes(t, f))
+	require.Equal(t, "xyZ", got, "file = %q", got)
 }
 
 // TestMapMemFS: files of the in-memory filesystem have no fd and get a heap
@@ -315,40 +251,22 @@ func TestMapHeapOnFd(t *testing.T) {
 func TestMapMemFS(t *testing.T) {
 	mem := vfs.NewMem()
 	f, err := mem.Create("/x.index")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if err := f.Truncate(16); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Truncate(16))
 	r, err := Map(f, 16, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Mapped() {
-		t.Fatal("memfs file mapped")
-	}
-	if err := r.WriteAt([]byte{1, 2, 3, 4}, 8); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Unmap(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.False(t, r.Mapped(), "memfs file mapped")
+	require.NoError(t, r.WriteAt([]byte{1, 2, 3, 4}, 8))
+	require.NoError(t, r.Sync())
+	require.NoError(t, r.Unmap())
 	mem.SyncAll()
 	c := mem.CrashClone(vfs.CrashOptions{})
 	g, err := c.Open("/x.index")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer g.Close()
 	got := fileBytes(t, g)
-	if !bytes.Equal(got, []byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0}) {
-		t.Fatalf("after crash %v", got)
-	}
+	require.Equal(t, string([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0}), string(got), "after crash %v", got)
 }
 
 // TestMapInjected: the error injector can fail the mapping itself and the
@@ -356,38 +274,27 @@ func TestMapMemFS(t *testing.T) {
 func TestMapInjected(t *testing.T) {
 	in := vfs.NewInjector(vfs.NewMem())
 	f, err := in.Create("/x.index")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpMap)})
-	if _, err := Map(f, 8, true); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("Map = %v", err)
-	}
+	_, err = Map(f, 8, true)
+	require.ErrorIs(t, err, vfs.ErrInjected, "Map = %v", err)
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpMap)})
-	if _, err := MapHeap(f, 8, true); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("MapHeap = %v", err)
-	}
+	_, err = MapHeap(f, 8, true)
+	require.ErrorIs(t, err, vfs.ErrInjected, "MapHeap = %v", err)
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpReadAt)})
-	if _, err := Map(f, 8, true); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("Map with failing read = %v", err)
-	}
+	_, err = Map(f, 8, true)
+	require.ErrorIs(t, err, vfs.ErrInjected, "Map with failing read = %v", err)
 	r, err := Map(f, 8, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Unmap()
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpWriteAt)})
-	if err := r.WriteAt([]byte{9}, 0); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("WriteAt = %v", err)
-	}
-	if r.Bytes()[0] != 0 {
-		t.Fatal("failed write is visible in Bytes")
-	}
+	err = r.WriteAt([]byte{9}, 0)
+	require.ErrorIs(t, err, vfs.ErrInjected, "WriteAt = %v", err)
+	require.Equal(t, byte(0), r.Bytes()[0], "failed write is visible in Bytes")
 	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpSync)})
-	if err := r.Sync(); !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("Sync = %v", err)
-	}
+	err = r.Sync()
+	require.ErrorIs(t, err, vfs.ErrInjected, "Sync = %v", err)
 }
 
 // TestHeapPoisonUnderInvariants: with -tags invariants, stale heap bytes
@@ -395,18 +302,12 @@ func TestMapInjected(t *testing.T) {
 func TestHeapPoisonUnderInvariants(t *testing.T) {
 	f := openFile(t, []byte("abcd"))
 	r, err := MapHeap(f, 4, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stale := r.Bytes()
-	if err := r.Unmap(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Unmap())
 	want := "abcd"
 	if invariants.Enabled {
 		want = "\xde\xde\xde\xde"
 	}
-	if string(stale) != want {
-		t.Fatalf("stale bytes %q, want %q", stale, want)
-	}
+	require.Equal(t, want, string(stale), "stale bytes %q, want %q", stale, want)
 }

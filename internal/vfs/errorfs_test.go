@@ -9,34 +9,32 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOpKinds(t *testing.T) {
 	seen := make(map[string]bool)
 	for k := OpKind(0); k < numOpKinds; k++ {
 		name := k.String()
-		if name == "" || seen[name] || strings.HasPrefix(name, "OpKind(") {
-			t.Fatalf("kind %d has name %q", k, name)
-		}
+		require.NotEqual(t, "", name, "kind %d has name %q", k, name)
+		require.False(t, seen[name], "kind %d has name %q", k, name)
+		require.False(t, strings.HasPrefix(name, "OpKind("), "kind %d has name %q", k, name)
 		seen[name] = true
-		if !AllOps.Has(k) {
-			t.Fatalf("AllOps lacks %v", k)
-		}
+		require.True(t, AllOps.Has(k), "AllOps lacks %v", k)
 	}
-	if OpKind(-1).String() != "OpKind(-1)" || numOpKinds.String() != fmt.Sprintf("OpKind(%d)", numOpKinds) {
-		t.Fatal("out-of-range kinds")
-	}
+	require.Equal(t, "OpKind(-1)", OpKind(-1).String(), "out-of-range kinds")
+	require.Equal(t, fmt.Sprintf("OpKind(%d)", numOpKinds), numOpKinds.String(), "out-of-range kinds")
 	s := Kinds(OpWrite, OpSync)
-	if !s.Has(OpWrite) || !s.Has(OpSync) || s.Has(OpWriteAt) || s.Has(numOpKinds) {
-		t.Fatalf("Kinds = %b", s)
-	}
-	if !MutatingOps.Has(OpRename) || MutatingOps.Has(OpReadAt) {
-		t.Fatal("MutatingOps")
-	}
+	require.True(t, s.Has(OpWrite), "Kinds = %b", s)
+	require.True(t, s.Has(OpSync), "Kinds = %b", s)
+	require.False(t, s.Has(OpWriteAt), "Kinds = %b", s)
+	require.False(t, s.Has(numOpKinds), "Kinds = %b", s)
+	require.True(t, MutatingOps.Has(OpRename), "MutatingOps")
+	require.False(t, MutatingOps.Has(OpReadAt), "MutatingOps")
 	op := Op{Kind: OpRename, Path: "a", NewPath: "b"}
-	if op.String() != "rename a -> b" {
-		t.Fatalf("Op.String = %q", op.String())
-	}
+	require.Equal(t, "rename a -> b", op.String(), "Op.String = %q", op.String())
 }
 
 // writeCheckpoint is a small scenario: the atomic-replace pattern.
@@ -87,33 +85,26 @@ func TestInjectorWalk(t *testing.T) {
 			in.FailNth(k, kinds)
 			err := writeCheckpoint(in, "/", []byte("new"))
 			if in.Injected() == 0 {
-				if err != nil {
-					t.Fatalf("k=%d: clean run failed: %v", k, err)
-				}
-				if in.Ops() != scenarioOps {
-					t.Fatalf("clean run saw %d ops, want %d", in.Ops(), scenarioOps)
-				}
+				require.NoError(t, err, "k=%d: clean run failed", k)
+				require.Equal(t, int64(scenarioOps), in.Ops(), "clean run saw %d ops, want %d", in.Ops(), scenarioOps)
 				break
 			}
 			runs++
-			if !errors.Is(err, ErrInjected) {
-				t.Fatalf("k=%d: err = %v, want ErrInjected", k, err)
-			}
+			require.ErrorIs(t, err, ErrInjected, "k=%d: err = %v, want ErrInjected", k, err)
 			var ie *InjectedError
-			if !errors.As(err, &ie) || !kinds.Has(ie.Op.Kind) {
-				t.Fatalf("k=%d: injected into %v", k, ie)
-			}
+			require.ErrorAs(t, err, &ie, "k=%d: injected into %v", k, ie)
+			require.True(t, kinds.Has(ie.Op.Kind), "k=%d: injected into %v", k, ie)
 			for seed := range uint64(10) {
 				c := mem.CrashClone(CrashOptions{UnsyncedDataPercent: 50, Seed: seed})
 				got, rerr := readFile(c, "/cp")
-				if rerr != nil || (string(got) != "old" && string(got) != "new") {
-					t.Fatalf("k=%d seed=%d: checkpoint %q, %v", k, seed, got, rerr)
+				require.NoError(t, rerr, "k=%d seed=%d: checkpoint %q, %v", k, seed, got, rerr)
+				if string(got) != "old" {
+					require.Equal(t, "new", string(got), "k=%d seed=%d: checkpoint %q, %v", k, seed, got, rerr)
 				}
 			}
 		}
-		if runs == 0 || runs > scenarioOps {
-			t.Fatalf("kinds %b: %d failing runs", kinds, runs)
-		}
+		require.NotEqual(t, 0, runs, "kinds %b: %d failing runs", kinds, runs)
+		require.LessOrEqual(t, runs, scenarioOps, "kinds %b: %d failing runs", kinds, runs)
 	}
 }
 
@@ -125,72 +116,49 @@ func TestInjectorRules(t *testing.T) {
 	in.Add(Rule{Kinds: Kinds(OpTruncate), Skip: 1, Times: -1})
 
 	idx, err := in.Create("/0.index")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	log, err := in.Create("/0.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Sync(); err != nil {
-		t.Fatalf("log sync failed: %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, log.Sync(), "log sync failed")
 	err = idx.Sync()
-	if !errors.Is(err, ErrInjected) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("index sync = %v", err)
-	}
+	require.ErrorIs(t, err, ErrInjected, "index sync = %v", err)
+	require.ErrorIs(t, err, syscall.EIO, "index sync = %v", err)
 	var pe *os.PathError
-	if !errors.As(err, &pe) || pe.Path != "/0.index" || pe.Op != "sync" {
-		t.Fatalf("not a PathError for the index: %#v", err)
-	}
-	if err := idx.Sync(); err != nil {
-		t.Fatalf("second index sync (rule fires once): %v", err)
-	}
-	if err := log.Truncate(10); err != nil {
-		t.Fatalf("first truncate skipped: %v", err)
-	}
+	require.ErrorAs(t, err, &pe, "not a PathError for the index: %#v", err)
+	require.Equal(t, "/0.index", pe.Path, "not a PathError for the index: %#v", err)
+	require.Equal(t, "sync", pe.Op, "not a PathError for the index: %#v", err)
+	require.NoError(t, idx.Sync(), "second index sync (rule fires once)")
+	require.NoError(t, log.Truncate(10), "first truncate skipped")
 	for range 3 {
-		if err := log.Truncate(5); !errors.Is(err, ErrInjected) {
-			t.Fatalf("truncate after skip = %v", err)
-		}
+		err := log.Truncate(5)
+		require.ErrorIs(t, err, ErrInjected, "truncate after skip = %v", err)
 	}
-	if in.Injected() != 4 {
-		t.Fatalf("Injected = %d", in.Injected())
-	}
+	require.Equal(t, int64(4), in.Injected(), "Injected = %d", in.Injected())
 
 	err = in.Rename("/0.log", "/0.log.deleted")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	in.FailOnce(func(op Op) bool { return op.Kind == OpRename && op.NewPath == "/x" })
 	var le *os.LinkError
-	if err := in.Rename("/0.log.deleted", "/x"); !errors.As(err, &le) || !errors.Is(err, ErrInjected) {
-		t.Fatalf("rename = %v", err)
-	}
-	if !exists(mem, "/0.log.deleted") || exists(mem, "/x") {
-		t.Fatal("a failed rename reached the filesystem")
-	}
+	err = in.Rename("/0.log.deleted", "/x")
+	require.ErrorAs(t, err, &le, "rename = %v", err)
+	require.ErrorIs(t, err, ErrInjected, "rename = %v", err)
+	require.True(t, exists(mem, "/0.log.deleted"), "a failed rename reached the filesystem")
+	require.False(t, exists(mem, "/x"), "a failed rename reached the filesystem")
 
 	// Close fails but closes the file.
 	in.Add(Rule{Kinds: Kinds(OpClose)})
-	if err := idx.Close(); !errors.Is(err, ErrInjected) {
-		t.Fatalf("close = %v", err)
-	}
-	if _, err := idx.Stat(); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("file still open after injected close: %v", err)
-	}
+	err = idx.Close()
+	require.ErrorIs(t, err, ErrInjected, "close = %v", err)
+	_, err = idx.Stat()
+	require.ErrorIs(t, err, os.ErrClosed, "file still open after injected close: %v", err)
 	log.Close()
 
 	in.Reset()
-	if in.Ops() != 0 || in.Injected() != 0 {
-		t.Fatal("Reset did not zero the counters")
-	}
-	if _, err := in.Stat("/0.index"); err != nil {
-		t.Fatalf("after Reset: %v", err)
-	}
-	if in.Unwrap() != FS(mem) {
-		t.Fatal("Unwrap")
-	}
+	require.Equal(t, int64(0), in.Ops(), "Reset did not zero the counters")
+	require.Equal(t, int64(0), in.Injected(), "Reset did not zero the counters")
+	_, err = in.Stat("/0.index")
+	require.NoError(t, err, "after Reset")
+	require.True(t, in.Unwrap() == FS(mem), "Unwrap")
 }
 
 func TestInjectorShortWrite(t *testing.T) {
@@ -198,20 +166,15 @@ func TestInjectorShortWrite(t *testing.T) {
 	in := NewInjector(mem)
 	in.Add(Rule{Kinds: Kinds(OpWrite, OpWriteAt), Skip: 1, ShortWrite: 3})
 	f, err := in.Create("/f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if _, err := f.Write([]byte("abcdef")); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.Write([]byte("abcdef"))
+	require.NoError(t, err)
 	n, err := f.Write([]byte("ghijkl"))
-	if n != 3 || !errors.Is(err, ErrInjected) {
-		t.Fatalf("short write = %d, %v", n, err)
-	}
-	if got, _ := readFile(mem, "/f"); string(got) != "abcdefghi" {
-		t.Fatalf("content %q", got)
-	}
+	require.Equal(t, 3, n, "short write = %d, %v", n, err)
+	require.ErrorIs(t, err, ErrInjected, "short write = %d, %v", n, err)
+	got, _ := readFile(mem, "/f")
+	require.Equal(t, "abcdefghi", string(got), "content %q", got)
 }
 
 func TestInjectorDiskFull(t *testing.T) {
@@ -219,35 +182,26 @@ func TestInjectorDiskFull(t *testing.T) {
 	in := NewInjector(mem)
 	in.SetDiskFull(25)
 	f, err := in.Create("/f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	for i := range 2 {
-		if _, err := f.Write(make([]byte, 10)); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
+		_, err := f.Write(make([]byte, 10))
+		require.NoError(t, err, "write %d", i)
 	}
 	n, err := f.WriteAt(make([]byte, 10), 20)
-	if n != 5 || !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrInjected) {
-		t.Fatalf("full write = %d, %v", n, err)
-	}
-	if _, err := f.Write([]byte{1}); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("write on a full disk = %v", err)
-	}
-	if err := f.Preallocate(0, 1); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("preallocate on a full disk = %v", err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatalf("sync on a full disk: %v", err)
-	}
-	if fi, _ := mem.Stat("/f"); fi.Size() != 25 {
-		t.Fatalf("size %d", fi.Size())
-	}
+	require.Equal(t, 5, n, "full write = %d, %v", n, err)
+	require.ErrorIs(t, err, syscall.ENOSPC, "full write = %d, %v", n, err)
+	require.ErrorIs(t, err, ErrInjected, "full write = %d, %v", n, err)
+	_, err = f.Write([]byte{1})
+	require.ErrorIs(t, err, syscall.ENOSPC, "write on a full disk = %v", err)
+	err = f.Preallocate(0, 1)
+	require.ErrorIs(t, err, syscall.ENOSPC, "preallocate on a full disk = %v", err)
+	require.NoError(t, f.Sync(), "sync on a full disk")
+	fi, _ := mem.Stat("/f")
+	require.Equal(t, int64(25), fi.Size(), "size %d", fi.Size())
 	in.SetDiskFull(-1)
-	if _, err := f.Write([]byte{1}); err != nil {
-		t.Fatalf("after disk-full off: %v", err)
-	}
+	_, err = f.Write([]byte{1})
+	require.NoError(t, err, "after disk-full off")
 }
 
 // TestInjectorHookCrash takes a crash clone at every write of a scenario
@@ -266,32 +220,21 @@ func TestInjectorHookCrash(t *testing.T) {
 		return nil
 	})
 	f, err := in.Create("/log")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, s := range []string{"a", "b", "c"} {
-		if _, err := f.Write([]byte(s)); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		_, err := f.Write([]byte(s))
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
 	}
 	f.Close()
-	if len(clones) != 6 {
-		t.Fatalf("%d clones", len(clones))
-	}
-	if err := in.Remove("/log"); err == nil || err.Error() != "hook error" {
-		t.Fatalf("hook error = %v", err)
-	}
-	if in.Injected() != 0 {
-		t.Fatal("hook errors count as injected")
-	}
+	require.Len(t, clones, 6, "%d clones", len(clones))
+	err = in.Remove("/log")
+	require.Error(t, err, "hook error = %v", err)
+	require.Equal(t, "hook error", err.Error(), "hook error = %v", err)
+	require.Equal(t, int64(0), in.Injected(), "hook errors count as injected")
 	// The directory entry was never synced: no clone has the file.
 	for i, c := range clones {
-		if exists(c, "/log") {
-			t.Fatalf("clone %d has an unsynced entry", i)
-		}
+		require.False(t, exists(c, "/log"), "clone %d has an unsynced entry", i)
 	}
 }
 
@@ -300,23 +243,14 @@ func TestInjectorMapHook(t *testing.T) {
 	in := NewInjector(mem)
 	in.Add(Rule{Kinds: Kinds(OpMap)})
 	f, err := in.Create("/idx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	h, ok := f.(MapHook)
-	if !ok {
-		t.Fatal("injector file is not a MapHook")
-	}
-	if err := h.BeforeMap(4096, true); !errors.Is(err, ErrInjected) {
-		t.Fatalf("BeforeMap = %v", err)
-	}
-	if err := h.BeforeMap(4096, true); err != nil {
-		t.Fatalf("second BeforeMap = %v", err)
-	}
-	if f.Fd() != InvalidFd {
-		t.Fatal("Fd not passed through")
-	}
+	require.True(t, ok, "injector file is not a MapHook")
+	err = h.BeforeMap(4096, true)
+	require.ErrorIs(t, err, ErrInjected, "BeforeMap = %v", err)
+	require.NoError(t, h.BeforeMap(4096, true), "second BeforeMap =")
+	require.Equal(t, InvalidFd, f.Fd(), "Fd not passed through")
 }
 
 func TestInjectorConcurrent(t *testing.T) {
@@ -330,16 +264,13 @@ func TestInjectorConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			f, err := in.Create(fmt.Sprintf("/f%d", w))
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			defer f.Close()
 			for range 100 {
 				if _, err := f.Write([]byte("x")); err != nil {
-					if !errors.Is(err, ErrInjected) {
-						t.Error(err)
-					}
+					assert.ErrorIs(t, err, ErrInjected)
 					mu.Lock()
 					failures++
 					mu.Unlock()
@@ -348,7 +279,6 @@ func TestInjectorConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if failures != 10 || in.Injected() != 10 {
-		t.Fatalf("failures %d injected %d", failures, in.Injected())
-	}
+	require.Equal(t, 10, failures, "failures %d injected %d", failures, in.Injected())
+	require.Equal(t, int64(10), in.Injected(), "failures %d injected %d", failures, in.Injected())
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pgregory.net/rapid"
 )
 
@@ -27,44 +29,33 @@ type crashModel struct {
 func TestCrashModelProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		mem := NewMem()
-		if err := mem.MkdirAll("/p", 0o755); err != nil {
-			rt.Fatal(err)
-		}
+		require.NoError(rt, mem.MkdirAll("/p", 0o755))
 		mem.SyncAll()
 		m := &crashModel{entries: map[string]int{}, durable: map[string]int{}, data: map[int][]byte{}, synced: map[int][]byte{}}
 		names := []string{"a", "b", "c"}
 		nameGen := rapid.SampledFrom(names)
 		open := func(name string) File {
 			f, err := mem.OpenReadWrite("/p/" + name)
-			if err != nil {
-				rt.Fatal(err)
-			}
+			require.NoError(rt, err)
 			return f
 		}
 		check := func(label string) {
 			c := mem.CrashClone(CrashOptions{UnsyncedDataPercent: 0, TornPercent: 100, Seed: 1})
 			got, _ := c.List("/p")
 			want := slices.Sorted(maps.Keys(m.durable))
-			if !slices.Equal(got, want) {
-				rt.Fatalf("%s: 0%% clone lists %v, want %v\n%s", label, got, want, mem)
-			}
+			require.True(rt, slices.Equal(got, want), "%s: 0%% clone lists %v, want %v\n%s", label, got, want, mem)
 			for name, id := range m.durable {
 				b, err := readFile(c, "/p/"+name)
-				if err != nil || !bytes.Equal(b, m.synced[id]) {
-					rt.Fatalf("%s: 0%% clone %s = %q %v, want %q\n%s", label, name, b, err, m.synced[id], mem)
-				}
+				require.NoError(rt, err, "%s: 0%% clone %s = %q %v, want %q\n%s", label, name, b, err, m.synced[id], mem)
+				require.Equal(rt, string(m.synced[id]), string(b), "%s: 0%% clone %s = %q %v, want %q\n%s", label, name, b, err, m.synced[id], mem)
 			}
 			c = mem.CrashClone(CrashOptions{UnsyncedDataPercent: 100})
 			got, _ = c.List("/p")
 			want = slices.Sorted(maps.Keys(m.entries))
-			if !slices.Equal(got, want) {
-				rt.Fatalf("%s: 100%% clone lists %v, want %v", label, got, want)
-			}
+			require.True(rt, slices.Equal(got, want), "%s: 100%% clone lists %v, want %v", label, got, want)
 			for name, id := range m.entries {
 				b, _ := readFile(c, "/p/"+name)
-				if !bytes.Equal(b, m.data[id]) {
-					rt.Fatalf("%s: 100%% clone %s = %q, want %q", label, name, b, m.data[id])
-				}
+				require.Equal(rt, string(m.data[id]), string(b), "%s: 100%% clone %s = %q, want %q", label, name, b, m.data[id])
 			}
 		}
 		n := rapid.IntRange(1, 60).Draw(rt, "steps")
@@ -75,9 +66,7 @@ func TestCrashModelProperty(t *testing.T) {
 				name := nameGen.Draw(rt, "name")
 				label = "create " + name
 				f, err := mem.Create("/p/" + name)
-				if err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, err)
 				f.Close()
 				id, ok := m.entries[name]
 				if !ok {
@@ -146,9 +135,7 @@ func TestCrashModelProperty(t *testing.T) {
 					continue
 				}
 				label = "rename " + a + " " + b
-				if err := mem.Rename("/p/"+a, "/p/"+b); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, mem.Rename("/p/"+a, "/p/"+b))
 				delete(m.entries, a)
 				m.entries[b] = id
 			case 6: // remove
@@ -157,16 +144,13 @@ func TestCrashModelProperty(t *testing.T) {
 					continue
 				}
 				label = "remove " + name
-				if err := mem.Remove("/p/" + name); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, mem.Remove("/p/"+name))
 				delete(m.entries, name)
 			case 7: // take a clone of a clone: it must be stable
 				label = "clone"
 				c := mem.CrashClone(CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: uint64(i)})
-				if c2 := c.CrashClone(CrashOptions{}); c2.String() != c.String() {
-					rt.Fatalf("a clone of a clone differs:\n%s\n%s", c, c2)
-				}
+				c2 := c.CrashClone(CrashOptions{})
+				require.Equal(rt, c.String(), c2.String(), "a clone of a clone differs:\n%s\n%s", c, c2)
 			}
 			check(fmt.Sprintf("step %d (%s)", i, label))
 		}

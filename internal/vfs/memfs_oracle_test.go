@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pgregory.net/rapid"
 )
 
@@ -38,9 +40,7 @@ func TestMemFSMatchesOS(t *testing.T) {
 	paths := []string{"a", "b", "d", "d/a", "d/b", "d/e", "d/e/a", "a/x"}
 	rapid.Check(t, func(rt *rapid.T) {
 		dir, err := os.MkdirTemp(base, "oracle")
-		if err != nil {
-			rt.Fatal(err)
-		}
+		require.NoError(rt, err)
 		defer os.RemoveAll(dir)
 		mem := NewMem()
 		osPath := func(p string) string { return filepath.Join(dir, p) }
@@ -176,19 +176,15 @@ func TestMemFSMatchesOS(t *testing.T) {
 			want := s.run(Default, osPath)
 			got := s.run(mem, memPath)
 			history = append(history, s.name+" -> "+want)
-			if got != want {
-				rt.Fatalf("%s: memfs %q, os %q\nhistory:\n%s\nmemfs:\n%s", s.name, got, want,
-					slices.Concat(history), mem)
-			}
+			require.Equal(rt, want, got, "%s: memfs %q, os %q\nhistory:\n%s\nmemfs:\n%s", s.name, got, want, slices.Concat(history), mem)
 		}
 		// A crash clone at 100% equals the current state.
 		c := mem.CrashClone(CrashOptions{UnsyncedDataPercent: 100})
 		for _, p := range paths {
 			a, aerr := readFile(mem, memPath(p))
 			b, berr := readFile(c, memPath(p))
-			if string(a) != string(b) || errClass(aerr) != errClass(berr) {
-				rt.Fatalf("100%% clone differs at %s", p)
-			}
+			require.Equal(rt, string(b), string(a), "100%% clone differs at %s", p)
+			require.Equal(rt, errClass(berr), errClass(aerr), "100%% clone differs at %s", p)
 		}
 	})
 }

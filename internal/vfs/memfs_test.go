@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -11,6 +10,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // readFile returns the named file's contents, or nil and the error.
@@ -27,34 +29,21 @@ func readFile(fsys FS, name string) ([]byte, error) {
 func writeFile(t *testing.T, fsys FS, name string, data []byte, sync bool) {
 	t.Helper()
 	f, err := fsys.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.Write(data)
+	require.NoError(t, err)
 	if sync {
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.Sync())
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Close())
 }
 
 func syncDir(t *testing.T, fsys FS, dir string) {
 	t.Helper()
 	d, err := fsys.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, d.Sync())
+	require.NoError(t, d.Close())
 }
 
 func exists(fsys FS, name string) bool {
@@ -64,52 +53,37 @@ func exists(fsys FS, name string) bool {
 
 func TestMemFSBasics(t *testing.T) {
 	m := NewMem()
-	if err := m.MkdirAll("/a/b", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MkdirAll("/a/b", 0o755))
 	writeFile(t, m, "/a/b/f", []byte("hello"), false)
 	writeFile(t, m, "a/g", []byte("x"), false) // relative resolves from the root
 
 	got, err := readFile(m, "/a/b/f")
-	if err != nil || string(got) != "hello" {
-		t.Fatalf("read = %q, %v", got, err)
-	}
+	require.NoError(t, err, "read = %q, %v", got, err)
+	require.Equal(t, "hello", string(got), "read = %q, %v", got, err)
 	names, err := m.List("/a")
-	if err != nil || !slices.Equal(names, []string{"b", "g"}) {
-		t.Fatalf("List = %v, %v", names, err)
-	}
+	require.NoError(t, err, "List = %v, %v", names, err)
+	require.True(t, slices.Equal(names, []string{"b", "g"}), "List = %v, %v", names, err)
 	fi, err := m.Stat("/a/b/f")
-	if err != nil || fi.Size() != 5 || fi.IsDir() || fi.Name() != "f" {
-		t.Fatalf("Stat = %+v, %v", fi, err)
-	}
-	if fi, err := m.Stat("/a/b"); err != nil || !fi.IsDir() {
-		t.Fatalf("Stat dir = %+v, %v", fi, err)
-	}
-	if err := m.Rename("/a/b/f", "/a/f2"); err != nil {
-		t.Fatal(err)
-	}
-	if exists(m, "/a/b/f") || !exists(m, "/a/f2") {
-		t.Fatal("rename did not move the file")
-	}
-	if err := m.Remove("/a/f2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.RemoveAll("/a"); err != nil {
-		t.Fatal(err)
-	}
-	if names, _ := m.List("/"); len(names) != 0 {
-		t.Fatalf("root not empty: %v", names)
-	}
-	if err := m.RemoveAll("/nope/deeper"); err != nil {
-		t.Fatalf("RemoveAll missing = %v", err)
-	}
+	require.NoError(t, err, "Stat = %+v, %v", fi, err)
+	require.Equal(t, int64(5), fi.Size(), "Stat = %+v, %v", fi, err)
+	require.False(t, fi.IsDir(), "Stat = %+v, %v", fi, err)
+	require.Equal(t, "f", fi.Name(), "Stat = %+v, %v", fi, err)
+	fi, err = m.Stat("/a/b")
+	require.NoError(t, err, "Stat dir = %+v, %v", fi, err)
+	require.True(t, fi.IsDir(), "Stat dir = %+v, %v", fi, err)
+	require.NoError(t, m.Rename("/a/b/f", "/a/f2"))
+	require.False(t, exists(m, "/a/b/f"), "rename did not move the file")
+	require.True(t, exists(m, "/a/f2"), "rename did not move the file")
+	require.NoError(t, m.Remove("/a/f2"))
+	require.NoError(t, m.RemoveAll("/a"))
+	names, _ = m.List("/")
+	require.Empty(t, names, "root not empty: %v", names)
+	require.NoError(t, m.RemoveAll("/nope/deeper"), "RemoveAll missing =")
 }
 
 func TestMemFSErrors(t *testing.T) {
 	m := NewMem()
-	if err := m.MkdirAll("/d/sub", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MkdirAll("/d/sub", 0o755))
 	writeFile(t, m, "/d/file", []byte("x"), false)
 	writeFile(t, m, "/d/other", []byte("y"), false)
 
@@ -142,120 +116,82 @@ func TestMemFSErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.run()
 			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("err = %v", err)
-				}
+				require.NoError(t, err, "err =")
 				return
 			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("err = %v, want %v", err, tt.want)
-			}
-			if tt.want == syscall.ENOENT && !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("err = %v is not fs.ErrNotExist", err)
+			require.ErrorIs(t, err, tt.want, "err = %v, want %v", err, tt.want)
+			if tt.want == syscall.ENOENT {
+				require.ErrorIs(t, err, fs.ErrNotExist, "err = %v is not fs.ErrNotExist", err)
 			}
 		})
 	}
-	if got, _ := readFile(m, "/d/file"); string(got) != "y" {
-		t.Fatalf("rename over file: content %q", got)
-	}
+	got, _ := readFile(m, "/d/file")
+	require.Equal(t, "y", string(got), "rename over file: content %q", got)
 }
 
 func TestMemFileHandle(t *testing.T) {
 	m := NewMem()
 	f, err := m.Create("/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Fd() != InvalidFd {
-		t.Fatal("Fd is not InvalidFd")
-	}
-	if _, err := f.Write([]byte("abc")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte("Z"), 6); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, InvalidFd, f.Fd(), "Fd is not InvalidFd")
+	_, err = f.Write([]byte("abc"))
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("Z"), 6)
+	require.NoError(t, err)
 	buf := make([]byte, 10)
 	n, err := f.ReadAt(buf, 0)
-	if n != 7 || err != io.EOF || !bytes.Equal(buf[:n], []byte("abc\x00\x00\x00Z")) {
-		t.Fatalf("ReadAt = %d %v %q", n, err, buf[:n])
-	}
-	if n, err := f.ReadAt(buf, 7); n != 0 || err != io.EOF {
-		t.Fatalf("ReadAt at EOF = %d %v", n, err)
-	}
-	if _, err := f.ReadAt(buf, -1); !errors.Is(err, syscall.EINVAL) {
-		t.Fatalf("ReadAt(-1) = %v", err)
-	}
+	require.Equal(t, 7, n, "ReadAt = %d %v %q", n, err, buf[:n])
+	require.True(t, err == io.EOF, "ReadAt = %d %v %q", n, err, buf[:n])
+	require.Equal(t, string([]byte("abc\x00\x00\x00Z")), string(buf[:n]), "ReadAt = %d %v %q", n, err, buf[:n])
+	n, err = f.ReadAt(buf, 7)
+	require.Equal(t, 0, n, "ReadAt at EOF = %d %v", n, err)
+	require.True(t, err == io.EOF, "ReadAt at EOF = %d %v", n, err)
+	_, err = f.ReadAt(buf, -1)
+	require.ErrorIs(t, err, syscall.EINVAL, "ReadAt(-1) = %v", err)
 	// Write continues at the handle's position (3), not at the end.
-	if _, err := f.Write([]byte("d")); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(5); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(8); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.ReadAt(buf[:8], 0); err != nil || string(buf[:8]) != "abcd\x00\x00\x00\x00" {
-		t.Fatalf("after truncate %q %v", buf[:8], err)
-	}
-	if err := f.Truncate(-1); !errors.Is(err, syscall.EINVAL) {
-		t.Fatalf("Truncate(-1) = %v", err)
-	}
-	if err := f.Preallocate(0, 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	if fi, _ := f.Stat(); fi.Size() != 8 {
-		t.Fatalf("Preallocate changed size to %d", fi.Size())
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("second Close = %v", err)
-	}
-	if _, err := f.ReadAt(buf, 0); !errors.Is(err, os.ErrClosed) {
-		t.Fatalf("ReadAt after Close = %v", err)
-	}
+	_, err = f.Write([]byte("d"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(5))
+	require.NoError(t, f.Truncate(8))
+	_, err = f.ReadAt(buf[:8], 0)
+	require.NoError(t, err, "after truncate %q %v", buf[:8], err)
+	require.Equal(t, "abcd\x00\x00\x00\x00", string(buf[:8]), "after truncate %q %v", buf[:8], err)
+	err = f.Truncate(-1)
+	require.ErrorIs(t, err, syscall.EINVAL, "Truncate(-1) = %v", err)
+	require.NoError(t, f.Preallocate(0, 1<<20))
+	fi, _ := f.Stat()
+	require.Equal(t, int64(8), fi.Size(), "Preallocate changed size to %d", fi.Size())
+	require.NoError(t, f.Close())
+	err = f.Close()
+	require.ErrorIs(t, err, os.ErrClosed, "second Close = %v", err)
+	_, err = f.ReadAt(buf, 0)
+	require.ErrorIs(t, err, os.ErrClosed, "ReadAt after Close = %v", err)
 
 	r, err := m.Open("/f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close()
-	if _, err := r.Write([]byte("x")); !errors.Is(err, syscall.EBADF) {
-		t.Fatalf("Write on read-only = %v", err)
-	}
-	if err := r.Truncate(0); !errors.Is(err, syscall.EBADF) {
-		t.Fatalf("Truncate on read-only = %v", err)
-	}
+	_, err = r.Write([]byte("x"))
+	require.ErrorIs(t, err, syscall.EBADF, "Write on read-only = %v", err)
+	err = r.Truncate(0)
+	require.ErrorIs(t, err, syscall.EBADF, "Truncate on read-only = %v", err)
 	d, err := m.OpenDir("/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer d.Close()
-	if _, err := d.Read(buf); !errors.Is(err, syscall.EISDIR) {
-		t.Fatalf("Read on dir = %v", err)
-	}
+	_, err = d.Read(buf)
+	require.ErrorIs(t, err, syscall.EISDIR, "Read on dir = %v", err)
 
 	// Create truncates an existing file; OpenReadWrite does not.
 	writeFile(t, m, "/g", []byte("12345"), false)
 	g, err := m.OpenReadWrite("/g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	g.Close()
-	if got, _ := readFile(m, "/g"); string(got) != "12345" {
-		t.Fatalf("OpenReadWrite truncated: %q", got)
-	}
+	got, _ := readFile(m, "/g")
+	require.Equal(t, "12345", string(got), "OpenReadWrite truncated: %q", got)
 	g, err = m.Create("/g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	g.Close()
-	if got, _ := readFile(m, "/g"); len(got) != 0 {
-		t.Fatalf("Create did not truncate: %q", got)
-	}
+	got, _ = readFile(m, "/g")
+	require.Empty(t, got, "Create did not truncate: %q", got)
 }
 
 // crashSeeds is how many seeded crashes each model test takes.
@@ -266,27 +202,19 @@ const crashSeeds = 200
 // synced state.
 func TestCrashSyncedSurvives(t *testing.T) {
 	m := NewMem()
-	if err := m.MkdirAll("/p", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MkdirAll("/p", 0o755))
 	syncDir(t, m, "/")
 	f, err := m.Create("/p/log")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	synced := bytes.Repeat([]byte("s"), 1000)
-	if _, err := f.Write(synced); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.Write(synced)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
 	syncDir(t, m, "/p")
 	for i := range 20 {
-		if _, err := f.Write(bytes.Repeat([]byte{byte('a' + i)}, 50)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := f.Write(bytes.Repeat([]byte{byte('a' + i)}, 50))
+		require.NoError(t, err)
 	}
 	writeFile(t, m, "/p/unsynced", []byte("u"), true) // data synced, entry not
 
@@ -294,30 +222,20 @@ func TestCrashSyncedSurvives(t *testing.T) {
 		opts := CrashOptions{UnsyncedDataPercent: int(seed % 101), TornPercent: 50, Seed: seed, Reorder: seed%3 == 0}
 		c := m.CrashClone(opts)
 		got, err := readFile(c, "/p/log")
-		if err != nil {
-			t.Fatalf("seed %d: synced file lost: %v\n%s", seed, err, c)
-		}
-		if len(got) < len(synced) || !bytes.Equal(got[:len(synced)], synced) {
-			t.Fatalf("seed %d: synced prefix damaged (len %d)", seed, len(got))
-		}
-		if len(got) > len(synced)+20*50 {
-			t.Fatalf("seed %d: file grew to %d", seed, len(got))
-		}
+		require.NoError(t, err, "seed %d: synced file lost: %v\n%s", seed, err, c)
+		require.GreaterOrEqual(t, len(got), len(synced), "seed %d: synced prefix damaged (len %d)", seed, len(got))
+		require.Equal(t, string(synced), string(got[:len(synced)]), "seed %d: synced prefix damaged (len %d)", seed, len(got))
+		require.LessOrEqual(t, len(got), len(synced)+20*50, "seed %d: file grew to %d", seed, len(got))
 	}
 	c := m.CrashClone(CrashOptions{})
-	if got, _ := readFile(c, "/p/log"); !bytes.Equal(got, synced) {
-		t.Fatalf("0%% clone has %d bytes, want %d", len(got), len(synced))
-	}
-	if exists(c, "/p/unsynced") {
-		t.Fatal("0% clone has a file whose directory entry was never synced")
-	}
+	got, _ := readFile(c, "/p/log")
+	require.Equal(t, string(synced), string(got), "0%% clone has %d bytes, want %d", len(got), len(synced))
+	require.False(t, exists(c, "/p/unsynced"), "0% clone has a file whose directory entry was never synced")
 	c = m.CrashClone(CrashOptions{UnsyncedDataPercent: 100})
-	if got, _ := readFile(c, "/p/log"); len(got) != len(synced)+20*50 {
-		t.Fatalf("100%% clone has %d bytes", len(got))
-	}
-	if got, _ := readFile(c, "/p/unsynced"); string(got) != "u" {
-		t.Fatalf("100%% clone lost the unsynced entry: %q", got)
-	}
+	got, _ = readFile(c, "/p/log")
+	require.Len(t, got, len(synced)+20*50, "100%% clone has %d bytes", len(got))
+	got, _ = readFile(c, "/p/unsynced")
+	require.Equal(t, "u", string(got), "100%% clone lost the unsynced entry: %q", got)
 }
 
 // TestCrashInOrderPrefix: without tearing or reordering, unsynced appends
@@ -325,18 +243,15 @@ func TestCrashSyncedSurvives(t *testing.T) {
 func TestCrashInOrderPrefix(t *testing.T) {
 	m := NewMem()
 	f, err := m.Create("/log")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	syncDir(t, m, "/")
 	var all []byte
 	var ends []int
 	for i := range 30 {
 		w := bytes.Repeat([]byte{byte('A' + i)}, 1+i)
-		if _, err := f.Write(w); err != nil {
-			t.Fatal(err)
-		}
+		_, err := f.Write(w)
+		require.NoError(t, err)
 		all = append(all, w...)
 		ends = append(ends, len(all))
 	}
@@ -344,17 +259,14 @@ func TestCrashInOrderPrefix(t *testing.T) {
 	for seed := range uint64(crashSeeds) {
 		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 90, Seed: seed})
 		got, err := readFile(c, "/log")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, all[:len(got)]) || (len(got) != 0 && !slices.Contains(ends, len(got))) {
-			t.Fatalf("seed %d: %d bytes is not a prefix of whole writes", seed, len(got))
+		require.NoError(t, err)
+		require.Equal(t, string(all[:len(got)]), string(got), "seed %d: %d bytes is not a prefix of whole writes", seed, len(got))
+		if len(got) != 0 {
+			require.True(t, slices.Contains(ends, len(got)), "seed %d: %d bytes is not a prefix of whole writes", seed, len(got))
 		}
 		lengths[len(got)] = true
 	}
-	if len(lengths) < 5 {
-		t.Fatalf("only %d distinct crash lengths over %d seeds", len(lengths), crashSeeds)
-	}
+	require.GreaterOrEqual(t, len(lengths), 5, "only %d distinct crash lengths over %d seeds", len(lengths), crashSeeds)
 }
 
 // TestCrashTorn: torn writes leave a prefix of the written bytes followed
@@ -362,15 +274,12 @@ func TestCrashInOrderPrefix(t *testing.T) {
 func TestCrashTorn(t *testing.T) {
 	m := NewMem()
 	f, err := m.Create("/log")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	syncDir(t, m, "/")
 	data := bytes.Repeat([]byte{0xAB}, 4096)
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.Write(data)
+	require.NoError(t, err)
 	var short, zeroed, garbage int
 	for seed := range uint64(crashSeeds) {
 		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 1, TornPercent: 100, Seed: seed})
@@ -391,12 +300,12 @@ func TestCrashTorn(t *testing.T) {
 		case len(got) == len(data):
 			garbage++
 		default:
-			t.Fatalf("seed %d: unexpected torn shape: %d bytes, %d good", seed, len(got), k)
+			require.Failf(t, "unexpected torn shape", "seed %d: %d bytes, %d good", seed, len(got), k)
 		}
 	}
-	if short == 0 || zeroed == 0 || garbage == 0 {
-		t.Fatalf("torn kinds short=%d zeroed=%d garbage=%d", short, zeroed, garbage)
-	}
+	require.NotEqual(t, 0, short, "torn kinds short=%d zeroed=%d garbage=%d", short, zeroed, garbage)
+	require.NotEqual(t, 0, zeroed, "torn kinds short=%d zeroed=%d garbage=%d", short, zeroed, garbage)
+	require.NotEqual(t, 0, garbage, "torn kinds short=%d zeroed=%d garbage=%d", short, zeroed, garbage)
 }
 
 // TestCrashRenameAtomic is the checkpoint pattern: write tmp, sync it,
@@ -408,30 +317,23 @@ func TestCrashRenameAtomic(t *testing.T) {
 	writeFile(t, m, "/cp", []byte("old"), true)
 	syncDir(t, m, "/")
 	writeFile(t, m, "/cp.tmp", []byte("new"), true)
-	if err := m.Rename("/cp.tmp", "/cp"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Rename("/cp.tmp", "/cp"))
 	seen := make(map[string]bool)
 	for seed := range uint64(crashSeeds) {
 		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, Seed: seed})
 		got, err := readFile(c, "/cp")
-		if err != nil {
-			t.Fatalf("seed %d: checkpoint lost: %v", seed, err)
-		}
-		if exists(c, "/cp.tmp") {
-			t.Fatalf("seed %d: tmp survived\n%s", seed, c)
-		}
+		require.NoError(t, err, "seed %d: checkpoint lost", seed)
+		require.False(t, exists(c, "/cp.tmp"), "seed %d: tmp survived\n%s", seed, c)
 		seen[string(got)] = true
 	}
-	if !seen["old"] || !seen["new"] || len(seen) != 2 {
-		t.Fatalf("outcomes %v", seen)
-	}
+	require.True(t, seen["old"], "outcomes %v", seen)
+	require.True(t, seen["new"], "outcomes %v", seen)
+	require.Len(t, seen, 2, "outcomes %v", seen)
 	syncDir(t, m, "/")
 	for seed := range uint64(20) {
 		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, Seed: seed})
-		if got, _ := readFile(c, "/cp"); string(got) != "new" {
-			t.Fatalf("after dir sync: %q", got)
-		}
+		got, _ := readFile(c, "/cp")
+		require.Equal(t, "new", string(got), "after dir sync: %q", got)
 	}
 }
 
@@ -443,40 +345,27 @@ func TestCrashUnsyncedEntries(t *testing.T) {
 	writeFile(t, m, "/gone", []byte("g"), true)
 	writeFile(t, m, "/moved", []byte("m"), true)
 	syncDir(t, m, "/")
-	if err := m.Remove("/gone"); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Rename("/moved", "/moved.deleted"); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.MkdirAll("/newdir/x", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Remove("/gone"))
+	require.NoError(t, m.Rename("/moved", "/moved.deleted"))
+	require.NoError(t, m.MkdirAll("/newdir/x", 0o755))
 	outcomes := make(map[string]bool)
 	for seed := range uint64(crashSeeds) {
 		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, Seed: seed})
-		if !exists(c, "/keep") {
-			t.Fatal("synced file lost")
-		}
-		if exists(c, "/moved") == exists(c, "/moved.deleted") {
-			t.Fatalf("seed %d: rename not atomic\n%s", seed, c)
-		}
+		require.True(t, exists(c, "/keep"), "synced file lost")
+		require.NotEqual(t, exists(c, "/moved.deleted"), exists(c, "/moved"), "seed %d: rename not atomic\n%s", seed, c)
 		outcomes[fmt.Sprint(exists(c, "/gone"), exists(c, "/moved"), exists(c, "/newdir"))] = true
-		if exists(c, "/newdir/x") && !exists(c, "/newdir") {
-			t.Fatal("child without parent")
+		if exists(c, "/newdir/x") {
+			require.True(t, exists(c, "/newdir"), "child without parent")
 		}
 	}
-	if len(outcomes) < 6 {
-		t.Fatalf("only %d of 8 outcomes over %d seeds: %v", len(outcomes), crashSeeds, outcomes)
-	}
+	require.GreaterOrEqual(t, len(outcomes), 6, "only %d of 8 outcomes over %d seeds: %v", len(outcomes), crashSeeds, outcomes)
 	syncDir(t, m, "/")
 	c := m.CrashClone(CrashOptions{})
-	if exists(c, "/gone") || exists(c, "/moved") || !exists(c, "/moved.deleted") || !exists(c, "/newdir") {
-		t.Fatalf("after sync:\n%s", c)
-	}
-	if exists(c, "/newdir/x") {
-		t.Fatal("/newdir/x survived without a sync of /newdir")
-	}
+	require.False(t, exists(c, "/gone"), "after sync:\n%s", c)
+	require.False(t, exists(c, "/moved"), "after sync:\n%s", c)
+	require.True(t, exists(c, "/moved.deleted"), "after sync:\n%s", c)
+	require.True(t, exists(c, "/newdir"), "after sync:\n%s", c)
+	require.False(t, exists(c, "/newdir/x"), "/newdir/x survived without a sync of /newdir")
 }
 
 // TestCrashCopyOnWrite: overwriting or shrinking synced bytes does not
@@ -506,34 +395,25 @@ func TestCrashCopyOnWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := NewMem()
 			f, err := m.Create("/f")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write([]byte("abcdef")); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			_, err = f.Write([]byte("abcdef"))
+			require.NoError(t, err)
+			require.NoError(t, f.Sync())
 			syncDir(t, m, "/")
 			if tt.name == "create truncates" {
 				f2, err := m.Create("/f")
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				f2.Close()
-			} else if err := tt.mutate(f); err != nil {
-				t.Fatal(err)
+			} else {
+				require.NoError(t, tt.mutate(f))
 			}
 			c := m.CrashClone(CrashOptions{})
-			if got, _ := readFile(c, "/f"); string(got) != "abcdef" {
-				t.Fatalf("crash kept %q", got)
-			}
+			got, _ := readFile(c, "/f")
+			require.Equal(t, "abcdef", string(got), "crash kept %q", got)
 			cur, _ := readFile(m, "/f")
 			c = m.CrashClone(CrashOptions{UnsyncedDataPercent: 100})
-			if got, _ := readFile(c, "/f"); !bytes.Equal(got, cur) {
-				t.Fatalf("100%% clone %q, current %q", got, cur)
-			}
+			got, _ = readFile(c, "/f")
+			require.Equal(t, string(cur), string(got), "100%% clone %q, current %q", got, cur)
 			f.Close()
 		})
 	}
@@ -548,37 +428,27 @@ func TestCrashDeterministic(t *testing.T) {
 	}
 	opts := CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: 7}
 	a, b := m.CrashClone(opts), m.CrashClone(opts)
-	if a.String() != b.String() {
-		t.Fatalf("same seed, different clones:\n%s\n%s", a, b)
-	}
+	require.Equal(t, b.String(), a.String(), "same seed, different clones:\n%s\n%s", a, b)
 	for i := range 10 {
 		x, _ := readFile(a, fmt.Sprintf("/f%d", i))
 		y, _ := readFile(b, fmt.Sprintf("/f%d", i))
-		if !bytes.Equal(x, y) {
-			t.Fatalf("f%d differs", i)
-		}
+		require.Equal(t, string(y), string(x), "f%d differs", i)
 	}
 	again := a.CrashClone(CrashOptions{})
-	if a.String() != again.String() {
-		t.Fatalf("a clone is not fully synced:\n%s\n%s", a, again)
-	}
+	require.Equal(t, again.String(), a.String(), "a clone is not fully synced:\n%s\n%s", a, again)
 	writeFile(t, m, "/f0", []byte("changed"), true)
-	if x, _ := readFile(a, "/f0"); len(x) != 0 {
-		t.Fatal("clone sees the original's writes")
-	}
+	x, _ := readFile(a, "/f0")
+	require.Empty(t, x, "clone sees the original's writes")
 }
 
 func TestSyncAll(t *testing.T) {
 	m := NewMem()
-	if err := m.MkdirAll("/a/b", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.MkdirAll("/a/b", 0o755))
 	writeFile(t, m, "/a/b/f", []byte("data"), false)
 	m.SyncAll()
 	c := m.CrashClone(CrashOptions{})
-	if got, _ := readFile(c, "/a/b/f"); string(got) != "data" {
-		t.Fatalf("after SyncAll: %q\n%s", got, c)
-	}
+	got, _ := readFile(c, "/a/b/f")
+	require.Equal(t, "data", string(got), "after SyncAll: %q\n%s", got, c)
 }
 
 // TestMemFSConcurrent runs writers, readers, directory changes and crash
@@ -592,31 +462,22 @@ func TestMemFSConcurrent(t *testing.T) {
 			defer wg.Done()
 			name := fmt.Sprintf("/w%d", w)
 			f, err := m.Create(name)
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			defer f.Close()
 			buf := make([]byte, 8)
 			for i := range 200 {
-				if _, err := f.Write([]byte("01234567")); err != nil {
-					t.Error(err)
+				if _, err := f.Write([]byte("01234567")); !assert.NoError(t, err) {
 					return
 				}
-				if _, err := f.ReadAt(buf, int64(i*8)); err != nil {
-					t.Error(err)
+				if _, err := f.ReadAt(buf, int64(i*8)); !assert.NoError(t, err) {
 					return
 				}
 				if i%50 == 0 {
-					if err := f.Sync(); err != nil {
-						t.Error(err)
-					}
-					if err := m.Rename(name, name+"x"); err != nil {
-						t.Error(err)
-					}
-					if err := m.Rename(name+"x", name); err != nil {
-						t.Error(err)
-					}
+					assert.NoError(t, f.Sync())
+					assert.NoError(t, m.Rename(name, name+"x"))
+					assert.NoError(t, m.Rename(name+"x", name))
 				}
 			}
 		}()
@@ -626,9 +487,8 @@ func TestMemFSConcurrent(t *testing.T) {
 		defer wg.Done()
 		for i := range 20 {
 			c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, TornPercent: 20, Seed: uint64(i)})
-			if _, err := c.List("/"); err != nil {
-				t.Error(err)
-			}
+			_, err := c.List("/")
+			assert.NoError(t, err)
 			_ = m.String()
 		}
 	}()
@@ -641,38 +501,27 @@ func TestMemFSConcurrent(t *testing.T) {
 func TestResizeAfterSyncRegression(t *testing.T) {
 	m := NewMem()
 	f, err := m.Create("/00000000000000000000.index")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if err := f.Truncate(240); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 40), 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Truncate(240))
+	_, err = f.WriteAt(bytes.Repeat([]byte{1}, 40), 0)
+	require.NoError(t, err)
 	for round := range 3 {
-		if err := f.Sync(); err != nil { // synced shares the array
-			t.Fatal(err)
-		}
-		if err := f.Truncate(40); err != nil { // trim to valid size
-			t.Fatal(err)
-		}
+		// synced shares the array
+		require.NoError(t, f.Sync())
+		// trim to valid size
+		require.NoError(t, f.Truncate(40))
 		m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, Seed: uint64(round)})
-		if err := f.Truncate(240); err != nil { // resize within capacity
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte{2}, 239); err != nil {
-			t.Fatal(err)
-		}
+		// resize within capacity
+		require.NoError(t, f.Truncate(240))
+		_, err := f.WriteAt([]byte{2}, 239)
+		require.NoError(t, err)
 	}
 	m.SyncAll()
 	got, _ := readFile(m.CrashClone(CrashOptions{}), "/00000000000000000000.index")
 	want := append(bytes.Repeat([]byte{1}, 40), make([]byte, 200)...)
 	want[239] = 2
-	if !bytes.Equal(got, want) {
-		t.Fatalf("content %v", got)
-	}
+	require.Equal(t, string(want), string(got), "content %v", got)
 }
 
 // BenchmarkMemFSAppendSync appends a batch and syncs, the every-append
@@ -682,19 +531,14 @@ func BenchmarkMemFSAppendSync(b *testing.B) {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			m := NewMem()
 			f, err := m.Create("/log")
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			p := make([]byte, size)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := f.Write(p); err != nil {
-					b.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					b.Fatal(err)
-				}
+				_, err := f.Write(p)
+				require.NoError(b, err)
+				require.NoError(b, f.Sync())
 			}
 		})
 	}
@@ -705,23 +549,16 @@ func BenchmarkMemFSAppendSync(b *testing.B) {
 func BenchmarkMemFSIndexWriteSync(b *testing.B) {
 	m := NewMem()
 	f, err := m.Create("/idx")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	const size = 10 << 20
-	if err := f.Truncate(size); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, f.Truncate(size))
 	var entry [8]byte
 	off := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := f.WriteAt(entry[:], off); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
+		_, err := f.WriteAt(entry[:], off)
+		require.NoError(b, err)
+		require.NoError(b, f.Sync())
 		off = (off + 8) % size
 	}
 }
