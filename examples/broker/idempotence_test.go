@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// dupCounter is a slog.Handler that counts the broker's "produce retry"
+// records (duplicates answered with the original offset) and passes every
+// record on.
+type dupCounter struct {
+	inner slog.Handler
+	n     *atomic.Int32
+}
+
+func (h dupCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h dupCounter) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "produce retry") {
+		h.n.Add(1)
+	}
+	return h.inner.Handle(ctx, r)
+}
+func (h dupCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h dupCounter) WithGroup(string) slog.Handler      { return h }
+
+// dropProxy forwards Kafka connections from a loopback listener to the
+// broker and closes the connection, instead of forwarding, every dropEvery-th
+// produce response: the broker wrote the records and its answer, the client
+// never sees it and retries.
+type dropProxy struct {
+	ln        net.Listener
+	target    string
+	dropEvery int64
+	produces  atomic.Int64 // produce responses the broker wrote
+	drops     atomic.Int64
+	wg        sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// newDropProxy listens on 127.0.0.1:0; serve starts forwarding.
+func newDropProxy(t *testing.T, dropEvery int64) *dropProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return &dropProxy{ln: ln, dropEvery: dropEvery}
+}
+
+// serve forwards to target until close.
+func (p *dropProxy) serve(target string) {
+	p.target = target
+	p.wg.Go(func() {
+		for {
+			c, err := p.ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.forward(c) })
+		}
+	})
+}
+
+// close stops the proxy and every connection it holds, and waits for its
+// goroutines.
+func (p *dropProxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// track remembers c for close.
+func (p *dropProxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
+}
+
+// readFrame reads one size-prefixed Kafka frame.
+func readKafkaFrame(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n > 64<<20 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	b := make([]byte, 4+n)
+	copy(b, size[:])
+	_, err := io.ReadFull(r, b[4:])
+	return b, err
+}
+
+// forward relays one client connection. Requests are parsed for their API
+// key and correlation id so that responses can be recognised.
+func (p *dropProxy) forward(client net.Conn) {
+	p.track(client)
+	defer client.Close()
+	broker, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	p.track(broker)
+	defer broker.Close()
+	var mu sync.Mutex
+	apiKeys := make(map[int32]int16) // correlation id -> API key
+	p.wg.Go(func() {
+		defer broker.Close()
+		defer client.Close()
+		for {
+			f, err := readKafkaFrame(client)
+			if err != nil || len(f) < 12 {
+				return
+			}
+			mu.Lock()
+			apiKeys[int32(binary.BigEndian.Uint32(f[8:]))] = int16(binary.BigEndian.Uint16(f[4:]))
+			mu.Unlock()
+			if _, err := broker.Write(f); err != nil {
+				return
+			}
+		}
+	})
+	for {
+		f, err := readKafkaFrame(broker)
+		if err != nil || len(f) < 8 {
+			return
+		}
+		mu.Lock()
+		key, ok := apiKeys[int32(binary.BigEndian.Uint32(f[4:]))]
+		mu.Unlock()
+		if ok && key == int16(kmsg.Produce) && p.produces.Add(1)%p.dropEvery == 0 {
+			p.drops.Add(1)
+			return // closes both sides: the answer is lost
+		}
+		if _, err := client.Write(f); err != nil {
+			return
+		}
+	}
+}
+
+// storedRecord is one record read back from a partition directory.
+type storedRecord struct {
+	Offset     int64
+	Key, Value string
+	ProducerID int64
+	Epoch      int16
+	Sequence   int32
+}
+
+// storedRecords returns every record of the partition directory (the broker
+// must be stopped) with its batch's producer id, epoch and the record's
+// sequence.
+func storedRecords(t *testing.T, dir string) []storedRecord {
+	t.Helper()
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	var out []storedRecord
+	for off := p.LogStartOffset(); off < p.LogEndOffset(); {
+		recs, err := p.ReadFrom(off, 1<<20)
+		require.NoError(t, err)
+		rest := recs.Bytes()
+		for len(rest) > 0 {
+			var bt batch.Batch
+			bt, rest, err = batch.Parse(rest)
+			require.NoError(t, err)
+			require.NoError(t, bt.Validate())
+			var dec batch.Decoder
+			for r, err := range bt.All(&dec) {
+				require.NoError(t, err)
+				out = append(out, storedRecord{
+					Offset: r.Offset, Key: string(r.Key), Value: string(r.Value),
+					ProducerID: bt.ProducerID(), Epoch: bt.ProducerEpoch(),
+					Sequence: bt.BaseSequence() + int32(r.Offset-bt.BaseOffset()),
+				})
+			}
+		}
+		off = recs.NextOffset()
+		require.NoError(t, recs.Close())
+	}
+	return out
+}
+
+// A franz-go idempotent producer whose every third produce response is lost
+// (the proxy drops the connection after the broker wrote it) retries those
+// batches; the broker recognises the retries and answers them with the
+// original offsets. 300 records are stored exactly once, in order, and
+// every record's acknowledged offset is where it is stored.
+func TestIdempotentRetriesThroughDroppingProxy(t *testing.T) {
+	t.Parallel()
+	const rounds, perRound = 30, 10
+	dir := t.TempDir()
+	proxy := newDropProxy(t, 3)
+	dups := new(atomic.Int32)
+	b := startBrokerWith(t, dir, 1, func(c *config) {
+		c.Advertise = proxy.ln.Addr().String() // clients reach the broker only through the proxy
+		c.Logger = slog.New(dupCounter{inner: c.Logger.Handler(), n: dups})
+	})
+	proxy.serve(b.addr)
+	t.Cleanup(proxy.close)
+
+	cl := newClient(t, proxy.ln.Addr().String(),
+		kgo.DefaultProduceTopic("idem"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerLinger(time.Millisecond),
+		kgo.RecordRetries(100),
+		kgo.RequestRetries(100),
+		kgo.RecordDeliveryTimeout(60*time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 5 * time.Millisecond }),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acked := make([]int64, rounds*perRound)
+	var mu sync.Mutex
+	var errs []error
+	for r := range rounds {
+		for i := r * perRound; i < (r+1)*perRound; i++ {
+			rec := &kgo.Record{Key: fmt.Appendf(nil, "k-%d", i), Value: fmt.Appendf(nil, "v-%d", i)}
+			cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("record %s: %w", rec.Key, err))
+					return
+				}
+				acked[i] = rec.Offset
+			})
+		}
+		require.NoError(t, cl.Flush(ctx))
+	}
+	mu.Lock()
+	require.Empty(t, errs)
+	for i, off := range acked {
+		require.EqualValues(t, i, off, "record %d was acknowledged at offset %d", i, off)
+	}
+	mu.Unlock()
+	cl.Close()
+	proxy.close()
+	b.stop(t)
+
+	assert.GreaterOrEqual(t, proxy.drops.Load(), int64(rounds/3), "the proxy dropped too few answers to exercise retries")
+	assert.Positive(t, dups.Load(), "no retry reached the broker as a duplicate")
+	got := storedRecords(t, filepath.Join(dir, "idem-0"))
+	require.Len(t, got, rounds*perRound)
+	for i, r := range got {
+		require.Equal(t, storedRecord{Offset: int64(i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf("v-%d", i),
+			ProducerID: got[0].ProducerID, Epoch: 0, Sequence: int32(i)}, r)
+	}
+}
