@@ -664,7 +664,7 @@ func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp
 	}
-	id, err := s.prodIDs.allocate()
+	id, err := s.prodIDPool.allocate()
 	if err != nil {
 		s.log.Error("no producer id", "err", err)
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code

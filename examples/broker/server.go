@@ -148,7 +148,7 @@ type server struct {
 	groups     *coordinator
 	host       string
 	port       int32
-	prodIDs    *producerIDs
+	prodIDPool *producerIDs
 
 	idle          time.Duration // connections.max.idle.ms (0: never)
 	maxRequest    int32         // socket.request.max.bytes
@@ -244,7 +244,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		host:       host,
 		port:       int32(port),
 		conns:      make(map[net.Conn]struct{}),
-		prodIDs:    prodIDs,
+		prodIDPool: prodIDs,
 
 		idle:          max(cfg.IdleTimeout, 0),
 		maxRequest:    cfg.MaxRequestBytes,
