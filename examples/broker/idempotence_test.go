@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -267,5 +268,123 @@ func TestIdempotentRetriesThroughDroppingProxy(t *testing.T) {
 	for i, r := range got {
 		require.Equal(t, storedRecord{Offset: int64(i), Key: fmt.Sprintf("k-%d", i), Value: fmt.Sprintf("v-%d", i),
 			ProducerID: got[0].ProducerID, Epoch: 0, Sequence: int32(i)}, r)
+	}
+}
+
+// idemBatch encodes n records for producer pid at epoch, first sequence
+// seq.
+func idemBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, transactional bool) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{
+		PartitionLeaderEpoch: -1,
+		Producer:             &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq},
+		Transactional:        transactional,
+	})
+	now := time.Now().UnixMilli()
+	for i := range n {
+		require.NoError(t, bld.Add(batch.Record{Value: fmt.Appendf(nil, "p%d-e%d-s%d", pid, epoch, int(seq)+i), Timestamp: now}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return b
+}
+
+// The produce path answers each producer-state outcome with Kafka 3.x/4.x's
+// code, per partition: a retry of one of the last five batches is NONE with
+// the original base offset (nothing written), a gap or a stale sequence and
+// a new epoch not starting at 0 are OUT_OF_ORDER_SEQUENCE_NUMBER, an older
+// epoch is INVALID_PRODUCER_EPOCH, a non-transactional batch inside an open
+// transaction is INVALID_TXN_STATE, and an unknown producer is accepted at
+// any sequence (no UNKNOWN_PRODUCER_ID since KIP-360).
+func TestProduceIdempotenceErrorCodes(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		pid   int64
+		epoch int16
+		seq   int32
+		n     int
+		txn   bool
+		code  int16 // expected error code
+		base  int64 // expected base offset (-1 with an error)
+	}
+	const pid = 7
+	tests := []struct {
+		name  string
+		steps []step
+		end   int64 // log end offset afterwards
+	}{
+		{"retry of the last batch", []step{
+			{pid, 0, 0, 3, false, 0, 0},
+			{pid, 0, 0, 3, false, 0, 0},
+			{pid, 0, 3, 1, false, 0, 3},
+		}, 4},
+		{"retry of an older batch of the last five", []step{
+			{pid, 0, 0, 3, false, 0, 0},
+			{pid, 0, 3, 2, false, 0, 3},
+			{pid, 0, 5, 1, false, 0, 5},
+			{pid, 0, 3, 2, false, 0, 3},
+			{pid, 0, 0, 3, false, 0, 0},
+		}, 6},
+		{"sequence gap", []step{
+			{pid, 0, 0, 3, false, 0, 0},
+			{pid, 0, 5, 1, false, kerr.OutOfOrderSequenceNumber.Code, -1},
+		}, 3},
+		{"stale sequence that is no retry", []step{
+			{pid, 0, 0, 3, false, 0, 0},
+			{pid, 0, 3, 3, false, 0, 3},
+			{pid, 0, 1, 2, false, kerr.OutOfOrderSequenceNumber.Code, -1},
+		}, 6},
+		{"new epoch not at sequence 0", []step{
+			{pid, 0, 0, 1, false, 0, 0},
+			{pid, 1, 5, 1, false, kerr.OutOfOrderSequenceNumber.Code, -1},
+			{pid, 1, 0, 1, false, 0, 1},
+		}, 2},
+		{"older epoch", []step{
+			{pid, 1, 0, 1, false, 0, 0},
+			{pid, 0, 1, 1, false, kerr.InvalidProducerEpoch.Code, -1},
+			{pid, 0, 0, 1, false, kerr.InvalidProducerEpoch.Code, -1},
+		}, 1},
+		{"non-transactional batch in an open transaction", []step{
+			{pid, 0, 0, 1, true, 0, 0},
+			{pid, 0, 1, 1, false, kerr.InvalidTxnState.Code, -1},
+		}, 1},
+		{"unknown producer at any sequence", []step{
+			{pid, 0, 42, 2, false, 0, 0},
+			{pid, 0, 44, 1, false, 0, 2},
+			{pid + 1, 3, 1000, 1, false, 0, 3},
+		}, 4},
+		{"negative base sequence", []step{
+			{pid, 0, -1, 1, false, kerr.InvalidRecord.Code, -1},
+		}, 0},
+	}
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	for i, tc := range tests {
+		topic := fmt.Sprintf("codes-%d", i)
+		for j, s := range tc.steps {
+			got := produceRaw(t, rc, 9, topic, 0, idemBatch(t, s.pid, s.epoch, s.seq, s.n, s.txn))
+			assert.Equal(t, s.code, got.ErrorCode, "%s: step %d: %v", tc.name, j, kerr.ErrorForCode(got.ErrorCode))
+			assert.Equal(t, s.base, got.BaseOffset, "%s: step %d", tc.name, j)
+		}
+		assert.Equal(t, tc.end, listOffset(t, rc, topic, 0, -1).Offset, "%s: log end offset", tc.name)
+	}
+}
+
+// appendErrorCode maps each producer-state sentinel, however it is
+// wrapped, to Kafka's code.
+func TestAppendErrorCodeProducerSentinels(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		code int16
+	}{
+		{plog.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
+		{plog.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
+		{plog.ErrInvalidTxnState, kerr.InvalidTxnState.Code},
+	}
+	for _, tc := range tests {
+		for _, err := range []error{tc.err, fmt.Errorf("partition orders-0: %w", tc.err)} {
+			assert.Equal(t, tc.code, appendErrorCode(err, nil), "%v", err)
+		}
 	}
 }
