@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,16 +57,24 @@ type dropProxy struct {
 	drops     atomic.Int64
 	wg        sync.WaitGroup
 
+	// armed makes the next produce response be held back: held is closed
+	// and the connection stays silent until release is closed, then it is
+	// dropped.
+	armed   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+
 	mu    sync.Mutex
 	conns []net.Conn
 }
 
-// newDropProxy listens on 127.0.0.1:0; serve starts forwarding.
+// newDropProxy listens on 127.0.0.1:0; serve starts forwarding. dropEvery 0
+// drops nothing.
 func newDropProxy(t *testing.T, dropEvery int64) *dropProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	return &dropProxy{ln: ln, dropEvery: dropEvery}
+	return &dropProxy{ln: ln, dropEvery: dropEvery, held: make(chan struct{}), release: make(chan struct{})}
 }
 
 // serve forwards to target until close.
@@ -152,9 +163,18 @@ func (p *dropProxy) forward(client net.Conn) {
 		mu.Lock()
 		key, ok := apiKeys[int32(binary.BigEndian.Uint32(f[4:]))]
 		mu.Unlock()
-		if ok && key == int16(kmsg.Produce) && p.produces.Add(1)%p.dropEvery == 0 {
-			p.drops.Add(1)
-			return // closes both sides: the answer is lost
+		if ok && key == int16(kmsg.Produce) {
+			n := p.produces.Add(1)
+			if p.armed.CompareAndSwap(true, false) {
+				p.drops.Add(1)
+				close(p.held)
+				<-p.release
+				return
+			}
+			if p.dropEvery > 0 && n%p.dropEvery == 0 {
+				p.drops.Add(1)
+				return // closes both sides: the answer is lost
+			}
 		}
 		if _, err := client.Write(f); err != nil {
 			return
@@ -386,5 +406,81 @@ func TestAppendErrorCodeProducerSentinels(t *testing.T) {
 		for _, err := range []error{tc.err, fmt.Errorf("partition orders-0: %w", tc.err)} {
 			assert.Equal(t, tc.code, appendErrorCode(err, nil), "%v", err)
 		}
+	}
+}
+
+// One librdkafka idempotent producer (confluent_kafka, enable.idempotence)
+// keeps producing across a broker restart on the same data directory and
+// port. The answer to the first batch after the pause is lost: the broker
+// wrote it, then restarts; the producer retries it to the restarted broker,
+// which knows the producer from its snapshot and answers the retry with the
+// original offset instead of storing it again. Every record is stored
+// once, in order, from one producer id and epoch with consecutive
+// sequences.
+func TestConfluentIdempotentAcrossRestart(t *testing.T) {
+	needConfluent(t)
+	t.Parallel()
+	const n1, n2 = 40, 35
+	dir := t.TempDir()
+	proxy := newDropProxy(t, 0)
+	advertise := func(c *config) { c.Advertise = proxy.ln.Addr().String() }
+	b := startBrokerWith(t, dir, 1, advertise)
+	addr := b.addr
+	proxy.serve(addr)
+	t.Cleanup(proxy.close)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(proxy.release) }) }
+	t.Cleanup(release)
+
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, systemPython, "testdata/ck_client.py", "produce-idem", proxy.ln.Addr().String(), "idem", fmt.Sprint(n1), fmt.Sprint(n2))
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	phase := func(want int) {
+		t.Helper()
+		if !lines.Scan() {
+			require.NoError(t, cmd.Wait())
+			t.Fatalf("ck_client.py ended before it produced %d records: %v\nstderr: %s", want, lines.Err(), stderr.String())
+		}
+		var got struct{ Produced int }
+		require.NoError(t, json.Unmarshal(lines.Bytes(), &got), "%q", lines.Text())
+		require.Equal(t, want, got.Produced)
+	}
+	phase(n1)
+
+	proxy.armed.Store(true)
+	_, err = io.WriteString(stdin, "go on\n")
+	require.NoError(t, err)
+	select {
+	case <-proxy.held:
+	case <-ctx.Done():
+		t.Fatalf("no produce answer to hold back: %v\nstderr: %s", ctx.Err(), stderr.String())
+	}
+	b.stop(t)
+	dups := new(atomic.Int32)
+	b = startBrokerWith(t, dir, 1, func(c *config) {
+		advertise(c)
+		c.Addr = addr
+		c.Logger = slog.New(dupCounter{inner: c.Logger.Handler(), n: dups})
+	})
+	release()
+	phase(n1 + n2)
+	require.NoError(t, cmd.Wait(), "stderr: %s", stderr.String())
+	b.stop(t)
+	assert.Positive(t, dups.Load(), "the restarted broker saw no retry")
+
+	got := storedRecords(t, filepath.Join(dir, "idem-0"))
+	require.Len(t, got, n1+n2)
+	require.GreaterOrEqual(t, got[0].ProducerID, int64(0))
+	for i, r := range got {
+		require.Equal(t, storedRecord{Offset: int64(i), Key: fmt.Sprintf("k%d", i), Value: fmt.Sprintf("m-%d", i),
+			ProducerID: got[0].ProducerID, Epoch: got[0].Epoch, Sequence: int32(i)}, r)
 	}
 }
