@@ -225,6 +225,16 @@ func appendErrorCode(err error, records []byte) int16 {
 		// Kafka refuses it in ProduceRequest's own validation (produce v3+
 		// carries only magic 2) with InvalidRecordException: INVALID_RECORD.
 		return kerr.InvalidRecord.Code
+	case errors.Is(err, plog.ErrOutOfOrderSequence):
+		// A gap or a stale sequence, or a new epoch not starting at 0.
+		// Kafka 2.5+ (KIP-360) never answers UNKNOWN_PRODUCER_ID on the
+		// produce path: an unknown producer is accepted at any sequence.
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, plog.ErrInvalidProducerEpoch):
+		// Kafka 2.7+ (KIP-588): INVALID_PRODUCER_EPOCH, not PRODUCER_FENCED.
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, plog.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
 	case errors.Is(err, batch.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, plog.ErrBatchTooLarge):
@@ -281,14 +291,21 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				part := ps[rp.Partition]
-				base, err := part.AppendBatch(rp.Records)
+				// A retry of one of the producer's last five batches is
+				// answered as Kafka does: NONE with the original base
+				// offset, nothing written. acks=-1 still syncs, since the
+				// original may not be durable yet.
+				info, err := part.AppendBatchInfo(rp.Records)
 				if err != nil {
 					p.ErrorCode = appendErrorCode(err, rp.Records)
 					msg := err.Error()
 					p.ErrorMessage = &msg
 					s.log.Debug("produce refused", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 				} else {
-					p.BaseOffset = base
+					p.BaseOffset = info.Base
+					if info.Duplicate {
+						s.log.Debug("produce retry answered with the original offset", "topic", rt.Topic, "partition", rp.Partition, "base", info.Base)
+					}
 					p.LogStartOffset = part.LogStartOffset()
 					if req.Acks == -1 {
 						toSync = append(toSync, part)
@@ -635,19 +652,24 @@ func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 	return resp
 }
 
-// initProducerID hands an idempotent producer a fresh id, epoch 0;
-// transactional ids are refused.
+// initProducerID hands an idempotent producer a fresh id, epoch 0, from
+// the durable allocator (producerIDs: never reused, across restarts too);
+// transactional ids are refused. When the next block of ids cannot be
+// reserved the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients
+// retry, as Kafka answers when its ProducerIdManager has no block yet.
 func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
 		return resp
 	}
-	s.mu.Lock()
-	s.nextProdID++
-	resp.ProducerID = s.nextProdID
-	s.mu.Unlock()
-	resp.ProducerEpoch = 0
+	id, err := s.prodIDPool.allocate()
+	if err != nil {
+		s.log.Error("no producer id", "err", err)
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp
 }

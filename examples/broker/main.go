@@ -19,7 +19,7 @@
 //	API               versions  notes
 //	ApiVersions       0-4       unsupported versions get a v0 UNSUPPORTED_VERSION answer
 //	Metadata          0-12      auto-creates topics (v4+: when the request allows it)
-//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatch
+//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatchInfo
 //	                            (advertised from 0, as Kafka 4 does: librdkafka compresses
 //	                            only then; a v0-2 request closes the connection);
 //	                            acks=-1 syncs the partition before answering, acks=0 gets no answer
@@ -35,7 +35,8 @@
 //	SyncGroup         0-5
 //	Heartbeat         0-4
 //	LeaveGroup        0-5
-//	InitProducerID    0-4       idempotent producers get an id (no sequence checks, no transactions)
+//	InitProducerID    0-4       idempotent producers get an id, never reused (see Idempotent
+//	                            producers); transactional ids are refused
 //
 // A request whose header or body does not decode, or whose API or version is not
 // in the table (other than ApiVersions), makes the broker close the
@@ -44,6 +45,32 @@
 // that fails validation, INVALID_RECORD for a well-formed batch Kafka would
 // refuse, MESSAGE_TOO_LARGE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
 // INVALID_TOPIC_EXCEPTION, INVALID_REQUIRED_ACKS; nothing is written then.
+//
+// # Idempotent producers
+//
+// Produce answers a batch with a producer id as a Kafka 3.x/4.x leader does,
+// from the checks of Partition.AppendBatchInfo: a retry of one of the
+// producer's last five batches gets NONE with the original base offset and
+// writes nothing (acks=-1 still syncs the partition, since the original may
+// not be durable yet); a sequence gap, a stale sequence or a new epoch not
+// starting at 0 gets OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch
+// INVALID_PRODUCER_EPOCH; a non-transactional batch while the producer's
+// transaction is open INVALID_TXN_STATE. A producer the partition does not
+// know (new, expired, or its records deleted) is accepted at any sequence:
+// since KIP-360 (Kafka 2.5) brokers no longer answer UNKNOWN_PRODUCER_ID
+// on the produce path. The producer state survives restarts and crashes
+// (the partitions' .snapshot files and their logs).
+//
+// InitProducerID hands out ids in blocks of 1000, as Kafka's
+// ProducerIdManager does: before the first id of a block is returned, the
+// block's end is written atomically (temporary file, fsync, rename,
+// directory fsync) to partlog-broker-producer-ids in the data directory
+// ("0\n<next id>\n"). A restart continues at the recorded end, skipping the
+// rest of the last block, so no id is handed out twice; without the file
+// (a directory an older broker wrote) it starts above every producer id the
+// partitions know. A damaged file stops the broker from starting; a block
+// that cannot be reserved gets COORDINATOR_LOAD_IN_PROGRESS, which clients
+// retry.
 //
 // # Committed offsets
 //
@@ -102,9 +129,8 @@
 //
 // # Limits
 //
-// No replication, no transactions, no idempotence checks (sequence numbers are
-// stored but not checked), no ACLs, SASL or TLS, no fetch sessions, no topic
-// deletion or admin APIs. It listens on loopback only unless -allow-remote is
+// No replication, no transactions, no ACLs, SASL or TLS, no fetch sessions,
+// no topic deletion or admin APIs. It listens on loopback only unless -allow-remote is
 // given: it has no authentication at all.
 package main
 

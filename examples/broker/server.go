@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/partlog/partlog/internal/vfs"
 )
 
 // config is what run needs; main fills it from flags, tests directly.
@@ -146,7 +148,7 @@ type server struct {
 	groups     *coordinator
 	host       string
 	port       int32
-	nextProdID int64
+	prodIDPool *producerIDs
 
 	idle          time.Duration // connections.max.idle.ms (0: never)
 	maxRequest    int32         // socket.request.max.bytes
@@ -158,7 +160,7 @@ type server struct {
 	createPerReq  int
 	acceptBackoff func(ctx context.Context, d time.Duration) // waits d (tests stub it)
 
-	mu    sync.Mutex // guards conns and nextProdID
+	mu    sync.Mutex // guards conns
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -200,6 +202,10 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
+	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, st.maxProducerID()+1)
+	if err != nil {
+		return err
+	}
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
@@ -238,7 +244,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		host:       host,
 		port:       int32(port),
 		conns:      make(map[net.Conn]struct{}),
-		nextProdID: time.Now().UnixMilli() << 8,
+		prodIDPool: prodIDs,
 
 		idle:          max(cfg.IdleTimeout, 0),
 		maxRequest:    cfg.MaxRequestBytes,

@@ -217,6 +217,27 @@ func (s *store) topicNames() []string {
 	return names
 }
 
+// maxProducerID returns the largest producer id any partition holds state
+// for, or -1. Partitions whose state cannot be read are skipped (they fail
+// on their own when used).
+func (s *store) maxProducerID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	largest := int64(-1)
+	for _, ps := range s.mu.topics {
+		for _, p := range ps {
+			states, err := p.Producers()
+			if err != nil {
+				continue
+			}
+			for _, st := range states {
+				largest = max(largest, st.ProducerID)
+			}
+		}
+	}
+	return largest
+}
+
 // topicCount returns the number of topics.
 func (s *store) topicCount() int {
 	s.mu.Lock()

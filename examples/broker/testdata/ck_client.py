@@ -7,6 +7,12 @@
     ck_client.py consume BROKER TOPIC GROUP N   consume N records in group GROUP, commit
                                                  the last one synchronously, close; prints
                                                  one JSON line {"values": [...], "committed": C}
+    ck_client.py produce-idem BROKER TOPIC N1 N2
+                                                 one idempotent producer (enable.idempotence) sends
+                                                 values m-0..m-(N1-1), flushes, prints
+                                                 {"produced": N1}, waits for a line on stdin (the
+                                                 test restarts the broker meanwhile), sends
+                                                 m-N1..m-(N1+N2-1), flushes, prints {"produced": N1+N2}
     ck_client.py lag BROKER TOPIC GROUP         prints {"committed": C, "low": L, "high": H, "lag": H-C}
                                                  for partition 0 (committed -1001 = none)
 
@@ -41,6 +47,36 @@ def produce(broker, topic, n, codec, pad):
     if left or errors:
         fail("produce: %d undelivered, errors %s" % (left, errors))
     print(json.dumps({"produced": n}))
+
+
+def produce_idem(broker, topic, n1, n2):
+    p = Producer({
+        "bootstrap.servers": broker,
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "batch.num.messages": 7,
+        "max.in.flight.requests.per.connection": 1,
+        "reconnect.backoff.ms": 10,
+        "reconnect.backoff.max.ms": 200,
+    })
+    errors = []
+
+    def report(err, _msg):
+        if err is not None:
+            errors.append(str(err))
+
+    def send(lo, hi):
+        for i in range(lo, hi):
+            p.produce(topic, value=("m-%d" % i).encode(), key=("k%d" % i).encode(), partition=0, on_delivery=report)
+        left = p.flush(DEADLINE)
+        if left or errors:
+            fail("produce-idem: %d undelivered, errors %s" % (left, errors))
+        print(json.dumps({"produced": hi}), flush=True)
+
+    send(0, n1)
+    if not sys.stdin.readline():
+        fail("produce-idem: stdin closed before the second phase")
+    send(n1, n1 + n2)
 
 
 def consumer(broker, group):
@@ -90,6 +126,8 @@ def main(argv):
     try:
         if argv[1] == "produce":
             produce(argv[2], argv[3], int(argv[4]), argv[5], int(argv[6]) if len(argv) > 6 else 0)
+        elif argv[1] == "produce-idem":
+            produce_idem(argv[2], argv[3], int(argv[4]), int(argv[5]))
         elif argv[1] == "consume":
             consume(argv[2], argv[3], argv[4], int(argv[5]))
         elif argv[1] == "lag":
