@@ -447,7 +447,7 @@ func TestConfluentIdempotentAcrossRestart(t *testing.T) {
 		t.Helper()
 		if !lines.Scan() {
 			require.NoError(t, cmd.Wait())
-			t.Fatalf("ck_client.py ended before it produced %d records: %v\nstderr: %s", want, lines.Err(), stderr.String())
+			require.Failf(t, "client ended early", "ck_client.py ended before it produced %d records: %v\nstderr: %s", want, lines.Err(), stderr.String())
 		}
 		var got struct{ Produced int }
 		require.NoError(t, json.Unmarshal(lines.Bytes(), &got), "%q", lines.Text())
@@ -461,7 +461,7 @@ func TestConfluentIdempotentAcrossRestart(t *testing.T) {
 	select {
 	case <-proxy.held:
 	case <-ctx.Done():
-		t.Fatalf("no produce answer to hold back: %v\nstderr: %s", ctx.Err(), stderr.String())
+		require.Failf(t, "nothing held back", "no produce answer to hold back: %v\nstderr: %s", ctx.Err(), stderr.String())
 	}
 	b.stop(t)
 	dups := new(atomic.Int32)
