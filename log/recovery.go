@@ -225,8 +225,7 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 					// checks, in a sealed segment or with data after it,
 					// is not something partlog's own crash can leave.
 					res.kept = true
-					cause = &base.CorruptionError{File: path, Pos: pos, Field: "legacy",
-						Err: fmt.Errorf("%w: legacy data recovery cannot prove torn, kept (%w)", segment.ErrLegacyKept, cause)}
+					cause = keptCause(path, pos, cause, "legacy data recovery cannot prove torn, kept")
 					break
 				}
 				if last && pos+size == res.size && !base.IsTornTail(cause) {
@@ -251,6 +250,18 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 		progress(pos - reported)
 	}
 	return res, buf, nil
+}
+
+// keptCause is the cause for data recovery cannot prove torn (law 12) at
+// pos of path, found because of err: a *base.CorruptionError wrapping
+// segment.ErrLegacyKept, and err unless err is a torn tail (a kept cause is
+// never one). why says what is kept.
+func keptCause(path string, pos int64, err error, why string) error {
+	format := "%w: %s (%w)"
+	if base.IsTornTail(err) {
+		format = "%w: %s (%v)"
+	}
+	return &base.CorruptionError{File: path, Pos: pos, Field: "legacy", Err: fmt.Errorf(format, segment.ErrLegacyKept, why, err)}
 }
 
 // legacyRange returns the first and last offsets the legacy message e
@@ -304,7 +315,11 @@ func zeroFrom(f vfs.File, pos, size int64, buf []byte) (bool, error) {
 //     validates, rebuilds and cuts in one pass (half the reading), and a
 //     walk over the batch headers collects the leader epochs.
 //
-// At the first segment with invalid data every later segment is removed.
+// At the first segment with invalid data every later segment is removed,
+// unless a later segment holds a legacy (magic 0/1) entry: recovery cannot
+// prove such data torn, so Open refuses under every policy (law 12) before
+// anything is cut. Segments that have legacy data after them are therefore
+// validated read-only first (scanLog) under DefaultRecovery too.
 func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segment.Segment, error) {
 	var total int64
 	for _, seg := range list[from:] {
@@ -322,12 +337,25 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 	}
 	_, onePass := p.cfg.Recovery.(DefaultRecovery)
 	var buf []byte
+	// Segments before list[legacyAt] have legacy data after them: a cut
+	// there would remove it.
+	legacyAt, legacyPos, buf, err := lastLegacySegment(list, from, buf)
+	if err != nil {
+		return list, fmt.Errorf("partlog/log: recover: %w", err)
+	}
 	for i := from; i < len(list); i++ {
 		seg := list[i]
 		last := i == len(list)-1
+		guarded := i < legacyAt
 		var res scanResult
-		if !onePass {
-			r, b, err := scanLog(p.cfg.FS, seg, last, buf, progress, p.observeEpochLocked)
+		if !onePass || guarded {
+			// One pass scans here only to refuse before Recover cuts;
+			// it observes epochs and progress after Recover.
+			prog, onBatch := progress, p.observeEpochLocked
+			if onePass {
+				prog, onBatch = nil, nil
+			}
+			r, b, err := scanLog(p.cfg.FS, seg, last, buf, prog, onBatch)
 			buf, res = b, r
 			if err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
@@ -335,7 +363,10 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			if res.kept {
 				return list, p.refuseKept(seg, res.cause)
 			}
-			if res.cause != nil {
+			if res.cause != nil && guarded {
+				return list, p.refuseLaterLegacy(seg, res.valid, res.cause, list[legacyAt], legacyPos)
+			}
+			if res.cause != nil && !onePass {
 				if err := p.onInvalid(list, i, res); err != nil {
 					return list, err
 				}
@@ -351,6 +382,9 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 		}
 		if rr.Kept {
 			return list, p.refuseKept(seg, rr.Cause)
+		}
+		if rr.Cause != nil && guarded {
+			return list, p.refuseLaterLegacy(seg, rr.ValidBytes, rr.Cause, list[legacyAt], legacyPos)
 		}
 		if onePass {
 			progress(rr.ValidBytes + rr.TruncatedBytes)
@@ -396,6 +430,38 @@ func (p *Partition) refuseKept(seg *segment.Segment, cause error) error {
 	p.logger.Error("partlog/log: recovery found legacy data it cannot prove torn; refusing to cut it", "dir", p.dir,
 		"file", seg.LogPath(), "cause", cause)
 	return fmt.Errorf("%w: %s: %w", ErrRecoveryRefused, seg.LogPath(), cause)
+}
+
+// lastLegacySegment returns the index in list of the last segment after
+// list[from] holding a legacy (magic 0/1) entry, and that entry's position
+// (-1, -1 when none), reading the entry headers of the segments from the
+// newest back to it. buf is scratch, returned grown.
+func lastLegacySegment(list []*segment.Segment, from int, buf []byte) (at int, pos int64, _ []byte, err error) {
+	for j := len(list) - 1; j > from; j-- {
+		pos = -1
+		buf, err = walkHeaders(list[j], buf, func(at int64, _ []byte, legacy bool) (bool, error) {
+			if legacy {
+				pos = at
+			}
+			return !legacy, nil
+		})
+		if err != nil {
+			return -1, -1, buf, fmt.Errorf("segment %d: %w", list[j].BaseOffset(), err)
+		}
+		if pos >= 0 {
+			return j, pos, buf, nil
+		}
+	}
+	return -1, -1, buf, nil
+}
+
+// refuseLaterLegacy is Open's answer to invalid data at pos of seg when a
+// later segment, later, holds legacy data at laterPos: cutting seg would
+// remove later, and recovery cannot prove legacy data torn (law 12). Like
+// refuseKept, whatever the policy, nothing is cut.
+func (p *Partition) refuseLaterLegacy(seg *segment.Segment, pos int64, cause error, later *segment.Segment, laterPos int64) error {
+	return p.refuseKept(seg, keptCause(seg.LogPath(), pos, cause,
+		fmt.Sprintf("a cut here would remove %s, which holds legacy data recovery cannot prove torn (at byte %d)", later.LogPath(), laterPos)))
 }
 
 // onInvalid asks the policy about the invalid data res found in list[i]

@@ -92,7 +92,11 @@
 // Legacy messages get their CRC-32 checked; one that frames but fails its
 // checks where no crash of partlog's can have left it (RecoverSealed, or
 // data after it), and damage that a valid legacy message follows, is
-// never cut: RecoverResult.Kept, ErrLegacyKept (DESIGN law 12).
+// never cut: RecoverResult.Kept, ErrLegacyKept (DESIGN law 12). The search
+// for data after the damage skips the records of a damaged uncompressed
+// v2 batch (walked by their length prefixes): bytes inside its own
+// payload, such as a legacy message stored in a record value, are not
+// data after it.
 //
 // # Concurrency
 //

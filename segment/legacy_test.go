@@ -1,7 +1,10 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,3 +133,91 @@ func TestLegacyRecoverNeverCutsWhatItCannotProveTorn(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// legacyMessage encodes one uncompressed magic 1 legacy message at offset
+// with a valid CRC-32 (test helper).
+func legacyMessage(offset int64, value string) []byte {
+	m := []byte{0, 0, 0, 0, byte(batch.MagicV1), 0}
+	m = binary.BigEndian.AppendUint64(m, 1_600_000_000_000)
+	m = binary.BigEndian.AppendUint32(m, 0xffffffff) // null key
+	m = binary.BigEndian.AppendUint32(m, uint32(len(value)))
+	m = append(m, value...)
+	binary.BigEndian.PutUint32(m, crc32.ChecksumIEEE(m[4:]))
+	out := binary.BigEndian.AppendUint64(nil, uint64(offset))
+	out = binary.BigEndian.AppendUint32(out, uint32(len(m)))
+	return append(out, m...)
+}
+
+// batchCarryingLegacy builds a v2 batch at base whose single record's value
+// is a legacy message with a valid CRC at offset inner (what a mirror
+// storing raw message sets appends).
+func batchCarryingLegacy(t *testing.T, base, inner int64) batch.Batch {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base})
+	require.NoError(t, bld.Add(batch.Record{Timestamp: 1_800_000_000_000, Key: []byte("k"),
+		Value: slices.Concat(legacyMessage(inner, "payload of a raw message set"), []byte("trailing bytes of the value"))}))
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return b
+}
+
+// TestRecoverLegacyLookalikeInsideDamagedBatch: the payload of the damaged
+// v2 batch itself is never searched for legacy data. A torn last batch
+// (its header intact, its claimed length past the end of the file) or a
+// last batch failing its CRC whose record value holds a valid legacy
+// message is a torn tail, cut; it is not legacy data recovery must keep.
+// A real legacy message after the damaged batch's records is still kept,
+// also when the batch's length field is damaged to run past the end.
+func TestRecoverLegacyLookalikeInsideDamagedBatch(t *testing.T) {
+	first := simpleBatch(t, 0, 2, 1_800_000_000_000, 50)
+	carrier := batchCarryingLegacy(t, 2, 10)
+	tests := []struct {
+		name   string
+		data   func() []byte
+		sealed bool
+		kept   bool
+		torn   bool
+	}{
+		{"torn last batch", func() []byte { return slices.Concat(first, carrier[:len(carrier)-20]) }, false, false, true},
+		{"torn last batch of a sealed segment", func() []byte { return slices.Concat(first, carrier[:len(carrier)-20]) }, true, false, true},
+		{"last batch fails its CRC", func() []byte {
+			d := slices.Concat(first, carrier)
+			d[len(first)+batch.CRCStart+2] ^= 1
+			return d
+		}, false, false, true},
+		{"batch failing its CRC, then a legacy message", func() []byte {
+			d := slices.Concat(first, carrier, legacyMessage(20, "real"))
+			d[len(first)+batch.CRCStart+2] ^= 1
+			return d
+		}, false, true, false},
+		{"length damaged past the end, then a legacy message", func() []byte {
+			d := slices.Concat(first, carrier, legacyMessage(20, "real"))
+			binary.BigEndian.PutUint32(d[len(first)+8:], 1<<20)
+			return d
+		}, false, true, false},
+	}
+	for _, tt := range tests {
+		for _, cfg := range []Config{{}, {DisableMmap: true}} {
+			t.Run(fmt.Sprintf("%s/mmap=%v", tt.name, !cfg.DisableMmap), func(t *testing.T) {
+				data := tt.data()
+				s, path := openLegacy(t, data, cfg)
+				rec := s.Recover
+				if tt.sealed {
+					rec = s.RecoverSealed
+				}
+				res, err := rec(batch.MaxBatchSize)
+				require.NoError(t, err)
+				require.ErrorIs(t, res.Cause, base.ErrCorrupt)
+				require.Equal(t, tt.kept, res.Kept, "cause: %v", res.Cause)
+				require.Equal(t, tt.torn, base.IsTornTail(res.Cause), "cause: %v", res.Cause)
+				require.Equal(t, int64(len(first)), res.ValidBytes)
+				require.Equal(t, int64(2), res.NextOffset)
+				if tt.kept {
+					require.Equal(t, data, readAll(t, vfs.Default, path))
+				} else {
+					require.Equal(t, []byte(first), readAll(t, vfs.Default, path))
+				}
+			})
+		}
+	}
+}

@@ -409,7 +409,7 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 			if !base.IsCorruption(err) {
 				return RecoverResult{}, err
 			}
-			if cause, kept, err = s.classify(err, pos, fileSize, ib.next-1, b, sealed); err != nil {
+			if cause, kept, err = s.classify(err, pos, fileSize, ib.next-1, maxBatchSize, b, sealed); err != nil {
 				return RecoverResult{}, err
 			}
 			break
@@ -557,13 +557,21 @@ func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
 // magic and CRC) does start after pos, data follows the damage and it
 // is corruption.
 //
+// The search skips the damaged batch's own payload: when the entry at pos
+// has an intact, uncompressed v2 header (payloadOf), a batch or legacy
+// message lying inside one of its records (a record value may hold raw
+// message sets, as a mirror stores them) is its data, not data after it.
+// Its records are walked by their length prefixes, at most the header's
+// record count of them and not past the end the header claims, so a
+// damaged length field does not hide the entries that really follow.
+//
 // kept reports data recovery cannot prove torn (law 12), never to be cut:
 // b, the entry at pos when it framed, is a legacy message and data
 // follows it or the segment is sealed; or a valid legacy message follows
 // the damage. Partlog never writes legacy messages, so no crash of its own
 // can have left one half-written in the middle of a log.
-func (s *Segment) classify(err error, pos, fileSize, prevLast int64, b batch.Batch, sealed bool) (cause error, kept bool, ioErr error) {
-	follows, legacyFollows, ioErr := s.validBatchAfter(pos, fileSize, prevLast)
+func (s *Segment) classify(err error, pos, fileSize, prevLast int64, maxBatchSize int, b batch.Batch, sealed bool) (cause error, kept bool, ioErr error) {
+	follows, legacyFollows, ioErr := s.validBatchAfter(pos, fileSize, prevLast, maxBatchSize)
 	if ioErr != nil {
 		return nil, false, ioErr
 	}
@@ -571,8 +579,7 @@ func (s *Segment) classify(err error, pos, fileSize, prevLast int64, b batch.Bat
 	kept = legacyFollows || (framed && batch.IsLegacyMagic(m) && (sealed || follows))
 	switch {
 	case kept:
-		return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "legacy",
-			Err: fmt.Errorf("%w: legacy data recovery cannot prove torn, kept (%w)", ErrLegacyKept, err)}, true, nil
+		return keptError(s.LogPath(), pos, err), true, nil
 	case follows:
 		return base.CorruptionErrorf(s.LogPath(), pos, "batch", "%v; valid batches follow", err), false, nil
 	case base.IsTornTail(err):
@@ -580,6 +587,74 @@ func (s *Segment) classify(err error, pos, fileSize, prevLast int64, b batch.Bat
 	}
 	return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "tail",
 		Err: fmt.Errorf("%w: nothing valid follows (%w)", base.ErrTornTail, err)}, false, nil
+}
+
+// keptError is the Cause for legacy data recovery cannot prove torn at
+// pos of file, found because of err: it wraps ErrLegacyKept, and err unless
+// err is a torn tail (a kept cause is never one).
+func keptError(file string, pos int64, err error) error {
+	format := "%w: legacy data recovery cannot prove torn, kept (%w)"
+	if base.IsTornTail(err) {
+		format = "%w: legacy data recovery cannot prove torn, kept (%v)"
+	}
+	return &base.CorruptionError{File: file, Pos: pos, Field: "legacy", Err: fmt.Errorf(format, ErrLegacyKept, err)}
+}
+
+// payload walks the records of a damaged v2 batch (see classify): in
+// tail, which starts at file position tailPos, records from next, at most
+// left more of them, none past end.
+type payload struct {
+	tail     []byte
+	tailPos  int64
+	next     int64 // file position of the next record's length prefix
+	end      int64 // the batch's claimed end, at most the file's
+	left     int64 // records not walked yet
+	from, to int64 // the last record walked: [from, to)
+}
+
+// payloadOf returns a walk over the records of the entry at pos (tail is
+// the file from pos) when it
+// has an intact, uncompressed v2 header: magic 2, a length of at least a
+// header and at most the batch limit, offsets following prevLast inside
+// the segment's relative offsets. Otherwise nil.
+func (s *Segment) payloadOf(tail []byte, pos, fileSize, prevLast int64, maxBatchSize int) *payload {
+	if len(tail) < batch.HeaderSize {
+		return nil
+	}
+	hb := tail[:batch.HeaderSize] // tail starts at pos
+	if int8(hb[hdrMagicAt]) != batch.Magic || batch.Batch(hb).Attributes().Compression() != batch.CompressionNone {
+		return nil
+	}
+	h, err := s.decodeHeader(hb, pos, math.MaxInt64)
+	limit := int64(batch.MaxBatchSize)
+	if maxBatchSize > 0 {
+		limit = min(limit, int64(maxBatchSize))
+	}
+	n := int64(int32(binary.BigEndian.Uint32(hb[batch.HeaderSize-4:])))
+	if err != nil || h.Size > limit || n <= 0 || s.checkOffsets(h, prevLast) != nil {
+		return nil
+	}
+	return &payload{tail: tail, tailPos: pos, next: pos + batch.HeaderSize,
+		end: min(pos+h.Size, fileSize), left: n}
+}
+
+// contains reports whether file position p (called with p increasing)
+// lies inside a record of the walked payload.
+func (w *payload) contains(p int64) bool {
+	if w == nil {
+		return false
+	}
+	for p >= w.to && w.left > 0 && w.next < w.end {
+		l, n := binary.Varint(w.tail[w.next-w.tailPos:])
+		if n <= 0 || l < 0 {
+			w.left = 0
+			break
+		}
+		w.from, w.to = w.next, min(w.next+int64(n)+l, w.end)
+		w.next = w.to
+		w.left--
+	}
+	return p >= w.from && p < w.to
 }
 
 // maxResyncBytes bounds the tail validBatchAfter reads when the .log is not
@@ -590,24 +665,25 @@ const maxResyncBytes = 64 << 20
 // validBatchAfter reports whether a batch that frames, has magic 2, offsets
 // above prevLast inside the segment's relative offsets and a matching
 // CRC-32C, or a legacy message that frames and matches its CRC-32, starts
-// anywhere in (pos, fileSize); legacy whether such a legacy message does.
+// anywhere in (pos, fileSize) outside the records of the damaged batch at
+// pos (classify); legacy whether such a legacy message does.
 // The bytes checksummed are bounded by a budget proportional to the tail,
 // so that hostile bytes cannot make the search quadratic; past the budget
 // the answer is the conservative true (corruption).
-func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (follows, legacy bool, err error) {
-	rest := fileSize - pos - 1
-	if rest < batch.LegacyMinSize {
+func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64, maxBatchSize int) (follows, legacy bool, err error) {
+	rest := fileSize - pos
+	if rest-1 < batch.LegacyMinSize {
 		return false, false, nil
 	}
-	var tail []byte
+	var tail []byte // the file from pos
 	if m := s.mapping(); m != nil && fileSize <= int64(len(m)) {
-		tail = m[pos+1 : fileSize]
+		tail = m[pos:fileSize]
 	} else {
 		if rest > maxResyncBytes {
 			return true, false, nil
 		}
 		var buf []byte
-		b, err := s.peek(pos+1, int(rest), &buf)
+		b, err := s.peek(pos, int(rest), &buf)
 		if err != nil {
 			if base.IsCorruption(err) {
 				return false, false, nil
@@ -616,15 +692,16 @@ func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64) (follows, legac
 		}
 		tail = b
 	}
+	own := s.payloadOf(tail, pos, fileSize, prevLast, maxBatchSize)
 	budget := 4*int64(len(tail)) + 1<<20
-	for p := 0; p+batch.LegacyMinSize <= len(tail); p++ {
+	for p := 1; p+batch.LegacyMinSize <= len(tail); p++ {
 		m := int8(tail[p+hdrMagicAt])
 		isLegacy := batch.IsLegacyMagic(m)
 		if m != batch.Magic && !isLegacy {
 			continue
 		}
 		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
-		if err != nil || s.checkOffsets(h, prevLast) != nil {
+		if err != nil || s.checkOffsets(h, prevLast) != nil || own.contains(pos+int64(p)) {
 			continue
 		}
 		if budget -= h.Size; budget < 0 {

@@ -55,8 +55,9 @@ var legacyMinSize = [2]int{14, 22}
 // of at least a v2 header, inside the file), carry magic 2, and start above
 // the previous one's last offset and at or above segBase. Legacy messages
 // (magic 0 and 1) are framed by their length and offset alone. With validate,
-// each batch is also read whole and its header and CRC-32C checked
-// (batch.ValidateHeader). indexPath, when not empty and validate is off,
+// each entry is also read whole and checked: a batch's header and CRC-32C
+// (batch.Batch.ValidateHeader), a legacy message's framing and CRC-32
+// (batch.Legacy.ValidateHeader). indexPath, when not empty and validate is off,
 // names the segment's offset index: the walk starts at the batch its last
 // entry points at when that batch frames and lies at or below the entry's
 // offset (so a clean segment costs a few header reads); otherwise at 0.
@@ -140,7 +141,7 @@ func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool)
 				pr.Cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] after offset %d in a segment based at %d", bo, last, prevLast, segBase)
 			}
 		}
-		if pr.Cause == nil && validate && magic == 2 {
+		if pr.Cause == nil && validate {
 			if int64(cap(buf)) < size {
 				buf = make([]byte, size)
 			}
@@ -148,7 +149,13 @@ func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool)
 			if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
 				return pr, err
 			}
-			if err := batch.Batch(buf).ValidateHeader(); err != nil {
+			var err error
+			if magic == 2 {
+				err = batch.Batch(buf).ValidateHeader()
+			} else {
+				err = batch.Legacy(buf).ValidateHeader()
+			}
+			if err != nil {
 				pr.Cause = base.WithFile(err, path, pos)
 			}
 		}

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,4 +109,62 @@ func TestProbeLog(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, pr.Cause, base.ErrCorrupt)
 	require.Equal(t, int64(len(a)), pr.Framed)
+}
+
+// legacyV1 is a magic-1 message at offset at with a valid CRC-32.
+func legacyV1(at int64, value string) []byte {
+	m := []byte{0, 0, 0, 0, byte(batch.MagicV1), 0}
+	m = binary.BigEndian.AppendUint64(m, 1_600_000_000_000)
+	m = binary.BigEndian.AppendUint32(m, 0xffffffff)
+	m = binary.BigEndian.AppendUint32(m, uint32(len(value)))
+	m = append(m, value...)
+	binary.BigEndian.PutUint32(m, crc32.ChecksumIEEE(m[4:]))
+	out := binary.BigEndian.AppendUint64(nil, uint64(at))
+	out = binary.BigEndian.AppendUint32(out, uint32(len(m)))
+	return append(out, m...)
+}
+
+// TestProbeLogValidatesLegacyCRC: with validate (the check a .swap passes
+// before it may replace live segments) a legacy message's CRC-32 is
+// checked like a v2 batch's CRC-32C: a damaged legacy message stops the
+// walk at its position.
+func TestProbeLogValidatesLegacyCRC(t *testing.T) {
+	fs := vfs.NewMem()
+	require.NoError(t, fs.MkdirAll("/d", 0o755))
+	m0, m1, m2 := legacyV1(0, "a"), legacyV1(1, "bb"), legacyV1(2, "ccc")
+	tail := v2Batch(t, 3, 2)
+	tests := []struct {
+		name   string
+		damage int // byte of m1 flipped, -1 for none
+		framed int64
+	}{
+		{"intact", -1, int64(len(m0) + len(m1) + len(m2) + len(tail))},
+		{"value byte", len(m1) - 1, int64(len(m0))},
+		{"timestamp byte", 12 + 4 + 2 + 3, int64(len(m0))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := append([]byte(nil), m1...)
+			if tt.damage >= 0 {
+				d[tt.damage] ^= 1
+			}
+			write(t, fs, "/d/l.log", m0, d, m2, tail)
+			pr, err := ProbeLog(fs, "/d/l.log", "", 0, false)
+			require.NoError(t, err)
+			require.NoError(t, pr.Cause, "framing alone passes")
+			pr, err = ProbeLog(fs, "/d/l.log", "", 0, true)
+			require.NoError(t, err)
+			require.Equal(t, tt.framed, pr.Framed)
+			if tt.damage < 0 {
+				require.NoError(t, pr.Cause)
+				require.Equal(t, int64(5), pr.Next)
+				return
+			}
+			require.ErrorIs(t, pr.Cause, base.ErrCorrupt)
+			var ce *base.CorruptionError
+			require.ErrorAs(t, pr.Cause, &ce)
+			require.Equal(t, "/d/l.log", ce.File)
+			require.Equal(t, int64(1), pr.Next)
+		})
+	}
 }
