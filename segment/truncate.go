@@ -56,7 +56,7 @@ func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
 		}
 	}
 	s.nextOffset.Store(next)
-	maxTs, maxOff, err := s.largestTimestamp(cut)
+	maxTs, maxOff, err := s.largestTimestamp(cut, false)
 	if err != nil {
 		return 0, err
 	}
