@@ -153,6 +153,7 @@ func FuzzRecords(f *testing.F) {
 				t.Fatalf("fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
 			}
 		}
+		requireAllMatchesNext(t, b)
 		var dec Decoder
 		it := b.Records(&dec)
 		n := 0
