@@ -328,13 +328,15 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err error) {
 	te := s.timeIdx.LastEntry()
 	ts, offset = batch.NoTimestamp, int64(-1)
-	pos := int64(0)
 	if te.Timestamp >= 0 {
 		ts, offset = te.Timestamp, te.Offset
-		pos = s.indexFloor(te.Offset, end)
 	}
 	if clean {
 		return ts, offset, nil
+	}
+	pos := int64(0)
+	if te.Timestamp >= 0 {
+		pos = s.indexFloor(te.Offset, end)
 	}
 	_, serr := s.scan(pos, end, s.base-1, func(h BatchInfo) {
 		if h.MaxTimestamp > ts {
