@@ -122,3 +122,26 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuildSmall builds batches of 100 records of 100-byte values
+// without key or headers (issue 16's small-record producer); bytes/s
+// counts the values.
+func BenchmarkBuildSmall(b *testing.B) {
+	val := make([]byte, 100)
+	bld := NewBuilder(BuilderOptions{})
+	var dst []byte
+	b.SetBytes(100 * 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		bld.Reset(BuilderOptions{})
+		for range 100 {
+			if err := bld.Add(Record{Value: val, Timestamp: 1_700_000_000_000}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var err error
+		if dst, err = bld.AppendTo(dst[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

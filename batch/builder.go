@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Builder errors. They mark misuse of the Builder, not corrupt input, and
@@ -178,19 +179,76 @@ func (b *Builder) add(r *Record, delta int32) error {
 		}
 		b.maxTimestamp = r.Timestamp
 	}
-	n, err := recordBodySize(r, delta, r.Timestamp-b.baseTimestamp)
-	if err != nil {
-		return err
+	tsDelta := r.Timestamp - b.baseTimestamp
+	if len(r.Headers) == 0 && len(r.Key) < plainMaxLen && len(r.Value) < plainMaxLen && len(b.recs) < plainMaxRecs {
+		// The common record, without headers: its size cannot pass the
+		// limits, and it is encoded in one step.
+		b.recs = appendPlainRecord(b.recs, r, delta, tsDelta)
+	} else {
+		n, err := recordBodySize(r, delta, tsDelta)
+		if err != nil {
+			return err
+		}
+		if int64(len(b.recs))+int64(n)+maxVarintLen > math.MaxInt32-HeaderSize {
+			return fmt.Errorf("%w: records pass %d bytes", ErrBatchTooLarge, math.MaxInt32-HeaderSize)
+		}
+		b.recs = appendRecord(b.recs, r, n, delta, tsDelta)
 	}
-	if int64(len(b.recs))+int64(n)+maxVarintLen > math.MaxInt32-HeaderSize {
-		return fmt.Errorf("%w: records pass %d bytes", ErrBatchTooLarge, math.MaxInt32-HeaderSize)
-	}
-	b.recs = appendRecord(b.recs, r, n, delta, r.Timestamp-b.baseTimestamp)
 	b.count++
 	b.maxTimestamp = max(b.maxTimestamp, r.Timestamp)
 	b.lastDelta = delta
 	b.lastOffsetDelta = max(b.lastOffsetDelta, delta)
 	return nil
+}
+
+// Bounds of Builder.add's plain path: a key and a value shorter than
+// plainMaxLen make a record of well under 2*plainMaxLen+32 bytes, which
+// added to plainMaxRecs bytes stays far below the batch's 32-bit limit.
+const (
+	plainMaxLen  = 1 << 20
+	plainMaxRecs = 1 << 30
+)
+
+// appendPlainRecord is appendRecord for a record without headers whose
+// key and value are shorter than plainMaxLen: the size is summed from the
+// fields' varint sizes, the buffer grown once, and the fields written in
+// place.
+func appendPlainRecord(dst []byte, r *Record, offsetDelta int32, tsDelta int64) []byte {
+	body := 2 + varlongSize(tsDelta) + varintSize(offsetDelta) + nullableSize(r.Key) + nullableSize(r.Value)
+	start := len(dst)
+	total := varintSize(int32(body)) + body
+	if cap(dst)-start < total {
+		dst = slices.Grow(dst, total)
+	}
+	dst = dst[:start+total]
+	b := dst[start:]
+	p := putVarint(b, 0, int32(body))
+	b[p] = byte(r.Attributes)
+	p = putVarlong(b, p+1, tsDelta)
+	p = putVarint(b, p, offsetDelta)
+	p = putNullable(b, p, r.Key)
+	p = putNullable(b, p, r.Value)
+	b[p] = 0 // headerCount
+	return dst
+}
+
+// nullableSize is the encoded size of a nullable byte string shorter than
+// plainMaxLen.
+func nullableSize(p []byte) int {
+	if p == nil {
+		return 1
+	}
+	return varintSize(int32(len(p))) + len(p)
+}
+
+// putNullable writes a nullable byte string at b[p], which has room, and
+// returns the position after it.
+func putNullable(b []byte, p int, s []byte) int {
+	if s == nil {
+		return putVarint(b, p, -1)
+	}
+	p = putVarint(b, p, int32(len(s)))
+	return p + copy(b[p:], s)
 }
 
 // recordBodySize returns the size of r's encoding after its length varint.

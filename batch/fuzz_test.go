@@ -139,6 +139,7 @@ func FuzzRecords(f *testing.F) {
 			c := walkRecords(recs, count, last, control)
 			require.NotEqual(t, c.failed, fast, "fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
 		}
+		requireAllMatchesNext(t, b)
 		var dec Decoder
 		it := b.Records(&dec)
 		n := 0

@@ -258,6 +258,24 @@ func appendUvarint(dst []byte, x uint64) []byte {
 	return append(dst, byte(x))
 }
 
+// putVarint writes v as a zig-zag varint at b[p], which must have room,
+// and returns the position after it.
+func putVarint(b []byte, p int, v int32) int { return putUvarint(b, p, uint64(uint32(v<<1^(v>>31)))) }
+
+// putVarlong writes v as a zig-zag varlong at b[p], which must have room,
+// and returns the position after it.
+func putVarlong(b []byte, p int, v int64) int { return putUvarint(b, p, uint64(v<<1^(v>>63))) }
+
+func putUvarint(b []byte, p int, x uint64) int {
+	for x >= 0x80 {
+		b[p] = byte(x) | 0x80
+		x >>= 7
+		p++
+	}
+	b[p] = byte(x)
+	return p + 1
+}
+
 // varintSize returns the encoded size of v as a zig-zag varint.
 func varintSize(v int32) int { return uvarintSize(uint64(uint32(v<<1 ^ (v >> 31)))) }
 

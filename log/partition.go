@@ -362,8 +362,14 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			}
 		}
 	}
+	openSegment := segment.Open
+	if clean {
+		// Every segment's time index ends with its final entry
+		// (segment.OpenClean): no batch data is read.
+		openSegment = segment.OpenClean
+	}
 	for _, base := range bases {
-		seg, err := segment.Open(fs, dir, base, p.segCfg)
+		seg, err := openSegment(fs, dir, base, p.segCfg)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"log/slog"
 	"os"
@@ -53,11 +54,18 @@ func (r *logReads) total() int64 {
 // fillPartition appends about size bytes of 16 KiB batches to p and m
 // (a new model when m is nil) and returns m.
 func fillPartition(t testing.TB, p *plog.Partition, m *logtest.Model, size int) *logtest.Model {
+	return fillPartitionTimes(t, p, m, size, 4<<10, func(written int) int64 { return int64(written) })
+}
+
+// fillPartitionTimes is fillPartition with batches of four records of
+// valueSize bytes, the first record of the batch written after written
+// bytes having the timestamp ts(written).
+func fillPartitionTimes(t testing.TB, p *plog.Partition, m *logtest.Model, size, valueSize int, ts func(written int) int64) *logtest.Model {
 	if m == nil {
 		m = logtest.NewModel(p.LogStartOffset(), false)
 	}
 	for written := 0; written < size; {
-		b := logtest.MakeBatch(4, 4<<10, int64(written), byte(written))
+		b := logtest.MakeBatch(4, valueSize, ts(written), byte(written))
 		base, err := p.AppendBatch(b)
 		require.NoError(t, err)
 		require.NoError(t, m.AppendBatch(b, base))
@@ -69,31 +77,87 @@ func fillPartition(t testing.TB, p *plog.Partition, m *logtest.Model, size int) 
 // TestCleanReopenReadsNoBatchData checks that Open after a clean shutdown
 // reads the same few header bytes of the .log files whether the log holds
 // 1 MiB or 32 MiB (no recovery, no scan: the indexes are trusted after an
-// O(1) sanity check), while Open after a crash reads everything from the
-// recovery point, and nothing below it.
+// O(1) sanity check), whatever the timestamps do: when they stop growing
+// the last time index entry is early in the segment, and the largest
+// timestamp comes from the final entry the clean close wrote, not from a
+// scan after it. Open after a crash reads everything from the recovery
+// point, and nothing below it (TestUncleanReopenRecoversFromRecoveryPoint).
 func TestCleanReopenReadsNoBatchData(t *testing.T) {
-	reads := map[int]int64{}
-	for _, mib := range []int{1, 32} {
-		dir := filepath.Join(t.TempDir(), "clean-0")
-		in := vfs.NewInjector(vfs.Default)
-		cfg := plog.Config{FS: in, DisableMmap: true, SegmentBytes: 64 << 20}
-		p, err := plog.Open(dir, cfg)
-		require.NoError(t, err)
-		m := fillPartition(t, p, nil, mib<<20)
-		require.NoError(t, p.Close())
+	const t0 = 1_700_000_000_000
+	for _, tc := range []struct {
+		name string
+		ts   func(written int) int64
+	}{
+		{"growing", func(w int) int64 { return int64(w) }},
+		{"constant", func(int) int64 { return t0 }},
+		{"falling", func(w int) int64 { return t0 - int64(w) }},
+		{"one late peak", func(w int) int64 {
+			if w == 512<<10 {
+				return t0 + 1000
+			}
+			return t0
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := map[int]int64{}
+			for _, mib := range []int{1, 32} {
+				dir := filepath.Join(t.TempDir(), "clean-0")
+				in := vfs.NewInjector(vfs.Default)
+				cfg := plog.Config{FS: in, DisableMmap: true, SegmentBytes: 64 << 20}
+				p, err := plog.Open(dir, cfg)
+				require.NoError(t, err)
+				m := fillPartitionTimes(t, p, nil, mib<<20, 4<<10, tc.ts)
+				want := p.SegmentInfos()
+				require.NoError(t, p.Close())
 
-		r := countLogReads(in)
-		p, err = plog.Open(dir, cfg)
-		require.NoError(t, err)
-		reads[mib] = r.total()
-		in.SetHook(nil)
-		m.Reopen()
-		logtest.Check(t, p, m)
-		require.NoError(t, p.Close())
+				r := countLogReads(in)
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err)
+				reads[mib] = r.total()
+				in.SetHook(nil)
+				m.Reopen()
+				logtest.Check(t, p, m)
+				require.Equal(t, want, p.SegmentInfos(), "segments (largest timestamps) after the reopen")
+				require.NoError(t, p.Close())
+			}
+			t.Logf(".log bytes read by a clean reopen: 1 MiB log: %d, 32 MiB log: %d", reads[1], reads[32])
+			require.Equal(t, reads[1], reads[32], "a clean reopen must cost the same for any log size")
+			require.True(t, reads[1] <= 8<<10, "a clean reopen read %d bytes of batch data", reads[1])
+		})
 	}
-	t.Logf(".log bytes read by a clean reopen: 1 MiB log: %d, 32 MiB log: %d", reads[1], reads[32])
-	require.Equal(t, reads[1], reads[32], "a clean reopen must cost the same for any log size")
-	require.True(t, reads[1] <= 8<<10, "a clean reopen read %d bytes of batch data", reads[1])
+}
+
+// TestCleanReopenKeepsSmallSegmentIndexes checks that a clean reopen of a
+// log whose segments are smaller than IndexIntervalBytes (so their offset
+// indexes have no entries, and closing them leaves empty .index files)
+// rebuilds no index: an index without entries is valid for them. The
+// largest timestamps (time-based retention and rolls use them) survive.
+func TestCleanReopenKeepsSmallSegmentIndexes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "small-0")
+	var logs bytes.Buffer
+	cfg := plog.Config{SegmentBytes: 3000, IndexIntervalBytes: 4096,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	m := fillPartitionTimes(t, p, nil, 64<<10, 200, func(w int) int64 { return 1_700_000_000_000 - int64(w) })
+	segs := p.SegmentInfos()
+	require.Greater(t, len(segs), 10)
+	require.NoError(t, p.Close())
+	for _, s := range segs[:len(segs)-1] {
+		st, err := os.Stat(filepath.Join(dir, segment.FileName(s.BaseOffset, segment.IndexSuffix)))
+		require.NoError(t, err)
+		require.Zero(t, st.Size(), "a small sealed segment's offset index has no entries")
+	}
+
+	logs.Reset()
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	assert.NotContains(t, logs.String(), "rebuilt index", "a clean reopen rebuilt an index")
+	assert.NotContains(t, logs.String(), "rebuilding", "a clean reopen found an index failing its check")
+	assert.Equal(t, segs, p.SegmentInfos())
+	m.Reopen()
+	logtest.Check(t, p, m)
+	require.NoError(t, p.Close())
 }
 
 // TestUncleanReopenRecoversFromRecoveryPoint checks that Open after a

@@ -30,10 +30,15 @@
 // preallocated to Config.MaxIndexBytes while the segment is active and
 // trimmed to their entries when it is sealed or closed. Indexes are hints:
 // Open checks them (never trusting the entry count of a preallocated index
-// after a crash, KAFKA-12734) and rebuilds a missing, empty or failing one
-// from a scan of the batch headers; lookups verify the entry they use
-// against the .log and scan from the start if it does not match. Details
-// of the formats: packages batch and index.
+// after a crash, KAFKA-12734) and rebuilds a missing or failing one from a
+// scan of the batch headers (an offset index without entries fails only
+// when a batch starts past the first IndexIntervalBytes); lookups verify
+// the entry they use against the .log and scan from the start if it does
+// not match. Every close, seal, recovery and rebuild ends the time index
+// with a final entry for the segment's largest timestamp, so OpenClean,
+// for a log shut down cleanly, takes the largest timestamp from it
+// without reading batches after it. Details of the formats: packages
+// batch and index.
 //
 // A .log Kafka wrote before 0.11 (or upgraded in place) may also hold
 // legacy magic 0/1 messages (package batch, Legacy): they are read and

@@ -248,7 +248,24 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		bound = first.Pos + budget
 	}
 	sl := Slice{Start: first.Pos, End: first.End(), FirstOffset: first.BaseOffset, NextOffset: first.NextOffset()}
+	m := s.mapping()
 	for sl.End < bound {
+		// The common case in line: a v2 batch header in the mapping,
+		// with decodeHeader's checks; anything else (legacy, unmapped,
+		// damaged) goes through readHeader.
+		if at := sl.End; m != nil && at+batch.HeaderSize <= min(limit, int64(len(m))) && int8(m[at+hdrMagicAt]) == batch.Magic {
+			h := m[at : at+batch.HeaderSize]
+			size := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:]))) + batch.LogOverhead
+			delta := int64(int32(binary.BigEndian.Uint32(h[hdrLastOffsetDeltaAt:])))
+			bo := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
+			if size >= batch.HeaderSize && size <= limit-at && delta >= 0 && bo >= 0 && bo <= maxOffset-delta {
+				if at+size > bound {
+					break
+				}
+				sl.End, sl.NextOffset = at+size, bo+delta+1
+				continue
+			}
+		}
 		h, err := s.readHeader(sl.End, limit)
 		if err != nil {
 			return Slice{}, err

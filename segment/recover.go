@@ -205,9 +205,13 @@ func (s *Segment) checkTimeIndex(end, next int64) error {
 
 // load sets up an opened segment's state from its files: it checks the
 // indexes (rebuilding the ones that fail, or that the caller found
-// missing or empty), finds where the batches stop framing, the next offset
-// and the largest timestamp. REQUIRES: no concurrent reader.
-func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
+// missing), finds where the batches stop framing, the next offset and the
+// largest timestamp. An offset index without entries is valid when no
+// batch starts more than IndexIntervalBytes into the .log (what the index
+// builder leaves for a small segment); the scan that finds the log's end
+// checks that. clean trusts the time index's last entry as the largest
+// timestamp (OpenClean). REQUIRES: no concurrent reader.
+func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) error {
 	warn := func(what string, err error) {
 		s.log.Warn("partlog/segment: index fails its check; rebuilding it from the log",
 			"segment", s.LogPath(), "index", what, "err", err)
@@ -238,12 +242,25 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
 	} else {
 		last := s.offIdx.LastEntry()
 		next = s.base
+		// An empty offset index must stay empty over the whole log:
+		// a batch past the first index interval would have an entry.
+		empty, missed := s.offIdx.Entries() == 0, false
 		var serr error
-		end, serr = s.scan(last.Position, fileSize, s.base-1, func(h BatchInfo) { next = h.NextOffset() })
+		end, serr = s.scan(last.Position, fileSize, s.base-1, func(h BatchInfo) {
+			next = h.NextOffset()
+			if empty && h.Pos > int64(s.cfg.IndexIntervalBytes) {
+				missed = true
+			}
+		})
 		if serr != nil && !base.IsCorruption(serr) {
 			return serr
 		}
-		if end == last.Position && last.Position > 0 {
+		if missed {
+			if end, next, serr = s.rebuild(fileSize, true, rebuildTime); serr != nil {
+				return serr
+			}
+			timeDone = rebuildTime
+		} else if end == last.Position && last.Position > 0 {
 			// The batch at the last entry does not frame: the offset
 			// index points past what can be read.
 			warn("offset", serr)
@@ -268,7 +285,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
 		s.log.Warn("partlog/segment: bytes at the end of the log do not frame as batches; left out until recovery",
 			"segment", s.LogPath(), "size", end, "fileSize", fileSize)
 	}
-	maxTs, maxOff, err := s.largestTimestamp(end)
+	maxTs, maxOff, err := s.largestTimestamp(end, clean)
 	if err != nil {
 		return err
 	}
@@ -293,19 +310,32 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime bool) error {
 
 // largestTimestamp returns the largest batch maxTimestamp below end and the
 // last offset of the first batch with it (Kafka's readLargestTimestamp):
-// the last time index entry, then a header scan from its batch to end.
-func (s *Segment) largestTimestamp(end int64) (ts, offset int64, err error) {
-	// The scan starts at te's batch, not at the last offset entry: a time
-	// index cut short (damaged, yet passing its O(1) sanity check) must
-	// not hide a larger timestamp (indexes are hints, DESIGN law 5). When
-	// timestamps stop growing, te stays early and this reads every header
-	// after it; trusting te after a clean close, as Kafka does, would need
-	// a marker that the time index is whole.
+// the last time index entry, then, unless clean, a header scan from its
+// batch to end.
+//
+// After a clean shutdown (clean) the last entry is the final entry every
+// close, seal, recovery and rebuild appends for the segment's largest
+// timestamp, and load has checked it against the batch holding its offset:
+// it is the answer, and nothing after it is read. An empty time index then
+// means no batch has a timestamp >= 0 (the final entry is written for
+// every such timestamp), which the scan would also answer.
+//
+// Otherwise the scan starts at te's batch, not at the last offset entry: a
+// time index cut short (damaged, yet passing its O(1) sanity check) must
+// not hide a larger timestamp (indexes are hints, DESIGN law 5). When
+// timestamps stop growing, te stays early and this reads every header
+// after it.
+func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err error) {
 	te := s.timeIdx.LastEntry()
 	ts, offset = batch.NoTimestamp, int64(-1)
-	pos := int64(0)
 	if te.Timestamp >= 0 {
 		ts, offset = te.Timestamp, te.Offset
+	}
+	if clean {
+		return ts, offset, nil
+	}
+	pos := int64(0)
+	if te.Timestamp >= 0 {
 		pos = s.indexFloor(te.Offset, end)
 	}
 	_, serr := s.scan(pos, end, s.base-1, func(h BatchInfo) {

@@ -206,7 +206,7 @@ func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg 
 // Open opens the existing segment with base offset baseOffset in dir. It takes
 // the size from the .log, opens both indexes and checks them (never
 // trusting the entry count of an index left preallocated by a crash,
-// KAFKA-12734); a missing, empty or failing index is rebuilt from a scan of
+// KAFKA-12734); a missing or failing index is rebuilt from a scan of
 // the batch headers (CRCs are not checked: that is Recover's job). The next
 // offset and the largest timestamp come from the last index entries and a
 // header scan of the tail. Open never modifies the .log: bytes at its end
@@ -221,7 +221,27 @@ func Open(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
 }
 
 // OpenWithSuffix is Open for files carrying a temporary suffix.
-func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
+	return open(fsys, dir, baseOffset, suffix, cfg, false)
+}
+
+// OpenClean is Open for a segment of a log that was shut down cleanly (its
+// owner wrote a clean-shutdown marker after closing it, and nothing has
+// written to it since). Every way a segment is closed, sealed, recovered or
+// rebuilt ends its time index with an entry for the segment's largest
+// timestamp (the final entry, as Kafka writes it on roll, recovery and
+// close), so after a clean shutdown that entry is trusted once the index
+// passes its checks: the largest timestamp is read from it, not from a
+// scan of the batch headers after it, and the open costs the same for any
+// segment size and any timestamps. After an unclean shutdown use Open (the
+// last segments are then recovered, which rebuilds their indexes).
+func OpenClean(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+	return open(fsys, dir, baseOffset, "", cfg, true)
+}
+
+// open implements Open, OpenWithSuffix and OpenClean; clean trusts the
+// time index's last entry as the largest timestamp (see OpenClean).
+func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clean bool) (_ *Segment, err error) {
 	fsys = orOS(fsys)
 	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
 	if err != nil {
@@ -232,17 +252,17 @@ func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Co
 		return nil, err
 	}
 	// Whether an index needs rebuilding before it is opened (and
-	// created, if missing).
+	// created, if missing). An empty index file is an index without
+	// entries (what closing a segment smaller than IndexIntervalBytes
+	// leaves): load checks it like any other.
 	var rebuild [2]bool
 	for i, kind := range []string{IndexSuffix, TimeIndexSuffix} {
-		st, err := fsys.Stat(s.path(kind, suffix))
+		_, err := fsys.Stat(s.path(kind, suffix))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			rebuild[i] = true
 		case err != nil:
 			return nil, err
-		case st.Size() == 0:
-			rebuild[i] = true
 		}
 	}
 	f, err := fsys.OpenReadWrite(logPath)
@@ -269,7 +289,7 @@ func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Co
 	}
 	s.w.fileSize = fileSize
 	s.mu.created = timeNow()
-	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1]) }); err != nil {
+	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1], clean) }); err != nil {
 		return nil, err
 	}
 	if err := s.offIdx.TrimToValidSize(); err != nil {

@@ -67,7 +67,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 		}
 	}
 	s.nextOffset.Store(next)
-	maxTs, maxOff, err := s.largestTimestamp(cut)
+	maxTs, maxOff, err := s.largestTimestamp(cut, false)
 	if err != nil {
 		return 0, err
 	}

@@ -21,10 +21,12 @@ const cleanShutdownFile = ".kafka_cleanshutdown"
 
 // fillLog writes about size bytes of 16 KiB batches into a new partition in
 // dir and closes it cleanly. Timestamps grow batch by batch, as a
-// producer's wall clock does. (With timestamps that stop growing, a clean
-// reopen reads the headers after the time index's last entry, so it grows
-// with the log; see segment's largestTimestamp.)
-func fillLog(dir string, size int64) (int64, error) {
+// producer's wall clock does (reopenNonGrowing measures constant ones).
+func fillLog(dir string, size int64) (int64, error) { return fillLogTimes(dir, size, true) }
+
+// fillLogTimes is fillLog with a timestamp growing from batch to batch
+// (growing) or the same one in every batch.
+func fillLogTimes(dir string, size int64, growing bool) (int64, error) {
 	p, err := plog.Open(dir, plog.Config{})
 	if err != nil {
 		return 0, err
@@ -35,8 +37,12 @@ func fillLog(dir string, size int64) (int64, error) {
 	var total int64
 	for i := int64(0); total < size; i++ {
 		bld.Reset(batch.BuilderOptions{})
+		ts := int64(1_700_000_000_000)
+		if growing {
+			ts += i
+		}
 		for r := 0; r < 16; r++ {
-			if err := bld.Add(batch.Record{Key: fmt.Appendf(nil, "k%d", r), Value: value, Timestamp: 1_700_000_000_000 + i}); err != nil {
+			if err := bld.Add(batch.Record{Key: fmt.Appendf(nil, "k%d", r), Value: value, Timestamp: ts}); err != nil {
 				p.Close()
 				return 0, err
 			}
