@@ -97,16 +97,26 @@ func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
 }
 
 // observeEpochLocked adds bt's leader epoch to the cache when it is newer
-// than the last entry. REQUIRES: mu held (or Open's single goroutine).
+// than the last entry. Entries starting at or after bt's base offset are
+// dropped first, as assignEpochLocked does (Kafka's assign keeps the cache
+// increasing in both epoch and start offset): recovery replays batches
+// from the recovery point, which may lie below entries the checkpoint file
+// already holds, and a follower may have copied epochs that went down.
+// REQUIRES: mu held (or Open's single goroutine).
 func (p *Partition) observeEpochLocked(bt batch.Batch) {
-	e := bt.PartitionLeaderEpoch()
+	e, start := bt.PartitionLeaderEpoch(), bt.BaseOffset()
 	if e < 0 {
 		return
 	}
-	if n := len(p.mu.epochs); n > 0 && e <= p.mu.epochs[n-1].Epoch {
+	n := len(p.mu.epochs)
+	if n > 0 && e <= p.mu.epochs[n-1].Epoch {
 		return
 	}
-	p.mu.epochs = append(p.mu.epochs, checkpoint.EpochEntry{Epoch: e, StartOffset: bt.BaseOffset()})
+	i := n
+	for i > 0 && p.mu.epochs[i-1].StartOffset >= start {
+		i--
+	}
+	p.mu.epochs = append(p.mu.epochs[:i], checkpoint.EpochEntry{Epoch: e, StartOffset: start})
 	p.mu.epochsDirty = true
 }
 

@@ -483,3 +483,45 @@ func BenchmarkAppendBatchStamped(b *testing.B) {
 	}
 	b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
 }
+
+// TestRecoveryEpochsBelowCheckpointEntries: the follower path copied a
+// batch of epoch 5 at offset 0, the log was cut back to offset 1 (the
+// cache lost the epoch 5 entry) and batches of epochs 2 and 3 followed;
+// after a crash, recovery replays the segment from offset 0. It used to
+// append epoch 5 at offset 0 after epoch 3 at offset 2, and Open then
+// failed writing that cache ("start offset 0 after 2", found by
+// TestStateMachine). The replayed batches now rebuild the entries from
+// the recovery point on, so the cache only increases.
+func TestRecoveryEpochsBelowCheckpointEntries(t *testing.T) {
+	mem := vfs.NewMem()
+	const dir = "/data/epochs-0"
+	p, err := plog.Open(dir, plog.Config{FS: mem})
+	require.NoError(t, err)
+	follow := func(epoch int32) {
+		b := batch.Batch(logtest.MakeBatch(1, 10, time.Now().UnixMilli(), byte(epoch)))
+		b.SetBaseOffset(p.LogEndOffset())
+		b.SetPartitionLeaderEpoch(epoch)
+		_, err := p.AppendAssigned(b)
+		require.NoError(t, err)
+	}
+	follow(5)
+	follow(5)
+	follow(5)
+	require.NoError(t, p.DeleteRecordsBefore(1))
+	require.NoError(t, p.TruncateTo(1))
+	follow(2)
+	follow(3)
+	require.NoError(t, p.Sync())
+	clone := mem.CrashClone(vfs.CrashOptions{})
+	require.NoError(t, p.Close())
+
+	p2, err := plog.Open(dir, plog.Config{FS: clone})
+	require.NoError(t, err)
+	defer p2.Close()
+	epochs := p2.LeaderEpochs()
+	for i := 1; i < len(epochs); i++ {
+		require.Greater(t, epochs[i].Epoch, epochs[i-1].Epoch, "%v", epochs)
+		require.Greater(t, epochs[i].StartOffset, epochs[i-1].StartOffset, "%v", epochs)
+	}
+	require.Equal(t, int64(3), p2.LogEndOffset())
+}
