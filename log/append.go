@@ -98,13 +98,18 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 		p.mu.Unlock()
 		return -1, err
 	}
-	p.publishLocked()
+	// Publish, and wake the waiters after unlocking (bounds.signal says
+	// why no wake-up is lost): closing the channel of many parked
+	// goroutines must not hold up other writers.
+	w := p.bounds.storeQuiet(p.mu.hw, p.mu.end)
 	if p.cfg.FlushMessages == 0 {
 		p.mu.Unlock()
+		p.bounds.signal(w)
 		return base, nil
 	}
 	seq, due := p.mu.writeSeq, p.flushDueLocked()
 	p.mu.Unlock()
+	p.bounds.signal(w)
 	if abandoned, err := p.afterAppendContext(ctx, seq, due); err != nil {
 		if abandoned {
 			return base, err // appended; its sync goes on (context.go)
