@@ -181,14 +181,18 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 	return func(yield func(batch.Record, error) bool) {
 		var dec batch.Decoder
 		var legacy []batch.Record // decoded legacy records, reused
-		// cur is the read being yielded. The deferred Close releases it
-		// when the loop body panics (or calls runtime.Goexit): a leaked
-		// read lease would block every TruncateTo, and with it the
-		// writers. Closing a closed handle is harmless (its generation
-		// moved on), and Close's only error is removing the files of a
-		// segment deleted meanwhile, which is not this reader's concern.
+		// cur is the read being yielded, zero when none is open. The
+		// deferred Close releases it when the loop body panics (or calls
+		// runtime.Goexit): a leaked read lease would block every
+		// TruncateTo, and with it the writers. Close's only error is
+		// removing the files of a segment deleted meanwhile, which is not
+		// this reader's concern.
 		var cur Records
-		defer func() { _ = cur.Close() }()
+		defer func() {
+			if cur != (Records{}) {
+				_ = cur.Close()
+			}
+		}()
 		next := from
 		for {
 			if err := ctx.Err(); err != nil {
@@ -205,7 +209,6 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				yield(batch.Record{}, err)
 				return
 			}
-			cur = r
 			if r.Empty() {
 				_ = r.Close() // an empty result holds nothing
 				if err := p.Wait(ctx, max(next, hw)); err != nil {
@@ -215,7 +218,9 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				continue
 			}
 			var more bool
-			next, more = p.yieldRecords(r, &dec, &legacy, next, yield)
+			cur = r
+			next, legacy, more = p.yieldRecords(r, &dec, legacy, next, yield)
+			cur = Records{}
 			_ = r.Close()
 			if !more {
 				return
@@ -228,37 +233,39 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 // offset to read next, and false when the iteration must stop (yield said
 // so, or an error was yielded). Framing and decoding run under the fault
 // guard (frameEntry, nextRecord, legacyRecords); yield never does. legacy
-// is the reusable buffer for a legacy entry's records.
-func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy *[]batch.Record, from int64, yield func(batch.Record, error) bool) (next int64, more bool) {
+// is the reusable buffer for a legacy entry's records, returned (emptied)
+// for the next call; it is returned rather than updated through a pointer
+// so that dec, whose buffer its records alias, stays on the stack.
+func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy []batch.Record, from int64, yield func(batch.Record, error) bool) (next int64, _ []batch.Record, more bool) {
 	next = from
 	st := r.state()
 	if st == nil {
 		yield(batch.Record{}, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
-		return next, false
+		return next, legacy, false
 	}
 	for rest := st.b; len(rest) > 0; {
 		at := len(st.b) - len(rest)
 		e, err := frameEntry(rest)
 		if err != nil {
 			yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: batch at byte %d of a read result (offset %d): %w", at, st.first, err)))
-			return next, false
+			return next, legacy, false
 		}
 		body := rest[:e.size:e.size]
 		rest = rest[e.size:]
 		switch {
 		case batch.IsLegacyMagic(e.magic):
-			recs, err := legacyRecords(dec, (*legacy)[:0], batch.Legacy(body))
-			*legacy = recs[:0]
+			recs, err := legacyRecords(dec, legacy[:0], batch.Legacy(body))
+			legacy = recs[:0]
 			if err != nil {
 				yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
-				return next, false
+				return next, legacy, false
 			}
 			for _, rec := range recs {
 				if rec.Offset < from {
 					continue
 				}
 				if !yield(rec, nil) {
-					return next, false
+					return next, legacy, false
 				}
 			}
 		case e.control:
@@ -268,7 +275,7 @@ func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy *[]batch.
 				rec, ok, err := nextRecord(&it)
 				if err != nil {
 					yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err)))
-					return next, false
+					return next, legacy, false
 				}
 				if !ok {
 					break
@@ -277,11 +284,11 @@ func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy *[]batch.
 					continue
 				}
 				if !yield(rec, nil) {
-					return next, false
+					return next, legacy, false
 				}
 			}
 		}
 		next = max(next, e.next)
 	}
-	return next, true
+	return next, legacy, true
 }

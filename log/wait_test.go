@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -240,6 +241,9 @@ func BenchmarkAppendBatchParkedWaiters(b *testing.B) {
 				}()
 			}
 			started.Wait()
+			for range 100 { // let them park
+				runtime.Gosched()
+			}
 			bt := logtest.MakeBatch(10, 100, 1, 1)
 			b.SetBytes(int64(len(bt)))
 			b.ReportAllocs()
