@@ -58,6 +58,8 @@
 // [RecoverDir] applies Kafka's load-time rules to whatever a crash left
 // (log.Open applies the same ones itself, package segment/repair): a .swap
 // replaces live segments only when it is a valid segment covering them.
+// It holds the partition directory's lock (log.LockFile) while it works,
+// so it refuses, with log.ErrLocked, a directory log.Open holds.
 //
 // # Concurrency
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -103,4 +104,36 @@ func readFileT(t *testing.T, fs vfs.FS, path string) []byte {
 	_, err = f.ReadAt(b, 0)
 	require.NoError(t, err)
 	return b
+}
+
+// TestRecoverDirRespectsLock (review item 6): RecoverDir takes the
+// partition directory's lock. With the directory open (log.Open holds
+// log.LockFile) and a live compaction's .cleaned file present, RecoverDir
+// returns an error wrapping log.ErrLocked and changes nothing; once the
+// partition is closed it does its work, and releases the lock again so
+// that Open succeeds.
+func TestRecoverDirRespectsLock(t *testing.T) {
+	const dir = "/p/t-0"
+	fs := vfs.NewMem()
+	p, err := plog.Open(dir, plog.Config{FS: fs})
+	require.NoError(t, err)
+	for i := 0; i < 4; i++ {
+		_, err := p.AppendBatch(makeBatchT(t, 0, 2))
+		require.NoError(t, err)
+	}
+	cleaned := filepath.Join(dir, segment.FileName(0, segment.LogSuffix)+segment.CleanedSuffix)
+	writeFileT(t, fs, cleaned, []byte("in progress"))
+
+	err = RecoverDir(fs, dir)
+	require.ErrorIs(t, err, plog.ErrLocked)
+	require.ErrorIs(t, err, vfs.ErrLocked)
+	require.Equal(t, []byte("in progress"), readFileT(t, fs, cleaned), "RecoverDir touched a live compaction's file")
+
+	require.NoError(t, p.Close())
+	require.NoError(t, RecoverDir(fs, dir))
+	_, err = fs.Stat(cleaned)
+	require.Error(t, err, "the .cleaned file of a crashed swap stays")
+	p, err = plog.Open(dir, plog.Config{FS: fs})
+	require.NoError(t, err, "RecoverDir kept the lock")
+	require.NoError(t, p.Close())
 }

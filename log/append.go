@@ -2,10 +2,12 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -48,7 +50,11 @@ import (
 // memory and written ahead of b's records. b may therefore be read-only
 // memory, such as the Records.Bytes of a ReadFrom on this or another
 // partition, and is unchanged when AppendBatch returns; the stored batch
-// can be read back with ReadFrom(base, ...). b is not retained.
+// can be read back with ReadFrom(base, ...). b is not retained. When b
+// aliases a mapped file that cannot be read (a media error, or a file cut
+// behind its partition's back), the checks stop with an error wrapping
+// ErrFault (a *segment.FaultError naming the file) and nothing is written;
+// the bytes are the caller's, so this partition stays online.
 //
 // A batch with a producer id (>= 0) is checked against the producer's
 // state under the lock, before anything is written (see "Idempotent
@@ -74,8 +80,10 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 		return -1, err
 	}
 	// Producer state (producer.go): refused, or a retry answered with
-	// its original offsets; nothing written either way.
-	if d, done, err := p.checkProducerLocked(bt); done {
+	// its original offsets; nothing written either way. It reads the
+	// header copy, not b: b may be mapped memory, read only under the
+	// fault guard (checkProducerBatch).
+	if d, done, err := p.checkProducerLocked(batch.Batch(hdr[:])); done {
 		p.mu.Unlock()
 		if info != nil {
 			*info = d
@@ -98,13 +106,21 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 		p.mu.Unlock()
 		return -1, err
 	}
-	p.publishLocked()
+	// Publish, and wake the waiters after unlocking (bounds.signal says
+	// why no wake-up is lost): closing the channel of many parked
+	// goroutines must not hold up other writers.
+	w := p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+	if info != nil {
+		*info = AppendInfo{Base: base, LastOffset: base + int64(h.LastOffsetDelta())}
+	}
 	if p.cfg.FlushMessages == 0 {
 		p.mu.Unlock()
+		p.bounds.signal(w)
 		return base, nil
 	}
 	seq, due := p.mu.writeSeq, p.flushDueLocked()
 	p.mu.Unlock()
+	p.bounds.signal(w)
 	if abandoned, err := p.afterAppendContext(ctx, seq, due); err != nil {
 		if abandoned {
 			return base, err // appended; its sync goes on (context.go)
@@ -117,8 +133,27 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 // checkProducerBatch validates b for AppendBatch and returns it with the
 // header to store, patched for timestamps (attributes, maxTimestamp and
 // CRC; AppendBatch sets the offset and epoch under the lock). It runs
-// without the lock and never writes into b.
+// without the lock and never writes into b. b may alias a mapped file (the
+// Records.Bytes of a ReadFrom), so every read of it runs under the fault
+// guard: a fault is an error wrapping ErrFault, returned to the caller
+// without taking the partition offline (the memory is the caller's, not
+// this partition's files).
 func (p *Partition) checkProducerBatch(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
+	bt, hdr, err = checkGuarded(p, b)
+	if errors.Is(err, ErrFault) {
+		return nil, hdr, fmt.Errorf("partlog/log: append to %s: reading the %d-byte batch given: %w", p.dir, len(b), err)
+	}
+	return bt, hdr, err
+}
+
+// checkGuarded is checkBatchBytes under the fault guard.
+func checkGuarded(p *Partition, b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	return p.checkBatchBytes(b)
+}
+
+// checkBatchBytes implements checkProducerBatch's checks.
+func (p *Partition) checkBatchBytes(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
 	bt, rest, err := batch.Parse(b)
 	if err != nil {
 		return nil, hdr, invalidBatchf(err, "%d bytes", len(b))

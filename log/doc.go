@@ -361,11 +361,18 @@
 // ErrClosed, the partition's failure, or ErrOffsetOutOfRange after a
 // truncation below it. Waiting costs an append nothing when no goroutine
 // waits (one atomic load), and the wake-up is one channel close per
-// publication however many goroutines wait.
+// publication however many goroutines wait. The high watermark and the log
+// end have a notifier each, and a publication signals only the one whose
+// bound moved (a lowered log end signals both), after the appender has
+// released the partition's lock: an append that moves only the log end
+// (DisableAutoHighWatermark) leaves Wait's goroutines parked and wakes
+// WaitFollower's.
 //
-// Records.Batches ranges over the whole batches of a read result, and
-// Partition.Records over the records from an offset on, tailing the log
-// with Wait until its context ends:
+// Records.Batches ranges over the whole batches of a read result (v2
+// only: a legacy message is yielded as a *LegacyEntryError, wrapping
+// ErrLegacyEntry), and Partition.Records over the records from an offset
+// on, legacy messages included, tailing the log with Wait until its
+// context ends:
 //
 //	for rec, err := range p.Records(ctx, next) {
 //		if err != nil {

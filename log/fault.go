@@ -20,12 +20,18 @@ import (
 // and a reopen (after the disk is fixed) recovers. Kafka error code:
 // KAFKA_STORAGE_ERROR (56). It is the same value as segment.ErrFault.
 //
+// Partition.Records decodes under the same protection (its loop body runs
+// outside it) and takes the partition offline on a fault, as ReadFrom
+// does.
+//
 // Bytes returned by Records.Bytes alias the mapping and are read by the
 // caller, outside this protection: a fault there still kills the process.
 // Callers that must survive a failing disk send with Records.WriteTo (the
 // kernel copies: a media error is an error) or copy with Records.AppendTo;
-// those two return the error without taking the partition offline (a
-// Records does not know its partition).
+// those two, Records.Batches (its framing; the batches it yields are
+// Bytes) and AppendBatch given such bytes return the error without taking
+// the partition offline (a Records does not know its partition, and
+// AppendBatch's b is the caller's memory).
 var ErrFault = segment.ErrFault
 
 // noteFault takes the partition offline when err wraps ErrFault and then

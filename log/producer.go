@@ -321,14 +321,10 @@ func (p *Partition) observeProducerLocked(bt batch.Batch) {
 // and info holds the original batch's offsets with Duplicate set. On error
 // info.Base and info.LastOffset are -1.
 func (p *Partition) AppendBatchInfo(b []byte) (info AppendInfo, err error) {
-	base, err := p.appendBatch(context.Background(), b, &info)
-	if err != nil {
+	if _, err := p.appendBatch(context.Background(), b, &info); err != nil {
 		return AppendInfo{Base: -1, LastOffset: -1}, err
 	}
-	if !info.Duplicate {
-		info = AppendInfo{Base: base, LastOffset: base + int64(batch.Batch(b).LastOffsetDelta())}
-	}
-	return info, nil
+	return info, nil // appendBatch filled it in: b is not read again here
 }
 
 // ProducerState returns what the partition knows about producer pid, and

@@ -137,12 +137,40 @@ type bounds struct {
 	seq                     atomic.Uint64
 	hwOff, hwBase, hwPos    atomic.Int64
 	endOff, endBase, endPos atomic.Int64
-	// changed wakes Wait after every store (wait.go).
-	changed notifier
+	// hwChanged wakes Wait (wait.go) when a store moves the high
+	// watermark or lowers the log end (a waiter's offset may then be past
+	// it); endChanged wakes WaitFollower when a store moves the log end.
+	// An append that moves only the log end (DisableAutoHighWatermark, or
+	// an acks=all append before the group sync) leaves the high
+	// watermark's waiters parked.
+	hwChanged, endChanged notifier
 }
 
-// store publishes hw and end. REQUIRES: Partition.mu held (single writer).
-func (b *bounds) store(hw, end position) {
+// wake says which notifiers a store must signal.
+type wake uint8
+
+const (
+	wakeHW  wake = 1 << iota // the high watermark moved, or the log end went down
+	wakeEnd                  // the log end moved
+)
+
+// store publishes hw and end and wakes the waiters concerned.
+// REQUIRES: Partition.mu held (single writer).
+func (b *bounds) store(hw, end position) { b.signal(b.storeQuiet(hw, end)) }
+
+// storeQuiet publishes hw and end and returns the waiters to wake, which
+// the caller passes to signal, possibly after releasing Partition.mu (no
+// wake-up is lost: see signal). REQUIRES: Partition.mu held (single
+// writer).
+func (b *bounds) storeQuiet(hw, end position) wake {
+	var w wake
+	oldHW, oldEnd := b.hwOff.Load(), b.endOff.Load() // the single writer's own values
+	if hw.Offset != oldHW || end.Offset < oldEnd {
+		w |= wakeHW
+	}
+	if end.Offset != oldEnd {
+		w |= wakeEnd
+	}
 	b.seq.Add(1) // odd: a write is in progress
 	b.hwOff.Store(hw.Offset)
 	b.hwBase.Store(hw.SegBase)
@@ -151,7 +179,24 @@ func (b *bounds) store(hw, end position) {
 	b.endBase.Store(end.SegBase)
 	b.endPos.Store(end.Pos)
 	b.seq.Add(1) // even: done
-	b.changed.signal()
+	return w
+}
+
+// signal wakes the waiters w names. Any goroutine, with or without
+// Partition.mu: the bounds are stored before signal runs, and a waiter
+// takes its channel before it loads the bounds (Partition.wait), all with
+// sequentially consistent atomics. So a waiter either took the channel
+// this signal closes, or took a newer one after this signal's swap and
+// then loads bounds that include the store: none sleeps through a change
+// of its bound. A signal delayed past later stores only wakes waiters
+// that recheck and park again.
+func (b *bounds) signal(w wake) {
+	if w&wakeHW != 0 {
+		b.hwChanged.signal()
+	}
+	if w&wakeEnd != 0 {
+		b.endChanged.signal()
+	}
 }
 
 // load returns a consistent (hw, end) pair.

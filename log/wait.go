@@ -64,9 +64,10 @@ func (n *notifier) signal() {
 // once, even one below LogStartOffset (ReadFrom then says it is out of
 // range).
 //
-// Wait is woken by every change of the published bounds (an append, a
-// SetHighWatermark, a group sync that raises the high watermark, a
-// truncation), not by a timer. It takes no lock while the partition is
+// Wait is woken by the changes of the published bounds that concern it (a
+// move of the high watermark: an append, a SetHighWatermark, a group sync;
+// a truncation that lowers the log end), not by a timer, and not by an
+// append that moves only the log end (WaitFollower's bound). It takes no lock while the partition is
 // healthy and costs an append nothing when no goroutine waits. A goroutine
 // holding Records may call it.
 func (p *Partition) Wait(ctx context.Context, offset int64) error {
@@ -84,7 +85,7 @@ func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error
 	for {
 		// Take the channel before looking at the bounds: a publication
 		// after the look closes it.
-		woken := p.bounds.changed.wait()
+		woken := p.waitChan(follower)
 		if err := p.waitErr(); err != nil {
 			return err
 		}
@@ -133,4 +134,14 @@ func (p *Partition) setFailedLocked(err error) {
 
 // wakeWaiters wakes every goroutine in Wait so that it rechecks the
 // partition's state (closed, failed, offline). Any goroutine.
-func (p *Partition) wakeWaiters() { p.bounds.changed.signal() }
+func (p *Partition) wakeWaiters() { p.bounds.signal(wakeHW | wakeEnd) }
+
+// waitChan returns the channel closed by the next publication that
+// concerns a waiter for the high watermark (follower false) or the log
+// end (follower true), and by every change of the partition's state.
+func (p *Partition) waitChan(follower bool) <-chan struct{} {
+	if follower {
+		return p.bounds.endChanged.wait()
+	}
+	return p.bounds.hwChanged.wait()
+}

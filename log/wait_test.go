@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -212,4 +215,46 @@ func ExamplePartition_Wait() {
 	fmt.Println("woken:", <-woken, "high watermark:", p.HighWatermark())
 	// Output:
 	// woken: <nil> high watermark: 2
+}
+
+// BenchmarkAppendBatchParkedWaiters appends with 0 and 1000 goroutines
+// parked in Wait for a high watermark the appends do not move
+// (DisableAutoHighWatermark): an append that only moves the log end must
+// not pay for waking them.
+func BenchmarkAppendBatchParkedWaiters(b *testing.B) {
+	for _, waiters := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
+			p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{DisableAutoHighWatermark: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			var started, done sync.WaitGroup
+			for range waiters {
+				started.Add(1)
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					started.Done()
+					_ = p.Wait(ctx, 0)
+				}()
+			}
+			started.Wait()
+			for range 100 { // let them park
+				runtime.Gosched()
+			}
+			bt := logtest.MakeBatch(10, 100, 1, 1)
+			b.SetBytes(int64(len(bt)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.AppendBatch(bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			cancel()
+			done.Wait()
+		})
+	}
 }

@@ -1,0 +1,35 @@
+package log_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// TestAppendBatchMappedSourceFault (review item 7): AppendBatch given the
+// zero-copy bytes of another partition's read whose file was cut under
+// them returns an error wrapping ErrFault instead of killing the process;
+// the bytes are the caller's, so the target partition stays online.
+func TestAppendBatchMappedSourceFault(t *testing.T) {
+	skipUnlessSIGBUS(t)
+	a, dirA := openT(t, plog.Config{})
+	appendBigBatches(t, a)
+	r, err := a.ReadFrom(a.LogEndOffset()-1, 1) // the last batch, past the first pages
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, os.Truncate(filepath.Join(dirA, segment.FileName(0, segment.LogSuffix)), 0))
+
+	b, _ := openT(t, plog.Config{})
+	_, err = b.AppendBatch(r.Bytes())
+	require.ErrorIs(t, err, plog.ErrFault)
+	require.NotErrorIs(t, err, plog.ErrFailed, "the target partition is not at fault")
+	require.Equal(t, int64(0), b.LogEndOffset())
+	_, err = b.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
+	require.NoError(t, err, "the target partition stays online")
+}

@@ -1,0 +1,233 @@
+package log_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// storedRecord is what a test compares of a record.
+type storedRecord struct {
+	Offset, Timestamp int64
+	Key, Value        string
+}
+
+// storedRecords decodes every record of a record set (v2 batches and
+// legacy messages) with the batch package's own decoders, skipping control
+// batches as a consumer does.
+func storedRecords(t *testing.T, set []byte) []storedRecord {
+	t.Helper()
+	var out []storedRecord
+	var d batch.Decoder
+	for len(set) > 0 {
+		n, magic, _, err := batch.FrameEntry(set)
+		require.NoError(t, err)
+		if batch.IsLegacyMagic(magic) {
+			recs, err := d.AppendLegacyRecords(nil, batch.Legacy(set[:n]), true)
+			require.NoError(t, err)
+			for _, r := range recs {
+				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+			}
+		} else if !batch.Batch(set[:n]).Attributes().IsControl() {
+			for r, err := range batch.Batch(set[:n]).All(&d) {
+				require.NoError(t, err)
+				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+			}
+		}
+		set = set[n:]
+	}
+	return out
+}
+
+// iterateUntil collects what p.Records yields from from until the record
+// at last (inclusive) or an error.
+func iterateUntil(t *testing.T, p *plog.Partition, from, last int64) []storedRecord {
+	t.Helper()
+	var got []storedRecord
+	for r, err := range p.Records(t.Context(), from) {
+		require.NoError(t, err)
+		got = append(got, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+		if r.Offset >= last {
+			break
+		}
+	}
+	return got
+}
+
+// TestPartitionRecordsLegacy (review item 3): Partition.Records serves a
+// log holding legacy messages (magic 1, gzip magic 1 wrappers, magic 0)
+// and v2 batches, from every offset, with the records the batch package
+// decodes (absolute offsets; timestamp -1 under magic 0). On the old code
+// it yielded "unsupported magic" wrapping ErrCorrupt.
+func TestPartitionRecordsLegacy(t *testing.T) {
+	t.Run("mixed-0", func(t *testing.T) {
+		dir := copyFixtureFrom(t, "legacy", "mixed-0")
+		want := storedRecords(t, logFiles(t, dir)["00000000000000000000.log"])
+		require.Len(t, want, 20)
+		p, err := plog.Open(dir, plog.Config{})
+		require.NoError(t, err)
+		defer p.Close()
+		for from := int64(0); from < 20; from++ {
+			require.Equal(t, want[from:], iterateUntil(t, p, from, 19), "from %d", from)
+		}
+	})
+	t.Run("magic 0", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "t-0")
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		v2 := logtest.MakeBatch(1, 5, 5000, 1)
+		batch.Batch(v2).SetBaseOffset(2)
+		data := slices.Concat(legacyMessage(0, batch.MagicV0, 0, "a", "1"), legacyMessage(1, batch.MagicV0, 0, "b", "2"), v2)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), data, 0o644))
+		p, err := plog.Open(dir, plog.Config{})
+		require.NoError(t, err)
+		defer p.Close()
+		want := storedRecords(t, data)
+		require.Equal(t, int64(-1), want[0].Timestamp)
+		require.Equal(t, storedRecord{0, -1, "a", "1"}, want[0])
+		require.Equal(t, want, iterateUntil(t, p, 0, 2))
+		require.Equal(t, want[1:], iterateUntil(t, p, 1, 2))
+	})
+}
+
+// TestRecordsBatchesLegacy (review item 3): Records.Batches, whose values
+// are v2 views, yields a legacy entry as an error wrapping ErrLegacyEntry
+// (not ErrCorrupt: the data is valid) that carries the entry's bytes, and
+// goes on with the next entry when the loop continues.
+func TestRecordsBatchesLegacy(t *testing.T) {
+	dir := copyFixtureFrom(t, "legacy", "mixed-0")
+	set := logFiles(t, dir)["00000000000000000000.log"]
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	r, err := p.ReadFrom(0, 1<<20)
+	require.NoError(t, err)
+	defer r.Close()
+
+	var rebuilt []byte
+	legacy, v2 := 0, 0
+	for b, err := range r.Batches() {
+		if err != nil {
+			require.ErrorIs(t, err, plog.ErrLegacyEntry)
+			require.NotErrorIs(t, err, batch.ErrCorrupt)
+			var le *plog.LegacyEntryError
+			require.ErrorAs(t, err, &le)
+			require.True(t, batch.IsLegacyMagic(le.Magic))
+			require.Equal(t, batch.Legacy(le.Entry).Offset()+1, le.NextOffset)
+			rebuilt = append(rebuilt, le.Entry...)
+			legacy++
+			continue
+		}
+		rebuilt = append(rebuilt, b...)
+		v2++
+	}
+	require.Equal(t, set, rebuilt, "every entry, in order")
+	require.Positive(t, legacy)
+	require.Positive(t, v2)
+
+	n := 0
+	for _, err := range r.Batches() {
+		require.ErrorIs(t, err, plog.ErrLegacyEntry)
+		n++
+		break
+	}
+	require.Equal(t, 1, n, "the iterator goes on after break")
+}
+
+// skipUnlessSIGBUS skips the test where a page past the end of a cut
+// mapped file does not raise SIGBUS.
+func skipUnlessSIGBUS(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGBUS on a page past the end of a mapped file is Linux behaviour")
+	}
+}
+
+// appendBigBatches appends 8 batches of 32 records of 1 KiB (about 256 KiB
+// in the active segment, which is mapped).
+func appendBigBatches(t *testing.T, p *plog.Partition) {
+	t.Helper()
+	for i := range 8 {
+		_, err := p.AppendBatch(logtest.MakeBatch(32, 1000, 1_700_000_000_000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+}
+
+// TestPartitionRecordsMediaError (review item 4): the .log cut to 0 bytes
+// while Partition.Records decodes it: the iterator yields an error
+// wrapping ErrFault naming the file (the partition goes offline) and the
+// process lives. On the old code it died of SIGBUS in the record decoder.
+func TestPartitionRecordsMediaError(t *testing.T) {
+	skipUnlessSIGBUS(t)
+	p2, dir2 := openT(t, plog.Config{})
+	appendBigBatches(t, p2)
+	path := filepath.Join(dir2, segment.FileName(0, segment.LogSuffix))
+	var got error
+	n := 0
+	for _, err := range p2.Records(t.Context(), 0) {
+		if err != nil {
+			got = err
+			break
+		}
+		if n == 0 {
+			require.NoError(t, os.Truncate(path, 0))
+		}
+		n++
+	}
+	require.Less(t, n, 8*32, "the records past the cut were served")
+	requireFault(t, got, path)
+}
+
+// TestRecordsBatchesMediaError (review item 4): Records.Batches frames the
+// mapped bytes under the fault guard too.
+func TestRecordsBatchesMediaError(t *testing.T) {
+	skipUnlessSIGBUS(t)
+	p2, dir2 := openT(t, plog.Config{})
+	appendBigBatches(t, p2)
+	r, err := p2.ReadFrom(0, 1<<20)
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, os.Truncate(filepath.Join(dir2, segment.FileName(0, segment.LogSuffix)), 0))
+	var got error
+	for _, err := range r.Batches() {
+		if err != nil {
+			got = err
+		}
+	}
+	require.ErrorIs(t, got, plog.ErrFault)
+}
+
+// TestPartitionRecordsPanicReleasesRead (review item 5): a loop body that
+// panics does not leak the iterator's read lease: after the caller
+// recovers, TruncateTo into the segment the iterator was reading succeeds
+// instead of waiting for a reader that is gone (ErrTruncationBlocked).
+func TestPartitionRecordsPanicReleasesRead(t *testing.T) {
+	p, _ := openT(t, plog.Config{TruncateWait: time.Second})
+	for i := range 3 {
+		_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 1, byte(i)))
+		require.NoError(t, err)
+	}
+	boom := errors.New("boom")
+	func() {
+		defer func() { require.Equal(t, boom, recover()) }()
+		for _, err := range p.Records(context.Background(), 0) {
+			require.NoError(t, err)
+			panic(boom)
+		}
+	}()
+	err := p.TruncateTo(2)
+	require.NotErrorIs(t, err, plog.ErrTruncationBlocked)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.LogEndOffset())
+}
