@@ -490,8 +490,8 @@ func BenchmarkAppendBatchStamped(b *testing.B) {
 // after a crash, recovery replays the segment from offset 0. It used to
 // append epoch 5 at offset 0 after epoch 3 at offset 2, and Open then
 // failed writing that cache ("start offset 0 after 2", found by
-// TestStateMachine). The replayed batches now rebuild the entries from
-// the recovery point on, so the cache only increases.
+// TestStateMachine). A newer epoch observed below entries the cache holds
+// now replaces them (Kafka's assign), so the cache only increases.
 func TestRecoveryEpochsBelowCheckpointEntries(t *testing.T) {
 	mem := vfs.NewMem()
 	const dir = "/data/epochs-0"

@@ -343,13 +343,6 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 	if err != nil {
 		return list, fmt.Errorf("partlog/log: recover: %w", err)
 	}
-	if from < len(list) {
-		// The leader epochs of the replayed batches are rebuilt from
-		// them, as Kafka's segment recovery truncates its cache first:
-		// an entry the checkpoint holds past the recovery point must not
-		// disagree with (or come before) what the batches say.
-		p.truncateEpochsFromEndLocked(list[from].BaseOffset())
-	}
 	for i := from; i < len(list); i++ {
 		seg := list[i]
 		last := i == len(list)-1
