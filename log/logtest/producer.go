@@ -24,9 +24,9 @@ const producerBatchesKept = 5
 
 // producerBatch is one producer batch the model holds, in log order.
 type producerBatch struct {
-	pid                   int64
-	epoch                 int16
-	first, last           int32
+	pid                    int64
+	epoch                  int16
+	first, last            int32
 	baseOffset, lastOffset int64
 }
 
@@ -81,10 +81,13 @@ func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerB
 // sequence; after math.MaxInt32 comes 0. A batch without a producer id is
 // always appended.
 //
-// Not modelled: producer expiry (Config.ProducerIDExpiration; use
-// timestamps the clock does not expire), transactions (transactional
-// batches and control batches are recorded as plain batches) and the
-// error after Crash (ErrProducerStateUnknown).
+// Not modelled: producer expiry (Config.ProducerIDExpiration measures a
+// producer's idleness from its last batch's max timestamp, so give batches
+// recent timestamps, or a long expiration) and transactions
+// (ErrInvalidTxnState; control batches are recorded as plain producer
+// batches). After Crash the producer state is unknown: ExpectAppend
+// returns ErrProducerStateUnknown for a producer batch until Reopen or
+// ReloadProducers.
 func (m *Model) ExpectAppend(b []byte) (plog.AppendInfo, error) {
 	bt, rest, err := batch.Parse(b)
 	if err != nil || len(rest) != 0 {
