@@ -101,8 +101,8 @@
 // producer's last batch known; after TruncateTo call
 // [Model.ReloadProducers], which finds the snapshot the partition reloaded
 // from (its placement depends on where segments rolled); after Crash the
-// state is unknown ([ErrProducerStateUnknown]) until Reopen or
-// ReloadProducers. DeleteRecordsBefore keeps it, as the partition does.
+// state is unknown ([ErrProducerStateUnknown]) until Reopen (or
+// ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps it, as the partition does.
 // Producer expiry and transactions are not modelled: give producer batches
 // recent timestamps. ExampleModel_ExpectAppend shows a retry recognised by
 // both.

@@ -33,8 +33,9 @@ type producerBatch struct {
 // ErrProducerStateUnknown is returned by ExpectAppend and AppendBatch for
 // a producer batch after Crash: the model cannot tell which producer
 // snapshot the recovered partition loaded (Open writes a fresh one at the
-// log end after recovery). Reopen (a clean close and open) or
-// ReloadProducers makes the state known again.
+// log end after recovery, so the files no longer tell). Reopen (a clean
+// close and open), or ReloadProducers after a later TruncateTo, makes the
+// state known again.
 var ErrProducerStateUnknown = errors.New("partlog/logtest: model: producer state unknown after a crash")
 
 // producer returns what the partition knows of pid: whether it knows it,
@@ -86,8 +87,8 @@ func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerB
 // recent timestamps, or a long expiration) and transactions
 // (ErrInvalidTxnState; control batches are recorded as plain producer
 // batches). After Crash the producer state is unknown: ExpectAppend
-// returns ErrProducerStateUnknown for a producer batch until Reopen or
-// ReloadProducers.
+// returns ErrProducerStateUnknown for a producer batch until Reopen (or
+// ReloadProducers after a later TruncateTo).
 func (m *Model) ExpectAppend(b []byte) (plog.AppendInfo, error) {
 	bt, rest, err := batch.Parse(b)
 	if err != nil || len(rest) != 0 {
@@ -106,7 +107,7 @@ func (m *Model) ExpectAppend(b []byte) (plog.AppendInfo, error) {
 		return refuse(plog.ErrInvalidBatch, "base sequence below 0")
 	}
 	if m.prodUnknown {
-		return refuse(ErrProducerStateUnknown, "call Reopen or ReloadProducers")
+		return refuse(ErrProducerStateUnknown, "call Reopen after Crash")
 	}
 	known, cur, recent := m.producer(pid)
 	if !known {
