@@ -6,8 +6,8 @@
 // batches it holds with their assigned offsets and record timestamps, the
 // log start offset, the high watermark and the log end offset. Its methods
 // mirror the Partition's (AppendBatch, Append, TruncateTo, DeleteRecordsBefore,
-// SetHighWatermark, Sync, Reopen, Crash, OffsetForTimestamp) and follow the
-// same rules,
+// SetHighWatermark, Sync, Reopen, Crash, OffsetForTimestamp, and the
+// idempotent producer checks with ExpectAppend) and follow the same rules,
 // written as simply as possible. [Check] (or [CheckErr]) compares a real
 // Partition with the model: the three offsets, the files (batches valid
 // and contiguous, index entries pointing at batch starts), a read at every
@@ -74,6 +74,38 @@
 //		t.Fatal(err) // a synced batch lost, or a partial batch kept
 //	}
 //	logtest.Check(t, p, m)
+//
+// # Idempotent producers
+//
+// The model knows the producer rules of Partition.AppendBatch (the log
+// package's "Idempotent producers"): per producer id its epoch and last
+// five batches. [Model.ExpectAppend] tells, before the append, what
+// AppendBatchInfo must do with a batch: the offsets it gets, the original
+// offsets of a retry (same producer id and epoch, same first and last
+// sequence as one of the last five, Duplicate set), or the error, wrapping
+// plog.ErrInvalidProducerEpoch, plog.ErrOutOfOrderSequence or
+// plog.ErrInvalidBatch. [Model.AppendBatch] checks a producer batch the
+// same way and treats a retry as the no-op it is; [Model.NextSequence]
+// gives a producer's next epoch and sequence:
+//
+//	want, wantErr := m.ExpectAppend(b)
+//	got, err := p.AppendBatchInfo(b)
+//	// wantErr and err wrap the same sentinel, or want == got
+//	if err == nil {
+//		_ = m.AppendBatch(b, got.Base) // a retry changes nothing
+//	}
+//
+// The partition keeps its producer state in snapshot files that hold one
+// batch per producer, so the model follows where it reloads them:
+// [Model.Reopen] (Close writes a snapshot at the log end) leaves each
+// producer's last batch known; after TruncateTo call
+// [Model.ReloadProducers], which finds the snapshot the partition reloaded
+// from (its placement depends on where segments rolled); after Crash the
+// state is unknown ([ErrProducerStateUnknown]) until Reopen (or
+// ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps it, as the partition does.
+// Producer expiry and transactions are not modelled: give producer batches
+// recent timestamps. ExampleModel_ExpectAppend shows a retry recognised by
+// both.
 //
 // # Concurrency
 //

@@ -1,10 +1,14 @@
 package logtest_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 	"pgregory.net/rapid"
@@ -81,4 +85,69 @@ func ExampleCheck() {
 	}
 	fmt.Println("log end offset", p.LogEndOffset(), "model", m.LogEndOffset())
 	// Output: log end offset 14 model 14
+}
+
+// producerBatch builds a batch of n records from producer 7 at epoch 0
+// with first sequence seq.
+func producerBatch(seq int32, n int) []byte {
+	now := time.Now().UnixMilli() // not expired by Config.ProducerIDExpiration
+	b := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 7, Epoch: 0, BaseSequence: seq}})
+	for i := range n {
+		if err := b.Add(batch.Record{Timestamp: now + int64(i), Value: []byte("v")}); err != nil {
+			panic(err)
+		}
+	}
+	bt, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	return slices.Clone(bt)
+}
+
+// ExampleModel_ExpectAppend shows a retried batch recognised by both the
+// model and a Partition: the retry gets the original base offset and
+// changes nothing, and a gap in the sequence is refused by both.
+func ExampleModel_ExpectAppend() {
+	dir, err := os.MkdirTemp("", "logtest-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	p, err := plog.Open(dir, plog.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	m := logtest.NewModel(0, false)
+	send := func(b []byte) {
+		want, wantErr := m.ExpectAppend(b)
+		got, err := p.AppendBatchInfo(slices.Clone(b))
+		switch {
+		case err != nil:
+			fmt.Println("refused:", errors.Is(err, plog.ErrOutOfOrderSequence), "model agrees:", errors.Is(wantErr, plog.ErrOutOfOrderSequence))
+			return
+		case got.Duplicate:
+			fmt.Println("retry of the batch at", got.Base, "model agrees:", want == got)
+		default:
+			fmt.Println("appended at", got.Base, "model agrees:", want == got)
+		}
+		if err := m.AppendBatch(b, got.Base); err != nil { // a retry changes nothing
+			panic(err)
+		}
+	}
+	first := producerBatch(0, 3)
+	send(first)
+	send(producerBatch(3, 2))
+	send(first)               // the producer retries: nothing is written
+	send(producerBatch(9, 1)) // sequences 5..8 are missing
+	if err := logtest.CheckErr(p, m); err != nil {
+		panic(err)
+	}
+	fmt.Println("log end offset", p.LogEndOffset(), "model", m.LogEndOffset())
+	// Output:
+	// appended at 0 model agrees: true
+	// appended at 3 model agrees: true
+	// retry of the batch at 0 model agrees: true
+	// refused: true model agrees: true
+	// log end offset 5 model 5
 }

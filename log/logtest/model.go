@@ -56,6 +56,14 @@ type Model struct {
 	// synced is the end of the prefix the partition guarantees to keep
 	// through a crash (a lower bound: it may flush more on its own).
 	synced int64
+
+	// prodHist is every producer batch the log holds or held below the
+	// log start, in log order; prodHorizon is the offset of the producer
+	// snapshot the partition last loaded (producer.go); prodUnknown is
+	// set by Crash.
+	prodHist    []producerBatch
+	prodHorizon int64
+	prodUnknown bool
 }
 
 // NewModel returns the model of an empty partition whose first offset is
@@ -98,6 +106,8 @@ func (m *Model) Crash(end, hw int64) error {
 	}
 	m.batches = m.batches[:i]
 	m.next = end
+	m.cutProducers(end)
+	m.prodUnknown = true
 	if !m.ManualHighWatermark {
 		m.hw = end
 		return nil
@@ -114,6 +124,7 @@ func (m *Model) Crash(end, hw int64) error {
 func (m *Model) Clone() *Model {
 	c := *m
 	c.batches = slices.Clone(m.batches)
+	c.prodHist = slices.Clone(m.prodHist)
 	return &c
 }
 
@@ -141,7 +152,23 @@ func (m *Model) Batches() []Batch { return m.batches }
 // with the CRC recomputed when that changed it. base must be the model's
 // log end offset: a test that passes what AppendBatch returned thereby
 // checks the offset the partition assigned.
+//
+// A batch with a producer id is first checked by the producer rules
+// (ExpectAppend): AppendBatch fails when the partition should have refused
+// it, and for a retry of one of its producer's last five batches base must
+// be the original's base offset and nothing changes.
 func (m *Model) AppendBatch(producer []byte, base int64) error {
+	want, err := m.ExpectAppend(producer)
+	switch {
+	case errors.Is(err, ErrProducerStateUnknown):
+	case err != nil:
+		return fmt.Errorf("partlog/logtest: model append: the partition stored a batch the model refuses: %w", err)
+	case want.Duplicate:
+		if base != want.Base {
+			return fmt.Errorf("partlog/logtest: model append: a retry of the batch at %d, AppendBatch returned base %d", want.Base, base)
+		}
+		return nil
+	}
 	if base != m.next {
 		return fmt.Errorf("partlog/logtest: model append: AppendBatch returned base %d, log end is %d", base, m.next)
 	}
@@ -174,8 +201,11 @@ func (m *Model) AppendBatch(producer []byte, base int64) error {
 // carries: what AppendAssigned was given, or a stored batch read back. The
 // first batch must start at the log end offset and each next one right
 // after the previous one. For what AppendBatch stored, use AppendBatch.
+// Producer batches update the producer state without a check, as
+// AppendAssigned does.
 func (m *Model) Append(stored []byte) error {
 	var add []Batch
+	var prod []batch.Batch
 	next := m.next
 	for rest := stored; len(rest) > 0; {
 		b, r, err := batch.Parse(rest)
@@ -190,10 +220,14 @@ func (m *Model) Append(stored []byte) error {
 			return err
 		}
 		add = append(add, mb)
+		prod = append(prod, b)
 		next = b.NextOffset()
 		rest = r
 	}
 	m.batches = append(m.batches, add...)
+	for _, b := range prod {
+		m.recordProducer(b)
+	}
 	m.next = next
 	if !m.ManualHighWatermark {
 		m.hw = next
@@ -238,7 +272,9 @@ func (m *Model) SetHighWatermark(offset int64) error {
 
 // TruncateTo mirrors Partition.TruncateTo: the batch holding offset and
 // every later one go; the log end becomes that batch's base offset, or the
-// log start offset when that batch holds it too.
+// log start offset when that batch holds it too. The partition then
+// rebuilds its producer state from its newest snapshot left: call
+// ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
 	if offset >= m.next {
 		return nil
@@ -254,9 +290,13 @@ func (m *Model) TruncateTo(offset int64) error {
 	m.batches = m.batches[:i]
 	if m.next < m.logStart {
 		// The batch holding offset also holds the log start offset: the
-		// log empties and restarts at the log start offset.
+		// log empties and restarts at the log start offset, and the
+		// partition forgets every producer with its snapshots.
 		m.next = m.logStart
+		m.prodHist = nil
+		m.prodHorizon = m.next
 	}
+	m.cutProducers(m.next)
 	if m.hw > m.next || !m.ManualHighWatermark {
 		m.hw = m.next
 	}
@@ -264,7 +304,8 @@ func (m *Model) TruncateTo(offset int64) error {
 	return nil
 }
 
-// DeleteRecordsBefore mirrors Partition.DeleteRecordsBefore.
+// DeleteRecordsBefore mirrors Partition.DeleteRecordsBefore. The
+// producer state is kept (the partition keeps it too).
 func (m *Model) DeleteRecordsBefore(offset int64) error {
 	if offset > m.hw {
 		return ErrModelRange
@@ -297,9 +338,12 @@ func (m *Model) DeleteSegmentsBefore(offset int64) error {
 
 // Reopen mirrors closing and reopening the partition: Close flushes
 // everything; the high watermark restarts at the log end offset, or when
-// it is manual where it was (Close persisted it).
+// it is manual where it was (Close persisted it). Close writes a producer
+// snapshot at the log end and Open loads it: of each producer's batches
+// only the last one is known afterwards.
 func (m *Model) Reopen() {
 	m.synced = m.next
+	m.prodHorizon, m.prodUnknown = m.next, false
 	if !m.ManualHighWatermark {
 		m.hw = m.next
 	}
