@@ -357,3 +357,40 @@ func TestDumpLegacyMessages(t *testing.T) {
 	require.Contains(t, out, want, "exit %d, want a PROBLEM %q:\n%s", code, want, out)
 	require.Contains(t, out, "crc", "exit %d, want a PROBLEM %q:\n%s", code, want, out)
 }
+
+// TestREADMEDumplogCommands runs every `go run ./examples/dumplog` line of
+// the README (in-process, the same flags) against a log directory partlog
+// wrote: DIR and /tmp/partlog-broker stand for that directory. Each must
+// exit 0 and print the segments; a README line no test runs fails here.
+func TestREADMEDumplogCommands(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	root := t.TempDir()
+	writePartition(t, filepath.Join(root, "orders-0"), true)
+	const prog = "go run ./examples/dumplog"
+	var lines int
+	for _, line := range strings.Split(string(readme), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, prog+" ") {
+			continue
+		}
+		lines++
+		if i := strings.Index(line, "#"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		var args []string
+		for _, a := range strings.Fields(strings.TrimPrefix(line, prog)) {
+			a = strings.Replace(a, "/tmp/partlog-broker", root, 1)
+			if a == "DIR" {
+				a = root
+			}
+			args = append(args, a)
+		}
+		code, out, errs := runDump(t, args...)
+		require.Equal(t, 0, code, "%s: exit %d\n%s\n%s", line, code, out, errs)
+		if !strings.Contains(line, "--quiet") {
+			assert.Contains(t, out, "Starting offset:", "%s printed no segment", line)
+		}
+	}
+	require.Equal(t, 3, lines, "the README's dumplog lines changed: run the new ones here")
+}
