@@ -49,6 +49,9 @@ type offsetStore struct {
 		sync.Mutex
 		m   map[offsetKey]committed
 		bld *batch.Builder
+		// pending holds, per producer id, the offsets TxnOffsetCommit
+		// wrote in that producer's open transaction (txnoffsets.go).
+		pending map[int64]map[offsetKey]committed
 	}
 }
 
@@ -64,6 +67,7 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 	}
 	o := &offsetStore{p: ps[0]}
 	o.mu.m = make(map[offsetKey]committed)
+	o.mu.pending = make(map[int64]map[offsetKey]committed)
 	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
 	for i := range ps {
 		p := ps[(i+1)%len(ps)]
@@ -77,7 +81,8 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 // replay reads a partition from its log start to its high watermark and
 // applies every offset-commit record; the last one for a key wins, a null
 // value deletes. Records of other kinds (Kafka's group metadata, key
-// version 2) are skipped.
+// version 2) are skipped. A transactional batch's offsets wait in pending
+// until their producer's marker: COMMIT applies them, ABORT drops them.
 func (o *offsetStore) replay(p *plog.Partition) error {
 	var dec batch.Decoder
 	off := p.LogStartOffset()
@@ -126,14 +131,27 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 				return err
 			}
 			if b.Attributes().IsControl() {
+				// A transaction marker publishes or drops the
+				// offsets of the producer's transaction.
+				if b.BaseOffset() >= off {
+					if err := o.replayMarkerLocked(b, &dec); err != nil {
+						_ = recs.Close()
+						return err
+					}
+				}
 				continue
 			}
+			txn := b.Attributes().IsTransactional()
 			for rec, err := range b.All(&dec) {
 				if err != nil {
 					_ = recs.Close()
 					return err
 				}
 				if rec.Offset < off {
+					continue
+				}
+				if txn {
+					o.pendLocked(b.ProducerID(), rec.Key, rec.Value)
 					continue
 				}
 				o.applyLocked(rec.Key, rec.Value)
