@@ -260,7 +260,10 @@ func (s *Segment) Flush() error {
 	if err := s.offIdx.Flush(); err != nil {
 		return err
 	}
-	return s.timeIdx.Flush()
+	if err := s.timeIdx.Flush(); err != nil {
+		return err
+	}
+	return s.flushTxn()
 }
 
 // Seal makes the segment read-only when the partition rolls past it
