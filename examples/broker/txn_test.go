@@ -669,3 +669,26 @@ func TestConfluentTransactions(t *testing.T) {
 	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Values)
 	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "a-0", "a-1", "a-2", "a-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Uncommitted)
 }
+
+// A marker the partition refuses because it knows a newer producer epoch
+// (here a batch sent with a forged later epoch) cannot succeed on retry:
+// the coordinator gives that partition up and completes the transaction,
+// instead of leaving the transactional id stuck in PrepareCommit
+// (CONCURRENT_TRANSACTIONS forever).
+func TestTxnMarkerRefusedForNewerEpochCompletes(t *testing.T) {
+	leakCheck(t)
+	var srv *server
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.onServer = func(s *server) { srv = s } })
+	const topic, txnID = "txn-newer", "newer-tx"
+	rc := dialRaw(t, b.addr)
+	createTopic(t, rc, topic)
+	ip := txnInit(t, rc, txnID, 60000)
+	require.Equal(t, int16(0), ip.ErrorCode)
+	require.Equal(t, int16(0), txnAddPartitions(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, topic, 0))
+	require.Equal(t, int16(0), produceRaw(t, rc, 9, topic, 0, txnBatch(t, ip.ProducerID, ip.ProducerEpoch+3, 0, true, "forged", 1)).ErrorCode)
+
+	assert.Equal(t, int16(0), txnEnd(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, true))
+	st, ok := srv.txns.state(txnID)
+	require.True(t, ok)
+	assert.Equal(t, txnCompleteCommit, st.status)
+}

@@ -298,7 +298,7 @@ func (c *txnCoordinator) completeLocked(m *txnMeta) error {
 			continue
 		}
 		if tp.topic == offsetsTopic {
-			if err := c.offsets.endTxn(m.producerID, m.producerEpoch, epoch, commit); err != nil {
+			if err := c.offsets.endTxn(m.producerID, m.producerEpoch, epoch, commit); err != nil && !c.markerSuperseded(m, tp, err) {
 				return fmt.Errorf("%w: %s-%d: %v", errTxnBusy, tp.topic, tp.partition, err)
 			}
 			m.marked[tp] = true
@@ -326,7 +326,7 @@ func (c *txnCoordinator) completeLocked(m *txnMeta) error {
 		if err == nil {
 			err = part.Sync()
 		}
-		if err != nil {
+		if err != nil && !c.markerSuperseded(m, tp, err) {
 			return fmt.Errorf("%w: %s marker in %s-%d: %v", errTxnBusy, typ, tp.topic, tp.partition, err)
 		}
 		m.marked[tp] = true
@@ -341,6 +341,20 @@ func (c *txnCoordinator) completeLocked(m *txnMeta) error {
 		return fmt.Errorf("%w: %v", errTxnBusy, err)
 	}
 	return nil
+}
+
+// markerSuperseded reports whether a marker's failure means the partition
+// knows a newer producer epoch or coordinator epoch than the marker's
+// (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED): retrying
+// cannot succeed, so the partition is given up, as Kafka's marker channel
+// gives up on such an answer, and logged. Other failures are retried.
+func (c *txnCoordinator) markerSuperseded(m *txnMeta, tp topicPartition, err error) bool {
+	if !errors.Is(err, plog.ErrInvalidProducerEpoch) && !errors.Is(err, plog.ErrTransactionCoordinatorFenced) {
+		return false
+	}
+	c.log.Warn("transaction marker refused: the partition knows a newer epoch; not retried",
+		"transactional_id", m.id, "topic", tp.topic, "partition", tp.partition, "err", err)
+	return true
 }
 
 // endLocked moves an Ongoing m to PrepareCommit or PrepareAbort (at epoch)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -18,21 +17,13 @@ const readCommitted = 1
 // abortedTxn is one aborted transaction a read_committed read overlaps.
 type abortedTxn = plog.AbortedTxn
 
-// offsetForTimestamp answers ListOffsets for one partition. At
-// read_committed "latest" is the last stable offset, and any other lookup
-// but "earliest" finds only an offset below it, as Kafka's
-// fetchOffsetForTimestamp bounds it.
+// offsetForTimestamp answers ListOffsets for one partition: at
+// read_committed with Partition.OffsetForTimestampCommitted ("latest" is
+// the last stable offset, and a lookup finds no record at or past it, as
+// Kafka's fetchOffsetForTimestamp bounds it).
 func offsetForTimestamp(p *plog.Partition, ts int64, committedOnly bool) (plog.TimestampOffset, bool, error) {
-	if !committedOnly {
-		return p.OffsetForTimestamp(ts)
+	if committedOnly {
+		return p.OffsetForTimestampCommitted(ts)
 	}
-	lso := p.LastStableOffset()
-	if ts == plog.LatestTimestamp {
-		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: lso}, true, nil
-	}
-	to, found, err := p.OffsetForTimestamp(ts)
-	if err != nil || !found || ts == plog.EarliestTimestamp || to.Offset < lso {
-		return to, found, err
-	}
-	return plog.TimestampOffset{}, false, nil
+	return p.OffsetForTimestamp(ts)
 }
