@@ -568,7 +568,7 @@ func TestTxnGroupTransactSessionExactlyOnceAcrossRestart(t *testing.T) {
 	mid := make(chan struct{})     // the loop is inside a transaction
 	resumed := make(chan struct{}) // the broker was restarted
 	loopDone := make(chan error, 1)
-	var txns, commits atomic.Int32
+	var txns, commits, aborts atomic.Int32
 	go func() {
 		copied := 0
 		for copied < n {
@@ -607,6 +607,8 @@ func TestTxnGroupTransactSessionExactlyOnceAcrossRestart(t *testing.T) {
 			if committed {
 				commits.Add(1)
 				copied += len(recs)
+			} else {
+				aborts.Add(1)
 			}
 		}
 		loopDone <- nil
@@ -630,6 +632,7 @@ func TestTxnGroupTransactSessionExactlyOnceAcrossRestart(t *testing.T) {
 	}
 	sess.Close()
 	assert.GreaterOrEqual(t, commits.Load(), int32(3), "transactions committed")
+	t.Logf("%d transactions: %d committed, %d aborted", txns.Load(), commits.Load(), aborts.Load())
 
 	produceEnd(ctx, t, addr, out, 2)
 	copies := make(map[string]int)
@@ -644,6 +647,15 @@ func TestTxnGroupTransactSessionExactlyOnceAcrossRestart(t *testing.T) {
 		delete(copies, v)
 	}
 	assert.Empty(t, copies, "records in the output that are not copies of input records")
+	if aborts.Load() > 0 {
+		// The aborted transaction's copies are in the log: only the
+		// isolation level kept them from the output above.
+		total := 0
+		for _, vs := range consumeUntilEnd(ctx, t, addr, out, 2, false) {
+			total += len(vs)
+		}
+		assert.Greater(t, total, n, "read_uncommitted output")
+	}
 
 	rc = dialRaw(t, addr)
 	for p := range int32(2) {
@@ -691,4 +703,88 @@ func TestTxnMarkerRefusedForNewerEpochCompletes(t *testing.T) {
 	st, ok := srv.txns.state(txnID)
 	require.True(t, ok)
 	assert.Equal(t, txnCompleteCommit, st.status)
+}
+
+// FindCoordinator names this node for transactional ids (key type 1) as
+// for groups, in both request shapes (one key before v4, a list from v4);
+// an unknown key type gets INVALID_REQUEST.
+func TestTxnFindCoordinator(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	for _, c := range []struct {
+		name    string
+		keyType int8
+		code    int16
+	}{
+		{"group", 0, 0},
+		{"transaction", 1, 0},
+		{"unknown type", 2, kerr.InvalidRequest.Code},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, v := range []int16{1, 3, 4} {
+				req := kmsg.NewPtrFindCoordinatorRequest()
+				req.Version = v
+				req.CoordinatorType = c.keyType
+				req.CoordinatorKey = "k1"
+				req.CoordinatorKeys = []string{"k1", "k2"}
+				resp := rc.do(req).(*kmsg.FindCoordinatorResponse)
+				type answer struct {
+					code   int16
+					nodeID int32
+				}
+				var got []answer
+				if v >= 4 {
+					for _, co := range resp.Coordinators {
+						got = append(got, answer{co.ErrorCode, co.NodeID})
+					}
+				} else {
+					got = append(got, answer{resp.ErrorCode, resp.NodeID})
+				}
+				want := answer{c.code, nodeID}
+				if c.code != 0 {
+					want.nodeID = -1
+				}
+				for i, a := range got {
+					assert.Equal(t, want, a, "v%d key %d", v, i)
+				}
+			}
+		})
+	}
+}
+
+// TxnOffsetCommit is refused, and writes nothing, outside an open
+// transaction that added the group, for an unknown transactional id, and
+// for a fenced epoch.
+func TestTxnOffsetCommitRefused(t *testing.T) {
+	leakCheck(t)
+	var srv *server
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.onServer = func(s *server) { srv = s } })
+	rc := dialRaw(t, b.addr)
+	const topic, group = "txn-refused", "g"
+	createTopic(t, rc, topic)
+	for _, c := range []struct {
+		name  string
+		setup func(txnID string) (int64, int16)
+		code  int16
+	}{
+		{"group not added", func(txnID string) (int64, int16) {
+			ip := txnInit(t, rc, txnID, 60000)
+			return ip.ProducerID, ip.ProducerEpoch
+		}, kerr.InvalidTxnState.Code},
+		{"unknown transactional id", func(string) (int64, int16) { return 12345, 0 }, kerr.InvalidProducerIDMapping.Code},
+		{"fenced epoch", func(txnID string) (int64, int16) {
+			ip := txnInit(t, rc, txnID, 60000)
+			require.Equal(t, int16(0), txnAddOffsets(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, group))
+			require.Equal(t, int16(0), txnInit(t, rc, txnID, 60000).ErrorCode)
+			return ip.ProducerID, ip.ProducerEpoch
+		}, kerr.ProducerFenced.Code},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			txnID := "refused-" + c.name
+			pid, epoch := c.setup(txnID)
+			assert.Equal(t, c.code, txnOffsetCommit(t, rc, txnID, pid, epoch, group, topic, 0, 7))
+			assert.False(t, srv.offsets.hasPending(offsetKey{group: group, topic: topic, partition: 0}))
+		})
+	}
 }

@@ -546,20 +546,23 @@ func (c *txnCoordinator) endTxn(txnID string, pid int64, epoch int16, commit boo
 	return kerr.InvalidTxnState.Code
 }
 
-// checkOffsetCommit validates TxnOffsetCommit's producer: txnID's
-// transaction must be open with the group's partition added
-// (AddOffsetsToTxn).
-func (c *txnCoordinator) checkOffsetCommit(txnID string, pid int64, epoch int16) int16 {
+// commitOffsets runs write, TxnOffsetCommit's durable write of the
+// offsets, if txnID's transaction is open with the group's partition added
+// (AddOffsetsToTxn) and the producer id and epoch are current. The check
+// and the write happen under mu, so an EndTxn cannot end the transaction
+// between them (offsets written after its marker would wait for the
+// producer's next transaction). The code is the check's; err is write's.
+func (c *txnCoordinator) commitOffsets(txnID string, pid int64, epoch int16, write func() error) (int16, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, code := c.checkProducerLocked(txnID, pid, epoch)
 	if code != 0 {
-		return code
+		return code, nil
 	}
 	if m.status != txnOngoing || !slices.Contains(m.partitions, topicPartition{topic: offsetsTopic}) {
-		return kerr.InvalidTxnState.Code
+		return kerr.InvalidTxnState.Code, nil
 	}
-	return 0
+	return 0, write()
 }
 
 // abortTimedOut aborts every transaction open longer than its timeout,

@@ -108,9 +108,9 @@ func (s *server) endTxn(req *kmsg.EndTxnRequest) kmsg.Response {
 	return resp
 }
 
-// txnOffsetCommit answers TxnOffsetCommit: the producer's transaction must
-// include the group (AddOffsetsToTxn); v3+ checks the member's generation
-// as OffsetCommit does (generation -1 skips it, as Kafka's). The offsets
+// txnOffsetCommit answers TxnOffsetCommit: v3+ checks the member's
+// generation as OffsetCommit does (generation -1 skips it, as Kafka's);
+// the producer's transaction must include the group (AddOffsetsToTxn). The offsets
 // are written durably to __consumer_offsets-0 in the transaction and
 // become visible to OffsetFetch when it commits.
 func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response {
@@ -119,11 +119,8 @@ func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 	switch {
 	case req.Group == "":
 		reqErr = kerr.InvalidGroupID.Code
-	default:
-		reqErr = fencedCode(s.txns.checkOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch), req.Version, 2)
-		if reqErr == 0 && req.Version >= 3 && req.Generation >= 0 {
-			reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
-		}
+	case req.Version >= 3 && req.Generation >= 0:
+		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
 	}
 	var commits []offsetCommit
 	var where [][2]int
@@ -164,15 +161,18 @@ func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 		resp.Topics = append(resp.Topics, t)
 	}
 	if len(commits) > 0 {
-		if err := s.offsets.commitTxn(req.ProducerID, req.ProducerEpoch, commits); err != nil {
+		code, err := s.txns.commitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, func() error {
+			return s.offsets.commitTxn(req.ProducerID, req.ProducerEpoch, commits)
+		})
+		if err != nil {
 			s.log.Error("transactional offset commit", "group", req.Group, "transactional_id", req.TransactionalID, "err", err)
-			code := kerr.CoordinatorNotAvailable.Code
-			if c := appendErrorCode(err, nil); c == kerr.InvalidProducerEpoch.Code {
-				code = fencedCode(kerr.ProducerFenced.Code, req.Version, 2)
+			code = kerr.CoordinatorNotAvailable.Code
+			if appendErrorCode(err, nil) == kerr.InvalidProducerEpoch.Code {
+				code = kerr.ProducerFenced.Code
 			}
-			for _, w := range where {
-				resp.Topics[w[0]].Partitions[w[1]].ErrorCode = code
-			}
+		}
+		for _, w := range where {
+			resp.Topics[w[0]].Partitions[w[1]].ErrorCode = fencedCode(code, req.Version, 2)
 		}
 	}
 	return resp
