@@ -115,7 +115,15 @@
 // (transaction.timeout.ms of the producer, at most 15 minutes) is aborted
 // by a check every 10 seconds, with the epoch bumped, as Kafka fences a
 // timed-out producer; the producer may still ask InitProducerID (v3+) with
-// the epoch it had.
+// the epoch it had. The same check aborts hanging transactions: one open
+// in a partition (Partition.OpenTransactions) for longer than the longest
+// timeout allowed that no transactional id's open transaction covers (a
+// batch that arrived after its EndTxn, or was sent without
+// AddPartitionsToTxn), which would otherwise hold the partition's
+// read_committed consumers forever; its ABORT marker carries the
+// producer's epoch in that partition. In a data directory taken over from
+// Kafka every __transaction_state-N is replayed (partition 0, where this
+// broker writes, last).
 //
 // A Fetch at isolation_level 1 (read_committed) reads with
 // Partition.ReadCommitted: nothing at or past the last stable offset (the

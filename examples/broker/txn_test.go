@@ -112,12 +112,17 @@ func committedOffset(t *testing.T, rc *rawConn, group, topic string, partition i
 // epoch, base sequence seq; transactional when txn is set.
 func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, txn bool, prefix string, n int) []byte {
 	t.Helper()
+	return txnBatchAt(t, pid, epoch, seq, txn, prefix, n, time.Now().UnixMilli())
+}
+
+// txnBatchAt is txnBatch with the records' timestamp.
+func txnBatchAt(t *testing.T, pid int64, epoch int16, seq int32, txn bool, prefix string, n int, now int64) []byte {
+	t.Helper()
 	bld := batch.NewBuilder(batch.BuilderOptions{
 		PartitionLeaderEpoch: -1,
 		Producer:             &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq},
 		Transactional:        txn,
 	})
-	now := time.Now().UnixMilli()
 	for i := range n {
 		require.NoError(t, bld.Add(batch.Record{Value: fmt.Appendf(nil, "%s-%d", prefix, i), Timestamp: now}))
 	}
@@ -787,4 +792,56 @@ func TestTxnOffsetCommitRefused(t *testing.T) {
 			assert.False(t, srv.offsets.hasPending(offsetKey{group: group, topic: topic, partition: 0}))
 		})
 	}
+}
+
+// A transaction open in a partition that no transactional id covers (here
+// a transactional batch written without AddPartitionsToTxn, and one of a
+// known producer into a partition its transaction did not add) would hold
+// read_committed readers forever; once older than the longest transaction
+// timeout the coordinator's check aborts it. A covered transaction whose
+// batch carries an old timestamp is left to its own timeout.
+func TestTxnHangingTransactionAborted(t *testing.T) {
+	leakCheck(t)
+	var clock atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock.Store(start.UnixMilli())
+	var srv *server
+	b := startBrokerWith(t, t.TempDir(), 2, func(c *config) {
+		c.TransactionCheckInterval = -1
+		c.TransactionMaxTimeout = time.Minute
+		c.onServer = func(s *server) {
+			srv = s
+			s.txns.now = func() time.Time { return time.UnixMilli(clock.Load()) }
+		}
+	})
+	const topic, txnID = "txn-hanging", "hanging-tx"
+	rc := dialRaw(t, b.addr)
+	createTopic(t, rc, topic)
+	ip := txnInit(t, rc, txnID, 60000)
+	require.Equal(t, int16(0), ip.ErrorCode)
+	old := start.Add(-time.Hour).UnixMilli()
+	// Partition 0: the covered transaction, with an old timestamp; then a
+	// stray producer's transaction.
+	require.Equal(t, int16(0), txnAddPartitions(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, topic, 0))
+	require.Equal(t, int16(0), produceRaw(t, rc, 9, topic, 0, txnBatchAt(t, ip.ProducerID, ip.ProducerEpoch, 0, true, "covered", 2, old)).ErrorCode)
+	require.Equal(t, int16(0), produceRaw(t, rc, 9, topic, 0, txnBatchAt(t, 777777, 0, 0, true, "stray", 2, old)).ErrorCode)
+	// Partition 1: the known producer, without AddPartitionsToTxn.
+	require.Equal(t, int16(0), produceRaw(t, rc, 9, topic, 1, txnBatchAt(t, ip.ProducerID, ip.ProducerEpoch, 0, true, "unadded", 2, old)).ErrorCode)
+
+	srv.txns.abortTimedOut()
+	p0 := fetchAt(t, rc, topic, 0, 0, readCommitted)
+	assert.Equal(t, int64(0), p0.LastStableOffset, "the covered transaction stays open")
+	p1 := fetchAt(t, rc, topic, 1, 0, readCommitted)
+	assert.Equal(t, p1.HighWatermark, p1.LastStableOffset, "partition 1's hanging transaction is aborted")
+	require.Len(t, p1.AbortedTransactions, 1)
+	assert.Equal(t, ip.ProducerID, p1.AbortedTransactions[0].ProducerID)
+
+	// The stray transaction was aborted by the same check: once the
+	// covered one commits, nothing holds partition 0.
+	require.Equal(t, int16(0), txnEnd(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, true))
+	p0 = fetchAt(t, rc, topic, 0, 0, readCommitted)
+	assert.Equal(t, p0.HighWatermark, p0.LastStableOffset)
+	require.Len(t, p0.AbortedTransactions, 1)
+	assert.Equal(t, int64(777777), p0.AbortedTransactions[0].ProducerID)
+	assert.Equal(t, int64(2), p0.AbortedTransactions[0].FirstOffset)
 }

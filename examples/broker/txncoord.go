@@ -117,8 +117,14 @@ func openTxnCoordinator(st *store, offsets *offsetStore, ids *producerIDs, logge
 		maxTimeout: maxTimeout, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	c.mu.txns = make(map[string]*txnMeta)
 	c.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
-	if err := c.replay(); err != nil {
-		return nil, fmt.Errorf("replaying %s: %w", c.p.Dir(), err)
+	// A data directory taken over from Kafka has more partitions (50 by
+	// default, an id's records in the one its name hashes to): they are
+	// replayed first, and partition 0, where this broker writes, last.
+	for i := range ps {
+		p := ps[(i+1)%len(ps)]
+		if err := c.replay(p); err != nil {
+			return nil, fmt.Errorf("replaying %s: %w", p.Dir(), err)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -134,14 +140,15 @@ func openTxnCoordinator(st *store, offsets *offsetStore, ids *producerIDs, logge
 	return c, nil
 }
 
-// replay reads __transaction_state-0 to its high watermark; the last record
-// of a transactional id is its state, a tombstone removes it.
-func (c *txnCoordinator) replay() error {
+// replay reads a partition of __transaction_state to its high watermark;
+// the last record of a transactional id is its state, a tombstone removes
+// it.
+func (c *txnCoordinator) replay(p *plog.Partition) error {
 	var dec batch.Decoder
-	off := c.p.LogStartOffset()
-	hw := c.p.HighWatermark()
+	off := p.LogStartOffset()
+	hw := p.HighWatermark()
 	for off < hw {
-		recs, err := c.p.ReadFrom(off, 1<<20)
+		recs, err := p.ReadFrom(off, 1<<20)
 		if err != nil {
 			return err
 		}
@@ -567,11 +574,13 @@ func (c *txnCoordinator) commitOffsets(txnID string, pid int64, epoch int16, wri
 
 // abortTimedOut aborts every transaction open longer than its timeout,
 // with the producer epoch bumped (the producer is fenced, as Kafka fences
-// it), and retries completing transactions left in a Prepare state.
+// it), retries completing transactions left in a Prepare state, and aborts
+// hanging transactions (abortHangingLocked).
 func (c *txnCoordinator) abortTimedOut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now().UnixMilli()
+	defer c.abortHangingLocked(now)
 	for _, id := range slices.Sorted(maps.Keys(c.mu.txns)) {
 		m := c.mu.txns[id]
 		switch m.status {
@@ -615,4 +624,74 @@ func (c *txnCoordinator) state(txnID string) (txnRecord, bool) {
 	r := m.txnRecord
 	r.partitions = slices.Clone(r.partitions)
 	return r, true
+}
+
+// abortHangingLocked aborts hanging transactions: a transaction open in a
+// partition (Partition.OpenTransactions) whose first batch is older than
+// the longest timeout a transaction may have, and which no transaction of
+// the coordinator covers (its producer's transaction is not open, or did
+// not add that partition). Such a transaction would hold the partition's
+// last stable offset, and every read_committed consumer, forever: a
+// producer's batch that arrived after its EndTxn, a transactional batch
+// sent without AddPartitionsToTxn, or one a directory taken over from
+// elsewhere holds. The ABORT marker carries the producer's epoch in that
+// partition (what Kafka's kafka-transactions.sh abort writes).
+// REQUIRES: c.mu held.
+func (c *txnCoordinator) abortHangingLocked(nowMs int64) {
+	covered := make(map[int64]*txnMeta)
+	for _, m := range c.mu.txns {
+		switch m.status {
+		case txnOngoing, txnPrepareCommit, txnPrepareAbort:
+			covered[m.producerID] = m
+		}
+	}
+	limit := c.maxTimeout.Milliseconds()
+	for _, name := range c.store.topicNames() {
+		if name == txnStateTopic {
+			continue
+		}
+		ps, err := c.store.topic(name, false)
+		if err != nil {
+			continue
+		}
+		for i, part := range ps {
+			open, err := part.OpenTransactions()
+			if err != nil {
+				continue
+			}
+			tp := topicPartition{topic: name, partition: int32(i)}
+			for _, o := range open {
+				if nowMs-o.StartTimestamp <= limit {
+					continue
+				}
+				if m := covered[o.ProducerID]; m != nil && slices.Contains(m.partitions, tp) {
+					continue
+				}
+				c.abortHanging(part, tp, o)
+			}
+		}
+	}
+}
+
+// abortHanging writes the ABORT marker of one hanging transaction, at the
+// producer's epoch in the partition, and logs it.
+func (c *txnCoordinator) abortHanging(part *plog.Partition, tp topicPartition, o plog.OpenTxn) {
+	st, ok, err := part.ProducerState(o.ProducerID)
+	if err != nil || !ok {
+		return
+	}
+	c.log.Warn("aborting a hanging transaction no transactional id covers",
+		"topic", tp.topic, "partition", tp.partition, "producer_id", o.ProducerID, "epoch", st.Epoch, "first_offset", o.FirstOffset)
+	if tp == (topicPartition{topic: offsetsTopic}) {
+		err = c.offsets.endTxn(o.ProducerID, st.Epoch, max(c.coordinatorEpoch(), st.CoordinatorEpoch), false)
+	} else {
+		_, err = part.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, CoordinatorEpoch: max(c.coordinatorEpoch(), st.CoordinatorEpoch),
+			ProducerID: o.ProducerID, ProducerEpoch: st.Epoch, Timestamp: c.now().UnixMilli()})
+		if err == nil {
+			err = part.Sync()
+		}
+	}
+	if err != nil {
+		c.log.Error("aborting a hanging transaction", "topic", tp.topic, "partition", tp.partition, "producer_id", o.ProducerID, "err", err)
+	}
 }
