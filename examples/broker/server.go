@@ -211,14 +211,15 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, st.maxProducerID()+1)
+	txns, err := openTxnCoordinator(st, offsets, cfg.Logger, cfg.TransactionMaxTimeout)
 	if err != nil {
 		return err
 	}
-	txns, err := openTxnCoordinator(st, offsets, prodIDs, cfg.Logger, cfg.TransactionMaxTimeout)
+	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, max(st.maxProducerID(), txns.maxProducerID())+1)
 	if err != nil {
 		return err
 	}
+	txns.ids = prodIDs
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)

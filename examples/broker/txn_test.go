@@ -845,3 +845,33 @@ func TestTxnHangingTransactionAborted(t *testing.T) {
 	assert.Equal(t, int64(777777), p0.AbortedTransactions[0].ProducerID)
 	assert.Equal(t, int64(2), p0.AbortedTransactions[0].FirstOffset)
 }
+
+// In a data directory taken over from Kafka, a transactional id's state is
+// in the __transaction_state partition its name hashes to: the broker
+// replays every partition, so the id keeps its producer id, and its next
+// InitProducerID bumps the epoch instead of starting over.
+func TestTxnStateReplayedFromEveryPartition(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	p, err := plog.Open(filepath.Join(dir, txnStateTopic+"-3"), plog.Config{})
+	require.NoError(t, err)
+	bld := batch.NewBuilder(batch.BuilderOptions{})
+	rec := txnRecord{producerID: 4242, producerEpoch: 9, timeoutMs: 60000, status: txnCompleteCommit, updateMs: 1, startMs: 1}
+	require.NoError(t, bld.Add(batch.Record{Key: encodeTxnKey(nil, "kafka-tx"), Value: encodeTxnValue(nil, rec), Timestamp: 1}))
+	bt, err := bld.Build()
+	require.NoError(t, err)
+	_, err = p.AppendBatch(bt)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+
+	b := startBroker(t, dir, 1)
+	rc := dialRaw(t, b.addr)
+	ip := txnInit(t, rc, "kafka-tx", 60000)
+	require.Equal(t, int16(0), ip.ErrorCode)
+	assert.Equal(t, int64(4242), ip.ProducerID)
+	assert.Equal(t, int16(10), ip.ProducerEpoch)
+	// New ids start above the ones the replayed state holds.
+	fresh := txnInit(t, rc, "new-tx", 60000)
+	require.Equal(t, int16(0), fresh.ErrorCode)
+	assert.Greater(t, fresh.ProducerID, int64(4242))
+}

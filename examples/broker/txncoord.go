@@ -76,9 +76,11 @@ type txnMeta struct {
 
 // txnCoordinator owns every transactional id. Safe for concurrent use.
 type txnCoordinator struct {
-	log        *slog.Logger
-	store      *store
-	offsets    *offsetStore
+	log     *slog.Logger
+	store   *store
+	offsets *offsetStore
+	// ids hands out producer ids; set once, before the coordinator is
+	// shared.
 	ids        *producerIDs
 	p          *plog.Partition // __transaction_state-0
 	maxTimeout time.Duration
@@ -105,7 +107,10 @@ var errTxnBusy = errors.New("broker: transaction markers not yet written")
 // PrepareAbort. A record that does not decode stops the broker from
 // starting (an error naming the offset), rather than losing a transaction
 // it cannot read.
-func openTxnCoordinator(st *store, offsets *offsetStore, ids *producerIDs, logger *slog.Logger, maxTimeout time.Duration) (*txnCoordinator, error) {
+//
+// The caller sets ids before sharing the coordinator (the allocator's
+// floor includes the producer ids the replayed state holds).
+func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, maxTimeout time.Duration) (*txnCoordinator, error) {
 	ps, err := st.topic(txnStateTopic, true)
 	if err != nil {
 		return nil, err
@@ -113,7 +118,7 @@ func openTxnCoordinator(st *store, offsets *offsetStore, ids *producerIDs, logge
 	if maxTimeout <= 0 {
 		maxTimeout = defaultTxnMaxTimeout
 	}
-	c := &txnCoordinator{log: logger, store: st, offsets: offsets, ids: ids, p: ps[0],
+	c := &txnCoordinator{log: logger, store: st, offsets: offsets, p: ps[0],
 		maxTimeout: maxTimeout, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	c.mu.txns = make(map[string]*txnMeta)
 	c.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
@@ -611,6 +616,18 @@ func (c *txnCoordinator) abortTimedOut() {
 			}
 		}
 	}
+}
+
+// maxProducerID returns the largest producer id a transactional id holds,
+// or -1.
+func (c *txnCoordinator) maxProducerID() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	largest := int64(-1)
+	for _, m := range c.mu.txns {
+		largest = max(largest, m.producerID)
+	}
+	return largest
 }
 
 // state returns a copy of txnID's state (tests).
