@@ -47,8 +47,10 @@ import (
 //
 // Concurrency: one mutex (mu) serializes every operation, including its
 // durable writes, so the records in __transaction_state are in the order
-// the states changed. Partition appends and syncs happen under it; nothing
-// else the broker does takes mu, so it is a leaf lock.
+// the states changed. Lock order: txnCoordinator.mu, then offsetStore.mu
+// (markers and transactional offsets in __consumer_offsets-0), then the
+// partitions' own locks; nothing takes mu while holding one of those (the
+// produce path never takes it).
 
 const (
 	// defaultTxnMaxTimeout is transaction.max.timeout.ms: 15 minutes.
