@@ -875,3 +875,62 @@ func TestTxnStateReplayedFromEveryPartition(t *testing.T) {
 	require.Equal(t, int16(0), fresh.ErrorCode)
 	assert.Greater(t, fresh.ProducerID, int64(4242))
 }
+
+// Transactional producers working at once, each committing and aborting in
+// turn over the same partitions: a read_committed consumer gets exactly
+// the committed records of every producer.
+func TestTxnConcurrentProducers(t *testing.T) {
+	leakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b := startBroker(t, t.TempDir(), 3)
+	const topic, producers, rounds, perTxn = "txn-many", 4, 6, 5
+	rc := dialRaw(t, b.addr)
+	createTopic(t, rc, topic)
+	errs := make(chan error, producers)
+	for w := range producers {
+		go func() {
+			errs <- func() error {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.TransactionalID(fmt.Sprintf("many-%d", w)),
+					kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				for r := range rounds {
+					if err := cl.BeginTransaction(); err != nil {
+						return err
+					}
+					for i := range perTxn {
+						if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("w%d-r%d-%d", w, r, i))).FirstErr(); err != nil {
+							return err
+						}
+					}
+					if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(r%2 == 0)); err != nil {
+						return fmt.Errorf("producer %d round %d: %w", w, r, err)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range producers {
+		require.NoError(t, <-errs)
+	}
+	produceEnd(ctx, t, b.addr, topic, 3)
+	got := make(map[string]int)
+	for _, vs := range consumeUntilEnd(ctx, t, b.addr, topic, 3, true) {
+		for _, v := range vs {
+			got[v]++
+		}
+	}
+	want := make(map[string]int)
+	for w := range producers {
+		for r := 0; r < rounds; r += 2 {
+			for i := range perTxn {
+				want[fmt.Sprintf("w%d-r%d-%d", w, r, i)] = 1
+			}
+		}
+	}
+	assert.Equal(t, want, got)
+}
