@@ -51,7 +51,14 @@ type offsetStore struct {
 		bld *batch.Builder
 		// pending holds, per producer id, the offsets TxnOffsetCommit
 		// wrote in that producer's open transaction (txnoffsets.go).
-		pending map[int64]map[offsetKey]committed
+		pending map[int64]map[offsetKey]pendingOffset
+		// seq numbers the offset records in the order they are in the
+		// log (replay order, then appends); at is the seq of the record
+		// each entry of m came from. A transaction's offset is applied on
+		// commit only over an offset recorded before it (Kafka's rule:
+		// the later record in the log wins).
+		seq int64
+		at  map[offsetKey]int64
 	}
 }
 
@@ -67,7 +74,8 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 	}
 	o := &offsetStore{p: ps[0]}
 	o.mu.m = make(map[offsetKey]committed)
-	o.mu.pending = make(map[int64]map[offsetKey]committed)
+	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
+	o.mu.at = make(map[offsetKey]int64)
 	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
 	for i := range ps {
 		p := ps[(i+1)%len(ps)]
@@ -179,11 +187,21 @@ func (o *offsetStore) applyLocked(key, value []byte) {
 	}
 	if value == nil {
 		delete(o.mu.m, k)
+		o.mu.seq++
+		o.mu.at[k] = o.mu.seq
 		return
 	}
 	if c, ok := decodeOffsetValue(value); ok {
-		o.mu.m[k] = c
+		o.setLocked(k, c)
 	}
+}
+
+// setLocked records c as k's committed offset, the latest in the log.
+// REQUIRES: o.mu held, or o not yet shared.
+func (o *offsetStore) setLocked(k offsetKey, c committed) {
+	o.mu.seq++
+	o.mu.m[k] = c
+	o.mu.at[k] = o.mu.seq
 }
 
 // commit durably stores offsets for one group: one record per partition in
@@ -214,7 +232,7 @@ func (o *offsetStore) commit(commits []offsetCommit) error {
 		return err
 	}
 	for _, c := range commits {
-		o.mu.m[c.key] = c.committed
+		o.setLocked(c.key, c.committed)
 	}
 	return nil
 }

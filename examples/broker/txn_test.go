@@ -934,3 +934,43 @@ func TestTxnConcurrentProducers(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+// When a transaction's offset and a plain OffsetCommit of the same
+// partition interleave, the one later in the log is the committed offset
+// once the transaction commits (Kafka's rule), also after a restart.
+func TestTxnOffsetCommitAgainstPlainCommit(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		plainFirst bool
+		want       int64
+	}{
+		{"plain commit after the transaction's offset", false, 20},
+		{"plain commit before the transaction's offset", true, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			leakCheck(t)
+			dir := t.TempDir()
+			b := startBroker(t, dir, 1)
+			const topic, txnID, group = "txn-mixed", "mixed-tx", "g"
+			rc := dialRaw(t, b.addr)
+			createTopic(t, rc, topic)
+			ip := txnInit(t, rc, txnID, 60000)
+			require.Equal(t, int16(0), ip.ErrorCode)
+			require.Equal(t, int16(0), txnAddOffsets(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, group))
+			plain, txn := int64(20), int64(10)
+			if c.plainFirst {
+				commitOffset(t, rc, group, topic, 0, plain)
+			}
+			require.Equal(t, int16(0), txnOffsetCommit(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, group, topic, 0, txn))
+			if !c.plainFirst {
+				commitOffset(t, rc, group, topic, 0, plain)
+			}
+			require.Equal(t, int16(0), txnEnd(t, rc, txnID, ip.ProducerID, ip.ProducerEpoch, true))
+			assert.Equal(t, c.want, committedOffset(t, rc, group, topic, 0, true).Offset)
+			b.stop(t)
+			b = startBroker(t, dir, 1)
+			rc = dialRaw(t, b.addr)
+			assert.Equal(t, c.want, committedOffset(t, rc, group, topic, 0, true).Offset, "after a restart")
+		})
+	}
+}

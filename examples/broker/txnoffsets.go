@@ -118,6 +118,13 @@ func (o *offsetStore) replayMarkerLocked(b batch.Batch, dec *batch.Decoder) erro
 	return nil
 }
 
+// pendingOffset is an offset of an open transaction and the seq of its
+// record (offsetStore.mu.seq).
+type pendingOffset struct {
+	committed
+	seq int64
+}
+
 // pendLocked records one offset-commit record of a transactional batch as
 // pending for its producer (records that do not decode are skipped, as
 // applyLocked skips them).
@@ -137,18 +144,26 @@ func (o *offsetStore) pendLocked(pid int64, key, value []byte) {
 func (o *offsetStore) pendOneLocked(pid int64, k offsetKey, c committed) {
 	m := o.mu.pending[pid]
 	if m == nil {
-		m = make(map[offsetKey]committed)
+		m = make(map[offsetKey]pendingOffset)
 		o.mu.pending[pid] = m
 	}
-	m[k] = c
+	o.mu.seq++
+	m[k] = pendingOffset{committed: c, seq: o.mu.seq}
 }
 
 // resolveLocked publishes (commit) or drops producer pid's pending offsets.
+// A committed one replaces the current offset only when it was written
+// after it: a plain OffsetCommit that came between the TxnOffsetCommit and
+// the marker keeps its offset, as in Kafka's group coordinator.
 // REQUIRES: o.mu held, or o not yet shared.
 func (o *offsetStore) resolveLocked(pid int64, commit bool) {
 	if commit {
-		for k, c := range o.mu.pending[pid] {
-			o.mu.m[k] = c
+		for k, p := range o.mu.pending[pid] {
+			if at, ok := o.mu.at[k]; ok && at > p.seq {
+				continue
+			}
+			o.mu.m[k] = p.committed
+			o.mu.at[k] = p.seq
 		}
 	}
 	delete(o.mu.pending, pid)
