@@ -103,7 +103,8 @@
 // generation is checked as for OffsetCommit) writes the offsets durably to
 // __consumer_offsets-0 as a transactional batch of the producer; they stay
 // invisible (OffsetFetch with require_stable gets UNSTABLE_OFFSET_COMMIT)
-// until the transaction commits. EndTxn writes PrepareCommit (or
+// until the transaction commits, and then replace the committed offset
+// unless a plain OffsetCommit wrote a later one meanwhile. EndTxn writes PrepareCommit (or
 // PrepareAbort), then a COMMIT (ABORT) marker with Partition.AppendMarker
 // to every partition of the transaction, syncing each, then CompleteCommit
 // (CompleteAbort), and answers; Kafka answers after the Prepare record and
