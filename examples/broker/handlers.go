@@ -461,10 +461,12 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
 func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, committedOnly bool, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
+	// The last stable offset first: read before the high watermark it
+	// never exceeds it in the answer.
+	p.LastStableOffset = part.LastStableOffset()
 	hw := part.HighWatermark()
 	p.HighWatermark = hw
 	*waits = append(*waits, waitTarget{part: part, hw: hw})
-	p.LastStableOffset = part.LastStableOffset()
 	p.LogStartOffset = part.LogStartOffset()
 	limit := min(int(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 {
