@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -497,17 +498,8 @@ func TestTxnPrepareCompletedOnRestart(t *testing.T) {
 
 			// The record EndTxn writes before the markers, as if the
 			// broker had stopped right after it.
-			p, err := plog.Open(filepath.Join(dir, txnStateTopic+"-0"), plog.Config{})
-			require.NoError(t, err)
-			bld := batch.NewBuilder(batch.BuilderOptions{})
-			rec := txnRecord{producerID: ip.ProducerID, producerEpoch: ip.ProducerEpoch, timeoutMs: 60000, status: c.status,
-				partitions: []topicPartition{{offsetsTopic, 0}, {topic, 0}}, updateMs: time.Now().UnixMilli(), startMs: time.Now().UnixMilli()}
-			require.NoError(t, bld.Add(batch.Record{Key: encodeTxnKey(nil, txnID), Value: encodeTxnValue(nil, rec), Timestamp: rec.updateMs}))
-			bt, err := bld.Build()
-			require.NoError(t, err)
-			_, err = p.AppendBatch(bt)
-			require.NoError(t, err)
-			require.NoError(t, p.Close())
+			writeTxnState(t, dir, 0, txnID, txnRecord{producerID: ip.ProducerID, producerEpoch: ip.ProducerEpoch, timeoutMs: 60000, status: c.status,
+				partitions: []topicPartition{{offsetsTopic, 0}, {topic, 0}}, updateMs: time.Now().UnixMilli(), startMs: time.Now().UnixMilli()})
 
 			var srv *server
 			b = startBrokerWith(t, dir, 1, func(cfg *config) { cfg.onServer = func(s *server) { srv = s } })
@@ -853,16 +845,7 @@ func TestTxnHangingTransactionAborted(t *testing.T) {
 func TestTxnStateReplayedFromEveryPartition(t *testing.T) {
 	leakCheck(t)
 	dir := t.TempDir()
-	p, err := plog.Open(filepath.Join(dir, txnStateTopic+"-3"), plog.Config{})
-	require.NoError(t, err)
-	bld := batch.NewBuilder(batch.BuilderOptions{})
-	rec := txnRecord{producerID: 4242, producerEpoch: 9, timeoutMs: 60000, status: txnCompleteCommit, updateMs: 1, startMs: 1}
-	require.NoError(t, bld.Add(batch.Record{Key: encodeTxnKey(nil, "kafka-tx"), Value: encodeTxnValue(nil, rec), Timestamp: 1}))
-	bt, err := bld.Build()
-	require.NoError(t, err)
-	_, err = p.AppendBatch(bt)
-	require.NoError(t, err)
-	require.NoError(t, p.Close())
+	writeTxnState(t, dir, 3, "kafka-tx", txnRecord{producerID: 4242, producerEpoch: 9, timeoutMs: 60000, status: txnCompleteCommit, updateMs: 1, startMs: 1})
 
 	b := startBroker(t, dir, 1)
 	rc := dialRaw(t, b.addr)
@@ -973,4 +956,37 @@ func TestTxnOffsetCommitAgainstPlainCommit(t *testing.T) {
 			assert.Equal(t, c.want, committedOffset(t, rc, group, topic, 0, true).Offset, "after a restart")
 		})
 	}
+}
+
+// writeTxnState appends a transactional id's state record to
+// __transaction_state-<partition> in dir (the broker stopped).
+func writeTxnState(t *testing.T, dir string, partition int, txnID string, rec txnRecord) {
+	t.Helper()
+	p, err := plog.Open(filepath.Join(dir, fmt.Sprintf("%s-%d", txnStateTopic, partition)), plog.Config{})
+	require.NoError(t, err)
+	bld := batch.NewBuilder(batch.BuilderOptions{})
+	require.NoError(t, bld.Add(batch.Record{Key: encodeTxnKey(nil, txnID), Value: encodeTxnValue(nil, rec), Timestamp: max(rec.updateMs, 0)}))
+	bt, err := bld.Build()
+	require.NoError(t, err)
+	_, err = p.AppendBatch(bt)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+}
+
+// A transactional id whose epoch cannot grow (32766, the largest a bump
+// may reach) gets a new producer id at epoch 0 from InitProducerID, as
+// Kafka's coordinator does.
+func TestTxnEpochExhaustedNewProducerID(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	writeTxnState(t, dir, 0, "old-tx", txnRecord{producerID: 77, producerEpoch: math.MaxInt16 - 1, timeoutMs: 60000, status: txnCompleteCommit, updateMs: 1, startMs: 1})
+	b := startBroker(t, dir, 1)
+	rc := dialRaw(t, b.addr)
+	ip := txnInit(t, rc, "old-tx", 60000)
+	require.Equal(t, int16(0), ip.ErrorCode)
+	assert.Greater(t, ip.ProducerID, int64(77))
+	assert.Equal(t, int16(0), ip.ProducerEpoch)
+	again := txnInit(t, rc, "old-tx", 60000)
+	assert.Equal(t, ip.ProducerID, again.ProducerID)
+	assert.Equal(t, int16(1), again.ProducerEpoch)
 }
