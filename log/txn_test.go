@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -307,4 +308,42 @@ func TestAppendMarkerBatch(t *testing.T) {
 		require.NoError(t, r.Close())
 		require.NoError(t, p.Close())
 	}
+}
+
+// TestTruncationNeverExposesReopenedTxn: TruncateTo cutting a COMMIT
+// marker reopens its transaction; at no filesystem operation of the
+// truncation after the lowered log end is published (a reader may look at
+// any moment: LastStableOffset takes no lock) is the last stable offset
+// past the transaction's first offset.
+// Before holdStableLocked, the lowered bounds were published while the
+// producer state still said the transaction was committed, so the last
+// stable offset briefly equalled the new log end.
+func TestTruncationNeverExposesReopenedTxn(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	p, err := plog.Open("/p", plog.Config{FS: in})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 2, pbNow(), false)) // 0-1
+	require.NoError(t, err)
+	first, err := p.AppendBatch(txnBatch(t, 3, 0, 0, 2)) // 2-3
+	require.NoError(t, err)
+	commit, err := p.AppendMarker(marker(batch.ControlCommit, 3, 0, 0)) // 4
+	require.NoError(t, err)
+	require.Equal(t, p.HighWatermark(), p.LastStableOffset())
+
+	var worst int64 = -1
+	in.SetHook(func(vfs.Op) error {
+		if p.LogEndOffset() <= commit { // the cut is published
+			worst = max(worst, p.LastStableOffset())
+		}
+		return nil
+	})
+	require.NoError(t, p.TruncateTo(commit))
+	in.SetHook(nil)
+	assert.LessOrEqual(t, worst, first, "the last stable offset passed the reopened transaction during the truncation")
+	assert.Equal(t, first, p.LastStableOffset())
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, first, open[0].FirstOffset)
 }
