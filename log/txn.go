@@ -104,6 +104,13 @@ func (p *Partition) publishUnstableLocked() {
 	p.txn.unstable.Store(u)
 }
 
+// holdStableLocked holds the last stable offset at the log start offset
+// until the next publishUnstableLocked: TruncateTo calls it before it
+// lowers the bounds, because a cut marker reopens its transaction and the
+// producer state that knows it is reloaded only after the cut.
+// REQUIRES: mu held.
+func (p *Partition) holdStableLocked() { p.txn.unstable.Store(1) }
+
 // observeTxnLocked follows a transactional batch just written to the active
 // segment: an ABORT marker that ended a transaction adds it to the segment's
 // transaction index, published before the last stable offset moves past

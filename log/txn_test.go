@@ -1,12 +1,19 @@
 package log_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -24,8 +31,8 @@ func marker(typ batch.ControlType, pid int64, epoch int16, coord int32) batch.Tx
 }
 
 // readCommittedAll reads read_committed from offset to the last stable
-// offset and returns every batch's (base, producer id, control) with the
-// aborted transactions each read reported.
+// offset and returns every batch's base offset with the aborted
+// transactions the reads reported (each once).
 func readCommittedAll(t testing.TB, p *plog.Partition, from int64) (bases []int64, aborted []plog.AbortedTxn) {
 	t.Helper()
 	for off := from; ; {
@@ -35,7 +42,11 @@ func readCommittedAll(t testing.TB, p *plog.Partition, from int64) (bases []int6
 			require.NoError(t, recs.Close())
 			return bases, aborted
 		}
-		aborted = append(aborted, ab...)
+		for _, a := range ab { // each read reports what overlaps it
+			if !slices.Contains(aborted, a) {
+				aborted = append(aborted, a)
+			}
+		}
 		for rest := recs.Bytes(); len(rest) > 0; {
 			bt, r, err := batch.Parse(rest)
 			require.NoError(t, err)
@@ -162,4 +173,177 @@ func TestReadCommittedStopsAtLSOAndReportsAborts(t *testing.T) {
 	open, err := p.OpenTransactions()
 	require.NoError(t, err)
 	assert.Empty(t, open)
+}
+
+// TestTxnStateAcrossReopen: an open transaction survives Close and Open
+// (the producer snapshot at the log end carries its first offset) and
+// still holds the LSO back; its ABORT after the reopen is reported with
+// the LSO the reopened state gives; an aborted transaction's .txnindex
+// entry survives a reopen. Both with and without the snapshot (deleted:
+// the log is replayed).
+func TestTxnStateAcrossReopen(t *testing.T) {
+	for _, dropSnapshots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dropSnapshots=%v", dropSnapshots), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := plog.Config{SegmentBytes: 2048}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			var seq [3]int32
+			app := func(pid int64) int64 {
+				off, err := p.AppendBatch(txnBatch(t, pid, 0, seq[pid], 4))
+				require.NoError(t, err)
+				seq[pid] += 4
+				return off
+			}
+			a := app(1)
+			b := app(2)
+			for range 20 { // several segments
+				app(2)
+			}
+			abortA, err := p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+			require.NoError(t, err)
+			c := app(1) // a new transaction of producer 1, left open
+			commitB, err := p.AppendMarker(marker(batch.ControlCommit, 2, 0, 0))
+			require.NoError(t, err)
+			require.Equal(t, c, p.LastStableOffset())
+			require.NoError(t, p.Close())
+			if dropSnapshots {
+				names, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				for _, n := range names {
+					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
+					}
+				}
+			}
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer p.Close()
+			assert.Equal(t, c, p.LastStableOffset(), "the open transaction holds the LSO after a reopen")
+			open, err := p.OpenTransactions()
+			require.NoError(t, err)
+			require.Len(t, open, 1)
+			assert.Equal(t, int64(1), open[0].ProducerID)
+			assert.Equal(t, c, open[0].FirstOffset)
+
+			_, aborted := readCommittedAll(t, p, 0)
+			wantA := plog.AbortedTxn{ProducerID: 1, FirstOffset: a, LastOffset: abortA, LastStableOffset: b}
+			assert.Equal(t, []plog.AbortedTxn{wantA}, aborted)
+			abortC, err := p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+			require.NoError(t, err)
+			assert.Equal(t, p.HighWatermark(), p.LastStableOffset())
+			_, aborted = readCommittedAll(t, p, commitB)
+			assert.Equal(t, []plog.AbortedTxn{{ProducerID: 1, FirstOffset: c, LastOffset: abortC, LastStableOffset: abortC + 1}}, aborted)
+		})
+	}
+}
+
+// TestFollowerKeepsTxnState: a follower copying the leader's batches with
+// AppendAssigned (markers included) gets the same last stable offset and
+// reports the same aborted transactions as the leader.
+func TestFollowerKeepsTxnState(t *testing.T) {
+	leader, err := plog.Open(t.TempDir(), plog.Config{SegmentBytes: 1024})
+	require.NoError(t, err)
+	defer leader.Close()
+	follower, err := plog.Open(t.TempDir(), plog.Config{SegmentBytes: 1024})
+	require.NoError(t, err)
+	defer follower.Close()
+	var seq [3]int32
+	copyAll := func() {
+		for off := follower.LogEndOffset(); off < leader.LogEndOffset(); {
+			r, err := leader.ReadFromFollower(off, 1<<20)
+			require.NoError(t, err)
+			_, err = follower.AppendAssigned(r.Bytes())
+			require.NoError(t, err)
+			off = r.NextOffset()
+			require.NoError(t, r.Close())
+		}
+		assert.Equal(t, leader.LastStableOffset(), follower.LastStableOffset())
+		lb, la := readCommittedAll(t, leader, 0)
+		fb, fa := readCommittedAll(t, follower, 0)
+		assert.Equal(t, lb, fb)
+		assert.Equal(t, la, fa)
+	}
+	for i := range 30 {
+		pid := int64(i % 3)
+		_, err := leader.AppendBatch(txnBatch(t, pid, 0, seq[pid], 2))
+		require.NoError(t, err)
+		seq[pid] += 2
+		if i%4 == 3 {
+			typ := []batch.ControlType{batch.ControlAbort, batch.ControlCommit}[i%8/4]
+			_, err := leader.AppendMarker(marker(typ, pid, 0, 0))
+			require.NoError(t, err)
+		}
+		copyAll()
+	}
+	_, aborted := readCommittedAll(t, follower, 0)
+	assert.NotEmpty(t, aborted)
+}
+
+// TestAppendMarkerBatch: the stored marker is Kafka's control batch: the
+// assigned offset, the stamped leader epoch, the partition's clock (and
+// the LogAppendTime bit under LogAppendTime), baseSequence -1, a valid CRC.
+func TestAppendMarkerBatch(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_123)
+	for _, lat := range []bool{false, true} {
+		p, err := plog.Open(t.TempDir(), plog.Config{Now: func() time.Time { return now }, LogAppendTime: lat,
+			StampLeaderEpoch: true, LeaderEpoch: 4, MessageTimestampBeforeMax: plog.NoTimestampLimit})
+		require.NoError(t, err)
+		_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 3, now.UnixMilli(), false))
+		require.NoError(t, err)
+		off, err := p.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 5, ProducerEpoch: 2, CoordinatorEpoch: 7,
+			BaseOffset: 99, PartitionLeaderEpoch: 99, Timestamp: 99})
+		require.NoError(t, err)
+		r, err := p.ReadFrom(off, 0)
+		require.NoError(t, err)
+		bt, _, err := batch.Parse(r.Bytes())
+		require.NoError(t, err)
+		require.NoError(t, bt.Validate())
+		assert.Equal(t, int64(3), bt.BaseOffset())
+		assert.Equal(t, int32(4), bt.PartitionLeaderEpoch())
+		assert.Equal(t, now.UnixMilli(), bt.MaxTimestamp())
+		assert.Equal(t, lat, bt.Attributes().LogAppendTime())
+		assert.True(t, bt.Attributes().IsControl() && bt.Attributes().IsTransactional())
+		assert.Equal(t, int32(-1), bt.BaseSequence())
+		require.NoError(t, r.Close())
+		require.NoError(t, p.Close())
+	}
+}
+
+// TestTruncationNeverExposesReopenedTxn: TruncateTo cutting a COMMIT
+// marker reopens its transaction; at no filesystem operation of the
+// truncation after the lowered log end is published (a reader may look at
+// any moment: LastStableOffset takes no lock) is the last stable offset
+// past the transaction's first offset.
+// Before holdStableLocked, the lowered bounds were published while the
+// producer state still said the transaction was committed, so the last
+// stable offset briefly equalled the new log end.
+func TestTruncationNeverExposesReopenedTxn(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	p, err := plog.Open("/p", plog.Config{FS: in})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 2, pbNow(), false)) // 0-1
+	require.NoError(t, err)
+	first, err := p.AppendBatch(txnBatch(t, 3, 0, 0, 2)) // 2-3
+	require.NoError(t, err)
+	commit, err := p.AppendMarker(marker(batch.ControlCommit, 3, 0, 0)) // 4
+	require.NoError(t, err)
+	require.Equal(t, p.HighWatermark(), p.LastStableOffset())
+
+	var worst int64 = -1
+	in.SetHook(func(vfs.Op) error {
+		if p.LogEndOffset() <= commit { // the cut is published
+			worst = max(worst, p.LastStableOffset())
+		}
+		return nil
+	})
+	require.NoError(t, p.TruncateTo(commit))
+	in.SetHook(nil)
+	assert.LessOrEqual(t, worst, first, "the last stable offset passed the reopened transaction during the truncation")
+	assert.Equal(t, first, p.LastStableOffset())
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, first, open[0].FirstOffset)
 }

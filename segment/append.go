@@ -248,7 +248,7 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 }
 
 // Flush makes everything appended durable: fdatasync of the .log, then of
-// both indexes. Writer side (it must not overlap Append, TruncateTo,
+// both indexes and of the .txnindex when it was written. Writer side (it must not overlap Append, TruncateTo,
 // Recover or Close).
 func (s *Segment) Flush() error {
 	if s.closed.Load() {

@@ -92,8 +92,12 @@ var ErrTxnIndexOrder = errors.New("partlog/segment: aborted transaction out of o
 // txnIndex is a segment's transaction index: the entries in memory, for
 // lock-free readers, and the file. The file fields belong to the writer.
 type txnIndex struct {
-	// entries is the published list, never modified once published (the
-	// writer publishes a new slice on every change). nil: none.
+	// entries is the published list. The writer publishes a new slice
+	// header on every change; an append writes the element past every
+	// published length into spare capacity (no reader looks there) and a
+	// truncation caps the capacity at the new length, so that the next
+	// append copies rather than overwrite what an older, longer slice
+	// still shows. nil: none.
 	entries atomic.Pointer[[]AbortedTxn]
 	// f is the open file, nil while the segment has none.
 	f vfs.File
@@ -236,7 +240,7 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 		return err
 	}
 	s.txn.fileSize = at + TxnIndexEntrySize
-	s.txn.publish(append(l[:len(l):len(l)], a))
+	s.txn.publish(append(l, a)) // see txnIndex.entries
 	return nil
 }
 
