@@ -62,6 +62,16 @@ type offsetStore struct {
 	}
 }
 
+// newOffsetStore returns an empty store writing to p.
+func newOffsetStore(p *plog.Partition) *offsetStore {
+	o := &offsetStore{p: p}
+	o.mu.m = make(map[offsetKey]committed)
+	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
+	o.mu.at = make(map[offsetKey]int64)
+	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	return o
+}
+
 // openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
 // A data directory taken over from Kafka has more partitions of
 // __consumer_offsets (50 by default, a group's commits in the one its name
@@ -72,11 +82,7 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &offsetStore{p: ps[0]}
-	o.mu.m = make(map[offsetKey]committed)
-	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
-	o.mu.at = make(map[offsetKey]int64)
-	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	o := newOffsetStore(ps[0])
 	for i := range ps {
 		p := ps[(i+1)%len(ps)]
 		if err := o.replay(p); err != nil {
