@@ -43,7 +43,9 @@
 // # Files
 //
 // A partition directory holds Kafka's files: per segment
-// NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment);
+// NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
+// .txnindex once an aborted transaction's marker lies in it (see
+// Transactions);
 // recovery-point-offset-checkpoint (RecoveryPointCheckpointFile);
 // log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
 // offset; replication-offset-checkpoint under DisableAutoHighWatermark
@@ -467,6 +469,51 @@
 // on load, at each roll, at most every 10 minutes when a new producer
 // appears, and by ExpireProducers.
 //
+// # Transactions
+//
+// A producer's transactional batches (the transactional attribute) open a
+// transaction in the partition at the first one's offset; a transaction
+// marker (a control batch holding ABORT or COMMIT) ends it. A transaction
+// coordinator writes markers with AppendMarker (the leader path: the
+// partition assigns the offset under its lock and fences, with Kafka's
+// appendEndTxnMarker rules, an older producer epoch with
+// ErrInvalidProducerEpoch and an older coordinator epoch than the
+// producer's last marker with ErrTransactionCoordinatorFenced; a marker
+// for a producer with no open transaction is written and ends nothing);
+// a follower copies them with AppendAssigned, unchecked, and keeps the
+// same state.
+//
+// The last stable offset (LastStableOffset) is the first offset of the
+// oldest open transaction (not below the log start offset), else the high
+// watermark, and never above the high watermark. A read_committed
+// consumer reads with ReadCommitted: ReadFrom bounded by the last stable
+// offset (whole batches, nothing at or past it), which also returns the
+// aborted transactions overlapping the batches returned, the list a
+// Kafka Fetch response carries so that the consumer drops those
+// producers' batches from each aborted transaction's first offset up to
+// its ABORT marker. OffsetForTimestampCommitted is OffsetForTimestamp
+// with the last stable offset as its bound ("latest" is the last stable
+// offset). OpenTransactions lists the open transactions with their first
+// offsets and start timestamps, for a coordinator's timeouts (the
+// partition itself never ends a transaction).
+//
+// The aborted transactions are kept where Kafka keeps them: in the
+// .txnindex of the segment holding each ABORT marker (docs/format.md),
+// one 34-byte entry per aborted transaction (producer id, first offset,
+// marker offset, and the last stable offset once the marker was written:
+// the first offset of the oldest transaction still open, else the
+// marker's offset + 1). The file is created with the first entry, written
+// when the marker lands (before the last stable offset moves past it),
+// fsynced with its segment, cut by TruncateTo and by recovery with the
+// segment's batches, renamed and removed with the segment's other files.
+// The open transactions are part of the producer state and its .snapshot
+// files (currentTxnFirstOffset), so they survive Close and a crash; Open
+// and TruncateTo rebuild the .txnindex entries of the markers after the
+// snapshot they load while they replay the log after it (what a flush
+// made durable before that snapshot was written stays as it is). A
+// read_committed read of a partition where nothing was ever aborted looks
+// at no .txnindex and allocates nothing, as ReadFrom.
+//
 // # Many partitions: Dir
 //
 // A Dir (OpenDir) holds a whole Kafka log directory: a partition directory
@@ -499,8 +546,9 @@
 //
 // # What a Partition does not do yet
 //
-// Transactions (last stable offset, aborted transaction index), answering
-// OffsetsForLeaderEpoch from the leader epoch cache, and time or size
-// based retention policies (package compaction drives DeleteSegments) are
-// separate changes.
+// Answering OffsetsForLeaderEpoch from the leader epoch cache, and time
+// or size based retention policies (package compaction drives
+// DeleteSegments) are separate changes. Compaction of transactional data
+// (never past the last stable offset, aborted batches dropped, markers
+// removed after the delete horizon) is package compaction's.
 package log

@@ -156,6 +156,8 @@ type Partition struct {
 	cleaning atomic.Bool
 	// truncStats backs TruncationStats.
 	truncStats truncationStats
+	// txn is the transactions' lock-free state (txn.go).
+	txn txnState
 }
 
 // lockWriter takes mu for a writer, waiting (with mu released) while a

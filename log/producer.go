@@ -151,11 +151,14 @@ type producerState struct {
 	m map[int64]*producerEntry
 	// lastSweep is when expired producers were last removed (ms).
 	lastSweep int64
+	// ongoing are the open transactions, by first offset (txn.go).
+	ongoing []OpenTxn
 }
 
 // reset forgets every producer.
 func (s *producerState) reset() {
 	s.m = make(map[int64]*producerEntry)
+	s.ongoing = s.ongoing[:0]
 }
 
 // inSequence reports whether next follows last (wrapping at MaxInt32), as
@@ -216,8 +219,9 @@ func (s *producerState) check(bt batch.Batch) (*ProducerBatch, error) {
 // it: every append path calls it after the batch was written, and recovery
 // replays the log through it (Kafka's replica path checks nothing either).
 // now returns the wall clock in ms; it is called only when a producer is
-// added, to sweep expired ones at most every producerSweepEvery.
-func (s *producerState) update(bt batch.Batch, expiration time.Duration, now func() int64) {
+// added, to sweep expired ones at most every producerSweepEvery. It
+// returns the transaction a marker ended (txn.go), if any.
+func (s *producerState) update(bt batch.Batch, expiration time.Duration, now func() int64) completedTxn {
 	pid := bt.ProducerID()
 	e := s.m[pid]
 	if e == nil {
@@ -231,25 +235,29 @@ func (s *producerState) update(bt batch.Batch, expiration time.Duration, now fun
 	}
 	attrs := bt.Attributes()
 	if attrs.IsControl() {
-		s.updateMarker(e, bt)
-		return
+		return s.updateMarker(pid, e, bt)
 	}
 	e.setEpoch(bt.ProducerEpoch())
 	e.add(ProducerBatch{FirstSequence: bt.BaseSequence(), LastSequence: bt.LastSequence(),
 		FirstOffset: bt.BaseOffset(), LastOffset: bt.LastOffset(), MaxTimestamp: bt.MaxTimestamp()})
 	if attrs.IsTransactional() && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = bt.BaseOffset()
+		s.beginTxn(OpenTxn{ProducerID: pid, FirstOffset: bt.BaseOffset(), StartTimestamp: bt.MaxTimestamp()})
 	}
+	return completedTxn{}
 }
 
 // updateMarker records a control batch: a transaction marker ends the open
 // transaction and carries the coordinator's epoch (Kafka's
-// appendEndTxnMarker). An empty control batch (compaction removed its
-// record) changes nothing, as in Kafka.
-func (s *producerState) updateMarker(e *producerEntry, bt batch.Batch) {
+// appendEndTxnMarker); it returns the transaction it ended (none when the
+// producer had no open one: such a marker changes no last stable offset
+// and no transaction index, as in Kafka). An empty control batch
+// (compaction removed its record) changes nothing, as in Kafka.
+func (s *producerState) updateMarker(pid int64, e *producerEntry, bt batch.Batch) completedTxn {
 	if bt.RecordsCount() == 0 {
-		return
+		return completedTxn{}
 	}
+	abort := false
 	var dec batch.Decoder
 	for r, err := range bt.All(&dec) {
 		if err != nil {
@@ -257,14 +265,21 @@ func (s *producerState) updateMarker(e *producerEntry, bt batch.Batch) {
 		}
 		cr, err := batch.ParseControlRecord(r)
 		if err != nil || !cr.Type.IsTxnMarker() {
-			return
+			return completedTxn{}
 		}
 		e.coordinatorEpoch = cr.CoordinatorEpoch
+		abort = cr.Type == batch.ControlAbort
 		break
+	}
+	var c completedTxn
+	if e.txnFirstOffset >= 0 {
+		c = completedTxn{ok: true, abort: abort, pid: pid, first: e.txnFirstOffset, last: bt.BaseOffset()}
+		s.endTxn(pid)
 	}
 	e.setEpoch(bt.ProducerEpoch())
 	e.txnFirstOffset = -1
 	e.lastTimestamp = bt.MaxTimestamp()
+	return c
 }
 
 // expire removes the producers idle for at least expiration (by their last
@@ -306,13 +321,17 @@ func (p *Partition) checkProducerLocked(bt batch.Batch) (info AppendInfo, done b
 	return AppendInfo{}, false, nil
 }
 
-// observeProducerLocked records a written batch in the producer state.
-// REQUIRES: mu held.
+// observeProducerLocked records a written batch in the producer state;
+// for a transactional one it also keeps the transaction index and the last
+// stable offset (txn.go). REQUIRES: mu held.
 func (p *Partition) observeProducerLocked(bt batch.Batch) {
 	if bt.ProducerID() < 0 {
 		return
 	}
-	p.mu.producers.update(bt, p.cfg.ProducerIDExpiration, p.nowMs)
+	c := p.mu.producers.update(bt, p.cfg.ProducerIDExpiration, p.nowMs)
+	if bt.Attributes().IsTransactional() {
+		p.observeTxnLocked(c)
+	}
 }
 
 // AppendBatchInfo is AppendBatch reporting whether the batch was a retry:

@@ -18,6 +18,7 @@ type sentBatch struct {
 	first, last int32
 	base, end   int64 // offsets [base, end)
 	bytes       []byte
+	txn         bool
 }
 
 // TestProducerRetryAfterCrash: random histories of idempotent producers

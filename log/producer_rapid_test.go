@@ -8,20 +8,25 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
 
 // TestProducerStateMachine drives a partition and logtest.Model (which
-// knows the producer rules) with the same random operations: next
-// batches, retries of any earlier batch, arbitrary (epoch, sequence)
-// batches, rolls, clean reopens and truncations (after which the model
+// knows the producer and transaction rules) with the same random
+// operations: next batches (plain and transactional), transaction markers
+// (ABORT, COMMIT, stale or new producer and coordinator epochs, a control
+// type that is no marker), retries of any earlier batch, arbitrary
+// (epoch, sequence) batches, rolls, clean reopens and truncations (after which the model
 // reloads its producer state from the newest snapshot left, as the
 // partition does). Every outcome (accepted at the log end, recognised as a
 // retry of the same batch, or refused with the same sentinel) must agree,
 // a retry or a refusal never changes the log, and logtest.Check compares
-// the whole partition with the model after every step. Rerun a failure
+// the whole partition with the model after every step (with the last
+// stable offset, the open transactions, read_committed reads and the
+// aborted transactions they report: DESIGN law 11). Rerun a failure
 // with -rapid.seed=N.
 func TestProducerStateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -36,8 +41,8 @@ func TestProducerStateMachine(t *testing.T) {
 		m := logtest.NewModel(0, false)
 		var sent []sentBatch // the batches the log holds, for retries
 		ts := time.Now().UnixMilli()
-		try := func(rt *rapid.T, pid int64, epoch int16, first int32, n int) {
-			bt := prodBatch(rt, pid, epoch, first, n, ts, false)
+		try := func(rt *rapid.T, pid int64, epoch int16, first int32, n int, txn bool) {
+			bt := prodBatch(rt, pid, epoch, first, n, ts, txn)
 			want, wantErr := m.ExpectAppend(bt)
 			end := m.LogEndOffset()
 			info, err := p.AppendBatchInfo(append([]byte(nil), bt...))
@@ -45,7 +50,7 @@ func TestProducerStateMachine(t *testing.T) {
 			switch {
 			case wantErr != nil:
 				var kind error
-				for _, k := range []error{plog.ErrInvalidProducerEpoch, plog.ErrOutOfOrderSequence, plog.ErrInvalidBatch} {
+				for _, k := range []error{plog.ErrInvalidProducerEpoch, plog.ErrOutOfOrderSequence, plog.ErrInvalidBatch, plog.ErrInvalidTxnState} {
 					if errors.Is(wantErr, k) {
 						kind = k
 					}
@@ -68,7 +73,7 @@ func TestProducerStateMachine(t *testing.T) {
 					rt.Fatal(err)
 				}
 				sent = append(sent, sentBatch{pid: pid, epoch: epoch, first: first, last: first + int32(n) - 1,
-					base: info.Base, end: info.LastOffset + 1, bytes: bt})
+					base: info.Base, end: info.LastOffset + 1, bytes: bt, txn: txn})
 			}
 			if !want.Duplicate && wantErr == nil {
 				return
@@ -81,14 +86,52 @@ func TestProducerStateMachine(t *testing.T) {
 			"next": func(rt *rapid.T) {
 				pid := rapid.Int64Range(0, 3).Draw(rt, "pid")
 				epoch, first := m.NextSequence(pid)
-				try(rt, pid, epoch, first, rapid.IntRange(1, 4).Draw(rt, "n"))
+				try(rt, pid, epoch, first, rapid.IntRange(1, 4).Draw(rt, "n"), false)
+			},
+			"txnNext": func(rt *rapid.T) {
+				pid := rapid.Int64Range(0, 3).Draw(rt, "pid")
+				epoch, first := m.NextSequence(pid)
+				try(rt, pid, epoch, first, rapid.IntRange(1, 4).Draw(rt, "n"), true)
+			},
+			"marker": func(rt *rapid.T) {
+				pid := rapid.Int64Range(0, 3).Draw(rt, "pid")
+				epoch, _ := m.NextSequence(pid)
+				mk := marker(rapid.SampledFrom([]batch.ControlType{batch.ControlAbort, batch.ControlCommit, batch.ControlLeaderChange}).Draw(rt, "type"),
+					pid, epoch+int16(rapid.IntRange(-1, 1).Draw(rt, "epochDelta")), int32(rapid.IntRange(0, 2).Draw(rt, "coordinatorEpoch")))
+				want, wantErr := m.ExpectMarker(mk)
+				end := m.LogEndOffset()
+				off, err := p.AppendMarker(mk)
+				if wantErr != nil {
+					var kind error
+					for _, k := range []error{plog.ErrInvalidProducerEpoch, plog.ErrTransactionCoordinatorFenced, plog.ErrInvalidBatch} {
+						if errors.Is(wantErr, k) {
+							kind = k
+						}
+					}
+					if kind == nil || !errors.Is(err, kind) || p.LogEndOffset() != end {
+						rt.Fatalf("%+v: want %v, got %d, %v (log end %d, before %d)", mk, wantErr, off, err, p.LogEndOffset(), end)
+					}
+					return
+				}
+				if err != nil || off != want {
+					rt.Fatalf("%+v: want written at %d, got %d, %v", mk, want, off, err)
+				}
+				recs, err := p.ReadFromFollower(off, 0)
+				if err != nil {
+					rt.Fatal(err)
+				}
+				stored := append([]byte(nil), recs.Bytes()...)
+				_ = recs.Close()
+				if err := m.AppendMarker(mk, stored); err != nil {
+					rt.Fatal(err)
+				}
 			},
 			"retry": func(rt *rapid.T) {
 				if len(sent) == 0 {
 					rt.Skip("nothing sent")
 				}
 				b := sent[rapid.IntRange(max(0, len(sent)-12), len(sent)-1).Draw(rt, "batch")]
-				try(rt, b.pid, b.epoch, b.first, int(b.last-b.first)+1)
+				try(rt, b.pid, b.epoch, b.first, int(b.last-b.first)+1, b.txn)
 			},
 			"retryRecent": func(rt *rapid.T) {
 				// One of a producer's last seven batches: the five newest
@@ -104,11 +147,11 @@ func TestProducerStateMachine(t *testing.T) {
 					rt.Skip("nothing sent by the producer")
 				}
 				b := mine[rapid.IntRange(max(0, len(mine)-7), len(mine)-1).Draw(rt, "batch")]
-				try(rt, b.pid, b.epoch, b.first, int(b.last-b.first)+1)
+				try(rt, b.pid, b.epoch, b.first, int(b.last-b.first)+1, b.txn)
 			},
 			"arbitrary": func(rt *rapid.T) {
 				try(rt, rapid.Int64Range(0, 3).Draw(rt, "pid"), int16(rapid.IntRange(0, 3).Draw(rt, "epoch")),
-					int32(rapid.IntRange(-1, 20).Draw(rt, "seq")), rapid.IntRange(1, 4).Draw(rt, "n"))
+					int32(rapid.IntRange(-1, 20).Draw(rt, "seq")), rapid.IntRange(1, 4).Draw(rt, "n"), rapid.Bool().Draw(rt, "txn"))
 			},
 			"roll": func(rt *rapid.T) {
 				if err := p.Roll(); err != nil {

@@ -168,6 +168,10 @@ func (s *producerState) load(entries []ProducerSnapshotEntry, nowMs int64, expir
 		}
 		e.lastTimestamp = se.Timestamp
 		s.m[se.ProducerID] = e
+		if se.CurrentTxnFirstOffset >= 0 {
+			// The start time is unknown: the producer's last timestamp.
+			s.beginTxn(OpenTxn{ProducerID: se.ProducerID, FirstOffset: se.CurrentTxnFirstOffset, StartTimestamp: se.Timestamp})
+		}
 	}
 }
 
@@ -351,6 +355,8 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 	if len(list) > 0 && from < list[0].BaseOffset() {
 		from = list[0].BaseOffset() // nothing below the first segment
 	}
+	defer p.noteAbortedIn(list)
+	defer p.publishUnstableLocked()
 	if from >= end {
 		return false, nil
 	}
@@ -377,12 +383,21 @@ func (p *Partition) readProducerSnapshot(path string) ([]ProducerSnapshotEntry, 
 
 // replayProducers feeds the producer batches of list in [from, end) to the
 // producer state, reading only batch headers (and a control batch's first
-// record). from < 0 replays everything.
+// record). from < 0 replays everything. It rebuilds the transaction
+// indexes as it goes: each segment it walks loses its entries for markers
+// at or past from (a crash may have kept some and lost others), and every
+// ABORT marker that ends a transaction adds its entry again, with the last
+// stable offset the replayed state gives (Kafka rebuilds them the same way
+// when it recovers a segment). Entries below from were made durable by
+// the flush that preceded the snapshot at from.
 func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) error {
 	var buf []byte
 	for i, seg := range list {
 		if i+1 < len(list) && list[i+1].BaseOffset() <= from {
 			continue // every batch of seg lies below from
+		}
+		if err := seg.TruncateAbortedTxns(max(from, 0)); err != nil {
+			return fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
 		done := false
 		var err error
@@ -405,9 +420,20 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 				}
 				bt = batch.Batch(whole)
 			}
-			p.mu.producers.update(bt, p.cfg.ProducerIDExpiration, nil)
+			if c := p.mu.producers.update(bt, p.cfg.ProducerIDExpiration, nil); c.ok && c.abort {
+				a := AbortedTxn{ProducerID: c.pid, FirstOffset: c.first, LastOffset: c.last,
+					LastStableOffset: p.mu.producers.lastStableAfter(c.last)}
+				if err := seg.AppendAbortedTxn(a); err != nil {
+					return false, fmt.Errorf("transaction index: %w", err)
+				}
+				p.mu.dirDirty = true
+			}
 			return true, nil
 		})
+		if err == nil {
+			// Durable before the snapshot that will say it was replayed.
+			err = seg.FlushTxnIndex()
+		}
 		if err != nil {
 			return fmt.Errorf("replay producers: segment %d: %w", seg.BaseOffset(), err)
 		}
@@ -431,6 +457,7 @@ func (p *Partition) reloadProducersLocked(full bool) error {
 			return err
 		}
 		p.mu.producers.reset()
+		p.publishUnstableLocked()
 		return nil
 	}
 	_, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset)

@@ -47,6 +47,24 @@ type TimestampOffset struct {
 // Under LogAppendTime every record of a batch has the batch's
 // maxTimestamp. Other negative timestamps give ErrInvalidTimestamp.
 func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool, err error) {
+	return p.offsetForTimestamp(ts, false)
+}
+
+// OffsetForTimestampCommitted is OffsetForTimestamp for isolation
+// READ_COMMITTED, as Kafka's ListOffsets answers it: the bound is the last
+// stable offset instead of the high watermark. LatestTimestamp gives the
+// last stable offset, and a record found at or past it is not found.
+func (p *Partition) OffsetForTimestampCommitted(ts int64) (to TimestampOffset, found bool, err error) {
+	return p.offsetForTimestamp(ts, true)
+}
+
+// offsetForTimestamp implements both; committed bounds by the last stable
+// offset.
+func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOffset, found bool, err error) {
+	bound := p.HighWatermark
+	if committed {
+		bound = p.LastStableOffset
+	}
 	if p.closed.Load() {
 		return TimestampOffset{}, false, ErrClosed
 	}
@@ -56,13 +74,13 @@ func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool
 	defer func() { err = p.noteFault(err) }()
 	switch {
 	case ts == LatestTimestamp:
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.HighWatermark()}, true, nil
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound()}, true, nil
 	case ts == EarliestTimestamp:
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset()}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}
-	hw := p.HighWatermark()
+	hw := bound()
 	start := p.LogStartOffset()
 	snap, err := p.acquireSnapshot()
 	if err != nil {

@@ -122,7 +122,11 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	}
 
 	// 2. Publish the lowered bounds, then count the truncation: a reader
-	// that loaded older bounds sees the count change and retries.
+	// that loaded older bounds sees the count change and retries. Until
+	// the producer state is reloaded (makeTruncationDurableLocked), the
+	// last stable offset is held at the log start: a cut marker reopens
+	// its transaction (txn.go).
+	p.holdStableLocked()
 	p.setEndLocked(position{Offset: newEnd, SegBase: seg.BaseOffset(), Pos: pos})
 	p.truncations.Add(1)
 

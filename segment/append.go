@@ -248,7 +248,7 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 }
 
 // Flush makes everything appended durable: fdatasync of the .log, then of
-// both indexes. Writer side (it must not overlap Append, TruncateTo,
+// both indexes and of the .txnindex when it was written. Writer side (it must not overlap Append, TruncateTo,
 // Recover or Close).
 func (s *Segment) Flush() error {
 	if s.closed.Load() {
@@ -260,7 +260,10 @@ func (s *Segment) Flush() error {
 	if err := s.offIdx.Flush(); err != nil {
 		return err
 	}
-	return s.timeIdx.Flush()
+	if err := s.timeIdx.Flush(); err != nil {
+		return err
+	}
+	return s.flushTxn()
 }
 
 // Seal makes the segment read-only when the partition rolls past it

@@ -20,6 +20,8 @@
 //	                                [batch 100..104][batch 105..105][batch 107..110]...
 //	00000000000000000100.index      8-byte entries  (i32 offset-base, i32 position)
 //	00000000000000000100.timeindex  12-byte entries (i64 timestamp, i32 offset-base)
+//	00000000000000000100.txnindex   34-byte entries, one per aborted transaction whose
+//	                                ABORT marker is in the segment (made on the first)
 //
 // An offset index entry is added once more than Config.IndexIntervalBytes
 // were appended since the last one (Kafka's index.interval.bytes, 4096):
@@ -34,7 +36,12 @@
 // scan of the batch headers (an offset index without entries fails only
 // when a batch starts past the first IndexIntervalBytes); lookups verify
 // the entry they use against the .log and scan from the start if it does
-// not match. Every close, seal, recovery and rebuild ends the time index
+// not match. The transaction index is not a hint: it lists the aborted
+// transactions whose ABORT marker lies in the segment (AppendAbortedTxn,
+// CollectAbortedTxns), is created with its first entry, and is cut by
+// TruncateTo and Recover, renamed by ChangeSuffix and removed with the
+// segment's other files; the log package rebuilds its entries when it
+// replays a log. Every close, seal, recovery and rebuild ends the time index
 // with a final entry for the segment's largest timestamp, so OpenClean,
 // for a log shut down cleanly, takes the largest timestamp from it
 // without reading batches after it. Details of the formats: packages

@@ -15,8 +15,8 @@ const (
 	IndexSuffix = ".index"
 	// TimeIndexSuffix names the sparse time index.
 	TimeIndexSuffix = ".timeindex"
-	// TxnIndexSuffix names the aborted-transaction index (written by the
-	// log package, not by a Segment).
+	// TxnIndexSuffix names the aborted-transaction index (txnindex.go;
+	// the log package decides what goes in it).
 	TxnIndexSuffix = ".txnindex"
 	// SnapshotSuffix names a producer-state snapshot (log package).
 	SnapshotSuffix = ".snapshot"

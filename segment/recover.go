@@ -463,6 +463,9 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	}
 	s.size.Store(pos)
 	s.nextOffset.Store(ib.next)
+	if err := s.truncateTxn(ib.next); err != nil { // markers cut with the tail
+		return res, err
+	}
 	if fileSize != pos && !kept {
 		if err := s.logFile.Truncate(pos); err != nil {
 			s.w.fileSize = -1

@@ -115,6 +115,9 @@ type Segment struct {
 	// the start (the next Open rebuilds the index).
 	indexSuspect atomic.Bool
 
+	// txn is the transaction index (.txnindex, txnindex.go).
+	txn txnIndex
+
 	// lease is the read lease: readers hold a shared lease across reads
 	// and while they use bytes aliasing the mapping; TruncateTo and
 	// Recover take the exclusive lease before they shrink the .log.
@@ -178,7 +181,7 @@ func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg 
 		return nil, err
 	}
 	logPath := s.path(LogSuffix, suffix)
-	for _, kind := range []string{IndexSuffix, TimeIndexSuffix} {
+	for _, kind := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		if err := fsys.Remove(s.path(kind, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -298,6 +301,9 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 	if err := s.timeIdx.TrimToValidSize(); err != nil {
 		return nil, err
 	}
+	if err := s.openTxnIndex(); err != nil {
+		return nil, err
+	}
 	s.sealed.Store(true)
 	return s, nil
 }
@@ -406,6 +412,7 @@ func (s *Segment) releaseFiles() error {
 	if s.logFile != nil {
 		keep(s.logFile.Close())
 	}
+	keep(s.closeTxn())
 	return first
 }
 
@@ -539,7 +546,11 @@ func (s *Segment) Unref() error {
 	s.released.Store(true)
 	err := s.releaseFiles()
 	if s.deleteOnRelease.Load() {
-		for _, p := range []string{s.LogPath(), s.offIdx.Path(), s.timeIdx.Path()} {
+		// The .txnindex may not exist (it is made on the first aborted
+		// transaction); its name follows the .log's suffix.
+		logPath := s.LogPath()
+		txnPath := s.path(TxnIndexSuffix, logPath[len(s.path(LogSuffix, "")):])
+		for _, p := range []string{logPath, s.offIdx.Path(), s.timeIdx.Path(), txnPath} {
 			if rerr := s.fs.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
 				err = rerr
 			}
@@ -618,6 +629,14 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		return err
 	}
 	if err := s.timeIdx.Rename(s.path(TimeIndexSuffix, newSuffix)); err != nil {
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		if s.fs.Rename(newLog, oldLog) == nil {
+			s.logPath.Store(&oldLog)
+		}
+		return err
+	}
+	if err := s.renameTxn(oldSuffix, newSuffix); err != nil {
+		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
 		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
 		if s.fs.Rename(newLog, oldLog) == nil {
 			s.logPath.Store(&oldLog)

@@ -58,6 +58,9 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	if err := s.timeIdx.TruncateTo(h.BaseOffset); err != nil {
 		return 0, err
 	}
+	if err := s.truncateTxn(h.BaseOffset); err != nil {
+		return 0, err
+	}
 	s.size.Store(cut)
 	next := s.base
 	if cut > 0 {

@@ -23,8 +23,8 @@ const (
 )
 
 // cleaner applies partlog's cleanup policies (package compaction) in the
-// background: key compaction to __consumer_offsets, as Kafka configures
-// that topic (cleanup.policy=compact), and the configured policy
+// background: key compaction to __consumer_offsets and __transaction_state,
+// as Kafka configures those topics (cleanup.policy=compact), and the configured policy
 // (retention by default) to every other partition.
 type cleaner struct {
 	s        *server
@@ -95,9 +95,11 @@ func (c *cleaner) run(ctx context.Context) {
 // once runs every policy once.
 func (c *cleaner) once(ctx context.Context) {
 	var offsets []compaction.Log
-	if ps, err := c.s.store.topic(offsetsTopic, false); err == nil {
-		for _, p := range ps {
-			offsets = append(offsets, p)
+	for _, name := range []string{offsetsTopic, txnStateTopic} {
+		if ps, err := c.s.store.topic(name, false); err == nil {
+			for _, p := range ps {
+				offsets = append(offsets, p)
+			}
 		}
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)

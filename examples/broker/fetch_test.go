@@ -42,8 +42,15 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 		withData := kmsg.NewFetchResponseTopicPartition()
 		withData.Partition, withData.HighWatermark, withData.LastStableOffset, withData.LogStartOffset = 0, 15, 15, 0
 		withData.RecordBatches = recs.Bytes()
+		// read_committed answers: aborted transactions (a list, maybe
+		// empty) where read_uncommitted ones carry null (failed).
+		a1, a2 := kmsg.NewFetchResponseTopicPartitionAbortedTransaction(), kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		a1.ProducerID, a1.FirstOffset = 7, 2
+		a2.ProducerID, a2.FirstOffset = 1<<40, 9
+		withData.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{a1, a2}
 		empty := kmsg.NewFetchResponseTopicPartition()
 		empty.Partition, empty.HighWatermark = 1, 3
+		empty.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 		failed := kmsg.NewFetchResponseTopicPartition()
 		failed.Partition, failed.ErrorCode = 9, kerr.UnknownTopicOrPartition.Code
 		t1 := kmsg.NewFetchResponseTopic()

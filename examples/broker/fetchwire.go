@@ -45,8 +45,7 @@ type framePiece struct {
 }
 
 // fetchFrame encodes the whole response frame (size, response header, body)
-// as pieces. It supports the fields this broker sets: no aborted
-// transactions, no tagged fields (a version above 12 or a response using
+// as pieces. It supports the fields this broker sets: no tagged fields (a version above 12 or a response using
 // them must go through kmsg).
 func fetchFrame(corr int32, resp *fetchResponse) []framePiece {
 	v := resp.Version
@@ -77,12 +76,9 @@ func fetchFrame(corr int32, resp *fetchResponse) []framePiece {
 			if v >= 5 {
 				b = binary.BigEndian.AppendUint64(b, uint64(p.LogStartOffset))
 			}
-			// AbortedTransactions: null (no transactions here).
-			if flexible {
-				b = append(b, 0)
-			} else {
-				b = binary.BigEndian.AppendUint32(b, 0xffffffff)
-			}
+			// AbortedTransactions: null at read_uncommitted, the
+			// list (maybe empty) at read_committed.
+			b = appendAbortedTxns(b, p.AbortedTransactions, flexible)
 			if v >= 11 {
 				b = binary.BigEndian.AppendUint32(b, uint32(p.PreferredReadReplica))
 			}
@@ -119,6 +115,27 @@ func fetchFrame(corr int32, resp *fetchResponse) []framePiece {
 	pieces = append(pieces, framePiece{b: b})
 	binary.BigEndian.PutUint32(pieces[0].b, uint32(total-4))
 	return pieces
+}
+
+// appendAbortedTxns appends a partition's AbortedTransactions: null for a
+// nil list, else the entries (int64 producer id, int64 first offset, and
+// for flexible versions an empty tagged-field section each).
+func appendAbortedTxns(b []byte, list []kmsg.FetchResponseTopicPartitionAbortedTransaction, flexible bool) []byte {
+	if list == nil {
+		if flexible {
+			return append(b, 0)
+		}
+		return binary.BigEndian.AppendUint32(b, 0xffffffff)
+	}
+	b = appendArrayLen(b, len(list), flexible)
+	for _, a := range list {
+		b = binary.BigEndian.AppendUint64(b, uint64(a.ProducerID))
+		b = binary.BigEndian.AppendUint64(b, uint64(a.FirstOffset))
+		if flexible {
+			b = append(b, 0)
+		}
+	}
+	return b
 }
 
 // appendArrayLen appends an array (or bytes) length: int32, or for

@@ -35,6 +35,12 @@ var supported = map[kmsg.Key]versionRange{
 	kmsg.SyncGroup:       {0, 5},
 	kmsg.ApiVersions:     {0, 4},
 	kmsg.InitProducerID:  {0, 4},
+	// Transactions (txn*.go). AddPartitionsToTxn v4+ is the brokers'
+	// batched form; clients use v3 and below.
+	kmsg.AddPartitionsToTxn: {0, 3},
+	kmsg.AddOffsetsToTxn:    {0, 3},
+	kmsg.EndTxn:             {0, 3},
+	kmsg.TxnOffsetCommit:    {0, 3},
 }
 
 // advertisedMin is the min version ApiVersions advertises where it differs
@@ -107,6 +113,14 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.groups.leave(r), nil, nil
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(r), nil, nil
+	case *kmsg.AddPartitionsToTxnRequest:
+		return s.addPartitionsToTxn(r), nil, nil
+	case *kmsg.AddOffsetsToTxnRequest:
+		return s.addOffsetsToTxn(r), nil, nil
+	case *kmsg.EndTxnRequest:
+		return s.endTxn(r), nil, nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return s.txnOffsetCommit(r), nil, nil
 	}
 	return nil, nil, fmt.Errorf("%w: no handler for api %d", errCloseConn, hdr.key)
 }
@@ -164,10 +178,10 @@ func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	for _, name := range names {
 		t := kmsg.NewMetadataResponseTopic()
 		t.Topic = kmsg.StringPtr(name)
-		t.IsInternal = name == offsetsTopic
+		t.IsInternal = isInternalTopic(name)
 		var ps []*plog.Partition
 		var err error
-		if name == offsetsTopic {
+		if isInternalTopic(name) {
 			ps, err = s.store.topic(name, false)
 		} else {
 			ps, err = s.store.topicCreating(name, budget)
@@ -260,8 +274,6 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
-		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	budget := s.newCreateBudget()
 	var toSync []*plog.Partition
@@ -273,7 +285,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 		topicErr := reqErr
 		if topicErr == 0 {
 			var err error
-			if rt.Topic == offsetsTopic {
+			if isInternalTopic(rt.Topic) {
 				topicErr = kerr.InvalidTopicException.Code // internal topic
 			} else if ps, err = s.store.topicCreating(rt.Topic, budget); err != nil {
 				s.logCreateLimit(err, rt.Topic)
@@ -432,7 +444,7 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 			}
 			var rec recordSet
 			if part != nil {
-				rec = s.fetchPartition(rt.Topic, part, rp, &p, &budget, &total, &resp.waits)
+				rec = s.fetchPartition(rt.Topic, part, rp, req.IsolationLevel == readCommitted, &p, &budget, &total, &resp.waits)
 			}
 			if p.ErrorCode != 0 {
 				hasErr = true
@@ -448,11 +460,13 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
-func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
+func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, committedOnly bool, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
+	// The last stable offset first: read before the high watermark it
+	// never exceeds it in the answer.
+	p.LastStableOffset = part.LastStableOffset()
 	hw := part.HighWatermark()
 	p.HighWatermark = hw
 	*waits = append(*waits, waitTarget{part: part, hw: hw})
-	p.LastStableOffset = hw // no transactions: LSO = HW
 	p.LogStartOffset = part.LogStartOffset()
 	limit := min(int(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 {
@@ -461,7 +475,19 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 		}
 		limit = 0 // first data: ReadFrom returns one whole batch
 	}
-	r, err := part.ReadFrom(rp.FetchOffset, limit)
+	var r plog.Records
+	var err error
+	if committedOnly {
+		// Up to the last stable offset, with the aborted transactions
+		// the consumer must skip (txnhandlers.go).
+		var aborted []abortedTxn
+		r, aborted, err = part.ReadCommitted(rp.FetchOffset, limit)
+		if err == nil {
+			p.AbortedTransactions = abortedTxns(aborted)
+		}
+	} else {
+		r, err = part.ReadFrom(rp.FetchOffset, limit)
+	}
 	if err != nil {
 		if errors.Is(err, plog.ErrOffsetOutOfRange) {
 			p.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -500,7 +526,7 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				to, found, err := ps[rp.Partition].OffsetForTimestamp(rp.Timestamp)
+				to, found, err := offsetForTimestamp(ps[rp.Partition], rp.Timestamp, req.Version >= 2 && req.IsolationLevel == readCommitted)
 				switch {
 				case errors.Is(err, plog.ErrInvalidTimestamp):
 					p.ErrorCode = kerr.InvalidRequest.Code
@@ -519,14 +545,15 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	return resp
 }
 
-// findCoordinator names this node for every group (v4+: every key).
+// findCoordinator names this node for every group and transactional id
+// (v4+: every key).
 func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	code := int16(0)
 	var msg *string
-	if req.CoordinatorType != 0 { // 1 = transaction coordinator
-		code = kerr.CoordinatorNotAvailable.Code
-		msg = kmsg.StringPtr("transactions are not supported by this broker")
+	if req.CoordinatorType != 0 && req.CoordinatorType != 1 { // 0: group, 1: transaction
+		code = kerr.InvalidRequest.Code
+		msg = kmsg.StringPtr("unknown coordinator type")
 	}
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
@@ -615,6 +642,11 @@ func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 	fill := func(p *kmsg.OffsetFetchResponseTopicPartition, k offsetKey) {
 		p.Offset, p.LeaderEpoch = -1, -1
 		p.Metadata = kmsg.StringPtr("")
+		if req.RequireStable && s.offsets.hasPending(k) {
+			// An open transaction holds an offset for it (KIP-447).
+			p.ErrorCode = kerr.UnstableOffsetCommit.Code
+			return
+		}
 		if c, ok := s.offsets.get(k); ok {
 			p.Offset, p.LeaderEpoch = c.offset, c.leaderEpoch
 			p.Metadata = kmsg.StringPtr(c.metadata)
@@ -654,15 +686,14 @@ func (s *server) offsetFetch(req *kmsg.OffsetFetchRequest) kmsg.Response {
 
 // initProducerID hands an idempotent producer a fresh id, epoch 0, from
 // the durable allocator (producerIDs: never reused, across restarts too);
-// transactional ids are refused. When the next block of ids cannot be
+// a transactional id goes to the transaction coordinator. When the next block of ids cannot be
 // reserved the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients
 // retry, as Kafka answers when its ProducerIdManager has no block yet.
 func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp
+		return s.txnInitProducerID(req, resp)
 	}
 	id, err := s.prodIDPool.allocate()
 	if err != nil {

@@ -49,8 +49,7 @@ func TestReplaysLegacyConsumerOffsets(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	require.Equal(t, int64(4), p.LogEndOffset())
-	o := &offsetStore{p: p}
-	o.mu.m = make(map[offsetKey]committed)
+	o := newOffsetStore(p)
 	require.NoError(t, o.replay(p))
 	got, ok := o.get(a)
 	require.True(t, ok)

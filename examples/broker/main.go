@@ -26,9 +26,11 @@
 //	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
 //	                            (a partition without records gets empty records, never null);
 //	                            MaxBytes, PartitionMaxBytes, at least one batch,
-//	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0)
+//	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0);
+//	                            isolation_level 1 (read_committed): see Transactions
 //	ListOffsets       1-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
-//	FindCoordinator   0-4       this node, for groups (transactions are not supported)
+//	                            (read_committed: latest is the last stable offset)
+//	FindCoordinator   0-4       this node, for groups and transactional ids
 //	OffsetCommit      0-8       stored in the __consumer_offsets-0 partition (Kafka's schema)
 //	OffsetFetch       0-7       from the in-memory map rebuilt from __consumer_offsets at start
 //	JoinGroup         0-9       consumer groups with any number of members; the leader assigns
@@ -36,7 +38,12 @@
 //	Heartbeat         0-4
 //	LeaveGroup        0-5
 //	InitProducerID    0-4       idempotent producers get an id, never reused (see Idempotent
-//	                            producers); transactional ids are refused
+//	                            producers); a transactional id goes to the transaction
+//	                            coordinator (see Transactions)
+//	AddPartitionsToTxn 0-3
+//	AddOffsetsToTxn   0-3
+//	EndTxn            0-3
+//	TxnOffsetCommit   0-3
 //
 // A request whose header or body does not decode, or whose API or version is not
 // in the table (other than ApiVersions), makes the broker close the
@@ -72,6 +79,61 @@
 // that cannot be reserved gets COORDINATOR_LOAD_IN_PROGRESS, which clients
 // retry.
 //
+// # Transactions
+//
+// The broker is the transaction coordinator of every transactional id, as
+// Kafka's TransactionCoordinator (txncoord.go). Each id's state (producer
+// id and epoch, timeout, status, the partitions of the open transaction,
+// start and update times) is a record in the partition
+// __transaction_state-0, created on start, in Kafka's TransactionLog schema
+// (key version 0: the transactional id; value version 0; version 1 is read
+// too), appended and synced before the request that changed it is
+// answered, and replayed on start; the partition is compacted like
+// __consumer_offsets.
+//
+// InitProducerID with a transactional id hands out a producer id at epoch
+// 0 the first time, then bumps the epoch each time (a new producer id when
+// the epoch is exhausted), which fences the previous instance: its
+// requests get PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before KIP-588's
+// versions). An open transaction of the id is aborted first, with the new
+// epoch, so the old instance is fenced in every partition it wrote to.
+// AddPartitionsToTxn and AddOffsetsToTxn (the group's offsets partition,
+// __consumer_offsets-0) add partitions and start the transaction; Produce
+// then writes transactional batches. TxnOffsetCommit (v3+: the member's
+// generation is checked as for OffsetCommit) writes the offsets durably to
+// __consumer_offsets-0 as a transactional batch of the producer; they stay
+// invisible (OffsetFetch with require_stable gets UNSTABLE_OFFSET_COMMIT)
+// until the transaction commits, and then replace the committed offset
+// unless a plain OffsetCommit wrote a later one meanwhile. EndTxn writes PrepareCommit (or
+// PrepareAbort), then a COMMIT (ABORT) marker with Partition.AppendMarker
+// to every partition of the transaction, syncing each, then CompleteCommit
+// (CompleteAbort), and answers; Kafka answers after the Prepare record and
+// writes the markers behind the answer, so here a slow disk delays EndTxn
+// instead of the producer's next AddPartitionsToTxn. A broker that stopped
+// between Prepare and Complete writes the markers on start (again where
+// they may already be: a marker for a producer with no open transaction
+// only adds a control batch). A transaction open longer than its timeout
+// (transaction.timeout.ms of the producer, at most 15 minutes) is aborted
+// by a check every 10 seconds, with the epoch bumped, as Kafka fences a
+// timed-out producer; the producer may still ask InitProducerID (v3+) with
+// the epoch it had. The same check aborts hanging transactions: one open
+// in a partition (Partition.OpenTransactions) for longer than the longest
+// timeout allowed that no transactional id's open transaction covers (a
+// batch that arrived after its EndTxn, or was sent without
+// AddPartitionsToTxn), which would otherwise hold the partition's
+// read_committed consumers forever; its ABORT marker carries the
+// producer's epoch in that partition. In a data directory taken over from
+// Kafka every __transaction_state-N is replayed (partition 0, where this
+// broker writes, last).
+//
+// A Fetch at isolation_level 1 (read_committed) reads with
+// Partition.ReadCommitted: nothing at or past the last stable offset (the
+// first offset of the oldest open transaction, else the high watermark),
+// and the aborted transactions overlapping what it returns, which the
+// consumer skips; every Fetch answer carries the last stable offset.
+// ListOffsets at read_committed answers the last stable offset for
+// "latest" and finds no record at or past it for a timestamp.
+//
 // # Committed offsets
 //
 // OffsetCommit appends one record per committed partition to the partition
@@ -96,8 +158,10 @@
 //
 // Every -cleanup-interval the broker applies partlog's cleanup policies
 // (package compaction) beside the traffic: key compaction to
-// __consumer_offsets (its segments roll at 100 MiB, Kafka's
-// offsets.topic.segment.bytes, so the compactor gets sealed segments), and
+// __consumer_offsets and __transaction_state (their segments roll at 100
+// MiB, Kafka's offsets.topic.segment.bytes and
+// transaction.state.log.segment.bytes, so the compactor gets sealed
+// segments), and
 // -cleanup-policy to every other topic: "delete" (retention by -retention,
 // Kafka's 7 days by default, whole sealed segments only), "compact", or both.
 // The data directory is a Kafka log directory (plog.Dir): Kafka's checkpoints
@@ -129,8 +193,11 @@
 //
 // # Limits
 //
-// No replication, no transactions, no ACLs, SASL or TLS, no fetch sessions,
-// no topic deletion or admin APIs. It listens on loopback only unless -allow-remote is
+// No replication, no ACLs, SASL or TLS, no fetch sessions, no topic
+// deletion or admin APIs. Transactional ids never expire
+// (transactional.id.expiration.ms), and KIP-890's server-side checks
+// (Produce v11+, EndTxn v5+) are not offered. One mutex serializes the
+// transaction coordinator, its disk writes included. It listens on loopback only unless -allow-remote is
 // given: it has no authentication at all.
 package main
 

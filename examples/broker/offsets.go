@@ -49,7 +49,27 @@ type offsetStore struct {
 		sync.Mutex
 		m   map[offsetKey]committed
 		bld *batch.Builder
+		// pending holds, per producer id, the offsets TxnOffsetCommit
+		// wrote in that producer's open transaction (txnoffsets.go).
+		pending map[int64]map[offsetKey]pendingOffset
+		// seq numbers the offset records in the order they are in the
+		// log (replay order, then appends); at is the seq of the record
+		// each entry of m came from. A transaction's offset is applied on
+		// commit only over an offset recorded before it (Kafka's rule:
+		// the later record in the log wins).
+		seq int64
+		at  map[offsetKey]int64
 	}
+}
+
+// newOffsetStore returns an empty store writing to p.
+func newOffsetStore(p *plog.Partition) *offsetStore {
+	o := &offsetStore{p: p}
+	o.mu.m = make(map[offsetKey]committed)
+	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
+	o.mu.at = make(map[offsetKey]int64)
+	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	return o
 }
 
 // openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
@@ -62,9 +82,7 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &offsetStore{p: ps[0]}
-	o.mu.m = make(map[offsetKey]committed)
-	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	o := newOffsetStore(ps[0])
 	for i := range ps {
 		p := ps[(i+1)%len(ps)]
 		if err := o.replay(p); err != nil {
@@ -77,7 +95,8 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 // replay reads a partition from its log start to its high watermark and
 // applies every offset-commit record; the last one for a key wins, a null
 // value deletes. Records of other kinds (Kafka's group metadata, key
-// version 2) are skipped.
+// version 2) are skipped. A transactional batch's offsets wait in pending
+// until their producer's marker: COMMIT applies them, ABORT drops them.
 func (o *offsetStore) replay(p *plog.Partition) error {
 	var dec batch.Decoder
 	off := p.LogStartOffset()
@@ -126,14 +145,27 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 				return err
 			}
 			if b.Attributes().IsControl() {
+				// A transaction marker publishes or drops the
+				// offsets of the producer's transaction.
+				if b.BaseOffset() >= off {
+					if err := o.replayMarkerLocked(b, &dec); err != nil {
+						_ = recs.Close()
+						return err
+					}
+				}
 				continue
 			}
+			txn := b.Attributes().IsTransactional()
 			for rec, err := range b.All(&dec) {
 				if err != nil {
 					_ = recs.Close()
 					return err
 				}
 				if rec.Offset < off {
+					continue
+				}
+				if txn {
+					o.pendLocked(b.ProducerID(), rec.Key, rec.Value)
 					continue
 				}
 				o.applyLocked(rec.Key, rec.Value)
@@ -161,11 +193,21 @@ func (o *offsetStore) applyLocked(key, value []byte) {
 	}
 	if value == nil {
 		delete(o.mu.m, k)
+		o.mu.seq++
+		o.mu.at[k] = o.mu.seq
 		return
 	}
 	if c, ok := decodeOffsetValue(value); ok {
-		o.mu.m[k] = c
+		o.setLocked(k, c)
 	}
+}
+
+// setLocked records c as k's committed offset, the latest in the log.
+// REQUIRES: o.mu held, or o not yet shared.
+func (o *offsetStore) setLocked(k offsetKey, c committed) {
+	o.mu.seq++
+	o.mu.m[k] = c
+	o.mu.at[k] = o.mu.seq
 }
 
 // commit durably stores offsets for one group: one record per partition in
@@ -196,7 +238,7 @@ func (o *offsetStore) commit(commits []offsetCommit) error {
 		return err
 	}
 	for _, c := range commits {
-		o.mu.m[c.key] = c.committed
+		o.setLocked(c.key, c.committed)
 	}
 	return nil
 }

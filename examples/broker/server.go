@@ -78,6 +78,14 @@ type config struct {
 	// (0: defaultMaxAutoCreatePerRequest). Topics beyond it get
 	// UNKNOWN_TOPIC_OR_PARTITION, so the client asks again.
 	MaxAutoCreatePerRequest int
+	// TransactionMaxTimeout is transaction.max.timeout.ms: the longest
+	// transaction timeout InitProducerID accepts (0: 15 minutes).
+	TransactionMaxTimeout time.Duration
+	// TransactionCheckInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms: how
+	// often transactions open past their timeout are aborted (0: 10 s;
+	// negative: never).
+	TransactionCheckInterval time.Duration
 	// SegmentIndexBytes is segment.index.bytes of every partition: the
 	// size each active segment's .index and .timeindex are preallocated
 	// (with reserved disk blocks) to (0: defaultSegmentIndexBytes).
@@ -146,6 +154,7 @@ type server struct {
 	store      *store
 	offsets    *offsetStore
 	groups     *coordinator
+	txns       *txnCoordinator
 	host       string
 	port       int32
 	prodIDPool *producerIDs
@@ -202,10 +211,15 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, st.maxProducerID()+1)
+	txns, err := openTxnCoordinator(st, offsets, cfg.Logger, cfg.TransactionMaxTimeout)
 	if err != nil {
 		return err
 	}
+	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, max(st.maxProducerID(), txns.maxProducerID())+1)
+	if err != nil {
+		return err
+	}
+	txns.ids = prodIDs
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
@@ -245,6 +259,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		port:       int32(port),
 		conns:      make(map[net.Conn]struct{}),
 		prodIDPool: prodIDs,
+		txns:       txns,
 
 		idle:          max(cfg.IdleTimeout, 0),
 		maxRequest:    cfg.MaxRequestBytes,
@@ -264,6 +279,8 @@ func run(ctx context.Context, cfg config) (err error) {
 	if cfg.onServer != nil {
 		cfg.onServer(s)
 	}
+	txns.start(cfg.TransactionCheckInterval)
+	defer txns.close()
 	s.log.Info("broker listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "topics", st.topicCount())
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr())

@@ -29,7 +29,7 @@ type store struct {
 	d          *plog.Dir
 	partitions int32
 	pcfg       plog.Config // user topics
-	offsetsCfg plog.Config // __consumer_offsets
+	offsetsCfg plog.Config // __consumer_offsets and __transaction_state
 	log        *slog.Logger
 
 	mu struct {
@@ -63,7 +63,7 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 	d, err := plog.OpenDir(dir, plog.DirConfig{
 		Config: s.pcfg,
 		TopicConfig: func(topic string) *plog.Config {
-			if topic == offsetsTopic {
+			if isInternalTopic(topic) {
 				return &s.offsetsCfg
 			}
 			return nil
@@ -168,7 +168,7 @@ func (s *store) topic(name string, create bool) ([]*plog.Partition, error) {
 		return nil, errUnknownTopic
 	}
 	n := s.partitions
-	if name == offsetsTopic {
+	if isInternalTopic(name) {
 		n = 1
 	}
 	s.log.Info("creating topic", "topic", name, "partitions", n)
@@ -192,13 +192,14 @@ func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
 	return ps, nil
 }
 
-// userPartitions returns every partition except __consumer_offsets-0.
+// userPartitions returns every partition except the internal topics'
+// (__consumer_offsets, __transaction_state).
 func (s *store) userPartitions() []*plog.Partition {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*plog.Partition
 	for t, ps := range s.mu.topics {
-		if t != offsetsTopic {
+		if !isInternalTopic(t) {
 			out = append(out, ps...)
 		}
 	}

@@ -42,7 +42,12 @@ func Check(t TB, p *plog.Partition, m *Model) {
 //   - OffsetForTimestamp agrees with the model for every record timestamp
 //     (and one past it) and for the Latest and Earliest sentinels, and the
 //     MaxTimestamp answer is a visible record with the largest visible
-//     timestamp.
+//     timestamp;
+//   - unless the producer state is unknown (after Crash), the last stable
+//     offset, the open transactions and the read_committed "latest" offset
+//     agree, and reading read_committed from the log start returns the
+//     model's batches below the last stable offset and reports exactly the
+//     model's aborted transactions overlapping them.
 //
 // Batches of more than 64 records are probed at their first, last and a
 // few middle offsets rather than at every one.
@@ -72,6 +77,9 @@ func CheckErr(p *plog.Partition, m *Model) error {
 		if err := checkScan(p, m, limit, false); err != nil {
 			return err
 		}
+	}
+	if err := checkTxn(p, m); err != nil {
+		return err
 	}
 	return checkTimes(p, m)
 }

@@ -103,9 +103,17 @@
 // from (its placement depends on where segments rolled); after Crash the
 // state is unknown ([ErrProducerStateUnknown]) until Reopen (or
 // ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps it, as the partition does.
-// Producer expiry and transactions are not modelled: give producer batches
-// recent timestamps. ExampleModel_ExpectAppend shows a retry recognised by
-// both.
+// Producer expiry is not modelled: give producer batches recent
+// timestamps. ExampleModel_ExpectAppend shows a retry recognised by both.
+//
+// Transactions are: transactional batches open a producer's transaction,
+// [Model.ExpectMarker] says what Partition.AppendMarker must do with a
+// marker (the offset, or the fencing error), [Model.AppendMarker] records
+// the marker the partition stored (read it back: its timestamp is the
+// partition's clock), and [Model.OpenTransactions],
+// [Model.LastStableOffset] and [Model.AbortedTxns] derive the state from
+// the history. Check compares them, and read_committed reads, with the
+// partition whenever the producer state is known.
 //
 // # Concurrency
 //

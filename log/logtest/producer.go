@@ -28,6 +28,10 @@ type producerBatch struct {
 	epoch                  int16
 	first, last            int32
 	baseOffset, lastOffset int64
+	// txn marks a transactional batch; marker a transaction marker (a
+	// control batch: abort says which, coord is its coordinator epoch).
+	txn, marker, abort bool
+	coord              int32
 }
 
 // ErrProducerStateUnknown is returned by ExpectAppend and AppendBatch for
@@ -43,11 +47,18 @@ var ErrProducerStateUnknown = errors.New("partlog/logtest: model: producer state
 // oldest first). A producer's batches at or past the horizon (the offset
 // of the snapshot the partition last loaded) are all known; of those below
 // it only the last one (a snapshot keeps one batch per producer).
+//
+// A transaction marker sets the producer's epoch (a new one forgets the
+// batches of the old) but is no batch of its sequence.
 func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerBatch) {
 	lastBelow := -1
 	var mine []producerBatch
 	for i, b := range m.prodHist {
 		if b.pid != pid {
+			continue
+		}
+		known, epoch = true, b.epoch
+		if b.marker {
 			continue
 		}
 		if b.baseOffset < m.prodHorizon {
@@ -59,10 +70,9 @@ func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerB
 	if lastBelow >= 0 {
 		mine = append([]producerBatch{m.prodHist[lastBelow]}, mine...)
 	}
-	if len(mine) == 0 {
+	if !known {
 		return false, 0, nil
 	}
-	epoch = mine[len(mine)-1].epoch
 	for i := len(mine) - 1; i >= 0 && mine[i].epoch == epoch && len(recent) < producerBatchesKept; i-- {
 		recent = append([]producerBatch{mine[i]}, recent...)
 	}
@@ -84,12 +94,29 @@ func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerB
 //
 // Not modelled: producer expiry (Config.ProducerIDExpiration measures a
 // producer's idleness from its last batch's max timestamp, so give batches
-// recent timestamps, or a long expiration) and transactions
-// (ErrInvalidTxnState; control batches are recorded as plain producer
-// batches). After Crash the producer state is unknown: ExpectAppend
-// returns ErrProducerStateUnknown for a producer batch until Reopen (or
-// ReloadProducers after a later TruncateTo).
+// recent timestamps, or a long expiration). A producer whose transaction
+// is open may send only transactional batches: a plain one is refused with
+// plog.ErrInvalidTxnState (markers are ExpectMarker's). After Crash the
+// producer state is unknown: ExpectAppend returns ErrProducerStateUnknown
+// for a producer batch until Reopen (or ReloadProducers after a later
+// TruncateTo).
 func (m *Model) ExpectAppend(b []byte) (plog.AppendInfo, error) {
+	info, err := m.expectAppend(b)
+	if err != nil || info.Duplicate {
+		return info, err
+	}
+	bt := batch.Batch(b)
+	if pid := bt.ProducerID(); pid >= 0 && !bt.Attributes().IsTransactional() {
+		if open, ok := m.openTxnOf(pid); ok {
+			return plog.AppendInfo{Base: -1, LastOffset: -1}, fmt.Errorf("partlog/logtest: model: %w: producer %d sent a plain batch while its transaction from offset %d is open",
+				plog.ErrInvalidTxnState, pid, open)
+		}
+	}
+	return info, nil
+}
+
+// expectAppend is ExpectAppend without the transaction state check.
+func (m *Model) expectAppend(b []byte) (plog.AppendInfo, error) {
 	bt, rest, err := batch.Parse(b)
 	if err != nil || len(rest) != 0 {
 		return plog.AppendInfo{Base: -1, LastOffset: -1}, fmt.Errorf("partlog/logtest: model: %w: not one batch (%v)", plog.ErrInvalidBatch, err)
@@ -131,7 +158,10 @@ func (m *Model) ExpectAppend(b []byte) (plog.AppendInfo, error) {
 		}
 		return accept, nil
 	}
-	prev := recent[len(recent)-1].last
+	prev := int32(batch.NoSequence) // a marker alone set the epoch
+	if len(recent) > 0 {
+		prev = recent[len(recent)-1].last
+	}
 	if int64(first) != int64(prev)+1 && !(first == 0 && prev == 1<<31-1) {
 		return refuse(plog.ErrOutOfOrderSequence, "last sequence %d", prev)
 	}
@@ -146,6 +176,9 @@ func (m *Model) NextSequence(pid int64) (epoch int16, sequence int32) {
 	if !known {
 		return 0, 0
 	}
+	if len(recent) == 0 {
+		return epoch, 0
+	}
 	last := recent[len(recent)-1].last
 	if last == 1<<31-1 {
 		return epoch, 0
@@ -158,8 +191,17 @@ func (m *Model) recordProducer(b batch.Batch) {
 	if b.ProducerID() < 0 {
 		return
 	}
-	m.prodHist = append(m.prodHist, producerBatch{pid: b.ProducerID(), epoch: b.ProducerEpoch(),
-		first: b.BaseSequence(), last: b.LastSequence(), baseOffset: b.BaseOffset(), lastOffset: b.LastOffset()})
+	pb := producerBatch{pid: b.ProducerID(), epoch: b.ProducerEpoch(),
+		first: b.BaseSequence(), last: b.LastSequence(), baseOffset: b.BaseOffset(), lastOffset: b.LastOffset(),
+		txn: b.Attributes().IsTransactional()}
+	if b.Attributes().IsControl() {
+		cr, ok := markerOf(b)
+		if !ok {
+			return // not a transaction marker: no producer state
+		}
+		pb.marker, pb.abort, pb.coord = true, cr.Type == batch.ControlAbort, cr.CoordinatorEpoch
+	}
+	m.prodHist = append(m.prodHist, pb)
 }
 
 // cutProducers forgets the producer batches at or past end.

@@ -15,6 +15,14 @@
                                                  m-N1..m-(N1+N2-1), flushes, prints {"produced": N1+N2}
     ck_client.py lag BROKER TOPIC GROUP         prints {"committed": C, "low": L, "high": H, "lag": H-C}
                                                  for partition 0 (committed -1001 = none)
+    ck_client.py txn BROKER TOPIC TXNID N       a transactional producer (transactional.id TXNID):
+                                                 init_transactions; commits c1-0..c1-(N-1), aborts
+                                                 a-0..a-(N-1), commits c2-0..c2-(N-1), all to
+                                                 partition 0; then a plain producer writes "end";
+                                                 a read_committed consumer reads partition 0 from
+                                                 the start up to "end"; prints
+                                                 {"values": [...], "uncommitted": [...]} (the second
+                                                 list from a read_uncommitted consumer)
 
 Every wait is bounded (DEADLINE seconds); on failure it exits non-zero with the reason on stderr.
 """
@@ -122,6 +130,56 @@ def lag(broker, topic, group):
     print(json.dumps({"committed": committed, "low": low, "high": high, "lag": high - committed}))
 
 
+def transactions(broker, topic, txn_id, n):
+    p = Producer({
+        "bootstrap.servers": broker,
+        "transactional.id": txn_id,
+        "linger.ms": 5,
+        "transaction.timeout.ms": 60000,
+    })
+    p.init_transactions(DEADLINE)
+    for prefix, commit in (("c1", True), ("a", False), ("c2", True)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic, value=("%s-%d" % (prefix, i)).encode(), partition=0)
+        if commit:
+            p.commit_transaction(DEADLINE)
+        else:
+            p.flush(DEADLINE)  # the records reach the log before the abort
+            p.abort_transaction(DEADLINE)
+    plain = Producer({"bootstrap.servers": broker})
+    plain.produce(topic, value=b"end", partition=0)
+    if plain.flush(DEADLINE):
+        fail("txn: the end record was not delivered")
+
+    def read(isolation):
+        c = Consumer({
+            "bootstrap.servers": broker,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        })
+        c.assign([TopicPartition(topic, 0, 0)])
+        values = []
+        end = time.monotonic() + DEADLINE
+        while True:
+            if time.monotonic() > end:
+                fail("txn: %s consumer got %s before the deadline" % (isolation, values))
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                fail("txn: %s consumer: %s" % (isolation, msg.error()))
+            v = msg.value().decode()
+            if v == "end":
+                break
+            values.append(v)
+        c.close()
+        return values
+
+    print(json.dumps({"values": read("read_committed"), "uncommitted": read("read_uncommitted")}))
+
+
 def main(argv):
     try:
         if argv[1] == "produce":
@@ -132,6 +190,8 @@ def main(argv):
             consume(argv[2], argv[3], argv[4], int(argv[5]))
         elif argv[1] == "lag":
             lag(argv[2], argv[3], argv[4])
+        elif argv[1] == "txn":
+            transactions(argv[2], argv[3], argv[4], int(argv[5]))
         else:
             fail("unknown command %s" % argv[1])
     except KafkaException as e:

@@ -1,0 +1,356 @@
+package log
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/segment"
+)
+
+// Transactions: what Kafka's log layer keeps for transactional producers
+// (ProducerStateManager's ongoing transactions, UnifiedLog's last stable
+// offset, LogSegment's transaction index). The rules are in the package
+// documentation, "Transactions".
+
+// ErrTransactionCoordinatorFenced marks a transaction marker whose
+// coordinator epoch is older than the one of the last marker the partition
+// stored for that producer: it comes from a coordinator that has since been
+// replaced. Nothing is written. Kafka error code:
+// TRANSACTION_COORDINATOR_FENCED (52).
+var ErrTransactionCoordinatorFenced = errors.New("partlog/log: transaction coordinator fenced")
+
+// AbortedTxn is an aborted transaction as a read_committed read reports it
+// and as the transaction index (.txnindex) stores it: the producer id, the
+// transaction's first offset, the offset of its ABORT marker (LastOffset)
+// and the last stable offset once that marker was written.
+type AbortedTxn = segment.AbortedTxn
+
+// OpenTxn is a transaction that is open in this partition: its producer has
+// written transactional batches and no marker has ended them yet.
+type OpenTxn struct {
+	// ProducerID is the transactional producer's id.
+	ProducerID int64
+	// FirstOffset is the offset of the transaction's first batch; the last
+	// stable offset stays at or below it while the transaction is open.
+	FirstOffset int64
+	// StartTimestamp is the maxTimestamp (ms) of the transaction's first
+	// batch as stored; for a transaction Open found only in a producer
+	// snapshot, the producer's last timestamp recorded there.
+	StartTimestamp int64
+}
+
+// completedTxn is a transaction a marker ended (ok set): the producer, its
+// first offset and the marker's offset.
+type completedTxn struct {
+	ok, abort        bool
+	pid, first, last int64
+}
+
+// txnState is the partition's lock-free view of its transactions.
+type txnState struct {
+	// unstable is the first offset of the oldest open transaction plus
+	// one; 0 when none is open. Written under mu before the high
+	// watermark that exposes a change is published; read by anyone.
+	unstable atomic.Int64
+	// aborted is set once any segment of the partition has held an
+	// aborted transaction: until then read_committed reads skip the
+	// transaction indexes.
+	aborted atomic.Bool
+	// buf is AppendMarker's scratch for the control batch. Guarded by mu.
+	buf []byte
+}
+
+// beginTxn records an open transaction, keeping ongoing ordered by first
+// offset (appends come in offset order; a snapshot's come by producer id).
+func (s *producerState) beginTxn(t OpenTxn) {
+	i := len(s.ongoing)
+	for i > 0 && s.ongoing[i-1].FirstOffset > t.FirstOffset {
+		i--
+	}
+	s.ongoing = slices.Insert(s.ongoing, i, t)
+}
+
+// endTxn forgets producer pid's open transaction.
+func (s *producerState) endTxn(pid int64) {
+	if i := slices.IndexFunc(s.ongoing, func(t OpenTxn) bool { return t.ProducerID == pid }); i >= 0 {
+		s.ongoing = slices.Delete(s.ongoing, i, i+1)
+	}
+}
+
+// lastStableAfter returns the last stable offset once the marker at offset
+// last ended a transaction (which endTxn removed): the first offset of the
+// oldest transaction still open, else last + 1 (Kafka's
+// ProducerStateManager.lastStableOffset of a completed transaction).
+func (s *producerState) lastStableAfter(last int64) int64 {
+	if len(s.ongoing) > 0 {
+		return s.ongoing[0].FirstOffset
+	}
+	return last + 1
+}
+
+// publishUnstableLocked publishes the first offset of the oldest open
+// transaction for LastStableOffset. REQUIRES: mu held (or Open).
+func (p *Partition) publishUnstableLocked() {
+	var u int64
+	if o := p.mu.producers.ongoing; len(o) > 0 {
+		u = o[0].FirstOffset + 1
+	}
+	p.txn.unstable.Store(u)
+}
+
+// holdStableLocked holds the last stable offset at the log start offset
+// until the next publishUnstableLocked: TruncateTo calls it before it
+// lowers the bounds, because a cut marker reopens its transaction and the
+// producer state that knows it is reloaded only after the cut.
+// REQUIRES: mu held.
+func (p *Partition) holdStableLocked() { p.txn.unstable.Store(1) }
+
+// observeTxnLocked follows a transactional batch just written to the active
+// segment: an ABORT marker that ended a transaction adds it to the segment's
+// transaction index, published before the last stable offset moves past
+// it. A failure to write the index fails the partition (the marker is in
+// the log; the recovery at the next Open rebuilds the entry).
+// REQUIRES: mu held.
+func (p *Partition) observeTxnLocked(c completedTxn) {
+	if c.ok && c.abort {
+		seg := p.segs.Load().active()
+		a := AbortedTxn{ProducerID: c.pid, FirstOffset: c.first, LastOffset: c.last,
+			LastStableOffset: p.mu.producers.lastStableAfter(c.last)}
+		if err := seg.AppendAbortedTxn(a); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: transaction index of segment %d of %s: %w", seg.BaseOffset(), p.dir, err))
+		}
+		p.mu.dirDirty = true // the .txnindex may be new
+		p.txn.aborted.Store(true)
+	}
+	p.publishUnstableLocked()
+}
+
+// LastStableOffset returns the last stable offset: the first offset of the
+// oldest transaction still open in the partition (not below the log start
+// offset), else the high watermark; never above the high watermark. A
+// read_committed consumer reads below it (ReadCommitted). Lock-free.
+func (p *Partition) LastStableOffset() int64 {
+	hw := p.HighWatermark() // before unstable: see txnState.unstable
+	u := p.txn.unstable.Load()
+	if u == 0 {
+		return hw
+	}
+	return min(max(u-1, p.LogStartOffset()), hw)
+}
+
+// OpenTransactions returns the transactions open in the partition, oldest
+// first, for a transaction coordinator's timeouts.
+func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return nil, ErrClosed
+	}
+	return slices.Clone(p.mu.producers.ongoing), nil
+}
+
+// AppendMarker writes a transaction marker, as a partition leader does
+// when a transaction coordinator ends a transaction (Kafka's
+// WriteTxnMarkers), and returns its offset. m gives the type (ABORT or
+// COMMIT), the producer id and epoch and the coordinator epoch; the
+// partition assigns the offset under its lock as AppendBatch does, stamps
+// the partition leader epoch as AppendBatch does, and sets the timestamp
+// to Config.Now (LogAppendTime under Config.LogAppendTime); m.BaseOffset,
+// m.PartitionLeaderEpoch and m.Timestamp are ignored.
+//
+// The checks are Kafka's (ProducerAppendInfo.appendEndTxnMarker), made
+// under the lock before anything is written: an epoch older than the
+// producer's current one gives ErrInvalidProducerEpoch, a coordinator
+// epoch older than the one of the producer's last marker
+// ErrTransactionCoordinatorFenced; a type other than ABORT or COMMIT, or a
+// negative producer id or epoch, ErrInvalidBatch. A marker for a producer
+// with no open transaction (or one the partition has never seen) is
+// written, as in Kafka: it ends nothing, so it moves no last stable offset
+// and adds nothing to the transaction index, but it sets the producer's
+// epoch and coordinator epoch.
+//
+// A marker that ends an open transaction ends it in this partition: the
+// last stable offset moves past it, and an ABORT adds the transaction to
+// the .txnindex of the segment holding the marker (reported by
+// ReadCommitted from then on). The flush policy applies as to AppendBatch.
+func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
+	if !m.Type.IsTxnMarker() {
+		return -1, invalidBatchf(nil, "marker type %s: a transaction marker is ABORT or COMMIT", m.Type)
+	}
+	if m.ProducerID < 0 || m.ProducerEpoch < 0 {
+		return -1, invalidBatchf(nil, "marker for producer %d epoch %d: both must be >= 0", m.ProducerID, m.ProducerEpoch)
+	}
+	p.lockWriter()
+	if err := p.checkWritableLocked(); err != nil {
+		p.mu.Unlock()
+		return -1, err
+	}
+	if e := p.mu.producers.m[m.ProducerID]; e != nil {
+		if m.ProducerEpoch < e.epoch {
+			p.mu.Unlock()
+			return -1, fmt.Errorf("%w: %s marker for producer %d epoch %d, older than its current epoch %d",
+				ErrInvalidProducerEpoch, m.Type, m.ProducerID, m.ProducerEpoch, e.epoch)
+		}
+		if m.CoordinatorEpoch < e.coordinatorEpoch {
+			p.mu.Unlock()
+			return -1, fmt.Errorf("%w: %s marker for producer %d with coordinator epoch %d, older than %d",
+				ErrTransactionCoordinatorFenced, m.Type, m.ProducerID, m.CoordinatorEpoch, e.coordinatorEpoch)
+		}
+	}
+	offset = p.mu.end.Offset
+	epoch := batch.NoPartitionLeaderEpoch
+	if p.cfg.StampLeaderEpoch {
+		epoch = p.leaderEpoch.Load()
+	}
+	now := p.nowMs()
+	buf, err := batch.AppendControlBatch(p.txn.buf[:0], batch.TxnMarker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch,
+		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseOffset: offset, PartitionLeaderEpoch: epoch, Timestamp: now})
+	if err != nil {
+		p.mu.Unlock()
+		return -1, invalidBatchf(err, "%s marker for producer %d", m.Type, m.ProducerID)
+	}
+	p.txn.buf = buf
+	bt := batch.Batch(buf)
+	if p.cfg.LogAppendTime {
+		bt.SetLogAppendTime(now)
+	}
+	if err := p.appendLocked(bt, nil); err != nil {
+		p.mu.Unlock()
+		return -1, err
+	}
+	if err := p.mu.failed; err != nil {
+		// The marker is written; its transaction index entry is not
+		// (observeTxnLocked failed the partition). Nothing is published.
+		p.mu.Unlock()
+		return -1, err
+	}
+	w := p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+	if p.cfg.FlushMessages == 0 {
+		p.mu.Unlock()
+		p.bounds.signal(w)
+		return offset, nil
+	}
+	seq, due := p.mu.writeSeq, p.flushDueLocked()
+	p.mu.Unlock()
+	p.bounds.signal(w)
+	if abandoned, err := p.afterAppendContext(context.Background(), seq, due); err != nil && !abandoned {
+		return -1, err
+	}
+	return offset, nil
+}
+
+// ReadCommitted is ReadFrom for a read_committed consumer (Kafka's Fetch
+// with isolation READ_COMMITTED): it never returns a byte of a batch at or
+// past the last stable offset, and it returns, with the batches, the
+// aborted transactions that overlap them (LastOffset at or past the first
+// batch's offset and FirstOffset below Records.NextOffset), oldest marker
+// first: what a Fetch response carries for the consumer to drop the
+// aborted batches. Transaction markers themselves are returned like any
+// batch. An offset at or past the last stable offset gives an empty
+// result; the bounds, errors and lifetime of Records are ReadFrom's.
+//
+// When no transaction was ever aborted in the partition the aborted list is
+// nil without looking at any transaction index; when none is open the read
+// is ReadFrom's.
+func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []AbortedTxn, error) {
+	lso := p.LastStableOffset()
+	if offset >= lso {
+		if p.closed.Load() {
+			return Records{}, nil, ErrClosed
+		}
+		if err := p.offlineErr(); err != nil {
+			return Records{}, nil, err
+		}
+		if start, end := p.LogStartOffset(), p.LogEndOffset(); offset < start || offset > end {
+			return Records{}, nil, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
+		}
+		return newRecords().handle(), nil, nil
+	}
+	recs, err := p.read(offset, maxBytes, false)
+	if err != nil {
+		return recs, nil, err
+	}
+	r := recs.r
+	if r.seg != nil && r.next > lso {
+		empty, err := r.trimAt(lso)
+		if err != nil {
+			_ = recs.Close()
+			return Records{}, nil, p.noteFault(fmt.Errorf("partlog/log: read_committed offset %d of %s: %w", offset, p.dir, err))
+		}
+		if empty {
+			_ = recs.Close()
+			return newRecords().handle(), nil, nil
+		}
+	}
+	if r.seg == nil || !p.txn.aborted.Load() {
+		return recs, nil, nil
+	}
+	aborted, err := p.collectAborted(r.first, r.next)
+	if err != nil {
+		_ = recs.Close()
+		return Records{}, nil, err
+	}
+	return recs, aborted, nil
+}
+
+// trimAt cuts r after its last batch whose offsets all lie below lso,
+// reading the batch headers (under the fault guard: r.b may alias a
+// mapping). It reports empty when no batch is left; r is then unchanged.
+func (r *records) trimAt(lso int64) (empty bool, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+	b := r.b
+	pos, next := 0, r.first
+	for pos+batch.LogOverhead <= len(b) {
+		last := int64(binary.BigEndian.Uint64(b[pos:])) // a legacy entry's offset is its last
+		if pos+batch.HeaderSize <= len(b) && b[pos+16] == batch.Magic {
+			last = batch.Batch(b[pos:]).LastOffset()
+		}
+		if last >= lso {
+			break
+		}
+		pos += batch.LogOverhead + int(int32(binary.BigEndian.Uint32(b[pos+8:])))
+		next = last + 1
+	}
+	if pos == 0 {
+		return true, nil
+	}
+	if pos < len(b) {
+		r.b, r.end, r.next = b[:pos], r.start+int64(pos), next
+	}
+	return false, nil
+}
+
+// collectAborted returns the aborted transactions overlapping [from, upper)
+// from the transaction indexes of the segment holding from and the ones
+// after it, until one entry's last stable offset reaches upper (Kafka's
+// collectAbortedTransactions).
+func (p *Partition) collectAborted(from, upper int64) ([]AbortedTxn, error) {
+	snap, err := p.acquireSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	defer p.releaseSnapshot(snap)
+	var out []AbortedTxn
+	complete := false
+	for i := max(snap.find(from), 0); i < len(snap.list) && !complete; i++ {
+		out, complete = snap.list[i].CollectAbortedTxns(out, from, upper)
+	}
+	return out, nil
+}
+
+// noteAbortedIn notes whether any segment of list holds aborted
+// transactions (Open). REQUIRES: mu held (or Open).
+func (p *Partition) noteAbortedIn(list []*segment.Segment) {
+	for _, seg := range list {
+		if len(seg.AbortedTxns()) > 0 {
+			p.txn.aborted.Store(true)
+			return
+		}
+	}
+}

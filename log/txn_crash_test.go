@@ -1,0 +1,284 @@
+package log_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
+)
+
+// txnOracle is what the transactions of a log must be, computed from the
+// log's batches alone (Kafka's rules, written out again here): the open
+// transactions, the aborted ones with the last stable offset after their
+// marker.
+type txnOracle struct {
+	open    []plog.OpenTxn // by first offset; StartTimestamp not compared
+	aborted []plog.AbortedTxn
+}
+
+// txnOracleOf replays every batch of p (read as a follower, up to the log
+// end) through the rules.
+func txnOracleOf(t testing.TB, p *plog.Partition) txnOracle {
+	t.Helper()
+	var o txnOracle
+	for off := p.LogStartOffset(); off < p.LogEndOffset(); {
+		recs, err := p.ReadFromFollower(off, 1<<20)
+		if err != nil {
+			t.Fatalf("oracle read at %d: %v", off, err)
+		}
+		for rest := recs.Bytes(); len(rest) > 0; {
+			bt, r, err := batch.Parse(rest)
+			if err != nil {
+				t.Fatalf("oracle parse: %v", err)
+			}
+			rest = r
+			o.observe(t, bt)
+		}
+		off = recs.NextOffset()
+		_ = recs.Close()
+	}
+	return o
+}
+
+func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
+	pid := bt.ProducerID()
+	if pid < 0 || !bt.Attributes().IsTransactional() {
+		return
+	}
+	i := slices.IndexFunc(o.open, func(x plog.OpenTxn) bool { return x.ProducerID == pid })
+	if !bt.Attributes().IsControl() {
+		if i < 0 {
+			o.open = append(o.open, plog.OpenTxn{ProducerID: pid, FirstOffset: bt.BaseOffset()})
+		}
+		return
+	}
+	if i < 0 {
+		return // a marker with no open transaction ends nothing
+	}
+	first := o.open[i].FirstOffset
+	o.open = slices.Delete(o.open, i, i+1)
+	var dec batch.Decoder
+	for r, err := range bt.All(&dec) {
+		if err != nil {
+			t.Fatalf("oracle: marker: %v", err)
+		}
+		cr, err := batch.ParseControlRecord(r)
+		if err != nil {
+			t.Fatalf("oracle: marker: %v", err)
+		}
+		if cr.Type == batch.ControlAbort {
+			lso := bt.BaseOffset() + 1
+			if len(o.open) > 0 {
+				lso = o.open[0].FirstOffset
+			}
+			o.aborted = append(o.aborted, plog.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: bt.BaseOffset(), LastStableOffset: lso})
+		}
+		break
+	}
+}
+
+// checkTxnState compares p's transaction state, its read_committed reads
+// and (files) the .txnindex files in dir with the oracle.
+func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, dir string, files bool) {
+	t.Helper()
+	o := txnOracleOf(t, p)
+	hw := p.HighWatermark()
+	wantLSO := hw
+	if len(o.open) > 0 {
+		wantLSO = min(max(o.open[0].FirstOffset, p.LogStartOffset()), hw)
+	}
+	if got := p.LastStableOffset(); got != wantLSO {
+		t.Fatalf("%s: last stable offset %d, want %d (open %v)", where, got, wantLSO, o.open)
+	}
+	open, err := p.OpenTransactions()
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	for i := range open {
+		open[i].StartTimestamp = 0
+	}
+	if !slices.Equal(open, o.open) && (len(open) > 0 || len(o.open) > 0) {
+		t.Fatalf("%s: open transactions %v, want %v", where, open, o.open)
+	}
+	// read_committed from the start: nothing at or past the LSO, and the
+	// aborted transactions reported are the oracle's that start below
+	// where the reads stopped.
+	var got []plog.AbortedTxn
+	off := p.LogStartOffset()
+	for {
+		recs, ab, err := p.ReadCommitted(off, 1<<20)
+		if err != nil {
+			t.Fatalf("%s: read_committed at %d: %v", where, off, err)
+		}
+		if recs.Empty() {
+			_ = recs.Close()
+			break
+		}
+		if recs.NextOffset() > wantLSO {
+			t.Fatalf("%s: read_committed at %d returned up to %d, past the LSO %d", where, off, recs.NextOffset(), wantLSO)
+		}
+		for _, a := range ab {
+			if !slices.Contains(got, a) {
+				got = append(got, a)
+			}
+		}
+		off = recs.NextOffset()
+		_ = recs.Close()
+	}
+	var want []plog.AbortedTxn
+	for _, a := range o.aborted {
+		if a.FirstOffset < off {
+			want = append(want, a)
+		}
+	}
+	slices.SortFunc(got, func(a, b plog.AbortedTxn) int { return int(a.LastOffset - b.LastOffset) })
+	if !slices.Equal(got, want) && (len(got) > 0 || len(want) > 0) {
+		t.Fatalf("%s: read_committed reported aborted %v, want %v", where, got, want)
+	}
+	if !files {
+		return
+	}
+	var onDisk []plog.AbortedTxn
+	names, err := fsys.List(dir)
+	if err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !strings.HasSuffix(n, segment.TxnIndexSuffix) {
+			continue
+		}
+		f, err := fsys.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		data, err := io.ReadAll(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		entries, err := segment.DecodeTxnIndex(n, data)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		onDisk = append(onDisk, entries...)
+	}
+	if !slices.Equal(onDisk, o.aborted) && (len(onDisk) > 0 || len(o.aborted) > 0) {
+		t.Fatalf("%s: .txnindex files hold %v, want %v", where, onDisk, o.aborted)
+	}
+}
+
+// TestTxnCrash: random histories of transactional producers (data
+// batches, COMMIT and ABORT markers, some for producers with no open
+// transaction), plain appends, rolls, syncs and truncations on the
+// crash-simulating filesystem, crashed at random moments with a random
+// share of the unsynced writes surviving (some torn) and reopened from the
+// clone. After every reopen and truncation, the open transactions, the
+// last stable offset, what read_committed returns and reports, and the
+// .txnindex files (after a close) agree with an oracle computed from the
+// recovered log's batches: the transaction state survives close and crash
+// through the producer snapshot and the replay of the log after it.
+func TestTxnCrash(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0x7a))
+	budget, minCrashes := 6*time.Second, 150
+	if testing.Short() {
+		budget, minCrashes = 2*time.Second, 40
+	}
+	deadline := time.Now().Add(budget)
+	crashes, histories := 0, 0
+	for crashes < minCrashes && time.Now().Before(deadline) {
+		histories++
+		crashes += txnCrashHistory(t, rng, histories)
+	}
+	t.Logf("%d crash points in %d histories", crashes, histories)
+}
+
+func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
+	t.Helper()
+	flush := []int64{0, 1}[rng.IntN(2)]
+	mem := vfs.NewMem()
+	cfg := plog.Config{FS: mem, SegmentBytes: int64(300 + rng.IntN(1200)), FlushMessages: flush}
+	const dir = "/kafka/txn-0"
+	where := func(what string) string { return fmt.Sprintf("history %d (flush.messages %d): %s", id, flush, what) }
+	p, err := plog.Open(dir, cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", where("open"), err)
+	}
+	defer func() { _ = p.Close() }()
+	const producers = 3
+	ts := time.Now().UnixMilli()
+	nextSeq := func(pid int64) int32 {
+		st, ok, err := p.ProducerState(pid)
+		if err != nil {
+			t.Fatalf("%s: %v", where("producer state"), err)
+		}
+		if !ok || len(st.Batches) == 0 {
+			return 0
+		}
+		return st.Batches[len(st.Batches)-1].LastSequence + 1
+	}
+	crashes := 0
+	for step := 0; step < 60; step++ {
+		switch r := rng.IntN(100); {
+		case r < 40:
+			pid := int64(rng.IntN(producers))
+			n := 1 + rng.IntN(3)
+			if _, err := p.AppendBatch(prodBatch(t, pid, 0, nextSeq(pid), n, ts, true)); err != nil {
+				t.Fatalf("%s: %v", where("transactional append"), err)
+			}
+		case r < 55:
+			typ := []batch.ControlType{batch.ControlAbort, batch.ControlCommit}[rng.IntN(2)]
+			if _, err := p.AppendMarker(marker(typ, int64(rng.IntN(producers)), 0, 0)); err != nil {
+				t.Fatalf("%s: %v", where("marker"), err)
+			}
+		case r < 62:
+			if _, err := p.AppendBatch(prodBatch(t, -1, -1, -1, 1+rng.IntN(3), ts, false)); err != nil {
+				t.Fatalf("%s: %v", where("plain append"), err)
+			}
+		case r < 69:
+			if err := p.Roll(); err != nil {
+				t.Fatalf("%s: %v", where("roll"), err)
+			}
+		case r < 75:
+			if err := p.Sync(); err != nil {
+				t.Fatalf("%s: %v", where("sync"), err)
+			}
+		case r < 80 && p.LogEndOffset() > 0:
+			o := rng.Int64N(p.LogEndOffset())
+			if err := p.TruncateTo(o); err != nil {
+				t.Fatalf("%s: %v", where(fmt.Sprintf("truncate to %d", o)), err)
+			}
+			checkTxnState(t, where(fmt.Sprintf("after truncating to %d", o)), p, mem, dir, false)
+		case r < 84:
+			if err := p.Close(); err != nil {
+				t.Fatalf("%s: %v", where("close"), err)
+			}
+			if p, err = plog.Open(dir, cfg); err != nil {
+				t.Fatalf("%s: %v", where("reopen"), err)
+			}
+			checkTxnState(t, where("after a clean reopen"), p, mem, dir, true)
+		default:
+			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			clone := mem.CrashClone(opts)
+			_ = p.Close()
+			mem, cfg.FS = clone, clone
+			if p, err = plog.Open(dir, cfg); err != nil {
+				t.Fatalf("%s: %v", where(fmt.Sprintf("reopen after crash %+v", opts)), err)
+			}
+			checkTxnState(t, where(fmt.Sprintf("after crash %+v", opts)), p, mem, dir, true)
+			crashes++
+		}
+	}
+	checkTxnState(t, where("at the end"), p, mem, dir, false)
+	return crashes
+}

@@ -1,0 +1,437 @@
+package log_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// txnBatch is a transactional batch of n records from producer pid.
+func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
+	return prodBatch(t, pid, epoch, seq, n, pbNow(), true)
+}
+
+// pbNow is the timestamp test batches carry.
+func pbNow() int64 { return pb{}.ts() }
+
+// marker is a transaction marker for producer pid.
+func marker(typ batch.ControlType, pid int64, epoch int16, coord int32) batch.TxnMarker {
+	return batch.TxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coord}
+}
+
+// readCommittedAll reads read_committed from offset to the last stable
+// offset and returns every batch's base offset with the aborted
+// transactions the reads reported (each once).
+func readCommittedAll(t testing.TB, p *plog.Partition, from int64) (bases []int64, aborted []plog.AbortedTxn) {
+	t.Helper()
+	for off := from; ; {
+		recs, ab, err := p.ReadCommitted(off, 1<<20)
+		require.NoError(t, err)
+		if recs.Empty() {
+			require.NoError(t, recs.Close())
+			return bases, aborted
+		}
+		for _, a := range ab { // each read reports what overlaps it
+			if !slices.Contains(aborted, a) {
+				aborted = append(aborted, a)
+			}
+		}
+		for rest := recs.Bytes(); len(rest) > 0; {
+			bt, r, err := batch.Parse(rest)
+			require.NoError(t, err)
+			bases = append(bases, bt.BaseOffset())
+			rest = r
+		}
+		off = recs.NextOffset()
+		require.NoError(t, recs.Close())
+	}
+}
+
+// TestAppendMarkerRules is Kafka's appendEndTxnMarker on the leader path,
+// case by case: after the setup (data batches and markers, all accepted),
+// the probe marker is written at the log end or refused with the sentinel
+// (nothing written, the log end unchanged).
+func TestAppendMarkerRules(t *testing.T) {
+	const pid = 9
+	type step struct {
+		data   bool // a transactional batch of producer pid, epoch 1 (else the marker)
+		marker batch.TxnMarker
+	}
+	commit := func(epoch int16, coord int32) step {
+		return step{marker: marker(batch.ControlCommit, pid, epoch, coord)}
+	}
+	data := step{data: true}
+	tests := []struct {
+		name    string
+		setup   []step
+		probe   batch.TxnMarker
+		wantErr error
+		// wantLSO is the last stable offset after the probe; wantOpen
+		// whether the producer's transaction is still open.
+		wantLSO  int64
+		wantOpen bool
+	}{
+		{name: "commit ends the open transaction", setup: []step{data}, probe: marker(batch.ControlCommit, pid, 1, 0), wantLSO: 2},
+		{name: "abort ends the open transaction", setup: []step{data}, probe: marker(batch.ControlAbort, pid, 1, 0), wantLSO: 2},
+		{name: "marker without an open transaction is written", setup: []step{data, commit(1, 0)}, probe: marker(batch.ControlAbort, pid, 1, 0), wantLSO: 3},
+		{name: "marker for an unknown producer is written", probe: marker(batch.ControlCommit, 77, 0, 0), wantLSO: 1},
+		{name: "newer producer epoch ends the transaction (coordinator bumped it)", setup: []step{data}, probe: marker(batch.ControlAbort, pid, 2, 0), wantLSO: 2},
+		{name: "older producer epoch is fenced", setup: []step{data}, probe: marker(batch.ControlCommit, pid, 0, 0),
+			wantErr: plog.ErrInvalidProducerEpoch, wantLSO: 0, wantOpen: true},
+		{name: "older coordinator epoch is fenced", setup: []step{data, commit(1, 5), data}, probe: marker(batch.ControlCommit, pid, 1, 4),
+			wantErr: plog.ErrTransactionCoordinatorFenced, wantLSO: 2, wantOpen: true},
+		{name: "same coordinator epoch is accepted", setup: []step{data, commit(1, 5), data}, probe: marker(batch.ControlCommit, pid, 1, 5), wantLSO: 4},
+		{name: "not a marker type", setup: []step{data}, probe: marker(batch.ControlLeaderChange, pid, 1, 0),
+			wantErr: plog.ErrInvalidBatch, wantLSO: 0, wantOpen: true},
+		{name: "negative producer id", probe: marker(batch.ControlCommit, -1, 1, 0), wantErr: plog.ErrInvalidBatch, wantLSO: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := plog.Open(t.TempDir(), plog.Config{})
+			require.NoError(t, err)
+			defer p.Close()
+			seq := int32(0)
+			for _, s := range tc.setup {
+				if s.data {
+					_, err := p.AppendBatch(txnBatch(t, pid, 1, seq, 1))
+					require.NoError(t, err)
+					seq++
+					continue
+				}
+				_, err := p.AppendMarker(s.marker)
+				require.NoError(t, err)
+			}
+			end := p.LogEndOffset()
+			off, err := p.AppendMarker(tc.probe)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				assert.Equal(t, int64(-1), off)
+				assert.Equal(t, end, p.LogEndOffset(), "nothing written")
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, end, off)
+				assert.Equal(t, end+1, p.LogEndOffset())
+			}
+			assert.Equal(t, tc.wantLSO, p.LastStableOffset())
+			open, err := p.OpenTransactions()
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantOpen, len(open) == 1, "open transactions %v", open)
+		})
+	}
+}
+
+// TestReadCommittedStopsAtLSOAndReportsAborts: an open transaction holds
+// read_committed reads back at its first offset (read_uncommitted reads
+// past it); an abort is reported with the range it covers, a commit is not.
+func TestReadCommittedStopsAtLSOAndReportsAborts(t *testing.T) {
+	p, err := plog.Open(t.TempDir(), plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	app := func(b []byte) int64 {
+		off, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		return off
+	}
+	app(prodBatch(t, -1, -1, -1, 2, pbNow(), false)) // 0-1 plain
+	a1 := app(txnBatch(t, 1, 0, 0, 3))               // 2-4 producer 1 (will abort)
+	c1 := app(txnBatch(t, 2, 0, 0, 2))               // 5-6 producer 2 (will commit)
+	app(prodBatch(t, -1, -1, -1, 1, pbNow(), false)) // 7 plain
+	assert.Equal(t, a1, p.LastStableOffset())
+	assert.Equal(t, int64(8), p.HighWatermark())
+
+	bases, aborted := readCommittedAll(t, p, 0)
+	assert.Equal(t, []int64{0}, bases, "nothing at or past the LSO")
+	assert.Empty(t, aborted)
+	to, found, err := p.OffsetForTimestampCommitted(plog.LatestTimestamp)
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, a1, to.Offset, "latest for read_committed is the LSO")
+
+	abortAt, err := p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+	require.NoError(t, err)
+	assert.Equal(t, c1, p.LastStableOffset(), "producer 2 still open")
+	commitAt, err := p.AppendMarker(marker(batch.ControlCommit, 2, 0, 0))
+	require.NoError(t, err)
+	assert.Equal(t, p.HighWatermark(), p.LastStableOffset())
+
+	bases, aborted = readCommittedAll(t, p, 0)
+	assert.Equal(t, []int64{0, a1, c1, 7, abortAt, commitAt}, bases)
+	assert.Equal(t, []plog.AbortedTxn{{ProducerID: 1, FirstOffset: a1, LastOffset: abortAt, LastStableOffset: c1}}, aborted)
+	_, aborted = readCommittedAll(t, p, commitAt)
+	assert.Empty(t, aborted, "no aborted transaction overlaps a read past its marker")
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	assert.Empty(t, open)
+}
+
+// TestTxnStateAcrossReopen: an open transaction survives Close and Open
+// (the producer snapshot at the log end carries its first offset) and
+// still holds the LSO back; its ABORT after the reopen is reported with
+// the LSO the reopened state gives; an aborted transaction's .txnindex
+// entry survives a reopen. Both with and without the snapshot (deleted:
+// the log is replayed).
+func TestTxnStateAcrossReopen(t *testing.T) {
+	for _, dropSnapshots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dropSnapshots=%v", dropSnapshots), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := plog.Config{SegmentBytes: 2048}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			var seq [3]int32
+			app := func(pid int64) int64 {
+				off, err := p.AppendBatch(txnBatch(t, pid, 0, seq[pid], 4))
+				require.NoError(t, err)
+				seq[pid] += 4
+				return off
+			}
+			a := app(1)
+			b := app(2)
+			for range 20 { // several segments
+				app(2)
+			}
+			abortA, err := p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+			require.NoError(t, err)
+			c := app(1) // a new transaction of producer 1, left open
+			commitB, err := p.AppendMarker(marker(batch.ControlCommit, 2, 0, 0))
+			require.NoError(t, err)
+			require.Equal(t, c, p.LastStableOffset())
+			require.NoError(t, p.Close())
+			if dropSnapshots {
+				names, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				for _, n := range names {
+					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
+					}
+				}
+			}
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer p.Close()
+			assert.Equal(t, c, p.LastStableOffset(), "the open transaction holds the LSO after a reopen")
+			open, err := p.OpenTransactions()
+			require.NoError(t, err)
+			require.Len(t, open, 1)
+			assert.Equal(t, int64(1), open[0].ProducerID)
+			assert.Equal(t, c, open[0].FirstOffset)
+
+			_, aborted := readCommittedAll(t, p, 0)
+			wantA := plog.AbortedTxn{ProducerID: 1, FirstOffset: a, LastOffset: abortA, LastStableOffset: b}
+			assert.Equal(t, []plog.AbortedTxn{wantA}, aborted)
+			abortC, err := p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+			require.NoError(t, err)
+			assert.Equal(t, p.HighWatermark(), p.LastStableOffset())
+			_, aborted = readCommittedAll(t, p, commitB)
+			assert.Equal(t, []plog.AbortedTxn{{ProducerID: 1, FirstOffset: c, LastOffset: abortC, LastStableOffset: abortC + 1}}, aborted)
+		})
+	}
+}
+
+// TestFollowerKeepsTxnState: a follower copying the leader's batches with
+// AppendAssigned (markers included) gets the same last stable offset and
+// reports the same aborted transactions as the leader.
+func TestFollowerKeepsTxnState(t *testing.T) {
+	leader, err := plog.Open(t.TempDir(), plog.Config{SegmentBytes: 1024})
+	require.NoError(t, err)
+	defer leader.Close()
+	follower, err := plog.Open(t.TempDir(), plog.Config{SegmentBytes: 1024})
+	require.NoError(t, err)
+	defer follower.Close()
+	var seq [3]int32
+	copyAll := func() {
+		for off := follower.LogEndOffset(); off < leader.LogEndOffset(); {
+			r, err := leader.ReadFromFollower(off, 1<<20)
+			require.NoError(t, err)
+			_, err = follower.AppendAssigned(r.Bytes())
+			require.NoError(t, err)
+			off = r.NextOffset()
+			require.NoError(t, r.Close())
+		}
+		assert.Equal(t, leader.LastStableOffset(), follower.LastStableOffset())
+		lb, la := readCommittedAll(t, leader, 0)
+		fb, fa := readCommittedAll(t, follower, 0)
+		assert.Equal(t, lb, fb)
+		assert.Equal(t, la, fa)
+	}
+	for i := range 30 {
+		pid := int64(i % 3)
+		_, err := leader.AppendBatch(txnBatch(t, pid, 0, seq[pid], 2))
+		require.NoError(t, err)
+		seq[pid] += 2
+		if i%4 == 3 {
+			typ := []batch.ControlType{batch.ControlAbort, batch.ControlCommit}[i%8/4]
+			_, err := leader.AppendMarker(marker(typ, pid, 0, 0))
+			require.NoError(t, err)
+		}
+		copyAll()
+	}
+	_, aborted := readCommittedAll(t, follower, 0)
+	assert.NotEmpty(t, aborted)
+}
+
+// TestAppendMarkerBatch: the stored marker is Kafka's control batch: the
+// assigned offset, the stamped leader epoch, the partition's clock (and
+// the LogAppendTime bit under LogAppendTime), baseSequence -1, a valid CRC.
+func TestAppendMarkerBatch(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_123)
+	for _, lat := range []bool{false, true} {
+		p, err := plog.Open(t.TempDir(), plog.Config{Now: func() time.Time { return now }, LogAppendTime: lat,
+			StampLeaderEpoch: true, LeaderEpoch: 4, MessageTimestampBeforeMax: plog.NoTimestampLimit})
+		require.NoError(t, err)
+		_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 3, now.UnixMilli(), false))
+		require.NoError(t, err)
+		off, err := p.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 5, ProducerEpoch: 2, CoordinatorEpoch: 7,
+			BaseOffset: 99, PartitionLeaderEpoch: 99, Timestamp: 99})
+		require.NoError(t, err)
+		r, err := p.ReadFrom(off, 0)
+		require.NoError(t, err)
+		bt, _, err := batch.Parse(r.Bytes())
+		require.NoError(t, err)
+		require.NoError(t, bt.Validate())
+		assert.Equal(t, int64(3), bt.BaseOffset())
+		assert.Equal(t, int32(4), bt.PartitionLeaderEpoch())
+		assert.Equal(t, now.UnixMilli(), bt.MaxTimestamp())
+		assert.Equal(t, lat, bt.Attributes().LogAppendTime())
+		assert.True(t, bt.Attributes().IsControl() && bt.Attributes().IsTransactional())
+		assert.Equal(t, int32(-1), bt.BaseSequence())
+		require.NoError(t, r.Close())
+		require.NoError(t, p.Close())
+	}
+}
+
+// TestTruncationNeverExposesReopenedTxn: TruncateTo cutting a COMMIT
+// marker reopens its transaction; at no filesystem operation of the
+// truncation after the lowered log end is published (a reader may look at
+// any moment: LastStableOffset takes no lock) is the last stable offset
+// past the transaction's first offset.
+// Before holdStableLocked, the lowered bounds were published while the
+// producer state still said the transaction was committed, so the last
+// stable offset briefly equalled the new log end.
+func TestTruncationNeverExposesReopenedTxn(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	p, err := plog.Open("/p", plog.Config{FS: in})
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 2, pbNow(), false)) // 0-1
+	require.NoError(t, err)
+	first, err := p.AppendBatch(txnBatch(t, 3, 0, 0, 2)) // 2-3
+	require.NoError(t, err)
+	commit, err := p.AppendMarker(marker(batch.ControlCommit, 3, 0, 0)) // 4
+	require.NoError(t, err)
+	require.Equal(t, p.HighWatermark(), p.LastStableOffset())
+
+	var worst int64 = -1
+	in.SetHook(func(vfs.Op) error {
+		if p.LogEndOffset() <= commit { // the cut is published
+			worst = max(worst, p.LastStableOffset())
+		}
+		return nil
+	})
+	require.NoError(t, p.TruncateTo(commit))
+	in.SetHook(nil)
+	assert.LessOrEqual(t, worst, first, "the last stable offset passed the reopened transaction during the truncation")
+	assert.Equal(t, first, p.LastStableOffset())
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, first, open[0].FirstOffset)
+}
+
+// TestReadCommittedConcurrent: readers run ReadCommitted while a writer
+// appends transactional batches, markers and plain batches (under the
+// race detector in CI). Every read returns nothing at or past the last
+// stable offset loaded after it, and every batch of an aborted
+// transaction a read returns is covered by an aborted transaction that
+// read reported: the .txnindex entry is published before the last stable
+// offset moves past its transaction.
+func TestReadCommittedConcurrent(t *testing.T) {
+	p, err := plog.Open(t.TempDir(), plog.Config{SegmentBytes: 4096})
+	require.NoError(t, err)
+	defer p.Close()
+	type seen struct {
+		base, pid int64
+		aborted   []plog.AbortedTxn
+	}
+	const writes = 400
+	done := make(chan struct{})
+	results := make(chan []seen, 2)
+	for range 2 {
+		go func() {
+			var out []seen
+			off := int64(0)
+			for {
+				select {
+				case <-done:
+					results <- out
+					return
+				default:
+				}
+				recs, ab, err := p.ReadCommitted(off, 1500)
+				if err != nil {
+					t.Error(err)
+					results <- out
+					return
+				}
+				lso := p.LastStableOffset()
+				if !recs.Empty() && recs.NextOffset() > lso {
+					t.Errorf("read at %d returned up to %d, past the LSO %d", off, recs.NextOffset(), lso)
+				}
+				for rest := recs.Bytes(); len(rest) > 0; {
+					bt, r, err := batch.Parse(rest)
+					if err != nil {
+						t.Error(err)
+						break
+					}
+					if bt.Attributes().IsTransactional() && !bt.Attributes().IsControl() {
+						out = append(out, seen{base: bt.BaseOffset(), pid: bt.ProducerID(), aborted: ab})
+					}
+					rest = r
+				}
+				if !recs.Empty() {
+					off = recs.NextOffset()
+				}
+				_ = recs.Close()
+			}
+		}()
+	}
+	var seq [3]int32
+	for i := range writes {
+		pid := int64(i % 3)
+		switch i % 7 {
+		case 5, 6:
+			typ := []batch.ControlType{batch.ControlAbort, batch.ControlCommit}[i%2]
+			_, err := p.AppendMarker(marker(typ, pid, 0, 0))
+			require.NoError(t, err)
+		default:
+			_, err := p.AppendBatch(txnBatch(t, pid, 0, seq[pid], 3))
+			require.NoError(t, err)
+			seq[pid] += 3
+		}
+	}
+	close(done)
+	_, truth := readCommittedAll(t, p, 0)
+	require.NotEmpty(t, truth)
+	for range 2 {
+		for _, s := range <-results {
+			for _, a := range truth {
+				if a.ProducerID != s.pid || s.base < a.FirstOffset || s.base > a.LastOffset {
+					continue
+				}
+				if !slices.Contains(s.aborted, a) {
+					t.Fatalf("a read returned producer %d's aborted batch at %d without reporting %+v (reported %v)", s.pid, s.base, a, s.aborted)
+				}
+			}
+		}
+	}
+}
