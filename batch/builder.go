@@ -79,7 +79,10 @@ type BuilderOptions struct {
 	// timestamp. Zero (or negative) writes an ordinary batch.
 	DeleteHorizon int64
 
-	control bool // AppendControlBatch's control bit
+	// Control sets the control bit: the batch holds control records
+	// (transaction markers; see AppendControlBatch), which must be
+	// uncompressed. Compaction sets it when it rewrites a control batch.
+	Control bool
 }
 
 // Builder encodes one RecordBatch v2 at a time. Add records, then call
@@ -325,7 +328,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	if o.Compression >= numCompressions {
 		return dst, fmt.Errorf("%w: codec %d", ErrBadCompression, o.Compression)
 	}
-	if o.control && o.Compression != CompressionNone {
+	if o.Control && o.Compression != CompressionNone {
 		return dst, fmt.Errorf("%w: control batches are not compressed", ErrBadCompression)
 	}
 	start := len(dst)
@@ -343,7 +346,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	if o.Transactional {
 		attrs |= TransactionalBit
 	}
-	if o.control {
+	if o.Control {
 		attrs |= ControlBit
 	}
 	if o.DeleteHorizon > 0 {

@@ -539,7 +539,7 @@ func (s *Segment) Unref() error {
 	s.released.Store(true)
 	err := s.releaseFiles()
 	if s.deleteOnRelease.Load() {
-		for _, p := range []string{s.LogPath(), s.offIdx.Path(), s.timeIdx.Path()} {
+		for _, p := range []string{s.LogPath(), s.offIdx.Path(), s.timeIdx.Path(), s.path(TxnIndexSuffix, s.w.suffix)} {
 			if rerr := s.fs.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
 				err = rerr
 			}
@@ -624,11 +624,43 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		}
 		return err
 	}
+	if err := s.renameCompanions(oldSuffix, newSuffix); err != nil {
+		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		if s.fs.Rename(newLog, oldLog) == nil {
+			s.logPath.Store(&oldLog)
+		}
+		return err
+	}
 	s.w.suffix = newSuffix
 	for _, r := range append(s.retired, s.region) {
 		if r != nil {
 			r.SetName(newLog)
 		}
+	}
+	return nil
+}
+
+// companionKinds are the files of a segment that the Segment does not open
+// but that live and die with it: the log package's aborted-transaction
+// index. ChangeSuffix and MarkDeleted rename them with the segment's own
+// files when they exist, and the last Unref after MarkDeleted removes
+// them, so every file of a segment follows one protocol (Kafka's
+// LogSegment renames and deletes its .txnindex with the rest).
+var companionKinds = []string{TxnIndexSuffix}
+
+// renameCompanions renames the companion files that exist from oldSuffix
+// to newSuffix; on a failure it undoes the renames done.
+func (s *Segment) renameCompanions(oldSuffix, newSuffix string) error {
+	for i, kind := range companionKinds {
+		err := s.fs.Rename(s.path(kind, oldSuffix), s.path(kind, newSuffix))
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		for _, done := range companionKinds[:i] {
+			_ = s.fs.Rename(s.path(done, newSuffix), s.path(done, oldSuffix))
+		}
+		return err
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func (c *cleaner) run(ctx context.Context) {
 
 // once runs every policy once.
 func (c *cleaner) once(ctx context.Context) {
-	var offsets []compaction.Log
+	var offsets []compaction.Partition
 	if ps, err := c.s.store.topic(offsetsTopic, false); err == nil {
 		for _, p := range ps {
 			offsets = append(offsets, p)
@@ -102,12 +102,12 @@ func (c *cleaner) once(ctx context.Context) {
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
 	parts := c.s.store.userPartitions()
-	logs := make([]compaction.Log, len(parts))
+	logs := make([]compaction.Partition, len(parts))
 	for i, p := range parts {
 		logs[i] = p
 	}
 	_, _, _ = c.user.Run(ctx, logs)
 }
 
-// The policies work on any compaction.Log; a partlog Partition is one.
-var _ compaction.Log = (*plog.Partition)(nil)
+// The policies run on any compaction.Partition; a partlog Partition is one.
+var _ compaction.Partition = (*plog.Partition)(nil)
