@@ -51,7 +51,7 @@ func (p *Partition) segmentRefs() ([]*segment.Segment, error) {
 // it for the whole round): at most one
 // claim is held at a time, so two rounds never write the same .cleaned
 // files or swap segments under each other, whoever runs them. While the
-// claim is held, ClaimCleaning returns at once with an error wrapping
+// claim is held, claimCleaning returns at once with an error wrapping
 // ErrCleaningInProgress (as Kafka's cleaner skips a partition another
 // cleaner thread is cleaning); after Close it returns ErrClosed. Otherwise
 // it returns release, which ends the claim; calling release again does
