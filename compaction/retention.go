@@ -68,20 +68,20 @@ func NewRetention(cfg Config) (*Retention, error) {
 // Name returns "retention".
 func (r *Retention) Name() string { return "retention" }
 
-// Reason says why retention deletes a segment.
-type Reason uint8
+// retentionReason says why retention deletes a segment.
+type retentionReason uint8
 
 // Retention reasons, in the order Apply checks them.
 const (
-	// ReasonNone: the segment stays.
-	ReasonNone Reason = iota
-	// ReasonLogStart: the segment lies wholly below the log start offset.
-	ReasonLogStart
-	// ReasonTime: the segment is older than Config.Retention.
-	ReasonTime
-	// ReasonSize: the partition is larger than Config.RetentionBytes
+	// reasonNone: the segment stays.
+	reasonNone retentionReason = iota
+	// reasonLogStart: the segment lies wholly below the log start offset.
+	reasonLogStart
+	// reasonTime: the segment is older than Config.Retention.
+	reasonTime
+	// reasonSize: the partition is larger than Config.RetentionBytes
 	// without it.
-	ReasonSize
+	reasonSize
 	numReasons
 )
 
@@ -89,12 +89,12 @@ var reasonNames = [...]string{"none", "log-start", "time", "size"}
 
 func init() {
 	if len(reasonNames) != int(numReasons) {
-		panic(fmt.Sprintf("partlog/compaction: %d reason names for %d Reason constants", len(reasonNames), numReasons))
+		panic(fmt.Sprintf("partlog/compaction: %d reason names for %d retentionReason constants", len(reasonNames), numReasons))
 	}
 }
 
 // String returns the reason's name.
-func (r Reason) String() string {
+func (r retentionReason) String() string {
 	if r < numReasons {
 		return reasonNames[r]
 	}
@@ -116,7 +116,7 @@ func retentionTimestamp(s plog.SegmentView) int64 {
 // plan returns how many of the oldest segments of v retention would delete
 // now, and why each goes. When it returns a reason for every segment, the
 // active one is due too: the partition rolls before deleting it.
-func (r *Retention) plan(v *plog.View, now time.Time) []Reason {
+func (r *Retention) plan(v *plog.View, now time.Time) []retentionReason {
 	hw, start := v.HighWatermark(), v.LogStartOffset()
 	segs := v.Segments()
 	var size int64
@@ -124,7 +124,7 @@ func (r *Retention) plan(v *plog.View, now time.Time) []Reason {
 		size += s.Size
 	}
 	nowMs := now.UnixMilli()
-	var reasons []Reason
+	var reasons []retentionReason
 	for i, s := range segs {
 		var next int64
 		if s.Active {
@@ -138,16 +138,16 @@ func (r *Retention) plan(v *plog.View, now time.Time) []Reason {
 		if next > hw {
 			break
 		}
-		why := ReasonNone
+		why := reasonNone
 		switch {
 		case !s.Active && next <= start:
-			why = ReasonLogStart
+			why = reasonLogStart
 		case r.cfg.Retention >= 0 && nowMs-retentionTimestamp(s) > r.cfg.Retention.Milliseconds():
-			why = ReasonTime
+			why = reasonTime
 		case r.cfg.RetentionBytes > 0 && size-s.Size >= r.cfg.RetentionBytes:
-			why = ReasonSize
+			why = reasonSize
 		}
-		if why == ReasonNone {
+		if why == reasonNone {
 			break
 		}
 		reasons = append(reasons, why)

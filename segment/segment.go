@@ -217,11 +217,11 @@ func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg 
 // The partition unseals its last segment. A nil fsys is the operating
 // system's filesystem.
 func Open(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
-	return OpenWithSuffix(fsys, dir, baseOffset, "", cfg)
+	return openWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
-// OpenWithSuffix is Open for files carrying a temporary suffix.
-func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
+// openWithSuffix is Open for files carrying a temporary suffix.
+func openWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
 	return open(fsys, dir, baseOffset, suffix, cfg, false)
 }
 
@@ -239,7 +239,7 @@ func OpenClean(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, err
 	return open(fsys, dir, baseOffset, "", cfg, true)
 }
 
-// open implements Open, OpenWithSuffix and OpenClean; clean trusts the
+// open implements Open, openWithSuffix and OpenClean; clean trusts the
 // time index's last entry as the largest timestamp (see OpenClean).
 func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clean bool) (_ *Segment, err error) {
 	fsys = orOS(fsys)
