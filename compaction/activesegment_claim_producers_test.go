@@ -1,6 +1,7 @@
 package compaction
 
-// Regression tests for issue 12, "Edges where partlog loses data", items
+// Retention of the active segment, the cleaning claim under concurrent
+// rounds, and producer headers (issue 12, "Edges where partlog loses data", items
 // 7 (retention never deleted the active segment), 12 (two compaction runs
 // on one partition corrupted it) and 13 (compaction kept a header-only
 // batch per producer id forever).
