@@ -31,6 +31,7 @@ type cleaner struct {
 	interval time.Duration
 	offsets  *compaction.Runner
 	user     *compaction.Runner
+	done     func() // config.CleanupDone
 }
 
 // newCleaner validates the cleanup configuration and builds the two runners.
@@ -71,7 +72,7 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 	if interval == 0 {
 		interval = defaultCleanupInterval
 	}
-	return &cleaner{s: s, interval: interval, offsets: offsets, user: user}, nil
+	return &cleaner{s: s, interval: interval, offsets: offsets, user: user, done: cfg.CleanupDone}, nil
 }
 
 // run applies the policies every interval until ctx is done. A negative
@@ -89,6 +90,9 @@ func (c *cleaner) run(ctx context.Context) {
 		case <-t.C:
 		}
 		c.once(ctx)
+		if c.done != nil {
+			c.done()
+		}
 	}
 }
 
