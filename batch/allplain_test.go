@@ -99,7 +99,7 @@ func TestAllMatchesNext(t *testing.T) {
 }
 
 // TestBuilderPlainPathMatchesAppendRecord checks that the Builder's path
-// for records without headers encodes byte for byte what AppendRecord
+// for records without headers encodes byte for byte what encodeRecord
 // (the general encoder) does, across the varint size boundaries of every
 // field.
 func TestBuilderPlainPathMatchesAppendRecord(t *testing.T) {
@@ -127,9 +127,9 @@ func TestBuilderPlainPathMatchesAppendRecord(t *testing.T) {
 					require.NoError(t, bld.AddAt(rec))
 					b, err := bld.Build()
 					require.NoError(t, err)
-					want, err := AppendRecord(nil, first, 0, 0)
+					want, err := encodeRecord(nil, first, 0, 0)
 					require.NoError(t, err)
-					want, err = AppendRecord(want, rec, 70, ts-base)
+					want, err = encodeRecord(want, rec, 70, ts-base)
 					require.NoError(t, err)
 					require.Equal(t, want, []byte(b[HeaderSize:]))
 					require.NoError(t, b.Validate())

@@ -17,7 +17,7 @@ func benchBatch(b testing.TB, c Compression, size, valueSize int) Batch {
 	for i := range val {
 		val[i] = "partlog stores Kafka logs "[i%26] + byte(i/26%3)
 	}
-	for i := 0; bld.EncodedSize() < size; i++ {
+	for i := 0; bld.encodedSize() < size; i++ {
 		require.NoError(b, bld.Add(Record{Key: fmt.Appendf(nil, "key-%06d", i), Value: val, Timestamp: 1700000000000 + int64(i),
 			Headers: []RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}}))
 	}
@@ -108,7 +108,7 @@ func BenchmarkBuild(b *testing.B) {
 			for _, r := range recs {
 				bld.Add(r)
 			}
-			b.SetBytes(int64(bld.EncodedSize()))
+			b.SetBytes(int64(bld.encodedSize()))
 			b.ReportAllocs()
 			for b.Loop() {
 				bld.Reset(BuilderOptions{Compression: c})

@@ -79,7 +79,10 @@ type BuilderOptions struct {
 	// timestamp. Zero (or negative) writes an ordinary batch.
 	DeleteHorizon int64
 
-	control bool // AppendControlBatch's control bit
+	// Control sets the control bit: the batch holds control records
+	// (transaction markers; see AppendControlBatch), which must be
+	// uncompressed. Compaction sets it when it rewrites a control batch.
+	Control bool
 }
 
 // Builder encodes one RecordBatch v2 at a time. Add records, then call
@@ -133,9 +136,9 @@ func (b *Builder) Reset(opts BuilderOptions) {
 // Len returns the number of records added.
 func (b *Builder) Len() int { return int(b.count) }
 
-// EncodedSize returns the size the batch would have uncompressed: the
+// encodedSize returns the size the batch would have uncompressed: the
 // header plus the records added so far.
-func (b *Builder) EncodedSize() int { return HeaderSize + len(b.recs) }
+func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
 
 // NextOffset returns the offset Add gives the next record.
 func (b *Builder) NextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }
@@ -280,12 +283,12 @@ func bytesSize(p []byte) int64 {
 	return int64(varintSize(int32(len(p)))) + int64(len(p))
 }
 
-// AppendRecord appends r's encoding, as it appears inside a batch, to dst:
+// encodeRecord appends r's encoding, as it appears inside a batch, to dst:
 // the length varint, then the fields of Record's diagram. offsetDelta and
 // timestampDelta are relative to the batch's base offset and base
 // timestamp; r.Offset and r.Timestamp are not used. A nil header key is
 // written as an empty one (Kafka's header keys are never null).
-func AppendRecord(dst []byte, r Record, offsetDelta int32, timestampDelta int64) ([]byte, error) {
+func encodeRecord(dst []byte, r Record, offsetDelta int32, timestampDelta int64) ([]byte, error) {
 	n, err := recordBodySize(&r, offsetDelta, timestampDelta)
 	if err != nil {
 		return dst, err
@@ -325,7 +328,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	if o.Compression >= numCompressions {
 		return dst, fmt.Errorf("%w: codec %d", ErrBadCompression, o.Compression)
 	}
-	if o.control && o.Compression != CompressionNone {
+	if o.Control && o.Compression != CompressionNone {
 		return dst, fmt.Errorf("%w: control batches are not compressed", ErrBadCompression)
 	}
 	start := len(dst)
@@ -343,7 +346,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	if o.Transactional {
 		attrs |= TransactionalBit
 	}
-	if o.control {
+	if o.Control {
 		attrs |= ControlBit
 	}
 	if o.DeleteHorizon > 0 {

@@ -139,12 +139,12 @@ func TestBuilderAppendTo(t *testing.T) {
 	require.Equal(t, "xyz", string(out[:3]), "prefix lost")
 	b := mustParseOne(t, out[3:])
 	require.NoError(t, b.Validate())
-	require.Greater(t, bld.EncodedSize(), HeaderSize, "EncodedSize %d", bld.EncodedSize())
+	require.Greater(t, bld.encodedSize(), HeaderSize, "encodedSize %d", bld.encodedSize())
 }
 
 func TestAppendRecord(t *testing.T) {
 	r := Record{Key: []byte("k"), Value: nil, Headers: []RecordHeader{{Key: nil, Value: []byte("v")}}}
-	enc, err := AppendRecord(nil, r, 3, -7)
+	enc, err := encodeRecord(nil, r, 3, -7)
 	require.NoError(t, err)
 	c := walkRecords(enc, 1, 3, false)
 	require.False(t, c.failed, c.error(0, false))

@@ -108,7 +108,7 @@ func AppendControlBatch(dst []byte, m TxnMarker) ([]byte, error) {
 		PartitionLeaderEpoch: m.PartitionLeaderEpoch,
 		Producer:             &Producer{ID: m.ProducerID, Epoch: m.ProducerEpoch, BaseSequence: NoSequence},
 		Transactional:        true,
-		control:              true,
+		Control:              true,
 	})
 	if err := bld.Add(Record{Key: key[:], Value: val[:], Timestamp: m.Timestamp}); err != nil {
 		return dst, err

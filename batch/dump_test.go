@@ -124,7 +124,7 @@ func TestGoldenDump(t *testing.T) {
 			case err != nil:
 				// A fetch response goes on after its records (or ends
 				// inside a batch): stop at the first thing that is not one.
-				fmt.Fprintf(&w, "end: %d bytes that are not a batch (truncated %v)\n", len(set), IsTruncated(err))
+				fmt.Fprintf(&w, "end: %d bytes that are not a batch (truncated %v)\n", len(set), isTruncated(err))
 				set = nil
 				continue
 			}

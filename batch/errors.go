@@ -42,5 +42,5 @@ var (
 //	}
 type CorruptionError = base.CorruptionError
 
-// IsTruncated reports whether err says the input ended inside a batch.
-func IsTruncated(err error) bool { return errors.Is(err, ErrTruncated) }
+// isTruncated reports whether err says the input ended inside a batch.
+func isTruncated(err error) bool { return errors.Is(err, ErrTruncated) }

@@ -236,7 +236,7 @@ func minimalVarints(b Batch) bool {
 		hdrs = hdrs[:0]
 		c.readRecord(&f, &hdrs)
 		r := Record{Key: f.key, Value: f.value, Headers: hdrs, Attributes: f.attributes}
-		enc, err := AppendRecord(nil, r, f.offsetDelta, f.timestampDelta)
+		enc, err := encodeRecord(nil, r, f.offsetDelta, f.timestampDelta)
 		if c.failed || err != nil || !bytes.Equal(enc, b[HeaderSize+start:HeaderSize+c.pos]) {
 			return false
 		}

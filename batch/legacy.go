@@ -133,14 +133,14 @@ func legacyMessageOverhead(magic int8) int {
 }
 
 // Size returns the entry's total size: messageSize + LogOverhead.
-func (e Legacy) Size() int { return int(e.MessageSize()) + LogOverhead }
+func (e Legacy) Size() int { return int(e.messageSize()) + LogOverhead }
 
 // Offset returns the entry's offset: the message's own, or for a
 // compressed wrapper the offset of its last inner message.
 func (e Legacy) Offset() int64 { return int64(binary.BigEndian.Uint64(e[legacyOffsetOffset:])) }
 
-// MessageSize returns the size of the message after the size field.
-func (e Legacy) MessageSize() int32 { return int32(binary.BigEndian.Uint32(e[legacySizeOffset:])) }
+// messageSize returns the size of the message after the size field.
+func (e Legacy) messageSize() int32 { return int32(binary.BigEndian.Uint32(e[legacySizeOffset:])) }
 
 // CRC returns the stored CRC-32 (IEEE) of bytes [16, end).
 func (e Legacy) CRC() uint32 { return binary.BigEndian.Uint32(e[legacyCRCOffset:]) }
@@ -234,7 +234,7 @@ func (e Legacy) ValidateHeader() error {
 	}
 	if len(f) != len(e) {
 		return base.CorruptionErrorf("", legacySizeOffset, "messageSize",
-			"size %d does not match the %d bytes of the entry", e.MessageSize(), len(e))
+			"size %d does not match the %d bytes of the entry", e.messageSize(), len(e))
 	}
 	if stored, got := e.CRC(), e.ComputeCRC(); stored != got {
 		return base.CorruptionErrorf("", legacyCRCOffset, "crc", "stored %#08x, computed %#08x (CRC-32 IEEE)", stored, got)

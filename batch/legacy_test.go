@@ -198,7 +198,7 @@ func TestLegacyMalformed(t *testing.T) {
 			e, _, err := ParseLegacy(tt.b)
 			if tt.parse {
 				require.ErrorIs(t, err, ErrCorrupt)
-				require.Equal(t, tt.truncated, IsTruncated(err))
+				require.Equal(t, tt.truncated, isTruncated(err))
 				requireField(t, err, tt.field)
 				return
 			}

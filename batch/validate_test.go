@@ -385,7 +385,7 @@ func TestDeleteHorizonTimestamps(t *testing.T) {
 	recs := []Record{{Value: []byte("a"), Timestamp: 1700000000000}, {Value: nil, Timestamp: 1700000000500}}
 	var raw []byte
 	for i, r := range recs {
-		raw, _ = AppendRecord(raw, r, int32(i), r.Timestamp-horizon)
+		raw, _ = encodeRecord(raw, r, int32(i), r.Timestamp-horizon)
 	}
 	tmpl := build(t, BuilderOptions{}, recs...)
 	b := withRecords(withHeader(tmpl, func(h []byte) {

@@ -46,12 +46,10 @@ func BenchmarkCompaction(b *testing.B) {
 					}
 				}
 				l.roll()
-				segs, _ := l.Segments()
 				in = 0
-				for _, s := range segs {
-					in += s.Size()
+				for _, s := range l.SegmentInfos() {
+					in += s.Size
 				}
-				releaseAll(segs)
 				cfg := compactCfg(&now)
 				cfg.OffsetMapBytes = mapBytes
 				c, _ := NewCompactor(cfg)

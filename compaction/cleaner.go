@@ -4,41 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"math"
-	"path/filepath"
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/segment"
+	plog "github.com/partlog/partlog/log"
 )
 
-// ErrSwapIncomplete marks an error from the commit step of a segment swap
-// that happened after the swap's commit point (the .swap files were made
-// durable): the files now describe the new segments, but some renames did
-// not happen. The partition must refuse writes until it is reopened;
-// RecoverDir then finishes the swap.
-var ErrSwapIncomplete = errors.New("partlog/compaction: segment swap interrupted after its commit point")
-
 // Compactor is the compact policy: key-based compaction, Kafka's log
-// cleaner, one partition at a time. A round:
+// cleaner, one partition at a time. It is a log.Cleaner: it plans the round
+// and decides record by record; the partition (log.Partition.Compact)
+// writes the new segments, swaps them in with its crash protocol and
+// writes the cleaner checkpoint. A round:
 //
 //  1. finds the cleanable section: the sealed segments below the first one
-//     that is active, holds an offset at or past the high watermark, or is
-//     younger than MinCompactionLag; the first dirty offset comes from the
-//     partition's cleaner-offset-checkpoint (Kafka's format; the log start
-//     offset when absent);
+//     that is active, holds an offset at or past the high watermark or the
+//     last stable offset (below), or is younger than MinCompactionLag; the
+//     first dirty offset comes from the partition's
+//     cleaner-offset-checkpoint (the log start offset when absent);
 //  2. decides whether to clean: dirty bytes / (clean + dirty bytes) >
 //     MinCleanableDirtyRatio, or the first dirty segment's first batch is
 //     older than MaxCompactionLag;
-//  3. builds the offset map (key → latest offset) over the dirty section;
-//     when the map is full it stops at a batch boundary and the round
-//     cleans only up to there;
-//  4. rewrites every segment from the log start to that offset, in groups
-//     whose total size fits one segment, each group into one new segment
-//     (see "Rewriting" and "Crash safety");
-//  5. writes the checkpoint: the next round starts where the map stopped.
+//  3. builds the offset map (key → latest offset) over the dirty section,
+//     skipping aborted transactional batches; when the map is full it stops
+//     at a batch boundary and the round cleans only up to there;
+//  4. has the partition rewrite every segment from the log start to that
+//     offset (see "Rewriting");
+//  5. the partition writes the checkpoint: the next round starts where the
+//     map stopped.
 //
 // # Rewriting
 //
@@ -48,16 +40,15 @@ var ErrSwapIncomplete = errors.New("partlog/compaction: segment swap interrupted
 // offset and its lastOffsetDelta, its codec (records are decompressed,
 // filtered and recompressed), its timestamp type, its producer id, epoch
 // and base sequence, and its leader epoch. A batch from which nothing is
-// removed is copied byte for byte. Control batches (transaction markers)
-// are copied as they are. A batch left with no record is dropped, except
-// an empty header-only batch is kept, as Kafka keeps it, for the last batch
-// of each live producer id (its sequence state; see
+// removed is copied byte for byte. A batch left with no record is dropped,
+// except an empty header-only batch is kept, as Kafka keeps it, for the
+// last batch of each live producer id (its sequence state; see
 // Config.ProducerIDExpiration: the empty header of an expired producer goes
 // at the next round, so a log with ever new producers does not grow by a
-// header per producer without bound), and for the last batch of each
-// rewritten group: a new segment then always ends exactly where the
-// segments it replaces ended, which is how RecoverDir knows which segments
-// a .swap segment replaces (and the log end never moves back).
+// header per producer without bound), and the partition keeps the last
+// batch of each rewritten group: a new segment then always ends exactly
+// where the segments it replaces ended, which is how Open knows which
+// segments a .swap segment replaces (and the log end never moves back).
 //
 // Tombstones are kept for DeleteRetention after the first round that
 // rewrites their batch: that round sets the batch's delete-horizon bit
@@ -66,31 +57,30 @@ var ErrSwapIncomplete = errors.New("partlog/compaction: segment swap interrupted
 // the horizon and every older record of their key is gone (the tombstone
 // lies below the offset the round's map reached).
 //
-// # Crash safety
+// # Transactions
 //
-// Each group is written as a segment with the .cleaned suffix, sealed and
-// fsynced; then, under the partition's lock (Log.ReplaceSegments): its
-// files are renamed .swap and the directory synced (the commit point), the
-// old segments are renamed .deleted and the directory synced, the .swap
-// files are renamed to their final names and the directory synced. A crash
-// at any step leaves, after RecoverDir, either the old segments or the new
-// one, never a mix.
-//
-// Not done (as the log keeps no transaction index yet): aborted
-// transactional records are not removed, and transaction markers are never
-// dropped.
+// A round reads the headers of the whole log below the high watermark and
+// follows each producer's transactions through their markers (control
+// batches), as Kafka's cleaner follows its transaction index: a
+// transactional batch belongs to the transaction its producer's next
+// marker ends, which is aborted when that marker is ABORT. A transaction
+// with no marker below the high watermark is open: the last stable offset
+// is the first offset of the oldest open one, and nothing at or past it is
+// cleaned (the section stops at the segment holding it). Aborted batches
+// are dropped whole and their keys never enter the offset map, so an
+// aborted record never shadows a committed one. A marker (KIP-534) stays
+// while any batch of its transaction is in the log; the first round that
+// finds its transaction's data gone stamps the marker's batch with a delete
+// horizon (now + DeleteRetention), and the first round past that horizon
+// drops it. The last batch of a rewritten group stays whatever it is.
 type Compactor struct {
 	cfg Config
 	m   *offsetMap
-	sc  scanner
-	dec batch.Decoder
-	bld *batch.Builder
-	buf []byte
-	// keep is per-record scratch of one batch's decisions.
-	keep []bool
-	// producers is the round's producer table (producerLastBatches),
-	// kept across rounds.
+	// producers is the round's producer table (scanProducers), kept
+	// across rounds.
 	producers map[int64]producerLast
+	txns      txnTable
+	rd        roundState
 }
 
 // NewCompactor returns the compact policy for cfg (defaults applied). A
@@ -101,291 +91,199 @@ func NewCompactor(cfg Config) (*Compactor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Compactor{cfg: cfg, bld: batch.NewBuilder(batch.BuilderOptions{})}, nil
+	return &Compactor{cfg: cfg}, nil
 }
 
 // Name returns "compaction".
 func (c *Compactor) Name() string { return "compaction" }
 
-// Section describes a partition's cleanable section, as a round sees it.
-type Section struct {
-	// FirstDirty is the first offset not cleaned yet (the checkpoint).
-	FirstDirty int64
-	// FirstUncleanable is the base offset of the first segment that may
-	// not be cleaned (active, past the high watermark, or too young).
-	FirstUncleanable int64
-	// CleanBytes and DirtyBytes are the sizes of the cleanable segments
-	// below and above FirstDirty.
-	CleanBytes, DirtyBytes int64
-	// Ratio is DirtyBytes / (CleanBytes + DirtyBytes), 0 when empty.
-	Ratio float64
-	// Due is set when the round should clean: Ratio above the minimum, or
+// section describes a partition's cleanable section, as a round sees it.
+type section struct {
+	// firstDirty is the first offset not cleaned yet (the checkpoint).
+	firstDirty int64
+	// firstUncleanable is the base offset of the first segment that may
+	// not be cleaned (active, past the high watermark or the last stable
+	// offset, or too young).
+	firstUncleanable int64
+	// cleanBytes and dirtyBytes are the sizes of the cleanable segments
+	// below and above firstDirty.
+	cleanBytes, dirtyBytes int64
+	// ratio is dirtyBytes / (cleanBytes + dirtyBytes), 0 when empty.
+	ratio float64
+	// due is set when the round should clean: ratio above the minimum, or
 	// the maximum compaction lag passed.
-	Due bool
+	due bool
 	// cleanable is the number of cleanable segments.
 	cleanable int
 }
 
-// checkpointPath returns the partition's cleaner checkpoint path and the
-// topic and partition its entry uses: those of the directory name
-// ("topic-partition"), else the name itself (spaces and control characters
-// replaced) and partition 0.
-func checkpointPath(dir string) (path, topic string, partition int32) {
-	topic, partition = checkpoint.EntryName(dir)
-	return filepath.Join(dir, checkpoint.CleanerOffsetFile), topic, partition
-}
-
-// truncationAware is what *log.Partition adds to Log so that a round's
-// cleaner checkpoint never survives a truncation that started during the
-// round: TruncateTo lowers the checkpoint to the new log end, and a round
-// that computed its end before the cut must not raise it again (offsets
-// appended after the cut are dirty).
-type truncationAware interface {
-	// Truncations counts the truncations started so far.
-	Truncations() uint64
-	// WriteCleanerCheckpoint writes the checkpoint under the partition's
-	// lock unless the count moved past truncations (then written is
-	// false and nothing is written).
-	WriteCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error)
-}
-
-// cleanerCheckpointer is what *log.Partition adds to Log so that a
-// partition of a log.Dir, whose cleaner checkpoint is an entry of the log
-// directory's root file, is read through the partition.
-type cleanerCheckpointer interface {
-	CleanerCheckpoint() (offset int64, found bool, err error)
-}
-
-// ReadCleanerCheckpoint returns the first dirty offset the partition's
-// cleaner-offset-checkpoint records; found is false when there is none.
-func ReadCleanerCheckpoint(l Log) (offset int64, found bool, err error) {
-	if c, ok := l.(cleanerCheckpointer); ok {
-		return c.CleanerCheckpoint()
-	}
-	path, topic, part := checkpointPath(l.Dir())
-	off, found, err := checkpoint.ReadOffset(l.FS(), path, topic, part)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	return off, found, err
-}
-
-// section computes the cleanable section of segs (a Segments snapshot).
-func (c *Compactor) section(l Log, segs []*segment.Segment, now time.Time) (Section, error) {
-	hw := l.HighWatermark()
-	start := l.LogStartOffset()
-	var sec Section
+// section computes the cleanable section of v below lso.
+func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, error) {
+	hw := min(v.HighWatermark(), lso)
+	start := v.LogStartOffset()
+	segs := v.Segments()
+	var sec section
 	u := 0
 	minLagMs := now.Add(-c.cfg.MinCompactionLag).UnixMilli()
 	for ; u+1 < len(segs); u++ {
 		s := segs[u]
-		if s.NextOffset() > hw || segs[u+1].BaseOffset() > hw {
+		if s.NextOffset > hw || segs[u+1].BaseOffset > hw {
 			break
 		}
-		if ts, _ := s.MaxTimestamp(); c.cfg.MinCompactionLag > 0 && ts > minLagMs {
+		if c.cfg.MinCompactionLag > 0 && s.MaxTimestamp > minLagMs {
 			break
 		}
 	}
 	sec.cleanable = u
-	sec.FirstUncleanable = segs[u].BaseOffset()
-	cp, found, err := ReadCleanerCheckpoint(l)
+	sec.firstUncleanable = segs[u].BaseOffset
+	cp, found, err := v.CleanerCheckpoint()
 	if err != nil {
 		return sec, err
 	}
-	first := max(start, segs[0].BaseOffset())
-	if !found || cp < first || cp > segs[len(segs)-1].NextOffset() {
+	first := max(start, segs[0].BaseOffset)
+	if !found || cp < first || cp > segs[len(segs)-1].NextOffset {
 		cp = first
 	}
-	sec.FirstDirty = cp
+	sec.firstDirty = cp
 	var oldestDirty int64 = -1
 	for _, s := range segs[:u] {
-		if s.NextOffset() <= cp {
-			sec.CleanBytes += s.Size()
+		if s.NextOffset <= cp {
+			sec.cleanBytes += s.Size
 			continue
 		}
-		sec.DirtyBytes += s.Size()
+		sec.dirtyBytes += s.Size
 		if oldestDirty < 0 {
-			oldestDirty = s.FirstBatchMaxTimestamp()
+			oldestDirty = s.FirstBatchMaxTimestamp
 		}
 	}
-	if total := sec.CleanBytes + sec.DirtyBytes; total > 0 {
-		sec.Ratio = float64(sec.DirtyBytes) / float64(total)
+	if total := sec.cleanBytes + sec.dirtyBytes; total > 0 {
+		sec.ratio = float64(sec.dirtyBytes) / float64(total)
 	}
-	if sec.FirstDirty >= sec.FirstUncleanable || sec.DirtyBytes == 0 {
+	if sec.firstDirty >= sec.firstUncleanable || sec.dirtyBytes == 0 {
 		return sec, nil
 	}
-	sec.Due = sec.Ratio > c.cfg.MinCleanableDirtyRatio
+	sec.due = sec.ratio > c.cfg.MinCleanableDirtyRatio
 	if c.cfg.MaxCompactionLag > 0 && oldestDirty >= 0 && now.UnixMilli()-oldestDirty > c.cfg.MaxCompactionLag.Milliseconds() {
-		sec.Due = true
+		sec.due = true
 	}
 	return sec, nil
 }
 
-// Section returns l's cleanable section as the next round would see it.
-func (c *Compactor) Section(l Log) (Section, error) {
-	segs, err := l.Segments()
+// Apply runs one compaction round on p if it is due (see Compactor).
+func (c *Compactor) Apply(ctx context.Context, p Partition) (Result, error) {
+	c.rd = roundState{}
+	r, err := p.Compact(ctx, c)
+	res := fromClean(r)
+	res.Compacted = c.rd.planned && err == nil
+	res.TombstonesRemoved = c.rd.tombs
 	if err != nil {
-		return Section{}, err
+		return res, wrapDir("compact", p, err)
 	}
-	defer releaseAll(segs)
-	return c.section(l, segs, c.cfg.Now())
+	if res.Compacted {
+		c.cfg.Logger.Info("partlog/compaction: cleaned", "dir", p.Dir(), "firstDirty", c.rd.firstDirty,
+			"cleanedTo", res.CleanedTo, "keys", c.m.Len(), "segmentsIn", res.SegmentsDeleted,
+			"segmentsOut", res.SegmentsWritten, "bytesIn", res.BytesDeleted, "bytesOut", res.BytesWritten,
+			"recordsRemoved", res.RecordsRemoved)
+	}
+	return res, nil
 }
 
-// Apply runs one compaction round on l if it is due (see Compactor).
-func (c *Compactor) Apply(ctx context.Context, l Log) (Result, error) {
-	res := Result{CleanedTo: -1}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	// One round at a time per partition, whoever runs it: two would write
-	// the same .cleaned files and swap segments under each other.
-	release, err := l.ClaimCleaning()
-	if err != nil {
-		return res, wrapDir("compact", l, err)
-	}
-	defer release()
-	var truncations uint64
-	if tw, ok := l.(truncationAware); ok {
-		truncations = tw.Truncations() // before the snapshot
-	}
-	segs, err := l.Segments()
-	if err != nil {
-		return res, wrapDir("compact", l, err)
-	}
-	defer releaseAll(segs)
+// Plan implements log.Cleaner: steps 1 to 3 of a round. It returns 0 when
+// the round is not due.
+func (c *Compactor) Plan(ctx context.Context, v *plog.View) (int64, error) {
 	now := c.cfg.Now()
-	sec, err := c.section(l, segs, now)
+	c.rd = roundState{now: now, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(),
+		producerExpiry: now.Add(-c.cfg.ProducerIDExpiration).UnixMilli()}
+	lso, err := c.scanProducers(ctx, v)
 	if err != nil {
-		return res, wrapDir("compact", l, err)
+		return 0, err
 	}
-	if !sec.Due {
-		return res, nil
+	sec, err := c.section(v, lso, now)
+	if err != nil || !sec.due {
+		return 0, err
 	}
-	r, err := c.clean(ctx, l, segs, sec, now, truncations)
-	if err != nil {
-		return r, wrapDir("compact", l, err)
-	}
-	return r, nil
-}
-
-// clean runs steps 3 to 5 of a round.
-func (c *Compactor) clean(ctx context.Context, l Log, segs []*segment.Segment, sec Section, now time.Time, truncations uint64) (Result, error) {
-	res := Result{CleanedTo: -1}
-	c.sc.read = 0
 	if c.m == nil {
 		c.m = newOffsetMap(c.cfg.OffsetMapBytes, c.cfg.KeyHash)
 	} else {
 		c.m.reset()
 	}
-	end, err := c.buildMap(ctx, segs[:sec.cleanable], sec.FirstDirty, sec.FirstUncleanable)
+	end, err := c.buildMap(ctx, v, sec)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	producers, err := c.producerLastBatches(segs)
-	if err != nil {
-		return res, err
-	}
-	// The segments to rewrite: from the first to the one holding end-1.
-	n := 0
-	for n < sec.cleanable && segs[n].BaseOffset() < end {
-		n++
-	}
-	groups := c.group(segs[:n], l.SegmentBytes(), l.SegmentConfig().MaxIndexBytes)
-	rd := &roundState{now: now, end: end, horizon: now.Add(c.cfg.DeleteRetention).UnixMilli(), producers: producers,
-		producerExpiry: now.Add(-c.cfg.ProducerIDExpiration).UnixMilli()}
-	for _, g := range groups {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if err := c.cleanGroup(l, g, rd, &res); err != nil {
-			return res, err
-		}
-	}
-	if tw, ok := l.(truncationAware); ok {
-		// Written under the partition's lock, and only when no truncation
-		// started since the round took its snapshot (the one TruncateTo
-		// clamped then stays).
-		written, err := tw.WriteCleanerCheckpoint(end, truncations)
-		if err != nil {
-			return res, err
-		}
-		if !written {
-			end = -1
-		}
-	} else {
-		path, topic, part := checkpointPath(l.Dir())
-		if err := checkpoint.WriteOffset(l.FS(), path, topic, part, end); err != nil {
-			return res, err
-		}
-	}
-	res.Compacted = true
-	res.CleanedTo = end
-	res.BytesRead = c.sc.read
-	c.cfg.Logger.Info("partlog/compaction: cleaned", "dir", l.Dir(), "firstDirty", sec.FirstDirty,
-		"cleanedTo", end, "ratio", sec.Ratio, "keys", c.m.Len(), "segmentsIn", n,
-		"segmentsOut", res.SegmentsWritten, "bytesIn", res.BytesDeleted, "bytesOut", res.BytesWritten,
-		"recordsRemoved", res.RecordsRemoved)
-	return res, nil
+	c.rd.end, c.rd.firstDirty, c.rd.planned = end, sec.firstDirty, true
+	return end, nil
 }
 
 // errMapFull stops the map scan.
 var errMapFull = errors.New("offset map full")
 
-// buildMap maps the keys of the dirty section [from, to) and returns the
-// offset the round cleans up to: to, or the base of the first batch that
-// did not fit the map.
-func (c *Compactor) buildMap(ctx context.Context, segs []*segment.Segment, from, to int64) (int64, error) {
+// buildMap maps the keys of the dirty section [firstDirty,
+// firstUncleanable) and returns the offset the round cleans up to:
+// firstUncleanable, or the base of the first batch that did not fit the
+// map. Aborted transactional batches and control batches map nothing.
+func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (int64, error) {
+	from, to := sec.firstDirty, sec.firstUncleanable
 	end := to
-	for _, s := range segs {
-		if s.NextOffset() <= from {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		err := c.sc.forEach(s, from, func(b batch.Batch, _ int64) error {
-			if isLegacy(b) {
-				// Kept verbatim, keys not mapped (see isLegacy).
-				if batch.Legacy(b).Offset() >= to {
-					return errMapFull
-				}
-				return nil
+	var dec batch.Decoder
+	segs := v.Segments()
+	err := func() error {
+		for i, s := range segs[:sec.cleanable] {
+			if s.NextOffset <= from {
+				continue
 			}
-			if b.BaseOffset() >= to {
-				return errMapFull
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			if b.Attributes().IsControl() {
-				return nil
-			}
-			it := b.Records(&c.dec)
-			for {
-				rec, ok, err := it.Next()
+			for b, err := range v.Batches(i, from) {
 				if err != nil {
-					return fmt.Errorf("%s: batch at offset %d: %w", s.LogPath(), b.BaseOffset(), err)
+					return err
 				}
-				if !ok {
-					return nil
-				}
-				if rec.Key == nil || rec.Offset < from {
+				if isLegacy(b) {
+					// Kept verbatim, keys not mapped (see isLegacy).
+					if batch.Legacy(b).Offset() >= to {
+						return errMapFull
+					}
 					continue
 				}
-				if !c.m.Put(rec.Key, rec.Offset) {
-					end = b.BaseOffset()
+				if b.BaseOffset() >= to {
 					return errMapFull
 				}
+				if b.Attributes().IsControl() || c.txns.aborted(b) {
+					continue
+				}
+				for rec, err := range b.All(&dec) {
+					if err != nil {
+						return fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+					}
+					if rec.Key == nil || rec.Offset < from {
+						continue
+					}
+					if !c.m.Put(rec.Key, rec.Offset) {
+						end = b.BaseOffset()
+						return errMapFull
+					}
+				}
 			}
-		})
-		if errors.Is(err, errMapFull) {
-			break
 		}
-		if err != nil {
-			return 0, err
-		}
+		return nil
+	}()
+	if err != nil && !errors.Is(err, errMapFull) {
+		return 0, err
 	}
 	if end <= from {
 		return 0, fmt.Errorf("%w: %d bytes hold %d keys", ErrMapTooSmall, c.cfg.OffsetMapBytes, c.m.Len())
 	}
 	return end, nil
+}
+
+// isLegacy reports whether b is a legacy message (magic 0 or 1) rather
+// than a RecordBatch v2. Compaction keeps legacy messages as they are: the
+// partition copies them verbatim, never renumbers or drops them, and their
+// keys are not mapped (a record they would shadow is kept).
+func isLegacy(b batch.Batch) bool {
+	m, ok := batch.PeekMagic(b)
+	return ok && batch.IsLegacyMagic(m)
 }
 
 // producerLast is what a round knows of a producer's last batch.
@@ -397,81 +295,82 @@ type producerLast struct {
 	openTxn bool
 }
 
-// producerLastBatches returns, for every producer id in the log, what its
-// last batch says: if compaction empties that batch, an empty header of it
-// stays while the producer is live (roundState.liveLast), so the producer's
-// sequence state survives.
-func (c *Compactor) producerLastBatches(segs []*segment.Segment) (map[int64]producerLast, error) {
+// scanProducers reads the header of every batch of the log: for every
+// producer id its last batch (if compaction empties that batch, an empty
+// header of it stays while the producer is live, roundState.liveLast), and
+// its transactions below the high watermark (txnTable). It returns the
+// last stable offset: the first offset of the oldest open transaction, or
+// the high watermark.
+func (c *Compactor) scanProducers(ctx context.Context, v *plog.View) (int64, error) {
 	if c.producers == nil {
 		c.producers = make(map[int64]producerLast)
 	}
 	clear(c.producers)
-	for _, s := range segs {
-		err := c.sc.forEachHeader(s, func(b batch.Batch) error {
-			if pid := b.ProducerID(); pid >= 0 {
-				a := b.Attributes()
-				c.producers[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
-					openTxn: a.IsTransactional() && !a.IsControl()}
+	hw := v.HighWatermark()
+	c.txns.reset()
+	var dec batch.Decoder
+	for i := range v.Segments() {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		for b, err := range v.Headers(i) {
+			if err != nil {
+				return 0, err
 			}
-			return nil
-		})
+			pid := b.ProducerID()
+			if pid < 0 {
+				continue
+			}
+			a := b.Attributes()
+			c.producers[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
+				openTxn: a.IsTransactional() && !a.IsControl()}
+			if !a.IsTransactional() || b.BaseOffset() >= hw {
+				continue
+			}
+			if !a.IsControl() {
+				c.txns.data(pid, b.BaseOffset())
+				continue
+			}
+			typ, ok, err := markerType(b, &dec)
+			if err != nil {
+				return 0, fmt.Errorf("marker at offset %d: %w", b.BaseOffset(), err)
+			}
+			if ok {
+				c.txns.marker(pid, b.BaseOffset(), typ == batch.ControlAbort)
+			}
+		}
+	}
+	return c.txns.lastStable(hw), nil
+}
+
+// markerType returns the type of the transaction marker control batch b
+// holds; ok is false for any other control batch.
+func markerType(b batch.Batch, dec *batch.Decoder) (batch.ControlType, bool, error) {
+	for rec, err := range b.All(dec) {
 		if err != nil {
-			return nil, err
+			return 0, false, err
 		}
-	}
-	return c.producers, nil
-}
-
-// group splits segs into runs that fit one segment, as Kafka's
-// groupSegmentsBySize does: total size within segmentBytes, offsets within
-// MaxInt32 of the run's base, and index entries within what one segment's
-// indexes (maxIndexBytes each) hold, so that appending the run's batches
-// to one new segment cannot run out of index room.
-func (c *Compactor) group(segs []*segment.Segment, segmentBytes int64, maxIndexBytes int) [][]*segment.Segment {
-	if segmentBytes <= 0 {
-		segmentBytes = segment.DefaultMaxSegmentBytes
-	}
-	if maxIndexBytes <= 0 {
-		maxIndexBytes = segment.DefaultMaxIndexBytes
-	}
-	maxOff, maxTime := maxIndexBytes/offsetEntrySize-1, maxIndexBytes/timeEntrySize-2
-	var groups [][]*segment.Segment
-	for i := 0; i < len(segs); {
-		j, size := i+1, segs[i].Size()
-		offs, times := segs[i].IndexEntries()
-		for j < len(segs) {
-			o, t := segs[j].IndexEntries()
-			if size+segs[j].Size() > segmentBytes || offs+o+1 > maxOff || times+t+1 > maxTime ||
-				segs[j].NextOffset()-1-segs[i].BaseOffset() > math.MaxInt32 {
-				break
-			}
-			size += segs[j].Size()
-			offs += o + 1
-			times += t + 1
-			j++
+		cr, err := batch.ParseControlRecord(rec)
+		if err != nil {
+			return 0, false, err
 		}
-		groups = append(groups, segs[i:j])
-		i = j
+		return cr.Type, cr.Type.IsTxnMarker(), nil
 	}
-	return groups
+	return 0, false, nil
 }
-
-// Index entry sizes (frozen: Kafka's .index and .timeindex formats).
-const (
-	offsetEntrySize = 8
-	timeEntrySize   = 12
-)
 
 // roundState is what every batch decision of a round needs.
 type roundState struct {
-	now     time.Time
-	end     int64 // the map covers offsets below end (with earlier rounds)
-	horizon int64 // the delete horizon the round stamps
-	// producers maps each producer id in the log to its last batch.
-	producers map[int64]producerLast
+	planned    bool // Plan found the round due
+	now        time.Time
+	firstDirty int64
+	end        int64 // the map covers offsets below end (with earlier rounds)
+	horizon    int64 // the delete horizon the round stamps
 	// producerExpiry is now minus Config.ProducerIDExpiration: a producer
 	// whose last batch's max timestamp is at or below it has expired.
 	producerExpiry int64
+	// tombs counts the tombstones the round removed.
+	tombs int64
 }
 
 // liveLast reports whether b is the last batch of a live producer, whose
@@ -479,11 +378,58 @@ type roundState struct {
 // expiry has it, while its last batch's max timestamp lies less than
 // Config.ProducerIDExpiration before now, or while its transaction is open
 // (its last batch is transactional data: no marker has ended it).
-func (rd *roundState) liveLast(b batch.Batch) bool {
+func (c *Compactor) liveLast(b batch.Batch) bool {
 	pid := b.ProducerID()
 	if pid < 0 {
 		return false
 	}
-	pl, ok := rd.producers[pid]
-	return ok && pl.lastOffset == b.LastOffset() && (pl.openTxn || pl.maxTimestamp > rd.producerExpiry)
+	pl, ok := c.producers[pid]
+	return ok && pl.lastOffset == b.LastOffset() && (pl.openTxn || pl.maxTimestamp > c.rd.producerExpiry)
+}
+
+// Batch implements log.Cleaner: what becomes of batch b (see "Rewriting"
+// and "Transactions").
+func (c *Compactor) Batch(b batch.Batch) plog.BatchDecision {
+	a := b.Attributes()
+	if a.IsControl() {
+		t, ok := c.txns.markerAt(b.ProducerID(), b.BaseOffset())
+		if !ok || t.batches > 0 || b.LastOffset() >= c.rd.end {
+			return plog.BatchDecision{Action: plog.BatchCopy}
+		}
+		// The transaction's data is gone (KIP-534).
+		if a.HasDeleteHorizon() {
+			if c.rd.now.UnixMilli() >= b.BaseTimestamp() {
+				return plog.BatchDecision{Action: plog.BatchDrop}
+			}
+			return plog.BatchDecision{Action: plog.BatchCopy}
+		}
+		return plog.BatchDecision{Action: plog.BatchFilter, Horizon: c.rd.horizon}
+	}
+	keepEmpty := c.liveLast(b)
+	if c.txns.aborted(b) {
+		return plog.BatchDecision{Action: plog.BatchDrop, KeepEmpty: keepEmpty}
+	}
+	return plog.BatchDecision{Action: plog.BatchFilter, KeepEmpty: keepEmpty, Horizon: c.rd.horizon}
+}
+
+// Keep implements log.Cleaner: whether record rec of b stays.
+func (c *Compactor) Keep(b batch.Batch, rec batch.Record) plog.RecordVerdict {
+	if b.Attributes().IsControl() {
+		return plog.RecordKeepUntilHorizon // a marker being stamped (Batch)
+	}
+	if rec.Key == nil {
+		return plog.RecordDrop
+	}
+	if off, found := c.m.Get(rec.Key); found && rec.Offset < off {
+		return plog.RecordDrop
+	}
+	if rec.Value != nil {
+		return plog.RecordKeep
+	}
+	a := b.Attributes()
+	if a.HasDeleteHorizon() && c.rd.now.UnixMilli() >= b.BaseTimestamp() && rec.Offset < c.rd.end {
+		c.rd.tombs++
+		return plog.RecordDrop
+	}
+	return plog.RecordKeepUntilHorizon
 }

@@ -201,18 +201,11 @@ func TestTombstoneHorizon(t *testing.T) {
 			want := []rec{{Offset: 1, Timestamp: ts, Key: "b", Value: "2"}, {Offset: 2, Timestamp: ts + 1, Key: "a", Null: true}, {Offset: 3, Timestamp: ts + 2, Key: "c", Value: "3"}}
 			require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "after round 1:\n%v\nwant\n%v", got, want)
 			// The tombstone's batch carries the horizon.
-			segs, _ := l.Segments()
-			var horizon int64 = -1
-			var sc scanner
-			sc.forEach(segs[0], 0, func(b batch.Batch, _ int64) error {
-				if b.BaseOffset() == 2 {
-					assert.True(t, b.Attributes().HasDeleteHorizon(), "no delete horizon bit: %v", b.Attributes())
-					horizon = b.BaseTimestamp()
-					assert.Equal(t, codec, b.Attributes().Compression(), "codec changed to %v", b.Attributes().Compression())
-				}
-				return nil
-			})
-			releaseAll(segs)
+			b2, ok := rawBatches(t, l)[2]
+			require.True(t, ok, "the tombstone's batch is gone")
+			assert.True(t, b2.Attributes().HasDeleteHorizon(), "no delete horizon bit: %v", b2.Attributes())
+			horizon := b2.BaseTimestamp()
+			assert.Equal(t, codec, b2.Attributes().Compression(), "codec changed to %v", b2.Attributes().Compression())
 			require.Equal(t, now.Add(time.Hour).UnixMilli(), horizon, "horizon %d", horizon)
 			// Before the horizon, another round keeps it.
 			now = now.Add(30 * time.Minute)
@@ -264,15 +257,11 @@ func TestTansuFixture(t *testing.T) {
 		require.Equal(t, r.Value, w.v, "%s: got %s@%d, want %s@%d", r.Key, r.Value, r.Offset, w.v, w.off)
 		require.Equal(t, r.Offset, w.off, "%s: got %s@%d, want %s@%d", r.Key, r.Value, r.Offset, w.v, w.off)
 	}
-	segs, _ := l.Segments()
-	defer releaseAll(segs)
-	var sc scanner
-	sc.forEach(segs[0], 0, func(nb batch.Batch, _ int64) error {
-		assert.Equal(t, int64(0), nb.BaseOffset(), "header changed: %+v vs %+v", nb.Header(), b.Header())
-		assert.Equal(t, int32(10), nb.LastOffsetDelta(), "header changed: %+v vs %+v", nb.Header(), b.Header())
-		assert.Equal(t, b.ProducerID(), nb.ProducerID(), "header changed: %+v vs %+v", nb.Header(), b.Header())
-		assert.Equal(t, b.BaseSequence(), nb.BaseSequence(), "header changed: %+v vs %+v", nb.Header(), b.Header())
-		assert.Equal(t, b.Attributes().Compression(), nb.Attributes().Compression(), "header changed: %+v vs %+v", nb.Header(), b.Header())
-		return nil
-	})
+	nb, ok := rawBatches(t, l)[0]
+	require.True(t, ok, "the batch at offset 0 is gone")
+	assert.Equal(t, int64(0), nb.BaseOffset(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+	assert.Equal(t, int32(10), nb.LastOffsetDelta(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+	assert.Equal(t, b.ProducerID(), nb.ProducerID(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+	assert.Equal(t, b.BaseSequence(), nb.BaseSequence(), "header changed: %+v vs %+v", nb.Header(), b.Header())
+	assert.Equal(t, b.Attributes().Compression(), nb.Attributes().Compression(), "header changed: %+v vs %+v", nb.Header(), b.Header())
 }

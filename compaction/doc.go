@@ -7,10 +7,16 @@
 //
 // # Basics
 //
-// A policy works on a [Log]: a partition's segment list, its offsets, and
-// two operations the partition performs under its own lock (delete the
-// oldest segments; replace a run of sealed segments). *log.Partition
-// implements Log; so can any store of package segment's segments.
+// A policy decides; the partition acts. Retention is a
+// log.RetentionPolicy (which of the oldest segments to delete) and the
+// Compactor a log.Cleaner (up to which offset to rewrite, and batch by
+// batch, record by record, what stays); *log.Partition carries out their
+// plans on its own files (log.Partition.DeleteExpired and
+// log.Partition.Compact) through a [Partition], the two methods this
+// package needs. The policies read the partition through a log.View (a
+// snapshot of its segments and read-only walks over their batches) and
+// never create, rename or delete a file. A user's own policy implements
+// log.Cleaner or log.RetentionPolicy the same way.
 //
 //	policies, err := compaction.Policies(compaction.Config{CleanupPolicy: "compact,delete"})
 //	for _, p := range policies {
@@ -24,13 +30,13 @@
 // never renumbered; at least the latest record of every key is kept;
 // tombstones are kept for delete.retention.ms after the first round that
 // rewrites them; the active segment is never compacted; nothing at or past
-// the high watermark is deleted or compacted; retention deletes whole
-// segments, oldest first, and an expired active segment goes too (the log
-// rolls to an empty one first, as in Kafka); a segment removed by either
-// policy stays
-// readable for every reader that holds a reference to it; a crash at any
-// step of a compaction leaves, after [RecoverDir], either the old segments
-// or the new ones.
+// the high watermark, or the last stable offset, is deleted or compacted;
+// aborted transactional records are removed and never shadow committed
+// ones; retention deletes whole segments, oldest first, and an expired
+// active segment goes too (the log rolls to an empty one first, as in
+// Kafka); a segment removed by either policy stays readable for every
+// reader that holds a reference to it; a crash at any step of a compaction
+// leaves, after log.Open, either the old segments or the new ones.
 //
 // # The offset map
 //
@@ -45,42 +51,40 @@
 //
 // # Files
 //
-// Compaction writes each new segment with the .cleaned suffix, renames it
-// .swap, renames the old segments .deleted and the .swap files to their
-// final names, syncing the directory between the steps; the per-partition
-// cleaner-offset-checkpoint file (Kafka's checkpoint format, one
-// "topic partition offset" line) records where the next round starts.
-// The partition's TruncateTo lowers it to the new log end (Kafka's
-// maybeTruncateCheckpoint); on a *log.Partition a round writes it under the
-// partition's lock and not at all when a truncation started during the
-// round (Result.CleanedTo is then -1), so re-appended offsets are never
-// taken as clean.
-// [RecoverDir] applies Kafka's load-time rules to whatever a crash left
-// (log.Open applies the same ones itself, package segment/repair): a .swap
-// replaces live segments only when it is a valid segment covering them.
-// It holds the partition directory's lock (log.LockFile) while it works,
-// so it refuses, with log.ErrLocked, a directory log.Open holds.
+// The partition writes each new segment with the .cleaned suffix, renames
+// it .swap, renames the old segments .deleted and the .swap files to their
+// final names, syncing the directory between the steps; a segment's
+// .txnindex follows its other files (segment.Segment.ChangeSuffix). The
+// per-partition cleaner-offset-checkpoint file (Kafka's checkpoint format,
+// one "topic partition offset" line) records where the next round starts;
+// the partition writes it under its lock, not at all when a truncation
+// started during the round (Result.CleanedTo is then -1), and its
+// TruncateTo lowers it to the new log end (Kafka's maybeTruncateCheckpoint),
+// so re-appended offsets are never taken as clean. log.Open applies Kafka's
+// load-time rules to whatever a crash left (package segment/repair): a
+// .swap replaces live segments only when it is a valid segment covering
+// them. There is no other recovery: a directory is recovered by opening it.
 //
 // # Concurrency
 //
-// Policies run beside the partition's appends and reads: they read only
-// sealed segments (holding a reference and a read lease while they do) and
-// change the segment list only through the Log's locked operations, which
-// refuse (log.ErrSegmentsChanged for a *log.Partition) when a truncation or
-// another policy changed it first; the round then changes nothing and the
-// next one retries. One compaction round at a time runs on a partition:
-// every round holds the partition's cleaning claim (Log.ClaimCleaning), so
-// a second Compactor or Runner given the same partition gets
-// ErrCleaningInProgress and changes nothing, instead of writing the same
-// .cleaned files. A Compactor is used by one goroutine at a time (it owns
+// Policies run beside the partition's appends and reads: the partition
+// reads only sealed segments for them (holding a reference and a read
+// lease while it does) and changes the segment list under its lock,
+// refusing with log.ErrSegmentsChanged when a truncation or another policy
+// changed it first; the round then changes nothing and the next one
+// retries. One compaction round at a time runs on a partition: Compact
+// holds the partition's cleaning claim for the whole round, so a second
+// Compactor or Runner given the same partition gets
+// log.ErrCleaningInProgress and changes nothing, instead of writing the
+// same .cleaned files. A Compactor is used by one goroutine at a time (it owns
 // its offset map); Retention and Runner are safe for concurrent use.
 //
 // # Caveats
 //
-// Transactions: without a transaction index, aborted transactional records
-// are not removed and transaction markers are kept forever. Record
-// timestamps of a rebuilt LogAppendTime batch read as the batch's append
-// time, as before.
+// Transactions are followed through the markers in the log (see
+// Compactor, "Transactions"), not through a .txnindex: a round reads every
+// batch header below the high watermark. Record timestamps of a rebuilt
+// LogAppendTime batch read as the batch's append time, as before.
 //
 // Legacy messages (magic 0 and 1, which Kafka wrote before 0.11 and which
 // a log upgraded in place still holds) are kept untouched: copied verbatim

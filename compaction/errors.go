@@ -2,15 +2,14 @@ package compaction
 
 import (
 	"errors"
-
-	plog "github.com/partlog/partlog/log"
 )
 
 // Errors returned by the policies and the Runner. Each is errors.Is-able
 // through the wrapping that adds the partition's directory. None of them
 // marks corruption: damaged segment files give errors that wrap
-// base.ErrCorrupt (and batch.ErrCorrupt) from the layers below. A broker
-// would answer KAFKA_STORAGE_ERROR (56) for any of them; they are never
+// base.ErrCorrupt (and batch.ErrCorrupt) from the layers below; the
+// partition carrying out a plan returns log's errors (log.ErrSegmentsChanged,
+// log.ErrCleaningInProgress, log.ErrSwapIncomplete). A broker would answer KAFKA_STORAGE_ERROR (56) for any of them; they are never
 // returned to producers or consumers.
 var (
 	// ErrInvalidConfig is returned by Config.Validate (and so by
@@ -21,16 +20,6 @@ var (
 	// cannot hold the keys of even one batch of the dirty section: raise
 	// Config.OffsetMapBytes (Kafka fails the same way).
 	ErrMapTooSmall = errors.New("partlog/compaction: offset map too small for one batch")
-	// ErrSegmentsChanged is returned when the partition's segment list
-	// changed under a round (a truncation, retention or another cleaner
-	// took segments away): nothing was changed; the next round retries.
-	ErrSegmentsChanged = errors.New("partlog/compaction: segments changed during the round")
-	// ErrCleaningInProgress is returned by a compaction round when another
-	// round holds the partition's cleaning claim (Log.ClaimCleaning):
-	// nothing was changed; the Runner retries on its next run. It is
-	// log.ErrCleaningInProgress, the same value, so a Log of one's own
-	// can return either.
-	ErrCleaningInProgress = plog.ErrCleaningInProgress
 	// ErrPartitionFailed is returned by the Runner for a partition that
 	// failed before and is skipped until Runner.Reset clears it.
 	ErrPartitionFailed = errors.New("partlog/compaction: partition marked failed")

@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/partlog/partlog/segment"
+	plog "github.com/partlog/partlog/log"
 )
 
 // Policy is one cleanup policy applied to a partition. Retention and
-// Compactor are the two Kafka has; users can write their own against the
-// Log interface. Apply must leave the partition readable and consistent
-// whether it succeeds, fails or is cancelled (ctx).
+// Compactor are the two Kafka has; a user's own policy implements
+// log.Cleaner or log.RetentionPolicy and wraps it the same way. Apply
+// leaves the partition readable and consistent whether it succeeds, fails
+// or is cancelled (ctx): the partition does the file work.
 type Policy interface {
 	// Name identifies the policy in logs and progress reports.
 	Name() string
 	// Apply runs one round of the policy on l.
-	Apply(ctx context.Context, l Log) (Result, error)
+	Apply(ctx context.Context, p Partition) (Result, error)
 }
 
 // Result reports what one round of a policy did.
@@ -84,14 +85,14 @@ func Policies(cfg Config) ([]Policy, error) {
 	return ps, nil
 }
 
-// releaseAll drops the references Log.Segments took.
-func releaseAll(segs []*segment.Segment) {
-	for _, s := range segs {
-		_ = s.Unref()
-	}
+// fromClean converts what the partition reports of a round.
+func fromClean(r plog.CleanResult) Result {
+	return Result{SegmentsDeleted: r.SegmentsDeleted, BytesDeleted: r.BytesDeleted,
+		SegmentsWritten: r.SegmentsWritten, BytesWritten: r.BytesWritten, BytesRead: r.BytesRead,
+		RecordsRemoved: r.RecordsRemoved, CleanedTo: r.CleanedTo}
 }
 
 // wrapDir prefixes err with the operation and the partition directory.
-func wrapDir(op string, l Log, err error) error {
-	return fmt.Errorf("partlog/compaction: %s %s: %w", op, l.Dir(), err)
+func wrapDir(op string, p Partition, err error) error {
+	return fmt.Errorf("partlog/compaction: %s %s: %w", op, p.Dir(), err)
 }

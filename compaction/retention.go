@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/partlog/partlog/segment"
+	plog "github.com/partlog/partlog/log"
 )
 
 // Retention is the delete policy: it deletes whole segments, oldest first,
@@ -22,16 +22,17 @@ import (
 // It never deletes a segment holding an offset at or past the high
 // watermark (the next segment's base, or the log end offset for the active
 // segment, must be at or below it). Deleted segments are renamed .deleted
-// and removed when the last reader lets go of them (Log.DeleteSegments);
-// readers holding them keep reading.
+// and removed when the last reader lets go of them; readers holding them
+// keep reading. The partition does the deleting (log.Partition.DeleteExpired):
+// Retention only decides.
 //
 // # The active segment
 //
 // When every segment is due, the active one included (an idle partition
 // whose only segment expired: the time rule; the size rule cannot take the
 // last segment with a positive RetentionBytes, nor the log start rule, which
-// needs a next segment, as in Kafka), retention rolls the log first
-// (Log.Roll), as Kafka's deleteSegments does, and then deletes the expired
+// needs a next segment, as in Kafka), the partition rolls the
+// log first, as Kafka's deleteSegments does, and then deletes the expired
 // segment as a sealed one. An empty active segment is never due. Afterwards
 // the log end offset is unchanged, the log start offset equals it, and
 // appends continue at the same offset in the new, empty segment. The plan
@@ -67,20 +68,20 @@ func NewRetention(cfg Config) (*Retention, error) {
 // Name returns "retention".
 func (r *Retention) Name() string { return "retention" }
 
-// Reason says why retention deletes a segment.
-type Reason uint8
+// retentionReason says why retention deletes a segment.
+type retentionReason uint8
 
 // Retention reasons, in the order Apply checks them.
 const (
-	// ReasonNone: the segment stays.
-	ReasonNone Reason = iota
-	// ReasonLogStart: the segment lies wholly below the log start offset.
-	ReasonLogStart
-	// ReasonTime: the segment is older than Config.Retention.
-	ReasonTime
-	// ReasonSize: the partition is larger than Config.RetentionBytes
+	// reasonNone: the segment stays.
+	reasonNone retentionReason = iota
+	// reasonLogStart: the segment lies wholly below the log start offset.
+	reasonLogStart
+	// reasonTime: the segment is older than Config.Retention.
+	reasonTime
+	// reasonSize: the partition is larger than Config.RetentionBytes
 	// without it.
-	ReasonSize
+	reasonSize
 	numReasons
 )
 
@@ -88,130 +89,106 @@ var reasonNames = [...]string{"none", "log-start", "time", "size"}
 
 func init() {
 	if len(reasonNames) != int(numReasons) {
-		panic(fmt.Sprintf("partlog/compaction: %d reason names for %d Reason constants", len(reasonNames), numReasons))
+		panic(fmt.Sprintf("partlog/compaction: %d reason names for %d retentionReason constants", len(reasonNames), numReasons))
 	}
 }
 
 // String returns the reason's name.
-func (r Reason) String() string {
+func (r retentionReason) String() string {
 	if r < numReasons {
 		return reasonNames[r]
 	}
 	return "unknown"
 }
 
-// RetentionTimestamp returns the timestamp retention ages s by, in
+// retentionTimestamp returns the timestamp retention ages s by, in
 // milliseconds: its largest record timestamp, capped at the modification
 // time of its .log, or that time alone when s has no timestamp (see
 // Retention, "Future timestamps").
-func RetentionTimestamp(l Log, s *segment.Segment) int64 {
-	ts, _ := s.MaxTimestamp()
-	st, err := l.FS().Stat(s.LogPath())
-	if err != nil {
-		if ts < 0 {
-			return s.Created().UnixMilli()
-		}
-		return ts
-	}
-	mtime := st.ModTime().UnixMilli()
-	if ts < 0 || ts > mtime {
+func retentionTimestamp(s plog.SegmentView) int64 {
+	mtime := s.Modified.UnixMilli()
+	if s.MaxTimestamp < 0 || s.MaxTimestamp > mtime {
 		return mtime
 	}
-	return ts
+	return s.MaxTimestamp
 }
 
-// Plan returns how many of the oldest segments of segs (a Log.Segments
-// snapshot) retention would delete now, and why each goes. When it returns
-// a reason for every segment, the active one is due too: Apply rolls before
-// deleting it.
-func (r *Retention) Plan(l Log, segs []*segment.Segment, now time.Time) []Reason {
-	hw, start := l.HighWatermark(), l.LogStartOffset()
+// plan returns how many of the oldest segments of v retention would delete
+// now, and why each goes. When it returns a reason for every segment, the
+// active one is due too: the partition rolls before deleting it.
+func (r *Retention) plan(v *plog.View, now time.Time) []retentionReason {
+	hw, start := v.HighWatermark(), v.LogStartOffset()
+	segs := v.Segments()
 	var size int64
 	for _, s := range segs {
-		size += s.Size()
+		size += s.Size
 	}
 	nowMs := now.UnixMilli()
-	var reasons []Reason
+	var reasons []retentionReason
 	for i, s := range segs {
-		active := i == len(segs)-1
 		var next int64
-		if active {
-			if s.Size() == 0 {
+		if s.Active {
+			if s.Size == 0 {
 				break // an empty active segment is never due
 			}
-			next = s.NextOffset()
+			next = s.NextOffset
 		} else {
-			next = segs[i+1].BaseOffset()
+			next = segs[i+1].BaseOffset
 		}
 		if next > hw {
 			break
 		}
-		why := ReasonNone
+		why := reasonNone
 		switch {
-		case !active && next <= start:
-			why = ReasonLogStart
-		case r.cfg.Retention >= 0 && nowMs-RetentionTimestamp(l, s) > r.cfg.Retention.Milliseconds():
-			why = ReasonTime
-		case r.cfg.RetentionBytes > 0 && size-s.Size() >= r.cfg.RetentionBytes:
-			why = ReasonSize
+		case !s.Active && next <= start:
+			why = reasonLogStart
+		case r.cfg.Retention >= 0 && nowMs-retentionTimestamp(s) > r.cfg.Retention.Milliseconds():
+			why = reasonTime
+		case r.cfg.RetentionBytes > 0 && size-s.Size >= r.cfg.RetentionBytes:
+			why = reasonSize
 		}
-		if why == ReasonNone {
+		if why == reasonNone {
 			break
 		}
 		reasons = append(reasons, why)
-		size -= s.Size()
+		size -= s.Size
 	}
 	return reasons
 }
 
-// Apply deletes the segments Plan picks, in one Log.DeleteSegments call.
-func (r *Retention) Apply(ctx context.Context, l Log) (Result, error) {
-	res := Result{CleanedTo: -1}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	segs, err := l.Segments()
-	if err != nil {
-		return res, wrapDir("retention", l, err)
-	}
-	defer func() { releaseAll(segs) }()
-	now := r.cfg.Now()
-	reasons := r.Plan(l, segs, now)
+// retentionRound is one Apply's log.RetentionPolicy: it plans with the
+// round's clock and logs why each segment goes.
+type retentionRound struct {
+	r   *Retention
+	now time.Time
+}
+
+// Expired implements log.RetentionPolicy.
+func (rr retentionRound) Expired(v *plog.View) int {
+	reasons := rr.r.plan(v, rr.now)
+	segs := v.Segments()
 	if len(reasons) == len(segs) {
-		// The active segment is due: roll, then plan again over the new
-		// snapshot, whose segments but the new empty active one are
-		// sealed, so what the plan picks is what gets deleted.
 		active := segs[len(segs)-1]
-		r.cfg.Logger.Info("partlog/compaction: retention rolls the expired active segment", "dir", l.Dir(),
-			"segment", active.BaseOffset(), "logEnd", active.NextOffset(), "reason", reasons[len(reasons)-1].String())
-		releaseAll(segs)
-		segs = nil
-		if err := l.Roll(); err != nil {
-			return res, wrapDir("retention", l, err)
+		rr.r.cfg.Logger.Info("partlog/compaction: retention rolls the expired active segment", "dir", v.Dir(),
+			"segment", active.BaseOffset, "logEnd", active.NextOffset, "reason", reasons[len(reasons)-1].String())
+	}
+	for i, why := range reasons {
+		if segs[i].Active {
+			break
 		}
-		if segs, err = l.Segments(); err != nil {
-			segs = nil
-			return res, wrapDir("retention", l, err)
-		}
-		reasons = r.Plan(l, segs, now)
-		if len(reasons) == len(segs) {
-			// Appended to since the roll and due at once: the next round
-			// rolls it.
-			reasons = reasons[:len(segs)-1]
-		}
+		rr.r.cfg.Logger.Info("partlog/compaction: retention deletes a segment", "dir", v.Dir(),
+			"segment", segs[i].BaseOffset, "reason", why.String(), "bytes", segs[i].Size)
 	}
-	if len(reasons) == 0 {
-		return res, nil
+	return len(reasons)
+}
+
+// Apply deletes the segments retention picks, through the partition
+// (log.Partition.DeleteExpired: it rolls first when the active segment is
+// due, then asks again).
+func (r *Retention) Apply(ctx context.Context, p Partition) (Result, error) {
+	res, err := p.DeleteExpired(ctx, retentionRound{r: r, now: r.cfg.Now()})
+	if err != nil {
+		return Result{CleanedTo: -1}, wrapDir("retention", p, err)
 	}
-	old := segs[:len(reasons)]
-	for i, s := range old {
-		res.BytesDeleted += s.Size()
-		r.cfg.Logger.Info("partlog/compaction: retention deletes a segment", "dir", l.Dir(),
-			"segment", s.BaseOffset(), "reason", reasons[i].String(), "bytes", s.Size())
-	}
-	if err := l.DeleteSegments(old); err != nil {
-		return Result{CleanedTo: -1}, wrapDir("retention", l, err)
-	}
-	res.SegmentsDeleted = len(old)
-	return res, nil
+	return fromClean(res), nil
 }

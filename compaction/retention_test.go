@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // fillSegments appends n one-batch segments with record timestamps ts(i).
@@ -23,12 +26,9 @@ func fillSegments(t testing.TB, l *testLog, n int, ts func(i int) int64) {
 }
 
 func bases(t testing.TB, l *testLog) []int64 {
-	segs, err := l.Segments()
-	require.NoError(t, err)
-	defer releaseAll(segs)
 	var out []int64
-	for _, s := range segs {
-		out = append(out, s.BaseOffset())
+	for _, s := range l.SegmentInfos() {
+		out = append(out, s.BaseOffset)
 	}
 	return out
 }
@@ -69,18 +69,14 @@ func TestRetentionByTime(t *testing.T) {
 func TestRetentionBySizeAndLogStart(t *testing.T) {
 	l, _ := newMemLog(t, 1<<20)
 	fillSegments(t, l, 6, func(int) int64 { return time.Now().UnixMilli() })
-	segs, _ := l.Segments()
-	one := segs[0].Size()
-	releaseAll(segs)
+	one := l.SegmentInfos()[0].Size
 	// 6 full segments + an empty active one; keep at least 2 segments' worth.
 	r, _ := NewRetention(Config{Retention: -1, RetentionBytes: 2 * one})
 	_, err := r.Apply(context.Background(), l)
 	require.NoError(t, err)
 	require.Equal(t, "[4 5 6]", fmt.Sprint(bases(t, l)), "size retention left %v", bases(t, l))
 	// Log start offset raised inside segment 5: segment 4 lies wholly below.
-	l.mu.Lock()
-	l.logStart = 5
-	l.mu.Unlock()
+	require.NoError(t, l.DeleteRecordsBefore(5))
 	r2, _ := NewRetention(Config{Retention: -1})
 	_, err = r2.Apply(context.Background(), l)
 	require.NoError(t, err)
@@ -88,13 +84,13 @@ func TestRetentionBySizeAndLogStart(t *testing.T) {
 }
 
 func TestRetentionNeverPastHighWatermark(t *testing.T) {
-	l, _ := newMemLog(t, 1<<20)
+	l, err := openTestLogConfig(vfs.NewMem(), "/p/topic-0", smallCfg(), 1<<20, true)
+	require.NoError(t, err)
+	defer l.close()
 	fillSegments(t, l, 4, func(int) int64 { return 1 })
-	l.mu.Lock()
-	l.hw = 2 // segments 0 and 1 are below it; segment 2 holds offset 2
-	l.mu.Unlock()
+	require.NoError(t, l.SetHighWatermark(2)) // segments 0 and 1 are below it; segment 2 holds offset 2
 	r, _ := NewRetention(Config{Retention: time.Millisecond})
-	_, err := r.Apply(context.Background(), l)
+	_, err = r.Apply(context.Background(), l)
 	require.NoError(t, err)
 	require.Equal(t, "[2 3 4]", fmt.Sprint(bases(t, l)), "left %v", bases(t, l))
 }
@@ -109,24 +105,26 @@ func TestRetentionReadersKeepReading(t *testing.T) {
 				l = newOSLog(t, 1<<20)
 			}
 			fillSegments(t, l, 3, func(int) int64 { return 1 })
-			segs, _ := l.Segments()
-			held := segs[0]
-			held.Ref()
-			releaseAll(segs)
+			// A read result taken before the round holds the first
+			// segment.
+			held, err := l.ReadFromFollower(0, 1<<20)
+			require.NoError(t, err)
+			path := filepath.Join(l.dir, segment.FileName(0, segment.LogSuffix)+segment.DeletedSuffix)
 			r, _ := NewRetention(Config{Retention: time.Millisecond})
 			res, err := r.Apply(context.Background(), l)
 			require.NoError(t, err, "%+v %v", res, err)
 			require.Equal(t, 3, res.SegmentsDeleted, "%+v %v", res, err)
 			// The holder still reads valid bytes.
-			var sc scanner
 			n := 0
-			err = sc.forEach(held, 0, func(b batch.Batch, _ int64) error { n++; return b.Validate() })
-			require.NoError(t, err, "reading a deleted segment: %d batches", n)
-			require.Equal(t, 1, n, "reading a deleted segment: %d batches, %v", n, err)
-			_, err = l.fs.Stat(held.LogPath())
+			for b, err := range held.Batches() {
+				require.NoError(t, err)
+				require.NoError(t, b.Validate())
+				n++
+			}
+			require.Equal(t, 1, n, "reading a deleted segment: %d batches", n)
+			_, err = l.fs.Stat(path)
 			require.NoError(t, err, "files gone while held")
-			path := held.LogPath()
-			require.NoError(t, held.Unref())
+			require.NoError(t, held.Close())
 			_, err = l.fs.Stat(path)
 			require.ErrorIs(t, err, fs.ErrNotExist, "files left after the last reader: %v", err)
 		})

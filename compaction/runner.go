@@ -26,12 +26,12 @@ type Progress struct {
 // number of goroutines. A partition whose policy fails is marked failed
 // and skipped by later runs (one bad partition once stopped Kafka's whole
 // cleaner thread); the other partitions go on. An error that only says the
-// segment list changed under the round (ErrSegmentsChanged,
-// log.ErrSegmentsChanged) or that another round is compacting the partition
-// (ErrCleaningInProgress) marks nothing: the next run retries. Run may be
+// segment list changed under the round (log.ErrSegmentsChanged) or that
+// another round is compacting the partition (log.ErrCleaningInProgress)
+// marks nothing: the next run retries. Run may be
 // called repeatedly (a scheduler calls it periodically); it is safe for
 // concurrent use, also by several Runners given the same partition: the
-// partition's cleaning claim (Log.ClaimCleaning) lets one compaction round
+// partition's cleaning claim (log.Partition.Compact) lets one compaction round
 // at a time run on it, and concurrent retention rounds only delete what the
 // other left (a lost race is ErrSegmentsChanged).
 type Runner struct {
@@ -87,11 +87,11 @@ func (r *Runner) Reset(dir string) {
 // partition marked failed earlier reports ErrPartitionFailed without being
 // touched). It stops handing out partitions when ctx is done and returns
 // ctx's error then; a policy in progress sees ctx too.
-func (r *Runner) Run(ctx context.Context, logs []Log) (Result, map[string]error, error) {
+func (r *Runner) Run(ctx context.Context, logs []Partition) (Result, map[string]error, error) {
 	total := Result{CleanedTo: -1}
 	errs := make(map[string]error)
 	var mu sync.Mutex
-	work := make(chan Log)
+	work := make(chan Partition)
 	var wg sync.WaitGroup
 	for range min(r.workers, max(len(logs), 1)) {
 		policies, err := Policies(r.cfg)
@@ -132,7 +132,7 @@ feed:
 }
 
 // runOne applies the policies to one partition, isolating its failure.
-func (r *Runner) runOne(ctx context.Context, l Log, policies []Policy) (total Result, err error) {
+func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (total Result, err error) {
 	total.CleanedTo = -1
 	dir := l.Dir()
 	if ferr := r.Failed(dir); ferr != nil {
@@ -175,8 +175,7 @@ func (r *Runner) runOne(ctx context.Context, l Log, policies []Policy) (total Re
 // a round (a truncation or retention won a race) or another round holds the
 // partition's cleaning claim: nothing was changed.
 func transient(err error) bool {
-	return errors.Is(err, ErrSegmentsChanged) || errors.Is(err, plog.ErrSegmentsChanged) ||
-		errors.Is(err, ErrCleaningInProgress)
+	return errors.Is(err, plog.ErrSegmentsChanged) || errors.Is(err, plog.ErrCleaningInProgress)
 }
 
 // mark records that dir failed with err.

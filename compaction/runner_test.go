@@ -9,19 +9,25 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/segment"
+	plog "github.com/partlog/partlog/log"
 )
 
-// brokenLog fails every Segments call.
+// brokenLog fails every round.
 type brokenLog struct{ *testLog }
 
 var errBroken = errors.New("broken partition")
 
-func (b brokenLog) Segments() ([]*segment.Segment, error) { return nil, errBroken }
+func (b brokenLog) Compact(context.Context, plog.Cleaner) (plog.CleanResult, error) {
+	return plog.CleanResult{CleanedTo: -1}, errBroken
+}
+
+func (b brokenLog) DeleteExpired(context.Context, plog.RetentionPolicy) (plog.CleanResult, error) {
+	return plog.CleanResult{CleanedTo: -1}, errBroken
+}
 
 func TestRunnerIsolatesFailures(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	var logs []Log
+	var logs []Partition
 	var good []*testLog
 	for i := range 5 {
 		l := newOSLog(t, 500)

@@ -314,9 +314,8 @@ func TestAppendTimestampsZeroAllocs(t *testing.T) {
 			_, err := p.AppendBatch(tc.b)
 			require.NoError(t, err)
 			allocs := testing.AllocsPerRun(100, func() {
-				if _, err := p.AppendBatch(tc.b); err != nil {
-					t.Fatal(err)
-				}
+				_, err := p.AppendBatch(tc.b)
+				require.NoError(t, err)
 			})
 			require.Equal(t, 0.0, allocs)
 		})

@@ -28,20 +28,15 @@ func TestZeroAllocs(t *testing.T) {
 	_, err := p.AppendBatch(b)
 	require.NoError(t, err)
 	appendAllocs := testing.AllocsPerRun(200, func() {
-		if _, err := p.AppendBatch(b); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
 	})
 	o := int64(0)
 	readAllocs := testing.AllocsPerRun(200, func() {
 		r, err := p.ReadFrom(o, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		o = r.NextOffset() % p.LogEndOffset()
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Close())
 	})
 	require.Equal(t, 0.0, appendAllocs, "AppendBatch allocations")
 	require.Equal(t, 0.0, readAllocs, "ReadFrom allocations")
@@ -57,16 +52,13 @@ func benchBatch() []byte { return logtest.MakeBatch(64, 220, 1_700_000_000_000, 
 func BenchmarkAppendBatch(b *testing.B) {
 	bt := benchBatch()
 	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer p.Close()
 	b.SetBytes(int64(len(bt)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.AppendBatch(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(bt)
+		require.NoError(b, err)
 	}
 	if b.N > 0 {
 		perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -78,15 +70,12 @@ func BenchmarkAppendBatch(b *testing.B) {
 // ns/write.
 func rawWriteNsPerOp(b *testing.B, bt []byte, n int) float64 {
 	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer f.Close()
 	start := time.Now()
 	for range n {
-		if _, err := f.Write(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := f.Write(bt)
+		require.NoError(b, err)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
@@ -94,14 +83,11 @@ func rawWriteNsPerOp(b *testing.B, bt []byte, n int) float64 {
 // readBenchPartition fills a partition with 64 MiB of 16 KiB batches.
 func readBenchPartition(b *testing.B) (*plog.Partition, int) {
 	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	bt := benchBatch()
 	for i := 0; i < (64<<20)/len(bt); i++ {
-		if _, err := p.AppendBatch(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(bt)
+		require.NoError(b, err)
 	}
 	return p, len(bt)
 }
@@ -118,9 +104,7 @@ func BenchmarkReadFrom(b *testing.B) {
 	dst := make([]byte, size)
 	read := func(b *testing.B, o *int64, copyOut bool) {
 		r, err := p.ReadFrom(*o, size)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if copyOut {
 			copy(dst, r.Bytes())
 		}
@@ -128,9 +112,7 @@ func BenchmarkReadFrom(b *testing.B) {
 		if *o >= end {
 			*o = 0
 		}
-		if err := r.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, r.Close())
 	}
 	b.Run("zero-copy", func(b *testing.B) {
 		var o int64
@@ -151,9 +133,7 @@ func BenchmarkReadFrom(b *testing.B) {
 			// memcpy of the same bytes: the same batches, copied straight
 			// out of the segment's mapping in the same order.
 			all, err := p.ReadFrom(0, 1<<30)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			src := all.Bytes()
 			off := 0
 			start := time.Now()
@@ -175,12 +155,9 @@ func BenchmarkReadFrom(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			r, err := p.ReadFrom(o, size)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := r.WriteTo(io.Discard); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
+			_, err = r.WriteTo(io.Discard)
+			require.NoError(b, err)
 			o = r.NextOffset()
 			if o >= end {
 				o = 0
@@ -201,13 +178,10 @@ func BenchmarkAppendBatchWithReaders(b *testing.B) {
 		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
 			bt := benchBatch()
 			p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
-			if _, err := p.AppendBatch(bt); err != nil {
-				b.Fatal(err)
-			}
+			_, err = p.AppendBatch(bt)
+			require.NoError(b, err)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			for range readers {
@@ -237,9 +211,8 @@ func BenchmarkAppendBatchWithReaders(b *testing.B) {
 			b.SetBytes(int64(len(bt)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.AppendBatch(bt); err != nil {
-					b.Fatal(err)
-				}
+				_, err := p.AppendBatch(bt)
+				require.NoError(b, err)
 			}
 			stop.Store(true)
 			wg.Wait()

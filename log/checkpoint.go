@@ -169,8 +169,8 @@ func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }
 
 // CleanerCheckpointFile is the compaction cleaner's checkpoint in the
 // partition's directory (Kafka's cleaner-offset-checkpoint, one file per
-// partition here, same format): the offset below which package compaction
-// cleaned the log. Package compaction writes it; TruncateTo lowers it to
+// partition here, same format): the offset below which a compaction
+// (Compact) cleaned the log. Compact writes it; TruncateTo lowers it to
 // the new log end (Kafka's maybeTruncateCheckpoint), since offsets
 // re-appended after a truncation are dirty.
 const CleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
@@ -178,25 +178,20 @@ const CleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-o
 // clampCleanerCheckpointLocked lowers this partition's entry of the
 // cleaner checkpoint to end when it is above end, durably (see
 // checkpointStore.lower). REQUIRES: mu held (serializes the entry's
-// writers through WriteCleanerCheckpoint).
+// writers through writeCleanerCheckpoint).
 func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
 	return p.ckpt.lower(CleanerCheckpointFile, end)
 }
 
-// Truncations returns how many truncations (TruncateTo calls that cut the
-// log) the partition has started since Open. Package compaction reads it
-// before a round and passes it to WriteCleanerCheckpoint.
-func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
-
-// WriteCleanerCheckpoint records, under the partition's write lock, that
+// writeCleanerCheckpoint records, under the partition's write lock, that
 // the log is cleaned below offset (CleanerCheckpointFile), unless a
-// truncation started since Truncations returned truncations: the offsets a
+// truncation started since the count of truncations was truncations: the offsets a
 // round computed before a truncation may name batches that were cut and
 // re-appended (dirty), so the round's checkpoint is then dropped (written
 // reports false) and the one TruncateTo clamped stays. offset is also
 // clamped to the log end. Serialized with TruncateTo's own update of the
 // file.
-func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error) {
+func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error) {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -211,13 +206,13 @@ func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (wr
 	return true, nil
 }
 
-// CleanerCheckpoint returns the offset below which the partition's
+// cleanerCheckpoint returns the offset below which the partition's
 // cleaner checkpoint (CleanerCheckpointFile) says the log is cleaned;
 // found is false when there is none. For a partition opened alone it reads
 // the partition directory's file and only its entry for the directory's
 // topic-partition; for a partition of a Dir it reads the Dir's entry
-// (kept in memory, the root file's). Package compaction reads it.
-func (p *Partition) CleanerCheckpoint() (offset int64, found bool, err error) {
+// (kept in memory, the root file's). View.CleanerCheckpoint reads it.
+func (p *Partition) cleanerCheckpoint() (offset int64, found bool, err error) {
 	if _, ok := p.ckpt.(partitionFiles); ok {
 		topic, part := checkpoint.EntryName(p.dir)
 		off, found, err := checkpoint.ReadOffset(p.cfg.FS, filepath.Join(p.dir, CleanerCheckpointFile), topic, part)

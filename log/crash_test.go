@@ -98,9 +98,7 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	const dir = "/kafka/crash-0"
 	where := func() string { return fmt.Sprintf("history %d (flush.messages %d)", id, flush) }
 	p, err := plog.Open(dir, cfg)
-	if err != nil {
-		t.Fatalf("%s: open: %v", where(), err)
-	}
+	require.NoError(t, err, "%s: open", where())
 	m := logtest.NewModel(0, false)
 	m.SyncEveryAppend = flush == 1
 	ts := int64(1_700_000_000_000)
@@ -117,12 +115,8 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 				continue
 			}
 			base, err := p.AppendBatch(b)
-			if err != nil {
-				t.Fatalf("%s: append: %v", where(), err)
-			}
-			if err := m.AppendBatch(b, base); err != nil {
-				t.Fatalf("%s: %v", where(), err)
-			}
+			require.NoError(t, err, "%s: append", where())
+			require.NoError(t, m.AppendBatch(b, base), "%s", where())
 		case r < 55:
 			k := 2 + rng.IntN(4)
 			bs := make([][]byte, k)
@@ -144,28 +138,20 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			}
 			wg.Wait()
 			for i := range bs {
-				if errs[i] != nil {
-					t.Fatalf("%s: concurrent append: %v", where(), errs[i])
-				}
+				require.False(t, errs[i] != nil, "%s: concurrent append: %v", where(), errs[i])
 			}
 			for done := 0; done < k; done++ {
 				for i := range bs {
 					if bases[i] == m.LogEndOffset() {
-						if err := m.AppendBatch(bs[i], bases[i]); err != nil {
-							t.Fatalf("%s: %v", where(), err)
-						}
+						require.NoError(t, m.AppendBatch(bs[i], bases[i]), "%s", where())
 					}
 				}
 			}
 		case r < 62:
-			if err := p.Sync(); err != nil {
-				t.Fatalf("%s: sync: %v", where(), err)
-			}
+			require.NoError(t, p.Sync(), "%s: sync", where())
 			m.Sync()
 		case r < 67:
-			if err := p.Roll(); err != nil {
-				t.Fatalf("%s: roll: %v", where(), err)
-			}
+			require.NoError(t, p.Roll(), "%s: roll", where())
 		case r < 71:
 			o := m.LogStartOffset() + rng.Int64N(m.LogEndOffset()-m.LogStartOffset()+1)
 			if err, merr := p.TruncateTo(o), m.TruncateTo(o); err != nil || merr != nil {
@@ -182,19 +168,11 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			_ = p.Close()
 			mem, cfg.FS = clone, clone
 			p, err = plog.Open(dir, cfg)
-			if err != nil {
-				t.Fatalf("%s: reopen after crash %+v: %v\n%s", where(), opts, err, clone.String())
-			}
-			if err := m.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
-				t.Fatalf("%s: crash %+v: %v", where(), opts, err)
-			}
-			if strings.Contains(logs.String(), "different length") {
-				t.Fatalf("%s: crash %+v: the pre-scan and segment.Recover disagree:\n%s", where(), opts, logs.String())
-			}
+			require.NoError(t, err, "%s: reopen after crash %+v: %v\n%s", where(), opts, err, clone.String())
+			require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s: crash %+v", where(), opts)
+			require.False(t, strings.Contains(logs.String(), "different length"), "%s: crash %+v: the pre-scan and segment.Recover disagree:\n%s", where(), opts, logs.String())
 			logs.Reset()
-			if err := logtest.CheckErr(p, m); err != nil {
-				t.Fatalf("%s: after crash %+v: %v", where(), opts, err)
-			}
+			require.NoError(t, logtest.CheckErr(p, m), "%s: after crash %+v", where(), opts)
 			crashes++
 		}
 	}
@@ -262,9 +240,7 @@ func TestCrashAtEveryOp(t *testing.T) {
 		}
 		points++
 		p, err := plog.Open(dir, cfg(clone))
-		if err != nil {
-			t.Fatalf("crash at op %d %+v: reopen: %v", k, opts, err)
-		}
+		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
 		m := logtest.NewModel(0, false)
 		for _, b := range bs {
 			c := append([]byte(nil), b...)
@@ -280,9 +256,7 @@ func TestCrashAtEveryOp(t *testing.T) {
 		}
 		require.NoError(t, m.TruncateTo(p.LogEndOffset()))
 		m.Reopen()
-		if err := logtest.CheckErr(p, m); err != nil {
-			t.Fatalf("crash at op %d %+v: %v", k, opts, err)
-		}
+		require.NoError(t, logtest.CheckErr(p, m), "crash at op %d %+v", k, opts)
 		require.NoError(t, p.Close())
 	}
 	t.Logf("%d crash points (every operation of the run)", points)

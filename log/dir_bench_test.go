@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -78,24 +79,17 @@ func benchDir(b *testing.B, n, batches int) *vfs.MemFS {
 // writeBenchDir writes the log directory of benchDir at path of fs.
 func writeBenchDir(b *testing.B, fs vfs.FS, path string, n, batches int) {
 	d, err := plog.OpenDir(path, benchDirConfig(fs, 2))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	bt := logtest.MakeBatch(8, 100, 1_700_000_000_000, 1)
 	for i := range n {
 		p, err := d.CreatePartition(fmt.Sprintf("topic%d", i%10), int32(i))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		for range batches {
-			if _, err := p.AppendBatch(append([]byte(nil), bt...)); err != nil {
-				b.Fatal(err)
-			}
+			_, err := p.AppendBatch(append([]byte(nil), bt...))
+			require.NoError(b, err)
 		}
 	}
-	if err := d.Close(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, d.Close())
 }
 
 // BenchmarkOpenDirClean opens a cleanly closed log directory of many
@@ -111,16 +105,12 @@ func BenchmarkOpenDirClean(b *testing.B) {
 			for b.Loop() {
 				cfs.reset()
 				d, err := plog.OpenDir("/logs", cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				b.StopTimer()
 				b.ReportMetric(float64(cfs.logBytes.Load()), "logB/op")
 				b.ReportMetric(float64(cfs.otherBytes.Load()), "otherB/op")
 				b.ReportMetric(float64(cfs.opens.Load()), "opens/op")
-				if err := d.Close(); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, d.Close())
 				b.StartTimer()
 			}
 		})
@@ -136,13 +126,9 @@ func BenchmarkOpenDirCleanOS(b *testing.B) {
 	cfg := benchDirConfig(vfs.Default, 1)
 	for b.Loop() {
 		d, err := plog.OpenDir(dir, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.StopTimer()
-		if err := d.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, d.Close())
 		b.StartTimer()
 	}
 }
@@ -159,13 +145,10 @@ func BenchmarkReadRootCheckpoints(b *testing.B) {
 				for _, name := range []string{checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile,
 					checkpoint.ReplicationFile, checkpoint.CleanerOffsetFile} {
 					fi, err := mem.Stat(filepath.Join("/logs", name))
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					bytes += fi.Size()
-					if _, err := checkpoint.ReadOffsets(mem, filepath.Join("/logs", name)); err != nil {
-						b.Fatal(err)
-					}
+					_, err = checkpoint.ReadOffsets(mem, filepath.Join("/logs", name))
+					require.NoError(b, err)
 				}
 			}
 			b.ReportMetric(float64(bytes), "B/op-read")
@@ -202,19 +185,13 @@ func benchUnclean(b *testing.B, fs vfs.FS, dir string, threads int, size int64) 
 	for b.Loop() {
 		b.StopTimer()
 		for _, name := range []string{checkpoint.CleanShutdownFile, checkpoint.RecoveryPointFile} {
-			if err := fs.Remove(filepath.Join(dir, name)); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, fs.Remove(filepath.Join(dir, name)))
 		}
 		b.StartTimer()
 		d, err := plog.OpenDir(dir, cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.StopTimer()
-		if err := d.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, d.Close())
 		b.StartTimer()
 	}
 }

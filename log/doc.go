@@ -155,14 +155,22 @@
 // a sealed segment or with data after it) is never cut, under any policy:
 // Open fails with ErrRecoveryRefused and the file and position.
 //
-// # Compaction
+// # Compaction and retention
 //
-// Package compaction works on a Partition through Segments,
-// DeleteSegments and ReplaceSegments: it reads sealed segments below the
-// high watermark, writes new ones, and swaps them in under the partition's
-// write lock; readers holding the old segments keep them. Retention Rolls
-// an expired active segment before deleting it; each compaction round holds
-// the partition's cleaning claim (ClaimCleaning), so two never run at once.
+// The Partition is the only owner of its files; cleanup policies (package
+// compaction's, or a user's own) hand it plans. DeleteExpired asks a
+// RetentionPolicy how many of the oldest segments to delete (rolling an
+// expired active segment first) and deletes them; Compact asks a Cleaner
+// up to which offset to rewrite, then rewrites the sealed segments below
+// the high watermark in groups, asking the Cleaner about each batch and
+// record, writes each group as a .cleaned segment, swaps it in with the
+// .cleaned → .swap → .deleted protocol under the write lock, and writes the
+// cleaner checkpoint. A policy sees the partition through a View (a
+// snapshot of segment descriptions and read-only batch walks); readers
+// holding replaced segments keep them. Each compaction round holds the
+// partition's cleaning claim, so two never run at once
+// (ErrCleaningInProgress). Open is the one crash cleanup: it completes or
+// undoes what a swap or a deletion left (package segment/repair).
 //
 // # Concurrency
 //
@@ -173,7 +181,7 @@
 // goroutine, group syncs) are serialized by Partition.flushMu; a group
 // sync holds mu only to take the list of segments to sync, so appends go
 // on while it waits for the device. Readers (ReadFrom,
-// ReadFromFollower, OffsetForTimestamp, the offset getters, Segments) take
+// ReadFromFollower, OffsetForTimestamp, the offset getters, SegmentInfos) take
 // no lock of the partition: they never block appends, and appends never
 // block them. A read waits only while TruncateTo wants or cuts the very
 // segment it reads.
@@ -188,7 +196,7 @@
 // cut wait for the cut (the lease prefers the truncation, so overlapping
 // readers cannot starve it); every other writer (AppendBatch,
 // AppendAssigned, Roll, TruncateTo, DeleteRecordsBefore, Sync, Verify,
-// Close, DeleteSegments, ReplaceSegments, flushes) waits on the condition
+// Close, DeleteExpired and Compact's swaps, flushes) waits on the condition
 // variable Partition.truncated, holding no partition lock but flushMu.
 //
 // The wait is bounded: after Config.TruncateWait (DefaultTruncateWait, 30
@@ -546,9 +554,8 @@
 //
 // # What a Partition does not do yet
 //
-// Answering OffsetsForLeaderEpoch from the leader epoch cache, and time
-// or size based retention policies (package compaction drives
-// DeleteSegments) are separate changes. Compaction of transactional data
-// (never past the last stable offset, aborted batches dropped, markers
-// removed after the delete horizon) is package compaction's.
+// Answering OffsetsForLeaderEpoch from the leader epoch cache is a
+// separate change. Compaction of transactional data (never past the last
+// stable offset, aborted batches dropped, markers removed after the delete
+// horizon) is package compaction's policy, carried out by Compact.
 package log

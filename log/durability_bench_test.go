@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,9 +32,7 @@ func benchLog(b *testing.B, size int) string {
 func benchLogTimes(b *testing.B, size int, growing bool) string {
 	dir := filepath.Join(b.TempDir(), "bench-0")
 	p, err := plog.Open(dir, plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	n := len(benchBatch())
 	for i := 0; i < size/n; i++ {
 		ts := int64(1_700_000_000_000)
@@ -41,13 +40,10 @@ func benchLogTimes(b *testing.B, size int, growing bool) string {
 			ts += int64(i) * 64
 		}
 		bt := logtest.MakeBatch(64, 220, ts, 3)
-		if _, err := p.AppendBatch(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(bt)
+		require.NoError(b, err)
 	}
-	if err := p.Close(); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, p.Close())
 	return dir
 }
 
@@ -71,12 +67,8 @@ func benchReopen(b *testing.B, dir string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p, err := plog.Open(dir, plog.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := p.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, p.Close())
 	}
 }
 
@@ -93,9 +85,7 @@ func BenchmarkRecoverUnclean(b *testing.B) {
 	dir := benchLog(b, size)
 	logPath := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
 	st, err := os.Stat(logPath)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	for _, c := range []struct {
 		name   string
 		policy plog.RecoveryPolicy
@@ -113,12 +103,8 @@ func BenchmarkRecoverUnclean(b *testing.B) {
 					}
 				}
 				p, err := plog.Open(dir, plog.Config{Recovery: c.policy})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Close(); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NoError(b, p.Close())
 			}
 		})
 	}
@@ -129,9 +115,7 @@ func BenchmarkRecoverUnclean(b *testing.B) {
 		buf := make([]byte, 1<<20)
 		for b.Loop() {
 			f, err := os.Open(logPath)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			var sum uint32
 			for off := int64(0); ; off += int64(len(buf)) {
 				n, err := f.ReadAt(buf, off)
@@ -139,9 +123,7 @@ func BenchmarkRecoverUnclean(b *testing.B) {
 				if errors.Is(err, io.EOF) {
 					break
 				}
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 			}
 			_ = f.Close()
 		}
@@ -168,9 +150,7 @@ func BenchmarkDurableAppend(b *testing.B) {
 				return nil
 			})
 			p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
 			work := make(chan struct{}, appenders)
 			var wg sync.WaitGroup
@@ -208,17 +188,14 @@ func BenchmarkDurableAppend(b *testing.B) {
 // dir for about 200 ms and returns the rate.
 func rawFdatasyncPerSec(b *testing.B, dir string) float64 {
 	f, err := vfs.Default.Create(filepath.Join(dir, "raw-fdatasync"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer f.Close()
 	rec := make([]byte, 16)
 	start := time.Now()
 	n := 0
 	for time.Since(start) < 200*time.Millisecond {
-		if _, err := f.Write(rec); err != nil {
-			b.Fatal(err)
-		}
+		_, err := f.Write(rec)
+		require.NoError(b, err)
 		if err := f.Sync(); err != nil { // vfs: fdatasync
 			b.Fatal(err)
 		}

@@ -213,16 +213,12 @@ func TestFlushInterval(t *testing.T) {
 		if err == nil && ok && rp == 7 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the recovery point never reached 7 (%d, %v, %v)", rp, ok, err)
-		}
+		require.False(t, time.Now().After(deadline), "the recovery point never reached 7 (%d, %v, %v)", rp, ok, err)
 		time.Sleep(2 * time.Millisecond)
 	}
 	require.NoError(t, p.Close())
 	for i := 0; runtime.NumGoroutine() > before; i++ {
-		if i > 1000 {
-			t.Fatalf("goroutines: %d before Open, %d after Close", before, runtime.NumGoroutine())
-		}
+		require.False(t, i > 1000, "goroutines: %d before Open, %d after Close", before, runtime.NumGoroutine())
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -175,12 +175,8 @@ func TestLeaderEpochsCrashAtEveryOp(t *testing.T) {
 		}
 		points++
 		p, err := plog.Open(dir, cfg(clone))
-		if err != nil {
-			t.Fatalf("crash at op %d %+v: reopen: %v", k, opts, err)
-		}
-		if err := checkEpochs(p); err != nil {
-			t.Fatalf("crash at op %d %+v: %v", k, opts, err)
-		}
+		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
+		require.NoError(t, checkEpochs(p), "crash at op %d %+v", k, opts)
 		require.NoError(t, p.Verify())
 		require.NoError(t, p.Close())
 	}
@@ -253,9 +249,7 @@ func TestLeaderEpochsCrashPoints(t *testing.T) {
 				mem, cfg.FS = clone, clone
 				p, err = plog.Open(dir, cfg)
 				require.NoError(t, err, where)
-				if err := checkEpochs(p); err != nil {
-					t.Fatalf("%s: crash %+v: %v", where, opts, err)
-				}
+				require.NoError(t, checkEpochs(p), "%s: crash %+v", where, opts)
 				if es := p.LeaderEpochs(); len(es) > 0 {
 					epoch = max(epoch, es[len(es)-1].Epoch)
 					if stamp {
@@ -264,9 +258,7 @@ func TestLeaderEpochsCrashPoints(t *testing.T) {
 				}
 				crashes++
 			default:
-				if err := checkEpochs(p); err != nil {
-					t.Fatalf("%s: %v", where, err)
-				}
+				require.NoError(t, checkEpochs(p), "%s", where)
 			}
 		}
 		require.NoError(t, p.Close())
@@ -443,9 +435,7 @@ func TestKillLeaderEpochs(t *testing.T) {
 		p, err := plog.Open(dir, killEpochsConfig())
 		require.NoError(t, err)
 		require.NoError(t, p.Verify())
-		if err := checkEpochs(p); err != nil {
-			t.Fatalf("round %d (killed after %v): %v", round, delay, err)
-		}
+		require.NoError(t, checkEpochs(p), "round %d (killed after %v)", round, delay)
 		t.Logf("round %d: killed after %v, log end %d, %d segments, epochs %v", round, delay, p.LogEndOffset(), len(p.SegmentInfos()), p.LeaderEpochs())
 		require.NoError(t, p.Close())
 	}
@@ -465,9 +455,7 @@ func BenchmarkAppendBatchStamped(b *testing.B) {
 		return nil
 	})
 	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{FS: in, StampLeaderEpoch: true, LeaderEpoch: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer p.Close()
 	bt := benchBatch()
 	if _, err := p.AppendBatch(bt); err != nil { // starts epoch 1
@@ -477,9 +465,8 @@ func BenchmarkAppendBatchStamped(b *testing.B) {
 	b.SetBytes(int64(len(bt)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.AppendBatch(bt); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(bt)
+		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(syncs.Load())/float64(b.N), "fsyncs/op")
 }

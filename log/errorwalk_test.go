@@ -50,9 +50,7 @@ func errorWalk(t *testing.T, flush int64) {
 			if err == nil {
 				return false
 			}
-			if !errors.Is(err, vfs.ErrInjected) {
-				t.Fatalf("k=%d %s: not the injected error: %v", k, step, err)
-			}
+			require.False(t, !errors.Is(err, vfs.ErrInjected), "k=%d %s: not the injected error: %v", k, step, err)
 			return true
 		}
 		stop := false
@@ -65,23 +63,17 @@ func errorWalk(t *testing.T, flush int64) {
 				return
 			}
 			next := before.Clone()
-			if err := model(next); err != nil {
-				t.Fatalf("k=%d %s: model: %v", k, step, err)
-			}
+			require.NoError(t, model(next), "k=%d %s: model", k, step)
 			err := f()
 			if failed(err, step) {
 				after, stop, failedStep = next, true, step
 				var ie *vfs.InjectedError
 				if errors.As(err, &ie) && ie.Op.Kind == vfs.OpSync && strings.HasSuffix(ie.Op.Path, ".log") {
-					if !errors.Is(err, plog.ErrFailed) {
-						t.Fatalf("k=%d %s: a failed fsync of %s did not fail the partition: %v", k, step, ie.Op.Path, err)
-					}
+					require.False(t, !errors.Is(err, plog.ErrFailed), "k=%d %s: a failed fsync of %s did not fail the partition: %v", k, step, ie.Op.Path, err)
 				}
 				if errors.Is(err, plog.ErrFailed) {
 					_, err := p.AppendBatch(logtest.MakeBatch(1, 1, 1, 1))
-					if !errors.Is(err, plog.ErrFailed) || !errors.Is(err, vfs.ErrInjected) {
-						t.Fatalf("k=%d %s: append after a failure: %v, want the sticky failure", k, step, err)
-					}
+					require.False(t, !errors.Is(err, plog.ErrFailed) || !errors.Is(err, vfs.ErrInjected), "k=%d %s: append after a failure: %v, want the sticky failure", k, step, err)
 				}
 				return
 			}
@@ -114,9 +106,7 @@ func errorWalk(t *testing.T, flush int64) {
 			}
 		}
 		if in.Injected() == 0 {
-			if stop {
-				t.Fatalf("k=%d: stopped without an injected error", k)
-			}
+			require.False(t, stop, "k=%d: stopped without an injected error", k)
 			t.Logf("clean run after %d failure points", k)
 			break
 		}
@@ -145,16 +135,12 @@ func errorWalk(t *testing.T, flush int64) {
 				mid.Reopen()
 				errB = logtest.CheckErr(p3, mid)
 			}
-			if errB != nil {
-				t.Fatalf("k=%d (%s failed): synced state: %v", k, failedStep, errB)
-			}
+			require.False(t, errB != nil, "k=%d (%s failed): synced state: %v", k, failedStep, errB)
 			_ = p3.Close()
 		}
 
 		p2, err := plog.Open(dir, cfg(mem))
-		if err != nil {
-			t.Fatalf("k=%d: reopen after the failure: %v\n%s", k, err, mem.String())
-		}
+		require.NoError(t, err, "k=%d: reopen after the failure: %v\n%s", k, err, mem.String())
 		before.Reopen()
 		errBefore := logtest.CheckErr(p2, before)
 		if errBefore != nil && after != nil {
@@ -171,9 +157,7 @@ func errorWalk(t *testing.T, flush int64) {
 					errAfter = logtest.CheckErr(p2, mid)
 				}
 			}
-			if errAfter != nil {
-				t.Fatalf("k=%d (%s failed): reopened log matches neither state:\nbefore: %v\nafter: %v", k, failedStep, errBefore, errAfter)
-			}
+			require.False(t, errAfter != nil, "k=%d (%s failed): reopened log matches neither state:\nbefore: %v\nafter: %v", k, failedStep, errBefore, errAfter)
 		} else if errBefore != nil {
 			t.Fatalf("k=%d: reopened log: %v", k, errBefore)
 		}
@@ -227,26 +211,18 @@ func TestErrorWalkOpen(t *testing.T) {
 				if err == nil {
 					err = p.Close() // the failure may come here
 				}
-				if err != nil && !errors.Is(err, vfs.ErrInjected) {
-					t.Fatalf("k=%d: not the injected error: %v", k, err)
-				}
+				require.False(t, err != nil && !errors.Is(err, vfs.ErrInjected), "k=%d: not the injected error: %v", k, err)
 				if in.Injected() == 0 {
 					t.Logf("clean run after %d failure points", k)
 					break
 				}
 				p, err = plog.Open(dir, plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, DisableAutoHighWatermark: true})
-				if err != nil {
-					t.Fatalf("k=%d: reopen after the failure: %v", k, err)
-				}
+				require.NoError(t, err, "k=%d: reopen after the failure", k)
 				want := m.Clone()
 				if !clean {
-					if err := want.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
-						t.Fatalf("k=%d: %v", k, err)
-					}
+					require.NoError(t, want.Crash(p.LogEndOffset(), p.HighWatermark()), "k=%d", k)
 				}
-				if err := logtest.CheckErr(p, want); err != nil {
-					t.Fatalf("k=%d: %v", k, err)
-				}
+				require.NoError(t, logtest.CheckErr(p, want), "k=%d", k)
 				require.NoError(t, p.Close())
 			}
 		})

@@ -170,9 +170,7 @@ func TestIteratorAllocs(t *testing.T) {
 		return testing.AllocsPerRun(50, func() {
 			n := int64(0)
 			for rec, err := range p.Records(context.Background(), from) {
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				n++
 				if rec.Offset == hw-1 {
 					break
@@ -182,13 +180,9 @@ func TestIteratorAllocs(t *testing.T) {
 	}
 	perBatches := testing.AllocsPerRun(50, func() {
 		r, err := p.ReadFrom(0, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, err := range r.Batches() {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 		}
 		_ = r.Close()
 	})
@@ -307,17 +301,14 @@ func TestPartitionRecordsHighWatermarkInsideBatch(t *testing.T) {
 func BenchmarkPartitionRecords(b *testing.B) {
 	p, _ := openT(b, plog.Config{})
 	for i := range 50 {
-		if _, err := p.AppendBatch(logtest.MakeBatch(4, 50, int64(i), byte(i))); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 50, int64(i), byte(i)))
+		require.NoError(b, err)
 	}
 	last := p.HighWatermark() - 1
 	b.ReportAllocs()
 	for b.Loop() {
 		for rec, err := range p.Records(context.Background(), 0) {
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			if rec.Offset == last {
 				break
 			}

@@ -124,9 +124,7 @@ func TestKill(t *testing.T) {
 				}
 				var base, next int64
 				if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
-					if strings.HasPrefix(line, "error") {
-						t.Fatalf("round %d: child: %s", round, line)
-					}
+					require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
 					continue
 				}
 				if prev, ok := acked[base]; ok && prev != next {
@@ -159,13 +157,9 @@ func TestKill(t *testing.T) {
 			for len(data) > 0 {
 				b, rest, err := batch.Parse(data)
 				require.NoError(t, err)
-				if b.BaseOffset() != next {
-					t.Fatalf("round %d: batch at %d after offset %d: a hole", round, b.BaseOffset(), next-1)
-				}
+				require.False(t, b.BaseOffset() != next, "round %d: batch at %d after offset %d: a hole", round, b.BaseOffset(), next-1)
 				if want, ok := acked[b.BaseOffset()]; ok {
-					if want != b.NextOffset() {
-						t.Fatalf("round %d: batch [%d, %d) was acknowledged as [%d, %d)", round, b.BaseOffset(), b.NextOffset(), b.BaseOffset(), want)
-					}
+					require.False(t, want != b.NextOffset(), "round %d: batch [%d, %d) was acknowledged as [%d, %d)", round, b.BaseOffset(), b.NextOffset(), b.BaseOffset(), want)
 					seen++
 				}
 				next = b.NextOffset()
@@ -173,9 +167,7 @@ func TestKill(t *testing.T) {
 			}
 			require.NoError(t, r.Close())
 		}
-		if seen != len(acked) {
-			t.Fatalf("round %d: %d of %d acknowledged batches found", round, seen, len(acked))
-		}
+		require.False(t, seen != len(acked), "round %d: %d of %d acknowledged batches found", round, seen, len(acked))
 		require.NoError(t, p.Close())
 		t.Logf("round %d: killed after %v, %d acks this round, log end %d", round, delay, n, next)
 	}

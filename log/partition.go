@@ -152,7 +152,7 @@ type Partition struct {
 	// mu.truncating. Its Locker is &mu.Mutex.
 	truncated sync.Cond
 	// cleaning is set while a cleaning round holds the partition's
-	// cleaning claim (ClaimCleaning).
+	// cleaning claim (claimCleaning, for Compact).
 	cleaning atomic.Bool
 	// truncStats backs TruncationStats.
 	truncStats truncationStats

@@ -29,18 +29,12 @@ func benchBatchFrom(b testing.TB, pid int64, seq int32) []byte {
 	bld := batch.NewBuilder(batch.BuilderOptions{Producer: prod})
 	var dec batch.Decoder
 	for r, err := range plain.All(&dec) {
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		r.Timestamp = time.Now().UnixMilli()
-		if err := bld.Add(r); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, bld.Add(r))
 	}
 	bt, err := bld.Build()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return append([]byte(nil), bt...)
 }
 
@@ -58,9 +52,7 @@ func BenchmarkAppendBatchIdempotent(b *testing.B) {
 	}{{"none", batch.NoProducerID}, {"idempotent", 1}} {
 		b.Run(c.name, func(b *testing.B) {
 			p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
 			const ring = 256
 			bts := make([][]byte, ring)
@@ -80,9 +72,8 @@ func BenchmarkAppendBatchIdempotent(b *testing.B) {
 					i = 0
 					b.StartTimer()
 				}
-				if _, err := p.AppendBatch(bts[i]); err != nil {
-					b.Fatal(err)
-				}
+				_, err := p.AppendBatch(bts[i])
+				require.NoError(b, err)
 				i++
 			}
 		})
@@ -102,14 +93,11 @@ func reEpoch(bt []byte, e int16) []byte {
 func producersPartition(b *testing.B, n int) (*plog.Partition, string) {
 	dir := filepath.Join(b.TempDir(), "bench-0")
 	p, err := plog.Open(dir, plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	ts := time.Now().UnixMilli()
 	for pid := range int64(n) {
-		if _, err := p.AppendBatch(prodBatch(b, pid, 0, 0, 1, ts, false)); err != nil {
-			b.Fatal(err)
-		}
+		_, err := p.AppendBatch(prodBatch(b, pid, 0, 0, 1, ts, false))
+		require.NoError(b, err)
 	}
 	return p, dir
 }
@@ -122,38 +110,26 @@ func BenchmarkProducerSnapshot10k(b *testing.B) {
 	const n = 10_000
 	b.Run("write", func(b *testing.B) {
 		p, dir := producersPartition(b, n)
-		if err := p.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Close())
 		for b.Loop() {
 			b.StopTimer()
 			p, err := plog.Open(dir, plog.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.StartTimer()
-			if err := p.Close(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, p.Close())
 		}
 	})
 	b.Run("load", func(b *testing.B) {
 		p, dir := producersPartition(b, n)
-		if err := p.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Close())
 		for b.Loop() {
 			p, err := plog.Open(dir, plog.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.StopTimer()
 			if ps, _ := p.Producers(); len(ps) != n {
 				b.Fatalf("%d producers loaded", len(ps))
 			}
-			if err := p.Close(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, p.Close())
 			b.StartTimer()
 		}
 	})
@@ -166,9 +142,7 @@ func BenchmarkProducerMemory(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		bts := make([][]byte, n)
 		ts := time.Now().UnixMilli()
 		for pid := range bts {
@@ -179,18 +153,15 @@ func BenchmarkProducerMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
 		for _, bt := range bts {
-			if _, err := p.AppendBatch(bt); err != nil {
-				b.Fatal(err)
-			}
+			_, err := p.AppendBatch(bt)
+			require.NoError(b, err)
 		}
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heapB/producer")
 		runtime.KeepAlive(bts)
-		if err := p.Close(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Close())
 		b.StartTimer()
 	}
 }
@@ -210,15 +181,14 @@ func TestZeroAllocsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	i := 1
 	appendAllocs := testing.AllocsPerRun(200, func() {
-		if _, err := p.AppendBatch(bts[i]); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(bts[i])
+		require.NoError(t, err)
 		i++
 	})
 	retryAllocs := testing.AllocsPerRun(200, func() {
 		info, err := p.AppendBatchInfo(bts[i-1])
-		if err != nil || !info.Duplicate {
-			t.Fatal(info, err)
+		if err != nil || !info.Duplicate { // no message built unless it fails: allocations are measured
+			require.Failf(t, "not a duplicate", "%v %v", info, err)
 		}
 	})
 	require.Equal(t, 0.0, appendAllocs, "AppendBatch allocations")

@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -54,9 +55,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	const dir = "/kafka/idem-0"
 	where := func() string { return fmt.Sprintf("history %d (flush.messages %d)", id, flush) }
 	p, err := plog.Open(dir, cfg)
-	if err != nil {
-		t.Fatalf("%s: open: %v", where(), err)
-	}
+	require.NoError(t, err, "%s: open", where())
 	defer func() { _ = p.Close() }()
 	const producers = 4
 	var (
@@ -69,9 +68,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		info, err := p.AppendBatchInfo(append([]byte(nil), b.bytes...))
 		switch {
 		case err == nil && info.Duplicate:
-			if info.Base != b.base || info.LastOffset != b.end-1 {
-				t.Fatalf("%s: retry of [%d, %d) answered [%d, %d]", where(), b.base, b.end, info.Base, info.LastOffset)
-			}
+			require.False(t, info.Base != b.base || info.LastOffset != b.end-1, "%s: retry of [%d, %d) answered [%d, %d]", where(), b.base, b.end, info.Base, info.LastOffset)
 		case mustDup:
 			t.Fatalf("%s: retry of producer %d's last batch [%d, %d) (seq %d..%d): %+v, %v", where(), b.pid, b.base, b.end, b.first, b.last, info, err)
 		case err == nil:
@@ -79,9 +76,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		case !errors.Is(err, plog.ErrOutOfOrderSequence) && !errors.Is(err, plog.ErrInvalidProducerEpoch):
 			t.Fatalf("%s: retry: %v", where(), err)
 		}
-		if p.LogEndOffset() != end {
-			t.Fatalf("%s: a retry moved the log end from %d to %d", where(), end, p.LogEndOffset())
-		}
+		require.False(t, p.LogEndOffset() != end, "%s: a retry moved the log end from %d to %d", where(), end, p.LogEndOffset())
 	}
 	// forget drops the sent batches at or past end and rewinds each
 	// producer to its last batch left.
@@ -118,27 +113,19 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			n := 1 + rng.IntN(4)
 			bt := prodBatch(t, int64(pid), epoch[pid], next[pid], n, ts, false)
 			base, err := p.AppendBatch(append([]byte(nil), bt...))
-			if err != nil {
-				t.Fatalf("%s: append: %v", where(), err)
-			}
+			require.NoError(t, err, "%s: append", where())
 			sent = append(sent, sentBatch{pid: int64(pid), epoch: epoch[pid], first: next[pid], last: next[pid] + int32(n) - 1,
 				base: base, end: base + int64(n), bytes: bt})
 			next[pid] += int32(n)
 		case r < 65 && len(sent) > 0:
 			retry(sent[len(sent)-1-rng.IntN(min(len(sent), 8))], false)
 		case r < 72:
-			if err := p.Roll(); err != nil {
-				t.Fatalf("%s: roll: %v", where(), err)
-			}
+			require.NoError(t, p.Roll(), "%s: roll", where())
 		case r < 78:
-			if err := p.Sync(); err != nil {
-				t.Fatalf("%s: sync: %v", where(), err)
-			}
+			require.NoError(t, p.Sync(), "%s: sync", where())
 		case r < 82 && len(sent) > 0:
 			o := sent[rng.IntN(len(sent))].base
-			if err := p.TruncateTo(o); err != nil {
-				t.Fatalf("%s: truncate to %d: %v", where(), o, err)
-			}
+			require.NoError(t, p.TruncateTo(o), "%s: truncate to %d", where(), o)
 			forget(p.LogEndOffset())
 			checkLast()
 		case r >= 82:
@@ -147,9 +134,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			_ = p.Close()
 			mem, cfg.FS = clone, clone
 			p, err = plog.Open(dir, cfg)
-			if err != nil {
-				t.Fatalf("%s: reopen after crash %+v: %v", where(), opts, err)
-			}
+			require.NoError(t, err, "%s: reopen after crash %+v", where(), opts)
 			forget(p.LogEndOffset())
 			checkLast()
 			for _, b := range sent {

@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -34,9 +35,7 @@ func TestProducerStateMachine(t *testing.T) {
 		cfg := plog.Config{FS: mem, SegmentBytes: int64(rapid.IntRange(200, 3000).Draw(rt, "segmentBytes"))}
 		const dir = "/sm/p-0"
 		p, err := plog.Open(dir, cfg)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		require.NoError(rt, err)
 		defer func() { _ = p.Close() }()
 		m := logtest.NewModel(0, false)
 		var sent []sentBatch // the batches the log holds, for retries
@@ -55,32 +54,22 @@ func TestProducerStateMachine(t *testing.T) {
 						kind = k
 					}
 				}
-				if kind == nil || !errors.Is(err, kind) {
-					rt.Fatalf("%s: want %v, got %+v, %v", what, wantErr, info, err)
-				}
+				require.False(rt, kind == nil || !errors.Is(err, kind), "%s: want %v, got %+v, %v", what, wantErr, info, err)
 			case want.Duplicate:
-				if err != nil || info != want {
-					rt.Fatalf("%s: want a retry of [%d, %d], got %+v, %v", what, want.Base, want.LastOffset, info, err)
-				}
+				require.False(rt, err != nil || info != want, "%s: want a retry of [%d, %d], got %+v, %v", what, want.Base, want.LastOffset, info, err)
 				if err := m.AppendBatch(bt, info.Base); err != nil { // a no-op for a retry
 					rt.Fatal(err)
 				}
 			default:
-				if err != nil || info != want || info.Base != end {
-					rt.Fatalf("%s: want accepted as %+v, got %+v, %v", what, want, info, err)
-				}
-				if err := m.AppendBatch(bt, info.Base); err != nil {
-					rt.Fatal(err)
-				}
+				require.False(rt, err != nil || info != want || info.Base != end, "%s: want accepted as %+v, got %+v, %v", what, want, info, err)
+				require.NoError(rt, m.AppendBatch(bt, info.Base))
 				sent = append(sent, sentBatch{pid: pid, epoch: epoch, first: first, last: first + int32(n) - 1,
 					base: info.Base, end: info.LastOffset + 1, bytes: bt, txn: txn})
 			}
 			if !want.Duplicate && wantErr == nil {
 				return
 			}
-			if p.LogEndOffset() != end || m.LogEndOffset() != end {
-				rt.Fatalf("%s: log end %d, model %d, before %d", what, p.LogEndOffset(), m.LogEndOffset(), end)
-			}
+			require.False(rt, p.LogEndOffset() != end || m.LogEndOffset() != end, "%s: log end %d, model %d, before %d", what, p.LogEndOffset(), m.LogEndOffset(), end)
 		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"next": func(rt *rapid.T) {
@@ -154,17 +143,12 @@ func TestProducerStateMachine(t *testing.T) {
 					int32(rapid.IntRange(-1, 20).Draw(rt, "seq")), rapid.IntRange(1, 4).Draw(rt, "n"), rapid.Bool().Draw(rt, "txn"))
 			},
 			"roll": func(rt *rapid.T) {
-				if err := p.Roll(); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, p.Roll())
 			},
 			"reopen": func(rt *rapid.T) {
-				if err := p.Close(); err != nil {
-					rt.Fatal(err)
-				}
-				if p, err = plog.Open(dir, cfg); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, p.Close())
+				p, err = plog.Open(dir, cfg)
+				require.NoError(rt, err)
 				m.Reopen() // Close wrote the snapshot at the log end
 			},
 			"truncate": func(rt *rapid.T) {
@@ -172,22 +156,14 @@ func TestProducerStateMachine(t *testing.T) {
 					rt.Skip("nothing sent")
 				}
 				o := sent[rapid.IntRange(0, len(sent)-1).Draw(rt, "cut")].base
-				if err := p.TruncateTo(o); err != nil {
-					rt.Fatal(err)
-				}
-				if err := m.TruncateTo(o); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, p.TruncateTo(o))
+				require.NoError(rt, m.TruncateTo(o))
 				for len(sent) > 0 && sent[len(sent)-1].end > o {
 					sent = sent[:len(sent)-1]
 				}
-				if p.LogEndOffset() != o || m.LogEndOffset() != o {
-					rt.Fatalf("truncate to %d: log end %d, model %d", o, p.LogEndOffset(), m.LogEndOffset())
-				}
+				require.False(rt, p.LogEndOffset() != o || m.LogEndOffset() != o, "truncate to %d: log end %d, model %d", o, p.LogEndOffset(), m.LogEndOffset())
 				names, err := mem.List(dir)
-				if err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, err)
 				for _, n := range names {
 					var off int64
 					if k, _ := fmtSscan(n, &off); k == 1 && off > o {
@@ -196,9 +172,7 @@ func TestProducerStateMachine(t *testing.T) {
 				}
 				// The partition reloaded from its newest snapshot at or
 				// below o (from its first segment when none).
-				if err := m.ReloadProducers(p); err != nil {
-					rt.Fatal(err)
-				}
+				require.NoError(rt, m.ReloadProducers(p))
 			},
 			"": func(rt *rapid.T) { logtest.Check(rt, p, m) },
 		})

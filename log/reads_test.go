@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/stretchr/testify/assert"
 	"io"
 	"log/slog"
 	"slices"
@@ -276,9 +277,7 @@ func TestReadersStarveTruncation(t *testing.T) {
 		appended := make(chan int64, 1)
 		go func() {
 			base, err := p.AppendBatch(logtest.MakeBatch(1, 10, 9000, 9))
-			if err != nil {
-				t.Errorf("AppendBatch: %v", err)
-			}
+			assert.NoError(t, err, "AppendBatch")
 			appended <- base
 		}()
 		require.NoError(t, <-truncated)

@@ -372,9 +372,7 @@ func TestCorruption(t *testing.T) {
 						if strings.HasSuffix(name, segment.IndexSuffix) || strings.HasSuffix(name, segment.TimeIndexSuffix) {
 							continue // derived data: segment.Open may rebuild an index
 						}
-						if !bytes.Equal(b, after[name]) {
-							t.Errorf("the strict policy changed %s (%d -> %d bytes)", name, len(b), len(after[name]))
-						}
+						assert.False(t, !bytes.Equal(b, after[name]), "the strict policy changed %s (%d -> %d bytes)", name, len(b), len(after[name]))
 					}
 					require.Equal(t, len(before), len(after), "the strict policy added or removed files")
 					return

@@ -9,7 +9,7 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// ErrSegmentsChanged is returned by DeleteSegments and ReplaceSegments when
+// ErrSegmentsChanged is returned by DeleteExpired and Compact when
 // the segments they were given are no longer what the partition holds (a
 // roll, a truncation, retention or another compaction round changed the
 // list since the caller took its snapshot), or are segments they may not
@@ -17,33 +17,20 @@ import (
 // changed; take a new snapshot and try again. Internal: no Kafka code.
 var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 
-// ErrCleaningInProgress is returned by ClaimCleaning while another cleaning
-// round holds the partition's claim. Nothing changed; try again after that
+// ErrCleaningInProgress is returned by Compact while another compaction
+// round holds the partition's cleaning claim. Nothing changed; try again after that
 // round ends. Internal: no Kafka code.
 var ErrCleaningInProgress = errors.New("partlog/log: cleaning in progress")
 
-// The methods below let package compaction (retention and key-based
-// compaction, which sits above this package) work on a Partition: it reads
-// sealed segments, writes new ones beside them, and swaps them in under the
-// partition's write lock.
-
-// FS returns the filesystem the partition's files live on.
+// FS returns the filesystem the partition's files live on (Config.FS, the
+// operating system's when it was nil).
 func (p *Partition) FS() segment.FS { return p.cfg.FS }
 
-// SegmentConfig returns the configuration the partition opens and creates
-// its segments with.
-func (p *Partition) SegmentConfig() segment.Config { return p.segCfg }
-
-// SegmentBytes returns segment.bytes, the size at which the partition rolls.
-func (p *Partition) SegmentBytes() int64 { return p.cfg.SegmentBytes }
-
-// Segments returns the current segments in ascending base offset order; the
-// last one is the active segment. The caller owns one reference on each
+// segmentRefs returns the current segments in ascending base offset order;
+// the last one is the active segment. The caller owns one reference on each
 // (taken for it) and must drop it with Unref; the segments stay open and
-// readable until then even if the partition deletes or replaces them. The
-// caller must not call writer-side segment methods (Append, Seal,
-// TruncateTo, MarkDeleted...): the partition is their only writer.
-func (p *Partition) Segments() ([]*segment.Segment, error) {
+// readable until then even if the partition deletes or replaces them.
+func (p *Partition) segmentRefs() ([]*segment.Segment, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -60,17 +47,17 @@ func (p *Partition) Segments() ([]*segment.Segment, error) {
 	return out, nil
 }
 
-// ClaimCleaning claims the partition for one cleaning round (package
-// compaction's key compaction takes it for the whole round): at most one
+// claimCleaning claims the partition for one cleaning round (Compact takes
+// it for the whole round): at most one
 // claim is held at a time, so two rounds never write the same .cleaned
 // files or swap segments under each other, whoever runs them. While the
-// claim is held, ClaimCleaning returns at once with an error wrapping
+// claim is held, claimCleaning returns at once with an error wrapping
 // ErrCleaningInProgress (as Kafka's cleaner skips a partition another
 // cleaner thread is cleaning); after Close it returns ErrClosed. Otherwise
 // it returns release, which ends the claim; calling release again does
 // nothing. The claim is in memory only: it serializes the cleaners of this
 // Partition value, not of other processes opening the same directory.
-func (p *Partition) ClaimCleaning() (release func(), err error) {
+func (p *Partition) claimCleaning() (release func(), err error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -81,15 +68,15 @@ func (p *Partition) ClaimCleaning() (release func(), err error) {
 	return func() { once.Do(func() { p.cleaning.Store(false) }) }, nil
 }
 
-// DeleteSegments removes the oldest segments, as time or size based
-// retention does: oldest must be exactly the first len(oldest) segments of
+// deleteSegments removes the oldest segments, as time or size based
+// retention does (DeleteExpired): oldest must be exactly the first len(oldest) segments of
 // the current list (the same pointers), not the active one, and the next
 // segment's base offset must be at or below the high watermark; otherwise
 // the error wraps ErrSegmentsChanged and nothing changes. The log start
 // offset rises to the next segment's base offset (persisted first, as
 // DeleteRecordsBefore does); the segments' files are renamed *.deleted and
 // removed when the last reader lets go; the directory is synced.
-func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
+func (p *Partition) deleteSegments(oldest []*segment.Segment) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -146,7 +133,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 	return nil
 }
 
-// ReplaceSegments swaps new segments in for old ones, for compaction: old
+// replaceSegments swaps new segments in for old ones, for Compact: old
 // must be a contiguous run of sealed segments of the current list (the same
 // pointers), not the active one, and the segment after the last of them
 // must start at or below the high watermark (the segment holding the high
@@ -156,7 +143,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // (compaction never renumbers), possibly none; when old starts with the
 // first segment, new must start with a segment of the same base offset.
 //
-// Under the partition's write lock ReplaceSegments calls commit, which
+// Under the partition's write lock replaceSegments calls commit, which
 // renames the files (compaction: new .cleaned to .swap, old to .deleted
 // with MarkDeleted, new .swap to plain names, syncing the directory
 // between). If commit fails, nothing is published and its error is
@@ -164,7 +151,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // partition takes over the reference each new segment was created with, and
 // drops its own references on old (their files are removed at the last
 // reader's Unref). The log start offset does not change.
-func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
+func (p *Partition) replaceSegments(old, new []*segment.Segment, commit func() error) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {

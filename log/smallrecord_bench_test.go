@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"encoding/binary"
+	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"testing"
@@ -50,9 +51,7 @@ func appendFramed(dst, payload []byte) []byte {
 func BenchmarkSmallRecordAppend(b *testing.B) {
 	val := smallValue()
 	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer p.Close()
 	bld := batch.NewBuilder(batch.BuilderOptions{})
 	var buf []byte
@@ -66,12 +65,10 @@ func BenchmarkSmallRecordAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if buf, err = bld.AppendTo(buf[:0]); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.AppendBatch(buf); err != nil {
-			b.Fatal(err)
-		}
+		buf, err = bld.AppendTo(buf[:0])
+		require.NoError(b, err)
+		_, err := p.AppendBatch(buf)
+		require.NoError(b, err)
 	}
 	if b.N > 0 {
 		perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -83,9 +80,7 @@ func BenchmarkSmallRecordAppend(b *testing.B) {
 // returns ns per batch.
 func framedWriteNsPerBatch(b *testing.B, val []byte, n int) float64 {
 	f, err := os.Create(filepath.Join(b.TempDir(), "framed"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer f.Close()
 	var buf []byte
 	start := time.Now()
@@ -94,9 +89,8 @@ func framedWriteNsPerBatch(b *testing.B, val []byte, n int) float64 {
 		for range smallBatchLen {
 			buf = appendFramed(buf, val)
 		}
-		if _, err := f.Write(buf); err != nil {
-			b.Fatal(err)
-		}
+		_, err := f.Write(buf)
+		require.NoError(b, err)
 	}
 	return float64(time.Since(start).Nanoseconds()) / float64(n)
 }
@@ -114,9 +108,7 @@ const smallReadRecords = 100_000
 func BenchmarkOneRecordBatchRead(b *testing.B) {
 	val := smallValue()
 	p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer p.Close()
 	bld := batch.NewBuilder(batch.BuilderOptions{})
 	ts := time.Now().UnixMilli()
@@ -126,52 +118,36 @@ func BenchmarkOneRecordBatchRead(b *testing.B) {
 		if err := bld.Add(batch.Record{Value: val, Timestamp: ts}); err != nil {
 			b.Fatal(err)
 		}
-		if buf, err = bld.AppendTo(buf[:0]); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.AppendBatch(buf); err != nil {
-			b.Fatal(err)
-		}
+		buf, err = bld.AppendTo(buf[:0])
+		require.NoError(b, err)
+		_, err := p.AppendBatch(buf)
+		require.NoError(b, err)
 		framed = appendFramed(framed, val)
 	}
 	path := filepath.Join(b.TempDir(), "framed")
-	if err := os.WriteFile(path, framed, 0o644); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, os.WriteFile(path, framed, 0o644))
 	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer f.Close()
 	var dec batch.Decoder
 	pass := func() int {
 		n := 0
 		for off := int64(0); off < p.HighWatermark(); {
 			r, err := p.ReadFrom(off, 1<<20)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			for bt, err := range r.Batches() {
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				for rec, err := range bt.All(&dec) {
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					n += len(rec.Value)
 				}
 			}
 			off = r.NextOffset()
-			if err := r.Close(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, r.Close())
 		}
 		return n
 	}
-	if pass() != smallReadRecords*smallRecordSize {
-		b.Fatal("short read")
-	}
+	require.False(b, pass() != smallReadRecords*smallRecordSize, "short read")
 	b.SetBytes(smallReadRecords * smallRecordSize)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -197,7 +173,7 @@ func framedReadPass(b *testing.B, f *os.File, size int) int {
 	for pos := int64(0); pos < int64(size); {
 		m, err := f.ReadAt(buf[carry:], pos)
 		if m == 0 && err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 		pos += int64(m)
 		data := buf[:carry+m]
@@ -207,9 +183,7 @@ func framedReadPass(b *testing.B, f *os.File, size int) int {
 				break
 			}
 			payload := data[8 : 8+l]
-			if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[4:]) {
-				b.Fatal("framed record: bad CRC")
-			}
+			require.False(b, crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(data[4:]), "framed record: bad CRC")
 			n += len(payload)
 			data = data[8+l:]
 		}

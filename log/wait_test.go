@@ -184,9 +184,8 @@ func TestWaitAppendAllocs(t *testing.T) {
 	p, _ := openT(t, plog.Config{})
 	b := logtest.MakeBatch(2, 50, 1, 1)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := p.AppendBatch(b); err != nil {
-			t.Fatal(err)
-		}
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
 	})
 	require.Zero(t, allocs)
 }
@@ -225,9 +224,7 @@ func BenchmarkAppendBatchParkedWaiters(b *testing.B) {
 	for _, waiters := range []int{0, 1000} {
 		b.Run(fmt.Sprintf("waiters=%d", waiters), func(b *testing.B) {
 			p, err := plog.Open(filepath.Join(b.TempDir(), "bench-0"), plog.Config{DisableAutoHighWatermark: true})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer p.Close()
 			ctx, cancel := context.WithCancel(context.Background())
 			var started, done sync.WaitGroup
@@ -248,9 +245,8 @@ func BenchmarkAppendBatchParkedWaiters(b *testing.B) {
 			b.SetBytes(int64(len(bt)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := p.AppendBatch(bt); err != nil {
-					b.Fatal(err)
-				}
+				_, err := p.AppendBatch(bt)
+				require.NoError(b, err)
 			}
 			b.StopTimer()
 			cancel()

@@ -280,7 +280,7 @@ func TestChangeSuffix(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(7), r.NextOffset(), "next %d", r.NextOffset())
 	mustClose(t, r)
-	_, err = OpenWithSuffix(fsys, "/x", 3, SwapSuffix, Config{})
+	_, err = openWithSuffix(fsys, "/x", 3, SwapSuffix, Config{})
 	require.ErrorIs(t, err, fs.ErrNotExist, "open of a missing suffix: %v", err)
 }
 

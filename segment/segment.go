@@ -220,11 +220,11 @@ func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg 
 // The partition unseals its last segment. A nil fsys is the operating
 // system's filesystem.
 func Open(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
-	return OpenWithSuffix(fsys, dir, baseOffset, "", cfg)
+	return openWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
-// OpenWithSuffix is Open for files carrying a temporary suffix.
-func OpenWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
+// openWithSuffix is Open for files carrying a temporary suffix.
+func openWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
 	return open(fsys, dir, baseOffset, suffix, cfg, false)
 }
 
@@ -242,7 +242,7 @@ func OpenClean(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, err
 	return open(fsys, dir, baseOffset, "", cfg, true)
 }
 
-// open implements Open, OpenWithSuffix and OpenClean; clean trusts the
+// open implements Open, openWithSuffix and OpenClean; clean trusts the
 // time index's last entry as the largest timestamp (see OpenClean).
 func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clean bool) (_ *Segment, err error) {
 	fsys = orOS(fsys)
@@ -635,7 +635,7 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		}
 		return err
 	}
-	if err := s.renameTxn(oldSuffix, newSuffix); err != nil {
+	if err := s.renameCompanions(oldSuffix, newSuffix); err != nil {
 		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
 		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
 		if s.fs.Rename(newLog, oldLog) == nil {
@@ -648,6 +648,30 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		if r != nil {
 			r.SetName(newLog)
 		}
+	}
+	return nil
+}
+
+// companionKinds are the files of a segment that the Segment does not open
+// but that live and die with it: the log package's aborted-transaction
+// index. ChangeSuffix and MarkDeleted rename them with the segment's own
+// files when they exist, and the last Unref after MarkDeleted removes
+// them, so every file of a segment follows one protocol (Kafka's
+// LogSegment renames and deletes its .txnindex with the rest).
+var companionKinds = []string{TxnIndexSuffix}
+
+// renameCompanions renames the companion files that exist from oldSuffix
+// to newSuffix; on a failure it undoes the renames done.
+func (s *Segment) renameCompanions(oldSuffix, newSuffix string) error {
+	for i, kind := range companionKinds {
+		err := s.fs.Rename(s.path(kind, oldSuffix), s.path(kind, newSuffix))
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		for _, done := range companionKinds[:i] {
+			_ = s.fs.Rename(s.path(done, newSuffix), s.path(done, oldSuffix))
+		}
+		return err
 	}
 	return nil
 }

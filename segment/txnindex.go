@@ -298,15 +298,6 @@ func (s *Segment) flushTxn() error {
 	return nil
 }
 
-// renameTxn renames the .txnindex, when the segment has one, for
-// ChangeSuffix.
-func (s *Segment) renameTxn(oldSuffix, newSuffix string) error {
-	if s.txn.f == nil {
-		return nil
-	}
-	return s.fs.Rename(s.path(TxnIndexSuffix, oldSuffix), s.path(TxnIndexSuffix, newSuffix))
-}
-
 // closeTxn closes the .txnindex file, if open.
 func (s *Segment) closeTxn() error {
 	if s.txn.f == nil {

@@ -31,6 +31,7 @@ type cleaner struct {
 	interval time.Duration
 	offsets  *compaction.Runner
 	user     *compaction.Runner
+	done     func() // config.CleanupDone
 }
 
 // newCleaner validates the cleanup configuration and builds the two runners.
@@ -71,7 +72,7 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 	if interval == 0 {
 		interval = defaultCleanupInterval
 	}
-	return &cleaner{s: s, interval: interval, offsets: offsets, user: user}, nil
+	return &cleaner{s: s, interval: interval, offsets: offsets, user: user, done: cfg.CleanupDone}, nil
 }
 
 // run applies the policies every interval until ctx is done. A negative
@@ -89,12 +90,15 @@ func (c *cleaner) run(ctx context.Context) {
 		case <-t.C:
 		}
 		c.once(ctx)
+		if c.done != nil {
+			c.done()
+		}
 	}
 }
 
 // once runs every policy once.
 func (c *cleaner) once(ctx context.Context) {
-	var offsets []compaction.Log
+	var offsets []compaction.Partition
 	for _, name := range []string{offsetsTopic, txnStateTopic} {
 		if ps, err := c.s.store.topic(name, false); err == nil {
 			for _, p := range ps {
@@ -104,12 +108,12 @@ func (c *cleaner) once(ctx context.Context) {
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
 	parts := c.s.store.userPartitions()
-	logs := make([]compaction.Log, len(parts))
+	logs := make([]compaction.Partition, len(parts))
 	for i, p := range parts {
 		logs[i] = p
 	}
 	_, _, _ = c.user.Run(ctx, logs)
 }
 
-// The policies work on any compaction.Log; a partlog Partition is one.
-var _ compaction.Log = (*plog.Partition)(nil)
+// The policies run on any compaction.Partition; a partlog Partition is one.
+var _ compaction.Partition = (*plog.Partition)(nil)

@@ -82,9 +82,11 @@ func countRecordsFrom(t *testing.T, rc *rawConn, topic string, from int64) (reco
 func TestOffsetsPartitionIsCompacted(t *testing.T) {
 	leakCheck(t)
 	dir := t.TempDir()
+	ran := make(chan struct{}, 1)
 	small := func(c *config) {
 		c.OffsetsSegmentBytes = 1024
 		c.CleanupInterval = 20 * time.Millisecond
+		c.CleanupDone = cleanupSignal(ran)
 	}
 	b := startBrokerWith(t, dir, 1, small)
 	rc := dialRaw(t, b.addr)
@@ -93,15 +95,13 @@ func TestOffsetsPartitionIsCompacted(t *testing.T) {
 	for i := range commits {
 		commitOffset(t, rc, "g", "orders", 0, int64(i))
 	}
-	deadline := time.Now().Add(15 * time.Second)
 	var n int
 	var end int64
 	for {
 		n, end = countRecords(t, rc, offsetsTopic)
-		if n < commits/4 || time.Now().After(deadline) {
+		if n < commits/4 || !waitCleanup(t, ran) {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("%d commits, %d records left in %s", commits, n, offsetsTopic)
 	require.Less(t, n, commits/4, "__consumer_offsets still holds %d records of %d commits: not compacted", n, commits)
@@ -166,10 +166,12 @@ func TestReplaysKafkaConsumerOffsets(t *testing.T) {
 // offset moves up, reads below it get OFFSET_OUT_OF_RANGE, the rest stays.
 func TestRetentionDeletesOldSegments(t *testing.T) {
 	leakCheck(t)
+	ran := make(chan struct{}, 1)
 	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) {
 		c.SegmentBytes = 1024
 		c.Retention = time.Hour
 		c.CleanupInterval = 20 * time.Millisecond
+		c.CleanupDone = cleanupSignal(ran)
 	})
 	rc := dialRaw(t, b.addr)
 	const topic = "expiring"
@@ -194,13 +196,11 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	// the boundaries after it shift. The segment that holds the first
 	// fresh record (1 KiB: at most five old batches of about 190 bytes)
 	// starts at 75 or later: the log start ends in [75, 100].
-	deadline := time.Now().Add(15 * time.Second)
 	var start int64
-	for time.Now().Before(deadline) {
-		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 75 {
+	for {
+		if start = listOffset(t, rc, topic, 0, -2).Offset; start >= 75 || !waitCleanup(t, ran) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	require.GreaterOrEqual(t, start, int64(75), "log start offset %d, want 75..100", start)
 	require.LessOrEqual(t, start, int64(100), "log start offset %d, want 75..100", start)
@@ -212,4 +212,28 @@ func TestRetentionDeletesOldSegments(t *testing.T) {
 	require.Equal(t, start, p.LogStartOffset, "fetch below the log start: %v, log start %d", kerr.ErrorForCode(p.ErrorCode), p.LogStartOffset)
 	n, _ := countRecordsFrom(t, rc, topic, start)
 	require.Equal(t, int(115-start), n, "%d records from the log start %d, want %d", n, start, 115-start)
+}
+
+// cleanupSignal returns a config.CleanupDone that signals ran after each
+// cleanup run (dropping the signal when one is pending).
+func cleanupSignal(ran chan struct{}) func() {
+	return func() {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitCleanup waits for the next cleanup run to finish; it reports false
+// when none finished within a generous fuse (the caller then checks what
+// it has).
+func waitCleanup(t *testing.T, ran <-chan struct{}) bool {
+	t.Helper()
+	select {
+	case <-ran:
+		return true
+	case <-time.After(15 * time.Second):
+		return false
+	}
 }

@@ -48,6 +48,9 @@ type config struct {
 	// CleanupInterval is how often the cleanup policies run (0: one
 	// minute; negative: never).
 	CleanupInterval time.Duration
+	// CleanupDone, when set, is called after each run of the cleanup
+	// policies (tests wait on it instead of sleeping).
+	CleanupDone func()
 	// Logger receives connection and request events (default: discard).
 	Logger *slog.Logger
 	// Ready, when set, is called with the listener's address once the

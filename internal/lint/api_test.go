@@ -364,19 +364,71 @@ func (f importerFunc) Import(path string) (*types.Package, error) { return f(pat
 
 // importerMain is a program of another module that uses index alone and
 // segment alone, with a filesystem of its own written against the public
-// aliases, and reaches a corruption error with errors.As.
+// aliases, reaches a corruption error with errors.As, and runs a
+// compaction policy and a retention policy of its own on a log.Partition
+// (which does all the file work).
 const importerMain = `package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/segment"
 )
+
+// dropTemp is a compaction policy: the latest record of each key stays,
+// except keys starting with "tmp-", which go.
+type dropTemp struct {
+	latest map[string]int64
+	dec    batch.Decoder
+}
+
+func (d *dropTemp) Plan(ctx context.Context, v *log.View) (int64, error) {
+	d.latest = map[string]int64{}
+	segs := v.Segments()
+	end := int64(0)
+	for i, s := range segs {
+		if s.Active || s.NextOffset > v.HighWatermark() {
+			break
+		}
+		for b, err := range v.Batches(i, s.BaseOffset) {
+			if err != nil {
+				return 0, err
+			}
+			for rec, err := range b.All(&d.dec) {
+				if err != nil {
+					return 0, err
+				}
+				d.latest[string(rec.Key)] = rec.Offset
+			}
+		}
+		end = s.NextOffset
+	}
+	return end, nil
+}
+
+func (d *dropTemp) Batch(batch.Batch) log.BatchDecision {
+	return log.BatchDecision{Action: log.BatchFilter}
+}
+
+func (d *dropTemp) Keep(_ batch.Batch, rec batch.Record) log.RecordVerdict {
+	if strings.HasPrefix(string(rec.Key), "tmp-") || d.latest[string(rec.Key)] != rec.Offset {
+		return log.RecordDrop
+	}
+	return log.RecordKeep
+}
+
+// oldestOne is a retention policy: the oldest segment goes.
+type oldestOne struct{}
+
+func (oldestOne) Expired(v *log.View) int { return 1 }
 
 // countFS counts the files it creates and leaves the rest to the OS.
 type countFS struct {
@@ -433,6 +485,37 @@ func main() {
 	_, _, err = batch.Parse([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	var ce *batch.CorruptionError
 	fmt.Println("corruption reached:", errors.As(err, &ce), ce.Field)
+
+	// A policy of the program's own, carried out by the partition.
+	p, err := log.Open(filepath.Join(dir, "custom-0"), log.Config{})
+	check(err)
+	for i, key := range []string{"a", "tmp-x", "a", "b", "tmp-y", "b"} {
+		bld := batch.NewBuilder(batch.BuilderOptions{})
+		check(bld.Add(batch.Record{Key: []byte(key), Value: fmt.Appendf(nil, "%s%d", key, i), Timestamp: 1}))
+		b, err := bld.Build()
+		check(err)
+		_, err = p.AppendBatch(b)
+		check(err)
+		if i == 2 {
+			check(p.Roll())
+		}
+	}
+	check(p.Roll())
+	res, err := p.Compact(context.Background(), &dropTemp{})
+	check(err)
+	fmt.Println("compaction: removed", res.RecordsRemoved, "cleaned to", res.CleanedTo)
+	for rec, err := range p.Records(context.Background(), 0) {
+		check(err)
+		fmt.Print(" ", rec.Offset, "=", string(rec.Value))
+		if rec.Offset == p.LogEndOffset()-1 {
+			break
+		}
+	}
+	fmt.Println()
+	res, err = p.DeleteExpired(context.Background(), oldestOne{})
+	check(err)
+	fmt.Println("retention: deleted", res.SegmentsDeleted, "log start", p.LogStartOffset())
+	check(p.Close())
 }
 `
 
@@ -440,7 +523,8 @@ func main() {
 // that requires this one through a replace directive, offline (GOPROXY=off:
 // every dependency comes from the module cache the repository's own build
 // filled, checked against the repository's go.sum). It proves that segment
-// and index are usable from outside the module.
+// and index are usable from outside the module, and that a compaction or
+// retention policy can be written there (log.Cleaner, log.RetentionPolicy).
 func TestImporterProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
@@ -464,6 +548,9 @@ func TestImporterProgram(t *testing.T) {
 segment: next offset 3 files created through the FS: 1
 segment: reopened, next offset 3
 corruption reached: true batchLength
+compaction: removed 4 cleaned to 6
+ 2=a2 5=b5
+retention: deleted 1 log start 6
 `
 	require.Equal(t, want, string(out), "output:\n%s\nwant:\n%s", out, want)
 }

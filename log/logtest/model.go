@@ -323,7 +323,7 @@ func (m *Model) DeleteRecordsBefore(offset int64) error {
 	return nil
 }
 
-// DeleteSegmentsBefore mirrors Partition.DeleteSegments removing the
+// DeleteSegmentsBefore mirrors Partition.DeleteExpired removing the
 // segments below a segment based at offset: as DeleteRecordsBefore, except
 // that the partition does not flush (the removed segments were sealed, and
 // so flushed, before a segment at offset existed).

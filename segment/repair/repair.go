@@ -1,8 +1,8 @@
 // Package repair decides, without changing anything, what a partition
 // directory needs before it can be loaded — what a crash left of a segment
 // deletion or a compaction swap — checks that each step is safe, and then
-// carries the steps out. Package log (Open) and package compaction
-// (RecoverDir) share it, so both apply the same rules.
+// carries the steps out. Package log's Open is its one user: a partition
+// directory is recovered only by opening it.
 //
 // The rules are Kafka's (LogLoader.removeTempFilesAndCollectSwapFiles and
 // the swap passes of LogLoader.load), with one addition: a .swap file

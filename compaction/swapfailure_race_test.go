@@ -52,7 +52,7 @@ func TestSwapIncompleteLeavesPartitionWritable(t *testing.T) {
 	c, err := NewCompactor(compactCfg(&now))
 	require.NoError(t, err)
 	_, err = c.Apply(context.Background(), p)
-	require.ErrorIs(t, err, ErrSwapIncomplete, "Apply: %v, want ErrSwapIncomplete", err)
+	require.ErrorIs(t, err, plog.ErrSwapIncomplete, "Apply: %v, want ErrSwapIncomplete", err)
 	_, err = p.AppendBatch(buildBatch(t, batch.CompressionNone, nil, kv{key: k("x"), value: k("y"), ts: 1000}))
 	require.ErrorIs(t, err, plog.ErrFailed, "AppendBatch after an incomplete swap: %v, want ErrFailed", err)
 	err = p.TruncateTo(segsBefore[0].NextOffset - 2)

@@ -1,73 +1,15 @@
-package compaction
+package log_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 )
-
-// TestTruncateBelowCleanerCheckpointResurrectsKey: TruncateTo must lower
-// the cleaner checkpoint to the new log end (Kafka's
-// maybeTruncateCheckpoint). Otherwise records appended after a truncation
-// below it count as already clean: a key's tombstone is removed at its
-// horizon while the older value it deleted stays, and the key comes back.
-func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "topic-0")
-	p, err := plog.Open(dir, plog.Config{SegmentBytes: 600})
-	require.NoError(t, err)
-	defer p.Close()
-	now := time.Unix(100000, 0)
-	c, err := NewCompactor(compactCfg(&now))
-	require.NoError(t, err)
-	app := func(key string, val []byte) {
-		bld := batch.NewBuilder(batch.BuilderOptions{})
-		require.NoError(t, bld.Add(batch.Record{Key: []byte(key), Value: val, Timestamp: now.UnixMilli() - 1000}))
-		b, _ := bld.Build()
-		_, err := p.AppendBatch(append([]byte(nil), b...))
-		require.NoError(t, err)
-	}
-	fill := func(n int, tag string) {
-		for i := 0; i < n; i++ {
-			app(fmt.Sprintf("f-%s-%d", tag, i), []byte("x"))
-		}
-		require.NoError(t, p.Roll())
-	}
-	compact := func() Result {
-		r, err := c.Apply(context.Background(), p)
-		require.NoError(t, err)
-		return r
-	}
-	fill(40, "a")
-	r := compact()
-	require.Greater(t, r.CleanedTo, int64(10), "round 1 cleaned to %d, the test needs a checkpoint above 10", r.CleanedTo)
-	require.NoError(t, p.TruncateTo(10))
-	cp, found, err := ReadCleanerCheckpoint(p)
-	require.NoError(t, err, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
-	require.True(t, found, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
-	require.Equal(t, int64(10), cp, "cleaner checkpoint after TruncateTo(10): %d found=%v err=%v, want 10", cp, found, err)
-	app("K", []byte("v1")) // offset 10
-	app("K", nil)          // offset 11: K deleted
-	fill(40, "b")
-	compact()
-	now = now.Add(2 * time.Hour) // past delete.retention
-	fill(10, "c")
-	compact()
-	last := map[string]rec{}
-	for _, x := range readPartition(t, p) {
-		last[x.Key] = x
-	}
-	x, ok := last["K"]
-	if ok {
-		require.True(t, x.Null, "deleted key K is visible again with value %q at offset %d", x.Value, x.Offset)
-	}
-}
 
 // TestTruncateCleanerCheckpointClamp checks the clamp itself: only when the
 // file exists and its offset is above the new end; a full truncation (the
@@ -80,14 +22,17 @@ func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 	defer p.Close()
 	app := func(n int) {
 		for i := 0; i < n; i++ {
-			b := buildBatch(t, batch.CompressionNone, nil, kv{key: k(fmt.Sprint("k", i%5)), value: k("v"), ts: 1000})
-			_, err := p.AppendBatch(b)
+			bld := batch.NewBuilder(batch.BuilderOptions{})
+			require.NoError(t, bld.Add(batch.Record{Key: []byte(fmt.Sprint("k", i%5)), Value: []byte("v"), Timestamp: 1000}))
+			b, err := bld.Build()
+			require.NoError(t, err)
+			_, err = p.AppendBatch(b)
 			require.NoError(t, err)
 		}
 	}
 	cp := func() int64 {
 		t.Helper()
-		off, found, err := ReadCleanerCheckpoint(p)
+		off, found, err := p.CleanerCheckpoint()
 		require.NoError(t, err)
 		if !found {
 			return -1
@@ -122,7 +67,7 @@ func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 	app(1) // offset 8
 	bld := batch.NewBuilder(batch.BuilderOptions{})
 	for i := 0; i < 4; i++ {
-		bld.Add(batch.Record{Key: k("m"), Value: k("v"), Timestamp: 1000})
+		bld.Add(batch.Record{Key: []byte("m"), Value: []byte("v"), Timestamp: 1000})
 	}
 	b, _ := bld.Build()
 	// 9..12
@@ -138,6 +83,3 @@ func TestTruncateCleanerCheckpointClamp(t *testing.T) {
 	got = cp()
 	require.Equal(t, int64(11), got, "checkpoint %d after full truncation to 11, want 11", got)
 }
-
-// *log.Partition writes its cleaner checkpoint under its lock.
-var _ truncationAware = (*plog.Partition)(nil)

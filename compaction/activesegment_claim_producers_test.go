@@ -1,6 +1,7 @@
 package compaction
 
-// Regression tests for issue 12, "Edges where partlog loses data", items
+// Retention of the active segment, the cleaning claim under concurrent
+// rounds, and producer headers (issue 12, "Edges where partlog loses data", items
 // 7 (retention never deleted the active segment), 12 (two compaction runs
 // on one partition corrupted it) and 13 (compaction kept a header-only
 // batch per producer id forever).
@@ -19,18 +20,15 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // segBases returns the base offsets of p's segments.
 func segBases(t testing.TB, p *plog.Partition) []int64 {
 	t.Helper()
-	segs, err := p.Segments()
-	require.NoError(t, err)
-	defer releaseAll(segs)
+	segs := p.SegmentInfos()
 	out := make([]int64, len(segs))
 	for i, s := range segs {
-		out[i] = s.BaseOffset()
+		out[i] = s.BaseOffset
 	}
 	return out
 }
@@ -144,18 +142,25 @@ func TestRetentionDeletesExpiredActiveSegment(t *testing.T) {
 	}
 }
 
-// appendOnRoll is a Log whose Roll first appends a batch, as an appender
-// racing with retention between its plan and its roll would.
-type appendOnRoll struct {
-	*plog.Partition
-	t  testing.TB
-	ts int64
+// appendBeforeRoll is retention's plan, which appends a batch right after
+// the first plan that asks for the active segment, as an appender racing
+// with retention between its plan and its roll would.
+type appendBeforeRoll struct {
+	retentionRound
+	p    *plog.Partition
+	t    testing.TB
+	ts   int64
+	done bool
 }
 
-func (a appendOnRoll) Roll() error {
-	_, err := a.AppendBatch(buildBatch(a.t, batch.CompressionNone, nil, kv{key: k("late"), value: k("v"), ts: a.ts}))
-	require.NoError(a.t, err)
-	return a.Partition.Roll()
+func (a *appendBeforeRoll) Expired(v *plog.View) int {
+	n := a.retentionRound.Expired(v)
+	if !a.done && n == len(v.Segments()) {
+		a.done = true
+		_, err := a.p.AppendBatch(buildBatch(a.t, batch.CompressionNone, nil, kv{key: k("late"), value: k("v"), ts: a.ts}))
+		require.NoError(a.t, err)
+	}
+	return n
 }
 
 // TestRetentionKeepsBatchAppendedBeforeRoll: retention decides to delete
@@ -171,7 +176,7 @@ func TestRetentionKeepsBatchAppendedBeforeRoll(t *testing.T) {
 	appendOld(t, p, 3, now.Add(-30*24*time.Hour).UnixMilli())
 	r, err := NewRetention(Config{Retention: time.Hour, Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	res, err := r.Apply(context.Background(), appendOnRoll{Partition: p, t: t, ts: now.UnixMilli()})
+	res, err := p.DeleteExpired(context.Background(), &appendBeforeRoll{retentionRound: retentionRound{r: r, now: now}, p: p, t: t, ts: now.UnixMilli()})
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.SegmentsDeleted)
 	assert.Equal(t, []int64{0, 4}, segBases(t, p))
@@ -181,22 +186,21 @@ func TestRetentionKeepsBatchAppendedBeforeRoll(t *testing.T) {
 	assert.Equal(t, "late", got[3].Key)
 }
 
-// claimLog wraps a Partition so that its first ReplaceSegments waits until
-// the test lets it go: a compaction round is then paused with its
-// .cleaned segment written, just before its swap.
-type claimLog struct {
-	*plog.Partition
+// pausingCleaner is a Compactor whose round waits, at its first batch
+// decision (its .cleaned segment created), until the test lets it go.
+type pausingCleaner struct {
+	*Compactor
 	once   sync.Once
-	paused chan struct{} // closed when the round reached its swap
+	paused chan struct{} // closed when the round reached its rewrite
 	resume chan struct{} // closed by the test
 }
 
-func (c *claimLog) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
+func (c *pausingCleaner) Batch(b batch.Batch) plog.BatchDecision {
 	c.once.Do(func() {
 		close(c.paused)
 		<-c.resume
 	})
-	return c.Partition.ReplaceSegments(old, new, commit)
+	return c.Compactor.Batch(b)
 }
 
 // newDirtyPartition opens a partition with many overwritten keys in
@@ -229,19 +233,18 @@ func TestTwoCompactionsOnOnePartition(t *testing.T) {
 			p := newDirtyPartition(t, fsys, dir, now.UnixMilli())
 			defer p.Close()
 			before := readPartition(t, p)
-			l := &claimLog{Partition: p, paused: make(chan struct{}), resume: make(chan struct{})}
 			c1, err := NewCompactor(compactCfg(&now))
 			require.NoError(t, err)
+			l := &pausingCleaner{Compactor: c1, paused: make(chan struct{}), resume: make(chan struct{})}
 			c2, err := NewCompactor(compactCfg(&now))
 			require.NoError(t, err)
 			done := make(chan error, 1)
 			go func() {
-				_, err := c1.Apply(context.Background(), l)
+				_, err := p.Compact(context.Background(), l)
 				done <- err
 			}()
 			<-l.paused
 			_, err = c2.Apply(context.Background(), p)
-			require.ErrorIs(t, err, ErrCleaningInProgress)
 			require.ErrorIs(t, err, plog.ErrCleaningInProgress)
 			close(l.resume)
 			require.NoError(t, <-done)
@@ -268,7 +271,7 @@ func TestTwoRunnersOnOnePartition(t *testing.T) {
 	fsys := vfs.NewMem()
 	const parts = 2
 	var ps []*plog.Partition
-	var logs []Log
+	var logs []Partition
 	for i := range parts {
 		p := newDirtyPartition(t, fsys, fmt.Sprintf("/p/topic-%d", i), now.UnixMilli())
 		defer p.Close()
@@ -328,12 +331,9 @@ func TestTwoRunnersOnOnePartition(t *testing.T) {
 // logBytes returns the total size of l's segments.
 func logBytes(t testing.TB, l *testLog) int64 {
 	t.Helper()
-	segs, err := l.Segments()
-	require.NoError(t, err)
-	defer releaseAll(segs)
 	var n int64
-	for _, s := range segs {
-		n += s.Size()
+	for _, s := range l.SegmentInfos() {
+		n += s.Size
 	}
 	return n
 }
@@ -404,7 +404,8 @@ func TestEmptyBatchesOfExpiredProducersGo(t *testing.T) {
 
 // TestProducerLiveness checks the expiry rule at its edges: a producer's
 // emptied last batch keeps its header while now minus its max timestamp is
-// below ProducerIDExpiration, or while its transaction is open.
+// below ProducerIDExpiration. An open transaction's batch is never cleaned
+// at all: it lies at or past the last stable offset (issue 11).
 func TestProducerLiveness(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	exp := 2 * time.Hour
@@ -418,7 +419,7 @@ func TestProducerLiveness(t *testing.T) {
 		{name: "just live", age: exp - time.Millisecond, kept: true},
 		{name: "just expired", age: exp, kept: false},
 		{name: "long expired", age: 30 * 24 * time.Hour, kept: false},
-		{name: "open transaction never expires", age: 30 * 24 * time.Hour, transactional: true, kept: true},
+		{name: "open transaction never cleaned", age: 30 * 24 * time.Hour, transactional: true, kept: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,7 +446,11 @@ func TestProducerLiveness(t *testing.T) {
 			got, ok := rawBatches(t, l)[0]
 			assert.Equal(t, tc.kept, ok)
 			if ok {
-				assert.Equal(t, int32(0), got.RecordsCount())
+				want := int32(0)
+				if tc.transactional {
+					want = 1 // past the last stable offset: untouched
+				}
+				assert.Equal(t, want, got.RecordsCount())
 				assert.Equal(t, int64(42), got.ProducerID())
 				assert.Equal(t, tc.transactional, got.Attributes().IsTransactional())
 			}

@@ -1,0 +1,26 @@
+package log
+
+import "github.com/partlog/partlog/segment"
+
+// The partition's internal segment operations, for this package's external
+// tests (which drive them directly, as Compact and DeleteExpired do).
+
+func (p *Partition) Segments() ([]*segment.Segment, error) { return p.segmentRefs() }
+
+func (p *Partition) SegmentConfig() segment.Config { return p.segCfg }
+
+func (p *Partition) ClaimCleaning() (func(), error) { return p.claimCleaning() }
+
+func (p *Partition) DeleteSegments(oldest []*segment.Segment) error { return p.deleteSegments(oldest) }
+
+func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
+	return p.replaceSegments(old, new, commit)
+}
+
+func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.cleanerCheckpoint() }
+
+func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
+
+func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (bool, error) {
+	return p.writeCleanerCheckpoint(offset, truncations)
+}
