@@ -423,9 +423,13 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	for _, s := range g {
 		in += s.Size()
 	}
-	if cfg.MaxSegmentBytes != 0 && cfg.MaxSegmentBytes < in {
-		cfg.MaxSegmentBytes = in // the mapping window covers the run
-	}
+	// The output is not bounded by the input: a rebuilt batch can be
+	// larger than the one it replaces (a delete horizon becomes the
+	// baseTimestamp, so every record's timestamp delta is re-encoded; a
+	// subset of records may compress worse). The window is only address
+	// space until Seal maps the file at its final size, so it is the
+	// largest a segment may be.
+	cfg.MaxSegmentBytes = segment.MaxSegmentBytesLimit
 	out, err := segment.CreateWithSuffix(p.cfg.FS, p.dir, g[0].BaseOffset(), segment.CleanedSuffix, cfg)
 	if err != nil {
 		return err
