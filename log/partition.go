@@ -231,6 +231,8 @@ func Open(dir string, cfg Config) (*Partition, error) {
 type dirMember struct {
 	store checkpointStore
 	clean bool
+	// budget is the Dir's segment budget (nil: none).
+	budget *segment.Budget
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir.
@@ -243,6 +245,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
 	if m != nil {
 		p.ckpt, p.inDir = m.store, true
+		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.group.cond = sync.NewCond(&p.group.mu)
