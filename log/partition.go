@@ -233,6 +233,9 @@ type dirMember struct {
 	clean bool
 	// budget is the Dir's segment budget (nil: none).
 	budget *segment.Budget
+	// flusher is the Dir's flush scheduler, which runs the partition's
+	// FlushInterval flushes instead of a goroutine of its own.
+	flusher *flushScheduler
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir.
@@ -468,7 +471,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// returned are the partition's own.
 	p.bounds.store(p.mu.hw, p.mu.end)
 	p.syncedSeq.Store(0)
-	p.startFlusher()
+	if m != nil && m.flusher != nil {
+		m.flusher.add(p) // dirflush.go
+	} else {
+		p.startFlusher()
+	}
 	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
 	return p, nil
