@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -94,7 +96,13 @@ func TestDirRunnerLoop(t *testing.T) {
 		require.NoError(t, err)
 		p, err := d.CreatePartition("t", 0)
 		require.NoError(t, err)
-		appendPartition(t, p, 30, 4, time.Now().UnixMilli())
+		// Uncompressed: a codec's pooled encoders made inside the bubble
+		// would be used outside it by later tests.
+		for i := range 30 {
+			_, err := p.AppendBatch(buildBatch(t, batch.CompressionNone, nil,
+				kv{key: k(fmt.Sprintf("k%d", i%4)), value: k("v"), ts: time.Now().UnixMilli()}))
+			require.NoError(t, err)
+		}
 		r, err := NewDirRunner(d, DirRunnerOptions{Config: Config{Retention: -1, RetentionBytes: 1}})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
