@@ -53,7 +53,10 @@
 // appended past its end, or by Resize or Reset. Opening a directory of
 // sealed segments therefore writes nothing, and a crash soon after does not
 // leave every index with a zero tail. (Kafka maps an existing file at its
-// length and resizes only the active segment's indexes.) Reserving the
+// length and resizes only the active segment's indexes.) TrimToValidSize,
+// which a segment calls when it is sealed or opened, also cuts the mapping
+// to the entries, so that a sealed segment's index maps what it holds, not
+// maxIndexSize (an empty one maps nothing). Reserving the
 // blocks up front also means that a full disk fails the grow with an error
 // instead of raising SIGBUS on a later write into the mapping.
 //

@@ -208,8 +208,11 @@ func (x *indexFile) truncateEntries(n int) error {
 }
 
 // trimToValidSize cuts the file to its entries; the index is then full
-// until Resize. The mapping is kept: readers never read past the entries,
-// which are inside the file.
+// until Resize. The mapping is cut to the file too (Region.Shrink unmaps
+// the pages past it), so that a sealed segment's index maps its entries,
+// not segment.index.bytes: readers never read past the entries, which the
+// shorter mapping still covers, so one that loaded the longer mapping is
+// safe as well.
 func (x *indexFile) trimToValidSize() error {
 	if x.w.closed {
 		return x.closedError()
@@ -224,8 +227,17 @@ func (x *indexFile) trimToValidSize() error {
 		x.w.sizeDirty = true
 	}
 	x.maxEntries.Store(n)
+	if cur := x.cur.Load(); cur.region != nil && int64(len(cur.buf)) > size {
+		if err := cur.region.Shrink(int(size)); err != nil {
+			return err
+		}
+		x.cur.Store(&mapping{region: cur.region, buf: cur.region.Bytes()})
+	}
 	return nil
 }
+
+// mappedBytes returns the length of the current mapping.
+func (x *indexFile) mappedBytes() int { return len(x.cur.Load().buf) }
 
 // resize sets the number of slots to maxIndexSize/entrySize and the file's
 // length to match (Kafka's AbstractIndex.resize). It remaps only to grow

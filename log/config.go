@@ -176,6 +176,14 @@ type Config struct {
 	// no open transaction, is forgotten (its retries are then no longer
 	// recognised, and it may start again at any sequence). Default 1 day.
 	ProducerIDExpiration time.Duration
+	// MaxOpenSegments bounds the sealed segments of a Partition opened
+	// alone that keep their files open while no one reads them: the least
+	// recently used are closed, and reopened when read (see "Open files
+	// and mappings" in the package documentation). Each open segment holds
+	// up to three descriptors and three mappings. 0 (the default) keeps
+	// every segment open, as Kafka does. A Dir ignores it and shares
+	// DirConfig.MaxOpenSegments among its partitions. Not a Kafka setting.
+	MaxOpenSegments int
 	// TruncateWait bounds how long TruncateTo waits for readers that hold
 	// Records on the segment it cuts (every writer waits for the
 	// truncation meanwhile, and so do new reads of that segment); when it
@@ -251,6 +259,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: producer.id.expiration.ms %v is negative", ErrInvalidConfig, c.ProducerIDExpiration)
 	case c.TruncateWait < 0:
 		return fmt.Errorf("%w: TruncateWait %v is negative", ErrInvalidConfig, c.TruncateWait)
+	case c.MaxOpenSegments < 0:
+		return fmt.Errorf("%w: MaxOpenSegments %d is negative", ErrInvalidConfig, c.MaxOpenSegments)
 	}
 	return nil
 }
@@ -259,13 +269,18 @@ func (c *Config) validate() error {
 // entry: i64 timestamp + i32 relative offset).
 const segmentTimeEntrySize = 12
 
-// segmentConfig is the segment layer's view of c.
+// segmentConfig is the segment layer's view of c, with a Budget of its
+// own when MaxOpenSegments is set (a Dir replaces it with its shared one).
 func (c *Config) segmentConfig() segment.Config {
-	return segment.Config{
+	sc := segment.Config{
 		IndexIntervalBytes: c.IndexIntervalBytes,
 		MaxIndexBytes:      c.SegmentIndexBytes,
 		MaxSegmentBytes:    c.SegmentBytes,
 		DisableMmap:        c.DisableMmap,
 		Logger:             c.Logger,
 	}
+	if c.MaxOpenSegments > 0 {
+		sc.Budget = segment.NewBudget(c.MaxOpenSegments)
+	}
+	return sc
 }

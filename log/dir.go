@@ -17,7 +17,12 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
+
+// DefaultBackgroundThreads is Kafka's background.threads: the default of
+// DirConfig.BackgroundThreads.
+const DefaultBackgroundThreads = 10
 
 // DirLockFile is the file at the root of a log directory that OpenDir
 // locks (flock(2) on unix) until Close: Kafka's ".lock" name, so that a
@@ -68,6 +73,21 @@ type DirConfig struct {
 	// closes) at once: Kafka's num.recovery.threads.per.data.dir. 0 means
 	// 1, Kafka's default.
 	RecoveryThreads int
+	// MaxOpenSegments bounds the sealed segments of all the Dir's
+	// partitions that keep their files open while no one reads them (one
+	// segment.Budget shared by every partition; Config.MaxOpenSegments is
+	// ignored in a Dir): the least recently used are closed and reopened
+	// when read. Each open segment holds up to three descriptors and three
+	// mappings; active segments and segments being read are open beyond
+	// the bound. 0 (the default) keeps every segment open, as Kafka does.
+	// Not a Kafka setting.
+	MaxOpenSegments int
+	// BackgroundThreads bounds the goroutines that run the partitions'
+	// FlushInterval flushes (flush.ms): one scheduler for the whole Dir
+	// hands the due partitions to at most this many workers, instead of a
+	// goroutine per partition. Kafka's background.threads; 0 means 10,
+	// its default.
+	BackgroundThreads int
 }
 
 // Dir is a Kafka log directory: one directory holding a partition
@@ -100,6 +120,11 @@ type Dir struct {
 	threads int
 	lock    io.Closer
 	root    *rootCheckpoints
+	// budget is the segment budget shared by every partition (nil
+	// without DirConfig.MaxOpenSegments).
+	budget *segment.Budget
+	// flusher runs every partition's FlushInterval flushes (dirflush.go).
+	flusher *flushScheduler
 
 	// createMu serializes CreatePartition, DeletePartition and Close.
 	createMu sync.Mutex
@@ -144,9 +169,21 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	if cfg.RecoveryThreads < 0 {
 		return nil, fmt.Errorf("%w: num.recovery.threads.per.data.dir %d is negative", ErrInvalidConfig, cfg.RecoveryThreads)
 	}
+	if cfg.MaxOpenSegments < 0 {
+		return nil, fmt.Errorf("%w: MaxOpenSegments %d is negative", ErrInvalidConfig, cfg.MaxOpenSegments)
+	}
+	if cfg.BackgroundThreads < 0 {
+		return nil, fmt.Errorf("%w: background.threads %d is negative", ErrInvalidConfig, cfg.BackgroundThreads)
+	}
+	if cfg.BackgroundThreads == 0 {
+		cfg.BackgroundThreads = DefaultBackgroundThreads
+	}
 	fs := cfg.Config.FS
 	d := &Dir{path: path, cfg: cfg, fs: fs, logger: cfg.Config.Logger, threads: max(cfg.RecoveryThreads, 1),
 		parts: make(map[TopicPartition]*Partition)}
+	if cfg.MaxOpenSegments > 0 {
+		d.budget = segment.NewBudget(cfg.MaxOpenSegments)
+	}
 	if err := mkdirDurable(fs, path); err != nil {
 		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
 	}
@@ -158,8 +195,10 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 		return nil, fmt.Errorf("partlog/log: open dir %s: lock: %w", path, err)
 	}
 	d.lock = lock
+	d.flusher = newFlushScheduler(cfg.BackgroundThreads)
 	defer func() {
 		if err != nil {
+			d.flusher.close()
 			_ = lock.Close()
 		}
 	}()
@@ -335,7 +374,7 @@ func (d *Dir) topicConfig(topic string) Config {
 // openPartition opens the partition tp of the directory.
 func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
 	return open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
-		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean})
+		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher})
 }
 
 // loadAll opens tps with d.threads workers. On failure it closes what it
@@ -543,6 +582,7 @@ func (d *Dir) Close() error {
 	d.closed = true
 	d.mu.Unlock()
 
+	d.flusher.close() // no periodic flush from now on: Close flushes
 	d.root.hold()
 	errs := []error{d.closeAll()}
 	failed := false

@@ -335,16 +335,23 @@ func (p *Partition) runFlusher(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		p.flushMu.Lock()
-		p.syncPendingSnapshots() // snapshot.go, without mu
-		p.lockWriter()
-		if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
-			if err := p.fullFlushLocked(); err != nil {
-				p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)
-			}
+		p.periodicFlush()
+	}
+}
+
+// periodicFlush is one FlushInterval flush (of the partition's goroutine,
+// or of its Dir's flush scheduler): everything not yet synced, if
+// anything.
+func (p *Partition) periodicFlush() {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.syncPendingSnapshots() // snapshot.go, without mu
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
+		if err := p.fullFlushLocked(); err != nil {
+			p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)
 		}
-		p.mu.Unlock()
-		p.flushMu.Unlock()
 	}
 }
 

@@ -233,6 +233,11 @@ func Open(dir string, cfg Config) (*Partition, error) {
 type dirMember struct {
 	store checkpointStore
 	clean bool
+	// budget is the Dir's segment budget (nil: none).
+	budget *segment.Budget
+	// flusher is the Dir's flush scheduler, which runs the partition's
+	// FlushInterval flushes instead of a goroutine of its own.
+	flusher *flushScheduler
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir.
@@ -245,6 +250,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
 	if m != nil {
 		p.ckpt, p.inDir = m.store, true
+		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.group.cond = sync.NewCond(&p.group.mu)
@@ -467,7 +473,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// returned are the partition's own.
 	p.bounds.store(p.mu.hw, p.mu.end)
 	p.syncedSeq.Store(0)
-	p.startFlusher()
+	if m != nil && m.flusher != nil {
+		m.flusher.add(p) // dirflush.go
+	} else {
+		p.startFlusher()
+	}
 	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
 	return p, nil

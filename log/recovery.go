@@ -518,6 +518,13 @@ func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]by
 // the mapping is an error wrapping ErrFault. It returns buf for reuse.
 func walkHeaders(seg *segment.Segment, buf []byte, fn func(pos int64, h []byte, legacy bool) (bool, error)) (_ []byte, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+	// h aliases the mapping: keep the files open (a Budget closes unused
+	// sealed segments) until the walk ends.
+	err = seg.Pin()
+	defer seg.Unpin()
+	if err != nil {
+		return buf, err
+	}
 	size := seg.Size()
 	for pos := int64(0); pos < size; {
 		h, err := seg.Bytes(pos, pos+min(batch.HeaderSize, size-pos), buf)

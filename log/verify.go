@@ -147,6 +147,11 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, er
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
 	logPath := seg.LogPath()
+	err = seg.Pin() // data aliases the mapping: keep the files open
+	defer seg.Unpin()
+	if err != nil {
+		return next, fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
+	}
 	data, err := seg.Bytes(0, size, nil)
 	if err != nil {
 		return next, fmt.Errorf("partlog/log: verify %s: %w", logPath, err)

@@ -254,6 +254,10 @@ func (s *Segment) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
 	if err := s.logFile.Sync(); err != nil {
 		return err
 	}
@@ -279,6 +283,10 @@ func (s *Segment) Seal() error {
 	if s.sealed.Load() {
 		return nil
 	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpinWriter()
 	if err := s.appendFinalTimeEntry(); err != nil {
 		return err
 	}
@@ -313,6 +321,10 @@ func (s *Segment) Unseal() error {
 	if !s.sealed.Load() {
 		return nil
 	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpinWriter()
 	if err := s.resizeIndexes(); err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ type Config struct {
 	// Logger receives warnings (a rebuilt index, a torn tail); nil
 	// discards them.
 	Logger *slog.Logger
+	// Budget, when set, closes the files of this sealed segment while no
+	// one uses it and other segments of the budget need the room (see
+	// Budget); nil keeps them open until the last Unref.
+	Budget *Budget
 }
 
 // EnsureDefaults replaces zero fields with Kafka's defaults.

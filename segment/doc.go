@@ -118,7 +118,8 @@
 //     Append: Translate, Read, Bytes, WriteTo, FindOffsetByTimestamp,
 //     BaseOffset, NextOffset, Size, MaxTimestamp, FirstBatchMaxTimestamp,
 //     Created, ShouldRoll, Sealed, Mapped, LogPath, AcquireRead,
-//     ReleaseRead, Ref, Unref. They take no lock against Append: Append
+//     ReleaseRead, Pin, Unpin, IndexEntries, Resident, Ref, Unref. They
+//     take no lock against Append: Append
 //     publishes a batch by storing the new size with an atomic after the
 //     bytes and index entries are in place, and readers only look below
 //     the size they loaded (the proof is on the Segment type).
@@ -144,7 +145,21 @@
 // Unref. MarkDeleted renames the files to *.deleted at once; the last
 // Unref (Close drops the owner's) unmaps the .log, closes the files and,
 // after MarkDeleted, removes them. Bytes returned by Bytes stay valid while
-// the caller holds a reference and a read lease.
+// the caller holds a reference and a read lease (or a Pin).
+//
+// # Open files at rest
+//
+// An open segment holds up to three descriptors and three mappings: the
+// .log's (mapped at its length once sealed) and each index's (cut to its
+// entries once sealed, none for an empty index). Segments created or
+// opened with Config.Budget share a Budget: a sealed segment that no one
+// pins (AcquireRead, Pin, or a method running on it) may be closed while
+// more than the budget's Max are open, least recently used first, and is
+// reopened by the next method that needs its files, with an open that
+// reads no batch data (see Budget). What needs no file (BaseOffset,
+// NextOffset, Size, the timestamps, IndexEntries, Mapped) is answered from
+// memory meanwhile. The active segment, a segment marked deleted and a
+// segment whose files carry a suffix are never closed this way.
 //
 // # Example
 //

@@ -194,6 +194,10 @@ func (s *Segment) Translate(offset int64, startPos int64) (pos int64, info Batch
 	if s.released.Load() {
 		return 0, BatchInfo{}, false, ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return 0, BatchInfo{}, false, err
+	}
+	defer s.unpin()
 	limit := s.size.Load()
 	info, found, err = s.translate(offset, startPos, limit)
 	return info.Pos, info, found, err
@@ -231,6 +235,10 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 	if s.released.Load() {
 		return Slice{}, ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return Slice{}, err
+	}
+	defer s.unpin()
 	limit := s.size.Load()
 	first, found, err := s.translate(startOffset, 0, limit)
 	if err != nil || !found || first.End() > maxPosition {
@@ -290,6 +298,10 @@ func (s *Segment) Bytes(start, end int64, scratch []byte) ([]byte, error) {
 	if start < 0 || start > end || end > s.size.Load() {
 		return nil, fmt.Errorf("%w: [%d, %d) of %d bytes", ErrOutOfRange, start, end, s.size.Load())
 	}
+	if err := s.use(); err != nil {
+		return nil, err
+	}
+	defer s.unpin()
 	if m := s.mapping(); m != nil && end <= int64(len(m)) {
 		return m[start:end:end], nil
 	}
@@ -322,6 +334,10 @@ func (s *Segment) FindOffsetByTimestamp(ts int64, startOffset int64) (offset, ti
 	if s.released.Load() {
 		return 0, 0, false, ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return 0, 0, false, err
+	}
+	defer s.unpin()
 	limit := s.size.Load()
 	te := s.timeIdx.Lookup(ts)
 	from := max(te.Offset, startOffset)

@@ -411,6 +411,10 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	if s.closed.Load() {
 		return RecoverResult{}, ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return RecoverResult{}, err
+	}
+	defer s.unpinWriter()
 	s.lease.acquireExclusive()
 	defer s.lease.releaseExclusive()
 	st, err := s.logFile.Stat()

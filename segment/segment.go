@@ -123,6 +123,10 @@ type Segment struct {
 	// Recover take the exclusive lease before they shrink the .log.
 	lease readLease
 
+	// lz is the segment's part in its Budget (budget.go): the files of a
+	// sealed segment may be closed while unused and reopened on demand.
+	lz lazyState
+
 	// mu guards the timestamp metadata readers ask for.
 	mu struct {
 		sync.Mutex
@@ -305,6 +309,7 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 		return nil, err
 	}
 	s.sealed.Store(true)
+	s.updateClosable()
 	return s, nil
 }
 
@@ -322,6 +327,7 @@ func newSegment(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Co
 	p := s.path(LogSuffix, suffix)
 	s.logPath.Store(&p)
 	s.refs.Store(1)
+	s.initLazy()
 	return s, nil
 }
 
@@ -342,6 +348,7 @@ func (s *Segment) openFiles(fileSize int64, sealed bool) error {
 		}
 		if r.Mapped() {
 			r.SetName(s.LogPath())
+			s.lz.mapped.Store(true)
 			s.region = r
 			b := r.Bytes()
 			s.mem.Store(&b)
@@ -463,7 +470,14 @@ func (s *Segment) LogPath() string { return *s.logPath.Load() }
 
 // Mapped reports whether the .log is read through a memory mapping (Bytes
 // is then zero-copy).
-func (s *Segment) Mapped() bool { return s.mem.Load() != nil }
+func (s *Segment) Mapped() bool {
+	if s.lz.budget != nil {
+		// Whether it is mapped while open: closing it at rest does not
+		// change how Bytes reads it.
+		return s.lz.mapped.Load() && !s.released.Load()
+	}
+	return s.mem.Load() != nil
+}
 
 // mapping returns the current mapping's bytes, nil when the .log is not
 // mapped. Readers read only below the size they loaded, which the mapping
@@ -544,7 +558,18 @@ func (s *Segment) Unref() error {
 	}
 	s.closed.Store(true)
 	s.released.Store(true)
-	err := s.releaseFiles()
+	var err error
+	if s.lz.budget != nil {
+		s.lz.mu.Lock()
+		s.lz.closable = false
+		s.lz.budget.remove(s)
+		if s.lz.resident.Swap(false) {
+			err = s.releaseFiles()
+		}
+		s.lz.mu.Unlock()
+	} else {
+		err = s.releaseFiles()
+	}
 	if s.deleteOnRelease.Load() {
 		// The .txnindex may not exist (it is made on the first aborted
 		// transaction); its name follows the .log's suffix.
@@ -564,16 +589,35 @@ func (s *Segment) Unref() error {
 // under it. Any number of leases may be held, and a goroutine may release
 // a lease another acquired. A new lease waits while a truncation waits for
 // the current ones or runs (see LockForTruncate).
-func (s *Segment) AcquireRead() { s.lease.acquireShared() }
+//
+// A lease also pins the segment (see Pin): its files stay open, and are
+// reopened if a Budget had closed them (an error doing so is returned by
+// the reads that follow).
+func (s *Segment) AcquireRead() {
+	s.lease.acquireShared()
+	_ = s.pin()
+}
 
 // ReleaseRead releases a read lease taken with AcquireRead.
-func (s *Segment) ReleaseRead() { s.lease.releaseShared() }
+func (s *Segment) ReleaseRead() {
+	s.unpin()
+	s.lease.releaseShared()
+}
 
 // IndexEntries returns the number of live entries of the offset index and
 // of the time index. The files of an active segment are preallocated and
 // may hold stale entries past these counts (after TruncateTo or Recover);
 // only this many are entries.
 func (s *Segment) IndexEntries() (offset, time int) {
+	if s.lz.budget != nil {
+		// Without reopening a segment closed at rest: its counts were
+		// kept when it was closed.
+		s.lz.pins.Add(1)
+		defer s.unpin()
+		if !s.lz.resident.Load() {
+			return int(s.lz.offEntries.Load()), int(s.lz.timeEntries.Load())
+		}
+	}
 	return s.offIdx.Entries(), s.timeIdx.Entries()
 }
 
@@ -590,6 +634,11 @@ func (s *Segment) IndexEntries() (offset, time int) {
 func (s *Segment) MarkDeleted() error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	err := s.pin()
+	defer s.unpinWriter()
+	if err != nil {
+		return err
 	}
 	if s.w.suffix == DeletedSuffix {
 		s.deleteOnRelease.Store(true)
@@ -617,6 +666,11 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 	if oldSuffix == newSuffix {
 		return nil
 	}
+	if err := s.pin(); err != nil {
+		s.unpin()
+		return err
+	}
+	defer s.unpinWriter()
 	oldLog, newLog := s.path(LogSuffix, oldSuffix), s.path(LogSuffix, newSuffix)
 	if err := s.fs.Rename(oldLog, newLog); err != nil {
 		return err
@@ -690,15 +744,23 @@ func (s *Segment) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
+	// No longer closable; a segment closed at rest stays closed (it is
+	// sealed and its .log is Size bytes long: nothing below needs it).
+	s.updateClosable()
 	var err error
 	if !s.sealed.Load() {
 		err = s.appendFinalTimeEntry()
 	}
 	if s.w.fileSize != s.size.Load() && !s.deleteOnRelease.Load() {
-		if terr := s.logFile.Truncate(s.size.Load()); terr == nil {
+		perr := s.pin()
+		if perr == nil {
+			perr = s.logFile.Truncate(s.size.Load())
+		}
+		s.unpin()
+		if perr == nil {
 			s.w.fileSize = s.size.Load()
 		} else if err == nil {
-			err = terr
+			err = perr
 		}
 	}
 	if uerr := s.Unref(); err == nil {

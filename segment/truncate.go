@@ -34,6 +34,10 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	if err := s.use(); err != nil {
+		return 0, err
+	}
+	defer s.unpinWriter()
 	oldSize := s.size.Load()
 	h, found, err := s.translate(offset, 0, oldSize)
 	if err != nil {

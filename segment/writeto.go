@@ -29,6 +29,10 @@ func (s *Segment) WriteTo(w io.Writer, start, end int64) (_ int64, err error) {
 	if start == end {
 		return 0, nil
 	}
+	if err := s.use(); err != nil {
+		return 0, err
+	}
+	defer s.unpin()
 	n, handled, err := s.sendfile(w, start, end)
 	if handled || err != nil {
 		return n, err

@@ -1,0 +1,120 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// TestDirRunner: one DirRunner cleans every partition of a Dir with its
+// topic's configuration (a compacted topic is compacted, a topic under
+// retention.bytes loses its old segments, a topic with the default
+// delete policy and no limit is untouched). Workers bounds the partitions
+// cleaned at once by construction: the topics run one after another, each
+// through its Runner of Workers goroutines.
+func TestDirRunner(t *testing.T) {
+	fs := vfs.NewMem()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
+	require.NoError(t, err)
+	defer d.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	topics := []string{"compacted", "retained", "kept"}
+	before := map[string][]rec{}
+	for _, topic := range topics {
+		for i := range 3 {
+			p, err := d.CreatePartition(topic, int32(i))
+			require.NoError(t, err)
+			appendPartition(t, p, 30, 4, now.UnixMilli())
+			before[p.Dir()] = readPartition(t, p)
+		}
+	}
+	compact := compactCfg(&now)
+	retain := Config{CleanupPolicy: PolicyDelete, Retention: -1, RetentionBytes: 1, Now: compact.Now}
+	var mu sync.Mutex
+	policies := map[string]map[string]bool{}
+	const workers = 2
+	r, err := NewDirRunner(d, DirRunnerOptions{
+		Config: Config{Retention: -1, Now: compact.Now},
+		TopicConfig: func(topic string) *Config {
+			switch topic {
+			case "compacted":
+				return &compact
+			case "retained":
+				return &retain
+			}
+			return nil
+		},
+		Workers: workers,
+		Progress: func(pr Progress) {
+			mu.Lock()
+			if policies[pr.Dir] == nil {
+				policies[pr.Dir] = map[string]bool{}
+			}
+			policies[pr.Dir][pr.Policy] = true
+			mu.Unlock()
+		},
+	})
+	require.NoError(t, err)
+	_, errs, err := r.Run(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	for _, tp := range d.Partitions() {
+		p := d.Partition(tp.Topic, tp.Partition)
+		after := readPartition(t, p)
+		switch tp.Topic {
+		case "compacted":
+			require.True(t, maps.Equal(fold(before[p.Dir()]), fold(after)), "%s", p.Dir())
+			require.Less(t, len(after), len(before[p.Dir()]), "%s compacted", p.Dir())
+			require.NotEmpty(t, policies[p.Dir()], "%s: Progress reported", p.Dir())
+		case "retained":
+			require.Positive(t, p.LogStartOffset(), "%s: retention.bytes deleted old segments", p.Dir())
+		case "kept":
+			require.Equal(t, before[p.Dir()], after, "%s untouched", p.Dir())
+			require.Zero(t, p.LogStartOffset())
+		}
+	}
+	_, err = NewDirRunner(d, DirRunnerOptions{Config: Config{CleanupPolicy: "bogus"}})
+	require.Error(t, err)
+}
+
+// TestDirRunnerLoop: Loop runs the policies once per interval until its
+// context ends (testing/synctest's clock).
+func TestDirRunnerLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := vfs.NewMem()
+		d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096}})
+		require.NoError(t, err)
+		p, err := d.CreatePartition("t", 0)
+		require.NoError(t, err)
+		// Uncompressed: a codec's pooled encoders made inside the bubble
+		// would be used outside it by later tests.
+		for i := range 30 {
+			_, err := p.AppendBatch(buildBatch(t, batch.CompressionNone, nil,
+				kv{key: k(fmt.Sprintf("k%d", i%4)), value: k("v"), ts: time.Now().UnixMilli()}))
+			require.NoError(t, err)
+		}
+		r, err := NewDirRunner(d, DirRunnerOptions{Config: Config{Retention: -1, RetentionBytes: 1}})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Loop(ctx, time.Minute) }()
+		synctest.Wait()
+		require.Zero(t, p.LogStartOffset(), "nothing before the first interval")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Positive(t, p.LogStartOffset(), "retention ran after one interval")
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		require.NoError(t, d.Close())
+	})
+}

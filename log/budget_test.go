@@ -1,0 +1,238 @@
+package log_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
+)
+
+// openFiles counts the descriptors and mappings of this process that
+// refer to files under dir (Linux: /proc/self/fd, /proc/self/maps); ok is
+// false elsewhere.
+func openFiles(t testing.TB, dir string) (fds, maps int, ok bool) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return 0, 0, false
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
+			fds++
+		}
+	}
+	m, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(m), "\n") {
+		if strings.Contains(line, dir) {
+			maps++
+		}
+	}
+	return fds, maps, true
+}
+
+// writeSegments writes a partition directory of n segments holding one
+// 1-record batch each (segment i holds offset i) straight into files, in
+// Kafka's format (docs/format.md): the .log, an empty .index (the first
+// batch of a segment gets no entry) and a .timeindex holding the final
+// entry (the batch's timestamp at relative offset 0). It marks the
+// directory cleanly shut down, as a Partition's Close leaves it, and
+// returns the batches. Writing through Partition.AppendBatch would fsync
+// on each of the n rolls.
+func writeSegments(t testing.TB, dir string, n int) [][]byte {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	bt := logtest.MakeBatch(1, 100, 1_700_000_000_000, 1)
+	var entry [12]byte
+	binary.BigEndian.PutUint64(entry[:8], uint64(batch.Batch(bt).MaxTimestamp()))
+	out := make([][]byte, n)
+	for i := range n {
+		b := append([]byte(nil), bt...)
+		batch.Batch(b).SetBaseOffset(int64(i))
+		for suffix, data := range map[string][]byte{
+			segment.LogSuffix: b, segment.IndexSuffix: nil, segment.TimeIndexSuffix: entry[:],
+		} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, segment.FileName(int64(i), suffix)), data, 0o644))
+		}
+		out[i] = b
+	}
+	require.NoError(t, checkpoint.MarkCleanShutdown(vfs.Default, dir))
+	return out
+}
+
+// TestBudgetReadsEverySegment opens a log of 10,000 segments (2,000 with
+// -short or -race) under a budget of 16 open segments and reads every
+// one: at rest, after the open and after the reads, the log holds fewer
+// than one descriptor and one mapping per sealed segment (the open
+// segments of the budget, the active one, the lock), and while reading it
+// never holds more than the budget allows. Without the budget the open
+// needs three descriptors per segment: 30,000 for this log, past the
+// usual limit of open files.
+func TestBudgetReadsEverySegment(t *testing.T) {
+	n := 10_000
+	if testing.Short() || raceEnabled {
+		n = 2_000
+	}
+	const budget = 16
+	dir := filepath.Join(t.TempDir(), "topic-0")
+	batches := writeSegments(t, dir, n)
+	cfg := plog.Config{SegmentBytes: 1 << 20, SegmentIndexBytes: 1024, MaxOpenSegments: budget}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	require.Equal(t, int64(n), p.LogEndOffset())
+
+	// The budget's segments (3 files each), the active segment and its
+	// producer snapshot, the lock, and room for one reader.
+	limit := 3*(budget+2) + 2
+	fds, maps, ok := openFiles(t, dir)
+	if ok {
+		t.Logf("after open: %d descriptors, %d mappings for %d segments", fds, maps, n)
+		assert.LessOrEqual(t, fds, limit)
+		assert.LessOrEqual(t, maps, limit)
+		assert.Less(t, float64(fds)/float64(n-1), 1.0)
+		assert.Less(t, float64(maps)/float64(n-1), 1.0)
+	}
+	for off := range int64(n) {
+		r, err := p.ReadFrom(off, 1)
+		require.NoError(t, err)
+		require.Equal(t, off, r.FirstOffset())
+		require.True(t, bytes.Equal(batches[off], r.Bytes()), "offset %d", off)
+		if off%1000 == 0 && ok {
+			fds, maps, _ := openFiles(t, dir)
+			require.LessOrEqual(t, fds, limit, "descriptors while reading offset %d", off)
+			require.LessOrEqual(t, maps, limit, "mappings while reading offset %d", off)
+		}
+		require.NoError(t, r.Close())
+	}
+	st := p.SegmentBudget()
+	assert.LessOrEqual(t, st.Open, budget)
+	assert.GreaterOrEqual(t, st.Reopens, int64(n-budget-1), "every segment reopened to be read: %+v", st)
+	if ok {
+		fds, maps, _ := openFiles(t, dir)
+		t.Logf("after reading: %d descriptors, %d mappings; %+v", fds, maps, st)
+		assert.LessOrEqual(t, fds, limit)
+		assert.LessOrEqual(t, maps, limit)
+	}
+	require.NoError(t, p.Verify(), "Verify reads every segment within the budget too")
+	assert.LessOrEqual(t, p.SegmentBudget().Open, budget)
+}
+
+// TestBudgetWriterPaths runs the partition's writers over segments a
+// budget of one has closed: a truncation into a closed sealed segment (it
+// is reopened and becomes active), appends after it, DeleteRecordsBefore
+// and retention (DeleteSegments) of closed segments, Close and a clean
+// reopen; logtest.Check compares every read with the model after each
+// step. On MemFS a closed segment's heap mapping is poisoned under the
+// invariants tag, so a read of a closed segment's bytes would fail the
+// check.
+func TestBudgetWriterPaths(t *testing.T) {
+	for _, budget := range []int{1, 3} {
+		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
+			fs := vfs.NewMem()
+			bt := logtest.MakeBatch(4, 50, 1_700_000_000_000, 1)
+			cfg := plog.Config{FS: fs, SegmentBytes: int64(2 * len(bt)), SegmentIndexBytes: 1024, MaxOpenSegments: budget}
+			p, err := plog.Open("/p", cfg)
+			require.NoError(t, err)
+			m := logtest.NewModel(0, false)
+			appendN := func(n int) {
+				for range n {
+					base, err := p.AppendBatch(append([]byte(nil), bt...))
+					require.NoError(t, err)
+					require.NoError(t, m.AppendBatch(bt, base))
+				}
+			}
+			appendN(30) // 15 segments of two batches
+			logtest.Check(t, p, m)
+			st := p.SegmentBudget()
+			require.LessOrEqual(t, st.Open, budget)
+			require.Positive(t, st.Closes)
+
+			require.NoError(t, p.TruncateTo(22)) // inside a closed segment
+			require.NoError(t, m.TruncateTo(22))
+			require.NoError(t, m.ReloadProducers(p))
+			logtest.Check(t, p, m)
+			appendN(6)
+			logtest.Check(t, p, m)
+
+			require.NoError(t, p.DeleteRecordsBefore(9))
+			require.NoError(t, m.DeleteRecordsBefore(9))
+			logtest.Check(t, p, m)
+			segs, err := p.Segments()
+			require.NoError(t, err)
+			require.NoError(t, p.DeleteSegments(segs[:3]))
+			require.NoError(t, m.DeleteSegmentsBefore(segs[3].BaseOffset()))
+			for _, s := range segs {
+				require.NoError(t, s.Unref())
+			}
+			logtest.Check(t, p, m)
+			require.LessOrEqual(t, p.SegmentBudget().Open, budget)
+
+			require.NoError(t, p.Close())
+			m.Reopen()
+			p, err = plog.Open("/p", cfg)
+			require.NoError(t, err)
+			logtest.Check(t, p, m)
+			appendN(3)
+			logtest.Check(t, p, m)
+			require.LessOrEqual(t, p.SegmentBudget().Open, budget)
+			require.NoError(t, p.Close())
+		})
+	}
+}
+
+// TestDirBudgetShared: DirConfig.MaxOpenSegments is one budget for every
+// partition of the Dir (a partition's own Config.MaxOpenSegments is
+// ignored there); a negative value is refused.
+func TestDirBudgetShared(t *testing.T) {
+	fs := vfs.NewMem()
+	bt := logtest.MakeBatch(4, 50, 1_700_000_000_000, 1)
+	cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: int64(len(bt)), SegmentIndexBytes: 1024, MaxOpenSegments: 100},
+		MaxOpenSegments: 2}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	var parts []*plog.Partition
+	for i := range 4 {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		for range 5 {
+			_, err := p.AppendBatch(append([]byte(nil), bt...))
+			require.NoError(t, err)
+		}
+		parts = append(parts, p)
+	}
+	st := d.SegmentBudget()
+	require.LessOrEqual(t, st.Open, 2, "%+v", st)
+	require.Equal(t, st, parts[0].SegmentBudget())
+	for _, p := range parts {
+		for off := int64(0); off < 20; off += 4 { // 4 records a batch
+			r, err := p.ReadFrom(off, 1)
+			require.NoError(t, err)
+			require.Equal(t, off, r.FirstOffset())
+			require.NoError(t, r.Close())
+		}
+	}
+	require.LessOrEqual(t, d.SegmentBudget().Open, 2)
+	require.Positive(t, d.SegmentBudget().Reopens)
+	require.NoError(t, d.Close())
+
+	_, err = plog.OpenDir("/other", plog.DirConfig{Config: plog.Config{FS: fs}, MaxOpenSegments: -1})
+	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+	_, err = plog.Open("/single", plog.Config{FS: fs, MaxOpenSegments: -1})
+	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+}

@@ -1,0 +1,134 @@
+package log
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+)
+
+// flushScheduler runs the FlushInterval flushes (flush.ms) of every
+// partition of a Dir: one goroutine keeps the partitions by due time and
+// hands the due ones to at most workers goroutines (Kafka's one flush
+// scheduler per log manager, instead of a goroutine per partition). A
+// partition is flushed, then due again one interval after that flush
+// ended; a closed partition is dropped when it comes due.
+type flushScheduler struct {
+	workers int
+	// work carries due partitions to the workers.
+	work chan *Partition
+	// wake interrupts the scheduler's wait when an earlier partition was
+	// added; stop ends it.
+	wake, stop chan struct{}
+	// done is closed when the scheduler and its workers have ended.
+	wg sync.WaitGroup
+
+	mu sync.Mutex
+	// due holds every scheduled partition, earliest first.
+	due flushHeap
+}
+
+// newFlushScheduler starts a scheduler with workers workers (at least 1).
+func newFlushScheduler(workers int) *flushScheduler {
+	s := &flushScheduler{workers: max(workers, 1), work: make(chan *Partition),
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	s.wg.Go(s.run)
+	for range s.workers {
+		s.wg.Go(func() {
+			for p := range s.work {
+				p.periodicFlush()
+				s.schedule(p)
+			}
+		})
+	}
+	return s
+}
+
+// add schedules p's first flush one FlushInterval from now (nothing
+// without a FlushInterval).
+func (s *flushScheduler) add(p *Partition) {
+	if p.cfg.FlushInterval > 0 {
+		s.schedule(p)
+	}
+}
+
+// schedule makes p due one FlushInterval from now, unless it is closed.
+func (s *flushScheduler) schedule(p *Partition) {
+	if p.closed.Load() {
+		return
+	}
+	s.mu.Lock()
+	heap.Push(&s.due, flushEntry{at: time.Now().Add(p.cfg.FlushInterval), p: p})
+	first := s.due[0].p == p
+	s.mu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run hands due partitions to the workers until close.
+func (s *flushScheduler) run() {
+	defer close(s.work)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		var next *Partition
+		wait := time.Hour
+		if len(s.due) > 0 {
+			if d := time.Until(s.due[0].at); d <= 0 {
+				next = heap.Pop(&s.due).(flushEntry).p
+			} else {
+				wait = d
+			}
+		}
+		s.mu.Unlock()
+		if next != nil {
+			if next.closed.Load() {
+				continue
+			}
+			select {
+			case s.work <- next:
+			case <-s.stop:
+				return
+			}
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-s.wake:
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// close stops the scheduler and waits for the flushes running.
+func (s *flushScheduler) close() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// flushEntry is a partition due for a flush at at.
+type flushEntry struct {
+	at time.Time
+	p  *Partition
+}
+
+// flushHeap is a min-heap of flushEntry by due time (container/heap).
+type flushHeap []flushEntry
+
+func (h flushHeap) Len() int           { return len(h) }
+func (h flushHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h flushHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *flushHeap) Push(x any)        { *h = append(*h, x.(flushEntry)) }
+func (h *flushHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = flushEntry{}
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,86 @@
+package log_test
+
+import (
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// TestDirFlushScheduler: a Dir runs the FlushInterval flushes of all its
+// partitions with one scheduler and BackgroundThreads workers, not a
+// goroutine per partition: 40 partitions with flush.ms add a fixed number
+// of goroutines (before: 40), each partition with unsynced appends is
+// flushed once per interval, one without appends is not, and Close stops
+// the scheduler. Per-topic configs decide which partitions are flushed.
+func TestDirFlushScheduler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, workers = 40, 2
+		fs := vfs.NewMem()
+		topicCfg := plog.Config{FS: fs, FlushInterval: time.Second, SegmentIndexBytes: 1024}
+		cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentIndexBytes: 1024},
+			TopicConfig: func(topic string) *plog.Config {
+				if topic == "flushed" {
+					return &topicCfg
+				}
+				return nil
+			},
+			BackgroundThreads: workers}
+		before := runtime.NumGoroutine()
+		d, err := plog.OpenDir("/logs", cfg)
+		require.NoError(t, err)
+		var parts []*plog.Partition
+		for i := range n {
+			p, err := d.CreatePartition("flushed", int32(i))
+			require.NoError(t, err)
+			parts = append(parts, p)
+		}
+		other, err := d.CreatePartition("other", 0)
+		require.NoError(t, err)
+		require.LessOrEqual(t, runtime.NumGoroutine()-before, workers+1, "goroutines of the Dir")
+
+		bt := logtest.MakeBatch(2, 10, time.Now().UnixMilli(), 1) // the bubble's clock
+		syncs := func(p *plog.Partition) int64 { return p.Stats().Syncs }
+		appendAll := func() {
+			for _, p := range append(parts, other) {
+				_, err := p.AppendBatch(append([]byte(nil), bt...))
+				require.NoError(t, err)
+			}
+		}
+		appendAll()
+		base := make([]int64, n)
+		for i, p := range parts {
+			base[i] = syncs(p)
+		}
+		otherBase := syncs(other)
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		for i, p := range parts {
+			require.Equal(t, base[i]+1, syncs(p), "partition %d flushed once in the first interval", i)
+		}
+		require.Equal(t, otherBase, syncs(other), "no flush.ms, no periodic flush")
+
+		// Nothing new: the next interval flushes nothing.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for i, p := range parts {
+			require.Equal(t, base[i]+1, syncs(p), "partition %d: nothing to flush", i)
+		}
+		appendAll()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for i, p := range parts {
+			require.Equal(t, base[i]+2, syncs(p), "partition %d flushed after new appends", i)
+		}
+		require.NoError(t, d.DeletePartition("flushed", 0))
+		require.NoError(t, d.Close())
+		synctest.Wait()
+		require.LessOrEqual(t, runtime.NumGoroutine(), before, "the scheduler ended")
+	})
+}
