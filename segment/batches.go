@@ -44,6 +44,13 @@ func (s *Segment) walk(from int64, headers bool) iter.Seq2[batch.Batch, error] {
 	return func(yield func(batch.Batch, error) bool) {
 		s.AcquireRead()
 		defer s.ReleaseRead()
+		// The lease keeps the files open under a segment budget; use
+		// reports a reopen that failed (AcquireRead cannot).
+		if err := s.use(); err != nil {
+			yield(nil, err)
+			return
+		}
+		defer s.unpin()
 		size := s.Size()
 		var pos int64
 		if from > s.BaseOffset() {

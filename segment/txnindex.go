@@ -218,12 +218,8 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 		(len(l) > 0 && a.LastOffset <= l[len(l)-1].LastOffset) {
 		return fmt.Errorf("%w: %+v in segment %s (next offset %d, %d entries)", ErrTxnIndexOrder, a, s.LogPath(), s.NextOffset(), len(l))
 	}
-	if s.txn.f == nil {
-		f, err := s.fs.Create(s.txnPath())
-		if err != nil {
-			return err
-		}
-		s.txn.f, s.txn.fileSize = f, 0
+	if err := s.txnFile(true); err != nil {
+		return err
 	}
 	at := int64(len(l)) * TxnIndexEntrySize
 	if s.txn.fileSize != at {
@@ -264,6 +260,9 @@ func (s *Segment) truncateTxn(offset int64) error {
 	if n != len(l) {
 		s.txn.publish(l[:n:n])
 	}
+	if err := s.txnFile(false); err != nil {
+		return err
+	}
 	if s.txn.f == nil || s.txn.fileSize == int64(n)*TxnIndexEntrySize {
 		return nil
 	}
@@ -288,8 +287,11 @@ func (s *Segment) FlushTxnIndex() error {
 
 // flushTxn fsyncs the .txnindex when it was written since the last flush.
 func (s *Segment) flushTxn() error {
-	if s.txn.f == nil || !s.txn.dirty {
+	if !s.txn.dirty {
 		return nil
+	}
+	if err := s.txnFile(false); err != nil || s.txn.f == nil {
+		return err
 	}
 	if err := s.txn.f.Sync(); err != nil {
 		return err
@@ -298,12 +300,50 @@ func (s *Segment) flushTxn() error {
 	return nil
 }
 
-// closeTxn closes the .txnindex file, if open.
+// txnFile makes s.txn.f the open .txnindex: the file of an earlier open
+// when a segment budget closed it while the segment was unused (its
+// entries stay in memory), or, with create, a new one when the segment
+// has none. Without create and without a file, s.txn.f stays nil.
+func (s *Segment) txnFile(create bool) error {
+	if s.txn.f != nil {
+		return nil
+	}
+	path := s.txnPath()
+	st, err := s.fs.Stat(path)
+	switch {
+	case err == nil:
+		f, err := s.fs.OpenReadWrite(path)
+		if err != nil {
+			return err
+		}
+		s.txn.f, s.txn.fileSize = f, st.Size()
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	case create:
+		f, err := s.fs.Create(path)
+		if err != nil {
+			return err
+		}
+		s.txn.f, s.txn.fileSize = f, 0
+	}
+	return nil
+}
+
+// closeTxn closes the .txnindex file, if open, syncing it first when it
+// was written since its last flush (a segment budget may close a segment
+// before the flush that would have synced it; the next open finds the
+// file by its name).
 func (s *Segment) closeTxn() error {
 	if s.txn.f == nil {
 		return nil
 	}
-	err := s.txn.f.Close()
+	var err error
+	if s.txn.dirty {
+		if err = s.txn.f.Sync(); err == nil {
+			s.txn.dirty = false
+		}
+	}
+	err = errors.Join(err, s.txn.f.Close())
 	s.txn.f = nil
 	return err
 }

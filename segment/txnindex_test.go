@@ -221,3 +221,48 @@ func writeFile(t tb, fsys vfs.FS, path string, data []byte) {
 	require.NoError(t, f.Sync())
 	require.NoError(t, f.Close())
 }
+
+// TestTxnIndexAcrossBudgetClose: a segment budget closes an unused sealed
+// segment's .txnindex with its other files; a truncation into the segment
+// and a new entry after it then work on the file the segment had (they
+// used to skip the truncation of the closed file and create it anew,
+// leaving zeroed entries in place of the ones kept), and the unsynced
+// entries are synced before the close.
+func TestTxnIndexAcrossBudgetClose(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, Budget: NewBudget(0)}
+		s, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		for i := range 4 {
+			mustAppend(t, s, simpleBatch(t, int64(i*5), 5, 1000, 1)) // 0-4, 5-9, 10-14, 15-19
+		}
+		a := []AbortedTxn{
+			{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7},
+			{ProducerID: 2, FirstOffset: 7, LastOffset: 11, LastStableOffset: 12},
+			{ProducerID: 3, FirstOffset: 12, LastOffset: 16, LastStableOffset: 17},
+		}
+		for _, e := range a {
+			require.NoError(t, s.AppendAbortedTxn(e))
+		}
+		require.NoError(t, s.Seal())
+		require.False(t, s.Resident(), "an unused sealed segment is closed")
+
+		require.NoError(t, s.Unseal())
+		_, err = s.TruncateTo(10)
+		require.NoError(t, err)
+		assert.Equal(t, a[:1], s.AbortedTxns())
+		mustAppend(t, s, simpleBatch(t, 10, 5, 1000, 1))
+		again := AbortedTxn{ProducerID: 9, FirstOffset: 8, LastOffset: 12, LastStableOffset: 13}
+		require.NoError(t, s.AppendAbortedTxn(again))
+		require.NoError(t, s.Flush())
+		require.NoError(t, s.Close())
+
+		s, err = Open(fsys, dir, 0, Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20})
+		require.NoError(t, err)
+		defer s.Close()
+		assert.Equal(t, []AbortedTxn{a[0], again}, s.AbortedTxns())
+		st, err := fsys.Stat(segPath(dir, 0, TxnIndexSuffix))
+		require.NoError(t, err)
+		assert.EqualValues(t, 2*TxnIndexEntrySize, st.Size())
+	})
+}
