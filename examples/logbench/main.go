@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,25 +93,47 @@ func run(quick bool, dir, only string) error {
 		{"durability", b.durableAppends}, {"small_append", b.smallAppend},
 		{"one_record_read", b.oneRecordReads}, {"reopen_constant_ts", b.reopenNonGrowing},
 	}
-	want := map[string]bool{}
-	for _, name := range strings.Split(only, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			want[name] = true
-		}
+	names := make([]string, len(steps))
+	for i, step := range steps {
+		names[i] = step.name
 	}
-	for _, step := range steps {
-		if len(want) > 0 && !want[step.name] {
+	want, err := selectSteps(names, only)
+	if err != nil {
+		return err
+	}
+	for i, step := range steps {
+		if !want[i] {
 			continue
 		}
-		delete(want, step.name)
 		if err := step.run(); err != nil {
 			return err
 		}
 	}
-	for name := range want {
-		return fmt.Errorf("-only: no measurement %q", name)
-	}
 	return nil
+}
+
+// selectSteps returns which of the measurements names -only selects (all
+// of them when only is empty), or an error naming one it does not know.
+func selectSteps(names []string, only string) ([]bool, error) {
+	sel := make([]bool, len(names))
+	if strings.TrimSpace(only) == "" {
+		for i := range sel {
+			sel[i] = true
+		}
+		return sel, nil
+	}
+	for _, name := range strings.Split(only, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		i := slices.Index(names, name)
+		if i < 0 {
+			return nil, fmt.Errorf("-only: no measurement %q", name)
+		}
+		sel[i] = true
+	}
+	return sel, nil
 }
 
 func emit(name string, value float64, unit string) {
