@@ -22,6 +22,8 @@
 //	          framed from an os.File and checking their CRC-32C
 //	reopen_constant_ts  Open after a clean Close of a 1 MiB and a 256 MiB
 //	          log whose timestamps do not grow (the same cost)
+//	rolls     AppendBatch latency percentiles (p50, p99, p99.9) of 16 KiB
+//	          batches into 4 MiB segments, across the rolls
 //
 // Each figure is one line, "<name> <value> <unit>":
 //
@@ -55,7 +57,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small data sets, one repetition (under a minute)")
 	dirFlag := flag.String("dir", "", "directory for the benchmark files (default: a new temporary directory)")
 	only := flag.String("only", "", "comma-separated measurements to run (append, read, validate, lookup, readers,\n"+
-		"recovery, durability, small_append, one_record_read, reopen_constant_ts); default all")
+		"recovery, durability, small_append, one_record_read, reopen_constant_ts, rolls); default all")
 	flag.Parse()
 	if err := run(*quick, *dirFlag, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "logbench:", err)
@@ -92,6 +94,7 @@ func run(quick bool, dir, only string) error {
 		{"lookup", b.lookup}, {"readers", b.appendWithReaders}, {"recovery", b.reopenAndRecover},
 		{"durability", b.durableAppends}, {"small_append", b.smallAppend},
 		{"one_record_read", b.oneRecordReads}, {"reopen_constant_ts", b.reopenNonGrowing},
+		{"rolls", b.rollLatency},
 	}
 	names := make([]string, len(steps))
 	for i, step := range steps {
