@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 
 	"github.com/partlog/partlog/batch"
@@ -311,9 +310,8 @@ func (s *Segment) lastIndexedBatch(from, bound, limit int64) (h BatchInfo, ok bo
 	}
 	idx := s.offIdx
 	// Entries only grow while a read lease is held (truncation takes the
-	// exclusive lease), so every i < n stays valid.
-	n := idx.Entries()
-	j := sort.Search(n, func(i int) bool { return idx.Entry(i).Position >= bound }) - 1
+	// exclusive lease), so entry j and those before it stay valid.
+	j := idx.SearchPosition(bound) - 1
 	// The batch at the last entry below bound may end past it; the one
 	// before ends where a later batch starts, so below bound.
 	for tries := 0; tries < 2 && j >= 0; tries, j = tries+1, j-1 {
