@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
@@ -89,6 +90,14 @@ func (idx *OffsetIndex) Lookup(target int64) OffsetEntry {
 		return OffsetEntry{Offset: idx.x.base}
 	}
 	return OffsetEntry{Offset: offsetAt(b, idx.x.base, i), Position: positionAt(b, i)}
+}
+
+// SearchPosition returns how many entries have a position below pos: the
+// first ones, as positions grow with offsets. It binary-searches one view
+// of the index and does not allocate.
+func (idx *OffsetIndex) SearchPosition(pos int64) int {
+	b := idx.x.view()
+	return sort.Search(len(b)/OffsetEntrySize, func(i int) bool { return positionAt(b, i) >= pos })
 }
 
 // Entry returns entry i. It panics if i is not in [0, Entries()).

@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/partlog/partlog/internal/vfs"
@@ -31,7 +32,9 @@ import (
 //     number and the segments written since the last sync, releases mu,
 //     fdatasyncs them (and the directory when a roll created a file), and
 //     publishes the sequence number as synced. Appenders that wrote while
-//     it ran queue on flushMu and the first of them syncs for all. Index
+//     it ran queue on flushMu and the first of them syncs for all, after
+//     yielding so that the appenders the last sync released write their
+//     next batches first (gatherAppenders). Index
 //     files are not synced on this path: recovery rebuilds them.
 //
 // Any failed fsync makes the partition fail (ErrFailed, sticky): after a
@@ -109,6 +112,7 @@ func (p *Partition) waitSynced(seq uint64) error {
 		}
 		p.group.syncing = true
 		p.group.mu.Unlock()
+		gatherAppenders()
 		p.flushMu.Lock()
 		var err error
 		if p.syncedSeq.Load() < seq { // a full flush may have covered it
@@ -123,6 +127,23 @@ func (p *Partition) waitSynced(seq uint64) error {
 		}
 	}
 	return nil
+}
+
+// gatherRounds is how many times a new group syncer yields before it takes
+// the write sequence number its fdatasync covers.
+const gatherRounds = 2
+
+// gatherAppenders lets the appenders that are ready to run write before a
+// new group syncer takes its snapshot: the waiters the previous sync
+// released (now appending their next batch) and appenders queued on mu.
+// Without it the syncer, woken first, snapshots before they write, and
+// each sync covers about half of the waiting appenders. Yielding costs
+// well under a microsecond when nothing else is runnable, against an
+// fdatasync of a millisecond or more.
+func gatherAppenders() {
+	for range gatherRounds {
+		runtime.Gosched()
+	}
 }
 
 // groupSyncFlushLocked fdatasyncs every .log written up to now, outside

@@ -76,23 +76,29 @@ func (h Records) Batches() iter.Seq2[batch.Batch, error] {
 			yield(nil, fmt.Errorf("%w: Records.Batches after Close", ErrClosed))
 			return
 		}
+		// Entries are framed a run at a time under one fault guard
+		// (frameEntries): one guard per entry cost as much as the
+		// framing of a one-record batch.
+		var run [framedRun]entry
 		for rest := r.b; len(rest) > 0; {
-			at := len(r.b) - len(rest)
-			e, err := frameEntry(rest)
+			n, err := frameEntries(rest, run[:])
+			for _, e := range run[:n] {
+				at := len(r.b) - len(rest)
+				var more bool
+				if batch.IsLegacyMagic(e.magic) {
+					more = yield(nil, &LegacyEntryError{Magic: e.magic, NextOffset: e.next, Entry: rest[:e.size:e.size], Pos: at})
+				} else {
+					more = yield(batch.Batch(rest[:e.size:e.size]), nil)
+				}
+				if !more {
+					return
+				}
+				rest = rest[e.size:]
+			}
 			if err != nil {
-				yield(nil, fmt.Errorf("partlog/log: batch at byte %d of a read result (offset %d): %w", at, r.first, err))
+				yield(nil, fmt.Errorf("partlog/log: batch at byte %d of a read result (offset %d): %w", len(r.b)-len(rest), r.first, err))
 				return
 			}
-			var more bool
-			if batch.IsLegacyMagic(e.magic) {
-				more = yield(nil, &LegacyEntryError{Magic: e.magic, NextOffset: e.next, Entry: rest[:e.size:e.size], Pos: at})
-			} else {
-				more = yield(batch.Batch(rest[:e.size:e.size]), nil)
-			}
-			if !more {
-				return
-			}
-			rest = rest[e.size:]
 		}
 	}
 }
@@ -120,6 +126,31 @@ func frameEntry(b []byte) (e entry, err error) {
 		e.base, e.control = bt.BaseOffset(), bt.Attributes().IsControl()
 	}
 	return e, nil
+}
+
+// framedRun is how many entries Batches frames under one fault guard.
+const framedRun = 32
+
+// frameEntries frames the first entries of b, at most len(run), into run
+// under one fault guard and returns how many it framed; err (wrapping
+// ErrFault for a fault) is the problem with the entry after them, when
+// framing stopped at one. The guard covers only this call.
+func frameEntries(b []byte, run []entry) (n int, err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	for n < len(run) && len(b) > 0 {
+		e := &run[n]
+		e.size, e.magic, e.next, err = batch.FrameEntry(b)
+		if err != nil {
+			return n, err
+		}
+		if !batch.IsLegacyMagic(e.magic) {
+			bt := batch.Batch(b[:e.size])
+			e.base, e.control = bt.BaseOffset(), bt.Attributes().IsControl()
+		}
+		b = b[e.size:]
+		n++
+	}
+	return n, nil
 }
 
 // nextRecord is it.Next under the fault guard.

@@ -3,6 +3,7 @@ package log_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -230,4 +231,37 @@ func TestPartitionRecordsPanicReleasesRead(t *testing.T) {
 	require.NotErrorIs(t, err, plog.ErrTruncationBlocked)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), p.LogEndOffset())
+}
+
+// TestRecordsBatchesFaultAfterRuns: Records.Batches frames entries a run
+// at a time under one fault guard; a fault past the first runs still
+// yields every batch framed before it, in order, then one error wrapping
+// ErrFault that names the byte where framing stopped.
+func TestRecordsBatchesFaultAfterRuns(t *testing.T) {
+	skipUnlessSIGBUS(t)
+	p2, dir2 := openT(t, plog.Config{})
+	for i := range 200 {
+		_, err := p2.AppendBatch(logtest.MakeBatch(1, 100, 1_700_000_000_000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	r, err := p2.ReadFrom(0, 1<<20)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, int64(200), r.NextOffset())
+	size := len(r.Bytes())
+	require.NoError(t, os.Truncate(filepath.Join(dir2, segment.FileName(0, segment.LogSuffix)), 16384))
+	next, pos := int64(0), 0
+	var got error
+	for bt, err := range r.Batches() {
+		if err != nil {
+			got = err
+			continue
+		}
+		require.Equal(t, next, bt.BaseOffset())
+		next, pos = bt.NextOffset(), pos+len(bt)
+	}
+	require.Greater(t, next, int64(2*32), "fewer batches than two runs before the cut")
+	require.Less(t, pos, size)
+	require.ErrorIs(t, got, plog.ErrFault)
+	require.ErrorContains(t, got, fmt.Sprintf("batch at byte %d of a read result", pos))
 }

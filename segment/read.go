@@ -227,6 +227,13 @@ func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, err
 // even if it is larger than maxBytes (but never past maxPosition). An
 // empty Slice means nothing qualifies. The caller holds a read lease until
 // it is done with the bytes of the range.
+//
+// The end of a long range is looked up in the offset index (the last
+// indexed batch that fits, checked against its header), and only the
+// headers after it are read: the cost of a read does not grow with the
+// number of batches it returns. The batches in between are not checked
+// here; a reader frames them as it iterates (a damaged one is an error
+// there, as it is for a fetch client).
 func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOneBatch bool) (_ Slice, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if maxBytes < 0 {
@@ -256,6 +263,13 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		bound = first.Pos + budget
 	}
 	sl := Slice{Start: first.Pos, End: first.End(), FirstOffset: first.BaseOffset, NextOffset: first.NextOffset()}
+	if bound-sl.End > readJumpBytes {
+		// Many small batches: jump to the last indexed batch that fits
+		// instead of walking every header up to it.
+		if h, ok := s.lastIndexedBatch(sl.End, bound, limit); ok {
+			sl.End, sl.NextOffset = h.End(), h.NextOffset()
+		}
+	}
 	m := s.mapping()
 	for sl.End < bound {
 		// The common case in line: a v2 batch header in the mapping,
@@ -284,6 +298,44 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		sl.End, sl.NextOffset = h.End(), h.NextOffset()
 	}
 	return sl, nil
+}
+
+// readJumpBytes is the length of a read range past which Read looks the
+// end up in the offset index (lastIndexedBatch) before walking headers.
+const readJumpBytes = 16 << 10
+
+// lastIndexedBatch returns the header of the last batch the offset index
+// names that starts after from and ends at or before bound (both batch
+// boundaries or bound a position limit), found by a binary search of the
+// index by position: Read then walks headers only from there to bound, not
+// over every batch of a long range of small ones. An entry is used only
+// when the header at its position is a batch whose last offset is the
+// entry's offset; ok is false when there is no such entry (or the index is
+// suspect), and Read walks from from. REQUIRES: from <= bound <= limit.
+func (s *Segment) lastIndexedBatch(from, bound, limit int64) (h BatchInfo, ok bool) {
+	if s.indexSuspect.Load() {
+		return BatchInfo{}, false
+	}
+	idx := s.offIdx
+	// Entries only grow while a read lease is held (truncation takes the
+	// exclusive lease), so entry j and those before it stay valid.
+	j := idx.SearchPosition(bound) - 1
+	// The batch at the last entry below bound may end past it; the one
+	// before ends where a later batch starts, so below bound.
+	for tries := 0; tries < 2 && j >= 0; tries, j = tries+1, j-1 {
+		e := idx.Entry(j)
+		if e.Position <= from {
+			return BatchInfo{}, false
+		}
+		h, err := s.readHeader(e.Position, limit)
+		if err != nil || h.LastOffset != e.Offset {
+			return BatchInfo{}, false // an older append's entry, or a damaged one: walk
+		}
+		if h.End() <= bound {
+			return h, true
+		}
+	}
+	return BatchInfo{}, false
 }
 
 // Bytes returns the bytes [start, end) of the .log, which must lie below

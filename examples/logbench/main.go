@@ -22,6 +22,8 @@
 //	          framed from an os.File and checking their CRC-32C
 //	reopen_constant_ts  Open after a clean Close of a 1 MiB and a 256 MiB
 //	          log whose timestamps do not grow (the same cost)
+//	rolls     AppendBatch latency percentiles (p50, p99, p99.9) of 16 KiB
+//	          batches into 4 MiB segments, across the rolls
 //
 // Each figure is one line, "<name> <value> <unit>":
 //
@@ -41,6 +43,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +57,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small data sets, one repetition (under a minute)")
 	dirFlag := flag.String("dir", "", "directory for the benchmark files (default: a new temporary directory)")
 	only := flag.String("only", "", "comma-separated measurements to run (append, read, validate, lookup, readers,\n"+
-		"recovery, durability, small_append, one_record_read, reopen_constant_ts); default all")
+		"recovery, durability, small_append, one_record_read, reopen_constant_ts, rolls); default all")
 	flag.Parse()
 	if err := run(*quick, *dirFlag, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "logbench:", err)
@@ -91,26 +94,49 @@ func run(quick bool, dir, only string) error {
 		{"lookup", b.lookup}, {"readers", b.appendWithReaders}, {"recovery", b.reopenAndRecover},
 		{"durability", b.durableAppends}, {"small_append", b.smallAppend},
 		{"one_record_read", b.oneRecordReads}, {"reopen_constant_ts", b.reopenNonGrowing},
+		{"rolls", b.rollLatency},
 	}
-	want := map[string]bool{}
-	for _, name := range strings.Split(only, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			want[name] = true
-		}
+	names := make([]string, len(steps))
+	for i, step := range steps {
+		names[i] = step.name
 	}
-	for _, step := range steps {
-		if len(want) > 0 && !want[step.name] {
+	want, err := selectSteps(names, only)
+	if err != nil {
+		return err
+	}
+	for i, step := range steps {
+		if !want[i] {
 			continue
 		}
-		delete(want, step.name)
 		if err := step.run(); err != nil {
 			return err
 		}
 	}
-	for name := range want {
-		return fmt.Errorf("-only: no measurement %q", name)
-	}
 	return nil
+}
+
+// selectSteps returns which of the measurements names -only selects (all
+// of them when only is empty), or an error naming one it does not know.
+func selectSteps(names []string, only string) ([]bool, error) {
+	sel := make([]bool, len(names))
+	if strings.TrimSpace(only) == "" {
+		for i := range sel {
+			sel[i] = true
+		}
+		return sel, nil
+	}
+	for _, name := range strings.Split(only, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		i := slices.Index(names, name)
+		if i < 0 {
+			return nil, fmt.Errorf("-only: no measurement %q", name)
+		}
+		sel[i] = true
+	}
+	return sel, nil
 }
 
 func emit(name string, value float64, unit string) {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"slices"
+	"time"
+
+	plog "github.com/partlog/partlog/log"
+)
+
+// rollSegmentBytes is the segment size of the rolls scenario: small enough
+// that a quick run rolls a few dozen times.
+const rollSegmentBytes = 4 << 20
+
+// rollLatency: the latency of each AppendBatch of 16 KiB batches (no
+// fsync) into segments of 4 MiB, so that the appends cross many rolls, as
+// percentiles. Each roll seals the segment, flushes it (fdatasync of the
+// .log and its indexes), creates the next segment's files and writes the
+// recovery point checkpoint, under the partition lock: the append that
+// rolls waits for all of it, and so do appends queued behind it.
+func (b *bench) rollLatency() error {
+	set := batches(256, 16<<10)
+	n := int(b.total / 2 / int64(len(set[0])))
+	dir, err := b.freshDir("rolls")
+	if err != nil {
+		return err
+	}
+	p, err := plog.Open(dir, plog.Config{SegmentBytes: rollSegmentBytes})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	lat := make([]time.Duration, n)
+	for i := range n {
+		t0 := time.Now()
+		if _, err := p.AppendBatch(set[i%len(set)]); err != nil {
+			return err
+		}
+		lat[i] = time.Since(t0)
+	}
+	rolls := p.Stats().Rolls
+	slices.Sort(lat)
+	pct := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	emit("rolls.count", float64(rolls), "rolls")
+	emit("rolls.append_latency_p50", us(pct(0.50)), "us")
+	emit("rolls.append_latency_p99", us(pct(0.99)), "us")
+	emit("rolls.append_latency_p999", us(pct(0.999)), "us")
+	emit("rolls.append_latency_max", us(lat[len(lat)-1]), "us")
+	emit("rolls.ratio_p999_to_p50", float64(pct(0.999))/float64(pct(0.50)), "x")
+	return nil
+}
