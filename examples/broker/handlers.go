@@ -189,6 +189,9 @@ func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
+	if s.cluster != nil {
+		s.cluster.fillMetadata(resp)
+	}
 	return resp
 }
 
@@ -254,6 +257,9 @@ func appendErrorCode(err error, records []byte) int16 {
 // syncs the touched partitions before answering; acks=0 returns nil (no
 // answer). Errors are per partition; nothing is written for a refused batch.
 func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	if s.cluster != nil {
+		return s.clusterProduce(req) // cluster.go
+	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	// Request-wide errors are reported on every partition.
 	var reqErr int16
@@ -449,6 +455,10 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
 func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
+	if s.cluster != nil && topic != offsetsTopic && !s.cluster.leads(topic, rp.Partition) {
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		return nil
+	}
 	hw := part.HighWatermark()
 	p.HighWatermark = hw
 	*waits = append(*waits, waitTarget{part: part, hw: hw})
@@ -499,6 +509,8 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				p.ErrorCode = topicErrorCode(terr)
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case s.cluster != nil && !s.cluster.leads(rt.Topic, rp.Partition):
+				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				to, found, err := ps[rp.Partition].OffsetForTimestamp(rp.Timestamp)
 				switch {
@@ -669,6 +681,9 @@ func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 		s.log.Error("no producer id", "err", err)
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp
+	}
+	if s.cluster != nil {
+		id = s.cluster.producerID(id)
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp

@@ -164,6 +164,8 @@ func main() {
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
+	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
+	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
 	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
 	cfg.DisableAutoCreate = !*autoCreate
@@ -175,6 +177,14 @@ func main() {
 	if cfg.DataDir == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
 		os.Exit(2)
+	}
+	if *clusterSpec != "" {
+		nodes, err := parseCluster(*clusterSpec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		cfg.NodeID, cfg.Cluster = *nodeID, nodes
 	}
 	level := slog.LevelInfo
 	if *verbose {
