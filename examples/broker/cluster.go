@@ -64,6 +64,11 @@ func parseCluster(s string) ([]clusterNode, error) {
 	return out, nil
 }
 
+// debugReplicaID is Kafka's DEBUGGING_REPLICA_ID: a ListOffsets with this
+// replica id is answered by a follower too (from its own high watermark),
+// as Kafka answers it, so tools and tests can see how far a follower got.
+const debugReplicaID = -2
+
 // tpKey names a partition.
 type tpKey struct {
 	topic     string

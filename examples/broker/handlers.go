@@ -509,7 +509,7 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				p.ErrorCode = topicErrorCode(terr)
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case s.cluster != nil && !s.cluster.leads(rt.Topic, rp.Partition):
+			case s.cluster != nil && req.ReplicaID != debugReplicaID && !s.cluster.leads(rt.Topic, rp.Partition):
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				to, found, err := ps[rp.Partition].OffsetForTimestamp(rp.Timestamp)
