@@ -61,14 +61,15 @@ type nodeProc struct {
 // testCluster runs brokers in cluster mode on loopback, each its own
 // process with its own data directory.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	spec  string
 	args  []string
 	nodes []*nodeProc
+	plain bool // single-node mode: no -node and -cluster
 }
 
 // freeAddr returns a loopback address with a port that was free.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -78,7 +79,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // newTestCluster prepares n nodes (not started) with extra broker flags.
-func newTestCluster(t *testing.T, n int, args ...string) *testCluster {
+func newTestCluster(t testing.TB, n int, args ...string) *testCluster {
 	c := &testCluster{t: t, args: args}
 	root := t.TempDir()
 	var spec []string
@@ -107,7 +108,10 @@ func (c *testCluster) start(id int) {
 	t := c.t
 	t.Helper()
 	np := c.node(id)
-	args := append([]string{"-data", np.dir, "-addr", np.kafka, "-node", strconv.Itoa(id), "-cluster", c.spec}, c.args...)
+	args := append([]string{"-data", np.dir, "-addr", np.kafka}, c.args...)
+	if !c.plain {
+		args = append(args, "-node", strconv.Itoa(id), "-cluster", c.spec)
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), brokerChildEnv+"=1")
 	stderr, err := cmd.StderrPipe()
@@ -136,7 +140,7 @@ func (c *testCluster) start(id int) {
 
 // waitLog waits until the node's log holds substr n times in all (a
 // process restart keeps the earlier lines).
-func (np *nodeProc) waitLog(t *testing.T, substr string, n int) {
+func (np *nodeProc) waitLog(t testing.TB, substr string, n int) {
 	t.Helper()
 	timer := time.NewTimer(clusterTimeout)
 	defer timer.Stop()
@@ -380,6 +384,8 @@ func buildDumplog(t *testing.T) string {
 type producer struct {
 	cl     *kgo.Client
 	cancel context.CancelFunc
+	stopc  chan struct{}
+	once   sync.Once
 	wg     sync.WaitGroup
 	acked  atomic.Int64
 	mu     sync.Mutex
@@ -388,7 +394,7 @@ type producer struct {
 }
 
 // startProducer starts producing with at most 64 records in flight.
-func startProducer(t *testing.T, c *testCluster, topic string, ts func() time.Time) *producer {
+func startProducer(t testing.TB, c *testCluster, topic string, ts func() time.Time) *producer {
 	var seeds []string
 	for _, np := range c.nodes {
 		seeds = append(seeds, np.kafka)
@@ -405,13 +411,14 @@ func startProducer(t *testing.T, c *testCluster, topic string, ts func() time.Ti
 	)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &producer{cl: cl, cancel: cancel, values: make(map[string]int64)}
+	stopc := make(chan struct{})
+	p := &producer{cl: cl, cancel: cancel, stopc: stopc, values: make(map[string]int64)}
 	sem := make(chan struct{}, 64)
 	p.wg.Go(func() {
 		for i := 0; ; i++ {
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
+			case <-stopc:
 				return
 			}
 			r := &kgo.Record{Value: fmt.Appendf(nil, "%09d", i), Timestamp: ts()}
@@ -433,7 +440,7 @@ func startProducer(t *testing.T, c *testCluster, topic string, ts func() time.Ti
 }
 
 // waitAcked waits until at least n records were acknowledged.
-func (p *producer) waitAcked(t *testing.T, n int64) {
+func (p *producer) waitAcked(t testing.TB, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(clusterTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -449,14 +456,18 @@ func (p *producer) waitAcked(t *testing.T, n int64) {
 	}
 }
 
-// stop stops producing and waits for the records in flight.
+// stop stops producing and waits for the records in flight to be
+// acknowledged (or fail).
 func (p *producer) stop() {
-	p.cancel()
-	p.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
-	defer cancel()
-	_ = p.cl.Flush(ctx)
-	p.cl.Close()
+	p.once.Do(func() {
+		close(p.stopc)
+		p.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+		defer cancel()
+		_ = p.cl.Flush(ctx)
+		p.cancel()
+		p.cl.Close()
+	})
 }
 
 // The leader of a partition is killed with SIGKILL three times while an
@@ -480,12 +491,14 @@ func TestClusterLeaderKilled(t *testing.T) {
 	for round := range 3 {
 		leader := c.waitLeader(topic, 0)
 		before := p.acked.Load()
+		killedAt := time.Now()
 		c.kill(leader)
 		next := c.waitLeader(topic, leader)
+		took := time.Since(killedAt)
 		require.NotEqual(t, leader, next)
 		p.waitAcked(t, before+200) // the new leader takes produces
 		c.start(leader)
-		t.Logf("round %d: killed leader %d, node %d took over; %d records acknowledged", round, leader, next, p.acked.Load())
+		t.Logf("round %d: killed leader %d, node %d took over after %v; %d records acknowledged", round, leader, next, took.Round(time.Millisecond), p.acked.Load())
 		killed++
 	}
 	p.stop()
