@@ -607,3 +607,80 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	dl := buildDumplog(t)
 	dumplogVerify(t, dl, c.node(follower).dir)
 }
+
+// readmeClusterSection returns the README's cluster section.
+func readmeClusterSection(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	s := string(b)
+	const heading = "### A replicated broker: three nodes through raft (`examples/broker -cluster`)"
+	i := strings.Index(s, heading)
+	require.GreaterOrEqual(t, i, 0, "README has no cluster section")
+	s = s[i+len(heading):]
+	if j := strings.Index(s, "\n### "); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}
+
+// TestREADMEClusterCommands runs the README's cluster section as written
+// but for the ports (free ones) and the data directories (temporary): the
+// three `go run ./examples/broker` lines (as child processes of the test
+// binary), then the kcat lines against them: the produce with acks=all,
+// the consume that must print what was produced, and -L naming the three
+// brokers.
+func TestREADMEClusterCommands(t *testing.T) {
+	needKcat(t)
+	var brokers, kcats []string
+	for line := range strings.SplitSeq(readmeClusterSection(t), "\n") {
+		if !strings.HasPrefix(line, "    ") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		cmd := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(cmd, "go run ./examples/broker "):
+			brokers = append(brokers, cmd)
+		case strings.HasPrefix(cmd, "kcat "):
+			kcats = append(kcats, cmd)
+		default:
+			assert.Failf(t, "README cluster section: a command is not run by any test", "command %q", cmd)
+		}
+	}
+	require.Len(t, brokers, 3)
+	require.NotEmpty(t, kcats)
+
+	// The README's addresses become free ports, its directories
+	// temporary ones.
+	c := newTestCluster(t, 3)
+	repl := []string{}
+	for i, np := range c.nodes {
+		repl = append(repl,
+			fmt.Sprintf("127.0.0.1:%d", 9092+i), np.kafka,
+			fmt.Sprintf("127.0.0.1:%d", 19092+i), np.raft,
+			fmt.Sprintf("/tmp/partlog-%d", i+1), np.dir)
+	}
+	r := strings.NewReplacer(repl...)
+	for i, line := range brokers {
+		fields := strings.Fields(strings.TrimPrefix(r.Replace(line), "go run ./examples/broker"))
+		want := []string{"-data", c.nodes[i].dir, "-addr", c.nodes[i].kafka, "-node", strconv.Itoa(i + 1), "-cluster", c.spec}
+		require.Equal(t, want, fields, "README line %d starts node %d as the test cluster would", i+1, i+1)
+		c.start(i + 1)
+	}
+	produced := 0
+	for _, k := range kcats {
+		out := runShell(t, r.Replace(k))
+		switch {
+		case strings.Contains(k, " -P"):
+			produced++
+		case strings.Contains(k, " -C") && strings.Contains(k, " -e"):
+			assert.Equal(t, strings.Repeat("hello\n", produced), out, "%s", k)
+		case strings.Contains(k, " -L"):
+			assert.Contains(t, out, "3 brokers", "%s", k)
+			assert.Contains(t, out, `topic "orders" with 1 partitions`, "%s", k)
+		default:
+			assert.Failf(t, "no check for a README command", "command %q", k)
+		}
+	}
+	c.stopAll()
+}
