@@ -127,9 +127,24 @@
 // Kafka's preallocated files are sparse while partlog reserves their disk
 // blocks, so an idle partition costs 2 MiB of disk rather than 20 MiB).
 //
+// # Cluster mode
+//
+// With -node and -cluster (id=kafka-address/raft-address for every node,
+// comma-separated) the broker is one node of a fixed cluster, and every
+// partition of every user topic is a raft group of all nodes
+// (go.etcd.io/raft/v3). The raft log is the partition's own log: one batch
+// per raft entry, the raft term in the batches' partitionLeaderEpoch, the
+// commit index as high watermark. Metadata names each partition's raft
+// leader, the other nodes answer NOT_LEADER_OR_FOLLOWER to Produce, Fetch
+// and ListOffsets; acks=-1 is answered once the batch is committed (synced
+// on a majority). Retention truncates the raft log with the partition; a
+// node behind the leader's log start gets a snapshot and restarts its log
+// there. Membership is fixed; -cleanup-policy must be delete;
+// __consumer_offsets and groups stay per node. See docs/replication.md.
+//
 // # Limits
 //
-// No replication, no transactions, no ACLs, SASL or TLS, no fetch sessions,
+// No transactions, no ACLs, SASL or TLS, no fetch sessions,
 // no topic deletion or admin APIs. It listens on loopback only unless -allow-remote is
 // given: it has no authentication at all.
 package main
