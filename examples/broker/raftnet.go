@@ -49,8 +49,9 @@ type transport struct {
 	peers map[uint64]*peer
 	wg    sync.WaitGroup
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool // ctx ended: connections tracked from now on are closed at once
 }
 
 // peer is the outgoing side towards one node.
@@ -86,6 +87,7 @@ func (t *transport) start(ctx context.Context) {
 		<-ctx.Done()
 		_ = t.ln.Close()
 		t.mu.Lock()
+		t.closed = true
 		for c := range t.conns {
 			_ = c.Close()
 		}
@@ -169,11 +171,16 @@ func (t *transport) write(ctx context.Context, c net.Conn, p *peer) error {
 	}
 }
 
-// track adds or removes a connection from the set closed at shutdown.
+// track adds or removes a connection from the set closed at shutdown; a
+// connection added after shutdown began is closed at once.
 func (t *transport) track(c net.Conn, add bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if add {
+		if t.closed {
+			_ = c.Close()
+			return
+		}
 		t.conns[c] = struct{}{}
 	} else {
 		delete(t.conns, c)

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -209,4 +214,23 @@ func TestRaftNoopBatch(t *testing.T) {
 	assert.False(t, isRaftNoop(batch.Batch(marker)), "a transaction marker is not raft's")
 	data := dataEntry(t, 1, 1, 0, 1).GetData()
 	assert.False(t, isRaftNoop(batch.Batch(data)))
+}
+
+// A connection the transport accepts or dials while it shuts down is
+// closed too, so that no reader goroutine outlives the broker.
+func TestTransportClosesLateConnections(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := newTransport(ctx, 1, "127.0.0.1:0", map[uint64]string{1: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), func(string, int32, *pb.Message) {})
+	require.NoError(t, err)
+	tr.start(ctx)
+	cancel()
+	tr.wait()
+	a, b := net.Pipe()
+	defer b.Close()
+	// Without the fix the write would block (nobody reads b): the
+	// deadline turns that into a failure instead of a hang.
+	require.NoError(t, a.SetWriteDeadline(time.Now().Add(5*time.Second)))
+	tr.track(a, true)
+	_, err = a.Write([]byte{1})
+	require.ErrorIs(t, err, io.ErrClosedPipe, "the late connection was closed")
 }
