@@ -158,11 +158,15 @@ func (r *replica) run(ctx context.Context) {
 				break
 			}
 		}
-		if err := r.handleReady(); err != nil {
-			r.log.Error("raft replica stopped: its log cannot be written", "err", err)
-			r.failed.Store(true)
-			r.lead.Store(0)
-			return
+		// Advance may leave more to do at once (the leader's own
+		// acknowledgement of what it just persisted can commit entries).
+		for r.rn.HasReady() {
+			if err := r.handleReady(); err != nil {
+				r.log.Error("raft replica stopped: its log cannot be written", "err", err)
+				r.failed.Store(true)
+				r.lead.Store(0)
+				return
+			}
 		}
 	}
 }
