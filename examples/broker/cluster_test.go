@@ -317,9 +317,12 @@ func (c *testCluster) waitCaughtUp(topic string, leader int) int64 {
 }
 
 // committedLog opens a stopped node's partition and returns the bytes of
-// its committed entries (from its log start to the offset after the
-// commit index in its raft state) and its log start offset.
-func committedLog(t *testing.T, np *nodeProc, topic string) (start int64, data []byte) {
+// its committed entries from its log start up to offset upTo, which must
+// be committed (at or below the offset after the commit index in its raft
+// state), and its log start offset. (Stopping the nodes one by one may
+// elect leaders that commit a few more entries on some nodes: the
+// comparison stops at what all had committed.)
+func committedLog(t *testing.T, np *nodeProc, topic string, upTo int64) (start int64, data []byte) {
 	t.Helper()
 	part, err := plog.Open(filepath.Join(np.dir, topic+"-0"), plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
 	require.NoError(t, err, "node %d", np.id)
@@ -327,6 +330,8 @@ func committedLog(t *testing.T, np *nodeProc, topic string) (start int64, data [
 	st, err := openRaftStorage(vfs.Default, raftStatePath(np.dir, topic, 0), part, []uint64{1, 2, 3})
 	require.NoError(t, err, "node %d", np.id)
 	end := st.offsetAfter(st.hs.GetCommit())
+	require.GreaterOrEqual(t, end, upTo, "node %d committed up to %d", np.id, end)
+	end = upTo
 	for off := st.snapOffset; off < end; {
 		r, err := part.ReadFromFollower(off, 1<<20)
 		require.NoError(t, err)
@@ -511,13 +516,13 @@ func TestClusterLeaderKilled(t *testing.T) {
 	require.Equal(t, 3, killed)
 
 	leader := c.waitLeader(topic, 0)
-	c.waitCaughtUp(topic, leader)
+	hw := c.waitCaughtUp(topic, leader)
 	c.stopAll()
 
-	_, want := committedLog(t, c.node(1), topic)
+	_, want := committedLog(t, c.node(1), topic, hw)
 	require.NotEmpty(t, want)
 	for id := 2; id <= 3; id++ {
-		_, got := committedLog(t, c.node(id), topic)
+		_, got := committedLog(t, c.node(id), topic, hw)
 		require.True(t, bytes.Equal(want, got), "node %d's committed log (%d bytes) differs from node 1's (%d bytes)", id, len(got), len(want))
 	}
 	values := recordValues(t, want)
@@ -586,8 +591,8 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	require.Greater(t, hw, leaderStart)
 	c.stopAll()
 
-	fStart, fData := committedLog(t, c.node(follower), topic)
-	lStart, lData := committedLog(t, c.node(leader), topic)
+	fStart, fData := committedLog(t, c.node(follower), topic, hw)
+	lStart, lData := committedLog(t, c.node(leader), topic, hw)
 	require.Positive(t, fStart, "the follower's log restarted above 0")
 	require.GreaterOrEqual(t, fStart, leaderStart)
 	// Compare from the later of the two starts (retention may have run
