@@ -87,11 +87,27 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	if !found {
 		pos, newEnd = seg.Size(), seg.NextOffset()
 	}
+	// A cut that would empty a segment after an offset gap (a follower's
+	// roll across a gap, follower.go) removes that segment instead: the
+	// log ends where the previous one does, as the model says.
+	dropped := found && pos == 0 && i > 0 && seg.BaseOffset() > snap.list[i-1].NextOffset()
+	if dropped {
+		i--
+		seg, found = snap.list[i], false
+		pos, newEnd = seg.Size(), max(seg.NextOffset(), p.logStart.Load())
+	}
 	start := p.logStart.Load()
-	if newEnd < start {
-		// The batch holding offset also holds the log start offset and
-		// cannot be split: empty the log and restart it at the log start
-		// offset (Kafka's truncateFullyAndStartAt).
+	kept, err := keptEnd(seg, found, pos, start)
+	if err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err)
+	}
+	if kept < start {
+		// No batch reaching the log start offset stays: the batch holding
+		// offset also holds the log start offset and cannot be split, or
+		// (in a log with offset gaps) the log start lies in the gap
+		// before the first batch cut. The files cannot end at the log
+		// start offset then: empty the log and restart it there (Kafka's
+		// truncateFullyAndStartAt).
 		return p.truncateFullyLocked(start)
 	}
 
