@@ -554,9 +554,6 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
-	if _, ok := any((*plog.Partition)(nil)).(interface{ TruncateFullyAndStartAt(int64) error }); !ok {
-		t.Skip("needs log.Partition.TruncateFullyAndStartAt (the follower primitives of issue 17)")
-	}
 	const topic = "retained"
 	c := newTestCluster(t, 3, "-segment-bytes", "4096", "-retention", "1h", "-cleanup-interval", "20ms")
 	for id := 1; id <= 3; id++ {

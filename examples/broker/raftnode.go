@@ -326,11 +326,8 @@ func (r *replica) handleReady() error {
 		if last > r.st.lastIndex() {
 			return fmt.Errorf("%w: committed entry %d beyond the last entry %d", errRaftState, last, r.st.lastIndex())
 		}
-		hw := r.st.offsetAfter(last)
-		if hw > r.part.HighWatermark() {
-			if err := r.part.SetHighWatermark(hw); err != nil {
-				return err
-			}
+		if err := r.st.setCommitted(last); err != nil {
+			return err
 		}
 		r.resolveWaiters(last)
 	}
@@ -394,8 +391,10 @@ func (r *replica) persist(e *pb.Entry) error {
 			return nil
 		}
 	}
-	if r.part.LogEndOffset() != st.end {
-		// Batches written ahead for proposals raft dropped.
+	if r.part.LogEndOffset() > st.end {
+		// Batches written ahead for proposals raft dropped. (Below
+		// st.end: a snapshot was installed; this entry starts after its
+		// offset, past a gap.)
 		r.dropPrewrites()
 		if err := r.part.TruncateTo(st.end); err != nil {
 			return err

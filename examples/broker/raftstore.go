@@ -150,10 +150,11 @@ func readRaftState(fsys vfs.FS, path string) (raftState, bool, error) {
 
 // openRaftStorage reads the partition's state file and rebuilds the entry
 // positions by scanning the batch headers from the snapshot offset to the
-// log end. It finishes what a crash interrupted: a snapshot installed in
-// the state file but not yet in the log (the log restarts at the snapshot
-// offset), or raft log truncation recorded but not yet applied (the
-// records before the snapshot offset are deleted).
+// log end (a log end at or below the snapshot offset holds no entry: a
+// snapshot was installed and nothing after it copied yet). It finishes
+// what a crash interrupted: raft log truncation recorded but not yet
+// applied (the records before the snapshot offset are deleted, once the
+// high watermark reaches it).
 func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []uint64) (*raftStorage, error) {
 	st, found, err := readRaftState(fsys, path)
 	if err != nil {
@@ -170,11 +171,6 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 		st.snapOffset = part.LogStartOffset()
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = st.snapIndex, st.snapTerm, st.snapOffset
-	if part.LogEndOffset() < s.snapOffset {
-		if err := truncateFullyAndStartAt(part, s.snapOffset); err != nil {
-			return nil, fmt.Errorf("restart %s at the snapshot offset %d: %w", part.Dir(), s.snapOffset, err)
-		}
-	}
 	if part.LogStartOffset() > s.snapOffset {
 		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", errRaftState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
 	}
@@ -210,15 +206,30 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 		// tail after a machine crash): raft refuses that, and so do we.
 		return nil, fmt.Errorf("%w: %s: commit index %d beyond the last entry %d", errRaftState, path, c, s.lastIndex())
 	}
-	if err := part.SetHighWatermark(s.offsetAfter(s.hs.GetCommit())); err != nil {
+	if err := s.setCommitted(s.hs.GetCommit()); err != nil {
 		return nil, err
 	}
-	if part.LogStartOffset() < s.snapOffset {
-		if err := part.DeleteRecordsBefore(s.snapOffset); err != nil {
-			return nil, fmt.Errorf("finish raft log truncation of %s at %d: %w", part.Dir(), s.snapOffset, err)
+	return s, nil
+}
+
+// setCommitted moves the high watermark to the end of committed entry
+// index (not past the log end: after a snapshot install the log may end
+// below the snapshot offset) and, once it reaches the snapshot offset,
+// deletes the records before it (DeleteRecordsBefore: the raft log was
+// truncated there, or a snapshot installed).
+func (s *raftStorage) setCommitted(index uint64) error {
+	hw := min(s.offsetAfter(index), s.part.LogEndOffset())
+	if hw > s.part.HighWatermark() {
+		if err := s.part.SetHighWatermark(hw); err != nil {
+			return err
 		}
 	}
-	return s, nil
+	if s.part.LogStartOffset() < s.snapOffset && s.part.HighWatermark() >= s.snapOffset {
+		if err := s.part.DeleteRecordsBefore(s.snapOffset); err != nil {
+			return fmt.Errorf("delete the records of %s before the raft snapshot offset %d: %w", s.part.Dir(), s.snapOffset, err)
+		}
+	}
+	return nil
 }
 
 // state returns what the state file should hold now.
@@ -372,15 +383,31 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	}, nil
 }
 
-// applySnapshot installs a snapshot from the leader: the state file first
-// (so a crash before the log restarts is finished by openRaftStorage),
-// then the log restarts empty at the snapshot's offset.
+// applySnapshot installs a snapshot from the leader (raft found no entry
+// of this log at the snapshot's index and term, so the log after the
+// commit point is not the leader's). First the log is cut at its own
+// commit point, and not above the snapshot offset (TruncateTo: what stays
+// is committed, so the leader's too); then the state file records the
+// snapshot point. A crash between the two leaves the old state file with
+// a log that merely lost uncommitted entries raft was discarding. The
+// next entry is appended at the snapshot offset, above the log end
+// (AppendAssigned accepts the gap); the records before the snapshot offset
+// are deleted once the high watermark reaches it (setCommitted).
 func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 	if len(snap.GetData()) != 8 {
 		return fmt.Errorf("%w: snapshot data of %d bytes, want 8", errRaftState, len(snap.GetData()))
 	}
 	off := int64(binary.BigEndian.Uint64(snap.GetData()))
 	md := snap.GetMetadata()
+	if md.GetIndex() <= s.snapIndex || off < s.snapOffset {
+		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", errRaftState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
+	}
+	keep := min(s.offsetAfter(min(s.hs.GetCommit(), s.lastIndex())), off)
+	if s.part.LogEndOffset() > keep {
+		if err := s.part.TruncateTo(keep); err != nil {
+			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
+		}
+	}
 	old := *s
 	s.snapIndex, s.snapTerm, s.snapOffset = md.GetIndex(), md.GetTerm(), off
 	if c := s.hs.GetCommit(); c < s.snapIndex {
@@ -390,11 +417,8 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 		s.snapIndex, s.snapTerm, s.snapOffset, s.hs = old.snapIndex, old.snapTerm, old.snapOffset, old.hs
 		return err
 	}
-	if err := truncateFullyAndStartAt(s.part, off); err != nil {
-		return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
-	}
 	s.ents, s.end = nil, off
-	return s.part.SetHighWatermark(off)
+	return nil
 }
 
 // compact drops the entries before the batch at offset (a segment base at
@@ -461,16 +485,3 @@ func raftStatePath(dataDir, topic string, partition int32) string {
 	return filepath.Join(dataDir, raftStateDir, checkpoint.DirName(topic, partition)+".state")
 }
 
-// errNoFullTruncate is returned when a snapshot must be installed and the
-// log package lacks Partition.TruncateFullyAndStartAt.
-var errNoFullTruncate = errors.New("broker: this partlog cannot restart a log above its end (Partition.TruncateFullyAndStartAt)")
-
-// truncateFullyAndStartAt restarts part empty at offset (Kafka's
-// truncateFullyAndStartAt), through the log package's primitive.
-func truncateFullyAndStartAt(part *plog.Partition, offset int64) error {
-	t, ok := any(part).(interface{ TruncateFullyAndStartAt(int64) error })
-	if !ok {
-		return errNoFullTruncate
-	}
-	return t.TruncateFullyAndStartAt(offset)
-}

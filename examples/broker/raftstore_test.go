@@ -194,6 +194,63 @@ func TestRaftStorageIsThePartition(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, snap.GetMetadata().GetConfState().GetVoters())
 }
 
+// A follower installs a snapshot from the leader: its log is cut at its
+// commit point (an uncommitted suffix may not be the leader's), the next
+// entry lands at the snapshot offset past a gap, and the records below the
+// snapshot offset are deleted once the high watermark passes it; a reopen
+// in between rebuilds the same state.
+func TestRaftStorageInstallsSnapshot(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	state := filepath.Join(root, "t-0.state")
+	part := openReplicated(t, dir)
+	st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+	// Entries 1-3 (offsets 0-5), committed up to 2 (offset 4).
+	for _, e := range []*pb.Entry{noopEntry(1, 1), dataEntry(t, 2, 1, 1, 3), dataEntry(t, 3, 1, 4, 2)} {
+		require.NoError(t, r.persist(e))
+	}
+	require.NoError(t, st.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}))
+	require.NoError(t, st.setCommitted(2))
+
+	// The leader's log starts at offset 100, after entry 40 of term 3.
+	snap := &pb.Snapshot{
+		Data:     binary.BigEndian.AppendUint64(nil, 100),
+		Metadata: &pb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}},
+	}
+	require.NoError(t, st.applySnapshot(snap))
+	assert.Equal(t, int64(4), part.LogEndOffset(), "cut at the commit point: entry 3 was not committed")
+	first, _ := st.FirstIndex()
+	assert.Equal(t, uint64(41), first)
+	term, err := st.Term(40)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), term)
+	require.ErrorIs(t, st.applySnapshot(snap), errRaftState, "an older or equal snapshot is refused")
+
+	// A restart before anything else arrived.
+	require.NoError(t, part.Close())
+	part = openReplicated(t, dir)
+	defer part.Close()
+	st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	last, _ := st.LastIndex()
+	assert.Equal(t, uint64(40), last)
+	assert.Equal(t, int64(4), part.HighWatermark())
+	r = &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+
+	require.NoError(t, r.persist(dataEntry(t, 41, 3, 100, 2)))
+	assert.Equal(t, int64(102), part.LogEndOffset())
+	assert.Equal(t, int64(0), part.LogStartOffset(), "not deleted before the high watermark reaches the snapshot offset")
+	require.NoError(t, st.setCommitted(41))
+	assert.Equal(t, int64(102), part.HighWatermark())
+	assert.Equal(t, int64(100), part.LogStartOffset())
+	ents, err := st.Entries(41, 42, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	assert.Equal(t, int64(100), batch.Batch(ents[0].GetData()).BaseOffset())
+}
+
 // The batch of raft's empty entry is a control batch that every replica
 // encodes to the same bytes, and only it reads as one.
 func TestRaftNoopBatch(t *testing.T) {
