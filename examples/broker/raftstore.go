@@ -484,4 +484,3 @@ func raftNoopBatch(offset int64, term uint64) ([]byte, error) {
 func raftStatePath(dataDir, topic string, partition int32) string {
 	return filepath.Join(dataDir, raftStateDir, checkpoint.DirName(topic, partition)+".state")
 }
-
