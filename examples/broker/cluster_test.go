@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -68,14 +69,23 @@ type testCluster struct {
 	plain bool // single-node mode: no -node and -cluster
 }
 
-// freeAddr returns a loopback address with a port that was free.
+// freeAddr returns a loopback address with a port that was free, drawn
+// below Linux's ephemeral range (32768-60999): the nodes' outgoing
+// connections take their local ports from that range, and one of them
+// could otherwise hold a killed node's port when it restarts.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	a := l.Addr().String()
-	require.NoError(t, l.Close())
-	return a
+	for range 100 {
+		a := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return a
+	}
+	require.Fail(t, "no free port in 20000-31999")
+	return ""
 }
 
 // newTestCluster prepares n nodes (not started) with extra broker flags.
