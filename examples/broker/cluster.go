@@ -215,6 +215,15 @@ func (c *cluster) leads(topic string, partition int32) bool {
 	return r != nil && !r.failed.Load() && r.lead.Load() == c.self
 }
 
+// selfID is the broker id this node answers with: its -node id in cluster
+// mode, nodeID otherwise.
+func (s *server) selfID() int32 {
+	if s.cluster != nil {
+		return int32(s.cluster.self)
+	}
+	return nodeID
+}
+
 // producerID spreads the ids of the nodes' allocators apart: node i of n
 // hands out raw*n + i, so two nodes never give out the same id.
 func (c *cluster) producerID(raw int64) int64 {

@@ -697,5 +697,26 @@ func TestREADMEClusterCommands(t *testing.T) {
 			assert.Failf(t, "no check for a README command", "command %q", k)
 		}
 	}
+	// Each node coordinates the groups its clients ask it about: it names
+	// itself, by its -node id and Kafka address.
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	for _, np := range c.nodes {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = "billing"
+		req.CoordinatorKeys = []string{"billing"} // v4+
+		resp, err := c.request(ctx, np.id, req)
+		require.NoError(t, err)
+		fc := resp.(*kmsg.FindCoordinatorResponse)
+		id, host, port, code := fc.NodeID, fc.Host, fc.Port, fc.ErrorCode
+		if fc.Version >= 4 {
+			require.Len(t, fc.Coordinators, 1)
+			co := fc.Coordinators[0]
+			id, host, port, code = co.NodeID, co.Host, co.Port, co.ErrorCode
+		}
+		require.Zero(t, code)
+		assert.Equal(t, int32(np.id), id)
+		assert.Equal(t, np.kafka, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	}
 	c.stopAll()
 }

@@ -543,7 +543,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.NodeID, c.Host, c.Port = key, nodeID, s.host, s.port
+			c.Key, c.NodeID, c.Host, c.Port = key, s.selfID(), s.host, s.port
 			c.ErrorCode, c.ErrorMessage = code, msg
 			if code != 0 {
 				c.NodeID, c.Host, c.Port = -1, "", -1
@@ -552,7 +552,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 		}
 		return resp
 	}
-	resp.NodeID, resp.Host, resp.Port = nodeID, s.host, s.port
+	resp.NodeID, resp.Host, resp.Port = s.selfID(), s.host, s.port
 	resp.ErrorCode, resp.ErrorMessage = code, msg
 	if code != 0 {
 		resp.NodeID, resp.Host, resp.Port = -1, "", -1
