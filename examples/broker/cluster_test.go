@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -697,10 +698,42 @@ func TestREADMEClusterCommands(t *testing.T) {
 			assert.Failf(t, "no check for a README command", "command %q", k)
 		}
 	}
-	// Each node coordinates the groups its clients ask it about: it names
-	// itself, by its -node id and Kafka address.
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	// The followers of "orders" refuse Produce and Fetch with
+	// NOT_LEADER_OR_FOLLOWER; the leader serves them.
+	leader := c.waitLeader("orders", 0)
+	for _, np := range c.nodes {
+		want := int16(0)
+		if np.id != leader {
+			want = kerr.NotLeaderForPartition.Code
+		}
+		preq := kmsg.NewPtrProduceRequest()
+		preq.Acks, preq.TimeoutMillis = -1, 5000
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic = "orders"
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = buildBatch(t, "direct", 1, batch.CompressionNone)
+		pt.Partitions = append(pt.Partitions, pp)
+		preq.Topics = append(preq.Topics, pt)
+		resp, err := c.request(ctx, np.id, preq)
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode, "produce to node %d (leader %d)", np.id, leader)
+
+		freq := kmsg.NewPtrFetchRequest()
+		freq.MaxBytes = 1 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "orders"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		freq.Topics = append(freq.Topics, ft)
+		resp, err = c.request(ctx, np.id, freq)
+		require.NoError(t, err)
+		assert.Equal(t, want, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode, "fetch from node %d (leader %d)", np.id, leader)
+	}
+	// Each node coordinates the groups its clients ask it about: it names
+	// itself, by its -node id and Kafka address.
 	for _, np := range c.nodes {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey = "billing"

@@ -333,7 +333,7 @@ func (r *replica) handleReady() error {
 	}
 	bs := r.rn.BasicStatus()
 	r.term.Store(bs.GetTerm())
-	if bs.RaftState == raft.StateLeader && int64(r.epoch) != int64(bs.GetTerm()) && r.st.lastIndex() > 0 && r.st.pos(r.st.lastIndex()).term == bs.GetTerm() {
+	if bs.RaftState == raft.StateLeader && int64(r.epoch) != int64(bs.GetTerm()) && r.st.lastIndex() > r.st.snapIndex && r.st.pos(r.st.lastIndex()).term == bs.GetTerm() {
 		// The leader's empty entry (the first of its term) is in the
 		// log: stamp the term on the batches produced from now on.
 		if err := r.part.SetLeaderEpoch(int32(bs.GetTerm())); err != nil {
