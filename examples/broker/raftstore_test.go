@@ -291,3 +291,20 @@ func TestTransportClosesLateConnections(t *testing.T) {
 	_, err = a.Write([]byte{1})
 	require.ErrorIs(t, err, io.ErrClosedPipe, "the late connection was closed")
 }
+
+// Each node hands out producer ids from its own durable allocator; in a
+// cluster they are spread apart so that no two nodes give the same id (a
+// producer keeps its id when it moves to another leader).
+func TestClusterProducerIDsNeverCollide(t *testing.T) {
+	nodes := []clusterNode{{id: 1}, {id: 2}, {id: 3}}
+	seen := make(map[int64]uint64)
+	for i := range nodes {
+		c := &cluster{nodes: nodes, selfIdx: i, self: nodes[i].id}
+		for raw := range int64(1000) {
+			id := c.producerID(raw)
+			prev, dup := seen[id]
+			require.False(t, dup, "id %d from node %d and node %d", id, prev, c.self)
+			seen[id] = c.self
+		}
+	}
+}
