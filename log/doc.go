@@ -535,6 +535,13 @@
 //     (no sequence checks on this path, as on a Kafka follower); a new
 //     epoch starts at its first batch's base offset, above a gap.
 //
+// A follower whose log end is below its leader's log start restarts its
+// log there: TruncateFullyAndStartAt(offset) empties the log, leader epoch
+// cache and producer state, and the log starts and ends at offset; at or
+// above the log end this is atomic across a crash (docs/crash-safety.md,
+// "Follower logs"). TruncateTo below the log start offset lowers the log
+// start offset the same way, as Kafka's truncateTo does.
+//
 // # What a Partition does not do yet
 //
 // Transactions (last stable offset, aborted transaction index), answering

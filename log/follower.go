@@ -54,8 +54,8 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 
 // settleEmptyTail decides, at Open, about a last segment that holds no
 // batch and starts above the previous segment's next offset (an offset
-// gap before an empty segment), and returns the segments that remain.
-// Three things leave one:
+// gap before an empty segment) or at or below the log start offset, and
+// returns the segments that remain. Three things leave one:
 //
 //   - a follower's roll across a gap (rollAcrossGapLocked) whose first
 //     batch a crash lost: the roll persisted the recovery point at the new
@@ -64,13 +64,17 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 //     (the log start offset checkpoint at the new segment's base): the
 //     recovery point and log start are still the old log's;
 //   - a TruncateFullyAndStartAt that a crash interrupted after its commit:
-//     the log start offset checkpoint is at the new segment's base.
+//     the log start offset checkpoint is at the new segment's base (with
+//     or without a gap before it: a restart at the log end has none).
 //
 // The first keeps the segment (the log end offset is its base, as before
 // the crash). The second removes it: the log is the old one. The third
 // finishes the restart: every earlier segment lies wholly below the log
 // start offset and is removed, and the leader epoch cache is emptied. A
-// segment that holds nothing loses nothing when removed. REQUIRES: Open's
+// segment that holds nothing loses nothing when removed. (A
+// DeleteRecordsBefore up to an empty active segment's base that a crash
+// interrupted looks the same and is finished the same way, its epoch
+// cache emptied too: the next batch's epoch starts it again.) REQUIRES: Open's
 // single goroutine; list holds at least one segment.
 func (p *Partition) settleEmptyTail(list []*segment.Segment, logStart int64, haveLogStart bool, rp int64, haveRP bool) ([]*segment.Segment, error) {
 	n := len(list)
@@ -79,7 +83,7 @@ func (p *Partition) settleEmptyTail(list []*segment.Segment, logStart int64, hav
 	}
 	last, prev := list[n-1], list[n-2]
 	b := last.BaseOffset()
-	if last.Size() != 0 || prev.NextOffset() >= b {
+	if last.Size() != 0 || (prev.NextOffset() >= b && !(haveLogStart && logStart >= b)) {
 		return list, nil
 	}
 	remove := func(segs []*segment.Segment) error {

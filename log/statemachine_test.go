@@ -66,6 +66,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 		m.SyncEveryAppend = cfg.FlushMessages == 1
 		ts := int64(1_700_000_000_000)
 
+		epoch := int32(0) // the leader epoch of follower batches
 		genBatch := func(rt *rapid.T) []byte {
 			n := rapid.IntRange(1, 25).Draw(rt, "records")
 			size := rapid.IntRange(0, 300).Draw(rt, "valueSize")
@@ -133,7 +134,10 @@ func stateMachineRound(t *testing.T, crashes *int) {
 						next += rapid.Int64Range(math.MaxInt32-30, math.MaxInt32+40).Draw(rt, "hugeGap")
 					}
 					b.SetBaseOffset(next)
-					b.SetPartitionLeaderEpoch(int32(i))
+					// Mostly the current epoch, sometimes a newer or an
+					// older one (the cache keeps only higher ones).
+					epoch += int32(rapid.IntRange(-1, 2).Draw(rt, "epochStep") / 2)
+					b.SetPartitionLeaderEpoch(max(epoch, -1))
 					next = b.NextOffset()
 					set = append(set, b...)
 				}
@@ -185,8 +189,22 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				require.NoError(rt, p.Roll())
 			},
 			"truncate": func(rt *rapid.T) {
-				o := rapid.Int64Range(m.LogStartOffset()-1, m.LogEndOffset()+1).Draw(rt, "truncateTo")
+				o := rapid.Int64Range(m.LogStartOffset()-3, m.LogEndOffset()+1).Draw(rt, "truncateTo")
 				err, merr := p.TruncateTo(o), m.TruncateTo(o)
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+			},
+			"truncateFullyAndStartAt": func(rt *rapid.T) {
+				// A follower behind its leader's log start restarts above
+				// its end; TruncateTo below the log start restarts below.
+				o := m.LogEndOffset() + rapid.Int64Range(-3, 40).Draw(rt, "restartAt")
+				if rapid.IntRange(0, 9).Draw(rt, "restartFar") == 0 {
+					o += math.MaxInt32
+				}
+				err, merr := p.TruncateFullyAndStartAt(o), m.TruncateFullyAndStartAt(o)
 				if merr != nil {
 					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
 					return

@@ -293,14 +293,19 @@ func (m *Model) SetHighWatermark(offset int64) error {
 // no batch reaching the log start offset stays and the partition's files
 // would end below it (the first batch cut holds the log start offset, or
 // the log start lies in the gap before it), the log restarts empty at the
-// log start offset and the producer state is forgotten. The partition then rebuilds its producer state from its newest
-// snapshot left: call ReloadProducers to mirror that.
+// log start offset and the producer state is forgotten. Below the log
+// start offset TruncateTo lowers it: TruncateFullyAndStartAt(offset). The
+// partition then rebuilds its producer state from its newest snapshot
+// left: call ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
 	if offset >= m.next {
 		return nil
 	}
-	if offset < m.logStart {
+	if offset < 0 {
 		return ErrModelRange
+	}
+	if offset < m.logStart {
+		return m.TruncateFullyAndStartAt(offset)
 	}
 	i, _ := slices.BinarySearchFunc(m.batches, offset, func(b Batch, off int64) int {
 		if b.LastOffset < off {
@@ -328,6 +333,23 @@ func (m *Model) TruncateTo(offset int64) error {
 		m.hw = m.next
 	}
 	m.synced = m.next // TruncateTo flushes
+	return nil
+}
+
+// TruncateFullyAndStartAt mirrors Partition.TruncateFullyAndStartAt (and
+// TruncateTo below the log start offset): the log empties and restarts at
+// offset, which becomes the log start offset, the log end offset and the
+// high watermark; the producer state is forgotten. A negative offset is
+// refused.
+func (m *Model) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return ErrModelRange
+	}
+	m.batches = nil
+	m.logStart, m.next, m.hw, m.synced = offset, offset, offset, offset
+	m.keptBelow = offset
+	m.prodHist = nil
+	m.prodHorizon = offset
 	return nil
 }
 
