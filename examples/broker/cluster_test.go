@@ -125,6 +125,7 @@ func (c *testCluster) start(id int) {
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), brokerChildEnv+"=1")
+	dieWithParent(cmd)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
