@@ -243,10 +243,19 @@ func tooLate(ts, now int64, limit time.Duration) bool {
 // append.
 //
 // records holds one or more whole batches. The first batch's base offset
-// must equal LogEndOffset and each following one must start right after
-// the previous one's last offset (else ErrUnexpectedOffset); control
-// batches and batches with fewer records than offsets (compacted) are
-// allowed; the header, including partitionLeaderEpoch, is stored as given.
+// must be at or above LogEndOffset and each following one must start
+// after the previous one's last offset (else ErrUnexpectedOffset): offsets
+// strictly increase, and gaps are allowed, as in a compacted leader's log
+// (Kafka's follower append). A gap lies inside a segment whenever the
+// active segment can hold the batch; when a roll is due the new segment
+// starts at the log end offset, so segments stay contiguous, unless the
+// batch lies more than 2^31-1 offsets past it (a segment's relative
+// offsets are 32 bits): then the new segment starts at the batch's last
+// offset - (2^31-1) and the log end offset moves there at once (see
+// "Follower logs" in the package documentation for what Open makes of a
+// crash at that moment). Control batches and batches with fewer records
+// than offsets (compacted) are allowed; the header, including
+// partitionLeaderEpoch, is stored as given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
 // framing, magic 2, CRC-32C, header fields; increasing, contiguous
 // offsets) and must fit in a segment (ErrBatchTooLarge); max.message.bytes
@@ -286,8 +295,8 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 	if err := p.checkWritableLocked(); err != nil {
 		return p.mu.end.Offset, 0, false, err
 	}
-	if first := batch.Batch(records).BaseOffset(); first != p.mu.end.Offset {
-		return p.mu.end.Offset, 0, false, fmt.Errorf("%w: record set starts at offset %d, log end offset is %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
+	if first := batch.Batch(records).BaseOffset(); first < p.mu.end.Offset {
+		return p.mu.end.Offset, 0, false, fmt.Errorf("%w: record set starts at offset %d, below the log end offset %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
 	}
 	defer p.publishLocked()
 	for rest := records; len(rest) > 0; {
@@ -324,8 +333,8 @@ func (p *Partition) checkAssigned(records []byte) error {
 		if bt.BaseOffset() < 0 {
 			return fmt.Errorf("%w: batch %d has negative base offset %d", ErrUnexpectedOffset, i, bt.BaseOffset())
 		}
-		if i > 0 && bt.BaseOffset() != next {
-			return fmt.Errorf("%w: batch %d starts at offset %d, the previous batch ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
+		if i > 0 && bt.BaseOffset() < next {
+			return fmt.Errorf("%w: batch %d starts at offset %d, not after the previous batch, which ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
 		}
 		next = bt.NextOffset()
 		pos += len(bt)
@@ -342,6 +351,12 @@ func (p *Partition) checkAssigned(records []byte) error {
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
 func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
+	if bt.BaseOffset() != p.mu.end.Offset {
+		// A follower's batch after an offset gap (follower.go).
+		if err := p.rollAcrossGapLocked(bt); err != nil {
+			return err
+		}
+	}
 	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
 		return err
 	}
@@ -350,7 +365,9 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	if active.Size() > 0 {
 		reason := active.ShouldRoll(bt, p.cfg.SegmentBytes, p.mu.rollAfter, p.cfg.Now())
 		if reason != segment.RollNone {
-			if err := p.rollLocked(bt.BaseOffset(), reason); err != nil {
+			// At the log end, not at bt's base: after a follower's gap
+			// the new segment holds the gap (segments stay contiguous).
+			if err := p.rollLocked(p.mu.end.Offset, reason); err != nil {
 				return err
 			}
 			active = p.segs.Load().active()

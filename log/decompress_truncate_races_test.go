@@ -130,9 +130,9 @@ func TestAppendAssignedDoesNotDecompress(t *testing.T) {
 	bad[len(bad)-1] ^= 1
 	_, err = p.AppendAssigned(bad)
 	require.ErrorIs(t, err, batch.ErrCorrupt)
-	gap := batch.Batch(logtest.MakeBatch(1, 1, 0, 0))
-	gap.SetBaseOffset(5)
-	_, err = p.AppendAssigned(gap)
+	below := batch.Batch(logtest.MakeBatch(1, 1, 0, 0))
+	below.SetBaseOffset(3)
+	_, err = p.AppendAssigned(below)
 	require.ErrorIs(t, err, plog.ErrUnexpectedOffset)
 	require.Equal(t, int64(4), p.LogEndOffset())
 

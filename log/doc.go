@@ -582,6 +582,51 @@
 // 0.03 of each. Deleting (retention, truncation) a closed segment reopens
 // it to rename its files.
 //
+// # Follower logs
+//
+// A follower copies its leader's batches with AppendAssigned, offsets and
+// headers as the leader stored them. A compacted leader's log has offset
+// gaps, and so does the follower's copy: the first batch may start above
+// the log end offset, and each batch after the previous one's last offset
+// (offsets strictly increase; Kafka's follower append). What a gap means:
+//
+//   - Reads: ReadFrom at an offset inside a gap returns the first batch
+//     after it (the first batch whose last offset is at or past the
+//     offset), as Kafka does; the log end offset is the next offset of the
+//     last batch, or the active segment's base when that segment holds no
+//     batch yet.
+//   - Segments: a gap lies inside a segment whenever the segment can hold
+//     the batch; a roll starts the new segment at the log end offset, so
+//     segments stay contiguous. Only a batch more than 2^31-1 offsets past
+//     the active segment's base (32-bit relative offsets) makes the new
+//     segment start above the log end offset: at the batch's last offset -
+//     (2^31-1), below the batch, and the log end offset moves there. The
+//     offset index is sparse and relative to the segment's base, so gaps
+//     cost it nothing.
+//   - Recovery: gaps inside a segment and a gap before a segment whose
+//     first batch starts above its base are what Kafka's compaction leaves
+//     too, and Open accepts them. An empty last segment after a gap is a
+//     follower's roll whose first batch a crash lost: Open keeps it (the
+//     log ends at its base) when the recovery point reaches its base, and
+//     otherwise, after a crash, hands it to Config.Recovery as a torn tail
+//     and removes it (it holds nothing). After a clean shutdown such a
+//     segment without that recovery point is refused, as a stray file.
+//   - TruncateTo at an offset inside a gap keeps the batches below it; the
+//     log ends at the last one's next offset (a segment a cut would leave
+//     empty after a gap is removed instead), never below the log start
+//     offset. When no batch reaching the log start offset would stay, the
+//     log restarts empty at the log start offset.
+//   - Producer state and the leader epoch cache follow the batches' headers
+//     (no sequence checks on this path, as on a Kafka follower); a new
+//     epoch starts at its first batch's base offset, above a gap.
+//
+// A follower whose log end is below its leader's log start restarts its
+// log there: TruncateFullyAndStartAt(offset) empties the log, leader epoch
+// cache and producer state, and the log starts and ends at offset; at or
+// above the log end this is atomic across a crash (docs/crash-safety.md,
+// "Follower logs"). TruncateTo below the log start offset lowers the log
+// start offset the same way, as Kafka's truncateTo does.
+//
 // # What a Partition does not do yet
 //
 // Answering OffsetsForLeaderEpoch from the leader epoch cache is a

@@ -102,7 +102,11 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //   - offsets missing between segments (a segment ends below the next
 //     one's base) are refused unless compaction explains them: the cleaner
 //     checkpoint covers them, or either segment has offset gaps of its
-//     own;
+//     own (a follower's copy of a compacted log has them too), or they
+//     lie below the log start checkpoint (no reader's), or the
+//     later segment is the last, holds no batch, and either the recovery
+//     point reaches its base or, after a crash, the policy accepts it as
+//     a torn tail (emptyTailExplained);
 //   - offsets missing below the first segment (it starts past the log
 //     start checkpoint: DeleteRecordsBefore and retention write the
 //     checkpoint before they delete, and a new partition writes its
@@ -209,7 +213,21 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		if probes[i].Next >= bases[i+1] {
 			continue // an overlap is refused once the segments are open
 		}
-		explained := cleanerAt >= bases[i+1]
+		// Offsets missing below the log start offset are no reader's: a
+		// restart (TruncateFullyAndStartAt) removes the old segments
+		// after its commit, in any order a crash may keep.
+		explained := cleanerAt >= bases[i+1] || (haveCP && cpStart >= bases[i+1])
+		if !explained && i+1 == n-1 && probes[i+1].Start == 0 && probes[i+1].Batches == 0 {
+			// An empty last segment after a gap (follower.go,
+			// settleEmptyTail): the log end a follower's roll across a
+			// gap persisted, or a crash's leftover, which goes to the
+			// policy as a torn tail.
+			ok, err := p.emptyTailExplained(probes[i+1].Path, bases[i+1], probes[i].Next, clean, rp, haveRP)
+			if err != nil {
+				return nil, err
+			}
+			explained = ok
+		}
 		for _, j := range []int{i, i + 1} {
 			if explained {
 				break

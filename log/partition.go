@@ -397,6 +397,16 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
+	opened := len(list)
+	if list, err = p.settleEmptyTail(list, cpStart, haveCP, recoveryPoint, haveRP); err != nil { // follower.go
+		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+	}
+	if clean && len(list) != opened {
+		if err := syncDir(fs, dir); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		p.mu.dirDirty = false
+	}
 	active := list[len(list)-1]
 	if err := active.Unseal(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, active.BaseOffset(), err))

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"github.com/stretchr/testify/require"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -65,6 +66,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 		m.SyncEveryAppend = cfg.FlushMessages == 1
 		ts := int64(1_700_000_000_000)
 
+		epoch := int32(0) // the leader epoch of follower batches
 		genBatch := func(rt *rapid.T) []byte {
 			n := rapid.IntRange(1, 25).Draw(rt, "records")
 			size := rapid.IntRange(0, 300).Draw(rt, "valueSize")
@@ -122,8 +124,20 @@ func stateMachineRound(t *testing.T, crashes *int) {
 					if int64(len(b)) > cfg.SegmentBytes {
 						rt.Skip("batch larger than a segment")
 					}
+					// Gaps, as in a compacted leader's log: mostly none,
+					// some small, a few past a segment's 32-bit relative
+					// offsets (a roll across the gap).
+					switch rapid.IntRange(0, 9).Draw(rt, "gapKind") {
+					case 7, 8:
+						next += rapid.Int64Range(1, 40).Draw(rt, "gap")
+					case 9:
+						next += rapid.Int64Range(math.MaxInt32-30, math.MaxInt32+40).Draw(rt, "hugeGap")
+					}
 					b.SetBaseOffset(next)
-					b.SetPartitionLeaderEpoch(int32(i))
+					// Mostly the current epoch, sometimes a newer or an
+					// older one (the cache keeps only higher ones).
+					epoch += int32(rapid.IntRange(-1, 2).Draw(rt, "epochStep") / 2)
+					b.SetPartitionLeaderEpoch(max(epoch, -1))
 					next = b.NextOffset()
 					set = append(set, b...)
 				}
@@ -147,7 +161,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				require.NoError(rt, err)
 				defer r.Close()
-				want, ok := m.BatchHolding(o)
+				want, ok := m.BatchFrom(o)
 				if o >= bound || !ok || want.LastOffset >= bound {
 					require.True(rt, r.Empty(), "read at %d returned %d bytes past the bound %d", o, r.Len(), bound)
 					return
@@ -155,7 +169,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				got := r.Bytes()
 				require.True(rt, len(got) >= len(want.Bytes), "short read")
 				require.Equal(rt, want.Bytes, got[:len(want.Bytes)])
-				next := checkRecords(rt, r, o)
+				next := checkRecordsFrom(rt, r, o)
 				require.True(rt, next <= bound, "read past the bound")
 				if len(got) > len(want.Bytes) {
 					require.True(rt, len(got) <= maxBytes, "%d bytes for maxBytes %d", len(got), maxBytes)
@@ -175,8 +189,22 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				require.NoError(rt, p.Roll())
 			},
 			"truncate": func(rt *rapid.T) {
-				o := rapid.Int64Range(m.LogStartOffset()-1, m.LogEndOffset()+1).Draw(rt, "truncateTo")
+				o := rapid.Int64Range(m.LogStartOffset()-3, m.LogEndOffset()+1).Draw(rt, "truncateTo")
 				err, merr := p.TruncateTo(o), m.TruncateTo(o)
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+					return
+				}
+				require.NoError(rt, err)
+			},
+			"truncateFullyAndStartAt": func(rt *rapid.T) {
+				// A follower behind its leader's log start restarts above
+				// its end; TruncateTo below the log start restarts below.
+				o := m.LogEndOffset() + rapid.Int64Range(-3, 40).Draw(rt, "restartAt")
+				if rapid.IntRange(0, 9).Draw(rt, "restartFar") == 0 {
+					o += math.MaxInt32
+				}
+				err, merr := p.TruncateFullyAndStartAt(o), m.TruncateFullyAndStartAt(o)
 				if merr != nil {
 					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
 					return

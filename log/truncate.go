@@ -25,11 +25,17 @@ import (
 // maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
 // appended again after the cut are dirty.
 //
-// offset >= LogEndOffset is a no-op. offset < LogStartOffset gives
+// offset >= LogEndOffset is a no-op; a negative offset gives
 // ErrOffsetOutOfRange. When the batch holding offset also holds the log
-// start offset (DeleteRecordsBefore moved it inside that batch), the whole
-// log goes and restarts empty at the log start offset, with a new segment
-// there (Kafka's truncateFullyAndStartAt).
+// start offset (DeleteRecordsBefore moved it inside that batch), or, in a
+// log with offset gaps, no batch reaching the log start offset would stay,
+// the whole log goes and restarts empty at the log start offset, with a new
+// segment there (Kafka's truncateFullyAndStartAt). offset < LogStartOffset
+// lowers the log start offset to offset, as Kafka's truncateTo does: the
+// log restarts empty at offset (TruncateFullyAndStartAt; Kafka keeps the
+// records below the old log start in the files when offset is at or above
+// the first segment's base, partlog removes them, which no reader could
+// see).
 //
 // Readers that hold Records on the segment being cut delay it: TruncateTo
 // first waits, without holding the partition's mutex and before it changes
@@ -66,8 +72,13 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	if offset >= p.mu.end.Offset {
 		return nil
 	}
-	if start := p.logStart.Load(); offset < start {
-		return fmt.Errorf("%w: truncate to %d, below the log start offset %d", ErrOffsetOutOfRange, offset, start)
+	if offset < 0 {
+		return fmt.Errorf("%w: truncate to negative offset %d", ErrOffsetOutOfRange, offset)
+	}
+	if offset < p.logStart.Load() {
+		// Below the log start: lower it (Kafka's truncateTo), restarting
+		// the log there (restart.go).
+		return p.truncateFullyLocked(offset)
 	}
 	snap := p.segs.Load()
 	i := snap.find(offset)
@@ -87,11 +98,27 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	if !found {
 		pos, newEnd = seg.Size(), seg.NextOffset()
 	}
+	// A cut that would empty a segment after an offset gap (a follower's
+	// roll across a gap, follower.go) removes that segment instead: the
+	// log ends where the previous one does, as the model says.
+	dropped := found && pos == 0 && i > 0 && seg.BaseOffset() > snap.list[i-1].NextOffset()
+	if dropped {
+		i--
+		seg, found = snap.list[i], false
+		pos, newEnd = seg.Size(), max(seg.NextOffset(), p.logStart.Load())
+	}
 	start := p.logStart.Load()
-	if newEnd < start {
-		// The batch holding offset also holds the log start offset and
-		// cannot be split: empty the log and restart it at the log start
-		// offset (Kafka's truncateFullyAndStartAt).
+	kept, err := keptEnd(seg, found, pos, start)
+	if err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err)
+	}
+	if kept < start {
+		// No batch reaching the log start offset stays: the batch holding
+		// offset also holds the log start offset and cannot be split, or
+		// (in a log with offset gaps) the log start lies in the gap
+		// before the first batch cut. The files cannot end at the log
+		// start offset then: empty the log and restart it there (Kafka's
+		// truncateFullyAndStartAt).
 		return p.truncateFullyLocked(start)
 	}
 
@@ -365,6 +392,13 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 		if err := seg.MarkDeleted(); err != nil && first == nil {
 			first = fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
 		}
+		if newestFirst && first == nil {
+			// Each removal durable before the next: a crash may keep
+			// any subset of unsynced renames, and a prefix must remain.
+			if err := syncDir(p.cfg.FS, p.dir); err != nil {
+				first = err
+			}
+		}
 		if err := seg.Unref(); err != nil && first == nil {
 			first = fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
 		}
@@ -374,15 +408,29 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 }
 
 // truncateFullyLocked deletes every segment and restarts the log, empty,
-// at offset at (>= every offset in the log start's batch, below every
-// later segment's base). REQUIRES: mu held.
+// at offset at, below the log end offset: at the log start offset (a
+// TruncateTo whose batch holds it), below it (TruncateTo below the log
+// start lowers it, as Kafka's truncateTo does) or anywhere else
+// (TruncateFullyAndStartAt). The old segments go first (the new base lies
+// inside their range, and both on disk would overlap), then the leader
+// epoch cache and the producer snapshots, then the log start checkpoint
+// moves to at, then the new segment is created: a crash leaves a prefix of
+// the old log, an empty log at the old log start, or the restarted log.
+// REQUIRES: mu held.
 func (p *Partition) truncateFullyLocked(at int64) error {
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: cleaner checkpoint: %w", p.dir, at, err)
 	}
+	oldStart := p.logStart.Load()
 	end := position{Offset: at, SegBase: at, Pos: 0}
+	if at < oldStart {
+		p.logStart.Store(at) // lowered before the bounds: start <= high watermark
+	}
 	p.mu.end, p.mu.hw = end, end
 	p.publishLocked()
+	if at > oldStart {
+		p.logStart.Store(at)
+	}
 	p.truncations.Add(1)
 	fail := func(err error) error {
 		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)))
@@ -391,18 +439,34 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	// Rename the old files away (newest first, so that a failure leaves a
 	// prefix) before the new segment exists: the new base lies inside an
 	// old segment's range, and both on disk would overlap.
+	// Each removal is durable before the next (a crash may keep any subset
+	// of unsynced renames; a prefix must remain), and all are before the
+	// new segment exists: a crash must not leave it beside the old ones it
+	// overlaps.
 	old := p.segs.Load().list
 	for i := len(old) - 1; i >= 0; i-- {
 		if err := old[i].MarkDeleted(); err != nil {
 			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
 		}
-	}
-	// Durable before the new segment exists: a crash must not leave it
-	// beside the old ones it overlaps.
-	if err := syncDir(p.cfg.FS, p.dir); err != nil {
-		return fail(err)
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			return fail(err)
+		}
 	}
 	p.mu.dirDirty = true
+	// The epochs and producers of the old batches go before the log start
+	// checkpoint moves: Open must not find them under the restarted log.
+	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
+	if err := p.writeEpochsLocked(); err != nil {
+		return fail(err)
+	}
+	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
+		return fail(fmt.Errorf("producer state: %w", err))
+	}
+	if at != oldStart {
+		if err := p.writeLogStartCheckpoint(at); err != nil {
+			return fail(fmt.Errorf("log start checkpoint: %w", err))
+		}
+	}
 	seg, err := segment.Create(p.cfg.FS, p.dir, at, p.segCfg)
 	if err != nil {
 		return fail(err)
@@ -417,10 +481,6 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	}
 	p.mu.rollAfter = p.newRollAfter()
 	p.mu.flushedBelow = at
-	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
-	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
-		return fail(fmt.Errorf("producer state: %w", err))
-	}
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
 }

@@ -107,6 +107,9 @@ func (c *cleaner) once(ctx context.Context) {
 		}
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
+	if c.s.cluster != nil {
+		return // replicas apply retention to their own logs (raftnode.go)
+	}
 	parts := c.s.store.userPartitions()
 	logs := make([]compaction.Partition, len(parts))
 	for i, p := range parts {

@@ -72,6 +72,12 @@ func runClient(t *testing.T, stdin string, name string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	// At the deadline the whole process group is killed (bash -c leaves
+	// kcat running otherwise), and Run stops waiting for output a
+	// leftover process might still hold open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -203,6 +203,9 @@ func (s *server) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
+	if s.cluster != nil {
+		s.cluster.fillMetadata(resp)
+	}
 	return resp
 }
 
@@ -268,6 +271,9 @@ func appendErrorCode(err error, records []byte) int16 {
 // syncs the touched partitions before answering; acks=0 returns nil (no
 // answer). Errors are per partition; nothing is written for a refused batch.
 func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+	if s.cluster != nil {
+		return s.clusterProduce(req) // cluster.go
+	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	// Request-wide errors are reported on every partition.
 	var reqErr int16
@@ -461,6 +467,10 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
 func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, committedOnly bool, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
+	if s.cluster != nil && topic != offsetsTopic && !s.cluster.leads(topic, rp.Partition) {
+		p.ErrorCode = kerr.NotLeaderForPartition.Code
+		return nil
+	}
 	// The last stable offset first: read before the high watermark it
 	// never exceeds it in the answer.
 	p.LastStableOffset = part.LastStableOffset()
@@ -525,6 +535,8 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 				p.ErrorCode = topicErrorCode(terr)
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case s.cluster != nil && req.ReplicaID != debugReplicaID && !s.cluster.leads(rt.Topic, rp.Partition):
+				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				to, found, err := offsetForTimestamp(ps[rp.Partition], rp.Timestamp, req.Version >= 2 && req.IsolationLevel == readCommitted)
 				switch {
@@ -558,7 +570,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.NodeID, c.Host, c.Port = key, nodeID, s.host, s.port
+			c.Key, c.NodeID, c.Host, c.Port = key, s.selfID(), s.host, s.port
 			c.ErrorCode, c.ErrorMessage = code, msg
 			if code != 0 {
 				c.NodeID, c.Host, c.Port = -1, "", -1
@@ -567,7 +579,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 		}
 		return resp
 	}
-	resp.NodeID, resp.Host, resp.Port = nodeID, s.host, s.port
+	resp.NodeID, resp.Host, resp.Port = s.selfID(), s.host, s.port
 	resp.ErrorCode, resp.ErrorMessage = code, msg
 	if code != 0 {
 		resp.NodeID, resp.Host, resp.Port = -1, "", -1
@@ -693,6 +705,13 @@ func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
+		if s.cluster != nil {
+			// Cluster mode has no transactions (its Produce refuses a
+			// transactional id the same way): the coordinator's ids and
+			// state are one node's.
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp
+		}
 		return s.txnInitProducerID(req, resp)
 	}
 	id, err := s.prodIDPool.allocate()
@@ -700,6 +719,9 @@ func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 		s.log.Error("no producer id", "err", err)
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp
+	}
+	if s.cluster != nil {
+		id = s.cluster.producerID(id)
 	}
 	resp.ProducerID, resp.ProducerEpoch = id, 0
 	return resp

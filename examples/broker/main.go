@@ -191,13 +191,29 @@
 // Kafka's preallocated files are sparse while partlog reserves their disk
 // blocks, so an idle partition costs 2 MiB of disk rather than 20 MiB).
 //
+// # Cluster mode
+//
+// With -node and -cluster (id=kafka-address/raft-address for every node,
+// comma-separated) the broker is one node of a fixed cluster, and every
+// partition of every user topic is a raft group of all nodes
+// (go.etcd.io/raft/v3). The raft log is the partition's own log: one batch
+// per raft entry, the raft term in the batches' partitionLeaderEpoch, the
+// commit index as high watermark. Metadata names each partition's raft
+// leader, the other nodes answer NOT_LEADER_OR_FOLLOWER to Produce, Fetch
+// and ListOffsets; acks=-1 is answered once the batch is committed (synced
+// on a majority). Retention truncates the raft log with the partition; a
+// node behind the leader's log start gets a snapshot and restarts its log
+// there. Membership is fixed; -cleanup-policy must be delete;
+// __consumer_offsets and groups stay per node. See docs/replication.md.
+//
 // # Limits
 //
-// No replication, no ACLs, SASL or TLS, no fetch sessions, no topic
-// deletion or admin APIs. Transactional ids never expire
-// (transactional.id.expiration.ms), and KIP-890's server-side checks
-// (Produce v11+, EndTxn v5+) are not offered. One mutex serializes the
-// transaction coordinator, its disk writes included. It listens on loopback only unless -allow-remote is
+// No ACLs, SASL or TLS, no fetch sessions, no topic deletion or admin
+// APIs; in cluster mode no membership changes and no transactions.
+// Transactional ids never expire (transactional.id.expiration.ms), and
+// KIP-890's server-side checks (Produce v11+, EndTxn v5+) are not offered.
+// One mutex serializes the transaction coordinator, its disk writes
+// included. It listens on loopback only unless -allow-remote is
 // given: it has no authentication at all.
 package main
 
@@ -231,6 +247,8 @@ func main() {
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
+	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
+	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
 	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
 	cfg.DisableAutoCreate = !*autoCreate
@@ -242,6 +260,14 @@ func main() {
 	if cfg.DataDir == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
 		os.Exit(2)
+	}
+	if *clusterSpec != "" {
+		nodes, err := parseCluster(*clusterSpec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		cfg.NodeID, cfg.Cluster = *nodeID, nodes
 	}
 	level := slog.LevelInfo
 	if *verbose {

@@ -94,6 +94,13 @@ type config struct {
 	// (with reserved disk blocks) to (0: defaultSegmentIndexBytes).
 	SegmentIndexBytes int
 
+	// NodeID and Cluster select cluster mode (-node, -cluster): every
+	// user topic's partitions are replicated through raft among the
+	// nodes of Cluster, of which this is NodeID (see cluster.go). Nil
+	// Cluster: the single-node broker.
+	NodeID  uint64
+	Cluster []clusterNode
+
 	// onServer, when set, is called with the server before it accepts
 	// connections (tests read its counters).
 	onServer func(*server)
@@ -161,6 +168,7 @@ type server struct {
 	host       string
 	port       int32
 	prodIDPool *producerIDs
+	cluster    *cluster // nil: single node
 
 	idle          time.Duration // connections.max.idle.ms (0: never)
 	maxRequest    int32         // socket.request.max.bytes
@@ -201,6 +209,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		segmentBytes:        cfg.SegmentBytes,
 		offsetsSegmentBytes: cfg.OffsetsSegmentBytes,
 		indexBytes:          cfg.SegmentIndexBytes,
+		replicated:          cfg.Cluster != nil,
 	}, cfg.Logger)
 	if err != nil {
 		return err
@@ -223,6 +232,19 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	txns.ids = prodIDs
+	var cl *cluster
+	if cfg.Cluster != nil {
+		cctx, cancel := context.WithCancel(ctx)
+		if cl, err = newCluster(cctx, cfg, st); err != nil {
+			cancel()
+			return err
+		}
+		defer cl.stop() // before the store closes
+		defer cancel()  // and before that, the replicas end
+		if err := cl.start(cctx); err != nil {
+			return err
+		}
+	}
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
@@ -263,6 +285,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		conns:      make(map[net.Conn]struct{}),
 		prodIDPool: prodIDs,
 		txns:       txns,
+		cluster:    cl,
 
 		idle:          max(cfg.IdleTimeout, 0),
 		maxRequest:    cfg.MaxRequestBytes,
@@ -273,7 +296,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		acceptBackoff: sleepCtx,
 	}
 	s.groups = newCoordinator(s.log)
-	cl, err := newCleaner(s, cfg)
+	clr, err := newCleaner(s, cfg)
 	if err != nil {
 		_ = ln.Close()
 		s.groups.close()
@@ -296,7 +319,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}()
 	go func() {
 		defer s.wg.Done()
-		cl.run(ctx)
+		clr.run(ctx)
 	}()
 	<-ctx.Done()
 	s.log.Info("broker shutting down")

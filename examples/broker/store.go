@@ -36,6 +36,8 @@ type store struct {
 		sync.Mutex
 		topics map[string][]*plog.Partition
 		closed bool
+		// onCreate, set by watch, is called for each partition created.
+		onCreate func(topic string, partition int32, p *plog.Partition)
 	}
 }
 
@@ -45,6 +47,10 @@ type storeConfig struct {
 	segmentBytes        int64 // segment.bytes of user topics
 	offsetsSegmentBytes int64 // segment.bytes of __consumer_offsets
 	indexBytes          int   // segment.index.bytes of every partition
+	// replicated: user topics are replicated through raft (cluster
+	// mode): the high watermark is the commit index, set by the
+	// replica, and batches carry the raft term as leader epoch.
+	replicated bool
 }
 
 // openStore opens dir as a Kafka log directory (plog.OpenDir: every
@@ -55,7 +61,7 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 	s := &store{
 		dir:        dir,
 		partitions: partitions,
-		pcfg:       plog.Config{SegmentBytes: sc.segmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
+		pcfg:       plog.Config{SegmentBytes: sc.segmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger, DisableAutoHighWatermark: sc.replicated, StampLeaderEpoch: sc.replicated},
 		offsetsCfg: plog.Config{SegmentBytes: sc.offsetsSegmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
 		log:        logger,
 	}
@@ -189,6 +195,11 @@ func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
 		ps = append(ps, p)
 	}
 	s.mu.topics[topic] = ps
+	if s.mu.onCreate != nil {
+		for i, p := range ps {
+			s.mu.onCreate(topic, int32(i), p)
+		}
+	}
 	return ps, nil
 }
 
@@ -257,4 +268,23 @@ func (s *store) close() error {
 	}
 	s.mu.closed = true
 	return s.d.Close()
+}
+
+// watch calls fn, under the store's lock, for every partition that exists
+// and for every one created from now on (cluster mode starts a replica for
+// each). fn must not call the store.
+func (s *store) watch(fn func(topic string, partition int32, p *plog.Partition)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.onCreate = fn
+	names := make([]string, 0, len(s.mu.topics))
+	for t := range s.mu.topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		for i, p := range s.mu.topics[t] {
+			fn(t, int32(i), p)
+		}
+	}
 }

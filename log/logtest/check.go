@@ -235,6 +235,9 @@ func checkScan(p *plog.Partition, m *Model, limit int, follower bool) error {
 		got := r.Bytes()
 		if len(got) == 0 {
 			_ = r.Close()
+			if i >= len(m.batches) {
+				break // an offset gap up to the log end (a follower's)
+			}
 			// Only the batch straddling the high watermark is hidden.
 			if !follower && i < len(m.batches) && m.batches[i].LastOffset >= bound {
 				break

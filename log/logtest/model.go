@@ -53,6 +53,12 @@ type Model struct {
 
 	batches            []Batch
 	logStart, hw, next int64
+	// keptBelow is where the partition's files end below the log start
+	// offset: the larger of the first segment's base offset and the next
+	// offset of the last batch DeleteRecordsBefore hid. TruncateTo
+	// restarts the log when no batch reaching the log start stays and the
+	// files would end below it.
+	keptBelow int64
 	// synced is the end of the prefix the partition guarantees to keep
 	// through a crash (a lower bound: it may flush more on its own).
 	synced int64
@@ -69,7 +75,7 @@ type Model struct {
 // NewModel returns the model of an empty partition whose first offset is
 // start (the base offset of its first segment).
 func NewModel(start int64, manualHighWatermark bool) *Model {
-	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start, synced: start}
+	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start, synced: start, keptBelow: start}
 }
 
 // SyncedEnd returns the end of the synced prefix: every batch below it
@@ -86,7 +92,10 @@ func (m *Model) Sync() { m.synced = m.next }
 // Crash mirrors a crash and reopen that found the log ending at end: the
 // batches at or past end are gone. end must lie in [SyncedEnd,
 // LogEndOffset] on a batch boundary (or be the log start offset of an
-// empty log), else an error says which guarantee was broken. The high
+// empty log), else an error says which guarantee was broken. In a log with
+// offset gaps (Append) a boundary is any offset from a kept batch's next
+// offset up to the first lost batch's base: a follower's log may end in
+// the gap before the batch a crash lost (its segment was rolled there). The high
 // watermark becomes end, or under ManualHighWatermark hw (what the
 // partition restored from its checkpoint, which must lie in [log start,
 // end]).
@@ -98,11 +107,16 @@ func (m *Model) Crash(end, hw int64) error {
 	for i < len(m.batches) && m.batches[i].NextOffset() <= end {
 		i++
 	}
-	switch {
-	case i > 0 && m.batches[i-1].NextOffset() == end:
-	case i == 0 && end == m.logStart:
-	default:
-		return fmt.Errorf("partlog/logtest: after a crash the log ends at %d, not at a batch boundary", end)
+	lo := m.logStart
+	if i > 0 {
+		lo = max(lo, m.batches[i-1].NextOffset())
+	}
+	hi := m.next
+	if i < len(m.batches) {
+		hi = m.batches[i].BaseOffset
+	}
+	if end < lo || end > hi {
+		return fmt.Errorf("partlog/logtest: after a crash the log ends at %d, not at a batch boundary (between %d and %d)", end, lo, hi)
 	}
 	m.batches = m.batches[:i]
 	m.next = end
@@ -199,8 +213,10 @@ func (m *Model) AppendBatch(producer []byte, base int64) error {
 
 // Append records a record set the partition stored with the offsets it
 // carries: what AppendAssigned was given, or a stored batch read back. The
-// first batch must start at the log end offset and each next one right
-// after the previous one. For what AppendBatch stored, use AppendBatch.
+// first batch must start at or above the log end offset and each next one
+// after the previous one's last offset: offsets strictly increase, with
+// gaps allowed (a follower copying a compacted log). For what AppendBatch
+// stored, use AppendBatch.
 // Producer batches update the producer state without a check, as
 // AppendAssigned does.
 func (m *Model) Append(stored []byte) error {
@@ -212,8 +228,8 @@ func (m *Model) Append(stored []byte) error {
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: model append: %w", err)
 		}
-		if b.BaseOffset() != next {
-			return fmt.Errorf("partlog/logtest: model append: batch at offset %d, log end is %d", b.BaseOffset(), next)
+		if b.BaseOffset() < next {
+			return fmt.Errorf("partlog/logtest: model append: batch at offset %d, below the log end or the previous batch's end %d", b.BaseOffset(), next)
 		}
 		mb, err := modelBatch(b)
 		if err != nil {
@@ -270,37 +286,70 @@ func (m *Model) SetHighWatermark(offset int64) error {
 	return nil
 }
 
-// TruncateTo mirrors Partition.TruncateTo: the batch holding offset and
-// every later one go; the log end becomes that batch's base offset, or the
-// log start offset when that batch holds it too. The partition then
-// rebuilds its producer state from its newest snapshot left: call
-// ReloadProducers to mirror that.
+// TruncateTo mirrors Partition.TruncateTo: the batch holding offset (or,
+// in a log with offset gaps, the first batch after it) and every later one
+// go; the log ends at the next offset of the last batch kept (that batch's
+// base offset in a log without gaps), not below the log start offset. When
+// no batch reaching the log start offset stays and the partition's files
+// would end below it (the first batch cut holds the log start offset, or
+// the log start lies in the gap before it), the log restarts empty at the
+// log start offset and the producer state is forgotten. Below the log
+// start offset TruncateTo lowers it: TruncateFullyAndStartAt(offset). The
+// partition then rebuilds its producer state from its newest snapshot
+// left: call ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
 	if offset >= m.next {
 		return nil
 	}
-	if offset < m.logStart {
+	if offset < 0 {
 		return ErrModelRange
 	}
-	i := m.holding(offset)
-	if i < 0 {
-		return errors.New("partlog/logtest: model: no batch holds the offset")
+	if offset < m.logStart {
+		return m.TruncateFullyAndStartAt(offset)
 	}
-	m.next = m.batches[i].BaseOffset
+	i, _ := slices.BinarySearchFunc(m.batches, offset, func(b Batch, off int64) int {
+		if b.LastOffset < off {
+			return -1
+		}
+		return 1
+	})
+	kept := m.keptBelow
+	if i > 0 {
+		kept = m.batches[i-1].NextOffset()
+	}
+	m.next = max(kept, m.logStart)
 	m.batches = m.batches[:i]
-	if m.next < m.logStart {
+	if kept < m.logStart {
 		// The batch holding offset also holds the log start offset: the
 		// log empties and restarts at the log start offset, and the
 		// partition forgets every producer with its snapshots.
 		m.next = m.logStart
 		m.prodHist = nil
 		m.prodHorizon = m.next
+		m.keptBelow = m.next
 	}
 	m.cutProducers(m.next)
 	if m.hw > m.next || !m.ManualHighWatermark {
 		m.hw = m.next
 	}
 	m.synced = m.next // TruncateTo flushes
+	return nil
+}
+
+// TruncateFullyAndStartAt mirrors Partition.TruncateFullyAndStartAt (and
+// TruncateTo below the log start offset): the log empties and restarts at
+// offset, which becomes the log start offset, the log end offset and the
+// high watermark; the producer state is forgotten. A negative offset is
+// refused.
+func (m *Model) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return ErrModelRange
+	}
+	m.batches = nil
+	m.logStart, m.next, m.hw, m.synced = offset, offset, offset, offset
+	m.keptBelow = offset
+	m.prodHist = nil
+	m.prodHorizon = offset
 	return nil
 }
 
@@ -317,6 +366,7 @@ func (m *Model) DeleteRecordsBefore(offset int64) error {
 	m.synced = m.next // DeleteRecordsBefore flushes first
 	i := 0
 	for i < len(m.batches) && m.batches[i].LastOffset < offset {
+		m.keptBelow = max(m.keptBelow, m.batches[i].NextOffset())
 		i++
 	}
 	m.batches = slices.Delete(m.batches, 0, i)
@@ -333,6 +383,7 @@ func (m *Model) DeleteSegmentsBefore(offset int64) error {
 		return err
 	}
 	m.synced = max(synced, offset)
+	m.keptBelow = max(m.keptBelow, offset)
 	return nil
 }
 
@@ -369,6 +420,22 @@ func (m *Model) holding(offset int64) int {
 // BatchHolding returns the batch that holds offset.
 func (m *Model) BatchHolding(offset int64) (Batch, bool) {
 	if i := m.holding(offset); i >= 0 {
+		return m.batches[i], true
+	}
+	return Batch{}, false
+}
+
+// BatchFrom returns the batch a read at offset starts with: the batch
+// holding offset or, when offset lies in an offset gap, the first batch
+// after it (Kafka's: the first batch whose last offset is >= offset).
+func (m *Model) BatchFrom(offset int64) (Batch, bool) {
+	i, _ := slices.BinarySearchFunc(m.batches, offset, func(b Batch, off int64) int {
+		if b.LastOffset < off {
+			return -1
+		}
+		return 1
+	})
+	if i < len(m.batches) {
 		return m.batches[i], true
 	}
 	return Batch{}, false

@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// Raft timing: a tick every raftTick, a heartbeat every tick, an election
+// after 10 to 20 ticks without hearing from a leader.
+const (
+	raftTick          = 50 * time.Millisecond
+	raftElectionTicks = 10
+	raftMaxMsgBytes   = 1 << 20
+	raftMaxInflight   = 256
+	// raftDrain is how many queued proposals or messages one loop turn
+	// takes before it handles raft's Ready (one fsync for all of them).
+	raftDrain = 256
+)
+
+// proposal is one produced batch waiting for its replica's loop, and then
+// for its answer.
+type proposal struct {
+	records []byte
+	acks    int16
+	res     chan proposeResult // buffered: the loop never blocks on it
+
+	// Set by the loop for acks=-1 while the entry waits for its commit.
+	index, term uint64
+	base        int64
+}
+
+// proposeResult is the answer to a proposal: the batch's base offset, or
+// a Kafka error code with the error.
+type proposeResult struct {
+	base int64
+	code int16
+	err  error
+}
+
+// prewrite is a batch the leader appended to its partition before raft
+// handed the entry back to persist: its position, for persist to skip.
+type prewrite struct {
+	pos  entryPos
+	next int64
+}
+
+// replica is one partition's raft group member: a RawNode driven by one
+// goroutine (run) that owns the raft state, the raftStorage and every
+// write to the partition. Handlers talk to it through channels and read
+// its leader and term from atomics.
+type replica struct {
+	c         *cluster
+	topic     string
+	partition int32
+	part      *plog.Partition
+	st        *raftStorage
+	rn        *raft.RawNode
+	log       *slog.Logger
+
+	propc chan *proposal
+	recvc chan *pb.Message
+	done  chan struct{}
+
+	lead   atomic.Uint64 // raft id of the leader this node knows, 0: none
+	term   atomic.Uint64
+	failed atomic.Bool
+
+	// Loop-only state.
+	prewritten  map[uint64]prewrite
+	prewriteEnd int64 // offset after the last prewritten batch
+	waiters     []*proposal
+	epoch       int32 // the leader epoch set on the partition
+	nextCleanup time.Time
+}
+
+// newReplica opens the raft state of a partition and its RawNode.
+func newReplica(c *cluster, topic string, partition int32, part *plog.Partition) (*replica, error) {
+	st, err := openRaftStorage(c.fs, raftStatePath(c.dataDir, topic, partition), part, c.ids)
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{
+		c: c, topic: topic, partition: partition, part: part, st: st,
+		log:        c.log.With("topic", topic, "partition", partition),
+		propc:      make(chan *proposal, 1024),
+		recvc:      make(chan *pb.Message, 4096),
+		done:       make(chan struct{}),
+		prewritten: make(map[uint64]prewrite),
+		epoch:      -1,
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              c.self,
+		ElectionTick:    raftElectionTicks,
+		HeartbeatTick:   1,
+		Storage:         st,
+		Applied:         st.hs.GetCommit(),
+		MaxSizePerMsg:   raftMaxMsgBytes,
+		MaxInflightMsgs: raftMaxInflight,
+		CheckQuorum:     true,
+		PreVote:         true,
+		Logger:          raftLogger{r.log},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raft node of %s-%d: %w", topic, partition, err)
+	}
+	r.rn = rn
+	r.term.Store(st.hs.GetTerm())
+	return r, nil
+}
+
+// run drives the replica until ctx ends: ticks, messages from peers and
+// proposals, each turn followed by raft's Ready (persist, send, commit).
+// A persistence failure stops the replica (the partition then answers
+// NOT_LEADER_OR_FOLLOWER on this node).
+func (r *replica) run(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(raftTick)
+	defer t.Stop()
+	defer r.failWaiters(0, kerr.NotLeaderForPartition.Code, errors.New("broker: shutting down"))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.rn.Tick()
+			r.maybeCleanup()
+		case m := <-r.recvc:
+			r.step(m)
+			for i := 0; i < raftDrain; i++ {
+				select {
+				case m := <-r.recvc:
+					r.step(m)
+					continue
+				default:
+				}
+				break
+			}
+		case p := <-r.propc:
+			r.propose(p)
+			for i := 0; i < raftDrain; i++ {
+				select {
+				case p := <-r.propc:
+					r.propose(p)
+					continue
+				default:
+				}
+				break
+			}
+		}
+		// Advance may leave more to do at once (the leader's own
+		// acknowledgement of what it just persisted can commit entries).
+		for r.rn.HasReady() {
+			if err := r.handleReady(); err != nil {
+				r.log.Error("raft replica stopped: its log cannot be written", "err", err)
+				r.failed.Store(true)
+				r.lead.Store(0)
+				return
+			}
+		}
+	}
+}
+
+// step hands a peer's message to raft.
+func (r *replica) step(m *pb.Message) {
+	if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		r.log.Debug("raft step", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
+	}
+}
+
+// reply answers a proposal.
+func (p *proposal) reply(base int64, code int16, err error) {
+	p.res <- proposeResult{base: base, code: code, err: err}
+}
+
+// propose handles a produce on the leader: the batch is appended to the
+// partition with AppendBatchInfo (validation, idempotence, offsets, the
+// leader epoch = the raft term), and the stored batch becomes the raft
+// entry's data. acks=1 is answered now; acks=-1 once the entry commits.
+func (r *replica) propose(p *proposal) {
+	bs := r.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader || r.failed.Load() {
+		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: not the leader"))
+		return
+	}
+	if int64(bs.GetTerm()) != int64(r.epoch) {
+		// The leader's empty entry has not been persisted yet.
+		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: leader election in progress"))
+		return
+	}
+	expected := r.st.end
+	if len(r.prewritten) > 0 {
+		expected = r.prewriteEnd
+	}
+	if r.part.LogEndOffset() != expected {
+		if err := r.part.TruncateTo(expected); err != nil {
+			p.reply(-1, kerr.KafkaStorageError.Code, err)
+			return
+		}
+	}
+	info, err := r.part.AppendBatchInfo(p.records)
+	if err != nil {
+		p.reply(-1, appendErrorCode(err, p.records), err)
+		return
+	}
+	if info.Duplicate {
+		idx, term := r.findEntry(info.Base)
+		if p.acks != -1 || idx == 0 || r.committed(idx, term) {
+			p.reply(info.Base, 0, nil)
+			return
+		}
+		p.index, p.term, p.base = idx, term, info.Base
+		r.waiters = append(r.waiters, p)
+		return
+	}
+	rs, err := r.part.ReadFromFollower(info.Base, 0)
+	if err != nil {
+		_ = r.part.TruncateTo(info.Base)
+		p.reply(-1, kerr.KafkaStorageError.Code, err)
+		return
+	}
+	bt, _, err := batch.Parse(rs.Bytes())
+	var data []byte
+	if err == nil {
+		data = append([]byte(nil), bt...)
+	}
+	_ = rs.Close()
+	if err != nil {
+		_ = r.part.TruncateTo(info.Base)
+		p.reply(-1, kerr.KafkaStorageError.Code, err)
+		return
+	}
+	idx := r.st.lastIndex() + uint64(len(r.prewritten)) + 1
+	if err := r.rn.Propose(data); err != nil {
+		_ = r.part.TruncateTo(info.Base)
+		p.reply(-1, kerr.NotLeaderForPartition.Code, err)
+		return
+	}
+	next := info.LastOffset + 1
+	r.prewritten[idx] = prewrite{pos: entryPos{base: info.Base, term: bs.GetTerm()}, next: next}
+	r.prewriteEnd = next
+	if p.acks != -1 {
+		p.reply(info.Base, 0, nil)
+		return
+	}
+	p.index, p.term, p.base = idx, bs.GetTerm(), info.Base
+	r.waiters = append(r.waiters, p)
+}
+
+// findEntry returns the index and term of the entry holding offset, in
+// the log or among the prewritten batches (0, 0: none).
+func (r *replica) findEntry(offset int64) (uint64, uint64) {
+	if i := r.st.indexOf(offset); i != 0 {
+		return i, r.st.pos(i).term
+	}
+	for i, pw := range r.prewritten {
+		if pw.pos.base <= offset && offset < pw.next {
+			return i, pw.pos.term
+		}
+	}
+	return 0, 0
+}
+
+// committed reports whether entry index of the given term is committed.
+func (r *replica) committed(index, term uint64) bool {
+	if index > r.st.hs.GetCommit() {
+		return false
+	}
+	t, err := r.st.Term(index)
+	return err != nil || t == term // compacted entries were committed
+}
+
+// handleReady persists what raft hands over, then sends its messages, then
+// moves the high watermark to the commit index.
+func (r *replica) handleReady() error {
+	if !r.rn.HasReady() {
+		return nil
+	}
+	rd := r.rn.Ready()
+	if rd.SoftState != nil {
+		r.lead.Store(rd.SoftState.Lead)
+	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		r.dropPrewrites()
+		r.failWaiters(0, kerr.NotLeaderForPartition.Code, errors.New("broker: replaced by a snapshot"))
+		if err := r.st.applySnapshot(rd.Snapshot); err != nil {
+			return err
+		}
+		r.log.Info("installed raft snapshot", "index", r.st.snapIndex, "logStartOffset", r.st.snapOffset)
+	}
+	if len(rd.Entries) > 0 {
+		for _, e := range rd.Entries {
+			if err := r.persist(e); err != nil {
+				return err
+			}
+		}
+		if err := r.part.Sync(); err != nil {
+			return err
+		}
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		if err := r.st.setHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
+	for _, m := range rd.Messages {
+		r.c.send(r.topic, r.partition, m)
+		if m.GetType() == pb.MsgSnap {
+			// The snapshot is its point only: it travels whole in the
+			// message.
+			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		}
+	}
+	if n := len(rd.CommittedEntries); n > 0 {
+		last := rd.CommittedEntries[n-1].GetIndex()
+		if last > r.st.lastIndex() {
+			return fmt.Errorf("%w: committed entry %d beyond the last entry %d", errRaftState, last, r.st.lastIndex())
+		}
+		if err := r.st.setCommitted(last); err != nil {
+			return err
+		}
+		r.resolveWaiters(last)
+	}
+	bs := r.rn.BasicStatus()
+	r.term.Store(bs.GetTerm())
+	if bs.RaftState == raft.StateLeader && int64(r.epoch) != int64(bs.GetTerm()) && r.st.lastIndex() > r.st.snapIndex && r.st.pos(r.st.lastIndex()).term == bs.GetTerm() {
+		// The leader's empty entry (the first of its term) is in the
+		// log: stamp the term on the batches produced from now on.
+		if err := r.part.SetLeaderEpoch(int32(bs.GetTerm())); err != nil {
+			return err
+		}
+		r.epoch = int32(bs.GetTerm())
+		r.log.Info("leading", "term", bs.GetTerm(), "logEndOffset", r.part.LogEndOffset())
+	}
+	if bs.RaftState != raft.StateLeader {
+		r.epoch = -1
+		r.dropPrewrites()
+	}
+	r.rn.Advance(rd)
+	return nil
+}
+
+// dropPrewrites forgets batches written ahead of raft (they are cut at the
+// next persist or proposal).
+func (r *replica) dropPrewrites() {
+	clear(r.prewritten)
+}
+
+// persist writes entry e at its index: an entry at or below the last one
+// replaces the conflicting suffix (cut with TruncateTo); a batch the
+// leader already wrote for this entry is kept; an empty entry becomes a
+// raftNoopBatch; a normal entry's data is the batch, appended as is
+// (AppendAssigned).
+func (r *replica) persist(e *pb.Entry) error {
+	st := r.st
+	idx := e.GetIndex()
+	if idx <= st.snapIndex {
+		return nil
+	}
+	if e.GetType() != pb.EntryNormal {
+		return fmt.Errorf("%w: entry %d has type %s (membership changes are not supported)", errRaftState, idx, e.GetType())
+	}
+	if idx <= st.lastIndex() {
+		off := st.pos(idx).base
+		if err := r.part.TruncateTo(off); err != nil {
+			return err
+		}
+		st.ents = st.ents[:idx-st.snapIndex-1]
+		st.end = off
+		r.failWaiters(idx, kerr.NotLeaderForPartition.Code, errors.New("broker: entry replaced by a new leader"))
+	}
+	if idx != st.lastIndex()+1 {
+		return fmt.Errorf("%w: entry %d after the last entry %d", errRaftState, idx, st.lastIndex())
+	}
+	term := e.GetTerm()
+	if pw, ok := r.prewritten[idx]; ok {
+		delete(r.prewritten, idx)
+		if pw.pos.base == st.end && pw.pos.term == term && r.part.LogEndOffset() >= pw.next {
+			st.ents = append(st.ents, pw.pos)
+			st.end = pw.next
+			return nil
+		}
+	}
+	if r.part.LogEndOffset() > st.end {
+		// Batches written ahead for proposals raft dropped. (Below
+		// st.end: a snapshot was installed; this entry starts after its
+		// offset, past a gap.)
+		r.dropPrewrites()
+		if err := r.part.TruncateTo(st.end); err != nil {
+			return err
+		}
+	}
+	data := e.GetData()
+	if len(data) == 0 {
+		b, err := raftNoopBatch(st.end, term)
+		if err != nil {
+			return err
+		}
+		data = b
+	} else if bt, rest, err := batch.Parse(data); err != nil || len(rest) != 0 || bt.BaseOffset() != st.end || uint64(max(bt.PartitionLeaderEpoch(), 0)) != term {
+		return fmt.Errorf("%w: entry %d (term %d) is not one batch at offset %d of that epoch (%v)", errRaftState, idx, term, st.end, err)
+	}
+	end, err := r.part.AppendAssigned(data)
+	if err != nil {
+		return err
+	}
+	st.ents = append(st.ents, entryPos{base: st.end, term: term})
+	st.end = end
+	return nil
+}
+
+// resolveWaiters answers the acks=-1 proposals whose entries are
+// committed (index <= commit): with their base offset when the committed
+// entry is theirs (same term), NOT_LEADER_OR_FOLLOWER when another
+// leader's entry took the index.
+func (r *replica) resolveWaiters(commit uint64) {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		switch {
+		case w.index > commit:
+			kept = append(kept, w)
+		case r.committed(w.index, w.term):
+			w.reply(w.base, 0, nil)
+		default:
+			w.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: entry replaced by a new leader"))
+		}
+	}
+	clear(r.waiters[len(kept):])
+	r.waiters = kept
+}
+
+// failWaiters answers the waiting proposals at or after index with code.
+func (r *replica) failWaiters(index uint64, code int16, err error) {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		if w.index >= index {
+			w.reply(-1, code, err)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(r.waiters[len(kept):])
+	r.waiters = kept
+}
+
+// maybeCleanup applies retention (cleanup.policy=delete) to the replica's
+// log every cleanup interval: the oldest sealed segments whose newest
+// record is older than the retention are dropped, but only up to the
+// commit index, and the raft log is truncated with them (raftStorage.compact:
+// the snapshot point moves first). Each replica decides for its own log,
+// as raft nodes compact independently; a follower that then lags behind
+// the leader's log start is sent a snapshot.
+func (r *replica) maybeCleanup() {
+	c := r.c
+	if c.cleanupInterval < 0 || c.retention < 0 {
+		return
+	}
+	now := time.Now()
+	if now.Before(r.nextCleanup) {
+		return
+	}
+	r.nextCleanup = now.Add(c.cleanupInterval)
+	infos := r.part.SegmentInfos()
+	cut := int64(-1)
+	limit := now.Add(-c.retention).UnixMilli()
+	for i := 0; i+1 < len(infos); i++ {
+		if infos[i].Active || infos[i].MaxTimestamp < 0 || infos[i].MaxTimestamp >= limit {
+			break
+		}
+		cut = infos[i+1].BaseOffset
+	}
+	if cut <= r.part.LogStartOffset() || cut > r.part.HighWatermark() {
+		return
+	}
+	if err := r.st.compact(cut); err != nil {
+		r.log.Error("retention", "err", err)
+		return
+	}
+	r.log.Info("retention truncated the raft log", "logStartOffset", r.part.LogStartOffset(), "snapshotIndex", r.st.snapIndex)
+}
+
+// raftLogger sends raft's log lines to slog (debug, except warnings and
+// errors).
+type raftLogger struct{ l *slog.Logger }
+
+func (l raftLogger) Debug(v ...any)                 { l.l.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Debugf(format string, v ...any) { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Error(v ...any)                 { l.l.Error(fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...any) { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Info(v ...any)                  { l.l.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Warning(v ...any)               { l.l.Warn(fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...any) {
+	l.l.Warn(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Fatalf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (l raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+func TestParseCluster(t *testing.T) {
+	good, err := parseCluster("2=127.0.0.1:9093/127.0.0.1:19093,1=127.0.0.1:9092/127.0.0.1:19092")
+	require.NoError(t, err)
+	assert.Equal(t, []clusterNode{
+		{id: 1, kafkaAddr: "127.0.0.1:9092", raftAddr: "127.0.0.1:19092"},
+		{id: 2, kafkaAddr: "127.0.0.1:9093", raftAddr: "127.0.0.1:19093"},
+	}, good, "sorted by id")
+	for _, tc := range []struct{ name, spec string }{
+		{"empty", ""},
+		{"no id", "127.0.0.1:9092/127.0.0.1:19092"},
+		{"id 0", "0=127.0.0.1:9092/127.0.0.1:19092"},
+		{"id not a number", "x=127.0.0.1:9092/127.0.0.1:19092"},
+		{"one address", "1=127.0.0.1:9092"},
+		{"bad kafka address", "1=127.0.0.1/127.0.0.1:19092"},
+		{"bad raft address", "1=127.0.0.1:9092/19092"},
+		{"id twice", "1=127.0.0.1:9092/127.0.0.1:19092,1=127.0.0.1:9093/127.0.0.1:19093"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseCluster(tc.spec)
+			require.ErrorIs(t, err, errClusterFlag)
+		})
+	}
+}
+
+func TestRaftStateFile(t *testing.T) {
+	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000}
+	b := appendRaftState(nil, s)
+	assert.Equal(t, "0\n7 2 40\n12 3 5000\n", string(b))
+	got, err := parseRaftState("f", b)
+	require.NoError(t, err)
+	assert.Equal(t, s, got)
+
+	for _, tc := range []struct{ name, data string }{
+		{"empty", ""},
+		{"version", "1\n7 2 40\n12 3 5000\n"},
+		{"no final newline", "0\n7 2 40\n12 3 5000"},
+		{"extra line", "0\n7 2 40\n12 3 5000\n\n"},
+		{"two numbers", "0\n7 2\n12 3 5000\n"},
+		{"negative", "0\n7 2 40\n12 3 -1\n"},
+		{"not a number", "0\n7 x 40\n12 3 5000\n"},
+		{"commit below snapshot", "0\n7 2 11\n12 3 5000\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRaftState("f", []byte(tc.data))
+			require.ErrorIs(t, err, errRaftState)
+			assert.Contains(t, err.Error(), "f:")
+		})
+	}
+
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long")
+	require.NoError(t, os.WriteFile(long, make([]byte, 300), 0o644))
+	_, _, err = readRaftState(vfs.Default, long)
+	require.ErrorIs(t, err, errRaftState)
+	_, found, err := readRaftState(vfs.Default, filepath.Join(dir, "missing"))
+	require.NoError(t, err)
+	assert.False(t, found)
+}
+
+// openReplicated opens a partition as cluster mode does.
+func openReplicated(t *testing.T, dir string) *plog.Partition {
+	t.Helper()
+	p, err := plog.Open(dir, plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
+	require.NoError(t, err)
+	return p
+}
+
+// dataEntry returns a normal raft entry carrying a batch of n records at
+// base with leader epoch term.
+func dataEntry(t *testing.T, index, term uint64, base int64, n int) *pb.Entry {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, PartitionLeaderEpoch: int32(term)})
+	for i := range n {
+		require.NoError(t, bld.Add(batch.Record{Value: []byte{byte('a' + i)}, Timestamp: 1000}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: b}
+}
+
+// noopEntry returns raft's empty entry.
+func noopEntry(index, term uint64) *pb.Entry {
+	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum()}
+}
+
+// The raft log is the partition: each entry one batch, rebuilt from the
+// batch headers at open; a conflicting suffix is cut; compaction moves the
+// snapshot point, and a reopen finishes a compaction a crash interrupted.
+func TestRaftStorageIsThePartition(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	state := filepath.Join(root, "t-0.state")
+	part := openReplicated(t, dir)
+	st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+
+	// Term 1: the leader's empty entry, then two batches (3 + 2 records).
+	for _, e := range []*pb.Entry{noopEntry(1, 1), dataEntry(t, 2, 1, 1, 3), dataEntry(t, 3, 1, 4, 2)} {
+		require.NoError(t, r.persist(e))
+	}
+	assert.Equal(t, int64(6), part.LogEndOffset())
+	// Term 2 replaces entry 3 with its empty entry and a batch.
+	other := &proposal{index: 3, res: make(chan proposeResult, 1)}
+	r.waiters = append(r.waiters, other)
+	for _, e := range []*pb.Entry{noopEntry(3, 2), dataEntry(t, 4, 2, 5, 4)} {
+		require.NoError(t, r.persist(e))
+	}
+	res := <-other.res
+	assert.NotZero(t, res.code, "the proposal whose entry was replaced is refused")
+	assert.Equal(t, int64(9), part.LogEndOffset())
+	require.NoError(t, st.setHardState(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(4))}))
+	require.NoError(t, part.Sync())
+
+	check := func(st *raftStorage) {
+		t.Helper()
+		last, _ := st.LastIndex()
+		assert.Equal(t, uint64(4), last)
+		for i, want := range []uint64{1, 1, 2, 2} {
+			term, err := st.Term(uint64(i + 1))
+			require.NoError(t, err)
+			assert.Equal(t, want, term, "term of entry %d", i+1)
+		}
+		ents, err := st.Entries(1, 5, 1<<20)
+		require.NoError(t, err)
+		require.Len(t, ents, 4)
+		assert.Empty(t, ents[0].GetData(), "entry 1 is raft's empty entry")
+		assert.Empty(t, ents[2].GetData(), "entry 3 is raft's empty entry")
+		assert.Equal(t, int64(1), batch.Batch(ents[1].GetData()).BaseOffset())
+		assert.Equal(t, int64(5), batch.Batch(ents[3].GetData()).BaseOffset())
+		assert.Equal(t, int32(4), batch.Batch(ents[3].GetData()).RecordsCount())
+		small, err := st.Entries(1, 5, 1)
+		require.NoError(t, err)
+		assert.Len(t, small, 1, "maxSize: at least one entry, no more than fit")
+		assert.Equal(t, uint64(3), st.indexOf(4))
+		assert.Equal(t, uint64(4), st.indexOf(8))
+		assert.Zero(t, st.indexOf(9))
+		_, err = st.Term(5)
+		assert.ErrorIs(t, err, raft.ErrUnavailable)
+	}
+	check(st)
+	require.NoError(t, part.Close())
+
+	part = openReplicated(t, dir)
+	st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	check(st)
+	assert.Equal(t, int64(9), part.HighWatermark(), "the high watermark is the commit index's end")
+
+	// Compaction: a crash after the state file moved the snapshot point but
+	// before the records were deleted is finished by the next open.
+	st.snapIndex, st.snapTerm, st.snapOffset = 2, 1, 4
+	require.NoError(t, st.save())
+	require.NoError(t, part.Close())
+	part = openReplicated(t, dir)
+	defer part.Close()
+	st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), part.LogStartOffset())
+	first, _ := st.FirstIndex()
+	assert.Equal(t, uint64(3), first)
+	_, err = st.Entries(2, 4, 1<<20)
+	assert.ErrorIs(t, err, raft.ErrCompacted)
+	term, err := st.Term(2)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), term, "the snapshot point keeps its term")
+	snap, err := st.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), snap.GetMetadata().GetIndex())
+	assert.Equal(t, uint64(4), binary.BigEndian.Uint64(snap.GetData()), "the snapshot names the offset the log restarts at")
+	assert.Equal(t, []uint64{1, 2, 3}, snap.GetMetadata().GetConfState().GetVoters())
+}
+
+// A follower installs a snapshot from the leader: its log is cut at its
+// commit point (an uncommitted suffix may not be the leader's), the next
+// entry lands at the snapshot offset past a gap, and the records below the
+// snapshot offset are deleted once the high watermark passes it; a reopen
+// in between rebuilds the same state.
+func TestRaftStorageInstallsSnapshot(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	state := filepath.Join(root, "t-0.state")
+	part := openReplicated(t, dir)
+	st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+	// Entries 1-3 (offsets 0-5), committed up to 2 (offset 4).
+	for _, e := range []*pb.Entry{noopEntry(1, 1), dataEntry(t, 2, 1, 1, 3), dataEntry(t, 3, 1, 4, 2)} {
+		require.NoError(t, r.persist(e))
+	}
+	require.NoError(t, st.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}))
+	require.NoError(t, st.setCommitted(2))
+
+	// The leader's log starts at offset 100, after entry 40 of term 3.
+	snap := &pb.Snapshot{
+		Data:     binary.BigEndian.AppendUint64(nil, 100),
+		Metadata: &pb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}},
+	}
+	require.NoError(t, st.applySnapshot(snap))
+	assert.Equal(t, int64(4), part.LogEndOffset(), "cut at the commit point: entry 3 was not committed")
+	first, _ := st.FirstIndex()
+	assert.Equal(t, uint64(41), first)
+	term, err := st.Term(40)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), term)
+	require.ErrorIs(t, st.applySnapshot(snap), errRaftState, "an older or equal snapshot is refused")
+
+	// A restart before anything else arrived.
+	require.NoError(t, part.Close())
+	part = openReplicated(t, dir)
+	defer part.Close()
+	st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	last, _ := st.LastIndex()
+	assert.Equal(t, uint64(40), last)
+	assert.Equal(t, int64(4), part.HighWatermark())
+	r = &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+
+	require.NoError(t, r.persist(dataEntry(t, 41, 3, 100, 2)))
+	assert.Equal(t, int64(102), part.LogEndOffset())
+	assert.Equal(t, int64(0), part.LogStartOffset(), "not deleted before the high watermark reaches the snapshot offset")
+	require.NoError(t, st.setCommitted(41))
+	assert.Equal(t, int64(102), part.HighWatermark())
+	assert.Equal(t, int64(100), part.LogStartOffset())
+	ents, err := st.Entries(41, 42, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	assert.Equal(t, int64(100), batch.Batch(ents[0].GetData()).BaseOffset())
+}
+
+// The batch of raft's empty entry is a control batch that every replica
+// encodes to the same bytes, and only it reads as one.
+func TestRaftNoopBatch(t *testing.T) {
+	a, err := raftNoopBatch(42, 7)
+	require.NoError(t, err)
+	b, err := raftNoopBatch(42, 7)
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+	bt := batch.Batch(a)
+	require.NoError(t, bt.Validate())
+	assert.True(t, bt.Attributes().IsControl())
+	assert.Equal(t, int64(42), bt.BaseOffset())
+	assert.Equal(t, int32(7), bt.PartitionLeaderEpoch())
+	assert.True(t, isRaftNoop(bt))
+
+	marker, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 1})
+	require.NoError(t, err)
+	assert.False(t, isRaftNoop(batch.Batch(marker)), "a transaction marker is not raft's")
+	data := dataEntry(t, 1, 1, 0, 1).GetData()
+	assert.False(t, isRaftNoop(batch.Batch(data)))
+}
+
+// A connection the transport accepts or dials while it shuts down is
+// closed too, so that no reader goroutine outlives the broker.
+func TestTransportClosesLateConnections(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := newTransport(ctx, 1, "127.0.0.1:0", map[uint64]string{1: "127.0.0.1:0"}, slog.New(slog.DiscardHandler), func(string, int32, *pb.Message) {})
+	require.NoError(t, err)
+	tr.start(ctx)
+	cancel()
+	tr.wait()
+	a, b := net.Pipe()
+	defer b.Close()
+	// Without the fix the write would block (nobody reads b): the
+	// deadline turns that into a failure instead of a hang.
+	require.NoError(t, a.SetWriteDeadline(time.Now().Add(5*time.Second)))
+	tr.track(a, true)
+	_, err = a.Write([]byte{1})
+	require.ErrorIs(t, err, io.ErrClosedPipe, "the late connection was closed")
+}
+
+// Each node hands out producer ids from its own durable allocator; in a
+// cluster they are spread apart so that no two nodes give the same id (a
+// producer keeps its id when it moves to another leader).
+func TestClusterProducerIDsNeverCollide(t *testing.T) {
+	nodes := []clusterNode{{id: 1}, {id: 2}, {id: 3}}
+	seen := make(map[int64]uint64)
+	for i := range nodes {
+		c := &cluster{nodes: nodes, selfIdx: i, self: nodes[i].id}
+		for raw := range int64(1000) {
+			id := c.producerID(raw)
+			prev, dup := seen[id]
+			require.False(t, dup, "id %d from node %d and node %d", id, prev, c.self)
+			seen[id] = c.self
+		}
+	}
+}

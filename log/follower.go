@@ -1,0 +1,173 @@
+package log
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/partlog/partlog/internal/base"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/segment"
+)
+
+// This file holds what a follower's log needs beyond the leader's append
+// path: offset gaps (AppendAssigned of a compacted leader's log), and what
+// Open makes of an empty segment that follows a gap (see "Follower logs"
+// in the package documentation).
+
+// rollAcrossGapLocked prepares the active segment for bt, a batch that
+// starts above the log end offset (a follower copying a compacted log).
+// When the active segment can hold bt's offsets (32-bit relative offsets)
+// nothing changes: the gap lies inside the segment, and a roll appendLocked
+// then finds due starts the new segment at the log end offset. Otherwise
+// it rolls to a segment at bt's last offset - (2^31-1) (Kafka rolls at the
+// batch's base offset; the lowest base that holds bt keeps the most room)
+// and, when that lies past the log end offset, moves the log end offset
+// there: the offsets between hold nothing. Such a segment starts below
+// bt's base, so its first batch shows the gap before it (Open accepts a
+// gap between segments that a segment's own gaps explain); a batch of
+// 2^31 offsets cannot, and is refused with ErrUnexpectedOffset before
+// anything changes. REQUIRES: mu held.
+func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
+	active := p.segs.Load().active()
+	if bt.LastOffset()-active.BaseOffset() <= math.MaxInt32 {
+		return nil // a roll appendLocked finds due (at the log end) holds bt too
+	}
+	end := p.mu.end.Offset
+	newBase := max(end, bt.LastOffset()-math.MaxInt32)
+	if newBase > end && newBase == bt.BaseOffset() {
+		return fmt.Errorf("%w: batch [%d, %d] spans 2^31 offsets %d offsets past the log end offset %d: no segment can hold it without a gap before its first batch",
+			ErrUnexpectedOffset, bt.BaseOffset(), bt.LastOffset(), bt.BaseOffset()-end, end)
+	}
+	if err := p.rollLocked(newBase, segment.RollOffsetOverflow); err != nil {
+		return err
+	}
+	if newBase > end {
+		// The new, empty segment is the log's end until bt is written.
+		p.mu.end = position{Offset: newBase, SegBase: newBase, Pos: 0}
+		if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {
+			p.mu.hw = p.mu.end
+		}
+	}
+	return nil
+}
+
+// settleEmptyTail decides, at Open, about a last segment that holds no
+// batch and starts above the previous segment's next offset (an offset
+// gap before an empty segment) or at or below the log start offset, and
+// returns the segments that remain. Three things leave one:
+//
+//   - a follower's roll across a gap (rollAcrossGapLocked) whose first
+//     batch a crash lost: the roll persisted the recovery point at the new
+//     segment's base once the segment existed;
+//   - a TruncateFullyAndStartAt that a crash interrupted before its commit
+//     (the log start offset checkpoint at the new segment's base): the
+//     recovery point and log start are still the old log's;
+//   - a TruncateFullyAndStartAt that a crash interrupted after its commit:
+//     the log start offset checkpoint is at the new segment's base (with
+//     or without a gap before it: a restart at the log end has none).
+//
+// The first keeps the segment (the log end offset is its base, as before
+// the crash). The second removes it: the log is the old one. The third
+// finishes the restart: every earlier segment lies wholly below the log
+// start offset and is removed, and the leader epoch cache is emptied. A
+// segment that holds nothing loses nothing when removed. (A
+// DeleteRecordsBefore up to an empty active segment's base that a crash
+// interrupted looks the same and is finished the same way, its epoch
+// cache emptied too: the next batch's epoch starts it again.) REQUIRES: Open's
+// single goroutine; list holds at least one segment.
+func (p *Partition) settleEmptyTail(list []*segment.Segment, logStart int64, haveLogStart bool, rp int64, haveRP bool) ([]*segment.Segment, error) {
+	n := len(list)
+	if n < 2 {
+		return list, nil
+	}
+	last, prev := list[n-1], list[n-2]
+	b := last.BaseOffset()
+	if last.Size() != 0 || (prev.NextOffset() >= b && !(haveLogStart && logStart >= b)) {
+		return list, nil
+	}
+	remove := func(segs []*segment.Segment) error {
+		for i := len(segs) - 1; i >= 0; i-- {
+			if err := segs[i].MarkDeleted(); err != nil {
+				return fmt.Errorf("remove segment %d: %w", segs[i].BaseOffset(), err)
+			}
+			if err := segs[i].Close(); err != nil {
+				p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+			}
+		}
+		p.mu.dirDirty = true
+		return nil
+	}
+	switch {
+	case haveLogStart && logStart >= b:
+		p.logger.Warn("partlog/log: finishing a restart of the log that a crash interrupted", "dir", p.dir,
+			"logStart", b, "segmentsRemoved", n-1)
+		if err := remove(list[:n-1]); err != nil {
+			return list, err
+		}
+		p.mu.epochs, p.mu.epochsDirty = nil, true
+		return list[n-1:], nil
+	case haveRP && rp >= b:
+		return list, nil
+	default:
+		p.logger.Warn("partlog/log: removing an empty segment after an offset gap that no commit covers (a restart a crash interrupted)",
+			"dir", p.dir, "segment", b, "previousEnd", prev.NextOffset())
+		if err := remove(list[n-1:]); err != nil {
+			return list, err
+		}
+		return list[:n-1], nil
+	}
+}
+
+// emptyTailExplained is checkDir's answer for an empty last segment (file
+// path, base b) after an offset gap down to prevNext: true when the
+// recovery point reaches b (a follower's roll across a gap persisted it
+// once the segment existed: the log ends at b), or, after a crash, when
+// the policy accepts it as a torn tail (settleEmptyTail then removes it,
+// or finishes the restart the log start checkpoint committed). After a
+// clean shutdown without that recovery point the gap is unexplained:
+// a stray file or a missing segment.
+func (p *Partition) emptyTailExplained(path string, b, prevNext int64, clean bool, rp int64, haveRP bool) (bool, error) {
+	if haveRP && rp >= b {
+		return true, nil
+	}
+	if clean {
+		return false, nil
+	}
+	cause := base.TornTailErrorf(path, 0, "baseOffset",
+		"an empty segment at offset %d after the previous segment ended at %d: a follower's roll or a restart of the log that a crash interrupted", b, prevNext)
+	if err := p.askPolicy(path, false, true, cause); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// keptEnd returns where the batches of seg end after TruncateTo cuts it at
+// byte pos (found) or keeps it whole (!found): the next offset of the last
+// batch kept, or seg's base offset when none is. It reads batch headers
+// only when the log start offset lies inside seg (else any batch kept ends
+// past it, and the answer only needs to be at least start). REQUIRES: mu
+// held.
+func keptEnd(seg *segment.Segment, found bool, pos, start int64) (int64, error) {
+	switch {
+	case !found:
+		return seg.NextOffset(), nil
+	case pos == 0:
+		return seg.BaseOffset(), nil
+	case start <= seg.BaseOffset():
+		return seg.BaseOffset() + 1, nil // a batch at or past the base stays
+	}
+	next := seg.BaseOffset()
+	_, err := walkHeaders(seg, nil, func(at int64, h []byte, legacy bool) (bool, error) {
+		if at >= pos {
+			return false, nil
+		}
+		if legacy {
+			next = max(next, batch.Legacy(h).Offset()+1)
+		} else {
+			next = batch.Batch(h).NextOffset()
+		}
+		return true, nil
+	})
+	return next, err
+}

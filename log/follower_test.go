@@ -1,0 +1,271 @@
+package log_test
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// checkRecordsFrom is checkRecords for a log that may have offset gaps (a
+// follower's copy of a compacted log): r holds whole, valid batches with
+// increasing offsets, the first being the first batch whose last offset is
+// at or past offset. It returns the offset after them.
+func checkRecordsFrom(t tb, r plog.Records, offset int64) int64 {
+	t.Helper()
+	b := r.Bytes()
+	next := int64(-1)
+	for len(b) > 0 {
+		bt, rest, err := batch.Parse(b)
+		require.NoError(t, err)
+		require.NoError(t, bt.Validate())
+		if next < 0 {
+			require.True(t, offset <= bt.LastOffset(), "first batch [%d, %d] ends before %d", bt.BaseOffset(), bt.LastOffset(), offset)
+		} else {
+			require.True(t, bt.BaseOffset() >= next, "batch at %d after a batch ending before %d", bt.BaseOffset(), next)
+		}
+		next = bt.NextOffset()
+		b = rest
+	}
+	return next
+}
+
+// assigned is one batch of a follower's record set: base offset and record
+// count (offsets base .. base+n-1), or, with delta set, a compacted batch
+// of one record whose lastOffsetDelta is delta.
+type assigned struct {
+	base  int64
+	n     int
+	delta int32
+}
+
+// recordSet encodes bs as one AppendAssigned record set, each batch with
+// leader epoch epoch.
+func recordSet(t testing.TB, epoch int32, bs ...assigned) []byte {
+	t.Helper()
+	var set []byte
+	for i, a := range bs {
+		n := max(a.n, 1)
+		b := batch.Batch(logtest.MakeBatch(n, 10, 1_700_000_000_000+a.base%1000, byte(i)))
+		if a.delta > 0 {
+			binary.BigEndian.PutUint32(b[23:], uint32(a.delta)) // lastOffsetDelta
+			b.SetCRC()
+		}
+		b.SetBaseOffset(a.base)
+		b.SetPartitionLeaderEpoch(epoch)
+		require.NoError(t, b.ValidateHeader())
+		set = append(set, b...)
+	}
+	return set
+}
+
+// TestAppendAssignedGaps is the follower path over offset gaps (a
+// compacted leader's log): what AppendAssigned accepts and refuses, what
+// reads return in and around the gaps, where segments start, and that a
+// clean reopen and a crash after a sync give the same log (laws 1, 3, 4
+// as they read for followers).
+func TestAppendAssignedGaps(t *testing.T) {
+	const huge = int64(math.MaxInt32) + 5
+	cases := []struct {
+		name string
+		sets [][]assigned
+		// wantErr is the error of the last set (nil: every set appends).
+		wantErr error
+		end     int64
+		batches [][2]int64
+		// bases are the segments' base offsets (nil: not checked).
+		bases []int64
+	}{
+		{name: "first batch above the end of an empty log", sets: [][]assigned{{{base: 5, n: 3}}},
+			end: 8, batches: [][2]int64{{5, 7}}, bases: []int64{0}},
+		{name: "gaps inside a record set", sets: [][]assigned{{{base: 0, n: 2}, {base: 10, n: 1}, {base: 40, n: 5}}},
+			end: 45, batches: [][2]int64{{0, 1}, {10, 10}, {40, 44}}},
+		{name: "gaps between record sets", sets: [][]assigned{{{base: 0, n: 2}}, {{base: 7, n: 1}}, {{base: 8, n: 1}}, {{base: 30, n: 2}}},
+			end: 32, batches: [][2]int64{{0, 1}, {7, 7}, {8, 8}, {30, 31}}},
+		{name: "a compacted batch with fewer records than offsets", sets: [][]assigned{{{base: 3, delta: 9}, {base: 20, n: 1}}},
+			end: 21, batches: [][2]int64{{3, 12}, {20, 20}}},
+		{name: "a record set below the log end", sets: [][]assigned{{{base: 0, n: 2}}, {{base: 1, n: 1}}},
+			wantErr: plog.ErrUnexpectedOffset, end: 2, batches: [][2]int64{{0, 1}}},
+		{name: "a batch inside the previous one", sets: [][]assigned{{{base: 0, n: 3}, {base: 2, n: 1}}},
+			wantErr: plog.ErrUnexpectedOffset, end: 0},
+		{name: "a batch at the previous one's last offset after a gap", sets: [][]assigned{{{base: 4, n: 3}, {base: 6, n: 1}}},
+			wantErr: plog.ErrUnexpectedOffset, end: 0},
+		{name: "a gap past a segment's 32-bit relative offsets", sets: [][]assigned{{{base: 0, n: 2}, {base: 2 + huge, n: 3}}},
+			end: 5 + huge, batches: [][2]int64{{0, 1}, {2 + huge, 4 + huge}}, bases: []int64{0, 4 + huge - math.MaxInt32}},
+		{name: "a huge gap on an empty log", sets: [][]assigned{{{base: huge, n: 1}}},
+			end: huge + 1, batches: [][2]int64{{huge, huge}}, bases: []int64{0, huge - math.MaxInt32}},
+		{name: "a 2^31-offset batch past a huge gap", sets: [][]assigned{{{base: 0, n: 1}}, {{base: huge, delta: math.MaxInt32}}},
+			wantErr: plog.ErrUnexpectedOffset, end: 1, batches: [][2]int64{{0, 0}}, bases: []int64{0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			const dir = "/data/follower-0"
+			cfg := plog.Config{FS: mem, SegmentBytes: 1 << 20}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer func() { _ = p.Close() }()
+			for i, s := range c.sets {
+				before := p.LogEndOffset()
+				end, err := p.AppendAssigned(recordSet(t, 3, s...))
+				if i == len(c.sets)-1 && c.wantErr != nil {
+					require.ErrorIs(t, err, c.wantErr)
+					require.Equal(t, before, end)
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, p.LogEndOffset(), end)
+			}
+			check := func(p *plog.Partition) {
+				t.Helper()
+				require.NoError(t, p.Verify())
+				require.Equal(t, c.end, p.LogEndOffset())
+				require.Equal(t, int64(0), p.LogStartOffset())
+				var all [][2]int64
+				for o := int64(0); o < p.LogEndOffset(); {
+					r, err := p.ReadFromFollower(o, math.MaxInt32)
+					require.NoError(t, err)
+					got := batchesIn(t, r.Bytes())
+					require.NoError(t, r.Close())
+					if len(got) == 0 {
+						break
+					}
+					all = append(all, got...)
+					o = got[len(got)-1][1] + 1
+				}
+				require.Equal(t, c.batches, all)
+				// A read anywhere returns the first batch ending at or
+				// after the offset: in a gap, the batch after it.
+				for _, b := range c.batches {
+					for _, o := range []int64{b[0] - 1, b[0], b[1]} {
+						if o < 0 {
+							continue
+						}
+						r, err := p.ReadFromFollower(o, 1)
+						require.NoError(t, err)
+						got := batchesIn(t, r.Bytes())
+						require.NoError(t, r.Close())
+						require.NotEmpty(t, got, "read at %d", o)
+						require.True(t, got[0][1] >= o && got[0][0] <= max(o, b[0]), "read at %d got %v", o, got)
+					}
+				}
+				if c.bases != nil {
+					var bases []int64
+					for _, s := range p.SegmentInfos() {
+						bases = append(bases, s.BaseOffset)
+					}
+					require.Equal(t, c.bases, bases)
+				}
+			}
+			check(p)
+			require.NoError(t, p.Sync())
+			crashed := mem.CrashClone(vfs.CrashOptions{Seed: 1})
+			require.NoError(t, p.Close())
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			check(p)
+			q, err := plog.Open(dir, plog.Config{FS: crashed, SegmentBytes: 1 << 20, Recovery: plog.StrictRecovery{}})
+			require.NoError(t, err)
+			defer func() { _ = q.Close() }()
+			check(q)
+		})
+	}
+}
+
+// TestAppendAssignedGapCrashAtEveryOp crashes a follower's appends across
+// offset gaps (small ones inside a segment, rolls at the log end, and
+// rolls past a segment's 32-bit relative offsets, whose new segment starts
+// above the log end) at every filesystem operation in turn: the clone
+// must reopen holding
+// every acknowledged record set, as a prefix of the appended batches, its
+// log ending anywhere from the last kept batch's end to the first lost
+// batch's base.
+func TestAppendAssignedGapCrashAtEveryOp(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 17))
+	const dir = "/kafka/gap-op-0"
+	cfg := func(fs vfs.FS) plog.Config {
+		return plog.Config{FS: fs, FlushMessages: 1, SegmentBytes: 1500, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+	}
+	var sets [][]byte
+	next := int64(0)
+	for i := range 24 {
+		var bs []assigned
+		for range 1 + i%2 {
+			switch i % 6 {
+			case 1, 4:
+				next += int64(1 + i)
+			case 3:
+				next += math.MaxInt32 + int64(i)
+			}
+			n := 1 + i%4
+			bs = append(bs, assigned{base: next, n: n})
+			next += int64(n)
+		}
+		sets = append(sets, recordSet(t, int32(i/5), bs...))
+	}
+	run := func(fs vfs.FS, acked func(int)) {
+		p, err := plog.Open(dir, cfg(fs))
+		require.NoError(t, err)
+		for i, s := range sets {
+			_, err := p.AppendAssigned(s)
+			require.NoError(t, err)
+			acked(i + 1)
+		}
+		require.NoError(t, p.Close())
+	}
+	counter := vfs.NewInjector(vfs.NewMem())
+	run(counter, func(int) {})
+	total := counter.Ops()
+	points := 0
+	for k := int64(0); k < total; k++ {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		var clone *vfs.MemFS
+		var mu sync.Mutex
+		nAcked, ackedAtCrash := 0, -1
+		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+		n := int64(0)
+		in.SetHook(func(vfs.Op) error {
+			if n == k {
+				clone = mem.CrashClone(opts)
+				mu.Lock()
+				ackedAtCrash = nAcked
+				mu.Unlock()
+			}
+			n++
+			return nil
+		})
+		run(in, func(i int) { mu.Lock(); nAcked = i; mu.Unlock() })
+		if clone == nil {
+			continue
+		}
+		points++
+		p, err := plog.Open(dir, cfg(clone))
+		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
+		m := logtest.NewModel(0, false)
+		m.SyncEveryAppend = true
+		for i, s := range sets {
+			if i == ackedAtCrash {
+				m.SyncEveryAppend = false
+			}
+			require.NoError(t, m.Append(s))
+		}
+		require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "crash at op %d %+v", k, opts)
+		logtest.Check(t, p, m)
+		// The recovered log takes the next record set.
+		_, err = p.AppendAssigned(recordSet(t, 9, assigned{base: p.LogEndOffset() + 3, n: 2}))
+		require.NoError(t, err)
+		require.NoError(t, p.Verify())
+		require.NoError(t, p.Close())
+	}
+	t.Logf("%d crash points", points)
+}

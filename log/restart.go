@@ -1,0 +1,153 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/partlog/partlog/segment"
+)
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, as
+// Kafka's truncateFullyAndStartAt: every segment goes, a new empty segment
+// starts at offset, and the log start offset, the log end offset and the
+// high watermark all become offset. The leader epoch cache is emptied and
+// the producer state forgotten (their files too); the cleaner checkpoint
+// is lowered to offset when it is above it. A follower calls it when its
+// leader's log start offset is past its own log end (the leader deleted
+// what the follower would fetch next), or to lower the log start offset
+// (TruncateTo below the log start does). A negative offset gives
+// ErrOffsetOutOfRange and changes nothing.
+//
+// Above the log end offset (offset >= LogEndOffset) the restart is atomic
+// across a crash: the new segment is created and made durable first, the
+// log start offset checkpoint at offset commits the restart, and only then
+// are the old segments removed. A crash before the commit reopens the old
+// log (Open removes the empty segment after the gap, which no checkpoint
+// covers); a crash after it reopens the restarted log (the leader epoch
+// cache is emptied next, durably, then the old segments go; Open finishes
+// what a crash interrupted: it removes the old segments, all below the log
+// start, and empties the leader epoch cache). The producer snapshots are removed
+// before the commit, so the old log rebuilds its producer state from its
+// batches should a crash keep it.
+//
+// Below the log end offset the new segment would overlap the old ones, so
+// they are removed first (newest first), then the leader epoch cache and
+// the producer snapshots, then the log start offset checkpoint is written
+// and the new segment created. A crash in between reopens a prefix of the
+// old log, or an empty log at the old log start offset, or the restarted
+// log; never batches from both.
+//
+// Readers holding Records of the old segments keep them until they close
+// them. An I/O error after the first change fails the partition (reopen
+// it to recover); Open then finds one of the states above.
+func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: restart the log at negative offset %d", ErrOffsetOutOfRange, offset)
+	}
+	if offset < p.mu.end.Offset {
+		return p.truncateFullyLocked(offset)
+	}
+	return p.restartAboveEndLocked(offset)
+}
+
+// restartAboveEndLocked is TruncateFullyAndStartAt at an offset at or
+// above the log end: create, commit (log start checkpoint), remove.
+// REQUIRES: mu held, at >= mu.end.Offset.
+func (p *Partition) restartAboveEndLocked(at int64) error {
+	snap := p.segs.Load()
+	old := snap.list
+	active := snap.active()
+	// An empty active segment already at the new base is the new one.
+	reuse := active.Size() == 0 && active.BaseOffset() == at
+	wrap := func(err error) error {
+		return fmt.Errorf("partlog/log: restart %s at %d: %w", p.dir, at, err)
+	}
+	fail := func(err error) error {
+		p.failLocked(wrap(err))
+		return p.mu.failed
+	}
+	// 1. Before the commit, nothing the old log needs changes: its
+	// producer snapshots go (Open rebuilds the state from the batches),
+	// and the new segment is created beside it, above its end.
+	if _, err := p.removeSnapshots(func(int64) bool { return true }); err != nil {
+		return wrap(err)
+	}
+	seg := active
+	if !reuse {
+		var err error
+		if seg, err = segment.Create(p.cfg.FS, p.dir, at, p.segCfg); err != nil {
+			return wrap(fmt.Errorf("create segment %d: %w", at, err))
+		}
+	}
+	undo := func(err error) error {
+		if !reuse {
+			if derr := seg.MarkDeleted(); derr != nil {
+				p.logger.Warn("partlog/log: removing the restart's segment failed; Open removes it", "dir", p.dir, "err", derr)
+			}
+			_ = seg.Unref()
+		}
+		return wrap(err)
+	}
+	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		return undo(err)
+	}
+	// 2. Commit. Whether a failed write reached the disk is unknown:
+	// the partition fails and Open decides from what is there.
+	if err := p.writeLogStartCheckpoint(at); err != nil {
+		if !reuse {
+			_ = seg.Unref() // its files stay for Open to judge
+		}
+		return fail(err)
+	}
+	// 3. Publish the restarted log; readers of the old one retry.
+	end := position{Offset: at, SegBase: at, Pos: 0}
+	p.mu.end, p.mu.hw = end, end
+	p.logStart.Store(at)
+	p.publishLocked()
+	p.truncations.Add(1)
+	if err := p.replaceSegmentsLocked([]*segment.Segment{seg}); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+	}
+	if reuse {
+		old = old[:len(old)-1]
+	}
+	// 4. The epochs of the old batches go, durably, before the old
+	// segments (all below the log start now): once none is left, Open
+	// cannot tell the restart was interrupted.
+	p.mu.epochs, p.mu.epochsDirty = nil, true
+	if err := p.writeEpochsLocked(); err != nil {
+		return fail(err)
+	}
+	var first error
+	for i := len(old) - 1; i >= 0; i-- {
+		if err := old[i].MarkDeleted(); err != nil && first == nil {
+			first = fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err)
+		}
+		if err := old[i].Unref(); err != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+		}
+	}
+	p.mu.dirDirty = true
+	if first != nil {
+		return fail(first)
+	}
+	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		return fail(err)
+	}
+	p.mu.dirDirty = false
+	p.mu.producers.reset()
+	p.mu.rollAfter = p.newRollAfter()
+	p.mu.flushedBelow = at
+	if err := p.clampCleanerCheckpointLocked(at); err != nil {
+		return fail(fmt.Errorf("cleaner checkpoint: %w", err))
+	}
+	if err := p.setRecoveryPointLocked(at); err != nil {
+		p.logger.Warn("partlog/log: restart: recovery point not persisted", "dir", p.dir, "err", err)
+	}
+	p.logger.Info("partlog/log: restarted the log", "dir", p.dir, "logStart", at, "segmentsRemoved", len(old))
+	return nil
+}
