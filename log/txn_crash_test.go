@@ -191,7 +191,7 @@ func TestTxnCrash(t *testing.T) {
 	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x7a))
 	budget, minCrashes := 6*time.Second, 150
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		budget, minCrashes = 2*time.Second, 40
 	}
 	deadline := time.Now().Add(budget)
