@@ -542,10 +542,22 @@
 // "Follower logs"). TruncateTo below the log start offset lowers the log
 // start offset the same way, as Kafka's truncateTo does.
 //
+// Leader epochs (Kafka's leader epoch cache, LeaderEpochs): a replica that
+// becomes leader records its epoch at the log end with
+// AssignEpochStartOffset, durably, before its first batch in the epoch.
+// EndOffsetForEpoch answers OffsetsForLeaderEpoch from the cache with
+// Kafka's edge cases (the latest epoch answers the log end offset; an
+// epoch between entries answers the entry below it and the start of the
+// one above; an epoch below the first answers the first start offset;
+// undefined or above every epoch answers UndefinedEpoch,
+// UndefinedEpochOffset): a follower asks its leader for its own latest
+// epoch and truncates to the answer. OffsetForTimestamp answers carry a
+// leader epoch (TimestampOffset.LeaderEpoch): a record's batch's
+// partitionLeaderEpoch, and for Latest and Earliest what the cache says.
+//
 // # What a Partition does not do yet
 //
-// Transactions (last stable offset, aborted transaction index), answering
-// OffsetsForLeaderEpoch from the leader epoch cache, and time or size
-// based retention policies (package compaction drives DeleteSegments) are
-// separate changes.
+// Transactions (last stable offset, aborted transaction index) and time
+// or size based retention policies (package compaction drives
+// DeleteSegments) are separate changes.
 package log

@@ -42,7 +42,9 @@ func Check(t TB, p *plog.Partition, m *Model) {
 //   - OffsetForTimestamp agrees with the model for every record timestamp
 //     (and one past it) and for the Latest and Earliest sentinels, and the
 //     MaxTimestamp answer is a visible record with the largest visible
-//     timestamp.
+//     timestamp, with the leader epochs of every answer;
+//   - the leader epoch caches agree, and so does EndOffsetForEpoch for
+//     every cached epoch, its neighbours and the undefined epoch.
 //
 // Batches of more than 64 records are probed at their first, last and a
 // few middle offsets rather than at every one.
@@ -72,6 +74,9 @@ func CheckErr(p *plog.Partition, m *Model) error {
 		if err := checkScan(p, m, limit, false); err != nil {
 			return err
 		}
+	}
+	if err := checkEpochs(p, m); err != nil { // epochs.go
+		return err
 	}
 	return checkTimes(p, m)
 }
