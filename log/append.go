@@ -256,11 +256,11 @@ func tooLate(ts, now int64, limit time.Duration) bool {
 // "Follower logs" in the package documentation for what Open makes of a
 // crash at that moment); a batch spanning 2^31 offsets (lastOffsetDelta
 // 2^31-1) cannot follow a gap and is refused with ErrUnexpectedOffset
-// before any batch of the set is written. Control batches and batches with fewer records
-// than offsets (compacted) are allowed; the header, including
-// partitionLeaderEpoch, is stored as given.
+// before any batch of the set is written. Control batches and batches
+// with fewer records than offsets (compacted) are allowed; the header,
+// including partitionLeaderEpoch, is stored as given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
-// framing, magic 2, CRC-32C, header fields; increasing, contiguous
+// framing, magic 2, CRC-32C, header fields; strictly increasing
 // offsets) and must fit in a segment (ErrBatchTooLarge); max.message.bytes
 // does not apply, as on a Kafka follower. The records are not decompressed
 // or walked: the CRC covers them, the leader validated them, and a highly

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/partlog/partlog/internal/base"
-
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
 )
 
