@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -253,11 +254,13 @@ func tooLate(ts, now int64, limit time.Duration) bool {
 // offsets are 32 bits): then the new segment starts at the batch's last
 // offset - (2^31-1) and the log end offset moves there at once (see
 // "Follower logs" in the package documentation for what Open makes of a
-// crash at that moment). Control batches and batches with fewer records
-// than offsets (compacted) are allowed; the header, including
-// partitionLeaderEpoch, is stored as given.
+// crash at that moment); a batch spanning 2^31 offsets (lastOffsetDelta
+// 2^31-1) cannot follow a gap and is refused with ErrUnexpectedOffset
+// before any batch of the set is written. Control batches and batches
+// with fewer records than offsets (compacted) are allowed; the header,
+// including partitionLeaderEpoch, is stored as given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
-// framing, magic 2, CRC-32C, header fields; increasing, contiguous
+// framing, magic 2, CRC-32C, header fields; strictly increasing
 // offsets) and must fit in a segment (ErrBatchTooLarge); max.message.bytes
 // does not apply, as on a Kafka follower. The records are not decompressed
 // or walked: the CRC covers them, the leader validated them, and a highly
@@ -297,6 +300,8 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 	}
 	if first := batch.Batch(records).BaseOffset(); first < p.mu.end.Offset {
 		return p.mu.end.Offset, 0, false, fmt.Errorf("%w: record set starts at offset %d, below the log end offset %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
+	} else if first > p.mu.end.Offset && batch.Batch(records).LastOffsetDelta() == math.MaxInt32 {
+		return p.mu.end.Offset, 0, false, errGapBeforeHugeBatch(0, first, p.mu.end.Offset)
 	}
 	defer p.publishLocked()
 	for rest := records; len(rest) > 0; {
@@ -335,6 +340,9 @@ func (p *Partition) checkAssigned(records []byte) error {
 		}
 		if i > 0 && bt.BaseOffset() < next {
 			return fmt.Errorf("%w: batch %d starts at offset %d, not after the previous batch, which ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
+		}
+		if i > 0 && bt.BaseOffset() > next && bt.LastOffsetDelta() == math.MaxInt32 {
+			return errGapBeforeHugeBatch(i, bt.BaseOffset(), next)
 		}
 		next = bt.NextOffset()
 		pos += len(bt)

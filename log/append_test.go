@@ -178,7 +178,7 @@ func TestAppendMaxTimestampFromRecords(t *testing.T) {
 				to, found, err := p.OffsetForTimestamp(ts)
 				require.NoError(t, err)
 				require.True(t, found, "OffsetForTimestamp(%d)", ts)
-				require.Equal(t, plog.TimestampOffset{Timestamp: ts, Offset: 0}, to)
+				require.Equal(t, plog.TimestampOffset{Timestamp: ts, Offset: 0, LeaderEpoch: -1}, to)
 				to, found, err = p.OffsetForTimestamp(ts + 3)
 				require.NoError(t, err)
 				require.True(t, found)
@@ -186,7 +186,7 @@ func TestAppendMaxTimestampFromRecords(t *testing.T) {
 				to, found, err = p.OffsetForTimestamp(plog.MaxTimestamp)
 				require.NoError(t, err)
 				require.True(t, found)
-				require.Equal(t, plog.TimestampOffset{Timestamp: ts + 4, Offset: 4}, to)
+				require.Equal(t, plog.TimestampOffset{Timestamp: ts + 4, Offset: 4, LeaderEpoch: -1}, to)
 				require.NoError(t, p.Verify())
 			})
 		}

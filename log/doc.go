@@ -627,10 +627,16 @@
 // "Follower logs"). TruncateTo below the log start offset lowers the log
 // start offset the same way, as Kafka's truncateTo does.
 //
-// # What a Partition does not do yet
-//
-// Answering OffsetsForLeaderEpoch from the leader epoch cache is a
-// separate change. Compaction of transactional data (never past the last
-// stable offset, aborted batches dropped, markers removed after the delete
-// horizon) is package compaction's policy, carried out by Compact.
+// Leader epochs (Kafka's leader epoch cache, LeaderEpochs): a replica that
+// becomes leader records its epoch at the log end with
+// AssignEpochStartOffset, durably, before its first batch in the epoch.
+// EndOffsetForEpoch answers OffsetsForLeaderEpoch from the cache with
+// Kafka's edge cases (the latest epoch answers the log end offset; an
+// epoch between entries answers the entry below it and the start of the
+// one above; an epoch below the first answers the first start offset;
+// undefined or above every epoch answers UndefinedEpoch,
+// UndefinedEpochOffset): a follower asks its leader for its own latest
+// epoch and truncates to the answer. OffsetForTimestamp answers carry a
+// leader epoch (TimestampOffset.LeaderEpoch): a record's batch's
+// partitionLeaderEpoch, and for Latest and Earliest what the cache says.
 package log

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/partlog/partlog/internal/base"
-
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -36,8 +35,7 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 	end := p.mu.end.Offset
 	newBase := max(end, bt.LastOffset()-math.MaxInt32)
 	if newBase > end && newBase == bt.BaseOffset() {
-		return fmt.Errorf("%w: batch [%d, %d] spans 2^31 offsets %d offsets past the log end offset %d: no segment can hold it without a gap before its first batch",
-			ErrUnexpectedOffset, bt.BaseOffset(), bt.LastOffset(), bt.BaseOffset()-end, end)
+		return errGapBeforeHugeBatch(0, bt.BaseOffset(), end) // checked before anything was written
 	}
 	if err := p.rollLocked(newBase, segment.RollOffsetOverflow); err != nil {
 		return err
@@ -170,4 +168,14 @@ func keptEnd(seg *segment.Segment, found bool, pos, start int64) (int64, error) 
 		return true, nil
 	})
 	return next, err
+}
+
+// errGapBeforeHugeBatch refuses batch i of a record set, at base, after an
+// offset gap from prevEnd, whose lastOffsetDelta is 2^31-1: a segment
+// holding it must start at its base, and the gap before that segment
+// would be one no batch of it explains (rollAcrossGapLocked). AppendAssigned
+// refuses it before writing any batch of the set (DESIGN law 8).
+func errGapBeforeHugeBatch(i int, base, prevEnd int64) error {
+	return fmt.Errorf("%w: batch %d at offset %d spans 2^31 offsets after a gap from %d: no segment can hold it without a gap before its first batch",
+		ErrUnexpectedOffset, i, base, prevEnd)
 }

@@ -104,6 +104,10 @@ func TestAppendAssignedGaps(t *testing.T) {
 			end: huge + 1, batches: [][2]int64{{huge, huge}}, bases: []int64{0, huge - math.MaxInt32}},
 		{name: "a 2^31-offset batch past a huge gap", sets: [][]assigned{{{base: 0, n: 1}}, {{base: huge, delta: math.MaxInt32}}},
 			wantErr: plog.ErrUnexpectedOffset, end: 1, batches: [][2]int64{{0, 0}}, bases: []int64{0}},
+		{name: "a 2^31-offset batch after a gap refuses the whole record set", sets: [][]assigned{{{base: 0, n: 1}, {base: 5, delta: math.MaxInt32}}},
+			wantErr: plog.ErrUnexpectedOffset, end: 0, bases: []int64{0}},
+		{name: "a 2^31-offset batch without a gap", sets: [][]assigned{{{base: 0, n: 1}, {base: 1, delta: math.MaxInt32}}},
+			end: 2 + math.MaxInt32, batches: [][2]int64{{0, 0}, {1, 1 + math.MaxInt32}}, bases: []int64{0, 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -241,7 +241,7 @@ func TestLegacyOffsetForTimestamp(t *testing.T) {
 		got, ok, err := p.OffsetForTimestamp(plog.MaxTimestamp)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, plog.TimestampOffset{Timestamp: maxTS, Offset: maxOff}, got)
+		require.Equal(t, plog.TimestampOffset{Timestamp: maxTS, Offset: maxOff}, plog.TimestampOffset{Timestamp: got.Timestamp, Offset: got.Offset})
 	})
 	t.Run("v0 messages have no timestamp", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "t-0")

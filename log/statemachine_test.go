@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"errors"
 	"github.com/stretchr/testify/require"
 	"math"
 	"path/filepath"
@@ -196,6 +197,26 @@ func stateMachineRound(t *testing.T, crashes *int) {
 					return
 				}
 				require.NoError(rt, err)
+			},
+			"assignEpochStartOffset": func(rt *rapid.T) {
+				// An election: a new epoch at the log end, or a stale or
+				// repeated one, or at a wrong offset.
+				latest := int32(-1)
+				if es := m.LeaderEpochs(); len(es) > 0 {
+					latest = es[len(es)-1].Epoch
+				}
+				e := latest + int32(rapid.IntRange(-2, 2).Draw(rt, "assignEpoch"))
+				o := m.LogEndOffset() + int64(rapid.SampledFrom([]int{0, 0, 0, -1, 1}).Draw(rt, "assignAt"))
+				err, merr := p.AssignEpochStartOffset(e, o), m.AssignEpochStartOffset(e, o)
+				switch {
+				case errors.Is(merr, plog.ErrUnexpectedOffset):
+					require.ErrorIs(rt, err, plog.ErrUnexpectedOffset)
+				case errors.Is(merr, plog.ErrStaleLeaderEpoch):
+					require.ErrorIs(rt, err, plog.ErrStaleLeaderEpoch)
+				default:
+					require.NoError(rt, err)
+					epoch = max(epoch, e)
+				}
 			},
 			"truncateFullyAndStartAt": func(rt *rapid.T) {
 				// A follower behind its leader's log start restarts above

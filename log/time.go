@@ -27,6 +27,12 @@ const (
 type TimestampOffset struct {
 	Timestamp int64
 	Offset    int64
+	// LeaderEpoch is the leader epoch of the answer, as in Kafka's
+	// ListOffsets response (-1, UndefinedEpoch, when unknown): for a
+	// record, its batch's partitionLeaderEpoch; for Latest, the latest
+	// epoch in the leader epoch cache; for Earliest, the cache's first
+	// epoch when it starts at or below the log start offset.
+	LeaderEpoch int32
 }
 
 // OffsetForTimestamp answers Kafka's ListOffsets for a consumer (isolation
@@ -46,6 +52,11 @@ type TimestampOffset struct {
 //
 // Under LogAppendTime every record of a batch has the batch's
 // maxTimestamp. Other negative timestamps give ErrInvalidTimestamp.
+//
+// Every answer carries a leader epoch (TimestampOffset.LeaderEpoch). For
+// Latest and Earliest it comes from the leader epoch cache, read under the
+// partition's mutex as LeaderEpochs does (a writer holds it briefly, a
+// roll for its flush); the other answers take no lock.
 func (p *Partition) OffsetForTimestamp(ts int64) (to TimestampOffset, found bool, err error) {
 	return p.offsetForTimestamp(ts, false)
 }
@@ -74,9 +85,11 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 	defer func() { err = p.noteFault(err) }()
 	switch {
 	case ts == LatestTimestamp:
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound()}, true, nil
+		latest, _ := p.epochsForListOffsets() // epochend.go
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound(), LeaderEpoch: latest}, true, nil
 	case ts == EarliestTimestamp:
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset()}, true, nil
+		_, earliest := p.epochsForListOffsets()
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset(), LeaderEpoch: earliest}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}
@@ -103,6 +116,10 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		}
 		seg.AcquireRead()
 		off, t, ok, err := seg.FindOffsetByTimestamp(ts, start)
+		epoch := UndefinedEpoch
+		if err == nil && ok && off < hw {
+			epoch, err = batchEpochAt(seg, off)
+		}
 		seg.ReleaseRead()
 		if err != nil {
 			return TimestampOffset{}, false, fmt.Errorf("partlog/log: offset for timestamp %d in segment %d of %s: %w", ts, seg.BaseOffset(), p.dir, err)
@@ -113,9 +130,29 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		if off >= hw {
 			break
 		}
-		return TimestampOffset{Timestamp: t, Offset: off}, true, nil
+		return TimestampOffset{Timestamp: t, Offset: off, LeaderEpoch: epoch}, true, nil
 	}
-	return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false, nil
+	return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}, false, nil
+}
+
+// batchEpochAt returns the partitionLeaderEpoch of the batch of seg that
+// holds offset (UndefinedEpoch for a legacy message, which has none).
+// REQUIRES: a read lease on seg.
+func batchEpochAt(seg *segment.Segment, offset int64) (_ int32, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+	_, info, found, err := seg.Translate(offset, 0)
+	if err != nil || !found || info.Size < batch.HeaderSize {
+		return UndefinedEpoch, err
+	}
+	var buf [batch.HeaderSize]byte
+	h, err := seg.Bytes(info.Pos, info.Pos+batch.HeaderSize, buf[:])
+	if err != nil {
+		return UndefinedEpoch, err
+	}
+	if m, ok := batch.PeekMagic(h); !ok || batch.IsLegacyMagic(m) {
+		return UndefinedEpoch, nil
+	}
+	return batch.Batch(h).PartitionLeaderEpoch(), nil
 }
 
 // maxTimestampOffset answers MaxTimestamp: the segment with the largest
@@ -124,7 +161,7 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 // RecordBatch.offsetOfMaxTimestamp).
 func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOffset, _ bool, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
-	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}
+	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}
 	var best *segment.Segment
 	bestTS, bestOff := batch.NoTimestamp, int64(-1)
 	for _, seg := range snap.list {
@@ -165,7 +202,7 @@ func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOff
 		if off >= hw {
 			return none, false, nil
 		}
-		return TimestampOffset{Timestamp: bestTS, Offset: off}, true, nil
+		return TimestampOffset{Timestamp: bestTS, Offset: off, LeaderEpoch: UndefinedEpoch}, true, nil
 	}
 	it := batch.Batch(b).Records(nil)
 	for {
@@ -184,5 +221,5 @@ func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOff
 	if off >= hw {
 		return none, false, nil
 	}
-	return TimestampOffset{Timestamp: bestTS, Offset: off}, true, nil
+	return TimestampOffset{Timestamp: bestTS, Offset: off, LeaderEpoch: batch.Batch(b).PartitionLeaderEpoch()}, true, nil
 }

@@ -42,7 +42,9 @@ func Check(t TB, p *plog.Partition, m *Model) {
 //   - OffsetForTimestamp agrees with the model for every record timestamp
 //     (and one past it) and for the Latest and Earliest sentinels, and the
 //     MaxTimestamp answer is a visible record with the largest visible
-//     timestamp;
+//     timestamp, with the leader epochs of every answer;
+//   - the leader epoch caches agree, and so does EndOffsetForEpoch for
+//     every cached epoch, its neighbours and the undefined epoch;
 //   - unless the producer state is unknown (after Crash), the last stable
 //     offset, the open transactions and the read_committed "latest" offset
 //     agree, and reading read_committed from the log start returns the
@@ -79,6 +81,9 @@ func CheckErr(p *plog.Partition, m *Model) error {
 		}
 	}
 	if err := checkTxn(p, m); err != nil {
+		return err
+	}
+	if err := checkEpochs(p, m); err != nil { // epochs.go
 		return err
 	}
 	return checkTimes(p, m)

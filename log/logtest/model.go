@@ -59,6 +59,12 @@ type Model struct {
 	// restarts the log when no batch reaching the log start stays and the
 	// files would end below it.
 	keptBelow int64
+	// epochs is the leader epoch cache (epochs.go); epochAtEndMaybe is
+	// set by Crash when its last entry starts at the log end: a crash in
+	// the middle of an operation may have come before that entry was
+	// written, so the partition may or may not have it.
+	epochs          []plog.EpochStart
+	epochAtEndMaybe bool
 	// synced is the end of the prefix the partition guarantees to keep
 	// through a crash (a lower bound: it may flush more on its own).
 	synced int64
@@ -120,6 +126,8 @@ func (m *Model) Crash(end, hw int64) error {
 	}
 	m.batches = m.batches[:i]
 	m.next = end
+	m.cutEpochsFrom(end + 1) // an epoch recorded at the log end stays
+	m.epochAtEndMaybe = len(m.epochs) > 0 && m.epochs[len(m.epochs)-1].StartOffset == end
 	m.cutProducers(end)
 	m.prodUnknown = true
 	if !m.ManualHighWatermark {
@@ -139,6 +147,7 @@ func (m *Model) Clone() *Model {
 	c := *m
 	c.batches = slices.Clone(m.batches)
 	c.prodHist = slices.Clone(m.prodHist)
+	c.epochs = slices.Clone(m.epochs)
 	return &c
 }
 
@@ -241,7 +250,9 @@ func (m *Model) Append(stored []byte) error {
 		rest = r
 	}
 	m.batches = append(m.batches, add...)
+	m.epochAtEndMaybe = false
 	for _, b := range prod {
+		m.observeEpoch(b)
 		m.recordProducer(b)
 	}
 	m.next = next
@@ -298,6 +309,7 @@ func (m *Model) SetHighWatermark(offset int64) error {
 // partition then rebuilds its producer state from its newest snapshot
 // left: call ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
+	m.epochAtEndMaybe = false
 	if offset >= m.next {
 		return nil
 	}
@@ -327,7 +339,9 @@ func (m *Model) TruncateTo(offset int64) error {
 		m.prodHist = nil
 		m.prodHorizon = m.next
 		m.keptBelow = m.next
+		m.epochs = nil
 	}
+	m.cutEpochsFrom(m.next)
 	m.cutProducers(m.next)
 	if m.hw > m.next || !m.ManualHighWatermark {
 		m.hw = m.next
@@ -342,6 +356,7 @@ func (m *Model) TruncateTo(offset int64) error {
 // high watermark; the producer state is forgotten. A negative offset is
 // refused.
 func (m *Model) TruncateFullyAndStartAt(offset int64) error {
+	m.epochAtEndMaybe = false
 	if offset < 0 {
 		return ErrModelRange
 	}
@@ -350,12 +365,14 @@ func (m *Model) TruncateFullyAndStartAt(offset int64) error {
 	m.keptBelow = offset
 	m.prodHist = nil
 	m.prodHorizon = offset
+	m.epochs = nil
 	return nil
 }
 
 // DeleteRecordsBefore mirrors Partition.DeleteRecordsBefore. The
 // producer state is kept (the partition keeps it too).
 func (m *Model) DeleteRecordsBefore(offset int64) error {
+	m.epochAtEndMaybe = false
 	if offset > m.hw {
 		return ErrModelRange
 	}
@@ -370,6 +387,7 @@ func (m *Model) DeleteRecordsBefore(offset int64) error {
 		i++
 	}
 	m.batches = slices.Delete(m.batches, 0, i)
+	m.cutEpochsBelow(offset)
 	return nil
 }
 
@@ -449,9 +467,11 @@ func (m *Model) BatchFrom(offset int64) (Batch, bool) {
 func (m *Model) OffsetForTimestamp(ts int64) (plog.TimestampOffset, bool) {
 	switch ts {
 	case plog.LatestTimestamp:
-		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.hw}, true
+		latest, _ := m.listOffsetsEpochs()
+		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.hw, LeaderEpoch: latest}, true
 	case plog.EarliestTimestamp:
-		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.logStart}, true
+		_, earliest := m.listOffsetsEpochs()
+		return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: m.logStart, LeaderEpoch: earliest}, true
 	}
 	for _, b := range m.batches {
 		for _, r := range b.Records {
@@ -459,10 +479,10 @@ func (m *Model) OffsetForTimestamp(ts int64) (plog.TimestampOffset, bool) {
 				continue
 			}
 			if r.Offset >= m.hw {
-				return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false
+				return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: plog.UndefinedEpoch}, false
 			}
-			return plog.TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset}, true
+			return plog.TimestampOffset{Timestamp: r.Timestamp, Offset: r.Offset, LeaderEpoch: batch.Batch(b.Bytes).PartitionLeaderEpoch()}, true
 		}
 	}
-	return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1}, false
+	return plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: plog.UndefinedEpoch}, false
 }

@@ -1,0 +1,120 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+// UndefinedEpoch and UndefinedEpochOffset are EndOffsetForEpoch's answer
+// when the cache cannot say (Kafka's UNDEFINED_EPOCH and
+// UNDEFINED_EPOCH_OFFSET in OffsetsForLeaderEpoch responses).
+const (
+	UndefinedEpoch       int32 = -1
+	UndefinedEpochOffset int64 = -1
+)
+
+// ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
+// epoch below the latest one in the leader epoch cache, or negative:
+// recording it would rewrite which leader wrote the batches already there.
+// Kafka error code: FENCED_LEADER_EPOCH (74).
+var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
+
+// AssignEpochStartOffset records that leader epoch epoch starts at offset,
+// which must be the log end offset (else ErrUnexpectedOffset): what a
+// replica does when it becomes leader, before its first batch in the epoch
+// (Kafka's assignEpochStartOffset). The entry is durable in
+// LeaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
+// crash keeps it (Open keeps an entry that starts at the log end). An
+// epoch equal to the latest cached one changes nothing (Kafka's assign);
+// a lower or negative one gives ErrStaleLeaderEpoch. Under
+// Config.StampLeaderEpoch the epoch also becomes the one AppendBatch stamps
+// (as SetLeaderEpoch). Errors change nothing.
+func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if offset != p.mu.end.Offset {
+		return fmt.Errorf("%w: leader epoch %d would start at offset %d, the log end offset is %d", ErrUnexpectedOffset, epoch, offset, p.mu.end.Offset)
+	}
+	if n := len(p.mu.epochs); epoch < 0 || n > 0 && epoch < p.mu.epochs[n-1].Epoch {
+		latest := UndefinedEpoch
+		if n > 0 {
+			latest = p.mu.epochs[n-1].Epoch
+		}
+		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
+	}
+	if err := p.assignEpochLocked(epoch, offset); err != nil {
+		return err
+	}
+	if p.cfg.StampLeaderEpoch {
+		p.leaderEpoch.Store(epoch)
+	}
+	return nil
+}
+
+// EndOffsetForEpoch answers Kafka's OffsetsForLeaderEpoch from the leader
+// epoch cache (LeaderEpochFileCache.endOffsetFor): for the requested
+// epoch, the largest cached epoch at or below it and the offset where the
+// next higher epoch starts, the end of the requested epoch's batches. The
+// edge cases are Kafka's:
+//
+//   - requested UndefinedEpoch (-1): (UndefinedEpoch, UndefinedEpochOffset);
+//   - requested the latest cached epoch: (it, LogEndOffset), the epoch
+//     still being written;
+//   - requested above every cached epoch, or an empty cache:
+//     (UndefinedEpoch, UndefinedEpochOffset);
+//   - requested below the first cached epoch: (requested, the first
+//     entry's start offset): its batches, if any, are gone, and a follower
+//     truncates to where the first known epoch starts;
+//   - requested between two entries (an epoch with no batches here): (the
+//     entry below it, the start offset of the entry above it).
+//
+// A follower asks its leader this for its own latest epoch and truncates
+// to the answer (when below its log end) before fetching. The only error
+// is ErrClosed.
+func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return UndefinedEpoch, UndefinedEpochOffset, ErrClosed
+	}
+	es := p.mu.epochs
+	n := len(es)
+	switch {
+	case requested == UndefinedEpoch:
+		return UndefinedEpoch, UndefinedEpochOffset, nil
+	case n > 0 && es[n-1].Epoch == requested:
+		return requested, p.mu.end.Offset, nil
+	}
+	// higher: the first entry above requested; entries increase.
+	higher := 0
+	for higher < n && es[higher].Epoch <= requested {
+		higher++
+	}
+	switch {
+	case higher == n:
+		return UndefinedEpoch, UndefinedEpochOffset, nil
+	case higher == 0:
+		return requested, es[0].StartOffset, nil
+	}
+	return es[higher-1].Epoch, es[higher].StartOffset, nil
+}
+
+// epochsForListOffsets returns the leader epochs of OffsetForTimestamp's
+// Latest and Earliest answers, as Kafka's log answers them: the latest
+// cached epoch, and the first entry's epoch when it starts at or below the
+// log start offset (UndefinedEpoch otherwise, or with an empty cache).
+func (p *Partition) epochsForListOffsets() (latest, earliest int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	latest, earliest = UndefinedEpoch, UndefinedEpoch
+	if n := len(p.mu.epochs); n > 0 {
+		latest = p.mu.epochs[n-1].Epoch
+		if p.mu.epochs[0].StartOffset <= p.logStart.Load() {
+			earliest = p.mu.epochs[0].Epoch
+		}
+	}
+	return latest, earliest
+}

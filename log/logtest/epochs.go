@@ -1,0 +1,154 @@
+package logtest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+)
+
+// The model's leader epoch cache: the rules of Partition.LeaderEpochs,
+// written out plainly.
+
+// observeEpoch records b's leader epoch when it is higher than every
+// cached one, dropping entries that start at or after b (a stored batch's
+// epoch starts at its base offset).
+func (m *Model) observeEpoch(b batch.Batch) {
+	m.assignEpoch(b.PartitionLeaderEpoch(), b.BaseOffset())
+}
+
+// assignEpoch is the cache's assign rule: a negative epoch, or one not
+// higher than the latest, changes nothing; otherwise entries starting at
+// or after start go and (epoch, start) is added.
+func (m *Model) assignEpoch(epoch int32, start int64) {
+	n := len(m.epochs)
+	if epoch < 0 || n > 0 && epoch <= m.epochs[n-1].Epoch {
+		return
+	}
+	for n > 0 && m.epochs[n-1].StartOffset >= start {
+		n--
+	}
+	m.epochs = append(m.epochs[:n:n], plog.EpochStart{Epoch: epoch, StartOffset: start})
+}
+
+// cutEpochsFrom drops the entries starting at or after end.
+func (m *Model) cutEpochsFrom(end int64) {
+	n := len(m.epochs)
+	for n > 0 && m.epochs[n-1].StartOffset >= end {
+		n--
+	}
+	m.epochs = m.epochs[:n:n]
+}
+
+// cutEpochsBelow drops the entries wholly below start and moves the one
+// holding start up to it (Kafka's truncateFromStart).
+func (m *Model) cutEpochsBelow(start int64) {
+	i := 0
+	for i+1 < len(m.epochs) && m.epochs[i+1].StartOffset <= start {
+		i++
+	}
+	if len(m.epochs) == 0 {
+		return
+	}
+	es := append([]plog.EpochStart(nil), m.epochs[i:]...)
+	if es[0].StartOffset < start {
+		es[0].StartOffset = start
+	}
+	m.epochs = es
+}
+
+// LeaderEpochs returns the model's leader epoch cache, as
+// Partition.LeaderEpochs. The slice is the model's; do not modify it.
+func (m *Model) LeaderEpochs() []plog.EpochStart { return m.epochs }
+
+// AssignEpochStartOffset mirrors Partition.AssignEpochStartOffset: offset
+// must be the log end offset (an error wrapping plog.ErrUnexpectedOffset
+// otherwise), and epoch not below the latest cached one nor negative (an
+// error wrapping plog.ErrStaleLeaderEpoch).
+func (m *Model) AssignEpochStartOffset(epoch int32, offset int64) error {
+	if offset != m.next {
+		return fmt.Errorf("partlog/logtest: model: %w: epoch start %d, log end %d", plog.ErrUnexpectedOffset, offset, m.next)
+	}
+	if n := len(m.epochs); epoch < 0 || n > 0 && epoch < m.epochs[n-1].Epoch {
+		return fmt.Errorf("partlog/logtest: model: %w: %d", plog.ErrStaleLeaderEpoch, epoch)
+	}
+	m.epochAtEndMaybe = false
+	m.assignEpoch(epoch, offset)
+	return nil
+}
+
+// EndOffsetForEpoch mirrors Partition.EndOffsetForEpoch (Kafka's
+// LeaderEpochFileCache.endOffsetFor).
+func (m *Model) EndOffsetForEpoch(requested int32) (int32, int64) {
+	n := len(m.epochs)
+	if requested == plog.UndefinedEpoch {
+		return plog.UndefinedEpoch, plog.UndefinedEpochOffset
+	}
+	if n > 0 && m.epochs[n-1].Epoch == requested {
+		return requested, m.next
+	}
+	var floor *plog.EpochStart
+	for i := range m.epochs {
+		e := &m.epochs[i]
+		if e.Epoch > requested {
+			if floor == nil {
+				return requested, e.StartOffset
+			}
+			return floor.Epoch, e.StartOffset
+		}
+		floor = e
+	}
+	return plog.UndefinedEpoch, plog.UndefinedEpochOffset
+}
+
+// listOffsetsEpochs returns the leader epochs of the Latest and Earliest
+// answers of OffsetForTimestamp.
+func (m *Model) listOffsetsEpochs() (latest, earliest int32) {
+	latest, earliest = plog.UndefinedEpoch, plog.UndefinedEpoch
+	if n := len(m.epochs); n > 0 {
+		latest = m.epochs[n-1].Epoch
+		if m.epochs[0].StartOffset <= m.logStart {
+			earliest = m.epochs[0].Epoch
+		}
+	}
+	return latest, earliest
+}
+
+// checkEpochs compares the leader epoch caches and EndOffsetForEpoch for
+// every cached epoch, the epochs around them and the undefined one. After
+// a Crash whose last entry started at the log end, a partition without
+// that entry is right too (the crash came before it was written); the
+// model then drops it.
+func checkEpochs(p *plog.Partition, m *Model) error {
+	got, want := p.LeaderEpochs(), m.epochs
+	if m.epochAtEndMaybe {
+		if n := len(want); len(got) == n-1 && slices.Equal(got, want[:n-1]) {
+			m.epochs, want = want[:n-1], want[:n-1]
+		}
+		m.epochAtEndMaybe = false
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("partlog/logtest: leader epochs %v, model %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("partlog/logtest: leader epochs %v, model %v", got, want)
+		}
+	}
+	asks := []int32{plog.UndefinedEpoch, 0}
+	for _, e := range want {
+		asks = append(asks, e.Epoch-1, e.Epoch, e.Epoch+1)
+	}
+	for _, e := range asks {
+		ge, go_, err := p.EndOffsetForEpoch(e)
+		if err != nil {
+			return fmt.Errorf("partlog/logtest: EndOffsetForEpoch(%d): %w", e, err)
+		}
+		we, wo := m.EndOffsetForEpoch(e)
+		if ge != we || go_ != wo {
+			return fmt.Errorf("partlog/logtest: EndOffsetForEpoch(%d) = (%d, %d), model (%d, %d); cache %v", e, ge, go_, we, wo, want)
+		}
+	}
+	return nil
+}
