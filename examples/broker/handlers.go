@@ -587,6 +587,33 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	return resp
 }
 
+// commitEntry checks one partition of an OffsetCommit or TxnOffsetCommit
+// request (reqErr: the request-wide error, terr and ps: the topic lookup)
+// and returns its error code, or 0 and the offset to store. leaderEpoch
+// is -1 for request versions without the field.
+func commitEntry(group, topic string, ps []*plog.Partition, terr error, reqErr int16, partition int32, offset int64, leaderEpoch int32, metadata *string) (offsetCommit, int16) {
+	switch {
+	case reqErr != 0:
+		return offsetCommit{}, reqErr
+	case terr != nil:
+		return offsetCommit{}, topicErrorCode(terr)
+	case partition < 0 || int(partition) >= len(ps):
+		return offsetCommit{}, kerr.UnknownTopicOrPartition.Code
+	case metadata != nil && len(*metadata) > maxMetadataSize:
+		return offsetCommit{}, kerr.OffsetMetadataTooLarge.Code
+	case offset < 0:
+		return offsetCommit{}, kerr.InvalidCommitOffsetSize.Code
+	}
+	c := offsetCommit{
+		key:       offsetKey{group: group, topic: topic, partition: partition},
+		committed: committed{offset: offset, leaderEpoch: leaderEpoch},
+	}
+	if metadata != nil {
+		c.metadata = *metadata
+	}
+	return c, 0
+}
+
 // offsetCommit checks the group membership and stores the offsets durably
 // in __consumer_offsets.
 func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
@@ -607,28 +634,13 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewOffsetCommitResponseTopicPartition()
 			p.Partition = rp.Partition
-			switch {
-			case reqErr != 0:
-				p.ErrorCode = reqErr
-			case terr != nil:
-				p.ErrorCode = topicErrorCode(terr)
-			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
-				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Metadata != nil && len(*rp.Metadata) > maxMetadataSize:
-				p.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-			case rp.Offset < 0:
-				p.ErrorCode = kerr.InvalidCommitOffsetSize.Code
-			default:
-				c := offsetCommit{
-					key:       offsetKey{group: req.Group, topic: rt.Topic, partition: rp.Partition},
-					committed: committed{offset: rp.Offset, leaderEpoch: -1},
-				}
-				if req.Version >= 6 {
-					c.leaderEpoch = rp.LeaderEpoch
-				}
-				if rp.Metadata != nil {
-					c.metadata = *rp.Metadata
-				}
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = rp.LeaderEpoch
+			}
+			c, code := commitEntry(req.Group, rt.Topic, ps, terr, reqErr, rp.Partition, rp.Offset, epoch, rp.Metadata)
+			p.ErrorCode = code
+			if code == 0 {
 				commits = append(commits, c)
 				where = append(where, [2]int{len(resp.Topics), len(t.Partitions)})
 			}

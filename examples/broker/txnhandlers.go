@@ -131,28 +131,13 @@ func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			p.Partition = rp.Partition
-			switch {
-			case reqErr != 0:
-				p.ErrorCode = reqErr
-			case terr != nil:
-				p.ErrorCode = topicErrorCode(terr)
-			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
-				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case rp.Metadata != nil && len(*rp.Metadata) > maxMetadataSize:
-				p.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-			case rp.Offset < 0:
-				p.ErrorCode = kerr.InvalidCommitOffsetSize.Code
-			default:
-				c := offsetCommit{
-					key:       offsetKey{group: req.Group, topic: rt.Topic, partition: rp.Partition},
-					committed: committed{offset: rp.Offset, leaderEpoch: -1},
-				}
-				if req.Version >= 2 {
-					c.leaderEpoch = rp.LeaderEpoch
-				}
-				if rp.Metadata != nil {
-					c.metadata = *rp.Metadata
-				}
+			epoch := int32(-1)
+			if req.Version >= 2 {
+				epoch = rp.LeaderEpoch
+			}
+			c, code := commitEntry(req.Group, rt.Topic, ps, terr, reqErr, rp.Partition, rp.Offset, epoch, rp.Metadata)
+			p.ErrorCode = code
+			if code == 0 {
 				commits = append(commits, c)
 				where = append(where, [2]int{len(resp.Topics), len(t.Partitions)})
 			}
