@@ -215,8 +215,20 @@ func (o *offsetStore) setLocked(k offsetKey, c committed) {
 func (o *offsetStore) commit(commits []offsetCommit) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if err := o.appendCommitsLocked(batch.BuilderOptions{}, commits); err != nil {
+		return err
+	}
+	for _, c := range commits {
+		o.setLocked(c.key, c.committed)
+	}
+	return nil
+}
+
+// appendCommitsLocked writes commits as one batch built with opts, one
+// record per partition, and syncs it. REQUIRES: o.mu held.
+func (o *offsetStore) appendCommitsLocked(opts batch.BuilderOptions, commits []offsetCommit) error {
 	now := time.Now().UnixMilli()
-	o.mu.bld.Reset(batch.BuilderOptions{})
+	o.mu.bld.Reset(opts)
 	for _, c := range commits {
 		rec := batch.Record{
 			Key:       encodeOffsetKey(nil, c.key),
@@ -234,13 +246,7 @@ func (o *offsetStore) commit(commits []offsetCommit) error {
 	if _, err := o.p.AppendBatch(b); err != nil {
 		return err
 	}
-	if err := o.p.Sync(); err != nil {
-		return err
-	}
-	for _, c := range commits {
-		o.setLocked(c.key, c.committed)
-	}
-	return nil
+	return o.p.Sync()
 }
 
 // get returns a committed offset.

@@ -26,29 +26,11 @@ func (o *offsetStore) commitTxn(pid int64, epoch int16, commits []offsetCommit) 
 	if err != nil {
 		return err
 	}
-	now := time.Now().UnixMilli()
-	o.mu.bld.Reset(batch.BuilderOptions{
+	opts := batch.BuilderOptions{
 		Producer:      &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq},
 		Transactional: true,
-	})
-	for _, c := range commits {
-		rec := batch.Record{
-			Key:       encodeOffsetKey(nil, c.key),
-			Value:     encodeOffsetValue(nil, c.committed, now),
-			Timestamp: now,
-		}
-		if err := o.mu.bld.Add(rec); err != nil {
-			return err
-		}
 	}
-	b, err := o.mu.bld.Build()
-	if err != nil {
-		return err
-	}
-	if _, err := o.p.AppendBatch(b); err != nil {
-		return err
-	}
-	if err := o.p.Sync(); err != nil {
+	if err := o.appendCommitsLocked(opts, commits); err != nil {
 		return err
 	}
 	for _, c := range commits {
