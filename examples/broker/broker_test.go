@@ -314,6 +314,7 @@ func TestBadProduceChangesNothing(t *testing.T) {
 		{"unknown partition", topic, 7, good, kerr.UnknownTopicOrPartition.Code},
 		{"invalid topic name", "bad/name", 0, good, kerr.InvalidTopicException.Code},
 		{"internal topic", offsetsTopic, 0, good, kerr.InvalidTopicException.Code},
+		{"transaction state topic", txnStateTopic, 0, good, kerr.InvalidTopicException.Code},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

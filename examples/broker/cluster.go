@@ -304,17 +304,7 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
 	for _, rt := range req.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
-		var ps []*plog.Partition
-		topicErr := reqErr
-		if topicErr == 0 {
-			var err error
-			if rt.Topic == offsetsTopic {
-				topicErr = kerr.InvalidTopicException.Code
-			} else if ps, err = s.store.topicCreating(rt.Topic, budget); err != nil {
-				s.logCreateLimit(err, rt.Topic)
-				topicErr = topicErrorCode(err)
-			}
-		}
+		ps, topicErr := s.produceTopic(rt.Topic, reqErr, budget) // handlers.go
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition

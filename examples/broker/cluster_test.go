@@ -733,6 +733,33 @@ func TestREADMEClusterCommands(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].ErrorCode, "fetch from node %d (leader %d)", np.id, leader)
 	}
+	// Internal topics are the broker's own on every node: a Produce to
+	// them is refused (the cluster's produce path once let
+	// __transaction_state through), and so is a transactional
+	// InitProducerID, since cluster mode has no transactions.
+	for _, np := range c.nodes {
+		for _, internal := range []string{offsetsTopic, txnStateTopic} {
+			preq := kmsg.NewPtrProduceRequest()
+			preq.Acks, preq.TimeoutMillis = -1, 5000
+			pt := kmsg.NewProduceRequestTopic()
+			pt.Topic = internal
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Records = buildBatch(t, "direct", 1, batch.CompressionNone)
+			pt.Partitions = append(pt.Partitions, pp)
+			preq.Topics = append(preq.Topics, pt)
+			resp, err := c.request(ctx, np.id, preq)
+			require.NoError(t, err)
+			assert.Equal(t, kerr.InvalidTopicException.Code, resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode,
+				"produce to %s on node %d", internal, np.id)
+		}
+		ireq := kmsg.NewPtrInitProducerIDRequest()
+		txnID := "copy-job"
+		ireq.TransactionalID, ireq.TransactionTimeoutMillis = &txnID, 60000
+		resp, err := c.request(ctx, np.id, ireq)
+		require.NoError(t, err)
+		assert.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, resp.(*kmsg.InitProducerIDResponse).ErrorCode,
+			"transactional InitProducerID on node %d", np.id)
+	}
 	// Each node coordinates the groups its clients ask it about: it names
 	// itself, by its -node id and Kafka address.
 	for _, np := range c.nodes {

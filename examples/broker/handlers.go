@@ -287,17 +287,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 	for _, rt := range req.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
-		var ps []*plog.Partition
-		topicErr := reqErr
-		if topicErr == 0 {
-			var err error
-			if isInternalTopic(rt.Topic) {
-				topicErr = kerr.InvalidTopicException.Code // internal topic
-			} else if ps, err = s.store.topicCreating(rt.Topic, budget); err != nil {
-				s.logCreateLimit(err, rt.Topic)
-				topicErr = topicErrorCode(err)
-			}
-		}
+		ps, topicErr := s.produceTopic(rt.Topic, reqErr, budget)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
@@ -612,6 +602,25 @@ func commitEntry(group, topic string, ps []*plog.Partition, terr error, reqErr i
 		c.metadata = *metadata
 	}
 	return c, 0
+}
+
+// produceTopic returns the partitions of a topic a Produce request writes
+// to, creating it when auto-creation allows (budget: what this request
+// may still create), or the topic's error code: reqErr when the whole
+// request failed, INVALID_TOPIC_EXCEPTION for an internal topic.
+func (s *server) produceTopic(topic string, reqErr int16, budget *createBudget) ([]*plog.Partition, int16) {
+	if reqErr != 0 {
+		return nil, reqErr
+	}
+	if isInternalTopic(topic) {
+		return nil, kerr.InvalidTopicException.Code
+	}
+	ps, err := s.store.topicCreating(topic, budget)
+	if err != nil {
+		s.logCreateLimit(err, topic)
+		return nil, topicErrorCode(err)
+	}
+	return ps, 0
 }
 
 // offsetCommit checks the group membership and stores the offsets durably
