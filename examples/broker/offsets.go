@@ -99,6 +99,77 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 // until their producer's marker: COMMIT applies them, ABORT drops them.
 func (o *offsetStore) replay(p *plog.Partition) error {
 	var dec batch.Decoder
+	return readToHighWatermark(p, func(rest []byte, off int64) error {
+		return o.replayBatches(rest, off, &dec)
+	})
+}
+
+// replayBatches applies the records at or after off in the batches rest.
+func (o *offsetStore) replayBatches(rest []byte, off int64, dec *batch.Decoder) error {
+	for len(rest) > 0 {
+		if m, ok := batch.PeekMagic(rest); ok && batch.IsLegacyMagic(m) {
+			// A legacy message Kafka 0.10 committed: its records
+			// count the same.
+			e, next, err := batch.ParseLegacy(rest)
+			if err == nil {
+				err = e.Validate(dec)
+			}
+			var lrecs []batch.Record
+			if err == nil {
+				lrecs, err = dec.AppendLegacyRecords(nil, e, false)
+			}
+			if err != nil {
+				return err
+			}
+			for _, rec := range lrecs {
+				if rec.Offset >= off {
+					o.applyLocked(rec.Key, rec.Value)
+				}
+			}
+			rest = next
+			continue
+		}
+		b, next, err := batch.Parse(rest)
+		if err == nil {
+			err = dec.Validate(b)
+		}
+		if err != nil {
+			return err
+		}
+		rest = next
+		if b.Attributes().IsControl() {
+			// A transaction marker publishes or drops the offsets of
+			// the producer's transaction.
+			if b.BaseOffset() >= off {
+				if err := o.replayMarkerLocked(b, dec); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		txn := b.Attributes().IsTransactional()
+		for rec, err := range b.All(dec) {
+			if err != nil {
+				return err
+			}
+			if rec.Offset < off {
+				continue
+			}
+			if txn {
+				o.pendLocked(b.ProducerID(), rec.Key, rec.Value)
+				continue
+			}
+			o.applyLocked(rec.Key, rec.Value)
+		}
+	}
+	return nil
+}
+
+// readToHighWatermark reads p from its log start to its high watermark,
+// calling apply with the bytes of each read (whole batches, the first one
+// holding off) and the offset it read from: the replay of an internal
+// topic at start.
+func readToHighWatermark(p *plog.Partition, apply func(batches []byte, off int64) error) error {
 	off := p.LogStartOffset()
 	hw := p.HighWatermark()
 	for off < hw {
@@ -110,69 +181,12 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 			_ = recs.Close()
 			break
 		}
-		rest := recs.Bytes()
-		for len(rest) > 0 {
-			if m, ok := batch.PeekMagic(rest); ok && batch.IsLegacyMagic(m) {
-				// A legacy message Kafka 0.10 committed: its records
-				// count the same.
-				var e batch.Legacy
-				e, rest, err = batch.ParseLegacy(rest)
-				if err == nil {
-					err = e.Validate(&dec)
-				}
-				var lrecs []batch.Record
-				if err == nil {
-					lrecs, err = dec.AppendLegacyRecords(nil, e, false)
-				}
-				if err != nil {
-					_ = recs.Close()
-					return err
-				}
-				for _, rec := range lrecs {
-					if rec.Offset >= off {
-						o.applyLocked(rec.Key, rec.Value)
-					}
-				}
-				continue
-			}
-			var b batch.Batch
-			b, rest, err = batch.Parse(rest)
-			if err == nil {
-				err = dec.Validate(b)
-			}
-			if err != nil {
-				_ = recs.Close()
-				return err
-			}
-			if b.Attributes().IsControl() {
-				// A transaction marker publishes or drops the
-				// offsets of the producer's transaction.
-				if b.BaseOffset() >= off {
-					if err := o.replayMarkerLocked(b, &dec); err != nil {
-						_ = recs.Close()
-						return err
-					}
-				}
-				continue
-			}
-			txn := b.Attributes().IsTransactional()
-			for rec, err := range b.All(&dec) {
-				if err != nil {
-					_ = recs.Close()
-					return err
-				}
-				if rec.Offset < off {
-					continue
-				}
-				if txn {
-					o.pendLocked(b.ProducerID(), rec.Key, rec.Value)
-					continue
-				}
-				o.applyLocked(rec.Key, rec.Value)
-			}
-		}
+		err = apply(recs.Bytes(), off)
 		next := recs.NextOffset()
-		if err := recs.Close(); err != nil {
+		if cerr := recs.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 		if next <= off {

@@ -152,31 +152,9 @@ func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, ma
 // it.
 func (c *txnCoordinator) replay(p *plog.Partition) error {
 	var dec batch.Decoder
-	off := p.LogStartOffset()
-	hw := p.HighWatermark()
-	for off < hw {
-		recs, err := p.ReadFrom(off, 1<<20)
-		if err != nil {
-			return err
-		}
-		if recs.Empty() {
-			_ = recs.Close()
-			break
-		}
-		err = c.replayBatches(recs.Bytes(), off, &dec)
-		next := recs.NextOffset()
-		if cerr := recs.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		if next <= off {
-			return errors.New("broker: replay made no progress")
-		}
-		off = next
-	}
-	return nil
+	return readToHighWatermark(p, func(rest []byte, off int64) error { // offsets.go
+		return c.replayBatches(rest, off, &dec)
+	})
 }
 
 // replayBatches applies the records at or after from in the batches rest.
