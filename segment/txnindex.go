@@ -213,6 +213,12 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	// The pin keeps a segment budget from closing the .txnindex (with the
+	// segment's other files) under this write.
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
 	l := s.txn.list()
 	if a.LastOffset < s.base || a.LastOffset >= s.NextOffset() || a.FirstOffset > a.LastOffset ||
 		(len(l) > 0 && a.LastOffset <= l[len(l)-1].LastOffset) {
@@ -247,6 +253,10 @@ func (s *Segment) TruncateAbortedTxns(offset int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.use(); err != nil { // see AppendAbortedTxn
+		return err
+	}
+	defer s.unpin()
 	return s.truncateTxn(offset)
 }
 
@@ -282,6 +292,10 @@ func (s *Segment) FlushTxnIndex() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.use(); err != nil { // see AppendAbortedTxn
+		return err
+	}
+	defer s.unpin()
 	return s.flushTxn()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -265,4 +266,44 @@ func TestTxnIndexAcrossBudgetClose(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 2*TxnIndexEntrySize, st.Size())
 	})
+}
+
+// TestTxnIndexWriterRacesBudgetClose: the writer's transaction index
+// methods on a sealed segment (what the producer state replay after a
+// truncation calls) keep the segment's files open while they use the
+// .txnindex: a reader's Unpin that lets the budget close the segment meanwhile
+// used to close the file under them (a data race on the file, a nil file
+// or a write to a closed one).
+func TestTxnIndexWriterRacesBudgetClose(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, Budget: NewBudget(0)}
+	s, err := Create(vfs.Default, dir, 0, cfg)
+	require.NoError(t, err)
+	defer s.Close()
+	mustAppend(t, s, simpleBatch(t, 0, 20, 1000, 1))
+	require.NoError(t, s.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7}))
+	require.NoError(t, s.Seal())
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a reader: each Unpin lets the budget close the segment
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			assert.NoError(t, s.Pin())
+			s.Unpin()
+		}
+	}()
+	for i := range 300 {
+		require.NoError(t, s.TruncateAbortedTxns(0), "round %d", i)
+		require.NoError(t, s.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7}), "round %d", i)
+		require.NoError(t, s.FlushTxnIndex(), "round %d", i)
+	}
+	close(stop)
+	wg.Wait()
 }
