@@ -142,6 +142,10 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // in ascending base offset order covering offsets inside old's range
 // (compaction never renumbers), possibly none; when old starts with the
 // first segment, new must start with a segment of the same base offset.
+// truncations is the partition's truncation count when the caller read old:
+// after a truncation old may hold other batches than the ones new was
+// made from (a cut segment sealed again by later appends is the same
+// pointer), so a changed count is ErrSegmentsChanged too.
 //
 // Under the partition's write lock replaceSegments calls commit, which
 // renames the files (compaction: new .cleaned to .swap, old to .deleted
@@ -151,11 +155,14 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // partition takes over the reference each new segment was created with, and
 // drops its own references on old (their files are removed at the last
 // reader's Unref). The log start offset does not change.
-func (p *Partition) replaceSegments(old, new []*segment.Segment, commit func() error) error {
+func (p *Partition) replaceSegments(old, new []*segment.Segment, truncations uint64, commit func() error) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
+	}
+	if p.truncations.Load() != truncations {
+		return fmt.Errorf("%w: the partition was truncated after the segments were read", ErrSegmentsChanged)
 	}
 	if len(old) == 0 {
 		return fmt.Errorf("%w: nothing to replace", ErrSegmentsChanged)
