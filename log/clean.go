@@ -186,6 +186,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	truncations := p.truncations.Load() // before the snapshot
 	v, err := p.newView()
 	if err != nil {
 		return res, err
@@ -197,6 +198,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 		if err := p.Roll(); err != nil {
 			return res, err
 		}
+		truncations = p.truncations.Load()
 		if v, err = p.newView(); err != nil {
 			v = &View{}
 			return res, err
@@ -211,7 +213,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	for _, s := range old {
 		bytes += s.Size()
 	}
-	if err := p.deleteSegments(old); err != nil {
+	if err := p.deleteSegments(old, truncations); err != nil {
 		return res, err
 	}
 	res.SegmentsDeleted, res.BytesDeleted = n, bytes

@@ -72,3 +72,44 @@ func TestCompactSwapAfterTruncation(t *testing.T) {
 	require.EqualValues(t, 20, got.BaseOffset())
 	require.True(t, bytes.Equal(fresh[batch.HeaderSize:], got[batch.HeaderSize:]), "offset 20 holds the batch appended after the truncation")
 }
+
+// truncatingRetention truncates and appends from inside its plan, then
+// asks for the oldest segment to go: the segment it judged is cut and
+// sealed again with new batches before the deletion.
+type truncatingRetention struct {
+	p     *plog.Partition
+	fresh []byte
+	err   error
+}
+
+func (r *truncatingRetention) Expired(v *plog.View) int {
+	if r.err = r.p.TruncateTo(20); r.err != nil {
+		return 0
+	}
+	for range 3 { // [20,40) into the first segment, then a roll
+		if _, r.err = r.p.AppendBatch(r.fresh); r.err != nil {
+			return 0
+		}
+	}
+	return 1
+}
+
+// TestDeleteExpiredAfterTruncation: a truncation between a retention
+// plan and its deletion makes DeleteExpired fail with ErrSegmentsChanged,
+// as documented, and deletes nothing. It used to delete the segment the
+// truncation cut and later appends sealed again (the same pointer), with
+// the batches appended after the plan.
+func TestDeleteExpiredAfterTruncation(t *testing.T) {
+	one := logtest.MakeBatch(20, 4, 1, 1)
+	p, _ := openMem(t, plog.Config{SegmentBytes: 2*int64(len(one)) + 10}) // two batches a segment
+	defer p.Close()
+	for i := range 5 { // [0,40) [40,80) [80,100)
+		_, err := p.AppendBatch(logtest.MakeBatch(20, 4, 1, byte(i)))
+		require.NoError(t, err)
+	}
+	r := &truncatingRetention{p: p, fresh: logtest.MakeBatch(20, 4, 1, 9)}
+	_, err := p.DeleteExpired(context.Background(), r)
+	require.NoError(t, r.err)
+	require.ErrorIs(t, err, plog.ErrSegmentsChanged)
+	require.EqualValues(t, 0, p.LogStartOffset())
+}

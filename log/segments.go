@@ -72,15 +72,20 @@ func (p *Partition) claimCleaning() (release func(), err error) {
 // retention does (DeleteExpired): oldest must be exactly the first len(oldest) segments of
 // the current list (the same pointers), not the active one, and the next
 // segment's base offset must be at or below the high watermark; otherwise
-// the error wraps ErrSegmentsChanged and nothing changes. The log start
-// offset rises to the next segment's base offset (persisted first, as
+// the error wraps ErrSegmentsChanged and nothing changes, as when the
+// partition's truncation count is no longer truncations (a segment cut and
+// sealed again by later appends is the same pointer, with other batches).
+// The log start offset rises to the next segment's base offset (persisted first, as
 // DeleteRecordsBefore does); the segments' files are renamed *.deleted and
 // removed when the last reader lets go; the directory is synced.
-func (p *Partition) deleteSegments(oldest []*segment.Segment) error {
+func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
+	}
+	if p.truncations.Load() != truncations {
+		return fmt.Errorf("%w: the partition was truncated after the segments were planned", ErrSegmentsChanged)
 	}
 	if len(oldest) == 0 {
 		return nil
