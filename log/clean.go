@@ -479,6 +479,18 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	if len(g) == 1 && verbatim {
 		return discard(nil) // nothing to change in a lone segment
 	}
+	// The aborted transactions whose markers the run holds stay aborted
+	// for read_committed readers of whatever records the Cleaner kept
+	// (Kafka's cleaner copies the transaction index the same way); offsets
+	// are not renumbered, and the run's last batch stays, so every marker
+	// offset lies in the new segment.
+	for _, s := range g {
+		for _, a := range s.AbortedTxns() {
+			if err := out.AppendAbortedTxn(a); err != nil {
+				return discard(fmt.Errorf("%s: transaction index: %w", s.LogPath(), err))
+			}
+		}
+	}
 	if err := out.Seal(); err != nil {
 		return discard(err)
 	}
