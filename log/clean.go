@@ -482,10 +482,15 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	// The aborted transactions whose markers the run holds stay aborted
 	// for read_committed readers of whatever records the Cleaner kept
 	// (Kafka's cleaner copies the transaction index the same way); offsets
-	// are not renumbered, and the run's last batch stays, so every marker
-	// offset lies in the new segment.
+	// are not renumbered, and the run's last batch stays, so a marker
+	// offset lies in the new segment (past its end only when the run ends
+	// with an empty segment and the marker was dropped: nothing of that
+	// transaction is left to mark).
 	for _, s := range g {
 		for _, a := range s.AbortedTxns() {
+			if a.LastOffset >= out.NextOffset() {
+				continue
+			}
 			if err := out.AppendAbortedTxn(a); err != nil {
 				return discard(fmt.Errorf("%s: transaction index: %w", s.LogPath(), err))
 			}
