@@ -164,11 +164,13 @@ func (s *Segment) openTxnIndex() error {
 
 // validTxnPrefix returns the entries up to the first one that is not
 // inside the segment's offsets below NextOffset, in increasing marker
-// order.
+// order, with its first offset below its marker (a transaction's data
+// comes before its marker: equal offsets are what a torn write leaves
+// when it zeroed the rest of an entry).
 func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 	next, prev := s.NextOffset(), s.base-1
 	for i, a := range entries {
-		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset > a.LastOffset {
+		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset >= a.LastOffset {
 			if a.LastOffset < next {
 				s.log.Warn("partlog/segment: transaction index entry out of order; it and the ones after it are ignored",
 					"file", s.txnPath(), "entry", i, "lastOffset", a.LastOffset)

@@ -307,3 +307,27 @@ func TestTxnIndexWriterRacesBudgetClose(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestOpenTxnIndexZeroedEntry: an entry whose first and last offsets are
+// equal (what a torn write that kept only the version and producer id of
+// an unsynced entry leaves, the rest zeroed) names no transaction, since
+// a transaction's data comes before its marker: Open ignores it and the
+// ones after it, as it does an entry out of order. It used to be served
+// in a segment at base 0, where offset 0 is inside the segment, and
+// read_committed reads reported a phantom aborted transaction after a
+// crash (found by log.TestTxnCrash with PARTLOG_CRASH_SEED=1796131616767093462).
+func TestOpenTxnIndexZeroedEntry(t *testing.T) {
+	fsys := vfs_NewMemForTest(t)
+	s, err := Create(fsys, "/x", 0, Config{})
+	require.NoError(t, err)
+	mustAppend(t, s, simpleBatch(t, 0, 20, 1000, 1))
+	mustClose(t, s)
+	path := segPath("/x", 0, TxnIndexSuffix)
+	data := AppendTxnIndexEntry(nil, AbortedTxn{ProducerID: 2})
+	data = AppendTxnIndexEntry(data, AbortedTxn{ProducerID: 2, FirstOffset: 1, LastOffset: 9, LastStableOffset: 10})
+	writeFile(t, fsys, path, data)
+	s, err = Open(fsys, "/x", 0, Config{})
+	require.NoError(t, err)
+	defer mustClose(t, s)
+	assert.Empty(t, s.AbortedTxns())
+}
