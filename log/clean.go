@@ -186,6 +186,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	truncations := p.truncations.Load() // before the snapshot
 	v, err := p.newView()
 	if err != nil {
 		return res, err
@@ -197,6 +198,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 		if err := p.Roll(); err != nil {
 			return res, err
 		}
+		truncations = p.truncations.Load()
 		if v, err = p.newView(); err != nil {
 			v = &View{}
 			return res, err
@@ -211,7 +213,7 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	for _, s := range old {
 		bytes += s.Size()
 	}
-	if err := p.deleteSegments(old); err != nil {
+	if err := p.deleteSegments(old, truncations); err != nil {
 		return res, err
 	}
 	res.SegmentsDeleted, res.BytesDeleted = n, bytes
@@ -308,7 +310,9 @@ type Cleaner interface {
 //  3. the cleaner checkpoint (CleanerCheckpointFile) records end, under
 //     the partition's lock and only when no truncation started during
 //     the round (TruncateTo lowers the checkpoint; offsets appended after
-//     a cut are dirty): CleanResult.CleanedTo is then -1.
+//     a cut are dirty): CleanResult.CleanedTo is then -1. A swap after
+//     a truncation is refused with ErrSegmentsChanged (the segments read
+//     may have been cut and written again since).
 //
 // A crash at any step leaves, after Open, either the old segments of a run
 // or the new one (DESIGN.md, "Crash safety"). Readers holding replaced
@@ -344,7 +348,7 @@ func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error)
 	if n == 0 {
 		return res, nil
 	}
-	rw := rewriter{p: p, c: c}
+	rw := rewriter{p: p, c: c, truncations: truncations}
 	for _, g := range p.groupForCleaning(segs[:n]) {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -413,6 +417,9 @@ type rewriter struct {
 	read int64
 	// removed counts the records dropped in the current run.
 	removed int64
+	// truncations is the partition's truncation count before the round's
+	// snapshot: a swap after a truncation is refused (replaceSegments).
+	truncations uint64
 }
 
 // group rewrites the segments of g into one new segment and swaps it in.
@@ -472,13 +479,30 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	if len(g) == 1 && verbatim {
 		return discard(nil) // nothing to change in a lone segment
 	}
+	// The aborted transactions whose markers the run holds stay aborted
+	// for read_committed readers of whatever records the Cleaner kept
+	// (Kafka's cleaner copies the transaction index the same way); offsets
+	// are not renumbered, and the run's last batch stays, so a marker
+	// offset lies in the new segment (past its end only when the run ends
+	// with an empty segment and the marker was dropped: nothing of that
+	// transaction is left to mark).
+	for _, s := range g {
+		for _, a := range s.AbortedTxns() {
+			if a.LastOffset >= out.NextOffset() {
+				continue
+			}
+			if err := out.AppendAbortedTxn(a); err != nil {
+				return discard(fmt.Errorf("%s: transaction index: %w", s.LogPath(), err))
+			}
+		}
+	}
 	if err := out.Seal(); err != nil {
 		return discard(err)
 	}
 	if err := out.Flush(); err != nil {
 		return discard(err)
 	}
-	committed, err := p.swapIn(g, out)
+	committed, err := p.swapIn(g, out, w.truncations)
 	if err != nil {
 		if committed {
 			// Past the commit point: Open finishes the swap; drop only
@@ -499,7 +523,7 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 // swapIn replaces the run old with out, a sealed .cleaned segment, under
 // the partition's lock, through the crash protocol (see Compact);
 // committed reports that the swap passed its commit point.
-func (p *Partition) swapIn(old []*segment.Segment, out *segment.Segment) (committed bool, err error) {
+func (p *Partition) swapIn(old []*segment.Segment, out *segment.Segment, truncations uint64) (committed bool, err error) {
 	fsys, dir := p.cfg.FS, p.dir
 	commit := func() error {
 		if err := out.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
@@ -527,7 +551,7 @@ func (p *Partition) swapIn(old []*segment.Segment, out *segment.Segment) (commit
 		}
 		return nil
 	}
-	err = p.replaceSegments(old, []*segment.Segment{out}, commit)
+	err = p.replaceSegments(old, []*segment.Segment{out}, truncations, commit)
 	return committed, err
 }
 

@@ -11,10 +11,12 @@ func (p *Partition) SegmentConfig() segment.Config { return p.segCfg }
 
 func (p *Partition) ClaimCleaning() (func(), error) { return p.claimCleaning() }
 
-func (p *Partition) DeleteSegments(oldest []*segment.Segment) error { return p.deleteSegments(oldest) }
+func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
+	return p.deleteSegments(oldest, p.truncations.Load())
+}
 
 func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() error) error {
-	return p.replaceSegments(old, new, commit)
+	return p.replaceSegments(old, new, p.truncations.Load(), commit)
 }
 
 func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.cleanerCheckpoint() }

@@ -72,15 +72,20 @@ func (p *Partition) claimCleaning() (release func(), err error) {
 // retention does (DeleteExpired): oldest must be exactly the first len(oldest) segments of
 // the current list (the same pointers), not the active one, and the next
 // segment's base offset must be at or below the high watermark; otherwise
-// the error wraps ErrSegmentsChanged and nothing changes. The log start
-// offset rises to the next segment's base offset (persisted first, as
+// the error wraps ErrSegmentsChanged and nothing changes, as when the
+// partition's truncation count is no longer truncations (a segment cut and
+// sealed again by later appends is the same pointer, with other batches).
+// The log start offset rises to the next segment's base offset (persisted first, as
 // DeleteRecordsBefore does); the segments' files are renamed *.deleted and
 // removed when the last reader lets go; the directory is synced.
-func (p *Partition) deleteSegments(oldest []*segment.Segment) error {
+func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
+	}
+	if p.truncations.Load() != truncations {
+		return fmt.Errorf("%w: the partition was truncated after the segments were planned", ErrSegmentsChanged)
 	}
 	if len(oldest) == 0 {
 		return nil
@@ -142,6 +147,10 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // in ascending base offset order covering offsets inside old's range
 // (compaction never renumbers), possibly none; when old starts with the
 // first segment, new must start with a segment of the same base offset.
+// truncations is the partition's truncation count when the caller read old:
+// after a truncation old may hold other batches than the ones new was
+// made from (a cut segment sealed again by later appends is the same
+// pointer), so a changed count is ErrSegmentsChanged too.
 //
 // Under the partition's write lock replaceSegments calls commit, which
 // renames the files (compaction: new .cleaned to .swap, old to .deleted
@@ -151,11 +160,14 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 // partition takes over the reference each new segment was created with, and
 // drops its own references on old (their files are removed at the last
 // reader's Unref). The log start offset does not change.
-func (p *Partition) replaceSegments(old, new []*segment.Segment, commit func() error) error {
+func (p *Partition) replaceSegments(old, new []*segment.Segment, truncations uint64, commit func() error) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
+	}
+	if p.truncations.Load() != truncations {
+		return fmt.Errorf("%w: the partition was truncated after the segments were read", ErrSegmentsChanged)
 	}
 	if len(old) == 0 {
 		return fmt.Errorf("%w: nothing to replace", ErrSegmentsChanged)

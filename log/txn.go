@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
@@ -302,19 +303,34 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 // trimAt cuts r after its last batch whose offsets all lie below lso,
 // reading the batch headers (under the fault guard: r.b may alias a
 // mapping). It reports empty when no batch is left; r is then unchanged.
+// The headers are checked as they are walked (segment.Read does not read
+// every header of a long range): an entry that does not frame gives a
+// *base.CorruptionError naming the segment file and position.
 func (r *records) trimAt(lso int64) (empty bool, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	b := r.b
 	pos, next := 0, r.first
 	for pos+batch.LogOverhead <= len(b) {
+		size := int64(batch.LogOverhead) + int64(int32(binary.BigEndian.Uint32(b[pos+8:])))
 		last := int64(binary.BigEndian.Uint64(b[pos:])) // a legacy entry's offset is its last
-		if pos+batch.HeaderSize <= len(b) && b[pos+16] == batch.Magic {
+		minSize := int64(-1)                            // -1: not a batch or a legacy entry
+		switch {
+		case pos+batch.HeaderSize <= len(b) && b[pos+16] == batch.Magic:
+			minSize = batch.HeaderSize
+		case pos+17 <= len(b) && batch.IsLegacyMagic(int8(b[pos+16])):
+			minSize = batch.LegacyMinSize
+		}
+		if minSize < 0 || size < minSize || size > int64(len(b)-pos) {
+			return false, base.CorruptionErrorf(r.seg.LogPath(), r.start+int64(pos), "batchLength",
+				"entry of %d bytes does not frame in the %d bytes left of a read result", size, len(b)-pos)
+		}
+		if minSize == batch.HeaderSize {
 			last = batch.Batch(b[pos:]).LastOffset()
 		}
 		if last >= lso {
 			break
 		}
-		pos += batch.LogOverhead + int(int32(binary.BigEndian.Uint32(b[pos+8:])))
+		pos += int(size)
 		next = last + 1
 	}
 	if pos == 0 {

@@ -164,11 +164,13 @@ func (s *Segment) openTxnIndex() error {
 
 // validTxnPrefix returns the entries up to the first one that is not
 // inside the segment's offsets below NextOffset, in increasing marker
-// order.
+// order, with its first offset below its marker (a transaction's data
+// comes before its marker: equal offsets are what a torn write leaves
+// when it zeroed the rest of an entry).
 func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 	next, prev := s.NextOffset(), s.base-1
 	for i, a := range entries {
-		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset > a.LastOffset {
+		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset >= a.LastOffset {
 			if a.LastOffset < next {
 				s.log.Warn("partlog/segment: transaction index entry out of order; it and the ones after it are ignored",
 					"file", s.txnPath(), "entry", i, "lastOffset", a.LastOffset)
@@ -213,6 +215,12 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	// The pin keeps a segment budget from closing the .txnindex (with the
+	// segment's other files) under this write.
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
 	l := s.txn.list()
 	if a.LastOffset < s.base || a.LastOffset >= s.NextOffset() || a.FirstOffset > a.LastOffset ||
 		(len(l) > 0 && a.LastOffset <= l[len(l)-1].LastOffset) {
@@ -247,6 +255,10 @@ func (s *Segment) TruncateAbortedTxns(offset int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.use(); err != nil { // see AppendAbortedTxn
+		return err
+	}
+	defer s.unpin()
 	return s.truncateTxn(offset)
 }
 
@@ -282,6 +294,10 @@ func (s *Segment) FlushTxnIndex() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.use(); err != nil { // see AppendAbortedTxn
+		return err
+	}
+	defer s.unpin()
 	return s.flushTxn()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -265,4 +266,68 @@ func TestTxnIndexAcrossBudgetClose(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 2*TxnIndexEntrySize, st.Size())
 	})
+}
+
+// TestTxnIndexWriterRacesBudgetClose: the writer's transaction index
+// methods on a sealed segment (what the producer state replay after a
+// truncation calls) keep the segment's files open while they use the
+// .txnindex: a reader's Unpin that lets the budget close the segment meanwhile
+// used to close the file under them (a data race on the file, a nil file
+// or a write to a closed one).
+func TestTxnIndexWriterRacesBudgetClose(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, Budget: NewBudget(0)}
+	s, err := Create(vfs.Default, dir, 0, cfg)
+	require.NoError(t, err)
+	defer s.Close()
+	mustAppend(t, s, simpleBatch(t, 0, 20, 1000, 1))
+	require.NoError(t, s.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7}))
+	require.NoError(t, s.Seal())
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a reader: each Unpin lets the budget close the segment
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			assert.NoError(t, s.Pin())
+			s.Unpin()
+		}
+	}()
+	for i := range 300 {
+		require.NoError(t, s.TruncateAbortedTxns(0), "round %d", i)
+		require.NoError(t, s.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7}), "round %d", i)
+		require.NoError(t, s.FlushTxnIndex(), "round %d", i)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// TestOpenTxnIndexZeroedEntry: an entry whose first and last offsets are
+// equal (what a torn write that kept only the version and producer id of
+// an unsynced entry leaves, the rest zeroed) names no transaction, since
+// a transaction's data comes before its marker: Open ignores it and the
+// ones after it, as it does an entry out of order. It used to be served
+// in a segment at base 0, where offset 0 is inside the segment, and
+// read_committed reads reported a phantom aborted transaction after a
+// crash (found by log.TestTxnCrash with PARTLOG_CRASH_SEED=1796131616767093462).
+func TestOpenTxnIndexZeroedEntry(t *testing.T) {
+	fsys := vfs_NewMemForTest(t)
+	s, err := Create(fsys, "/x", 0, Config{})
+	require.NoError(t, err)
+	mustAppend(t, s, simpleBatch(t, 0, 20, 1000, 1))
+	mustClose(t, s)
+	path := segPath("/x", 0, TxnIndexSuffix)
+	data := AppendTxnIndexEntry(nil, AbortedTxn{ProducerID: 2})
+	data = AppendTxnIndexEntry(data, AbortedTxn{ProducerID: 2, FirstOffset: 1, LastOffset: 9, LastStableOffset: 10})
+	writeFile(t, fsys, path, data)
+	s, err = Open(fsys, "/x", 0, Config{})
+	require.NoError(t, err)
+	defer mustClose(t, s)
+	assert.Empty(t, s.AbortedTxns())
 }
