@@ -471,9 +471,19 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	// Producer state: newest snapshot at or below the end, then the log
 	// replayed from there; a fresh snapshot when anything was replayed.
-	if replayed, err := p.loadProducersLocked(list, end.Offset); err != nil {
+	replayed, err := p.loadProducersLocked(list, end.Offset)
+	if err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: producer state: %w", dir, err))
-	} else if replayed || !clean {
+	}
+	// A damaged .txnindex entry the replay did not rewrite was synced:
+	// its aborted transaction cannot be told from the rest, so read
+	// committed reads would be wrong. Refused under every policy.
+	for _, seg := range list {
+		if derr := seg.TxnIndexDamage(); derr != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w: transaction index of segment %d: %w", dir, ErrRecoveryRefused, seg.BaseOffset(), derr))
+		}
+	}
+	if replayed || !clean {
 		if err := p.snapshotDurableLocked(); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}

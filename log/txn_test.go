@@ -435,3 +435,69 @@ func TestReadCommittedConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusesDamagedTxnIndex: a .txnindex entry damaged below where
+// the producer replay starts (a synced entry) refuses Open under every
+// policy, naming the file, and changes nothing; the same damage in the
+// part the replay rewrites (an unsynced entry a crash tore) is rebuilt.
+func TestOpenRefusesDamagedTxnIndex(t *testing.T) {
+	for _, replayed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replayed=%v", replayed), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := plog.Config{SegmentBytes: 2048}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			var seq int32
+			for range 3 {
+				_, err := p.AppendBatch(txnBatch(t, 1, 0, seq, 4))
+				require.NoError(t, err)
+				seq += 4
+				_, err = p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+				require.NoError(t, err)
+			}
+			_, err = p.AppendBatch(txnBatch(t, 2, 0, 0, 4))
+			require.NoError(t, err)
+			_, err = p.AppendMarker(marker(batch.ControlCommit, 2, 0, 0))
+			require.NoError(t, err)
+			require.NoError(t, p.Roll()) // the snapshot at the roll is past every entry
+			_, wantAborted := readCommittedAll(t, p, 0)
+			require.Len(t, wantAborted, 3)
+			require.NoError(t, p.Close())
+
+			txn := filepath.Join(dir, "00000000000000000000.txnindex")
+			data, err := os.ReadFile(txn)
+			require.NoError(t, err)
+			require.Len(t, data, 3*34)
+			data[34] = 0x7f // the second entry's version
+			require.NoError(t, os.WriteFile(txn, data, 0o644))
+			if replayed {
+				// No snapshot: the replay starts at the log start and
+				// rewrites every entry.
+				names, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				for _, n := range names {
+					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
+					}
+				}
+			}
+			before := dirContents(t, dir)
+			p, err = plog.Open(dir, cfg)
+			if !replayed {
+				require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+				require.ErrorIs(t, err, batch.ErrCorrupt)
+				require.Contains(t, err.Error(), txn)
+				// Open consumes the clean-shutdown marker before it
+				// recovers (the next Open checks everything again);
+				// nothing else changes.
+				delete(before, ".kafka_cleanshutdown")
+				assert.Equal(t, before, dirContents(t, dir), "a refused Open changes no data")
+				return
+			}
+			require.NoError(t, err)
+			defer p.Close()
+			_, aborted := readCommittedAll(t, p, 0)
+			assert.Equal(t, wantAborted, aborted)
+		})
+	}
+}

@@ -107,6 +107,12 @@ type txnIndex struct {
 	fileSize int64
 	// dirty is set when the file was written since its last Sync.
 	dirty bool
+	// damage is the corruption Open found after the entries it loaded
+	// (an entry of an unknown version: a torn, unsynced write looks the
+	// same as damage to a synced one), nil when none. A truncation or
+	// an append that rewrites the file past the loaded entries clears
+	// it; see TxnIndexDamage.
+	damage error
 }
 
 // list returns the published entries.
@@ -150,12 +156,14 @@ func (s *Segment) openTxnIndex() error {
 		return err
 	}
 	entries, err := DecodeTxnIndex(path, data)
-	if err != nil && !base.IsTornTail(err) {
-		_ = f.Close()
-		return err
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case base.IsTornTail(err):
 		s.log.Warn("partlog/segment: torn transaction index entry ignored", "file", path, "err", err)
+	default:
+		// Kept for the owner to judge: an entry the producer replay
+		// rewrites was never synced and goes; one below it is damage.
+		s.txn.damage = err
 	}
 	s.txn.f, s.txn.fileSize = f, int64(len(data))
 	s.txn.publish(s.validTxnPrefix(entries))
@@ -181,6 +189,15 @@ func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 	}
 	return entries
 }
+
+// TxnIndexDamage returns the corruption Open found in the .txnindex after
+// the entries it loaded (wrapping base.ErrCorrupt, naming the file and the
+// position), or nil. Open keeps the entries before it and leaves the
+// decision to the owner: damage in a part of the index that a crash
+// recovery rewrites (TruncateAbortedTxns at or below the damaged entry,
+// which clears it) is an unsynced write; damage that survives that is
+// corruption. Writer side.
+func (s *Segment) TxnIndexDamage() error { return s.txn.damage }
 
 // AbortedTxns returns the entries of the transaction index, oldest first.
 // The slice is shared: it must not be modified. Safe for concurrent use.
@@ -236,6 +253,7 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 			return err
 		}
 		s.txn.fileSize = at
+		s.txn.damage = nil // the damaged bytes lay past the loaded entries
 	}
 	var buf [TxnIndexEntrySize]byte
 	s.txn.dirty = true
@@ -284,6 +302,7 @@ func (s *Segment) truncateTxn(offset int64) error {
 		return err
 	}
 	s.txn.fileSize = int64(n) * TxnIndexEntrySize
+	s.txn.damage = nil // the damaged bytes lay past the loaded entries
 	return nil
 }
 
