@@ -3,6 +3,7 @@ package log_test
 import (
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"runtime"
@@ -109,14 +110,12 @@ func TestConcurrentAppenders(t *testing.T) {
 				}
 				o := rng.Int64N(hw)
 				rec, err := p.ReadFrom(o, rng.IntN(8000))
-				if err != nil {
-					t.Errorf("ReadFrom(%d): %v", o, err)
+				if !assert.NoError(t, err, "ReadFrom(%d)", o) {
 					return
 				}
 				next := checkRecords(gt, rec, o)
-				if after := p.HighWatermark(); next > after {
-					t.Errorf("read up to %d past the high watermark %d", next, after)
-				}
+				after := p.HighWatermark()
+				assert.LessOrEqual(t, next, after, "read past the high watermark")
 				require.NoError(gt, rec.Close())
 			}
 		}(uint64(r))
@@ -128,8 +127,7 @@ func TestConcurrentAppenders(t *testing.T) {
 			for seq := 0; seq < perAppender; seq++ {
 				n := 1 + (id*7+seq*13)%20
 				base, err := p.AppendBatch(taggedBatch(goT{t}, id, seq, n))
-				if err != nil {
-					t.Errorf("append: %v", err)
+				if !assert.NoError(t, err, "append") {
 					return
 				}
 				results[id] = append(results[id], result{id, seq, n, base})
@@ -197,8 +195,7 @@ func TestReadsRaceWithRollTruncateDelete(t *testing.T) {
 							outOfRange.Add(1) // truncated or deleted meanwhile
 							continue
 						}
-						if err != nil {
-							t.Errorf("ReadFrom(%d): %v", o, err)
+						if !assert.NoError(t, err, "ReadFrom(%d)", o) {
 							return
 						}
 						held := slices.Clone(rec.Bytes())
@@ -267,7 +264,7 @@ func TestReaderDoesNotBlockWriter(t *testing.T) {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the writer waited for a reader")
+		require.Fail(t, "the writer waited for a reader")
 	}
 	require.True(t, len(p.SegmentInfos()) >= 1)
 	require.Equal(t, held, r.Bytes())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"log/slog"
 	"math/rand/v2"
@@ -67,9 +68,8 @@ type checkedPolicy struct{ t *testing.T }
 
 func (c checkedPolicy) OnCorruption(ev plog.RecoveryEvent) error {
 	var ce *base.CorruptionError
-	if !errors.As(ev.Err, &ce) || ev.File == "" || ev.Pos < 0 || ev.CutBytes <= 0 && !ev.Checkpoint {
-		c.t.Errorf("bad recovery event %+v", ev)
-	}
+	ok := errors.As(ev.Err, &ce) && ev.File != "" && ev.Pos >= 0 && (ev.CutBytes > 0 || ev.Checkpoint)
+	assert.True(c.t, ok, "bad recovery event %+v", ev)
 	return nil
 }
 
@@ -154,14 +154,14 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			require.NoError(t, p.Roll(), "%s: roll", where())
 		case r < 71:
 			o := m.LogStartOffset() + rng.Int64N(m.LogEndOffset()-m.LogStartOffset()+1)
-			if err, merr := p.TruncateTo(o), m.TruncateTo(o); err != nil || merr != nil {
-				t.Fatalf("%s: truncate to %d: %v / model %v", where(), o, err, merr)
-			}
+			err, merr := p.TruncateTo(o), m.TruncateTo(o)
+			require.NoError(t, err, "%s: truncate to %d", where(), o)
+			require.NoError(t, merr, "%s: model: truncate to %d", where(), o)
 		case r < 74:
 			o := m.LogStartOffset() + rng.Int64N(m.HighWatermark()-m.LogStartOffset()+1)
-			if err, merr := p.DeleteRecordsBefore(o), m.DeleteRecordsBefore(o); err != nil || merr != nil {
-				t.Fatalf("%s: delete records before %d: %v / model %v", where(), o, err, merr)
-			}
+			err, merr := p.DeleteRecordsBefore(o), m.DeleteRecordsBefore(o)
+			require.NoError(t, err, "%s: delete records before %d", where(), o)
+			require.NoError(t, merr, "%s: model: delete records before %d", where(), o)
 		default:
 			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
 			clone := mem.CrashClone(opts)
@@ -251,9 +251,7 @@ func TestCrashAtEveryOp(t *testing.T) {
 		if ackedAtCrash > 0 {
 			want = m.Batches()[ackedAtCrash-1].NextOffset()
 		}
-		if got := p.LogEndOffset(); got < want {
-			t.Fatalf("crash at op %d %+v: log ends at %d, but batches up to %d were acknowledged", k, opts, got, want)
-		}
+		require.GreaterOrEqual(t, p.LogEndOffset(), want, "crash at op %d %+v: the log ends before the last acknowledged batch", k, opts)
 		require.NoError(t, m.TruncateTo(p.LogEndOffset()))
 		m.Reopen()
 		require.NoError(t, logtest.CheckErr(p, m), "crash at op %d %+v", k, opts)

@@ -313,8 +313,7 @@ func TestTruncateRacesWithHighWatermarkMoves(t *testing.T) {
 				if errors.Is(err, plog.ErrOffsetOutOfRange) {
 					continue
 				}
-				if err != nil {
-					t.Errorf("ReadFromFollower(%d): %v", o, err)
+				if !assert.NoError(t, err, "ReadFromFollower(%d)", o) {
 					return
 				}
 				held := slices.Clone(rec.Bytes())

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"errors"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
@@ -44,8 +45,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				if _, err := p.AppendBatch(logtest.MakeBatch(1, 100, int64(i), byte(g))); err != nil {
-					t.Error(err)
+				if _, err := p.AppendBatch(logtest.MakeBatch(1, 100, int64(i), byte(g))); !assert.NoError(t, err) {
 					return
 				}
 			}
@@ -95,8 +95,7 @@ func TestGroupCommitGathersAppenders(t *testing.T) {
 			defer wg.Done()
 			bt := logtest.MakeBatch(1, 100, 1_700_000_000_000, byte(g))
 			for range each {
-				if _, err := p.AppendBatch(bt); err != nil {
-					t.Error(err)
+				if _, err := p.AppendBatch(bt); !assert.NoError(t, err) {
 					return
 				}
 			}

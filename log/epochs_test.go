@@ -423,7 +423,7 @@ func TestKillLeaderEpochs(t *testing.T) {
 		}()
 		if line := <-ready; line != "ready" {
 			_ = cmd.Process.Kill()
-			t.Fatalf("round %d: child: %s", round, line)
+			require.Failf(t, "the child did not start", "round %d: child: %s", round, line)
 		}
 		delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
 		timer := time.NewTimer(delay) // the moment of the kill is random on purpose

@@ -159,7 +159,7 @@ func errorWalk(t *testing.T, flush int64) {
 			}
 			require.False(t, errAfter != nil, "k=%d (%s failed): reopened log matches neither state:\nbefore: %v\nafter: %v", k, failedStep, errBefore, errAfter)
 		} else if errBefore != nil {
-			t.Fatalf("k=%d: reopened log: %v", k, errBefore)
+			require.NoError(t, errBefore, "k=%d: reopened log", k)
 		}
 		_ = p2.Close()
 	}

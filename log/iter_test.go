@@ -47,7 +47,7 @@ func TestRecordsBatches(t *testing.T) {
 	empty, err := p.ReadFrom(p.HighWatermark(), 1<<20)
 	require.NoError(t, err)
 	for range empty.Batches() {
-		t.Fatal("an empty result yields a batch")
+		require.Fail(t, "an empty result yields a batch")
 	}
 	require.NoError(t, empty.Close())
 }
@@ -114,7 +114,7 @@ func TestPartitionRecords(t *testing.T) {
 		synctest.Wait()
 		select {
 		case it := <-items:
-			t.Fatalf("yielded %+v past the high watermark", it)
+			require.Failf(t, "yielded past the high watermark", "%+v", it)
 		default:
 		}
 		next, err := p.AppendBatch(logtest.MakeBatch(1, 10, 9, 9))

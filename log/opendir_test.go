@@ -104,7 +104,7 @@ func TestOpenLocksDirectory(t *testing.T) {
 					return line
 				}
 			}
-			t.Fatalf("child printed %q", out)
+			require.Failf(t, "the child printed no result", "output %q", out)
 			return ""
 		}
 		p, err := plog.Open(dir, plog.Config{})

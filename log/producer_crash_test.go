@@ -70,11 +70,11 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		case err == nil && info.Duplicate:
 			require.False(t, info.Base != b.base || info.LastOffset != b.end-1, "%s: retry of [%d, %d) answered [%d, %d]", where(), b.base, b.end, info.Base, info.LastOffset)
 		case mustDup:
-			t.Fatalf("%s: retry of producer %d's last batch [%d, %d) (seq %d..%d): %+v, %v", where(), b.pid, b.base, b.end, b.first, b.last, info, err)
+			require.Failf(t, "a retry of a producer's last batch was not answered as a duplicate", "%s: producer %d, [%d, %d) (seq %d..%d): %+v, %v", where(), b.pid, b.base, b.end, b.first, b.last, info, err)
 		case err == nil:
-			t.Fatalf("%s: a retry of [%d, %d) was appended again at %d", where(), b.base, b.end, info.Base)
+			require.Failf(t, "a retry was appended again", "%s: [%d, %d) again at %d", where(), b.base, b.end, info.Base)
 		case !errors.Is(err, plog.ErrOutOfOrderSequence) && !errors.Is(err, plog.ErrInvalidProducerEpoch):
-			t.Fatalf("%s: retry: %v", where(), err)
+			require.Failf(t, "a retry failed with an unexpected error", "%s: %v", where(), err)
 		}
 		require.False(t, p.LogEndOffset() != end, "%s: a retry moved the log end from %d to %d", where(), end, p.LogEndOffset())
 	}

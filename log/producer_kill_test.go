@@ -332,9 +332,8 @@ func producerKillWalk(t *testing.T, p *plog.Partition, round int) []killBatch {
 				base: b.BaseOffset(), ts: b.BaseTimestamp()}
 			// From the magic byte on (CRC, attributes, producer fields,
 			// records) the stored batch is what the producer sent.
-			if sent := kb.bytes(t); !bytes.Equal(sent[16:], b[16:]) {
-				t.Fatalf("round %d: %v: stored bytes differ from the rebuilt batch", round, kb)
-			}
+			sent := kb.bytes(t)
+			require.True(t, bytes.Equal(sent[16:], b[16:]), "round %d: %v: stored bytes differ from the rebuilt batch", round, kb)
 			out = append(out, kb)
 			next = b.NextOffset()
 			data = rest

@@ -256,14 +256,12 @@ func TestReadersStarveTruncation(t *testing.T) {
 					default:
 					}
 					r, err := p.ReadFrom(0, 1<<20)
-					if err != nil {
-						t.Errorf("ReadFrom: %v", err)
+					if !assert.NoError(t, err, "ReadFrom") {
 						return
 					}
 					reads[i]++
 					time.Sleep(hold)
-					if err := r.Close(); err != nil {
-						t.Errorf("Close: %v", err)
+					if !assert.NoError(t, r.Close(), "Close") {
 						return
 					}
 				}
@@ -340,12 +338,10 @@ func TestSegmentInfosNilDuringRolls(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range rolls {
-			if _, err := p.AppendBatch(logtest.MakeBatch(1, 10, 2000+int64(i), byte(i))); err != nil {
-				t.Errorf("AppendBatch: %v", err)
+			if _, err := p.AppendBatch(logtest.MakeBatch(1, 10, 2000+int64(i), byte(i))); !assert.NoError(t, err, "AppendBatch") {
 				return
 			}
-			if err := p.Roll(); err != nil {
-				t.Errorf("Roll: %v", err)
+			if !assert.NoError(t, p.Roll(), "Roll") {
 				return
 			}
 		}
@@ -362,25 +358,21 @@ func TestSegmentInfosNilDuringRolls(t *testing.T) {
 				default:
 				}
 				infos := p.SegmentInfos()
-				if len(infos) == 0 || !infos[len(infos)-1].Active {
-					t.Errorf("SegmentInfos() = %v during rolls", infos)
+				if !assert.True(t, len(infos) > 0 && infos[len(infos)-1].Active, "SegmentInfos() = %v during rolls", infos) {
 					return
 				}
 				segs, err := p.Segments()
-				if err != nil || len(segs) == 0 {
-					t.Errorf("Segments() = %d segments, %v", len(segs), err)
+				if !assert.NoError(t, err, "Segments") || !assert.NotEmpty(t, segs, "Segments") {
 					return
 				}
 				for _, s := range segs {
 					_ = s.Unref()
 				}
-				if _, _, err := p.OffsetForTimestamp(1500); err != nil {
-					t.Errorf("OffsetForTimestamp: %v", err)
+				if _, _, err := p.OffsetForTimestamp(1500); !assert.NoError(t, err, "OffsetForTimestamp") {
 					return
 				}
 				r, err := p.ReadFrom(0, 100)
-				if err != nil {
-					t.Errorf("ReadFrom: %v", err)
+				if !assert.NoError(t, err, "ReadFrom") {
 					return
 				}
 				_ = r.Close()

@@ -67,7 +67,7 @@ func TestReplaceAndDeleteSegments(t *testing.T) {
 
 	// The active segment (and anything reaching past the high watermark)
 	// is refused.
-	err = p.ReplaceSegments(segs[len(segs)-2:], nil, func() error { t.Fatal("commit called"); return nil })
+	err = p.ReplaceSegments(segs[len(segs)-2:], nil, func() error { require.Fail(t, "commit called"); return nil })
 	require.ErrorIs(t, err, plog.ErrSegmentsChanged)
 
 	old := segs[1:3]

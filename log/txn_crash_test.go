@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
@@ -32,14 +33,10 @@ func txnOracleOf(t testing.TB, p *plog.Partition) txnOracle {
 	var o txnOracle
 	for off := p.LogStartOffset(); off < p.LogEndOffset(); {
 		recs, err := p.ReadFromFollower(off, 1<<20)
-		if err != nil {
-			t.Fatalf("oracle read at %d: %v", off, err)
-		}
+		require.NoError(t, err, "oracle read at %d", off)
 		for rest := recs.Bytes(); len(rest) > 0; {
 			bt, r, err := batch.Parse(rest)
-			if err != nil {
-				t.Fatalf("oracle parse: %v", err)
-			}
+			require.NoError(t, err, "oracle parse")
 			rest = r
 			o.observe(t, bt)
 		}
@@ -68,13 +65,9 @@ func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
 	o.open = slices.Delete(o.open, i, i+1)
 	var dec batch.Decoder
 	for r, err := range bt.All(&dec) {
-		if err != nil {
-			t.Fatalf("oracle: marker: %v", err)
-		}
+		require.NoError(t, err, "oracle: marker")
 		cr, err := batch.ParseControlRecord(r)
-		if err != nil {
-			t.Fatalf("oracle: marker: %v", err)
-		}
+		require.NoError(t, err, "oracle: marker")
 		if cr.Type == batch.ControlAbort {
 			lso := bt.BaseOffset() + 1
 			if len(o.open) > 0 {
@@ -96,18 +89,14 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 	if len(o.open) > 0 {
 		wantLSO = min(max(o.open[0].FirstOffset, p.LogStartOffset()), hw)
 	}
-	if got := p.LastStableOffset(); got != wantLSO {
-		t.Fatalf("%s: last stable offset %d, want %d (open %v)", where, got, wantLSO, o.open)
-	}
+	require.Equal(t, wantLSO, p.LastStableOffset(), "%s: last stable offset (open %v)", where, o.open)
 	open, err := p.OpenTransactions()
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
+	require.NoError(t, err, where)
 	for i := range open {
 		open[i].StartTimestamp = 0
 	}
-	if !slices.Equal(open, o.open) && (len(open) > 0 || len(o.open) > 0) {
-		t.Fatalf("%s: open transactions %v, want %v", where, open, o.open)
+	if len(open) > 0 || len(o.open) > 0 {
+		require.Equal(t, o.open, open, "%s: open transactions", where)
 	}
 	// read_committed from the start: nothing at or past the LSO, and the
 	// aborted transactions reported are the oracle's that start below
@@ -116,16 +105,12 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 	off := p.LogStartOffset()
 	for {
 		recs, ab, err := p.ReadCommitted(off, 1<<20)
-		if err != nil {
-			t.Fatalf("%s: read_committed at %d: %v", where, off, err)
-		}
+		require.NoError(t, err, "%s: read_committed at %d", where, off)
 		if recs.Empty() {
 			_ = recs.Close()
 			break
 		}
-		if recs.NextOffset() > wantLSO {
-			t.Fatalf("%s: read_committed at %d returned up to %d, past the LSO %d", where, off, recs.NextOffset(), wantLSO)
-		}
+		require.LessOrEqual(t, recs.NextOffset(), wantLSO, "%s: read_committed at %d returned past the LSO", where, off)
 		for _, a := range ab {
 			if !slices.Contains(got, a) {
 				got = append(got, a)
@@ -141,17 +126,15 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 		}
 	}
 	slices.SortFunc(got, func(a, b plog.AbortedTxn) int { return int(a.LastOffset - b.LastOffset) })
-	if !slices.Equal(got, want) && (len(got) > 0 || len(want) > 0) {
-		t.Fatalf("%s: read_committed reported aborted %v, want %v", where, got, want)
+	if len(got) > 0 || len(want) > 0 {
+		require.Equal(t, want, got, "%s: read_committed reported aborted", where)
 	}
 	if !files {
 		return
 	}
 	var onDisk []plog.AbortedTxn
 	names, err := fsys.List(dir)
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
+	require.NoError(t, err, where)
 	slices.Sort(names)
 	for _, n := range names {
 		if !strings.HasSuffix(n, segment.TxnIndexSuffix) {
@@ -164,22 +147,16 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 			continue
 		}
 		f, err := fsys.Open(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
+		require.NoError(t, err, where)
 		data, err := io.ReadAll(f)
 		_ = f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
+		require.NoError(t, err, where)
 		entries, err := segment.DecodeTxnIndex(n, data)
-		if err != nil {
-			t.Fatalf("%s: %v", where, err)
-		}
+		require.NoError(t, err, where)
 		onDisk = append(onDisk, entries...)
 	}
-	if !slices.Equal(onDisk, o.aborted) && (len(onDisk) > 0 || len(o.aborted) > 0) {
-		t.Fatalf("%s: .txnindex files hold %v, want %v", where, onDisk, o.aborted)
+	if len(onDisk) > 0 || len(o.aborted) > 0 {
+		require.Equal(t, o.aborted, onDisk, "%s: .txnindex files", where)
 	}
 }
 
@@ -217,17 +194,13 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	const dir = "/kafka/txn-0"
 	where := func(what string) string { return fmt.Sprintf("history %d (flush.messages %d): %s", id, flush, what) }
 	p, err := plog.Open(dir, cfg)
-	if err != nil {
-		t.Fatalf("%s: %v", where("open"), err)
-	}
+	require.NoError(t, err, where("open"))
 	defer func() { _ = p.Close() }()
 	const producers = 3
 	ts := time.Now().UnixMilli()
 	nextSeq := func(pid int64) int32 {
 		st, ok, err := p.ProducerState(pid)
-		if err != nil {
-			t.Fatalf("%s: %v", where("producer state"), err)
-		}
+		require.NoError(t, err, where("producer state"))
 		if !ok || len(st.Batches) == 0 {
 			return 0
 		}
@@ -239,48 +212,35 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		case r < 40:
 			pid := int64(rng.IntN(producers))
 			n := 1 + rng.IntN(3)
-			if _, err := p.AppendBatch(prodBatch(t, pid, 0, nextSeq(pid), n, ts, true)); err != nil {
-				t.Fatalf("%s: %v", where("transactional append"), err)
-			}
+			_, err := p.AppendBatch(prodBatch(t, pid, 0, nextSeq(pid), n, ts, true))
+			require.NoError(t, err, where("transactional append"))
 		case r < 55:
 			typ := []batch.ControlType{batch.ControlAbort, batch.ControlCommit}[rng.IntN(2)]
-			if _, err := p.AppendMarker(marker(typ, int64(rng.IntN(producers)), 0, 0)); err != nil {
-				t.Fatalf("%s: %v", where("marker"), err)
-			}
+			_, err := p.AppendMarker(marker(typ, int64(rng.IntN(producers)), 0, 0))
+			require.NoError(t, err, where("marker"))
 		case r < 62:
-			if _, err := p.AppendBatch(prodBatch(t, -1, -1, -1, 1+rng.IntN(3), ts, false)); err != nil {
-				t.Fatalf("%s: %v", where("plain append"), err)
-			}
+			_, err := p.AppendBatch(prodBatch(t, -1, -1, -1, 1+rng.IntN(3), ts, false))
+			require.NoError(t, err, where("plain append"))
 		case r < 69:
-			if err := p.Roll(); err != nil {
-				t.Fatalf("%s: %v", where("roll"), err)
-			}
+			require.NoError(t, p.Roll(), where("roll"))
 		case r < 75:
-			if err := p.Sync(); err != nil {
-				t.Fatalf("%s: %v", where("sync"), err)
-			}
+			require.NoError(t, p.Sync(), where("sync"))
 		case r < 80 && p.LogEndOffset() > 0:
 			o := rng.Int64N(p.LogEndOffset())
-			if err := p.TruncateTo(o); err != nil {
-				t.Fatalf("%s: %v", where(fmt.Sprintf("truncate to %d", o)), err)
-			}
+			require.NoError(t, p.TruncateTo(o), where(fmt.Sprintf("truncate to %d", o)))
 			checkTxnState(t, where(fmt.Sprintf("after truncating to %d", o)), p, mem, dir, false)
 		case r < 84:
-			if err := p.Close(); err != nil {
-				t.Fatalf("%s: %v", where("close"), err)
-			}
-			if p, err = plog.Open(dir, cfg); err != nil {
-				t.Fatalf("%s: %v", where("reopen"), err)
-			}
+			require.NoError(t, p.Close(), where("close"))
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err, where("reopen"))
 			checkTxnState(t, where("after a clean reopen"), p, mem, dir, true)
 		default:
 			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
 			clone := mem.CrashClone(opts)
 			_ = p.Close()
 			mem, cfg.FS = clone, clone
-			if p, err = plog.Open(dir, cfg); err != nil {
-				t.Fatalf("%s: %v", where(fmt.Sprintf("reopen after crash %+v", opts)), err)
-			}
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err, where(fmt.Sprintf("reopen after crash %+v", opts)))
 			checkTxnState(t, where(fmt.Sprintf("after crash %+v", opts)), p, mem, dir, true)
 			crashes++
 		}

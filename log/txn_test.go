@@ -378,19 +378,17 @@ func TestReadCommittedConcurrent(t *testing.T) {
 				default:
 				}
 				recs, ab, err := p.ReadCommitted(off, 1500)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					results <- out
 					return
 				}
 				lso := p.LastStableOffset()
-				if !recs.Empty() && recs.NextOffset() > lso {
-					t.Errorf("read at %d returned up to %d, past the LSO %d", off, recs.NextOffset(), lso)
+				if !recs.Empty() {
+					assert.LessOrEqual(t, recs.NextOffset(), lso, "read at %d returned past the LSO", off)
 				}
 				for rest := recs.Bytes(); len(rest) > 0; {
 					bt, r, err := batch.Parse(rest)
-					if err != nil {
-						t.Error(err)
+					if !assert.NoError(t, err) {
 						break
 					}
 					if bt.Attributes().IsTransactional() && !bt.Attributes().IsControl() {
@@ -428,9 +426,7 @@ func TestReadCommittedConcurrent(t *testing.T) {
 				if a.ProducerID != s.pid || s.base < a.FirstOffset || s.base > a.LastOffset {
 					continue
 				}
-				if !slices.Contains(s.aborted, a) {
-					t.Fatalf("a read returned producer %d's aborted batch at %d without reporting %+v (reported %v)", s.pid, s.base, a, s.aborted)
-				}
+				require.Contains(t, s.aborted, a, "a read returned producer %d's aborted batch at %d without reporting it", s.pid, s.base)
 			}
 		}
 	}

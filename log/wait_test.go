@@ -47,7 +47,7 @@ func requireParked(t *testing.T, done <-chan error) {
 	synctest.Wait()
 	select {
 	case err := <-done:
-		t.Fatalf("Wait returned %v before the record was visible", err)
+		require.Failf(t, "Wait returned before the record was visible", "returned %v", err)
 	default:
 	}
 }
@@ -61,7 +61,7 @@ func requireReturned(t *testing.T, done <-chan error) error {
 	case err := <-done:
 		return err
 	default:
-		t.Fatal("Wait is still parked")
+		require.Fail(t, "Wait is still parked")
 		return nil
 	}
 }

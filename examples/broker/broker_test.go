@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -21,8 +20,10 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
+// leakCheck fails the test if goroutines of partlog or franz-go started
+// during it outlive it (see checkNoLeak).
 func leakCheck(t *testing.T) {
-	base := runtime.NumGoroutine()
+	base := len(ourGoroutines())
 	t.Cleanup(func() { checkNoLeak(t, base) })
 }
 

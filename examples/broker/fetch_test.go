@@ -156,7 +156,15 @@ func TestFetchByteLimits(t *testing.T) {
 // A fetch at the end of the log parks until data arrives or MaxWait passes.
 func TestFetchWaitsForData(t *testing.T) {
 	leakCheck(t)
-	b := startBroker(t, t.TempDir(), 1)
+	parked := make(chan struct{}, 16)
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) {
+		c.FetchParked = func() {
+			select {
+			case parked <- struct{}{}:
+			default:
+			}
+		}
+	})
 	rc := dialRaw(t, b.addr)
 	const topic = "waiting"
 	produceRaw(t, rc, 9, topic, 0, buildBatch(t, "a", 2, batch.CompressionNone))
@@ -172,7 +180,11 @@ func TestFetchWaitsForData(t *testing.T) {
 	require.Empty(t, p.RecordBatches, "empty fetch: %+v", p)
 	require.Equal(t, int64(2), p.HighWatermark, "empty fetch: %+v", p)
 
-	// Data comes while the fetch is parked: it answers at once.
+	// Data comes while the fetch is parked: it answers at once. The
+	// empty fetch above parked too; forget its signal.
+	for len(parked) > 0 {
+		<-parked
+	}
 	done := make(chan *kmsg.FetchResponse, 1)
 	waiter := dialRaw(t, b.addr)
 	corr := waiter.send(fetchReq(topic, []int32{0}, 2, 1<<20, 1<<20, 1, 10_000))
@@ -190,7 +202,13 @@ func TestFetchWaitsForData(t *testing.T) {
 		}
 		done <- r
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-parked:
+	case r := <-done:
+		require.Failf(t, "the fetch answered before any data came", "response %+v", r)
+	case <-time.After(8 * time.Second):
+		require.Fail(t, "the fetch did not park")
+	}
 	start = time.Now()
 	produceRaw(t, rc, 9, topic, 0, buildBatch(t, "b", 3, batch.CompressionNone))
 	select {

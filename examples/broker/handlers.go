@@ -370,6 +370,9 @@ func (s *server) fetch(ctx context.Context, req *kmsg.FetchRequest) (*fetchRespo
 			return resp, cleanup
 		}
 		cleanup()
+		if s.fetchParked != nil {
+			s.fetchParked()
+		}
 		waitAny(ctx, deadline, resp.waits)
 	}
 }

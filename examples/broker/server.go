@@ -51,6 +51,10 @@ type config struct {
 	// CleanupDone, when set, is called after each run of the cleanup
 	// policies (tests wait on it instead of sleeping).
 	CleanupDone func()
+	// FetchParked, when set, is called each time a Fetch parks to wait for
+	// data, just before it waits (tests produce after it instead of
+	// sleeping).
+	FetchParked func()
 	// Logger receives connection and request events (default: discard).
 	Logger *slog.Logger
 	// Ready, when set, is called with the listener's address once the
@@ -179,6 +183,7 @@ type server struct {
 	autoCreate    bool
 	createPerReq  int
 	acceptBackoff func(ctx context.Context, d time.Duration) // waits d (tests stub it)
+	fetchParked   func()                                     // config.FetchParked
 
 	mu    sync.Mutex // guards conns
 	conns map[net.Conn]struct{}
@@ -294,6 +299,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		autoCreate:    !cfg.DisableAutoCreate,
 		createPerReq:  cfg.MaxAutoCreatePerRequest,
 		acceptBackoff: sleepCtx,
+		fetchParked:   cfg.FetchParked,
 	}
 	s.groups = newCoordinator(s.log)
 	clr, err := newCleaner(s, cfg)
