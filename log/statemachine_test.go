@@ -62,7 +62,11 @@ func stateMachineRound(t *testing.T, crashes *int) {
 		}
 		p, err := plog.Open(dir, cfg)
 		require.NoError(rt, err)
-		defer func() { _ = p.Close() }()
+		defer func() {
+			if p != nil { // nil after a refused reopen, which the check reports
+				_ = p.Close()
+			}
+		}()
 		m := logtest.NewModel(0, manual)
 		m.SyncEveryAppend = cfg.FlushMessages == 1
 		ts := int64(1_700_000_000_000)

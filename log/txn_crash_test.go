@@ -195,7 +195,11 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	where := func(what string) string { return fmt.Sprintf("history %d (flush.messages %d): %s", id, flush, what) }
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err, where("open"))
-	defer func() { _ = p.Close() }()
+	defer func() {
+		if p != nil { // nil after a refused reopen, which the check reports
+			_ = p.Close()
+		}
+	}()
 	const producers = 3
 	ts := time.Now().UnixMilli()
 	nextSeq := func(pid int64) int32 {
