@@ -89,6 +89,7 @@ type cluster struct {
 	cleanupInterval time.Duration
 	store           *store
 	tr              *transport
+	wrapRead        func(topic string, partition int32, read readFunc) readFunc
 	ctx             context.Context
 	wg              sync.WaitGroup
 
@@ -103,6 +104,7 @@ func newCluster(ctx context.Context, cfg config, st *store) (*cluster, error) {
 		self: cfg.NodeID, nodes: cfg.Cluster, fs: vfs.Default, dataDir: cfg.DataDir,
 		log: cfg.Logger, retention: cfg.Retention, cleanupInterval: cfg.CleanupInterval,
 		store: st, replicas: make(map[tpKey]*replica), selfIdx: -1,
+		wrapRead: cfg.wrapRaftRead,
 	}
 	if c.retention == 0 {
 		c.retention = 7 * 24 * time.Hour
@@ -262,6 +264,9 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 			}
 			r := c.replica(*t.Topic, p.Partition)
 			var lead uint64
+			if r != nil && r.failed.Load() {
+				p.OfflineReplicas = []int32{int32(c.self)}
+			}
 			if r != nil && !r.failed.Load() {
 				lead = r.lead.Load()
 				p.LeaderEpoch = int32(r.term.Load())
@@ -316,8 +321,14 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				if r = c.replica(rt.Topic, rp.Partition); r == nil || r.failed.Load() {
+				switch r = c.replica(rt.Topic, rp.Partition); {
+				case r == nil:
 					p.ErrorCode = kerr.NotLeaderForPartition.Code
+				case r.failed.Load():
+					// Offline here (see replica.run): the client
+					// refreshes its metadata and finds the new
+					// leader on another node.
+					p.ErrorCode = kerr.KafkaStorageError.Code
 				}
 			}
 			if p.ErrorCode == 0 {

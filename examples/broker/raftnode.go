@@ -115,60 +115,103 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		return nil, fmt.Errorf("raft node of %s-%d: %w", topic, partition, err)
 	}
 	r.rn = rn
+	if c.wrapRead != nil {
+		st.read = c.wrapRead(topic, partition, st.read)
+	}
 	r.term.Store(st.hs.GetTerm())
 	return r, nil
 }
 
 // run drives the replica until ctx ends: ticks, messages from peers and
 // proposals, each turn followed by raft's Ready (persist, send, commit).
-// A persistence failure stops the replica (the partition then answers
-// NOT_LEADER_OR_FOLLOWER on this node).
+// A persistence failure, or a read error raft met in the partition (see
+// guard), stops the replica: the partition is then offline on this node
+// (Produce gets KAFKA_STORAGE_ERROR, Fetch and ListOffsets
+// NOT_LEADER_OR_FOLLOWER, Metadata names it as an offline replica) while
+// its other nodes elect a leader among themselves, and every other
+// partition of the node keeps serving.
 func (r *replica) run(ctx context.Context) {
 	defer close(r.done)
 	t := time.NewTicker(raftTick)
 	defer t.Stop()
 	defer r.failWaiters(0, kerr.NotLeaderForPartition.Code, errors.New("broker: shutting down"))
 	for {
+		var turn func()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			r.rn.Tick()
-			r.maybeCleanup()
+			turn = func() {
+				r.rn.Tick()
+				r.maybeCleanup()
+			}
 		case m := <-r.recvc:
-			r.step(m)
-			for i := 0; i < raftDrain; i++ {
-				select {
-				case m := <-r.recvc:
-					r.step(m)
-					continue
-				default:
+			turn = func() {
+				r.step(m)
+				for i := 0; i < raftDrain; i++ {
+					select {
+					case m := <-r.recvc:
+						r.step(m)
+						continue
+					default:
+					}
+					break
 				}
-				break
 			}
 		case p := <-r.propc:
-			r.propose(p)
-			for i := 0; i < raftDrain; i++ {
-				select {
-				case p := <-r.propc:
-					r.propose(p)
-					continue
-				default:
+			turn = func() {
+				r.propose(p)
+				for i := 0; i < raftDrain; i++ {
+					select {
+					case p := <-r.propc:
+						r.propose(p)
+						continue
+					default:
+					}
+					break
 				}
-				break
 			}
 		}
-		// Advance may leave more to do at once (the leader's own
-		// acknowledgement of what it just persisted can commit entries).
-		for r.rn.HasReady() {
-			if err := r.handleReady(); err != nil {
-				r.log.Error("raft replica stopped: its log cannot be written", "err", err)
-				r.failed.Store(true)
-				r.lead.Store(0)
-				return
+		err := r.guard(func() error {
+			turn()
+			// Advance may leave more to do at once (the leader's own
+			// acknowledgement of what it just persisted can commit
+			// entries).
+			for r.rn.HasReady() {
+				if err := r.handleReady(); err != nil {
+					return fmt.Errorf("its log cannot be written: %w", err)
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			r.log.Error("raft replica stopped: partition offline on this node", "err", err)
+			r.failed.Store(true)
+			r.lead.Store(0)
+			return
 		}
 	}
+}
+
+// guard runs f, which drives the RawNode, and turns raft's panic on a
+// storage read error into an error. Raft's contract is that
+// Storage.Entries fails only with ErrCompacted or ErrUnavailable; on any
+// other error it panics with it (or logs it through Panicf). When the
+// replica's storage recorded such a read error (raftStorage.readErr) the
+// panic is that one, and the replica stops with it instead of the
+// process: the RawNode is not used again, since the panic may have left
+// it half way through a step. Any other panic is raft's own invariant
+// failing and goes on.
+func (r *replica) guard(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if r.st.readErr == nil {
+				panic(v)
+			}
+			err = fmt.Errorf("raft could not read its entries: %w", r.st.readErr)
+		}
+	}()
+	return f()
 }
 
 // step hands a peer's message to raft.

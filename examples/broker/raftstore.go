@@ -65,7 +65,20 @@ type raftStorage struct {
 	ents       []entryPos // entries snapIndex+1 ...
 	end        int64      // offset after the last entry's batch
 	readBuf    []byte
+
+	// read reads the partition's batches from an offset (the partition's
+	// ReadFromFollower; tests wrap it to inject read errors).
+	read readFunc
+	// readErr is the first error Entries met reading the partition (not
+	// ErrCompacted or ErrUnavailable). Raft panics with such an error;
+	// the replica recovers from that panic only when readErr is set (see
+	// replica.guard).
+	readErr error
 }
+
+// readFunc reads a partition's batches from offset, at most maxBytes
+// (at least one batch), as Partition.ReadFromFollower does.
+type readFunc func(offset int64, maxBytes int) (plog.Records, error)
 
 // raftState is what the state file holds.
 type raftState struct {
@@ -162,8 +175,9 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 	}
 	s := &raftStorage{
 		fs: fsys, path: path, part: part,
-		cs: &pb.ConfState{Voters: voters},
-		hs: &pb.HardState{Term: new(st.term), Vote: new(st.vote), Commit: new(st.commit)},
+		cs:   &pb.ConfState{Voters: voters},
+		hs:   &pb.HardState{Term: new(st.term), Vote: new(st.vote), Commit: new(st.commit)},
+		read: part.ReadFromFollower,
 	}
 	if !found {
 		// A partition that existed before cluster mode: its batches
@@ -300,7 +314,21 @@ func (s *raftStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 // Entries implements raft.Storage: it reads the batches of entries
 // [lo, hi) from the partition. A batch of raftNoopControlType is an empty
 // entry; any other batch is a normal entry whose data is the batch.
+//
+// An error reading the partition is recorded in readErr before it is
+// returned: raft panics with it (its contract: storage errors other than
+// ErrCompacted and ErrUnavailable are fatal), and the replica, finding
+// readErr set, takes the partition offline instead of the node.
 func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	ents, err := s.entries(lo, hi, maxSize)
+	if err != nil && !errors.Is(err, raft.ErrCompacted) && !errors.Is(err, raft.ErrUnavailable) && s.readErr == nil {
+		s.readErr = err
+	}
+	return ents, err
+}
+
+// entries implements Entries.
+func (s *raftStorage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	if lo <= s.snapIndex {
 		return nil, raft.ErrCompacted
 	}
@@ -311,7 +339,7 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	var size uint64
 	for i := lo; i < hi; {
 		p := s.pos(i)
-		r, err := s.part.ReadFromFollower(p.base, int(min(max(maxSize-min(size, maxSize), 1), 8<<20)))
+		r, err := s.read(p.base, int(min(max(maxSize-min(size, maxSize), 1), 8<<20)))
 		if err != nil {
 			return nil, fmt.Errorf("raft entries %d..%d of %s: %w", lo, hi, s.part.Dir(), err)
 		}

@@ -111,6 +111,9 @@ type config struct {
 	// wrapListener, when set, wraps the listener (tests inject accept
 	// errors).
 	wrapListener func(net.Listener) net.Listener
+	// wrapRaftRead, when set, wraps each replica's reads of its
+	// partition (tests inject read errors into raft's Storage.Entries).
+	wrapRaftRead func(topic string, partition int32, read readFunc) readFunc
 }
 
 const (
