@@ -95,6 +95,11 @@ type cluster struct {
 
 	mu       sync.Mutex
 	replicas map[tpKey]*replica
+	// known holds every node's addresses: -cluster's, and those
+	// membership changes named (kept in the nodes file, membership.go);
+	// members is the membership new partitions start with.
+	known   map[uint64]clusterNode
+	members map[uint64]bool
 }
 
 // newCluster checks the configuration and listens on this node's raft
@@ -123,11 +128,20 @@ func newCluster(ctx context.Context, cfg config, st *store) (*cluster, error) {
 	if c.selfIdx < 0 {
 		return nil, fmt.Errorf("%w: -node %d is not one of its nodes", errClusterFlag, c.self)
 	}
+	if c.self >= producerIDStride {
+		return nil, fmt.Errorf("%w: -node %d: node ids must be below %d", errClusterFlag, c.self, producerIDStride)
+	}
 	if cp := cfg.CleanupPolicy; cp != "" && cp != "delete" {
 		return nil, fmt.Errorf("%w: cleanup policy %q: a replicated partition's batches are its raft entries, so only \"delete\" (retention) is supported", errClusterFlag, cp)
 	}
 	if err := c.fs.MkdirAll(c.dataDir+"/"+raftStateDir, 0o755); err != nil {
 		return nil, err
+	}
+	if err := c.loadMembers(cfg.Join); err != nil { // membership.go
+		return nil, err
+	}
+	for id, n := range c.known {
+		peers[id] = n.raftAddr
 	}
 	tr, err := newTransport(ctx, c.self, c.nodes[c.selfIdx].raftAddr, peers, c.log, c.deliver)
 	if err != nil {
@@ -226,19 +240,27 @@ func (s *server) selfID() int32 {
 	return nodeID
 }
 
-// producerID spreads the ids of the nodes' allocators apart: node i of n
-// hands out raw*n + i, so two nodes never give out the same id.
+// producerIDStride spreads the producer ids of the nodes apart; node ids
+// must be below it in cluster mode.
+const producerIDStride = 1 << 10
+
+// producerID spreads the ids of the nodes' allocators apart: node id
+// hands out raw*producerIDStride + id, so two nodes never give out the
+// same id, whatever the membership (a node added later included).
 func (c *cluster) producerID(raw int64) int64 {
-	return raw*int64(len(c.nodes)) + int64(c.selfIdx)
+	return raw*producerIDStride + int64(c.self)
 }
 
-// fillMetadata replaces the one-node answer: every node of -cluster is a
-// broker, and each partition names the leader this node knows (its raft
-// leader; LEADER_NOT_AVAILABLE while there is none), the raft term as
-// leader epoch, and all nodes as replicas and in-sync replicas.
+// fillMetadata replaces the one-node answer: the brokers are the nodes of
+// the membership (and the nodes still replicating some partition), and
+// each partition names the leader this node knows (its raft leader;
+// LEADER_NOT_AVAILABLE while there is none), the raft term as leader
+// epoch, its voters and learners as replicas, its voters as in-sync
+// replicas, and this node as an offline replica when the partition is
+// offline here (replica.run).
 func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 	resp.Brokers = resp.Brokers[:0]
-	for _, n := range c.nodes {
+	for _, n := range c.brokers() {
 		b := kmsg.NewMetadataResponseBroker()
 		host, portStr, _ := net.SplitHostPort(n.kafkaAddr)
 		port, _ := strconv.ParseInt(portStr, 10, 32)
@@ -246,9 +268,9 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	resp.ControllerID = int32(c.self)
-	replicas := make([]int32, len(c.ids))
-	for i, id := range c.ids {
-		replicas[i] = int32(id)
+	var members []int32
+	for _, id := range c.bootConf().GetVoters() {
+		members = append(members, int32(id))
 	}
 	for ti := range resp.Topics {
 		t := &resp.Topics[ti]
@@ -257,13 +279,24 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 		}
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			p.Replicas, p.ISR = replicas, replicas
+			p.Replicas, p.ISR = members, members
 			if *t.Topic == offsetsTopic {
 				p.Leader = int32(c.self)
 				continue
 			}
 			r := c.replica(*t.Topic, p.Partition)
 			var lead uint64
+			if r != nil {
+				cs := r.conf.Load()
+				p.Replicas, p.ISR = nil, nil
+				for _, id := range cs.GetVoters() {
+					p.Replicas = append(p.Replicas, int32(id))
+					p.ISR = append(p.ISR, int32(id))
+				}
+				for _, id := range cs.GetLearners() {
+					p.Replicas = append(p.Replicas, int32(id))
+				}
+			}
 			if r != nil && r.failed.Load() {
 				p.OfflineReplicas = []int32{int32(c.self)}
 			}

@@ -52,6 +52,8 @@ type nodeProc struct {
 	id          int
 	dir         string
 	kafka, raft string
+	spec        string   // -cluster for this node ("": the cluster's)
+	args        []string // extra flags of this node
 	cmd         *exec.Cmd
 	exited      chan struct{}
 
@@ -121,8 +123,13 @@ func (c *testCluster) start(id int) {
 	np := c.node(id)
 	args := append([]string{"-data", np.dir, "-addr", np.kafka}, c.args...)
 	if !c.plain {
-		args = append(args, "-node", strconv.Itoa(id), "-cluster", c.spec)
+		spec := c.spec
+		if np.spec != "" {
+			spec = np.spec
+		}
+		args = append(args, "-node", strconv.Itoa(id), "-cluster", spec)
 	}
+	args = append(args, np.args...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), brokerChildEnv+"=1")
 	dieWithParent(cmd)

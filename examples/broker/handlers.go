@@ -41,6 +41,9 @@ var supported = map[kmsg.Key]versionRange{
 	kmsg.AddOffsetsToTxn:    {0, 3},
 	kmsg.EndTxn:             {0, 3},
 	kmsg.TxnOffsetCommit:    {0, 3},
+	// Cluster membership (membership.go; KIP-853's requests).
+	kmsg.AddRaftVoter:    {0, 1},
+	kmsg.RemoveRaftVoter: {0, 0},
 }
 
 // advertisedMin is the min version ApiVersions advertises where it differs
@@ -121,6 +124,10 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.endTxn(r), nil, nil
 	case *kmsg.TxnOffsetCommitRequest:
 		return s.txnOffsetCommit(r), nil, nil
+	case *kmsg.AddRaftVoterRequest:
+		return s.addRaftVoter(ctx, r), nil, nil // membership.go
+	case *kmsg.RemoveRaftVoterRequest:
+		return s.removeRaftVoter(ctx, r), nil, nil
 	}
 	return nil, nil, fmt.Errorf("%w: no handler for api %d", errCloseConn, hdr.key)
 }

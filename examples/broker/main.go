@@ -249,8 +249,23 @@ func main() {
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
+	flag.BoolVar(&cfg.Join, "join", false, "cluster mode: this node is new; it copies the partitions until -add-voter adds it")
+	addVoter := flag.String("add-voter", "", "client mode: ask the cluster node at -bootstrap to add node id=kafka-addr/raft-addr to every partition")
+	removeVoter := flag.Uint64("remove-voter", 0, "client mode: ask the cluster node at -bootstrap to remove node id from every partition")
+	bootstrap := flag.String("bootstrap", "127.0.0.1:9092", "client mode: the Kafka address of a cluster node")
 	verbose := flag.Bool("v", false, "log every request")
 	flag.Parse()
+	if *addVoter != "" || *removeVoter != 0 {
+		if *addVoter != "" && *removeVoter != 0 {
+			fmt.Fprintln(os.Stderr, "broker: -add-voter and -remove-voter are one change each")
+			os.Exit(2)
+		}
+		if err := runAdmin(context.Background(), *bootstrap, *addVoter, *removeVoter, os.Stdout); err != nil { // membership.go
+			fmt.Fprintln(os.Stderr, "broker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg.DisableAutoCreate = !*autoCreate
 	if *maxReq < 8 || *maxReq > math.MaxInt32 {
 		fmt.Fprintln(os.Stderr, "broker: -max-request-bytes must be in [8, 2147483647]")

@@ -46,19 +46,22 @@ type transport struct {
 	ln      net.Listener
 	deliver func(topic string, partition int32, m *pb.Message)
 
-	peers map[uint64]*peer
-	wg    sync.WaitGroup
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
+	peers  map[uint64]*peer // grows when a membership change adds a node (addPeer)
+	ctx    context.Context  // set by start: new peers' senders run until it ends
 	conns  map[net.Conn]struct{}
 	closed bool // ctx ended: connections tracked from now on are closed at once
 }
 
 // peer is the outgoing side towards one node.
 type peer struct {
-	id   uint64
+	id uint64
+	q  chan []byte
+
+	mu   sync.Mutex
 	addr string
-	q    chan []byte
 }
 
 // newTransport listens on the node's raft address.
@@ -80,9 +83,12 @@ func newTransport(ctx context.Context, self uint64, addr string, peers map[uint6
 // start runs the accept loop and one sender per peer until ctx ends.
 func (t *transport) start(ctx context.Context) {
 	t.wg.Go(func() { t.accept(ctx) })
+	t.mu.Lock()
+	t.ctx = ctx
 	for _, p := range t.peers {
 		t.wg.Go(func() { t.sendLoop(ctx, p) })
 	}
+	t.mu.Unlock()
 	t.wg.Go(func() {
 		<-ctx.Done()
 		_ = t.ln.Close()
@@ -98,9 +104,46 @@ func (t *transport) start(ctx context.Context) {
 // wait returns once every goroutine of the transport has ended.
 func (t *transport) wait() { t.wg.Wait() }
 
+// addPeer makes node id reachable at addr (a node a membership change
+// names): a new peer gets its sender; a known one whose address changed
+// is dialled at the new address from its next connection on.
+func (t *transport) addPeer(id uint64, addr string) {
+	if id == t.self {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.peers[id]; ok {
+		p.setAddr(addr)
+		return
+	}
+	p := &peer{id: id, addr: addr, q: make(chan []byte, raftQueue)}
+	t.peers[id] = p
+	if t.ctx != nil && !t.closed {
+		ctx := t.ctx
+		t.wg.Go(func() { t.sendLoop(ctx, p) })
+	}
+}
+
+// setAddr changes the address the peer is dialled at.
+func (p *peer) setAddr(addr string) {
+	p.mu.Lock()
+	p.addr = addr
+	p.mu.Unlock()
+}
+
+// address returns the address the peer is dialled at.
+func (p *peer) address() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
 // send queues m for its destination; it never blocks.
 func (t *transport) send(topic string, partition int32, m *pb.Message) {
+	t.mu.Lock()
 	p, ok := t.peers[m.GetTo()]
+	t.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -127,7 +170,7 @@ func (t *transport) sendLoop(ctx context.Context, p *peer) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
 		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "tcp", p.addr)
+		c, err := d.DialContext(ctx, "tcp", p.address())
 		if err != nil {
 			backoff = min(max(2*backoff, 10*time.Millisecond), 500*time.Millisecond)
 			// Messages queued meanwhile are stale: drop them.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
@@ -53,6 +55,7 @@ type proposeResult struct {
 type prewrite struct {
 	pos  entryPos
 	next int64
+	conf bool // a configuration change's batch (proposeConf)
 }
 
 // replica is one partition's raft group member: a RawNode driven by one
@@ -70,7 +73,11 @@ type replica struct {
 
 	propc chan *proposal
 	recvc chan *pb.Message
+	confc chan *pb.ConfChangeV2 // membership changes to propose (admin.go)
 	done  chan struct{}
+
+	// conf is the membership this node applied last (voters, learners).
+	conf atomic.Pointer[pb.ConfState]
 
 	lead   atomic.Uint64 // raft id of the leader this node knows, 0: none
 	term   atomic.Uint64
@@ -79,6 +86,16 @@ type replica struct {
 	// Loop-only state.
 	prewritten  map[uint64]prewrite
 	prewriteEnd int64 // offset after the last prewritten batch
+	// unpersisted counts the entries this leader proposed since raft's
+	// last Ready (data and configuration changes): the next proposal's
+	// index is the last persisted index + unpersisted + 1.
+	unpersisted uint64
+	// confBarrier is the index up to which entries must be applied
+	// before this leader proposes a membership change: raft refuses one
+	// while an earlier change may be unapplied (replacing it with an
+	// empty entry), and the replica must not have written its batch
+	// then.
+	confBarrier uint64
 	waiters     []*proposal
 	epoch       int32 // the leader epoch set on the partition
 	nextCleanup time.Time
@@ -86,7 +103,7 @@ type replica struct {
 
 // newReplica opens the raft state of a partition and its RawNode.
 func newReplica(c *cluster, topic string, partition int32, part *plog.Partition) (*replica, error) {
-	st, err := openRaftStorage(c.fs, raftStatePath(c.dataDir, topic, partition), part, c.ids)
+	st, err := openRaftStorageConf(c.fs, raftStatePath(c.dataDir, topic, partition), part, c.bootConf())
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +112,7 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		log:        c.log.With("topic", topic, "partition", partition),
 		propc:      make(chan *proposal, 1024),
 		recvc:      make(chan *pb.Message, 4096),
+		confc:      make(chan *pb.ConfChangeV2, 16),
 		done:       make(chan struct{}),
 		prewritten: make(map[uint64]prewrite),
 		epoch:      -1,
@@ -104,7 +122,7 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		ElectionTick:    raftElectionTicks,
 		HeartbeatTick:   1,
 		Storage:         st,
-		Applied:         st.hs.GetCommit(),
+		Applied:         st.applied,
 		MaxSizePerMsg:   raftMaxMsgBytes,
 		MaxInflightMsgs: raftMaxInflight,
 		CheckQuorum:     true,
@@ -115,6 +133,7 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		return nil, fmt.Errorf("raft node of %s-%d: %w", topic, partition, err)
 	}
 	r.rn = rn
+	r.conf.Store(st.cs)
 	if c.wrapRead != nil {
 		st.read = c.wrapRead(topic, partition, st.read)
 	}
@@ -158,6 +177,8 @@ func (r *replica) run(ctx context.Context) {
 					break
 				}
 			}
+		case cc := <-r.confc:
+			turn = func() { r.proposeConf(cc) }
 		case p := <-r.propc:
 			turn = func() {
 				r.propose(p)
@@ -214,8 +235,25 @@ func (r *replica) guard(f func() error) (err error) {
 	return f()
 }
 
-// step hands a peer's message to raft.
+// step hands a peer's message to raft. A proposal a follower forwarded
+// (only membership changes are ever forwarded: produces go to the leader
+// through Kafka) is proposed by this node's own path when it leads, so
+// that the index of every entry it proposes is counted.
 func (r *replica) step(m *pb.Message) {
+	if m.GetType() == pb.MsgProp && r.rn.BasicStatus().RaftState == raft.StateLeader {
+		for _, e := range m.GetEntries() {
+			if e.GetType() != pb.EntryConfChangeV2 {
+				continue
+			}
+			cc := &pb.ConfChangeV2{}
+			if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+				r.log.Warn("forwarded configuration change does not decode", "from", m.GetFrom(), "err", err)
+				continue
+			}
+			r.proposeConf(cc)
+		}
+		return
+	}
 	if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		r.log.Debug("raft step", "type", m.GetType().String(), "from", m.GetFrom(), "err", err)
 	}
@@ -283,12 +321,13 @@ func (r *replica) propose(p *proposal) {
 		p.reply(-1, kerr.KafkaStorageError.Code, err)
 		return
 	}
-	idx := r.st.lastIndex() + uint64(len(r.prewritten)) + 1
+	idx := r.st.lastIndex() + r.unpersisted + 1
 	if err := r.rn.Propose(data); err != nil {
 		_ = r.part.TruncateTo(info.Base)
 		p.reply(-1, kerr.NotLeaderForPartition.Code, err)
 		return
 	}
+	r.unpersisted++
 	next := info.LastOffset + 1
 	r.prewritten[idx] = prewrite{pos: entryPos{base: info.Base, term: bs.GetTerm()}, next: next}
 	r.prewriteEnd = next
@@ -339,6 +378,7 @@ func (r *replica) handleReady() error {
 		if err := r.st.applySnapshot(rd.Snapshot); err != nil {
 			return err
 		}
+		r.conf.Store(r.st.cs)
 		r.log.Info("installed raft snapshot", "index", r.st.snapIndex, "logStartOffset", r.st.snapOffset)
 	}
 	if len(rd.Entries) > 0 {
@@ -351,6 +391,7 @@ func (r *replica) handleReady() error {
 			return err
 		}
 	}
+	r.unpersisted = 0 // raft hands every unstable entry in its Ready
 	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
 		if err := r.st.setHardState(rd.HardState); err != nil {
 			return err
@@ -372,6 +413,9 @@ func (r *replica) handleReady() error {
 		if err := r.st.setCommitted(last); err != nil {
 			return err
 		}
+		if err := r.applyConfChanges(rd.CommittedEntries); err != nil {
+			return err
+		}
 		r.resolveWaiters(last)
 	}
 	bs := r.rn.BasicStatus()
@@ -383,6 +427,7 @@ func (r *replica) handleReady() error {
 			return err
 		}
 		r.epoch = int32(bs.GetTerm())
+		r.confBarrier = r.st.lastIndex()
 		r.log.Info("leading", "term", bs.GetTerm(), "logEndOffset", r.part.LogEndOffset())
 	}
 	if bs.RaftState != raft.StateLeader {
@@ -410,8 +455,8 @@ func (r *replica) persist(e *pb.Entry) error {
 	if idx <= st.snapIndex {
 		return nil
 	}
-	if e.GetType() != pb.EntryNormal {
-		return fmt.Errorf("%w: entry %d has type %s (membership changes are not supported)", errRaftState, idx, e.GetType())
+	if t := e.GetType(); t != pb.EntryNormal && t != pb.EntryConfChangeV2 {
+		return fmt.Errorf("%w: entry %d has type %s (only ConfChangeV2 changes the membership)", errRaftState, idx, t)
 	}
 	if idx <= st.lastIndex() {
 		off := st.pos(idx).base
@@ -428,7 +473,7 @@ func (r *replica) persist(e *pb.Entry) error {
 	term := e.GetTerm()
 	if pw, ok := r.prewritten[idx]; ok {
 		delete(r.prewritten, idx)
-		if pw.pos.base == st.end && pw.pos.term == term && r.part.LogEndOffset() >= pw.next {
+		if pw.pos.base == st.end && pw.pos.term == term && pw.conf == (e.GetType() == pb.EntryConfChangeV2) && r.part.LogEndOffset() >= pw.next {
 			st.ents = append(st.ents, pw.pos)
 			st.end = pw.next
 			return nil
@@ -444,7 +489,13 @@ func (r *replica) persist(e *pb.Entry) error {
 		}
 	}
 	data := e.GetData()
-	if len(data) == 0 {
+	if e.GetType() == pb.EntryConfChangeV2 {
+		b, err := raftConfChangeBatch(st.end, term, data)
+		if err != nil {
+			return err
+		}
+		data = b
+	} else if len(data) == 0 {
 		b, err := raftNoopBatch(st.end, term)
 		if err != nil {
 			return err
@@ -550,3 +601,107 @@ func (l raftLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
 func (l raftLogger) Fatalf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
 func (l raftLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
 func (l raftLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
+
+// proposeConf proposes a membership change. The leader writes the
+// change's batch (raftConfChangeBatch) at the end of its log first, as it
+// writes a produced batch (propose), so the batches proposed after it get
+// the offsets after it; a follower forwards the change to the leader
+// through raft. A change is dropped (the admin request proposes it again
+// until it is applied) when there is no leader, or while the leader may
+// still have an earlier change unapplied (one change at a time).
+func (r *replica) proposeConf(cc *pb.ConfChangeV2) {
+	bs := r.rn.BasicStatus()
+	if r.failed.Load() {
+		return
+	}
+	if bs.RaftState != raft.StateLeader {
+		if bs.Lead != raft.None {
+			if err := r.rn.ProposeConfChange(cc); err != nil {
+				r.log.Debug("membership change not forwarded", "err", err)
+			}
+		}
+		return
+	}
+	if int64(bs.GetTerm()) != int64(r.epoch) || r.st.applied < r.confBarrier {
+		return
+	}
+	data, err := proto.Marshal(cc)
+	if err != nil {
+		r.log.Error("membership change does not encode", "err", err)
+		return
+	}
+	expected := r.st.end
+	if len(r.prewritten) > 0 {
+		expected = r.prewriteEnd
+	}
+	if r.part.LogEndOffset() != expected {
+		if err := r.part.TruncateTo(expected); err != nil {
+			r.log.Error("membership change", "err", err)
+			return
+		}
+	}
+	b, err := raftConfChangeBatch(expected, bs.GetTerm(), data)
+	if err != nil {
+		r.log.Error("membership change", "err", err)
+		return
+	}
+	next, err := r.part.AppendAssigned(b)
+	if err != nil {
+		r.log.Error("membership change not written", "err", err)
+		return
+	}
+	idx := r.st.lastIndex() + r.unpersisted + 1
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		_ = r.part.TruncateTo(expected)
+		r.log.Debug("membership change not proposed", "err", err)
+		return
+	}
+	r.unpersisted++
+	r.prewritten[idx] = prewrite{pos: entryPos{base: expected, term: bs.GetTerm()}, next: next, conf: true}
+	r.prewriteEnd = next
+	r.confBarrier = idx
+	r.log.Info("proposed membership change", "index", idx, "change", confChangeString(cc))
+}
+
+// applyConfChanges applies the membership changes among committed entries
+// that are not applied yet (a restart hands raft the entries after the
+// last applied index recorded in the state file again): raft's tracker
+// takes each, the new membership is written to the state file, and the
+// node addresses a change carries are learnt (cluster.learn). Then every
+// committed entry counts as applied.
+func (r *replica) applyConfChanges(ents []*pb.Entry) error {
+	for _, e := range ents {
+		if e.GetIndex() <= r.st.applied || e.GetType() != pb.EntryConfChangeV2 {
+			continue
+		}
+		cc := &pb.ConfChangeV2{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return fmt.Errorf("%w: configuration change entry %d does not decode: %v", errRaftState, e.GetIndex(), err)
+		}
+		if len(cc.GetChanges()) == 0 && len(cc.GetContext()) == 0 {
+			continue // never proposed here: raft's automatic leave of a joint configuration
+		}
+		r.c.learn(cc)
+		cs := r.rn.ApplyConfChange(cc)
+		if err := r.st.setConf(cs, e.GetIndex()); err != nil {
+			return err
+		}
+		r.conf.Store(r.st.cs)
+		r.c.membershipApplied(cc)
+		r.log.Info("membership changed", "index", e.GetIndex(), "change", confChangeString(cc),
+			"voters", cs.GetVoters(), "learners", cs.GetLearners())
+	}
+	if n := len(ents); n > 0 {
+		r.st.applied = max(r.st.applied, ents[n-1].GetIndex())
+	}
+	return nil
+}
+
+// confChangeString describes a membership change for the log.
+func confChangeString(cc *pb.ConfChangeV2) string {
+	var out []string
+	for _, ch := range cc.GetChanges() {
+		out = append(out, fmt.Sprintf("%s %d", ch.GetType(), ch.GetNodeId()))
+	}
+	return strings.Join(out, ", ")
+}

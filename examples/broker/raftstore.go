@@ -24,14 +24,21 @@ import (
 // valid "<topic>-<partition>" name, so the partlog Dir leaves it alone.
 const raftStateDir = "partlog-raft"
 
-// raftStateVersion is the first line of a raft state file.
-const raftStateVersion = 0
+// raftStateVersion is the first line of a raft state file this broker
+// writes. Version 0 (three lines, no configuration: the membership was
+// -cluster) is read too.
+const raftStateVersion = 1
 
 // raftNoopControlType is the control record type of the batch that stands
 // for one of raft's empty entries (the entry a new leader appends at the
 // start of its term). Kafka's own types are 0 to 6; clients skip control
 // batches, and Kafka's tools print unknown types as UNKNOWN.
 const raftNoopControlType batch.ControlType = 100
+
+// raftConfChangeControlType is the control record type of the batch that
+// stands for a raft configuration change entry (EntryConfChangeV2): its
+// one record's value is the entry's data, the encoded ConfChangeV2.
+const raftConfChangeControlType batch.ControlType = 101
 
 // errRaftState is wrapped by every error about a damaged raft state file
 // or a partition that does not match it.
@@ -59,6 +66,7 @@ type raftStorage struct {
 	cs   *pb.ConfState
 
 	hs         *pb.HardState
+	applied    uint64 // entries up to here are applied: cs holds their configuration changes
 	snapIndex  uint64 // the last entry the log no longer holds
 	snapTerm   uint64
 	snapOffset int64      // base offset of entry snapIndex+1: the log start
@@ -85,28 +93,75 @@ type raftState struct {
 	term, vote, commit  uint64
 	snapIndex, snapTerm uint64
 	snapOffset          int64
+	// applied and the configuration (version 1): the entries up to
+	// applied are applied, and voters and learners are the membership
+	// after them. hasConf is false for a version 0 file.
+	applied          uint64
+	voters, learners []uint64
+	hasConf          bool
 }
 
 // appendRaftState encodes the state file:
 //
-//	0                          version
-//	<term> <vote> <commit>     raft's HardState
-//	<index> <term> <offset>    the snapshot point: last entry dropped, its
-//	                           term, and the base offset of the next one
+//	1                            version
+//	<term> <vote> <commit>       raft's HardState
+//	<index> <term> <offset>      the snapshot point: last entry dropped, its
+//	                             term, and the base offset of the next one
+//	<applied> <voters> <learners> the membership after the entries up to
+//	                             applied: node ids, comma-separated, "-"
+//	                             for none
 func appendRaftState(dst []byte, s raftState) []byte {
-	return fmt.Appendf(dst, "%d\n%d %d %d\n%d %d %d\n", raftStateVersion,
+	dst = fmt.Appendf(dst, "%d\n%d %d %d\n%d %d %d\n", raftStateVersion,
 		s.term, s.vote, s.commit, s.snapIndex, s.snapTerm, s.snapOffset)
+	return fmt.Appendf(dst, "%d %s %s\n", s.applied, formatIDs(s.voters), formatIDs(s.learners))
+}
+
+// formatIDs writes node ids as "1,2,3" ("-": none).
+func formatIDs(ids []uint64) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	var b []byte
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, id, 10)
+	}
+	return string(b)
+}
+
+// parseIDs reads what formatIDs writes.
+func parseIDs(path, field, s string) ([]uint64, error) {
+	if s == "-" {
+		return nil, nil
+	}
+	var out []uint64
+	for f := range strings.SplitSeq(s, ",") {
+		id, err := strconv.ParseUint(f, 10, 63)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%w: %s: %s %q: not a node id", errRaftState, path, field, f)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // parseRaftState decodes a state file.
 func parseRaftState(path string, b []byte) (raftState, error) {
 	var s raftState
 	lines := strings.Split(string(b), "\n")
-	if len(lines) != 4 || lines[3] != "" {
-		return s, fmt.Errorf("%w: %s: want three lines, got %q", errRaftState, path, b)
+	want := 0
+	switch lines[0] {
+	case "0":
+		want = 3
+	case strconv.Itoa(raftStateVersion):
+		want = 4
+	default:
+		return s, fmt.Errorf("%w: %s: version %q, want 0 or %d", errRaftState, path, lines[0], raftStateVersion)
 	}
-	if lines[0] != strconv.Itoa(raftStateVersion) {
-		return s, fmt.Errorf("%w: %s: version %q, want %d", errRaftState, path, lines[0], raftStateVersion)
+	if len(lines) != want+1 || lines[want] != "" {
+		return s, fmt.Errorf("%w: %s: want %d lines, got %q", errRaftState, path, want, b)
 	}
 	nums := func(line string, field string) ([3]uint64, error) {
 		var out [3]uint64
@@ -136,6 +191,28 @@ func parseRaftState(path string, b []byte) (raftState, error) {
 	if s.commit < s.snapIndex {
 		return s, fmt.Errorf("%w: %s: commit %d below the snapshot index %d", errRaftState, path, s.commit, s.snapIndex)
 	}
+	s.applied = s.commit // version 0: no configuration changes exist
+	if want == 4 {
+		f := strings.Fields(lines[3])
+		if len(f) != 3 {
+			return s, fmt.Errorf("%w: %s: configuration line %q does not hold applied, voters and learners", errRaftState, path, lines[3])
+		}
+		a, err := strconv.ParseUint(f[0], 10, 63)
+		if err != nil {
+			return s, fmt.Errorf("%w: %s: applied %q: %v", errRaftState, path, f[0], err)
+		}
+		if a > s.commit {
+			return s, fmt.Errorf("%w: %s: applied %d beyond the commit index %d", errRaftState, path, a, s.commit)
+		}
+		s.applied = a
+		if s.voters, err = parseIDs(path, "voter", f[1]); err != nil {
+			return s, err
+		}
+		if s.learners, err = parseIDs(path, "learner", f[2]); err != nil {
+			return s, err
+		}
+		s.hasConf = true
+	}
 	return s, nil
 }
 
@@ -149,7 +226,7 @@ func readRaftState(fsys vfs.FS, path string) (raftState, bool, error) {
 		return raftState{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	defer f.Close()
-	buf := make([]byte, 256)
+	buf := make([]byte, 4096)
 	n, err := f.ReadAt(buf, 0)
 	if n == len(buf) {
 		return raftState{}, false, fmt.Errorf("%w: %s: longer than %d bytes", errRaftState, path, len(buf)-1)
@@ -161,21 +238,28 @@ func readRaftState(fsys vfs.FS, path string) (raftState, bool, error) {
 	return s, true, err
 }
 
-// openRaftStorage reads the partition's state file and rebuilds the entry
+// openRaftStorage is openRaftStorageConf with voters as the initial
+// membership.
+func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []uint64) (*raftStorage, error) {
+	return openRaftStorageConf(fsys, path, part, &pb.ConfState{Voters: voters})
+}
+
+// openRaftStorageConf reads the partition's state file and rebuilds the entry
 // positions by scanning the batch headers from the snapshot offset to the
 // log end (a log end at or below the snapshot offset holds no entry: a
 // snapshot was installed and nothing after it copied yet). It finishes
 // what a crash interrupted: raft log truncation recorded but not yet
 // applied (the records before the snapshot offset are deleted, once the
-// high watermark reaches it).
-func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []uint64) (*raftStorage, error) {
+// high watermark reaches it). The membership is the state file's, or
+// boot when the file has none (a new partition, or a version 0 file).
+func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *pb.ConfState) (*raftStorage, error) {
 	st, found, err := readRaftState(fsys, path)
 	if err != nil {
 		return nil, err
 	}
 	s := &raftStorage{
 		fs: fsys, path: path, part: part,
-		cs:   &pb.ConfState{Voters: voters},
+		cs:   boot,
 		hs:   &pb.HardState{Term: new(st.term), Vote: new(st.vote), Commit: new(st.commit)},
 		read: part.ReadFromFollower,
 	}
@@ -185,6 +269,10 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 		st.snapOffset = part.LogStartOffset()
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = st.snapIndex, st.snapTerm, st.snapOffset
+	s.applied = max(st.applied, st.snapIndex)
+	if st.hasConf {
+		s.cs = &pb.ConfState{Voters: st.voters, Learners: st.learners}
+	}
 	if part.LogStartOffset() > s.snapOffset {
 		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", errRaftState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
 	}
@@ -251,6 +339,7 @@ func (s *raftStorage) state() raftState {
 	return raftState{
 		term: s.hs.GetTerm(), vote: s.hs.GetVote(), commit: s.hs.GetCommit(),
 		snapIndex: s.snapIndex, snapTerm: s.snapTerm, snapOffset: s.snapOffset,
+		applied: min(s.applied, s.hs.GetCommit()), voters: s.cs.GetVoters(), learners: s.cs.GetLearners(), hasConf: true,
 	}
 }
 
@@ -268,6 +357,19 @@ func (s *raftStorage) setHardState(hs *pb.HardState) error {
 	s.hs = &pb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}
 	if err := s.save(); err != nil {
 		s.hs = old
+		return err
+	}
+	return nil
+}
+
+// setConf records the membership after applying the configuration
+// change at index, durably.
+func (s *raftStorage) setConf(cs *pb.ConfState, index uint64) error {
+	oldCS, oldApplied := s.cs, s.applied
+	s.cs = &pb.ConfState{Voters: cs.GetVoters(), Learners: cs.GetLearners()}
+	s.applied = max(s.applied, index)
+	if err := s.save(); err != nil {
+		s.cs, s.applied = oldCS, oldApplied
 		return err
 	}
 	return nil
@@ -359,7 +461,12 @@ func (s *raftStorage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 				return nil, fmt.Errorf("raft entry %d of %s: batch at %d, want %d", i, s.part.Dir(), bt.BaseOffset(), s.pos(i).base)
 			}
 			e := &pb.Entry{Index: new(i), Term: new(s.pos(i).term), Type: pb.EntryNormal.Enum()}
-			if !isRaftNoop(bt) {
+			switch ct, value := raftControl(bt); ct {
+			case raftNoopControlType:
+			case raftConfChangeControlType:
+				e.Type = pb.EntryConfChangeV2.Enum()
+				e.Data = value
+			default:
 				e.Data = append([]byte(nil), bt...)
 			}
 			size += uint64(len(e.Data))
@@ -441,8 +548,16 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 	if c := s.hs.GetCommit(); c < s.snapIndex {
 		s.hs = &pb.HardState{Term: new(s.hs.GetTerm()), Vote: new(s.hs.GetVote()), Commit: new(s.snapIndex)}
 	}
+	// The snapshot's membership replaces this node's (raft restores
+	// its own from it too); configuration changes after it are applied
+	// again as they commit (adding a voter that is one, or removing one
+	// that is not, changes nothing).
+	if cs := md.GetConfState(); len(cs.GetVoters()) > 0 {
+		s.cs = &pb.ConfState{Voters: cs.GetVoters(), Learners: cs.GetLearners()}
+	}
+	s.applied = max(s.applied, s.snapIndex)
 	if err := s.save(); err != nil {
-		s.snapIndex, s.snapTerm, s.snapOffset, s.hs = old.snapIndex, old.snapTerm, old.snapOffset, old.hs
+		s.snapIndex, s.snapTerm, s.snapOffset, s.hs, s.cs, s.applied = old.snapIndex, old.snapTerm, old.snapOffset, old.hs, old.cs, old.applied
 		return err
 	}
 	s.ents, s.end = nil, off
@@ -476,17 +591,28 @@ func (s *raftStorage) compact(offset int64) error {
 // isRaftNoop reports whether bt is the control batch of an empty raft
 // entry.
 func isRaftNoop(bt batch.Batch) bool {
+	ct, _ := raftControl(bt)
+	return ct == raftNoopControlType
+}
+
+// raftControl returns the control type and the record value of a control
+// batch of one record with one of raft's types (raftNoopControlType,
+// raftConfChangeControlType), or -1 for any other batch.
+func raftControl(bt batch.Batch) (batch.ControlType, []byte) {
 	if !bt.Attributes().IsControl() || bt.RecordsCount() != 1 {
-		return false
+		return -1, nil
 	}
 	for rec, err := range bt.All(nil) {
 		if err != nil {
-			return false
+			return -1, nil
 		}
 		cr, err := batch.ParseControlRecord(rec)
-		return err == nil && cr.Type == raftNoopControlType
+		if err != nil || (cr.Type != raftNoopControlType && cr.Type != raftConfChangeControlType) {
+			return -1, nil
+		}
+		return cr.Type, append([]byte{}, rec.Value...)
 	}
-	return false
+	return -1, nil
 }
 
 // raftNoopBatch encodes the batch of an empty raft entry at offset with
@@ -494,9 +620,23 @@ func isRaftNoop(bt batch.Batch) bool {
 // whose key is version 0 and raftNoopControlType, no value and no
 // timestamp, so every replica writes the same bytes.
 func raftNoopBatch(offset int64, term uint64) ([]byte, error) {
-	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(raftNoopControlType))
+	return raftControlBatch(offset, term, raftNoopControlType, nil)
+}
+
+// raftConfChangeBatch encodes the batch of a configuration change entry
+// (the encoded ConfChangeV2 cc) at offset with the entry's term as leader
+// epoch: a control batch of one record, key version 0 and
+// raftConfChangeControlType, value cc, no timestamp; every replica writes
+// the same bytes.
+func raftConfChangeBatch(offset int64, term uint64, cc []byte) ([]byte, error) {
+	return raftControlBatch(offset, term, raftConfChangeControlType, cc)
+}
+
+// raftControlBatch encodes one of raft's control batches.
+func raftControlBatch(offset int64, term uint64, ct batch.ControlType, value []byte) ([]byte, error) {
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(ct))
 	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: offset, PartitionLeaderEpoch: int32(term)})
-	if err := bld.Add(batch.Record{Key: key, Timestamp: batch.NoTimestamp}); err != nil {
+	if err := bld.Add(batch.Record{Key: key, Value: value, Timestamp: batch.NoTimestamp}); err != nil {
 		return nil, err
 	}
 	b, err := bld.Build()

@@ -46,16 +46,16 @@ func TestParseCluster(t *testing.T) {
 }
 
 func TestRaftStateFile(t *testing.T) {
-	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000}
+	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000, applied: 40, voters: []uint64{1, 2, 3}, hasConf: true}
 	b := appendRaftState(nil, s)
-	assert.Equal(t, "0\n7 2 40\n12 3 5000\n", string(b))
+	assert.Equal(t, "1\n7 2 40\n12 3 5000\n40 1,2,3 -\n", string(b))
 	got, err := parseRaftState("f", b)
 	require.NoError(t, err)
 	assert.Equal(t, s, got)
 
 	for _, tc := range []struct{ name, data string }{
 		{"empty", ""},
-		{"version", "1\n7 2 40\n12 3 5000\n"},
+		{"version", "2\n7 2 40\n12 3 5000\n"},
 		{"no final newline", "0\n7 2 40\n12 3 5000"},
 		{"extra line", "0\n7 2 40\n12 3 5000\n\n"},
 		{"two numbers", "0\n7 2\n12 3 5000\n"},
@@ -72,7 +72,7 @@ func TestRaftStateFile(t *testing.T) {
 
 	dir := t.TempDir()
 	long := filepath.Join(dir, "long")
-	require.NoError(t, os.WriteFile(long, make([]byte, 300), 0o644))
+	require.NoError(t, os.WriteFile(long, make([]byte, 5000), 0o644))
 	_, _, err = readRaftState(vfs.Default, long)
 	require.ErrorIs(t, err, errRaftState)
 	_, found, err := readRaftState(vfs.Default, filepath.Join(dir, "missing"))

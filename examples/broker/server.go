@@ -104,6 +104,10 @@ type config struct {
 	// Cluster: the single-node broker.
 	NodeID  uint64
 	Cluster []clusterNode
+	// Join (-join) starts a node that is not a member yet: on its first
+	// start its partitions begin with Cluster's other nodes as voters
+	// and itself as a learner, until AddRaftVoter adds it (membership.go).
+	Join bool
 
 	// onServer, when set, is called with the server before it accepts
 	// connections (tests read its counters).

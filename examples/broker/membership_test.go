@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// addProc prepares one more node (not started) that joins the cluster:
+// its -cluster names the cluster's nodes and itself, and it starts with
+// -join.
+func (c *testCluster) addProc() *nodeProc {
+	id := len(c.nodes) + 1
+	np := &nodeProc{id: id, dir: filepath.Join(filepath.Dir(c.nodes[0].dir), fmt.Sprintf("node%d", id)), kafka: freeAddr(c.t), raft: freeAddr(c.t)}
+	np.spec = fmt.Sprintf("%s,%d=%s/%s", c.spec, id, np.kafka, np.raft)
+	np.args = []string{"-join"}
+	c.nodes = append(c.nodes, np)
+	return np
+}
+
+// admin runs the broker command in client mode (a child process of the
+// test binary, as a node is) and returns its output; it must succeed.
+func admin(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), brokerChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "broker %v:\n%s", args, out)
+	return string(out)
+}
+
+// replicas returns the brokers and topic's partition-0 replicas node id's
+// Metadata names.
+func (c *testCluster) replicas(id int, topic string) (brokers, replicas []int32) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := c.request(ctx, id, req)
+	require.NoError(c.t, err)
+	mr := resp.(*kmsg.MetadataResponse)
+	for _, b := range mr.Brokers {
+		brokers = append(brokers, b.NodeID)
+	}
+	slices.Sort(brokers)
+	replicas = slices.Clone(mr.Topics[0].Partitions[0].Replicas)
+	slices.Sort(replicas)
+	return brokers, replicas
+}
+
+// waitHighWatermark waits until node id's high watermark of topic reaches
+// at least hw.
+func (c *testCluster) waitHighWatermark(id int, topic string, hw int64) {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var got int64
+	for time.Now().Before(deadline) {
+		var err error
+		if got, err = c.offsets(id, topic, -1); err == nil && got >= hw {
+			return
+		}
+		<-tick.C
+	}
+	require.Failf(c.t, "not caught up", "node %d's high watermark %d never reached %d within %v", id, got, hw, clusterTimeout)
+}
+
+// A fourth node joins a running cluster while an idempotent producer writes
+// with acks=all: started with -join, it copies the partition, and
+// `broker -add-voter` makes it a voter (a raft configuration change);
+// Metadata then names four replicas. The leader is killed and
+// `broker -remove-voter` removes it; the three remaining nodes, the new
+// one among them, go on. At the end every acknowledged record is in each
+// remaining node's committed log once and in order, and their committed
+// logs are the same bytes.
+func TestClusterMembershipChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const topic = "members"
+	c := newTestCluster(t, 3)
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+	}
+	p := startProducer(t, c, topic, time.Now)
+	p.waitAcked(t, 200)
+
+	np := c.addProc()
+	c.start(np.id)
+	out := admin(t, "-add-voter", fmt.Sprintf("%d=%s/%s", np.id, np.kafka, np.raft), "-bootstrap", c.node(1).kafka)
+	assert.Contains(t, out, "node 4 added as a voter of every partition")
+	for _, id := range []int{1, 4} {
+		brokers, replicas := c.replicas(id, topic)
+		assert.Equal(t, []int32{1, 2, 3, 4}, brokers, "brokers named by node %d", id)
+		assert.Equal(t, []int32{1, 2, 3, 4}, replicas, "replicas named by node %d", id)
+	}
+	before := p.acked.Load()
+	p.waitAcked(t, before+200)
+	leaderHW, err := c.offsets(c.waitLeader(topic, 0), topic, -1)
+	require.NoError(t, err)
+	c.waitHighWatermark(np.id, topic, leaderHW)
+
+	old := c.waitLeader(topic, np.id)
+	c.kill(old)
+	rest := 1
+	for rest == old {
+		rest++
+	}
+	out = admin(t, "-remove-voter", strconv.Itoa(old), "-bootstrap", c.node(rest).kafka)
+	assert.Contains(t, out, fmt.Sprintf("node %d removed from every partition", old))
+	var want []int32
+	for id := 1; id <= 4; id++ {
+		if id != old {
+			want = append(want, int32(id))
+		}
+	}
+	for _, id := range want {
+		brokers, replicas := c.replicas(int(id), topic)
+		assert.Equal(t, want, brokers, "brokers named by node %d", id)
+		assert.Equal(t, want, replicas, "replicas named by node %d", id)
+	}
+	before = p.acked.Load()
+	p.waitAcked(t, before+200)
+	p.stop()
+	p.mu.Lock()
+	for _, err := range p.errs {
+		assert.NoError(t, err, "a record was not acknowledged")
+	}
+	acked := p.values
+	p.mu.Unlock()
+
+	leader := c.waitLeader(topic, old)
+	hw := c.waitCaughtUp(topic, leader)
+	c.stopAll()
+
+	var ref []byte
+	for _, id := range want {
+		_, got := committedLog(t, c.node(int(id)), topic, hw)
+		if ref == nil {
+			ref = got
+			continue
+		}
+		require.True(t, bytes.Equal(ref, got), "node %d's committed log (%d bytes) differs from node %d's (%d bytes)", id, len(got), want[0], len(ref))
+	}
+	values := recordValues(t, ref)
+	seen := make(map[string]bool, len(values))
+	for i, v := range values {
+		require.False(t, seen[v], "value %s stored twice", v)
+		seen[v] = true
+		if i > 0 {
+			require.Less(t, values[i-1], v, "values out of order at record %d", i)
+		}
+	}
+	for v := range acked {
+		require.True(t, seen[v], "acknowledged value %s is not in the committed log", v)
+	}
+	t.Logf("%d records acknowledged, %d committed; node %d removed", len(acked), len(values), old)
+	dl := buildDumplog(t)
+	for _, id := range want {
+		dumplogVerify(t, dl, c.node(int(id)).dir)
+	}
+}
+
+// The state file keeps the membership (version 1); a version 0 file (no
+// membership line) is still read, with the commit index as applied.
+func TestRaftStateFileMembership(t *testing.T) {
+	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000,
+		applied: 39, voters: []uint64{1, 2, 4}, learners: []uint64{5}, hasConf: true}
+	b := appendRaftState(nil, s)
+	assert.Equal(t, "1\n7 2 40\n12 3 5000\n39 1,2,4 5\n", string(b))
+	got, err := parseRaftState("f", b)
+	require.NoError(t, err)
+	assert.Equal(t, s, got)
+
+	got, err = parseRaftState("f", []byte("1\n7 2 40\n12 3 5000\n40 1 -\n"))
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1}, got.voters)
+	assert.Empty(t, got.learners)
+
+	got, err = parseRaftState("f", []byte("0\n7 2 40\n12 3 5000\n"))
+	require.NoError(t, err)
+	assert.False(t, got.hasConf)
+	assert.Equal(t, uint64(40), got.applied)
+
+	for _, tc := range []struct{ name, data string }{
+		{"version 1 without membership", "1\n7 2 40\n12 3 5000\n"},
+		{"version 0 with membership", "0\n7 2 40\n12 3 5000\n40 1 -\n"},
+		{"applied beyond commit", "1\n7 2 40\n12 3 5000\n41 1 -\n"},
+		{"voter 0", "1\n7 2 40\n12 3 5000\n40 0 -\n"},
+		{"voter not a number", "1\n7 2 40\n12 3 5000\n40 1,x -\n"},
+		{"two fields", "1\n7 2 40\n12 3 5000\n40 1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseRaftState("f", []byte(tc.data))
+			require.ErrorIs(t, err, errRaftState)
+		})
+	}
+}
+
+// A configuration change entry is stored as a control batch of type 101
+// whose value is the encoded ConfChangeV2, and Entries gives it back as an
+// EntryConfChangeV2 with that data.
+func TestRaftConfChangeBatch(t *testing.T) {
+	cc := []byte("encoded change")
+	b, err := raftConfChangeBatch(42, 7, cc)
+	require.NoError(t, err)
+	ct, value := raftControl(b)
+	assert.Equal(t, raftConfChangeControlType, ct)
+	assert.Equal(t, cc, value)
+	assert.False(t, isRaftNoop(b))
+	b2, err := raftConfChangeBatch(42, 7, cc)
+	require.NoError(t, err)
+	assert.Equal(t, b, b2, "every replica writes the same bytes")
+	assert.Equal(t, pb.EntryConfChangeV2, pb.EntryConfChangeV2) // the entry type Entries uses
+}
