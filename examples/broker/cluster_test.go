@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -656,13 +657,17 @@ func readmeClusterSection(t *testing.T) string {
 // brokers.
 func TestREADMEClusterCommands(t *testing.T) {
 	needKcat(t)
-	var brokers, kcats []string
+	var brokers, joins, admins, kcats []string
 	for line := range strings.SplitSeq(readmeClusterSection(t), "\n") {
 		if !strings.HasPrefix(line, "    ") || strings.TrimSpace(line) == "" {
 			continue
 		}
 		cmd := strings.TrimSpace(line)
 		switch {
+		case strings.HasPrefix(cmd, "go run ./examples/broker -add-voter "), strings.HasPrefix(cmd, "go run ./examples/broker -remove-voter "):
+			admins = append(admins, cmd)
+		case strings.HasPrefix(cmd, "go run ./examples/broker ") && strings.HasSuffix(cmd, " -join"):
+			joins = append(joins, cmd)
 		case strings.HasPrefix(cmd, "go run ./examples/broker "):
 			brokers = append(brokers, cmd)
 		case strings.HasPrefix(cmd, "kcat "):
@@ -672,13 +677,16 @@ func TestREADMEClusterCommands(t *testing.T) {
 		}
 	}
 	require.Len(t, brokers, 3)
+	require.Len(t, joins, 1)
+	require.Len(t, admins, 2)
 	require.NotEmpty(t, kcats)
 
 	// The README's addresses become free ports, its directories
 	// temporary ones.
 	c := newTestCluster(t, 3)
+	joiner := c.newJoiner()
 	repl := []string{}
-	for i, np := range c.nodes {
+	for i, np := range append(slices.Clip(c.nodes), joiner) {
 		repl = append(repl,
 			fmt.Sprintf("127.0.0.1:%d", 9092+i), np.kafka,
 			fmt.Sprintf("127.0.0.1:%d", 19092+i), np.raft,
@@ -786,5 +794,32 @@ func TestREADMEClusterCommands(t *testing.T) {
 		assert.Equal(t, int32(np.id), id)
 		assert.Equal(t, np.kafka, net.JoinHostPort(host, strconv.Itoa(int(port))))
 	}
+	c.nodes = append(c.nodes, joiner)
+	membershipREADMECommands(t, c, r, joins[0], admins)
 	c.stopAll()
+}
+
+// membershipREADMECommands runs the README's membership commands against
+// the running cluster c: the fourth node's start with -join, -add-voter
+// (then Metadata names four brokers and replicas) and -remove-voter 1
+// (then three: 2, 3 and 4).
+func membershipREADMECommands(t *testing.T, c *testCluster, r *strings.Replacer, join string, admins []string) {
+	np := c.node(4)
+	fields := strings.Fields(strings.TrimPrefix(r.Replace(join), "go run ./examples/broker"))
+	want := []string{"-data", np.dir, "-addr", np.kafka, "-node", "4", "-cluster", np.spec, "-join"}
+	require.Equal(t, want, fields, "README starts node 4 as the test cluster would")
+	c.start(4)
+	for _, a := range admins {
+		out := admin(t, strings.Fields(strings.TrimPrefix(r.Replace(a), "go run ./examples/broker"))...)
+		want := []int32{1, 2, 3, 4}
+		if strings.Contains(a, "-add-voter") {
+			assert.Contains(t, out, "node 4 added")
+		} else {
+			assert.Contains(t, out, "node 1 removed")
+			want = want[1:]
+		}
+		for _, id := range []int{2, 4} {
+			c.waitReplicas(id, "orders", want)
+		}
+	}
 }

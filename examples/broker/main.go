@@ -44,6 +44,8 @@
 //	AddOffsetsToTxn   0-3
 //	EndTxn            0-3
 //	TxnOffsetCommit   0-3
+//	AddRaftVoter      0-1       cluster mode only: see Cluster mode
+//	RemoveRaftVoter   0
 //
 // A request whose header or body does not decode, or whose API or version is not
 // in the table (other than ApiVersions), makes the broker close the
@@ -203,13 +205,23 @@
 // and ListOffsets; acks=-1 is answered once the batch is committed (synced
 // on a majority). Retention truncates the raft log with the partition; a
 // node behind the leader's log start gets a snapshot and restarts its log
-// there. Membership is fixed; -cleanup-policy must be delete;
-// __consumer_offsets and groups stay per node. See docs/replication.md.
+// there. Membership changes go through raft (membership.go): a new node
+// starts with -join and copies the partitions; AddRaftVoter and
+// RemoveRaftVoter (KIP-853's requests, API keys 80 and 81), sent to any
+// node by the same command in client mode (-add-voter
+// id=kafka-addr/raft-addr, -remove-voter id, -bootstrap addr), make a node
+// a voter of every partition, or not, one raft configuration change
+// (ConfChangeV2) per partition, answered once the asked node applied it
+// everywhere. A storage read error raft meets in a partition takes that
+// partition offline on the node (KAFKA_STORAGE_ERROR), not the node.
+// -cleanup-policy must be delete; __consumer_offsets and groups stay per
+// node. See docs/replication.md.
 //
 // # Limits
 //
 // No ACLs, SASL or TLS, no fetch sessions, no topic deletion or admin
-// APIs; in cluster mode no membership changes and no transactions.
+// APIs (but AddRaftVoter and RemoveRaftVoter in cluster mode); in cluster
+// mode no transactions.
 // Transactional ids never expire (transactional.id.expiration.ms), and
 // KIP-890's server-side checks (Produce v11+, EndTxn v5+) are not offered.
 // One mutex serializes the transaction coordinator, its disk writes

@@ -16,17 +16,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/partlog/partlog/batch"
 )
 
-// addProc prepares one more node (not started) that joins the cluster:
-// its -cluster names the cluster's nodes and itself, and it starts with
-// -join.
+// addProc prepares one more node (not started) that joins the cluster
+// (newJoiner) and adds it to c.
 func (c *testCluster) addProc() *nodeProc {
+	np := c.newJoiner()
+	c.nodes = append(c.nodes, np)
+	return np
+}
+
+// newJoiner prepares node len(c.nodes)+1 to join the cluster: its
+// -cluster names the cluster's nodes and itself, and it starts with
+// -join. It is not one of c.nodes yet.
+func (c *testCluster) newJoiner() *nodeProc {
 	id := len(c.nodes) + 1
 	np := &nodeProc{id: id, dir: filepath.Join(filepath.Dir(c.nodes[0].dir), fmt.Sprintf("node%d", id)), kafka: freeAddr(c.t), raft: freeAddr(c.t)}
 	np.spec = fmt.Sprintf("%s,%d=%s/%s", c.spec, id, np.kafka, np.raft)
 	np.args = []string{"-join"}
-	c.nodes = append(c.nodes, np)
 	return np
 }
 
@@ -61,6 +70,25 @@ func (c *testCluster) replicas(id int, topic string) (brokers, replicas []int32)
 	replicas = slices.Clone(mr.Topics[0].Partitions[0].Replicas)
 	slices.Sort(replicas)
 	return brokers, replicas
+}
+
+// waitReplicas waits until node id's Metadata names want as the brokers
+// and as topic's partition-0 replicas (a node applies a membership change
+// when it learns that it committed, a moment after the node that was
+// asked).
+func (c *testCluster) waitReplicas(id int, topic string, want []int32) {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var brokers, replicas []int32
+	for time.Now().Before(deadline) {
+		if brokers, replicas = c.replicas(id, topic); slices.Equal(brokers, want) && slices.Equal(replicas, want) {
+			return
+		}
+		<-tick.C
+	}
+	require.Failf(c.t, "membership not applied", "node %d names brokers %v and replicas %v, want %v", id, brokers, replicas, want)
 }
 
 // waitHighWatermark waits until node id's high watermark of topic reaches
@@ -106,9 +134,7 @@ func TestClusterMembershipChange(t *testing.T) {
 	out := admin(t, "-add-voter", fmt.Sprintf("%d=%s/%s", np.id, np.kafka, np.raft), "-bootstrap", c.node(1).kafka)
 	assert.Contains(t, out, "node 4 added as a voter of every partition")
 	for _, id := range []int{1, 4} {
-		brokers, replicas := c.replicas(id, topic)
-		assert.Equal(t, []int32{1, 2, 3, 4}, brokers, "brokers named by node %d", id)
-		assert.Equal(t, []int32{1, 2, 3, 4}, replicas, "replicas named by node %d", id)
+		c.waitReplicas(id, topic, []int32{1, 2, 3, 4})
 	}
 	before := p.acked.Load()
 	p.waitAcked(t, before+200)
@@ -131,9 +157,7 @@ func TestClusterMembershipChange(t *testing.T) {
 		}
 	}
 	for _, id := range want {
-		brokers, replicas := c.replicas(int(id), topic)
-		assert.Equal(t, want, brokers, "brokers named by node %d", id)
-		assert.Equal(t, want, replicas, "replicas named by node %d", id)
+		c.waitReplicas(int(id), topic, want)
 	}
 	before = p.acked.Load()
 	p.waitAcked(t, before+200)
@@ -228,4 +252,62 @@ func TestRaftConfChangeBatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b, b2, "every replica writes the same bytes")
 	assert.Equal(t, pb.EntryConfChangeV2, pb.EntryConfChangeV2) // the entry type Entries uses
+}
+
+// A node that joins after retention moved the leader's log start copies
+// nothing from before it: raft sends it a snapshot (the point, and the
+// membership), it restarts its log at the leader's log start and copies
+// the rest, ending with the leader's committed bytes from there on.
+func TestClusterJoinBehindLogStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const topic = "retained"
+	c := newTestCluster(t, 3, "-segment-bytes", "4096", "-retention", "1h", "-cleanup-interval", "20ms")
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+	}
+	old := func() time.Time { return time.Now().Add(-2 * time.Hour) } // past the retention
+	p := startProducer(t, c, topic, old)
+	p.waitAcked(t, 50)
+	leader := c.waitLeader(topic, 0)
+	deadline := time.Now().Add(clusterTimeout)
+	for {
+		p.waitAcked(t, p.acked.Load()+100)
+		start, err := c.offsets(leader, topic, -2)
+		require.NoError(t, err)
+		if start > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "retention never moved the leader's log start")
+	}
+	p.stop()
+
+	np := c.addProc()
+	c.start(np.id)
+	admin(t, "-add-voter", fmt.Sprintf("%d=%s/%s", np.id, np.kafka, np.raft), "-bootstrap", c.node(leader).kafka)
+	np.waitLog(t, "installed raft snapshot", 1)
+	leader = c.waitLeader(topic, 0)
+	hw := c.waitCaughtUp(topic, leader)
+	c.stopAll()
+
+	nStart, nData := committedLog(t, np, topic, hw)
+	lStart, lData := committedLog(t, c.node(leader), topic, hw)
+	require.Positive(t, nStart, "the new node's log starts above 0")
+	skip := func(data []byte, from, to int64) []byte {
+		for from < to {
+			bt, rest, err := batch.Parse(data)
+			require.NoError(t, err)
+			from, data = bt.NextOffset(), rest
+		}
+		return data
+	}
+	if nStart > lStart {
+		lData = skip(lData, lStart, nStart)
+	} else {
+		nData = skip(nData, nStart, lStart)
+	}
+	require.NotEmpty(t, nData)
+	require.True(t, bytes.Equal(lData, nData), "the new node's committed log (%d bytes) differs from the leader's (%d bytes)", len(nData), len(lData))
+	dumplogVerify(t, buildDumplog(t), np.dir)
 }
