@@ -100,6 +100,9 @@ func (c *cleaner) run(ctx context.Context) {
 func (c *cleaner) once(ctx context.Context) {
 	var offsets []compaction.Partition
 	for _, name := range []string{offsetsTopic, txnStateTopic} {
+		if c.s.cluster != nil && c.s.cluster.replica(name, 0) != nil {
+			continue // replicated: its replica compacts it (raftcompact.go)
+		}
 		if ps, err := c.s.store.topic(name, false); err == nil {
 			for _, p := range ps {
 				offsets = append(offsets, p)

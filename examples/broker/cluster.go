@@ -90,8 +90,13 @@ type cluster struct {
 	store           *store
 	tr              *transport
 	wrapRead        func(topic string, partition int32, read readFunc) readFunc
-	ctx             context.Context
-	wg              sync.WaitGroup
+	retain          bool          // cleanup policy delete: retention (raftnode.go)
+	compactor       *keyCompactor // cleanup policy compact: nil otherwise (raftcompact.go)
+	// internalCompactor compacts the replicated internal topics
+	// (__transaction_state), which the node's cleaner leaves alone.
+	internalCompactor *keyCompactor
+	ctx               context.Context
+	wg                sync.WaitGroup
 
 	mu       sync.Mutex
 	replicas map[tpKey]*replica
@@ -131,9 +136,17 @@ func newCluster(ctx context.Context, cfg config, st *store) (*cluster, error) {
 	if c.self >= producerIDStride {
 		return nil, fmt.Errorf("%w: -node %d: node ids must be below %d", errClusterFlag, c.self, producerIDStride)
 	}
-	if cp := cfg.CleanupPolicy; cp != "" && cp != "delete" {
-		return nil, fmt.Errorf("%w: cleanup policy %q: a replicated partition's batches are its raft entries, so only \"delete\" (retention) is supported", errClusterFlag, cp)
+	kc, err := newKeyCompactor(cfg)
+	if err != nil {
+		return nil, err
 	}
+	c.compactor = kc
+	icfg := cfg
+	icfg.CleanupPolicy = "compact"
+	if c.internalCompactor, err = newKeyCompactor(icfg); err != nil {
+		return nil, err
+	}
+	c.retain = cfg.CleanupPolicy == "" || strings.Contains(cfg.CleanupPolicy, "delete")
 	if err := c.fs.MkdirAll(c.dataDir+"/"+raftStateDir, 0o755); err != nil {
 		return nil, err
 	}

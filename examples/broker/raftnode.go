@@ -379,7 +379,7 @@ func (r *replica) handleReady() error {
 			return err
 		}
 		r.conf.Store(r.st.cs)
-		r.log.Info("installed raft snapshot", "index", r.st.snapIndex, "logStartOffset", r.st.snapOffset)
+		r.log.Info("installed raft snapshot", "index", r.st.snapIndex, "snapshotOffset", r.st.snapOffset, "logStart", r.st.logStart)
 	}
 	if len(rd.Entries) > 0 {
 		for _, e := range rd.Entries {
@@ -554,9 +554,12 @@ func (r *replica) failWaiters(index uint64, code int16, err error) {
 // the snapshot point moves first). Each replica decides for its own log,
 // as raft nodes compact independently; a follower that then lags behind
 // the leader's log start is sent a snapshot.
+//
+// With cleanup policy compact, a key compaction round follows
+// (compactKeys, raftcompact.go).
 func (r *replica) maybeCleanup() {
 	c := r.c
-	if c.cleanupInterval < 0 || c.retention < 0 {
+	if c.cleanupInterval < 0 {
 		return
 	}
 	now := time.Now()
@@ -564,6 +567,15 @@ func (r *replica) maybeCleanup() {
 		return
 	}
 	r.nextCleanup = now.Add(c.cleanupInterval)
+	if c.retain && c.retention >= 0 && !isInternalTopic(r.topic) {
+		r.retain(now)
+	}
+	r.compactKeys()
+}
+
+// retain applies retention once (see maybeCleanup).
+func (r *replica) retain(now time.Time) {
+	c := r.c
 	infos := r.part.SegmentInfos()
 	cut := int64(-1)
 	limit := now.Add(-c.retention).UnixMilli()

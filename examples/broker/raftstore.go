@@ -69,7 +69,12 @@ type raftStorage struct {
 	applied    uint64 // entries up to here are applied: cs holds their configuration changes
 	snapIndex  uint64 // the last entry the log no longer holds
 	snapTerm   uint64
-	snapOffset int64      // base offset of entry snapIndex+1: the log start
+	snapOffset int64      // base offset of entry snapIndex+1
+	// logStart is where the partition's log starts once the deletions
+	// recorded here are done: snapOffset after retention, lower when key
+	// compaction moved the snapshot point (the compacted records below
+	// snapOffset stay, as records, not raft entries).
+	logStart int64
 	ents       []entryPos // entries snapIndex+1 ...
 	end        int64      // offset after the last entry's batch
 	readBuf    []byte
@@ -93,6 +98,7 @@ type raftState struct {
 	term, vote, commit  uint64
 	snapIndex, snapTerm uint64
 	snapOffset          int64
+	logStart            int64 // version 0: snapOffset
 	// applied and the configuration (version 1): the entries up to
 	// applied are applied, and voters and learners are the membership
 	// after them. hasConf is false for a version 0 file.
@@ -105,14 +111,17 @@ type raftState struct {
 //
 //	1                            version
 //	<term> <vote> <commit>       raft's HardState
-//	<index> <term> <offset>      the snapshot point: last entry dropped, its
-//	                             term, and the base offset of the next one
+//	<index> <term> <offset> <start>
+//	                             the snapshot point: last entry dropped, its
+//	                             term, and the base offset of the next one;
+//	                             the log start (below offset after key
+//	                             compaction)
 //	<applied> <voters> <learners> the membership after the entries up to
 //	                             applied: node ids, comma-separated, "-"
 //	                             for none
 func appendRaftState(dst []byte, s raftState) []byte {
-	dst = fmt.Appendf(dst, "%d\n%d %d %d\n%d %d %d\n", raftStateVersion,
-		s.term, s.vote, s.commit, s.snapIndex, s.snapTerm, s.snapOffset)
+	dst = fmt.Appendf(dst, "%d\n%d %d %d\n%d %d %d %d\n", raftStateVersion,
+		s.term, s.vote, s.commit, s.snapIndex, s.snapTerm, s.snapOffset, s.logStart)
 	return fmt.Appendf(dst, "%d %s %s\n", s.applied, formatIDs(s.voters), formatIDs(s.learners))
 }
 
@@ -163,11 +172,11 @@ func parseRaftState(path string, b []byte) (raftState, error) {
 	if len(lines) != want+1 || lines[want] != "" {
 		return s, fmt.Errorf("%w: %s: want %d lines, got %q", errRaftState, path, want, b)
 	}
-	nums := func(line string, field string) ([3]uint64, error) {
-		var out [3]uint64
+	nums := func(line string, field string, n int) ([4]uint64, error) {
+		var out [4]uint64
 		f := strings.Fields(line)
-		if len(f) != 3 {
-			return out, fmt.Errorf("%w: %s: %s line %q does not hold three numbers", errRaftState, path, field, line)
+		if len(f) != n {
+			return out, fmt.Errorf("%w: %s: %s line %q does not hold %d numbers", errRaftState, path, field, line, n)
 		}
 		for i := range f {
 			v, err := strconv.ParseUint(f[i], 10, 63)
@@ -178,16 +187,23 @@ func parseRaftState(path string, b []byte) (raftState, error) {
 		}
 		return out, nil
 	}
-	hs, err := nums(lines[1], "hard state")
+	hs, err := nums(lines[1], "hard state", 3)
 	if err != nil {
 		return s, err
 	}
-	sp, err := nums(lines[2], "snapshot")
+	sp, err := nums(lines[2], "snapshot", want) // version 1 adds the log start
 	if err != nil {
 		return s, err
 	}
 	s.term, s.vote, s.commit = hs[0], hs[1], hs[2]
 	s.snapIndex, s.snapTerm, s.snapOffset = sp[0], sp[1], int64(sp[2])
+	s.logStart = s.snapOffset
+	if want == 4 {
+		s.logStart = int64(sp[3])
+		if s.logStart > s.snapOffset {
+			return s, fmt.Errorf("%w: %s: log start %d above the snapshot offset %d", errRaftState, path, s.logStart, s.snapOffset)
+		}
+	}
 	if s.commit < s.snapIndex {
 		return s, fmt.Errorf("%w: %s: commit %d below the snapshot index %d", errRaftState, path, s.commit, s.snapIndex)
 	}
@@ -267,11 +283,15 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 		// A partition that existed before cluster mode: its batches
 		// become the first entries (term = their leader epoch).
 		st.snapOffset = part.LogStartOffset()
+		st.logStart = st.snapOffset
 	}
-	s.snapIndex, s.snapTerm, s.snapOffset = st.snapIndex, st.snapTerm, st.snapOffset
+	s.snapIndex, s.snapTerm, s.snapOffset, s.logStart = st.snapIndex, st.snapTerm, st.snapOffset, st.logStart
 	s.applied = max(st.applied, st.snapIndex)
 	if st.hasConf {
 		s.cs = &pb.ConfState{Voters: st.voters, Learners: st.learners}
+	}
+	if err := s.finishInstall(part, st); err != nil {
+		return nil, err
 	}
 	if part.LogStartOffset() > s.snapOffset {
 		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", errRaftState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
@@ -326,9 +346,9 @@ func (s *raftStorage) setCommitted(index uint64) error {
 			return err
 		}
 	}
-	if s.part.LogStartOffset() < s.snapOffset && s.part.HighWatermark() >= s.snapOffset {
-		if err := s.part.DeleteRecordsBefore(s.snapOffset); err != nil {
-			return fmt.Errorf("delete the records of %s before the raft snapshot offset %d: %w", s.part.Dir(), s.snapOffset, err)
+	if s.part.LogStartOffset() < s.logStart && s.part.HighWatermark() >= s.logStart {
+		if err := s.part.DeleteRecordsBefore(s.logStart); err != nil {
+			return fmt.Errorf("delete the records of %s before the log start %d: %w", s.part.Dir(), s.logStart, err)
 		}
 	}
 	return nil
@@ -338,7 +358,7 @@ func (s *raftStorage) setCommitted(index uint64) error {
 func (s *raftStorage) state() raftState {
 	return raftState{
 		term: s.hs.GetTerm(), vote: s.hs.GetVote(), commit: s.hs.GetCommit(),
-		snapIndex: s.snapIndex, snapTerm: s.snapTerm, snapOffset: s.snapOffset,
+		snapIndex: s.snapIndex, snapTerm: s.snapTerm, snapOffset: s.snapOffset, logStart: s.logStart,
 		applied: min(s.applied, s.hs.GetCommit()), voters: s.cs.GetVoters(), learners: s.cs.GetLearners(), hasConf: true,
 	}
 }
@@ -502,14 +522,44 @@ func (s *raftStorage) LastIndex() (uint64, error) { return s.lastIndex(), nil }
 // FirstIndex implements raft.Storage.
 func (s *raftStorage) FirstIndex() (uint64, error) { return s.snapIndex + 1, nil }
 
-// Snapshot implements raft.Storage. The snapshot of a partition is only
-// its point: the last entry the log no longer holds, and in Data the
-// offset the log restarts at (8 bytes, big-endian). A follower installing
-// it restarts its log empty at that offset and copies the entries after
-// it; the records before it are gone, as retention deleted them.
+// maxSnapshotRegion bounds the records a snapshot carries (the compacted
+// part of the log below the snapshot point): it travels whole in one raft
+// message (maxRaftFrame).
+const maxSnapshotRegion = 32 << 20
+
+// Snapshot implements raft.Storage. The snapshot of a partition is its
+// point, the last entry the log no longer holds as a raft entry, and in
+// Data:
+//
+//	8 bytes  the offset of the entry after the point (big-endian)
+//	8 bytes  the log start (only when it is below that offset: key
+//	         compaction moved the point and kept the records below it)
+//	...      the batches from the log start to the point, as stored
+//
+// A follower installing it restarts its log at that offset, below which it
+// keeps its own committed records and adds the leader's batches it lacks
+// (retention deleted the records below a point with no batches; key
+// compaction kept them compacted). A compacted part larger than
+// maxSnapshotRegion cannot be sent: the snapshot is reported temporarily
+// unavailable, and the follower stays behind.
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
+	data := binary.BigEndian.AppendUint64(nil, uint64(s.snapOffset))
+	if start := max(s.logStart, s.part.LogStartOffset()); start < s.snapOffset {
+		region, err := s.region(start, s.snapOffset)
+		if errors.Is(err, errSnapshotTooLarge) {
+			return nil, raft.ErrSnapshotTemporarilyUnavailable
+		}
+		if err != nil {
+			if s.readErr == nil {
+				s.readErr = err
+			}
+			return nil, err
+		}
+		data = binary.BigEndian.AppendUint64(data, uint64(start))
+		data = append(data, region...)
+	}
 	return &pb.Snapshot{
-		Data: binary.BigEndian.AppendUint64(nil, uint64(s.snapOffset)),
+		Data: data,
 		Metadata: &pb.SnapshotMetadata{
 			ConfState: s.cs,
 			Index:     new(s.snapIndex),
@@ -518,33 +568,147 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	}, nil
 }
 
+// errSnapshotTooLarge is region's answer for more than maxSnapshotRegion
+// bytes.
+var errSnapshotTooLarge = errors.New("broker: compacted records too large for a raft snapshot")
+
+// region returns the stored batches of the partition from offset from
+// (a batch boundary or a gap) up to offset to.
+func (s *raftStorage) region(from, to int64) ([]byte, error) {
+	var out []byte
+	for off := from; off < to; {
+		r, err := s.read(off, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot of %s at %d: %w", s.part.Dir(), off, err)
+		}
+		b := r.Bytes()
+		if len(b) == 0 {
+			_ = r.Close()
+			return out, nil
+		}
+		for len(b) > 0 && off < to {
+			bt, rest, err := batch.Parse(b)
+			if err != nil {
+				_ = r.Close()
+				return nil, fmt.Errorf("snapshot of %s at %d: %w", s.part.Dir(), off, err)
+			}
+			if bt.BaseOffset() >= to {
+				off = to
+				break
+			}
+			if len(out)+len(bt) > maxSnapshotRegion {
+				_ = r.Close()
+				return nil, fmt.Errorf("%w: %s", errSnapshotTooLarge, s.part.Dir())
+			}
+			out = append(out, bt...)
+			off = bt.NextOffset()
+			b = rest
+		}
+		_ = r.Close()
+	}
+	return out, nil
+}
+
+// installMarkerPath is the file that says a snapshot's records are being
+// added to the log (applySnapshot): "<keep> <index>\n".
+func (s *raftStorage) installMarkerPath() string { return s.path + ".install" }
+
+// finishInstall completes or undoes what a crash interrupted of a
+// snapshot install with records (applySnapshot): when the state file
+// already holds the snapshot (index at or past the marker's), only the
+// marker goes; otherwise the log is cut back at the marker's keep offset,
+// dropping whatever of the leader's records were added, and the old
+// state file stands (the install was never acknowledged; the leader sends
+// the snapshot again).
+func (s *raftStorage) finishInstall(part *plog.Partition, st raftState) error {
+	path := s.installMarkerPath()
+	b, err := s.readSmall(path)
+	if b == nil || err != nil {
+		return err
+	}
+	var keep int64
+	var index uint64
+	if _, err := fmt.Sscanf(string(b), "%d %d\n", &keep, &index); err != nil {
+		return fmt.Errorf("%w: %s: %q: %v", errRaftState, path, b, err)
+	}
+	if st.snapIndex < index && part.LogEndOffset() > keep {
+		if err := part.TruncateTo(keep); err != nil {
+			return fmt.Errorf("undo the snapshot install in %s: %w", part.Dir(), err)
+		}
+	}
+	return s.fs.Remove(path)
+}
+
+// readSmall returns a small file's bytes, nil when it does not exist.
+func (s *raftStorage) readSmall(path string) ([]byte, error) {
+	f, err := s.fs.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return buf[:n], nil
+}
+
 // applySnapshot installs a snapshot from the leader (raft found no entry
 // of this log at the snapshot's index and term, so the log after the
 // commit point is not the leader's). First the log is cut at its own
 // commit point, and not above the snapshot offset (TruncateTo: what stays
-// is committed, so the leader's too); then the state file records the
-// snapshot point. A crash between the two leaves the old state file with
-// a log that merely lost uncommitted entries raft was discarding. The
-// next entry is appended at the snapshot offset, above the log end
-// (AppendAssigned accepts the gap); the records before the snapshot offset
-// are deleted once the high watermark reaches it (setCommitted).
+// is committed, so the leader's too); when the snapshot carries records
+// (the leader's compacted log below the point), those past the cut are
+// appended (AppendAssigned, gaps allowed) and synced, between an install
+// marker written before the cut and removed after the state file
+// (finishInstall undoes a crash in between); then the state file records
+// the snapshot point. A crash after the cut and before the state file
+// leaves the old state file with a log that merely lost uncommitted
+// entries raft was discarding. The next entry is appended at the
+// snapshot offset, above the log end (AppendAssigned accepts the gap);
+// the records before the log start (the snapshot offset without records,
+// the leader's log start with them) are deleted once the high watermark
+// reaches it (setCommitted).
 func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
-	if len(snap.GetData()) != 8 {
-		return fmt.Errorf("%w: snapshot data of %d bytes, want 8", errRaftState, len(snap.GetData()))
+	data := snap.GetData()
+	if len(data) != 8 && len(data) < 16 {
+		return fmt.Errorf("%w: snapshot data of %d bytes, want 8, or 16 and records", errRaftState, len(data))
 	}
-	off := int64(binary.BigEndian.Uint64(snap.GetData()))
+	off := int64(binary.BigEndian.Uint64(data))
+	start, region := off, []byte(nil)
+	if len(data) >= 16 {
+		start, region = int64(binary.BigEndian.Uint64(data[8:])), data[16:]
+		if start > off {
+			return fmt.Errorf("%w: snapshot log start %d above its offset %d", errRaftState, start, off)
+		}
+	}
 	md := snap.GetMetadata()
 	if md.GetIndex() <= s.snapIndex || off < s.snapOffset {
 		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", errRaftState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
 	}
 	keep := min(s.offsetAfter(min(s.hs.GetCommit(), s.lastIndex())), off)
+	if region != nil {
+		if err := checkpoint.WriteAtomic(s.fs, s.installMarkerPath(), fmt.Appendf(nil, "%d %d\n", keep, md.GetIndex())); err != nil {
+			return fmt.Errorf("install snapshot in %s: %w", s.part.Dir(), err)
+		}
+	}
 	if s.part.LogEndOffset() > keep {
 		if err := s.part.TruncateTo(keep); err != nil {
 			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
 		}
 	}
+	if region != nil {
+		if err := s.appendRegion(region, off); err != nil {
+			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
+		}
+	}
 	old := *s
 	s.snapIndex, s.snapTerm, s.snapOffset = md.GetIndex(), md.GetTerm(), off
+	s.logStart = max(s.logStart, start)
 	if c := s.hs.GetCommit(); c < s.snapIndex {
 		s.hs = &pb.HardState{Term: new(s.hs.GetTerm()), Vote: new(s.hs.GetVote()), Commit: new(s.snapIndex)}
 	}
@@ -557,24 +721,66 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 	}
 	s.applied = max(s.applied, s.snapIndex)
 	if err := s.save(); err != nil {
-		s.snapIndex, s.snapTerm, s.snapOffset, s.hs, s.cs, s.applied = old.snapIndex, old.snapTerm, old.snapOffset, old.hs, old.cs, old.applied
+		s.snapIndex, s.snapTerm, s.snapOffset, s.logStart, s.hs, s.cs, s.applied = old.snapIndex, old.snapTerm, old.snapOffset, old.logStart, old.hs, old.cs, old.applied
 		return err
+	}
+	if region != nil {
+		if err := s.fs.Remove(s.installMarkerPath()); err != nil {
+			return fmt.Errorf("install snapshot in %s: %w", s.part.Dir(), err)
+		}
 	}
 	s.ents, s.end = nil, off
 	return nil
 }
 
-// compact drops the entries before the batch at offset (a segment base at
-// or below the high watermark) from the raft log and deletes their
-// records: the state file records the new snapshot point first.
-func (s *raftStorage) compact(offset int64) error {
-	i := s.indexOf(offset)
-	if i == 0 || s.pos(i).base != offset || i-1 > s.hs.GetCommit() {
-		return nil
+// appendRegion appends the batches of a snapshot's records that lie past
+// the log end and below off, and syncs them. A batch reaching across the
+// log end cannot be split: the install fails.
+func (s *raftStorage) appendRegion(region []byte, off int64) error {
+	appended := false
+	for len(region) > 0 {
+		bt, rest, err := batch.Parse(region)
+		if err != nil {
+			return fmt.Errorf("%w: snapshot records: %v", errRaftState, err)
+		}
+		region = rest
+		end := s.part.LogEndOffset()
+		switch {
+		case bt.NextOffset() <= end || bt.BaseOffset() >= off:
+			continue // this log has it, or past the point
+		case bt.BaseOffset() < end:
+			return fmt.Errorf("%w: snapshot batch [%d, %d) reaches across the log end %d", errRaftState, bt.BaseOffset(), bt.NextOffset(), end)
+		}
+		if _, err := s.part.AppendAssigned(bt); err != nil {
+			return err
+		}
+		appended = true
+	}
+	if appended {
+		return s.part.Sync()
+	}
+	return nil
+}
+
+// moveSnapshot moves the snapshot point to just before the entry at
+// offset (or after the last entry when offset is the end of the entries),
+// keeping the records: raft's log then starts there, and the records
+// below it may be compacted. The entries dropped must be applied (so
+// committed); otherwise, or when offset is not an entry's base, nothing
+// moves. It reports whether the point is at offset now.
+func (s *raftStorage) moveSnapshot(offset int64) (bool, error) {
+	if offset == s.snapOffset {
+		return true, nil
+	}
+	var i uint64
+	if offset == s.end {
+		i = s.lastIndex() + 1
+	} else if i = s.indexOf(offset); i == 0 || s.pos(i).base != offset {
+		return false, nil
 	}
 	prev := i - 1
-	if prev <= s.snapIndex {
-		return nil
+	if prev <= s.snapIndex || prev > s.applied || prev > s.hs.GetCommit() {
+		return false, nil
 	}
 	term := s.pos(prev).term
 	k := int(prev - s.snapIndex)
@@ -582,9 +788,32 @@ func (s *raftStorage) compact(offset int64) error {
 	s.snapIndex, s.snapTerm, s.snapOffset = prev, term, offset
 	if err := s.save(); err != nil {
 		s.snapIndex, s.snapTerm, s.snapOffset = oldIndex, oldTerm, oldOffset
-		return err
+		return false, err
 	}
 	s.ents = append([]entryPos(nil), s.ents[k:]...)
+	return true, nil
+}
+
+// compact applies retention: the records before offset (a segment base
+// at or below the high watermark) go. Past the snapshot point the point
+// moves there first (moveSnapshot: raft's log is truncated with them);
+// then the state file records the new log start, and the records are
+// deleted.
+func (s *raftStorage) compact(offset int64) error {
+	if offset <= s.logStart {
+		return nil
+	}
+	if offset > s.snapOffset {
+		if ok, err := s.moveSnapshot(offset); !ok || err != nil {
+			return err
+		}
+	}
+	old := s.logStart
+	s.logStart = offset
+	if err := s.save(); err != nil {
+		s.logStart = old
+		return err
+	}
 	return s.part.DeleteRecordsBefore(offset)
 }
 

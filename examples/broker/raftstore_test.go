@@ -46,9 +46,9 @@ func TestParseCluster(t *testing.T) {
 }
 
 func TestRaftStateFile(t *testing.T) {
-	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000, applied: 40, voters: []uint64{1, 2, 3}, hasConf: true}
+	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000, logStart: 5000, applied: 40, voters: []uint64{1, 2, 3}, hasConf: true}
 	b := appendRaftState(nil, s)
-	assert.Equal(t, "1\n7 2 40\n12 3 5000\n40 1,2,3 -\n", string(b))
+	assert.Equal(t, "1\n7 2 40\n12 3 5000 5000\n40 1,2,3 -\n", string(b))
 	got, err := parseRaftState("f", b)
 	require.NoError(t, err)
 	assert.Equal(t, s, got)
