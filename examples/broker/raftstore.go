@@ -69,15 +69,15 @@ type raftStorage struct {
 	applied    uint64 // entries up to here are applied: cs holds their configuration changes
 	snapIndex  uint64 // the last entry the log no longer holds
 	snapTerm   uint64
-	snapOffset int64      // base offset of entry snapIndex+1
+	snapOffset int64 // base offset of entry snapIndex+1
 	// logStart is where the partition's log starts once the deletions
 	// recorded here are done: snapOffset after retention, lower when key
 	// compaction moved the snapshot point (the compacted records below
 	// snapOffset stay, as records, not raft entries).
 	logStart int64
-	ents       []entryPos // entries snapIndex+1 ...
-	end        int64      // offset after the last entry's batch
-	readBuf    []byte
+	ents     []entryPos // entries snapIndex+1 ...
+	end      int64      // offset after the last entry's batch
+	readBuf  []byte
 
 	// read reads the partition's batches from an offset (the partition's
 	// ReadFromFollower; tests wrap it to inject read errors).
