@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,8 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -164,5 +169,107 @@ func TestClusterKeyCompaction(t *testing.T) {
 	dl := buildDumplog(t)
 	for _, np := range c.nodes {
 		dumplogVerify(t, dl, np.dir)
+	}
+}
+
+// keyedEntry returns a normal raft entry carrying a batch at base with
+// one record per key, values "<key>@<offset>".
+func keyedEntry(t *testing.T, index, term uint64, base int64, keys ...string) *pb.Entry {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, PartitionLeaderEpoch: int32(term)})
+	for i, k := range keys {
+		require.NoError(t, bld.Add(batch.Record{Key: []byte(k), Value: fmt.Appendf(nil, "%s@%d", k, base+int64(i)), Timestamp: 1000}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: b}
+}
+
+// A snapshot of a compacted leader carries the records below its point;
+// a follower behind it keeps its own committed records, appends the
+// leader's past them (gaps allowed), and Entries answers ErrCompacted
+// below the point. A crash in the middle of the install (the marker
+// written, some records appended, the state file not yet) is undone by
+// the next open: the log is cut back and the old state stands.
+func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			root := t.TempDir()
+			// The leader: six entries of keys a and b (offsets 0-5),
+			// committed; the snapshot point moves to offset 4 and the
+			// records below it are compacted.
+			lpart := openReplicated(t, filepath.Join(root, "leader", "t-0"))
+			defer lpart.Close()
+			lst, err := openRaftStorage(vfs.Default, filepath.Join(root, "leader.state"), lpart, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			lr := &replica{part: lpart, st: lst, prewritten: make(map[uint64]prewrite)}
+			for i, k := range []string{"a", "b", "a", "b", "a", "b"} {
+				require.NoError(t, lr.persist(keyedEntry(t, uint64(i+1), 1, int64(i), k)))
+			}
+			require.NoError(t, lpart.Sync())
+			require.NoError(t, lst.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(6))}))
+			require.NoError(t, lst.setCommitted(6))
+			lst.applied = 6
+			ok, err := lst.moveSnapshot(4)
+			require.NoError(t, err)
+			require.True(t, ok)
+			_, err = lst.Entries(3, 5, 1<<20)
+			require.ErrorIs(t, err, raft.ErrCompacted, "below the point raft's log is compacted")
+			snap, err := lst.Snapshot()
+			require.NoError(t, err)
+			require.Greater(t, len(snap.GetData()), 16, "the snapshot carries the records below its point")
+			assert.Equal(t, uint64(4), binary.BigEndian.Uint64(snap.GetData()))
+			assert.Equal(t, uint64(0), binary.BigEndian.Uint64(snap.GetData()[8:]))
+
+			// The follower has entry 1 committed, entry 2 not.
+			dir := filepath.Join(root, "follower", "t-0")
+			state := filepath.Join(root, "follower.state")
+			part := openReplicated(t, dir)
+			st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+			require.NoError(t, r.persist(keyedEntry(t, 1, 1, 0, "a")))
+			require.NoError(t, r.persist(keyedEntry(t, 2, 1, 1, "x")))
+			require.NoError(t, part.Sync())
+			require.NoError(t, st.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(1))}))
+
+			if crash {
+				// What applySnapshot does up to the state file.
+				require.NoError(t, checkpoint.WriteAtomic(vfs.Default, st.installMarkerPath(), []byte("1 4\n")))
+				require.NoError(t, part.TruncateTo(1))
+				require.NoError(t, st.appendRegion(snap.GetData()[16:], 4))
+				require.NoError(t, part.Close())
+				part = openReplicated(t, dir)
+				st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+				require.NoError(t, err)
+				assert.Equal(t, int64(1), part.LogEndOffset(), "the partial install is cut back")
+				last, _ := st.LastIndex()
+				assert.Equal(t, uint64(1), last)
+				_, err = os.Stat(st.installMarkerPath())
+				assert.ErrorIs(t, err, os.ErrNotExist)
+			}
+			require.NoError(t, st.applySnapshot(snap))
+			_, err = os.Stat(st.installMarkerPath())
+			assert.ErrorIs(t, err, os.ErrNotExist, "the marker goes once the state file holds the snapshot")
+			require.NoError(t, part.Close())
+
+			part = openReplicated(t, dir)
+			defer part.Close()
+			st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			first, _ := st.FirstIndex()
+			assert.Equal(t, uint64(5), first)
+			var offsets []int64
+			for off := part.LogStartOffset(); off < part.LogEndOffset(); {
+				rs, err := part.ReadFromFollower(off, 1<<20)
+				require.NoError(t, err)
+				bt, _, err := batch.Parse(rs.Bytes())
+				require.NoError(t, err)
+				offsets = append(offsets, bt.BaseOffset())
+				off = bt.NextOffset()
+				require.NoError(t, rs.Close())
+			}
+			assert.Equal(t, []int64{0, 1, 2, 3}, offsets, "its own committed entry 1, then the leader's batches below the point")
+		})
 	}
 }
