@@ -214,8 +214,10 @@
 // (ConfChangeV2) per partition, answered once the asked node applied it
 // everywhere. A storage read error raft meets in a partition takes that
 // partition offline on the node (KAFKA_STORAGE_ERROR), not the node.
-// -cleanup-policy must be delete; __consumer_offsets and groups stay per
-// node. See docs/replication.md.
+// -cleanup-policy compact compacts each replica below its raft snapshot
+// point, moved first to where the round cleans (raftcompact.go);
+// snapshots carry the compacted records. __consumer_offsets and groups
+// stay per node. See docs/replication.md.
 //
 // # Limits
 //
