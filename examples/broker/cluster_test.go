@@ -105,6 +105,10 @@ func newTestCluster(t testing.TB, n int, args ...string) *testCluster {
 	c.spec = strings.Join(spec, ",")
 	t.Cleanup(func() {
 		c.stopAll()
+		for _, np := range c.nodes {
+			// A node built with -race reports races on its stderr.
+			assert.NotContains(t, np.logText(), "WARNING: DATA RACE", "node %d", np.id)
+		}
 		if t.Failed() {
 			for _, np := range c.nodes {
 				t.Logf("node %d log:\n%s", np.id, np.logText())
