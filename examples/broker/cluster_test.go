@@ -825,5 +825,9 @@ func membershipREADMECommands(t *testing.T, c *testCluster, r *strings.Replacer,
 		for _, id := range []int{2, 4} {
 			c.waitReplicas(id, "orders", want)
 		}
+		if !strings.Contains(a, "-add-voter") {
+			// A removed leader hands its leadership to a voter.
+			c.waitLeader("orders", 1)
+		}
 	}
 }

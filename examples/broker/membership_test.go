@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,11 +113,11 @@ func (c *testCluster) waitHighWatermark(id int, topic string, hw int64) {
 // A fourth node joins a running cluster while an idempotent producer writes
 // with acks=all: started with -join, it copies the partition, and
 // `broker -add-voter` makes it a voter (a raft configuration change);
-// Metadata then names four replicas. The leader is killed and
-// `broker -remove-voter` removes it; the three remaining nodes, the new
-// one among them, go on. At the end every acknowledged record is in each
-// remaining node's committed log once and in order, and their committed
-// logs are the same bytes.
+// Metadata then names four replicas. The running leader is removed with
+// `broker -remove-voter` (it hands its leadership over), then another old
+// node is killed and removed: the new node and the last old one go on. At
+// the end every acknowledged record is in both remaining nodes' committed
+// logs once and in order, and their committed logs are the same bytes.
 func TestClusterMembershipChange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
@@ -142,17 +143,27 @@ func TestClusterMembershipChange(t *testing.T) {
 	require.NoError(t, err)
 	c.waitHighWatermark(np.id, topic, leaderHW)
 
-	old := c.waitLeader(topic, np.id)
-	c.kill(old)
-	rest := 1
-	for rest == old {
-		rest++
+	// A running leader is removed: it hands its leadership over, and
+	// the producer goes on with the new leader.
+	live := c.waitLeader(topic, np.id)
+	out = admin(t, "-remove-voter", strconv.Itoa(live), "-bootstrap", c.node(np.id).kafka)
+	assert.Contains(t, out, fmt.Sprintf("node %d removed from every partition", live))
+	c.waitLeader(topic, live)
+	before = p.acked.Load()
+	p.waitAcked(t, before+200)
+	c.signal(live, syscall.SIGINT)
+
+	// An old node is killed, then removed.
+	old := 1
+	for old == live {
+		old++
 	}
-	out = admin(t, "-remove-voter", strconv.Itoa(old), "-bootstrap", c.node(rest).kafka)
+	c.kill(old)
+	out = admin(t, "-remove-voter", strconv.Itoa(old), "-bootstrap", c.node(np.id).kafka)
 	assert.Contains(t, out, fmt.Sprintf("node %d removed from every partition", old))
 	var want []int32
 	for id := 1; id <= 4; id++ {
-		if id != old {
+		if id != old && id != live {
 			want = append(want, int32(id))
 		}
 	}
@@ -171,6 +182,7 @@ func TestClusterMembershipChange(t *testing.T) {
 
 	leader := c.waitLeader(topic, old)
 	hw := c.waitCaughtUp(topic, leader)
+	require.Len(t, want, 2)
 	c.stopAll()
 
 	var ref []byte
@@ -194,7 +206,7 @@ func TestClusterMembershipChange(t *testing.T) {
 	for v := range acked {
 		require.True(t, seen[v], "acknowledged value %s is not in the committed log", v)
 	}
-	t.Logf("%d records acknowledged, %d committed; node %d removed", len(acked), len(values), old)
+	t.Logf("%d records acknowledged, %d committed; node %d removed while leading, node %d killed and removed", len(acked), len(values), live, old)
 	dl := buildDumplog(t)
 	for _, id := range want {
 		dumplogVerify(t, dl, c.node(int(id)).dir)

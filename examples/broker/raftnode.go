@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -702,6 +703,13 @@ func (r *replica) applyConfChanges(ents []*pb.Entry) error {
 		r.c.membershipApplied(cc)
 		r.log.Info("membership changed", "index", e.GetIndex(), "change", confChangeString(cc),
 			"voters", cs.GetVoters(), "learners", cs.GetLearners())
+		if bs := r.rn.BasicStatus(); bs.RaftState == raft.StateLeader && !slices.Contains(cs.GetVoters(), r.c.self) && len(cs.GetVoters()) > 0 {
+			// Raft keeps a leader that removed itself leading (it
+			// only stops counting itself); clients could not reach
+			// it through Metadata, which names the voters. Hand the
+			// leadership to a voter.
+			r.rn.TransferLeader(cs.GetVoters()[0])
+		}
 	}
 	if n := len(ents); n > 0 {
 		r.st.applied = max(r.st.applied, ents[n-1].GetIndex())
