@@ -51,24 +51,42 @@ type raftCleaner struct {
 	st *raftStorage
 }
 
-// Plan implements log.Cleaner: the Compactor's plan, and the snapshot
-// point moved to its end; when the end is not an applied entry's base
-// (it cannot be moved there), the round cleans only below the current
-// point (the offset map built up to the end still picks the latest value
-// of each key).
+// Plan implements log.Cleaner: the Compactor's plan, ending at a segment
+// base (the partition rewrites every segment whose base is below the end,
+// whole, so a segment reaching past the snapshot point must not be one),
+// with the snapshot point moved there first. When the point cannot move
+// there (the end is not an applied entry's base) the round ends at the
+// last segment base at or below the current point. (The offset map built
+// up to the Compactor's own end still finds the latest record of every
+// key.)
 func (rc raftCleaner) Plan(ctx context.Context, v *plog.View) (int64, error) {
 	end, err := rc.Compactor.Plan(ctx, v)
-	if err != nil || end <= v.LogStartOffset() || end <= rc.st.snapOffset {
+	if err != nil || end <= v.LogStartOffset() {
 		return end, err
 	}
-	ok, err := rc.st.moveSnapshot(end)
-	if err != nil {
-		return 0, err
+	limit := segmentFloor(v, end)
+	if limit > rc.st.snapOffset {
+		ok, err := rc.st.moveSnapshot(limit)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			limit = segmentFloor(v, rc.st.snapOffset)
+		}
 	}
-	if !ok {
-		return rc.st.snapOffset, nil
+	return limit, nil
+}
+
+// segmentFloor returns the base of the last segment of v starting at or
+// below offset (the log start when none does).
+func segmentFloor(v *plog.View, offset int64) int64 {
+	floor := v.LogStartOffset()
+	for _, s := range v.Segments() {
+		if s.BaseOffset <= offset {
+			floor = max(floor, s.BaseOffset)
+		}
 	}
-	return end, nil
+	return floor
 }
 
 // compactKeys runs one key compaction round on the replica's partition
