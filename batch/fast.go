@@ -141,6 +141,90 @@ func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
 	return p + int(l&^(l>>31)), true // l == -1 (null) skips nothing
 }
 
+// walkShort is fastWalk for the common batch: not a control batch, and
+// every varint of every record one or two bytes long (lengths under 8 KiB,
+// timestamp deltas within about 8 seconds of the base timestamp). Its loop
+// makes no call, so the compiler keeps its state in registers instead of
+// reloading it around the slow paths' calls; fastWalk, which it is
+// otherwise written like, spends a good part of its time on those
+// reloads. It returns ok only for what fastWalk accepts, with the same
+// range; !ok means only "not shown valid here": a longer varint or a
+// problem, which fastWalk then sorts out.
+func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
+	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
+	if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
+		return tr, false
+	}
+	p := 0
+	prev := int32(-1)
+	lo, hi := int64(math.MaxInt64), int64(NoTimestamp)
+	for i := int32(0); i < count; i++ {
+		n, p1, ok := fastVarint(data, p)
+		if !ok || n < minRecordSize-1 || int(n) > len(data)-p1 {
+			return tr, false
+		}
+		end := p1 + int(n)
+		rec := data[:end:end] // positions stay absolute; the record ends at end
+		td, q, ok := fastVarlong(rec, p1+1)
+		if !ok {
+			return tr, false
+		}
+		ts := baseTs + td
+		hi = max(hi, ts)
+		if ts < lo && ts != NoTimestamp {
+			lo = ts
+		}
+		d, q, ok := fastVarint(rec, q)
+		if !ok || d < 0 || d > last || d <= prev {
+			return tr, false
+		}
+		prev = d
+		l, q, ok := fastVarint(rec, q) // key
+		if !ok {
+			return tr, false
+		}
+		if q, ok = fastSkip(rec, q, l, true); !ok {
+			return tr, false
+		}
+		if l, q, ok = fastVarint(rec, q); !ok { // value
+			return tr, false
+		}
+		if q, ok = fastSkip(rec, q, l, true); !ok {
+			return tr, false
+		}
+		nh, q, ok := fastVarint(rec, q)
+		if !ok || uint(nh) > uint(end-q)/minHeaderSize {
+			return tr, false
+		}
+		for ; nh > 0; nh-- {
+			if l, q, ok = fastVarint(rec, q); !ok { // header key, never null
+				return tr, false
+			}
+			if q, ok = fastSkip(rec, q, l, false); !ok {
+				return tr, false
+			}
+			if l, q, ok = fastVarint(rec, q); !ok { // header value
+				return tr, false
+			}
+			if q, ok = fastSkip(rec, q, l, true); !ok {
+				return tr, false
+			}
+		}
+		if q != end {
+			return tr, false
+		}
+		p = end
+	}
+	if p != len(data) {
+		return tr, false
+	}
+	tr.Max = hi
+	if lo != math.MaxInt64 {
+		tr.Min = lo
+	}
+	return tr, true
+}
+
 // fastWalk reports whether count records fill data exactly, with the
 // framing Validate requires. It neither allocates nor says why not. It is
 // Validate's hot loop: one- and two-byte varints (all lengths under 8 KiB)
