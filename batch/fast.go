@@ -155,59 +155,116 @@ func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
 	if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
 		return tr, false
 	}
+	// Each varint is decoded in line, one byte or two: a helper returning
+	// an ok flag leaves the flag in a register to test, which costs an
+	// instruction pair a field here.
 	p := 0
 	prev := int32(-1)
 	lo, hi := int64(math.MaxInt64), int64(NoTimestamp)
 	for i := int32(0); i < count; i++ {
-		n, p1, ok := fastVarint(data, p)
-		if !ok || n < minRecordSize-1 || int(n) > len(data)-p1 {
+		// length
+		if uint(p) >= uint(len(data)) {
 			return tr, false
 		}
-		end := p1 + int(n)
+		u := uint32(data[p])
+		if u >= 0x80 {
+			if uint(p+1) >= uint(len(data)) || data[p+1] >= 0x80 {
+				return tr, false
+			}
+			p++
+			u += uint32(data[p])<<7 - 0x80
+		}
+		p++
+		n := int(int32(u>>1) ^ -int32(u&1))
+		if n < minRecordSize-1 || n > len(data)-p {
+			return tr, false
+		}
+		end := p + n
 		rec := data[:end:end] // positions stay absolute; the record ends at end
-		td, q, ok := fastVarlong(rec, p1+1)
-		if !ok {
+		q := p + 1            // after attributes
+		// timestampDelta
+		if uint(q) >= uint(len(rec)) {
 			return tr, false
 		}
-		ts := baseTs + td
+		v := uint64(rec[q])
+		if v >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+				return tr, false
+			}
+			q++
+			v += uint64(rec[q])<<7 - 0x80
+		}
+		q++
+		ts := baseTs + (int64(v>>1) ^ -int64(v&1))
 		hi = max(hi, ts)
 		if ts < lo && ts != NoTimestamp {
 			lo = ts
 		}
-		d, q, ok := fastVarint(rec, q)
-		if !ok || d < 0 || d > last || d <= prev {
+		// offsetDelta
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		if u >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+				return tr, false
+			}
+			q++
+			u += uint32(rec[q])<<7 - 0x80
+		}
+		q++
+		d := int32(u>>1) ^ -int32(u&1)
+		if d < 0 || d > last || d <= prev {
 			return tr, false
 		}
 		prev = d
-		l, q, ok := fastVarint(rec, q) // key
-		if !ok {
-			return tr, false
-		}
-		if q, ok = fastSkip(rec, q, l, true); !ok {
-			return tr, false
-		}
-		if l, q, ok = fastVarint(rec, q); !ok { // value
-			return tr, false
-		}
-		if q, ok = fastSkip(rec, q, l, true); !ok {
-			return tr, false
-		}
-		nh, q, ok := fastVarint(rec, q)
-		if !ok || uint(nh) > uint(end-q)/minHeaderSize {
-			return tr, false
-		}
-		for ; nh > 0; nh-- {
-			if l, q, ok = fastVarint(rec, q); !ok { // header key, never null
+		// key, then value: -1 (null) or a length that fits
+		for range 2 {
+			if uint(q) >= uint(len(rec)) {
 				return tr, false
 			}
-			if q, ok = fastSkip(rec, q, l, false); !ok {
+			u = uint32(rec[q])
+			if u >= 0x80 {
+				if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+					return tr, false
+				}
+				q++
+				u += uint32(rec[q])<<7 - 0x80
+			}
+			q++
+			l := int(int32(u>>1) ^ -int32(u&1))
+			if l < -1 || l > end-q {
 				return tr, false
 			}
-			if l, q, ok = fastVarint(rec, q); !ok { // header value
+			q += l & ^(l >> 63) // null skips nothing
+		}
+		// header count
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		q++
+		if u != 0 {
+			// Headers: the general walk's loop.
+			q--
+			var nh, l int32
+			var ok bool
+			if nh, q, ok = fastVarint(rec, q); !ok || uint(nh) > uint(end-q)/minHeaderSize {
 				return tr, false
 			}
-			if q, ok = fastSkip(rec, q, l, true); !ok {
-				return tr, false
+			for ; nh > 0; nh-- {
+				if l, q, ok = fastVarint(rec, q); !ok { // header key, never null
+					return tr, false
+				}
+				if q, ok = fastSkip(rec, q, l, false); !ok {
+					return tr, false
+				}
+				if l, q, ok = fastVarint(rec, q); !ok { // header value
+					return tr, false
+				}
+				if q, ok = fastSkip(rec, q, l, true); !ok {
+					return tr, false
+				}
 			}
 		}
 		if q != end {
