@@ -215,43 +215,64 @@ const (
 // appendPlainRecord is appendRecord for a record without headers whose
 // key and value are shorter than plainMaxLen: the size is summed from the
 // fields' varint sizes, the buffer grown once, and the fields written in
-// place.
+// place, one- and two-byte varints (every field of a small record) in
+// line.
 func appendPlainRecord(dst []byte, r *Record, offsetDelta int32, tsDelta int64) []byte {
-	body := 2 + varlongSize(tsDelta) + varintSize(offsetDelta) + nullableSize(r.Key) + nullableSize(r.Value)
+	ts := uint64(tsDelta<<1 ^ tsDelta>>63)
+	od := uint64(uint32(offsetDelta<<1 ^ offsetDelta>>31))
+	// A nil key or value is length -1, zig-zag 1; a length n (under
+	// plainMaxLen) is 2n.
+	kz, vz := uint64(1), uint64(1)
+	if r.Key != nil {
+		kz = uint64(len(r.Key)) << 1
+	}
+	if r.Value != nil {
+		vz = uint64(len(r.Value)) << 1
+	}
+	body := 2 + uvarintLen(ts) + uvarintLen(od) + uvarintLen(kz) + len(r.Key) + uvarintLen(vz) + len(r.Value)
 	start := len(dst)
-	total := varintSize(int32(body)) + body
+	total := uvarintLen(uint64(body)<<1) + body
 	if cap(dst)-start < total {
 		dst = slices.Grow(dst, total)
 	}
 	dst = dst[:start+total]
 	b := dst[start:]
-	p := putVarint(b, 0, int32(body))
+	p := putUvarintShort(b, 0, uint64(body)<<1)
 	b[p] = byte(r.Attributes)
-	p = putVarlong(b, p+1, tsDelta)
-	p = putVarint(b, p, offsetDelta)
-	p = putNullable(b, p, r.Key)
-	p = putNullable(b, p, r.Value)
+	p = putUvarintShort(b, p+1, ts)
+	p = putUvarintShort(b, p, od)
+	p = putUvarintShort(b, p, kz)
+	p += copy(b[p:], r.Key)
+	p = putUvarintShort(b, p, vz)
+	p += copy(b[p:], r.Value)
 	b[p] = 0 // headerCount
 	return dst
 }
 
-// nullableSize is the encoded size of a nullable byte string shorter than
-// plainMaxLen.
-func nullableSize(p []byte) int {
-	if p == nil {
+// uvarintLen is uvarintSize with the one- and two-byte cases in line.
+func uvarintLen(x uint64) int {
+	if x < 0x80 {
 		return 1
 	}
-	return varintSize(int32(len(p))) + len(p)
+	if x < 0x4000 {
+		return 2
+	}
+	return uvarintSize(x)
 }
 
-// putNullable writes a nullable byte string at b[p], which has room, and
-// returns the position after it.
-func putNullable(b []byte, p int, s []byte) int {
-	if s == nil {
-		return putVarint(b, p, -1)
+// putUvarintShort is putUvarint with the one- and two-byte cases in line;
+// b must have room.
+func putUvarintShort(b []byte, p int, x uint64) int {
+	if x < 0x80 {
+		b[p] = byte(x)
+		return p + 1
 	}
-	p = putVarint(b, p, int32(len(s)))
-	return p + copy(b[p:], s)
+	if x < 0x4000 {
+		b[p] = byte(x) | 0x80
+		b[p+1] = byte(x >> 7)
+		return p + 2
+	}
+	return putUvarint(b, p, x)
 }
 
 // recordBodySize returns the size of r's encoding after its length varint.

@@ -87,6 +87,16 @@
 // magic 0). [FrameEntry] frames either format by the magic byte, which
 // both hold at byte 16. This package never encodes legacy messages.
 //
+// # Checksums
+//
+// Every CRC-32C of this package ([Checksum], Validate, SetCRC,
+// CRCWithHeader, the Builder) is computed by one function. On amd64 CPUs
+// with AVX-512 and VPCLMULQDQ it folds inputs of 512 bytes and more 256
+// bytes at a time with carry-less multiplies (the package's own assembly,
+// tested against hash/crc32), about twice the speed of the SSE 4.2 CRC32
+// instruction loop; shorter inputs, other CPUs and the purego build tag
+// use github.com/klauspost/crc32.
+//
 // # Compression
 //
 // gzip, snappy, lz4 and zstd use github.com/klauspost/compress and

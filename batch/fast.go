@@ -141,6 +141,147 @@ func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
 	return p + int(l&^(l>>31)), true // l == -1 (null) skips nothing
 }
 
+// walkShort is fastWalk for the common batch: not a control batch, and
+// every varint of every record one or two bytes long (lengths under 8 KiB,
+// timestamp deltas within about 8 seconds of the base timestamp). Its loop
+// makes no call, so the compiler keeps its state in registers instead of
+// reloading it around the slow paths' calls; fastWalk, which it is
+// otherwise written like, spends a good part of its time on those
+// reloads. It returns ok only for what fastWalk accepts, with the same
+// range; !ok means only "not shown valid here": a longer varint or a
+// problem, which fastWalk then sorts out.
+func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
+	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
+	if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
+		return tr, false
+	}
+	// Each varint is decoded in line, one byte or two: a helper returning
+	// an ok flag leaves the flag in a register to test, which costs an
+	// instruction pair a field here.
+	p := 0
+	prev := int32(-1)
+	lo, hi := int64(math.MaxInt64), int64(NoTimestamp)
+	for i := int32(0); i < count; i++ {
+		// length
+		if uint(p) >= uint(len(data)) {
+			return tr, false
+		}
+		u := uint32(data[p])
+		if u >= 0x80 {
+			if uint(p+1) >= uint(len(data)) || data[p+1] >= 0x80 {
+				return tr, false
+			}
+			p++
+			u += uint32(data[p])<<7 - 0x80
+		}
+		p++
+		n := int(int32(u>>1) ^ -int32(u&1))
+		if n < minRecordSize-1 || n > len(data)-p {
+			return tr, false
+		}
+		end := p + n
+		rec := data[:end:end] // positions stay absolute; the record ends at end
+		q := p + 1            // after attributes
+		// timestampDelta
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		v := uint64(rec[q])
+		if v >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+				return tr, false
+			}
+			q++
+			v += uint64(rec[q])<<7 - 0x80
+		}
+		q++
+		ts := baseTs + (int64(v>>1) ^ -int64(v&1))
+		hi = max(hi, ts)
+		if ts < lo && ts != NoTimestamp {
+			lo = ts
+		}
+		// offsetDelta
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		if u >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+				return tr, false
+			}
+			q++
+			u += uint32(rec[q])<<7 - 0x80
+		}
+		q++
+		d := int32(u>>1) ^ -int32(u&1)
+		if d < 0 || d > last || d <= prev {
+			return tr, false
+		}
+		prev = d
+		// key, then value: -1 (null) or a length that fits
+		for range 2 {
+			if uint(q) >= uint(len(rec)) {
+				return tr, false
+			}
+			u = uint32(rec[q])
+			if u >= 0x80 {
+				if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+					return tr, false
+				}
+				q++
+				u += uint32(rec[q])<<7 - 0x80
+			}
+			q++
+			l := int(int32(u>>1) ^ -int32(u&1))
+			if l < -1 || l > end-q {
+				return tr, false
+			}
+			q += l & ^(l >> 63) // null skips nothing
+		}
+		// header count
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		q++
+		if u != 0 {
+			// Headers: the general walk's loop.
+			q--
+			var nh, l int32
+			var ok bool
+			if nh, q, ok = fastVarint(rec, q); !ok || uint(nh) > uint(end-q)/minHeaderSize {
+				return tr, false
+			}
+			for ; nh > 0; nh-- {
+				if l, q, ok = fastVarint(rec, q); !ok { // header key, never null
+					return tr, false
+				}
+				if q, ok = fastSkip(rec, q, l, false); !ok {
+					return tr, false
+				}
+				if l, q, ok = fastVarint(rec, q); !ok { // header value
+					return tr, false
+				}
+				if q, ok = fastSkip(rec, q, l, true); !ok {
+					return tr, false
+				}
+			}
+		}
+		if q != end {
+			return tr, false
+		}
+		p = end
+	}
+	if p != len(data) {
+		return tr, false
+	}
+	tr.Max = hi
+	if lo != math.MaxInt64 {
+		tr.Min = lo
+	}
+	return tr, true
+}
+
 // fastWalk reports whether count records fill data exactly, with the
 // framing Validate requires. It neither allocates nor says why not. It is
 // Validate's hot loop: one- and two-byte varints (all lengths under 8 KiB)

@@ -65,7 +65,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
 // for RecordBatch v2 and producer-state snapshots.
-func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+func Checksum(p []byte) uint32 { return updateCRC(0, p) }
 
 // Batch is a view over the bytes of one encoded RecordBatch v2: no copy,
 // no decoding until asked. A Batch obtained from Parse is framed (it holds

@@ -135,9 +135,16 @@ func FuzzRecords(f *testing.F) {
 			// The fast walk and the cursor agree on the raw records region.
 			recs := b[HeaderSize:]
 			count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
-			_, fast := fastWalk(recs, count, last, control, 0)
+			ftr, fast := fastWalk(recs, count, last, control, 0)
 			c := walkRecords(recs, count, last, control)
 			require.NotEqual(t, c.failed, fast, "fast walk %v, cursor %v", fast, c.error(HeaderSize, false))
+			// walkShort accepts only what fastWalk accepts, with the same
+			// range (it may leave a valid batch to fastWalk). Validate
+			// gives it no control batch: it does not check control keys.
+			if str, short := walkShort(recs, count, last, 0); short && !control {
+				require.True(t, fast, "walkShort accepts what fastWalk rejects")
+				require.Equal(t, ftr, str, "walkShort and fastWalk disagree on the time range")
+			}
 		}
 		requireAllMatchesNext(t, b)
 		var dec Decoder

@@ -1,10 +1,6 @@
 package batch
 
-import (
-	"encoding/binary"
-
-	"github.com/klauspost/crc32"
-)
+import "encoding/binary"
 
 // SetLogAppendTime turns b into a LogAppendTime batch stamped with the
 // broker's append time ts (milliseconds): it sets the timestamp-type bit
@@ -53,7 +49,7 @@ func (b Batch) PutCRC(crc uint32) {
 // loop, so a header copy on the caller's stack stays there.
 func (b Batch) CRCWithHeader(h []byte) uint32 {
 	crc := updateCRCSmall(0, h[CRCStart:HeaderSize])
-	return crc32.Update(crc, castagnoli, b[HeaderSize:])
+	return updateCRC(crc, b[HeaderSize:])
 }
 
 // updateCRCSmall is crc32.Update(crc, castagnoli, p) for a few bytes, one

@@ -103,6 +103,11 @@ func (d *Decoder) validateRecords(b Batch) (TimeRange, error) {
 
 func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error) {
 	count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
+	if !control {
+		if tr, ok := walkShort(data, count, last, b.BaseTimestamp()); ok {
+			return tr, nil
+		}
+	}
 	if tr, ok := fastWalk(data, count, last, control, b.BaseTimestamp()); ok {
 		return tr, nil
 	}

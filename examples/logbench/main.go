@@ -206,59 +206,63 @@ func (b *bench) appendVsWrite() error {
 	size := int64(len(set[0]))
 	n := int(b.total / size)
 
-	raw, err := b.best(func() (time.Duration, error) {
+	rawRun := func() (cost, error) {
 		dir, err := b.freshDir("raw")
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		f, err := os.Create(filepath.Join(dir, "raw.log"))
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		defer f.Close()
-		t0 := time.Now()
+		c := startClock()
 		for i := 0; i < n; i++ {
 			if _, err := f.Write(set[i%len(set)]); err != nil {
-				return 0, err
+				c.stop()
+				return cost{}, err
 			}
 		}
-		return time.Since(t0), nil
-	})
-	if err != nil {
-		return err
+		return c.stop(), nil
 	}
-
 	var allocs float64
-	app, err := b.best(func() (time.Duration, error) {
+	appRun := func() (cost, error) {
 		dir, err := b.freshDir("append")
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		p, err := plog.Open(dir, plog.Config{})
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		defer p.Close()
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
-		t0 := time.Now()
+		c := startClock()
 		for i := 0; i < n; i++ {
 			if _, err := p.AppendBatch(set[i%len(set)]); err != nil {
-				return 0, err
+				c.stop()
+				return cost{}, err
 			}
 		}
-		d := time.Since(t0)
+		d := c.stop()
 		runtime.ReadMemStats(&ms1)
 		allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(n)
 		return d, nil
-	})
+	}
+	raw, app, err := b.bestPair(rawRun, appRun)
 	if err != nil {
 		return err
 	}
 	total := int64(n) * size
-	emit("append.raw_write_throughput", gbps(total, raw), "GB/s")
-	emit("append.throughput", gbps(total, app), "GB/s")
-	emit("append.ratio_to_raw_write", raw.Seconds()/app.Seconds(), "x")
+	emit("append.raw_write_throughput", gbps(total, raw.wall), "GB/s")
+	emit("append.throughput", gbps(total, app.wall), "GB/s")
+	emit("append.ratio_to_raw_write", ratio(raw.wall, app.wall), "x")
+	if app.cpu > 0 {
+		emit("append.raw_write_cpu_per_append", float64(raw.cpu.Nanoseconds())/float64(n)/1000, "us")
+		emit("append.cpu_per_append", float64(app.cpu.Nanoseconds())/float64(n)/1000, "us")
+		emit("append.cpu_ratio_to_raw_write", ratio(raw.cpu, app.cpu), "x")
+	}
 	emit("append.allocs_per_append", allocs, "allocs")
 	return nil
 }

@@ -48,41 +48,39 @@ func smallValue() []byte {
 func (b *bench) smallAppend() error {
 	val := smallValue()
 	batches := smallRecords / smallBatchLen
-	framed, err := b.best(func() (time.Duration, error) {
+	framedRun := func() (cost, error) {
 		dir, err := b.freshDir("small-framed")
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		f, err := os.Create(filepath.Join(dir, "framed.log"))
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		defer f.Close()
 		var buf []byte
-		t0 := time.Now()
+		c := startClock()
 		for range batches {
 			buf = buf[:0]
 			for range smallBatchLen {
 				buf = appendFramed(buf, val)
 			}
 			if _, err := f.Write(buf); err != nil {
-				return 0, err
+				c.stop()
+				return cost{}, err
 			}
 		}
-		return time.Since(t0), nil
-	})
-	if err != nil {
-		return err
+		return c.stop(), nil
 	}
 	var allocs float64
-	app, err := b.best(func() (time.Duration, error) {
+	appRun := func() (cost, error) {
 		dir, err := b.freshDir("small-append")
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		p, err := plog.Open(dir, plog.Config{})
 		if err != nil {
-			return 0, err
+			return cost{}, err
 		}
 		defer p.Close()
 		bld := batch.NewBuilder(batch.BuilderOptions{})
@@ -90,33 +88,42 @@ func (b *bench) smallAppend() error {
 		ts := time.Now().UnixMilli()
 		var ms0, ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
-		t0 := time.Now()
+		c := startClock()
 		for range batches {
 			bld.Reset(batch.BuilderOptions{})
 			for range smallBatchLen {
 				if err := bld.Add(batch.Record{Value: val, Timestamp: ts}); err != nil {
-					return 0, err
+					c.stop()
+					return cost{}, err
 				}
 			}
 			if buf, err = bld.AppendTo(buf[:0]); err != nil {
-				return 0, err
+				c.stop()
+				return cost{}, err
 			}
 			if _, err := p.AppendBatch(buf); err != nil {
-				return 0, err
+				c.stop()
+				return cost{}, err
 			}
 		}
-		d := time.Since(t0)
+		d := c.stop()
 		runtime.ReadMemStats(&ms1)
 		allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(batches)
 		return d, nil
-	})
+	}
+	framed, app, err := b.bestPair(framedRun, appRun)
 	if err != nil {
 		return err
 	}
 	values := int64(smallRecords * smallRecordSize)
-	emit("small_append.framed_write_throughput", gbps(values, framed), "GB/s")
-	emit("small_append.throughput", gbps(values, app), "GB/s")
-	emit("small_append.ratio_to_framed_write", framed.Seconds()/app.Seconds(), "x")
+	emit("small_append.framed_write_throughput", gbps(values, framed.wall), "GB/s")
+	emit("small_append.throughput", gbps(values, app.wall), "GB/s")
+	emit("small_append.ratio_to_framed_write", ratio(framed.wall, app.wall), "x")
+	if app.cpu > 0 {
+		emit("small_append.framed_write_cpu_per_batch", float64(framed.cpu.Nanoseconds())/float64(batches)/1000, "us")
+		emit("small_append.cpu_per_batch", float64(app.cpu.Nanoseconds())/float64(batches)/1000, "us")
+		emit("small_append.cpu_ratio_to_framed_write", ratio(framed.cpu, app.cpu), "x")
+	}
 	emit("small_append.allocs_per_batch", allocs, "allocs")
 	return nil
 }

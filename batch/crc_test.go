@@ -1,0 +1,97 @@
+package batch
+
+import (
+	"fmt"
+	stdcrc "hash/crc32"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/crc32"
+	"github.com/stretchr/testify/require"
+)
+
+// stdCastagnoli is the standard library's CRC-32C table, the reference
+// updateCRC is checked against.
+var stdCastagnoli = stdcrc.MakeTable(stdcrc.Castagnoli)
+
+// TestUpdateCRC: updateCRC (the folding code where the CPU has it) gives
+// hash/crc32's CRC-32C for every length around the folding thresholds and
+// block sizes, every alignment and starting CRC.
+func TestUpdateCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	buf := make([]byte, 20_000)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	lengths := []int{0, 1, 15, 16, 63, 64, 255, 256, 257, 319, 320, 511, 512, 513, 575, 576, 767, 768, 1023, 1024,
+		1025, 4096, 10_800, 16_384, 16_384 + 61, 19_000}
+	for _, n := range lengths {
+		for _, off := range []int{0, 1, 7, 61} {
+			for _, crc := range []uint32{0, 0xffffffff, 0x12345678} {
+				p := buf[off : off+n]
+				require.Equal(t, stdcrc.Update(crc, stdCastagnoli, p), updateCRC(crc, p), "len %d, offset %d, crc %#x", n, off, crc)
+			}
+		}
+	}
+	// Every length up to 2 KiB: each path of the loops and the tail.
+	for n := 0; n <= 2048; n++ {
+		p := buf[3 : 3+n]
+		require.Equal(t, stdcrc.Checksum(p, stdCastagnoli), updateCRC(0, p), "len %d", n)
+	}
+}
+
+// FuzzUpdateCRC compares updateCRC with hash/crc32 on any input and
+// starting CRC.
+func FuzzUpdateCRC(f *testing.F) {
+	f.Add(uint32(0), make([]byte, 600))
+	f.Add(uint32(0xdeadbeef), make([]byte, 4096+17))
+	f.Fuzz(func(t *testing.T, crc uint32, p []byte) {
+		require.Equal(t, stdcrc.Update(crc, stdCastagnoli, p), updateCRC(crc, p))
+	})
+}
+
+// TestFoldCRC checks foldCRC itself, where the CPU runs it: the raw
+// register after each multiple of 64 bytes from 256 on is hash/crc32's.
+func TestFoldCRC(t *testing.T) {
+	if !useFold {
+		t.Skip("no AVX-512 VPCLMULQDQ on this machine: updateCRC uses klauspost/crc32 alone")
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	buf := make([]byte, 8192+64)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for n := 256; n <= 8192; n += 64 {
+		for _, s := range []uint32{0, 0xffffffff, 0x9abcdef0} {
+			want := ^stdcrc.Update(^s, stdCastagnoli, buf[1:1+n])
+			require.Equal(t, want, foldCRC(s, buf[1:1+n], &foldConsts), "len %d, register %#x", n, s)
+		}
+	}
+}
+
+// BenchmarkCRC compares updateCRC with klauspost/crc32 and hash/crc32
+// (CRC-32C) at the sizes of a small-record batch and of logbench's 16 KiB
+// batches.
+func BenchmarkCRC(b *testing.B) {
+	for _, n := range []int{256, 512, 1024, 4096, 10_800, 16_384} {
+		p := make([]byte, n)
+		b.Run(fmt.Sprintf("updateCRC/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				sink += int(updateCRC(0, p))
+			}
+		})
+		b.Run(fmt.Sprintf("klauspost/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				sink += int(crc32.Update(0, castagnoli, p))
+			}
+		})
+		b.Run(fmt.Sprintf("std/%d", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				sink += int(stdcrc.Update(0, stdCastagnoli, p))
+			}
+		})
+	}
+}
