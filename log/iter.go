@@ -251,7 +251,9 @@ const iterReadBytes = 1 << 20
 // ctx.Err() when ctx ended, an error wrapping ErrOffsetOutOfRange when
 // from (or, after retention or a truncation, the next offset) is outside
 // the log, ErrClosed, the partition's failure, a corruption error from the
-// record decoder (batch.ErrCorrupt), or, when the mapped segment cannot be
+// framing (naming the segment file and the position in it, as
+// Records.Batches does) or from the record decoder (batch.ErrCorrupt), or,
+// when the mapped segment cannot be
 // read (a media error, or its file cut behind the partition's back), an
 // error wrapping ErrFault, which takes the partition offline as ReadFrom's
 // does.
