@@ -454,9 +454,10 @@ func (b Batch) allPlain(dec *Decoder, yield func(Record, error) bool) {
 	pos, prev := 0, int32(-1)
 	i := int32(0)
 	// The Record lives across the loop and its fields are stored as they
-	// are decoded: built at the call, it was copied to the arguments
-	// with 16-byte loads of 8-byte stores just made, which the CPU cannot
-	// forward (a stall per record).
+	// are decoded (Headers only by the slow path, which resets it): built
+	// at the call, it was copied to the arguments with 16-byte loads of
+	// 8-byte stores just made, which the CPU cannot forward (a stall per
+	// record).
 	var r Record
 	var f recordFields
 	for ; i < count; i++ {
@@ -517,8 +518,7 @@ func (b Batch) allPlain(dec *Decoder, yield func(Record, error) bool) {
 		if q != end {
 			break
 		}
-		r.Headers = nil
-		if !yield(r, nil) {
+		if !yield(r, nil) { // r.Headers is nil (see below)
 			goto stop
 		}
 		pos, prev = end, d
@@ -551,6 +551,7 @@ func (b Batch) allPlain(dec *Decoder, yield func(Record, error) bool) {
 		if !yield(r, nil) {
 			goto stop
 		}
+		r.Headers = nil // for the quick path, which does not store it
 		pos, prev = end, f.offsetDelta
 	}
 	if taken {
