@@ -138,3 +138,68 @@ func TestBuilderPlainPathMatchesAppendRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestAllShortAndLongFields: All decodes a record in line when all its
+// varints take one or two bytes and it has no headers, and any other
+// record through fastRecord. Batches mixing both, across the two-byte
+// boundary of every field (lengths 8191 and 8192, timestamp deltas of
+// ±8191 and ±8192 ms, offset deltas past 8191), yield what Iter.Next
+// yields, and so do their truncations.
+func TestAllShortAndLongFields(t *testing.T) {
+	const base = 1_700_000_000_000
+	bytesOf := func(n int) []byte {
+		if n < 0 {
+			return nil
+		}
+		return make([]byte, n)
+	}
+	hdrs := []RecordHeader{{Key: []byte("h"), Value: nil}}
+	short := Record{Key: []byte("k"), Value: []byte("v"), Timestamp: base}
+	tests := []struct {
+		name string
+		rec  Record
+		at   int64 // offset delta of rec (0: the next one)
+	}{
+		{"key 8191", Record{Key: bytesOf(8191), Value: []byte("v"), Timestamp: base}, 0},
+		{"key 8192", Record{Key: bytesOf(8192), Value: []byte("v"), Timestamp: base}, 0},
+		{"value 8191", Record{Value: bytesOf(8191), Timestamp: base}, 0},
+		{"value 8192", Record{Value: bytesOf(8192), Timestamp: base}, 0},
+		{"timestamp +8191", Record{Value: []byte("v"), Timestamp: base + 8191}, 0},
+		{"timestamp +8192", Record{Value: []byte("v"), Timestamp: base + 8192}, 0},
+		{"timestamp -8192", Record{Value: []byte("v"), Timestamp: base - 8192}, 0},
+		{"timestamp -8193", Record{Value: []byte("v"), Timestamp: base - 8193}, 0},
+		{"offset delta 8191", Record{Value: []byte("v"), Timestamp: base}, 8191},
+		{"offset delta 8192", Record{Value: []byte("v"), Timestamp: base}, 8192},
+		{"headers", Record{Value: []byte("v"), Timestamp: base, Headers: hdrs}, 0},
+		{"null key and value", Record{Timestamp: base}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bld := NewBuilder(BuilderOptions{BaseOffset: 100})
+			require.NoError(t, bld.Add(short))
+			rec := tt.rec
+			if tt.at > 0 {
+				rec.Offset = 100 + tt.at
+				require.NoError(t, bld.AddAt(rec))
+			} else {
+				require.NoError(t, bld.Add(rec))
+			}
+			next := short
+			next.Offset = 100 + max(tt.at, 1) + 1
+			require.NoError(t, bld.AddAt(next))
+			b, err := bld.Build()
+			require.NoError(t, err)
+			require.NoError(t, b.Validate())
+			got := iterateAllSeq(b, nil)
+			require.Empty(t, got.err)
+			require.Len(t, got.recs, 3)
+			require.Equal(t, rec.Key, got.recs[1].Key)
+			require.Equal(t, len(rec.Value), len(got.recs[1].Value))
+			require.Equal(t, rec.Timestamp, got.recs[1].Timestamp)
+			requireAllMatchesNext(t, b)
+			for n := HeaderSize; n < len(b); n += max(1, len(b)/300) {
+				requireAllMatchesNext(t, slices.Clone(b[:n]))
+			}
+		})
+	}
+}

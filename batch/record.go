@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"encoding/binary"
 	"iter"
 
 	"github.com/partlog/partlog/internal/base"
@@ -416,42 +417,125 @@ func (b Batch) All(dec *Decoder) iter.Seq2[Record, error] {
 // allPlain is All for an uncompressed batch with magic 2: the loop of
 // Iter.Next without the Iter, whose set-up and per-record returns cost
 // more than decoding a small record (one-record batches are common). It
-// checks exactly what Next checks; at the first problem it hands the
-// position to an Iter, which says what is wrong in Next's words.
+// checks exactly what Next checks (fastRecord's framing and Next's delta
+// and control-key checks); at the first problem it hands the position to
+// an Iter, which says what is wrong in Next's words.
+//
+// A record whose varints all take one or two bytes (every length under 8
+// KiB, timestamp deltas under 8 seconds) and that has no headers is
+// decoded in line, with no call on the way, so that its fields stay in
+// registers: the fallbacks of fastVarint to readVarintSlow, taken field by
+// field, made the compiler keep every field in memory and reload the
+// loop's state after each of them. Any other record goes through
+// fastRecord (the slow label), which decodes every valid record. The
+// Decoder's header scratch is taken only when a record has headers. The
+// function has no defer: a panic of the loop body leaves the scratch with
+// the iteration, and the Decoder grows a new one.
+//
+// REQUIRES: len(b) >= HeaderSize.
 func (b Batch) allPlain(dec *Decoder, yield func(Record, error) bool) {
+	h := b[:HeaderSize]
+	count := int32(binary.BigEndian.Uint32(h[recordsCountOffset:]))
 	data := b[HeaderSize:]
-	count, last := b.RecordsCount(), b.LastOffsetDelta()
 	if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
 		yield(Record{}, b.resumeError(dec, 0, 0, -1))
 		return
 	}
-	a := b.Attributes()
-	baseOffset, baseTimestamp := b.BaseOffset(), b.BaseTimestamp()
+	last := int32(binary.BigEndian.Uint32(h[lastOffsetDeltaOffset:]))
+	a := Attributes(binary.BigEndian.Uint16(h[attributesOffset:]))
+	baseOffset := int64(binary.BigEndian.Uint64(h[baseOffsetOffset:]))
+	baseTimestamp := int64(binary.BigEndian.Uint64(h[baseTimestampOffset:]))
 	appendTime, control := a.LogAppendTime(), a.IsControl()
 	if appendTime {
-		baseTimestamp = b.MaxTimestamp()
+		baseTimestamp = int64(binary.BigEndian.Uint64(h[maxTimestampOffset:]))
 	}
-	var hdrs []RecordHeader
-	if dec != nil {
-		hdrs, dec.hdrs = dec.hdrs[:0], nil
-		defer func() {
-			if dec.hdrs == nil {
-				dec.hdrs = hdrs[:0]
-			}
-		}()
-	}
+	var hdrs []RecordHeader // taken from dec at the first record with headers
+	taken := false
 	pos, prev := 0, int32(-1)
-	for i := int32(0); i < count; i++ {
-		var f recordFields
+	i := int32(0)
+	// The Record lives across the loop and its fields are stored as they
+	// are decoded (Headers only by the slow path, which resets it): built
+	// at the call, it was copied to the arguments with 16-byte loads of
+	// 8-byte stores just made, which the CPU cannot forward (a stall per
+	// record).
+	var r Record
+	var f recordFields
+	for ; i < count; i++ {
+		var (
+			n, d, l, nh int32
+			ts          int64
+			p, q, end   int
+			ok          bool
+			key, value  []byte
+			rec         []byte
+		)
+		if n, p = shortVarint(data, pos); p < 0 {
+			goto slow
+		}
+		if n < minRecordSize-1 || int(n) > len(data)-p {
+			break
+		}
+		end = p + int(n)
+		rec = data[:end:end]
+		r.Attributes = int8(rec[p])
+		if l, q = shortVarint(rec, p+1); q < 0 {
+			goto slow
+		}
+		ts = int64(l)
+		if !appendTime {
+			ts += baseTimestamp
+		} else {
+			ts = baseTimestamp
+		}
+		r.Timestamp = ts
+		if d, q = shortVarint(rec, q); q < 0 {
+			goto slow
+		}
+		if d < 0 || d > last || d <= prev {
+			break
+		}
+		r.Offset = baseOffset + int64(d)
+		if l, q = shortVarint(rec, q); q < 0 {
+			goto slow
+		}
+		if key, q, ok = fastBytes(rec, q, l, true); !ok {
+			break
+		}
+		if control && !validControlKey(key) {
+			break
+		}
+		r.Key = key
+		if l, q = shortVarint(rec, q); q < 0 {
+			goto slow
+		}
+		if value, q, ok = fastBytes(rec, q, l, true); !ok {
+			break
+		}
+		r.Value = value
+		if nh, q = shortVarint(rec, q); q < 0 || nh != 0 {
+			goto slow
+		}
+		if q != end {
+			break
+		}
+		if !yield(r, nil) { // r.Headers is nil (see below)
+			goto stop
+		}
+		pos, prev = end, d
+		continue
+
+	slow: // any record: fastRecord, then Next's checks
+		if !taken && dec != nil {
+			hdrs, dec.hdrs = dec.hdrs[:0], nil
+		}
+		taken = true
 		hdrs = hdrs[:0]
-		end := fastRecord(data, pos, &f, &hdrs)
+		end = fastRecord(data, pos, &f, &hdrs)
 		if end < 0 || f.offsetDelta < 0 || f.offsetDelta > last || f.offsetDelta <= prev ||
 			(control && !validControlKey(f.key)) {
-			dec.putHeaders(hdrs)
-			yield(Record{}, b.resumeError(dec, i, pos, prev))
-			return
+			break
 		}
-		r := Record{
+		r = Record{
 			Offset:     baseOffset + int64(f.offsetDelta),
 			Timestamp:  baseTimestamp,
 			Key:        f.key,
@@ -465,14 +549,44 @@ func (b Batch) allPlain(dec *Decoder, yield func(Record, error) bool) {
 			r.Headers = hdrs
 		}
 		if !yield(r, nil) {
-			return
+			goto stop
 		}
+		r.Headers = nil // for the quick path, which does not store it
 		pos, prev = end, f.offsetDelta
 	}
-	if pos != len(data) {
+	if taken {
 		dec.putHeaders(hdrs)
-		yield(Record{}, b.resumeError(dec, count, pos, prev))
 	}
+	if i < count || pos != len(data) {
+		yield(Record{}, b.resumeError(dec, i, pos, prev))
+	}
+	return
+stop: // the loop body said stop
+	if taken {
+		dec.putHeaders(hdrs)
+	}
+}
+
+// shortVarint decodes the zig-zag varint (or varlong: the value is the
+// same) at b[p] when it takes one or two bytes, and returns it with the
+// position after it; for anything else, longer or truncated, the position
+// is -1 and the caller decodes the record with fastRecord. It is
+// allPlain's decoder: small enough to inline, and its one test of the
+// position costs less there than fastVarint's ok (which the compiler
+// kept in memory in that loop).
+func shortVarint(b []byte, p int) (int32, int) {
+	if uint(p) >= uint(len(b)) {
+		return 0, -1
+	}
+	u := uint32(b[p])
+	if u >= 0x80 {
+		if uint(p+1) >= uint(len(b)) || b[p+1] >= 0x80 {
+			return 0, -1
+		}
+		p++
+		u += uint32(b[p])<<7 - 0x80
+	}
+	return int32(u>>1) ^ -int32(u&1), p + 1
 }
 
 // putHeaders hands header scratch space back to d (nil-safe).

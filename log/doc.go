@@ -391,6 +391,13 @@
 //		handle(rec.Offset, rec.Key, rec.Value) // valid during the body only
 //	}
 //
+// ReadFrom checks the headers of only some of the batches of a long range
+// (it finds the end in the offset index), so a result can hold a batch
+// damaged on disk since it was appended: both iterators frame every entry
+// and report such a batch with an error wrapping batch.ErrCorrupt whose
+// *batch.CorruptionError names the segment file and the damaged field's
+// position in it, after yielding the batches before it.
+//
 // # Context
 //
 // The calls that can block for long have a variant taking a

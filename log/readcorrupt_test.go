@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -64,4 +65,86 @@ func TestReadCommittedCorruptLengthInLongRange(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, path, ce.File)
 	assert.Equal(t, pos[100], ce.Pos)
+}
+
+// TestReadResultCorruptBatchNamesFile: a plain ReadFrom of a long range
+// jumps over the batches between offset index entries without reading
+// their headers (segment.Read), so its result can carry a batch damaged on
+// disk. Records.Batches, and Partition.Records, which frame the result,
+// report it with a *base.CorruptionError naming the segment file and the
+// damaged field's position in that file, and the offset the batch should
+// have started at; they used to name only a byte of the read result.
+func TestReadResultCorruptBatchNamesFile(t *testing.T) {
+	tests := []struct {
+		name  string
+		at    int64  // byte of the batch to overwrite
+		bytes []byte // what to write there
+		field string
+	}{
+		{"negative length", 8, []byte{0xff, 0xff, 0xff, 0x00}, "batchLength"},
+		{"length shorter than a header", 8, []byte{0, 0, 0, 10}, "batchLength"},
+		{"unknown magic", 16, []byte{7}, "magic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := plog.Config{IndexIntervalBytes: 512}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			for i := range 400 { // about 30 KiB of one-record batches
+				_, err := p.AppendBatch(logtest.MakeBatch(1, 10, pbNow(), byte(i)))
+				require.NoError(t, err)
+			}
+			require.NoError(t, p.Close())
+			path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+			pos := batchPositions(t, path)
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(tt.bytes, pos[100]+tt.at)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			p, err = plog.Open(dir, cfg) // clean: no batch is read
+			require.NoError(t, err)
+			defer p.Close()
+			check := func(err error, what string) {
+				require.ErrorIs(t, err, base.ErrCorrupt, what)
+				var ce *base.CorruptionError
+				require.ErrorAs(t, err, &ce, what)
+				assert.Equal(t, path, ce.File, what)
+				assert.Equal(t, pos[100]+tt.at, ce.Pos, what)
+				assert.Equal(t, tt.field, ce.Field, what)
+				assert.ErrorContains(t, err, "offset 100", what)
+			}
+
+			r, err := p.ReadFrom(0, 1<<20)
+			require.NoError(t, err, "the read jumps over the damaged batch")
+			next, n := int64(0), 0
+			var got error
+			for bt, err := range r.Batches() {
+				if err != nil {
+					got = err
+					break
+				}
+				require.Equal(t, next, bt.BaseOffset())
+				next, n = bt.NextOffset(), n+1
+			}
+			require.NoError(t, r.Close())
+			require.Equal(t, 100, n, "batches before the damaged one")
+			check(got, "Records.Batches")
+
+			next = 0
+			got = nil
+			for rec, err := range p.Records(context.Background(), 0) {
+				if err != nil {
+					got = err
+					break
+				}
+				require.Equal(t, next, rec.Offset)
+				next++
+			}
+			require.Equal(t, int64(100), next, "records before the damaged batch")
+			check(got, "Partition.Records")
+		})
+	}
 }
