@@ -141,9 +141,6 @@ func (c *cluster) start(ctx context.Context) error {
 	c.ctx = ctx
 	var first error
 	c.store.watch(func(topic string, partition int32, p *plog.Partition) {
-		if topic == offsetsTopic {
-			return
-		}
 		if err := c.startReplica(topic, partition, p); err != nil && first == nil {
 			first = err
 		}
@@ -189,8 +186,8 @@ func (c *cluster) replica(topic string, partition int32) *replica {
 func (c *cluster) deliver(topic string, partition int32, m *pb.Message) {
 	r := c.replica(topic, partition)
 	if r == nil {
-		if topic == offsetsTopic {
-			return
+		if isInternalTopic(topic) {
+			return // created at start by every node
 		}
 		if _, err := c.store.topic(topic, true); err != nil {
 			c.log.Warn("raft message for a topic that cannot be created", "topic", topic, "err", err)
@@ -256,10 +253,6 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
 			p.Replicas, p.ISR = replicas, replicas
-			if *t.Topic == offsetsTopic {
-				p.Leader = int32(c.self)
-				continue
-			}
 			r := c.replica(*t.Topic, p.Partition)
 			var lead uint64
 			if r != nil && !r.failed.Load() {
@@ -285,11 +278,8 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
 	c := s.cluster
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var reqErr int16
-	switch {
-	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		reqErr = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
-		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	timeout := time.Duration(max(req.TimeoutMillis, 1000)) * time.Millisecond
 	deadline := time.NewTimer(timeout)

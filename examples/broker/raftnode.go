@@ -34,6 +34,13 @@ type proposal struct {
 	records []byte
 	acks    int16
 	res     chan proposeResult // buffered: the loop never blocks on it
+	// marker, when set, is a transaction marker to write instead of
+	// records (AppendMarker on the leader; coordstate.go).
+	marker *batch.TxnMarker
+	// inTerm, when not 0, is the only raft term the proposal may be
+	// appended in: the coordinators' writes (coordstate.go) are made from
+	// state loaded in that term.
+	inTerm uint64
 
 	// Set by the loop for acks=-1 while the entry waits for its commit.
 	index, term uint64
@@ -75,12 +82,17 @@ type replica struct {
 	lead   atomic.Uint64 // raft id of the leader this node knows, 0: none
 	term   atomic.Uint64
 	failed atomic.Bool
+	// ready is the term this node leads in once the first entry of that
+	// term is committed (so the log up to the high watermark holds every
+	// entry of earlier terms that will ever commit), else 0.
+	ready atomic.Uint64
 
 	// Loop-only state.
 	prewritten  map[uint64]prewrite
 	prewriteEnd int64 // offset after the last prewritten batch
 	waiters     []*proposal
-	epoch       int32 // the leader epoch set on the partition
+	epoch       int32  // the leader epoch set on the partition
+	termStart   uint64 // the index of the leader's first entry of its term
 	nextCleanup time.Time
 }
 
@@ -198,6 +210,10 @@ func (r *replica) propose(p *proposal) {
 		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: leader election in progress"))
 		return
 	}
+	if p.inTerm != 0 && p.inTerm != bs.GetTerm() {
+		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: the term changed"))
+		return
+	}
 	expected := r.st.end
 	if len(r.prewritten) > 0 {
 		expected = r.prewriteEnd
@@ -208,7 +224,14 @@ func (r *replica) propose(p *proposal) {
 			return
 		}
 	}
-	info, err := r.part.AppendBatchInfo(p.records)
+	var info plog.AppendInfo
+	var err error
+	if p.marker != nil {
+		info.Base, err = r.part.AppendMarker(*p.marker)
+		info.LastOffset = info.Base
+	} else {
+		info, err = r.part.AppendBatchInfo(p.records)
+	}
 	if err != nil {
 		p.reply(-1, appendErrorCode(err, p.records), err)
 		return
@@ -340,11 +363,15 @@ func (r *replica) handleReady() error {
 			return err
 		}
 		r.epoch = int32(bs.GetTerm())
+		r.termStart = r.st.lastIndex()
 		r.log.Info("leading", "term", bs.GetTerm(), "logEndOffset", r.part.LogEndOffset())
 	}
 	if bs.RaftState != raft.StateLeader {
 		r.epoch = -1
 		r.dropPrewrites()
+		r.ready.Store(0)
+	} else if int64(r.epoch) == int64(bs.GetTerm()) && r.st.hs.GetCommit() >= r.termStart {
+		r.ready.Store(bs.GetTerm())
 	}
 	r.rn.Advance(rd)
 	return nil
@@ -462,7 +489,9 @@ func (r *replica) failWaiters(index uint64, code int16, err error) {
 // the leader's log start is sent a snapshot.
 func (r *replica) maybeCleanup() {
 	c := r.c
-	if c.cleanupInterval < 0 || c.retention < 0 {
+	if c.cleanupInterval < 0 || c.retention < 0 || isInternalTopic(r.topic) {
+		// The internal topics' records are state (committed offsets,
+		// transactions), never expired by time.
 		return
 	}
 	now := time.Now()

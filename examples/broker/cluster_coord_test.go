@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// coordinator returns the node that node id names as coordinator of the
+// given key type (0 group, 1 transaction), or 0 (none, unreachable).
+func (c *testCluster) coordinator(id int, keyType int8, key string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKey = keyType, key
+	req.CoordinatorKeys = []string{key}
+	resp, err := c.request(ctx, id, req)
+	if err != nil {
+		return 0
+	}
+	fc := resp.(*kmsg.FindCoordinatorResponse)
+	nodeID, code := fc.NodeID, fc.ErrorCode
+	if fc.Version >= 4 && len(fc.Coordinators) == 1 {
+		nodeID, code = fc.Coordinators[0].NodeID, fc.Coordinators[0].ErrorCode
+	}
+	if code != 0 || nodeID <= 0 {
+		return 0
+	}
+	return int(nodeID)
+}
+
+// waitCoordinator waits until every running node names the same running
+// coordinator, other than not, and returns it.
+func (c *testCluster) waitCoordinator(keyType int8, key string, not int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		agreed := 0
+		for _, np := range c.nodes {
+			if !np.running() {
+				continue
+			}
+			co := c.coordinator(np.id, keyType, key)
+			if co == 0 || co == not || !c.node(co).running() || (agreed != 0 && co != agreed) {
+				agreed = -1
+				break
+			}
+			agreed = co
+		}
+		if agreed > 0 {
+			return agreed
+		}
+		<-tick.C
+	}
+	require.Failf(c.t, "no coordinator", "the nodes never agreed on a coordinator within %v", clusterTimeout)
+	return 0
+}
+
+// fetchCommitted asks node id for a group's committed offset of topic's
+// partition 0, retrying while the node loads its state; it returns the
+// offset and the final error code.
+func (c *testCluster) fetchCommitted(id int, group, topic string) (int64, int16) {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := c.request(ctx, id, req)
+		cancel()
+		require.NoError(c.t, err)
+		of := resp.(*kmsg.OffsetFetchResponse)
+		code := of.ErrorCode
+		var off int64 = -1
+		if len(of.Topics) == 1 && len(of.Topics[0].Partitions) == 1 {
+			p := of.Topics[0].Partitions[0]
+			off = p.Offset
+			if code == 0 {
+				code = p.ErrorCode
+			}
+		}
+		if code != kerr.CoordinatorLoadInProgress.Code || !time.Now().Before(deadline) {
+			return off, code
+		}
+		<-tick.C
+	}
+}
+
+// A consumer group commits offsets (answered after the raft commit of
+// __consumer_offsets-0) and its coordinator's node is killed with SIGKILL:
+// another node becomes the coordinator, loads the offsets from its copy
+// of the partition, and a new member of the group resumes exactly at the
+// committed offset. Only the coordinator serves group requests: the other
+// nodes answer NOT_COORDINATOR.
+func TestClusterGroupOffsetsSurviveCoordinatorKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const topic, group, n, half = "grouped", "billing", 400, 150
+	c := newTestCluster(t, 3)
+	var seeds []string
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+		seeds = append(seeds, c.node(id).kafka)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	src := newClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	for i := range n {
+		src.Produce(ctx, kgo.StringRecord(fmt.Sprintf("v-%03d", i)), func(_ *kgo.Record, err error) {
+			assert.NoError(t, err)
+		})
+	}
+	require.NoError(t, src.Flush(ctx))
+	src.Close()
+
+	coord := c.waitCoordinator(0, group, 0)
+	for id := 1; id <= 3; id++ {
+		if id == coord {
+			continue
+		}
+		_, code := c.fetchCommitted(id, group, topic)
+		assert.Equal(t, kerr.NotCoordinator.Code, code, "OffsetFetch on node %d (coordinator %d)", id, coord)
+	}
+
+	consume := func(from []string) (*kgo.Client, []*kgo.Record) {
+		cl := newClient(t, from[0], kgo.SeedBrokers(from...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RetryTimeout(30*time.Second))
+		var got []*kgo.Record
+		for len(got) < half {
+			fs := cl.PollRecords(ctx, half-len(got))
+			require.NoError(t, ctx.Err())
+			got = append(got, fs.Records()...)
+		}
+		return cl, got
+	}
+	cl, first := consume(seeds)
+	require.Equal(t, "v-000", string(first[0].Value))
+	require.NoError(t, cl.CommitRecords(ctx, first...))
+	cl.Close()
+	committed := first[len(first)-1].Offset + 1
+	off, code := c.fetchCommitted(coord, group, topic)
+	require.Zero(t, code)
+	require.Equal(t, committed, off)
+
+	c.kill(coord)
+	next := c.waitCoordinator(0, group, coord)
+	require.NotEqual(t, coord, next)
+	off, code = c.fetchCommitted(next, group, topic)
+	require.Zero(t, code)
+	assert.Equal(t, committed, off, "the new coordinator %d lost the committed offset", next)
+
+	var live []string
+	for id := 1; id <= 3; id++ {
+		if id != coord {
+			live = append(live, c.node(id).kafka)
+		}
+	}
+	cl, second := consume(live)
+	defer cl.Close()
+	assert.Equal(t, committed, second[0].Offset, "the group resumed at %d, committed %d", second[0].Offset, committed)
+	assert.Equal(t, fmt.Sprintf("v-%03d", half), string(second[0].Value), "the first record after the committed ones")
+	require.NoError(t, cl.CommitRecords(ctx, second...))
+	off, code = c.fetchCommitted(next, group, topic)
+	require.Zero(t, code)
+	assert.Equal(t, second[len(second)-1].Offset+1, off)
+
+	// The killed node comes back as a follower of the offsets partition
+	// and answers NOT_COORDINATOR.
+	c.start(coord)
+	if now := c.waitCoordinator(0, group, 0); now != coord {
+		_, code = c.fetchCommitted(coord, group, topic)
+		assert.Equal(t, kerr.NotCoordinator.Code, code)
+	}
+}
+
+// The exactly-once copy of TestTxnGroupTransactSessionExactlyOnceAcrossRestart
+// on three nodes: in the middle of a transaction (its records written,
+// its offsets not yet) the node of the transaction coordinator is killed
+// with SIGKILL. Another node takes over __transaction_state-0, loads the
+// transactions from it and the loop goes on; the output read at
+// read_committed holds every input record exactly once and the group's
+// committed offset is the input's end.
+func TestClusterTransactSessionCoordinatorKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const in, out, group, n = "eos-in", "eos-out", "eos-group", 240
+	c := newTestCluster(t, 3)
+	var seeds []string
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+		seeds = append(seeds, c.node(id).kafka)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	src := newClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.AllowAutoTopicCreation())
+	for i := range n {
+		require.NoError(t, src.ProduceSync(ctx, &kgo.Record{Topic: in, Value: fmt.Appendf(nil, "v-%03d", i)}).FirstErr())
+	}
+	// The output topic exists before the session writes to it.
+	require.NoError(t, src.ProduceSync(ctx, &kgo.Record{Topic: out, Value: []byte("start")}).FirstErr())
+	src.Close()
+
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(seeds...),
+		kgo.RetryTimeout(60*time.Second),
+		kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.TransactionalID("eos-copier"),
+		kgo.TransactionTimeout(60*time.Second),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(in),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DefaultProduceTopic(out),
+	)
+	require.NoError(t, err)
+	defer sess.Close()
+
+	mid := make(chan struct{})
+	resumed := make(chan struct{})
+	loopDone := make(chan error, 1)
+	var txns, commits, aborts atomic.Int32
+	go func() {
+		copied := 0
+		for copied < n {
+			fs := sess.PollRecords(ctx, 25)
+			if ctx.Err() != nil {
+				loopDone <- fmt.Errorf("copied %d of %d: %w", copied, n, ctx.Err())
+				return
+			}
+			var recs []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+			if len(recs) == 0 {
+				continue
+			}
+			if err := sess.Begin(); err != nil {
+				loopDone <- fmt.Errorf("begin: %w", err)
+				return
+			}
+			for _, r := range recs {
+				sess.Produce(ctx, kgo.StringRecord("copy-"+string(r.Value)), nil)
+			}
+			if txns.Add(1) == 3 {
+				if err := sess.Client().Flush(ctx); err != nil {
+					loopDone <- fmt.Errorf("flush: %w", err)
+					return
+				}
+				close(mid)
+				<-resumed
+			}
+			committed, err := sess.End(ctx, kgo.TryCommit)
+			if err != nil {
+				loopDone <- fmt.Errorf("end: %w", err)
+				return
+			}
+			if committed {
+				commits.Add(1)
+				copied += len(recs)
+			} else {
+				aborts.Add(1)
+			}
+		}
+		loopDone <- nil
+	}()
+
+	select {
+	case <-mid:
+	case err := <-loopDone:
+		require.Failf(t, "the loop ended before the kill", "%v", err)
+	case <-ctx.Done():
+		require.Fail(t, "the loop never reached its third transaction")
+	}
+	victim := c.waitCoordinator(1, "eos-copier", 0)
+	c.kill(victim)
+	next := c.waitCoordinator(1, "eos-copier", victim)
+	t.Logf("killed transaction coordinator %d; node %d took over", victim, next)
+	close(resumed)
+	select {
+	case err := <-loopDone:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		require.Fail(t, "the loop did not finish")
+	}
+	sess.Close()
+	assert.GreaterOrEqual(t, commits.Load(), int32(3), "transactions committed")
+	t.Logf("%d transactions: %d committed, %d aborted", txns.Load(), commits.Load(), aborts.Load())
+
+	live := c.node(next).kafka
+	produceEnd(ctx, t, live, out, 1)
+	copies := make(map[string]int)
+	for _, vs := range consumeUntilEnd(ctx, t, live, out, 1, true) {
+		for _, v := range vs {
+			copies[v]++
+		}
+	}
+	delete(copies, "start")
+	for i := range n {
+		v := fmt.Sprintf("copy-v-%03d", i)
+		assert.Equal(t, 1, copies[v], "copies of %s", v)
+		delete(copies, v)
+	}
+	assert.Empty(t, copies, "records in the output that are not copies of input records")
+
+	end, err := c.offsets(c.waitLeader(in, victim), in, -1)
+	require.NoError(t, err)
+	gc := c.waitCoordinator(0, group, victim)
+	off, code := c.fetchCommitted(gc, group, in)
+	require.Zero(t, code)
+	assert.Equal(t, end, off, "committed offset of %s", in)
+}
