@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	plog "github.com/partlog/partlog/log"
 )
 
 // coordinator returns the node that node id names as coordinator of the
@@ -324,4 +327,73 @@ func TestClusterTransactSessionCoordinatorKilled(t *testing.T) {
 	off, code := c.fetchCommitted(gc, group, in)
 	require.Zero(t, code)
 	assert.Equal(t, end, off, "committed offset of %s", in)
+}
+
+// A follower that catches up by a raft snapshot gets the leader's
+// producer state at the snapshot point with it: a retry of an idempotent
+// producer's last batch, which retention deleted from the leader before
+// the follower came back, is a duplicate on the follower too (answered
+// with the original offset, nothing written), so the follower would not
+// store it twice if it became the leader.
+func TestClusterSnapshotCarriesProducerState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const topic = "retained-idem"
+	c := newTestCluster(t, 3, "-segment-bytes", "4096", "-retention", "1h", "-cleanup-interval", "20ms")
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+	}
+	oldTime := func() time.Time { return time.Now().Add(-2 * time.Hour) } // past the retention
+	old := oldTime().UnixMilli()
+	p := startProducer(t, c, topic, oldTime)
+	p.waitAcked(t, 10)
+	p.stop()
+	leader := c.waitLeader(topic, 0)
+	follower := leader%3 + 1
+	c.kill(follower)
+
+	rc := dialRaw(t, c.node(leader).kafka)
+	ip := rc.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	require.Zero(t, ip.ErrorCode)
+	var last []byte
+	var lastBase int64
+	for i := range 3 {
+		last = txnBatchAt(t, ip.ProducerID, ip.ProducerEpoch, int32(5*i), false, "idem", 5, old)
+		pr := produceRaw(t, rc, 9, topic, 0, last)
+		require.Zero(t, pr.ErrorCode)
+		lastBase = pr.BaseOffset
+	}
+	// Old padding until retention deleted the producer's batches from the
+	// leader.
+	deadline := time.Now().Add(clusterTimeout)
+	for i := 0; ; i++ {
+		pr := produceRaw(t, rc, 9, topic, 0, txnBatchAt(t, -1, -1, -1, false, fmt.Sprintf("pad%d", i), 10, old))
+		require.Zero(t, pr.ErrorCode)
+		start, err := c.offsets(leader, topic, -2)
+		require.NoError(t, err)
+		if start > lastBase {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "retention never passed offset %d", lastBase)
+	}
+	pr := produceRaw(t, rc, 9, topic, 0, last)
+	require.Zero(t, pr.ErrorCode)
+	require.Equal(t, lastBase, pr.BaseOffset, "the leader answers the retry with the original offset")
+
+	c.start(follower)
+	c.node(follower).waitLog(t, "installed raft snapshot", 1)
+	c.waitCaughtUp(topic, leader)
+	c.stopAll()
+
+	part, err := plog.Open(filepath.Join(c.node(follower).dir, topic+"-0"), plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
+	require.NoError(t, err)
+	defer part.Close()
+	require.Greater(t, part.LogStartOffset(), lastBase, "the follower's log starts past the producer's batches")
+	end := part.LogEndOffset()
+	info, err := part.AppendBatchInfo(last)
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "the follower knows the producer's last batch from the snapshot")
+	assert.Equal(t, lastBase, info.Base)
+	assert.Equal(t, end, part.LogEndOffset(), "nothing written")
 }

@@ -111,6 +111,7 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		prewritten: make(map[uint64]prewrite),
 		epoch:      -1,
 	}
+	st.log = r.log
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              c.self,
 		ElectionTick:    raftElectionTicks,

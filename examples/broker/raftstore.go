@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,6 +66,7 @@ type raftStorage struct {
 	ents       []entryPos // entries snapIndex+1 ...
 	end        int64      // offset after the last entry's batch
 	readBuf    []byte
+	log        *slog.Logger // nil: discard (raftsnap.go's warnings)
 }
 
 // raftState is what the state file holds.
@@ -171,6 +173,9 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 		st.snapOffset = part.LogStartOffset()
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = st.snapIndex, st.snapTerm, st.snapOffset
+	if err := s.finishInterruptedInstall(); err != nil { // raftsnap.go
+		return nil, err
+	}
 	if part.LogStartOffset() > s.snapOffset {
 		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", errRaftState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
 	}
@@ -367,14 +372,17 @@ func (s *raftStorage) LastIndex() (uint64, error) { return s.lastIndex(), nil }
 // FirstIndex implements raft.Storage.
 func (s *raftStorage) FirstIndex() (uint64, error) { return s.snapIndex + 1, nil }
 
-// Snapshot implements raft.Storage. The snapshot of a partition is only
-// its point: the last entry the log no longer holds, and in Data the
-// offset the log restarts at (8 bytes, big-endian). A follower installing
-// it restarts its log empty at that offset and copies the entries after
-// it; the records before it are gone, as retention deleted them.
+// Snapshot implements raft.Storage. The snapshot of a partition is its
+// point: the last entry the log no longer holds, and in Data the offset
+// the log restarts at (8 bytes, big-endian) followed by the producer state
+// of the batches below it (the partition's producer snapshot file at that
+// offset, Kafka's format; raftsnap.go). A follower installing it restarts
+// its log empty at that offset with that producer state and copies the
+// entries after it; the records before it are gone, as retention deleted
+// them.
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	return &pb.Snapshot{
-		Data: binary.BigEndian.AppendUint64(nil, uint64(s.snapOffset)),
+		Data: append(binary.BigEndian.AppendUint64(nil, uint64(s.snapOffset)), s.producerSnapshot()...),
 		Metadata: &pb.SnapshotMetadata{
 			ConfState: s.cs,
 			Index:     new(s.snapIndex),
@@ -387,17 +395,19 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 // of this log at the snapshot's index and term, so the log after the
 // commit point is not the leader's). First the log is cut at its own
 // commit point, and not above the snapshot offset (TruncateTo: what stays
-// is committed, so the leader's too); then the state file records the
-// snapshot point. A crash between the two leaves the old state file with
-// a log that merely lost uncommitted entries raft was discarding. The
-// next entry is appended at the snapshot offset, above the log end
-// (AppendAssigned accepts the gap); the records before the snapshot offset
-// are deleted once the high watermark reaches it (setCommitted).
+// is committed, so the leader's too); then the snapshot's data is written
+// beside the state file (raftsnap.go) and the state file records the
+// snapshot point; then the log restarts empty at the snapshot offset with
+// the leader's producer state (finishInstall). A crash before the state
+// file leaves the old state with a log that merely lost uncommitted
+// entries raft was discarding; a crash after it is finished by the next
+// open (finishInterruptedInstall). The next entry is appended at the
+// snapshot offset.
 func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
-	if len(snap.GetData()) != 8 {
-		return fmt.Errorf("%w: snapshot data of %d bytes, want 8", errRaftState, len(snap.GetData()))
+	off, producers, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		return err
 	}
-	off := int64(binary.BigEndian.Uint64(snap.GetData()))
 	md := snap.GetMetadata()
 	if md.GetIndex() <= s.snapIndex || off < s.snapOffset {
 		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", errRaftState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
@@ -407,6 +417,9 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 		if err := s.part.TruncateTo(keep); err != nil {
 			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
 		}
+	}
+	if err := s.saveInstall(snap.GetData()); err != nil {
+		return err
 	}
 	old := *s
 	s.snapIndex, s.snapTerm, s.snapOffset = md.GetIndex(), md.GetTerm(), off
@@ -418,7 +431,7 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 		return err
 	}
 	s.ents, s.end = nil, off
-	return nil
+	return s.finishInstall(off, producers)
 }
 
 // compact drops the entries before the batch at offset (a segment base at
