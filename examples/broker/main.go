@@ -195,21 +195,26 @@
 //
 // With -node and -cluster (id=kafka-address/raft-address for every node,
 // comma-separated) the broker is one node of a fixed cluster, and every
-// partition of every user topic is a raft group of all nodes
+// partition of every topic is a raft group of all nodes
 // (go.etcd.io/raft/v3). The raft log is the partition's own log: one batch
 // per raft entry, the raft term in the batches' partitionLeaderEpoch, the
 // commit index as high watermark. Metadata names each partition's raft
 // leader, the other nodes answer NOT_LEADER_OR_FOLLOWER to Produce, Fetch
 // and ListOffsets; acks=-1 is answered once the batch is committed (synced
 // on a majority). Retention truncates the raft log with the partition; a
-// node behind the leader's log start gets a snapshot and restarts its log
-// there. Membership is fixed; -cleanup-policy must be delete;
-// __consumer_offsets and groups stay per node. See docs/replication.md.
+// node behind the leader's log start gets a snapshot (with the leader's
+// producer state) and restarts its log there. The group coordinator is the
+// leader of __consumer_offsets-0 and the transaction coordinator the
+// leader of __transaction_state-0 (coordstate.go): their state is
+// rebuilt from the replicated partition by each new leader, their writes
+// are answered after the raft commit, and transaction markers are written
+// through each partition's raft leader. Membership is fixed;
+// -cleanup-policy must be delete. See docs/replication.md.
 //
 // # Limits
 //
 // No ACLs, SASL or TLS, no fetch sessions, no topic deletion or admin
-// APIs; in cluster mode no membership changes and no transactions.
+// APIs; in cluster mode no membership changes.
 // Transactional ids never expire (transactional.id.expiration.ms), and
 // KIP-890's server-side checks (Produce v11+, EndTxn v5+) are not offered.
 // One mutex serializes the transaction coordinator, its disk writes
