@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -396,4 +397,28 @@ func TestClusterSnapshotCarriesProducerState(t *testing.T) {
 	assert.True(t, info.Duplicate, "the follower knows the producer's last batch from the snapshot")
 	assert.Equal(t, lastBase, info.Base)
 	assert.Equal(t, end, part.LogEndOffset(), "nothing written")
+}
+
+// librdkafka (python3-confluent-kafka) against the three nodes:
+// init_transactions, commit, abort, commit through the transaction
+// coordinator; a read_committed librdkafka consumer gets the committed
+// records only, a read_uncommitted one all of them.
+func TestClusterConfluentTransactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	needConfluent(t)
+	c := newTestCluster(t, 3)
+	var seeds []string
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+		seeds = append(seeds, c.node(id).kafka)
+	}
+	var got struct {
+		Values      []string `json:"values"`
+		Uncommitted []string `json:"uncommitted"`
+	}
+	ck(t, &got, "txn", strings.Join(seeds, ","), "ck-txn", "ck-tx", "4")
+	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Values)
+	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "a-0", "a-1", "a-2", "a-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Uncommitted)
 }
