@@ -98,6 +98,12 @@ func (c *cleaner) run(ctx context.Context) {
 
 // once runs every policy once.
 func (c *cleaner) once(ctx context.Context) {
+	if c.s.cluster != nil {
+		// Replicas apply retention to their own logs (raftnode.go); a
+		// replicated log must stay gap-free, so nothing is compacted,
+		// the internal topics included.
+		return
+	}
 	var offsets []compaction.Partition
 	for _, name := range []string{offsetsTopic, txnStateTopic} {
 		if ps, err := c.s.store.topic(name, false); err == nil {
@@ -107,9 +113,6 @@ func (c *cleaner) once(ctx context.Context) {
 		}
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
-	if c.s.cluster != nil {
-		return // replicas apply retention to their own logs (raftnode.go)
-	}
 	parts := c.s.store.userPartitions()
 	logs := make([]compaction.Partition, len(parts))
 	for i, p := range parts {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -421,4 +422,98 @@ func TestClusterConfluentTransactions(t *testing.T) {
 	ck(t, &got, "txn", strings.Join(seeds, ","), "ck-txn", "ck-tx", "4")
 	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Values)
 	assert.Equal(t, []string{"c1-0", "c1-1", "c1-2", "c1-3", "a-0", "a-1", "a-2", "a-3", "c2-0", "c2-1", "c2-2", "c2-3"}, got.Uncommitted)
+}
+
+// startOneNodeCluster runs, in-process, a cluster of one node (raft with a
+// single voter elects it), with adjust applied to its config.
+func startOneNodeCluster(t *testing.T, dir, kafka, raft string, adjust func(*config)) *testBroker {
+	t.Helper()
+	return startBrokerWith(t, dir, 1, func(c *config) {
+		c.Addr, c.NodeID = kafka, 1
+		c.Cluster = []clusterNode{{id: 1, kafkaAddr: kafka, raftAddr: raft}}
+		if adjust != nil {
+			adjust(c)
+		}
+	})
+}
+
+// commitWhenCoordinator commits one offset, retrying while the node is
+// not yet the coordinator (its election, its load).
+func commitWhenCoordinator(t *testing.T, rc *rawConn, group, topic string, offset int64) {
+	t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 8
+		req.Group = group
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset = offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		code := rc.do(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+		switch code {
+		case 0:
+			return
+		case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+			require.True(t, time.Now().Before(deadline), "not the coordinator within %v", clusterTimeout)
+			<-tick.C
+		default:
+			require.Failf(t, "commit refused", "%v", kerr.ErrorForCode(code))
+		}
+	}
+}
+
+// In cluster mode the internal topics are raft logs: the cleaner must not
+// compact them (a compacted log has gaps and is no raft log: the node
+// would not open it again) and replicas must not expire them by
+// retention (committed offsets would be lost). After many commits of one
+// key with the cleanup running every few milliseconds, the node restarts,
+// opens __consumer_offsets-0 as a raft log, and still has the last
+// commit.
+func TestClusterInternalTopicsNotCleaned(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	kafka, raft := freeAddr(t), freeAddr(t)
+	cleaned := make(chan struct{}, 1)
+	adjust := func(c *config) {
+		c.OffsetsSegmentBytes = 1024
+		c.Retention = time.Millisecond
+		c.CleanupInterval = 5 * time.Millisecond
+		c.CleanupDone = func() {
+			select {
+			case cleaned <- struct{}{}:
+			default:
+			}
+		}
+	}
+	b := startOneNodeCluster(t, dir, kafka, raft, adjust)
+	rc := dialRaw(t, b.addr)
+	createTopic(t, rc, "counted")
+	const commits = 120
+	for i := range commits {
+		commitWhenCoordinator(t, rc, "g", "counted", int64(i))
+	}
+	// At least two full cleanup runs after the last commit (the channel
+	// may hold one that ended before it).
+	<-cleaned
+	<-cleaned
+	<-cleaned
+	b.stop(t)
+
+	part, err := plog.Open(filepath.Join(dir, offsetsTopic+"-0"), plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
+	require.NoError(t, err)
+	require.Greater(t, len(part.SegmentInfos()), 2, "the commits filled several segments, and retention expired none")
+	_, err = openRaftStorage(vfs.Default, raftStatePath(dir, offsetsTopic, 0), part, []uint64{1})
+	require.NoError(t, err, "__consumer_offsets-0 is still a raft log")
+	require.NoError(t, part.Close())
+
+	b = startOneNodeCluster(t, dir, kafka, raft, nil)
+	defer b.stop(t)
+	rc = dialRaw(t, b.addr)
+	commitWhenCoordinator(t, rc, "other", "counted", 0) // waits for the coordinator
+	assert.Equal(t, int64(commits-1), fetchCommitted(t, rc, "g", "counted", 0))
 }
