@@ -530,3 +530,101 @@ func TestClusterInternalTopicsNotCleaned(t *testing.T) {
 	commitWhenCoordinator(t, rc, "other", "counted", 0) // waits for the coordinator
 	assert.Equal(t, int64(commits-1), fetchCommitted(t, rc, "g", "counted", 0))
 }
+
+// lso returns node id's last stable offset of topic's partition 0
+// (ListOffsets latest at read_committed, as the debugging replica: a
+// follower answers too).
+func (c *testCluster) lso(id int, topic string) int64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID, req.IsolationLevel = debugReplicaID, readCommitted
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := c.request(ctx, id, req)
+	require.NoError(c.t, err)
+	p := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	require.Zero(c.t, p.ErrorCode)
+	return p.Offset
+}
+
+// WriteTxnMarkers, as a transaction coordinator sends it: a node that does
+// not lead the partition answers NOT_LEADER_OR_FOLLOWER; the leader writes
+// the marker through raft and answers once it is committed, and every
+// node's copy follows it (the last stable offset, held by the open
+// transaction, moves to the high watermark on the followers too).
+func TestClusterWriteTxnMarkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts broker processes")
+	}
+	const topic = "marked"
+	c := newTestCluster(t, 3)
+	var seeds []string
+	for id := 1; id <= 3; id++ {
+		c.start(id)
+		seeds = append(seeds, c.node(id).kafka)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	src := newClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.AllowAutoTopicCreation())
+	require.NoError(t, src.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("plain")}).FirstErr())
+	src.Close()
+	leader := c.waitLeader(topic, 0)
+	rc := dialRaw(t, c.node(leader).kafka)
+	ip := rc.do(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	require.Zero(t, ip.ErrorCode)
+	pr := produceRaw(t, rc, 9, topic, 0, txnBatch(t, ip.ProducerID, ip.ProducerEpoch, 0, true, "open", 3))
+	require.Zero(t, pr.ErrorCode)
+	open := pr.BaseOffset
+	c.waitCaughtUp(topic, leader)
+	for id := 1; id <= 3; id++ {
+		assert.Equal(t, open, c.lso(id, topic), "node %d: the open transaction holds the last stable offset", id)
+	}
+
+	markers := func(id int) int16 {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		mk := kmsg.NewWriteTxnMarkersRequestMarker()
+		mk.ProducerID, mk.ProducerEpoch, mk.Committed = ip.ProducerID, ip.ProducerEpoch, true
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = topic, []int32{0}
+		mk.Topics = append(mk.Topics, mt)
+		req.Markers = append(req.Markers, mk)
+		resp, err := c.request(ctx, id, req)
+		require.NoError(t, err)
+		return resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	follower := leader%3 + 1
+	assert.Equal(t, kerr.NotLeaderForPartition.Code, markers(follower))
+	assert.Equal(t, open, c.lso(leader, topic), "a refused marker changes nothing")
+	require.Zero(t, markers(leader))
+	hw := c.waitCaughtUp(topic, leader)
+	assert.Equal(t, hw, c.lso(leader, topic), "answered after the commit: the leader's last stable offset is its high watermark")
+	for id := 1; id <= 3; id++ {
+		assert.Equal(t, hw, c.lso(id, topic), "node %d's last stable offset follows the replicated marker", id)
+	}
+}
+
+// A single broker has no other transaction coordinator: WriteTxnMarkers,
+// which only brokers send, is refused with CLUSTER_AUTHORIZATION_FAILED
+// and writes nothing.
+func TestWriteTxnMarkersRefusedOnOneNode(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	createTopic(t, rc, "single")
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mk.ProducerID, mk.Committed = 1, true
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "single", []int32{0}
+	mk.Topics = append(mk.Topics, mt)
+	req.Markers = append(req.Markers, mk)
+	resp := rc.do(req).(*kmsg.WriteTxnMarkersResponse)
+	assert.Equal(t, kerr.ClusterAuthorizationFailed.Code, resp.Markers[0].Topics[0].Partitions[0].ErrorCode)
+	assert.Equal(t, int64(0), listOffsetAt(t, rc, "single", 0, plog.LatestTimestamp, 0), "nothing written")
+}
