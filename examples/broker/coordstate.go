@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,9 +397,8 @@ func (s *server) coordinatorNode(keyType int8) (id int32, host string, port int3
 	}
 	for _, n := range s.cluster.nodes {
 		if n.id == lead && lead != 0 {
-			h, p, _ := net.SplitHostPort(n.kafkaAddr)
-			var pn int
-			_, _ = fmt.Sscan(p, &pn)
+			h, p, _ := net.SplitHostPort(n.kafkaAddr) // checked by parseCluster
+			pn, _ := strconv.ParseInt(p, 10, 32)
 			return int32(n.id), h, int32(pn), 0
 		}
 	}
