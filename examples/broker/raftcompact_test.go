@@ -17,7 +17,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -235,9 +234,11 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 
 			if crash {
 				// What applySnapshot does up to the state file.
-				require.NoError(t, checkpoint.WriteAtomic(vfs.Default, st.installMarkerPath(), []byte("1 4\n")))
+				d, _, err := decodeSnapshotData(snap.GetData())
+				require.NoError(t, err)
+				require.NoError(t, st.saveInstall(1, 4, d))
 				require.NoError(t, part.TruncateTo(1))
-				require.NoError(t, st.appendRegion(snap.GetData()[16:], 4))
+				require.NoError(t, st.appendRegion(d.records, 4))
 				require.NoError(t, part.Close())
 				part = openReplicated(t, dir)
 				st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
@@ -245,11 +246,11 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 				assert.Equal(t, int64(1), part.LogEndOffset(), "the partial install is cut back")
 				last, _ := st.LastIndex()
 				assert.Equal(t, uint64(1), last)
-				_, err = os.Stat(st.installMarkerPath())
+				_, err = os.Stat(st.installPath())
 				assert.ErrorIs(t, err, os.ErrNotExist)
 			}
 			require.NoError(t, st.applySnapshot(snap))
-			_, err = os.Stat(st.installMarkerPath())
+			_, err = os.Stat(st.installPath())
 			assert.ErrorIs(t, err, os.ErrNotExist, "the marker goes once the state file holds the snapshot")
 			require.NoError(t, part.Close())
 
