@@ -196,7 +196,7 @@
 // # Cluster mode
 //
 // With -node and -cluster (id=kafka-address/raft-address for every node,
-// comma-separated) the broker is one node of a fixed cluster, and every
+// comma-separated) the broker is one node of a cluster, and every
 // partition of every topic is a raft group of all nodes
 // (go.etcd.io/raft/v3). The raft log is the partition's own log: one batch
 // per raft entry, the raft term in the batches' partitionLeaderEpoch, the

@@ -266,9 +266,10 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 // positions by scanning the batch headers from the snapshot offset to the
 // log end (a log end at or below the snapshot offset holds no entry: a
 // snapshot was installed and nothing after it copied yet). It finishes
-// what a crash interrupted: raft log truncation recorded but not yet
-// applied (the records before the snapshot offset are deleted, once the
-// high watermark reaches it). The membership is the state file's, or
+// what a crash interrupted: a snapshot install (undone or finished,
+// finishInterruptedInstall in raftsnap.go), and raft log truncation
+// recorded but not yet applied (the records before the log start are
+// deleted, once the high watermark reaches it). The membership is the state file's, or
 // boot when the file has none (a new partition, or a version 0 file).
 func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *pb.ConfState) (*raftStorage, error) {
 	st, found, err := readRaftState(fsys, path)
