@@ -632,7 +632,13 @@
 // cache and producer state, and the log starts and ends at offset; at or
 // above the log end this is atomic across a crash (docs/crash-safety.md,
 // "Follower logs"). TruncateTo below the log start offset lowers the log
-// start offset the same way, as Kafka's truncateTo does.
+// start offset the same way, as Kafka's truncateTo does. The restarted,
+// empty log (or a log holding a compacted leader's batches below the
+// offset) may then take its leader's producer state at that offset
+// (RestoreProducers, with the entries of the leader's producer snapshot
+// there), written durably as its own snapshot, so a retry of a batch
+// older than the restart is still a duplicate on the follower (Kafka's
+// followers forget those producers).
 //
 // Leader epochs (Kafka's leader epoch cache, LeaderEpochs): a replica that
 // becomes leader records its epoch at the log end with

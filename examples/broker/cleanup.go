@@ -98,11 +98,15 @@ func (c *cleaner) run(ctx context.Context) {
 
 // once runs every policy once.
 func (c *cleaner) once(ctx context.Context) {
+	if c.s.cluster != nil {
+		// Every partition is a raft log, the internal topics included:
+		// its replica applies retention and compacts it, below its raft
+		// snapshot point only (raftnode.go, raftcompact.go). The node's
+		// cleaner would leave gaps raft cannot hold.
+		return
+	}
 	var offsets []compaction.Partition
 	for _, name := range []string{offsetsTopic, txnStateTopic} {
-		if c.s.cluster != nil && c.s.cluster.replica(name, 0) != nil {
-			continue // replicated: its replica compacts it (raftcompact.go)
-		}
 		if ps, err := c.s.store.topic(name, false); err == nil {
 			for _, p := range ps {
 				offsets = append(offsets, p)
@@ -110,9 +114,6 @@ func (c *cleaner) once(ctx context.Context) {
 		}
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
-	if c.s.cluster != nil {
-		return // replicas apply retention to their own logs (raftnode.go)
-	}
 	parts := c.s.store.userPartitions()
 	logs := make([]compaction.Partition, len(parts))
 	for i, p := range parts {

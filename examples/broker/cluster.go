@@ -93,7 +93,8 @@ type cluster struct {
 	retain          bool          // cleanup policy delete: retention (raftnode.go)
 	compactor       *keyCompactor // cleanup policy compact: nil otherwise (raftcompact.go)
 	// internalCompactor compacts the replicated internal topics
-	// (__transaction_state), which the node's cleaner leaves alone.
+	// (__consumer_offsets, __transaction_state), which the node's cleaner
+	// leaves alone.
 	internalCompactor *keyCompactor
 	ctx               context.Context
 	wg                sync.WaitGroup
@@ -170,9 +171,6 @@ func (c *cluster) start(ctx context.Context) error {
 	c.ctx = ctx
 	var first error
 	c.store.watch(func(topic string, partition int32, p *plog.Partition) {
-		if topic == offsetsTopic {
-			return
-		}
 		if err := c.startReplica(topic, partition, p); err != nil && first == nil {
 			first = err
 		}
@@ -218,8 +216,8 @@ func (c *cluster) replica(topic string, partition int32) *replica {
 func (c *cluster) deliver(topic string, partition int32, m *pb.Message) {
 	r := c.replica(topic, partition)
 	if r == nil {
-		if topic == offsetsTopic {
-			return
+		if isInternalTopic(topic) {
+			return // created at start by every node
 		}
 		if _, err := c.store.topic(topic, true); err != nil {
 			c.log.Warn("raft message for a topic that cannot be created", "topic", topic, "err", err)
@@ -293,10 +291,6 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
 			p.Replicas, p.ISR = members, members
-			if *t.Topic == offsetsTopic {
-				p.Leader = int32(c.self)
-				continue
-			}
 			r := c.replica(*t.Topic, p.Partition)
 			var lead uint64
 			if r != nil {
@@ -336,11 +330,8 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
 	c := s.cluster
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var reqErr int16
-	switch {
-	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		reqErr = kerr.InvalidRequiredAcks.Code
-	case req.TransactionID != nil:
-		reqErr = kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	timeout := time.Duration(max(req.TimeoutMillis, 1000)) * time.Millisecond
 	deadline := time.NewTimer(timeout)

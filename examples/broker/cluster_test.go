@@ -754,8 +754,7 @@ func TestREADMEClusterCommands(t *testing.T) {
 	}
 	// Internal topics are the broker's own on every node: a Produce to
 	// them is refused (the cluster's produce path once let
-	// __transaction_state through), and so is a transactional
-	// InitProducerID, since cluster mode has no transactions.
+	// __transaction_state through).
 	for _, np := range c.nodes {
 		for _, internal := range []string{offsetsTopic, txnStateTopic} {
 			preq := kmsg.NewPtrProduceRequest()
@@ -771,16 +770,13 @@ func TestREADMEClusterCommands(t *testing.T) {
 			assert.Equal(t, kerr.InvalidTopicException.Code, resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode,
 				"produce to %s on node %d", internal, np.id)
 		}
-		ireq := kmsg.NewPtrInitProducerIDRequest()
-		txnID := "copy-job"
-		ireq.TransactionalID, ireq.TransactionTimeoutMillis = &txnID, 60000
-		resp, err := c.request(ctx, np.id, ireq)
-		require.NoError(t, err)
-		assert.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, resp.(*kmsg.InitProducerIDResponse).ErrorCode,
-			"transactional InitProducerID on node %d", np.id)
 	}
-	// Each node coordinates the groups its clients ask it about: it names
-	// itself, by its -node id and Kafka address.
+	// The group coordinator is the leader of __consumer_offsets-0 and
+	// the transaction coordinator the leader of __transaction_state-0:
+	// every node names them, by -node id and Kafka address, and only
+	// they serve their requests (the others answer NOT_COORDINATOR).
+	groupCoord := c.waitCoordinator(0, "billing", 0)
+	txnCoord := c.waitCoordinator(1, "copy-job", 0)
 	for _, np := range c.nodes {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.CoordinatorKey = "billing"
@@ -795,8 +791,25 @@ func TestREADMEClusterCommands(t *testing.T) {
 			id, host, port, code = co.NodeID, co.Host, co.Port, co.ErrorCode
 		}
 		require.Zero(t, code)
-		assert.Equal(t, int32(np.id), id)
-		assert.Equal(t, np.kafka, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		assert.Equal(t, int32(groupCoord), id)
+		assert.Equal(t, c.node(groupCoord).kafka, net.JoinHostPort(host, strconv.Itoa(int(port))))
+
+		ireq := kmsg.NewPtrInitProducerIDRequest()
+		txnID := "copy-job"
+		ireq.TransactionalID, ireq.TransactionTimeoutMillis = &txnID, 60000
+		want := kerr.NotCoordinator.Code
+		if np.id == txnCoord {
+			want = 0
+		}
+		for {
+			resp, err = c.request(ctx, np.id, ireq)
+			require.NoError(t, err)
+			if got := resp.(*kmsg.InitProducerIDResponse).ErrorCode; got != kerr.CoordinatorLoadInProgress.Code {
+				break
+			}
+		}
+		assert.Equal(t, want, resp.(*kmsg.InitProducerIDResponse).ErrorCode,
+			"transactional InitProducerID on node %d (coordinator %d)", np.id, txnCoord)
 	}
 	c.nodes = append(c.nodes, joiner)
 	membershipREADMECommands(t, c, r, joins[0], admins)

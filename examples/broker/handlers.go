@@ -44,6 +44,9 @@ var supported = map[kmsg.Key]versionRange{
 	// Cluster membership (membership.go; KIP-853's requests).
 	kmsg.AddRaftVoter:    {0, 1},
 	kmsg.RemoveRaftVoter: {0, 0},
+	// Sent by a transaction coordinator to a partition's leader (cluster
+	// mode, coordstate.go); v0 is what the nodes send each other.
+	kmsg.WriteTxnMarkers: {0, 0},
 }
 
 // advertisedMin is the min version ApiVersions advertises where it differs
@@ -88,6 +91,9 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		}
 		s.log.Debug("request", "api", kmsg.NameForKey(hdr.key), "version", hdr.version, "correlation", hdr.correlationID, "client", client)
 	}
+	if resp := s.coordinatorCheck(req); resp != nil { // coordstate.go
+		return resp, nil, nil
+	}
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
 		return s.apiVersions(r.Version), nil, nil
@@ -128,6 +134,8 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.addRaftVoter(ctx, r), nil, nil // membership.go
 	case *kmsg.RemoveRaftVoterRequest:
 		return s.removeRaftVoter(ctx, r), nil, nil
+	case *kmsg.WriteTxnMarkersRequest:
+		return s.writeTxnMarkers(r), nil, nil
 	}
 	return nil, nil, fmt.Errorf("%w: no handler for api %d", errCloseConn, hdr.key)
 }
@@ -467,7 +475,7 @@ func (s *server) fetchOnce(req *kmsg.FetchRequest) (resp *fetchResponse, total i
 // fetchPartition reads one partition into p; it returns the Records the
 // response then holds (nil when none).
 func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.FetchRequestTopicPartition, committedOnly bool, p *kmsg.FetchResponseTopicPartition, budget, total *int, waits *[]waitTarget) recordSet {
-	if s.cluster != nil && topic != offsetsTopic && !s.cluster.leads(topic, rp.Partition) {
+	if s.cluster != nil && !s.cluster.leads(topic, rp.Partition) {
 		p.ErrorCode = kerr.NotLeaderForPartition.Code
 		return nil
 	}
@@ -558,10 +566,11 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // findCoordinator names this node for every group and transactional id
-// (v4+: every key).
+// (v4+: every key); in cluster mode the leader of the state topic's
+// partition (coordstate.go).
 func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	code := int16(0)
+	id, host, port, code := s.coordinatorNode(req.CoordinatorType)
 	var msg *string
 	if req.CoordinatorType != 0 && req.CoordinatorType != 1 { // 0: group, 1: transaction
 		code = kerr.InvalidRequest.Code
@@ -570,7 +579,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 	if req.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
 			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.NodeID, c.Host, c.Port = key, s.selfID(), s.host, s.port
+			c.Key, c.NodeID, c.Host, c.Port = key, id, host, port
 			c.ErrorCode, c.ErrorMessage = code, msg
 			if code != 0 {
 				c.NodeID, c.Host, c.Port = -1, "", -1
@@ -579,7 +588,7 @@ func (s *server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response
 		}
 		return resp
 	}
-	resp.NodeID, resp.Host, resp.Port = s.selfID(), s.host, s.port
+	resp.NodeID, resp.Host, resp.Port = id, host, port
 	resp.ErrorCode, resp.ErrorMessage = code, msg
 	if code != 0 {
 		resp.NodeID, resp.Host, resp.Port = -1, "", -1
@@ -736,13 +745,6 @@ func (s *server) initProducerID(req *kmsg.InitProducerIDRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		if s.cluster != nil {
-			// Cluster mode has no transactions (its Produce refuses a
-			// transactional id the same way): the coordinator's ids and
-			// state are one node's.
-			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-			return resp
-		}
 		return s.txnInitProducerID(req, resp)
 	}
 	id, err := s.prodIDPool.allocate()

@@ -196,19 +196,24 @@
 // # Cluster mode
 //
 // With -node and -cluster (id=kafka-address/raft-address for every node,
-// comma-separated) the broker is one node of a fixed cluster, and every
-// partition of every user topic is a raft group of all nodes
+// comma-separated) the broker is one node of a cluster, and every
+// partition of every topic is a raft group of all nodes
 // (go.etcd.io/raft/v3). The raft log is the partition's own log: one batch
 // per raft entry, the raft term in the batches' partitionLeaderEpoch, the
 // commit index as high watermark. Metadata names each partition's raft
 // leader, the other nodes answer NOT_LEADER_OR_FOLLOWER to Produce, Fetch
 // and ListOffsets; acks=-1 is answered once the batch is committed (synced
 // on a majority). Retention truncates the raft log with the partition; a
-// node behind the leader's log start gets a snapshot and restarts its log
-// there. Membership changes go through raft (membership.go): a new node
-// starts with -join and copies the partitions; AddRaftVoter and
-// RemoveRaftVoter (KIP-853's requests, API keys 80 and 81), sent to any
-// node by the same command in client mode (-add-voter
+// node behind the leader's log start gets a snapshot (with the leader's
+// producer state) and restarts its log there. The group coordinator is the
+// leader of __consumer_offsets-0 and the transaction coordinator the
+// leader of __transaction_state-0 (coordstate.go): their state is
+// rebuilt from the replicated partition by each new leader, their writes
+// are answered after the raft commit, and transaction markers are written
+// through each partition's raft leader. Membership changes go through raft
+// (membership.go): a new node starts with -join and copies the partitions;
+// AddRaftVoter and RemoveRaftVoter (KIP-853's requests, API keys 80 and
+// 81), sent to any node by the same command in client mode (-add-voter
 // id=kafka-addr/raft-addr, -remove-voter id, -bootstrap addr), make a node
 // a voter of every partition, or not, one raft configuration change
 // (ConfChangeV2) per partition, answered once the asked node applied it
@@ -216,14 +221,14 @@
 // partition offline on the node (KAFKA_STORAGE_ERROR), not the node.
 // -cleanup-policy compact compacts each replica below its raft snapshot
 // point, moved first to where the round cleans (raftcompact.go);
-// snapshots carry the compacted records. __consumer_offsets and groups
-// stay per node. See docs/replication.md.
+// snapshots carry the compacted records. __consumer_offsets and
+// __transaction_state are always compacted that way (never expired by
+// retention), whatever -cleanup-policy says. See docs/replication.md.
 //
 // # Limits
 //
 // No ACLs, SASL or TLS, no fetch sessions, no topic deletion or admin
-// APIs (but AddRaftVoter and RemoveRaftVoter in cluster mode); in cluster
-// mode no transactions.
+// APIs (but AddRaftVoter and RemoveRaftVoter in cluster mode).
 // Transactional ids never expire (transactional.id.expiration.ms), and
 // KIP-890's server-side checks (Produce v11+, EndTxn v5+) are not offered.
 // One mutex serializes the transaction coordinator, its disk writes

@@ -44,7 +44,11 @@ type offsetCommit struct {
 // __consumer_offsets-0 partition. mu serializes commits so the map changes
 // in the order the records are in the log.
 type offsetStore struct {
-	p  *plog.Partition
+	p *plog.Partition
+	// w writes p's batches durably: AppendBatch and Sync on one node,
+	// through raft in cluster mode (coordstate.go). Set before o is
+	// shared.
+	w  stateWriter
 	mu struct {
 		sync.Mutex
 		m   map[offsetKey]committed
@@ -64,12 +68,19 @@ type offsetStore struct {
 
 // newOffsetStore returns an empty store writing to p.
 func newOffsetStore(p *plog.Partition) *offsetStore {
-	o := &offsetStore{p: p}
+	o := &offsetStore{p: p, w: localWriter{p}}
+	o.resetLocked()
+	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	return o
+}
+
+// resetLocked forgets every offset (before a replay).
+// REQUIRES: o.mu held, or o not yet shared.
+func (o *offsetStore) resetLocked() {
 	o.mu.m = make(map[offsetKey]committed)
 	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
 	o.mu.at = make(map[offsetKey]int64)
-	o.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
-	return o
+	o.mu.seq = 0
 }
 
 // openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
@@ -257,10 +268,7 @@ func (o *offsetStore) appendCommitsLocked(opts batch.BuilderOptions, commits []o
 	if err != nil {
 		return err
 	}
-	if _, err := o.p.AppendBatch(b); err != nil {
-		return err
-	}
-	return o.p.Sync()
+	return o.w.appendBatch(b)
 }
 
 // get returns a committed offset.

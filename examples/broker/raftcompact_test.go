@@ -17,7 +17,6 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -235,9 +234,11 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 
 			if crash {
 				// What applySnapshot does up to the state file.
-				require.NoError(t, checkpoint.WriteAtomic(vfs.Default, st.installMarkerPath(), []byte("1 4\n")))
+				d, _, err := decodeSnapshotData(snap.GetData())
+				require.NoError(t, err)
+				require.NoError(t, st.saveInstall(1, 4, d))
 				require.NoError(t, part.TruncateTo(1))
-				require.NoError(t, st.appendRegion(snap.GetData()[16:], 4))
+				require.NoError(t, st.appendRegion(d.records, 4))
 				require.NoError(t, part.Close())
 				part = openReplicated(t, dir)
 				st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
@@ -245,11 +246,11 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 				assert.Equal(t, int64(1), part.LogEndOffset(), "the partial install is cut back")
 				last, _ := st.LastIndex()
 				assert.Equal(t, uint64(1), last)
-				_, err = os.Stat(st.installMarkerPath())
+				_, err = os.Stat(st.installPath())
 				assert.ErrorIs(t, err, os.ErrNotExist)
 			}
 			require.NoError(t, st.applySnapshot(snap))
-			_, err = os.Stat(st.installMarkerPath())
+			_, err = os.Stat(st.installPath())
 			assert.ErrorIs(t, err, os.ErrNotExist, "the marker goes once the state file holds the snapshot")
 			require.NoError(t, part.Close())
 
@@ -270,6 +271,179 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 				require.NoError(t, rs.Close())
 			}
 			assert.Equal(t, []int64{0, 1, 2, 3}, offsets, "its own committed entry 1, then the leader's batches below the point")
+		})
+	}
+}
+
+// producerKeyedEntry returns a normal raft entry carrying a batch of
+// idempotent producer 7 (epoch 0) at base with one record of key, the
+// producer's sequence equal to the offset, value "<key>@<offset>".
+func producerKeyedEntry(t *testing.T, index, term uint64, base int64, key string) *pb.Entry {
+	t.Helper()
+	b := producerKeyedBatch(t, base, term, key)
+	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryNormal.Enum(), Data: b}
+}
+
+// producerKeyedBatch is producerKeyedEntry's batch.
+func producerKeyedBatch(t *testing.T, base int64, term uint64, key string) batch.Batch {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, PartitionLeaderEpoch: int32(term), Producer: &batch.Producer{ID: 7, Epoch: 0, BaseSequence: int32(base)}})
+	require.NoError(t, bld.Add(batch.Record{Key: []byte(key), Value: fmt.Appendf(nil, "%s@%d", key, base), Timestamp: time.Now().UnixMilli()}))
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return b
+}
+
+// latestValues returns the latest value of every key in the partition's
+// records below upTo.
+func latestValues(t *testing.T, part *plog.Partition, upTo int64) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for off := part.LogStartOffset(); off < min(upTo, part.LogEndOffset()); {
+		r, err := part.ReadFromFollower(off, 1<<20)
+		require.NoError(t, err)
+		b := r.Bytes()
+		require.NotEmpty(t, b, "no batch at %d", off)
+		for len(b) > 0 && off < upTo {
+			bt, rest, err := batch.Parse(b)
+			require.NoError(t, err)
+			for rec, err := range bt.All(nil) {
+				require.NoError(t, err)
+				if rec.Key != nil && rec.Offset < upTo && !bt.Attributes().IsControl() {
+					out[string(rec.Key)] = string(rec.Value)
+				}
+			}
+			off, b = bt.NextOffset(), rest
+		}
+		require.NoError(t, r.Close())
+	}
+	return out
+}
+
+// A follower catches up by a snapshot of a key-compacted leader that
+// carries both the compacted records below the point and the leader's
+// producer state at the point: the follower holds the latest value of
+// every key below the point, at the leader's offsets, and answers a retry
+// of the producer's last batch below the point as a duplicate (its
+// original offset, nothing written), also after a reopen. A crash after
+// the install file (records appended, the state file not yet) is undone
+// by the next open; one after the state file is finished by it.
+func TestRaftStorageInstallsCompactedSnapshotWithProducerState(t *testing.T) {
+	for _, crash := range []string{"none", "before the state file", "after the state file"} {
+		t.Run(crash, func(t *testing.T) {
+			root := t.TempDir()
+			cfg := plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true, SegmentBytes: 400}
+			lpart, err := plog.Open(filepath.Join(root, "leader", "t-0"), cfg)
+			require.NoError(t, err)
+			defer lpart.Close()
+			lst, err := openRaftStorage(vfs.Default, filepath.Join(root, "leader.state"), lpart, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			lr := &replica{part: lpart, st: lst, prewritten: make(map[uint64]prewrite)}
+			const n = 40
+			keys := []string{"a", "b", "c"}
+			for i := range n {
+				require.NoError(t, lr.persist(producerKeyedEntry(t, uint64(i+1), 1, int64(i), keys[i%len(keys)])))
+			}
+			require.NoError(t, lpart.Sync())
+			require.NoError(t, lst.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(n))}))
+			require.NoError(t, lst.setCommitted(n))
+			lst.applied = n
+			require.Greater(t, len(lpart.SegmentInfos()), 3, "several segments")
+			before := latestValues(t, lpart, n)
+
+			kc, err := newKeyCompactor(config{CleanupPolicy: "compact"})
+			require.NoError(t, err)
+			res, err := lpart.Compact(context.Background(), raftCleaner{Compactor: kc.c, st: lst})
+			require.NoError(t, err)
+			require.Positive(t, res.RecordsRemoved, "the round compacted")
+			point := lst.snapOffset
+			require.Positive(t, point, "the round moved the snapshot point")
+
+			snap, err := lst.Snapshot()
+			require.NoError(t, err)
+			d, producers, err := decodeSnapshotData(snap.GetData())
+			require.NoError(t, err)
+			require.Equal(t, point, d.offset)
+			require.Equal(t, int64(0), d.start)
+			require.NotEmpty(t, d.records, "the compacted records below the point")
+			require.Len(t, producers, 1, "the producer state at the point")
+			assert.Equal(t, point-1, producers[0].LastOffset)
+
+			// The follower has nothing yet.
+			dir := filepath.Join(root, "follower", "t-0")
+			state := filepath.Join(root, "follower.state")
+			part, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			md := snap.GetMetadata()
+			switch crash {
+			case "none":
+				require.NoError(t, st.applySnapshot(snap))
+			default:
+				// applySnapshot's steps up to the crash.
+				require.NoError(t, st.saveInstall(0, md.GetIndex(), d))
+				require.NoError(t, st.appendRegion(d.records, d.offset))
+				if crash == "after the state file" {
+					st.snapIndex, st.snapTerm, st.snapOffset, st.logStart = md.GetIndex(), md.GetTerm(), d.offset, d.start
+					st.hs = &pb.HardState{Term: new(uint64(1)), Commit: new(md.GetIndex())}
+					require.NoError(t, st.save())
+				}
+			}
+			require.NoError(t, part.Close())
+			part, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer part.Close()
+			st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			_, err = os.Stat(st.installPath())
+			require.ErrorIs(t, err, os.ErrNotExist, "the install file is gone")
+			if crash == "before the state file" {
+				assert.Equal(t, int64(0), part.LogEndOffset(), "the partial install is undone")
+				_, known, err := part.ProducerState(7)
+				require.NoError(t, err)
+				assert.False(t, known)
+				require.NoError(t, st.applySnapshot(snap), "the leader sends it again")
+			}
+
+			first, _ := st.FirstIndex()
+			assert.Equal(t, md.GetIndex()+1, first)
+			assert.LessOrEqual(t, part.LogEndOffset(), point)
+			got := latestValues(t, part, point)
+			want := latestValues(t, lpart, point)
+			assert.Equal(t, want, got, "the compacted records below the point, the leader's")
+			for _, k := range keys {
+				assert.Contains(t, got, k, "key %s survives compaction", k)
+			}
+			for k, v := range before {
+				var off int64
+				_, err := fmt.Sscanf(v, k+"@%d", &off)
+				require.NoError(t, err)
+				if off < point {
+					assert.Equal(t, v, got[k], "key %s's latest value below the point", k)
+				}
+			}
+			retry := func() {
+				t.Helper()
+				end := part.LogEndOffset()
+				info, err := part.AppendBatchInfo(producerKeyedBatch(t, point-1, 1, keys[(point-1)%int64(len(keys))]))
+				require.NoError(t, err)
+				assert.True(t, info.Duplicate, "a retry of the producer's last batch below the point")
+				assert.Equal(t, point-1, info.Base)
+				assert.Equal(t, end, part.LogEndOffset(), "nothing written")
+			}
+			retry()
+			require.NoError(t, part.Close())
+			part, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			retry()
+
+			// The next entry lands at the point, past any gap.
+			r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+			require.NoError(t, r.persist(producerKeyedEntry(t, md.GetIndex()+1, 1, point, "z")))
+			assert.Equal(t, point+1, part.LogEndOffset())
 		})
 	}
 }

@@ -37,6 +37,13 @@ type proposal struct {
 	records []byte
 	acks    int16
 	res     chan proposeResult // buffered: the loop never blocks on it
+	// marker, when set, is a transaction marker to write instead of
+	// records (AppendMarker on the leader; coordstate.go).
+	marker *batch.TxnMarker
+	// inTerm, when not 0, is the only raft term the proposal may be
+	// appended in: the coordinators' writes (coordstate.go) are made from
+	// state loaded in that term.
+	inTerm uint64
 
 	// Set by the loop for acks=-1 while the entry waits for its commit.
 	index, term uint64
@@ -83,6 +90,10 @@ type replica struct {
 	lead   atomic.Uint64 // raft id of the leader this node knows, 0: none
 	term   atomic.Uint64
 	failed atomic.Bool
+	// ready is the term this node leads in once the first entry of that
+	// term is committed (so the log up to the high watermark holds every
+	// entry of earlier terms that will ever commit), else 0.
+	ready atomic.Uint64
 
 	// Loop-only state.
 	prewritten  map[uint64]prewrite
@@ -98,7 +109,8 @@ type replica struct {
 	// then.
 	confBarrier uint64
 	waiters     []*proposal
-	epoch       int32 // the leader epoch set on the partition
+	epoch       int32  // the leader epoch set on the partition
+	termStart   uint64 // the index of the leader's first entry of its term
 	nextCleanup time.Time
 }
 
@@ -118,6 +130,7 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		prewritten: make(map[uint64]prewrite),
 		epoch:      -1,
 	}
+	st.log = r.log
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              c.self,
 		ElectionTick:    raftElectionTicks,
@@ -280,6 +293,10 @@ func (r *replica) propose(p *proposal) {
 		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: leader election in progress"))
 		return
 	}
+	if p.inTerm != 0 && p.inTerm != bs.GetTerm() {
+		p.reply(-1, kerr.NotLeaderForPartition.Code, errors.New("broker: the term changed"))
+		return
+	}
 	expected := r.st.end
 	if len(r.prewritten) > 0 {
 		expected = r.prewriteEnd
@@ -290,7 +307,14 @@ func (r *replica) propose(p *proposal) {
 			return
 		}
 	}
-	info, err := r.part.AppendBatchInfo(p.records)
+	var info plog.AppendInfo
+	var err error
+	if p.marker != nil {
+		info.Base, err = r.part.AppendMarker(*p.marker)
+		info.LastOffset = info.Base
+	} else {
+		info, err = r.part.AppendBatchInfo(p.records)
+	}
 	if err != nil {
 		p.reply(-1, appendErrorCode(err, p.records), err)
 		return
@@ -429,11 +453,15 @@ func (r *replica) handleReady() error {
 		}
 		r.epoch = int32(bs.GetTerm())
 		r.confBarrier = r.st.lastIndex()
+		r.termStart = r.st.lastIndex()
 		r.log.Info("leading", "term", bs.GetTerm(), "logEndOffset", r.part.LogEndOffset())
 	}
 	if bs.RaftState != raft.StateLeader {
 		r.epoch = -1
 		r.dropPrewrites()
+		r.ready.Store(0)
+	} else if int64(r.epoch) == int64(bs.GetTerm()) && r.st.hs.GetCommit() >= r.termStart {
+		r.ready.Store(bs.GetTerm())
 	}
 	r.rn.Advance(rd)
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,6 +88,7 @@ type raftStorage struct {
 	// the replica recovers from that panic only when readErr is set (see
 	// replica.guard).
 	readErr error
+	log     *slog.Logger // nil: discard (raftsnap.go's warnings)
 }
 
 // readFunc reads a partition's batches from offset, at most maxBytes
@@ -264,9 +266,10 @@ func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []ui
 // positions by scanning the batch headers from the snapshot offset to the
 // log end (a log end at or below the snapshot offset holds no entry: a
 // snapshot was installed and nothing after it copied yet). It finishes
-// what a crash interrupted: raft log truncation recorded but not yet
-// applied (the records before the snapshot offset are deleted, once the
-// high watermark reaches it). The membership is the state file's, or
+// what a crash interrupted: a snapshot install (undone or finished,
+// finishInterruptedInstall in raftsnap.go), and raft log truncation
+// recorded but not yet applied (the records before the log start are
+// deleted, once the high watermark reaches it). The membership is the state file's, or
 // boot when the file has none (a new partition, or a version 0 file).
 func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *pb.ConfState) (*raftStorage, error) {
 	st, found, err := readRaftState(fsys, path)
@@ -290,7 +293,7 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 	if st.hasConf {
 		s.cs = &pb.ConfState{Voters: st.voters, Learners: st.learners}
 	}
-	if err := s.finishInstall(part, st); err != nil {
+	if err := s.finishInterruptedInstall(st); err != nil { // raftsnap.go
 		return nil, err
 	}
 	if part.LogStartOffset() > s.snapOffset {
@@ -529,21 +532,18 @@ const maxSnapshotRegion = 32 << 20
 
 // Snapshot implements raft.Storage. The snapshot of a partition is its
 // point, the last entry the log no longer holds as a raft entry, and in
-// Data:
-//
-//	8 bytes  the offset of the entry after the point (big-endian)
-//	8 bytes  the log start (only when it is below that offset: key
-//	         compaction moved the point and kept the records below it)
-//	...      the batches from the log start to the point, as stored
-//
-// A follower installing it restarts its log at that offset, below which it
-// keeps its own committed records and adds the leader's batches it lacks
-// (retention deleted the records below a point with no batches; key
-// compaction kept them compacted). A compacted part larger than
-// maxSnapshotRegion cannot be sent: the snapshot is reported temporarily
-// unavailable, and the follower stays behind.
+// Data the offset of the entry after it, the log start the leader keeps,
+// the producer state at the offset, and the batches from the log start to
+// the offset (only when key compaction kept records below the point); the
+// layout is raftsnap.go's. A follower installing it (applySnapshot)
+// restarts its log at that offset, below which it keeps its own committed
+// records and adds the leader's batches it lacks (retention deleted the
+// records below a point with no batches; key compaction kept them
+// compacted), with the leader's producer state there. A compacted part
+// larger than maxSnapshotRegion cannot be sent: the snapshot is reported
+// temporarily unavailable, and the follower stays behind.
 func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
-	data := binary.BigEndian.AppendUint64(nil, uint64(s.snapOffset))
+	d := snapshotData{offset: s.snapOffset, start: s.snapOffset, producers: s.producerSnapshot()}
 	if start := max(s.logStart, s.part.LogStartOffset()); start < s.snapOffset {
 		region, err := s.region(start, s.snapOffset)
 		if errors.Is(err, errSnapshotTooLarge) {
@@ -555,11 +555,10 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 			}
 			return nil, err
 		}
-		data = binary.BigEndian.AppendUint64(data, uint64(start))
-		data = append(data, region...)
+		d.start, d.records = start, region
 	}
 	return &pb.Snapshot{
-		Data: data,
+		Data: appendSnapshotData(nil, d),
 		Metadata: &pb.SnapshotMetadata{
 			ConfState: s.cs,
 			Index:     new(s.snapIndex),
@@ -609,106 +608,51 @@ func (s *raftStorage) region(from, to int64) ([]byte, error) {
 	return out, nil
 }
 
-// installMarkerPath is the file that says a snapshot's records are being
-// added to the log (applySnapshot): "<keep> <index>\n".
-func (s *raftStorage) installMarkerPath() string { return s.path + ".install" }
-
-// finishInstall completes or undoes what a crash interrupted of a
-// snapshot install with records (applySnapshot): when the state file
-// already holds the snapshot (index at or past the marker's), only the
-// marker goes; otherwise the log is cut back at the marker's keep offset,
-// dropping whatever of the leader's records were added, and the old
-// state file stands (the install was never acknowledged; the leader sends
-// the snapshot again).
-func (s *raftStorage) finishInstall(part *plog.Partition, st raftState) error {
-	path := s.installMarkerPath()
-	b, err := s.readSmall(path)
-	if b == nil || err != nil {
-		return err
-	}
-	var keep int64
-	var index uint64
-	if _, err := fmt.Sscanf(string(b), "%d %d\n", &keep, &index); err != nil {
-		return fmt.Errorf("%w: %s: %q: %v", errRaftState, path, b, err)
-	}
-	if st.snapIndex < index && part.LogEndOffset() > keep {
-		if err := part.TruncateTo(keep); err != nil {
-			return fmt.Errorf("undo the snapshot install in %s: %w", part.Dir(), err)
-		}
-	}
-	return s.fs.Remove(path)
-}
-
-// readSmall returns a small file's bytes, nil when it does not exist.
-func (s *raftStorage) readSmall(path string) ([]byte, error) {
-	f, err := s.fs.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer f.Close()
-	buf := make([]byte, 256)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return buf[:n], nil
-}
-
 // applySnapshot installs a snapshot from the leader (raft found no entry
 // of this log at the snapshot's index and term, so the log after the
-// commit point is not the leader's). First the log is cut at its own
-// commit point, and not above the snapshot offset (TruncateTo: what stays
-// is committed, so the leader's too); when the snapshot carries records
-// (the leader's compacted log below the point), those past the cut are
-// appended (AppendAssigned, gaps allowed) and synced, between an install
-// marker written before the cut and removed after the state file
-// (finishInstall undoes a crash in between); then the state file records
-// the snapshot point. A crash after the cut and before the state file
-// leaves the old state file with a log that merely lost uncommitted
-// entries raft was discarding. The next entry is appended at the
-// snapshot offset, above the log end (AppendAssigned accepts the gap);
-// the records before the log start (the snapshot offset without records,
-// the leader's log start with them) are deleted once the high watermark
-// reaches it (setCommitted).
+// commit point is not the leader's), with the install file of raftsnap.go
+// written first. The log is cut at its own commit point, and not above
+// the snapshot offset (keep; TruncateTo: what stays is committed, so the
+// leader's too); when the snapshot carries records (the leader's
+// compacted log below the point), those past the cut are appended
+// (AppendAssigned, gaps allowed) and synced; then the state file records
+// the snapshot point; then finishInstall restarts the log empty at the
+// snapshot offset when the snapshot carries no records, restores the
+// leader's producer state at the offset and removes the install file. A
+// crash before the state file is undone by the next open (the log is cut
+// back at keep: it merely lost uncommitted entries raft was discarding),
+// one after it is finished (finishInterruptedInstall). The next entry is
+// appended at the snapshot offset, at or above the log end
+// (AppendAssigned accepts the gap); the records before the log start (the
+// snapshot offset without records, the leader's log start with them) are
+// deleted once the high watermark reaches it (setCommitted).
 func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
-	data := snap.GetData()
-	if len(data) != 8 && len(data) < 16 {
-		return fmt.Errorf("%w: snapshot data of %d bytes, want 8, or 16 and records", errRaftState, len(data))
+	d, producers, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		return err
 	}
-	off := int64(binary.BigEndian.Uint64(data))
-	start, region := off, []byte(nil)
-	if len(data) >= 16 {
-		start, region = int64(binary.BigEndian.Uint64(data[8:])), data[16:]
-		if start > off {
-			return fmt.Errorf("%w: snapshot log start %d above its offset %d", errRaftState, start, off)
-		}
-	}
+	off := d.offset
 	md := snap.GetMetadata()
 	if md.GetIndex() <= s.snapIndex || off < s.snapOffset {
 		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", errRaftState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
 	}
 	keep := min(s.offsetAfter(min(s.hs.GetCommit(), s.lastIndex())), off)
-	if region != nil {
-		if err := checkpoint.WriteAtomic(s.fs, s.installMarkerPath(), fmt.Appendf(nil, "%d %d\n", keep, md.GetIndex())); err != nil {
-			return fmt.Errorf("install snapshot in %s: %w", s.part.Dir(), err)
-		}
+	if err := s.saveInstall(keep, md.GetIndex(), d); err != nil {
+		return err
 	}
 	if s.part.LogEndOffset() > keep {
 		if err := s.part.TruncateTo(keep); err != nil {
 			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
 		}
 	}
-	if region != nil {
-		if err := s.appendRegion(region, off); err != nil {
+	if d.records != nil {
+		if err := s.appendRegion(d.records, off); err != nil {
 			return fmt.Errorf("install snapshot at offset %d in %s: %w", off, s.part.Dir(), err)
 		}
 	}
 	old := *s
 	s.snapIndex, s.snapTerm, s.snapOffset = md.GetIndex(), md.GetTerm(), off
-	s.logStart = max(s.logStart, start)
+	s.logStart = max(s.logStart, d.start)
 	if c := s.hs.GetCommit(); c < s.snapIndex {
 		s.hs = &pb.HardState{Term: new(s.hs.GetTerm()), Vote: new(s.hs.GetVote()), Commit: new(s.snapIndex)}
 	}
@@ -724,13 +668,8 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 		s.snapIndex, s.snapTerm, s.snapOffset, s.logStart, s.hs, s.cs, s.applied = old.snapIndex, old.snapTerm, old.snapOffset, old.logStart, old.hs, old.cs, old.applied
 		return err
 	}
-	if region != nil {
-		if err := s.fs.Remove(s.installMarkerPath()); err != nil {
-			return fmt.Errorf("install snapshot in %s: %w", s.part.Dir(), err)
-		}
-	}
 	s.ents, s.end = nil, off
-	return nil
+	return s.finishInstall(d, producers)
 }
 
 // appendRegion appends the batches of a snapshot's records that lie past

@@ -194,11 +194,43 @@ func TestRaftStorageIsThePartition(t *testing.T) {
 	assert.Equal(t, []uint64{1, 2, 3}, snap.GetMetadata().GetConfState().GetVoters())
 }
 
-// A follower installs a snapshot from the leader: its log is cut at its
-// commit point (an uncommitted suffix may not be the leader's), the next
-// entry lands at the snapshot offset past a gap, and the records below the
-// snapshot offset are deleted once the high watermark passes it; a reopen
-// in between rebuilds the same state.
+// producerSnapshotData is a raft snapshot's data without records: the
+// offset the log restarts at and producer 7's state below it (its last
+// batch: sequences 0-4 at offsets off-5 to off-1).
+func producerSnapshotData(off int64) snapshotData {
+	entries := []plog.ProducerSnapshotEntry{{ProducerID: 7, ProducerEpoch: 0, LastSequence: 4, LastOffset: off - 1,
+		OffsetDelta: 4, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}}
+	return snapshotData{offset: off, start: off, producers: plog.AppendProducerSnapshot(nil, entries)}
+}
+
+// producerRetry is producer 7's batch of sequences 0-4 (five records).
+func producerRetry(t *testing.T) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 7, Epoch: 0, BaseSequence: 0}})
+	for i := range 5 {
+		require.NoError(t, bld.Add(batch.Record{Value: []byte{byte('a' + i)}, Timestamp: time.Now().UnixMilli()}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return b
+}
+
+// assertKnowsProducer checks that the partition answers a retry of
+// producer 7's last batch below offset 100 as a duplicate.
+func assertKnowsProducer(t *testing.T, part *plog.Partition) {
+	t.Helper()
+	end := part.LogEndOffset()
+	info, err := part.AppendBatchInfo(producerRetry(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "a retry of a batch older than the snapshot point is a duplicate")
+	assert.Equal(t, int64(95), info.Base)
+	assert.Equal(t, end, part.LogEndOffset(), "nothing written")
+}
+
+// A follower installs a snapshot from the leader: its log restarts empty
+// at the snapshot offset with the leader's producer state (a retry of a
+// batch below the point is a duplicate), and the next entry lands at the
+// snapshot offset; a reopen in between rebuilds the same state.
 func TestRaftStorageInstallsSnapshot(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "t-0")
@@ -216,16 +248,20 @@ func TestRaftStorageInstallsSnapshot(t *testing.T) {
 
 	// The leader's log starts at offset 100, after entry 40 of term 3.
 	snap := &pb.Snapshot{
-		Data:     binary.BigEndian.AppendUint64(nil, 100),
+		Data:     appendSnapshotData(nil, producerSnapshotData(100)),
 		Metadata: &pb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(3)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}},
 	}
 	require.NoError(t, st.applySnapshot(snap))
-	assert.Equal(t, int64(4), part.LogEndOffset(), "cut at the commit point: entry 3 was not committed")
+	assert.Equal(t, int64(100), part.LogStartOffset())
+	assert.Equal(t, int64(100), part.LogEndOffset())
 	first, _ := st.FirstIndex()
 	assert.Equal(t, uint64(41), first)
 	term, err := st.Term(40)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), term)
+	assertKnowsProducer(t, part)
+	_, err = os.Stat(state + installSuffix)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the install file is removed once the install is done")
 	require.ErrorIs(t, st.applySnapshot(snap), errRaftState, "an older or equal snapshot is refused")
 
 	// A restart before anything else arrived.
@@ -236,12 +272,11 @@ func TestRaftStorageInstallsSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	last, _ := st.LastIndex()
 	assert.Equal(t, uint64(40), last)
-	assert.Equal(t, int64(4), part.HighWatermark())
+	assertKnowsProducer(t, part)
 	r = &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
 
 	require.NoError(t, r.persist(dataEntry(t, 41, 3, 100, 2)))
 	assert.Equal(t, int64(102), part.LogEndOffset())
-	assert.Equal(t, int64(0), part.LogStartOffset(), "not deleted before the high watermark reaches the snapshot offset")
 	require.NoError(t, st.setCommitted(41))
 	assert.Equal(t, int64(102), part.HighWatermark())
 	assert.Equal(t, int64(100), part.LogStartOffset())
@@ -249,6 +284,97 @@ func TestRaftStorageInstallsSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ents, 1)
 	assert.Equal(t, int64(100), batch.Batch(ents[0].GetData()).BaseOffset())
+}
+
+// A crash after the state file recorded a snapshot's point but before the
+// log restarted with the producer state is finished by the next open; an
+// install file the state file does not match (a crash before the state
+// file) is removed and changes nothing.
+func TestRaftStorageFinishesInterruptedInstall(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		recorded bool // the state file got the snapshot point
+	}{{"after the state file", true}, {"before the state file", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "t-0")
+			state := filepath.Join(root, "t-0.state")
+			part := openReplicated(t, dir)
+			st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			r := &replica{part: part, st: st, prewritten: make(map[uint64]prewrite)}
+			for _, e := range []*pb.Entry{noopEntry(1, 1), dataEntry(t, 2, 1, 1, 3)} {
+				require.NoError(t, r.persist(e))
+			}
+			require.NoError(t, st.setHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}))
+			require.NoError(t, part.Sync())
+			// The install's first steps, then the crash.
+			require.NoError(t, st.saveInstall(4, 40, producerSnapshotData(100)))
+			if tc.recorded {
+				st.snapIndex, st.snapTerm, st.snapOffset = 40, 3, 100
+				st.hs = &pb.HardState{Term: new(uint64(3)), Commit: new(uint64(40))}
+				require.NoError(t, st.save())
+			}
+			require.NoError(t, part.Close())
+
+			part = openReplicated(t, dir)
+			defer part.Close()
+			st, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			_, err = os.Stat(state + installSuffix)
+			assert.ErrorIs(t, err, os.ErrNotExist)
+			if !tc.recorded {
+				assert.Equal(t, int64(0), part.LogStartOffset())
+				assert.Equal(t, int64(4), part.LogEndOffset(), "the old log, untouched")
+				_, known, err := part.ProducerState(7)
+				require.NoError(t, err)
+				assert.False(t, known)
+				return
+			}
+			assert.Equal(t, int64(100), part.LogStartOffset())
+			assert.Equal(t, int64(100), part.LogEndOffset())
+			first, _ := st.FirstIndex()
+			assert.Equal(t, uint64(41), first)
+			assertKnowsProducer(t, part)
+		})
+	}
+}
+
+// The leader's snapshot carries the producer state at its point: the
+// partition's producer snapshot file at that offset (written at the
+// segment roll there).
+func TestRaftSnapshotCarriesProducerState(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	part, err := plog.Open(dir, plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true, SegmentBytes: 300})
+	require.NoError(t, err)
+	defer part.Close()
+	st, err := openRaftStorage(vfs.Default, filepath.Join(root, "t-0.state"), part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	info, err := part.AppendBatchInfo(producerRetry(t))
+	require.NoError(t, err)
+	require.Equal(t, int64(0), info.Base)
+	for part.SegmentInfos()[len(part.SegmentInfos())-1].BaseOffset == 0 {
+		_, err := part.AppendBatch(buildBatch(t, "pad", 5, batch.CompressionNone))
+		require.NoError(t, err)
+	}
+	st.snapOffset = part.SegmentInfos()[1].BaseOffset
+	snap, err := st.Snapshot()
+	require.NoError(t, err)
+	d, producers, err := decodeSnapshotData(snap.GetData())
+	require.NoError(t, err)
+	assert.Equal(t, st.snapOffset, d.offset)
+	require.Len(t, producers, 1)
+	assert.Equal(t, int64(7), producers[0].ProducerID)
+	assert.Equal(t, int32(4), producers[0].LastSequence)
+	assert.Equal(t, int64(4), producers[0].LastOffset)
+
+	damaged := append([]byte(nil), snap.GetData()...)
+	damaged[snapshotHeaderLen+len(d.producers)-1] ^= 1
+	_, _, err = decodeSnapshotData(damaged)
+	assert.ErrorIs(t, err, errRaftState, "a damaged producer state is refused")
+	_, _, err = decodeSnapshotData([]byte{1, 2})
+	assert.ErrorIs(t, err, errRaftState)
 }
 
 // The batch of raft's empty entry is a control batch that every replica

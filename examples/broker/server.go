@@ -179,7 +179,8 @@ type server struct {
 	host       string
 	port       int32
 	prodIDPool *producerIDs
-	cluster    *cluster // nil: single node
+	cluster    *cluster      // nil: single node
+	coord      *coordinators // cluster mode's coordinator gates (coordstate.go)
 
 	idle          time.Duration // connections.max.idle.ms (0: never)
 	maxRequest    int32         // socket.request.max.bytes
@@ -235,7 +236,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	txns, err := openTxnCoordinator(st, offsets, cfg.Logger, cfg.TransactionMaxTimeout)
+	txns, err := openTxnCoordinator(st, offsets, cfg.Logger, cfg.TransactionMaxTimeout, cfg.Cluster != nil)
 	if err != nil {
 		return err
 	}
@@ -309,6 +310,9 @@ func run(ctx context.Context, cfg config) (err error) {
 		fetchParked:   cfg.FetchParked,
 	}
 	s.groups = newCoordinator(s.log)
+	if cl != nil {
+		s.setupClusterCoordinators()
+	}
 	clr, err := newCleaner(s, cfg)
 	if err != nil {
 		_ = ln.Close()

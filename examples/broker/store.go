@@ -47,7 +47,7 @@ type storeConfig struct {
 	segmentBytes        int64 // segment.bytes of user topics
 	offsetsSegmentBytes int64 // segment.bytes of __consumer_offsets
 	indexBytes          int   // segment.index.bytes of every partition
-	// replicated: user topics are replicated through raft (cluster
+	// replicated: every topic (the internal ones too) is replicated through raft (cluster
 	// mode): the high watermark is the commit index, set by the
 	// replica, and batches carry the raft term as leader epoch.
 	replicated bool
@@ -62,7 +62,7 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 		dir:        dir,
 		partitions: partitions,
 		pcfg:       plog.Config{SegmentBytes: sc.segmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger, DisableAutoHighWatermark: sc.replicated, StampLeaderEpoch: sc.replicated},
-		offsetsCfg: plog.Config{SegmentBytes: sc.offsetsSegmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger},
+		offsetsCfg: plog.Config{SegmentBytes: sc.offsetsSegmentBytes, SegmentIndexBytes: sc.indexBytes, Logger: logger, DisableAutoHighWatermark: sc.replicated, StampLeaderEpoch: sc.replicated},
 		log:        logger,
 	}
 	s.mu.topics = make(map[string][]*plog.Partition)

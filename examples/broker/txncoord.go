@@ -83,9 +83,20 @@ type txnCoordinator struct {
 	offsets *offsetStore
 	// ids hands out producer ids; set once, before the coordinator is
 	// shared.
-	ids        *producerIDs
-	p          *plog.Partition // __transaction_state-0
+	ids *producerIDs
+	p   *plog.Partition // __transaction_state-0
+	// w writes p's batches durably (AppendBatch and Sync on one node,
+	// through raft in cluster mode).
+	w          stateWriter
 	maxTimeout time.Duration
+	// Cluster mode (coordstate.go); nil on one node. markers writes a
+	// transaction marker to a partition through its raft leader (the
+	// offsets topic's too); active reports whether this node is the
+	// coordinator now, with its state loaded; spread maps the
+	// allocator's ids to this node's share of them.
+	markers func(tp topicPartition, m batch.TxnMarker) error
+	active  func() bool
+	spread  func(int64) int64
 	// now is the clock of transaction start times and timeouts; tests
 	// replace it before the coordinator is shared.
 	now func() time.Time
@@ -112,7 +123,10 @@ var errTxnBusy = errors.New("broker: transaction markers not yet written")
 //
 // The caller sets ids before sharing the coordinator (the allocator's
 // floor includes the producer ids the replayed state holds).
-func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, maxTimeout time.Duration) (*txnCoordinator, error) {
+//
+// clustered (cluster mode) skips the replay: the state is loaded when this
+// node becomes the leader of __transaction_state-0 (coordstate.go).
+func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, maxTimeout time.Duration, clustered bool) (*txnCoordinator, error) {
 	ps, err := st.topic(txnStateTopic, true)
 	if err != nil {
 		return nil, err
@@ -120,21 +134,37 @@ func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, ma
 	if maxTimeout <= 0 {
 		maxTimeout = defaultTxnMaxTimeout
 	}
-	c := &txnCoordinator{log: logger, store: st, offsets: offsets, p: ps[0],
+	c := &txnCoordinator{log: logger, store: st, offsets: offsets, p: ps[0], w: localWriter{ps[0]},
 		maxTimeout: maxTimeout, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	c.mu.txns = make(map[string]*txnMeta)
 	c.mu.bld = batch.NewBuilder(batch.BuilderOptions{})
+	if clustered {
+		return c, nil // loaded when this node becomes the coordinator
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.loadLocked(ps); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadLocked replays every partition of __transaction_state into an empty
+// state and completes the transactions left in PrepareCommit or
+// PrepareAbort (a failure to complete one is logged; the timeout check
+// retries it).
+// REQUIRES: c.mu held, or c not yet shared.
+func (c *txnCoordinator) loadLocked(ps []*plog.Partition) error {
+	clear(c.mu.txns)
 	// A data directory taken over from Kafka has more partitions (50 by
 	// default, an id's records in the one its name hashes to): they are
 	// replayed first, and partition 0, where this broker writes, last.
 	for i := range ps {
 		p := ps[(i+1)%len(ps)]
 		if err := c.replay(p); err != nil {
-			return nil, fmt.Errorf("replaying %s: %w", p.Dir(), err)
+			return fmt.Errorf("replaying %s: %w", p.Dir(), err)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, id := range slices.Sorted(maps.Keys(c.mu.txns)) {
 		m := c.mu.txns[id]
 		if m.status == txnPrepareCommit || m.status == txnPrepareAbort {
@@ -144,7 +174,7 @@ func openTxnCoordinator(st *store, offsets *offsetStore, logger *slog.Logger, ma
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // replay reads a partition of __transaction_state to its high watermark;
@@ -221,6 +251,9 @@ func (c *txnCoordinator) start(interval time.Duration) {
 				return
 			case <-t.C:
 			}
+			if c.active != nil && !c.active() {
+				continue // another node coordinates
+			}
 			c.abortTimedOut()
 		}
 	}()
@@ -257,11 +290,8 @@ func (c *txnCoordinator) writeLocked(m *txnMeta, rec txnRecord) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.p.AppendBatch(b); err != nil {
+	if err := c.w.appendBatch(b); err != nil {
 		return fmt.Errorf("writing transaction state of %q: %w", m.id, err)
-	}
-	if err := c.p.Sync(); err != nil {
-		return fmt.Errorf("syncing transaction state of %q: %w", m.id, err)
 	}
 	if rec.status != m.status || rec.producerEpoch != m.producerEpoch {
 		m.marked = nil
@@ -287,6 +317,15 @@ func (c *txnCoordinator) completeLocked(m *txnMeta) error {
 	epoch := c.coordinatorEpoch()
 	for _, tp := range m.partitions {
 		if m.marked[tp] {
+			continue
+		}
+		if c.markers != nil {
+			err := c.markers(tp, batch.TxnMarker{Type: typ, CoordinatorEpoch: epoch, ProducerID: m.producerID,
+				ProducerEpoch: m.producerEpoch, Timestamp: c.now().UnixMilli()})
+			if err != nil && !c.markerSuperseded(m, tp, err) {
+				return fmt.Errorf("%w: %s marker in %s-%d: %v", errTxnBusy, typ, tp.topic, tp.partition, err)
+			}
+			m.marked[tp] = true
 			continue
 		}
 		if tp.topic == offsetsTopic {
@@ -389,7 +428,7 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 	defer c.mu.Unlock()
 	m := c.mu.txns[txnID]
 	if m == nil || m.status == txnDead {
-		pid, err := c.ids.allocate()
+		pid, err := c.allocate()
 		if err != nil {
 			c.log.Error("no producer id", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress.Code
@@ -427,7 +466,7 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 	rec := m.txnRecord
 	rec.status, rec.timeoutMs, rec.startMs, rec.partitions = txnEmpty, timeoutMs, -1, nil
 	if m.producerEpoch >= math.MaxInt16-1 {
-		pid, err := c.ids.allocate()
+		pid, err := c.allocate()
 		if err != nil {
 			c.log.Error("no producer id", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress.Code
@@ -440,6 +479,16 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 		return -1, -1, c.errCode("InitProducerID", m, err)
 	}
 	return m.producerID, m.producerEpoch, 0
+}
+
+// allocate returns a fresh producer id (this node's share of them in
+// cluster mode).
+func (c *txnCoordinator) allocate() (int64, error) {
+	id, err := c.ids.allocate()
+	if err == nil && c.spread != nil {
+		id = c.spread(id)
+	}
+	return id, err
 }
 
 // checkProducerLocked validates the producer id and epoch a request carries
@@ -679,9 +728,13 @@ func (c *txnCoordinator) abortHanging(part *plog.Partition, tp topicPartition, o
 	}
 	c.log.Warn("aborting a hanging transaction no transactional id covers",
 		"topic", tp.topic, "partition", tp.partition, "producer_id", o.ProducerID, "epoch", st.Epoch, "first_offset", o.FirstOffset)
-	if tp == (topicPartition{topic: offsetsTopic}) {
+	switch {
+	case c.markers != nil:
+		err = c.markers(tp, batch.TxnMarker{Type: batch.ControlAbort, CoordinatorEpoch: max(c.coordinatorEpoch(), st.CoordinatorEpoch),
+			ProducerID: o.ProducerID, ProducerEpoch: st.Epoch, Timestamp: c.now().UnixMilli()})
+	case tp == (topicPartition{topic: offsetsTopic}):
 		err = c.offsets.endTxn(o.ProducerID, st.Epoch, max(c.coordinatorEpoch(), st.CoordinatorEpoch), false)
-	} else {
+	default:
 		_, err = part.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, CoordinatorEpoch: max(c.coordinatorEpoch(), st.CoordinatorEpoch),
 			ProducerID: o.ProducerID, ProducerEpoch: st.Epoch, Timestamp: c.now().UnixMilli()})
 		if err == nil {

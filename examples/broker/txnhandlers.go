@@ -146,9 +146,18 @@ func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 		resp.Topics = append(resp.Topics, t)
 	}
 	if len(commits) > 0 {
-		code, err := s.txns.commitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, func() error {
-			return s.offsets.commitTxn(req.ProducerID, req.ProducerEpoch, commits)
-		})
+		write := func() error { return s.offsets.commitTxn(req.ProducerID, req.ProducerEpoch, commits) }
+		var code int16
+		var err error
+		if s.cluster != nil {
+			// The transaction coordinator is another node's role in
+			// cluster mode: as Kafka's group coordinator, this one relies
+			// on the partition's producer state (a fenced epoch is
+			// refused by the append).
+			err = write()
+		} else {
+			code, err = s.txns.commitOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, write)
+		}
 		if err != nil {
 			s.log.Error("transactional offset commit", "group", req.Group, "transactional_id", req.TransactionalID, "err", err)
 			code = kerr.CoordinatorNotAvailable.Code

@@ -69,11 +69,8 @@ func (o *offsetStore) endTxn(pid int64, epoch int16, coordinatorEpoch int32, com
 	if commit {
 		m.Type = batch.ControlCommit
 	}
-	if _, err := o.p.AppendMarker(m); err != nil {
+	if err := o.w.appendMarker(m); err != nil {
 		return fmt.Errorf("%s marker in %s: %w", m.Type, o.p.Dir(), err)
-	}
-	if err := o.p.Sync(); err != nil {
-		return err
 	}
 	o.resolveLocked(pid, commit)
 	return nil

@@ -1,0 +1,47 @@
+package log
+
+import "fmt"
+
+// RestoreProducers gives the log the producer state of another replica at
+// offset: entries describe the producers of every batch below offset (a
+// producer snapshot at that offset, as DecodeProducerSnapshot returns
+// one), and replace what the partition knows. The state is written as the
+// log's snapshot at its end offset, fsynced with the directory, before
+// RestoreProducers returns, so Open loads it again. Producers expired by
+// Config.ProducerIDExpiration are skipped, as Open skips them.
+//
+// A follower calls it after restarting its log at its leader's log start
+// (TruncateFullyAndStartAt(offset)), or after copying the leader's
+// compacted batches below offset, with the leader's snapshot at that
+// offset: it then recognises a retry of a batch older than offset as a
+// duplicate, as the leader does, and knows the transactions open across
+// that point. The log may hold batches below offset; its end may be below
+// offset when the leader's last batches below it were compacted away (the
+// next batch is then appended at offset or later, AppendAssigned).
+//
+// The log must hold nothing at or past offset (log end offset <= offset),
+// else ErrUnexpectedOffset; an entry whose last offset or open transaction
+// is at or past offset gives ErrInvalidBatch. Either changes nothing.
+func (p *Partition) RestoreProducers(offset int64, entries []ProducerSnapshotEntry) error {
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	if end := p.mu.end.Offset; end > offset {
+		return fmt.Errorf("%w: restore producer state at offset %d into %s: the log ends at %d, past it", ErrUnexpectedOffset, offset, p.dir, end)
+	}
+	for _, se := range entries {
+		if se.LastOffset >= offset || se.CurrentTxnFirstOffset >= offset {
+			return fmt.Errorf("%w: restore producer state at offset %d into %s: producer %d has a batch at offset %d or a transaction from %d, at or past it",
+				ErrInvalidBatch, offset, p.dir, se.ProducerID, se.LastOffset, se.CurrentTxnFirstOffset)
+		}
+	}
+	p.mu.producers.reset()
+	p.mu.producers.load(entries, p.nowMs(), p.cfg.ProducerIDExpiration.Milliseconds())
+	p.publishUnstableLocked()
+	if err := p.snapshotDurableLocked(); err != nil {
+		return fmt.Errorf("partlog/log: restore producer state into %s: %w", p.dir, err)
+	}
+	return nil
+}

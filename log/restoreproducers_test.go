@@ -1,0 +1,118 @@
+package log_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	plog "github.com/partlog/partlog/log"
+)
+
+// A log restarted above its end takes another replica's producer state:
+// a retry of the producer's last batch below the restart point is a
+// duplicate (with its original offsets), before and after a reopen, and
+// the next sequence is accepted; a log that ends past the point, or
+// entries at or past it, are refused and change nothing.
+func TestRestoreProducers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	src, err := plog.Open(filepath.Join(t.TempDir(), "src-0"), plog.Config{})
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := src.AppendBatch(pb{pid: 7, epoch: 2, seq: int32(4 * i), n: 4}.bytes(t))
+		require.NoError(t, err)
+	}
+	srcEnd := src.LogEndOffset()
+	states, err := src.Producers()
+	require.NoError(t, err)
+	require.NoError(t, src.Close())
+	var entries []plog.ProducerSnapshotEntry
+	for _, st := range states {
+		last := st.Batches[len(st.Batches)-1]
+		entries = append(entries, plog.ProducerSnapshotEntry{ProducerID: st.ProducerID, ProducerEpoch: st.Epoch,
+			LastSequence: last.LastSequence, LastOffset: last.LastOffset, OffsetDelta: int32(last.LastOffset - last.FirstOffset),
+			Timestamp: st.LastTimestamp, CoordinatorEpoch: st.CoordinatorEpoch, CurrentTxnFirstOffset: st.CurrentTxnFirstOffset})
+	}
+
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{pid: 9, epoch: 0, seq: 0, n: 1}.bytes(t))
+	require.NoError(t, err)
+	require.ErrorIs(t, p.RestoreProducers(0, entries), plog.ErrUnexpectedOffset, "the log ends past the point")
+	require.NoError(t, p.TruncateFullyAndStartAt(srcEnd))
+	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
+	bad[0].LastOffset = srcEnd
+	require.ErrorIs(t, p.RestoreProducers(srcEnd, bad), plog.ErrInvalidBatch)
+	_, ok, err := p.ProducerState(7)
+	require.NoError(t, err)
+	require.False(t, ok, "a refused restore changes nothing")
+	require.NoError(t, p.RestoreProducers(srcEnd, entries))
+
+	check := func(p *plog.Partition) {
+		t.Helper()
+		info, err := p.AppendBatchInfo(pb{pid: 7, epoch: 2, seq: 8, n: 4}.bytes(t))
+		require.NoError(t, err)
+		assert.True(t, info.Duplicate, "a retry of the last batch below the restart point")
+		assert.Equal(t, srcEnd-4, info.Base)
+		assert.Equal(t, srcEnd, p.LogEndOffset(), "nothing written")
+	}
+	check(p)
+	require.NoError(t, p.Close())
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	check(p)
+	_, err = p.AppendBatch(pb{pid: 7, epoch: 2, seq: 12, n: 1}.bytes(t))
+	require.NoError(t, err, "the next sequence follows the restored state")
+	_, err = p.AppendBatch(pb{pid: 7, epoch: 2, seq: 20, n: 1}.bytes(t))
+	require.ErrorIs(t, err, plog.ErrOutOfOrderSequence)
+}
+
+// A follower that copied a compacted leader's batches below the point
+// keeps them and takes the leader's producer state at the point, also
+// when its log ends below the point (the leader's last batches there
+// were compacted away): the state replaces what the copied batches
+// taught it, a retry of a batch between the log end and the point is a
+// duplicate, before and after a reopen, and the records stay.
+func TestRestoreProducersBelowPoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "p-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{pid: 9, epoch: 0, seq: 0, n: 2}.bytes(t)) // offsets 0-1
+	require.NoError(t, err)
+	const point = 10
+	// Producer 7's last batch, offsets 6-8, sequences 3-5: compacted away
+	// on the leader, so not in this log (it ends at 2).
+	entries := []plog.ProducerSnapshotEntry{
+		{ProducerID: 7, ProducerEpoch: 1, LastSequence: 5, LastOffset: 8, OffsetDelta: 2, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 1, LastOffset: 1, OffsetDelta: 1, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
+	}
+	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
+	bad[0].LastOffset = point
+	require.ErrorIs(t, p.RestoreProducers(point, bad), plog.ErrInvalidBatch, "an entry at the point")
+	require.ErrorIs(t, p.RestoreProducers(1, entries[1:]), plog.ErrUnexpectedOffset, "the log ends past the point")
+	require.NoError(t, p.RestoreProducers(point, entries))
+
+	check := func(p *plog.Partition) {
+		t.Helper()
+		info, err := p.AppendBatchInfo(pb{pid: 7, epoch: 1, seq: 3, n: 3}.bytes(t))
+		require.NoError(t, err)
+		assert.True(t, info.Duplicate, "a retry of producer 7's last batch below the point")
+		assert.Equal(t, int64(6), info.Base)
+		info, err = p.AppendBatchInfo(pb{pid: 9, epoch: 0, seq: 0, n: 2}.bytes(t))
+		require.NoError(t, err)
+		assert.True(t, info.Duplicate, "producer 9's batch in the log")
+		assert.Equal(t, int64(0), p.LogStartOffset())
+		assert.Equal(t, int64(2), p.LogEndOffset(), "the records stay, nothing written")
+	}
+	check(p)
+	require.NoError(t, p.Close())
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	check(p)
+	_, err = p.AppendBatch(pb{pid: 7, epoch: 1, seq: 6, n: 1}.bytes(t))
+	require.NoError(t, err, "the next sequence follows the restored state")
+}
