@@ -81,7 +81,11 @@ func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h 
 	if err != nil {
 		return RecoverResult{}, err
 	}
-	src := &logSource{path: path, base: baseOffset, size: st.Size(), r: f, win: make([]byte, 0, checkWindow)}
+	window := checkWindow
+	if opts.HeadersOnly {
+		window = batch.HeaderSize // a header a read: the rest is skipped
+	}
+	src := &logSource{path: path, base: baseOffset, size: st.Size(), r: f, win: make([]byte, 0, window)}
 	if opts.From < 0 || opts.From > src.size {
 		return RecoverResult{}, fmt.Errorf("partlog/segment: check %s from position %d of %d", path, opts.From, src.size)
 	}
