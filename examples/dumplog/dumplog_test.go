@@ -394,3 +394,75 @@ func TestREADMEDumplogCommands(t *testing.T) {
 	}
 	require.Equal(t, 3, lines, "the README's dumplog lines changed: run the new ones here")
 }
+
+// The dump walks a .log with the walk recovery uses (segment.Check): an
+// entry that frames but fails its CRC is reported and the dump goes on
+// after it; where the bytes stop framing, the damage is named as recovery
+// classifies it: a torn tail at the end of the file, corruption when valid
+// batches follow.
+func TestDumpReportsDamageAsRecoveryDoes(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "t-0")
+	writePartition(t, src, true)
+	ents, err := os.ReadDir(src)
+	require.NoError(t, err)
+	var logs []string
+	for _, e := range ents {
+		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix {
+			logs = append(logs, e.Name())
+		}
+	}
+	require.GreaterOrEqual(t, len(logs), 2)
+	// starts returns the positions of the batches of a .log.
+	starts := func(b []byte) []int {
+		var out []int
+		for pos := 0; pos < len(b); pos += int(binary.BigEndian.Uint32(b[pos+8:])) + batch.LogOverhead {
+			out = append(out, pos)
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		victim string
+		damage func(b []byte) (int, []byte)
+		want   []string
+	}{
+		{"crc failure in the middle: the dump goes on", logs[0], func(b []byte) (int, []byte) {
+			s := starts(b)
+			b[s[1]+batch.CRCStart] ^= 0x40
+			return s[1], b
+		}, []string{"valid: false", fmt.Sprintf("position: %d", starts(mustRead(t, filepath.Join(src, logs[0])))[2])}},
+		{"length damaged with batches after it", logs[0], func(b []byte) (int, []byte) {
+			s := starts(b)
+			binary.BigEndian.PutUint32(b[s[1]+8:], 1<<30)
+			return s[1], b
+		}, []string{"corruption (recovery would cut here", "valid batches follow"}},
+		{"half a batch at the end of the active segment", logs[len(logs)-1], func(b []byte) (int, []byte) {
+			s := starts(b)
+			last := s[len(s)-1]
+			return last, b[:last+30]
+		}, []string{"torn tail (recovery would truncate it)", "overruns the file"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyTree(t, src)
+			p := filepath.Join(dir, c.victim)
+			pos, b := c.damage(mustRead(t, p))
+			mustWrite(t, p, b)
+			before := snapshot(t, dir)
+			code, out, _ := runDump(t, "--verify", dir)
+			require.Equal(t, 1, code, "exit %d, want 1\n%s", code, out)
+			require.Contains(t, out, fmt.Sprintf("PROBLEM: %s position %d: ", p, pos), out)
+			for _, w := range c.want {
+				require.Contains(t, out, w, out)
+			}
+			checkUnchanged(t, dir, before)
+		})
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return b
+}
