@@ -36,6 +36,37 @@ type span struct {
 	pos, size    int64
 	base, last   int64
 	maxTimestamp int64
+	// The transaction the batch belongs to (for the .txnindex checks):
+	// txn for a transactional data batch, marker for a transaction marker
+	// (abort tells which), of producer pid.
+	pid                int64
+	txn, marker, abort bool
+}
+
+// txnOf fills in sp's transaction fields from the RecordBatch b.
+func (d *dumper) txnOf(sp span, b batch.Batch) span {
+	attrs := b.Attributes()
+	if !attrs.IsTransactional() {
+		return sp
+	}
+	sp.pid = b.ProducerID()
+	if !attrs.IsControl() {
+		sp.txn = true
+		return sp
+	}
+	if b.RecordsCount() == 0 {
+		return sp
+	}
+	for r, err := range b.All(&d.dec) {
+		if err != nil {
+			return sp
+		}
+		if cr, err := batch.ParseControlRecord(r); err == nil && cr.Type.IsTxnMarker() {
+			sp.marker, sp.abort = true, cr.Type == batch.ControlAbort
+		}
+		return sp
+	}
+	return sp
 }
 
 // dumper prints what it reads to out and counts problems. Not safe for
@@ -45,6 +76,10 @@ type dumper struct {
 	out  *bufio.Writer
 	errw io.Writer
 	dec  batch.Decoder
+
+	// open maps a producer id to the first offset of its open transaction,
+	// replayed over the segments dumped so far (the .txnindex checks).
+	open map[int64]int64
 
 	problems, infos int
 	segments        int
@@ -220,7 +255,7 @@ func (d *dumper) addTotals(dir string) {
 func (d *dumper) dumpFile(p string) error {
 	base, suf, ok := segment.ParseFileName(filepath.Base(p))
 	if !ok {
-		return fmt.Errorf("%s: not a segment file (NNNNNNNNNNNNNNNNNNNN.log, .index or .timeindex)", p)
+		return fmt.Errorf("%s: not a segment file (NNNNNNNNNNNNNNNNNNNN.log, .index, .timeindex or .txnindex)", p)
 	}
 	dir := filepath.Dir(p)
 	switch suf {
@@ -231,18 +266,22 @@ func (d *dumper) dumpFile(p string) error {
 		next := int64(-1)
 		_, err := d.dumpSegment(dir, base, p, &next, false)
 		return err
-	case segment.IndexSuffix, segment.TimeIndexSuffix:
+	case segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix:
 		spans, size, err := d.scanLog(filepath.Join(dir, segment.FileName(base, segment.LogSuffix)), base)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		haveLog := err == nil
-		if suf == segment.IndexSuffix {
+		switch suf {
+		case segment.IndexSuffix:
 			return d.offsetIndex(p, base, spans, size, haveLog)
+		case segment.TimeIndexSuffix:
+			return d.timeIndex(p, base, spans, haveLog)
 		}
-		return d.timeIndex(p, base, spans, haveLog)
+		d.open = nil // a segment alone: transactions are replayed from its start
+		return d.txnIndex(p, base, spans, haveLog)
 	}
-	return fmt.Errorf("%s: dumplog reads .log, .index and .timeindex files, not %s", p, suf)
+	return fmt.Errorf("%s: dumplog reads .log, .index, .timeindex and .txnindex files, not %s", p, suf)
 }
 
 // dumpPartition dumps every segment of a partition directory in offset
@@ -260,7 +299,7 @@ func (d *dumper) dumpPartition(dir string) error {
 		case !ok || e.IsDir():
 		case suf == segment.LogSuffix:
 			bases = append(bases, base)
-		case suf == segment.IndexSuffix || suf == segment.TimeIndexSuffix:
+		case suf == segment.IndexSuffix || suf == segment.TimeIndexSuffix || suf == segment.TxnIndexSuffix:
 			indexes[base] = append(indexes[base], e.Name())
 		case strings.HasSuffix(suf, segment.DeletedSuffix) || strings.HasSuffix(suf, segment.CleanedSuffix) || strings.HasSuffix(suf, segment.SwapSuffix):
 			d.info(filepath.Join(dir, e.Name()), "temporary file of a deletion or compaction, skipped (a broker finishes or undoes it on start)")
@@ -268,6 +307,7 @@ func (d *dumper) dumpPartition(dir string) error {
 	}
 	slices.Sort(bases)
 	d.printf("Partition directory: %s (%d segments)\n", dir, len(bases))
+	d.open = nil // transactions are replayed across the partition's segments
 	next := int64(-1)
 	for i, base := range bases {
 		p := filepath.Join(dir, segment.FileName(base, segment.LogSuffix))
@@ -340,6 +380,9 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64, s
 		if err := d.timeIndex(filepath.Join(dir, segment.FileName(base, segment.TimeIndexSuffix)), base, spans, true); err != nil {
 			return nil, err
 		}
+		if err := d.txnIndex(filepath.Join(dir, segment.FileName(base, segment.TxnIndexSuffix)), base, spans, true); err != nil {
+			return nil, err
+		}
 	}
 	return spans, nil
 }
@@ -368,7 +411,11 @@ func (d *dumper) dumpBatch(path string, pos, base int64, b batch.Batch, first bo
 	if d.o.records && !(d.o.verify && d.o.quiet) {
 		d.printRecords(path, pos, b, verr)
 	}
-	return span{pos: pos, size: int64(len(b)), base: b.BaseOffset(), last: b.LastOffset(), maxTimestamp: b.MaxTimestamp()}
+	sp := span{pos: pos, size: int64(len(b)), base: b.BaseOffset(), last: b.LastOffset(), maxTimestamp: b.MaxTimestamp()}
+	if verr == nil {
+		sp = d.txnOf(sp, b)
+	}
+	return sp
 }
 
 // checkContinuity checks a batch's offsets [bo, last] against the
@@ -568,9 +615,13 @@ func (d *dumper) scanLog(path string, base int64) ([]span, int64, error) {
 	}
 	var spans []span
 	_, err = segment.Check(nil, path, base, segment.CheckOptions{KeepGoing: true},
-		func(h segment.BatchInfo, _ batch.Batch, _ error) error {
+		func(h segment.BatchInfo, b batch.Batch, bad error) error {
 			if h.BaseOffset >= 0 {
-				spans = append(spans, span{pos: h.Pos, size: h.Size, base: h.BaseOffset, last: h.LastOffset, maxTimestamp: h.MaxTimestamp})
+				sp := span{pos: h.Pos, size: h.Size, base: h.BaseOffset, last: h.LastOffset, maxTimestamp: h.MaxTimestamp}
+				if bad == nil && !batch.IsLegacyMagic(h.Magic) {
+					sp = d.txnOf(sp, b)
+				}
+				spans = append(spans, sp)
 			}
 			return nil
 		})
@@ -775,4 +826,110 @@ func (d *dumper) timeIndex(path string, base int64, spans []span, haveLog bool) 
 		}
 	}
 	return nil
+}
+
+// txnIndex prints (--index) and checks (--verify) a .txnindex file against
+// the segment's batches (spans; haveLog false when the .log is missing):
+// whole version-0 entries (segment.DecodeTxnIndex), marker offsets
+// increasing and inside the segment, firstOffset <= lastOffset,
+// lastStableOffset <= lastOffset+1, each entry at an ABORT marker of its
+// producer (unless no batch holds that offset: compaction), and an entry
+// for every transaction the batches show aborted (its transactional
+// batches, then its producer's ABORT marker), with a first offset at or
+// below the transaction's first batch. A missing file is what Kafka leaves
+// for a segment without aborted transactions.
+func (d *dumper) txnIndex(path string, base int64, spans []span, haveLog bool) error {
+	aborted := d.replayTxns(spans)
+	data, ok, err := readIndex(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if d.o.verify && len(aborted) > 0 {
+			a := aborted[0]
+			d.problem(path, -1, "missing, but the segment's batches show %d aborted transactions (the first: producer %d, ABORT marker at offset %d)",
+				len(aborted), a.ProducerID, a.LastOffset)
+		}
+		return nil
+	}
+	if d.o.index {
+		d.printf("Dumping %s\n", path)
+	}
+	entries, derr := segment.DecodeTxnIndex(path, data)
+	if derr != nil {
+		var ce *ibase.CorruptionError
+		pos := int64(-1)
+		if errors.As(derr, &ce) {
+			pos = ce.Pos
+		}
+		d.problem(path, pos, "%v", derr)
+	}
+	next := base
+	if len(spans) > 0 {
+		next = spans[len(spans)-1].last + 1
+	}
+	prev := int64(-1)
+	for i, e := range entries {
+		if d.o.index {
+			d.printf("version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n",
+				e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
+		}
+		if !d.o.verify {
+			continue
+		}
+		at := int64(i * segment.TxnIndexEntrySize)
+		switch {
+		case e.LastOffset <= prev:
+			d.problem(path, at, "entry %d: marker offset %d does not increase past %d", i, e.LastOffset, prev)
+		case e.LastOffset < base || (haveLog && e.LastOffset >= next):
+			d.problem(path, at, "entry %d: marker offset %d is outside the segment's offsets [%d, %d)", i, e.LastOffset, base, next)
+		case e.FirstOffset < 0 || e.FirstOffset > e.LastOffset:
+			d.problem(path, at, "entry %d: first offset %d, marker offset %d", i, e.FirstOffset, e.LastOffset)
+		case e.LastStableOffset < 0 || e.LastStableOffset > e.LastOffset+1:
+			d.problem(path, at, "entry %d: last stable offset %d after marker offset %d", i, e.LastStableOffset, e.LastOffset)
+		case haveLog:
+			if s, ok := batchAt(spans, e.LastOffset); ok && (s.base != e.LastOffset || !s.marker || !s.abort || s.pid != e.ProducerID) {
+				d.problem(path, at, "entry %d: the batch holding offset %d (offsets %d..%d, position %d) is not an ABORT marker of producer %d",
+					i, e.LastOffset, s.base, s.last, s.pos, e.ProducerID)
+			}
+		}
+		prev = max(prev, e.LastOffset)
+	}
+	if !d.o.verify || derr != nil {
+		return nil
+	}
+	for _, a := range aborted {
+		i := slices.IndexFunc(entries, func(e segment.AbortedTxn) bool { return e.LastOffset == a.LastOffset })
+		switch {
+		case i < 0:
+			d.problem(path, -1, "no entry for the transaction of producer %d aborted at offset %d (first batch at %d)", a.ProducerID, a.LastOffset, a.FirstOffset)
+		case entries[i].FirstOffset > a.FirstOffset:
+			d.problem(path, int64(i*segment.TxnIndexEntrySize), "entry %d: first offset %d, the transaction's first batch is at %d", i, entries[i].FirstOffset, a.FirstOffset)
+		}
+	}
+	return nil
+}
+
+// replayTxns replays the transactions of spans (a segment's batches, in
+// order) on d.open and returns the transactions the segment's ABORT
+// markers end that began in a batch the replay saw.
+func (d *dumper) replayTxns(spans []span) []segment.AbortedTxn {
+	if d.open == nil {
+		d.open = make(map[int64]int64)
+	}
+	var aborted []segment.AbortedTxn
+	for _, s := range spans {
+		switch {
+		case s.txn:
+			if _, ok := d.open[s.pid]; !ok {
+				d.open[s.pid] = s.base
+			}
+		case s.marker:
+			if first, ok := d.open[s.pid]; ok && s.abort {
+				aborted = append(aborted, segment.AbortedTxn{ProducerID: s.pid, FirstOffset: first, LastOffset: s.base})
+			}
+			delete(d.open, s.pid)
+		}
+	}
+	return aborted
 }
