@@ -60,33 +60,20 @@ var errHintMismatch = errors.New("index entry does not match its batch")
 func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool) (Probe, error) {
 	if indexPath != "" && !validate {
 		if hint, off, ok := lastIndexEntry(fsys, indexPath, segBase); ok && hint > 0 {
-			pr, err := probeFrom(fsys, path, segBase, hint, off, false)
-			if err == nil && pr.Batches > 0 {
+			// A hint past the file, or whose batch does not frame or
+			// ends past the entry's offset, is ignored: the walk from 0
+			// (which also reports any I/O error) decides.
+			if pr, err := probeFrom(fsys, path, segBase, hint, off, false); err == nil && pr.Batches > 0 {
 				return pr, nil
-			}
-			if err != nil && !errors.Is(err, errHintMismatch) && !errors.Is(err, errHintPast) {
-				return pr, err
 			}
 		}
 	}
 	return probeFrom(fsys, path, segBase, 0, -1, validate)
 }
 
-// errHintPast refuses an index hint at or past the end of the file.
-var errHintPast = errors.New("index entry past the end of the log")
-
 // probeFrom is ProbeLog's walk from position from (0, or an index hint
 // whose entry names offset hintOff; -1 without a hint).
 func probeFrom(fsys vfs.FS, path string, segBase, from, hintOff int64, validate bool) (Probe, error) {
-	if from > 0 {
-		st, err := fsys.Stat(path)
-		if err != nil {
-			return Probe{}, err
-		}
-		if from >= st.Size() {
-			return Probe{}, errHintPast
-		}
-	}
 	pr := Probe{Path: path, Next: segBase, Start: from}
 	prevLast := segBase - 1
 	res, err := segment.Check(fsys, path, segBase, segment.CheckOptions{HeadersOnly: !validate, From: from},
