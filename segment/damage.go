@@ -81,7 +81,7 @@ func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h 
 	if err != nil {
 		return RecoverResult{}, err
 	}
-	window := checkWindow
+	window := windowFor(st.Size())
 	if opts.HeadersOnly {
 		window = batch.HeaderSize // a header a read: the rest is skipped
 	}
@@ -97,8 +97,15 @@ func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h 
 	return w.result(src.size), nil
 }
 
-// checkWindow is how much of a .log Check reads at a time.
+// checkWindow is how much of a .log the walk reads at a time when the
+// file is not mapped.
 const checkWindow = 1 << 20
+
+// windowFor is the read window for a .log of size bytes: checkWindow, or
+// the whole file when smaller.
+func windowFor(size int64) int {
+	return int(max(min(size, checkWindow), legacyPeekSize))
+}
 
 // logSource is a .log as the damage walk reads it: path and base offset
 // for errors and offset checks, and its bytes, through the mapping when it
@@ -117,7 +124,7 @@ type logSource struct {
 func (s *Segment) sourceOf(fileSize int64) *logSource {
 	src := &logSource{path: s.LogPath(), base: s.base, size: fileSize, m: s.mapping(), r: s.logFile}
 	if src.m == nil || int64(len(src.m)) < fileSize {
-		src.win = make([]byte, 0, checkWindow)
+		src.win = make([]byte, 0, windowFor(fileSize))
 	}
 	return src
 }
