@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
@@ -102,154 +100,46 @@ const recoveryProgressBytes = 256 << 20
 
 // scanResult is what scanLog found in a .log.
 type scanResult struct {
-	size  int64 // the file's length
+	size  int64 // the file's length (the valid bytes when kept: nothing is cut)
 	valid int64 // end of the last valid batch
 	next  int64 // offset after the last valid batch (the base when none)
 	cause error // nil, or a *batch.CorruptionError at valid
 	kept  bool  // cause is legacy data recovery cannot prove torn: refuse, never cut
 }
 
-// scanLog validates the .log of seg from the start without changing it,
-// with the checks segment.Recover applies (framing, size, magic and
-// CRC-32C (batch.ValidateHeader, no decompression), offsets increasing and inside the segment's relative offsets),
-// and classifies the first invalid batch: a torn tail when last (the
-// active segment) and the bad bytes are the end of the file (a short
-// batch, a zeroed tail, or a bad last batch ending exactly at the end of
-// the file); corruption otherwise. buf is reused and returned.
+// scanLog validates the .log of seg from the start without changing it:
+// segment.Check, the walk that defines damage for segment.Recover too
+// (framing, size up to batch.MaxBatchSize, magic and CRC-32C without
+// decompression, offsets increasing and inside the segment's relative
+// offsets), so the pre-scan that asks the policy and the Recover that
+// cuts agree on where the damage is and what it is: a torn tail (nothing
+// valid after it), corruption (valid data follows) or legacy data recovery
+// cannot prove torn (kept). last says seg is the active segment; a sealed
+// one keeps a legacy message that fails its checks. progress (if not nil)
+// is called with the bytes scanned, every recoveryProgressBytes and at the
+// end; onBatch (if not nil) with every valid RecordBatch v2, in order. buf
+// is the caller's scratch, returned as is.
 func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress func(int64), onBatch func(batch.Batch)) (scanResult, []byte, error) {
-	path := seg.LogPath()
-	f, err := fs.Open(path)
+	reported := int64(0)
+	rr, err := segment.Check(fs, seg.LogPath(), seg.BaseOffset(), segment.CheckOptions{MaxBatchSize: batch.MaxBatchSize, Sealed: !last},
+		func(h segment.BatchInfo, b batch.Batch, _ error) error {
+			if progress != nil && h.Pos-reported >= recoveryProgressBytes {
+				progress(h.Pos - reported)
+				reported = h.Pos
+			}
+			if onBatch != nil && !batch.IsLegacyMagic(h.Magic) {
+				onBatch(b)
+			}
+			return nil
+		})
 	if err != nil {
 		return scanResult{}, buf, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return scanResult{}, buf, err
+	if progress != nil && rr.ValidBytes > reported {
+		progress(rr.ValidBytes - reported)
 	}
-	segBase := seg.BaseOffset()
-	res := scanResult{size: st.Size(), next: segBase}
-	if cap(buf) < 1<<20 {
-		buf = make([]byte, 1<<20)
-	}
-	buf = buf[:cap(buf)]
-	// [lo, hi) of the file is in buf[0:hi-lo].
-	lo, hi := int64(0), int64(0)
-	fill := func(pos int64, need int) ([]byte, error) {
-		if pos+int64(need) <= hi && pos >= lo {
-			return buf[pos-lo : pos-lo+int64(need)], nil
-		}
-		if need > len(buf) {
-			buf = make([]byte, need)
-		}
-		n := min(int64(len(buf)), res.size-pos)
-		if _, err := f.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		lo, hi = pos, pos+n
-		return buf[:need], nil
-	}
-	pos, prevLast, reported := int64(0), segBase-1, int64(0)
-	var dec batch.Decoder
-	for pos < res.size {
-		if progress != nil && pos-reported >= recoveryProgressBytes {
-			progress(pos - reported)
-			reported = pos
-		}
-		rest := res.size - pos
-		var cause error
-		if rest < batch.LogOverhead+4+1 { // up to the magic byte
-			cause = base.TornTailErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", rest)
-		} else {
-			h, err := fill(pos, batch.LogOverhead+4+1)
-			if err != nil {
-				return res, buf, err
-			}
-			magic := int8(h[16])
-			legacy := batch.IsLegacyMagic(magic)
-			length := int64(int32(binary.BigEndian.Uint32(h[8:])))
-			size := length + batch.LogOverhead
-			minSize := int64(batch.HeaderSize)
-			if legacy {
-				minSize = legacyMinSize(magic)
-			}
-			switch {
-			case size < minSize || size > batch.MaxBatchSize:
-				cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d", length)
-			case size > rest:
-				cause = base.TornTailErrorf(path, pos, "batchLength", "batch of %d bytes with %d bytes left in the file", size, rest)
-			default:
-				b, err := fill(pos, int(size))
-				if err != nil {
-					return res, buf, err
-				}
-				var first, lastOff int64
-				if legacy {
-					// A legacy message (magic 0/1): framing and CRC-32
-					// as Kafka's recovery checks it; a compressed
-					// wrapper covers its inner messages' offsets.
-					e := batch.Legacy(b)
-					if err := e.ValidateHeader(); err != nil {
-						cause = base.WithFile(err, path, pos)
-					} else {
-						first, lastOff = legacyRange(&dec, e)
-					}
-				} else {
-					// Header and CRC, as segment.Recover (Kafka's
-					// LogSegment.recover): no decompression, so a batch a
-					// follower stored (AppendAssigned) is never refused here.
-					bt := batch.Batch(b)
-					if err := bt.ValidateHeader(); err != nil {
-						cause = base.WithFile(err, path, pos)
-					} else {
-						first, lastOff = bt.BaseOffset(), bt.LastOffset()
-					}
-				}
-				if cause == nil {
-					if first <= prevLast {
-						cause = base.CorruptionErrorf(path, pos, "baseOffset", "offset %d does not follow offset %d", first, prevLast)
-					} else if first < segBase || lastOff-segBase > math.MaxInt32 {
-						cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] outside the relative offsets of base %d", first, lastOff, segBase)
-					} else {
-						if onBatch != nil && !legacy {
-							onBatch(batch.Batch(b))
-						}
-						prevLast = lastOff
-						res.next = lastOff + 1
-						pos += size
-						continue
-					}
-				}
-				if legacy && (!last || pos+size < res.size) {
-					// Law 12: a legacy message that frames but fails its
-					// checks, in a sealed segment or with data after it,
-					// is not something partlog's own crash can leave.
-					res.kept = true
-					cause = keptCause(path, pos, cause, "legacy data recovery cannot prove torn, kept")
-					break
-				}
-				if last && pos+size == res.size && !base.IsTornTail(cause) {
-					cause = base.TornTailErrorf(path, pos, "lastBatch", "the last batch is invalid: %v", cause)
-				}
-			}
-		}
-		if last && !res.kept && !base.IsTornTail(cause) {
-			zero, err := zeroFrom(f, pos, res.size, buf)
-			if err != nil {
-				return res, buf, err
-			}
-			if zero {
-				cause = base.TornTailErrorf(path, pos, "tail", "%d zero bytes at the end of the file", res.size-pos)
-			}
-		}
-		res.cause = cause
-		break
-	}
-	res.valid = pos
-	if progress != nil && pos > reported {
-		progress(pos - reported)
-	}
-	return res, buf, nil
+	return scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset,
+		cause: rr.Cause, kept: rr.Kept}, buf, nil
 }
 
 // keptCause is the cause for data recovery cannot prove torn (law 12) at
@@ -264,20 +154,6 @@ func keptCause(path string, pos int64, err error, why string) error {
 	return &base.CorruptionError{File: path, Pos: pos, Field: "legacy", Err: fmt.Errorf(format, segment.ErrLegacyKept, why, err)}
 }
 
-// legacyRange returns the first and last offsets the legacy message e
-// covers: its offset, or for a compressed wrapper the first inner offset
-// (the wrapper's own when the inner messages do not decode: recovery checks
-// the CRC, not the payload) up to the wrapper's.
-func legacyRange(dec *batch.Decoder, e batch.Legacy) (first, last int64) {
-	first, last = e.Offset(), e.Offset()
-	if e.Compression() != batch.CompressionNone {
-		if f, err := dec.LegacyBaseOffset(e); err == nil && f >= 0 && f <= last {
-			first = f
-		}
-	}
-	return first, last
-}
-
 // legacyMinSize is the smallest legacy entry of magic m: the log overhead
 // and the message's fixed fields (14 bytes under magic 0, 22 under 1).
 func legacyMinSize(m int8) int64 {
@@ -285,23 +161,6 @@ func legacyMinSize(m int8) int64 {
 		return batch.LogOverhead + 14
 	}
 	return batch.LogOverhead + 22
-}
-
-// zeroFrom reports whether every byte of f in [pos, size) is zero.
-func zeroFrom(f vfs.File, pos, size int64, buf []byte) (bool, error) {
-	for pos < size {
-		n := min(int64(len(buf)), size-pos)
-		if _, err := f.ReadAt(buf[:n], pos); err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-		for _, c := range buf[:n] {
-			if c != 0 {
-				return false, nil
-			}
-		}
-		pos += n
-	}
-	return true, nil
 }
 
 // recoverSegments recovers list[from:] after an unclean shutdown and

@@ -2,9 +2,12 @@ package log
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
+	"slices"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
@@ -66,6 +69,14 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 //   - (the active segment's indexes are preallocated and their entry count
 //     is not on disk, so there the entries are checked up to the first one
 //     that does not fit, which is taken as the end);
+//   - every .txnindex is well formed (whole 34-byte version-0 entries),
+//     its entries in marker order, each naming an offset of the segment
+//     (firstOffset <= lastOffset, lastStableOffset <= lastOffset+1) where,
+//     unless compaction removed it, an ABORT marker of the entry's producer
+//     lies; and every transaction the batches show aborted in the segment
+//     (a producer's transactional batches, then its ABORT marker) has its
+//     entry, with a first offset at or below the transaction's first
+//     batch (compaction may drop an aborted transaction's batches);
 //   - log start <= high watermark <= log end.
 //
 // Verify reads whole segments (it is meant for tests and tools, not hot
@@ -86,9 +97,10 @@ func (p *Partition) Verify() error {
 	}
 	snap := p.segs.Load()
 	next := int64(-1)
+	txns := verifyTxns{open: map[int64]int64{}}
 	for _, seg := range snap.list {
 		var err error
-		next, err = p.verifySegment(seg, next)
+		next, err = p.verifySegment(seg, next, &txns)
 		if err != nil {
 			return p.noteFault(err)
 		}
@@ -143,7 +155,7 @@ type verifiedBatch struct {
 // verifySegment checks one segment; next is the offset its first batch
 // must start at (-1: any). It returns the offset after its last batch.
 // REQUIRES: mu held.
-func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, err error) {
+func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verifyTxns) (_ int64, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	size := seg.Size()
 	logPath := seg.LogPath()
@@ -161,6 +173,7 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, er
 	}
 	var batches []verifiedBatch
 	var dec batch.Decoder
+	txns.startSegment()
 	for pos := int64(0); pos < size; {
 		vb, n, err := verifyEntry(data[pos:], &dec)
 		if err != nil {
@@ -172,6 +185,9 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, er
 		}
 		vb.pos = pos
 		batches = append(batches, vb)
+		if m, _ := batch.PeekMagic(data[pos:]); m == batch.Magic {
+			txns.observe(batch.Batch(data[pos:pos+int64(n)]), &dec)
+		}
 		next = vb.last + 1
 		pos += int64(n)
 	}
@@ -182,6 +198,9 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64) (_ int64, er
 		return next, err
 	}
 	if err := p.verifyTimeIndex(seg, batches); err != nil {
+		return next, err
+	}
+	if err := p.verifyTxnIndex(seg, batches, txns); err != nil {
 		return next, err
 	}
 	if next < 0 {
@@ -328,4 +347,117 @@ func findBatchHolding(batches []verifiedBatch, off int64) (int, bool) {
 		}
 	}
 	return lo, lo < len(batches) && batches[lo].base <= off
+}
+
+// verifyTxns replays the transactions of the batches Verify walks, oldest
+// first: which producers have an open transaction and from which offset,
+// and the markers and aborted transactions of the segment being walked.
+type verifyTxns struct {
+	open    map[int64]int64 // producer id -> first offset of its open transaction
+	markers map[int64]verifyMarker
+	aborted []segment.AbortedTxn // ABORT markers of the segment ending a seen transaction
+}
+
+// verifyMarker is a transaction marker Verify saw: its producer, and
+// whether it aborts.
+type verifyMarker struct {
+	pid   int64
+	abort bool
+}
+
+// startSegment forgets the markers of the previous segment.
+func (v *verifyTxns) startSegment() {
+	v.markers = map[int64]verifyMarker{}
+	v.aborted = v.aborted[:0]
+}
+
+// observe replays the valid RecordBatch b, as the producer state does: a
+// transactional data batch opens its producer's transaction, a
+// transaction marker ends it.
+func (v *verifyTxns) observe(b batch.Batch, dec *batch.Decoder) {
+	attrs := b.Attributes()
+	if !attrs.IsTransactional() {
+		return
+	}
+	pid := b.ProducerID()
+	if !attrs.IsControl() {
+		if _, ok := v.open[pid]; !ok {
+			v.open[pid] = b.BaseOffset()
+		}
+		return
+	}
+	if b.RecordsCount() == 0 {
+		return // a marker compaction emptied
+	}
+	for r, err := range b.All(dec) {
+		if err != nil {
+			return
+		}
+		cr, err := batch.ParseControlRecord(r)
+		if err != nil || !cr.Type.IsTxnMarker() {
+			return
+		}
+		abort := cr.Type == batch.ControlAbort
+		v.markers[b.BaseOffset()] = verifyMarker{pid: pid, abort: abort}
+		if first, ok := v.open[pid]; ok && abort {
+			v.aborted = append(v.aborted, segment.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.BaseOffset()})
+		}
+		delete(v.open, pid)
+		return
+	}
+}
+
+// verifyTxnIndex checks the .txnindex of seg against its batches and the
+// aborted transactions the replay saw end in it (see Verify).
+func (p *Partition) verifyTxnIndex(seg *segment.Segment, batches []verifiedBatch, txns *verifyTxns) error {
+	path, data, err := p.readIndexFile(seg, segment.TxnIndexSuffix, (len(batches)+1)*segment.TxnIndexEntrySize)
+	if errors.Is(err, fs.ErrNotExist) {
+		err, data = nil, nil // no aborted transaction: Kafka creates it lazily
+	}
+	if err != nil {
+		return err
+	}
+	entries, err := segment.DecodeTxnIndex(path, data)
+	if err != nil {
+		return err
+	}
+	if len(entries) > len(batches) {
+		return base.CorruptionErrorf(path, int64(len(batches)*segment.TxnIndexEntrySize), "txnindex length",
+			"more entries than the segment has batches (%d)", len(batches))
+	}
+	prev := int64(-1)
+	for i, e := range entries {
+		at := int64(i * segment.TxnIndexEntrySize)
+		bad := ""
+		j, holds := findBatchHolding(batches, e.LastOffset)
+		m, isMarker := txns.markers[e.LastOffset]
+		switch {
+		case e.LastOffset <= prev:
+			bad = fmt.Sprintf("marker offset %d does not follow %d", e.LastOffset, prev)
+		case e.LastOffset < seg.BaseOffset() || e.LastOffset >= seg.NextOffset():
+			bad = fmt.Sprintf("marker offset %d outside the segment's offsets [%d, %d)", e.LastOffset, seg.BaseOffset(), seg.NextOffset())
+		case e.FirstOffset < 0 || e.FirstOffset > e.LastOffset:
+			bad = fmt.Sprintf("first offset %d, marker offset %d", e.FirstOffset, e.LastOffset)
+		case e.LastStableOffset < 0 || e.LastStableOffset > e.LastOffset+1:
+			bad = fmt.Sprintf("last stable offset %d after marker offset %d", e.LastStableOffset, e.LastOffset)
+		case holds && (batches[j].base != e.LastOffset || !isMarker || !m.abort || m.pid != e.ProducerID):
+			bad = fmt.Sprintf("the batch at offset %d is not an ABORT marker of producer %d", e.LastOffset, e.ProducerID)
+		}
+		if bad != "" {
+			return base.CorruptionErrorf(path, at, "txnindex entry", "entry %d: %s", i, bad)
+		}
+		prev = e.LastOffset
+	}
+	for _, a := range txns.aborted {
+		i := slices.IndexFunc(entries, func(e segment.AbortedTxn) bool { return e.LastOffset == a.LastOffset })
+		switch {
+		case i < 0:
+			return base.CorruptionErrorf(path, int64(len(entries)*segment.TxnIndexEntrySize), "txnindex entry",
+				"no entry for the transaction of producer %d aborted at offset %d (first offset %d)", a.ProducerID, a.LastOffset, a.FirstOffset)
+		case entries[i].FirstOffset > a.FirstOffset:
+			return base.CorruptionErrorf(path, int64(i*segment.TxnIndexEntrySize), "txnindex entry",
+				"entry %d: first offset %d, the transaction's first batch is at %d", i, entries[i].FirstOffset, a.FirstOffset)
+		}
+	}
+	return nil
 }

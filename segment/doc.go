@@ -96,8 +96,8 @@
 //
 // # Recovery
 //
-// Recover checks every batch (framing, batch.Validate with its CRC-32C,
-// offsets increasing), rebuilds both indexes and cuts the .log after the
+// Recover checks every batch (framing, header and CRC-32C with
+// batch.ValidateHeader, nothing decompressed; offsets increasing), rebuilds both indexes and cuts the .log after the
 // last valid batch. Its RecoverResult says what was cut and why; a torn
 // tail (what a crash leaves: nothing valid after the damage) is told
 // apart from corruption followed by valid data with base.IsTornTail.
@@ -109,6 +109,15 @@
 // v2 batch (walked by their length prefixes): bytes inside its own
 // payload, such as a legacy message stored in a record value, are not
 // data after it.
+//
+// That is the one definition of damage in a .log (damage.go), and Check
+// applies it read-only to a file: package log's recovery asks its policy
+// from Check's result before Recover cuts, segment/repair's probe walks
+// with it (HeadersOnly for the cheap open check), and dumplog dumps with
+// it (KeepGoing: a framed entry that fails its checks is reported and the
+// walk goes on). TestCheckAgreesWithRecover proves that Check and Recover
+// find the same end, next offset, cause and kept flag on every kind of
+// damage.
 //
 // # Concurrency
 //

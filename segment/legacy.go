@@ -75,21 +75,21 @@ const (
 	legacyCodecMask    = 0x07
 )
 
-// decodeLegacy is decodeHeader for a legacy message (magic 0 or 1).
-func (s *Segment) decodeLegacy(h []byte, pos, limit int64) (BatchInfo, error) {
+// decodeLegacy is decodeHeader for a legacy message of the .log at path (magic 0 or 1).
+func decodeLegacy(path string, h []byte, pos, limit int64) (BatchInfo, error) {
 	m := int8(h[hdrMagicAt])
 	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
 	size := n + batch.LogOverhead
 	if size < legacyMinSize(m) {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize", "magic %d message size %d", m, n)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos+hdrLengthAt, "messageSize", "magic %d message size %d", m, n)
 	}
 	if pos+size > limit {
-		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "messageSize",
+		return BatchInfo{}, base.TornTailErrorf(path, pos+hdrLengthAt, "messageSize",
 			"message of %d bytes runs past %d", size, limit)
 	}
 	off := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
 	if off < 0 || off > maxOffset {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", off)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos, "offset", "offset %d", off)
 	}
 	ts := batch.NoTimestamp
 	if m == batch.MagicV1 {

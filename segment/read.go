@@ -112,33 +112,38 @@ func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 // For a compressed legacy wrapper BaseOffset is the wrapper's offset and
 // legacyWrapper is set: readHeader then finds the first offset.
 func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
+	return decodeHeader(s.LogPath(), h, pos, limit)
+}
+
+// decodeHeader is Segment.decodeHeader for the .log at path.
+func decodeHeader(path string, h []byte, pos, limit int64) (BatchInfo, error) {
 	m := int8(h[hdrMagicAt])
 	if m != batch.Magic {
 		if batch.IsLegacyMagic(m) {
-			return s.decodeLegacy(h, pos, limit)
+			return decodeLegacy(path, h, pos, limit)
 		}
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrMagicAt, "magic", "magic %d", m)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos+hdrMagicAt, "magic", "magic %d", m)
 	}
 	if len(h) < batch.HeaderSize {
-		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos, "header",
+		return BatchInfo{}, base.TornTailErrorf(path, pos, "header",
 			"%d bytes left, a batch header is %d", len(h), batch.HeaderSize)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:])))
 	size := n + batch.LogOverhead
 	if size < batch.HeaderSize {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "length %d", n)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos+hdrLengthAt, "batchLength", "length %d", n)
 	}
 	if pos+size > limit {
-		return BatchInfo{}, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength",
+		return BatchInfo{}, base.TornTailErrorf(path, pos+hdrLengthAt, "batchLength",
 			"batch of %d bytes runs past %d", size, limit)
 	}
 	delta := int64(int32(binary.BigEndian.Uint32(h[hdrLastOffsetDeltaAt:])))
 	if delta < 0 {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos+hdrLastOffsetDeltaAt, "lastOffsetDelta", "negative delta %d", delta)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos+hdrLastOffsetDeltaAt, "lastOffsetDelta", "negative delta %d", delta)
 	}
 	bo := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
 	if bo < 0 || bo > maxOffset-delta {
-		return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "baseOffset", "offset %d", bo)
+		return BatchInfo{}, base.CorruptionErrorf(path, pos, "baseOffset", "offset %d", bo)
 	}
 	return BatchInfo{
 		Pos: pos, Size: size, BaseOffset: bo, LastOffset: bo + delta,

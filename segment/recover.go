@@ -1,11 +1,9 @@
 package segment
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
@@ -40,15 +38,7 @@ func (s *Segment) scan(pos, limit, prevLast int64, fn func(h BatchInfo)) (int64,
 // checkOffsets checks that the batch h follows prevLast and fits the
 // segment's relative offsets.
 func (s *Segment) checkOffsets(h BatchInfo, prevLast int64) error {
-	switch {
-	case h.BaseOffset <= prevLast:
-		return base.CorruptionErrorf(s.LogPath(), h.Pos, "baseOffset",
-			"offset %d does not follow offset %d", h.BaseOffset, prevLast)
-	case h.BaseOffset < s.base || h.LastOffset-s.base > math.MaxInt32:
-		return base.CorruptionErrorf(s.LogPath(), h.Pos, "baseOffset",
-			"batch [%d, %d] outside the relative offsets of base %d", h.BaseOffset, h.LastOffset, s.base)
-	}
-	return nil
+	return checkOffsets(s.LogPath(), s.base, h, prevLast)
 }
 
 // indexBuilder adds index entries the way Kafka's append and recover do:
@@ -429,32 +419,16 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 		return RecoverResult{}, err
 	}
 	ib := newIndexBuilder(s, true, true)
-	pos := int64(0)
-	var buf []byte
-	var cause error
-	kept := false
-	for pos < fileSize {
-		b, err := s.readBatch(pos, fileSize, maxBatchSize, &buf)
-		var h BatchInfo
-		if err == nil {
-			h, err = s.checkEntry(b, pos, ib.next-1)
-		}
-		if err != nil {
-			if !base.IsCorruption(err) {
-				return RecoverResult{}, err
-			}
-			if cause, kept, err = s.classify(err, pos, fileSize, ib.next-1, maxBatchSize, b, sealed); err != nil {
-				return RecoverResult{}, err
-			}
-			break
-		}
-		ib.add(h)
-		pos = h.End()
+	w, err := s.sourceOf(fileSize).walk(walkOptions{maxBatchSize: maxBatchSize, sealed: sealed},
+		func(h BatchInfo, _ batch.Batch, _ error) error { ib.add(h); return nil })
+	if err != nil {
+		return RecoverResult{}, err
 	}
+	pos, cause, kept := w.valid, w.cause, w.kept
 	if ib.err != nil {
 		return RecoverResult{}, ib.err
 	}
-	res := RecoverResult{ValidBytes: pos, TruncatedBytes: fileSize - pos, NextOffset: ib.next, Cause: cause, Kept: kept}
+	res := w.result(fileSize)
 	if kept {
 		// Law 12: data recovery cannot prove torn is never cut. The
 		// segment serves what lies before it; the caller refuses.
@@ -505,68 +479,6 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	return res, nil
 }
 
-// readBatch returns the batch at pos, of which at least the 12-byte log
-// overhead must lie below fileSize, reading it into *buf when the .log is
-// not mapped. Lengths are checked before anything is read or allocated. A
-// legacy message (magic 0 or 1) is returned whole as well, its length
-// checked against the smallest message of its magic.
-func (s *Segment) readBatch(pos, fileSize int64, maxBatchSize int, buf *[]byte) (batch.Batch, error) {
-	rest := fileSize - pos
-	if rest < legacyPeekSize {
-		return nil, base.TornTailErrorf(s.LogPath(), pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
-	}
-	over, err := s.peek(pos, legacyPeekSize, buf)
-	if err != nil {
-		return nil, err
-	}
-	size := int64(int32(binary.BigEndian.Uint32(over[hdrLengthAt:]))) + batch.LogOverhead
-	minSize := int64(batch.HeaderSize)
-	if m := int8(over[hdrMagicAt]); batch.IsLegacyMagic(m) {
-		minSize = legacyMinSize(m)
-	}
-	switch {
-	case size < minSize:
-		return nil, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
-	case size > rest:
-		return nil, base.TornTailErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes, %d left in the file", size, rest)
-	case maxBatchSize > 0 && size > int64(maxBatchSize):
-		return nil, base.CorruptionErrorf(s.LogPath(), pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
-	}
-	b, err := s.peek(pos, int(size), buf)
-	return batch.Batch(b), err
-}
-
-// checkEntry is Recover's check of the entry b at pos (Kafka's
-// LogSegment.recover): a RecordBatch v2's header and CRC-32C
-// (batch.ValidateHeader), or a legacy message's framing and CRC-32
-// (batch.Legacy.ValidateHeader); then the offsets against prevLast and the
-// segment's relative range. It never decompresses a v2 batch: a batch
-// whose CRC matches is byte for byte what the writer appended, and the
-// writer validated its records before appending it. (A decompression limit
-// here would cut valid, very compressible batches out of the log.) Only a
-// legacy wrapper is decompressed, to learn its first offset.
-func (s *Segment) checkEntry(b batch.Batch, pos, prevLast int64) (BatchInfo, error) {
-	if m, _ := batch.PeekMagic(b); batch.IsLegacyMagic(m) {
-		e := batch.Legacy(b)
-		if err := e.ValidateHeader(); err != nil {
-			return BatchInfo{}, base.WithFile(err, s.LogPath(), pos)
-		}
-		h := BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: e.Offset(), LastOffset: e.Offset(),
-			MaxTimestamp: e.Timestamp(), Magic: m}
-		if e.Offset() < 0 || e.Offset() > maxOffset {
-			return BatchInfo{}, base.CorruptionErrorf(s.LogPath(), pos, "offset", "offset %d", e.Offset())
-		}
-		h.BaseOffset = legacyFirst(e)
-		return h, s.checkOffsets(h, prevLast)
-	}
-	if err := b.ValidateHeader(); err != nil {
-		return BatchInfo{}, base.WithFile(err, s.LogPath(), pos)
-	}
-	h := BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(),
-		MaxTimestamp: b.MaxTimestamp(), Magic: batch.Magic}
-	return h, s.checkOffsets(h, prevLast)
-}
-
 // peek returns n bytes of the .log at pos (below the file's end): the
 // mapping, or a read into *buf.
 func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
@@ -584,193 +496,4 @@ func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
 		return nil, fmt.Errorf("partlog/segment: read %s at %d: %w", s.LogPath(), pos, err)
 	}
 	return b, nil
-}
-
-// classify turns the corruption err found at pos into a recovery Cause.
-// The damage is a torn tail (an incomplete write at the end of the file:
-// what a crash leaves) when no valid batch starts anywhere after pos: a
-// short or zeroed rest of the file, a last batch cut short or failing its
-// CRC, or bytes that are not batches at all. When a valid batch (framing,
-// magic and CRC) does start after pos, data follows the damage and it
-// is corruption.
-//
-// The search skips the damaged batch's own payload: when the entry at pos
-// has an intact, uncompressed v2 header (payloadOf), a batch or legacy
-// message lying inside one of its records (a record value may hold raw
-// message sets, as a mirror stores them) is its data, not data after it.
-// Its records are walked by their length prefixes, at most the header's
-// record count of them and not past the end the header claims, so a
-// damaged length field does not hide the entries that really follow.
-//
-// kept reports data recovery cannot prove torn (law 12), never to be cut:
-// b, the entry at pos when it framed, is a legacy message and data
-// follows it or the segment is sealed; or a valid legacy message follows
-// the damage. Partlog never writes legacy messages, so no crash of its own
-// can have left one half-written in the middle of a log.
-func (s *Segment) classify(err error, pos, fileSize, prevLast int64, maxBatchSize int, b batch.Batch, sealed bool) (cause error, kept bool, ioErr error) {
-	follows, legacyFollows, ioErr := s.validBatchAfter(pos, fileSize, prevLast, maxBatchSize)
-	if ioErr != nil {
-		return nil, false, ioErr
-	}
-	m, framed := batch.PeekMagic(b)
-	kept = legacyFollows || (framed && batch.IsLegacyMagic(m) && (sealed || follows))
-	switch {
-	case kept:
-		return keptError(s.LogPath(), pos, err), true, nil
-	case follows:
-		return base.CorruptionErrorf(s.LogPath(), pos, "batch", "%v; valid batches follow", err), false, nil
-	case base.IsTornTail(err):
-		return err, false, nil
-	}
-	return &base.CorruptionError{File: s.LogPath(), Pos: pos, Field: "tail",
-		Err: fmt.Errorf("%w: nothing valid follows (%w)", base.ErrTornTail, err)}, false, nil
-}
-
-// keptError is the Cause for legacy data recovery cannot prove torn at
-// pos of file, found because of err: it wraps ErrLegacyKept, and err unless
-// err is a torn tail (a kept cause is never one).
-func keptError(file string, pos int64, err error) error {
-	format := "%w: legacy data recovery cannot prove torn, kept (%w)"
-	if base.IsTornTail(err) {
-		format = "%w: legacy data recovery cannot prove torn, kept (%v)"
-	}
-	return &base.CorruptionError{File: file, Pos: pos, Field: "legacy", Err: fmt.Errorf(format, ErrLegacyKept, err)}
-}
-
-// payload walks the records of a damaged v2 batch (see classify): in
-// tail, which starts at file position tailPos, records from next, at most
-// left more of them, none past end.
-type payload struct {
-	tail     []byte
-	tailPos  int64
-	next     int64 // file position of the next record's length prefix
-	end      int64 // the batch's claimed end, at most the file's
-	left     int64 // records not walked yet
-	from, to int64 // the last record walked: [from, to)
-}
-
-// payloadOf returns a walk over the records of the entry at pos (tail is
-// the file from pos) when it
-// has an intact, uncompressed v2 header: magic 2, a length of at least a
-// header and at most the batch limit, offsets following prevLast inside
-// the segment's relative offsets. Otherwise nil.
-func (s *Segment) payloadOf(tail []byte, pos, fileSize, prevLast int64, maxBatchSize int) *payload {
-	if len(tail) < batch.HeaderSize {
-		return nil
-	}
-	hb := tail[:batch.HeaderSize] // tail starts at pos
-	if int8(hb[hdrMagicAt]) != batch.Magic || batch.Batch(hb).Attributes().Compression() != batch.CompressionNone {
-		return nil
-	}
-	h, err := s.decodeHeader(hb, pos, math.MaxInt64)
-	limit := int64(batch.MaxBatchSize)
-	if maxBatchSize > 0 {
-		limit = min(limit, int64(maxBatchSize))
-	}
-	n := int64(int32(binary.BigEndian.Uint32(hb[batch.HeaderSize-4:])))
-	if err != nil || h.Size > limit || n <= 0 || s.checkOffsets(h, prevLast) != nil {
-		return nil
-	}
-	return &payload{tail: tail, tailPos: pos, next: pos + batch.HeaderSize,
-		end: min(pos+h.Size, fileSize), left: n}
-}
-
-// contains reports whether file position p (called with p increasing)
-// lies inside a record of the walked payload.
-func (w *payload) contains(p int64) bool {
-	if w == nil {
-		return false
-	}
-	for p >= w.to && w.left > 0 && w.next < w.end {
-		l, n := binary.Varint(w.tail[w.next-w.tailPos:])
-		if n <= 0 || l < 0 {
-			w.left = 0
-			break
-		}
-		w.from, w.to = w.next, min(w.next+int64(n)+l, w.end)
-		w.next = w.to
-		w.left--
-	}
-	return p >= w.from && p < w.to
-}
-
-// maxResyncBytes bounds the tail validBatchAfter reads when the .log is not
-// mapped; a longer tail counts as followed by data (corruption), the
-// conservative answer.
-const maxResyncBytes = 64 << 20
-
-// validBatchAfter reports whether a batch that frames, has magic 2, offsets
-// above prevLast inside the segment's relative offsets and a matching
-// CRC-32C, or a legacy message that frames and matches its CRC-32, starts
-// anywhere in (pos, fileSize) outside the records of the damaged batch at
-// pos (classify); legacy whether such a legacy message does.
-// The bytes checksummed are bounded by a budget proportional to the tail,
-// so that hostile bytes cannot make the search quadratic; past the budget
-// the answer is the conservative true (corruption).
-func (s *Segment) validBatchAfter(pos, fileSize, prevLast int64, maxBatchSize int) (follows, legacy bool, err error) {
-	rest := fileSize - pos
-	if rest-1 < batch.LegacyMinSize {
-		return false, false, nil
-	}
-	var tail []byte // the file from pos
-	if m := s.mapping(); m != nil && fileSize <= int64(len(m)) {
-		tail = m[pos:fileSize]
-	} else {
-		if rest > maxResyncBytes {
-			return true, false, nil
-		}
-		var buf []byte
-		b, err := s.peek(pos, int(rest), &buf)
-		if err != nil {
-			if base.IsCorruption(err) {
-				return false, false, nil
-			}
-			return false, false, err
-		}
-		tail = b
-	}
-	own := s.payloadOf(tail, pos, fileSize, prevLast, maxBatchSize)
-	budget := 4*int64(len(tail)) + 1<<20
-	for p := 1; p+batch.LegacyMinSize <= len(tail); p++ {
-		m := int8(tail[p+hdrMagicAt])
-		isLegacy := batch.IsLegacyMagic(m)
-		if m != batch.Magic && !isLegacy {
-			continue
-		}
-		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
-		if err != nil || s.checkOffsets(h, prevLast) != nil || own.contains(pos+int64(p)) {
-			continue
-		}
-		if budget -= h.Size; budget < 0 {
-			return true, false, nil
-		}
-		if isLegacy {
-			if batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
-				return true, true, nil
-			}
-			continue
-		}
-		if batch.Batch(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
-			return true, s.legacyFrom(tail, p+int(h.Size)), nil
-		}
-	}
-	return false, false, nil
-}
-
-// legacyFrom reports whether, walking the entries of tail that frame from
-// p on (after a valid batch), a legacy message that matches its CRC-32
-// comes before the framing stops: legacy data a cut at the damage would
-// destroy.
-func (s *Segment) legacyFrom(tail []byte, p int) bool {
-	for p+batch.LegacyMinSize <= len(tail) {
-		h, err := s.decodeHeader(tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
-		if err != nil {
-			return false
-		}
-		if batch.IsLegacyMagic(h.Magic) && batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
-			return true
-		}
-		p += int(h.Size)
-	}
-	return false
 }

@@ -19,15 +19,13 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
+	ibase "github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/segment"
 )
 
 // Sizes of the on-disk structures dumplog decodes itself (frozen: Kafka's
 // formats).
 const (
-	logOverhead   = batch.LogOverhead // baseOffset int64 + batchLength int32
-	magicAt       = 16                // the magic byte, in every message format
-	minBatchBody  = batch.HeaderSize - logOverhead
 	offsetEntry   = index.OffsetEntrySize // int32 relative offset, int32 position
 	timeEntry     = index.TimeEntrySize   // int64 timestamp, int32 relative offset
 	maxIndexBytes = 1 << 30               // refuse to read a larger index file
@@ -38,6 +36,37 @@ type span struct {
 	pos, size    int64
 	base, last   int64
 	maxTimestamp int64
+	// The transaction the batch belongs to (for the .txnindex checks):
+	// txn for a transactional data batch, marker for a transaction marker
+	// (abort tells which), of producer pid.
+	pid                int64
+	txn, marker, abort bool
+}
+
+// txnOf fills in sp's transaction fields from the RecordBatch b.
+func (d *dumper) txnOf(sp span, b batch.Batch) span {
+	attrs := b.Attributes()
+	if !attrs.IsTransactional() {
+		return sp
+	}
+	sp.pid = b.ProducerID()
+	if !attrs.IsControl() {
+		sp.txn = true
+		return sp
+	}
+	if b.RecordsCount() == 0 {
+		return sp
+	}
+	for r, err := range b.All(&d.dec) {
+		if err != nil {
+			return sp
+		}
+		if cr, err := batch.ParseControlRecord(r); err == nil && cr.Type.IsTxnMarker() {
+			sp.marker, sp.abort = true, cr.Type == batch.ControlAbort
+		}
+		return sp
+	}
+	return sp
 }
 
 // dumper prints what it reads to out and counts problems. Not safe for
@@ -47,7 +76,10 @@ type dumper struct {
 	out  *bufio.Writer
 	errw io.Writer
 	dec  batch.Decoder
-	buf  []byte
+
+	// open maps a producer id to the first offset of its open transaction,
+	// replayed over the segments dumped so far (the .txnindex checks).
+	open map[int64]int64
 
 	problems, infos int
 	segments        int
@@ -223,7 +255,7 @@ func (d *dumper) addTotals(dir string) {
 func (d *dumper) dumpFile(p string) error {
 	base, suf, ok := segment.ParseFileName(filepath.Base(p))
 	if !ok {
-		return fmt.Errorf("%s: not a segment file (NNNNNNNNNNNNNNNNNNNN.log, .index or .timeindex)", p)
+		return fmt.Errorf("%s: not a segment file (NNNNNNNNNNNNNNNNNNNN.log, .index, .timeindex or .txnindex)", p)
 	}
 	dir := filepath.Dir(p)
 	switch suf {
@@ -232,20 +264,24 @@ func (d *dumper) dumpFile(p string) error {
 			d.totalBytes, d.totalSegs = fi.Size(), 1
 		}
 		next := int64(-1)
-		_, err := d.dumpSegment(dir, base, p, &next)
+		_, err := d.dumpSegment(dir, base, p, &next, false)
 		return err
-	case segment.IndexSuffix, segment.TimeIndexSuffix:
-		spans, size, err := d.scanLog(filepath.Join(dir, segment.FileName(base, segment.LogSuffix)))
+	case segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix:
+		spans, size, err := d.scanLog(filepath.Join(dir, segment.FileName(base, segment.LogSuffix)), base)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		haveLog := err == nil
-		if suf == segment.IndexSuffix {
+		switch suf {
+		case segment.IndexSuffix:
 			return d.offsetIndex(p, base, spans, size, haveLog)
+		case segment.TimeIndexSuffix:
+			return d.timeIndex(p, base, spans, haveLog)
 		}
-		return d.timeIndex(p, base, spans, haveLog)
+		d.open = nil // a segment alone: transactions are replayed from its start
+		return d.txnIndex(p, base, spans, haveLog)
 	}
-	return fmt.Errorf("%s: dumplog reads .log, .index and .timeindex files, not %s", p, suf)
+	return fmt.Errorf("%s: dumplog reads .log, .index, .timeindex and .txnindex files, not %s", p, suf)
 }
 
 // dumpPartition dumps every segment of a partition directory in offset
@@ -263,7 +299,7 @@ func (d *dumper) dumpPartition(dir string) error {
 		case !ok || e.IsDir():
 		case suf == segment.LogSuffix:
 			bases = append(bases, base)
-		case suf == segment.IndexSuffix || suf == segment.TimeIndexSuffix:
+		case suf == segment.IndexSuffix || suf == segment.TimeIndexSuffix || suf == segment.TxnIndexSuffix:
 			indexes[base] = append(indexes[base], e.Name())
 		case strings.HasSuffix(suf, segment.DeletedSuffix) || strings.HasSuffix(suf, segment.CleanedSuffix) || strings.HasSuffix(suf, segment.SwapSuffix):
 			d.info(filepath.Join(dir, e.Name()), "temporary file of a deletion or compaction, skipped (a broker finishes or undoes it on start)")
@@ -271,10 +307,11 @@ func (d *dumper) dumpPartition(dir string) error {
 	}
 	slices.Sort(bases)
 	d.printf("Partition directory: %s (%d segments)\n", dir, len(bases))
+	d.open = nil // transactions are replayed across the partition's segments
 	next := int64(-1)
-	for _, base := range bases {
+	for i, base := range bases {
 		p := filepath.Join(dir, segment.FileName(base, segment.LogSuffix))
-		if _, err := d.dumpSegment(dir, base, p, &next); err != nil {
+		if _, err := d.dumpSegment(dir, base, p, &next, i < len(bases)-1); err != nil {
 			return err
 		}
 		delete(indexes, base)
@@ -289,14 +326,18 @@ func (d *dumper) dumpPartition(dir string) error {
 
 // dumpSegment prints (and checks) the batches of one .log file, then its
 // indexes when asked. next is the partition's expected next offset (-1 when
-// unknown) and is advanced past the segment's batches.
-func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) ([]span, error) {
-	f, err := os.Open(path) // read-only
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+// unknown) and is advanced past the segment's batches; sealed says a later
+// segment follows (damage there is never a torn tail recovery may cut).
+//
+// The file is walked by segment.Check, the walk recovery uses, in its
+// read-only KeepGoing mode: every entry that frames is printed and checked
+// (a RecordBatch fully, records included; a legacy message with its inner
+// messages), one that fails its checks is reported and the walk goes on
+// after it; the walk ends where the bytes stop framing, and that damage is
+// reported as recovery classifies it (torn tail, corruption, or legacy data
+// recovery keeps).
+func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64, sealed bool) ([]span, error) {
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
@@ -306,45 +347,30 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) (
 	if size == 0 {
 		d.info(path, "empty segment")
 	}
-	r := bufio.NewReaderSize(f, 1<<20)
 	var spans []span
 	first := true
-	var pos int64
-	for pos < size {
-		b, legacy, stop := d.readEntry(r, path, pos, size)
-		if stop {
-			break
-		}
-		n := int64(len(b))
-		if legacy {
-			sp := d.dumpLegacy(path, pos, base, batch.Legacy(b), first, next)
+	res, err := segment.Check(nil, path, base, segment.CheckOptions{Sealed: sealed, KeepGoing: true},
+		func(h segment.BatchInfo, b batch.Batch, _ error) error {
+			if batch.IsLegacyMagic(h.Magic) {
+				spans = append(spans, d.dumpLegacy(path, h.Pos, base, batch.Legacy(b), first, next))
+			} else {
+				spans = append(spans, d.dumpBatch(path, h.Pos, base, b, first, next))
+			}
 			first = false
-			spans = append(spans, sp)
 			d.batches++
-			pos += n
-			d.doneBytes += n
-			continue
-		}
-		bt := batch.Batch(b)
-		verr := d.dec.Validate(bt)
-		d.printBatch(bt, pos, verr)
-		if verr != nil {
-			d.problem(path, pos, "batch at offset %d: %v", bt.BaseOffset(), verr)
-		}
-		d.checkContinuity(path, pos, base, bt.BaseOffset(), bt.LastOffset(), first, next)
-		first = false
-		if d.o.records && !(d.o.verify && d.o.quiet) {
-			d.printRecords(path, pos, bt, verr)
-		}
-		spans = append(spans, span{pos: pos, size: n, base: bt.BaseOffset(), last: bt.LastOffset(), maxTimestamp: bt.MaxTimestamp()})
-		d.batches++
-		pos += n
-		d.doneBytes += n
-		if d.batches%1024 == 0 {
-			d.maybeProgress(false)
-		}
+			d.doneBytes += h.Size
+			if d.batches%1024 == 0 {
+				d.maybeProgress(false)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
-	d.doneBytes += size - pos
+	if res.Cause != nil {
+		d.problem(path, res.ValidBytes, "%s: %v", damageKind(res), res.Cause)
+	}
+	d.doneBytes += size - res.ValidBytes
 	d.segments++
 	d.maybeProgress(d.o.progress)
 	if d.o.index || d.o.verify {
@@ -354,54 +380,42 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64) (
 		if err := d.timeIndex(filepath.Join(dir, segment.FileName(base, segment.TimeIndexSuffix)), base, spans, true); err != nil {
 			return nil, err
 		}
+		if err := d.txnIndex(filepath.Join(dir, segment.FileName(base, segment.TxnIndexSuffix)), base, spans, true); err != nil {
+			return nil, err
+		}
 	}
 	return spans, nil
 }
 
-// readEntry reads the entry at pos: a RecordBatch (legacy=false) or a legacy
-// message (legacy=true). stop is set (and a problem reported) when the bytes
-// left cannot be an entry; the scan of the file ends there.
-func (d *dumper) readEntry(r *bufio.Reader, path string, pos, size int64) (b []byte, legacy, stop bool) {
-	if size-pos < logOverhead {
-		d.problem(path, pos, "%d bytes at the end are too short for a batch header (torn tail: recovery would truncate them)", size-pos)
-		return nil, false, true
-	}
-	if cap(d.buf) < logOverhead {
-		d.buf = make([]byte, 64<<10)
-	}
-	hdr := d.buf[:logOverhead]
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		d.problem(path, pos, "read: %v", err)
-		return nil, false, true
-	}
-	length := int64(int32(binary.BigEndian.Uint32(hdr[8:])))
+// damageKind says what recovery makes of the damage res ends at.
+func damageKind(res segment.RecoverResult) string {
 	switch {
-	case length < 0:
-		d.problem(path, pos, "negative batch length %d", length)
-		return nil, false, true
-	case pos+logOverhead+length > size:
-		d.problem(path, pos, "batch length %d overruns the file (%d bytes left: torn tail or corrupt length)", length, size-pos-logOverhead)
-		return nil, false, true
+	case res.Kept:
+		return "legacy data recovery cannot prove torn (recovery refuses to cut it)"
+	case ibase.IsTornTail(res.Cause):
+		return "torn tail (recovery would truncate it)"
 	}
-	total := int(logOverhead + length)
-	if cap(d.buf) < total {
-		nb := make([]byte, total)
-		copy(nb, hdr)
-		d.buf = nb
+	return "corruption (recovery would cut here and drop every later segment)"
+}
+
+// dumpBatch prints and checks the RecordBatch b at pos (framing, CRC-32C,
+// records: batch.Decoder.Validate; offsets: checkContinuity) and with
+// --records its records. It returns its span.
+func (d *dumper) dumpBatch(path string, pos, base int64, b batch.Batch, first bool, next *int64) span {
+	verr := d.dec.Validate(b)
+	d.printBatch(b, pos, verr)
+	if verr != nil {
+		d.problem(path, pos, "batch at offset %d: %v", b.BaseOffset(), verr)
 	}
-	b = d.buf[:total]
-	if _, err := io.ReadFull(r, b[logOverhead:]); err != nil {
-		d.problem(path, pos, "read: %v", err)
-		return nil, false, true
+	d.checkContinuity(path, pos, base, b.BaseOffset(), b.LastOffset(), first, next)
+	if d.o.records && !(d.o.verify && d.o.quiet) {
+		d.printRecords(path, pos, b, verr)
 	}
-	if total > magicAt && b[magicAt] < batch.Magic {
-		return b, true, false
+	sp := span{pos: pos, size: int64(len(b)), base: b.BaseOffset(), last: b.LastOffset(), maxTimestamp: b.MaxTimestamp()}
+	if verr == nil {
+		sp = d.txnOf(sp, b)
 	}
-	if length < minBatchBody {
-		d.problem(path, pos, "batch length %d is shorter than a batch header", length)
-		return nil, false, true
-	}
-	return b, false, false
+	return sp
 }
 
 // checkContinuity checks a batch's offsets [bo, last] against the
@@ -591,55 +605,27 @@ func printable(b []byte) bool {
 	return true
 }
 
-// scanLog reads the batch headers of a .log file (for checking an index given
-// alone) without printing them.
-func (d *dumper) scanLog(path string) ([]span, int64, error) {
-	f, err := os.Open(path)
+// scanLog describes the entries of a .log file (for checking an index given
+// alone) without printing them: segment.Check's read-only walk, every
+// entry that frames, valid or not.
+func (d *dumper) scanLog(path string, base int64) ([]span, int64, error) {
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	size := fi.Size()
-	r := bufio.NewReaderSize(f, 1<<20)
 	var spans []span
-	var hdr [batch.HeaderSize]byte
-	const peek = logOverhead + 5 // through the magic byte
-	for pos := int64(0); pos+peek <= size; {
-		if _, err := io.ReadFull(r, hdr[:peek]); err != nil {
-			return nil, 0, err
-		}
-		n := int64(int32(binary.BigEndian.Uint32(hdr[8:]))) + logOverhead
-		if m := int8(hdr[magicAt]); batch.IsLegacyMagic(m) {
-			if n < batch.LegacyMinSize || pos+n > size {
-				break
+	_, err = segment.Check(nil, path, base, segment.CheckOptions{KeepGoing: true},
+		func(h segment.BatchInfo, b batch.Batch, bad error) error {
+			if h.BaseOffset >= 0 {
+				sp := span{pos: h.Pos, size: h.Size, base: h.BaseOffset, last: h.LastOffset, maxTimestamp: h.MaxTimestamp}
+				if bad == nil && !batch.IsLegacyMagic(h.Magic) {
+					sp = d.txnOf(sp, b)
+				}
+				spans = append(spans, sp)
 			}
-			e := make([]byte, n)
-			copy(e, hdr[:peek])
-			if _, err := io.ReadFull(r, e[peek:]); err != nil {
-				return nil, 0, err
-			}
-			spans = append(spans, d.legacySpan(pos, batch.Legacy(e)))
-			pos += n
-			continue
-		}
-		if n < batch.HeaderSize || pos+n > size || hdr[magicAt] != batch.Magic {
-			break
-		}
-		if _, err := io.ReadFull(r, hdr[peek:]); err != nil {
-			return nil, 0, err
-		}
-		bt := batch.Batch(hdr[:])
-		spans = append(spans, span{pos: pos, size: n, base: bt.BaseOffset(), last: bt.LastOffset(), maxTimestamp: bt.MaxTimestamp()})
-		if _, err := r.Discard(int(n - batch.HeaderSize)); err != nil {
-			return nil, 0, err
-		}
-		pos += n
-	}
-	return spans, size, nil
+			return nil
+		})
+	return spans, fi.Size(), err
 }
 
 // readIndex reads an index file read-only. A missing file gives nil, false.
@@ -840,4 +826,110 @@ func (d *dumper) timeIndex(path string, base int64, spans []span, haveLog bool) 
 		}
 	}
 	return nil
+}
+
+// txnIndex prints (--index) and checks (--verify) a .txnindex file against
+// the segment's batches (spans; haveLog false when the .log is missing):
+// whole version-0 entries (segment.DecodeTxnIndex), marker offsets
+// increasing and inside the segment, firstOffset <= lastOffset,
+// lastStableOffset <= lastOffset+1, each entry at an ABORT marker of its
+// producer (unless no batch holds that offset: compaction), and an entry
+// for every transaction the batches show aborted (its transactional
+// batches, then its producer's ABORT marker), with a first offset at or
+// below the transaction's first batch. A missing file is what Kafka leaves
+// for a segment without aborted transactions.
+func (d *dumper) txnIndex(path string, base int64, spans []span, haveLog bool) error {
+	aborted := d.replayTxns(spans)
+	data, ok, err := readIndex(path)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if d.o.verify && len(aborted) > 0 {
+			a := aborted[0]
+			d.problem(path, -1, "missing, but the segment's batches show %d aborted transactions (the first: producer %d, ABORT marker at offset %d)",
+				len(aborted), a.ProducerID, a.LastOffset)
+		}
+		return nil
+	}
+	if d.o.index {
+		d.printf("Dumping %s\n", path)
+	}
+	entries, derr := segment.DecodeTxnIndex(path, data)
+	if derr != nil {
+		var ce *ibase.CorruptionError
+		pos := int64(-1)
+		if errors.As(derr, &ce) {
+			pos = ce.Pos
+		}
+		d.problem(path, pos, "%v", derr)
+	}
+	next := base
+	if len(spans) > 0 {
+		next = spans[len(spans)-1].last + 1
+	}
+	prev := int64(-1)
+	for i, e := range entries {
+		if d.o.index {
+			d.printf("version: 0 producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d\n",
+				e.ProducerID, e.FirstOffset, e.LastOffset, e.LastStableOffset)
+		}
+		if !d.o.verify {
+			continue
+		}
+		at := int64(i * segment.TxnIndexEntrySize)
+		switch {
+		case e.LastOffset <= prev:
+			d.problem(path, at, "entry %d: marker offset %d does not increase past %d", i, e.LastOffset, prev)
+		case e.LastOffset < base || (haveLog && e.LastOffset >= next):
+			d.problem(path, at, "entry %d: marker offset %d is outside the segment's offsets [%d, %d)", i, e.LastOffset, base, next)
+		case e.FirstOffset < 0 || e.FirstOffset > e.LastOffset:
+			d.problem(path, at, "entry %d: first offset %d, marker offset %d", i, e.FirstOffset, e.LastOffset)
+		case e.LastStableOffset < 0 || e.LastStableOffset > e.LastOffset+1:
+			d.problem(path, at, "entry %d: last stable offset %d after marker offset %d", i, e.LastStableOffset, e.LastOffset)
+		case haveLog:
+			if s, ok := batchAt(spans, e.LastOffset); ok && (s.base != e.LastOffset || !s.marker || !s.abort || s.pid != e.ProducerID) {
+				d.problem(path, at, "entry %d: the batch holding offset %d (offsets %d..%d, position %d) is not an ABORT marker of producer %d",
+					i, e.LastOffset, s.base, s.last, s.pos, e.ProducerID)
+			}
+		}
+		prev = max(prev, e.LastOffset)
+	}
+	if !d.o.verify || derr != nil {
+		return nil
+	}
+	for _, a := range aborted {
+		i := slices.IndexFunc(entries, func(e segment.AbortedTxn) bool { return e.LastOffset == a.LastOffset })
+		switch {
+		case i < 0:
+			d.problem(path, -1, "no entry for the transaction of producer %d aborted at offset %d (first batch at %d)", a.ProducerID, a.LastOffset, a.FirstOffset)
+		case entries[i].FirstOffset > a.FirstOffset:
+			d.problem(path, int64(i*segment.TxnIndexEntrySize), "entry %d: first offset %d, the transaction's first batch is at %d", i, entries[i].FirstOffset, a.FirstOffset)
+		}
+	}
+	return nil
+}
+
+// replayTxns replays the transactions of spans (a segment's batches, in
+// order) on d.open and returns the transactions the segment's ABORT
+// markers end that began in a batch the replay saw.
+func (d *dumper) replayTxns(spans []span) []segment.AbortedTxn {
+	if d.open == nil {
+		d.open = make(map[int64]int64)
+	}
+	var aborted []segment.AbortedTxn
+	for _, s := range spans {
+		switch {
+		case s.txn:
+			if _, ok := d.open[s.pid]; !ok {
+				d.open[s.pid] = s.base
+			}
+		case s.marker:
+			if first, ok := d.open[s.pid]; ok && s.abort {
+				aborted = append(aborted, segment.AbortedTxn{ProducerID: s.pid, FirstOffset: first, LastOffset: s.base})
+			}
+			delete(d.open, s.pid)
+		}
+	}
+	return aborted
 }

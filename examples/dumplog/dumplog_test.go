@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -393,4 +394,196 @@ func TestREADMEDumplogCommands(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, lines, "the README's dumplog lines changed: run the new ones here")
+}
+
+// The dump walks a .log with the walk recovery uses (segment.Check): an
+// entry that frames but fails its CRC is reported and the dump goes on
+// after it; where the bytes stop framing, the damage is named as recovery
+// classifies it: a torn tail at the end of the file, corruption when valid
+// batches follow.
+func TestDumpReportsDamageAsRecoveryDoes(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "t-0")
+	writePartition(t, src, true)
+	ents, err := os.ReadDir(src)
+	require.NoError(t, err)
+	var logs []string
+	for _, e := range ents {
+		if _, suf, ok := segment.ParseFileName(e.Name()); ok && suf == segment.LogSuffix {
+			logs = append(logs, e.Name())
+		}
+	}
+	require.GreaterOrEqual(t, len(logs), 2)
+	// starts returns the positions of the batches of a .log.
+	starts := func(b []byte) []int {
+		var out []int
+		for pos := 0; pos < len(b); pos += int(binary.BigEndian.Uint32(b[pos+8:])) + batch.LogOverhead {
+			out = append(out, pos)
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		victim string
+		damage func(b []byte) (int, []byte)
+		want   []string
+	}{
+		{"crc failure in the middle: the dump goes on", logs[0], func(b []byte) (int, []byte) {
+			s := starts(b)
+			b[s[1]+batch.CRCStart] ^= 0x40
+			return s[1], b
+		}, []string{"valid: false", fmt.Sprintf("position: %d", starts(mustRead(t, filepath.Join(src, logs[0])))[2])}},
+		{"length damaged with batches after it", logs[0], func(b []byte) (int, []byte) {
+			s := starts(b)
+			binary.BigEndian.PutUint32(b[s[1]+8:], 1<<30)
+			return s[1], b
+		}, []string{"corruption (recovery would cut here", "valid batches follow"}},
+		{"half a batch at the end of the active segment", logs[len(logs)-1], func(b []byte) (int, []byte) {
+			s := starts(b)
+			last := s[len(s)-1]
+			return last, b[:last+30]
+		}, []string{"torn tail (recovery would truncate it)", "overruns the file"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyTree(t, src)
+			p := filepath.Join(dir, c.victim)
+			pos, b := c.damage(mustRead(t, p))
+			mustWrite(t, p, b)
+			before := snapshot(t, dir)
+			code, out, _ := runDump(t, "--verify", dir)
+			require.Equal(t, 1, code, "exit %d, want 1\n%s", code, out)
+			require.Contains(t, out, fmt.Sprintf("PROBLEM: %s position %d: ", p, pos), out)
+			for _, w := range c.want {
+				require.Contains(t, out, w, out)
+			}
+			checkUnchanged(t, dir, before)
+		})
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return b
+}
+
+// writeTxnPartition writes a partition with two aborted transactions of
+// producer 1 and a committed one of producer 2, so its segment has a
+// .txnindex, and closes it. It returns the .txnindex path and its entries.
+func writeTxnPartition(t *testing.T, dir string) (string, []segment.AbortedTxn) {
+	t.Helper()
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	seq := map[int64]int32{}
+	txn := func(pid int64, n int) {
+		bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: pid, BaseSequence: seq[pid]}, Transactional: true})
+		for i := range n {
+			require.NoError(t, bld.Add(batch.Record{Value: fmt.Appendf(nil, "txn %d/%d", pid, i), Timestamp: time.Now().UnixMilli()}))
+		}
+		seq[pid] += int32(n)
+		b, err := bld.Build()
+		require.NoError(t, err)
+		_, err = p.AppendBatch(b)
+		require.NoError(t, err)
+	}
+	end := func(typ batch.ControlType, pid int64) {
+		_, err := p.AppendMarker(batch.TxnMarker{Type: typ, ProducerID: pid})
+		require.NoError(t, err)
+	}
+	txn(1, 3)
+	txn(2, 2)
+	end(batch.ControlAbort, 1)
+	end(batch.ControlCommit, 2)
+	txn(1, 2)
+	end(batch.ControlAbort, 1)
+	require.NoError(t, p.Close())
+	path := filepath.Join(dir, segment.FileName(0, segment.TxnIndexSuffix))
+	es, err := segment.DecodeTxnIndex(path, mustRead(t, path))
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	return path, es
+}
+
+// dumplog prints a .txnindex as Kafka's tool does and --verify checks it
+// against the segment's transaction markers: each damage is a problem
+// naming the file (and the entry's position); nothing is modified.
+func TestTxnIndex(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "txn-0")
+	txnPath, es := writeTxnPartition(t, src)
+
+	before := snapshot(t, src)
+	code, out, _ := runDump(t, "--index", "--verify", src)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "Dumping "+txnPath)
+	require.Contains(t, out, fmt.Sprintf("version: 0 producerId: 1 firstOffset: %d lastOffset: %d lastStableOffset: %d",
+		es[0].FirstOffset, es[0].LastOffset, es[0].LastStableOffset))
+	require.Contains(t, out, fmt.Sprintf("version: 0 producerId: 1 firstOffset: %d lastOffset: %d lastStableOffset: %d",
+		es[1].FirstOffset, es[1].LastOffset, es[1].LastStableOffset))
+	checkUnchanged(t, src, before)
+	// The file alone.
+	code, out, _ = runDump(t, "--index", "--verify", txnPath)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "0 problems")
+
+	encode := func(es ...segment.AbortedTxn) []byte {
+		var b []byte
+		for _, e := range es {
+			b = segment.AppendTxnIndexEntry(b, e)
+		}
+		return b
+	}
+	commit := es[0].LastOffset + 1 // producer 2's COMMIT follows the first ABORT
+	cases := []struct {
+		name   string
+		data   func(es []segment.AbortedTxn) []byte
+		pos    int64 // -1: no position
+		reason string
+	}{
+		{"torn entry", func(es []segment.AbortedTxn) []byte { return encode(es...)[:40] }, 34, "after the last whole"},
+		{"unknown version", func(es []segment.AbortedTxn) []byte {
+			b := encode(es...)
+			b[35] = 9
+			return b
+		}, 34, "version 9"},
+		{"out of order", func(es []segment.AbortedTxn) []byte { return encode(es[1], es[0]) }, 34, "does not increase"},
+		{"outside the segment", func(es []segment.AbortedTxn) []byte {
+			es[1].LastOffset += 50
+			return encode(es...)
+		}, 34, "outside the segment's offsets"},
+		{"at a COMMIT marker", func(es []segment.AbortedTxn) []byte {
+			return encode(es[0], segment.AbortedTxn{ProducerID: 2, FirstOffset: 3, LastOffset: commit, LastStableOffset: commit + 1}, es[1])
+		}, 34, "is not an ABORT marker of producer 2"},
+		{"last stable offset past the marker", func(es []segment.AbortedTxn) []byte {
+			es[0].LastStableOffset = es[0].LastOffset + 5
+			return encode(es...)
+		}, 0, "last stable offset"},
+		{"missing entry", func(es []segment.AbortedTxn) []byte { return encode(es[0]) }, -1, "no entry for the transaction of producer 1 aborted at offset"},
+		{"first offset past the transaction's first batch", func(es []segment.AbortedTxn) []byte {
+			es[0].FirstOffset++
+			return encode(es...)
+		}, 0, "the transaction's first batch is at"},
+		{"file removed", nil, -1, "missing, but the segment's batches show 2 aborted transactions"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyTree(t, src)
+			p := filepath.Join(dir, filepath.Base(txnPath))
+			if c.data == nil {
+				require.NoError(t, os.Remove(p))
+			} else {
+				mustWrite(t, p, c.data(slices.Clone(es)))
+			}
+			before := snapshot(t, dir)
+			code, out, _ := runDump(t, "--verify", "--quiet", dir)
+			require.Equal(t, 1, code, out)
+			want := fmt.Sprintf("PROBLEM: %s: ", p)
+			if c.pos >= 0 {
+				want = fmt.Sprintf("PROBLEM: %s position %d: ", p, c.pos)
+			}
+			require.Contains(t, out, want, out)
+			require.Contains(t, out, c.reason, out)
+			checkUnchanged(t, dir, before)
+		})
+	}
 }

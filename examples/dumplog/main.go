@@ -20,7 +20,13 @@
 //	            offset index entry points at the start of a batch and names
 //	            an offset inside it, entries increase; every time index entry
 //	            names an offset inside a batch of the segment whose max
-//	            timestamp is the entry's timestamp, entries increase
+//	            timestamp is the entry's timestamp, entries increase. The
+//	            .log is walked with segment.Check, the walk recovery uses:
+//	            an entry that frames but fails a check is reported and the
+//	            dump goes on after it; where the bytes stop framing, the
+//	            damage is named as recovery classifies it (a torn tail it
+//	            would truncate, corruption followed by valid batches, or
+//	            legacy data it refuses to cut)
 //	--offsets-decoder  with --records, decode keys and values of
 //	            __consumer_offsets records (Kafka's offset-commit schema:
 //	            key versions 0-1, value versions 0-3; group metadata keys

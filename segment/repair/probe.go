@@ -3,12 +3,10 @@ package repair
 import (
 	"encoding/binary"
 	"errors"
-	"io"
-	"math"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Probe is what a read-only walk over the batch headers of a .log found.
@@ -32,145 +30,79 @@ type Probe struct {
 	// the base offset (walks from 0 only) or a batch that does not start
 	// where the previous one ended. Compaction leaves such gaps.
 	Gaps bool
-	// Cause is why the walk stopped before Size (a *base.CorruptionError
-	// naming Path and Framed), nil when it reached Size.
+	// Cause is why the walk stopped before Size, nil when it reached
+	// Size: a *base.CorruptionError naming Path and the damaged field,
+	// classified as segment.Check classifies it (base.IsTornTail when
+	// nothing valid follows the damage; segment.ErrLegacyKept for legacy
+	// data recovery cannot prove torn).
 	Cause error
 }
 
-// headerPrefix is how much of a batch header a walk reads: baseOffset,
-// batchLength, partitionLeaderEpoch, magic, crc, attributes and
-// lastOffsetDelta (bytes 0-26 of a v2 header).
-const headerPrefix = 27
+// errHintMismatch stops a walk from an index hint whose batch ends past
+// the entry's offset.
+var errHintMismatch = errors.New("index entry does not match its batch")
 
-// legacyPrefix is the shortest prefix a walk needs: up to the magic byte
-// (offset, length, crc or partitionLeaderEpoch, magic).
-const legacyPrefix = 17
-
-// legacyMinSize is the smallest message length of magic 0 and 1 (crc,
-// magic, attributes, [timestamp,] key and value lengths).
-var legacyMinSize = [2]int{14, 22}
-
-// ProbeLog walks the batch headers of the .log at path, whose base offset
-// is segBase, without changing anything: each batch must frame (a length
-// of at least a v2 header, inside the file), carry magic 2, and start above
-// the previous one's last offset and at or above segBase. Legacy messages
-// (magic 0 and 1) are framed by their length and offset alone. With validate,
-// each entry is also read whole and checked: a batch's header and CRC-32C
-// (batch.Batch.ValidateHeader), a legacy message's framing and CRC-32
-// (batch.Legacy.ValidateHeader). indexPath, when not empty and validate is off,
-// names the segment's offset index: the walk starts at the batch its last
-// entry points at when that batch frames and lies at or below the entry's
-// offset (so a clean segment costs a few header reads); otherwise at 0.
+// ProbeLog walks the .log at path, whose base offset is segBase, without
+// changing anything, with segment.Check: the walk that defines damage for
+// recovery too, so the probe and recovery agree on where the batches end
+// and on what the damage is (Cause: a torn tail, corruption, or legacy
+// data recovery cannot prove torn; see segment.Check). Without validate
+// it reads only the entry headers (segment.CheckOptions.HeadersOnly): each
+// entry must frame (at least its magic's smallest size, inside the file)
+// and start above the previous one's last offset and at or above segBase;
+// a legacy message (magic 0 and 1) counts from its own offset. With
+// validate, each entry is also read whole and checked: a batch's header
+// and CRC-32C, a legacy message's CRC-32. indexPath, when not empty and
+// validate is off, names the segment's offset index: the walk starts at
+// the batch its last entry points at when that batch frames and lies at
+// or below the entry's offset (so a clean segment costs a few header
+// reads); otherwise at 0.
 func ProbeLog(fsys vfs.FS, path, indexPath string, segBase int64, validate bool) (Probe, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return Probe{}, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Probe{}, err
-	}
-	pr := Probe{Path: path, Size: st.Size(), Next: segBase}
-	var h [headerPrefix]byte
-	// header reads up to headerPrefix bytes of the batch at pos and
-	// returns how many it read.
-	header := func(pos int64) (int, error) {
-		n := int(min(int64(headerPrefix), pr.Size-pos))
-		if n <= 0 {
-			return 0, nil
-		}
-		if _, err := f.ReadAt(h[:n], pos); err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
-		}
-		return n, nil
-	}
-	pos, prevLast := int64(0), segBase-1
 	if indexPath != "" && !validate {
-		if hint, off, ok := lastIndexEntry(fsys, indexPath, segBase); ok && hint > 0 && hint < pr.Size {
-			if got, err := header(hint); err != nil {
-				return pr, err
-			} else if got == headerPrefix {
-				b := binary.BigEndian.Uint64(h[0:])
-				length := int64(int32(binary.BigEndian.Uint32(h[8:])))
-				last := int64(b) + int64(int32(binary.BigEndian.Uint32(h[23:])))
-				if h[16] == 2 && length >= batch.HeaderSize-batch.LogOverhead && hint+length+batch.LogOverhead <= pr.Size &&
-					int64(b) >= segBase && last <= off && int64(b) <= last {
-					pos, prevLast = hint, int64(b)-1
-					pr.Start = hint
-				}
+		if hint, off, ok := lastIndexEntry(fsys, indexPath, segBase); ok && hint > 0 {
+			// A hint past the file, or whose batch does not frame or
+			// ends past the entry's offset, is ignored: the walk from 0
+			// (which also reports any I/O error) decides.
+			if pr, err := probeFrom(fsys, path, segBase, hint, off, false); err == nil && pr.Batches > 0 {
+				return pr, nil
 			}
 		}
 	}
-	var buf []byte
-	for pos < pr.Size {
-		got, err := header(pos)
+	return probeFrom(fsys, path, segBase, 0, -1, validate)
+}
+
+// probeFrom is ProbeLog's walk from position from (0, or an index hint
+// whose entry names offset hintOff; -1 without a hint).
+func probeFrom(fsys vfs.FS, path string, segBase, from, hintOff int64, validate bool) (Probe, error) {
+	pr := Probe{Path: path, Next: segBase, Start: from}
+	prevLast := segBase - 1
+	res, err := segment.Check(fsys, path, segBase, segment.CheckOptions{HeadersOnly: !validate, From: from},
+		func(h segment.BatchInfo, _ batch.Batch, _ error) error {
+			if pr.Batches == 0 && from > 0 {
+				if h.LastOffset > hintOff {
+					return errHintMismatch
+				}
+				prevLast = h.BaseOffset - 1 // the walk starts here
+			}
+			if h.BaseOffset != prevLast+1 {
+				pr.Gaps = true
+			}
+			prevLast = h.LastOffset
+			pr.Batches++
+			return nil
+		})
+	if err != nil {
+		return pr, err
+	}
+	pr.Size = res.ValidBytes + res.TruncatedBytes
+	if res.Kept {
+		st, err := fsys.Stat(path)
 		if err != nil {
 			return pr, err
 		}
-		if got < legacyPrefix {
-			pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", pr.Size-pos)
-			break
-		}
-		bo := int64(binary.BigEndian.Uint64(h[0:]))
-		length := int64(int32(binary.BigEndian.Uint32(h[8:])))
-		size := length + batch.LogOverhead
-		magic := h[16]
-		var last int64
-		switch {
-		case magic > 2:
-			pr.Cause = base.CorruptionErrorf(path, pos, "magic", "magic %d", magic)
-		case magic < 2:
-			// A legacy message (set): its offset field is its last
-			// offset (a compressed wrapper's is its last inner one).
-			last = bo
-			if least := int64(legacyMinSize[magic]); length < least || size > pr.Size-pos {
-				pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "message length %d with %d bytes left in the file", length, pr.Size-pos)
-			} else if bo <= prevLast || bo < segBase || bo-segBase > math.MaxInt32 {
-				pr.Cause = base.CorruptionErrorf(path, pos, "offset", "message at offset %d after offset %d in a segment based at %d", bo, prevLast, segBase)
-			}
-		case got < headerPrefix:
-			pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "%d bytes at the end of the file, short of a batch header", pr.Size-pos)
-		default:
-			delta := int64(int32(binary.BigEndian.Uint32(h[23:])))
-			last = bo + delta
-			switch {
-			case length < batch.HeaderSize-batch.LogOverhead || size > pr.Size-pos:
-				pr.Cause = base.CorruptionErrorf(path, pos, "batchLength", "batch length %d with %d bytes left in the file", length, pr.Size-pos)
-			case bo <= prevLast || bo < segBase || delta < 0 || last-segBase > math.MaxInt32:
-				pr.Cause = base.CorruptionErrorf(path, pos, "baseOffset", "batch [%d, %d] after offset %d in a segment based at %d", bo, last, prevLast, segBase)
-			}
-		}
-		if pr.Cause == nil && validate {
-			if int64(cap(buf)) < size {
-				buf = make([]byte, size)
-			}
-			buf = buf[:size]
-			if _, err := f.ReadAt(buf, pos); err != nil && !errors.Is(err, io.EOF) {
-				return pr, err
-			}
-			var err error
-			if magic == 2 {
-				err = batch.Batch(buf).ValidateHeader()
-			} else {
-				err = batch.Legacy(buf).ValidateHeader()
-			}
-			if err != nil {
-				pr.Cause = base.WithFile(err, path, pos)
-			}
-		}
-		if pr.Cause != nil {
-			break
-		}
-		if bo != prevLast+1 {
-			pr.Gaps = true
-		}
-		prevLast = last
-		pr.Next = last + 1
-		pr.Batches++
-		pos += size
+		pr.Size = st.Size()
 	}
-	pr.Framed = pos
+	pr.Framed, pr.Next, pr.Cause = res.ValidBytes, res.NextOffset, res.Cause
 	return pr, nil
 }
 

@@ -16,7 +16,7 @@
 //     point: every .cleaned file and every .swap file whose base offset is
 //     at or above the lowest .cleaned base are removed.
 //  3. Each remaining NNN.log.swap is walked batch by batch (framing, CRC,
-//     increasing offsets). It may complete its swap when every batch is
+//     increasing offsets: segment.Check, the walk recovery uses). It may complete its swap when every batch is
 //     valid and, for every plain segment whose base lies in [NNN, N) (N the
 //     swap's next offset; the segment named NNN included), that segment
 //     ends at or below N: a compaction's output ends where its last input
