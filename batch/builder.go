@@ -90,7 +90,8 @@ type BuilderOptions struct {
 //
 // Records are encoded as they are added, so the Builder keeps no reference
 // to their keys, values or headers. A Builder is not safe for concurrent
-// use.
+// use. A partition appends a Builder's batch without Build with
+// log.Partition.AppendBuilder.
 //
 // Example:
 //
