@@ -64,6 +64,9 @@ import (
 // nothing (AppendBatchInfo tells it apart); a gap, a stale sequence or a
 // new epoch not starting at 0 gives ErrOutOfOrderSequence, an older epoch
 // ErrInvalidProducerEpoch.
+//
+// A program that encodes its batches with a batch.Builder appends them
+// faster with AppendBuilder, which takes the Builder itself.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	return p.appendBatch(context.Background(), b, nil)
 }
