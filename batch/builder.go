@@ -90,7 +90,8 @@ type BuilderOptions struct {
 //
 // Records are encoded as they are added, so the Builder keeps no reference
 // to their keys, values or headers. A Builder is not safe for concurrent
-// use.
+// use. A partition appends a Builder's batch without Build with
+// log.Partition.AppendBuilder.
 //
 // Example:
 //
@@ -108,6 +109,7 @@ type Builder struct {
 	count           int32
 	baseTimestamp   int64
 	maxTimestamp    int64
+	minTimestamp    int64 // smallest record timestamp other than NoTimestamp; MaxInt64 when none
 	lastDelta       int32 // offsetDelta of the last record, -1 when none
 	lastOffsetDelta int32 // lastOffsetDelta to write: >= lastDelta
 }
@@ -129,6 +131,7 @@ func (b *Builder) Reset(opts BuilderOptions) {
 		b.baseTimestamp = opts.DeleteHorizon
 	}
 	b.maxTimestamp = NoTimestamp
+	b.minTimestamp = math.MaxInt64
 	b.lastDelta = -1
 	b.lastOffsetDelta = 0
 }
@@ -199,6 +202,9 @@ func (b *Builder) add(r *Record, delta int32) error {
 	}
 	b.count++
 	b.maxTimestamp = max(b.maxTimestamp, r.Timestamp)
+	if r.Timestamp != NoTimestamp {
+		b.minTimestamp = min(b.minTimestamp, r.Timestamp)
+	}
 	b.lastDelta = delta
 	b.lastOffsetDelta = max(b.lastOffsetDelta, delta)
 	return nil
@@ -354,7 +360,26 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
-	h := dst[start:]
+	b.putHeader(dst[start:])
+	var err error
+	dst, err = appendCompressed(dst, o.Compression, o.CompressionLevel, b.recs)
+	if err != nil {
+		return dst[:start], fmt.Errorf("%w: %w", ErrBadCompression, err)
+	}
+	size := len(dst) - start
+	if size > MaxBatchSize {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrBatchTooLarge, size)
+	}
+	bt := Batch(dst[start:])
+	binary.BigEndian.PutUint32(bt[batchLengthOffset:], uint32(size-LogOverhead))
+	bt.SetCRC()
+	return dst, nil
+}
+
+// putHeader writes the batch's header into h (HeaderSize bytes), all but
+// batchLength and the CRC, which depend on the encoded records.
+func (b *Builder) putHeader(h []byte) {
+	o := &b.opts
 	binary.BigEndian.PutUint64(h[baseOffsetOffset:], uint64(o.BaseOffset))
 	binary.BigEndian.PutUint32(h[partitionLeaderEpochOffset:], uint32(o.PartitionLeaderEpoch))
 	h[magicOffset] = Magic
@@ -385,19 +410,6 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	binary.BigEndian.PutUint16(h[producerEpochOffset:], uint16(p.Epoch))
 	binary.BigEndian.PutUint32(h[baseSequenceOffset:], uint32(p.BaseSequence))
 	binary.BigEndian.PutUint32(h[recordsCountOffset:], uint32(b.count))
-	var err error
-	dst, err = appendCompressed(dst, o.Compression, o.CompressionLevel, b.recs)
-	if err != nil {
-		return dst[:start], fmt.Errorf("%w: %w", ErrBadCompression, err)
-	}
-	size := len(dst) - start
-	if size > MaxBatchSize {
-		return dst[:start], fmt.Errorf("%w: %d bytes", ErrBatchTooLarge, size)
-	}
-	bt := Batch(dst[start:])
-	binary.BigEndian.PutUint32(bt[batchLengthOffset:], uint32(size-LogOverhead))
-	bt.SetCRC()
-	return dst, nil
 }
 
 // AppendEmptyBatch appends the header-only batch that stands in for b once

@@ -64,6 +64,9 @@ import (
 // nothing (AppendBatchInfo tells it apart); a gap, a stale sequence or a
 // new epoch not starting at 0 gives ErrOutOfOrderSequence, an older epoch
 // ErrInvalidProducerEpoch.
+//
+// A program that encodes its batches with a batch.Builder appends them
+// faster with AppendBuilder, which takes the Builder itself.
 func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 	return p.appendBatch(context.Background(), b, nil)
 }
@@ -75,6 +78,14 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 	if err != nil {
 		return -1, err
 	}
+	return p.appendChecked(ctx, &hdr, bt[batch.HeaderSize:], info)
+}
+
+// appendChecked appends the checked producer batch made of the header
+// hdr (timestamps patched, CRC set; offset and epoch are set here) and
+// body, the records: the rest of appendBatch and AppendBuilder, from the
+// lock on.
+func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]byte, body []byte, info *AppendInfo) (base int64, err error) {
 	p.lockWriter()
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
@@ -103,7 +114,7 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 		epoch = p.leaderEpoch.Load()
 	}
 	h.SetPartitionLeaderEpoch(epoch)
-	if err := p.appendLocked(h, bt[batch.HeaderSize:]); err != nil {
+	if err := p.appendLocked(h, body); err != nil {
 		p.mu.Unlock()
 		return -1, err
 	}
@@ -162,11 +173,8 @@ func (p *Partition) checkBatchBytes(b []byte) (bt batch.Batch, hdr [batch.Header
 	if len(rest) != 0 {
 		return nil, hdr, invalidBatchf(nil, "%d bytes after the %d-byte batch; AppendBatch takes exactly one batch", len(rest), len(bt))
 	}
-	if len(bt) > p.cfg.MaxMessageBytes {
-		return nil, hdr, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.MaxMessageBytes)
-	}
-	if int64(len(bt)) > p.cfg.SegmentBytes {
-		return nil, hdr, fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, len(bt), p.cfg.SegmentBytes)
+	if err := p.checkBatchSize(len(bt)); err != nil {
+		return nil, hdr, err
 	}
 	if bt.Attributes().IsControl() {
 		return nil, hdr, fmt.Errorf("%w: attributes %s", ErrControlBatch, bt.Attributes())
@@ -185,39 +193,63 @@ func (p *Partition) checkBatchBytes(b []byte) (bt batch.Batch, hdr [batch.Header
 	return bt, hdr, nil
 }
 
+// checkBatchSize refuses a producer batch of n bytes that is larger than
+// max.message.bytes or segment.bytes.
+func (p *Partition) checkBatchSize(n int) error {
+	if n > p.cfg.MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, n, p.cfg.MaxMessageBytes)
+	}
+	if int64(n) > p.cfg.SegmentBytes {
+		return fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, n, p.cfg.SegmentBytes)
+	}
+	return nil
+}
+
 // checkTimestamps applies Kafka's timestamp rules (LogValidator) to the
 // producer batch bt whose records' timestamps span times, patching the
-// header copy hdr: under LogAppendTime the timestamp-type bit and
-// maxTimestamp = now; under CreateTime the records' real maxTimestamp when
-// bt's differs. A patched header gets the CRC bt would have with it.
+// header copy hdr (see stampTimes). A patched header gets the CRC bt would
+// have with it.
 func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
-	a := bt.Attributes()
-	if a.LogAppendTime() {
-		return fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
+	patched, err := p.stampTimes(times, hdr)
+	if patched {
+		h := batch.Batch(hdr[:])
+		h.PutCRC(bt.CRCWithHeader(h))
 	}
+	return err
+}
+
+// stampTimes applies Kafka's timestamp rules (LogValidator) to the header
+// hdr of a producer batch whose records' timestamps span times, and
+// reports whether it changed hdr (whose CRC is then stale): under
+// LogAppendTime the timestamp-type bit and maxTimestamp = now; under
+// CreateTime the records' real maxTimestamp when hdr's differs.
+func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
 	h := batch.Batch(hdr[:])
+	a := h.Attributes()
+	if a.LogAppendTime() {
+		return false, fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
+	}
 	if p.cfg.LogAppendTime {
 		h.SetAttributes(a | batch.TimestampTypeBit)
 		h.SetMaxTimestamp(p.cfg.Now().UnixMilli())
-		h.PutCRC(bt.CRCWithHeader(h))
-		return nil
+		return true, nil
 	}
 	if times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp {
 		now := p.cfg.Now().UnixMilli()
 		if ts := times.Min; ts != batch.NoTimestamp && tooEarly(ts, now, p.cfg.MessageTimestampBeforeMax) {
-			return fmt.Errorf("%w: record timestamp %d is more than %v before the broker's time %d (message.timestamp.before.max.ms)",
+			return false, fmt.Errorf("%w: record timestamp %d is more than %v before the broker's time %d (message.timestamp.before.max.ms)",
 				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampBeforeMax, now)
 		}
 		if ts := times.Max; tooLate(ts, now, p.cfg.MessageTimestampAfterMax) {
-			return fmt.Errorf("%w: record timestamp %d is more than %v after the broker's time %d (message.timestamp.after.max.ms)",
+			return false, fmt.Errorf("%w: record timestamp %d is more than %v after the broker's time %d (message.timestamp.after.max.ms)",
 				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampAfterMax, now)
 		}
 	}
-	if bt.MaxTimestamp() != times.Max {
+	if h.MaxTimestamp() != times.Max {
 		h.SetMaxTimestamp(times.Max)
-		h.PutCRC(bt.CRCWithHeader(h))
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // tooEarly reports whether ts (ms) lies more than limit before now (ms).

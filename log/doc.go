@@ -34,7 +34,13 @@
 // AppendBatch takes a producer's RecordBatch v2 and assigns its offsets:
 // the stored batch's baseOffset is the log end offset, and the next batch
 // starts at baseOffset + lastOffsetDelta + 1 (a batch of 11 records then one
-// of 3 get bases 0 and 11, and the log end offset is 14). AppendAssigned
+// of 3 get bases 0 and 11, and the log end offset is 14). AppendBuilder
+// appends the batch a batch.Builder holds, as AppendBatchInfo would append
+// its Build() (same stored bytes, same errors), without encoding it into a
+// slice: the records go to the file from the Builder's own buffer, which
+// no caller can change during the call, so the CRC-32C check and record
+// walk AppendBatch spends on a caller's bytes are skipped (uncompressed
+// batches; a compressed one takes AppendBatch's path). AppendAssigned
 // takes batches whose offsets a leader already assigned. ReadFrom returns
 // whole batches, starting with the one that holds the offset, never past
 // the high watermark. OffsetForTimestamp answers ListOffsets. TruncateTo

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
@@ -129,4 +130,34 @@ func ExampleConfig_durability() {
 	// Output:
 	// durable at base offset 0 high watermark 5
 	// log end offset 5
+}
+
+// A program that builds its own records appends them from the Builder:
+// one Builder reused for every batch, no byte slice built, the records
+// written from the Builder's buffer.
+func ExamplePartition_AppendBuilder() {
+	dir, _ := os.MkdirTemp("", "partlog-example")
+	defer os.RemoveAll(dir)
+	p, err := plog.Open(filepath.Join(dir, "events-0"), plog.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	bld := batch.NewBuilder(batch.BuilderOptions{})
+	for round := range 2 {
+		bld.Reset(batch.BuilderOptions{})
+		for i := range 3 {
+			if err := bld.Add(batch.Record{Value: fmt.Appendf(nil, "event %d.%d", round, i), Timestamp: time.Now().UnixMilli()}); err != nil {
+				panic(err)
+			}
+		}
+		info, err := p.AppendBuilder(bld)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("offsets %d-%d\n", info.Base, info.LastOffset)
+	}
+	// Output:
+	// offsets 0-2
+	// offsets 3-5
 }

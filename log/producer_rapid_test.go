@@ -20,7 +20,8 @@ import (
 // operations: next batches (plain and transactional), transaction markers
 // (ABORT, COMMIT, stale or new producer and coordinator epochs, a control
 // type that is no marker), retries of any earlier batch, arbitrary
-// (epoch, sequence) batches, rolls, clean reopens and truncations (after which the model
+// (epoch, sequence) batches (each appended with AppendBatchInfo or, from
+// the same Builder, AppendBuilder), rolls, clean reopens and truncations (after which the model
 // reloads its producer state from the newest snapshot left, as the
 // partition does). Every outcome (accepted at the log end, recognised as a
 // retry of the same batch, or refused with the same sentinel) must agree,
@@ -44,7 +45,13 @@ func TestProducerStateMachine(t *testing.T) {
 			bt := prodBatch(rt, pid, epoch, first, n, ts, txn)
 			want, wantErr := m.ExpectAppend(bt)
 			end := m.LogEndOffset()
-			info, err := p.AppendBatchInfo(append([]byte(nil), bt...))
+			var info plog.AppendInfo
+			var err error
+			if rapid.Bool().Draw(rt, "viaBuilder") {
+				info, err = p.AppendBuilder(prodBuilder(rt, pid, epoch, first, n, ts, txn))
+			} else {
+				info, err = p.AppendBatchInfo(append([]byte(nil), bt...))
+			}
 			what := fmt.Sprintf("producer %d epoch %d seq %d+%d", pid, epoch, first, n)
 			switch {
 			case wantErr != nil:

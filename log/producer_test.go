@@ -22,13 +22,19 @@ import (
 // with epoch and first sequence seq.
 func prodBatch(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
 	t.Helper()
+	bt, err := prodBuilder(t, pid, epoch, seq, n, ts, txn).Build()
+	require.NoError(t, err)
+	return append([]byte(nil), bt...)
+}
+
+// prodBuilder is the Builder prodBatch builds its batch with.
+func prodBuilder(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) *batch.Builder {
+	t.Helper()
 	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
 	for i := range n {
 		require.NoError(t, bld.Add(batch.Record{Timestamp: ts + int64(i), Key: []byte{byte(i)}, Value: []byte("v")}))
 	}
-	bt, err := bld.Build()
-	require.NoError(t, err)
-	return append([]byte(nil), bt...)
+	return bld
 }
 
 // failer is what prodBatch needs of a *testing.T, *testing.B or *rapid.T.

@@ -15,8 +15,9 @@
 //	durability appends under the per-append fsync policy with 1 and 8
 //	          appenders vs a raw write+fdatasync loop (group commit)
 //	small_append  1,000,000 records of 100 bytes built (batch.Builder)
-//	          and appended in batches of 100 vs a framed (length, CRC-32C)
-//	          os.File write loop, one write per 100 records
+//	          and appended in batches of 100 (AppendBuilder; and, as
+//	          appendbatch_*, AppendTo + AppendBatch) vs a framed (length,
+//	          CRC-32C) os.File write loop, one write per 100 records
 //	one_record_read  1,000,000 one-record batches read through ReadFrom,
 //	          Records.Batches and Batch.All vs reading the same records
 //	          framed from an os.File, checking their CRC-32C and splitting

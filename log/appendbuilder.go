@@ -1,0 +1,98 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/builderpeek"
+)
+
+// AppendBuilder appends the batch bld holds, as AppendBatchInfo appends
+// the bytes bld.Build() would return, and with the same result: the same
+// stored bytes, offsets, AppendInfo and errors. It leaves bld unchanged
+// (call bld.Reset for the next batch) and does not retain it. bld must not
+// be used by another goroutine during the call (a Builder is not safe for
+// concurrent use).
+//
+// It is the fast way to append records a program builds itself. The
+// bytes AppendBatch receives are the caller's, who could have changed
+// them after encoding them (keeping the CRC-32C), so AppendBatch checks
+// the CRC and walks every record. Here the partition reads the records
+// from bld's own buffer, which no caller can reach during the append, and
+// the header from bld's fields, so for an uncompressed batch it skips that
+// walk and the CRC check, builds no byte slice and copies nothing: it
+// computes the CRC once, for the header it stores, and writes header and
+// records with one vectored write.
+//
+// Every rule on what the caller chose still applies, as under AppendBatch:
+// a batch without records, with recordsCount other than lastOffsetDelta+1
+// (SetLastOffsetDelta, AddAt with a gap), a control batch, or a
+// producer-set LogAppendTime gets the same error AppendBatch gives, and
+// so do max.message.bytes, segment.bytes, the timestamp bounds
+// (Config.MessageTimestampBeforeMax and AfterMax, against the records'
+// smallest and largest timestamps), and the producer id, epoch, sequence
+// and transaction checks. maxTimestamp is the records' largest timestamp
+// (or Now under Config.LogAppendTime), the leader epoch is stamped, and
+// nothing is written on error. A compressed batch (and any batch refused
+// for its form) is encoded into a buffer of the partition's and appended
+// through AppendBatchInfo: compression is the costly part there. An error
+// from the Builder (batch.ErrBadCompression, batch.ErrBatchTooLarge) is
+// returned wrapped in ErrInvalidBatch or ErrBatchTooLarge. A nil bld is
+// ErrInvalidBatch. On error info.Base and info.LastOffset are -1.
+func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err error) {
+	failed := AppendInfo{Base: -1, LastOffset: -1}
+	if bld == nil {
+		return failed, invalidBatchf(nil, "AppendBuilder of a nil Builder")
+	}
+	h, recs, minTS, maxTS, ok := builderpeek.Plain(bld)
+	if !ok {
+		return p.appendBuilt(bld)
+	}
+	// What checkBatchBytes checks that depends on the caller's choices,
+	// in its order; the framing, the CRC and the records are the
+	// Builder's own (builderpeek.Plain), and Plain's conditions are the
+	// rest of its checks.
+	if err := p.checkBatchSize(batch.HeaderSize + len(recs)); err != nil {
+		return failed, err
+	}
+	if _, err := p.stampTimes(batch.TimeRange{Min: minTS, Max: maxTS}, &h); err != nil {
+		return failed, err
+	}
+	batch.Batch(h[:]).PutCRC(builderpeek.CRC(h, recs))
+	if _, err := p.appendChecked(context.Background(), &h, recs, &info); err != nil {
+		return failed, err
+	}
+	return info, nil
+}
+
+// appendBuilt is AppendBuilder for a Builder builderpeek.Plain does not
+// take: the batch is encoded into a pooled buffer and appended by
+// AppendBatchInfo, which gives a batch refused for its form its usual
+// error.
+func (p *Partition) appendBuilt(bld *batch.Builder) (AppendInfo, error) {
+	buf := builtPool.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBuilt {
+			builtPool.Put(buf)
+		}
+	}()
+	b, err := bld.AppendTo((*buf)[:0])
+	*buf = b[:0]
+	if err != nil {
+		failed := AppendInfo{Base: -1, LastOffset: -1}
+		if errors.Is(err, batch.ErrBatchTooLarge) {
+			return failed, fmt.Errorf("%w: building the batch: %w", ErrBatchTooLarge, err)
+		}
+		return failed, invalidBatchf(err, "building the batch")
+	}
+	return p.AppendBatchInfo(b)
+}
+
+// builtPool holds appendBuilt's buffers; maxPooledBuilt bounds the ones
+// kept.
+var builtPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuilt = 4 << 20
