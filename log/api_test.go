@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestCorruptionErrorAsFromOpen: the corruption a strict Open refuses is

@@ -9,7 +9,7 @@ import (
 
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestAppendBatchMappedSourceFault (review item 7): AppendBatch given the

@@ -13,7 +13,7 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestCompactSwapAfterTruncation: a truncation into a segment that a

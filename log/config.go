@@ -8,7 +8,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // Kafka's defaults for the topic configs a Partition honours.

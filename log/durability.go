@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // Durability, in one place (see also the package documentation,

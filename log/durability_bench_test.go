@@ -18,7 +18,7 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // benchLog writes size bytes of 16 KiB batches into a new partition (one

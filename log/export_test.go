@@ -1,6 +1,6 @@
 package log
 
-import "github.com/partlog/partlog/segment"
+import "github.com/partlog/partlog/internal/segment"
 
 // The partition's internal segment operations, for this package's external
 // tests (which drive them directly, as Compact and DeleteExpired do).

@@ -16,7 +16,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // storedRecord is what a test compares of a record.

@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // copyFixture copies testdata/kafka-2.7.1/<name> into a fresh directory.

@@ -15,7 +15,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // recoveryPolicies are the policies every law-12 case runs under.

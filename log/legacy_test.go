@@ -18,7 +18,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // Partition directories holding legacy magic 1 messages Kafka 0.10 wrote

@@ -15,7 +15,7 @@ import (
 	"github.com/partlog/partlog/internal/checkpoint"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // faultPartition opens a partition on the OS filesystem with 4 KiB

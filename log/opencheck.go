@@ -9,8 +9,8 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
-	"github.com/partlog/partlog/segment/repair"
+	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/segment/repair"
 )
 
 // LockFile is the name of the lock file Open creates (empty) in the

@@ -12,7 +12,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestReadCommittedCorruptLengthInLongRange: a batch whose length field was

@@ -11,7 +11,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // RecoveryPolicy decides what Open does with invalid data it finds after

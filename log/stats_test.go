@@ -10,7 +10,7 @@ import (
 
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestStats checks every counter and gauge against what the test did.

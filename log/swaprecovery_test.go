@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // recoverDir opens and closes the partition in dir: Open finishes or

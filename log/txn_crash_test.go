@@ -14,7 +14,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // txnOracle is what the transactions of a log must be, computed from the
