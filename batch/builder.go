@@ -344,13 +344,13 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 		maxTS = o.AppendTime
 	}
 	if o.Transactional {
-		attrs |= TransactionalBit
+		attrs |= transactionalBit
 	}
 	if o.Control {
 		attrs |= ControlBit
 	}
 	if o.DeleteHorizon > 0 {
-		attrs |= DeleteHorizonBit
+		attrs |= deleteHorizonBit
 	}
 	binary.BigEndian.PutUint16(h[attributesOffset:], uint16(attrs))
 	binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], uint32(b.lastOffsetDelta))
@@ -392,7 +392,7 @@ func AppendEmptyBatch(dst []byte, b Batch) []byte {
 	dst = append(dst, b[:HeaderSize]...)
 	e := Batch(dst[start:])
 	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
-	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|TransactionalBit|ControlBit)))
+	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|transactionalBit|ControlBit)))
 	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
 	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
 	e.SetCRC()

@@ -226,7 +226,7 @@ func TestParseControlRecord(t *testing.T) {
 	s := ControlType(128).String()
 	require.Equal(t, "UNKNOWN(128)", s, "String = %q", s)
 	require.Equal(t, "COMMIT", ControlCommit.String(), "names")
-	require.Equal(t, "KRAFT_VOTERS", ControlKRaftVoters.String(), "names")
+	require.Equal(t, "KRAFT_VOTERS", controlKRaftVoters.String(), "names")
 }
 
 // LZ4 is written as the Java client writes it, also by a pooled (reset)
@@ -290,7 +290,7 @@ func TestAppendEmptyBatch(t *testing.T) {
 	require.NoError(t, e.Validate(), "Validate")
 	want := orig.Header()
 	want.Length = HeaderSize - LogOverhead
-	want.Attributes = TransactionalBit
+	want.Attributes = transactionalBit
 	want.BaseTimestamp = NoTimestamp
 	want.RecordsCount = 0
 	got := e.Header()

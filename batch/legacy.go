@@ -185,10 +185,10 @@ func (e Legacy) keyLenOffset() int {
 	return legacyKeyLenOffsetV1
 }
 
-// KeyValue returns the message's key and value (nil for null), which alias
+// keyValue returns the message's key and value (nil for null), which alias
 // e. err wraps ErrCorrupt when the lengths do not frame the rest of the
 // message exactly.
-func (e Legacy) KeyValue() (key, value []byte, err error) {
+func (e Legacy) keyValue() (key, value []byte, err error) {
 	p := e.keyLenOffset()
 	key, p, err = e.bytesAt(p, "keyLength")
 	if err != nil {
@@ -288,7 +288,7 @@ func (d *Decoder) LegacyBaseOffset(e Legacy) (int64, error) {
 // check, every inner message's CRC-32 and magic are checked too (Validate).
 func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Record, error) {
 	if e.Compression() == CompressionNone {
-		k, v, err := e.KeyValue()
+		k, v, err := e.keyValue()
 		if err != nil {
 			return dst, err
 		}
@@ -298,7 +298,7 @@ func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Rec
 	if c > legacyMaxCompression {
 		return dst, base.CorruptionErrorf("", legacyAttributesOffset, "attributes", "codec %d in a magic %d message", c, e.Magic())
 	}
-	_, value, err := e.KeyValue()
+	_, value, err := e.keyValue()
 	if err != nil {
 		return dst, err
 	}
@@ -329,7 +329,7 @@ func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Rec
 		if in.Compression() != CompressionNone {
 			return dst, base.CorruptionErrorf("", valuePos, field, "inner message compressed with %s", in.Compression())
 		}
-		k, v, err := in.KeyValue()
+		k, v, err := in.keyValue()
 		if err != nil {
 			return dst, base.CorruptionErrorf("", valuePos, field, "%v", err)
 		}

@@ -94,7 +94,7 @@ func (d *Decoder) validateRecords(b Batch) (TimeRange, error) {
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
 	}
-	data, err := d.Decompress(b)
+	data, err := d.decompress(b)
 	if err != nil {
 		return TimeRange{}, err
 	}

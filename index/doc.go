@@ -95,7 +95,7 @@
 //
 //   - Readers, safe from any goroutine at any time, concurrently with each
 //     other and with the writer: Lookup, Entry, LastEntry, Entries,
-//     MaxEntries, IsFull, BaseOffset, Path, SizeInBytes, SanityCheck,
+//     MaxEntries, IsFull, BaseOffset, Path, sizeInBytes, SanityCheck,
 //     Check.
 //   - Writer methods, called by one goroutine at a time (the segment's
 //     appender), overlapping readers freely: Append (MaybeAppend),

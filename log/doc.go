@@ -46,11 +46,11 @@
 // NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
 // .txnindex once an aborted transaction's marker lies in it (see
 // Transactions);
-// recovery-point-offset-checkpoint (RecoveryPointCheckpointFile);
+// recovery-point-offset-checkpoint;
 // log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
-// offset; replication-offset-checkpoint under DisableAutoHighWatermark
-// (HighWatermarkCheckpointFile); leader-epoch-checkpoint once batches
-// carry a leader epoch (LeaderEpochCheckpointFile, see LeaderEpochs); and
+// offset; replication-offset-checkpoint under DisableAutoHighWatermark;
+// leader-epoch-checkpoint once batches carry a leader epoch (see
+// LeaderEpochs); and
 // .kafka_cleanshutdown while the
 // partition is closed after a clean Close. Checkpoints use Kafka's text
 // format and are replaced atomically (tmp file, fsync, rename, directory
@@ -62,7 +62,7 @@
 // reads their leader-epoch-checkpoint and their producer .snapshot files
 // (see Idempotent producers).
 //
-// Open locks the directory (LockFile, flock(2) on unix) until Close: a
+// Open locks the directory (lockFile, flock(2) on unix) until Close: a
 // second Open of it, in this process or another, fails with ErrLocked.
 // Before it changes anything, Open checks the directory as a whole (see
 // docs/crash-safety.md, "Directory checks"): a .swap replaces live segments
@@ -528,7 +528,7 @@
 // "<topic>-<partition>" per partition and, at the root, one
 // recovery-point-offset-checkpoint, log-start-offset-checkpoint,
 // replication-offset-checkpoint and cleaner-offset-checkpoint for all of
-// them, the clean-shutdown marker and Kafka's .lock (DirLockFile), as
+// them, the clean-shutdown marker and Kafka's .lock (dirLockFile), as
 // Kafka lays them out (docs/format.md, "Log directory"). A directory a
 // Kafka broker wrote opens with its recovery points, log start offsets
 // and high watermarks, and one a Dir wrote opens in Kafka.

@@ -26,3 +26,20 @@ func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
 func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (bool, error) {
 	return p.writeCleanerCheckpoint(offset, truncations)
 }
+
+// File names and the producer snapshot codec, for the external tests.
+
+const (
+	LockFile                     = lockFile
+	LogStartOffsetCheckpointFile = logStartOffsetCheckpointFile
+	RecoveryPointCheckpointFile  = recoveryPointCheckpointFile
+	HighWatermarkCheckpointFile  = highWatermarkCheckpointFile
+	LeaderEpochCheckpointFile    = leaderEpochCheckpointFile
+	CleanerCheckpointFile        = cleanerCheckpointFile
+)
+
+var (
+	AppendProducerSnapshot = appendProducerSnapshot
+)
+
+func (c *Config) EnsureDefaults() *Config { return c.ensureDefaults() }

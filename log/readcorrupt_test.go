@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/internal/segment"
 )
 
 // TestReadCommittedCorruptLengthInLongRange: a batch whose length field was

@@ -91,9 +91,9 @@ func DecodeProducerSnapshot(data []byte) ([]ProducerSnapshotEntry, error) {
 	return out, nil
 }
 
-// AppendProducerSnapshot appends the snapshot file holding entries, in the
+// appendProducerSnapshot appends the snapshot file holding entries, in the
 // given order, to dst.
-func AppendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte {
+func appendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte {
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint16(dst, snapshotVersion)
 	dst = binary.BigEndian.AppendUint32(dst, 0) // CRC, below
@@ -197,7 +197,7 @@ func (p *Partition) listSnapshots() ([]int64, error) {
 // fails and Open falls back to an older snapshot. REQUIRES: mu held (or
 // Open).
 func (p *Partition) writeSnapshotFile(offset int64, sync bool) error {
-	data := AppendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
+	data := appendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
 	path := filepath.Join(p.dir, SnapshotFileName(offset))
 	f, err := p.cfg.FS.Create(path)
 	if err != nil {

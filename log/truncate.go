@@ -21,7 +21,7 @@ import (
 // compacted, an offset inside a gap keeps the batches below it and the log
 // end becomes the last one's next offset). The high watermark is clamped
 // down to the new log end, and so is the compaction cleaner's checkpoint
-// (CleanerCheckpointFile, when it exists and is above the new end; Kafka's
+// (cleanerCheckpointFile, when it exists and is above the new end; Kafka's
 // maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
 // appended again after the cut are dirty.
 //
