@@ -170,7 +170,7 @@
 // holding replaced segments keep them. Each compaction round holds the
 // partition's cleaning claim, so two never run at once
 // (ErrCleaningInProgress). Open is the one crash cleanup: it completes or
-// undoes what a swap or a deletion left (package segment/repair).
+// undoes what a swap or a deletion left (package internal/segment/repair).
 //
 // # Concurrency
 //

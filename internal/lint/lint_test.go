@@ -70,6 +70,7 @@ type pkgInfo struct {
 // implementation behind the small public segment package.
 var internalLayers = map[string]string{
 	"internal/segment": "segment",
+	"internal/index":   "index",
 }
 
 func (p pkgInfo) layer() (string, int) {
