@@ -12,13 +12,3 @@ func (d *Dir) SegmentBudget() segment.BudgetStats {
 	}
 	return d.budget.Stats()
 }
-
-// SegmentBudget returns the counters of the segment budget the partition's
-// segments belong to (its own with Config.MaxOpenSegments, its Dir's in a
-// Dir); the zero BudgetStats without one.
-func (p *Partition) SegmentBudget() segment.BudgetStats {
-	if p.segCfg.Budget == nil {
-		return segment.BudgetStats{}
-	}
-	return p.segCfg.Budget.Stats()
-}

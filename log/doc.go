@@ -204,8 +204,9 @@
 // changes nothing and returns an error wrapping ErrTruncationBlocked that
 // names how many readers still hold the segment; the waiting writers and
 // readers then go on. A wait is logged through Config.Logger (the segment
-// and the number of readers) and counted (TruncationStats, whose Waiting
-// field reports the readers a truncation waits for right now).
+// and the number of readers) and counted (Stats: TruncationWaits,
+// TruncationsBlocked, and TruncationWaiting, the readers a truncation waits
+// for right now).
 //
 // Appends are linearized by mu: concurrent appenders get disjoint,
 // gap-free offset ranges, in the order their batches are in the file.
@@ -576,7 +577,7 @@
 // memory for its offsets, size and timestamps. The active segment is
 // never closed. A budget costs a reopen (three opens and mappings) on the
 // first read of a closed segment; Stats of the budget (Dir.SegmentBudget,
-// Partition.SegmentBudget) count reopens and closes. Measured with
+// Stats.SegmentBudget) count reopens and closes. Measured with
 // BenchmarkSegmentResources (2,000 one-batch segments): without a budget
 // 3 descriptors and 2 mappings per segment, with MaxOpenSegments 16 about
 // 0.03 of each. Deleting (retention, truncation) a closed segment reopens

@@ -154,7 +154,7 @@ type Partition struct {
 	// cleaning is set while a cleaning round holds the partition's
 	// cleaning claim (claimCleaning, for Compact).
 	cleaning atomic.Bool
-	// truncStats backs TruncationStats.
+	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
 	// txn is the transactions' lock-free state (txn.go).
 	txn txnState
