@@ -379,7 +379,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// AppendEmptyBatch appends the header-only batch that stands in for b once
+// appendEmptyBatch appends the header-only batch that stands in for b once
 // compaction has removed every one of its records but must keep the batch
 // (the last batch of an active producer, whose sequence numbers the broker
 // still checks; the last batch of a cleaned range). It keeps b's base
@@ -387,7 +387,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 // timestamp type and transactional and control bits; it has no codec, no
 // delete horizon, baseTimestamp -1 and no records, as Kafka writes it. b
 // must be at least HeaderSize bytes long.
-func AppendEmptyBatch(dst []byte, b Batch) []byte {
+func appendEmptyBatch(dst []byte, b Batch) []byte {
 	start := len(dst)
 	dst = append(dst, b[:HeaderSize]...)
 	e := Batch(dst[start:])

@@ -148,9 +148,9 @@ func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
 //
 // On success it also returns the records' timestamp range as create times
 // (baseTs + timestampDelta, wrapping as Kafka's long arithmetic does), the
-// way TimeRange documents it.
-func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (TimeRange, bool) {
-	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
+// way timeRange documents it.
+func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (timeRange, bool) {
+	tr := timeRange{Min: NoTimestamp, Max: NoTimestamp}
 	if int64(count) > int64(len(data)/minRecordSize) {
 		return tr, false
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/klauspost/crc32"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 )
 
 // Byte offsets of the RecordBatch v2 header fields. Frozen: they are Kafka's
@@ -61,7 +62,7 @@ const (
 )
 
 // castagnoli is the CRC-32C table, shared by every checksum in the module.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = batchaccess.Castagnoli
 
 // Checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
 // for RecordBatch v2 and producer-state snapshots.

@@ -60,13 +60,13 @@ func PeekMagic(b []byte) (magic int8, ok bool) {
 // IsLegacyMagic reports whether m is a legacy message format version.
 func IsLegacyMagic(m int8) bool { return m == MagicV0 || m == MagicV1 }
 
-// FrameEntry frames the first entry of a record set as stored on disk or
+// frameEntry frames the first entry of a record set as stored on disk or
 // sent in a fetch response: a RecordBatch v2 or a legacy message. It
 // returns the entry's total size, its magic and the offset after it (a v2
 // batch's NextOffset; a legacy entry's offset + 1, the offset of a
 // compressed wrapper being that of its last inner message). It checks
 // framing only (no CRC); a b shorter than the entry wraps ErrTruncated.
-func FrameEntry(b []byte) (size int, magic int8, next int64, err error) {
+func frameEntry(b []byte) (size int, magic int8, next int64, err error) {
 	m, ok := PeekMagic(b)
 	if !ok {
 		return 0, 0, 0, corruptTruncated(0, "batchLength", "have %d bytes, need %d to read the magic", len(b), legacyPeekSize)

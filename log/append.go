@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -190,7 +191,7 @@ func (p *Partition) checkBatchBytes(b []byte) (bt batch.Batch, hdr [batch.Header
 // header copy hdr: under LogAppendTime the timestamp-type bit and
 // maxTimestamp = now; under CreateTime the records' real maxTimestamp when
 // bt's differs. A patched header gets the CRC bt would have with it.
-func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
+func (p *Partition) checkTimestamps(bt batch.Batch, times batchaccess.TimeRange, hdr *[batch.HeaderSize]byte) error {
 	a := bt.Attributes()
 	if a.LogAppendTime() {
 		return fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
@@ -198,8 +199,8 @@ func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *
 	h := batch.Batch(hdr[:])
 	if p.cfg.LogAppendTime {
 		h.SetAttributes(a | batch.TimestampTypeBit)
-		h.SetMaxTimestamp(p.cfg.Now().UnixMilli())
-		h.PutCRC(bt.CRCWithHeader(h))
+		batchaccess.SetMaxTimestamp(h, p.cfg.Now().UnixMilli())
+		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(bt, h))
 		return nil
 	}
 	if times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp {
@@ -214,8 +215,8 @@ func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *
 		}
 	}
 	if bt.MaxTimestamp() != times.Max {
-		h.SetMaxTimestamp(times.Max)
-		h.PutCRC(bt.CRCWithHeader(h))
+		batchaccess.SetMaxTimestamp(h, times.Max)
+		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(bt, h))
 	}
 	return nil
 }

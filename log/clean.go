@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -576,7 +577,7 @@ func (w *rewriter) batch(b batch.Batch, last bool) (nb batch.Batch, copied bool,
 			return b, true, nil // the last marker of a run stays whole
 		}
 		w.removed += removed
-		w.buf = batch.AppendEmptyBatch(w.buf[:0], b)
+		w.buf = batchaccess.AppendEmptyBatch(w.buf[:0], b)
 		return batch.Batch(w.buf), false, nil
 	}
 	switch d.Action {

@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -117,7 +118,7 @@ type entry struct {
 // The guard covers only this call, never a caller's loop body.
 func frameEntry(b []byte) (e entry, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
-	e.size, e.magic, e.next, err = batch.FrameEntry(b)
+	e.size, e.magic, e.next, err = batchaccess.FrameEntry(b)
 	if err != nil {
 		return entry{}, err
 	}
@@ -139,7 +140,7 @@ func frameEntries(b []byte, run []entry) (n int, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
 	for n < len(run) && len(b) > 0 {
 		e := &run[n]
-		e.size, e.magic, e.next, err = batch.FrameEntry(b)
+		e.size, e.magic, e.next, err = batchaccess.FrameEntry(b)
 		if err != nil {
 			return n, err
 		}

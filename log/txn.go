@@ -10,6 +10,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -219,7 +220,7 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 	p.txn.buf = buf
 	bt := batch.Batch(buf)
 	if p.cfg.LogAppendTime {
-		bt.SetLogAppendTime(now)
+		batchaccess.SetLogAppendTime(bt, now)
 	}
 	if err := p.appendLocked(bt, nil); err != nil {
 		p.mu.Unlock()

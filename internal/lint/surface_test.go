@@ -23,7 +23,7 @@ import (
 // and a change that removes some lowers it. Internal packages (the
 // machinery behind segment and index) are not part of the surface.
 var surfaceCeiling = map[string]int{
-	"batch":          124,
+	"batch":          115,
 	"index":          39,
 	"segment":        55,
 	"log":            153,

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -214,7 +215,7 @@ func (m *Model) AppendBatch(producer []byte, base int64) error {
 		maxTs = max(maxTs, rec.Timestamp)
 	}
 	if stored.MaxTimestamp() != maxTs {
-		stored.SetMaxTimestamp(maxTs)
+		batchaccess.SetMaxTimestamp(stored, maxTs)
 		stored.SetCRC()
 	}
 	return m.Append(stored)
