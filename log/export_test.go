@@ -43,3 +43,13 @@ var (
 )
 
 func (c *Config) EnsureDefaults() *Config { return c.ensureDefaults() }
+
+const SnapshotSuffix = snapshotSuffix
+
+type ProducerSnapshotEntry = producerSnapshotEntry
+
+var (
+	ErrCorruptSnapshot     = errCorruptSnapshot
+	SnapshotFileName       = snapshotFileName
+	DecodeProducerSnapshot = decodeProducerSnapshot
+)

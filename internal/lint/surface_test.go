@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          115,
 	"index":          39,
 	"segment":        55,
-	"log":            153,
+	"log":            148,
 	"log/logtest":    40,
 	"compaction":     41,
 	"segment/repair": 0, // moved to internal/segment/repair
