@@ -315,7 +315,7 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 
 // newSegment checks the arguments and fills in the fields every segment has.
 func newSegment(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if baseOffset < 0 || baseOffset > index.MaxBaseOffset {
 		return nil, fmt.Errorf("%w: base offset %d", ErrOffsetOverflow, baseOffset)
 	}
