@@ -16,9 +16,9 @@ type Attributes uint16
 const (
 	compressionMask  Attributes = 0x07
 	TimestampTypeBit Attributes = 0x08 // LogAppendTime
-	TransactionalBit Attributes = 0x10
+	transactionalBit Attributes = 0x10
 	ControlBit       Attributes = 0x20
-	DeleteHorizonBit Attributes = 0x40
+	deleteHorizonBit Attributes = 0x40
 )
 
 // Compression returns the codec of the batch's records.
@@ -29,7 +29,7 @@ func (a Attributes) Compression() Compression { return Compression(a & compressi
 func (a Attributes) LogAppendTime() bool { return a&TimestampTypeBit != 0 }
 
 // IsTransactional reports whether the batch belongs to a transaction.
-func (a Attributes) IsTransactional() bool { return a&TransactionalBit != 0 }
+func (a Attributes) IsTransactional() bool { return a&transactionalBit != 0 }
 
 // IsControl reports whether the batch holds control records (transaction
 // markers) rather than user data.
@@ -37,7 +37,7 @@ func (a Attributes) IsControl() bool { return a&ControlBit != 0 }
 
 // HasDeleteHorizon reports whether baseTimestamp holds the time after which
 // compaction may drop the batch's tombstones and markers.
-func (a Attributes) HasDeleteHorizon() bool { return a&DeleteHorizonBit != 0 }
+func (a Attributes) HasDeleteHorizon() bool { return a&deleteHorizonBit != 0 }
 
 // WithCompression returns a with its codec bits set to c.
 func (a Attributes) WithCompression(c Compression) Attributes {

@@ -390,13 +390,13 @@ func (b *Builder) putHeader(h []byte) {
 		maxTS = o.AppendTime
 	}
 	if o.Transactional {
-		attrs |= TransactionalBit
+		attrs |= transactionalBit
 	}
 	if o.Control {
 		attrs |= ControlBit
 	}
 	if o.DeleteHorizon > 0 {
-		attrs |= DeleteHorizonBit
+		attrs |= deleteHorizonBit
 	}
 	binary.BigEndian.PutUint16(h[attributesOffset:], uint16(attrs))
 	binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], uint32(b.lastOffsetDelta))
@@ -412,7 +412,7 @@ func (b *Builder) putHeader(h []byte) {
 	binary.BigEndian.PutUint32(h[recordsCountOffset:], uint32(b.count))
 }
 
-// AppendEmptyBatch appends the header-only batch that stands in for b once
+// appendEmptyBatch appends the header-only batch that stands in for b once
 // compaction has removed every one of its records but must keep the batch
 // (the last batch of an active producer, whose sequence numbers the broker
 // still checks; the last batch of a cleaned range). It keeps b's base
@@ -420,12 +420,12 @@ func (b *Builder) putHeader(h []byte) {
 // timestamp type and transactional and control bits; it has no codec, no
 // delete horizon, baseTimestamp -1 and no records, as Kafka writes it. b
 // must be at least HeaderSize bytes long.
-func AppendEmptyBatch(dst []byte, b Batch) []byte {
+func appendEmptyBatch(dst []byte, b Batch) []byte {
 	start := len(dst)
 	dst = append(dst, b[:HeaderSize]...)
 	e := Batch(dst[start:])
 	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
-	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|TransactionalBit|ControlBit)))
+	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|transactionalBit|ControlBit)))
 	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
 	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
 	e.SetCRC()

@@ -226,7 +226,7 @@ func TestParseControlRecord(t *testing.T) {
 	s := ControlType(128).String()
 	require.Equal(t, "UNKNOWN(128)", s, "String = %q", s)
 	require.Equal(t, "COMMIT", ControlCommit.String(), "names")
-	require.Equal(t, "KRAFT_VOTERS", ControlKRaftVoters.String(), "names")
+	require.Equal(t, "KRAFT_VOTERS", controlKRaftVoters.String(), "names")
 }
 
 // LZ4 is written as the Java client writes it, also by a pooled (reset)
@@ -282,15 +282,15 @@ func TestAppendEmptyBatch(t *testing.T) {
 		Producer: &Producer{ID: 42, Epoch: 3, BaseSequence: 17}, DeleteHorizon: 1800000000000,
 	}, recs...)
 	prefix := []byte("keep")
-	out := AppendEmptyBatch(append([]byte(nil), prefix...), orig)
-	require.Equal(t, string(prefix), string(out[:len(prefix)]), "AppendEmptyBatch changed what was before it")
+	out := appendEmptyBatch(append([]byte(nil), prefix...), orig)
+	require.Equal(t, string(prefix), string(out[:len(prefix)]), "appendEmptyBatch changed what was before it")
 	e, rest, err := Parse(out[len(prefix):])
 	require.NoError(t, err, "Parse: %v, %d bytes left", err, len(rest))
 	require.Empty(t, rest, "Parse: %v, %d bytes left", err, len(rest))
 	require.NoError(t, e.Validate(), "Validate")
 	want := orig.Header()
 	want.Length = HeaderSize - LogOverhead
-	want.Attributes = TransactionalBit
+	want.Attributes = transactionalBit
 	want.BaseTimestamp = NoTimestamp
 	want.RecordsCount = 0
 	got := e.Header()

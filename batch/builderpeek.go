@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/partlog/partlog/internal/builderpeek"
+	"github.com/partlog/partlog/internal/crc32c"
 )
 
 // The hooks log.Partition.AppendBuilder reaches a Builder through (see
@@ -24,7 +25,7 @@ func init() {
 		return b.(*Builder).plain()
 	}
 	builderpeek.CRC = func(h [HeaderSize]byte, records []byte) uint32 {
-		return updateCRC(updateCRCSmall(0, h[CRCStart:]), records)
+		return crc32c.Update(crc32c.UpdateSmall(0, h[CRCStart:]), records)
 	}
 }
 

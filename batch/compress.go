@@ -75,11 +75,11 @@ func (d *Decoder) limit(n int) int {
 	return max(n*DefaultMaxDecompressionRatio, MinDecompressionLimit)
 }
 
-// Decompress returns the records region of b: the bytes after the header,
+// decompress returns the records region of b: the bytes after the header,
 // decompressed when the batch is compressed. For an uncompressed batch the
 // result aliases b; otherwise it aliases d's buffer, valid until d's next
 // use. It checks neither the CRC nor the record framing.
-func (d *Decoder) Decompress(b Batch) ([]byte, error) {
+func (d *Decoder) decompress(b Batch) ([]byte, error) {
 	if len(b) < HeaderSize {
 		return nil, corruptTruncated(0, "header", "have %d bytes, need %d", len(b), HeaderSize)
 	}

@@ -17,10 +17,10 @@ const (
 	ControlAbort ControlType = iota
 	ControlCommit
 	ControlLeaderChange
-	ControlSnapshotHeader
-	ControlSnapshotFooter
-	ControlKRaftVersion
-	ControlKRaftVoters
+	controlSnapshotHeader
+	controlSnapshotFooter
+	controlKRaftVersion
+	controlKRaftVoters
 	numControlTypes
 )
 

@@ -66,12 +66,14 @@
 // timestampDelta is still each record's timestamp, and this package reads
 // it that way.
 //
-// [Batch.ValidateTimes] returns, from the same walk Validate makes over
-// the records, the range of their timestamps ([TimeRange]): a broker
-// learns a producer batch's real maxTimestamp without a second pass, even
-// for a compressed batch. A broker that must not write into the producer's
-// bytes patches a copy of the header (SetMaxTimestamp, SetAttributes) and
-// stores the CRC [Batch.CRCWithHeader] computes for it (PutCRC).
+// The partition (package log) also needs operations that are not part of
+// this API and reaches them through the module's internal/batchaccess:
+// validation that also returns the range of the records' timestamps (a
+// producer batch's real maxTimestamp without a second pass, even for a
+// compressed batch), the patches of a header copy with the CRC the batch
+// would have with it (an append never writes into the producer's bytes),
+// the LogAppendTime stamp, the header-only batch compaction keeps, and the
+// framing of either message format.
 //
 // # Legacy messages
 //
@@ -84,7 +86,7 @@
 // [Decoder.AppendLegacyRecords] yields its records with absolute offsets
 // (relative inner offsets under magic 1, absolute under magic 0; a
 // wrapper's offset is its last inner message's) and timestamps (-1 under
-// magic 0). [FrameEntry] frames either format by the magic byte, which
+// magic 0). [PeekMagic] tells the formats apart by the magic byte, which
 // both hold at byte 16. This package never encodes legacy messages.
 //
 // # Checksums
@@ -127,10 +129,9 @@
 // # Concurrency
 //
 // A Batch is a plain byte slice: any number of goroutines may read it
-// (accessors, Validate, ValidateTimes, ValidateHeader, CRCWithHeader,
-// Records with their own Decoders), and a goroutine that writes it
-// (SetBaseOffset, SetPartitionLeaderEpoch, SetAttributes, SetMaxTimestamp,
-// SetCRC, PutCRC, SetLogAppendTime) must not overlap readers. A [Decoder], an
+// (accessors, Validate, ValidateHeader, Records with their own Decoders),
+// and a goroutine that writes it (SetBaseOffset, SetPartitionLeaderEpoch,
+// SetAttributes, SetCRC) must not overlap readers. A [Decoder], an
 // [Iter] and a [Builder] are each for one goroutine at a time; give every
 // goroutine its own. Package-level state (codec pools) is safe for
 // concurrent use.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/klauspost/crc32"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/crc32c"
 )
 
 // Byte offsets of the RecordBatch v2 header fields. Frozen: they are Kafka's
@@ -60,12 +60,9 @@ const (
 	NoPartitionLeaderEpoch int32 = -1
 )
 
-// castagnoli is the CRC-32C table, shared by every checksum in the module.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
 // for RecordBatch v2 and producer-state snapshots.
-func Checksum(p []byte) uint32 { return updateCRC(0, p) }
+func Checksum(p []byte) uint32 { return crc32c.Update(0, p) }
 
 // Batch is a view over the bytes of one encoded RecordBatch v2: no copy,
 // no decoding until asked. A Batch obtained from Parse is framed (it holds

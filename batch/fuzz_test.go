@@ -114,7 +114,7 @@ func FuzzValidate(f *testing.F) {
 			for i := range orig {
 				require.True(t, equalRecord(got[i], orig[i]), "record %d: %+v, want %+v", i, got[i], orig[i])
 			}
-			if b.Attributes()&^TransactionalBit == 0 && b.RecordsCount() > 0 && b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) && !bytes.Equal(re[CRCStart:], b[CRCStart:]) {
+			if b.Attributes()&^transactionalBit == 0 && b.RecordsCount() > 0 && b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) && !bytes.Equal(re[CRCStart:], b[CRCStart:]) {
 				require.NotEqual(t, maxTimestamp(orig), b.MaxTimestamp(), "re-encoding changed the bytes:\n%x\n%x", b, re)
 			}
 		}
@@ -152,7 +152,7 @@ func FuzzRecords(f *testing.F) {
 		n := 0
 		var ierr error
 		prev := int64(-1) // offset deltas: the offsets themselves may wrap
-		// The timestamp range the iteration sees, for ValidateTimes
+		// The timestamp range the iteration sees, for validateTimes
 		// (create times: under LogAppendTime the iterator reports the
 		// append time instead, so the range is only compared without it).
 		lo, hi := int64(math.MaxInt64), NoTimestamp
@@ -185,14 +185,14 @@ func FuzzRecords(f *testing.F) {
 		} else if ierr == nil {
 			require.Error(t, b.ValidateHeader(), "Validate failed (%v), iteration passed", verr)
 		}
-		tr, terr := b.ValidateTimes()
-		require.Equal(t, verr == nil, terr == nil, "ValidateTimes %v, Validate %v", terr, verr)
+		tr, terr := b.validateTimes()
+		require.Equal(t, verr == nil, terr == nil, "validateTimes %v, Validate %v", terr, verr)
 		if verr == nil && !b.Attributes().LogAppendTime() {
 			if lo == math.MaxInt64 {
 				lo = NoTimestamp
 			}
-			want := (TimeRange{Min: lo, Max: hi})
-			require.Equal(t, want, tr, "ValidateTimes %+v, the records span %+v", tr, want)
+			want := (timeRange{Min: lo, Max: hi})
+			require.Equal(t, want, tr, "validateTimes %+v, the records span %+v", tr, want)
 		}
 	})
 }

@@ -230,7 +230,7 @@ func reencode(t testing.TB, b Batch, opts BuilderOptions) Batch {
 // recordLength returns the length varint of the first record of b.
 func recordLength(t testing.TB, b Batch) int32 {
 	var dec Decoder
-	data, err := dec.Decompress(b)
+	data, err := dec.decompress(b)
 	require.NoError(t, err)
 	c := cursor{b: data}
 	n := c.varint("length")

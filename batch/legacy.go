@@ -60,13 +60,13 @@ func PeekMagic(b []byte) (magic int8, ok bool) {
 // IsLegacyMagic reports whether m is a legacy message format version.
 func IsLegacyMagic(m int8) bool { return m == MagicV0 || m == MagicV1 }
 
-// FrameEntry frames the first entry of a record set as stored on disk or
+// frameEntry frames the first entry of a record set as stored on disk or
 // sent in a fetch response: a RecordBatch v2 or a legacy message. It
 // returns the entry's total size, its magic and the offset after it (a v2
 // batch's NextOffset; a legacy entry's offset + 1, the offset of a
 // compressed wrapper being that of its last inner message). It checks
 // framing only (no CRC); a b shorter than the entry wraps ErrTruncated.
-func FrameEntry(b []byte) (size int, magic int8, next int64, err error) {
+func frameEntry(b []byte) (size int, magic int8, next int64, err error) {
 	m, ok := PeekMagic(b)
 	if !ok {
 		return 0, 0, 0, corruptTruncated(0, "batchLength", "have %d bytes, need %d to read the magic", len(b), legacyPeekSize)
@@ -185,10 +185,10 @@ func (e Legacy) keyLenOffset() int {
 	return legacyKeyLenOffsetV1
 }
 
-// KeyValue returns the message's key and value (nil for null), which alias
+// keyValue returns the message's key and value (nil for null), which alias
 // e. err wraps ErrCorrupt when the lengths do not frame the rest of the
 // message exactly.
-func (e Legacy) KeyValue() (key, value []byte, err error) {
+func (e Legacy) keyValue() (key, value []byte, err error) {
 	p := e.keyLenOffset()
 	key, p, err = e.bytesAt(p, "keyLength")
 	if err != nil {
@@ -288,7 +288,7 @@ func (d *Decoder) LegacyBaseOffset(e Legacy) (int64, error) {
 // check, every inner message's CRC-32 and magic are checked too (Validate).
 func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Record, error) {
 	if e.Compression() == CompressionNone {
-		k, v, err := e.KeyValue()
+		k, v, err := e.keyValue()
 		if err != nil {
 			return dst, err
 		}
@@ -298,7 +298,7 @@ func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Rec
 	if c > legacyMaxCompression {
 		return dst, base.CorruptionErrorf("", legacyAttributesOffset, "attributes", "codec %d in a magic %d message", c, e.Magic())
 	}
-	_, value, err := e.KeyValue()
+	_, value, err := e.keyValue()
 	if err != nil {
 		return dst, err
 	}
@@ -329,7 +329,7 @@ func (d *Decoder) AppendLegacyRecords(dst []Record, e Legacy, check bool) ([]Rec
 		if in.Compression() != CompressionNone {
 			return dst, base.CorruptionErrorf("", valuePos, field, "inner message compressed with %s", in.Compression())
 		}
-		k, v, err := in.KeyValue()
+		k, v, err := in.keyValue()
 		if err != nil {
 			return dst, base.CorruptionErrorf("", valuePos, field, "%v", err)
 		}

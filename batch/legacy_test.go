@@ -44,7 +44,7 @@ func TestLegacyKafkaGoFixtures(t *testing.T) {
 			next := int64(0)
 			var d Decoder
 			for len(set) > 0 {
-				size, magic, entryNext, err := FrameEntry(set)
+				size, magic, entryNext, err := frameEntry(set)
 				require.NoError(t, err)
 				if IsLegacyMagic(magic) {
 					e, rest, err := ParseLegacy(set)
@@ -233,7 +233,7 @@ func FuzzLegacy(f *testing.F) {
 	for _, tt := range kafkaGoSets {
 		set := readFixture(f, "kafka-go/fixtures/"+tt.file)[tt.start:tt.end]
 		for len(set) > 0 {
-			size, _, _, err := FrameEntry(set)
+			size, _, _, err := frameEntry(set)
 			if err != nil {
 				break
 			}
@@ -255,7 +255,7 @@ func FuzzLegacy(f *testing.F) {
 		again, _, err := ParseLegacy(e)
 		require.NoError(t, err)
 		require.Equal(t, e, again)
-		size, magic, next, err := FrameEntry(b)
+		size, magic, next, err := frameEntry(b)
 		require.NoError(t, err)
 		require.Equal(t, len(e), size)
 		require.Equal(t, e.Magic(), magic)

@@ -350,7 +350,7 @@ func (it *Iter) start() error {
 	if c := a.Compression(); c != CompressionNone {
 		var err error
 		if it.dec != nil {
-			data, err = it.dec.Decompress(b)
+			data, err = it.dec.decompress(b)
 		} else {
 			if c >= numCompressions {
 				return b.checkCodec()

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/batchaccess"
 )
 
 // TestValidateTimes checks the timestamp range the validation walk
@@ -37,11 +39,11 @@ func TestValidateTimes(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(c.String()+"/"+tc.name, func(t *testing.T) {
 				b := build(t, BuilderOptions{Compression: c}, recs(tc.ts...)...)
-				tr, err := b.ValidateTimes()
+				tr, err := b.validateTimes()
 				require.NoError(t, err)
-				require.Equal(t, TimeRange{Min: tc.min, Max: tc.max}, tr)
+				require.Equal(t, timeRange{Min: tc.min, Max: tc.max}, tr)
 				var dec Decoder
-				tr2, err := dec.ValidateTimes(b)
+				tr2, err := dec.validateTimes(b)
 				require.NoError(t, err)
 				require.Equal(t, tr, tr2)
 			})
@@ -53,11 +55,11 @@ func TestValidateTimes(t *testing.T) {
 // from the maxTimestamp a producer wrote (here -1 over records at 1.7e12).
 func TestValidateTimesIgnoresHeader(t *testing.T) {
 	b := build(t, BuilderOptions{}, numbered(3, 1_700_000_000_000)...)
-	b.SetMaxTimestamp(-1)
+	batchaccess.SetMaxTimestamp(b, -1)
 	b.SetCRC()
-	tr, err := b.ValidateTimes()
+	tr, err := b.validateTimes()
 	require.NoError(t, err)
-	require.Equal(t, TimeRange{Min: 1_700_000_000_000, Max: 1_700_000_000_002}, tr)
+	require.Equal(t, timeRange{Min: 1_700_000_000_000, Max: 1_700_000_000_002}, tr)
 }
 
 // TestValidateTimesAllocs: the uncompressed walk with timestamps stays
@@ -68,7 +70,7 @@ func TestValidateTimesAllocs(t *testing.T) {
 	}
 	b := build(t, BuilderOptions{}, numbered(50, 1000)...)
 	allocs := testing.AllocsPerRun(100, func() {
-		_, err := b.ValidateTimes()
+		_, err := b.validateTimes()
 		require.NoError(t, err)
 	})
 	require.Equal(t, 0.0, allocs)
@@ -84,14 +86,14 @@ func TestCRCWithHeader(t *testing.T) {
 		copy(hdr[:], b)
 		h := Batch(hdr[:])
 		h.SetAttributes(b.Attributes() | TimestampTypeBit)
-		h.SetMaxTimestamp(424242)
-		h.PutCRC(b.CRCWithHeader(h))
+		batchaccess.SetMaxTimestamp(h, 424242)
+		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(b, h))
 		require.Equal(t, orig, b, "b is unchanged")
 
 		whole := append(append(Batch(nil), hdr[:]...), b[HeaderSize:]...)
 		require.NoError(t, whole.Validate())
 		inPlace := append(Batch(nil), b...)
-		inPlace.SetLogAppendTime(424242)
+		inPlace.setLogAppendTime(424242)
 		require.Equal(t, inPlace, whole)
 	}
 }

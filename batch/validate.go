@@ -26,19 +26,19 @@ import (
 // is decompressed into a pooled buffer; use Decoder.Validate to choose the
 // buffer and the decompression limit.
 func (b Batch) Validate() error {
-	_, err := b.ValidateTimes()
+	_, err := b.validateTimes()
 	return err
 }
 
-// ValidateTimes is Validate that also returns the range of the records'
+// validateTimes is Validate that also returns the range of the records'
 // timestamps, found during the same walk over the records (for a
 // compressed batch, over the records it decompressed): a broker learns a
 // producer batch's real maxTimestamp this way without a second pass. It
 // does not allocate for an uncompressed batch. On an error the range is
 // meaningless.
-func (b Batch) ValidateTimes() (TimeRange, error) {
+func (b Batch) validateTimes() (timeRange, error) {
 	if err := b.ValidateHeader(); err != nil {
-		return TimeRange{}, err
+		return timeRange{}, err
 	}
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
@@ -52,21 +52,6 @@ func (b Batch) ValidateTimes() (TimeRange, error) {
 	return tr, err
 }
 
-// TimeRange is the range of a batch's record timestamps as the records
-// carry them: each record's create time, baseTimestamp + timestampDelta
-// (computed with wrapping int64 arithmetic, as Kafka's long arithmetic
-// does), in milliseconds, whatever the batch's timestamp type.
-type TimeRange struct {
-	// Max is the largest record timestamp, or NoTimestamp (-1) when no
-	// record has a larger one: what a Kafka broker computes as a CreateTime
-	// batch's maxTimestamp (it starts from -1 and takes larger values).
-	Max int64
-	// Min is the smallest record timestamp other than NoTimestamp, or
-	// NoTimestamp when every record has NoTimestamp (a record without a
-	// timestamp is exempt from a broker's time bounds).
-	Min int64
-}
-
 // maxPooledBuffer bounds the buffers Validate keeps in its pool.
 const maxPooledBuffer = 4 << 20
 
@@ -75,33 +60,33 @@ var validatePool = sync.Pool{New: func() any { return new(Decoder) }}
 // Validate is Batch.Validate decompressing into d's buffer under d's
 // limit.
 func (d *Decoder) Validate(b Batch) error {
-	_, err := d.ValidateTimes(b)
+	_, err := d.validateTimes(b)
 	return err
 }
 
-// ValidateTimes is Batch.ValidateTimes decompressing into d's buffer under
+// validateTimes is Batch.validateTimes decompressing into d's buffer under
 // d's limit.
-func (d *Decoder) ValidateTimes(b Batch) (TimeRange, error) {
+func (d *Decoder) validateTimes(b Batch) (timeRange, error) {
 	if err := b.ValidateHeader(); err != nil {
-		return TimeRange{}, err
+		return timeRange{}, err
 	}
 	return d.validateRecords(b)
 }
 
 // validateRecords decompresses (if needed) and walks the records of a batch
 // whose header is valid.
-func (d *Decoder) validateRecords(b Batch) (TimeRange, error) {
+func (d *Decoder) validateRecords(b Batch) (timeRange, error) {
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
 	}
-	data, err := d.Decompress(b)
+	data, err := d.decompress(b)
 	if err != nil {
-		return TimeRange{}, err
+		return timeRange{}, err
 	}
 	return b.validateRecords(data, true)
 }
 
-func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error) {
+func (b Batch) validateRecords(data []byte, decompressed bool) (timeRange, error) {
 	count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
 	if !control {
 		if tr, ok := walkShort(data, count, last, b.BaseTimestamp()); ok {
@@ -114,9 +99,9 @@ func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error
 	c := walkRecords(data, count, last, control)
 	if !c.failed {
 		// The fast walk and the cursor disagree: a bug, not bad input.
-		return TimeRange{}, base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
+		return timeRange{}, base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
 	}
-	return TimeRange{}, c.error(HeaderSize, decompressed)
+	return timeRange{}, c.error(HeaderSize, decompressed)
 }
 
 // checkMagic checks the magic byte of a batch at least HeaderSize long.

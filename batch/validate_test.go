@@ -164,7 +164,7 @@ func TestValidateMalformed(t *testing.T) {
 			binary.BigEndian.PutUint32(h[recordsCountOffset:], 2)
 		}), append(okRec(2), okRec(1)...)), "record[1].offsetDelta", nil},
 		{"control_key_short", withRecords(withHeader(one, func(h []byte) {
-			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|TransactionalBit))
+			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|transactionalBit))
 		}), okRec(0)), "record[0].key", nil},
 		{"gzip_garbage", compressed(CompressionGzip, []byte("not gzip at all")), "records", nil},
 		{"gzip_truncated", withRecords(gzipGood, gzipGood[HeaderSize:len(gzipGood)-6]), "records", nil},
@@ -366,7 +366,7 @@ func TestFieldReportOffsets(t *testing.T) {
 
 func TestSetLogAppendTime(t *testing.T) {
 	b := build(t, BuilderOptions{Compression: CompressionGzip}, numbered(4, 1000)...)
-	b.SetLogAppendTime(99999)
+	b.setLogAppendTime(99999)
 	require.NoError(t, b.Validate())
 	require.True(t, b.Attributes().LogAppendTime(), "header %+v", b.Header())
 	require.Equal(t, int64(99999), b.MaxTimestamp(), "header %+v", b.Header())
@@ -389,7 +389,7 @@ func TestDeleteHorizonTimestamps(t *testing.T) {
 	}
 	tmpl := build(t, BuilderOptions{}, recs...)
 	b := withRecords(withHeader(tmpl, func(h []byte) {
-		binary.BigEndian.PutUint16(h[attributesOffset:], uint16(DeleteHorizonBit))
+		binary.BigEndian.PutUint16(h[attributesOffset:], uint16(deleteHorizonBit))
 		binary.BigEndian.PutUint64(h[baseTimestampOffset:], horizon)
 	}), raw)
 	require.True(t, b.Attributes().HasDeleteHorizon(), "header %+v", b.Header())

@@ -69,7 +69,7 @@ func TestWalkShort(t *testing.T) {
 			if short {
 				require.Equal(t, want, got)
 			}
-			tr, err := b.ValidateTimes()
+			tr, err := b.validateTimes()
 			require.NoError(t, err)
 			require.Equal(t, want, tr)
 

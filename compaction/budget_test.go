@@ -31,7 +31,7 @@ func TestCompactionUnderSegmentBudget(t *testing.T) {
 			require.NoError(t, err)
 			now := time.UnixMilli(1_700_000_000_000)
 			appendPartition(t, p, 30, 4, now.UnixMilli())
-			require.LessOrEqual(t, p.SegmentBudget().Open, 1)
+			require.LessOrEqual(t, p.Stats().SegmentBudget.Open, 1)
 			before := readPartition(t, p)
 			cfg := compactCfg(&now)
 			cfg.CleanupPolicy = "compact,delete"
@@ -45,7 +45,7 @@ func TestCompactionUnderSegmentBudget(t *testing.T) {
 			after := readPartition(t, p)
 			require.True(t, maps.Equal(fold(before), fold(after)), "%d -> %d records", len(before), len(after))
 			require.Less(t, len(after), len(before))
-			st := p.SegmentBudget()
+			st := p.Stats().SegmentBudget
 			require.LessOrEqual(t, st.Open, 1, "%+v", st)
 			require.Positive(t, st.Reopens, "%+v", st)
 			require.NoError(t, p.Close())

@@ -87,7 +87,7 @@ type Compactor struct {
 // Compactor cleans one partition at a time: the Runner gives each worker
 // its own.
 func NewCompactor(cfg Config) (*Compactor, error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ const (
 
 // Config configures the cleanup policies. Durations use Go types; a
 // negative Retention or RetentionBytes means unlimited, as Kafka's -1. The
-// zero value means Kafka's defaults; EnsureDefaults fills them in.
+// zero value means Kafka's defaults; ensureDefaults fills them in.
 type Config struct {
 	// CleanupPolicy is cleanup.policy: "delete" (default), "compact", or
 	// "compact,delete" (both; either order).
@@ -91,8 +91,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// EnsureDefaults replaces zero fields with their defaults.
-func (c *Config) EnsureDefaults() {
+// ensureDefaults replaces zero fields with their defaults.
+func (c *Config) ensureDefaults() {
 	if c.CleanupPolicy == "" {
 		c.CleanupPolicy = PolicyDelete
 	}
@@ -122,7 +122,7 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
-// Validate checks a Config after EnsureDefaults. Errors wrap
+// Validate checks a Config after ensureDefaults. Errors wrap
 // ErrInvalidConfig.
 func (c *Config) Validate() error {
 	if _, _, err := parsePolicy(c.CleanupPolicy); err != nil {

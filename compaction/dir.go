@@ -48,7 +48,7 @@ type DirRunnerOptions struct {
 // first cleaned; an invalid one fails Run for that topic).
 func NewDirRunner(d *plog.Dir, opts DirRunnerOptions) (*DirRunner, error) {
 	cfg := opts.Config
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -22,7 +23,7 @@ func legacyEntries(t *testing.T, set []byte) (legacy [][]byte, v2 [][2]string) {
 	t.Helper()
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
+		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
 		if batch.IsLegacyMagic(magic) {
 			require.NoError(t, batch.Legacy(set[:n]).Validate(&d))

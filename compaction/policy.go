@@ -62,7 +62,7 @@ func (r *Result) add(o Result) {
 // run: retention first (less to compact), then compaction, as Kafka's
 // cleanup.policy=compact,delete does both.
 func Policies(cfg Config) ([]Policy, error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

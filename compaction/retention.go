@@ -58,7 +58,7 @@ type Retention struct {
 
 // NewRetention returns the delete policy for cfg (defaults applied).
 func NewRetention(cfg Config) (*Retention, error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

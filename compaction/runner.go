@@ -57,7 +57,7 @@ type RunnerOptions struct {
 
 // NewRunner returns a Runner applying the policies cfg names.
 func NewRunner(cfg Config, opts RunnerOptions) (*Runner, error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 // one.
 func readCleanerCheckpoint(p *plog.Partition) (offset int64, found bool, err error) {
 	topic, part := checkpoint.EntryName(p.Dir())
-	off, found, err := checkpoint.ReadOffset(p.FS(), filepath.Join(p.Dir(), plog.CleanerCheckpointFile), topic, part)
+	off, found, err := checkpoint.ReadOffset(p.FS(), filepath.Join(p.Dir(), checkpoint.CleanerOffsetFile), topic, part)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}

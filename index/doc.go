@@ -50,12 +50,13 @@
 // room for maxIndexSize bytes of entries (the mapping may reach past the
 // end of the file; nothing past the end is touched) and grown to that
 // size, with its blocks reserved (fallocate), only when an entry is
-// appended past its end, or by Resize or Reset. Opening a directory of
+// appended past its end (or when a segment rebuilds or regrows it).
+// Opening a directory of
 // sealed segments therefore writes nothing, and a crash soon after does not
 // leave every index with a zero tail. (Kafka maps an existing file at its
-// length and resizes only the active segment's indexes.) TrimToValidSize,
-// which a segment calls when it is sealed or opened, also cuts the mapping
-// to the entries, so that a sealed segment's index maps what it holds, not
+// length and resizes only the active segment's indexes.) Trimming, which
+// a segment does when it is sealed or opened, also cuts the mapping to the
+// entries, so that a sealed segment's index maps what it holds, not
 // maxIndexSize (an empty one maps nothing). Reserving the
 // blocks up front also means that a full disk fails the grow with an error
 // instead of raising SIGBUS on a later write into the mapping.
@@ -86,7 +87,7 @@
 // while a plain binary search over a 10 MiB index touches about a dozen
 // pages spread over the file, some of them cold: page faults on the
 // produce path. An offset lookup below every entry answers
-// {BaseOffset(), 0}; a time lookup answers {NoTimestamp, BaseOffset()}.
+// {base offset, 0}; a time lookup answers {NoTimestamp, base offset}.
 //
 // # Concurrency
 //
@@ -95,14 +96,16 @@
 //
 //   - Readers, safe from any goroutine at any time, concurrently with each
 //     other and with the writer: Lookup, Entry, LastEntry, Entries,
-//     MaxEntries, IsFull, BaseOffset, Path, SizeInBytes, SanityCheck,
-//     Check.
+//     SanityCheck.
 //   - Writer methods, called by one goroutine at a time (the segment's
-//     appender), overlapping readers freely: Append (MaybeAppend),
-//     TrimToValidSize, Resize, Flush, Rename.
+//     appender), overlapping readers freely: Append (MaybeAppend), Flush.
 //   - Exclusive methods, which no other call of the same index may
-//     overlap, reader or writer: TruncateTo, Reset, Close, Delete. The
-//     segment takes the write side of its read lease around them.
+//     overlap, reader or writer: TruncateTo, Close. The segment takes the
+//     write side of its read lease around them.
+//
+// The segment also grows, trims, renames, resets and deletes its indexes
+// and checks them against the log; that machinery is in the module's
+// internal/index package, which this package wraps.
 //
 // Why lookups need no lock:
 //
@@ -112,16 +115,16 @@
 //     the count first and reads only entries below it, so it never sees a
 //     partly written entry.
 //  2. An entry below the published count is never rewritten, except after
-//     TruncateTo or Reset lowered the count, and those are exclusive: no
+//     a truncation or a reset lowered the count, and those are exclusive: no
 //     reader still holds an older, larger count.
 //  3. A reader loads the mapping after the count. The writer installs a
-//     larger mapping (Resize) before it publishes a count that needs it,
+//     larger mapping (a resize) before it publishes a count that needs it,
 //     so the mapping a reader sees covers its count. Replaced mappings stay
 //     mapped until Close: a reader holding one reads valid memory.
 //  4. The file is never shorter than count*entrySize bytes: trimming cuts
 //     it to exactly that and only TruncateTo (exclusive) lowers the count,
 //     so no read touches a mapped page past the end of the file (SIGBUS).
-//  5. After Close or Delete the index reads as empty instead of touching
+//  5. After Close (or a delete) the index reads as empty instead of touching
 //     unmapped memory, but calling a reader then is still a bug.
 //
 // # Media errors
@@ -129,7 +132,7 @@
 // A page of the mapping that the kernel cannot read (a media error, or a
 // file cut behind the index's back) raises SIGBUS when touched. The
 // methods that return an error (Append, MaybeAppend, TruncateTo,
-// SanityCheck, Check) turn such a fault into an error wrapping ErrFault,
+// SanityCheck) turn such a fault into an error wrapping ErrFault,
 // naming the file and the byte offset. Lookup, Entry and LastEntry return
 // no error: they are called by package segment inside its own protection
 // (its reads return segment.ErrFault, the same value); a caller of this
@@ -142,7 +145,7 @@
 //		return err
 //	}
 //	if err := idx.SanityCheck(); err != nil {
-//		// rebuild from the log: idx.Reset(), then Append per indexed batch
+//		// rebuild from the log: remove the file, reopen, Append per indexed batch
 //	}
 //	if err := idx.Append(105, 4096); err != nil { // batch 100..105 at 4096
 //		return err

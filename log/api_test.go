@@ -9,8 +9,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // TestCorruptionErrorAsFromOpen: the corruption a strict Open refuses is

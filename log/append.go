@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // AppendBatch appends one producer batch and returns the offset assigned to
@@ -209,11 +210,11 @@ func (p *Partition) checkBatchSize(n int) error {
 // producer batch bt whose records' timestamps span times, patching the
 // header copy hdr (see stampTimes). A patched header gets the CRC bt would
 // have with it.
-func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
+func (p *Partition) checkTimestamps(bt batch.Batch, times batchaccess.TimeRange, hdr *[batch.HeaderSize]byte) error {
 	patched, err := p.stampTimes(times, hdr)
 	if patched {
 		h := batch.Batch(hdr[:])
-		h.PutCRC(bt.CRCWithHeader(h))
+		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(bt, h))
 	}
 	return err
 }
@@ -223,7 +224,7 @@ func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *
 // reports whether it changed hdr (whose CRC is then stale): under
 // LogAppendTime the timestamp-type bit and maxTimestamp = now; under
 // CreateTime the records' real maxTimestamp when hdr's differs.
-func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
+func (p *Partition) stampTimes(times batchaccess.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
 	h := batch.Batch(hdr[:])
 	a := h.Attributes()
 	if a.LogAppendTime() {
@@ -231,7 +232,7 @@ func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byt
 	}
 	if p.cfg.LogAppendTime {
 		h.SetAttributes(a | batch.TimestampTypeBit)
-		h.SetMaxTimestamp(p.cfg.Now().UnixMilli())
+		batchaccess.SetMaxTimestamp(h, p.cfg.Now().UnixMilli())
 		return true, nil
 	}
 	if times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp {
@@ -246,7 +247,7 @@ func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byt
 		}
 	}
 	if h.MaxTimestamp() != times.Max {
-		h.SetMaxTimestamp(times.Max)
+		batchaccess.SetMaxTimestamp(h, times.Max)
 		return true, nil
 	}
 	return false, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -102,7 +103,7 @@ func TestAppendLeavesCallerBytes(t *testing.T) {
 	clock := func() time.Time { return now }
 	wrongMax := func() []byte {
 		b := batch.Batch(logtest.MakeBatch(4, 20, 1_700_000_000_000, 1))
-		b.SetMaxTimestamp(-1)
+		batchaccess.SetMaxTimestamp(b, -1)
 		b.SetCRC()
 		return b
 	}
@@ -143,7 +144,7 @@ func batchWithMax(n int, ts, max int64, c batch.Compression) []byte {
 	if err != nil {
 		panic(err)
 	}
-	b.SetMaxTimestamp(max)
+	batchaccess.SetMaxTimestamp(b, max)
 	b.SetCRC()
 	return b
 }
@@ -219,7 +220,7 @@ func TestAppendTimestampRules(t *testing.T) {
 	const hour = int64(3_600_000)
 	lat := func() []byte {
 		b := batch.Batch(logtest.MakeBatch(2, 5, ms, 0))
-		b.SetLogAppendTime(ms)
+		batchaccess.SetLogAppendTime(b, ms)
 		return b
 	}
 	withTs := func(ts ...int64) func() []byte {

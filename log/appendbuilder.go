@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/builderpeek"
 )
 
@@ -58,10 +59,10 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 	if err := p.checkBatchSize(batch.HeaderSize + len(recs)); err != nil {
 		return failed, err
 	}
-	if _, err := p.stampTimes(batch.TimeRange{Min: minTS, Max: maxTS}, &h); err != nil {
+	if _, err := p.stampTimes(batchaccess.TimeRange{Min: minTS, Max: maxTS}, &h); err != nil {
 		return failed, err
 	}
-	batch.Batch(h[:]).PutCRC(builderpeek.CRC(h, recs))
+	batchaccess.PutCRC(h[:], builderpeek.CRC(h, recs))
 	if _, err := p.appendChecked(context.Background(), &h, recs, &info); err != nil {
 		return failed, err
 	}

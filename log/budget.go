@@ -1,6 +1,6 @@
 package log
 
-import "github.com/partlog/partlog/segment"
+import "github.com/partlog/partlog/internal/segment"
 
 // SegmentBudget returns the counters of the segment budget the Dir's
 // partitions share (DirConfig.MaxOpenSegments): the sealed segments open
@@ -11,14 +11,4 @@ func (d *Dir) SegmentBudget() segment.BudgetStats {
 		return segment.BudgetStats{}
 	}
 	return d.budget.Stats()
-}
-
-// SegmentBudget returns the counters of the segment budget the partition's
-// segments belong to (its own with Config.MaxOpenSegments, its Dir's in a
-// Dir); the zero BudgetStats without one.
-func (p *Partition) SegmentBudget() segment.BudgetStats {
-	if p.segCfg.Budget == nil {
-		return segment.BudgetStats{}
-	}
-	return p.segCfg.Budget.Stats()
 }

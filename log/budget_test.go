@@ -15,10 +15,10 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
 )
 
 // openFiles counts the descriptors and mappings of this process that
@@ -120,7 +120,7 @@ func TestBudgetReadsEverySegment(t *testing.T) {
 		}
 		require.NoError(t, r.Close())
 	}
-	st := p.SegmentBudget()
+	st := p.Stats().SegmentBudget
 	assert.LessOrEqual(t, st.Open, budget)
 	assert.GreaterOrEqual(t, st.Reopens, int64(n-budget-1), "every segment reopened to be read: %+v", st)
 	if ok {
@@ -130,7 +130,7 @@ func TestBudgetReadsEverySegment(t *testing.T) {
 		assert.LessOrEqual(t, maps, limit)
 	}
 	require.NoError(t, p.Verify(), "Verify reads every segment within the budget too")
-	assert.LessOrEqual(t, p.SegmentBudget().Open, budget)
+	assert.LessOrEqual(t, p.Stats().SegmentBudget.Open, budget)
 }
 
 // TestBudgetWriterPaths runs the partition's writers over segments a
@@ -159,7 +159,7 @@ func TestBudgetWriterPaths(t *testing.T) {
 			}
 			appendN(30) // 15 segments of two batches
 			logtest.Check(t, p, m)
-			st := p.SegmentBudget()
+			st := p.Stats().SegmentBudget
 			require.LessOrEqual(t, st.Open, budget)
 			require.Positive(t, st.Closes)
 
@@ -181,7 +181,7 @@ func TestBudgetWriterPaths(t *testing.T) {
 				require.NoError(t, s.Unref())
 			}
 			logtest.Check(t, p, m)
-			require.LessOrEqual(t, p.SegmentBudget().Open, budget)
+			require.LessOrEqual(t, p.Stats().SegmentBudget.Open, budget)
 
 			require.NoError(t, p.Close())
 			m.Reopen()
@@ -190,7 +190,7 @@ func TestBudgetWriterPaths(t *testing.T) {
 			logtest.Check(t, p, m)
 			appendN(3)
 			logtest.Check(t, p, m)
-			require.LessOrEqual(t, p.SegmentBudget().Open, budget)
+			require.LessOrEqual(t, p.Stats().SegmentBudget.Open, budget)
 			require.NoError(t, p.Close())
 		})
 	}
@@ -218,7 +218,7 @@ func TestDirBudgetShared(t *testing.T) {
 	}
 	st := d.SegmentBudget()
 	require.LessOrEqual(t, st.Open, 2, "%+v", st)
-	require.Equal(t, st, parts[0].SegmentBudget())
+	require.Equal(t, st, parts[0].Stats().SegmentBudget)
 	for _, p := range parts {
 		for off := int64(0); off < 20; off += 4 { // 4 records a batch
 			r, err := p.ReadFrom(off, 1)

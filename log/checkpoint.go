@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 )
 
-// LogStartOffsetCheckpointFile is the name of the file, in the partition's
+// logStartOffsetCheckpointFile is the name of the file, in the partition's
 // directory, that records the log start offset after DeleteRecordsBefore
 // moved it. Kafka keeps one such file per log directory for all its
 // partitions; partlog keeps one per partition, in the same text format
@@ -26,30 +26,30 @@ import (
 // renamed directory keeps its log start offset). The partitions of a Dir
 // keep their entries in one such file at the root of the log directory,
 // as Kafka does (and the same for the other offset checkpoints below).
-const LogStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Kafka's name
+const logStartOffsetCheckpointFile = "log-start-offset-checkpoint" // frozen: Kafka's name
 
 // errNotExist is fs.ErrNotExist (the name fs is taken by vfs values here).
 var errNotExist = iofs.ErrNotExist
 
-// RecoveryPointCheckpointFile is the file, in the partition's directory,
+// recoveryPointCheckpointFile is the file, in the partition's directory,
 // that records the recovery point: every batch below it was flushed
 // (fdatasync of its .log, msync of its indexes), so Open after a crash
 // recovers only the segments from the one holding it. Kafka's name and
 // format (one file per log directory there, one per partition here, like
-// LogStartOffsetCheckpointFile). Written on every full flush, on roll and
+// logStartOffsetCheckpointFile). Written on every full flush, on roll and
 // when TruncateTo lowers it.
-const RecoveryPointCheckpointFile = checkpoint.RecoveryPointFile // frozen: "recovery-point-offset-checkpoint"
+const recoveryPointCheckpointFile = checkpoint.RecoveryPointFile // frozen: "recovery-point-offset-checkpoint"
 
-// HighWatermarkCheckpointFile is the file, in the partition's directory,
+// highWatermarkCheckpointFile is the file, in the partition's directory,
 // that records the high watermark under Config.DisableAutoHighWatermark
 // (Kafka's replication-offset-checkpoint): written on Sync, by the
 // FlushInterval flusher and on Close; Open starts the high watermark there
 // (clamped to [log start, log end]).
-const HighWatermarkCheckpointFile = checkpoint.ReplicationFile // frozen: "replication-offset-checkpoint"
+const highWatermarkCheckpointFile = checkpoint.ReplicationFile // frozen: "replication-offset-checkpoint"
 
 // checkpointStore is where a Partition keeps its entries of the offset
-// checkpoints (RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile,
-// HighWatermarkCheckpointFile, CleanerCheckpointFile). A partition opened
+// checkpoints (recoveryPointCheckpointFile, logStartOffsetCheckpointFile,
+// highWatermarkCheckpointFile, cleanerCheckpointFile). A partition opened
 // alone keeps them in files of its own directory (partitionFiles); a
 // partition of a Dir keeps them in the log directory's root files, one for
 // all its partitions, as Kafka does (dirEntries, dir.go). Every method is
@@ -128,7 +128,7 @@ func (f partitionFiles) lower(name string, end int64) error {
 // writeLogStartCheckpoint durably records offset as the log start.
 // REQUIRES: mu held, or Open.
 func (p *Partition) writeLogStartCheckpoint(offset int64) error {
-	return p.ckpt.write(LogStartOffsetCheckpointFile, offset, false)
+	return p.ckpt.write(logStartOffsetCheckpointFile, offset, false)
 }
 
 // writeOffsetCheckpoint durably records offset in the checkpoint file name
@@ -167,24 +167,24 @@ func readOffsetCheckpoint(fs vfs.FS, dir, name string) (offset int64, ok bool, e
 // syncDir makes the directory's entries durable.
 func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }
 
-// CleanerCheckpointFile is the compaction cleaner's checkpoint in the
+// cleanerCheckpointFile is the compaction cleaner's checkpoint in the
 // partition's directory (Kafka's cleaner-offset-checkpoint, one file per
 // partition here, same format): the offset below which a compaction
 // (Compact) cleaned the log. Compact writes it; TruncateTo lowers it to
 // the new log end (Kafka's maybeTruncateCheckpoint), since offsets
 // re-appended after a truncation are dirty.
-const CleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
+const cleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
 
 // clampCleanerCheckpointLocked lowers this partition's entry of the
 // cleaner checkpoint to end when it is above end, durably (see
 // checkpointStore.lower). REQUIRES: mu held (serializes the entry's
 // writers through writeCleanerCheckpoint).
 func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
-	return p.ckpt.lower(CleanerCheckpointFile, end)
+	return p.ckpt.lower(cleanerCheckpointFile, end)
 }
 
 // writeCleanerCheckpoint records, under the partition's write lock, that
-// the log is cleaned below offset (CleanerCheckpointFile), unless a
+// the log is cleaned below offset (cleanerCheckpointFile), unless a
 // truncation started since the count of truncations was truncations: the offsets a
 // round computed before a truncation may name batches that were cut and
 // re-appended (dirty), so the round's checkpoint is then dropped (written
@@ -200,14 +200,14 @@ func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (wr
 	if p.truncations.Load() != truncations {
 		return false, nil
 	}
-	if err := p.ckpt.write(CleanerCheckpointFile, min(offset, p.mu.end.Offset), false); err != nil {
+	if err := p.ckpt.write(cleanerCheckpointFile, min(offset, p.mu.end.Offset), false); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // cleanerCheckpoint returns the offset below which the partition's
-// cleaner checkpoint (CleanerCheckpointFile) says the log is cleaned;
+// cleaner checkpoint (cleanerCheckpointFile) says the log is cleaned;
 // found is false when there is none. For a partition opened alone it reads
 // the partition directory's file and only its entry for the directory's
 // topic-partition; for a partition of a Dir it reads the Dir's entry
@@ -215,11 +215,11 @@ func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (wr
 func (p *Partition) cleanerCheckpoint() (offset int64, found bool, err error) {
 	if _, ok := p.ckpt.(partitionFiles); ok {
 		topic, part := checkpoint.EntryName(p.dir)
-		off, found, err := checkpoint.ReadOffset(p.cfg.FS, filepath.Join(p.dir, CleanerCheckpointFile), topic, part)
+		off, found, err := checkpoint.ReadOffset(p.cfg.FS, filepath.Join(p.dir, cleanerCheckpointFile), topic, part)
 		if errors.Is(err, errNotExist) {
 			return 0, false, nil
 		}
 		return off, found, err
 	}
-	return p.ckpt.read(CleanerCheckpointFile)
+	return p.ckpt.read(cleanerCheckpointFile)
 }

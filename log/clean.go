@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // This file is the partition's side of its cleanup policies (package
@@ -106,7 +107,7 @@ func (v *View) HighWatermark() int64 { return v.hw }
 func (v *View) Segments() []SegmentView { return v.infos }
 
 // CleanerCheckpoint returns the offset below which the partition's
-// cleaner checkpoint (CleanerCheckpointFile) says the log is cleaned;
+// cleaner checkpoint (cleanerCheckpointFile) says the log is cleaned;
 // found is false when there is none.
 func (v *View) CleanerCheckpoint() (offset int64, found bool, err error) {
 	return v.p.cleanerCheckpoint()
@@ -307,7 +308,7 @@ type Cleaner interface {
 //     which nothing is removed is left as it is. Offsets are never
 //     renumbered; the last batch of each run is always kept (emptied if
 //     need be), so a new segment ends where the ones it replaces ended;
-//  3. the cleaner checkpoint (CleanerCheckpointFile) records end, under
+//  3. the cleaner checkpoint (cleanerCheckpointFile) records end, under
 //     the partition's lock and only when no truncation started during
 //     the round (TruncateTo lowers the checkpoint; offsets appended after
 //     a cut are dirty): CleanResult.CleanedTo is then -1. A swap after
@@ -576,7 +577,7 @@ func (w *rewriter) batch(b batch.Batch, last bool) (nb batch.Batch, copied bool,
 			return b, true, nil // the last marker of a run stays whole
 		}
 		w.removed += removed
-		w.buf = batch.AppendEmptyBatch(w.buf[:0], b)
+		w.buf = batchaccess.AppendEmptyBatch(w.buf[:0], b)
 		return batch.Batch(w.buf), false, nil
 	}
 	switch d.Action {

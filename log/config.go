@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
 )
 
 // Kafka's defaults for the topic configs a Partition honours.
@@ -36,7 +36,7 @@ const (
 const NoTimestampLimit time.Duration = math.MaxInt64
 
 // Config configures a Partition. The zero value is Kafka's defaults; every
-// zero field means "the default" (EnsureDefaults fills them in). Field names
+// zero field means "the default" (ensureDefaults fills them in). Field names
 // follow Kafka's topic configs, named beside each field.
 type Config struct {
 	// SegmentBytes is segment.bytes: the size at which the active segment
@@ -192,9 +192,9 @@ type Config struct {
 	TruncateWait time.Duration
 }
 
-// EnsureDefaults replaces every zero field with Kafka's default and returns
-// c, so that `cfg.EnsureDefaults()` is all a caller needs.
-func (c *Config) EnsureDefaults() *Config {
+// ensureDefaults replaces every zero field with Kafka's default and returns
+// c, so that `cfg.ensureDefaults()` is all a caller needs.
+func (c *Config) ensureDefaults() *Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
 	}
@@ -238,7 +238,7 @@ func (c *Config) EnsureDefaults() *Config {
 }
 
 // validate reports a configuration Kafka (or the format) would refuse.
-// REQUIRES: EnsureDefaults was called.
+// REQUIRES: ensureDefaults was called.
 func (c *Config) validate() error {
 	switch {
 	case c.SegmentBytes < batch.HeaderSize || c.SegmentBytes > math.MaxInt32:

@@ -229,7 +229,7 @@ func TestTruncateDeadlocksWithReaderThatWrites(t *testing.T) {
 		go func() { truncated <- p.TruncateTo(1) }()
 		synctest.Wait()
 		require.Empty(t, truncated, "TruncateTo returned while Records on the cut bytes are open")
-		require.Equal(t, 1, p.TruncationStats().Waiting)
+		require.Equal(t, 1, p.Stats().TruncationWaiting)
 
 		appended := make(chan error, 1)
 		go func() {

@@ -16,26 +16,26 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
 )
 
 // DefaultBackgroundThreads is Kafka's background.threads: the default of
 // DirConfig.BackgroundThreads.
 const DefaultBackgroundThreads = 10
 
-// DirLockFile is the file at the root of a log directory that OpenDir
+// dirLockFile is the file at the root of a log directory that OpenDir
 // locks (flock(2) on unix) until Close: Kafka's ".lock" name, so that a
 // second Dir, in this process or another, cannot open the directory at the
 // same time. A Kafka broker locks the same file with a POSIX record lock
 // (Java's FileChannel.tryLock, fcntl), which does not conflict with flock
 // on Linux: the lock does not keep a running Kafka broker out.
-const DirLockFile = ".lock" // frozen: Kafka's name
+const dirLockFile = ".lock" // frozen: Kafka's name
 
-// DeleteDirSuffix ends the name of a partition directory DeletePartition
+// deleteDirSuffix ends the name of a partition directory DeletePartition
 // renamed before removing it: "<topic>-<partition>.<32 hex digits>-delete",
 // Kafka's name. OpenDir removes what a crash left of one.
-const DeleteDirSuffix = "-delete" // frozen: Kafka's name
+const deleteDirSuffix = "-delete" // frozen: Kafka's name
 
 // ErrUnknownPartition is returned by DeletePartition for a partition the
 // Dir does not hold. Kafka error code: UNKNOWN_TOPIC_OR_PARTITION (3).
@@ -106,7 +106,7 @@ type DirConfig struct {
 // durable (DeleteRecordsBefore's log start, a lowered recovery point, a
 // Sync) rewrites the root file whole and atomically, writes of many
 // partitions at once batched into one. Nor does a partition of a Dir take
-// its own lock (LockFile): the Dir's lock covers every partition in it.
+// its own lock (lockFile): the Dir's lock covers every partition in it.
 // Opening one of its partition directories with Open while the Dir is open
 // is therefore not detected and must not be done.
 //
@@ -137,7 +137,7 @@ type Dir struct {
 // OpenDir opens the log directory at path, creating it when missing, and
 // every partition in it.
 //
-// It first takes the directory's lock (DirLockFile): a directory already
+// It first takes the directory's lock (dirLockFile): a directory already
 // open by a Dir, in this process or another, gets an error wrapping
 // ErrLocked. It reads the root checkpoint files (a missing
 // one has no entries; one that does not parse goes to Config.Recovery:
@@ -153,7 +153,7 @@ type Dir struct {
 // "-future" and "-stray" directories, anything else) are left alone.
 // Entries of the root files for partitions the directory does not hold are
 // dropped the next time the file is written. A partition directory last
-// used by a partition opened alone (it holds LockFile: partlog's layout
+// used by a partition opened alone (it holds lockFile: partlog's layout
 // before Dir) keeps what its own files say: its offset checkpoints for the
 // entries the root files lack, and its own clean-shutdown marker; the root
 // files take them over. Progress is logged at INFO.
@@ -162,7 +162,7 @@ type Dir struct {
 // lock and returns the errors (each naming its partition directory): Kafka
 // takes the whole log directory offline too.
 func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
-	cfg.Config.EnsureDefaults()
+	cfg.Config.ensureDefaults()
 	if err := cfg.Config.validate(); err != nil {
 		return nil, err
 	}
@@ -187,9 +187,9 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	if err := mkdirDurable(fs, path); err != nil {
 		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
 	}
-	lock, err := fs.Lock(filepath.Join(path, DirLockFile))
+	lock, err := fs.Lock(filepath.Join(path, dirLockFile))
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("partlog/log: open dir %s: %w (%s is held by another owner): %w", path, ErrLocked, DirLockFile, err)
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w (%s is held by another owner): %w", path, ErrLocked, dirLockFile, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open dir %s: lock: %w", path, err)
@@ -216,7 +216,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	var deleted []string
 	for _, name := range names {
 		topic, part, isPart := checkpoint.ParseDirName(name)
-		isDelete := strings.HasSuffix(name, DeleteDirSuffix)
+		isDelete := strings.HasSuffix(name, deleteDirSuffix)
 		if !isPart && !isDelete {
 			continue
 		}
@@ -298,7 +298,7 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 	if !isCorrupt(err) || !errors.As(err, &ce) {
 		return fmt.Errorf("partlog/log: open dir %s: %s: %w", d.path, name, err)
 	}
-	if !(clean && name == RecoveryPointCheckpointFile) {
+	if !(clean && name == recoveryPointCheckpointFile) {
 		ev := RecoveryEvent{Dir: d.path, File: ce.File, Pos: ce.Pos, LastGoodOffset: -1, Checkpoint: true, Err: err}
 		if perr := d.cfg.Config.Recovery.OnCorruption(ev); perr != nil {
 			return perr
@@ -310,7 +310,7 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 }
 
 // adoptOwnCheckpoints takes over, for a partition of a Dir whose
-// directory was last used by a partition opened alone (it holds LockFile),
+// directory was last used by a partition opened alone (it holds lockFile),
 // the checkpoints it kept in its own directory: each offset checkpoint the
 // Dir has no entry for, and its own clean-shutdown marker (written by its
 // Close; a Dir removes it when it opens the partition, so it is never
@@ -318,7 +318,7 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 // with the Dir's next write. Returns whether the open is clean.
 func (p *Partition) adoptOwnCheckpoints(dirClean bool) (bool, error) {
 	fs, dir := p.cfg.FS, p.dir
-	if _, err := fs.Stat(filepath.Join(dir, LockFile)); err != nil {
+	if _, err := fs.Stat(filepath.Join(dir, lockFile)); err != nil {
 		if errors.Is(err, errNotExist) {
 			return dirClean, nil
 		}
@@ -545,7 +545,7 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 	var suffix [16]byte
 	_, _ = rand.Read(suffix[:]) // crypto/rand.Read never fails
 	from := filepath.Join(d.path, tp.String())
-	to := from + "." + hex.EncodeToString(suffix[:]) + DeleteDirSuffix
+	to := from + "." + hex.EncodeToString(suffix[:]) + deleteDirSuffix
 	if err := d.fs.Rename(from, to); err != nil {
 		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
 	}

@@ -16,10 +16,10 @@ import (
 // rootCheckpointFiles are the offset checkpoints a Dir keeps at the root of
 // its log directory, one file each for all the partitions, as Kafka does.
 var rootCheckpointFiles = []string{
-	RecoveryPointCheckpointFile,
-	LogStartOffsetCheckpointFile,
-	HighWatermarkCheckpointFile,
-	CleanerCheckpointFile,
+	recoveryPointCheckpointFile,
+	logStartOffsetCheckpointFile,
+	highWatermarkCheckpointFile,
+	cleanerCheckpointFile,
 }
 
 // rootCheckpoints holds a Dir's root checkpoint files: each in memory as a

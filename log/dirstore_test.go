@@ -95,15 +95,15 @@ func TestRootCheckpointGroupCommit(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			s := dirEntries{root: rc, tp: TopicPartition{"t", int32(i)}}
-			require.NoError(t, s.write(RecoveryPointCheckpointFile, int64(i)*10, false))
-			off, ok, err := s.read(RecoveryPointCheckpointFile)
+			require.NoError(t, s.write(recoveryPointCheckpointFile, int64(i)*10, false))
+			off, ok, err := s.read(recoveryPointCheckpointFile)
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, int64(i)*10, off)
 		})
 	}
 	wg.Wait()
-	entries, err := checkpoint.ReadOffsets(mem, "/logs/"+RecoveryPointCheckpointFile)
+	entries, err := checkpoint.ReadOffsets(mem, "/logs/"+recoveryPointCheckpointFile)
 	require.NoError(t, err)
 	require.Len(t, entries, n)
 	for i, e := range entries {
@@ -115,17 +115,17 @@ func TestRootCheckpointGroupCommit(t *testing.T) {
 	// Lazy writes wait while held; release writes them.
 	rc.hold()
 	s := dirEntries{root: rc, tp: TopicPartition{"t", 0}}
-	require.NoError(t, s.write(RecoveryPointCheckpointFile, 99, true))
-	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+RecoveryPointCheckpointFile)
+	require.NoError(t, s.write(recoveryPointCheckpointFile, 99, true))
+	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+recoveryPointCheckpointFile)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), entries[0].Offset, "deferred while held")
-	require.NoError(t, s.lower(RecoveryPointCheckpointFile, 5)) // a lowering is never deferred
-	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+RecoveryPointCheckpointFile)
+	require.NoError(t, s.lower(recoveryPointCheckpointFile, 5)) // a lowering is never deferred
+	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+recoveryPointCheckpointFile)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), entries[0].Offset)
-	require.NoError(t, s.write(RecoveryPointCheckpointFile, 99, true))
+	require.NoError(t, s.write(recoveryPointCheckpointFile, 99, true))
 	require.NoError(t, rc.release(false))
-	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+RecoveryPointCheckpointFile)
+	entries, err = checkpoint.ReadOffsets(mem, "/logs/"+recoveryPointCheckpointFile)
 	require.NoError(t, err)
 	require.Equal(t, int64(99), entries[0].Offset)
 }

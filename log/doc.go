@@ -52,11 +52,11 @@
 // NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
 // .txnindex once an aborted transaction's marker lies in it (see
 // Transactions);
-// recovery-point-offset-checkpoint (RecoveryPointCheckpointFile);
+// recovery-point-offset-checkpoint;
 // log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
-// offset; replication-offset-checkpoint under DisableAutoHighWatermark
-// (HighWatermarkCheckpointFile); leader-epoch-checkpoint once batches
-// carry a leader epoch (LeaderEpochCheckpointFile, see LeaderEpochs); and
+// offset; replication-offset-checkpoint under DisableAutoHighWatermark;
+// leader-epoch-checkpoint once batches carry a leader epoch (see
+// LeaderEpochs); and
 // .kafka_cleanshutdown while the
 // partition is closed after a clean Close. Checkpoints use Kafka's text
 // format and are replaced atomically (tmp file, fsync, rename, directory
@@ -68,7 +68,7 @@
 // reads their leader-epoch-checkpoint and their producer .snapshot files
 // (see Idempotent producers).
 //
-// Open locks the directory (LockFile, flock(2) on unix) until Close: a
+// Open locks the directory (lockFile, flock(2) on unix) until Close: a
 // second Open of it, in this process or another, fails with ErrLocked.
 // Before it changes anything, Open checks the directory as a whole (see
 // docs/crash-safety.md, "Directory checks"): a .swap replaces live segments
@@ -176,7 +176,7 @@
 // holding replaced segments keep them. Each compaction round holds the
 // partition's cleaning claim, so two never run at once
 // (ErrCleaningInProgress). Open is the one crash cleanup: it completes or
-// undoes what a swap or a deletion left (package segment/repair).
+// undoes what a swap or a deletion left (package internal/segment/repair).
 //
 // # Concurrency
 //
@@ -210,8 +210,9 @@
 // changes nothing and returns an error wrapping ErrTruncationBlocked that
 // names how many readers still hold the segment; the waiting writers and
 // readers then go on. A wait is logged through Config.Logger (the segment
-// and the number of readers) and counted (TruncationStats, whose Waiting
-// field reports the readers a truncation waits for right now).
+// and the number of readers) and counted (Stats: TruncationWaits,
+// TruncationsBlocked, and TruncationWaiting, the readers a truncation waits
+// for right now).
 //
 // Appends are linearized by mu: concurrent appenders get disjoint,
 // gap-free offset ranges, in the order their batches are in the file.
@@ -541,7 +542,7 @@
 // "<topic>-<partition>" per partition and, at the root, one
 // recovery-point-offset-checkpoint, log-start-offset-checkpoint,
 // replication-offset-checkpoint and cleaner-offset-checkpoint for all of
-// them, the clean-shutdown marker and Kafka's .lock (DirLockFile), as
+// them, the clean-shutdown marker and Kafka's .lock (dirLockFile), as
 // Kafka lays them out (docs/format.md, "Log directory"). A directory a
 // Kafka broker wrote opens with its recovery points, log start offsets
 // and high watermarks, and one a Dir wrote opens in Kafka.
@@ -589,7 +590,7 @@
 // memory for its offsets, size and timestamps. The active segment is
 // never closed. A budget costs a reopen (three opens and mappings) on the
 // first read of a closed segment; Stats of the budget (Dir.SegmentBudget,
-// Partition.SegmentBudget) count reopens and closes. Measured with
+// Stats.SegmentBudget) count reopens and closes. Measured with
 // BenchmarkSegmentResources (2,000 one-batch segments): without a budget
 // 3 descriptors and 2 mappings per segment, with MaxOpenSegments 16 about
 // 0.03 of each. Deleting (retention, truncation) a closed segment reopens

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
 )
 
 // Durability, in one place (see also the package documentation,
@@ -283,7 +283,7 @@ func (p *Partition) fullFlushLocked() error {
 		return err
 	}
 	if p.cfg.DisableAutoHighWatermark && p.mu.hw.Offset != p.mu.hwCheckpoint {
-		if err := p.ckpt.write(HighWatermarkCheckpointFile, p.mu.hw.Offset, true); err != nil {
+		if err := p.ckpt.write(highWatermarkCheckpointFile, p.mu.hw.Offset, true); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: high watermark checkpoint: %w", p.dir, err)
 		}
 		p.mu.hwCheckpoint = p.mu.hw.Offset
@@ -301,7 +301,7 @@ func (p *Partition) setRecoveryPointLocked(offset int64) error {
 	}
 	// Raising it is lazy: a crash that loses the new value leaves the
 	// older one, which only makes recovery read more.
-	if err := p.ckpt.write(RecoveryPointCheckpointFile, offset, offset > p.mu.recoveryPoint); err != nil {
+	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, offset > p.mu.recoveryPoint); err != nil {
 		err = fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
 		if offset < p.mu.recoveryPoint {
 			p.failLocked(err)

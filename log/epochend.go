@@ -23,7 +23,7 @@ var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
 // which must be the log end offset (else ErrUnexpectedOffset): what a
 // replica does when it becomes leader, before its first batch in the epoch
 // (Kafka's assignEpochStartOffset). The entry is durable in
-// LeaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
+// leaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
 // crash keeps it (Open keeps an entry that starts at the log end). An
 // epoch equal to the latest cached one changes nothing (Kafka's assign);
 // a lower or negative one gives ErrStaleLeaderEpoch. Under

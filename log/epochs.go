@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/internal/checkpoint"
 )
 
-// LeaderEpochCheckpointFile is the file, in the partition's directory, that
+// leaderEpochCheckpointFile is the file, in the partition's directory, that
 // holds the leader epoch cache (Kafka's leader-epoch-checkpoint, same name
 // and format): for each leader epoch, the first offset written under it,
 // taken from the batches' partitionLeaderEpoch field.
@@ -33,7 +33,7 @@ import (
 // from the log start offset checkpoint, written before. Open reads the
 // file, drops entries that start past the log end and, after an unclean
 // shutdown, adds the epochs of the recovered batches.
-const LeaderEpochCheckpointFile = checkpoint.LeaderEpochFile // frozen: "leader-epoch-checkpoint"
+const leaderEpochCheckpointFile = checkpoint.LeaderEpochFile // frozen: "leader-epoch-checkpoint"
 
 // EpochStart is one entry of the leader epoch cache: the first offset of
 // the log written under a leader epoch.
@@ -51,7 +51,7 @@ type EpochStart struct {
 // end before its first batch. Entries for truncated batches are removed;
 // DeleteRecordsBefore moves the first remaining entry up to the log start
 // offset, as Kafka does. Batches without a leader epoch (-1) add nothing.
-// Every entry is durable in LeaderEpochCheckpointFile before a batch of
+// Every entry is durable in leaderEpochCheckpointFile before a batch of
 // its epoch is written, so the cache survives crashes (see the file's
 // documentation).
 func (p *Partition) LeaderEpochs() []EpochStart {
@@ -161,7 +161,7 @@ func (p *Partition) writeEpochsLocked() error {
 	if !p.mu.epochsDirty {
 		return nil
 	}
-	if err := checkpoint.WriteLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, LeaderEpochCheckpointFile), p.mu.epochs); err != nil {
+	if err := checkpoint.WriteLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, leaderEpochCheckpointFile), p.mu.epochs); err != nil {
 		return fmt.Errorf("partlog/log: %s: leader epoch checkpoint: %w", p.dir, err)
 	}
 	p.mu.epochsDirty = false
@@ -171,12 +171,12 @@ func (p *Partition) writeEpochsLocked() error {
 // readEpochs loads the leader epoch checkpoint at Open; a file that does
 // not parse goes to the recovery policy (nil: start without it).
 func (p *Partition) readEpochs() error {
-	entries, err := checkpoint.ReadLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, LeaderEpochCheckpointFile))
+	entries, err := checkpoint.ReadLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, leaderEpochCheckpointFile))
 	switch {
 	case errors.Is(err, errNotExist):
 		return nil
 	case err != nil:
-		return p.checkpointProblem(LeaderEpochCheckpointFile, err)
+		return p.checkpointProblem(leaderEpochCheckpointFile, err)
 	}
 	// Keep only a strictly increasing prefix (a well-formed cache).
 	for i, e := range entries {

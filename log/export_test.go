@@ -1,6 +1,6 @@
 package log
 
-import "github.com/partlog/partlog/segment"
+import "github.com/partlog/partlog/internal/segment"
 
 // The partition's internal segment operations, for this package's external
 // tests (which drive them directly, as Compact and DeleteExpired do).
@@ -26,3 +26,30 @@ func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
 func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (bool, error) {
 	return p.writeCleanerCheckpoint(offset, truncations)
 }
+
+// File names and the producer snapshot codec, for the external tests.
+
+const (
+	LockFile                     = lockFile
+	LogStartOffsetCheckpointFile = logStartOffsetCheckpointFile
+	RecoveryPointCheckpointFile  = recoveryPointCheckpointFile
+	HighWatermarkCheckpointFile  = highWatermarkCheckpointFile
+	LeaderEpochCheckpointFile    = leaderEpochCheckpointFile
+	CleanerCheckpointFile        = cleanerCheckpointFile
+)
+
+var (
+	AppendProducerSnapshot = appendProducerSnapshot
+)
+
+func (c *Config) EnsureDefaults() *Config { return c.ensureDefaults() }
+
+const SnapshotSuffix = snapshotSuffix
+
+type ProducerSnapshotEntry = producerSnapshotEntry
+
+var (
+	ErrCorruptSnapshot     = errCorruptSnapshot
+	SnapshotFileName       = snapshotFileName
+	DecodeProducerSnapshot = decodeProducerSnapshot
+)

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // ErrFault marks an I/O error met while reading a memory-mapped file of

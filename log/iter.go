@@ -9,6 +9,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -151,7 +152,7 @@ type entry struct {
 // The guard covers only this call, never a caller's loop body.
 func frameEntry(b []byte) (e entry, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
-	e.size, e.magic, e.next, err = batch.FrameEntry(b)
+	e.size, e.magic, e.next, err = batchaccess.FrameEntry(b)
 	if err != nil {
 		return entry{}, err
 	}
@@ -189,7 +190,7 @@ func frameSizes(b []byte, run *[framedRun]int) (n int, err error) {
 		}
 		var size int
 		var magic int8
-		if size, magic, _, err = batch.FrameEntry(b); err != nil {
+		if size, magic, _, err = batchaccess.FrameEntry(b); err != nil {
 			return n, err
 		}
 		if batch.IsLegacyMagic(magic) {

@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
 )
 
 // storedRecord is what a test compares of a record.
@@ -33,7 +34,7 @@ func storedRecords(t *testing.T, set []byte) []storedRecord {
 	var out []storedRecord
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
+		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
 		if batch.IsLegacyMagic(magic) {
 			recs, err := d.AppendLegacyRecords(nil, batch.Legacy(set[:n]), true)

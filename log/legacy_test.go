@@ -16,9 +16,10 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
 )
 
 // Partition directories holding legacy magic 1 messages Kafka 0.10 wrote
@@ -55,7 +56,7 @@ func logFiles(t *testing.T, dir string) map[string][]byte {
 // offsets it covers and its size.
 func entryRange(t *testing.T, set []byte) (first, last int64, size int) {
 	t.Helper()
-	n, magic, next, err := batch.FrameEntry(set)
+	n, magic, next, err := batchaccess.FrameEntry(set)
 	require.NoError(t, err)
 	if batch.IsLegacyMagic(magic) {
 		e := batch.Legacy(set[:n])
@@ -186,7 +187,7 @@ func recordTimes(t *testing.T, set []byte) [][2]int64 {
 	var out [][2]int64
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
+		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
 		if batch.IsLegacyMagic(magic) {
 			recs, err := d.AppendLegacyRecords(nil, batch.Legacy(set[:n]), true)

@@ -2,7 +2,8 @@ package log
 
 import (
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // locate returns the position in seg of the batch holding offset (the first
@@ -37,4 +38,4 @@ func segmentBytes(seg *segment.Segment, start, end int64, scratch *[]byte) ([]by
 // and the record framing (decompressing a compressed batch into a pooled
 // buffer), and returns the range of its record timestamps, found in the
 // same walk. An uncompressed batch is validated without allocating.
-func validate(bt batch.Batch) (batch.TimeRange, error) { return bt.ValidateTimes() }
+func validate(bt batch.Batch) (batchaccess.TimeRange, error) { return batchaccess.ValidateTimes(bt) }

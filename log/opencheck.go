@@ -8,12 +8,12 @@ import (
 	"strings"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/segment/repair"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
-	"github.com/partlog/partlog/segment/repair"
 )
 
-// LockFile is the name of the lock file Open creates (empty) in the
+// lockFile is the name of the lock file Open creates (empty) in the
 // partition directory and holds an exclusive lock on (flock(2) on unix)
 // until Close: a second Open of the directory, in this process or another,
 // fails with ErrLocked instead of appending over the first. The file is
@@ -21,18 +21,18 @@ import (
 // file while an earlier owner still held the old one). Its name starts
 // with a dot and carries no base offset, so neither Kafka's loader nor
 // partlog's takes it for a segment file (docs/format.md).
-const LockFile = ".partlog.lock" // frozen: on-disk name
+const lockFile = ".partlog.lock" // frozen: on-disk name
 
 // ErrLocked is wrapped by the error Open returns when the partition
-// directory is already open (its LockFile is locked by another Open, in
+// directory is already open (its lockFile is locked by another Open, in
 // this process or another). The error names the directory.
 var ErrLocked = errors.New("partlog/log: partition directory is already open")
 
 // lockDir takes the partition directory's lock.
 func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
-	l, err := fs.Lock(filepath.Join(dir, LockFile))
+	l, err := fs.Lock(filepath.Join(dir, lockFile))
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, LockFile, err)
+		return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, lockFile, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
@@ -206,7 +206,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		}
 	}
 	cleanerAt := int64(-1)
-	if off, ok, err := p.ckpt.read(CleanerCheckpointFile); err == nil && ok {
+	if off, ok, err := p.ckpt.read(cleanerCheckpointFile); err == nil && ok {
 		cleanerAt = off
 	}
 	for i := 0; i+1 < n && i < cutAt; i++ {
@@ -256,7 +256,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		return nil, p.refused(hard)
 	}
 	end := probes[min(cutAt, n-1)].Next // an upper bound when recovery may cut
-	cpPath := p.ckpt.path(LogStartOffsetCheckpointFile)
+	cpPath := p.ckpt.path(logStartOffsetCheckpointFile)
 	var startBad error
 	switch {
 	case haveCP && cpStart > end:
@@ -277,7 +277,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		dc.distrustLogStart = true
 	}
 	if haveRP && rp > end && cutAt == n {
-		rpPath := p.ckpt.path(RecoveryPointCheckpointFile)
+		rpPath := p.ckpt.path(recoveryPointCheckpointFile)
 		cause := base.CorruptionErrorf(rpPath, 0, "offset",
 			"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
 			rp, end, filepath.Base(probes[n-1].Path))

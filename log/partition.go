@@ -14,8 +14,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
 )
 
 // Partition is one Kafka partition stored in a directory of segments. See
@@ -23,7 +23,7 @@ import (
 // safe for concurrent use; appends and the other mutating methods are
 // serialized by one mutex, reads take no lock.
 type Partition struct {
-	// dirLock holds the directory's LockFile from Open to Close; nil for
+	// dirLock holds the directory's lockFile from Open to Close; nil for
 	// a partition of a Dir (the Dir's lock covers it).
 	dirLock io.Closer
 	// ckpt keeps the partition's offset checkpoints: its own files
@@ -154,7 +154,7 @@ type Partition struct {
 	// cleaning is set while a cleaning round holds the partition's
 	// cleaning claim (claimCleaning, for Compact).
 	cleaning atomic.Bool
-	// truncStats backs TruncationStats.
+	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
 	// txn is the transactions' lock-free state (txn.go).
 	txn txnState
@@ -173,7 +173,7 @@ func (p *Partition) lockWriter() {
 // first segment (base offset 0, or the log start offset a checkpoint
 // records) when there are none.
 //
-// Open first takes the directory's lock (LockFile): a directory already
+// Open first takes the directory's lock (lockFile): a directory already
 // open, in this process or another, gets an error wrapping ErrLocked; Close
 // releases it. It then reads the directory without changing anything and
 // trusts no single file against the others (checkDir, docs/crash-safety.md
@@ -195,7 +195,7 @@ func (p *Partition) lockWriter() {
 // loading counts as unclean) and open every segment in ascending base
 // offset order (their indexes are checked in O(1) and rebuilt when missing
 // or broken); the last one becomes the active segment. A new partition
-// also records its log start offset (LogStartOffsetCheckpointFile).
+// also records its log start offset (logStartOffsetCheckpointFile).
 //
 // After a clean shutdown (the marker was there) Open reads no batch data.
 // After an unclean one it recovers from the recovery point (Kafka's
@@ -242,7 +242,7 @@ type dirMember struct {
 
 // open is Open, for a partition alone (m == nil) or of a Dir.
 func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
-	cfg.EnsureDefaults()
+	cfg.ensureDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -282,16 +282,16 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	} else if clean, err = checkpoint.HasCleanShutdown(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	cpStart, haveCP, err := p.ckpt.read(LogStartOffsetCheckpointFile)
+	cpStart, haveCP, err := p.ckpt.read(logStartOffsetCheckpointFile)
 	if err != nil {
-		if err := p.checkpointProblem(LogStartOffsetCheckpointFile, err); err != nil {
+		if err := p.checkpointProblem(logStartOffsetCheckpointFile, err); err != nil {
 			return nil, err
 		}
 		haveCP = false
 	}
-	recoveryPoint, haveRP, err := p.ckpt.read(RecoveryPointCheckpointFile)
+	recoveryPoint, haveRP, err := p.ckpt.read(recoveryPointCheckpointFile)
 	if err != nil && !clean {
-		if err := p.checkpointProblem(RecoveryPointCheckpointFile, err); err != nil {
+		if err := p.checkpointProblem(recoveryPointCheckpointFile, err); err != nil {
 			return nil, err
 		}
 		haveRP = false
@@ -302,9 +302,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	var hwCP int64
 	haveHW := false
 	if cfg.DisableAutoHighWatermark {
-		hwCP, haveHW, err = p.ckpt.read(HighWatermarkCheckpointFile)
+		hwCP, haveHW, err = p.ckpt.read(highWatermarkCheckpointFile)
 		if err != nil {
-			if err := p.checkpointProblem(HighWatermarkCheckpointFile, err); err != nil {
+			if err := p.checkpointProblem(highWatermarkCheckpointFile, err); err != nil {
 				return nil, err
 			}
 			haveHW = false

@@ -156,9 +156,9 @@ func TestUnclosedRecordsStallWritersForever(t *testing.T) {
 		synctest.Wait()
 		require.Empty(t, truncated, "TruncateTo returned while Records hold the segment")
 		require.Empty(t, appended, "AppendBatch ran during the truncation")
-		st := p.TruncationStats()
-		require.Equal(t, 1, st.Waiting, "readers the truncation waits for")
-		require.Equal(t, uint64(1), st.Waits)
+		st := p.Stats()
+		require.Equal(t, 1, st.TruncationWaiting, "readers the truncation waits for")
+		require.Equal(t, uint64(1), st.TruncationWaits)
 		require.Contains(t, logs.String(), "truncation waits for readers")
 		require.Contains(t, logs.String(), "readers=1")
 
@@ -169,8 +169,8 @@ func TestUnclosedRecordsStallWritersForever(t *testing.T) {
 		require.Equal(t, plog.DefaultTruncateWait, time.Since(start))
 		require.NoError(t, <-appended, "the writer behind the truncation")
 		require.Equal(t, int64(4), p.LogEndOffset(), "the failed truncation changed nothing")
-		st = p.TruncationStats()
-		require.Equal(t, plog.TruncationStats{Waiting: 0, Waits: 1, Blocked: 1}, st)
+		st = p.Stats()
+		require.Equal(t, []any{0, uint64(1), uint64(1)}, []any{st.TruncationWaiting, st.TruncationWaits, st.TruncationsBlocked})
 		require.Contains(t, logs.String(), "truncation gave up waiting for readers")
 		require.Equal(t, held, leaked.Bytes())
 
@@ -287,7 +287,7 @@ func TestReadersStarveTruncation(t *testing.T) {
 			require.Greater(t, n, 0, "reader %d never read", i)
 		}
 		require.Equal(t, int64(3), p.LogEndOffset())
-		require.Equal(t, uint64(0), p.TruncationStats().Blocked)
+		require.Equal(t, uint64(0), p.Stats().TruncationsBlocked)
 		require.NoError(t, p.Verify())
 	})
 }
@@ -309,7 +309,7 @@ func TestSetHighWatermarkWhileTruncationWaits(t *testing.T) {
 		truncated := make(chan error, 1)
 		go func() { truncated <- p.TruncateTo(3) }()
 		synctest.Wait()
-		require.Equal(t, 1, p.TruncationStats().Waiting)
+		require.Equal(t, 1, p.Stats().TruncationWaiting)
 		require.NoError(t, p.SetHighWatermark(3)) // does not wait
 		require.Equal(t, int64(3), p.HighWatermark())
 		other, err := p.ReadFrom(0, 1<<20) // segment 0: not being cut

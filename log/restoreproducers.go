@@ -3,9 +3,10 @@ package log
 import "fmt"
 
 // RestoreProducers gives the log the producer state of another replica at
-// offset: entries describe the producers of every batch below offset (a
-// producer snapshot at that offset, as DecodeProducerSnapshot returns
-// one), and replace what the partition knows. The state is written as the
+// offset: snapshot is the bytes of that replica's producer snapshot file at
+// offset (Kafka's NNN.snapshot format, checksum included; empty for no
+// producers), describing the producers of every batch below offset, and
+// replaces what the partition knows. The state is written as the
 // log's snapshot at its end offset, fsynced with the directory, before
 // RestoreProducers returns, so Open loads it again. Producers expired by
 // Config.ProducerIDExpiration are skipped, as Open skips them.
@@ -20,9 +21,17 @@ import "fmt"
 // next batch is then appended at offset or later, AppendAssigned).
 //
 // The log must hold nothing at or past offset (log end offset <= offset),
-// else ErrUnexpectedOffset; an entry whose last offset or open transaction
-// is at or past offset gives ErrInvalidBatch. Either changes nothing.
-func (p *Partition) RestoreProducers(offset int64, entries []ProducerSnapshotEntry) error {
+// else ErrUnexpectedOffset; a snapshot that does not decode gives an error
+// wrapping ErrCorrupt, and an entry whose last offset or open transaction
+// is at or past offset gives ErrInvalidBatch. Each changes nothing.
+func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
+	var entries []producerSnapshotEntry
+	if len(snapshot) > 0 {
+		var err error
+		if entries, err = decodeProducerSnapshot(snapshot); err != nil {
+			return fmt.Errorf("partlog/log: restore producer state at offset %d into %s: %w", offset, p.dir, err)
+		}
+	}
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {

@@ -8,8 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 )
+
+// snap encodes entries as a producer snapshot file.
+func snap(entries []plog.ProducerSnapshotEntry) []byte {
+	return plog.AppendProducerSnapshot(nil, entries)
+}
 
 // A log restarted above its end takes another replica's producer state:
 // a retry of the producer's last batch below the restart point is a
@@ -40,15 +46,18 @@ func TestRestoreProducers(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.AppendBatch(pb{pid: 9, epoch: 0, seq: 0, n: 1}.bytes(t))
 	require.NoError(t, err)
-	require.ErrorIs(t, p.RestoreProducers(0, entries), plog.ErrUnexpectedOffset, "the log ends past the point")
+	require.ErrorIs(t, p.RestoreProducers(0, snap(entries)), plog.ErrUnexpectedOffset, "the log ends past the point")
 	require.NoError(t, p.TruncateFullyAndStartAt(srcEnd))
 	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
 	bad[0].LastOffset = srcEnd
-	require.ErrorIs(t, p.RestoreProducers(srcEnd, bad), plog.ErrInvalidBatch)
+	require.ErrorIs(t, p.RestoreProducers(srcEnd, snap(bad)), plog.ErrInvalidBatch)
+	corrupt := snap(entries)
+	corrupt[len(corrupt)-1] ^= 1
+	require.ErrorIs(t, p.RestoreProducers(srcEnd, corrupt), batch.ErrCorrupt, "a snapshot whose checksum fails")
 	_, ok, err := p.ProducerState(7)
 	require.NoError(t, err)
 	require.False(t, ok, "a refused restore changes nothing")
-	require.NoError(t, p.RestoreProducers(srcEnd, entries))
+	require.NoError(t, p.RestoreProducers(srcEnd, snap(entries)))
 
 	check := func(p *plog.Partition) {
 		t.Helper()
@@ -91,9 +100,9 @@ func TestRestoreProducersBelowPoint(t *testing.T) {
 	}
 	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
 	bad[0].LastOffset = point
-	require.ErrorIs(t, p.RestoreProducers(point, bad), plog.ErrInvalidBatch, "an entry at the point")
-	require.ErrorIs(t, p.RestoreProducers(1, entries[1:]), plog.ErrUnexpectedOffset, "the log ends past the point")
-	require.NoError(t, p.RestoreProducers(point, entries))
+	require.ErrorIs(t, p.RestoreProducers(point, snap(bad)), plog.ErrInvalidBatch, "an entry at the point")
+	require.ErrorIs(t, p.RestoreProducers(1, snap(entries[1:])), plog.ErrUnexpectedOffset, "the log ends past the point")
+	require.NoError(t, p.RestoreProducers(point, snap(entries)))
 
 	check := func(p *plog.Partition) {
 		t.Helper()

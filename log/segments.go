@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // ErrSegmentsChanged is returned by DeleteExpired and Compact when

@@ -13,7 +13,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/logaccess"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // Producer state snapshots: Kafka's <offset>.snapshot files (version 1),
@@ -27,9 +28,9 @@ import (
 //
 // The file named by offset X describes the producers of every batch below X.
 
-// SnapshotSuffix is the suffix of producer state snapshot files. Frozen:
+// snapshotSuffix is the suffix of producer state snapshot files. Frozen:
 // Kafka's.
-const SnapshotSuffix = ".snapshot"
+const snapshotSuffix = ".snapshot"
 
 // Snapshot format constants. Frozen: Kafka's.
 const (
@@ -39,45 +40,36 @@ const (
 	snapshotEntrySize  = 46
 )
 
-// ProducerSnapshotEntry is one entry of a producer state snapshot, field
+// producerSnapshotEntry is one entry of a producer state snapshot, field
 // for field (the producer's last batch and its transaction state).
-type ProducerSnapshotEntry struct {
-	ProducerID            int64
-	ProducerEpoch         int16
-	LastSequence          int32 // -1 when the producer has no batch
-	LastOffset            int64 // -1 when the producer has no batch
-	OffsetDelta           int32 // LastOffset - the batch's first offset
-	Timestamp             int64 // the producer's last timestamp
-	CoordinatorEpoch      int32
-	CurrentTxnFirstOffset int64 // -1 when no transaction is open
-}
+type producerSnapshotEntry = logaccess.ProducerSnapshotEntry
 
-// ErrCorruptSnapshot marks a producer state snapshot that does not decode
+// errCorruptSnapshot marks a producer state snapshot that does not decode
 // (wraps base.ErrCorrupt). Open skips such a file with a warning and uses an
 // older snapshot or replays the log; it is never fatal.
-var ErrCorruptSnapshot = fmt.Errorf("%w: producer state snapshot", base.ErrCorrupt)
+var errCorruptSnapshot = fmt.Errorf("%w: producer state snapshot", base.ErrCorrupt)
 
-// DecodeProducerSnapshot decodes a producer state snapshot file's bytes.
-// Errors wrap ErrCorruptSnapshot (and base.ErrCorrupt): a version other
+// decodeProducerSnapshot decodes a producer state snapshot file's bytes.
+// Errors wrap errCorruptSnapshot (and base.ErrCorrupt): a version other
 // than 1, a CRC-32C mismatch, a count that disagrees with the length.
-func DecodeProducerSnapshot(data []byte) ([]ProducerSnapshotEntry, error) {
+func decodeProducerSnapshot(data []byte) ([]producerSnapshotEntry, error) {
 	if len(data) < snapshotHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrCorruptSnapshot, len(data), snapshotHeaderSize)
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", errCorruptSnapshot, len(data), snapshotHeaderSize)
 	}
 	if v := int16(binary.BigEndian.Uint16(data)); v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorruptSnapshot, v, snapshotVersion)
+		return nil, fmt.Errorf("%w: version %d, want %d", errCorruptSnapshot, v, snapshotVersion)
 	}
 	if want, got := binary.BigEndian.Uint32(data[2:]), batch.Checksum(data[snapshotCRCStart:]); want != got {
-		return nil, fmt.Errorf("%w: CRC-32C %08x, computed %08x", ErrCorruptSnapshot, want, got)
+		return nil, fmt.Errorf("%w: CRC-32C %08x, computed %08x", errCorruptSnapshot, want, got)
 	}
 	n := int32(binary.BigEndian.Uint32(data[6:]))
 	if n < 0 || int64(len(data)-snapshotHeaderSize) != int64(n)*snapshotEntrySize {
-		return nil, fmt.Errorf("%w: %d entries in %d bytes", ErrCorruptSnapshot, n, len(data))
+		return nil, fmt.Errorf("%w: %d entries in %d bytes", errCorruptSnapshot, n, len(data))
 	}
-	out := make([]ProducerSnapshotEntry, n)
+	out := make([]producerSnapshotEntry, n)
 	for i := range out {
 		b := data[snapshotHeaderSize+i*snapshotEntrySize:]
-		out[i] = ProducerSnapshotEntry{
+		out[i] = producerSnapshotEntry{
 			ProducerID:            int64(binary.BigEndian.Uint64(b[0:])),
 			ProducerEpoch:         int16(binary.BigEndian.Uint16(b[8:])),
 			LastSequence:          int32(binary.BigEndian.Uint32(b[10:])),
@@ -91,9 +83,9 @@ func DecodeProducerSnapshot(data []byte) ([]ProducerSnapshotEntry, error) {
 	return out, nil
 }
 
-// AppendProducerSnapshot appends the snapshot file holding entries, in the
+// appendProducerSnapshot appends the snapshot file holding entries, in the
 // given order, to dst.
-func AppendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte {
+func appendProducerSnapshot(dst []byte, entries []producerSnapshotEntry) []byte {
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint16(dst, snapshotVersion)
 	dst = binary.BigEndian.AppendUint32(dst, 0) // CRC, below
@@ -112,15 +104,15 @@ func AppendProducerSnapshot(dst []byte, entries []ProducerSnapshotEntry) []byte 
 	return dst
 }
 
-// SnapshotFileName returns the name of the snapshot at offset:
+// snapshotFileName returns the name of the snapshot at offset:
 // "<offset, 20 digits>.snapshot".
-func SnapshotFileName(offset int64) string {
-	return fmt.Sprintf("%020d%s", offset, SnapshotSuffix)
+func snapshotFileName(offset int64) string {
+	return fmt.Sprintf("%020d%s", offset, snapshotSuffix)
 }
 
 // parseSnapshotName returns the offset of a snapshot file name.
 func parseSnapshotName(name string) (int64, bool) {
-	digits, ok := strings.CutSuffix(name, SnapshotSuffix)
+	digits, ok := strings.CutSuffix(name, snapshotSuffix)
 	if !ok || len(digits) != 20 {
 		return 0, false
 	}
@@ -138,11 +130,11 @@ func decrementSequence(seq, d int32) int32 {
 }
 
 // snapshotEntries returns the state as snapshot entries, by producer id.
-func (s *producerState) snapshotEntries() []ProducerSnapshotEntry {
-	out := make([]ProducerSnapshotEntry, 0, len(s.m))
+func (s *producerState) snapshotEntries() []producerSnapshotEntry {
+	out := make([]producerSnapshotEntry, 0, len(s.m))
 	for _, pid := range s.sortedIDs() {
 		e := s.m[pid]
-		se := ProducerSnapshotEntry{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: batch.NoSequence,
+		se := producerSnapshotEntry{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: batch.NoSequence,
 			LastOffset: -1, Timestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch,
 			CurrentTxnFirstOffset: e.txnFirstOffset}
 		if l := e.last(); l != nil {
@@ -155,7 +147,7 @@ func (s *producerState) snapshotEntries() []ProducerSnapshotEntry {
 }
 
 // load adds snapshot entries, skipping producers expired at nowMs.
-func (s *producerState) load(entries []ProducerSnapshotEntry, nowMs int64, expiration int64) {
+func (s *producerState) load(entries []producerSnapshotEntry, nowMs int64, expiration int64) {
 	for _, se := range entries {
 		if se.CurrentTxnFirstOffset < 0 && expiration > 0 && nowMs-se.Timestamp >= expiration {
 			continue
@@ -197,8 +189,8 @@ func (p *Partition) listSnapshots() ([]int64, error) {
 // fails and Open falls back to an older snapshot. REQUIRES: mu held (or
 // Open).
 func (p *Partition) writeSnapshotFile(offset int64, sync bool) error {
-	data := AppendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
-	path := filepath.Join(p.dir, SnapshotFileName(offset))
+	data := appendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
+	path := filepath.Join(p.dir, snapshotFileName(offset))
 	f, err := p.cfg.FS.Create(path)
 	if err != nil {
 		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", path, err)
@@ -229,7 +221,7 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 		if !drop(off) {
 			continue
 		}
-		if err := p.cfg.FS.Remove(filepath.Join(p.dir, SnapshotFileName(off))); err != nil && !errors.Is(err, errNotExist) {
+		if err := p.cfg.FS.Remove(filepath.Join(p.dir, snapshotFileName(off))); err != nil && !errors.Is(err, errNotExist) {
 			return removed, err
 		}
 		removed = true
@@ -273,7 +265,7 @@ func (p *Partition) syncPendingSnapshots() {
 	p.snapPending.offs = nil
 	p.snapPending.Unlock()
 	for _, off := range offs {
-		path := filepath.Join(p.dir, SnapshotFileName(off))
+		path := filepath.Join(p.dir, snapshotFileName(off))
 		f, err := p.cfg.FS.Open(path)
 		if errors.Is(err, errNotExist) {
 			continue
@@ -338,9 +330,9 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 	from := int64(-1)
 	now := p.nowMs()
 	for i := len(offs) - 1; i >= 0; i-- {
-		path := filepath.Join(p.dir, SnapshotFileName(offs[i]))
+		path := filepath.Join(p.dir, snapshotFileName(offs[i]))
 		entries, err := p.readProducerSnapshot(path)
-		if errors.Is(err, ErrCorruptSnapshot) {
+		if errors.Is(err, errCorruptSnapshot) {
 			p.logger.Warn("partlog/log: skipping a producer snapshot", "dir", p.dir, "file", path, "err", err)
 			continue
 		}
@@ -368,7 +360,7 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 }
 
 // readProducerSnapshot reads and decodes one snapshot file.
-func (p *Partition) readProducerSnapshot(path string) ([]ProducerSnapshotEntry, error) {
+func (p *Partition) readProducerSnapshot(path string) ([]producerSnapshotEntry, error) {
 	f, err := p.cfg.FS.Open(path)
 	if err != nil {
 		return nil, err
@@ -378,7 +370,7 @@ func (p *Partition) readProducerSnapshot(path string) ([]ProducerSnapshotEntry, 
 	if err != nil {
 		return nil, err
 	}
-	return DecodeProducerSnapshot(data)
+	return decodeProducerSnapshot(data)
 }
 
 // replayProducers feeds the producer batches of list in [from, end) to the
@@ -462,4 +454,13 @@ func (p *Partition) reloadProducersLocked(full bool) error {
 	}
 	_, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset)
 	return err
+}
+
+func init() {
+	logaccess.CheckProducerSnapshot = func(data []byte) error {
+		_, err := decodeProducerSnapshot(data)
+		return err
+	}
+	logaccess.DecodeProducerSnapshot = decodeProducerSnapshot
+	logaccess.AppendProducerSnapshot = appendProducerSnapshot
 }

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
-	"github.com/partlog/partlog/segment"
 )
 
 // Stats is a snapshot of a partition's counters and gauges, returned by
@@ -54,6 +54,19 @@ type Stats struct {
 
 	// Recovery describes what Open found and did.
 	Recovery RecoveryStats
+	// TruncationWaiting is the number of read leases (Records not yet
+	// closed, and reads in flight) of the segment a TruncateTo in progress
+	// waits for; 0 when no truncation waits.
+	TruncationWaiting int
+	// TruncationWaits counts TruncateTo calls that found readers on the
+	// segment to cut and waited for them; TruncationsBlocked those that
+	// gave up waiting (the error wraps ErrTruncationBlocked).
+	TruncationWaits, TruncationsBlocked uint64
+	// SegmentBudget holds the counters of the segment budget the
+	// partition's segments belong to (its own with Config.MaxOpenSegments,
+	// its Dir's in a Dir): the sealed segments open now that may be
+	// closed, and how many closes and reopens it did; zero without one.
+	SegmentBudget segment.BudgetStats
 }
 
 // RecoveryStats describes the recovery Open ran (Stats.Recovery).
@@ -116,8 +129,10 @@ func (c *counters) noteSync(start time.Time) {
 	c.syncNanos.Add(int64(time.Since(start)))
 }
 
-// Stats returns the partition's counters and gauges. It takes no lock,
-// allocates nothing and costs a few atomic loads plus one per segment; it
+// Stats returns the partition's counters and gauges. It takes no
+// partition lock (only, while a truncation waits for readers, that
+// segment's lease mutex for the count), allocates nothing and costs a few
+// atomic loads plus one per segment; it
 // may be called at any time, after Close too (the gauges then keep their
 // last values).
 func (p *Partition) Stats() Stats {
@@ -144,6 +159,13 @@ func (p *Partition) Stats() Stats {
 		for _, seg := range snap.list {
 			s.Size += seg.Size()
 		}
+	}
+	s.TruncationWaits, s.TruncationsBlocked = p.truncStats.waits.Load(), p.truncStats.blocked.Load()
+	if seg := p.truncStats.waitingOn.Load(); seg != nil {
+		s.TruncationWaiting, _ = seg.ReadLeases()
+	}
+	if p.segCfg.Budget != nil {
+		s.SegmentBudget = p.segCfg.Budget.Stats()
 	}
 	return s
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // recoverDir opens and closes the partition in dir: Open finishes or
@@ -118,7 +118,7 @@ func readFileT(t *testing.T, fs vfs.FS, path string) []byte {
 }
 
 // TestOpenRespectsLiveCompaction (review item 6): with the directory open
-// (Open holds LockFile) and a live compaction's .cleaned file present, a
+// (Open holds lockFile) and a live compaction's .cleaned file present, a
 // second Open — the only code that cleans up after a crashed swap —
 // returns an error wrapping ErrLocked and changes nothing; once the
 // partition is closed, Open removes the leftover.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // TruncateTo cuts the log back so that offset is no longer in it, as a Kafka
@@ -21,7 +21,7 @@ import (
 // compacted, an offset inside a gap keeps the batches below it and the log
 // end becomes the last one's next offset). The high watermark is clamped
 // down to the new log end, and so is the compaction cleaner's checkpoint
-// (CleanerCheckpointFile, when it exists and is above the new end; Kafka's
+// (cleanerCheckpointFile, when it exists and is above the new end; Kafka's
 // maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
 // appended again after the cut are dirty.
 //
@@ -48,7 +48,8 @@ import (
 // ErrTruncationBlocked that names how many readers still hold the segment.
 // A goroutine that holds Records of the segment and calls TruncateTo thus
 // gets that error after TruncateWait instead of hanging. The wait is logged
-// and counted (TruncationStats). Records on deleted segments stay valid
+// and counted (Stats.TruncationWaiting, TruncationWaits,
+// TruncationsBlocked). Records on deleted segments stay valid
 // until closed.
 //
 // An I/O error while cutting leaves the files ahead of the published state;
@@ -219,39 +220,13 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 // time a fetch response may reasonably take to send.
 const DefaultTruncateWait = 30 * time.Second
 
-// TruncationStats reports what truncations waited for (Partition.
-// TruncationStats). Cheap to read; the counts only grow.
-type TruncationStats struct {
-	// Waiting is the number of read leases (Records not yet closed, and
-	// reads in flight) of the segment a TruncateTo in progress waits for;
-	// 0 when no truncation waits.
-	Waiting int
-	// Waits counts TruncateTo calls that found readers on the segment to
-	// cut and waited for them.
-	Waits uint64
-	// Blocked counts TruncateTo calls that gave up waiting (the error
-	// wraps ErrTruncationBlocked).
-	Blocked uint64
-}
-
-// truncationStats is the partition's side of TruncationStats; its fields
-// are atomics, written by TruncateTo and read by anyone.
+// truncationStats backs the truncation fields of Stats; its fields are
+// atomics, written by TruncateTo and read by anyone.
 type truncationStats struct {
 	// waitingOn is the segment a TruncateTo waits to cut, nil otherwise.
 	waitingOn atomic.Pointer[segment.Segment]
-	// waits and blocked back TruncationStats.Waits and Blocked.
+	// waits and blocked back Stats.TruncationWaits and TruncationsBlocked.
 	waits, blocked atomic.Uint64
-}
-
-// TruncationStats reports whether a TruncateTo waits for readers right now
-// (and for how many) and how often truncations waited or gave up. It takes
-// no lock.
-func (p *Partition) TruncationStats() TruncationStats {
-	st := TruncationStats{Waits: p.truncStats.waits.Load(), Blocked: p.truncStats.blocked.Load()}
-	if seg := p.truncStats.waitingOn.Load(); seg != nil {
-		st.Waiting, _ = seg.ReadLeases()
-	}
-	return st
 }
 
 // lockForTruncateLocked takes seg's exclusive lease for a cut, waiting for

@@ -10,8 +10,9 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/segment"
+	"github.com/partlog/partlog/internal/segment"
 )
 
 // Transactions: what Kafka's log layer keeps for transactional producers
@@ -219,7 +220,7 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 	p.txn.buf = buf
 	bt := batch.Batch(buf)
 	if p.cfg.LogAppendTime {
-		bt.SetLogAppendTime(now)
+		batchaccess.SetLogAppendTime(bt, now)
 	}
 	if err := p.appendLocked(bt, nil); err != nil {
 		p.mu.Unlock()

@@ -5,10 +5,10 @@
 // opens in Kafka's tools.
 //
 // A partition (package log) is a directory of segments; it appends to the
-// last one (the active segment), rolls to a new one when ShouldRoll says
-// so, seals the old one, and removes whole segments for retention. This
+// last one (the active segment), rolls to a new one when it is full,
+// seals the old one, and removes whole segments for retention. This
 // package is the single segment: append, lookup by offset and by time,
-// read, recover, truncate, seal, delete.
+// read, recover, truncate, seal.
 //
 // # Files
 //
@@ -37,13 +37,12 @@
 // when a batch starts past the first IndexIntervalBytes); lookups verify
 // the entry they use against the .log and scan from the start if it does
 // not match. The transaction index is not a hint: it lists the aborted
-// transactions whose ABORT marker lies in the segment (AppendAbortedTxn,
-// CollectAbortedTxns), is created with its first entry, and is cut by
-// TruncateTo and Recover, renamed by ChangeSuffix and removed with the
-// segment's other files; the log package rebuilds its entries when it
+// transactions whose ABORT marker lies in the segment (AbortedTxns; the
+// partition writes it), is created with its first entry, and is cut by
+// TruncateTo and Recover; the log package rebuilds its entries when it
 // replays a log. Every close, seal, recovery and rebuild ends the time index
-// with a final entry for the segment's largest timestamp, so OpenClean,
-// for a log shut down cleanly, takes the largest timestamp from it
+// with a final entry for the segment's largest timestamp, so a partition
+// that was shut down cleanly takes the largest timestamp from it
 // without reading batches after it. Details of the formats: packages
 // batch and index.
 //
@@ -62,8 +61,8 @@
 // a copy, and WriteTo sends them with sendfile. An active segment maps
 // Config.MaxSegmentBytes (its window, which appends fill); a sealed one
 // maps only its file's length: Open maps the file, Seal and a cutting
-// Recover unmap the pages past the end, Unseal (and TruncateTo of a sealed
-// segment) maps the window anew, keeping the old mapping until the
+// Recover unmap the pages past the end, TruncateTo of a sealed
+// segment maps the window anew, keeping the old mapping until the
 // segment is released. So a process with many segments takes address
 // space for their bytes only (100 segments at Kafka's 1 GiB default: 1 GiB
 // plus their files, not 100 GiB), and a file cut to a shorter length is
@@ -77,7 +76,7 @@
 //
 // A mapped page the kernel cannot read (a media error) or that lies past
 // the end of a file cut behind the segment's back raises SIGBUS. Every
-// method that reads the mapped .log or indexes (Translate, Read,
+// method that reads the mapped .log or indexes (Read, Batches,
 // FindOffsetByTimestamp, WriteTo, Append, TruncateTo, Recover, Open) runs
 // under a fault guard (runtime/debug.SetPanicOnFault and a deferred
 // recover, package internal/mmap): the fault becomes an error wrapping
@@ -87,9 +86,9 @@
 // on those pages still kills the process; WriteTo (sendfile, or a guarded
 // write) reports it as an error instead.
 //
-// Lookups follow Kafka: Translate (offset index floor, then batch headers
-// forward to the first batch whose last offset is >= the target), Read
-// (whole batches from there, within maxBytes and below a visibility bound,
+// Lookups follow Kafka: Read finds the batch holding an offset (offset
+// index floor, then batch headers forward to the first batch whose last
+// offset is >= the target) and returns whole batches from there ( within maxBytes and below a visibility bound,
 // at least one batch if asked), FindOffsetByTimestamp (time index floor,
 // offset index, first batch whose maxTimestamp is >= the target, first
 // record in it with a timestamp >= the target).
@@ -102,8 +101,7 @@
 // tail (what a crash leaves: nothing valid after the damage) is told
 // apart from corruption followed by valid data with base.IsTornTail.
 // Legacy messages get their CRC-32 checked; one that frames but fails its
-// checks where no crash of partlog's can have left it (RecoverSealed, or
-// data after it), and damage that a valid legacy message follows, is
+// checks where no crash of partlog's can have left it (data after it), and damage that a valid legacy message follows, is
 // never cut: RecoverResult.Kept, ErrLegacyKept (DESIGN law 12). The search
 // for data after the damage skips the records of a damaged uncompressed
 // v2 batch (walked by their length prefixes): bytes inside its own
@@ -124,37 +122,26 @@
 // One writer and any number of readers use a Segment at the same time.
 //
 //   - Readers, from any goroutine, concurrently with each other and with
-//     Append: Translate, Read, Bytes, WriteTo, FindOffsetByTimestamp,
-//     BaseOffset, NextOffset, Size, MaxTimestamp, FirstBatchMaxTimestamp,
-//     Created, ShouldRoll, Sealed, Mapped, LogPath, AcquireRead,
-//     ReleaseRead, Pin, Unpin, IndexEntries, Resident, Ref, Unref. They
-//     take no lock against Append: Append
-//     publishes a batch by storing the new size with an atomic after the
-//     bytes and index entries are in place, and readers only look below
-//     the size they loaded (the proof is on the Segment type).
-//   - The writer, one call at a time: Append, Flush, Seal, Unseal,
-//     TruncateTo, Recover, MarkDeleted, ChangeSuffix, Close.
-//   - TruncateTo and Recover shrink the .log. They first take the
-//     exclusive lease, waiting for every read lease to be released, so a
-//     reader that holds a lease (AcquireRead ... ReleaseRead) around its
-//     reads, and for as long as it uses bytes returned by Bytes, never
-//     has them cut from under it (and never touches a mapped page past
-//     the file's end). The exclusive lease is preferred: once a
-//     truncation waits for it, new read leases wait too, so overlapping
-//     readers cannot starve it. LockForTruncate bounds that wait with a
-//     context (a *LeaseWaitError when it gives up) and TruncateToLocked
-//     cuts under the lease it took, so a caller can publish its own state
-//     between the two.
+//     Append: Read, Bytes, WriteTo, Batches, FindOffsetByTimestamp,
+//     BaseOffset, NextOffset, Size, MaxTimestamp, Sealed, LogPath,
+//     AbortedTxns, AcquireRead, ReleaseRead. They take no lock against
+//     Append: Append publishes a batch by storing the new size with an
+//     atomic after the bytes and index entries are in place, and readers
+//     only look below the size they loaded.
+//   - The writer, one call at a time: Append, Flush, Seal, TruncateTo,
+//     Recover, Close.
+//   - TruncateTo and Recover shrink the .log. They first wait for every
+//     read lease to be released, so a reader that holds a lease
+//     (AcquireRead ... ReleaseRead) around its reads, and for as long as it
+//     uses bytes returned by Bytes, never has them cut from under it (and
+//     never touches a mapped page past the file's end). Once a truncation
+//     waits, new read leases wait too, so overlapping readers cannot
+//     starve it.
 //
 // # Lifetimes
 //
-// Create and Open return a segment holding one reference, the owner's.
-// A reader that may outlive the owner's use (a fetch in flight when
-// retention deletes the segment) takes its own with Ref and drops it with
-// Unref. MarkDeleted renames the files to *.deleted at once; the last
-// Unref (Close drops the owner's) unmaps the .log, closes the files and,
-// after MarkDeleted, removes them. Bytes returned by Bytes stay valid while
-// the caller holds a reference and a read lease (or a Pin).
+// Close ends the use of the segment: the files are closed and unmapped,
+// and bytes returned by Bytes must not be used after it.
 //
 // # Open files at rest
 //
@@ -162,13 +149,21 @@
 // .log's (mapped at its length once sealed) and each index's (cut to its
 // entries once sealed, none for an empty index). Segments created or
 // opened with Config.Budget share a Budget: a sealed segment that no one
-// pins (AcquireRead, Pin, or a method running on it) may be closed while
-// more than the budget's Max are open, least recently used first, and is
-// reopened by the next method that needs its files, with an open that
-// reads no batch data (see Budget). What needs no file (BaseOffset,
-// NextOffset, Size, the timestamps, IndexEntries, Mapped) is answered from
-// memory meanwhile. The active segment, a segment marked deleted and a
-// segment whose files carry a suffix are never closed this way.
+// uses (a read lease, or a method running on it) may be closed while more
+// than the budget's Max are open, least recently used first, and is
+// reopened by the next method that needs its files. What needs no file
+// (BaseOffset, NextOffset, Size, the timestamps) is answered from memory
+// meanwhile.
+//
+// # The partition's machinery
+//
+// A partition (package log) needs more of a segment than this package
+// offers: reference counts for readers that outlive a deletion, a bounded
+// wait for readers before a truncation, the .cleaned/.swap/.deleted
+// renames of its crash protocol, roll decisions, transaction index writes.
+// Those live in the module's internal/segment package, the implementation
+// this package wraps, so that the API here is what a program that uses a
+// segment on its own can use.
 //
 // # Example
 //

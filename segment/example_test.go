@@ -36,12 +36,12 @@ func Example() {
 	}
 	fmt.Println("next offset:", s.NextOffset())
 
-	pos, info, found, _ := s.Translate(104, 0)
-	fmt.Println("offset 104 is in batch", info.BaseOffset, "-", info.LastOffset, "at position", pos, found)
+	s.AcquireRead()
+	one, _ := s.Read(104, 1, s.Size(), true)
+	fmt.Println("offset 104 is in batch", one.FirstOffset, "-", one.NextOffset-1, "at position", one.Start)
 	off, ts, found, _ := s.FindOffsetByTimestamp(2, 0)
 	fmt.Println("first record at or after t=2:", off, ts, found)
 
-	s.AcquireRead()
 	sl, _ := s.Read(101, 1<<20, s.Size(), true)
 	p, _ := s.Bytes(sl.Start, sl.End, nil)
 	fmt.Println("read", len(p), "bytes of offsets", sl.FirstOffset, "to", sl.NextOffset-1)
@@ -59,7 +59,7 @@ func Example() {
 	fmt.Println("reopened: next offset", r.NextOffset(), "max timestamp", maxTs, "at", at, "sealed", r.Sealed())
 	// Output:
 	// next offset: 105
-	// offset 104 is in batch 103 - 104 at position 85 true
+	// offset 104 is in batch 103 - 104 at position 85
 	// first record at or after t=2: 102 2 true
 	// read 162 bytes of offsets 100 to 104
 	// reopened: next offset 105 max timestamp 1001 at 104 sealed true

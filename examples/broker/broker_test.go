@@ -289,7 +289,8 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	legacy := append([]byte(nil), good...)
 	legacy[16] = 1 // magic 1
 	logAppendTime := append(batch.Batch(nil), good...)
-	logAppendTime.SetLogAppendTime(time.Now().UnixMilli()) // only the broker sets it
+	logAppendTime.SetAttributes(logAppendTime.Attributes() | batch.TimestampTypeBit) // only the broker sets it
+	logAppendTime.SetCRC()
 	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
 	require.NoError(t, bld.Add(batch.Record{Value: []byte("late"), Timestamp: time.Now().Add(2 * time.Hour).UnixMilli()}))
 	future, err := bld.Build() // past message.timestamp.after.max.ms (1 hour)

@@ -17,6 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/logaccess"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -234,7 +235,7 @@ func TestRaftStorageInstallsCompactedSnapshot(t *testing.T) {
 
 			if crash {
 				// What applySnapshot does up to the state file.
-				d, _, err := decodeSnapshotData(snap.GetData())
+				d, err := decodeSnapshotData(snap.GetData())
 				require.NoError(t, err)
 				require.NoError(t, st.saveInstall(1, 4, d))
 				require.NoError(t, part.TruncateTo(1))
@@ -361,7 +362,9 @@ func TestRaftStorageInstallsCompactedSnapshotWithProducerState(t *testing.T) {
 
 			snap, err := lst.Snapshot()
 			require.NoError(t, err)
-			d, producers, err := decodeSnapshotData(snap.GetData())
+			d, err := decodeSnapshotData(snap.GetData())
+			require.NoError(t, err)
+			producers, err := logaccess.DecodeProducerSnapshot(d.producers)
 			require.NoError(t, err)
 			require.Equal(t, point, d.offset)
 			require.Equal(t, int64(0), d.start)

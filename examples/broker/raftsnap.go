@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/logaccess"
 	"github.com/partlog/partlog/internal/vfs"
-	plog "github.com/partlog/partlog/log"
 )
 
 // Raft snapshots of a partition. A snapshot is the partition at its raft
@@ -80,12 +80,12 @@ func appendSnapshotData(dst []byte, d snapshotData) []byte {
 	return append(dst, d.records...)
 }
 
-// decodeSnapshotData decodes a raft snapshot's data, with the producer
-// state's entries.
-func decodeSnapshotData(b []byte) (snapshotData, []plog.ProducerSnapshotEntry, error) {
+// decodeSnapshotData decodes a raft snapshot's data, checking its producer
+// state.
+func decodeSnapshotData(b []byte) (snapshotData, error) {
 	var d snapshotData
 	if len(b) < snapshotHeaderLen {
-		return d, nil, fmt.Errorf("%w: snapshot data of %d bytes, want at least %d", errRaftState, len(b), snapshotHeaderLen)
+		return d, fmt.Errorf("%w: snapshot data of %d bytes, want at least %d", errRaftState, len(b), snapshotHeaderLen)
 	}
 	d.offset = int64(binary.BigEndian.Uint64(b))
 	d.start = int64(binary.BigEndian.Uint64(b[8:]))
@@ -93,28 +93,26 @@ func decodeSnapshotData(b []byte) (snapshotData, []plog.ProducerSnapshotEntry, e
 	rest := b[snapshotHeaderLen:]
 	switch {
 	case d.offset < 0:
-		return d, nil, fmt.Errorf("%w: snapshot offset %d", errRaftState, d.offset)
+		return d, fmt.Errorf("%w: snapshot offset %d", errRaftState, d.offset)
 	case d.start < 0 || d.start > d.offset:
-		return d, nil, fmt.Errorf("%w: snapshot log start %d, want 0 to its offset %d", errRaftState, d.start, d.offset)
+		return d, fmt.Errorf("%w: snapshot log start %d, want 0 to its offset %d", errRaftState, d.start, d.offset)
 	case uint64(n) > uint64(len(rest)):
-		return d, nil, fmt.Errorf("%w: snapshot at offset %d: producer state of %d bytes, %d left", errRaftState, d.offset, n, len(rest))
+		return d, fmt.Errorf("%w: snapshot at offset %d: producer state of %d bytes, %d left", errRaftState, d.offset, n, len(rest))
 	}
 	d.records = rest[n:]
 	if len(d.records) == 0 {
 		d.records = nil
 	}
 	if d.records != nil && d.start == d.offset {
-		return d, nil, fmt.Errorf("%w: snapshot at offset %d: %d bytes of records, with no log start below it", errRaftState, d.offset, len(d.records))
+		return d, fmt.Errorf("%w: snapshot at offset %d: %d bytes of records, with no log start below it", errRaftState, d.offset, len(d.records))
 	}
-	var entries []plog.ProducerSnapshotEntry
 	if n > 0 {
 		d.producers = rest[:n]
-		var err error
-		if entries, err = plog.DecodeProducerSnapshot(d.producers); err != nil {
-			return d, nil, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", errRaftState, d.offset, err)
+		if err := logaccess.CheckProducerSnapshot(d.producers); err != nil {
+			return d, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", errRaftState, d.offset, err)
 		}
 	}
-	return d, entries, nil
+	return d, nil
 }
 
 // producerSnapshot returns the bytes of the partition's producer snapshot
@@ -122,10 +120,10 @@ func decodeSnapshotData(b []byte) (snapshotData, []plog.ProducerSnapshotEntry, e
 // reads (the follower then learns only the producers of the batches it
 // copies; a warning says so).
 func (s *raftStorage) producerSnapshot() []byte {
-	path := filepath.Join(s.part.Dir(), plog.SnapshotFileName(s.snapOffset))
+	path := filepath.Join(s.part.Dir(), fmt.Sprintf("%020d.snapshot", s.snapOffset)) // Kafka's name, as the partition writes it
 	b, err := readSmallFile(s.fs, path, 1<<30)
 	if err == nil {
-		_, err = plog.DecodeProducerSnapshot(b)
+		err = logaccess.CheckProducerSnapshot(b)
 	}
 	if err != nil {
 		if s.log != nil {
@@ -166,13 +164,13 @@ func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) erro
 // empty at its offset (unless it already is); the leader's producer state
 // at the offset is restored; the install file is removed. Every step may
 // be repeated.
-func (s *raftStorage) finishInstall(d snapshotData, producers []plog.ProducerSnapshotEntry) error {
+func (s *raftStorage) finishInstall(d snapshotData) error {
 	if d.start == d.offset && (s.part.LogStartOffset() != d.offset || s.part.LogEndOffset() != d.offset) {
 		if err := s.part.TruncateFullyAndStartAt(d.offset); err != nil {
 			return fmt.Errorf("install snapshot: restart %s at %d: %w", s.part.Dir(), d.offset, err)
 		}
 	}
-	if err := s.part.RestoreProducers(d.offset, producers); err != nil {
+	if err := s.part.RestoreProducers(d.offset, d.producers); err != nil {
 		return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
 	}
 	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -196,7 +194,7 @@ func (s *raftStorage) finishInterruptedInstall(st raftState) error {
 		return fmt.Errorf("%w: %s: %d bytes, want at least 16", errRaftState, s.installPath(), len(b))
 	}
 	keep, index := int64(binary.BigEndian.Uint64(b)), binary.BigEndian.Uint64(b[8:])
-	d, producers, err := decodeSnapshotData(b[16:])
+	d, err := decodeSnapshotData(b[16:])
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.installPath(), err)
 	}
@@ -212,7 +210,7 @@ func (s *raftStorage) finishInterruptedInstall(st raftState) error {
 			}
 		}
 	case st.snapIndex == index && st.snapOffset == d.offset && s.part.LogEndOffset() <= d.offset:
-		return s.finishInstall(d, producers)
+		return s.finishInstall(d)
 	}
 	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", s.installPath(), err)

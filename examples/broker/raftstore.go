@@ -627,7 +627,7 @@ func (s *raftStorage) region(from, to int64) ([]byte, error) {
 // snapshot offset without records, the leader's log start with them) are
 // deleted once the high watermark reaches it (setCommitted).
 func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
-	d, producers, err := decodeSnapshotData(snap.GetData())
+	d, err := decodeSnapshotData(snap.GetData())
 	if err != nil {
 		return err
 	}
@@ -669,7 +669,7 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 		return err
 	}
 	s.ents, s.end = nil, off
-	return s.finishInstall(d, producers)
+	return s.finishInstall(d)
 }
 
 // appendRegion appends the batches of a snapshot's records that lie past

@@ -17,6 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/logaccess"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -198,9 +199,9 @@ func TestRaftStorageIsThePartition(t *testing.T) {
 // offset the log restarts at and producer 7's state below it (its last
 // batch: sequences 0-4 at offsets off-5 to off-1).
 func producerSnapshotData(off int64) snapshotData {
-	entries := []plog.ProducerSnapshotEntry{{ProducerID: 7, ProducerEpoch: 0, LastSequence: 4, LastOffset: off - 1,
+	entries := []logaccess.ProducerSnapshotEntry{{ProducerID: 7, ProducerEpoch: 0, LastSequence: 4, LastOffset: off - 1,
 		OffsetDelta: 4, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}}
-	return snapshotData{offset: off, start: off, producers: plog.AppendProducerSnapshot(nil, entries)}
+	return snapshotData{offset: off, start: off, producers: logaccess.AppendProducerSnapshot(nil, entries)}
 }
 
 // producerRetry is producer 7's batch of sequences 0-4 (five records).
@@ -361,7 +362,9 @@ func TestRaftSnapshotCarriesProducerState(t *testing.T) {
 	st.snapOffset = part.SegmentInfos()[1].BaseOffset
 	snap, err := st.Snapshot()
 	require.NoError(t, err)
-	d, producers, err := decodeSnapshotData(snap.GetData())
+	d, err := decodeSnapshotData(snap.GetData())
+	require.NoError(t, err)
+	producers, err := logaccess.DecodeProducerSnapshot(d.producers)
 	require.NoError(t, err)
 	assert.Equal(t, st.snapOffset, d.offset)
 	require.Len(t, producers, 1)
@@ -371,9 +374,9 @@ func TestRaftSnapshotCarriesProducerState(t *testing.T) {
 
 	damaged := append([]byte(nil), snap.GetData()...)
 	damaged[snapshotHeaderLen+len(d.producers)-1] ^= 1
-	_, _, err = decodeSnapshotData(damaged)
+	_, err = decodeSnapshotData(damaged)
 	assert.ErrorIs(t, err, errRaftState, "a damaged producer state is refused")
-	_, _, err = decodeSnapshotData([]byte{1, 2})
+	_, err = decodeSnapshotData([]byte{1, 2})
 	assert.ErrorIs(t, err, errRaftState)
 }
 

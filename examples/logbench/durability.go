@@ -19,6 +19,10 @@ import (
 // crash.
 const cleanShutdownFile = ".kafka_cleanshutdown"
 
+// recoveryPointFile is Kafka's recovery point checkpoint, which a partition
+// opened alone keeps in its directory.
+const recoveryPointFile = "recovery-point-offset-checkpoint"
+
 // fillLog writes about size bytes of 16 KiB batches into a new partition in
 // dir and closes it cleanly. Timestamps grow batch by batch, as a
 // producer's wall clock does (reopenNonGrowing measures constant ones).
@@ -103,7 +107,7 @@ func (b *bench) reopenAndRecover() error {
 		return err
 	}
 	unclean, err := b.best(func() (time.Duration, error) {
-		for _, name := range []string{cleanShutdownFile, plog.RecoveryPointCheckpointFile} {
+		for _, name := range []string{cleanShutdownFile, recoveryPointFile} {
 			if err := os.Remove(filepath.Join(large, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return 0, err
 			}

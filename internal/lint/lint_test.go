@@ -65,8 +65,21 @@ type pkgInfo struct {
 	testSupport bool   // the last element ends in "test" (log/logtest)
 }
 
+// internalLayers places internal packages that hold a public package's
+// machinery on that package's layer: internal/segment is the segment
+// implementation behind the small public segment package.
+var internalLayers = map[string]string{
+	"internal/segment": "segment",
+	"internal/index":   "index",
+}
+
 func (p pkgInfo) layer() (string, int) {
 	top, _, _ := strings.Cut(p.rel, "/")
+	for dir, layer := range internalLayers {
+		if under(p.rel, dir) {
+			top = layer
+		}
+	}
 	r, ok := layers[top]
 	if !ok {
 		return top, -1

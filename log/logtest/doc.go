@@ -57,13 +57,13 @@
 //
 // # Crashes
 //
-// The model also tracks the synced prefix: [Model.SyncedEnd] is the end of
+// The model also tracks the synced prefix,
 // the batches a crash must keep (moved by [Model.Sync], by every append
 // when [Model.SyncEveryAppend] mirrors Config.FlushMessages == 1, and by
 // TruncateTo and DeleteRecordsBefore, which flush). After a simulated
 // crash (for example a crash clone of an in-memory filesystem) reopen the
 // partition and call [Model.Crash] with its log end offset and high
-// watermark: it fails unless the log ends in [SyncedEnd, LogEndOffset] on a
+// watermark: it fails unless the log ends between that synced end and LogEndOffset, on a
 // batch boundary, and cuts the model there, so that Check then compares
 // the recovered partition byte for byte:
 //

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -84,19 +85,19 @@ func NewModel(start int64, manualHighWatermark bool) *Model {
 	return &Model{ManualHighWatermark: manualHighWatermark, logStart: start, hw: start, next: start, synced: start, keptBelow: start}
 }
 
-// SyncedEnd returns the end of the synced prefix: every batch below it
+// syncedEnd returns the end of the synced prefix: every batch below it
 // survives a crash. It moves to the log end on Sync, on every append under
 // SyncEveryAppend, and after TruncateTo and DeleteRecordsBefore (which
 // flush); the partition may have flushed more (on roll, by FlushMessages
 // or FlushInterval), so after a crash the log ends anywhere in
-// [SyncedEnd, LogEndOffset].
-func (m *Model) SyncedEnd() int64 { return m.synced }
+// [syncedEnd, LogEndOffset].
+func (m *Model) syncedEnd() int64 { return m.synced }
 
 // Sync mirrors Partition.Sync: everything appended is durable.
 func (m *Model) Sync() { m.synced = m.next }
 
 // Crash mirrors a crash and reopen that found the log ending at end: the
-// batches at or past end are gone. end must lie in [SyncedEnd,
+// batches at or past end are gone. end must lie in [syncedEnd,
 // LogEndOffset] on a batch boundary (or be the log start offset of an
 // empty log), else an error says which guarantee was broken. In a log with
 // offset gaps (Append) a boundary is any offset from a kept batch's next
@@ -214,7 +215,7 @@ func (m *Model) AppendBatch(producer []byte, base int64) error {
 		maxTs = max(maxTs, rec.Timestamp)
 	}
 	if stored.MaxTimestamp() != maxTs {
-		stored.SetMaxTimestamp(maxTs)
+		batchaccess.SetMaxTimestamp(stored, maxTs)
 		stored.SetCRC()
 	}
 	return m.Append(stored)

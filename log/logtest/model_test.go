@@ -24,7 +24,7 @@ func TestModelCrash(t *testing.T) {
 		return m
 	}
 	if got := build().SyncedEnd(); got != 3 {
-		t.Fatalf("SyncedEnd %d, want 3", got)
+		t.Fatalf("syncedEnd %d, want 3", got)
 	}
 	for _, c := range []struct {
 		end int64
@@ -47,6 +47,6 @@ func TestModelCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.SyncedEnd() != 10 {
-		t.Fatalf("SyncEveryAppend: SyncedEnd %d, want 10", m.SyncedEnd())
+		t.Fatalf("SyncEveryAppend: syncedEnd %d, want 10", m.SyncedEnd())
 	}
 }

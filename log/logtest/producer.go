@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/logaccess"
+	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -230,7 +232,7 @@ func (m *Model) ReloadProducers(p *plog.Partition) error {
 	}
 	var offs []int64
 	for _, n := range names {
-		digits, ok := strings.CutSuffix(n, plog.SnapshotSuffix)
+		digits, ok := strings.CutSuffix(n, segment.SnapshotSuffix)
 		if !ok || len(digits) != 20 {
 			continue
 		}
@@ -240,7 +242,7 @@ func (m *Model) ReloadProducers(p *plog.Partition) error {
 	}
 	slices.Sort(offs)
 	for i := len(offs) - 1; i >= 0; i-- {
-		f, err := fsys.Open(filepath.Join(dir, plog.SnapshotFileName(offs[i])))
+		f, err := fsys.Open(filepath.Join(dir, segment.FileName(offs[i], segment.SnapshotSuffix)))
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)
 		}
@@ -249,7 +251,7 @@ func (m *Model) ReloadProducers(p *plog.Partition) error {
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)
 		}
-		if _, err := plog.DecodeProducerSnapshot(data); err != nil {
+		if err := logaccess.CheckProducerSnapshot(data); err != nil {
 			continue // the partition skips a corrupt snapshot too
 		}
 		m.prodHorizon, m.prodUnknown = offs[i], false

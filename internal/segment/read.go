@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/mmap"
 )
 

@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package batch
+package crc32c
 
 import "golang.org/x/sys/cpu"
 

@@ -138,8 +138,8 @@ func (idx *OffsetIndex) BaseOffset() int64 { return idx.x.base }
 // Path returns the file's current path.
 func (idx *OffsetIndex) Path() string { return idx.x.Path() }
 
-// SizeInBytes returns the bytes the entries take: Entries()*OffsetEntrySize.
-func (idx *OffsetIndex) SizeInBytes() int64 { return idx.x.entries.Load() * OffsetEntrySize }
+// sizeInBytes returns the bytes the entries take: Entries()*OffsetEntrySize.
+func (idx *OffsetIndex) sizeInBytes() int64 { return idx.x.entries.Load() * OffsetEntrySize }
 
 // TruncateTo drops every entry whose offset is >= offset; an offset above
 // the last entry's changes nothing (Kafka's truncateTo). The dropped bytes

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/vfs"
 )

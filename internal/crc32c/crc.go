@@ -1,4 +1,4 @@
-package batch
+package crc32c
 
 import (
 	"math/bits"
@@ -6,15 +6,14 @@ import (
 	"github.com/klauspost/crc32"
 )
 
-// CRC-32C of batches. Every checksum of this package goes through
-// updateCRC: on amd64 with AVX-512 and VPCLMULQDQ, inputs of at least
-// foldMinLen bytes are folded 256 bytes at a time with carry-less
-// multiplies (crc_amd64.s), about twice the speed of the SSE 4.2 CRC32
-// instruction loop klauspost/crc32 (and the standard library) use for
-// CRC-32C; the rest, and every other machine, use klauspost/crc32.
+// Table is the CRC-32C table, shared by every checksum in the module.
+var Table = crc32.MakeTable(crc32.Castagnoli)
 
-// updateCRC is crc32.Update(crc, castagnoli, p).
-func updateCRC(crc uint32, p []byte) uint32 {
+// castagnoli is Table under the name the folding code's comments use.
+var castagnoli = Table
+
+// Update is crc32.Update(crc, Table, p).
+func Update(crc uint32, p []byte) uint32 {
 	if useFold && len(p) >= foldMinLen {
 		n := len(p) &^ 63
 		s := foldCRC(^crc, p[:n], &foldConsts)
@@ -73,3 +72,15 @@ var foldConsts = func() (k [10]uint64) {
 	}
 	return k
 }()
+
+// UpdateSmall is Update for a few bytes (a batch header's 40 checksummed
+// bytes): one table lookup a byte, the reflected CRC-32C with the same pre-
+// and post-inversion, written out so that p does not escape (a header copy
+// on the caller's stack stays there).
+func UpdateSmall(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	for _, v := range p {
+		crc = Table[byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
+}

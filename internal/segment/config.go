@@ -21,7 +21,7 @@ const (
 )
 
 // Config holds a segment's settings. The zero value means Kafka's defaults;
-// call EnsureDefaults (Create and Open do) to fill them in.
+// Create and Open fill them in (ensureDefaults).
 type Config struct {
 	// IndexIntervalBytes is index.interval.bytes (default 4096): an append
 	// adds an offset (and maybe a time) index entry when more than this
@@ -50,8 +50,8 @@ type Config struct {
 	Budget *Budget
 }
 
-// EnsureDefaults replaces zero fields with Kafka's defaults.
-func (c *Config) EnsureDefaults() {
+// ensureDefaults replaces zero fields with Kafka's defaults.
+func (c *Config) ensureDefaults() {
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
 	}

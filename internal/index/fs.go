@@ -19,14 +19,10 @@ type FS = vfs.FS
 // other call. Sync makes the written data durable (fdatasync); Preallocate
 // reserves space without changing the size where the platform allows it
 // (a no-op is a valid implementation); Fd returns the operating-system
-// descriptor, which is mapped (mmap) and used for sendfile, or InvalidFd
+// descriptor, which is mapped (mmap) and used for sendfile, or -1
 // for a file that has none, which is then read and written with ReadAt
 // and WriteAt.
 type File = vfs.File
-
-// InvalidFd is what File.Fd returns for a file without an
-// operating-system descriptor (an in-memory file).
-const InvalidFd = vfs.InvalidFd
 
 // OSFS returns the operating system's filesystem, the one a nil FS stands
 // for: what an FS of the importer's own wraps to count, delay or fail some

@@ -120,8 +120,8 @@ func (idx *TimeIndex) BaseOffset() int64 { return idx.x.base }
 // Path returns the file's current path.
 func (idx *TimeIndex) Path() string { return idx.x.Path() }
 
-// SizeInBytes returns the bytes the entries take: Entries()*TimeEntrySize.
-func (idx *TimeIndex) SizeInBytes() int64 { return idx.x.entries.Load() * TimeEntrySize }
+// sizeInBytes returns the bytes the entries take: Entries()*TimeEntrySize.
+func (idx *TimeIndex) sizeInBytes() int64 { return idx.x.entries.Load() * TimeEntrySize }
 
 // TruncateTo drops every entry whose offset is >= offset; an offset above
 // the last entry's changes nothing (Kafka's truncateTo). Entries' offsets

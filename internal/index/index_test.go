@@ -357,7 +357,7 @@ func TestLifecycle(t *testing.T) {
 		}
 		require.NoError(t, idx.Flush())
 		require.NoError(t, idx.SanityCheck())
-		require.Equal(t, int64(40), idx.SizeInBytes(), "SizeInBytes = %d", idx.SizeInBytes())
+		require.Equal(t, int64(40), idx.sizeInBytes(), "sizeInBytes = %d", idx.sizeInBytes())
 
 		// Seal: trim, full, then re-activate with Resize.
 		require.NoError(t, idx.TrimToValidSize())

@@ -1,7 +1,7 @@
 package segment
 
 import (
-	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/vfs"
 )
 

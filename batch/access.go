@@ -1,0 +1,16 @@
+package batch
+
+import "github.com/partlog/partlog/internal/batchaccess"
+
+// The operations only the partition uses are reached through
+// internal/batchaccess, not batch's API (see that package).
+func init() {
+	batchaccess.ValidateTimes = func(b []byte) (batchaccess.TimeRange, error) { return Batch(b).validateTimes() }
+	batchaccess.SetLogAppendTime = func(b []byte, ts int64) { Batch(b).setLogAppendTime(ts) }
+	batchaccess.AppendEmptyBatch = func(dst, b []byte) []byte { return appendEmptyBatch(dst, Batch(b)) }
+	batchaccess.FrameEntry = frameEntry
+}
+
+// timeRange is the range of a batch's record timestamps
+// (batchaccess.TimeRange): what validateTimes finds.
+type timeRange = batchaccess.TimeRange

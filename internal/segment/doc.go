@@ -1,0 +1,16 @@
+// Package segment is the implementation of one segment of a partition log,
+// the machinery behind the public package
+// github.com/partlog/partlog/segment (whose package documentation
+// describes the files, reads, recovery, concurrency and lifetimes).
+//
+// The public package is a small facade for programs that use a segment on
+// its own. This package adds what only the partition (package log) needs:
+// reference counts (Ref, Unref), read leases and the bounded truncation
+// wait (AcquireRead, LockForTruncate, TruncateToLocked), budget pins (Pin,
+// Unpin), the file suffixes of the partition's crash protocol
+// (CreateWithSuffix, ChangeSuffix, MarkDeleted), roll decisions
+// (ShouldRoll), sealed and clean opens (RecoverSealed, OpenClean, Unseal),
+// the transaction index writes (AppendAbortedTxn, TruncateAbortedTxns,
+// FlushTxnIndex) and the header walk (Headers). It is internal so that
+// importers of the public package see what they can use.
+package segment
