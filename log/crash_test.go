@@ -207,7 +207,9 @@ func TestCrashAtEveryOp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const dir = "/kafka/every-op-0"
 	cfg := func(fs vfs.FS) plog.Config {
-		return plog.Config{FS: fs, FlushMessages: 1, SegmentBytes: 1500, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+		// The rolls' background flush runs as a step (every fifth
+		// append): one goroutine does every operation, in one order.
+		return plog.WithManualRollFlush(plog.Config{FS: fs, FlushMessages: 1, SegmentBytes: 1500, IndexIntervalBytes: 100, SegmentIndexBytes: 240})
 	}
 	var bs [][]byte
 	for i := 0; i < 30; i++ {
@@ -221,6 +223,9 @@ func TestCrashAtEveryOp(t *testing.T) {
 			_, err := p.AppendBatch(b)
 			require.NoError(t, err)
 			acked(i + 1)
+			if i%5 == 4 {
+				require.NoError(t, p.FlushRolled())
+			}
 			if i == 20 {
 				require.NoError(t, p.Sync())
 			}
