@@ -713,5 +713,16 @@ func (p *Partition) flushSealedBelowLocked(off int64) error {
 		}
 		p.mu.dirDirty = false
 	}
-	return p.setRecoveryPointLocked(off)
+	// Raise only: the background flush may have moved it past off since
+	// it was read above.
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	if off <= p.rolled.recoveryPoint {
+		return nil
+	}
+	if err := p.ckpt.write(RecoveryPointCheckpointFile, off, true); err != nil {
+		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
+	}
+	p.rolled.recoveryPoint = off
+	return nil
 }
