@@ -457,20 +457,16 @@ func (p *Partition) Roll() error {
 const rollForced = segment.RollNone
 
 // rollLocked seals the active segment and makes a new segment at newBase
-// (the log end offset) the active one. On failure the old segment stays
+// (the log end offset) the active one. It does no fsync and writes no
+// checkpoint: the flush of the sealed segment, its producer snapshot and
+// the recovery point at newBase are left to the background
+// (noteRolledLocked, durability.go). On failure the old segment stays
 // active. REQUIRES: mu held.
 func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	snap := p.segs.Load()
 	old := snap.active()
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
-	}
-	// Flush what the new segment will follow (Kafka flushes on roll):
-	// afterwards the recovery point can move to newBase, and a crash never
-	// leaves a torn tail in a sealed segment.
-	if err := p.flushLocked(); err != nil {
-		p.failLocked(fmt.Errorf("partlog/log: roll %s: %w", p.dir, err))
-		return p.mu.failed
 	}
 	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
 	if err != nil {
@@ -487,25 +483,8 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := p.replaceSegmentsLocked(append(list, seg)); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
-	// The checkpoint's directory fsync also makes the new segment's
-	// entry durable. A failure keeps the older recovery point (safe).
-	// In a Dir the checkpoint is at the root, whose fsync does not cover
-	// the partition directory: sync it here, as the file beside it would.
-	if p.inDir {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
-			p.logger.Warn("partlog/log: roll: directory sync failed; the next flush retries it", "dir", p.dir, "err", err)
-		} else {
-			p.mu.dirDirty = false
-		}
-	}
-	if p.mu.recoveryPoint != newBase {
-		if err := p.setRecoveryPointLocked(newBase); err != nil {
-			p.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", p.dir, "err", err)
-		} else if !p.inDir {
-			p.mu.dirDirty = false
-		}
-	}
 	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
+	p.noteRolledLocked(newBase)     // the flush, in the background
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

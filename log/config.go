@@ -190,6 +190,11 @@ type Config struct {
 	// elapses TruncateTo changes nothing and returns ErrTruncationBlocked.
 	// Default DefaultTruncateWait. Not a Kafka setting.
 	TruncateWait time.Duration
+
+	// manualRollFlush leaves the flush a roll schedules in the background
+	// to the caller (flushRolled): tests set it (export_test.go) to walk
+	// the filesystem operations in a fixed order.
+	manualRollFlush bool
 }
 
 // ensureDefaults replaces every zero field with Kafka's default and returns

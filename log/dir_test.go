@@ -409,8 +409,11 @@ func TestOpenDirParallel(t *testing.T) {
 		}
 	}
 	var snaps []map[plog.TopicPartition][4]int64
+	// One crash (the rolls' background flushes may still be running: the
+	// live directory changes), recovered twice from copies of it.
+	state := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: 7})
 	for _, threads := range []int{1, 2} {
-		crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: 7})
+		crashed := state.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
 		c := cfg
 		c.Config.FS = crashed
 		c.RecoveryThreads = threads
@@ -551,6 +554,12 @@ func TestDirRollSyncsPartitionDir(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Len(t, p.SegmentInfos(), 4)
+	// The rolls' flush runs in the background (on the Dir's flush
+	// scheduler); once it ran, the sealed segments and their entries in
+	// the partition directory are durable, and the recovery point (in the
+	// root file, whose fsync does not cover the partition directory)
+	// names the last of them.
+	require.NoError(t, p.FlushRolled())
 	crashed := mem.CrashClone(vfs.CrashOptions{})
 	cfg.Config.FS = crashed
 	cfg.Config.Recovery = plog.StrictRecovery{AllowTornTail: true}

@@ -11,11 +11,14 @@ import (
 // hands the due ones to at most workers goroutines (Kafka's one flush
 // scheduler per log manager, instead of a goroutine per partition). A
 // partition is flushed, then due again one interval after that flush
-// ended; a closed partition is dropped when it comes due.
+// ended; a closed partition is dropped when it comes due. The same
+// workers run the background flush a roll leaves (flushNow, then
+// Partition.flushRolled), due at once, so that a Dir's rolls never run
+// more flushes at a time than it has workers.
 type flushScheduler struct {
 	workers int
-	// work carries due partitions to the workers.
-	work chan *Partition
+	// work carries due entries to the workers.
+	work chan flushEntry
 	// wake interrupts the scheduler's wait when an earlier partition was
 	// added; stop ends it.
 	wake, stop chan struct{}
@@ -29,18 +32,27 @@ type flushScheduler struct {
 
 // newFlushScheduler starts a scheduler with workers workers (at least 1).
 func newFlushScheduler(workers int) *flushScheduler {
-	s := &flushScheduler{workers: max(workers, 1), work: make(chan *Partition),
+	s := &flushScheduler{workers: max(workers, 1), work: make(chan flushEntry),
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.wg.Go(s.run)
 	for range s.workers {
 		s.wg.Go(func() {
-			for p := range s.work {
-				p.periodicFlush()
-				s.schedule(p)
+			for e := range s.work {
+				if e.roll {
+					_ = e.p.flushRolled() // a failure fails the partition (logged)
+					continue
+				}
+				e.p.periodicFlush()
+				s.schedule(e.p)
 			}
 		})
 	}
 	return s
+}
+
+// flushNow makes p's background flush after a roll due at once.
+func (s *flushScheduler) flushNow(p *Partition) {
+	s.push(flushEntry{at: time.Now(), p: p, roll: true})
 }
 
 // add schedules p's first flush one FlushInterval from now (nothing
@@ -56,9 +68,15 @@ func (s *flushScheduler) schedule(p *Partition) {
 	if p.closed.Load() {
 		return
 	}
+	s.push(flushEntry{at: time.Now().Add(p.cfg.FlushInterval), p: p})
+}
+
+// push adds e to the due entries and wakes the scheduler when e comes
+// first.
+func (s *flushScheduler) push(e flushEntry) {
 	s.mu.Lock()
-	heap.Push(&s.due, flushEntry{at: time.Now().Add(p.cfg.FlushInterval), p: p})
-	first := s.due[0].p == p
+	heap.Push(&s.due, e)
+	first := s.due[0] == e
 	s.mu.Unlock()
 	if first {
 		select {
@@ -75,18 +93,18 @@ func (s *flushScheduler) run() {
 	defer timer.Stop()
 	for {
 		s.mu.Lock()
-		var next *Partition
+		var next flushEntry
 		wait := time.Hour
 		if len(s.due) > 0 {
 			if d := time.Until(s.due[0].at); d <= 0 {
-				next = heap.Pop(&s.due).(flushEntry).p
+				next = heap.Pop(&s.due).(flushEntry)
 			} else {
 				wait = d
 			}
 		}
 		s.mu.Unlock()
-		if next != nil {
-			if next.closed.Load() {
+		if next.p != nil {
+			if next.p.closed.Load() {
 				continue
 			}
 			select {
@@ -112,10 +130,12 @@ func (s *flushScheduler) close() {
 	s.wg.Wait()
 }
 
-// flushEntry is a partition due for a flush at at.
+// flushEntry is a partition due for a flush at at: its FlushInterval
+// flush, or (roll) the background flush after a roll.
 type flushEntry struct {
-	at time.Time
-	p  *Partition
+	at   time.Time
+	p    *Partition
+	roll bool
 }
 
 // flushHeap is a min-heap of flushEntry by due time (container/heap).

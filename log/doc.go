@@ -86,11 +86,19 @@
 // and Config.FlushInterval (flush.ms):
 //
 //   - Kafka's default (both 0): appends are written to the page cache and
-//     acknowledged; they become durable at the next Sync, roll (the sealed
-//     segment is flushed before the next one starts), TruncateTo,
-//     DeleteRecordsBefore or Close. A crash (power loss, kernel panic) may
-//     lose any suffix of what was appended since; a process crash loses
-//     nothing the kernel accepted.
+//     acknowledged; they become durable at the next Sync, TruncateTo,
+//     DeleteRecordsBefore or Close, or when a roll's background flush of
+//     the segment it sealed completes. A crash (power loss, kernel panic)
+//     may lose any suffix of what was appended since; a process crash
+//     loses nothing the kernel accepted.
+//   - A roll does no fsync and writes no checkpoint under the partition's
+//     lock: the flush of the sealed segment, its producer snapshot and the
+//     recovery point at the new segment's base are done in the background
+//     (a goroutine; in a Dir, the Dir's flush scheduler), without the
+//     lock, as Kafka flushes after a roll. A crash before that flush may
+//     cut sealed segments above the recovery point short; Open then cuts
+//     the log at the first one that ends early and removes the later ones
+//     (what remains is a prefix; see docs/crash-safety.md, "Rolls").
 //   - FlushMessages == 1, per-append durability: AppendBatch and
 //     AppendAssigned return only after an fdatasync of the .log covered
 //     the batch. Concurrent appenders share fdatasyncs (group commit: one
@@ -477,9 +485,10 @@
 // path; control batches end the producer's open transaction.
 //
 // The state is stored in Kafka's <offset>.snapshot files (version 1,
-// docs/format.md): written at every roll for the new segment's base
-// (fsynced by the next Sync, periodic flush or Close, outside the lock; a
-// torn one is skipped), at Close and after a recovery (fsynced);
+// docs/format.md): taken at every roll for the new segment's base and
+// written, fsynced, once the segments below it are durable (by the roll's
+// background flush or the next Sync, periodic flush or Close; a torn one
+// is skipped), at Close and after a recovery (fsynced);
 // removed below the log start with their segments and past the new end by
 // TruncateTo, which then reloads the state. Open loads the newest snapshot
 // at or below the log end that decodes (a corrupt one is skipped with a
@@ -557,8 +566,10 @@
 // and keep their offset checkpoints as entries of the root files (one file
 // write covers the entries of every partition that changed at once). A
 // partition of a Dir behaves as one opened alone otherwise: the same
-// durability, recovery and directory checks; roll syncs the partition
-// directory itself, since the checkpoint it writes is at the root.
+// durability, recovery and directory checks; a roll's background flush
+// (run by the Dir's flush scheduler workers, like the FlushInterval
+// flushes) syncs the partition directory itself, since the checkpoint it
+// writes is at the root.
 // OpenDir loads RecoveryThreads partitions at once (Kafka's
 // num.recovery.threads.per.data.dir) and logs its progress at INFO; a
 // partition that fails to load fails OpenDir.

@@ -3,7 +3,10 @@ package log
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/internal/segment"
@@ -22,9 +25,22 @@ import (
 //     DisableAutoHighWatermark, the high watermark. TruncateTo and
 //     DeleteRecordsBefore flush the same way under mu alone (flushLocked)
 //     before their changes become durable.
-//   - A roll flushes the segment it seals and persists the recovery point
-//     at the new segment's base before the new segment takes appends
-//     (Kafka flushes on roll too, asynchronously).
+//   - A roll does no fsync and writes no checkpoint under mu: it seals
+//     the segment, creates the next one, notes the new base (rollTarget)
+//     and the producer snapshot bytes, and schedules a background flush
+//     (flushRolled; Kafka flushes on roll asynchronously too). That flush
+//     runs under flushMu without mu: it fsyncs the sealed segments' files
+//     through handles of its own, syncs the directory, writes the
+//     snapshots, then raises the recovery point to the new base, each
+//     checkpoint and snapshot write under rolled.ckptMu and only while
+//     no truncation happened since the roll (TruncateTo and
+//     TruncateFullyAndStartAt count themselves before they cut, and
+//     lower the recovery point under ckptMu after it). Until it ran, a
+//     crash may leave sealed segments above the recovery point cut
+//     short; Open recovers them in order and cuts the log at the first
+//     one that ends early (recoverSegments). Compaction, retention and a
+//     follower's roll across an offset gap first make the segments they
+//     rely on durable (flushSealedBelowLocked).
 //   - Under FlushMessages == 1 an append writes under mu, notes its write
 //     sequence number, releases mu, and waits in groupSync for an
 //     fdatasync of the .log that started after its write: one syncer at a
@@ -247,7 +263,6 @@ func (p *Partition) failLocked(err error) {
 func (p *Partition) Sync() error {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -276,6 +291,12 @@ func (p *Partition) fullFlushLocked() error {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
+	// What a roll left to the background is done now: every segment is
+	// flushed, so its snapshots may be written.
+	p.mu.rollTarget = 0
+	if err := p.writeRollSnapshotsLocked(); err != nil {
+		return err
+	}
 	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
@@ -294,22 +315,25 @@ func (p *Partition) fullFlushLocked() error {
 // setRecoveryPointLocked persists the recovery point: every byte below
 // offset is durable (or, when lowering it, may be rewritten). A failed
 // write keeps the older value, which is still safe when raising it; a
-// failed lowering fails the partition. REQUIRES: mu held.
+// failed lowering fails the partition. REQUIRES: mu held, rolled.ckptMu
+// not held.
 func (p *Partition) setRecoveryPointLocked(offset int64) error {
-	if offset == p.mu.recoveryPoint {
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	if offset == p.rolled.recoveryPoint {
 		return nil
 	}
 	// Raising it is lazy: a crash that loses the new value leaves the
 	// older one, which only makes recovery read more.
-	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, offset > p.mu.recoveryPoint); err != nil {
+	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, offset > p.rolled.recoveryPoint); err != nil {
 		err = fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
-		if offset < p.mu.recoveryPoint {
+		if offset < p.rolled.recoveryPoint {
 			p.failLocked(err)
 			return p.mu.failed
 		}
 		return err
 	}
-	p.mu.recoveryPoint = offset
+	p.rolled.recoveryPoint = offset
 	return nil
 }
 
@@ -366,7 +390,6 @@ func (p *Partition) runFlusher(interval time.Duration) {
 func (p *Partition) periodicFlush() {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
@@ -385,4 +408,321 @@ func (p *Partition) stopFlusher() {
 			<-p.flusher.done
 		}
 	})
+}
+
+// rolledWork is what rolls leave to the background: the flush of the
+// segments they sealed, the producer snapshots they took and the recovery
+// point at the newest segment's base (flushRolled).
+type rolledWork struct {
+	// ckptMu serializes the writes of the recovery point checkpoint and
+	// of the roll snapshots with everything that lowers the recovery
+	// point or removes snapshots (setRecoveryPointLocked,
+	// removeSnapshots). Lock order: flushMu, mu, then ckptMu; the
+	// background flush takes it holding flushMu but not mu.
+	ckptMu sync.Mutex
+	// recoveryPoint is the offset last persisted in the recovery point
+	// checkpoint (-1 when there is none). Guarded by ckptMu.
+	recoveryPoint int64
+	// snapshotRemovals counts removeSnapshots calls; written under
+	// ckptMu. A roll snapshot taken before a removal is never written.
+	snapshotRemovals atomic.Uint64
+	// wg counts the background flush goroutines of a partition alone;
+	// Close waits for them.
+	wg sync.WaitGroup
+	// sched is the Dir's flush scheduler, which runs a Dir partition's
+	// background flushes on its workers (nil for a partition alone).
+	sched *flushScheduler
+}
+
+// rollSnapshot is a producer state snapshot a roll took (snapshot.go),
+// waiting to be written once the segments below offset are durable. It is
+// written only while the truncation count and the snapshot removal count
+// are still those of the roll.
+type rollSnapshot struct {
+	offset      int64
+	data        []byte
+	truncations uint64
+	removals    uint64
+}
+
+// noteRolledLocked records that a roll created the segment at newBase and
+// schedules the background flush of the segments below it (flushRolled):
+// a goroutine for a partition alone, the Dir's flush scheduler for a
+// partition of a Dir; none under Config's manual mode (tests run
+// flushRolled themselves). REQUIRES: mu held.
+func (p *Partition) noteRolledLocked(newBase int64) {
+	p.mu.rollTarget = newBase
+	p.mu.rollTruncations = p.truncations.Load()
+	if p.mu.rollQueued || p.cfg.manualRollFlush {
+		return
+	}
+	p.mu.rollQueued = true
+	if s := p.rolled.sched; s != nil {
+		s.flushNow(p)
+		return
+	}
+	p.rolled.wg.Add(1)
+	go func() {
+		defer p.rolled.wg.Done()
+		_ = p.flushRolled() // a failure fails the partition (logged)
+	}()
+}
+
+// flushRolled is the background half of the rolls since the last one: it
+// fsyncs the sealed segments below the newest roll's base (their .log,
+// indexes and .txnindex, through handles of its own, without mu: appends
+// go on), syncs the directory when entries changed, writes the roll
+// snapshots, and raises the recovery point to that base. A failed fsync
+// fails the partition (sticky, as any failed flush). The checkpoint and
+// snapshot writes happen under rolled.ckptMu, and only while no
+// truncation happened since the rolls: a TruncateTo that cut below the
+// base has flushed everything itself and moves the recovery point back
+// under ckptMu, so the lower value is never overwritten by an older
+// higher one. It returns nil when there is nothing to do or the
+// partition is closed. REQUIRES: flushMu and mu not held.
+func (p *Partition) flushRolled() error {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.lockWriter()
+	p.mu.rollQueued = false
+	if err := p.checkWritableLocked(); err != nil {
+		p.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	w := p.takeRolledLocked()
+	p.mu.Unlock()
+	if w.target == 0 && len(w.snapshots) == 0 {
+		return nil
+	}
+
+	var err error
+	for _, seg := range w.segs {
+		if err == nil {
+			err = p.syncSegmentFiles(seg)
+		}
+		if uerr := seg.Unref(); uerr != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
+		}
+	}
+	if err == nil && w.dirDirty {
+		err = syncDir(p.cfg.FS, p.dir)
+	}
+	wrote := false
+	if err == nil {
+		wrote = p.writeRollSnapshots(w.snapshots, w.truncations)
+		if w.target > 0 {
+			p.raiseRecoveryPoint(w.target, w.truncations)
+		}
+	}
+
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: flush after a roll %s: %w", p.dir, err))
+		return p.mu.failed
+	}
+	if wrote {
+		p.mu.dirDirty = true // the snapshots' entries, at the next flush
+	}
+	if p.truncations.Load() == w.truncations && w.target > p.mu.flushedBelow {
+		p.mu.flushedBelow = w.target
+	}
+	return nil
+}
+
+// rolled is one flushRolled run's work, taken under mu.
+type rolled struct {
+	// segs are the sealed segments to flush, each with a reference.
+	segs []*segment.Segment
+	// target is the recovery point to raise to (0: none).
+	target      int64
+	truncations uint64
+	dirDirty    bool
+	snapshots   []rollSnapshot
+}
+
+// takeRolledLocked takes the work the rolls left: when no truncation
+// happened since the newest roll and no full flush did it meanwhile, the
+// segments below its base not yet flushed (flushedBelow), the
+// directory's dirty flag and the recovery point target; and the snapshots
+// of rolls since the last truncation. REQUIRES: mu held.
+func (p *Partition) takeRolledLocked() rolled {
+	w := rolled{truncations: p.truncations.Load()}
+	if t := p.mu.rollTarget; t > p.mu.flushedBelow && p.mu.rollTruncations == w.truncations {
+		w.target = t
+		snap := p.segs.Load()
+		for _, seg := range snap.list {
+			if seg != snap.active() && seg.BaseOffset() >= p.mu.flushedBelow && seg.BaseOffset() < t {
+				seg.Ref()
+				w.segs = append(w.segs, seg)
+			}
+		}
+		// Read, not cleared: writers under mu alone (TruncateTo, for
+		// one) sync the directory themselves when it is dirty, and must
+		// not skip that while this sync is still to come. The next
+		// flush syncs it once more.
+		w.dirDirty = p.mu.dirDirty
+	}
+	p.mu.rollTarget = 0
+	for _, s := range p.mu.rollSnapshots {
+		if s.truncations == w.truncations {
+			w.snapshots = append(w.snapshots, s)
+		}
+	}
+	p.mu.rollSnapshots = nil
+	return w
+}
+
+// syncSegmentFiles fsyncs the files of the sealed segment seg (.log,
+// .index, .timeindex, .txnindex when it exists) through handles of its
+// own, without touching the segment's writer state, so that it can run
+// without mu (fdatasync of any descriptor covers the file, pages written
+// through a mapping included: docs/crash-safety.md, system assumptions 1
+// and 6). A segment whose .log is gone was deleted meanwhile and needs
+// nothing. Counted as one sync. REQUIRES: flushMu held.
+func (p *Partition) syncSegmentFiles(seg *segment.Segment) error {
+	start := time.Now()
+	defer p.stats.noteSync(start)
+	for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix} {
+		path := filepath.Join(p.dir, segment.FileName(seg.BaseOffset(), suffix))
+		f, err := p.cfg.FS.Open(path)
+		if errors.Is(err, errNotExist) {
+			if suffix == segment.LogSuffix {
+				return nil
+			}
+			continue
+		}
+		if err == nil {
+			err = f.Sync()
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("segment %d: %s: %w", seg.BaseOffset(), filepath.Base(path), err)
+		}
+	}
+	return nil
+}
+
+// writeRollSnapshots writes the roll snapshots snaps, fsynced, under
+// rolled.ckptMu, while the truncation count is still truncations and no
+// snapshot was removed since each was taken; it reports whether it wrote
+// any. Failures are logged: a snapshot only shortens a replay. REQUIRES:
+// flushMu held, mu not held; the segments below each offset are durable.
+func (p *Partition) writeRollSnapshots(snaps []rollSnapshot, truncations uint64) bool {
+	if len(snaps) == 0 {
+		return false
+	}
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	wrote := false
+	for _, s := range snaps {
+		if p.truncations.Load() != truncations || p.rolled.snapshotRemovals.Load() != s.removals {
+			continue
+		}
+		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
+			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
+			continue
+		}
+		wrote = true
+	}
+	return wrote
+}
+
+// writeRollSnapshotsLocked writes the pending roll snapshots, fsynced, and
+// syncs the directory: a full flush's part of the rolls' work, after every
+// segment was flushed. A snapshot write failure is logged; a failed
+// directory sync is returned. REQUIRES: flushMu and mu held.
+func (p *Partition) writeRollSnapshotsLocked() error {
+	snaps := p.mu.rollSnapshots
+	p.mu.rollSnapshots = nil
+	wrote := false
+	for _, s := range snaps {
+		if s.truncations != p.truncations.Load() || s.removals != p.rolled.snapshotRemovals.Load() {
+			continue
+		}
+		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
+			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
+			continue
+		}
+		wrote = true
+	}
+	if wrote {
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			p.mu.dirDirty = true
+			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
+		}
+	}
+	return nil
+}
+
+// raiseRecoveryPoint persists offset as the recovery point, under
+// rolled.ckptMu, when it raises it and no truncation happened since the
+// work was taken (truncations). A failed write is logged and keeps the
+// older value (safe: recovery reads more). REQUIRES: flushMu held, mu not
+// held; every segment below offset and the directory are durable.
+func (p *Partition) raiseRecoveryPoint(offset int64, truncations uint64) {
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	if p.truncations.Load() != truncations || offset <= p.rolled.recoveryPoint {
+		return
+	}
+	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, true); err != nil {
+		p.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", p.dir, "offset", offset, "err", err)
+		return
+	}
+	p.rolled.recoveryPoint = offset
+}
+
+// flushSealedBelowLocked makes every segment below off durable and moves
+// the recovery point up to off, under mu, when it is below: for the
+// writers that must not leave sealed segments above the recovery point
+// (compaction, whose output may end below the next segment's base;
+// retention, which raises the log start past them; a follower's roll
+// across an offset gap), since Open cuts the log at the first segment
+// above the recovery point that ends before the next one begins. off is a
+// segment base at or below the active segment's. A failed fsync fails the
+// partition; a failed checkpoint write is returned and changes nothing
+// else. REQUIRES: mu held.
+func (p *Partition) flushSealedBelowLocked(off int64) error {
+	p.rolled.ckptMu.Lock()
+	rp := p.rolled.recoveryPoint
+	p.rolled.ckptMu.Unlock()
+	if rp >= off {
+		return nil
+	}
+	snap := p.segs.Load()
+	for _, seg := range snap.list {
+		if seg == snap.active() || seg.BaseOffset() < p.mu.flushedBelow || seg.BaseOffset() >= off {
+			continue
+		}
+		if err := p.flushSegment(seg); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err))
+			return p.mu.failed
+		}
+	}
+	p.mu.flushedBelow = max(p.mu.flushedBelow, off)
+	if p.mu.dirDirty {
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
+			return p.mu.failed
+		}
+		p.mu.dirDirty = false
+	}
+	// Raise only: the background flush may have moved it past off since
+	// it was read above.
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	if off <= p.rolled.recoveryPoint {
+		return nil
+	}
+	if err := p.ckpt.write(recoveryPointCheckpointFile, off, true); err != nil {
+		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
+	}
+	p.rolled.recoveryPoint = off
+	return nil
 }

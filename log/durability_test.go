@@ -197,7 +197,9 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, r.Empty())
 			require.NoError(t, r.Close())
-			require.NoError(t, p.Close())
+			err = p.Close() // the failure again: the shutdown was not clean
+			require.ErrorIs(t, err, plog.ErrFailed)
+			require.ErrorIs(t, err, vfs.ErrInjected)
 			has, err := checkpoint.HasCleanShutdown(mem, dir)
 			require.NoError(t, err)
 			require.False(t, has, "a failed partition must not mark a clean shutdown")

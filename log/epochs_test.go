@@ -132,7 +132,9 @@ func TestLeaderEpochsCrashAtEveryOp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 13))
 	const dir = "/kafka/epoch-ops-0"
 	cfg := func(fs vfs.FS) plog.Config {
-		return plog.Config{FS: fs, StampLeaderEpoch: true, LeaderEpoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+		// The rolls' background flush runs as a step: one goroutine
+		// does every operation, in one order.
+		return plog.WithManualRollFlush(plog.Config{FS: fs, StampLeaderEpoch: true, LeaderEpoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 100, SegmentIndexBytes: 240})
 	}
 	run := func(fs vfs.FS) {
 		p, err := plog.Open(dir, cfg(fs))
@@ -148,6 +150,8 @@ func TestLeaderEpochsCrashAtEveryOp(t *testing.T) {
 				require.NoError(t, p.TruncateTo(p.LogEndOffset()-7))
 			case 26:
 				require.NoError(t, p.Sync())
+			case 10, 30:
+				require.NoError(t, p.FlushRolled())
 			}
 		}
 		require.NoError(t, p.Close())

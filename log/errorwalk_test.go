@@ -13,8 +13,9 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// TestErrorWalk runs one scenario (open, appends with rolls, a forced roll,
-// a truncation, DeleteRecords, Sync, Close) with an injected failure at
+// TestErrorWalk runs one scenario (open, appends with rolls and the
+// rolls' background flushes, a forced roll, a truncation, DeleteRecords,
+// Sync, Close) with an injected failure at
 // filesystem operation 0, then 1, 2, ... until it runs clean. Every error
 // must be the injected one (or the sticky failure that wraps it), nothing
 // may panic, and the directory must reopen into the state before or after
@@ -35,8 +36,11 @@ func TestErrorWalk(t *testing.T) {
 func errorWalk(t *testing.T, flush int64) {
 	const dir = "/data/walk-0"
 	cfg := func(fs vfs.FS) plog.Config {
-		return plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, FlushMessages: flush}
+		// The rolls' background flush runs as a step of its own (below),
+		// so that the operations come in the same order in every run.
+		return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, FlushMessages: flush})
 	}
+	noop := func(*logtest.Model) error { return nil }
 	for k := int64(0); ; k++ {
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
@@ -84,9 +88,15 @@ func errorWalk(t *testing.T, flush int64) {
 			batch.Batch(b).SetBaseOffset(before.LogEndOffset()) // what AppendBatch assigns
 			apply("append", func() error { _, err := p.AppendBatch(b); return err },
 				func(m *logtest.Model) error { return m.Append(b) })
+			if i%3 == 2 {
+				// Every third append: the flush the rolls since the last
+				// one left to the background (the others leave it to a
+				// later one, a truncation, Sync or Close).
+				apply("roll flush", p.FlushRolled, noop)
+			}
 			switch i {
 			case 8:
-				apply("roll", p.Roll, func(*logtest.Model) error { return nil })
+				apply("roll", p.Roll, noop)
 			case 14:
 				to := before.LogEndOffset() - 6
 				apply("truncate", func() error { return p.TruncateTo(to) },

@@ -53,3 +53,24 @@ var (
 	SnapshotFileName       = snapshotFileName
 	DecodeProducerSnapshot = decodeProducerSnapshot
 )
+
+// WithManualRollFlush returns cfg with the background flush after a roll
+// left to the test (FlushRolled), so that filesystem operations happen in
+// a fixed order.
+func WithManualRollFlush(cfg Config) Config {
+	cfg.manualRollFlush = true
+	return cfg
+}
+
+// FlushRolled runs the background flush the rolls since the last one left
+// (or waits for a running one and finds nothing left to do): afterwards
+// every segment sealed before the call is durable and the recovery point
+// is at the newest roll's base, unless a truncation came between.
+func (p *Partition) FlushRolled() error { return p.flushRolled() }
+
+// RecoveryPoint returns the recovery point last persisted (-1: none).
+func (p *Partition) RecoveryPoint() int64 {
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	return p.rolled.recoveryPoint
+}

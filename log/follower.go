@@ -40,6 +40,14 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 	if err := p.rollLocked(newBase, segment.RollOffsetOverflow); err != nil {
 		return err
 	}
+	// The gap before the new segment must lie below the recovery point
+	// before anything is written after it: Open cuts the log at a
+	// segment above the recovery point that ends before the next one
+	// begins (durability.go). Rare (2^31 offsets), so done now.
+	if err := p.flushSealedBelowLocked(newBase); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: roll %s across an offset gap: %w", p.dir, err))
+		return p.mu.failed
+	}
 	if newBase > end {
 		// The new, empty segment is the log's end until bt is written.
 		p.mu.end = position{Offset: newBase, SegBase: newBase, Pos: 0}

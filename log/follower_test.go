@@ -197,7 +197,9 @@ func TestAppendAssignedGapCrashAtEveryOp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	const dir = "/kafka/gap-op-0"
 	cfg := func(fs vfs.FS) plog.Config {
-		return plog.Config{FS: fs, FlushMessages: 1, SegmentBytes: 1500, IndexIntervalBytes: 100, SegmentIndexBytes: 240}
+		// Manual roll flush: one goroutine does every operation, in
+		// one order.
+		return plog.WithManualRollFlush(plog.Config{FS: fs, FlushMessages: 1, SegmentBytes: 1500, IndexIntervalBytes: 100, SegmentIndexBytes: 240})
 	}
 	var sets [][]byte
 	next := int64(0)

@@ -99,6 +99,10 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //   - a sealed segment whose batches stop before the end of the file, when
 //     it lies below the recovery point or the shutdown was clean (it was
 //     flushed whole), is refused: recovery would never read it;
+//   - after a crash, a sealed segment above the recovery point that ends
+//     before the next one's base (its unsynced tail lost: a roll leaves
+//     its flush to the background) is where recovery cuts the log; the
+//     later segments are not checked;
 //   - offsets missing between segments (a segment ends below the next
 //     one's base) are refused unless compaction explains them: the cleaner
 //     checkpoint covers them, or either segment has offset gaps of its
@@ -198,8 +202,12 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			hard = append(hard, base.CorruptionErrorf(pr.Path, pr.Framed, "size",
 				"sealed segment of %d bytes whose batches stop at byte %d (offset %d); the next segment starts at offset %d: truncated or damaged: %v",
 				pr.Size, pr.Framed, pr.Next, bases[i+1], pr.Cause))
-		default:
+		case !haveRP || pr.Next < bases[i+1]:
 			cutAt = i
+		default:
+			// Above the recovery point, batches reaching the next
+			// segment's base: recovery cuts the bytes after them and
+			// keeps the later segments (recoverSegments).
 		}
 		if cutAt < n {
 			break
@@ -216,8 +224,21 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		// Offsets missing below the log start offset are no reader's: a
 		// restart (TruncateFullyAndStartAt) removes the old segments
 		// after its commit, in any order a crash may keep.
-		explained := cleanerAt >= bases[i+1] || (haveCP && cpStart >= bases[i+1])
-		if !explained && i+1 == n-1 && probes[i+1].Start == 0 && probes[i+1].Batches == 0 {
+		belowStart := haveCP && cpStart >= bases[i+1]
+		emptyTail := i+1 == n-1 && probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		if !clean && haveRP && i >= from && !belowStart && !emptyTail {
+			// Above the recovery point: a crash after the roll that
+			// sealed this segment, before the roll's background flush,
+			// lost its unsynced tail. Recovery cuts the log there and
+			// removes the later segments, which were never promised
+			// either (recoverSegments); no compaction wrote here
+			// (compaction first moves the recovery point past what it
+			// replaces).
+			cutAt = i
+			break
+		}
+		explained := cleanerAt >= bases[i+1] || belowStart
+		if !explained && emptyTail {
 			// An empty last segment after a gap (follower.go,
 			// settleEmptyTail): the log end a follower's roll across a
 			// gap persisted, or a crash's leftover, which goes to the

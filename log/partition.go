@@ -85,8 +85,10 @@ type Partition struct {
 		cond    *sync.Cond
 		syncing bool
 	}
-	// snapPending lists the roll snapshots not yet fsynced (snapshot.go).
-	snapPending pendingSnapshots
+	// rolled is the work a roll leaves to the background: the flush of
+	// the sealed segments, their snapshots and the recovery point
+	// (durability.go).
+	rolled rolledWork
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}
@@ -128,10 +130,19 @@ type Partition struct {
 		// last took the list, each with a reference (FlushMessages ==
 		// 1); spare is the other buffer the syncer swaps in.
 		unsynced, spare []*segment.Segment
-		// recoveryPoint is the offset last persisted in the recovery
-		// point checkpoint; hwCheckpoint the high watermark last
-		// persisted (-1 when none).
-		recoveryPoint, hwCheckpoint int64
+		// hwCheckpoint is the high watermark last persisted (-1 when
+		// none). The recovery point is rolled.recoveryPoint.
+		hwCheckpoint int64
+		// rollTarget is the base of the newest segment a roll created
+		// whose predecessors' background flush is pending (0 when none),
+		// and rollTruncations the truncation count at that roll;
+		// rollQueued is set while a background flush is scheduled and
+		// has not yet taken its work; rollSnapshots are the producer
+		// snapshots rolls took, not yet written (durability.go).
+		rollTarget      int64
+		rollTruncations uint64
+		rollQueued      bool
+		rollSnapshots   []rollSnapshot
 		// epochs is the leader epoch cache (LeaderEpochs); epochsDirty
 		// is set when it differs from the checkpoint file.
 		epochs      []checkpoint.EpochEntry
@@ -338,10 +349,10 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		clean = true // nothing to recover
 	}
 	if haveRP {
-		p.mu.recoveryPoint = recoveryPoint
+		p.rolled.recoveryPoint = recoveryPoint
 	} else {
 		recoveryPoint = 0
-		p.mu.recoveryPoint = -1
+		p.rolled.recoveryPoint = -1
 	}
 
 	var list []*segment.Segment
@@ -362,12 +373,28 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 		list = append(list, seg)
 		p.mu.dirDirty = true
+		if p.inDir {
+			// A Dir's checkpoints live at its root, whose fsync does not
+			// cover this directory: the segment's entry is made durable
+			// here, before a roll can create a later one (a crash must not
+			// keep a later segment without the first).
+			if err := syncDir(fs, dir); err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+			}
+			p.mu.dirDirty = false
+		}
 		if !haveCP {
 			// A new partition records its log start, so that a later
 			// Open notices a first segment gone missing (checkDir).
 			if err := p.writeLogStartCheckpoint(base); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 			}
+		}
+		// And its recovery point, so that the segments a crash leaves
+		// above it are recovered by the rules for unsynced data
+		// (recoverSegments) from the first roll on.
+		if err := p.setRecoveryPointLocked(base); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
 	openSegment := segment.Open
@@ -392,7 +419,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		for from > 0 && list[from].BaseOffset() > recoveryPoint {
 			from--
 		}
-		list, err = p.recoverSegments(list, from)
+		list, err = p.recoverSegments(list, from, p.rolled.recoveryPoint, cpStart, haveCP)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
@@ -465,6 +492,13 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
+	} else if p.rolled.recoveryPoint < 0 {
+		// After a clean shutdown everything is durable: a directory
+		// without a recovery point (one Kafka wrote) gets one before a
+		// roll can leave unsynced segments above it.
+		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
 	}
 	if err := p.writeEpochsLocked(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
@@ -494,7 +528,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.bounds.store(p.mu.hw, p.mu.end)
 	p.syncedSeq.Store(0)
 	if m != nil && m.flusher != nil {
-		m.flusher.add(p) // dirflush.go
+		p.rolled.sched = m.flusher // flushes after rolls (durability.go)
+		m.flusher.add(p)           // dirflush.go
 	} else {
 		p.startFlusher()
 	}
@@ -665,14 +700,22 @@ func (p *Partition) checkWritableLocked() error {
 // failed, writes the clean-shutdown marker so that the next Open skips
 // recovery. Records still open stay valid: their segments are closed when
 // the last of them is closed. Close stops the FlushInterval goroutine,
-// waits for a running sync, takes mu (then each segment's locks), releases
-// everything even when a step fails, and returns the first error. Every
+// waits for a running sync (or a roll's background flush), takes mu (then
+// each segment's locks), releases everything even when a step fails, and
+// returns the first error; when the partition had failed before (ErrFailed,
+// perhaps in a flush running in the background), that failure. Every
 // later call (Close included) returns ErrClosed.
 func (p *Partition) Close() error {
+	err := p.close()
+	p.rolled.wg.Wait() // background flushes after a roll; they find ErrClosed
+	return err
+}
+
+// close implements Close.
+func (p *Partition) close() error {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
-	p.syncPendingSnapshots() // snapshot.go, without mu
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
@@ -712,6 +755,12 @@ func (p *Partition) Close() error {
 		}
 	}
 	keep(snap.unref()) // the partition's reference on the snapshot
+	if first == nil && p.mu.failed != nil {
+		// A failure nobody saw (a flush in the background after a roll,
+		// or the FlushInterval goroutine's) is reported here at the
+		// latest: nothing since it is durable.
+		first = p.mu.failed
+	}
 	if first == nil && p.mu.failed == nil && p.offlineErr() == nil && !p.inDir {
 		if err := checkpoint.MarkCleanShutdown(p.cfg.FS, p.dir); err != nil {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))

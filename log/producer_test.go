@@ -336,6 +336,7 @@ func TestProducerSnapshotLifecycle(t *testing.T) {
 		segBases = append(segBases, s.BaseOffset())
 		require.NoError(t, s.Unref())
 	}
+	require.NoError(t, p.FlushRolled()) // the rolls' flush writes their snapshots
 	assert.Equal(t, segBases[1:], snapshotsIn(t, dir), "one snapshot per roll, at the new segment's base")
 
 	// Retention: snapshots below the new log start go with the segments.
@@ -513,37 +514,41 @@ func TestProducerSnapshotOnMemFS(t *testing.T) {
 	assert.Contains(t, names, "00000000000000000003.snapshot")
 }
 
-// TestRollSnapshotDurableAfterSync: a roll's snapshot is written without
-// an fsync; the next Sync makes it (and its directory entry) durable, so a
-// crash that keeps nothing unsynced still has it.
+// TestRollSnapshotDurableAfterSync: a roll only takes its snapshot in
+// memory; the file is written (fsynced, its directory entry synced) once
+// the segments below it are durable: by the roll's background flush or by
+// the next Sync, whichever comes first. Before that no file exists, so a
+// snapshot is never on disk ahead of the batches (and .txnindex entries)
+// it describes.
 func TestRollSnapshotDurableAfterSync(t *testing.T) {
-	for _, sync := range []bool{false, true} {
-		mem := vfs.NewMem()
-		p, err := plog.Open("/d/p-0", plog.Config{FS: mem})
-		require.NoError(t, err)
-		_, err = p.AppendBatch(pb{seq: 0, n: 3}.bytes(t))
-		require.NoError(t, err)
-		require.NoError(t, p.Roll())
-		if sync {
-			require.NoError(t, p.Sync())
-		}
-		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
-		require.NoError(t, p.Close())
-		names, err := clone.List("/d/p-0")
-		require.NoError(t, err)
-		f, err := clone.Open("/d/p-0/00000000000000000003.snapshot")
-		if !sync {
-			if err == nil {
-				st, _ := f.Stat()
-				assert.Zero(t, st.Size(), "an unsynced snapshot lost its data")
-				require.NoError(t, f.Close())
+	for _, flush := range []string{"none", "sync", "background"} {
+		t.Run(flush, func(t *testing.T) {
+			mem := vfs.NewMem()
+			p, err := plog.Open("/d/p-0", plog.WithManualRollFlush(plog.Config{FS: mem}))
+			require.NoError(t, err)
+			_, err = p.AppendBatch(pb{seq: 0, n: 3}.bytes(t))
+			require.NoError(t, err)
+			require.NoError(t, p.Roll())
+			switch flush {
+			case "sync":
+				require.NoError(t, p.Sync())
+			case "background":
+				require.NoError(t, p.FlushRolled())
 			}
-			continue
-		}
-		require.NoError(t, err, "%v", names)
-		st, err := f.Stat()
-		require.NoError(t, err)
-		assert.Equal(t, int64(10+46), st.Size())
-		require.NoError(t, f.Close())
+			clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+			require.NoError(t, p.Close())
+			names, err := clone.List("/d/p-0")
+			require.NoError(t, err)
+			if flush == "none" {
+				assert.NotContains(t, names, "00000000000000000003.snapshot", "written before the segment below it was flushed")
+				return
+			}
+			f, err := clone.Open("/d/p-0/00000000000000000003.snapshot")
+			require.NoError(t, err, "%v", names)
+			st, err := f.Stat()
+			require.NoError(t, err)
+			assert.Equal(t, int64(10+46), st.Size())
+			require.NoError(t, f.Close())
+		})
 	}
 }

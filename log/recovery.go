@@ -164,7 +164,9 @@ func legacyMinSize(m int8) int64 {
 }
 
 // recoverSegments recovers list[from:] after an unclean shutdown and
-// returns the segments that remain. For each segment, in order:
+// returns the segments that remain. rp is the recovery point (-1 when
+// there is none) and logStart the log start checkpoint (when haveLogStart).
+// For each segment, in order:
 //
 //   - With a policy other than DefaultRecovery, scanLog validates the
 //     segment without changing it and the policy is asked about its first
@@ -174,12 +176,30 @@ func legacyMinSize(m int8) int64 {
 //     validates, rebuilds and cuts in one pass (half the reading), and a
 //     walk over the batch headers collects the leader epochs.
 //
-// At the first segment with invalid data every later segment is removed,
-// unless a later segment holds a legacy (magic 0/1) entry: recovery cannot
-// prove such data torn, so Open refuses under every policy (law 12) before
-// anything is cut. Segments that have legacy data after them are therefore
-// validated read-only first (scanLog) under DefaultRecovery too.
-func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segment.Segment, error) {
+// Every segment recovered lies above the recovery point (from holds it):
+// with a recovery point, none of them was promised durable, so a crash may
+// have cut any of them short or torn its end, sealed or not (a roll leaves
+// the flush of the segment it seals to the background). Each is therefore
+// classified as the active segment is: invalid bytes that end it are a
+// torn tail. At the first segment that loses data, the log is cut there and
+// every later segment is removed (data above the recovery point was never
+// promised; what remains is a prefix of what was appended): a segment with
+// invalid data before its last offset, or a sealed segment whose batches
+// end before the next segment's base offset (its unsynced tail was lost,
+// or cut at a batch boundary) unless the log start checkpoint lies past
+// that gap (the offsets are no reader's) or the next segment is an empty
+// last one (settleEmptyTail decides). A sealed segment whose batches reach
+// the next segment's base lost nothing: invalid bytes after them are cut
+// and the later segments stay. Without a recovery point (a directory Kafka
+// wrote) sealed segments are classified as flushed, and the first one
+// with invalid data cuts the log.
+//
+// A cut never removes a later segment that holds a legacy (magic 0/1)
+// entry: recovery cannot prove such data torn, so Open refuses under
+// every policy (law 12) before anything is cut. Segments that have legacy
+// data after them are therefore validated read-only first (scanLog) under
+// DefaultRecovery too.
+func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logStart int64, haveLogStart bool) ([]*segment.Segment, error) {
 	var total int64
 	for _, seg := range list[from:] {
 		total += seg.Size()
@@ -205,6 +225,12 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 	for i := from; i < len(list); i++ {
 		seg := list[i]
 		last := i == len(list)-1
+		// unsynced: the end of the file is where unsynced writes stopped.
+		unsynced := last || rp >= 0
+		// complete reports whether batches ending at next hold every
+		// offset below the next segment: then a cut loses nothing of the
+		// log and removes no later segment.
+		complete := func(next int64) bool { return rp >= 0 && !last && next >= list[i+1].BaseOffset() }
 		guarded := i < legacyAt
 		var res scanResult
 		if !onePass || guarded {
@@ -214,7 +240,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			if onePass {
 				prog, onBatch = nil, nil
 			}
-			r, b, err := scanLog(p.cfg.FS, seg, last, buf, prog, onBatch)
+			r, b, err := scanLog(p.cfg.FS, seg, unsynced, buf, prog, onBatch)
 			buf, res = b, r
 			if err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
@@ -222,17 +248,17 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			if res.kept {
 				return list, p.refuseKept(seg, res.cause)
 			}
-			if res.cause != nil && guarded {
+			if res.cause != nil && guarded && !complete(res.next) {
 				return list, p.refuseLaterLegacy(seg, res.valid, res.cause, list[legacyAt], legacyPos)
 			}
 			if res.cause != nil && !onePass {
-				if err := p.onInvalid(list, i, res); err != nil {
+				if err := p.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
 					return list, err
 				}
 			}
 		}
 		recoverSeg := seg.Recover
-		if !last {
+		if !unsynced {
 			recoverSeg = seg.RecoverSealed
 		}
 		rr, err := recoverSeg(batch.MaxBatchSize)
@@ -242,7 +268,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 		if rr.Kept {
 			return list, p.refuseKept(seg, rr.Cause)
 		}
-		if rr.Cause != nil && guarded {
+		if rr.Cause != nil && guarded && !complete(rr.NextOffset) {
 			return list, p.refuseLaterLegacy(seg, rr.ValidBytes, rr.Cause, list[legacyAt], legacyPos)
 		}
 		if onePass {
@@ -252,7 +278,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			}
 			res = scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: rr.Cause}
 			if res.cause != nil {
-				if err := p.onInvalid(list, i, res); err != nil {
+				if err := p.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
 					return list, err
 				}
 			}
@@ -260,8 +286,20 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 			p.logger.Warn("partlog/log: segment recovery kept a different length than the scan",
 				"dir", p.dir, "segment", seg.BaseOffset(), "scan", res.valid, "recover", rr.ValidBytes, "cause", rr.Cause)
 		}
-		if res.cause == nil && rr.Cause == nil {
+		if res.cause != nil || rr.Cause != nil {
+			if complete(rr.NextOffset) {
+				continue // only bytes past its last offset were cut
+			}
+		} else if !p.endsShort(list, i, rp, logStart, haveLogStart) {
 			continue
+		} else {
+			if guarded {
+				return list, p.refuseLaterLegacy(seg, rr.ValidBytes, shortCause(list, i), list[legacyAt], legacyPos)
+			}
+			short := scanResult{size: rr.ValidBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: shortCause(list, i)}
+			if err := p.onInvalid(list, i, short, unsynced, false); err != nil {
+				return list, err
+			}
 		}
 		// Remove every later segment, newest first (a failure leaves a
 		// prefix).
@@ -279,6 +317,39 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int) ([]*segme
 	}
 	p.stats.recovery.BytesScanned = done
 	return list, nil
+}
+
+// endsShort reports whether the sealed segment list[i], recovered above
+// the recovery point rp, ends before the next segment's base: its unsynced
+// tail was lost in a crash after the roll that sealed it and before that
+// roll's background flush, so the log must end there. Not when there is
+// no recovery point, when the log start checkpoint lies at or past the
+// next segment's base (the missing offsets are no reader's: retention or a
+// restart moved it there), or when the next segment is an empty last one
+// (settleEmptyTail decides about it, after the policy was asked in
+// checkDir).
+func (p *Partition) endsShort(list []*segment.Segment, i int, rp, logStart int64, haveLogStart bool) bool {
+	if rp < 0 || i == len(list)-1 {
+		return false
+	}
+	next := list[i+1]
+	switch {
+	case list[i].NextOffset() >= next.BaseOffset():
+		return false
+	case haveLogStart && logStart >= next.BaseOffset():
+		return false
+	case i+1 == len(list)-1 && next.Size() == 0:
+		return false
+	}
+	return true
+}
+
+// shortCause is the torn tail a sealed segment ending early is (endsShort).
+func shortCause(list []*segment.Segment, i int) error {
+	seg := list[i]
+	return base.TornTailErrorf(seg.LogPath(), seg.Size(), "nextOffset",
+		"the batches end at offset %d and the next segment starts at %d: the segment's unsynced tail was lost (a crash after the roll, before its flush)",
+		seg.NextOffset(), list[i+1].BaseOffset())
 }
 
 // refuseKept is Open's answer to legacy data recovery found invalid but
@@ -324,12 +395,20 @@ func (p *Partition) refuseLaterLegacy(seg *segment.Segment, pos int64, cause err
 }
 
 // onInvalid asks the policy about the invalid data res found in list[i]
-// and logs the cut it accepted.
-func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) error {
+// and logs the cut it accepted. unsynced says the end of the segment's
+// file is where unsynced writes stopped (the active segment, or any
+// segment above the recovery point), so invalid bytes that end it are a
+// torn tail; complete says the segment's batches reach the next
+// segment's base, so the cut removes no later segment.
+func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, unsynced, complete bool) error {
 	seg := list[i]
 	cut := res.size - res.valid
-	for _, later := range list[i+1:] {
-		cut += later.Size()
+	later := 0
+	if !complete {
+		later = len(list) - i - 1
+		for _, s := range list[i+1:] {
+			cut += s.Size()
+		}
 	}
 	lastGood := res.next - 1
 	if res.next == seg.BaseOffset() {
@@ -338,15 +417,14 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult) er
 			lastGood = list[i-1].NextOffset() - 1
 		}
 	}
-	// Only the active segment can have a torn tail: a sealed one was
-	// flushed before the next one existed.
 	ev := RecoveryEvent{Dir: p.dir, File: seg.LogPath(), Pos: res.valid, CutBytes: cut,
-		LaterSegments: len(list) - i - 1, LastGoodOffset: lastGood,
-		TornTail: i == len(list)-1 && base.IsTornTail(res.cause), Err: res.cause}
+		LaterSegments: later, LastGoodOffset: lastGood,
+		TornTail: unsynced && base.IsTornTail(res.cause), Err: res.cause}
 	if err := p.cfg.Recovery.OnCorruption(ev); err != nil {
 		return err
 	}
-	p.stats.recovery.BytesCut, p.stats.recovery.SegmentsRemoved = ev.CutBytes, ev.LaterSegments
+	p.stats.recovery.BytesCut += ev.CutBytes
+	p.stats.recovery.SegmentsRemoved += ev.LaterSegments
 	kind := "corruption"
 	if ev.TornTail {
 		kind = "torn tail"

@@ -14,16 +14,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// recordingPolicy accepts every cut and keeps the events it was asked
-// about: a policy other than DefaultRecovery, so Open asks it after the
-// read-only pre-scan, before anything is cut.
-type recordingPolicy struct{ events *[]plog.RecoveryEvent }
-
-func (r recordingPolicy) OnCorruption(ev plog.RecoveryEvent) error {
-	*r.events = append(*r.events, ev)
-	return nil
-}
-
 // TestRecoveryDamageOneDefinition: the pre-scan a policy is asked from and
 // the one-pass recovery of DefaultRecovery use one definition of damage
 // (segment.Check is the walk segment.Recover runs): for the same damage of
@@ -99,7 +89,7 @@ func TestRecoveryDamageOneDefinition(t *testing.T) {
 			require.Contains(t, logs, kind)
 
 			var events []plog.RecoveryEvent
-			rec, _, err := run(recordingPolicy{&events})
+			rec, _, err := run(recordingPolicy{&events, plog.DefaultRecovery{}} /* accepts every cut; a policy other than DefaultRecovery, so Open asks it after the read-only pre-scan */)
 			require.NoError(t, err)
 			require.Len(t, events, 1)
 			require.Equal(t, c.torn, events[0].TornTail, "%v", events[0].Err)

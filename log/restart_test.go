@@ -18,7 +18,9 @@ import (
 // at 10, synced, and returns it with the batches it holds.
 func restartFixture(t *testing.T, mem vfs.FS, dir string) (*plog.Partition, []batch.Batch) {
 	t.Helper()
-	p, err := plog.Open(dir, plog.Config{FS: mem, SegmentBytes: 500})
+	// Manual roll flush: no background goroutine does file operations
+	// while a test counts them.
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 500}))
 	require.NoError(t, err)
 	var stored []batch.Batch
 	for i := range 12 {

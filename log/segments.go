@@ -104,6 +104,12 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 	if next > p.mu.hw.Offset {
 		return fmt.Errorf("%w: deleting up to offset %d would pass the high watermark %d", ErrSegmentsChanged, next, p.mu.hw.Offset)
 	}
+	// The log start must not pass the recovery point over segments a
+	// roll has not flushed yet (durability.go): Open would cut the log
+	// at one of them.
+	if err := p.flushSealedBelowLocked(next); err != nil {
+		return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
+	}
 	if next > p.logStart.Load() {
 		if err := p.writeLogStartCheckpoint(next); err != nil {
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
@@ -205,6 +211,13 @@ func (p *Partition) replaceSegments(old, new []*segment.Segment, truncations uin
 		// Reads locate an offset by the last segment whose base is at or
 		// below it: the first segment must keep its base.
 		return base.AssertionFailedf("partlog/log: replacing the first segment (base %d) needs a first replacement with the same base", lo)
+	}
+	// A replacement may end below hi: that gap must lie below the
+	// recovery point, where Open explains it by compaction, not above
+	// it, where Open cuts the log at a segment ending early
+	// (durability.go).
+	if err := p.flushSealedBelowLocked(hi); err != nil {
+		return fmt.Errorf("partlog/log: replace segments of %s: %w", p.dir, err)
 	}
 	if err := commit(); err != nil {
 		// The files may now hold the old segments, the new ones or a

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
@@ -190,6 +189,16 @@ func (p *Partition) listSnapshots() ([]int64, error) {
 // Open).
 func (p *Partition) writeSnapshotFile(offset int64, sync bool) error {
 	data := appendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
+	if err := p.writeSnapshotBytes(offset, data, sync); err != nil {
+		return err
+	}
+	p.mu.dirDirty = true
+	return nil
+}
+
+// writeSnapshotBytes writes data as the snapshot file at offset, fsyncing
+// it when sync is set. The caller marks the directory dirty.
+func (p *Partition) writeSnapshotBytes(offset int64, data []byte, sync bool) error {
 	path := filepath.Join(p.dir, snapshotFileName(offset))
 	f, err := p.cfg.FS.Create(path)
 	if err != nil {
@@ -205,13 +214,18 @@ func (p *Partition) writeSnapshotFile(offset int64, sync bool) error {
 	if err != nil {
 		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", path, err)
 	}
-	p.mu.dirDirty = true
 	return nil
 }
 
 // removeSnapshots removes the snapshot files whose offset satisfies drop
-// and reports whether it removed any. The caller syncs the directory.
+// and reports whether it removed any. The caller syncs the directory. It
+// holds rolled.ckptMu and counts the removal (rolled.snapshotRemovals), so
+// that a roll's snapshot the background flush writes never lands after a
+// removal it should have been part of (durability.go).
 func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	p.rolled.snapshotRemovals.Add(1)
 	offs, err := p.listSnapshots()
 	if err != nil {
 		return false, err
@@ -229,57 +243,18 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 	return removed, nil
 }
 
-// snapshotOnRollLocked writes the snapshot for a new segment at newBase,
-// without an fsync under the lock (recovery never needs it: a lost or torn
-// snapshot only means replaying more of the log); the next Sync, periodic
-// flush or Close fsyncs it without the lock (syncPendingSnapshots), as
-// Kafka's asynchronous flush after a roll does. Expired producers are
-// removed first. A failure is logged. REQUIRES: mu held.
+// snapshotOnRollLocked takes the producer state at a new segment's base,
+// newBase, as snapshot bytes, in memory: the roll's background flush
+// writes the file once the segments below newBase are durable (a snapshot
+// at X must never be on disk before the batches and .txnindex entries
+// below X, see docs/crash-safety.md), and a full flush (Sync, a periodic
+// flush, Close) writes what is still pending. Expired producers are
+// removed first. REQUIRES: mu held.
 func (p *Partition) snapshotOnRollLocked(newBase int64) {
 	p.mu.producers.expire(p.nowMs(), p.cfg.ProducerIDExpiration)
-	if err := p.writeSnapshotFile(newBase, false); err != nil {
-		p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", newBase, "err", err)
-		return
-	}
-	p.snapPending.Lock()
-	p.snapPending.offs = append(p.snapPending.offs, newBase)
-	p.snapPending.Unlock()
-}
-
-// pendingSnapshots lists roll snapshots written but not fsynced. Its
-// mutex is taken under mu (snapshotOnRollLocked) or alone.
-type pendingSnapshots struct {
-	sync.Mutex
-	offs []int64
-}
-
-// syncPendingSnapshots fsyncs the roll snapshots written since the last
-// call, without mu: a snapshot removed meanwhile needs nothing, and one
-// rewritten under the same name is fsynced whole. The directory entries
-// become durable at the flush's directory sync (writeSnapshotFile marked
-// the directory dirty). Failures are logged: a snapshot is never needed
-// for correctness. REQUIRES: flushMu held, mu not held.
-func (p *Partition) syncPendingSnapshots() {
-	p.snapPending.Lock()
-	offs := p.snapPending.offs
-	p.snapPending.offs = nil
-	p.snapPending.Unlock()
-	for _, off := range offs {
-		path := filepath.Join(p.dir, snapshotFileName(off))
-		f, err := p.cfg.FS.Open(path)
-		if errors.Is(err, errNotExist) {
-			continue
-		}
-		if err == nil {
-			err = f.Sync()
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not synced", "dir", p.dir, "file", path, "err", err)
-		}
-	}
+	p.mu.rollSnapshots = append(p.mu.rollSnapshots, rollSnapshot{
+		offset: newBase, data: appendProducerSnapshot(nil, p.mu.producers.snapshotEntries()),
+		truncations: p.truncations.Load(), removals: p.rolled.snapshotRemovals.Load()})
 }
 
 // snapshotDurableLocked writes the snapshot at the log end, fsynced, and

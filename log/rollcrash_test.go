@@ -1,0 +1,190 @@
+package log_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// recordingPolicy records every recovery event and answers with answer.
+type recordingPolicy struct {
+	events *[]plog.RecoveryEvent
+	answer plog.RecoveryPolicy
+}
+
+func (r recordingPolicy) OnCorruption(ev plog.RecoveryEvent) error {
+	*r.events = append(*r.events, ev)
+	return r.answer.OnCorruption(ev)
+}
+
+// TestCrashAfterRollBeforeFlush is the recovery rule for the unsynced
+// region: a roll leaves the flush of the segment it seals to the
+// background, so a crash before that flush can leave a sealed segment
+// above the recovery point cut short (its unsynced tail lost, at a batch
+// boundary or inside a batch) while the next segment's file exists with
+// batches in it. Open must then cut the log at the first segment that
+// ends early and remove every later one: the log is a prefix of what was
+// appended (every synced batch, here none above the recovery point, is
+// there). A segment whose batches reach the next one's base lost nothing:
+// bytes after them are cut and the later segments stay. The same damage
+// below the recovery point (after the rolls' flush ran) is real damage and
+// refused, under every policy.
+func TestCrashAfterRollBeforeFlush(t *testing.T) {
+	const dir = "/kafka/roll-crash-0"
+	// 4 sealed segments of 3 batches (2 records each) and an active one.
+	build := func(t *testing.T, flushRolls bool) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
+		mem := vfs.NewMem()
+		p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+		require.NoError(t, err)
+		m := logtest.NewModel(0, false)
+		for i := range 14 {
+			b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
+			off, err := p.AppendBatch(b)
+			require.NoError(t, err)
+			require.NoError(t, m.AppendBatch(b, off))
+		}
+		infos := p.SegmentInfos()
+		require.GreaterOrEqual(t, len(infos), 4)
+		if flushRolls {
+			require.NoError(t, p.FlushRolled())
+			require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
+		} else {
+			require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll moved it")
+		}
+		// Everything written survives the crash; then segment 1 is
+		// damaged the way a lost unsynced tail looks.
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		require.NoError(t, p.Close())
+		return clone, m, infos
+	}
+	seg1 := func(infos []plog.SegmentInfo) string {
+		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
+	}
+	// batchEnds returns the byte positions where segment 1's batches end.
+	batchEnds := func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo) []int64 {
+		f, err := fs.Open(seg1(infos))
+		require.NoError(t, err)
+		defer f.Close()
+		st, err := f.Stat()
+		require.NoError(t, err)
+		data := make([]byte, st.Size())
+		_, err = f.ReadAt(data, 0)
+		require.NoError(t, err)
+		var ends []int64
+		for pos := int64(0); len(data) > 0; {
+			b, rest, err := batch.Parse(data)
+			require.NoError(t, err)
+			pos += int64(len(b))
+			ends = append(ends, pos)
+			data = rest
+		}
+		require.GreaterOrEqual(t, len(ends), 2)
+		return ends
+	}
+	truncate := func(t *testing.T, fs *vfs.MemFS, path string, size int64) {
+		f, err := fs.OpenReadWrite(path)
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(size))
+		require.NoError(t, f.Sync())
+		require.NoError(t, f.Close())
+	}
+	appendBytes := func(t *testing.T, fs *vfs.MemFS, path string, b []byte) {
+		f, err := fs.OpenReadWrite(path)
+		require.NoError(t, err)
+		st, err := f.Stat()
+		require.NoError(t, err)
+		_, err = f.WriteAt(b, st.Size())
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+		require.NoError(t, f.Close())
+	}
+
+	type damage struct {
+		name string
+		do   func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo)
+		// lost: the log must end at segment 1's first batch end (a
+		// prefix); else nothing is lost.
+		lost bool
+	}
+	damages := []damage{
+		{"short at a batch boundary", func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo) {
+			truncate(t, fs, seg1(infos), batchEnds(t, fs, infos)[0])
+		}, true},
+		{"torn inside a batch", func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo) {
+			truncate(t, fs, seg1(infos), batchEnds(t, fs, infos)[0]+17)
+		}, true},
+		{"complete, zeros after its batches", func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo) {
+			appendBytes(t, fs, seg1(infos), make([]byte, 300))
+		}, false},
+	}
+	for _, d := range damages {
+		t.Run(d.name, func(t *testing.T) {
+			for _, pol := range []struct {
+				name   string
+				policy plog.RecoveryPolicy
+				opens  bool
+			}{
+				{"default", plog.DefaultRecovery{}, true},
+				{"strict, torn tails allowed", plog.StrictRecovery{AllowTornTail: true}, true},
+				{"strict", plog.StrictRecovery{}, false},
+			} {
+				t.Run(pol.name, func(t *testing.T) {
+					state, m, infos := build(t, false)
+					d.do(t, state, infos)
+					var events []plog.RecoveryEvent
+					p, err := plog.Open(dir, plog.Config{FS: state, Recovery: recordingPolicy{&events, pol.policy}})
+					if !pol.opens {
+						require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+						require.ErrorIs(t, err, base.ErrCorrupt)
+						return
+					}
+					require.NoError(t, err)
+					defer p.Close()
+					require.NotEmpty(t, events)
+					for _, ev := range events {
+						assert.True(t, ev.TornTail, "above the recovery point the end of a segment is a torn tail: %+v", ev)
+						assert.Equal(t, seg1(infos), ev.File)
+					}
+					want := m.LogEndOffset()
+					if d.lost {
+						want = infos[1].BaseOffset + 2 // its first batch
+						assert.Equal(t, len(infos)-2, events[0].LaterSegments, "every later segment removed")
+						assert.Len(t, p.SegmentInfos(), 2)
+					} else {
+						assert.Zero(t, events[0].LaterSegments, "a complete segment keeps the later ones")
+						assert.Len(t, p.SegmentInfos(), len(infos))
+					}
+					require.Equal(t, want, p.LogEndOffset())
+					require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "a prefix of what was appended")
+					require.NoError(t, logtest.CheckErr(p, m))
+					// The log goes on from there.
+					off, err := p.AppendBatch(logtest.MakeBatch(1, 5, 2000, 1))
+					require.NoError(t, err)
+					require.Equal(t, want, off)
+				})
+			}
+		})
+	}
+
+	// Below the recovery point (the rolls' flush ran: every sealed
+	// segment was durable) a short sealed segment is damage, whatever the
+	// policy.
+	for _, d := range damages[:2] {
+		t.Run("below the recovery point: "+d.name, func(t *testing.T) {
+			state, _, infos := build(t, true)
+			d.do(t, state, infos)
+			_, err := plog.Open(dir, plog.Config{FS: state})
+			require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+			require.ErrorIs(t, err, base.ErrCorrupt)
+		})
+	}
+}
