@@ -122,6 +122,13 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 func (s *raftStorage) producerSnapshot() []byte {
 	path := filepath.Join(s.part.Dir(), fmt.Sprintf("%020d.snapshot", s.snapOffset)) // Kafka's name, as the partition writes it
 	b, err := readSmallFile(s.fs, path, 1<<30)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A roll keeps the snapshot at the new segment's base in memory
+		// until its background flush (or a Sync) writes it.
+		if err = s.part.Sync(); err == nil {
+			b, err = readSmallFile(s.fs, path, 1<<30)
+		}
+	}
 	if err == nil {
 		err = logaccess.CheckProducerSnapshot(b)
 	}
