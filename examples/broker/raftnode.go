@@ -141,7 +141,13 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition)
 		MaxInflightMsgs: raftMaxInflight,
 		CheckQuorum:     true,
 		PreVote:         true,
-		Logger:          raftLogger{r.log},
+		// A leader that applies its own removal steps down. Without it
+		// raft keeps it leading and heartbeating the remaining voters,
+		// which then never campaign: if its hand-over below fails (the
+		// voter it picks has not applied the change yet and refuses to
+		// campaign), the partition has no usable leader for good.
+		StepDownOnRemoval: true,
+		Logger:            raftLogger{r.log},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raft node of %s-%d: %w", topic, partition, err)
@@ -732,10 +738,10 @@ func (r *replica) applyConfChanges(ents []*pb.Entry) error {
 		r.log.Info("membership changed", "index", e.GetIndex(), "change", confChangeString(cc),
 			"voters", cs.GetVoters(), "learners", cs.GetLearners())
 		if bs := r.rn.BasicStatus(); bs.RaftState == raft.StateLeader && !slices.Contains(cs.GetVoters(), r.c.self) && len(cs.GetVoters()) > 0 {
-			// Raft keeps a leader that removed itself leading (it
-			// only stops counting itself); clients could not reach
-			// it through Metadata, which names the voters. Hand the
-			// leadership to a voter.
+			// A leader that removed itself steps down when the change
+			// is applied (StepDownOnRemoval); if it still leads here,
+			// hand the leadership to a voter at once rather than
+			// waiting for an election timeout.
 			r.rn.TransferLeader(cs.GetVoters()[0])
 		}
 	}
