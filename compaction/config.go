@@ -11,23 +11,23 @@ import (
 
 // Defaults, Kafka's where Kafka has the setting.
 const (
-	// DefaultRetention is retention.ms: 7 days.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultDeleteRetention is delete.retention.ms: 1 day.
-	DefaultDeleteRetention = 24 * time.Hour
-	// DefaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.
-	DefaultMinCleanableDirtyRatio = 0.5
-	// DefaultOffsetMapBytes is the offset map's memory budget
+	// defaultRetention is retention.ms: 7 days.
+	defaultRetention = 7 * 24 * time.Hour
+	// defaultDeleteRetention is delete.retention.ms: 1 day.
+	defaultDeleteRetention = 24 * time.Hour
+	// defaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.
+	defaultMinCleanableDirtyRatio = 0.5
+	// defaultOffsetMapBytes is the offset map's memory budget
 	// (log.cleaner.dedupe.buffer.size is 128 MiB shared by Kafka's cleaner
 	// threads).
-	DefaultOffsetMapBytes = 128 << 20
+	defaultOffsetMapBytes = 128 << 20
 	// MinOffsetMapBytes is the smallest budget accepted.
 	MinOffsetMapBytes = 4 << 10
 	// MaxOffsetMapBytes is the largest budget accepted: key positions in
 	// the map are 32-bit.
 	MaxOffsetMapBytes = 1 << 31
-	// DefaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
-	DefaultProducerIDExpiration = 24 * time.Hour
+	// defaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
+	defaultProducerIDExpiration = 24 * time.Hour
 )
 
 // CleanupPolicy values, Kafka's cleanup.policy.
@@ -97,19 +97,19 @@ func (c *Config) ensureDefaults() {
 		c.CleanupPolicy = PolicyDelete
 	}
 	if c.Retention == 0 {
-		c.Retention = DefaultRetention
+		c.Retention = defaultRetention
 	}
 	if c.DeleteRetention == 0 {
-		c.DeleteRetention = DefaultDeleteRetention
+		c.DeleteRetention = defaultDeleteRetention
 	}
 	if c.MinCleanableDirtyRatio == 0 {
-		c.MinCleanableDirtyRatio = DefaultMinCleanableDirtyRatio
+		c.MinCleanableDirtyRatio = defaultMinCleanableDirtyRatio
 	}
 	if c.OffsetMapBytes == 0 {
-		c.OffsetMapBytes = DefaultOffsetMapBytes
+		c.OffsetMapBytes = defaultOffsetMapBytes
 	}
 	if c.ProducerIDExpiration == 0 {
-		c.ProducerIDExpiration = DefaultProducerIDExpiration
+		c.ProducerIDExpiration = defaultProducerIDExpiration
 	}
 	if c.KeyHash == nil {
 		c.KeyHash = xxhash.Sum64

@@ -74,3 +74,9 @@ func (p *Partition) RecoveryPoint() int64 {
 	defer p.rolled.ckptMu.Unlock()
 	return p.rolled.recoveryPoint
 }
+
+// Kafka's defaults the external tests compare with.
+const (
+	DefaultSegmentBytes = defaultSegmentBytes
+	DefaultTruncateWait = defaultTruncateWait
+)
