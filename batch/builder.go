@@ -386,14 +386,14 @@ func (b *Builder) putHeader(h []byte) {
 	attrs := Attributes(0).WithCompression(o.Compression)
 	maxTS := b.maxTimestamp
 	if o.LogAppendTime {
-		attrs |= TimestampTypeBit
+		attrs |= timestampTypeBit
 		maxTS = o.AppendTime
 	}
 	if o.Transactional {
 		attrs |= transactionalBit
 	}
 	if o.Control {
-		attrs |= ControlBit
+		attrs |= controlBit
 	}
 	if o.DeleteHorizon > 0 {
 		attrs |= deleteHorizonBit
@@ -425,7 +425,7 @@ func appendEmptyBatch(dst []byte, b Batch) []byte {
 	dst = append(dst, b[:HeaderSize]...)
 	e := Batch(dst[start:])
 	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
-	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|transactionalBit|ControlBit)))
+	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(timestampTypeBit|transactionalBit|controlBit)))
 	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
 	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
 	e.SetCRC()

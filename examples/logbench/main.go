@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -382,7 +383,7 @@ func (b *bench) validateVsCRC() error {
 	crc, err := b.best(func() (time.Duration, error) {
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
-			sink += batch.Checksum(set[i%len(set)][batch.CRCStart:])
+			sink += batch.Checksum(set[i%len(set)][batchaccess.CRCStart:])
 		}
 		return time.Since(t0), nil
 	})
