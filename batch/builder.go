@@ -136,15 +136,9 @@ func (b *Builder) Reset(opts BuilderOptions) {
 	b.lastOffsetDelta = 0
 }
 
-// Len returns the number of records added.
-func (b *Builder) Len() int { return int(b.count) }
-
 // encodedSize returns the size the batch would have uncompressed: the
 // header plus the records added so far.
 func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
-
-// NextOffset returns the offset Add gives the next record.
-func (b *Builder) NextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }
 
 // Add appends r at the next offset: the base offset for the first record,
 // one past the previous record's otherwise. r.Offset is ignored.

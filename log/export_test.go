@@ -80,3 +80,6 @@ const (
 	DefaultSegmentBytes = defaultSegmentBytes
 	DefaultTruncateWait = defaultTruncateWait
 )
+
+// FS is the filesystem of the partition's files, for the external tests.
+func (p *Partition) FS() segment.FS { return p.cfg.FS }
