@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          108,
 	"index":          36,
 	"segment":        52,
-	"log":            140, // includes AppendBuilder and RestoreProducers (features of this round)
+	"log":            138, // includes AppendBuilder and RestoreProducers (features of this round)
 	"log/logtest":    40,
 	"compaction":     33,
 	"segment/repair": 0, // moved to internal/segment/repair
