@@ -60,9 +60,9 @@ const (
 	NoPartitionLeaderEpoch int32 = -1
 )
 
-// Checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
+// checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
 // for RecordBatch v2 and producer-state snapshots.
-func Checksum(p []byte) uint32 { return crc32c.Update(0, p) }
+func checksum(p []byte) uint32 { return crc32c.Update(0, p) }
 
 // Batch is a view over the bytes of one encoded RecordBatch v2: no copy,
 // no decoding until asked. A Batch obtained from Parse is framed (it holds
@@ -147,7 +147,7 @@ func (b Batch) Magic() int8 { return int8(b[magicOffset]) }
 func (b Batch) CRC() uint32 { return binary.BigEndian.Uint32(b[crcOffset:]) }
 
 // ComputeCRC returns the CRC-32C of bytes [21, end) as they are now.
-func (b Batch) ComputeCRC() uint32 { return Checksum(b[crcStart:]) }
+func (b Batch) ComputeCRC() uint32 { return checksum(b[crcStart:]) }
 
 // Attributes returns the attribute bits; see Attributes for what they mean.
 func (b Batch) Attributes() Attributes {
