@@ -41,9 +41,11 @@ func TestBatchAccessSet(t *testing.T) {
 	require.Equal(t, int64(77), c.MaxTimestamp())
 	require.NoError(t, c.Validate())
 
-	require.Equal(t, []int{crcOffset, CRCStart, maxTimestampOffset, HeaderSize},
+	require.Equal(t, []int{crcOffset, crcStart, maxTimestampOffset, HeaderSize},
 		[]int{batchaccess.CRCOffset, batchaccess.CRCStart, batchaccess.MaxTimestampOffset, batchaccess.HeaderSize},
 		"batchaccess's header layout is batch's")
+	require.Equal(t, []Attributes{timestampTypeBit, controlBit},
+		[]Attributes{batchaccess.TimestampTypeBit, batchaccess.ControlBit}, "batchaccess's attribute bits are batch's")
 
 	e := Batch(batchaccess.AppendEmptyBatch(nil, b))
 	require.NoError(t, e.Validate())

@@ -15,9 +15,9 @@ type Attributes uint16
 // Attribute bits. Frozen: Kafka's format.
 const (
 	compressionMask  Attributes = 0x07
-	TimestampTypeBit Attributes = 0x08 // LogAppendTime
+	timestampTypeBit Attributes = 0x08 // LogAppendTime
 	transactionalBit Attributes = 0x10
-	ControlBit       Attributes = 0x20
+	controlBit       Attributes = 0x20
 	deleteHorizonBit Attributes = 0x40
 )
 
@@ -26,14 +26,14 @@ func (a Attributes) Compression() Compression { return Compression(a & compressi
 
 // LogAppendTime reports whether the broker's append time replaces every
 // record's timestamp (timestamp type 1); false means CreateTime.
-func (a Attributes) LogAppendTime() bool { return a&TimestampTypeBit != 0 }
+func (a Attributes) LogAppendTime() bool { return a&timestampTypeBit != 0 }
 
 // IsTransactional reports whether the batch belongs to a transaction.
 func (a Attributes) IsTransactional() bool { return a&transactionalBit != 0 }
 
 // IsControl reports whether the batch holds control records (transaction
 // markers) rather than user data.
-func (a Attributes) IsControl() bool { return a&ControlBit != 0 }
+func (a Attributes) IsControl() bool { return a&controlBit != 0 }
 
 // HasDeleteHorizon reports whether baseTimestamp holds the time after which
 // compaction may drop the batch's tombstones and markers.

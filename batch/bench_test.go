@@ -41,7 +41,7 @@ func BenchmarkValidate(b *testing.B) {
 				b.SetBytes(int64(len(bt)))
 				b.ReportAllocs()
 				for b.Loop() {
-					sink += int(crc32.Checksum(bt[CRCStart:], castagnoliTable))
+					sink += int(crc32.Checksum(bt[crcStart:], castagnoliTable))
 				}
 			})
 			b.Run("Validate/"+name, func(b *testing.B) {

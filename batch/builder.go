@@ -136,15 +136,9 @@ func (b *Builder) Reset(opts BuilderOptions) {
 	b.lastOffsetDelta = 0
 }
 
-// Len returns the number of records added.
-func (b *Builder) Len() int { return int(b.count) }
-
 // encodedSize returns the size the batch would have uncompressed: the
 // header plus the records added so far.
 func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
-
-// NextOffset returns the offset Add gives the next record.
-func (b *Builder) NextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }
 
 // Add appends r at the next offset: the base offset for the first record,
 // one past the previous record's otherwise. r.Offset is ignored.
@@ -386,14 +380,14 @@ func (b *Builder) putHeader(h []byte) {
 	attrs := Attributes(0).WithCompression(o.Compression)
 	maxTS := b.maxTimestamp
 	if o.LogAppendTime {
-		attrs |= TimestampTypeBit
+		attrs |= timestampTypeBit
 		maxTS = o.AppendTime
 	}
 	if o.Transactional {
 		attrs |= transactionalBit
 	}
 	if o.Control {
-		attrs |= ControlBit
+		attrs |= controlBit
 	}
 	if o.DeleteHorizon > 0 {
 		attrs |= deleteHorizonBit
@@ -425,7 +419,7 @@ func appendEmptyBatch(dst []byte, b Batch) []byte {
 	dst = append(dst, b[:HeaderSize]...)
 	e := Batch(dst[start:])
 	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
-	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(TimestampTypeBit|transactionalBit|ControlBit)))
+	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(timestampTypeBit|transactionalBit|controlBit)))
 	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
 	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
 	e.SetCRC()

@@ -77,7 +77,7 @@ func TestBuilderHeaderOptions(t *testing.T) {
 
 func TestBuilderOffsets(t *testing.T) {
 	bld := NewBuilder(BuilderOptions{BaseOffset: 100})
-	require.Equal(t, int64(100), bld.NextOffset(), "NextOffset %d", bld.NextOffset())
+	require.Equal(t, int64(100), bld.nextOffset(), "NextOffset %d", bld.nextOffset())
 	for _, off := range []int64{100, 103, 110} {
 		require.NoError(t, bld.AddAt(Record{Offset: off, Value: []byte("v")}))
 	}
@@ -94,7 +94,7 @@ func TestBuilderOffsets(t *testing.T) {
 	require.Equal(t, int64(120), b.LastOffset(), "header %+v", b.Header())
 	require.Equal(t, int64(121), b.NextOffset(), "header %+v", b.Header())
 	require.Equal(t, int32(4), b.RecordsCount(), "header %+v", b.Header())
-	require.Equal(t, 4, bld.Len(), "header %+v", b.Header())
+	require.Equal(t, 4, bld.numRecords(), "header %+v", b.Header())
 	var offs []int64
 	for _, r := range decodeAll(t, b) {
 		offs = append(offs, r.Offset)
@@ -300,3 +300,9 @@ func TestAppendEmptyBatch(t *testing.T) {
 	require.Equal(t, orig.LastSequence(), e.LastSequence(), "empty batch covers %d..%d seq %d, original %d..%d seq %d", e.BaseOffset(), e.LastOffset(), e.LastSequence(), orig.BaseOffset(), orig.LastOffset(), orig.LastSequence())
 	require.Equal(t, e.ComputeCRC(), e.CRC(), "CRC not recomputed")
 }
+
+// numRecords returns the number of records added to b.
+func (b *Builder) numRecords() int { return int(b.count) }
+
+// nextOffset returns the offset Add gives b's next record.
+func (b *Builder) nextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }

@@ -25,7 +25,7 @@ func init() {
 		return b.(*Builder).plain()
 	}
 	builderpeek.CRC = func(h [HeaderSize]byte, records []byte) uint32 {
-		return crc32c.Update(crc32c.UpdateSmall(0, h[CRCStart:]), records)
+		return crc32c.Update(crc32c.UpdateSmall(0, h[crcStart:]), records)
 	}
 }
 

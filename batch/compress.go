@@ -19,15 +19,15 @@ import (
 // kilobytes of zstd can claim gigabytes. Decompression stops, with an error
 // wrapping ErrCorrupt, as soon as the output passes the limit.
 const (
-	// DefaultMaxDecompressionRatio is the default limit on the decompressed
+	// defaultMaxDecompressionRatio is the default limit on the decompressed
 	// size of a batch's records, as a multiple of their compressed size.
-	DefaultMaxDecompressionRatio = 64
-	// MinDecompressionLimit is the smallest default limit: batches of very
+	defaultMaxDecompressionRatio = 64
+	// minDecompressionLimit is the smallest default limit: batches of very
 	// compressible records (a megabyte of zeros compresses to a few hundred
 	// bytes) are legitimate up to this size whatever their ratio. It costs
 	// no more memory than the ratio already allows a 1 MiB batch (Kafka's
 	// default max.message.bytes).
-	MinDecompressionLimit = 64 << 20
+	minDecompressionLimit = 64 << 20
 	// maxZstdWindow bounds the history window a zstd frame may ask for.
 	maxZstdWindow = 64 << 20
 )
@@ -58,8 +58,8 @@ const (
 // batch) alias its buffer and are valid until its next use.
 type Decoder struct {
 	// MaxDecompressedSize bounds the decompressed size, in bytes, of one
-	// batch's records. Zero means DefaultMaxDecompressionRatio times the
-	// compressed size, but at least MinDecompressionLimit.
+	// batch's records. Zero means 64 times the
+	// compressed size, but at least 64 MiB.
 	MaxDecompressedSize int
 
 	buf    []byte         // decompressed records of the last compressed batch
@@ -72,7 +72,7 @@ func (d *Decoder) limit(n int) int {
 	if d != nil && d.MaxDecompressedSize > 0 {
 		return d.MaxDecompressedSize
 	}
-	return max(n*DefaultMaxDecompressionRatio, MinDecompressionLimit)
+	return max(n*defaultMaxDecompressionRatio, minDecompressionLimit)
 }
 
 // decompress returns the records region of b: the bytes after the header,

@@ -91,7 +91,7 @@
 //
 // # Checksums
 //
-// Every CRC-32C of this package ([Checksum], Validate, SetCRC,
+// Every CRC-32C of this package (Validate, ComputeCRC, SetCRC,
 // CRCWithHeader, the Builder) is computed by one function. On amd64 CPUs
 // with AVX-512 and VPCLMULQDQ it folds inputs of 512 bytes and more 256
 // bytes at a time with carry-less multiplies (the package's own assembly,

@@ -36,11 +36,11 @@ const (
 	// part of a batch: baseOffset (8) and batchLength (4). A batch's total
 	// size is batchLength + LogOverhead.
 	LogOverhead = partitionLeaderEpochOffset
-	// CRCStart is the first byte the CRC-32C covers; it covers everything
+	// crcStart is the first byte the CRC-32C covers; it covers everything
 	// from there to the end of the batch. baseOffset, batchLength,
 	// partitionLeaderEpoch and magic lie before it, so a broker rewrites
 	// them without recomputing the checksum.
-	CRCStart = attributesOffset
+	crcStart = attributesOffset
 	// Magic is the only message format version this package encodes, and
 	// the only one Parse and Batch accept: Parse rejects magic 0 and 1
 	// (legacy MessageSets) with ErrUnsupportedMagic. Legacy messages are
@@ -60,9 +60,9 @@ const (
 	NoPartitionLeaderEpoch int32 = -1
 )
 
-// Checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
+// checksum returns the CRC-32C (Castagnoli) of p, the checksum Kafka uses
 // for RecordBatch v2 and producer-state snapshots.
-func Checksum(p []byte) uint32 { return crc32c.Update(0, p) }
+func checksum(p []byte) uint32 { return crc32c.Update(0, p) }
 
 // Batch is a view over the bytes of one encoded RecordBatch v2: no copy,
 // no decoding until asked. A Batch obtained from Parse is framed (it holds
@@ -143,11 +143,11 @@ func (b Batch) PartitionLeaderEpoch() int32 {
 // accepts).
 func (b Batch) Magic() int8 { return int8(b[magicOffset]) }
 
-// CRC returns the stored CRC-32C of bytes [CRCStart, end).
+// CRC returns the stored CRC-32C of bytes [21, end): the attributes onwards.
 func (b Batch) CRC() uint32 { return binary.BigEndian.Uint32(b[crcOffset:]) }
 
-// ComputeCRC returns the CRC-32C of bytes [CRCStart, end) as they are now.
-func (b Batch) ComputeCRC() uint32 { return Checksum(b[CRCStart:]) }
+// ComputeCRC returns the CRC-32C of bytes [21, end) as they are now.
+func (b Batch) ComputeCRC() uint32 { return checksum(b[crcStart:]) }
 
 // Attributes returns the attribute bits; see Attributes for what they mean.
 func (b Batch) Attributes() Attributes {
@@ -237,7 +237,7 @@ type Header struct {
 	Length               int32      // batchLength: total size - LogOverhead
 	PartitionLeaderEpoch int32      // broker's leader epoch, -1 from a producer
 	Magic                int8       // 2
-	CRC                  uint32     // stored CRC-32C of bytes [CRCStart, end)
+	CRC                  uint32     // stored CRC-32C of bytes [21, end)
 	Attributes           Attributes // codec and flag bits
 	LastOffsetDelta      int32      // offset of the last record - BaseOffset
 	BaseTimestamp        int64      // ms; the delete horizon when Attributes.HasDeleteHorizon

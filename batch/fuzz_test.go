@@ -114,7 +114,7 @@ func FuzzValidate(f *testing.F) {
 			for i := range orig {
 				require.True(t, equalRecord(got[i], orig[i]), "record %d: %+v, want %+v", i, got[i], orig[i])
 			}
-			if b.Attributes()&^transactionalBit == 0 && b.RecordsCount() > 0 && b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) && !bytes.Equal(re[CRCStart:], b[CRCStart:]) {
+			if b.Attributes()&^transactionalBit == 0 && b.RecordsCount() > 0 && b.BaseTimestamp() == orig[0].Timestamp && minimalVarints(b) && !bytes.Equal(re[crcStart:], b[crcStart:]) {
 				require.NotEqual(t, maxTimestamp(orig), b.MaxTimestamp(), "re-encoding changed the bytes:\n%x\n%x", b, re)
 			}
 		}

@@ -381,7 +381,7 @@ func TestGoldenSarama(t *testing.T) {
 	})
 	t.Run("control_batch", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"control_batch.bin"))
-		assert.Equal(t, ControlBit, b.Attributes(), "attributes %v count %d", b.Attributes(), b.RecordsCount())
+		assert.Equal(t, controlBit, b.Attributes(), "attributes %v count %d", b.Attributes(), b.RecordsCount())
 		assert.Equal(t, int32(0), b.RecordsCount(), "attributes %v count %d", b.Attributes(), b.RecordsCount())
 		got := decodeAll(t, b)
 		assert.Empty(t, got, "%d records", len(got))

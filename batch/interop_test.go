@@ -126,7 +126,7 @@ func kmsgBatch(t *testing.T, c Compression, recs []Record) []byte {
 	}
 	kb.Length = int32(HeaderSize - LogOverhead + len(kb.Records))
 	out := kb.AppendTo(nil)
-	kb.CRC = int32(Checksum(out[CRCStart:]))
+	kb.CRC = int32(checksum(out[crcStart:]))
 	return kb.AppendTo(nil)
 }
 
@@ -162,7 +162,7 @@ func TestInteropPartlogToKmsg(t *testing.T) {
 			require.Equal(t, int32(9), kb.PartitionLeaderEpoch, "kmsg header %+v", kb)
 			require.Equal(t, int8(2), kb.Magic, "kmsg header %+v", kb)
 			require.Equal(t, len(b), int(kb.Length)+LogOverhead, "kmsg header %+v", kb)
-			require.Equal(t, Checksum(b[CRCStart:]), uint32(kb.CRC), "kmsg header %+v", kb)
+			require.Equal(t, checksum(b[crcStart:]), uint32(kb.CRC), "kmsg header %+v", kb)
 			require.Equal(t, int16(c)|0x10, kb.Attributes, "kmsg header %+v", kb)
 			require.Equal(t, int32(3), kb.LastOffsetDelta, "kmsg header %+v", kb)
 			require.Equal(t, want[0].Timestamp, kb.FirstTimestamp, "kmsg header %+v", kb)

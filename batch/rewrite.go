@@ -14,7 +14,7 @@ import (
 // message.timestamp.type=LogAppendTime. It panics if b is shorter than
 // HeaderSize.
 func (b Batch) setLogAppendTime(ts int64) {
-	b.SetAttributes(b.Attributes() | TimestampTypeBit)
+	b.SetAttributes(b.Attributes() | timestampTypeBit)
 	batchaccess.SetMaxTimestamp(b, ts)
 	b.SetCRC()
 }

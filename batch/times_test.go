@@ -85,7 +85,7 @@ func TestCRCWithHeader(t *testing.T) {
 		var hdr [HeaderSize]byte
 		copy(hdr[:], b)
 		h := Batch(hdr[:])
-		h.SetAttributes(b.Attributes() | TimestampTypeBit)
+		h.SetAttributes(b.Attributes() | timestampTypeBit)
 		batchaccess.SetMaxTimestamp(h, 424242)
 		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(b, h))
 		require.Equal(t, orig, b, "b is unchanged")

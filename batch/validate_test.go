@@ -130,7 +130,7 @@ func TestValidateMalformed(t *testing.T) {
 		{"last_offset_delta_negative", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], 0xffffffff) }), "lastOffsetDelta", nil},
 		{"last_offset_delta_too_small", withHeader(good, func(h []byte) { binary.BigEndian.PutUint32(h[lastOffsetDeltaOffset:], 1) }), "record[2].offsetDelta", nil},
 		{"unknown_codec", withHeader(good, func(h []byte) { binary.BigEndian.PutUint16(h[attributesOffset:], 5) }), "attributes", nil},
-		{"compressed_control", withHeader(good, func(h []byte) { binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|1)) }), "attributes", nil},
+		{"compressed_control", withHeader(good, func(h []byte) { binary.BigEndian.PutUint16(h[attributesOffset:], uint16(controlBit|1)) }), "attributes", nil},
 		{"trailing_bytes", withRecords(one, append(append([]byte{}, one[HeaderSize:]...), 0)), "records", nil},
 		{"record_length_negative", withRecords(one, append(vi(-2), make([]byte, 8)...)), "record[0].length", nil},
 		{"record_length_oversized", withRecords(one, append(vi(1000), okRec(0)...)), "record[0].length", nil},
@@ -164,7 +164,7 @@ func TestValidateMalformed(t *testing.T) {
 			binary.BigEndian.PutUint32(h[recordsCountOffset:], 2)
 		}), append(okRec(2), okRec(1)...)), "record[1].offsetDelta", nil},
 		{"control_key_short", withRecords(withHeader(one, func(h []byte) {
-			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(ControlBit|transactionalBit))
+			binary.BigEndian.PutUint16(h[attributesOffset:], uint16(controlBit|transactionalBit))
 		}), okRec(0)), "record[0].key", nil},
 		{"gzip_garbage", compressed(CompressionGzip, []byte("not gzip at all")), "records", nil},
 		{"gzip_truncated", withRecords(gzipGood, gzipGood[HeaderSize:len(gzipGood)-6]), "records", nil},
@@ -277,10 +277,10 @@ func TestDecompressionBomb(t *testing.T) {
 	}{
 		// Every bomb is past the default limit's floor, so only the limit
 		// can stop it.
-		{CompressionGzip, 2 * MinDecompressionLimit},
-		{CompressionSnappy, 2 * MinDecompressionLimit},
-		{CompressionLZ4, 2 * MinDecompressionLimit},
-		{CompressionZstd, 4 * MinDecompressionLimit},
+		{CompressionGzip, 2 * minDecompressionLimit},
+		{CompressionSnappy, 2 * minDecompressionLimit},
+		{CompressionLZ4, 2 * minDecompressionLimit},
+		{CompressionZstd, 4 * minDecompressionLimit},
 	} {
 		t.Run(tt.c.String(), func(t *testing.T) {
 			payload := zeroBomb(t, tt.c, tt.n)
@@ -301,7 +301,7 @@ func TestDecompressionBomb(t *testing.T) {
 			// The output buffer grows by doubling up to the limit; nothing
 			// near the claimed size is ever allocated.
 			alloc := ms1.TotalAlloc - ms0.TotalAlloc
-			assert.LessOrEqual(t, alloc, uint64(4*MinDecompressionLimit), "%d compressed bytes claiming %d: Validate allocated %d bytes", len(payload), tt.n, alloc)
+			assert.LessOrEqual(t, alloc, uint64(4*minDecompressionLimit), "%d compressed bytes claiming %d: Validate allocated %d bytes", len(payload), tt.n, alloc)
 			t.Logf("%d bytes -> %v", len(payload), err)
 			// A Decoder with a higher limit accepts the size, then finds that
 			// zeros are not records.
@@ -409,7 +409,7 @@ func TestCompressibleBatchValidates(t *testing.T) {
 			b := build(t, BuilderOptions{Compression: c}, Record{Key: []byte("k"), Value: make([]byte, 2<<20), Timestamp: 1})
 			ratio := (2 << 20) / len(b)
 			if c != CompressionNone && c != CompressionSnappy {
-				require.GreaterOrEqual(t, ratio, DefaultMaxDecompressionRatio, "%d-byte batch: ratio %d is not past the default ratio", len(b), ratio)
+				require.GreaterOrEqual(t, ratio, defaultMaxDecompressionRatio, "%d-byte batch: ratio %d is not past the default ratio", len(b), ratio)
 			}
 			require.NoError(t, b.Validate(), "Validate")
 			require.NoError(t, iterate(b), "iterate")

@@ -361,7 +361,7 @@ func TestEmptyBatchesOfExpiredProducersGo(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	c, err := NewCompactor(compactCfg(&now))
 	require.NoError(t, err)
-	require.Equal(t, DefaultProducerIDExpiration, c.cfg.ProducerIDExpiration)
+	require.Equal(t, defaultProducerIDExpiration, c.cfg.ProducerIDExpiration)
 	const perRound, rounds = 10, 40
 	pid := int64(1000)
 	var sizes []int64

@@ -88,7 +88,7 @@ type Compactor struct {
 // its own.
 func NewCompactor(cfg Config) (*Compactor, error) {
 	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Compactor{cfg: cfg}, nil

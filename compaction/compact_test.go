@@ -117,7 +117,7 @@ func TestHashCollisionsLoseNothing(t *testing.T) {
 }
 
 func TestOffsetMapCollisions(t *testing.T) {
-	m := newOffsetMap(MinOffsetMapBytes*4, func(b []byte) uint64 { return uint64(len(b)) })
+	m := newOffsetMap(minOffsetMapBytes*4, func(b []byte) uint64 { return uint64(len(b)) })
 	for i := range 100 {
 		require.True(t, m.Put(k(fmt.Sprintf("key%03d", i)), int64(i)), "full at %d", i)
 	}
@@ -133,7 +133,7 @@ func TestOffsetMapCollisions(t *testing.T) {
 	for m.Put(k(fmt.Sprintf("filler-%06d", n)), int64(1000+n)) {
 		n++
 	}
-	require.LessOrEqual(t, m.memory(), MinOffsetMapBytes*4, "memory %d over budget", m.memory())
+	require.LessOrEqual(t, m.memory(), minOffsetMapBytes*4, "memory %d over budget", m.memory())
 }
 
 func TestMapFullCleansInRounds(t *testing.T) {
@@ -149,7 +149,7 @@ func TestMapFullCleansInRounds(t *testing.T) {
 	l.roll()
 	before := l.readAll(t)
 	cfg := compactCfg(&now)
-	cfg.OffsetMapBytes = MinOffsetMapBytes * 4
+	cfg.OffsetMapBytes = minOffsetMapBytes * 4
 	c, err := NewCompactor(cfg)
 	require.NoError(t, err)
 	rounds := 0
@@ -179,7 +179,7 @@ func TestMapTooSmall(t *testing.T) {
 	l.append(buildBatch(t, batch.CompressionNone, nil, recs...))
 	l.roll()
 	cfg := compactCfg(&now)
-	cfg.OffsetMapBytes = MinOffsetMapBytes * 16
+	cfg.OffsetMapBytes = minOffsetMapBytes * 16
 	c, _ := NewCompactor(cfg)
 	_, err := c.Apply(context.Background(), l)
 	require.ErrorIs(t, err, ErrMapTooSmall, "got %v", err)

@@ -11,23 +11,23 @@ import (
 
 // Defaults, Kafka's where Kafka has the setting.
 const (
-	// DefaultRetention is retention.ms: 7 days.
-	DefaultRetention = 7 * 24 * time.Hour
-	// DefaultDeleteRetention is delete.retention.ms: 1 day.
-	DefaultDeleteRetention = 24 * time.Hour
-	// DefaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.
-	DefaultMinCleanableDirtyRatio = 0.5
-	// DefaultOffsetMapBytes is the offset map's memory budget
+	// defaultRetention is retention.ms: 7 days.
+	defaultRetention = 7 * 24 * time.Hour
+	// defaultDeleteRetention is delete.retention.ms: 1 day.
+	defaultDeleteRetention = 24 * time.Hour
+	// defaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio.
+	defaultMinCleanableDirtyRatio = 0.5
+	// defaultOffsetMapBytes is the offset map's memory budget
 	// (log.cleaner.dedupe.buffer.size is 128 MiB shared by Kafka's cleaner
 	// threads).
-	DefaultOffsetMapBytes = 128 << 20
-	// MinOffsetMapBytes is the smallest budget accepted.
-	MinOffsetMapBytes = 4 << 10
-	// MaxOffsetMapBytes is the largest budget accepted: key positions in
+	defaultOffsetMapBytes = 128 << 20
+	// minOffsetMapBytes is the smallest budget accepted.
+	minOffsetMapBytes = 4 << 10
+	// maxOffsetMapBytes is the largest budget accepted: key positions in
 	// the map are 32-bit.
-	MaxOffsetMapBytes = 1 << 31
-	// DefaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
-	DefaultProducerIDExpiration = 24 * time.Hour
+	maxOffsetMapBytes = 1 << 31
+	// defaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
+	defaultProducerIDExpiration = 24 * time.Hour
 )
 
 // CleanupPolicy values, Kafka's cleanup.policy.
@@ -69,7 +69,7 @@ type Config struct {
 	// this, the partition is compacted whatever its dirty ratio.
 	MaxCompactionLag time.Duration
 	// OffsetMapBytes bounds the offset map's memory in bytes (default 128
-	// MiB, at least MinOffsetMapBytes, at most MaxOffsetMapBytes): the
+	// MiB, at least 4 KiB, at most 2 GiB): the
 	// table and the keys it holds. When it is full, a round cleans up to
 	// the last mapped offset and the next round continues.
 	OffsetMapBytes int
@@ -97,19 +97,19 @@ func (c *Config) ensureDefaults() {
 		c.CleanupPolicy = PolicyDelete
 	}
 	if c.Retention == 0 {
-		c.Retention = DefaultRetention
+		c.Retention = defaultRetention
 	}
 	if c.DeleteRetention == 0 {
-		c.DeleteRetention = DefaultDeleteRetention
+		c.DeleteRetention = defaultDeleteRetention
 	}
 	if c.MinCleanableDirtyRatio == 0 {
-		c.MinCleanableDirtyRatio = DefaultMinCleanableDirtyRatio
+		c.MinCleanableDirtyRatio = defaultMinCleanableDirtyRatio
 	}
 	if c.OffsetMapBytes == 0 {
-		c.OffsetMapBytes = DefaultOffsetMapBytes
+		c.OffsetMapBytes = defaultOffsetMapBytes
 	}
 	if c.ProducerIDExpiration == 0 {
-		c.ProducerIDExpiration = DefaultProducerIDExpiration
+		c.ProducerIDExpiration = defaultProducerIDExpiration
 	}
 	if c.KeyHash == nil {
 		c.KeyHash = xxhash.Sum64
@@ -122,17 +122,18 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
-// Validate checks a Config after ensureDefaults. Errors wrap
-// ErrInvalidConfig.
-func (c *Config) Validate() error {
+// validate checks a Config after ensureDefaults (every constructor calls
+// both: NewCompactor, NewRetention, Policies, NewRunner, NewDirRunner,
+// which return its error). Errors wrap ErrInvalidConfig.
+func (c *Config) validate() error {
 	if _, _, err := parsePolicy(c.CleanupPolicy); err != nil {
 		return err
 	}
 	switch {
 	case c.MinCleanableDirtyRatio <= 0 || c.MinCleanableDirtyRatio > 1:
 		return fmt.Errorf("%w: MinCleanableDirtyRatio %v outside (0, 1]", ErrInvalidConfig, c.MinCleanableDirtyRatio)
-	case c.OffsetMapBytes < MinOffsetMapBytes || c.OffsetMapBytes > MaxOffsetMapBytes:
-		return fmt.Errorf("%w: OffsetMapBytes %d outside [%d, %d]", ErrInvalidConfig, c.OffsetMapBytes, MinOffsetMapBytes, MaxOffsetMapBytes)
+	case c.OffsetMapBytes < minOffsetMapBytes || c.OffsetMapBytes > maxOffsetMapBytes:
+		return fmt.Errorf("%w: OffsetMapBytes %d outside [%d, %d]", ErrInvalidConfig, c.OffsetMapBytes, minOffsetMapBytes, maxOffsetMapBytes)
 	case c.DeleteRetention < 0:
 		return fmt.Errorf("%w: negative DeleteRetention", ErrInvalidConfig)
 	case c.MinCompactionLag < 0 || c.MaxCompactionLag < 0:

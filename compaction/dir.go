@@ -49,7 +49,7 @@ type DirRunnerOptions struct {
 func NewDirRunner(d *plog.Dir, opts DirRunnerOptions) (*DirRunner, error) {
 	cfg := opts.Config
 	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	opts.Workers = max(opts.Workers, 1)

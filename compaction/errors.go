@@ -12,8 +12,8 @@ import (
 // log.ErrCleaningInProgress, log.ErrSwapIncomplete). A broker would answer KAFKA_STORAGE_ERROR (56) for any of them; they are never
 // returned to producers or consumers.
 var (
-	// ErrInvalidConfig is returned by Config.Validate (and so by
-	// NewRetention, NewCompactor and Policies) for a setting out of range
+	// ErrInvalidConfig is returned by the constructors (NewRetention,
+	// NewCompactor, Policies, NewRunner, NewDirRunner) for a setting out of range
 	// or an unknown cleanup.policy.
 	ErrInvalidConfig = errors.New("partlog/compaction: invalid config")
 	// ErrMapTooSmall is returned by a compaction round when the offset map

@@ -63,7 +63,7 @@ func (r *Result) add(o Result) {
 // cleanup.policy=compact,delete does both.
 func Policies(cfg Config) ([]Policy, error) {
 	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	del, comp, _ := parsePolicy(cfg.CleanupPolicy)

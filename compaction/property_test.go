@@ -43,7 +43,7 @@ func TestCompactionProperties(t *testing.T) {
 		defer l.close()
 		now := time.UnixMilli(1_700_000_000_000)
 		cfg := compactCfg(&now)
-		cfg.OffsetMapBytes = rapid.SampledFrom([]int{MinOffsetMapBytes, 1 << 20}).Draw(rt, "map")
+		cfg.OffsetMapBytes = rapid.SampledFrom([]int{minOffsetMapBytes, 1 << 20}).Draw(rt, "map")
 		if rapid.Bool().Draw(rt, "collide") {
 			cfg.KeyHash = func(b []byte) uint64 { return uint64(len(b)) }
 		}

@@ -59,7 +59,7 @@ type Retention struct {
 // NewRetention returns the delete policy for cfg (defaults applied).
 func NewRetention(cfg Config) (*Retention, error) {
 	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Retention{cfg: cfg}, nil

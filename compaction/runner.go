@@ -58,7 +58,7 @@ type RunnerOptions struct {
 // NewRunner returns a Runner applying the policies cfg names.
 func NewRunner(cfg Config, opts RunnerOptions) (*Runner, error) {
 	cfg.ensureDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if opts.Workers <= 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/logaccess"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -77,7 +78,7 @@ func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 // one.
 func readCleanerCheckpoint(p *plog.Partition) (offset int64, found bool, err error) {
 	topic, part := checkpoint.EntryName(p.Dir())
-	off, found, err := checkpoint.ReadOffset(p.FS(), filepath.Join(p.Dir(), checkpoint.CleanerOffsetFile), topic, part)
+	off, found, err := checkpoint.ReadOffset(logaccess.FS(p), filepath.Join(p.Dir(), checkpoint.CleanerOffsetFile), topic, part)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}

@@ -50,14 +50,12 @@ const (
 var (
 	// ErrIndexFull: Append to an index whose slots are all used.
 	ErrIndexFull = impl.ErrIndexFull
-	// ErrNotIncreasing: an appended offset below the last entry's.
-	ErrNotIncreasing = impl.ErrNotIncreasing
-	// ErrOffsetOverflow: offset - base offset outside [0, MaxInt32].
-	ErrOffsetOverflow = impl.ErrOffsetOverflow
-	// ErrPositionOverflow: a position outside [0, MaxInt32].
-	ErrPositionOverflow = impl.ErrPositionOverflow
-	// ErrInvalidSize: a maxIndexSize smaller than one entry.
-	ErrInvalidSize = impl.ErrInvalidSize
+	// ErrInvalidArgument: an argument the index cannot take, a bug in
+	// the caller; the wrapped message says which: an appended offset not
+	// above the last entry's (below it, for a time index), offset - base
+	// offset or a position outside [0, MaxInt32], a base offset above
+	// MaxBaseOffset, or a maxIndexSize smaller than one entry.
+	ErrInvalidArgument = impl.ErrInvalidArgument
 	// ErrClosed: the index was closed.
 	ErrClosed = impl.ErrClosed
 	// ErrFault: a fault on a mapped page (a media error).

@@ -231,7 +231,7 @@ func (p *Partition) stampTimes(times batchaccess.TimeRange, hdr *[batch.HeaderSi
 		return false, fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
 	}
 	if p.cfg.LogAppendTime {
-		h.SetAttributes(a | batch.TimestampTypeBit)
+		h.SetAttributes(a | batchaccess.TimestampTypeBit)
 		batchaccess.SetMaxTimestamp(h, p.cfg.Now().UnixMilli())
 		return true, nil
 	}

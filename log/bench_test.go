@@ -195,7 +195,7 @@ func BenchmarkAppendBatchWithReaders(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						empty := r.Empty()
+						empty := len(r.Bytes()) == 0
 						if !empty {
 							o = r.NextOffset()
 						}

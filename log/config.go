@@ -13,20 +13,20 @@ import (
 
 // Kafka's defaults for the topic configs a Partition honours.
 const (
-	// DefaultSegmentBytes is segment.bytes: 1 GiB.
-	DefaultSegmentBytes = 1 << 30
-	// DefaultSegmentIndexBytes is segment.index.bytes: 10 MiB.
-	DefaultSegmentIndexBytes = 10 << 20
-	// DefaultIndexIntervalBytes is index.interval.bytes: 4096.
-	DefaultIndexIntervalBytes = 4096
-	// DefaultSegmentTime is segment.ms: 7 days.
-	DefaultSegmentTime = 7 * 24 * time.Hour
-	// DefaultMaxMessageBytes is max.message.bytes: 1 MiB + 12 bytes of log
+	// defaultSegmentBytes is segment.bytes: 1 GiB.
+	defaultSegmentBytes = 1 << 30
+	// defaultSegmentIndexBytes is segment.index.bytes: 10 MiB.
+	defaultSegmentIndexBytes = 10 << 20
+	// defaultIndexIntervalBytes is index.interval.bytes: 4096.
+	defaultIndexIntervalBytes = 4096
+	// defaultSegmentTime is segment.ms: 7 days.
+	defaultSegmentTime = 7 * 24 * time.Hour
+	// defaultMaxMessageBytes is max.message.bytes: 1 MiB + 12 bytes of log
 	// overhead = 1,048,588.
-	DefaultMaxMessageBytes = 1<<20 + batch.LogOverhead
-	// DefaultMessageTimestampAfterMax is message.timestamp.after.max.ms:
+	defaultMaxMessageBytes = 1<<20 + batch.LogOverhead
+	// defaultMessageTimestampAfterMax is message.timestamp.after.max.ms:
 	// 1 hour, Kafka 4's default (Kafka 3.6 to 3.9 had no limit).
-	DefaultMessageTimestampAfterMax = time.Hour
+	defaultMessageTimestampAfterMax = time.Hour
 )
 
 // NoTimestampLimit, as Config.MessageTimestampBeforeMax or
@@ -110,7 +110,7 @@ type Config struct {
 
 	// MessageTimestampAfterMax is message.timestamp.after.max.ms (KIP-937):
 	// AppendBatch refuses a batch with a record timestamp more than this
-	// much after Now. Default DefaultMessageTimestampAfterMax (1 hour, as
+	// much after Now. Default 1 hour (as
 	// in Kafka 4); NoTimestampLimit or any negative value: no limit (Kafka
 	// 3.6 to 3.9's default).
 	MessageTimestampAfterMax time.Duration
@@ -188,7 +188,7 @@ type Config struct {
 	// Records on the segment it cuts (every writer waits for the
 	// truncation meanwhile, and so do new reads of that segment); when it
 	// elapses TruncateTo changes nothing and returns ErrTruncationBlocked.
-	// Default DefaultTruncateWait. Not a Kafka setting.
+	// Default 30 seconds. Not a Kafka setting.
 	TruncateWait time.Duration
 
 	// manualRollFlush leaves the flush a roll schedules in the background
@@ -201,25 +201,25 @@ type Config struct {
 // c, so that `cfg.ensureDefaults()` is all a caller needs.
 func (c *Config) ensureDefaults() *Config {
 	if c.SegmentBytes == 0 {
-		c.SegmentBytes = DefaultSegmentBytes
+		c.SegmentBytes = defaultSegmentBytes
 	}
 	if c.SegmentIndexBytes == 0 {
-		c.SegmentIndexBytes = DefaultSegmentIndexBytes
+		c.SegmentIndexBytes = defaultSegmentIndexBytes
 	}
 	if c.IndexIntervalBytes == 0 {
-		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+		c.IndexIntervalBytes = defaultIndexIntervalBytes
 	}
 	if c.SegmentTime == 0 {
-		c.SegmentTime = DefaultSegmentTime
+		c.SegmentTime = defaultSegmentTime
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaultMaxMessageBytes
 	}
 	if c.MessageTimestampBeforeMax == 0 {
 		c.MessageTimestampBeforeMax = NoTimestampLimit
 	}
 	if c.MessageTimestampAfterMax == 0 {
-		c.MessageTimestampAfterMax = DefaultMessageTimestampAfterMax
+		c.MessageTimestampAfterMax = defaultMessageTimestampAfterMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -234,10 +234,10 @@ func (c *Config) ensureDefaults() *Config {
 		c.Now = time.Now
 	}
 	if c.ProducerIDExpiration == 0 {
-		c.ProducerIDExpiration = DefaultProducerIDExpiration
+		c.ProducerIDExpiration = defaultProducerIDExpiration
 	}
 	if c.TruncateWait == 0 {
-		c.TruncateWait = DefaultTruncateWait
+		c.TruncateWait = defaultTruncateWait
 	}
 	return c
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 )
 
-// DefaultBackgroundThreads is Kafka's background.threads: the default of
+// defaultBackgroundThreads is Kafka's background.threads: the default of
 // DirConfig.BackgroundThreads.
-const DefaultBackgroundThreads = 10
+const defaultBackgroundThreads = 10
 
 // dirLockFile is the file at the root of a log directory that OpenDir
 // locks (flock(2) on unix) until Close: Kafka's ".lock" name, so that a
@@ -176,7 +176,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 		return nil, fmt.Errorf("%w: background.threads %d is negative", ErrInvalidConfig, cfg.BackgroundThreads)
 	}
 	if cfg.BackgroundThreads == 0 {
-		cfg.BackgroundThreads = DefaultBackgroundThreads
+		cfg.BackgroundThreads = defaultBackgroundThreads
 	}
 	fs := cfg.Config.FS
 	d := &Dir{path: path, cfg: cfg, fs: fs, logger: cfg.Config.Logger, threads: max(cfg.RecoveryThreads, 1),

@@ -213,7 +213,7 @@
 // Close, DeleteExpired and Compact's swaps, flushes) waits on the condition
 // variable Partition.truncated, holding no partition lock but flushMu.
 //
-// The wait is bounded: after Config.TruncateWait (DefaultTruncateWait, 30
+// The wait is bounded: after Config.TruncateWait (by default 30
 // s), or when the context of TruncateToContext ends, TruncateTo gives up,
 // changes nothing and returns an error wrapping ErrTruncationBlocked that
 // names how many readers still hold the segment; the waiting writers and

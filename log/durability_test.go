@@ -137,11 +137,11 @@ func TestHighWatermarkFollowsSync(t *testing.T) {
 	require.Equal(t, int64(2), p.HighWatermark())
 	r, err := p.ReadFrom(2, 1<<20)
 	require.NoError(t, err)
-	require.True(t, r.Empty(), "an unsynced batch is visible")
+	require.Empty(t, r.Bytes(), "an unsynced batch is visible")
 	require.NoError(t, r.Close())
 	r, err = p.ReadFromFollower(2, 1<<20) // followers read up to the log end
 	require.NoError(t, err)
-	require.False(t, r.Empty())
+	require.NotEmpty(t, r.Bytes())
 	require.NoError(t, r.Close())
 	close(release)
 	require.NoError(t, <-done)
@@ -195,7 +195,7 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 			}
 			r, err := p.ReadFrom(0, 1<<20) // reads still work
 			require.NoError(t, err)
-			require.False(t, r.Empty())
+			require.NotEmpty(t, r.Bytes())
 			require.NoError(t, r.Close())
 			err = p.Close() // the failure again: the shutdown was not clean
 			require.ErrorIs(t, err, plog.ErrFailed)

@@ -74,3 +74,12 @@ func (p *Partition) RecoveryPoint() int64 {
 	defer p.rolled.ckptMu.Unlock()
 	return p.rolled.recoveryPoint
 }
+
+// Kafka's defaults the external tests compare with.
+const (
+	DefaultSegmentBytes = defaultSegmentBytes
+	DefaultTruncateWait = defaultTruncateWait
+)
+
+// FS is the filesystem of the partition's files, for the external tests.
+func (p *Partition) FS() segment.FS { return p.cfg.FS }

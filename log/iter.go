@@ -300,7 +300,7 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				yield(batch.Record{}, err)
 				return
 			}
-			if r.Empty() {
+			if len(r.Bytes()) == 0 {
 				_ = r.Close() // an empty result holds nothing
 				if err := p.Wait(ctx, max(next, hw)); err != nil {
 					yield(batch.Record{}, err)

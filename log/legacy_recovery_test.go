@@ -13,6 +13,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -66,7 +67,7 @@ func TestRecoveryNeverRemovesLaterLegacySegments(t *testing.T) {
 				for name, data := range l.files {
 					data = slices.Clone(data)
 					if name == "00000000000000000000.log" {
-						data[len(first)+batch.CRCStart+5] ^= 0x10 // the last batch fails its CRC
+						data[len(first)+batchaccess.CRCStart+5] ^= 0x10 // the last batch fails its CRC
 					}
 					require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
 				}

@@ -250,7 +250,7 @@ func TestReadBounds(t *testing.T) {
 	require.Equal(t, int64(0), p.HighWatermark())
 	r, err := p.ReadFrom(0, 1<<20)
 	require.NoError(t, err)
-	require.True(t, r.Empty())
+	require.Empty(t, r.Bytes())
 	require.Equal(t, int64(-1), r.FirstOffset())
 	require.NoError(t, r.Close())
 
@@ -263,7 +263,7 @@ func TestReadBounds(t *testing.T) {
 	require.NoError(t, r.Close())
 	r, err = p.ReadFrom(21, 1<<20) // below the mark, but its batch crosses it
 	require.NoError(t, err)
-	require.True(t, r.Empty())
+	require.Empty(t, r.Bytes())
 	require.NoError(t, r.Close())
 	r, err = p.ReadFromFollower(21, 1) // a follower sees it, whole, despite maxBytes
 	require.NoError(t, err)
@@ -271,7 +271,7 @@ func TestReadBounds(t *testing.T) {
 	require.NoError(t, r.Close())
 	r, err = p.ReadFromFollower(50, 1)
 	require.NoError(t, err)
-	require.True(t, r.Empty())
+	require.Empty(t, r.Bytes())
 	require.NoError(t, r.Close())
 	_, err = p.ReadFrom(51, 1)
 	require.ErrorIs(t, err, plog.ErrOffsetOutOfRange)
@@ -434,7 +434,7 @@ func TestRecordsWriteTo(t *testing.T) {
 	defer f.Close()
 	n, err := r.WriteTo(f)
 	require.NoError(t, err)
-	require.Equal(t, int64(r.Len()), n)
+	require.Equal(t, int64(len(r.Bytes())), n)
 	got, err := os.ReadFile(f.Name())
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(got, r.Bytes()))

@@ -15,8 +15,8 @@ import (
 // epoch is refused. The rules are Kafka's ProducerAppendInfo's; the snapshot
 // format is in snapshot.go.
 
-// DefaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
-const DefaultProducerIDExpiration = 24 * time.Hour
+// defaultProducerIDExpiration is producer.id.expiration.ms: 1 day.
+const defaultProducerIDExpiration = 24 * time.Hour
 
 // producerBatchesKept is how many of a producer's last batches are kept to
 // recognise retries: Kafka's NUM_BATCHES_TO_RETAIN, the most batches a

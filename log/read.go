@@ -17,7 +17,7 @@ import (
 // A Records is a small value (a handle): copies of it name the same
 // result. Close it once; a second Close (of the handle or of any copy)
 // returns ErrClosed and changes nothing. After Close every method sees a
-// closed result: Bytes returns nil, Len 0, Empty true, FirstOffset and
+// closed result: Bytes returns nil, FirstOffset and
 // NextOffset -1, WriteTo returns ErrClosed. A closed handle never reaches
 // another reader's result: the state behind it is pooled (a read
 // allocates nothing) and each use of it carries a new generation number,
@@ -101,18 +101,6 @@ func (h Records) Bytes() []byte {
 	return nil
 }
 
-// Len returns the number of bytes, len(Bytes()).
-func (h Records) Len() int {
-	if r := h.state(); r != nil {
-		return int(r.end - r.start)
-	}
-	return 0
-}
-
-// Empty reports whether the read found nothing (the offset was at the
-// visibility bound), or the Records is closed.
-func (h Records) Empty() bool { return h.Len() == 0 }
-
 // FirstOffset returns the base offset of the first batch (at or below the
 // offset that was read, since a read starts at the batch holding it), or -1
 // when empty or closed.
@@ -191,7 +179,7 @@ func (r *records) discard() error {
 //
 // offset must lie in [LogStartOffset, LogEndOffset], else the error wraps
 // ErrOffsetOutOfRange. At or past the high watermark the result is empty
-// (Empty reports true), not an error. A read whose offset lies inside a
+// (Bytes has length 0), not an error. A read whose offset lies inside a
 // batch returns that whole batch; consumers skip the records below the
 // offset, as Kafka clients do.
 //

@@ -90,14 +90,14 @@ func TestRecordsUseAfterClose(t *testing.T) {
 
 	empty, err := p.ReadFrom(2, 1<<20) // at the high watermark: empty
 	require.NoError(t, err)
-	require.True(t, empty.Empty())
+	require.Empty(t, empty.Bytes())
 	require.NoError(t, empty.Close())
 
 	for name, h := range map[string]plog.Records{"closed": r, "closed copy": cp, "closed empty": empty, "zero": {}} {
 		t.Run(name, func(t *testing.T) {
 			require.Nil(t, h.Bytes())
-			require.Zero(t, h.Len())
-			require.True(t, h.Empty())
+			require.Empty(t, h.Bytes())
+			require.Empty(t, h.Bytes())
 			require.Equal(t, int64(-1), h.FirstOffset())
 			require.Equal(t, int64(-1), h.NextOffset())
 			n, err := h.WriteTo(io.Discard)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
@@ -305,7 +306,7 @@ func TestCorruption(t *testing.T) {
 			s := segs[1]
 			path := logFile(dir, s)
 			pos := batchPositions(t, path)
-			flipByte(t, path, pos[2]+batch.CRCStart+3)
+			flipByte(t, path, pos[2]+batchaccess.CRCStart+3)
 			b, _ := m.BatchHolding(s.BaseOffset)
 			b2, _ := m.BatchHolding(b.NextOffset())
 			return path, pos[2], b2.NextOffset()

@@ -6,7 +6,9 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/logaccess"
 	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/vfs"
 )
 
 // ErrSegmentsChanged is returned by DeleteExpired and Compact when
@@ -22,9 +24,9 @@ var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 // round ends. Internal: no Kafka code.
 var ErrCleaningInProgress = errors.New("partlog/log: cleaning in progress")
 
-// FS returns the filesystem the partition's files live on (Config.FS, the
-// operating system's when it was nil).
-func (p *Partition) FS() segment.FS { return p.cfg.FS }
+func init() {
+	logaccess.FS = func(p any) vfs.FS { return p.(*Partition).cfg.FS }
+}
 
 // segmentRefs returns the current segments in ascending base offset order;
 // the last one is the active segment. The caller owns one reference on each

@@ -12,6 +12,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/crc32c"
 	"github.com/partlog/partlog/internal/logaccess"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -58,7 +59,7 @@ func decodeProducerSnapshot(data []byte) ([]producerSnapshotEntry, error) {
 	if v := int16(binary.BigEndian.Uint16(data)); v != snapshotVersion {
 		return nil, fmt.Errorf("%w: version %d, want %d", errCorruptSnapshot, v, snapshotVersion)
 	}
-	if want, got := binary.BigEndian.Uint32(data[2:]), batch.Checksum(data[snapshotCRCStart:]); want != got {
+	if want, got := binary.BigEndian.Uint32(data[2:]), crc32c.Update(0, data[snapshotCRCStart:]); want != got {
 		return nil, fmt.Errorf("%w: CRC-32C %08x, computed %08x", errCorruptSnapshot, want, got)
 	}
 	n := int32(binary.BigEndian.Uint32(data[6:]))
@@ -99,7 +100,7 @@ func appendProducerSnapshot(dst []byte, entries []producerSnapshotEntry) []byte 
 		dst = binary.BigEndian.AppendUint32(dst, uint32(e.CoordinatorEpoch))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.CurrentTxnFirstOffset))
 	}
-	binary.BigEndian.PutUint32(dst[start+2:], batch.Checksum(dst[start+snapshotCRCStart:]))
+	binary.BigEndian.PutUint32(dst[start+2:], crc32c.Update(0, dst[start+snapshotCRCStart:]))
 	return dst
 }
 

@@ -168,7 +168,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				defer r.Close()
 				want, ok := m.BatchFrom(o)
 				if o >= bound || !ok || want.LastOffset >= bound {
-					require.True(rt, r.Empty(), "read at %d returned %d bytes past the bound %d", o, r.Len(), bound)
+					require.Empty(rt, r.Bytes(), "read at %d returned %d bytes past the bound %d", o, len(r.Bytes()), bound)
 					return
 				}
 				got := r.Bytes()

@@ -214,11 +214,11 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	return p.makeTruncationDurableLocked()
 }
 
-// DefaultTruncateWait is the default of Config.TruncateWait: how long a
+// defaultTruncateWait is the default of Config.TruncateWait: how long a
 // TruncateTo waits for readers holding the segment it cuts before it gives
 // up with ErrTruncationBlocked. Kafka's request.timeout.ms default, the
 // time a fetch response may reasonably take to send.
-const DefaultTruncateWait = 30 * time.Second
+const defaultTruncateWait = 30 * time.Second
 
 // truncationStats backs the truncation fields of Stats; its fields are
 // atomics, written by TruncateTo and read by anyone.

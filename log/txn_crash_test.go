@@ -106,7 +106,7 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 	for {
 		recs, ab, err := p.ReadCommitted(off, 1<<20)
 		require.NoError(t, err, "%s: read_committed at %d", where, off)
-		if recs.Empty() {
+		if len(recs.Bytes()) == 0 {
 			_ = recs.Close()
 			break
 		}

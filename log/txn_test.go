@@ -38,7 +38,7 @@ func readCommittedAll(t testing.TB, p *plog.Partition, from int64) (bases []int6
 	for off := from; ; {
 		recs, ab, err := p.ReadCommitted(off, 1<<20)
 		require.NoError(t, err)
-		if recs.Empty() {
+		if len(recs.Bytes()) == 0 {
 			require.NoError(t, recs.Close())
 			return bases, aborted
 		}
@@ -383,7 +383,7 @@ func TestReadCommittedConcurrent(t *testing.T) {
 					return
 				}
 				lso := p.LastStableOffset()
-				if !recs.Empty() {
+				if len(recs.Bytes()) != 0 {
 					assert.LessOrEqual(t, recs.NextOffset(), lso, "read at %d returned past the LSO", off)
 				}
 				for rest := recs.Bytes(); len(rest) > 0; {
@@ -396,7 +396,7 @@ func TestReadCommittedConcurrent(t *testing.T) {
 					}
 					rest = r
 				}
-				if !recs.Empty() {
+				if len(recs.Bytes()) != 0 {
 					off = recs.NextOffset()
 				}
 				_ = recs.Close()

@@ -50,14 +50,9 @@ type FaultError = impl.FaultError
 // files open (0 or less: no limit).
 func NewBudget(maxOpen int) *Budget { return impl.NewBudget(maxOpen) }
 
-// Defaults and limits of Config.
+// The limit of Config.MaxSegmentBytes (a zero Config field means Kafka's
+// default, named in the field's comment).
 const (
-	// DefaultIndexIntervalBytes is Kafka's index.interval.bytes.
-	DefaultIndexIntervalBytes = impl.DefaultIndexIntervalBytes
-	// DefaultMaxIndexBytes is Kafka's segment.index.bytes.
-	DefaultMaxIndexBytes = impl.DefaultMaxIndexBytes
-	// DefaultMaxSegmentBytes is Kafka's segment.bytes.
-	DefaultMaxSegmentBytes = impl.DefaultMaxSegmentBytes
 	// MaxSegmentBytesLimit is the largest MaxSegmentBytes: positions are
 	// 32-bit in the offset index.
 	MaxSegmentBytesLimit = impl.MaxSegmentBytesLimit

@@ -17,7 +17,6 @@ import (
 
 // recordSet is what the zero-copy path needs from a read: plog.Records.
 type recordSet interface {
-	Len() int
 	Bytes() []byte
 	WriteTo(w io.Writer) (int64, error)
 }
@@ -88,8 +87,8 @@ func fetchFrame(corr int32, resp *fetchResponse) []framePiece {
 			}
 			switch {
 			case rs != nil:
-				b = appendBytesLen(b, rs.Len(), flexible)
-				total += len(b) + rs.Len()
+				b = appendBytesLen(b, len(rs.Bytes()), flexible)
+				total += len(b) + len(rs.Bytes())
 				pieces = append(pieces, framePiece{b: b, rec: rs})
 				b = make([]byte, 0, 128)
 			case len(p.RecordBatches) == 0:

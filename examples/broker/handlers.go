@@ -515,15 +515,15 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 		}
 		return nil
 	}
-	if r.Empty() || (*total > 0 && r.Len() > limit) {
+	if len(r.Bytes()) == 0 || (*total > 0 && len(r.Bytes()) > limit) {
 		// Only the first partition with data may exceed its limit
 		// (Kafka's minOneMessage).
 		_ = r.Close()
 		return nil
 	}
 	p.RecordBatches = r.Bytes()
-	*total += r.Len()
-	*budget -= r.Len()
+	*total += len(r.Bytes())
+	*budget -= len(r.Bytes())
 	return r
 }
 

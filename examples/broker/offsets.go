@@ -188,7 +188,7 @@ func readToHighWatermark(p *plog.Partition, apply func(batches []byte, off int64
 		if err != nil {
 			return err
 		}
-		if recs.Empty() {
+		if len(recs.Bytes()) == 0 {
 			_ = recs.Close()
 			break
 		}

@@ -15,6 +15,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
@@ -811,7 +812,7 @@ func raftControlBatch(offset int64, term uint64, ct batch.ControlType, value []b
 	if err != nil {
 		return nil, err
 	}
-	b.SetAttributes(b.Attributes() | batch.ControlBit)
+	b.SetAttributes(b.Attributes() | batchaccess.ControlBit)
 	b.SetCRC()
 	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/crc32c"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -147,7 +148,7 @@ func readAndChecksum(dir string) (time.Duration, error) {
 		}
 		for {
 			n, err := f.Read(buf)
-			sum ^= batch.Checksum(buf[:n])
+			sum ^= crc32c.Update(0, buf[:n])
 			if errors.Is(err, io.EOF) {
 				break
 			}

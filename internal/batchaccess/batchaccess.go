@@ -35,6 +35,17 @@ const (
 	HeaderSize = 61
 )
 
+// Attribute bits the partition and the example broker set on a batch they
+// build or stamp (Kafka's frozen values; package batch's tests check them
+// against its own).
+const (
+	// TimestampTypeBit marks LogAppendTime timestamps.
+	TimestampTypeBit = 0x08
+	// ControlBit marks a control batch (a transaction marker or a KRaft
+	// control record).
+	ControlBit = 0x20
+)
+
 // Castagnoli is the CRC-32C table, shared by every checksum in the module
 // (package batch uses it too).
 var Castagnoli = crc32c.Table

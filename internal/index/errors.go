@@ -2,9 +2,16 @@ package index
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/partlog/partlog/internal/mmap"
 )
+
+// ErrInvalidArgument is wrapped by every error that reports an argument
+// the index cannot take, a bug in the caller: ErrNotIncreasing,
+// ErrOffsetOverflow, ErrPositionOverflow and ErrInvalidSize. The public
+// package index exports it alone.
+var ErrInvalidArgument = errors.New("partlog/index: invalid argument")
 
 // Errors returned by Append and MaybeAppend. None of them marks corruption:
 // they report a full index or a caller bug, and the index is unchanged when
@@ -21,16 +28,16 @@ var (
 	// is not greater than the last entry's, and by TimeIndex.MaybeAppend
 	// when the offset is smaller than the last entry's (Kafka's
 	// InvalidOffsetException). It is a bug in the caller.
-	ErrNotIncreasing = errors.New("partlog/index: offset not increasing")
+	ErrNotIncreasing = fmt.Errorf("%w: offset not increasing", ErrInvalidArgument)
 	// ErrOffsetOverflow is returned when offset - baseOffset is negative
 	// or does not fit in an int32, the width of an entry's relative
 	// offset (Kafka's IndexOffsetOverflowException), and by the Open
 	// functions for a base offset outside [0, MaxInt64-MaxInt32]. The
 	// segment rolls before a batch's offsets overflow.
-	ErrOffsetOverflow = errors.New("partlog/index: relative offset overflow")
+	ErrOffsetOverflow = fmt.Errorf("%w: relative offset overflow", ErrInvalidArgument)
 	// ErrPositionOverflow is returned by OffsetIndex.Append for a file
 	// position outside [0, MaxInt32], the width of an entry's position.
-	ErrPositionOverflow = errors.New("partlog/index: position overflow")
+	ErrPositionOverflow = fmt.Errorf("%w: position overflow", ErrInvalidArgument)
 )
 
 // Errors returned by the other operations.
@@ -38,7 +45,7 @@ var (
 	// ErrInvalidSize is returned by the Open functions when maxIndexSize
 	// is smaller than one entry, and by Resize when the new size would not
 	// hold the current entries.
-	ErrInvalidSize = errors.New("partlog/index: invalid index size")
+	ErrInvalidSize = fmt.Errorf("%w: invalid index size", ErrInvalidArgument)
 	// ErrClosed is returned by every method that changes the index after
 	// Close or Delete.
 	ErrClosed = errors.New("partlog/index: index is closed")

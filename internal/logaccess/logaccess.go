@@ -9,6 +9,8 @@
 //	err := logaccess.CheckProducerSnapshot(data)          // nil: it decodes
 package logaccess
 
+import "github.com/partlog/partlog/internal/vfs"
+
 // ProducerSnapshotEntry is one entry of a producer state snapshot file
 // (Kafka's .snapshot format), field for field: a producer's last batch and
 // its transaction state.
@@ -33,4 +35,9 @@ var (
 	DecodeProducerSnapshot func(data []byte) ([]ProducerSnapshotEntry, error)
 	// AppendProducerSnapshot appends the snapshot file of entries to dst.
 	AppendProducerSnapshot func(dst []byte, entries []ProducerSnapshotEntry) []byte
+	// FS returns the filesystem the files of p, a *log.Partition, live on
+	// (its Config.FS, the operating system's when that was nil): for the
+	// reference model, which lists a partition's snapshot files, and for
+	// tests that look at a partition's files.
+	FS func(p any) vfs.FS
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -52,7 +53,7 @@ func damageCases(t *testing.T) []struct {
 		{"legacy damaged in the middle", flip(mixed, 140)},
 		{"legacy, then a torn batch", slices.Concat(mixed, simpleBatch(t, 20, 2, 100, 40)[:30])},
 		{"torn batch carrying a legacy message", slices.Concat(whole, carrier[:len(carrier)-20])},
-		{"batch failing its CRC, then a legacy message", slices.Concat(whole, flip(carrier, batch.CRCStart+2), legacyMessage(50, "real"))},
+		{"batch failing its CRC, then a legacy message", slices.Concat(whole, flip(carrier, batchaccess.CRCStart+2), legacyMessage(50, "real"))},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 )
 
 // Recovery checks what Kafka's recovery checks (framing, magic, CRC-32C,
@@ -25,7 +26,7 @@ func TestRecoverDoesNotDecompress(t *testing.T) {
 			s, err := Create(fsys, dir, 0, k.cfg)
 			require.NoError(t, err)
 			odd := simpleBatch(t, 1, 2, 10, 100)
-			binary.BigEndian.PutUint16(odd[batch.CRCStart:], uint16(batch.Attributes(0).WithCompression(batch.CompressionZstd)))
+			binary.BigEndian.PutUint16(odd[batchaccess.CRCStart:], uint16(batch.Attributes(0).WithCompression(batch.CompressionZstd)))
 			odd.SetCRC()
 			require.Error(t, odd.Validate(), "the odd batch was meant to fail Validate")
 			want := []batch.Batch{simpleBatch(t, 0, 1, 1, 10), odd, simpleBatch(t, 3, 1, 20, 10)}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -182,12 +183,12 @@ func TestRecoverLegacyLookalikeInsideDamagedBatch(t *testing.T) {
 		{"torn last batch of a sealed segment", func() []byte { return slices.Concat(first, carrier[:len(carrier)-20]) }, true, false, true},
 		{"last batch fails its CRC", func() []byte {
 			d := slices.Concat(first, carrier)
-			d[len(first)+batch.CRCStart+2] ^= 1
+			d[len(first)+batchaccess.CRCStart+2] ^= 1
 			return d
 		}, false, false, true},
 		{"batch failing its CRC, then a legacy message", func() []byte {
 			d := slices.Concat(first, carrier, legacyMessage(20, "real"))
-			d[len(first)+batch.CRCStart+2] ^= 1
+			d[len(first)+batchaccess.CRCStart+2] ^= 1
 			return d
 		}, false, true, false},
 		{"length damaged past the end, then a legacy message", func() []byte {

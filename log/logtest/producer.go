@@ -225,7 +225,7 @@ func (m *Model) cutProducers(end int64) {
 // something; after a crash use Reopen instead (see
 // ErrProducerStateUnknown).
 func (m *Model) ReloadProducers(p *plog.Partition) error {
-	fsys, dir := p.FS(), p.Dir()
+	fsys, dir := logaccess.FS(p), p.Dir()
 	names, err := fsys.List(dir)
 	if err != nil {
 		return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)

@@ -197,7 +197,7 @@ func checkTxn(p *plog.Partition, m *Model) error {
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: read_committed at %d: %w", off, err)
 		}
-		if recs.Empty() {
+		if len(recs.Bytes()) == 0 {
 			_ = recs.Close()
 			break
 		}
