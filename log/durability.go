@@ -501,6 +501,9 @@ func (p *Partition) flushRolled() error {
 	var err error
 	for _, seg := range w.segs {
 		if err == nil {
+			err = p.trimSealed(seg)
+		}
+		if err == nil {
 			err = p.syncSegmentFiles(seg)
 		}
 		if uerr := seg.Unref(); uerr != nil {
@@ -574,6 +577,23 @@ func (p *Partition) takeRolledLocked() rolled {
 	}
 	p.mu.rollSnapshots = nil
 	return w
+}
+
+// trimSealed cuts the index files of the sealed segment seg to their
+// entries: the part of the roll's seal that frees each index's
+// preallocated segment.index.bytes, left to the background so that the
+// roll does not truncate two files under mu. It runs before the fsync of
+// the segment's files, so the recovery point is raised only over
+// trimmed indexes. The segment orders the trim against the writer's own
+// changes of its index files (segment.TrimSealedIndexes); a segment
+// already closed needs none (its indexes were trimmed when closed). A
+// failed trim is an I/O error of the flush. REQUIRES: flushMu held, a
+// reference on seg.
+func (p *Partition) trimSealed(seg *segment.Segment) error {
+	if err := seg.TrimSealedIndexes(); err != nil {
+		return fmt.Errorf("segment %d: trim indexes: %w", seg.BaseOffset(), err)
+	}
+	return nil
 }
 
 // syncSegmentFiles fsyncs the files of the sealed segment seg (.log,
