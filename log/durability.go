@@ -25,11 +25,14 @@ import (
 //     DisableAutoHighWatermark, the high watermark. TruncateTo and
 //     DeleteRecordsBefore flush the same way under mu alone (flushLocked)
 //     before their changes become durable.
-//   - A roll does no fsync and writes no checkpoint under mu: it seals
-//     the segment, creates the next one, notes the new base (rollTarget)
-//     and the producer snapshot bytes, and schedules a background flush
+//   - A roll does no fsync, no index trim and writes no checkpoint under
+//     mu: it seals the segment (leaving its index files preallocated),
+//     creates the next one, notes the new base (rollTarget) and the
+//     producer snapshot bytes, and schedules a background flush
 //     (flushRolled; Kafka flushes on roll asynchronously too). That flush
-//     runs under flushMu without mu: it fsyncs the sealed segments' files
+//     runs under flushMu without mu: it cuts the sealed segments' index
+//     files to their entries (ordered against the writer's own changes of
+//     them by the segment, segment.TrimSealedIndexes), fsyncs their files
 //     through handles of its own, syncs the directory, writes the
 //     snapshots, then raises the recovery point to the new base, each
 //     checkpoint and snapshot write under rolled.ckptMu and only while
@@ -469,7 +472,8 @@ func (p *Partition) noteRolledLocked(newBase int64) {
 }
 
 // flushRolled is the background half of the rolls since the last one: it
-// fsyncs the sealed segments below the newest roll's base (their .log,
+// trims the index files of the sealed segments below the newest roll's
+// base to their entries and fsyncs those segments (their .log,
 // indexes and .txnindex, through handles of its own, without mu: appends
 // go on), syncs the directory when entries changed, writes the roll
 // snapshots, and raises the recovery point to that base. A failed fsync
