@@ -25,11 +25,14 @@ import (
 //     DisableAutoHighWatermark, the high watermark. TruncateTo and
 //     DeleteRecordsBefore flush the same way under mu alone (flushLocked)
 //     before their changes become durable.
-//   - A roll does no fsync and writes no checkpoint under mu: it seals
-//     the segment, creates the next one, notes the new base (rollTarget)
-//     and the producer snapshot bytes, and schedules a background flush
+//   - A roll does no fsync, no index trim and writes no checkpoint under
+//     mu: it seals the segment (leaving its index files preallocated),
+//     creates the next one, notes the new base (rollTarget) and the
+//     producer snapshot bytes, and schedules a background flush
 //     (flushRolled; Kafka flushes on roll asynchronously too). That flush
-//     runs under flushMu without mu: it fsyncs the sealed segments' files
+//     runs under flushMu without mu: it cuts the sealed segments' index
+//     files to their entries (ordered against the writer's own changes of
+//     them by the segment, segment.TrimSealedIndexes), fsyncs their files
 //     through handles of its own, syncs the directory, writes the
 //     snapshots, then raises the recovery point to the new base, each
 //     checkpoint and snapshot write under rolled.ckptMu and only while
@@ -469,7 +472,8 @@ func (p *Partition) noteRolledLocked(newBase int64) {
 }
 
 // flushRolled is the background half of the rolls since the last one: it
-// fsyncs the sealed segments below the newest roll's base (their .log,
+// trims the index files of the sealed segments below the newest roll's
+// base to their entries and fsyncs those segments (their .log,
 // indexes and .txnindex, through handles of its own, without mu: appends
 // go on), syncs the directory when entries changed, writes the roll
 // snapshots, and raises the recovery point to that base. A failed fsync
@@ -500,6 +504,9 @@ func (p *Partition) flushRolled() error {
 
 	var err error
 	for _, seg := range w.segs {
+		if err == nil {
+			err = p.trimSealed(seg)
+		}
 		if err == nil {
 			err = p.syncSegmentFiles(seg)
 		}
@@ -574,6 +581,23 @@ func (p *Partition) takeRolledLocked() rolled {
 	}
 	p.mu.rollSnapshots = nil
 	return w
+}
+
+// trimSealed cuts the index files of the sealed segment seg to their
+// entries: the part of the roll's seal that frees each index's
+// preallocated segment.index.bytes, left to the background so that the
+// roll does not truncate two files under mu. It runs before the fsync of
+// the segment's files, so the recovery point is raised only over
+// trimmed indexes. The segment orders the trim against the writer's own
+// changes of its index files (segment.TrimSealedIndexes); a segment
+// already closed needs none (its indexes were trimmed when closed). A
+// failed trim is an I/O error of the flush. REQUIRES: flushMu held, a
+// reference on seg.
+func (p *Partition) trimSealed(seg *segment.Segment) error {
+	if err := seg.TrimSealedIndexes(); err != nil {
+		return fmt.Errorf("segment %d: trim indexes: %w", seg.BaseOffset(), err)
+	}
+	return nil
 }
 
 // syncSegmentFiles fsyncs the files of the sealed segment seg (.log,

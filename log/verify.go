@@ -220,6 +220,19 @@ func (p *Partition) readIndexFile(seg *segment.Segment, suffix string, limit int
 		return path, nil, fmt.Errorf("partlog/log: verify: %w", err)
 	}
 	defer func() { _ = f.Close() }()
+	if seg.Sealed() && seg.TrimPending() {
+		// A sealed segment whose index trim the roll left to the
+		// background: the file is still preallocated, and past its
+		// entries lie zeros or entries a truncation dropped. Only the
+		// entries count (the trim cuts the file to them).
+		offEntries, timeEntries := seg.IndexEntries()
+		switch suffix {
+		case segment.IndexSuffix:
+			limit = min(limit, offEntries*offsetEntrySize)
+		case segment.TimeIndexSuffix:
+			limit = min(limit, timeEntries*timeEntrySize)
+		}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, int64(limit)))
 	if err != nil {
 		return path, nil, fmt.Errorf("partlog/log: verify: read %s: %w", path, err)

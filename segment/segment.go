@@ -208,7 +208,14 @@ func (s *Segment) Flush() error { return s.s.Flush() }
 // Seal makes the segment read-only: a final time index entry, indexes
 // trimmed to their entries, the mapping cut to the .log's length. Further
 // Appends return ErrSealed. Writer side.
-func (s *Segment) Seal() error { return s.s.Seal() }
+func (s *Segment) Seal() error {
+	if err := s.s.Seal(); err != nil {
+		return err
+	}
+	// The partition leaves the trim to its background flush after a
+	// roll; a caller of this package gets the whole seal.
+	return s.s.TrimSealedIndexes()
+}
 
 // TruncateTo removes the batches at and after the one holding offset (or
 // the first after it) and their index entries, after waiting for every

@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -291,5 +292,61 @@ func TestCrashAcrossSealUnseal(t *testing.T) {
 		}
 		_ = re.Lookup(int64(n))
 		_ = re.Close()
+	}
+}
+
+// TestCreateWritesFirstPage: a new index writes zeros over its first page
+// through the file once it is preallocated (so that the first entry's
+// store through the mapping does not convert an unwritten extent in a
+// page fault), and a failure of that write fails the open and leaves no
+// file behind.
+func TestCreateWritesFirstPage(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		maxSize int
+		want    int64
+	}{
+		{"large index", 10 << 20, firstPageBytes},
+		{"index smaller than a page", 240, 240},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			require.NoError(t, mem.MkdirAll("/d", 0o755))
+			in := vfs.NewInjector(mem)
+			var ops []vfs.Op
+			in.SetHook(func(op vfs.Op) error {
+				ops = append(ops, op)
+				return nil
+			})
+			idx, err := OpenOffsetIndex(in, "/d/0.index", 0, tt.maxSize)
+			require.NoError(t, err)
+			require.NoError(t, idx.Close())
+			prealloc, write := -1, -1
+			for i, op := range ops {
+				switch {
+				case op.Kind == vfs.OpPreallocate && prealloc < 0:
+					prealloc = i
+				case op.Kind == vfs.OpWriteAt && write < 0:
+					write = i
+					require.Equal(t, int64(0), op.Off)
+					require.Equal(t, tt.want, op.Len)
+				}
+			}
+			require.GreaterOrEqual(t, prealloc, 0, "preallocated: %v", ops)
+			require.Greater(t, write, prealloc, "first page written after the preallocation: %v", ops)
+
+			// The write fails: the open fails and removes the new file.
+			fail := vfs.NewInjector(mem)
+			fail.SetHook(func(op vfs.Op) error {
+				if op.Kind == vfs.OpWriteAt {
+					return vfs.ErrInjected
+				}
+				return nil
+			})
+			_, err = OpenOffsetIndex(fail, "/d/1.index", 0, tt.maxSize)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			_, err = mem.Stat("/d/1.index")
+			require.True(t, errors.Is(err, fs.ErrNotExist), "stat after a failed create: %v", err)
+		})
 	}
 }

@@ -3,6 +3,8 @@ package segment
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -258,6 +260,9 @@ func (s *Segment) Flush() error {
 		return err
 	}
 	defer s.unpin()
+	if err := s.trimIndexesFirst(); err != nil {
+		return err
+	}
 	if err := s.logFile.Sync(); err != nil {
 		return err
 	}
@@ -272,9 +277,10 @@ func (s *Segment) Flush() error {
 
 // Seal makes the segment read-only when the partition rolls past it
 // (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
-// appended to the time index (even if it is full), both indexes are trimmed
-// to their entries, a .log longer than Size is cut, and the .log's mapping
-// is cut to its length (the pages past it are unmapped). Further Appends
+// appended to the time index (even if it is full), a .log longer than
+// Size is cut, and the .log's mapping is cut to its length (the pages
+// past it are unmapped). Cutting both index files to their entries is
+// left pending for TrimSealedIndexes (see trimState). Further Appends
 // return ErrSealed. Sealing a sealed segment does nothing. Writer side.
 func (s *Segment) Seal() error {
 	if s.closed.Load() {
@@ -290,12 +296,6 @@ func (s *Segment) Seal() error {
 	if err := s.appendFinalTimeEntry(); err != nil {
 		return err
 	}
-	if err := s.offIdx.TrimToValidSize(); err != nil {
-		return err
-	}
-	if err := s.timeIdx.TrimToValidSize(); err != nil {
-		return err
-	}
 	if size := s.size.Load(); s.w.fileSize != size {
 		if err := s.logFile.Truncate(size); err != nil {
 			return err
@@ -305,7 +305,93 @@ func (s *Segment) Seal() error {
 	if err := s.mapTo(s.size.Load()); err != nil {
 		return err
 	}
+	s.trim.mu.Lock()
+	s.trim.pending.Store(true)
+	s.trim.mu.Unlock()
 	s.sealed.Store(true)
+	return nil
+}
+
+// trimState is the deferred index trim of a sealed segment. Seal leaves
+// both indexes at their preallocated length (cutting a file that frees
+// MaxIndexBytes takes milliseconds, which the partition does not spend
+// under its lock); TrimSealedIndexes cuts them later, without the
+// writer's lock. Every writer-side method that touches a sealed
+// segment's index files settles a pending trim first, under mu, after
+// pinning the segment (trimIndexesFirst, dropTrim), so the trim never
+// overlaps another change of the index files. Closing the indexes (Close,
+// the last Unref, a Budget closing the segment at rest) trims them as
+// well. A crash before the trim leaves a sealed segment with
+// preallocated indexes: the files a crash after an unsynced trim leaves
+// too, which Open recognises (an index longer than its entries; see
+// docs/crash-safety.md, "Rolls").
+type trimState struct {
+	mu sync.Mutex
+	// pending is set by Seal and cleared once both files are cut (or
+	// grown back by Unseal or TruncateTo). Written under mu.
+	pending atomic.Bool
+}
+
+// TrimPending reports whether Seal's index trim has not run yet.
+func (s *Segment) TrimPending() bool { return s.trim.pending.Load() }
+
+// TrimSealedIndexes cuts a sealed segment's index files to their entries
+// (Kafka's trimToValidSize at roll), the half of Seal that Seal leaves
+// for later. Unlike the other writer-side methods it may run without the
+// writer's lock, concurrently with reads and with the writer's methods
+// (those that touch the index files wait for it or do it first). It does
+// nothing when no trim is pending or the segment is closed. The caller
+// holds a reference (Ref) for the call.
+func (s *Segment) TrimSealedIndexes() error {
+	if !s.trim.pending.Load() || s.closed.Load() {
+		return nil
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
+	s.trim.mu.Lock()
+	defer s.trim.mu.Unlock()
+	return s.trimIndexesLocked()
+}
+
+// trimIndexesFirst runs a pending trim before a writer-side method
+// changes or syncs the index files. REQUIRES: writer, the segment pinned.
+func (s *Segment) trimIndexesFirst() error {
+	if !s.trim.pending.Load() {
+		return nil
+	}
+	s.trim.mu.Lock()
+	defer s.trim.mu.Unlock()
+	return s.trimIndexesLocked()
+}
+
+// dropTrim cancels a pending trim for a writer-side method that grows the
+// indexes back to MaxIndexBytes (Unseal, TruncateTo of a sealed segment):
+// their files still have that length. REQUIRES: writer, the segment
+// pinned.
+func (s *Segment) dropTrim() {
+	if !s.trim.pending.Load() {
+		return
+	}
+	s.trim.mu.Lock()
+	s.trim.pending.Store(false)
+	s.trim.mu.Unlock()
+}
+
+// trimIndexesLocked cuts both index files to their entries when a trim is
+// pending. REQUIRES: trim.mu held, the segment pinned.
+func (s *Segment) trimIndexesLocked() error {
+	if !s.trim.pending.Load() {
+		return nil
+	}
+	if err := s.offIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	s.trim.pending.Store(false)
 	return nil
 }
 
@@ -325,6 +411,7 @@ func (s *Segment) Unseal() error {
 		return err
 	}
 	defer s.unpinWriter()
+	s.dropTrim()
 	if err := s.resizeIndexes(); err != nil {
 		return err
 	}

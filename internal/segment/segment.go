@@ -105,6 +105,9 @@ type Segment struct {
 	// sealed is set by Seal and Open, cleared by Unseal and TruncateTo:
 	// Append is refused and the indexes are trimmed.
 	sealed atomic.Bool
+	// trim is Seal's deferred half: the cut of both indexes' files to
+	// their entries (TrimSealedIndexes, append.go).
+	trim trimState
 	// refs counts references; the owner holds one from Create/Open.
 	refs atomic.Int32
 	// deleteOnRelease is set by MarkDeleted: the last Unref removes the
@@ -671,6 +674,9 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 		return err
 	}
 	defer s.unpinWriter()
+	if err := s.trimIndexesFirst(); err != nil {
+		return err
+	}
 	oldLog, newLog := s.path(LogSuffix, oldSuffix), s.path(LogSuffix, newSuffix)
 	if err := s.fs.Rename(oldLog, newLog); err != nil {
 		return err

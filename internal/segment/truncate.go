@@ -44,6 +44,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 		return 0, err
 	}
 	if s.sealed.Load() {
+		s.dropTrim()
 		if err := s.resizeIndexes(); err != nil {
 			return 0, err
 		}
