@@ -118,12 +118,27 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 // producerSnapshot returns the bytes of the partition's producer snapshot
 // file at the snapshot offset, checked, or nil when there is none that
 // reads (the follower then learns only the producers of the batches it
-// copies; a warning says so).
+// copies; a warning says so). The partition takes that snapshot at the
+// roll that started the segment there but writes the file only once the
+// roll's flush ran, in the background: when the file is missing or does
+// not read yet, a Sync writes what the rolls left pending (or waits for
+// the flush writing it), and the file is read once more.
 func (s *raftStorage) producerSnapshot() []byte {
 	path := filepath.Join(s.part.Dir(), fmt.Sprintf("%020d.snapshot", s.snapOffset)) // Kafka's name, as the partition writes it
-	b, err := readSmallFile(s.fs, path, 1<<30)
-	if err == nil {
-		err = logaccess.CheckProducerSnapshot(b)
+	read := func() ([]byte, error) {
+		b, err := readSmallFile(s.fs, path, 1<<30)
+		if err == nil {
+			err = logaccess.CheckProducerSnapshot(b)
+		}
+		return b, err
+	}
+	b, err := read()
+	if err != nil {
+		if serr := s.part.Sync(); serr != nil {
+			err = fmt.Errorf("%w (sync to write the rolls' pending snapshots: %w)", err, serr)
+		} else {
+			b, err = read()
+		}
 	}
 	if err != nil {
 		if s.log != nil {
