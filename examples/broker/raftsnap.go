@@ -177,16 +177,22 @@ func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) erro
 // finishInstall does what is left of an install once the state file
 // holds the snapshot point: a snapshot without records restarts the log
 // empty at its offset (unless it already is); the leader's producer state
-// at the offset is restored; the install file is removed. Every step may
-// be repeated.
+// at the offset, when the snapshot carries one, is restored; the install
+// file is removed. Every step may be repeated.
 func (s *raftStorage) finishInstall(d snapshotData) error {
 	if d.start == d.offset && (s.part.LogStartOffset() != d.offset || s.part.LogEndOffset() != d.offset) {
 		if err := s.part.TruncateFullyAndStartAt(d.offset); err != nil {
 			return fmt.Errorf("install snapshot: restart %s at %d: %w", s.part.Dir(), d.offset, err)
 		}
 	}
-	if err := s.part.RestoreProducers(d.offset, d.producers); err != nil {
-		return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
+	// A snapshot without producer state (the leader had no snapshot file
+	// at its point that reads) restores nothing: RestoreProducers would
+	// replace what the log's own and copied batches taught it with no
+	// producer at all.
+	if d.producers != nil {
+		if err := s.part.RestoreProducers(d.offset, d.producers); err != nil {
+			return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
+		}
 	}
 	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("install snapshot: remove %s: %w", s.installPath(), err)
