@@ -426,8 +426,9 @@ type rolledWork struct {
 	// recoveryPoint is the offset last persisted in the recovery point
 	// checkpoint (-1 when there is none). Guarded by ckptMu.
 	recoveryPoint int64
-	// snapshotRemovals counts removeSnapshots calls; written under
-	// ckptMu. A roll snapshot taken before a removal is never written.
+	// snapshotRemovals counts removeSnapshots calls and producer state
+	// replacements (discardRollSnapshotsLocked); written under ckptMu. A
+	// roll snapshot taken before either is never written.
 	snapshotRemovals atomic.Uint64
 	// wg counts the background flush goroutines of a partition alone;
 	// Close waits for them.

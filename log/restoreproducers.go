@@ -46,6 +46,9 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 				ErrInvalidBatch, offset, p.dir, se.ProducerID, se.LastOffset, se.CurrentTxnFirstOffset)
 		}
 	}
+	// The roll snapshots not yet written hold the state this replaces:
+	// none of them may land after (or over) the restored one.
+	p.discardRollSnapshotsLocked()
 	p.mu.producers.reset()
 	p.mu.producers.load(entries, p.nowMs(), p.cfg.ProducerIDExpiration.Milliseconds())
 	p.publishUnstableLocked()

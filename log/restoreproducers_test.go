@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -124,4 +125,52 @@ func TestRestoreProducersBelowPoint(t *testing.T) {
 	check(p)
 	_, err = p.AppendBatch(pb{pid: 7, epoch: 1, seq: 6, n: 1}.bytes(t))
 	require.NoError(t, err, "the next sequence follows the restored state")
+}
+
+// A roll takes the producer state at the new segment's base in memory and
+// leaves its snapshot file to the roll's flush (the background one, or the
+// next full flush). RestoreProducers replaces that state: a snapshot the
+// roll took before must never be written over the restored one. Here the
+// roll leaves an empty active segment, so the roll's snapshot and the
+// restored one share the log end offset; after the flush (by the rolls'
+// background flush or by Sync) and a crash, the restored state must be
+// what Open loads.
+func TestRestoreProducersAfterRollSurvivesCrash(t *testing.T) {
+	const point = 10
+	entries := []plog.ProducerSnapshotEntry{
+		{ProducerID: 7, ProducerEpoch: 1, LastSequence: 5, LastOffset: 8, OffsetDelta: 2, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
+		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 1, LastOffset: 1, OffsetDelta: 1, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
+	}
+	for _, tc := range []struct {
+		name  string
+		flush func(*plog.Partition) error
+	}{
+		{"roll flush", (*plog.Partition).FlushRolled},
+		{"sync", (*plog.Partition).Sync},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const dir = "/kafka/restore-roll-0"
+			mem := vfs.NewMem()
+			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem}))
+			require.NoError(t, err)
+			_, err = p.AppendBatch(pb{pid: 9, epoch: 0, seq: 0, n: 2}.bytes(t)) // offsets 0-1
+			require.NoError(t, err)
+			require.NoError(t, p.Roll()) // the roll's snapshot at 2: producer 9 only
+			require.NoError(t, p.RestoreProducers(point, snap(entries)))
+			require.NoError(t, tc.flush(p))
+			clone := mem.CrashClone(vfs.CrashOptions{})
+			require.NoError(t, p.Close())
+
+			p, err = plog.Open(dir, plog.Config{FS: clone})
+			require.NoError(t, err)
+			defer p.Close()
+			st, ok, err := p.ProducerState(7)
+			require.NoError(t, err)
+			require.True(t, ok, "the restored producer survives the crash")
+			assert.Equal(t, int64(8), st.Batches[len(st.Batches)-1].LastOffset)
+			info, err := p.AppendBatchInfo(pb{pid: 7, epoch: 1, seq: 3, n: 3}.bytes(t))
+			require.NoError(t, err)
+			assert.True(t, info.Duplicate, "a retry of producer 7's last batch below the point")
+		})
+	}
 }

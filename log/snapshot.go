@@ -244,6 +244,19 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 	return removed, nil
 }
 
+// discardRollSnapshotsLocked drops the roll snapshots not yet written,
+// for a writer that replaces the producer state they were taken from
+// (RestoreProducers): it counts as a removal (rolled.snapshotRemovals,
+// under rolled.ckptMu), so a background flush that took them already
+// writes none of them after this, and one writing under ckptMu now
+// finishes first. REQUIRES: mu held, rolled.ckptMu not held.
+func (p *Partition) discardRollSnapshotsLocked() {
+	p.rolled.ckptMu.Lock()
+	p.rolled.snapshotRemovals.Add(1)
+	p.rolled.ckptMu.Unlock()
+	p.mu.rollSnapshots = nil
+}
+
 // snapshotOnRollLocked takes the producer state at a new segment's base,
 // newBase, as snapshot bytes, in memory: the roll's background flush
 // writes the file once the segments below newBase are durable (a snapshot

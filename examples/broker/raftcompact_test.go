@@ -450,3 +450,51 @@ func TestRaftStorageInstallsCompactedSnapshotWithProducerState(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot sent without producer state (the leader had no producer
+// snapshot file at its point that reads: producerSnapshot's warning) must
+// not wipe what the follower knows: it keeps the producers of its own
+// batches and of the leader's batches it copied, before and after a
+// reopen, and answers a retry of the producer's last copied batch as a
+// duplicate.
+func TestRaftStorageInstallsSnapshotWithoutProducerState(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "t-0")
+	state := filepath.Join(root, "t-0.state")
+	part := openReplicated(t, dir)
+	st, err := openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+
+	// The leader's batches of producer 7 at offsets 0-3 (sequence =
+	// offset), below its snapshot point 4; no producer state.
+	var records []byte
+	for off, k := range []string{"a", "b", "a", "b"} {
+		records = append(records, producerKeyedBatch(t, int64(off), 1, k)...)
+	}
+	snap := &pb.Snapshot{
+		Data:     appendSnapshotData(nil, snapshotData{offset: 4, start: 0, records: records}),
+		Metadata: &pb.SnapshotMetadata{Index: new(uint64(4)), Term: new(uint64(1)), ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}},
+	}
+	require.NoError(t, st.applySnapshot(snap))
+
+	check := func(part *plog.Partition) {
+		t.Helper()
+		ps, ok, err := part.ProducerState(7)
+		require.NoError(t, err)
+		require.True(t, ok, "the producer of the copied batches is known")
+		require.NotEmpty(t, ps.Batches)
+		assert.Equal(t, int64(3), ps.Batches[len(ps.Batches)-1].LastOffset)
+		info, err := part.AppendBatchInfo(producerKeyedBatch(t, 3, 1, "b"))
+		require.NoError(t, err)
+		assert.True(t, info.Duplicate, "a retry of the producer's last copied batch")
+		assert.Equal(t, int64(3), info.Base)
+		assert.Equal(t, int64(4), part.LogEndOffset(), "nothing written")
+	}
+	check(part)
+	require.NoError(t, part.Close())
+	part = openReplicated(t, dir)
+	defer part.Close()
+	_, err = openRaftStorage(vfs.Default, state, part, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	check(part)
+}

@@ -118,19 +118,27 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 // producerSnapshot returns the bytes of the partition's producer snapshot
 // file at the snapshot offset, checked, or nil when there is none that
 // reads (the follower then learns only the producers of the batches it
-// copies; a warning says so).
+// copies; a warning says so). The partition takes that snapshot at the
+// roll that started the segment there but writes the file only once the
+// roll's flush ran, in the background: when the file is missing or does
+// not read yet, a Sync writes what the rolls left pending (or waits for
+// the flush writing it), and the file is read once more.
 func (s *raftStorage) producerSnapshot() []byte {
 	path := filepath.Join(s.part.Dir(), fmt.Sprintf("%020d.snapshot", s.snapOffset)) // Kafka's name, as the partition writes it
-	b, err := readSmallFile(s.fs, path, 1<<30)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A roll keeps the snapshot at the new segment's base in memory
-		// until its background flush (or a Sync) writes it.
-		if err = s.part.Sync(); err == nil {
-			b, err = readSmallFile(s.fs, path, 1<<30)
+	read := func() ([]byte, error) {
+		b, err := readSmallFile(s.fs, path, 1<<30)
+		if err == nil {
+			err = logaccess.CheckProducerSnapshot(b)
 		}
+		return b, err
 	}
-	if err == nil {
-		err = logaccess.CheckProducerSnapshot(b)
+	b, err := read()
+	if err != nil {
+		if serr := s.part.Sync(); serr != nil {
+			err = fmt.Errorf("%w (sync to write the rolls' pending snapshots: %w)", err, serr)
+		} else {
+			b, err = read()
+		}
 	}
 	if err != nil {
 		if s.log != nil {
@@ -169,16 +177,22 @@ func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) erro
 // finishInstall does what is left of an install once the state file
 // holds the snapshot point: a snapshot without records restarts the log
 // empty at its offset (unless it already is); the leader's producer state
-// at the offset is restored; the install file is removed. Every step may
-// be repeated.
+// at the offset, when the snapshot carries one, is restored; the install
+// file is removed. Every step may be repeated.
 func (s *raftStorage) finishInstall(d snapshotData) error {
 	if d.start == d.offset && (s.part.LogStartOffset() != d.offset || s.part.LogEndOffset() != d.offset) {
 		if err := s.part.TruncateFullyAndStartAt(d.offset); err != nil {
 			return fmt.Errorf("install snapshot: restart %s at %d: %w", s.part.Dir(), d.offset, err)
 		}
 	}
-	if err := s.part.RestoreProducers(d.offset, d.producers); err != nil {
-		return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
+	// A snapshot without producer state (the leader had no snapshot file
+	// at its point that reads) restores nothing: RestoreProducers would
+	// replace what the log's own and copied batches taught it with no
+	// producer at all.
+	if d.producers != nil {
+		if err := s.part.RestoreProducers(d.offset, d.producers); err != nil {
+			return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
+		}
 	}
 	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("install snapshot: remove %s: %w", s.installPath(), err)
