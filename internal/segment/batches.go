@@ -104,7 +104,7 @@ func (s *Segment) readEntry(pos, size int64, headers bool, buf []byte) (b batch.
 	}
 	m, _ := batch.PeekMagic(hb[:])
 	isLegacy := legacy.IsMagic(m)
-	n = int64(batch.Batch(hb[:]).Length()) + batch.LogOverhead
+	n = int64(batch.Batch(hb[:]).Size())
 	minSize := int64(batch.HeaderSize)
 	if isLegacy {
 		minSize = legacy.MinSize

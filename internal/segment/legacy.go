@@ -24,7 +24,7 @@ func appendRange(b batch.Batch, n int) (first, last, maxTs int64, ok bool) {
 		}
 		return legacyFirst(e), e.Offset(), e.Timestamp(), true
 	}
-	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(n) ||
+	if len(b) < batch.HeaderSize || int64(b.Size()) != int64(n) ||
 		b.Magic() != batch.Magic || b.LastOffsetDelta() < 0 {
 		return 0, 0, 0, false
 	}
