@@ -79,15 +79,31 @@
 //
 // Kafka before 0.11 stored message sets (magic 0 and 1) instead of
 // batches, and logs Kafka upgraded in place still hold them, mixed with v2
-// batches. [Legacy] is a read-only view of one such entry: [ParseLegacy]
-// frames it, [Legacy.ValidateHeader] checks its CRC-32 (IEEE) as Kafka's
-// log recovery does, [Legacy.Validate] decodes it fully (key and value,
-// and a compressed wrapper's nested messages), and
-// [Decoder.AppendLegacyRecords] yields its records with absolute offsets
-// (relative inner offsets under magic 1, absolute under magic 0; a
-// wrapper's offset is its last inner message's) and timestamps (-1 under
-// magic 0). [PeekMagic] tells the formats apart by the magic byte, which
-// both hold at byte 16. This package never encodes legacy messages.
+// batches; partlog serves them as stored. [PeekMagic] tells the formats
+// apart by the magic byte, which both hold at byte 16 (0 or 1 for a legacy
+// message, [Magic] for a batch). A legacy entry is handled as its plain
+// bytes: [Decoder.ValidateLegacy] checks it as a consumer decodes it
+// (framing, its CRC-32 (IEEE), key and value, and a compressed wrapper's
+// nested messages), [Decoder.AppendLegacyRecords] yields its records with
+// absolute offsets (relative inner offsets under magic 1, absolute under
+// magic 0; a wrapper's offset is its last inner message's) and timestamps
+// (-1 under magic 0), and [Decoder.LegacyBaseOffset] gives the first offset
+// it covers. A reader of a partition's read results meets one as the
+// *log.LegacyEntryError that log.Records.Batches yields in place of a
+// batch: its Entry field holds the entry's bytes, ready for these three
+// methods, and its NextOffset the offset after it:
+//
+//	for b, err := range recs.Batches() {
+//		var le *log.LegacyEntryError
+//		if errors.As(err, &le) {
+//			rs, err := dec.AppendLegacyRecords(nil, le.Entry, false)
+//			// use rs, or handle err
+//			continue
+//		}
+//		// handle err, or use the batch b
+//	}
+//
+// This package never encodes legacy messages.
 //
 // # Checksums
 //

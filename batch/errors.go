@@ -2,7 +2,6 @@ package batch
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/partlog/partlog/internal/base"
 )
@@ -20,14 +19,14 @@ var (
 	// at the end of a fetch or of a file torn by a crash. It wraps
 	// base.ErrTornTail (and so ErrCorrupt). Kafka error code:
 	// CORRUPT_MESSAGE (2) in a request; on disk, recovery truncates it.
-	ErrTruncated = fmt.Errorf("%w: truncated batch", base.ErrTornTail)
+	ErrTruncated = base.ErrTruncated
 
 	// ErrUnsupportedMagic marks a batch whose magic byte is not 2: a legacy
 	// MessageSet (magic 0 or 1) or garbage. Kafka error code:
 	// INVALID_RECORD (87) for a produce request (Kafka accepts only magic 2
 	// batches in produce requests v3 and later), CORRUPT_MESSAGE (2) on
 	// disk.
-	ErrUnsupportedMagic = fmt.Errorf("%w: unsupported magic", base.ErrCorrupt)
+	ErrUnsupportedMagic = base.ErrUnsupportedMagic
 )
 
 // CorruptionError says where corrupt data was found: the file (empty for

@@ -125,13 +125,13 @@ func corruptTruncated(pos int64, field, format string, args ...any) error {
 }
 
 // Size returns the batch's total size in bytes: batchLength + LogOverhead.
-func (b Batch) Size() int { return int(b.Length()) + LogOverhead }
+func (b Batch) Size() int { return int(b.length()) + LogOverhead }
 
 // BaseOffset returns the offset of the batch's first record.
 func (b Batch) BaseOffset() int64 { return int64(binary.BigEndian.Uint64(b[baseOffsetOffset:])) }
 
-// Length returns batchLength: the number of bytes after the length field.
-func (b Batch) Length() int32 { return int32(binary.BigEndian.Uint32(b[batchLengthOffset:])) }
+// length returns batchLength: the number of bytes after the length field.
+func (b Batch) length() int32 { return int32(binary.BigEndian.Uint32(b[batchLengthOffset:])) }
 
 // PartitionLeaderEpoch returns the leader epoch the broker stamped on the
 // batch when it appended it (-1 in a producer's request).
@@ -251,7 +251,7 @@ type Header struct {
 // Header decodes every header field.
 func (b Batch) Header() Header {
 	return Header{
-		BaseOffset: b.BaseOffset(), Length: b.Length(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(),
+		BaseOffset: b.BaseOffset(), Length: b.length(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(),
 		Magic: b.Magic(), CRC: b.CRC(), Attributes: b.Attributes(), LastOffsetDelta: b.LastOffsetDelta(),
 		BaseTimestamp: b.BaseTimestamp(), MaxTimestamp: b.MaxTimestamp(), ProducerID: b.ProducerID(),
 		ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(), RecordsCount: b.RecordsCount(),
@@ -270,7 +270,7 @@ func (b Batch) ValidateHeader() error {
 		return &base.CorruptionError{Pos: magicOffset, Field: "magic",
 			Err: fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b.Magic())}
 	}
-	if n := b.Length(); n < HeaderSize-LogOverhead || int64(n)+LogOverhead != int64(len(b)) {
+	if n := b.length(); n < HeaderSize-LogOverhead || int64(n)+LogOverhead != int64(len(b)) {
 		return base.CorruptionErrorf("", batchLengthOffset, "batchLength", "length %d does not match the %d bytes of the batch", n, len(b))
 	}
 	if stored, got := b.CRC(), b.ComputeCRC(); stored != got {

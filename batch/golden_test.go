@@ -266,9 +266,9 @@ func TestGoldenTansu(t *testing.T) {
 
 	t.Run("produce_request_v10_002_xerial", func(t *testing.T) {
 		b := mustParseOne(t, readFixture(t, dir+"decode.rs/produce_request_v10_002.bin"))
-		assert.Equal(t, uint32(137053011), b.CRC(), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
-		assert.Equal(t, int32(502), b.Length(), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
-		assert.Equal(t, int32(452), recordLength(t, b), "crc %d length %d record length %d", b.CRC(), b.Length(), recordLength(t, b))
+		assert.Equal(t, uint32(137053011), b.CRC(), "crc %d length %d record length %d", b.CRC(), b.length(), recordLength(t, b))
+		assert.Equal(t, int32(502), b.length(), "crc %d length %d record length %d", b.CRC(), b.length(), recordLength(t, b))
+		assert.Equal(t, int32(452), recordLength(t, b), "crc %d length %d record length %d", b.CRC(), b.length(), recordLength(t, b))
 		assert.True(t, isXerial(b[HeaderSize:]), "want xerial snappy")
 		assert.Equal(t, CompressionSnappy, b.Attributes().Compression(), "want xerial snappy")
 		assert.Equal(t, int64(1), b.ProducerID(), "producer %d/%d/%d", b.ProducerID(), b.ProducerEpoch(), b.BaseSequence())

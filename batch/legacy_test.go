@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -46,13 +47,13 @@ func TestLegacyKafkaGoFixtures(t *testing.T) {
 			for len(set) > 0 {
 				size, magic, entryNext, err := frameEntry(set)
 				require.NoError(t, err)
-				if IsLegacyMagic(magic) {
-					e, rest, err := ParseLegacy(set)
+				if legacy.IsMagic(magic) {
+					e, rest, err := legacy.Parse(set)
 					require.NoError(t, err)
 					require.Len(t, e, size)
-					require.Equal(t, MagicV1, int(e.Magic()))
+					require.Equal(t, legacy.MagicV1, int(e.Magic()))
 					require.NoError(t, e.ValidateHeader())
-					require.NoError(t, e.Validate(&d))
+					require.NoError(t, d.ValidateLegacy(e))
 					first, err := d.LegacyBaseOffset(e)
 					require.NoError(t, err)
 					require.Equal(t, next, first, "first offset of the entry")
@@ -93,7 +94,7 @@ func TestLegacyKafkaGoFixtures(t *testing.T) {
 func legacyMessage(offset int64, magic int8, attrs int8, ts int64, key, value []byte) []byte {
 	var m []byte
 	m = append(m, 0, 0, 0, 0, byte(magic), byte(attrs))
-	if magic == MagicV1 {
+	if magic == legacy.MagicV1 {
 		m = binary.BigEndian.AppendUint64(m, uint64(ts))
 	}
 	for _, f := range [][]byte{key, value} {
@@ -124,19 +125,19 @@ func legacyWrapper(offset int64, magic int8, attrs int8, ts int64, inner ...[]by
 func TestLegacyDecode(t *testing.T) {
 	var d Decoder
 	t.Run("v0 plain has no timestamp", func(t *testing.T) {
-		e := Legacy(legacyMessage(7, MagicV0, 0, 0, []byte("k"), []byte("v")))
-		require.NoError(t, e.Validate(&d))
+		e := legacy.Entry(legacyMessage(7, legacy.MagicV0, 0, 0, []byte("k"), []byte("v")))
+		require.NoError(t, d.ValidateLegacy(e))
 		require.Equal(t, NoTimestamp, e.Timestamp())
 		recs, err := d.AppendLegacyRecords(nil, e, true)
 		require.NoError(t, err)
 		require.Equal(t, []Record{{Offset: 7, Timestamp: NoTimestamp, Key: []byte("k"), Value: []byte("v")}}, recs)
 	})
 	t.Run("v0 wrapper has absolute inner offsets", func(t *testing.T) {
-		e := Legacy(legacyWrapper(12, MagicV0, 0, 0,
-			legacyMessage(10, MagicV0, 0, 0, nil, []byte("a")),
-			legacyMessage(11, MagicV0, 0, 0, nil, nil),
-			legacyMessage(12, MagicV0, 0, 0, []byte("k"), []byte("c"))))
-		require.NoError(t, e.Validate(&d))
+		e := legacy.Entry(legacyWrapper(12, legacy.MagicV0, 0, 0,
+			legacyMessage(10, legacy.MagicV0, 0, 0, nil, []byte("a")),
+			legacyMessage(11, legacy.MagicV0, 0, 0, nil, nil),
+			legacyMessage(12, legacy.MagicV0, 0, 0, []byte("k"), []byte("c"))))
+		require.NoError(t, d.ValidateLegacy(e))
 		first, err := d.LegacyBaseOffset(e)
 		require.NoError(t, err)
 		require.Equal(t, int64(10), first)
@@ -147,10 +148,10 @@ func TestLegacyDecode(t *testing.T) {
 		require.Equal(t, NoTimestamp, recs[2].Timestamp)
 	})
 	t.Run("v1 wrapper relative offsets and LogAppendTime", func(t *testing.T) {
-		e := Legacy(legacyWrapper(101, MagicV1, legacyTimestampTypeBit, 5000,
-			legacyMessage(0, MagicV1, 0, 10, nil, []byte("a")),
-			legacyMessage(1, MagicV1, 0, 20, nil, []byte("b"))))
-		require.NoError(t, e.Validate(&d))
+		e := legacy.Entry(legacyWrapper(101, legacy.MagicV1, 0x08 /* LogAppendTime */, 5000,
+			legacyMessage(0, legacy.MagicV1, 0, 10, nil, []byte("a")),
+			legacyMessage(1, legacy.MagicV1, 0, 20, nil, []byte("b"))))
+		require.NoError(t, d.ValidateLegacy(e))
 		recs, err := d.AppendLegacyRecords(nil, e, true)
 		require.NoError(t, err)
 		require.Equal(t, int64(100), recs[0].Offset)
@@ -158,9 +159,9 @@ func TestLegacyDecode(t *testing.T) {
 		require.Equal(t, int64(5000), recs[0].Timestamp, "LogAppendTime: the wrapper's timestamp")
 	})
 	t.Run("v1 wrapper at offset 0 from an old client", func(t *testing.T) {
-		e := Legacy(legacyWrapper(0, MagicV1, 0, 20,
-			legacyMessage(0, MagicV1, 0, 10, nil, []byte("a")),
-			legacyMessage(1, MagicV1, 0, 20, nil, []byte("b"))))
+		e := legacy.Entry(legacyWrapper(0, legacy.MagicV1, 0, 20,
+			legacyMessage(0, legacy.MagicV1, 0, 10, nil, []byte("a")),
+			legacyMessage(1, legacy.MagicV1, 0, 20, nil, []byte("b"))))
 		first, err := d.LegacyBaseOffset(e)
 		require.NoError(t, err)
 		require.Equal(t, int64(0), first)
@@ -168,12 +169,12 @@ func TestLegacyDecode(t *testing.T) {
 }
 
 func TestLegacyMalformed(t *testing.T) {
-	good := legacyMessage(3, MagicV1, 0, 1, []byte("k"), []byte("value"))
+	good := legacyMessage(3, legacy.MagicV1, 0, 1, []byte("k"), []byte("value"))
 	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	tests := []struct {
 		name      string
 		b         []byte
-		parse     bool // ParseLegacy fails
+		parse     bool // legacy.Parse fails
 		truncated bool
 		header    bool // ValidateHeader fails
 		field     string
@@ -187,15 +188,15 @@ func TestLegacyMalformed(t *testing.T) {
 		{name: "key length past the end", b: resum(mut(func(b []byte) []byte { binary.BigEndian.PutUint32(b[26:], 1000); return b })), field: "keyLength"},
 		{name: "zstd codec", b: resum(mut(func(b []byte) []byte { b[17] = 4; return b })), field: "attributes"},
 		{name: "gzip value that is not gzip", b: resum(mut(func(b []byte) []byte { b[17] = 1; return b })), field: "value"},
-		{name: "wrapper with an inner wrapper", b: legacyWrapper(1, MagicV1, 0, 1, legacyWrapper(0, MagicV1, 0, 1, legacyMessage(0, MagicV1, 0, 1, nil, nil))), field: "inner[0]"},
-		{name: "wrapper with a magic 0 message", b: legacyWrapper(0, MagicV1, 0, 1, legacyMessage(0, MagicV0, 0, 0, nil, nil)), field: "inner[0]"},
-		{name: "wrapper offset below its inner offsets", b: legacyWrapper(1, MagicV1, 0, 1, legacyMessage(0, MagicV1, 0, 1, nil, nil), legacyMessage(5, MagicV1, 0, 1, nil, nil)), field: "offset"},
-		{name: "v0 wrapper inner offsets not increasing", b: legacyWrapper(5, MagicV0, 0, 0, legacyMessage(5, MagicV0, 0, 0, nil, nil), legacyMessage(5, MagicV0, 0, 0, nil, nil)), field: "inner[1]"},
-		{name: "empty wrapper", b: legacyWrapper(5, MagicV0, 0, 0), field: "value"},
+		{name: "wrapper with an inner wrapper", b: legacyWrapper(1, legacy.MagicV1, 0, 1, legacyWrapper(0, legacy.MagicV1, 0, 1, legacyMessage(0, legacy.MagicV1, 0, 1, nil, nil))), field: "inner[0]"},
+		{name: "wrapper with a magic 0 message", b: legacyWrapper(0, legacy.MagicV1, 0, 1, legacyMessage(0, legacy.MagicV0, 0, 0, nil, nil)), field: "inner[0]"},
+		{name: "wrapper offset below its inner offsets", b: legacyWrapper(1, legacy.MagicV1, 0, 1, legacyMessage(0, legacy.MagicV1, 0, 1, nil, nil), legacyMessage(5, legacy.MagicV1, 0, 1, nil, nil)), field: "offset"},
+		{name: "v0 wrapper inner offsets not increasing", b: legacyWrapper(5, legacy.MagicV0, 0, 0, legacyMessage(5, legacy.MagicV0, 0, 0, nil, nil), legacyMessage(5, legacy.MagicV0, 0, 0, nil, nil)), field: "inner[1]"},
+		{name: "empty wrapper", b: legacyWrapper(5, legacy.MagicV0, 0, 0), field: "value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, err := ParseLegacy(tt.b)
+			e, _, err := legacy.Parse(tt.b)
 			if tt.parse {
 				require.ErrorIs(t, err, ErrCorrupt)
 				require.Equal(t, tt.truncated, isTruncated(err))
@@ -210,7 +211,7 @@ func TestLegacyMalformed(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			err = e.Validate(nil)
+			err = new(Decoder).ValidateLegacy(e)
 			require.ErrorIs(t, err, ErrCorrupt)
 			requireField(t, err, tt.field)
 		})
@@ -219,7 +220,7 @@ func TestLegacyMalformed(t *testing.T) {
 
 // resum recomputes the CRC of a legacy entry.
 func resum(b []byte) []byte {
-	binary.BigEndian.PutUint32(b[legacyCRCOffset:], crc32.ChecksumIEEE(b[legacyCRCStart:]))
+	binary.BigEndian.PutUint32(b[legacy.CRCOffset:], crc32.ChecksumIEEE(b[legacy.MagicOffset:]))
 	return b
 }
 
@@ -241,10 +242,10 @@ func FuzzLegacy(f *testing.F) {
 			set = set[size:]
 		}
 	}
-	f.Add(legacyMessage(7, MagicV0, 0, 0, []byte("k"), []byte("v")))
-	f.Add(legacyWrapper(12, MagicV0, 0, 0, legacyMessage(11, MagicV0, 0, 0, nil, []byte("a")), legacyMessage(12, MagicV0, 0, 0, nil, nil)))
+	f.Add(legacyMessage(7, legacy.MagicV0, 0, 0, []byte("k"), []byte("v")))
+	f.Add(legacyWrapper(12, legacy.MagicV0, 0, 0, legacyMessage(11, legacy.MagicV0, 0, 0, nil, []byte("a")), legacyMessage(12, legacy.MagicV0, 0, 0, nil, nil)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, rest, err := ParseLegacy(b)
+		e, rest, err := legacy.Parse(b)
 		if err != nil {
 			require.ErrorIs(t, err, ErrCorrupt)
 			return
@@ -252,7 +253,7 @@ func FuzzLegacy(f *testing.F) {
 		require.Equal(t, len(b), len(e)+len(rest))
 		require.Equal(t, e.Size(), len(e))
 		require.Equal(t, b[:len(e)], []byte(e))
-		again, _, err := ParseLegacy(e)
+		again, _, err := legacy.Parse(e)
 		require.NoError(t, err)
 		require.Equal(t, e, again)
 		size, magic, next, err := frameEntry(b)
@@ -263,12 +264,12 @@ func FuzzLegacy(f *testing.F) {
 		if e.ValidateHeader() != nil {
 			return
 		}
-		flipped := Legacy(bytes.Clone(e))
+		flipped := legacy.Entry(bytes.Clone(e))
 		flipped[len(flipped)-1] ^= 0x40
 		require.Error(t, flipped.ValidateHeader(), "a flipped bit escapes the CRC")
 		var d Decoder
 		d.MaxDecompressedSize = 1 << 20
-		if e.Validate(&d) != nil {
+		if d.ValidateLegacy(e) != nil {
 			return
 		}
 		recs, err := d.AppendLegacyRecords(nil, e, true)
@@ -278,7 +279,7 @@ func FuzzLegacy(f *testing.F) {
 			if i > 0 {
 				require.Greater(t, r.Offset, recs[i-1].Offset)
 			}
-			if e.Magic() == MagicV0 {
+			if e.Magic() == legacy.MagicV0 {
 				require.Equal(t, NoTimestamp, r.Timestamp)
 			}
 		}
@@ -297,4 +298,15 @@ func requireField(t *testing.T, err error, field string) {
 	var ce *base.CorruptionError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, field, ce.Field, "error: %v", err)
+}
+
+// TestLegacyConstantsMatch checks that internal/legacy, which sits below
+// this package and cannot name its types, numbers codecs, the log
+// overhead and the missing timestamp as this package does.
+func TestLegacyConstantsMatch(t *testing.T) {
+	assert.Equal(t, LogOverhead, legacy.LogOverhead)
+	assert.Equal(t, int64(NoTimestamp), int64(legacy.NoTimestamp))
+	assert.Equal(t, CompressionNone, Compression(legacy.CompressionNone))
+	assert.Equal(t, CompressionLZ4, Compression(legacy.MaxCompression))
+	assert.Equal(t, legacyPeekSize, legacy.MagicOffset+1)
 }

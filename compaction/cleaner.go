@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -241,7 +242,7 @@ func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (in
 				}
 				if isLegacy(b) {
 					// Kept verbatim, keys not mapped (see isLegacy).
-					if batch.Legacy(b).Offset() >= to {
+					if legacy.Entry(b).Offset() >= to {
 						return errMapFull
 					}
 					continue
@@ -283,7 +284,7 @@ func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (in
 // keys are not mapped (a record they would shadow is kept).
 func isLegacy(b batch.Batch) bool {
 	m, ok := batch.PeekMagic(b)
-	return ok && batch.IsLegacyMagic(m)
+	return ok && legacy.IsMagic(m)
 }
 
 // producerLast is what a round knows of a producer's last batch.

@@ -13,21 +13,22 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
 // legacyEntries walks a record set and returns its legacy messages (magic
 // 0/1) and the (offset, key) of every v2 record.
-func legacyEntries(t *testing.T, set []byte) (legacy [][]byte, v2 [][2]string) {
+func legacyEntries(t *testing.T, set []byte) (legacyMsgs [][]byte, v2 [][2]string) {
 	t.Helper()
 	var d batch.Decoder
 	for len(set) > 0 {
 		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
-		if batch.IsLegacyMagic(magic) {
-			require.NoError(t, batch.Legacy(set[:n]).Validate(&d))
-			legacy = append(legacy, bytes.Clone(set[:n]))
+		if legacy.IsMagic(magic) {
+			require.NoError(t, d.ValidateLegacy(set[:n]))
+			legacyMsgs = append(legacyMsgs, bytes.Clone(set[:n]))
 		} else {
 			for r, err := range batch.Batch(set[:n]).All(&d) {
 				require.NoError(t, err)
@@ -36,7 +37,7 @@ func legacyEntries(t *testing.T, set []byte) (legacy [][]byte, v2 [][2]string) {
 		}
 		set = set[n:]
 	}
-	return legacy, v2
+	return legacyMsgs, v2
 }
 
 // TestCompactionKeepsLegacyMessages: a segment Kafka wrote with magic 1

@@ -11,6 +11,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -462,7 +463,7 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 			w.read += int64(len(b))
 			nb := batch.Batch(b)
 			copied := true
-			if m, _ := batch.PeekMagic(b); !batch.IsLegacyMagic(m) {
+			if m, _ := batch.PeekMagic(b); !legacy.IsMagic(m) {
 				last := lastSeg && b.LastOffset() == s.NextOffset()-1
 				if nb, copied, err = w.batch(b, last); err != nil {
 					return discard(fmt.Errorf("%s: batch at offset %d: %w", s.LogPath(), b.BaseOffset(), err))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -164,12 +165,12 @@ func keptEnd(seg *segment.Segment, found bool, pos, start int64) (int64, error) 
 		return seg.BaseOffset() + 1, nil // a batch at or past the base stays
 	}
 	next := seg.BaseOffset()
-	_, err := walkHeaders(seg, nil, func(at int64, h []byte, legacy bool) (bool, error) {
+	_, err := walkHeaders(seg, nil, func(at int64, h []byte, isLegacy bool) (bool, error) {
 		if at >= pos {
 			return false, nil
 		}
-		if legacy {
-			next = max(next, batch.Legacy(h).Offset()+1)
+		if isLegacy {
+			next = max(next, legacy.Entry(h).Offset()+1)
 		} else {
 			next = batch.Batch(h).NextOffset()
 		}

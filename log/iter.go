@@ -10,6 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -22,14 +23,15 @@ var ErrLegacyEntry = errors.New("partlog/log: legacy message, not a RecordBatch 
 // LegacyEntryError is the error Records.Batches yields for a legacy entry.
 // It wraps ErrLegacyEntry.
 type LegacyEntryError struct {
-	// Magic is the entry's message format version (batch.MagicV0 or
-	// batch.MagicV1).
+	// Magic is the entry's message format version: 0 (Kafka 0.8-0.9) or
+	// 1 (Kafka 0.10).
 	Magic int8
 	// NextOffset is the offset after the entry: its offset + 1 (a
 	// compressed wrapper's offset is its last inner message's).
 	NextOffset int64
-	// Entry is the whole entry (batch.Legacy(Entry) reads it, and
-	// batch.Decoder.AppendLegacyRecords decodes its records). It aliases
+	// Entry is the whole entry: batch.Decoder.AppendLegacyRecords decodes
+	// its records, LegacyBaseOffset gives its first offset and
+	// ValidateLegacy checks its CRC-32 and inner messages. It aliases
 	// Records.Bytes: valid until Close.
 	Entry []byte
 	// Pos is the entry's byte position within Records.Bytes.
@@ -156,7 +158,7 @@ func frameEntry(b []byte) (e entry, err error) {
 	if err != nil {
 		return entry{}, err
 	}
-	if !batch.IsLegacyMagic(e.magic) {
+	if !legacy.IsMagic(e.magic) {
 		bt := batch.Batch(b[:e.size])
 		e.base, e.control = bt.BaseOffset(), bt.Attributes().IsControl()
 	}
@@ -193,7 +195,7 @@ func frameSizes(b []byte, run *[framedRun]int) (n int, err error) {
 		if size, magic, _, err = batchaccess.FrameEntry(b); err != nil {
 			return n, err
 		}
-		if batch.IsLegacyMagic(magic) {
+		if legacy.IsMagic(magic) {
 			run[n] = -size
 		} else {
 			run[n] = size
@@ -219,7 +221,7 @@ func nextRecord(it *batch.Iter) (rec batch.Record, ok bool, err error) {
 
 // legacyRecords decodes the records of the legacy entry e into dst (see
 // batch.Decoder.AppendLegacyRecords) under the fault guard.
-func legacyRecords(dec *batch.Decoder, dst []batch.Record, e batch.Legacy) (recs []batch.Record, err error) {
+func legacyRecords(dec *batch.Decoder, dst []batch.Record, e legacy.Entry) (recs []batch.Record, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
 	return dec.AppendLegacyRecords(dst, e, false)
 }
@@ -327,12 +329,12 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 // is the reusable buffer for a legacy entry's records, returned (emptied)
 // for the next call; it is returned rather than updated through a pointer
 // so that dec, whose buffer its records alias, stays on the stack.
-func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy []batch.Record, from int64, yield func(batch.Record, error) bool) (next int64, _ []batch.Record, more bool) {
+func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacyRecs []batch.Record, from int64, yield func(batch.Record, error) bool) (next int64, _ []batch.Record, more bool) {
 	next = from
 	st := r.state()
 	if st == nil {
 		yield(batch.Record{}, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
-		return next, legacy, false
+		return next, legacyRecs, false
 	}
 	prev := -1 // position of the entry before rest
 	for rest := st.b; len(rest) > 0; {
@@ -340,25 +342,25 @@ func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy []batch.R
 		e, err := frameEntry(rest)
 		if err != nil {
 			yield(batch.Record{}, p.noteFault(st.framingError(at, prev, err)))
-			return next, legacy, false
+			return next, legacyRecs, false
 		}
 		prev = at
 		body := rest[:e.size:e.size]
 		rest = rest[e.size:]
 		switch {
-		case batch.IsLegacyMagic(e.magic):
-			recs, err := legacyRecords(dec, legacy[:0], batch.Legacy(body))
-			legacy = recs[:0]
+		case legacy.IsMagic(e.magic):
+			recs, err := legacyRecords(dec, legacyRecs[:0], legacy.Entry(body))
+			legacyRecs = recs[:0]
 			if err != nil {
 				yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
-				return next, legacy, false
+				return next, legacyRecs, false
 			}
 			for _, rec := range recs {
 				if rec.Offset < from {
 					continue
 				}
 				if !yield(rec, nil) {
-					return next, legacy, false
+					return next, legacyRecs, false
 				}
 			}
 		case e.control:
@@ -368,7 +370,7 @@ func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy []batch.R
 				rec, ok, err := nextRecord(&it)
 				if err != nil {
 					yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err)))
-					return next, legacy, false
+					return next, legacyRecs, false
 				}
 				if !ok {
 					break
@@ -377,13 +379,13 @@ func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacy []batch.R
 					continue
 				}
 				if !yield(rec, nil) {
-					return next, legacy, false
+					return next, legacyRecs, false
 				}
 			}
 		}
 		next = max(next, e.next)
 	}
-	return next, legacy, true
+	return next, legacyRecs, true
 }
 
 // touchAhead reads one byte of each cache line of b[from:to] (to capped

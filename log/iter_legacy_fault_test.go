@@ -15,6 +15,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -36,8 +37,8 @@ func storedRecords(t *testing.T, set []byte) []storedRecord {
 	for len(set) > 0 {
 		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
-		if batch.IsLegacyMagic(magic) {
-			recs, err := d.AppendLegacyRecords(nil, batch.Legacy(set[:n]), true)
+		if legacy.IsMagic(magic) {
+			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
 			require.NoError(t, err)
 			for _, r := range recs {
 				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
@@ -90,7 +91,7 @@ func TestPartitionRecordsLegacy(t *testing.T) {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		v2 := logtest.MakeBatch(1, 5, 5000, 1)
 		batch.Batch(v2).SetBaseOffset(2)
-		data := slices.Concat(legacyMessage(0, batch.MagicV0, 0, "a", "1"), legacyMessage(1, batch.MagicV0, 0, "b", "2"), v2)
+		data := slices.Concat(legacyMessage(0, legacy.MagicV0, 0, "a", "1"), legacyMessage(1, legacy.MagicV0, 0, "b", "2"), v2)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), data, 0o644))
 		p, err := plog.Open(dir, plog.Config{})
 		require.NoError(t, err)
@@ -106,7 +107,8 @@ func TestPartitionRecordsLegacy(t *testing.T) {
 // TestRecordsBatchesLegacy (review item 3): Records.Batches, whose values
 // are v2 views, yields a legacy entry as an error wrapping ErrLegacyEntry
 // (not ErrCorrupt: the data is valid) that carries the entry's bytes, and
-// goes on with the next entry when the loop continues.
+// goes on with the next entry when the loop continues. The entry's bytes
+// decode through batch's public Decoder methods alone (batch/doc.go).
 func TestRecordsBatchesLegacy(t *testing.T) {
 	dir := copyFixtureFrom(t, "legacy", "mixed-0")
 	set := logFiles(t, dir)["00000000000000000000.log"]
@@ -118,24 +120,33 @@ func TestRecordsBatchesLegacy(t *testing.T) {
 	defer r.Close()
 
 	var rebuilt []byte
-	legacy, v2 := 0, 0
+	nLegacy, v2 := 0, 0
 	for b, err := range r.Batches() {
 		if err != nil {
 			require.ErrorIs(t, err, plog.ErrLegacyEntry)
 			require.NotErrorIs(t, err, batch.ErrCorrupt)
 			var le *plog.LegacyEntryError
 			require.ErrorAs(t, err, &le)
-			require.True(t, batch.IsLegacyMagic(le.Magic))
-			require.Equal(t, batch.Legacy(le.Entry).Offset()+1, le.NextOffset)
+			require.True(t, legacy.IsMagic(le.Magic))
+			require.Equal(t, legacy.Entry(le.Entry).Offset()+1, le.NextOffset)
+			var d batch.Decoder
+			require.NoError(t, d.ValidateLegacy(le.Entry))
+			recs, err := d.AppendLegacyRecords(nil, le.Entry, true)
+			require.NoError(t, err)
+			require.NotEmpty(t, recs)
+			require.Equal(t, le.NextOffset-1, recs[len(recs)-1].Offset)
+			first, err := d.LegacyBaseOffset(le.Entry)
+			require.NoError(t, err)
+			require.Equal(t, recs[0].Offset, first)
 			rebuilt = append(rebuilt, le.Entry...)
-			legacy++
+			nLegacy++
 			continue
 		}
 		rebuilt = append(rebuilt, b...)
 		v2++
 	}
 	require.Equal(t, set, rebuilt, "every entry, in order")
-	require.Positive(t, legacy)
+	require.Positive(t, nLegacy)
 	require.Positive(t, v2)
 
 	n := 0

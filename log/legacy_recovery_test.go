@@ -14,6 +14,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -41,9 +42,9 @@ func v2At(offset int64, seed byte) []byte {
 // cannot prove torn (law 12): Open refuses under every policy, naming the
 // damaged file and position, and changes no .log.
 func TestRecoveryNeverRemovesLaterLegacySegments(t *testing.T) {
-	legacySeg := slices.Concat(legacyMessage(2, batch.MagicV1, 1_600_000_000_000, "k", "a"),
-		legacyMessage(3, batch.MagicV1, 1_600_000_000_001, "k", "b"),
-		legacyMessage(4, batch.MagicV1, 1_600_000_000_002, "k", "c"))
+	legacySeg := slices.Concat(legacyMessage(2, legacy.MagicV1, 1_600_000_000_000, "k", "a"),
+		legacyMessage(3, legacy.MagicV1, 1_600_000_000_001, "k", "b"),
+		legacyMessage(4, legacy.MagicV1, 1_600_000_000_002, "k", "c"))
 	first, second := v2At(0, 1), v2At(1, 2)
 	layouts := []struct {
 		name  string
@@ -56,7 +57,7 @@ func TestRecoveryNeverRemovesLaterLegacySegments(t *testing.T) {
 		{"legacy two segments later", map[string][]byte{
 			"00000000000000000000.log": slices.Concat(first, second),
 			"00000000000000000002.log": slices.Concat(legacySeg[:legacyLen(legacySeg)], v2At(3, 3)),
-			"00000000000000000004.log": legacyMessage(4, batch.MagicV0, 0, "k", "c"),
+			"00000000000000000004.log": legacyMessage(4, legacy.MagicV0, 0, "k", "c"),
 		}},
 	}
 	for _, l := range layouts {
@@ -104,7 +105,7 @@ func TestRecoveryTornBatchCarryingLegacyBytes(t *testing.T) {
 			good := p.SegmentInfos()[0].Size
 			bld := batch.NewBuilder(batch.BuilderOptions{})
 			require.NoError(t, bld.Add(batch.Record{Timestamp: now, Key: []byte("k"),
-				Value: slices.Concat(legacyMessage(7, batch.MagicV1, 1_600_000_000_000, "", "raw message set"), bytes.Repeat([]byte("rest of the value "), 3))}))
+				Value: slices.Concat(legacyMessage(7, legacy.MagicV1, 1_600_000_000_000, "", "raw message set"), bytes.Repeat([]byte("rest of the value "), 3))}))
 			carrier, err := bld.Build()
 			require.NoError(t, err)
 			_, err = p.AppendBatch(carrier)

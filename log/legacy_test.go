@@ -17,6 +17,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -58,10 +59,10 @@ func entryRange(t *testing.T, set []byte) (first, last int64, size int) {
 	t.Helper()
 	n, magic, next, err := batchaccess.FrameEntry(set)
 	require.NoError(t, err)
-	if batch.IsLegacyMagic(magic) {
-		e := batch.Legacy(set[:n])
-		require.NoError(t, e.Validate(nil))
+	if legacy.IsMagic(magic) {
+		e := legacy.Entry(set[:n])
 		var d batch.Decoder
+		require.NoError(t, d.ValidateLegacy(e))
 		first, err := d.LegacyBaseOffset(e)
 		require.NoError(t, err)
 		return first, next - 1, n
@@ -102,7 +103,7 @@ func TestLegacyDataSurvivesOpen(t *testing.T) {
 
 					// Appends stay v2 and continue after the legacy data;
 					// a legacy message keeps its typed error.
-					legacy := legacyMessage(0, batch.MagicV1, 1000, "k", strings.Repeat("v", 64))
+					legacy := legacyMessage(0, legacy.MagicV1, 1000, "k", strings.Repeat("v", 64))
 					_, err = p.AppendBatch(legacy)
 					require.ErrorIs(t, err, plog.ErrInvalidBatch)
 					require.ErrorIs(t, err, batch.ErrUnsupportedMagic)
@@ -168,7 +169,7 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 // legacyMessage encodes one uncompressed legacy message (test helper).
 func legacyMessage(offset int64, magic int8, ts int64, key, value string) []byte {
 	m := []byte{0, 0, 0, 0, byte(magic), 0}
-	if magic == batch.MagicV1 {
+	if magic == legacy.MagicV1 {
 		m = binary.BigEndian.AppendUint64(m, uint64(ts))
 	}
 	for _, f := range []string{key, value} {
@@ -189,8 +190,8 @@ func recordTimes(t *testing.T, set []byte) [][2]int64 {
 	for len(set) > 0 {
 		n, magic, _, err := batchaccess.FrameEntry(set)
 		require.NoError(t, err)
-		if batch.IsLegacyMagic(magic) {
-			recs, err := d.AppendLegacyRecords(nil, batch.Legacy(set[:n]), true)
+		if legacy.IsMagic(magic) {
+			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
 			require.NoError(t, err)
 			for _, r := range recs {
 				out = append(out, [2]int64{r.Offset, r.Timestamp})
@@ -249,7 +250,7 @@ func TestLegacyOffsetForTimestamp(t *testing.T) {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		v2 := logtest.MakeBatch(1, 5, 5000, 1)
 		batch.Batch(v2).SetBaseOffset(2)
-		data := slices.Concat(legacyMessage(0, batch.MagicV0, 0, "a", "1"), legacyMessage(1, batch.MagicV0, 0, "b", "2"), v2)
+		data := slices.Concat(legacyMessage(0, legacy.MagicV0, 0, "a", "1"), legacyMessage(1, legacy.MagicV0, 0, "b", "2"), v2)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), data, 0o644))
 		p, err := plog.Open(dir, plog.Config{})
 		require.NoError(t, err)

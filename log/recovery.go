@@ -7,6 +7,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
@@ -127,7 +128,7 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 				progress(h.Pos - reported)
 				reported = h.Pos
 			}
-			if onBatch != nil && !batch.IsLegacyMagic(h.Magic) {
+			if onBatch != nil && !legacy.IsMagic(h.Magic) {
 				onBatch(b)
 			}
 			return nil
@@ -157,7 +158,7 @@ func keptCause(path string, pos int64, err error, why string) error {
 // legacyMinSize is the smallest legacy entry of magic m: the log overhead
 // and the message's fixed fields (14 bytes under magic 0, 22 under 1).
 func legacyMinSize(m int8) int64 {
-	if m == batch.MagicV0 {
+	if m == legacy.MagicV0 {
 		return batch.LogOverhead + 14
 	}
 	return batch.LogOverhead + 22
@@ -472,7 +473,7 @@ func walkHeaders(seg *segment.Segment, buf []byte, fn func(pos int64, h []byte, 
 			buf = h[:0]
 		}
 		m, ok := batch.PeekMagic(h)
-		legacy := ok && batch.IsLegacyMagic(m)
+		legacy := ok && legacy.IsMagic(m)
 		minSize := int64(batch.HeaderSize)
 		if legacy {
 			minSize = legacyMinSize(m)

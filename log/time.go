@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -149,7 +150,7 @@ func batchEpochAt(seg *segment.Segment, offset int64) (_ int32, err error) {
 	if err != nil {
 		return UndefinedEpoch, err
 	}
-	if m, ok := batch.PeekMagic(h); !ok || batch.IsLegacyMagic(m) {
+	if m, ok := batch.PeekMagic(h); !ok || legacy.IsMagic(m) {
 		return UndefinedEpoch, nil
 	}
 	return batch.Batch(h).PartitionLeaderEpoch(), nil
@@ -186,10 +187,10 @@ func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOff
 		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
 	}
 	off := bestOff
-	if m, ok := batch.PeekMagic(b); ok && batch.IsLegacyMagic(m) {
+	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
 		// A legacy message: itself, or the inner messages of a wrapper.
 		var dec batch.Decoder
-		recs, err := dec.AppendLegacyRecords(nil, batch.Legacy(b), false)
+		recs, err := dec.AppendLegacyRecords(nil, legacy.Entry(b), false)
 		if err != nil {
 			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -318,8 +319,8 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 		switch {
 		case pos+batch.HeaderSize <= len(b) && b[pos+16] == batch.Magic:
 			minSize = batch.HeaderSize
-		case pos+17 <= len(b) && batch.IsLegacyMagic(int8(b[pos+16])):
-			minSize = batch.LegacyMinSize
+		case pos+17 <= len(b) && legacy.IsMagic(int8(b[pos+16])):
+			minSize = legacy.MinSize
 		}
 		if minSize < 0 || size < minSize || size > int64(len(b)-pos) {
 			return false, base.CorruptionErrorf(r.seg.LogPath(), r.start+int64(pos), "batchLength",

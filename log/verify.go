@@ -11,6 +11,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -119,16 +120,16 @@ func (p *Partition) Verify() error {
 
 // verifyEntry frames and validates the entry at the start of data: a
 // RecordBatch v2 (batch.Validate: CRC-32C and records), or a legacy
-// message Kafka wrote before 0.11 (batch.Legacy.Validate: CRC-32 and its
+// message Kafka wrote before 0.11 (batch.Decoder.ValidateLegacy: CRC-32 and its
 // inner messages, whose offsets it covers). It returns what verifySegment
 // keeps of it, without pos, and its size.
 func verifyEntry(data []byte, dec *batch.Decoder) (verifiedBatch, int, error) {
-	if m, ok := batch.PeekMagic(data); ok && batch.IsLegacyMagic(m) {
-		e, _, err := batch.ParseLegacy(data)
+	if m, ok := batch.PeekMagic(data); ok && legacy.IsMagic(m) {
+		e, _, err := legacy.Parse(data)
 		if err != nil {
 			return verifiedBatch{}, 0, err
 		}
-		if err := e.Validate(dec); err != nil {
+		if err := dec.ValidateLegacy(e); err != nil {
 			return verifiedBatch{}, 0, err
 		}
 		first, err := dec.LegacyBaseOffset(e)

@@ -81,16 +81,14 @@ var (
 	ErrLegacyKept = impl.ErrLegacyKept
 )
 
-// File name suffixes: a segment's files, and the temporary suffixes of a
-// partition's crash protocol (Kafka's).
+// File name suffixes of a segment's files (Kafka's). The temporary
+// suffixes of a partition's crash protocol (.cleaned, .swap, .deleted) are
+// the partition's own (package log) and not part of this API.
 const (
 	LogSuffix       = impl.LogSuffix
 	IndexSuffix     = impl.IndexSuffix
 	TimeIndexSuffix = impl.TimeIndexSuffix
 	TxnIndexSuffix  = impl.TxnIndexSuffix
-	DeletedSuffix   = impl.DeletedSuffix
-	CleanedSuffix   = impl.CleanedSuffix
-	SwapSuffix      = impl.SwapSuffix
 )
 
 // FileName returns the name of the file of the segment at base with the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -118,12 +119,12 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 // replayBatches applies the records at or after off in the batches rest.
 func (o *offsetStore) replayBatches(rest []byte, off int64, dec *batch.Decoder) error {
 	for len(rest) > 0 {
-		if m, ok := batch.PeekMagic(rest); ok && batch.IsLegacyMagic(m) {
+		if m, ok := batch.PeekMagic(rest); ok && legacy.IsMagic(m) {
 			// A legacy message Kafka 0.10 committed: its records
 			// count the same.
-			e, next, err := batch.ParseLegacy(rest)
+			e, next, err := legacy.Parse(rest)
 			if err == nil {
-				err = e.Validate(dec)
+				err = dec.ValidateLegacy(e)
 			}
 			var lrecs []batch.Record
 			if err == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	ibase "github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -351,8 +352,8 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64, s
 	first := true
 	res, err := segment.Check(nil, path, base, segment.CheckOptions{Sealed: sealed, KeepGoing: true},
 		func(h segment.BatchInfo, b batch.Batch, _ error) error {
-			if batch.IsLegacyMagic(h.Magic) {
-				spans = append(spans, d.dumpLegacy(path, h.Pos, base, batch.Legacy(b), first, next))
+			if legacy.IsMagic(h.Magic) {
+				spans = append(spans, d.dumpLegacy(path, h.Pos, base, legacy.Entry(b), first, next))
 			} else {
 				spans = append(spans, d.dumpBatch(path, h.Pos, base, b, first, next))
 			}
@@ -448,7 +449,7 @@ func (d *dumper) checkContinuity(path string, pos, base, bo, last int64, first b
 // (a compressed wrapper's from its first inner message, or from its own
 // offset when the inner messages do not decode) and its timestamp (-1
 // under magic 0).
-func (d *dumper) legacySpan(pos int64, e batch.Legacy) span {
+func (d *dumper) legacySpan(pos int64, e legacy.Entry) span {
 	first := e.Offset()
 	if f, err := d.dec.LegacyBaseOffset(e); err == nil && f <= first {
 		first = f
@@ -458,10 +459,10 @@ func (d *dumper) legacySpan(pos int64, e batch.Legacy) span {
 
 // dumpLegacy prints and checks a legacy message (magic 0 or 1, written by
 // Kafka before 0.11): its fields, its CRC-32 (IEEE) and inner messages
-// (batch.Legacy.Validate), its offsets against the segment and the previous
+// (batch.Decoder.ValidateLegacy), its offsets against the segment and the previous
 // entry, and with --records its records. It returns its span.
-func (d *dumper) dumpLegacy(path string, pos, base int64, e batch.Legacy, first bool, next *int64) span {
-	verr := e.Validate(&d.dec)
+func (d *dumper) dumpLegacy(path string, pos, base int64, e legacy.Entry, first bool, next *int64) span {
+	verr := d.dec.ValidateLegacy(e)
 	sp := d.legacySpan(pos, e)
 	if !(d.o.verify && d.o.quiet) {
 		tsType := "CreateTime"
@@ -469,7 +470,7 @@ func (d *dumper) dumpLegacy(path string, pos, base int64, e batch.Legacy, first 
 			tsType = "LogAppendTime"
 		}
 		d.printf("baseOffset: %d lastOffset: %d position: %d size: %d magic: %d codec: %s crc: %d crcValid: %t valid: %t %s timestamp: %d (legacy message)\n",
-			sp.base, sp.last, pos, len(e), e.Magic(), e.Compression(), e.CRC(), e.ComputeCRC() == e.CRC(), verr == nil, tsType, e.Timestamp())
+			sp.base, sp.last, pos, len(e), e.Magic(), batch.Compression(e.Compression()), e.CRC(), e.ComputeCRC() == e.CRC(), verr == nil, tsType, e.Timestamp())
 	}
 	if verr != nil {
 		d.problem(path, pos, "legacy message (magic %d) at offset %d: %v", e.Magic(), e.Offset(), verr)
@@ -618,7 +619,7 @@ func (d *dumper) scanLog(path string, base int64) ([]span, int64, error) {
 		func(h segment.BatchInfo, b batch.Batch, bad error) error {
 			if h.BaseOffset >= 0 {
 				sp := span{pos: h.Pos, size: h.Size, base: h.BaseOffset, last: h.LastOffset, maxTimestamp: h.MaxTimestamp}
-				if bad == nil && !batch.IsLegacyMagic(h.Magic) {
+				if bad == nil && !legacy.IsMagic(h.Magic) {
 					sp = d.txnOf(sp, b)
 				}
 				spans = append(spans, sp)

@@ -20,6 +20,18 @@ var ErrCorrupt = errors.New("partlog: corrupt data")
 // corruption.
 var ErrTornTail = fmt.Errorf("%w: torn tail", ErrCorrupt)
 
+// ErrTruncated marks a buffer that ends inside a batch or a legacy
+// message: a partial entry at the end of a fetch or of a file torn by a
+// crash. It wraps ErrTornTail (and so ErrCorrupt). batch.ErrTruncated is
+// this same value.
+var ErrTruncated = fmt.Errorf("%w: truncated batch", ErrTornTail)
+
+// ErrUnsupportedMagic marks an entry whose magic byte is not the one the
+// decoder reads: a legacy message (magic 0 or 1) where a RecordBatch v2
+// was expected, or garbage. It wraps ErrCorrupt. batch.ErrUnsupportedMagic
+// is this same value.
+var ErrUnsupportedMagic = fmt.Errorf("%w: unsupported magic", ErrCorrupt)
+
 // IsCorruption reports whether err marks corrupt data (including a torn
 // tail).
 func IsCorruption(err error) bool { return errors.Is(err, ErrCorrupt) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -17,7 +18,7 @@ import (
 // above use (compaction, the partition's rewrite, dumplog).
 //
 // Every entry's framing and CRC are checked (batch.Batch.ValidateHeader,
-// batch.Legacy.ValidateHeader): a bad one ends the walk with an error
+// legacy.Entry.ValidateHeader): a bad one ends the walk with an error
 // naming the file and the position (wrapping base.ErrCorrupt or
 // batch.ErrCorrupt); so does an I/O error. The entries are read into a
 // buffer the iterator owns (never an alias of the mapping, so a consumer
@@ -102,16 +103,16 @@ func (s *Segment) readEntry(pos, size int64, headers bool, buf []byte) (b batch.
 		return nil, 0, 0, err
 	}
 	m, _ := batch.PeekMagic(hb[:])
-	legacy := batch.IsLegacyMagic(m)
-	n = int64(batch.Batch(hb[:]).Length()) + batch.LogOverhead
+	isLegacy := legacy.IsMagic(m)
+	n = int64(batch.Batch(hb[:]).Size())
 	minSize := int64(batch.HeaderSize)
-	if legacy {
-		minSize = batch.LegacyMinSize
+	if isLegacy {
+		minSize = legacy.MinSize
 	}
 	if n < minSize || pos+n > size {
 		return nil, 0, 0, base.CorruptionErrorf(s.LogPath(), pos, "batchLength", "batch of %d bytes in a segment of %d", n, size)
 	}
-	if legacy && headers {
+	if isLegacy && headers {
 		return nil, n, 0, nil
 	}
 	want := n
@@ -131,8 +132,8 @@ func (s *Segment) readEntry(pos, size int64, headers bool, buf []byte) (b batch.
 	}
 	b = batch.Batch(buf)
 	switch {
-	case legacy:
-		e := batch.Legacy(buf)
+	case isLegacy:
+		e := legacy.Entry(buf)
 		if err := e.ValidateHeader(); err != nil {
 			return nil, 0, 0, fmt.Errorf("partlog/segment: %s: legacy message at %d: %w", s.LogPath(), pos, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -21,7 +22,7 @@ import (
 //     its header, inside the file, at most the batch limit) with a header
 //     and CRC-32C that check (batch.ValidateHeader; nothing is
 //     decompressed), or a legacy magic 0/1 message that frames (at least
-//     its magic's smallest size) with its CRC-32 (batch.Legacy's
+//     its magic's smallest size) with its CRC-32 (legacy.Entry's
 //     ValidateHeader); offsets strictly above the previous entry's and
 //     inside the segment's relative offsets;
 //   - at the first entry that is not valid, what the damage is: a torn tail
@@ -219,12 +220,12 @@ func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, ba
 			pos += h.Size
 			continue
 		}
-		legacy := false
+		isLegacy := false
 		if framed {
 			m, _ := batch.PeekMagic(b)
-			legacy = batch.IsLegacyMagic(m)
+			isLegacy = legacy.IsMagic(m)
 		}
-		if res.cause, res.kept, err = src.classify(err, pos, prevLast, o.maxBatchSize, legacy, o.sealed); err != nil {
+		if res.cause, res.kept, err = src.classify(err, pos, prevLast, o.maxBatchSize, isLegacy, o.sealed); err != nil {
 			return res, err
 		}
 		break
@@ -267,7 +268,7 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 	}
 	size := src.entrySize(over)
 	minSize := int64(batch.HeaderSize)
-	if m := int8(over[hdrMagicAt]); batch.IsLegacyMagic(m) {
+	if m := int8(over[hdrMagicAt]); legacy.IsMagic(m) {
 		minSize = legacyMinSize(m)
 	}
 	switch {
@@ -288,7 +289,7 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 // checkEntry is the check of the framed entry b at pos (Kafka's
 // LogSegment.recover): a RecordBatch v2's header and CRC-32C
 // (batch.ValidateHeader), or a legacy message's framing and CRC-32
-// (batch.Legacy.ValidateHeader); then, unless noOffsets, the offsets
+// (legacy.Entry.ValidateHeader); then, unless noOffsets, the offsets
 // against prevLast and the segment's relative range. With headers, b is
 // the entry's first bytes and only the header fields are checked. It never
 // decompresses a v2 batch: a batch whose CRC matches is byte for byte what
@@ -304,8 +305,8 @@ func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, no
 			return BatchInfo{}, err
 		}
 		h.legacyWrapper = false // counted from the wrapper's own offset
-	} else if m, _ := batch.PeekMagic(b); batch.IsLegacyMagic(m) {
-		e := batch.Legacy(b)
+	} else if m, _ := batch.PeekMagic(b); legacy.IsMagic(m) {
+		e := legacy.Entry(b)
 		if err := e.ValidateHeader(); err != nil {
 			return BatchInfo{}, base.WithFile(err, src.path, pos)
 		}
@@ -469,9 +470,9 @@ const maxResyncBytes = 64 << 20
 // The bytes checksummed are bounded by a budget proportional to the tail,
 // so that hostile bytes cannot make the search quadratic; past the budget
 // the answer is the conservative true (corruption).
-func (src *logSource) validBatchAfter(pos, prevLast int64, maxBatchSize int) (follows, legacy bool, err error) {
+func (src *logSource) validBatchAfter(pos, prevLast int64, maxBatchSize int) (follows, legacyData bool, err error) {
 	rest := src.size - pos
-	if rest-1 < batch.LegacyMinSize {
+	if rest-1 < legacy.MinSize {
 		return false, false, nil
 	}
 	if (src.m == nil || src.size > int64(len(src.m))) && rest > maxResyncBytes {
@@ -486,9 +487,9 @@ func (src *logSource) validBatchAfter(pos, prevLast int64, maxBatchSize int) (fo
 	}
 	own := src.payloadOf(tail, pos, prevLast, maxBatchSize)
 	budget := 4*int64(len(tail)) + 1<<20
-	for p := 1; p+batch.LegacyMinSize <= len(tail); p++ {
+	for p := 1; p+legacy.MinSize <= len(tail); p++ {
 		m := int8(tail[p+hdrMagicAt])
-		isLegacy := batch.IsLegacyMagic(m)
+		isLegacy := legacy.IsMagic(m)
 		if m != batch.Magic && !isLegacy {
 			continue
 		}
@@ -500,7 +501,7 @@ func (src *logSource) validBatchAfter(pos, prevLast int64, maxBatchSize int) (fo
 			return true, false, nil
 		}
 		if isLegacy {
-			if batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+			if legacy.Entry(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
 				return true, true, nil
 			}
 			continue
@@ -517,12 +518,12 @@ func (src *logSource) validBatchAfter(pos, prevLast int64, maxBatchSize int) (fo
 // comes before the framing stops: legacy data a cut at the damage would
 // destroy.
 func (src *logSource) legacyFrom(tail []byte, p int) bool {
-	for p+batch.LegacyMinSize <= len(tail) {
+	for p+legacy.MinSize <= len(tail) {
 		h, err := decodeHeader(src.path, tail[p:min(p+batch.HeaderSize, len(tail))], 0, int64(len(tail)-p))
 		if err != nil {
 			return false
 		}
-		if batch.IsLegacyMagic(h.Magic) && batch.Legacy(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
+		if legacy.IsMagic(h.Magic) && legacy.Entry(tail[p:p+int(h.Size)]).ValidateHeader() == nil {
 			return true
 		}
 		p += int(h.Size)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 )
 
 // appendRange frames b for Append: one RecordBatch v2, or one legacy
@@ -13,17 +14,17 @@ import (
 // covers and its max timestamp (-1 for a magic 0 message); ok is false
 // when b does not frame as exactly one entry.
 func appendRange(b batch.Batch, n int) (first, last, maxTs int64, ok bool) {
-	if m, peeked := batch.PeekMagic(b); peeked && batch.IsLegacyMagic(m) {
+	if m, peeked := batch.PeekMagic(b); peeked && legacy.IsMagic(m) {
 		if n != len(b) {
 			return 0, 0, 0, false // a legacy message is appended whole
 		}
-		e, rest, err := batch.ParseLegacy(b)
+		e, rest, err := legacy.Parse(b)
 		if err != nil || len(rest) != 0 || e.Offset() < 0 || e.Offset() > maxOffset {
 			return 0, 0, 0, false
 		}
 		return legacyFirst(e), e.Offset(), e.Timestamp(), true
 	}
-	if len(b) < batch.HeaderSize || int64(b.Length())+batch.LogOverhead != int64(n) ||
+	if len(b) < batch.HeaderSize || int64(b.Size()) != int64(n) ||
 		b.Magic() != batch.Magic || b.LastOffsetDelta() < 0 {
 		return 0, 0, 0, false
 	}
@@ -35,9 +36,9 @@ func appendRange(b batch.Batch, n int) (first, last, maxTs int64, ok bool) {
 // inner messages do not decode (recovery checks the CRC, as Kafka does,
 // not the payload) counts from its own offset: it is still kept and served
 // as stored.
-func legacyFirst(e batch.Legacy) int64 {
+func legacyFirst(e legacy.Entry) int64 {
 	off := e.Offset()
-	if e.Compression() == batch.CompressionNone {
+	if e.Compression() == legacy.CompressionNone {
 		return off
 	}
 	dec := decoderPool.Get().(*batch.Decoder)
@@ -62,7 +63,7 @@ func (s *Segment) legacyBase(info BatchInfo) (BatchInfo, error) {
 	if err != nil {
 		return BatchInfo{}, err
 	}
-	info.BaseOffset = legacyFirst(batch.Legacy(b))
+	info.BaseOffset = legacyFirst(legacy.Entry(b))
 	info.legacyWrapper = false
 	return info, nil
 }
@@ -92,7 +93,7 @@ func decodeLegacy(path string, h []byte, pos, limit int64) (BatchInfo, error) {
 		return BatchInfo{}, base.CorruptionErrorf(path, pos, "offset", "offset %d", off)
 	}
 	ts := batch.NoTimestamp
-	if m == batch.MagicV1 {
+	if m == legacy.MagicV1 {
 		ts = int64(binary.BigEndian.Uint64(h[legacyTimestampAt:]))
 	}
 	return BatchInfo{Pos: pos, Size: size, BaseOffset: off, LastOffset: off, MaxTimestamp: ts, Magic: m,
@@ -102,7 +103,7 @@ func decodeLegacy(path string, h []byte, pos, limit int64) (BatchInfo, error) {
 // legacyMinSize is the smallest entry of a legacy magic: the log overhead
 // and the message's fixed fields (Kafka's RECORD_OVERHEAD_V0 14, _V1 22).
 func legacyMinSize(magic int8) int64 {
-	if magic == batch.MagicV0 {
+	if magic == legacy.MagicV0 {
 		return batch.LogOverhead + 14
 	}
 	return batch.LogOverhead + 22

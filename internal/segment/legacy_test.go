@@ -15,6 +15,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -138,7 +139,7 @@ func errorsIs(err, target error) bool { return errors.Is(err, target) }
 // legacyMessage encodes one uncompressed magic 1 legacy message at offset
 // with a valid CRC-32 (test helper).
 func legacyMessage(offset int64, value string) []byte {
-	m := []byte{0, 0, 0, 0, byte(batch.MagicV1), 0}
+	m := []byte{0, 0, 0, 0, byte(legacy.MagicV1), 0}
 	m = binary.BigEndian.AppendUint64(m, 1_600_000_000_000)
 	m = binary.BigEndian.AppendUint32(m, 0xffffffff) // null key
 	m = binary.BigEndian.AppendUint32(m, uint32(len(value)))

@@ -9,6 +9,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/index"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -119,7 +120,7 @@ func (s *Segment) decodeHeader(h []byte, pos, limit int64) (BatchInfo, error) {
 func decodeHeader(path string, h []byte, pos, limit int64) (BatchInfo, error) {
 	m := int8(h[hdrMagicAt])
 	if m != batch.Magic {
-		if batch.IsLegacyMagic(m) {
+		if legacy.IsMagic(m) {
 			return decodeLegacy(path, h, pos, limit)
 		}
 		return BatchInfo{}, base.CorruptionErrorf(path, pos+hdrMagicAt, "magic", "magic %d", m)

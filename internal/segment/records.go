@@ -1,6 +1,9 @@
 package segment
 
-import "github.com/partlog/partlog/batch"
+import (
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
+)
 
 // firstRecordAtOrAfter returns the first record of b whose timestamp is >=
 // ts and whose offset is >= startOffset (Kafka's FileRecords
@@ -9,8 +12,8 @@ import "github.com/partlog/partlog/batch"
 // what Recover or the appender checked); malformed records give an error,
 // never a panic.
 func firstRecordAtOrAfter(b batch.Batch, dec *batch.Decoder, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
-	if m, ok := batch.PeekMagic(b); ok && batch.IsLegacyMagic(m) {
-		return firstLegacyAtOrAfter(batch.Legacy(b), dec, ts, startOffset)
+	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
+		return firstLegacyAtOrAfter(legacy.Entry(b), dec, ts, startOffset)
 	}
 	if b.MaxTimestamp() < ts || b.LastOffset() < startOffset {
 		return 0, 0, false, nil
@@ -33,7 +36,7 @@ func firstRecordAtOrAfter(b batch.Batch, dec *batch.Decoder, ts, startOffset int
 // firstLegacyAtOrAfter is firstRecordAtOrAfter for a legacy message: the
 // message itself, or the inner messages of a compressed wrapper. A magic 0
 // message has no timestamp (-1) and never qualifies.
-func firstLegacyAtOrAfter(e batch.Legacy, dec *batch.Decoder, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
+func firstLegacyAtOrAfter(e legacy.Entry, dec *batch.Decoder, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
 	if e.Timestamp() < ts || e.Offset() < startOffset {
 		return 0, 0, false, nil
 	}

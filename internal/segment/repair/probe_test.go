@@ -9,6 +9,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -113,7 +114,7 @@ func TestProbeLog(t *testing.T) {
 
 // legacyV1 is a magic-1 message at offset at with a valid CRC-32.
 func legacyV1(at int64, value string) []byte {
-	m := []byte{0, 0, 0, 0, byte(batch.MagicV1), 0}
+	m := []byte{0, 0, 0, 0, byte(legacy.MagicV1), 0}
 	m = binary.BigEndian.AppendUint64(m, 1_600_000_000_000)
 	m = binary.BigEndian.AppendUint32(m, 0xffffffff)
 	m = binary.BigEndian.AppendUint32(m, uint32(len(value)))
