@@ -631,11 +631,13 @@
 //   - Recovery: gaps inside a segment and a gap before a segment whose
 //     first batch starts above its base are what Kafka's compaction leaves
 //     too, and Open accepts them. An empty last segment after a gap is a
-//     follower's roll whose first batch a crash lost: Open keeps it (the
-//     log ends at its base) when the recovery point reaches its base, and
-//     otherwise, after a crash, hands it to Config.Recovery as a torn tail
-//     and removes it (it holds nothing). After a clean shutdown such a
-//     segment without that recovery point is refused, as a stray file.
+//     follower's roll whose first batch a crash lost: Open accepts it when
+//     the recovery point reaches its base, and otherwise, after a crash,
+//     hands it to Config.Recovery as a torn tail; either way it removes it
+//     (it holds nothing) and the log ends where the previous segment does,
+//     so that a batch appended next never leaves a segment after a gap its
+//     batches do not show. After a clean shutdown such a segment without
+//     that recovery point is refused, as a stray file.
 //   - TruncateTo at an offset inside a gap keeps the batches below it; the
 //     log ends at the last one's next offset (a segment a cut would leave
 //     empty after a gap is removed instead), never below the log start

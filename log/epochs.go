@@ -30,7 +30,10 @@ import (
 // moves of the first entry's start up to the log start offset
 // (DeleteRecordsBefore, retention) are written on the next write or full
 // flush (Sync, Close, the flush policies); until then Open derives them
-// from the log start offset checkpoint, written before. Open reads the
+// from the log start offset checkpoint, written before. A
+// DeleteRecordsBefore up to the log end writes them before it returns:
+// Open tells the state a roll then leaves from a restart of the log that a
+// crash interrupted by them (settleEmptyTail). Open reads the
 // file, drops entries that start past the log end and, after an unclean
 // shutdown, adds the epochs of the recovered batches.
 const leaderEpochCheckpointFile = checkpoint.LeaderEpochFile // frozen: "leader-epoch-checkpoint"

@@ -516,3 +516,58 @@ func TestRecoveryEpochsBelowCheckpointEntries(t *testing.T) {
 	}
 	require.Equal(t, int64(3), p2.LogEndOffset())
 }
+
+// TestDeleteRecordsToEndThenRollKeepsEpochs: DeleteRecordsBefore up to the
+// log end cannot remove the active segment; a roll then leaves it wholly
+// below the log start, before an empty segment at the log start. Open
+// removes that segment, and the leader epoch cache stays what
+// DeleteRecordsBefore made of it (the first entry moved up to the log
+// start, Kafka's truncateFromStart), after a clean reopen and after a
+// crash, as logtest's model says: only a TruncateFullyAndStartAt empties
+// the cache (TestStateMachine found it emptied: [] for [{0 1}]).
+func TestDeleteRecordsToEndThenRollKeepsEpochs(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			const dir = "/data/epochs-delete-roll-0"
+			mem := vfs.NewMem()
+			cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			m := logtest.NewModel(0, false)
+			for i, epoch := range []int32{0, 0, 3} {
+				b := batch.Batch(logtest.MakeBatch(1, 10, 1_700_000_000_000, byte(i)))
+				b.SetBaseOffset(int64(i))
+				b.SetPartitionLeaderEpoch(epoch)
+				_, err := p.AppendAssigned(b)
+				require.NoError(t, err)
+				require.NoError(t, m.Append(b))
+			}
+			require.NoError(t, p.DeleteRecordsBefore(3))
+			require.NoError(t, m.DeleteRecordsBefore(3))
+			require.NoError(t, p.Roll())
+			want := []plog.EpochStart{{Epoch: 3, StartOffset: 3}}
+			require.Equal(t, want, m.LeaderEpochs())
+			require.Equal(t, want, p.LeaderEpochs())
+			if crash {
+				// The roll's background flush ran: the new segment is
+				// durable, the epoch cache need not be.
+				require.NoError(t, p.FlushRolled())
+				clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0, Seed: 1})
+				require.NoError(t, p.Close())
+				cfg.FS = clone
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err)
+				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
+			} else {
+				require.NoError(t, p.Close())
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err)
+				m.Reopen()
+			}
+			require.Equal(t, want, p.LeaderEpochs())
+			logtest.Check(t, p, m)
+			require.Len(t, p.SegmentInfos(), 1)
+			require.NoError(t, p.Close())
+		})
+	}
+}

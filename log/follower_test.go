@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -274,4 +275,92 @@ func TestAppendAssignedGapCrashAtEveryOp(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 	t.Logf("%d crash points", points)
+}
+
+// TestGapRollCrashThenAppendAtEnd: a follower's append across a 2^31-offset
+// gap rolls to a new segment above the log end; a crash loses the batch
+// but keeps the new, empty segment (the roll persisted the recovery point
+// at its base). Whatever the reopened log's end, the next append there,
+// from a leader (no gap) or a follower, must leave a directory that
+// reopens, cleanly and after a crash, with the same batches: no segment
+// may follow an offset gap that none of its batches shows
+// (TestStateMachine found a leader append at the empty segment's base
+// refused on the next Open as "offsets [0, 1) are missing").
+func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		first int64 // the log's records before the gap: [0, first)
+	}{
+		{"empty log", 0},
+		{"three records", 3},
+	} {
+		for _, leader := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/leader=%v", c.name, leader), func(t *testing.T) {
+				const dir = "/kafka/gap-crash-0"
+				mem := vfs.NewMem()
+				cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500})
+				p, err := plog.Open(dir, cfg)
+				require.NoError(t, err)
+				if c.first > 0 {
+					_, err = p.AppendAssigned(recordSet(t, 0, assigned{base: 0, n: int(c.first)}))
+					require.NoError(t, err)
+				}
+				// Last offset first+2^31: the roll's segment starts at
+				// first+1, above the log end.
+				gapBase := c.first + math.MaxInt32
+				end, err := p.AppendAssigned(recordSet(t, 0, assigned{base: gapBase, n: 2}))
+				require.NoError(t, err)
+				require.Equal(t, gapBase+2, end)
+				require.Len(t, p.SegmentInfos(), 2)
+
+				// Nothing unsynced survives: the gap batch is lost.
+				clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0, Seed: 1})
+				require.NoError(t, p.Close())
+				cfg.FS = clone
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err)
+				m := logtest.NewModel(0, false)
+				if c.first > 0 {
+					require.NoError(t, m.Append(recordSet(t, 0, assigned{base: 0, n: int(c.first)})))
+				}
+				require.NoError(t, m.Append(recordSet(t, 0, assigned{base: gapBase, n: 2})))
+				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
+				logtest.Check(t, p, m)
+
+				at := p.LogEndOffset()
+				if leader {
+					b := logtest.MakeBatch(2, 10, 1_700_000_000_500, 7)
+					base, err := p.AppendBatch(b)
+					require.NoError(t, err)
+					require.Equal(t, at, base)
+					require.NoError(t, m.AppendBatch(b, base))
+				} else {
+					set := recordSet(t, 1, assigned{base: at, n: 2})
+					_, err := p.AppendAssigned(set)
+					require.NoError(t, err)
+					require.NoError(t, m.Append(set))
+				}
+				logtest.Check(t, p, m)
+				require.NoError(t, p.Verify())
+
+				// A crash after a sync, then a clean reopen.
+				require.NoError(t, p.Sync())
+				m.Sync()
+				clone = clone.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0, Seed: 2})
+				require.NoError(t, p.Close())
+				cfg.FS = clone
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err, "reopen after a crash")
+				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
+				logtest.Check(t, p, m)
+				require.NoError(t, p.Close())
+				p, err = plog.Open(dir, cfg)
+				require.NoError(t, err, "clean reopen")
+				m.Reopen()
+				logtest.Check(t, p, m)
+				require.NoError(t, p.Verify())
+				require.NoError(t, p.Close())
+			})
+		}
+	}
 }

@@ -240,9 +240,9 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		explained := cleanerAt >= bases[i+1] || belowStart
 		if !explained && emptyTail {
 			// An empty last segment after a gap (follower.go,
-			// settleEmptyTail): the log end a follower's roll across a
-			// gap persisted, or a crash's leftover, which goes to the
-			// policy as a torn tail.
+			// settleEmptyTail, which removes it): a follower's roll
+			// across a gap whose recovery point reaches it, or a
+			// crash's leftover, which goes to the policy as a torn tail.
 			ok, err := p.emptyTailExplained(probes[i+1].Path, bases[i+1], probes[i].Next, clean, rp, haveRP)
 			if err != nil {
 				return nil, err

@@ -425,7 +425,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 	}
 	opened := len(list)
-	if list, err = p.settleEmptyTail(list, cpStart, haveCP, recoveryPoint, haveRP); err != nil { // follower.go
+	if list, err = p.settleEmptyTail(list, cpStart, haveCP); err != nil { // follower.go
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 	}
 	if clean && len(list) != opened {
@@ -492,10 +492,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-	} else if p.rolled.recoveryPoint < 0 {
+	} else if p.rolled.recoveryPoint < 0 || p.rolled.recoveryPoint > end.Offset {
 		// After a clean shutdown everything is durable: a directory
 		// without a recovery point (one Kafka wrote) gets one before a
-		// roll can leave unsynced segments above it.
+		// roll can leave unsynced segments above it; one past the log
+		// end (settleEmptyTail removed an empty segment after a gap,
+		// whose base it was) moves back to the end.
 		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}

@@ -302,7 +302,10 @@ func (p *Partition) makeTruncationDurableLocked() error {
 // never deleted. Records below the new start are no longer readable, but
 // the batch holding offset still is. The new log start offset is persisted
 // (log-start-offset-checkpoint, written tmp + fsync + rename) before
-// anything is deleted.
+// anything is deleted. When offset is the log end offset (every record
+// deleted) the leader epoch cache, its first entry moved up to offset, is
+// written durably too before DeleteRecordsBefore returns (an error then
+// leaves the log start moved and the cache to the next write).
 //
 // offset <= LogStartOffset is a no-op; offset > HighWatermark gives
 // ErrOffsetOutOfRange (records not yet committed are never deleted).
@@ -334,6 +337,16 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	p.logStart.Store(offset)
 	p.truncateEpochsFromStartLocked(offset)
 	p.dropSnapshotsBelowLocked(offset) // snapshot.go
+	if offset == p.mu.end.Offset && p.mu.epochsDirty {
+		// Every record deleted: the active segment stays, and a roll will
+		// leave it wholly below the log start, before an empty segment
+		// at it, which is what a restart of the log a crash interrupted
+		// leaves too. Open tells them apart by the leader epoch cache
+		// (settleEmptyTail): this one starts at or after the log start.
+		if err := p.writeEpochsLocked(); err != nil {
+			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
+		}
+	}
 
 	snap := p.segs.Load()
 	n := 0
