@@ -1,6 +1,10 @@
 package log
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+)
 
 // RestoreProducers gives the log the producer state of another replica at
 // offset: snapshot is the bytes of that replica's producer snapshot file at
@@ -56,4 +60,37 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 		return fmt.Errorf("partlog/log: restore producer state into %s: %w", p.dir, err)
 	}
 	return nil
+}
+
+// ProducerSnapshot returns the partition's producer state snapshot at
+// offset: the bytes of its snapshot file there (Kafka's NNN.snapshot
+// format, checksum included), which describe the producers of every batch
+// below offset, as another replica's RestoreProducers takes them. A roll
+// takes the snapshot at each new segment's base; one its background flush
+// has not written yet is returned from memory. An offset with no snapshot
+// gives an error wrapping fs.ErrNotExist, a file that does not decode one
+// wrapping ErrCorrupt.
+func (p *Partition) ProducerSnapshot(offset int64) ([]byte, error) {
+	// flushMu keeps a roll's background flush from holding the snapshot
+	// between taking it from rollSnapshots and writing its file; mu keeps
+	// a writer from rewriting the file while it is read (a small file,
+	// read only when a replica needs the state).
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.mu.rollSnapshots {
+		if s.offset == offset && s.truncations == p.truncations.Load() && s.removals == p.rolled.snapshotRemovals.Load() {
+			return bytes.Clone(s.data), nil
+		}
+	}
+	path := filepath.Join(p.dir, snapshotFileName(offset))
+	data, err := p.readSnapshotBytes(path)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: producer snapshot at offset %d: %w", offset, err)
+	}
+	if _, err := decodeProducerSnapshot(data); err != nil {
+		return nil, fmt.Errorf("partlog/log: producer snapshot %s: %w", path, err)
+	}
+	return data, nil
 }

@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
@@ -173,4 +174,37 @@ func TestRestoreProducersAfterRollSurvivesCrash(t *testing.T) {
 			assert.True(t, info.Duplicate, "a retry of producer 7's last batch below the point")
 		})
 	}
+}
+
+// ProducerSnapshot hands a replica the producer state at a roll's base:
+// from memory while the roll's background flush has not written the
+// file, from the file afterwards (the same bytes), refused for an offset
+// with no snapshot; another partition restarted there and restored from
+// it answers a retry of a batch below the point as a duplicate.
+func TestProducerSnapshotAtRoll(t *testing.T) {
+	p, err := plog.Open(filepath.Join(t.TempDir(), "p-0"), plog.WithManualRollFlush(plog.Config{}))
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = p.AppendBatch(pb{pid: 7, epoch: 1, seq: 0, n: 3}.bytes(t))
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	point := p.LogEndOffset()
+
+	fromMemory, err := p.ProducerSnapshot(point)
+	require.NoError(t, err, "the roll's snapshot before its flush")
+	require.NoError(t, p.FlushRolled())
+	fromFile, err := p.ProducerSnapshot(point)
+	require.NoError(t, err, "the snapshot file after the flush")
+	assert.Equal(t, fromMemory, fromFile)
+	_, err = p.ProducerSnapshot(point + 1)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+
+	q, err := plog.Open(filepath.Join(t.TempDir(), "q-0"), plog.Config{})
+	require.NoError(t, err)
+	defer q.Close()
+	require.NoError(t, q.TruncateFullyAndStartAt(point))
+	require.NoError(t, q.RestoreProducers(point, fromFile))
+	info, err := q.AppendBatchInfo(pb{pid: 7, epoch: 1, seq: 0, n: 3}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "a retry of the batch below the point")
 }

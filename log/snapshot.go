@@ -350,16 +350,21 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 
 // readProducerSnapshot reads and decodes one snapshot file.
 func (p *Partition) readProducerSnapshot(path string) ([]producerSnapshotEntry, error) {
+	data, err := p.readSnapshotBytes(path)
+	if err != nil {
+		return nil, err
+	}
+	return decodeProducerSnapshot(data)
+}
+
+// readSnapshotBytes reads one snapshot file whole (at most 2 GiB).
+func (p *Partition) readSnapshotBytes(path string) ([]byte, error) {
 	f, err := p.cfg.FS.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<31))
-	if err != nil {
-		return nil, err
-	}
-	return decodeProducerSnapshot(data)
+	return io.ReadAll(io.LimitReader(f, 1<<31))
 }
 
 // replayProducers feeds the producer batches of list in [from, end) to the

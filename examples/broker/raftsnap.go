@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path/filepath"
 
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/logaccess"
@@ -115,34 +114,16 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 	return d, nil
 }
 
-// producerSnapshot returns the bytes of the partition's producer snapshot
-// file at the snapshot offset, checked, or nil when there is none that
-// reads (the follower then learns only the producers of the batches it
-// copies; a warning says so). The partition takes that snapshot at the
-// roll that started the segment there but writes the file only once the
-// roll's flush ran, in the background: when the file is missing or does
-// not read yet, a Sync writes what the rolls left pending (or waits for
-// the flush writing it), and the file is read once more.
+// producerSnapshot returns the partition's producer snapshot at the
+// snapshot offset (Partition.ProducerSnapshot: the file, or the roll's
+// snapshot its background flush has not written yet), or nil when there
+// is none that reads (the follower then learns only the producers of the
+// batches it copies; a warning says so).
 func (s *raftStorage) producerSnapshot() []byte {
-	path := filepath.Join(s.part.Dir(), fmt.Sprintf("%020d.snapshot", s.snapOffset)) // Kafka's name, as the partition writes it
-	read := func() ([]byte, error) {
-		b, err := readSmallFile(s.fs, path, 1<<30)
-		if err == nil {
-			err = logaccess.CheckProducerSnapshot(b)
-		}
-		return b, err
-	}
-	b, err := read()
-	if err != nil {
-		if serr := s.part.Sync(); serr != nil {
-			err = fmt.Errorf("%w (sync to write the rolls' pending snapshots: %w)", err, serr)
-		} else {
-			b, err = read()
-		}
-	}
+	b, err := s.part.ProducerSnapshot(s.snapOffset)
 	if err != nil {
 		if s.log != nil {
-			s.log.Warn("raft snapshot sent without producer state", "file", path, "err", err)
+			s.log.Warn("raft snapshot sent without producer state", "dir", s.part.Dir(), "offset", s.snapOffset, "err", err)
 		}
 		return nil
 	}
