@@ -29,7 +29,7 @@ func TestCompactMediaError(t *testing.T) {
 	fillLog(t, l, 20, 5, now.UnixMilli())
 	segs := l.SegmentInfos()
 	require.Greater(t, len(segs), 2)
-	victim := filepath.Join(l.dir, segment.FileName(segs[1].BaseOffset, segment.LogSuffix))
+	victim := filepath.Join(l.dir, segment.FileName(segs[1].BaseOffset, ".log"))
 	bases := make([]int64, len(segs))
 	for i, s := range segs {
 		bases[i] = s.BaseOffset

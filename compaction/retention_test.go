@@ -109,7 +109,7 @@ func TestRetentionReadersKeepReading(t *testing.T) {
 			// segment.
 			held, err := l.ReadFromFollower(0, 1<<20)
 			require.NoError(t, err)
-			path := filepath.Join(l.dir, segment.FileName(0, segment.LogSuffix)+".deleted") // the partition's crash-protocol suffix (Kafka's)
+			path := filepath.Join(l.dir, segment.FileName(0, ".log")+".deleted") // the partition's crash-protocol suffix (Kafka's)
 			r, _ := NewRetention(Config{Retention: time.Millisecond})
 			res, err := r.Apply(context.Background(), l)
 			require.NoError(t, err, "%+v %v", res, err)

@@ -17,7 +17,7 @@
 // offset (the number in the file name), which is why a segment rolls
 // before offset - base overflows an int32. The sizes are frozen.
 //
-// Offset index entry, [OffsetEntrySize] = 8 bytes, Kafka's OffsetPosition:
+// Offset index entry, 8 bytes, Kafka's OffsetPosition:
 //
 //	0               4               8
 //	+---------------+---------------+
@@ -26,7 +26,7 @@
 //	relOffset: the last offset of the indexed batch, minus the base offset
 //	position:  byte position in the .log where that batch starts
 //
-// Time index entry, [TimeEntrySize] = 12 bytes, Kafka's TimestampOffset:
+// Time index entry, 12 bytes, Kafka's TimestampOffset:
 //
 //	0                               8               12
 //	+-------------------------------+---------------+
@@ -87,7 +87,7 @@
 // while a plain binary search over a 10 MiB index touches about a dozen
 // pages spread over the file, some of them cold: page faults on the
 // produce path. An offset lookup below every entry answers
-// {base offset, 0}; a time lookup answers {NoTimestamp, base offset}.
+// {base offset, 0}; a time lookup answers {batch.NoTimestamp (-1), base offset}.
 //
 // # Concurrency
 //
@@ -135,7 +135,7 @@
 // SanityCheck) turn such a fault into an error wrapping ErrFault,
 // naming the file and the byte offset. Lookup, Entry and LastEntry return
 // no error: they are called by package segment inside its own protection
-// (its reads return segment.ErrFault, the same value); a caller of this
+// (its reads return an error wrapping this same ErrFault); a caller of this
 // package that uses them directly on a failing disk gets the SIGBUS.
 //
 // # Example

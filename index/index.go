@@ -32,16 +32,12 @@ type OffsetEntry = impl.OffsetEntry
 // the largest Timestamp up to and including the absolute Offset.
 type TimeEntry = impl.TimeEntry
 
-// On-disk constants (Kafka's), defaults and limits.
+// Defaults and limits (Kafka's). The entry sizes (8 and 12 bytes) are in
+// the package documentation; an empty time index's lookups answer
+// batch.NoTimestamp (-1).
 const (
-	// OffsetEntrySize is the size in bytes of an offset index entry: 8.
-	OffsetEntrySize = impl.OffsetEntrySize
-	// TimeEntrySize is the size in bytes of a time index entry: 12.
-	TimeEntrySize = impl.TimeEntrySize
 	// DefaultMaxIndexSize is Kafka's segment.index.bytes: 10 MiB.
 	DefaultMaxIndexSize = impl.DefaultMaxIndexSize
-	// NoTimestamp is the timestamp of an empty time index's lookups: -1.
-	NoTimestamp = impl.NoTimestamp
 	// MaxBaseOffset is the largest base offset an index takes.
 	MaxBaseOffset = impl.MaxBaseOffset
 )
@@ -58,7 +54,11 @@ var (
 	ErrInvalidArgument = impl.ErrInvalidArgument
 	// ErrClosed: the index was closed.
 	ErrClosed = impl.ErrClosed
-	// ErrFault: a fault on a mapped page (a media error).
+	// ErrFault: a fault on a mapped page (a media error). It is the
+	// module's one sentinel for such a fault: package segment's reads (of
+	// the .log and of the indexes) and package log's partition return
+	// errors wrapping this same value, with a *segment.FaultError naming
+	// the file and the byte offset. Kafka: KAFKA_STORAGE_ERROR (56).
 	ErrFault = impl.ErrFault
 )
 
@@ -143,13 +143,13 @@ func (idx *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) e
 }
 
 // Lookup returns the last entry whose timestamp is at or below target, or
-// {NoTimestamp, base offset} when there is none.
+// {batch.NoTimestamp (-1), base offset} when there is none.
 func (idx *TimeIndex) Lookup(target int64) TimeEntry { return idx.x.Lookup(target) }
 
 // Entry returns entry i, in [0, Entries()).
 func (idx *TimeIndex) Entry(i int) TimeEntry { return idx.x.Entry(i) }
 
-// LastEntry returns the last entry, or {NoTimestamp, base offset} when
+// LastEntry returns the last entry, or {batch.NoTimestamp, base offset} when
 // empty.
 func (idx *TimeIndex) LastEntry() TimeEntry { return idx.x.LastEntry() }
 

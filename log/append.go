@@ -55,8 +55,8 @@ import (
 // can be read back with ReadFrom(base, ...). b is not retained. When b
 // aliases a mapped file that cannot be read (a media error, or a file cut
 // behind its partition's back), the checks stop with an error wrapping
-// ErrFault (a *segment.FaultError naming the file) and nothing is written;
-// the bytes are the caller's, so this partition stays online.
+// index.ErrFault (a *segment.FaultError naming the file) and nothing is
+// written; the bytes are the caller's, so this partition stays online.
 //
 // A batch with a producer id (>= 0) is checked against the producer's
 // state under the lock, before anything is written (see "Idempotent
@@ -153,7 +153,7 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 // this partition's files).
 func (p *Partition) checkProducerBatch(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
 	bt, hdr, err = checkGuarded(p, b)
-	if errors.Is(err, ErrFault) {
+	if errors.Is(err, errFault) {
 		return nil, hdr, fmt.Errorf("partlog/log: append to %s: reading the %d-byte batch given: %w", p.dir, len(b), err)
 	}
 	return bt, hdr, err

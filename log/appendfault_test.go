@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -27,7 +28,7 @@ func TestAppendBatchMappedSourceFault(t *testing.T) {
 
 	b, _ := openT(t, plog.Config{})
 	_, err = b.AppendBatch(r.Bytes())
-	require.ErrorIs(t, err, plog.ErrFault)
+	require.ErrorIs(t, err, index.ErrFault)
 	require.NotErrorIs(t, err, plog.ErrFailed, "the target partition is not at fault")
 	require.Equal(t, int64(0), b.LogEndOffset())
 	_, err = b.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
@@ -52,6 +53,6 @@ func TestAppendBatchFaultInsideChecksum(t *testing.T) {
 
 	b, _ := openT(t, plog.Config{})
 	_, err = b.AppendBatch(r.Bytes())
-	require.ErrorIs(t, err, plog.ErrFault)
+	require.ErrorIs(t, err, index.ErrFault)
 	require.Equal(t, int64(0), b.LogEndOffset())
 }

@@ -359,7 +359,12 @@
 // on Open, compaction's scans) runs under a fault guard instead
 // (runtime/debug.SetPanicOnFault plus a deferred recover), so the fault
 // becomes an error wrapping ErrFault, with a *segment.FaultError naming
-// the file and the byte offset. The partition then goes offline, as Kafka
+// the file and the byte offset. ErrFault, in this package's documentation,
+// is index.ErrFault: the module declares one sentinel for a fault on a
+// mapped page, in the lowest package that maps files, and packages segment
+// and log return errors wrapping that same value (test with
+// errors.Is(err, index.ErrFault), or errors.As a *segment.FaultError).
+// Kafka error code: KAFKA_STORAGE_ERROR (56). The partition then goes offline, as Kafka
 // takes a log offline on an IOException: that call and every later one
 // (reads, writes, Verify) return an error wrapping ErrFailed and the
 // fault, and Close writes no clean-shutdown marker. Reopen once the disk
@@ -373,7 +378,12 @@
 // process. A caller that must survive a failing disk sends the records
 // with Records.WriteTo (sendfile, or a protected write: the error comes
 // back) or copies them with Records.AppendTo (protected), never touching
-// Bytes itself. Sealed segments map only their file's length; the active
+// Bytes itself. Those two, Records.Batches (its framing; the batches it
+// yields are Bytes) and AppendBatch given such bytes return the error
+// without taking the partition offline: a Records does not know its
+// partition, and AppendBatch's b is the caller's memory. Partition.Records
+// decodes under the same protection (its loop body runs outside it) and
+// takes the partition offline on a fault, as ReadFrom does. Sealed segments map only their file's length; the active
 // segment maps segment.bytes (SegmentBytes), and a mapped page past the
 // end of its file is never read.
 //
@@ -667,9 +677,9 @@
 // Kafka's edge cases (the latest epoch answers the log end offset; an
 // epoch between entries answers the entry below it and the start of the
 // one above; an epoch below the first answers the first start offset;
-// undefined or above every epoch answers UndefinedEpoch,
-// UndefinedEpochOffset): a follower asks its leader for its own latest
-// epoch and truncates to the answer. OffsetForTimestamp answers carry a
-// leader epoch (TimestampOffset.LeaderEpoch): a record's batch's
-// partitionLeaderEpoch, and for Latest and Earliest what the cache says.
+// undefined or above every epoch answers (UndefinedEpoch, -1)): a
+// follower asks its leader for its own latest epoch and truncates to the
+// answer. OffsetForTimestamp answers carry a leader epoch
+// (TimestampOffset.LeaderEpoch): a record's batch's partitionLeaderEpoch,
+// and for Latest and Earliest what the cache says.
 package log

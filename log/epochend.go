@@ -5,13 +5,15 @@ import (
 	"fmt"
 )
 
-// UndefinedEpoch and UndefinedEpochOffset are EndOffsetForEpoch's answer
-// when the cache cannot say (Kafka's UNDEFINED_EPOCH and
-// UNDEFINED_EPOCH_OFFSET in OffsetsForLeaderEpoch responses).
-const (
-	UndefinedEpoch       int32 = -1
-	UndefinedEpochOffset int64 = -1
-)
+// UndefinedEpoch is the epoch of EndOffsetForEpoch's answer when the cache
+// cannot say, with the end offset -1 (Kafka's UNDEFINED_EPOCH and
+// UNDEFINED_EPOCH_OFFSET in OffsetsForLeaderEpoch responses), and the
+// leader epoch of an OffsetForTimestamp answer that has none.
+const UndefinedEpoch int32 = -1
+
+// undefinedEpochOffset is the end offset of EndOffsetForEpoch's answer with
+// UndefinedEpoch.
+const undefinedEpochOffset int64 = -1
 
 // ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
 // epoch below the latest one in the leader epoch cache, or negative:
@@ -60,11 +62,11 @@ func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
 // next higher epoch starts, the end of the requested epoch's batches. The
 // edge cases are Kafka's:
 //
-//   - requested UndefinedEpoch (-1): (UndefinedEpoch, UndefinedEpochOffset);
+//   - requested UndefinedEpoch (-1): (UndefinedEpoch, -1);
 //   - requested the latest cached epoch: (it, LogEndOffset), the epoch
 //     still being written;
 //   - requested above every cached epoch, or an empty cache:
-//     (UndefinedEpoch, UndefinedEpochOffset);
+//     (UndefinedEpoch, -1);
 //   - requested below the first cached epoch: (requested, the first
 //     entry's start offset): its batches, if any, are gone, and a follower
 //     truncates to where the first known epoch starts;
@@ -78,13 +80,13 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return UndefinedEpoch, UndefinedEpochOffset, ErrClosed
+		return UndefinedEpoch, undefinedEpochOffset, ErrClosed
 	}
 	es := p.mu.epochs
 	n := len(es)
 	switch {
 	case requested == UndefinedEpoch:
-		return UndefinedEpoch, UndefinedEpochOffset, nil
+		return UndefinedEpoch, undefinedEpochOffset, nil
 	case n > 0 && es[n-1].Epoch == requested:
 		return requested, p.mu.end.Offset, nil
 	}
@@ -95,7 +97,7 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 	}
 	switch {
 	case higher == n:
-		return UndefinedEpoch, UndefinedEpochOffset, nil
+		return UndefinedEpoch, undefinedEpochOffset, nil
 	case higher == 0:
 		return requested, es[0].StartOffset, nil
 	}

@@ -48,17 +48,17 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		epoch     int32
 		end       int64
 	}{
-		{"undefined epoch", p, -1, plog.UndefinedEpoch, plog.UndefinedEpochOffset},
+		{"undefined epoch", p, -1, plog.UndefinedEpoch, -1},
 		{"the latest epoch answers the log end", p, 5, 5, 30},
-		{"above every epoch", p, 6, plog.UndefinedEpoch, plog.UndefinedEpochOffset},
+		{"above every epoch", p, 6, plog.UndefinedEpoch, -1},
 		{"below the first epoch", p, 0, 0, 0},
 		{"far below the first epoch (Kafka checks only -1)", p, -5, -5, 0},
 		{"the first epoch", p, 1, 1, 10},
 		{"between two entries", p, 2, 1, 10},
 		{"a middle epoch", p, 3, 3, 20},
 		{"between the last two", p, 4, 3, 20},
-		{"empty cache", empty, 0, plog.UndefinedEpoch, plog.UndefinedEpochOffset},
-		{"empty cache, undefined epoch", empty, -1, plog.UndefinedEpoch, plog.UndefinedEpochOffset},
+		{"empty cache", empty, 0, plog.UndefinedEpoch, -1},
+		{"empty cache, undefined epoch", empty, -1, plog.UndefinedEpoch, -1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

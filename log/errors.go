@@ -82,8 +82,8 @@ var (
 	// an error wrapping ErrFailed and the cause; reads keep working. Close
 	// and reopen the partition: Open recovers from the files. Kafka marks
 	// the log directory offline: KAFKA_STORAGE_ERROR (56). After a fault
-	// reading a mapped file (ErrFault) reads fail too: the partition is
-	// offline (see ErrFault).
+	// reading a mapped file (index.ErrFault) reads fail too: the partition
+	// is offline (see "Media errors" in the package documentation).
 	ErrFailed = errors.New("partlog/log: partition failed")
 
 	// ErrInvalidConfig is returned by Open for a Config value outside what

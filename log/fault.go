@@ -9,36 +9,15 @@ import (
 	"github.com/partlog/partlog/internal/segment"
 )
 
-// ErrFault marks an I/O error met while reading a memory-mapped file of
-// the partition (a .log or an index): a media error on the page (EIO), or
-// a file cut behind the partition's back. Where Go would die of SIGBUS,
-// partlog's own reads of mapped memory return an error wrapping ErrFault,
-// and a *segment.FaultError that names the file and the byte offset. The
-// partition then goes offline, as Kafka takes a log offline on an
-// IOException: every later call (reads included) returns an error wrapping
-// ErrFailed and the fault, Close does not write the clean-shutdown marker,
-// and a reopen (after the disk is fixed) recovers. Kafka error code:
-// KAFKA_STORAGE_ERROR (56). It is the same value as segment.ErrFault.
-//
-// Partition.Records decodes under the same protection (its loop body runs
-// outside it) and takes the partition offline on a fault, as ReadFrom
-// does.
-//
-// Bytes returned by Records.Bytes alias the mapping and are read by the
-// caller, outside this protection: a fault there still kills the process.
-// Callers that must survive a failing disk send with Records.WriteTo (the
-// kernel copies: a media error is an error) or copy with Records.AppendTo;
-// those two, Records.Batches (its framing; the batches it yields are
-// Bytes) and AppendBatch given such bytes return the error without taking
-// the partition offline (a Records does not know its partition, and
-// AppendBatch's b is the caller's memory).
-var ErrFault = segment.ErrFault
+// errFault is index.ErrFault (the same value as internal/segment's): the
+// package documentation's ErrFault. See "Media errors" there.
+var errFault = segment.ErrFault
 
 // noteFault takes the partition offline when err wraps ErrFault and then
 // returns err wrapped in ErrFailed; any other err it returns as it is. Any
 // goroutine.
 func (p *Partition) noteFault(err error) error {
-	if err == nil || !errors.Is(err, ErrFault) {
+	if err == nil || !errors.Is(err, errFault) {
 		return err
 	}
 	off := failedf(err)

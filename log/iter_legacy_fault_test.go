@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
@@ -218,7 +219,7 @@ func TestRecordsBatchesMediaError(t *testing.T) {
 			got = err
 		}
 	}
-	require.ErrorIs(t, got, plog.ErrFault)
+	require.ErrorIs(t, got, index.ErrFault)
 }
 
 // TestPartitionRecordsPanicReleasesRead (review item 5): a loop body that
@@ -274,6 +275,6 @@ func TestRecordsBatchesFaultAfterRuns(t *testing.T) {
 	}
 	require.Greater(t, next, int64(2*32), "fewer batches than two runs before the cut")
 	require.Less(t, pos, size)
-	require.ErrorIs(t, got, plog.ErrFault)
+	require.ErrorIs(t, got, index.ErrFault)
 	require.ErrorContains(t, got, fmt.Sprintf("batch at byte %d of a read result", pos))
 }

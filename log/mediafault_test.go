@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
@@ -40,7 +41,7 @@ func faultPartition(t *testing.T) (*plog.Partition, string) {
 // ErrFault and ErrFailed and names the cut file.
 func requireFault(t *testing.T, err error, path string) {
 	t.Helper()
-	require.ErrorIs(t, err, plog.ErrFault)
+	require.ErrorIs(t, err, index.ErrFault)
 	require.ErrorIs(t, err, plog.ErrFailed)
 	var fe *segment.FaultError
 	require.ErrorAs(t, err, &fe)
@@ -152,7 +153,7 @@ func TestRecordsAppendToSurvivesMediaError(t *testing.T) {
 	path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
 	require.NoError(t, os.Truncate(path, 0))
 	got, err := r.AppendTo([]byte("prefix"))
-	require.ErrorIs(t, err, plog.ErrFault)
+	require.ErrorIs(t, err, index.ErrFault)
 	var fe *segment.FaultError
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, path, fe.File)

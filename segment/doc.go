@@ -80,7 +80,7 @@
 // FindOffsetByTimestamp, WriteTo, Append, TruncateTo, Recover, Open) runs
 // under a fault guard (runtime/debug.SetPanicOnFault and a deferred
 // recover, package internal/mmap): the fault becomes an error wrapping
-// ErrFault, a *FaultError naming the file and the byte offset, and the
+// index.ErrFault, a *FaultError naming the file and the byte offset, and the
 // process lives. The guard costs about 6 ns a call. Bytes is zero-copy:
 // the caller reads the returned slice outside any guard, so a media error
 // on those pages still kills the process; WriteTo (sendfile, or a guarded
@@ -123,8 +123,8 @@
 //
 //   - Readers, from any goroutine, concurrently with each other and with
 //     Append: Read, Bytes, WriteTo, Batches, FindOffsetByTimestamp,
-//     BaseOffset, NextOffset, Size, MaxTimestamp, Sealed, LogPath,
-//     AbortedTxns, AcquireRead, ReleaseRead. They take no lock against
+//     BaseOffset, NextOffset, Size, MaxTimestamp, Sealed, AbortedTxns,
+//     AcquireRead, ReleaseRead. They take no lock against
 //     Append: Append publishes a batch by storing the new size with an
 //     atomic after the bytes and index entries are in place, and readers
 //     only look below the size they loaded.

@@ -38,7 +38,7 @@ func TestNilFS(t *testing.T) {
 	_, err = s.Append(b)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, err = os.Stat(filepath.Join(dir, segment.FileName(5, segment.LogSuffix)))
+	_, err = os.Stat(filepath.Join(dir, segment.FileName(5, ".log")))
 	require.NoError(t, err, "the segment is on the OS filesystem")
 
 	r, err := segment.Open(nil, dir, 5, segment.Config{})
@@ -70,7 +70,7 @@ func TestCorruptionErrorAs(t *testing.T) {
 		sizes = append(sizes, int64(len(b)))
 	}
 	require.NoError(t, s.Close())
-	path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+	path := filepath.Join(dir, segment.FileName(0, ".log"))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	data[sizes[0]+batch.HeaderSize] ^= 0xff // a record byte of the second batch: its CRC fails
@@ -84,6 +84,6 @@ func TestCorruptionErrorAs(t *testing.T) {
 	var ce *batch.CorruptionError
 	require.True(t, errors.As(rr.Cause, &ce), "%v", rr.Cause)
 	require.ErrorIs(t, ce, batch.ErrCorrupt)
-	require.Contains(t, ce.File, segment.FileName(0, segment.LogSuffix))
+	require.Contains(t, ce.File, segment.FileName(0, ".log"))
 	require.Equal(t, sizes[0], rr.ValidBytes)
 }

@@ -43,20 +43,15 @@ type Budget = impl.Budget
 type BudgetStats = impl.BudgetStats
 
 // FaultError is the error of a fault on a mapped page (a media error),
-// naming the file and the byte offset; it wraps ErrFault.
+// naming the file and the byte offset; it wraps index.ErrFault (one
+// sentinel for a mapped-page fault in the whole module: a segment's reads
+// fault on its .log and on its indexes alike). Reach it with errors.As, or
+// test for the fault with errors.Is(err, index.ErrFault).
 type FaultError = impl.FaultError
 
 // NewBudget returns a Budget that keeps at most maxOpen sealed segments'
 // files open (0 or less: no limit).
 func NewBudget(maxOpen int) *Budget { return impl.NewBudget(maxOpen) }
-
-// The limit of Config.MaxSegmentBytes (a zero Config field means Kafka's
-// default, named in the field's comment).
-const (
-	// MaxSegmentBytesLimit is the largest MaxSegmentBytes: positions are
-	// 32-bit in the offset index.
-	MaxSegmentBytesLimit = impl.MaxSegmentBytesLimit
-)
 
 // Errors, for errors.Is.
 var (
@@ -74,25 +69,17 @@ var (
 	ErrSegmentFull = impl.ErrSegmentFull
 	// ErrOutOfRange: a byte range outside the .log.
 	ErrOutOfRange = impl.ErrOutOfRange
-	// ErrFault: a fault on a mapped page (a *FaultError says where).
-	ErrFault = impl.ErrFault
 	// ErrLegacyKept: Recover kept legacy data that fails its checks
 	// (RecoverResult.Kept); it wraps batch.ErrCorrupt.
 	ErrLegacyKept = impl.ErrLegacyKept
 )
 
-// File name suffixes of a segment's files (Kafka's). The temporary
-// suffixes of a partition's crash protocol (.cleaned, .swap, .deleted) are
-// the partition's own (package log) and not part of this API.
-const (
-	LogSuffix       = impl.LogSuffix
-	IndexSuffix     = impl.IndexSuffix
-	TimeIndexSuffix = impl.TimeIndexSuffix
-	TxnIndexSuffix  = impl.TxnIndexSuffix
-)
-
 // FileName returns the name of the file of the segment at base with the
-// given suffix (LogSuffix, IndexSuffix, ...): 20 digits, zero-padded.
+// given suffix, one of Kafka's ".log", ".index", ".timeindex" and
+// ".txnindex": 20 digits, zero-padded, then the suffix. The temporary
+// suffixes of a partition's crash protocol (.cleaned, .swap, .deleted) are
+// the partition's own (package log) and not part of this API. The path of
+// a segment's .log is filepath.Join(dir, FileName(s.BaseOffset(), ".log")).
 func FileName(base int64, suffix string) string { return impl.FileName(base, suffix) }
 
 // ParseFileName is FileName's inverse: the base offset and the suffix
@@ -189,9 +176,6 @@ func (s *Segment) Size() int64 { return s.s.Size() }
 // of the first batch that has it; -1, -1 when no batch has a timestamp.
 func (s *Segment) MaxTimestamp() (ts, offset int64) { return s.s.MaxTimestamp() }
 
-// LogPath returns the path of the .log.
-func (s *Segment) LogPath() string { return s.s.LogPath() }
-
 // Sealed reports whether the segment was sealed (read-only).
 func (s *Segment) Sealed() bool { return s.s.Sealed() }
 
@@ -232,7 +216,3 @@ func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) { return s.s.
 // Close closes the segment's files (nothing is synced); further calls
 // return ErrClosed.
 func (s *Segment) Close() error { return s.s.Close() }
-
-// String describes the segment for messages: its .log's path, size and
-// next offset.
-func (s *Segment) String() string { return s.s.String() }

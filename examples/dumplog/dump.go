@@ -18,8 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/index"
 	ibase "github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )

@@ -54,6 +54,7 @@ var (
 // ErrFault marks a read of the mapped index file that the kernel could not
 // serve (a media error, or a file cut behind the index's back): see the
 // package documentation, "Media errors". The error also carries the file
-// and the byte offset (segment.FaultError). It is the same value as
-// segment.ErrFault and log.ErrFault. Kafka: KAFKA_STORAGE_ERROR (56).
+// and the byte offset (segment.FaultError). Exported as index.ErrFault,
+// the module's one name for it: packages segment and log return errors
+// wrapping this same value. Kafka: KAFKA_STORAGE_ERROR (56).
 var ErrFault = mmap.ErrFault

@@ -31,11 +31,12 @@ type Config struct {
 	// MaxIndexBytes is segment.index.bytes (default 10 MiB): the size each
 	// index is preallocated to while the segment is active.
 	MaxIndexBytes int
-	// MaxSegmentBytes (default 1 GiB, at most MaxSegmentBytesLimit) is
-	// the size of the read-only mapping of the .log, and so the largest
-	// size Append lets the .log reach (ErrSegmentFull beyond). It must be
-	// at least the segment.bytes the log passes to ShouldRoll. A .log that
-	// is already larger when opened is mapped whole.
+	// MaxSegmentBytes (default 1 GiB, at most math.MaxInt32: positions
+	// are 32-bit in the offset index) is the size of the read-only
+	// mapping of the .log, and so the largest size Append lets the .log
+	// reach (ErrSegmentFull beyond). It must be at least the segment.bytes
+	// the log passes to ShouldRoll. A .log that is already larger when
+	// opened is mapped whole.
 	MaxSegmentBytes int64
 	// DisableMmap makes the segment read the .log with ReadAt even when
 	// the file has a descriptor (Bytes then copies into the caller's

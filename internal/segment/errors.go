@@ -54,8 +54,9 @@ var (
 // segment's back. The read returns an error wrapping it (a
 // *mmap.FaultError naming the file and the byte offset) instead of the
 // process dying of SIGBUS; the segment's other pages may still read. It is
-// an I/O error, not corruption. Package log takes the partition offline
-// (log.ErrFault is this same value). Kafka: KAFKA_STORAGE_ERROR (56).
+// an I/O error, not corruption. Package log takes the partition offline.
+// Importers name it index.ErrFault (this same value). Kafka:
+// KAFKA_STORAGE_ERROR (56).
 // Bytes returned by Bytes (zero-copy) are read by the caller, outside this
 // protection.
 var ErrFault = mmap.ErrFault

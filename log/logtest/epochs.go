@@ -83,7 +83,7 @@ func (m *Model) AssignEpochStartOffset(epoch int32, offset int64) error {
 func (m *Model) EndOffsetForEpoch(requested int32) (int32, int64) {
 	n := len(m.epochs)
 	if requested == plog.UndefinedEpoch {
-		return plog.UndefinedEpoch, plog.UndefinedEpochOffset
+		return plog.UndefinedEpoch, -1
 	}
 	if n > 0 && m.epochs[n-1].Epoch == requested {
 		return requested, m.next
@@ -99,7 +99,7 @@ func (m *Model) EndOffsetForEpoch(requested int32) (int32, int64) {
 		}
 		floor = e
 	}
-	return plog.UndefinedEpoch, plog.UndefinedEpochOffset
+	return plog.UndefinedEpoch, -1
 }
 
 // listOffsetsEpochs returns the leader epochs of the Latest and Earliest
