@@ -158,7 +158,7 @@ func TestBudgetWriterPaths(t *testing.T) {
 				}
 			}
 			appendN(30) // 15 segments of two batches
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			st := p.Stats().SegmentBudget
 			require.LessOrEqual(t, st.Open, budget)
 			require.Positive(t, st.Closes)
@@ -166,13 +166,13 @@ func TestBudgetWriterPaths(t *testing.T) {
 			require.NoError(t, p.TruncateTo(22)) // inside a closed segment
 			require.NoError(t, m.TruncateTo(22))
 			require.NoError(t, m.ReloadProducers(p))
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			appendN(6)
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 
 			require.NoError(t, p.DeleteRecordsBefore(9))
 			require.NoError(t, m.DeleteRecordsBefore(9))
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			segs, err := p.Segments()
 			require.NoError(t, err)
 			require.NoError(t, p.DeleteSegments(segs[:3]))
@@ -180,16 +180,16 @@ func TestBudgetWriterPaths(t *testing.T) {
 			for _, s := range segs {
 				require.NoError(t, s.Unref())
 			}
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			require.LessOrEqual(t, p.Stats().SegmentBudget.Open, budget)
 
 			require.NoError(t, p.Close())
 			m.Reopen()
 			p, err = plog.Open("/p", cfg)
 			require.NoError(t, err)
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			appendN(3)
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			require.LessOrEqual(t, p.Stats().SegmentBudget.Open, budget)
 			require.NoError(t, p.Close())
 		})

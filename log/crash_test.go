@@ -188,7 +188,7 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s: crash %+v", where(), opts)
 			require.False(t, strings.Contains(logs.String(), "different length"), "%s: crash %+v: the pre-scan and segment.Recover disagree:\n%s", where(), opts, logs.String())
 			logs.Reset()
-			require.NoError(t, logtest.CheckErr(p, m), "%s: after crash %+v", where(), opts)
+			require.NoError(t, logtest.Check(p, m), "%s: after crash %+v", where(), opts)
 			crashes++
 		}
 	}
@@ -275,7 +275,7 @@ func TestCrashAtEveryOp(t *testing.T) {
 		require.GreaterOrEqual(t, p.LogEndOffset(), want, "crash at op %d %+v: the log ends before the last acknowledged batch", k, opts)
 		require.NoError(t, m.TruncateTo(p.LogEndOffset()))
 		m.Reopen()
-		require.NoError(t, logtest.CheckErr(p, m), "crash at op %d %+v", k, opts)
+		require.NoError(t, logtest.Check(p, m), "crash at op %d %+v", k, opts)
 		require.NoError(t, p.Close())
 	}
 	t.Logf("%d crash points (every operation of the run)", points)

@@ -208,7 +208,7 @@ func TestFsyncFailureIsSticky(t *testing.T) {
 			q, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
 			require.NoError(t, err)
 			require.NoError(t, m.Crash(q.LogEndOffset(), q.HighWatermark()))
-			logtest.Check(t, q, m)
+			require.NoError(t, logtest.Check(q, m))
 			require.NoError(t, q.Close())
 		})
 	}

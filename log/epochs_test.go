@@ -565,7 +565,7 @@ func TestDeleteRecordsToEndThenRollKeepsEpochs(t *testing.T) {
 				m.Reopen()
 			}
 			require.Equal(t, want, p.LeaderEpochs())
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			require.Len(t, p.SegmentInfos(), 1)
 			require.NoError(t, p.Close())
 		})

@@ -129,12 +129,12 @@ func errorWalk(t *testing.T, flush int64) {
 			crashed := before.Clone()
 			errB := crashed.Crash(p3.LogEndOffset(), p3.HighWatermark())
 			if errB == nil {
-				errB = logtest.CheckErr(p3, crashed)
+				errB = logtest.Check(p3, crashed)
 			}
 			if errB != nil && after != nil {
 				crashed = after.Clone()
 				if err := crashed.Crash(p3.LogEndOffset(), p3.HighWatermark()); err == nil {
-					errB = logtest.CheckErr(p3, crashed)
+					errB = logtest.Check(p3, crashed)
 				}
 			}
 			if end := p3.LogEndOffset(); errB != nil && failedStep == "truncate" &&
@@ -143,7 +143,7 @@ func errorWalk(t *testing.T, flush int64) {
 				mid := before.Clone()
 				_ = mid.TruncateTo(end)
 				mid.Reopen()
-				errB = logtest.CheckErr(p3, mid)
+				errB = logtest.Check(p3, mid)
 			}
 			require.False(t, errB != nil, "k=%d (%s failed): synced state: %v", k, failedStep, errB)
 			_ = p3.Close()
@@ -152,10 +152,10 @@ func errorWalk(t *testing.T, flush int64) {
 		p2, err := plog.Open(dir, cfg(mem))
 		require.NoError(t, err, "k=%d: reopen after the failure: %v\n%s", k, err, mem.String())
 		before.Reopen()
-		errBefore := logtest.CheckErr(p2, before)
+		errBefore := logtest.Check(p2, before)
 		if errBefore != nil && after != nil {
 			after.Reopen()
-			errAfter := logtest.CheckErr(p2, after)
+			errAfter := logtest.Check(p2, after)
 			if errAfter != nil && failedStep == "truncate" {
 				// A truncation that failed halfway leaves a prefix between
 				// the target and the old end (later segments go first).
@@ -164,7 +164,7 @@ func errorWalk(t *testing.T, flush int64) {
 				if end >= after.LogEndOffset() && end <= before.LogEndOffset() {
 					_ = mid.TruncateTo(end)
 					mid.Reopen()
-					errAfter = logtest.CheckErr(p2, mid)
+					errAfter = logtest.Check(p2, mid)
 				}
 			}
 			require.False(t, errAfter != nil, "k=%d (%s failed): reopened log matches neither state:\nbefore: %v\nafter: %v", k, failedStep, errBefore, errAfter)
@@ -232,7 +232,7 @@ func TestErrorWalkOpen(t *testing.T) {
 				if !clean {
 					require.NoError(t, want.Crash(p.LogEndOffset(), p.HighWatermark()), "k=%d", k)
 				}
-				require.NoError(t, logtest.CheckErr(p, want), "k=%d", k)
+				require.NoError(t, logtest.Check(p, want), "k=%d", k)
 				require.NoError(t, p.Close())
 			}
 		})

@@ -54,18 +54,18 @@ func TestAppendWriteFailure(t *testing.T) {
 				require.NoError(t, m.AppendBatch(b, base))
 			}
 			require.True(t, failed, "the rule never fired")
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			b := logtest.MakeBatch(2, 10, 500, 3)
 			base, err := p.AppendBatch(b)
 			require.NoError(t, err)
 			require.Equal(t, m.LogEndOffset(), base)
 			require.NoError(t, m.AppendBatch(b, base))
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 			require.NoError(t, p.Close())
 			p, err = plog.Open(dir, cfg)
 			require.NoError(t, err)
 			m.Reopen()
-			logtest.Check(t, p, m)
+			require.NoError(t, logtest.Check(p, m))
 		})
 	}
 }

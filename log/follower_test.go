@@ -267,7 +267,7 @@ func TestAppendAssignedGapCrashAtEveryOp(t *testing.T) {
 			require.NoError(t, m.Append(s))
 		}
 		require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "crash at op %d %+v", k, opts)
-		logtest.Check(t, p, m)
+		require.NoError(t, logtest.Check(p, m))
 		// The recovered log takes the next record set.
 		_, err = p.AppendAssigned(recordSet(t, 9, assigned{base: p.LogEndOffset() + 3, n: 2}))
 		require.NoError(t, err)
@@ -325,7 +325,7 @@ func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
 				}
 				require.NoError(t, m.Append(recordSet(t, 0, assigned{base: gapBase, n: 2})))
 				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
-				logtest.Check(t, p, m)
+				require.NoError(t, logtest.Check(p, m))
 
 				at := p.LogEndOffset()
 				if leader {
@@ -340,7 +340,7 @@ func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
 					require.NoError(t, err)
 					require.NoError(t, m.Append(set))
 				}
-				logtest.Check(t, p, m)
+				require.NoError(t, logtest.Check(p, m))
 				require.NoError(t, p.Verify())
 
 				// A crash after a sync, then a clean reopen.
@@ -352,12 +352,12 @@ func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
 				p, err = plog.Open(dir, cfg)
 				require.NoError(t, err, "reopen after a crash")
 				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
-				logtest.Check(t, p, m)
+				require.NoError(t, logtest.Check(p, m))
 				require.NoError(t, p.Close())
 				p, err = plog.Open(dir, cfg)
 				require.NoError(t, err, "clean reopen")
 				m.Reopen()
-				logtest.Check(t, p, m)
+				require.NoError(t, logtest.Check(p, m))
 				require.NoError(t, p.Verify())
 				require.NoError(t, p.Close())
 			})

@@ -319,7 +319,7 @@ func TestRollAndRetention(t *testing.T) {
 		require.Equal(t, segs[i-1].NextOffset, segs[i].BaseOffset)
 		require.LessOrEqual(t, segs[i-1].Size, int64(2048))
 	}
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 
 	// Hold a reader on the first segment while retention deletes it.
 	r, err := p.ReadFrom(0, 1<<20)
@@ -338,17 +338,17 @@ func TestRollAndRetention(t *testing.T) {
 	require.NoError(t, r.Close())
 	_, err = os.Stat(first + ".deleted")
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 
 	require.NoError(t, p.Roll())
 	require.NoError(t, p.Roll()) // the new active segment is empty: no-op
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 
 	// Truncate into an older segment: later segments go.
 	to := segs[3].BaseOffset + 1
 	require.NoError(t, p.TruncateTo(to))
 	require.NoError(t, m.TruncateTo(to))
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 	require.Equal(t, segs[3].BaseOffset, p.SegmentInfos()[len(p.SegmentInfos())-1].BaseOffset)
 	want := m.LogEndOffset()
 	b := logtest.MakeBatch(3, 10, 5000, 1)
@@ -356,14 +356,14 @@ func TestRollAndRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.AppendBatch(b, base))
 	require.Equal(t, want, base)
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 
 	require.NoError(t, p.Close())
 	p2, err := plog.Open(dir, plog.Config{SegmentBytes: 2048, IndexIntervalBytes: 1})
 	require.NoError(t, err)
 	defer p2.Close()
 	m.Reopen()
-	logtest.Check(t, p2, m)
+	require.NoError(t, logtest.Check(p2, m))
 }
 
 // TestOffsetForTimestamp checks Kafka's ListOffsets semantics.

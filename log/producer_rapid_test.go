@@ -172,7 +172,7 @@ func TestProducerStateMachine(t *testing.T) {
 				// below o (from its first segment when none).
 				require.NoError(rt, m.ReloadProducers(p))
 			},
-			"": func(rt *rapid.T) { logtest.Check(rt, p, m) },
+			"": func(rt *rapid.T) { require.NoError(rt, logtest.Check(p, m)) },
 		})
 	})
 }

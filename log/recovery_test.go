@@ -117,7 +117,7 @@ func TestCleanReopenReadsNoBatchData(t *testing.T) {
 				reads[mib] = r.total()
 				in.SetHook(nil)
 				m.Reopen()
-				logtest.Check(t, p, m)
+				require.NoError(t, logtest.Check(p, m))
 				require.Equal(t, want, p.SegmentInfos(), "segments (largest timestamps) after the reopen")
 				require.NoError(t, p.Close())
 			}
@@ -157,7 +157,7 @@ func TestCleanReopenKeepsSmallSegmentIndexes(t *testing.T) {
 	assert.NotContains(t, logs.String(), "rebuilding", "a clean reopen found an index failing its check")
 	assert.Equal(t, segs, p.SegmentInfos())
 	m.Reopen()
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 	require.NoError(t, p.Close())
 }
 
@@ -193,7 +193,7 @@ func TestUncleanReopenRecoversFromRecoveryPoint(t *testing.T) {
 	}
 	require.True(t, r.bytes[active] >= segs[len(segs)-1].Size, "the active segment was not scanned")
 	m.Reopen()
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 	require.NoError(t, p.Close())
 }
 
@@ -290,7 +290,7 @@ func TestCorruption(t *testing.T) {
 			st, err := os.Stat(path)
 			require.NoError(t, err)
 			require.NoError(t, os.Truncate(path, st.Size()-7))
-			b, _ := m.BatchHolding(m.LogEndOffset() - 1)
+			b, _ := batchFrom(m, m.LogEndOffset()-1)
 			return path, last, b.BaseOffset
 		}},
 		{"active log middle", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
@@ -299,7 +299,7 @@ func TestCorruption(t *testing.T) {
 			pos := batchPositions(t, path)
 			require.True(t, len(pos) >= 3, "active segment too short")
 			flipByte(t, path, pos[1]+batch.HeaderSize+5)
-			b, _ := m.BatchHolding(s.BaseOffset)
+			b, _ := batchFrom(m, s.BaseOffset)
 			return path, pos[1], b.NextOffset()
 		}},
 		{"sealed log middle", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
@@ -307,8 +307,8 @@ func TestCorruption(t *testing.T) {
 			path := logFile(dir, s)
 			pos := batchPositions(t, path)
 			flipByte(t, path, pos[2]+batchaccess.CRCStart+3)
-			b, _ := m.BatchHolding(s.BaseOffset)
-			b2, _ := m.BatchHolding(b.NextOffset())
+			b, _ := batchFrom(m, s.BaseOffset)
+			b2, _ := batchFrom(m, b.NextOffset())
 			return path, pos[2], b2.NextOffset()
 		}},
 		{"offset index", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
@@ -402,7 +402,7 @@ func TestCorruption(t *testing.T) {
 				if file != "" && keepEnd < 0 && c.name != "active log tail garbage" {
 					require.Contains(t, logs.String(), "ignoring a checkpoint")
 				}
-				logtest.Check(t, p, want)
+				require.NoError(t, logtest.Check(p, want))
 			})
 		}
 	}

@@ -165,7 +165,7 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 					}
 					require.Equal(t, want, p.LogEndOffset())
 					require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "a prefix of what was appended")
-					require.NoError(t, logtest.CheckErr(p, m))
+					require.NoError(t, logtest.Check(p, m))
 					// The log goes on from there.
 					off, err := p.AppendBatch(logtest.MakeBatch(1, 5, 2000, 1))
 					require.NoError(t, err)

@@ -60,7 +60,7 @@ func TestCrashBetweenRollAndTrim(t *testing.T) {
 		require.NoError(t, err, what)
 		defer func() { require.NoError(t, p.Close()) }()
 		require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), what)
-		require.NoError(t, logtest.CheckErr(p, m), what)
+		require.NoError(t, logtest.Check(p, m), what)
 		require.NoError(t, p.Verify(), what)
 		_, err = p.AppendBatch(logtest.MakeBatch(1, 5, 2000, 1))
 		require.NoError(t, err, what)

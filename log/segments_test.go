@@ -108,14 +108,14 @@ func TestReplaceAndDeleteSegments(t *testing.T) {
 		require.NoError(t, s.Unref())
 	}
 	require.NoError(t, m.DeleteRecordsBefore(p.LogStartOffset()))
-	logtest.Check(t, p, m)
+	require.NoError(t, logtest.Check(p, m))
 
 	require.NoError(t, p.Close())
 	p2, err := plog.Open(dir, plog.Config{SegmentBytes: 2048})
 	require.NoError(t, err)
 	defer p2.Close()
 	m.Reopen()
-	logtest.Check(t, p2, m)
+	require.NoError(t, logtest.Check(p2, m))
 }
 
 // TestOpenCompletesSwap simulates crashes around compaction's commit point
@@ -164,7 +164,7 @@ func TestOpenCompletesSwap(t *testing.T) {
 			require.Equal(t, m.LogEndOffset(), p2.LogEndOffset())
 			if !c.compacted {
 				m.Reopen()
-				logtest.Check(t, p2, m)
+				require.NoError(t, logtest.Check(p2, m))
 				return
 			}
 			require.Equal(t, len(segs)-1, len(p2.SegmentInfos()))

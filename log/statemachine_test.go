@@ -166,7 +166,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				require.NoError(rt, err)
 				defer r.Close()
-				want, ok := m.BatchFrom(o)
+				want, ok := batchFrom(m, o)
 				if o >= bound || !ok || want.LastOffset >= bound {
 					require.Empty(rt, r.Bytes(), "read at %d returned %d bytes past the bound %d", o, len(r.Bytes()), bound)
 					return
@@ -368,7 +368,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				m.Reopen()
 			},
 			"": func(rt *rapid.T) {
-				logtest.Check(rt, p, m)
+				require.NoError(rt, logtest.Check(p, m))
 			},
 		})
 	})

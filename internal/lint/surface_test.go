@@ -27,7 +27,7 @@ var surfaceCeiling = map[string]int{
 	"index":          33,
 	"segment":        41,
 	"log":            137, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of this round)
-	"log/logtest":    40,
+	"log/logtest":    32,
 	"compaction":     33,
 	"segment/repair": 0, // moved to internal/segment/repair
 }

@@ -9,23 +9,8 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// TB is the part of testing.TB (and of *rapid.T) that Check uses.
-type TB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
-
-// Check compares the partition with the model and fails the test at the
-// first difference; see CheckErr for what it checks.
-func Check(t TB, p *plog.Partition, m *Model) {
-	t.Helper()
-	if err := CheckErr(p, m); err != nil {
-		t.Fatalf("%v", err)
-	}
-}
-
-// CheckErr compares the partition with the model and returns the first
-// difference:
+// Check compares the partition with the model and returns the first
+// difference (fail the test on it: require.NoError(t, logtest.Check(p, m))):
 //
 //   - the log start offset, high watermark and log end offset agree;
 //   - the partition's files pass Partition.Verify (batches valid and
@@ -53,7 +38,7 @@ func Check(t TB, p *plog.Partition, m *Model) {
 //
 // Batches of more than 64 records are probed at their first, last and a
 // few middle offsets rather than at every one.
-func CheckErr(p *plog.Partition, m *Model) error {
+func Check(p *plog.Partition, m *Model) error {
 	if got, want := p.LogStartOffset(), m.LogStartOffset(); got != want {
 		return fmt.Errorf("partlog/logtest: log start offset %d, model %d", got, want)
 	}
@@ -319,7 +304,7 @@ func checkTimes(p *plog.Partition, m *Model) error {
 		if got.Offset >= m.hw || got.Timestamp < maxVisible {
 			return fmt.Errorf("partlog/logtest: OffsetForTimestamp(MaxTimestamp) = %+v; high watermark %d, largest visible timestamp %d", got, m.hw, maxVisible)
 		}
-		if b, in := m.BatchHolding(got.Offset); in && got.Offset >= m.logStart {
+		if b, in := m.batchHolding(got.Offset); in && got.Offset >= m.logStart {
 			found := false
 			for _, r := range b.Records {
 				if r.Offset == got.Offset {

@@ -8,11 +8,12 @@
 // mirror the Partition's (AppendBatch, Append, TruncateTo, DeleteRecordsBefore,
 // SetHighWatermark, Sync, Reopen, Crash, OffsetForTimestamp, and the
 // idempotent producer checks with ExpectAppend) and follow the same rules,
-// written as simply as possible. [Check] (or [CheckErr]) compares a real
-// Partition with the model: the three offsets, the files (batches valid
-// and contiguous, index entries pointing at batch starts), a read at every
-// offset, scans with several byte limits, the visibility bounds, and the
-// time lookups. [MakeBatch] builds producer batches for tests.
+// written as simply as possible. [Check] compares a real Partition with
+// the model and returns the first difference: the three offsets, the files
+// (batches valid and contiguous, index entries pointing at batch starts),
+// a read at every offset, scans with several byte limits, the visibility
+// bounds, and the time lookups. [MakeBatch] builds producer batches for
+// tests.
 //
 // # A user's own property test
 //
@@ -48,7 +49,7 @@
 //					}
 //					_ = m.TruncateTo(o)
 //				},
-//				"": func(rt *rapid.T) { logtest.Check(rt, p, m) },
+//				"": func(rt *rapid.T) { require.NoError(rt, logtest.Check(p, m)) },
 //			})
 //		})
 //	}
@@ -73,7 +74,7 @@
 //	if err := m.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
 //		t.Fatal(err) // a synced batch lost, or a partial batch kept
 //	}
-//	logtest.Check(t, p, m)
+//	require.NoError(t, logtest.Check(p, m))
 //
 // # Idempotent producers
 //
@@ -110,10 +111,10 @@
 // [Model.ExpectMarker] says what Partition.AppendMarker must do with a
 // marker (the offset, or the fencing error), [Model.AppendMarker] records
 // the marker the partition stored (read it back: its timestamp is the
-// partition's clock), and [Model.OpenTransactions],
-// [Model.LastStableOffset] and [Model.AbortedTxns] derive the state from
-// the history. Check compares them, and read_committed reads, with the
-// partition whenever the producer state is known.
+// partition's clock), and the model derives the open transactions, the
+// last stable offset and the aborted transactions from the history. Check
+// compares them, and read_committed reads, with the partition whenever
+// the producer state is known.
 //
 // # Concurrency
 //

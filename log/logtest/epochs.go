@@ -78,9 +78,9 @@ func (m *Model) AssignEpochStartOffset(epoch int32, offset int64) error {
 	return nil
 }
 
-// EndOffsetForEpoch mirrors Partition.EndOffsetForEpoch (Kafka's
+// endOffsetForEpoch mirrors Partition.EndOffsetForEpoch (Kafka's
 // LeaderEpochFileCache.endOffsetFor).
-func (m *Model) EndOffsetForEpoch(requested int32) (int32, int64) {
+func (m *Model) endOffsetForEpoch(requested int32) (int32, int64) {
 	n := len(m.epochs)
 	if requested == plog.UndefinedEpoch {
 		return plog.UndefinedEpoch, -1
@@ -145,7 +145,7 @@ func checkEpochs(p *plog.Partition, m *Model) error {
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: EndOffsetForEpoch(%d): %w", e, err)
 		}
-		we, wo := m.EndOffsetForEpoch(e)
+		we, wo := m.endOffsetForEpoch(e)
 		if ge != we || go_ != wo {
 			return fmt.Errorf("partlog/logtest: EndOffsetForEpoch(%d) = (%d, %d), model (%d, %d); cache %v", e, ge, go_, we, wo, want)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -45,7 +47,7 @@ func TestMyPartition(t *testing.T) {
 				}
 				_ = m.TruncateTo(o)
 			},
-			"": func(rt *rapid.T) { logtest.Check(rt, p, m) },
+			"": func(rt *rapid.T) { require.NoError(rt, logtest.Check(p, m)) },
 		})
 	})
 }
@@ -80,7 +82,7 @@ func ExampleCheck() {
 			panic(err)
 		}
 	}
-	if err := logtest.CheckErr(p, m); err != nil {
+	if err := logtest.Check(p, m); err != nil {
 		panic(err)
 	}
 	fmt.Println("log end offset", p.LogEndOffset(), "model", m.LogEndOffset())
@@ -140,7 +142,7 @@ func ExampleModel_ExpectAppend() {
 	send(producerBatch(3, 2))
 	send(first)               // the producer retries: nothing is written
 	send(producerBatch(9, 1)) // sequences 5..8 are missing
-	if err := logtest.CheckErr(p, m); err != nil {
+	if err := logtest.Check(p, m); err != nil {
 		panic(err)
 	}
 	fmt.Println("log end offset", p.LogEndOffset(), "model", m.LogEndOffset())

@@ -163,7 +163,9 @@ func (m *Model) LogEndOffset() int64 { return m.next }
 
 // Batches returns the batches the model holds (every batch whose last
 // offset is at or above the log start offset), in offset order. The slice
-// is the model's; do not modify it.
+// is the model's; do not modify it. The batch a read at an offset starts
+// with is the first whose LastOffset is at or above it (Kafka's rule, also
+// for an offset in a gap): search this slice for it.
 func (m *Model) Batches() []Batch { return m.batches }
 
 // AppendBatch records a producer batch that Partition.AppendBatch stored
@@ -436,25 +438,9 @@ func (m *Model) holding(offset int64) int {
 	return -1
 }
 
-// BatchHolding returns the batch that holds offset.
-func (m *Model) BatchHolding(offset int64) (Batch, bool) {
+// batchHolding returns the batch that holds offset.
+func (m *Model) batchHolding(offset int64) (Batch, bool) {
 	if i := m.holding(offset); i >= 0 {
-		return m.batches[i], true
-	}
-	return Batch{}, false
-}
-
-// BatchFrom returns the batch a read at offset starts with: the batch
-// holding offset or, when offset lies in an offset gap, the first batch
-// after it (Kafka's: the first batch whose last offset is >= offset).
-func (m *Model) BatchFrom(offset int64) (Batch, bool) {
-	i, _ := slices.BinarySearchFunc(m.batches, offset, func(b Batch, off int64) int {
-		if b.LastOffset < off {
-			return -1
-		}
-		return 1
-	})
-	if i < len(m.batches) {
 		return m.batches[i], true
 	}
 	return Batch{}, false

@@ -108,7 +108,7 @@ func TestModelProducerRules(t *testing.T) {
 				require.Equal(t, end, p.LogEndOffset())
 				require.Equal(t, end, m.LogEndOffset())
 			}
-			require.NoError(t, logtest.CheckErr(p, m))
+			require.NoError(t, logtest.Check(p, m))
 		})
 	}
 }

@@ -68,17 +68,17 @@ func (m *Model) openTxnOf(pid int64) (int64, bool) {
 	return 0, false
 }
 
-// OpenTransactions mirrors Partition.OpenTransactions, without the start
+// openTransactions mirrors Partition.OpenTransactions, without the start
 // timestamps (0).
-func (m *Model) OpenTransactions() []plog.OpenTxn {
+func (m *Model) openTransactions() []plog.OpenTxn {
 	open, _ := m.txnState()
 	return open
 }
 
-// LastStableOffset mirrors Partition.LastStableOffset: the first offset of
+// lastStableOffset mirrors Partition.LastStableOffset: the first offset of
 // the oldest open transaction, not below the log start offset, else the
 // high watermark; never above the high watermark.
-func (m *Model) LastStableOffset() int64 {
+func (m *Model) lastStableOffset() int64 {
 	open, _ := m.txnState()
 	if len(open) == 0 {
 		return m.hw
@@ -86,10 +86,10 @@ func (m *Model) LastStableOffset() int64 {
 	return min(max(open[0].FirstOffset, m.logStart), m.hw)
 }
 
-// AbortedTxns returns every aborted transaction of the history, in marker
+// abortedTxns returns every aborted transaction of the history, in marker
 // order, with the last stable offset after its marker: what the
 // partition's .txnindex files hold together.
-func (m *Model) AbortedTxns() []plog.AbortedTxn {
+func (m *Model) abortedTxns() []plog.AbortedTxn {
 	_, aborted := m.txnState()
 	return aborted
 }
@@ -164,7 +164,7 @@ func checkTxn(p *plog.Partition, m *Model) error {
 	if m.prodUnknown {
 		return nil
 	}
-	lso := m.LastStableOffset()
+	lso := m.lastStableOffset()
 	if got := p.LastStableOffset(); got != lso {
 		return fmt.Errorf("partlog/logtest: last stable offset %d, model %d", got, lso)
 	}
@@ -175,7 +175,7 @@ func checkTxn(p *plog.Partition, m *Model) error {
 	for i := range open {
 		open[i].StartTimestamp = 0
 	}
-	if want := m.OpenTransactions(); !slices.Equal(open, want) {
+	if want := m.openTransactions(); !slices.Equal(open, want) {
 		return fmt.Errorf("partlog/logtest: open transactions %v, model %v", open, want)
 	}
 	if got, _, err := p.OffsetForTimestampCommitted(plog.LatestTimestamp); err != nil || got.Offset != lso {
@@ -224,7 +224,7 @@ func checkTxn(p *plog.Partition, m *Model) error {
 		return fmt.Errorf("partlog/logtest: read_committed returned %d batches, the model has %d below the LSO %d", n, len(want), lso)
 	}
 	var wantAb []plog.AbortedTxn
-	for _, a := range m.AbortedTxns() {
+	for _, a := range m.abortedTxns() {
 		if from >= 0 && a.LastOffset >= from && a.FirstOffset < off {
 			wantAb = append(wantAb, a)
 		}
