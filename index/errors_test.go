@@ -18,8 +18,11 @@ func TestInvalidArgumentErrors(t *testing.T) {
 	dir := t.TempDir()
 	_, err := index.OpenOffsetIndex(nil, filepath.Join(dir, "00000000000000000000.index"), 0, 4)
 	require.ErrorIs(t, err, index.ErrInvalidArgument, "max index size below one entry")
-	_, err = index.OpenTimeIndex(nil, filepath.Join(dir, "00000000000000000001.timeindex"), index.MaxBaseOffset+1, 4096)
-	require.ErrorIs(t, err, index.ErrInvalidArgument, "base offset above MaxBaseOffset")
+	_, err = index.OpenTimeIndex(nil, filepath.Join(dir, "00000000000000000001.timeindex"), math.MaxInt64-math.MaxInt32+1, 4096)
+	require.ErrorIs(t, err, index.ErrInvalidArgument, "base offset above math.MaxInt64 - math.MaxInt32")
+	top, err := index.OpenTimeIndex(nil, filepath.Join(dir, "00000000000000000002.timeindex"), math.MaxInt64-math.MaxInt32, 4096)
+	require.NoError(t, err, "the largest base offset the documentation names")
+	require.NoError(t, top.Close())
 
 	oi, err := index.OpenOffsetIndex(nil, filepath.Join(dir, "00000000000000000100.index"), 100, 4096)
 	require.NoError(t, err)

@@ -32,15 +32,12 @@ type OffsetEntry = impl.OffsetEntry
 // the largest Timestamp up to and including the absolute Offset.
 type TimeEntry = impl.TimeEntry
 
-// Defaults and limits (Kafka's). The entry sizes (8 and 12 bytes) are in
-// the package documentation; an empty time index's lookups answer
-// batch.NoTimestamp (-1).
-const (
-	// DefaultMaxIndexSize is Kafka's segment.index.bytes: 10 MiB.
-	DefaultMaxIndexSize = impl.DefaultMaxIndexSize
-	// MaxBaseOffset is the largest base offset an index takes.
-	MaxBaseOffset = impl.MaxBaseOffset
-)
+// DefaultMaxIndexSize is Kafka's segment.index.bytes: 10 MiB. The entry
+// sizes (8 and 12 bytes) are in the package documentation; an empty time
+// index's lookups answer batch.NoTimestamp (-1); the largest base offset
+// an index takes is math.MaxInt64 - math.MaxInt32, so that every offset
+// it can hold fits an int64.
+const DefaultMaxIndexSize = impl.DefaultMaxIndexSize
 
 // Errors, for errors.Is. Each is wrapped with the file and the entry.
 var (
@@ -50,7 +47,8 @@ var (
 	// the caller; the wrapped message says which: an appended offset not
 	// above the last entry's (below it, for a time index), offset - base
 	// offset or a position outside [0, MaxInt32], a base offset above
-	// MaxBaseOffset, or a maxIndexSize smaller than one entry.
+	// math.MaxInt64 - math.MaxInt32, or a maxIndexSize smaller than one
+	// entry.
 	ErrInvalidArgument = impl.ErrInvalidArgument
 	// ErrClosed: the index was closed.
 	ErrClosed = impl.ErrClosed
