@@ -197,20 +197,28 @@ type syncRound struct {
 }
 
 // rawSyncRound is the baseline: one writer appends rec to a new file in dir
-// n times, each write followed by fdatasync (the file grows, as a
-// partition's .log does, so every fdatasync also carries the new size).
-func rawSyncRound(dir string, rec []byte, n int) (syncRound, error) {
+// n times per records each, each per-th write followed by fdatasync (the
+// file grows, as a partition's .log does, so every fdatasync also carries
+// the new size). With per 1 it is the raw fdatasync rate; with per 8 it is
+// the most any group commit of 8 appenders could reach on this disk (the
+// same bytes per fdatasync, none of the hand-offs).
+func rawSyncRound(dir string, rec []byte, n, per int) (syncRound, error) {
 	f, err := os.Create(filepath.Join(dir, "raw"))
 	if err != nil {
 		return syncRound{}, err
 	}
 	defer f.Close()
+	if err := settle(dir); err != nil {
+		return syncRound{}, err
+	}
 	var r syncRound
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		w0 := time.Now()
-		if _, err := f.Write(rec); err != nil {
-			return syncRound{}, err
+		for range per {
+			if _, err := f.Write(rec); err != nil {
+				return syncRound{}, err
+			}
 		}
 		s0 := time.Now()
 		if err := fdatasync(f); err != nil {
@@ -220,7 +228,7 @@ func rawSyncRound(dir string, rec []byte, n int) (syncRound, error) {
 		r.sync += time.Since(s0)
 	}
 	r.elapsed = time.Since(t0)
-	r.syncs, r.records = int64(n), int64(n)
+	r.syncs, r.records = int64(n), int64(n*per)
 	return r, f.Close()
 }
 
@@ -231,6 +239,9 @@ func durableRound(dir string, rec []byte, n, appenders int) (syncRound, error) {
 	p, err := plog.Open(dir, plog.Config{FlushMessages: 1})
 	if err != nil {
 		return syncRound{}, err
+	}
+	if err := settle(dir); err != nil {
+		return syncRound{}, errors.Join(err, p.Close())
 	}
 	before := p.Stats()
 	var wg sync.WaitGroup
@@ -284,19 +295,22 @@ func (r syncRound) perSync(d time.Duration) float64 {
 // concurrent appenders, in records per second, next to one writer's loop
 // writing the same record and fdatasyncing it, on the same filesystem.
 // Eight appenders share fdatasyncs (group commit), so they pass the raw
-// rate.
+// rate. A fourth loop writes 8 records per fdatasync from one writer: the
+// ceiling of an 8-record group commit on this disk, whose fdatasyncs
+// carry 8 times the bytes of the raw loop's.
 //
-// The three loops run in interleaved rounds (the raw loop, 8 appenders, 1
-// appender, in a rotating order; each round on a new file or partition)
-// and each figure sums its rounds, so that all three meet the same load:
-// on a shared disk the fdatasync latency moves by several times within
-// seconds, which made "best of three" of loops run one after the other
-// compare different disks. A round of 8 appenders appends 8 times the
-// raw round's records, so that both run about as many fdatasyncs.
+// The loops run in interleaved rounds (in a rotating order; each round on
+// a new file or partition, timed after a syncfs wrote back what earlier
+// rounds left pending) and each figure sums its rounds, so that all of
+// them meet the same load: on a shared disk the fdatasync latency moves
+// by several times within seconds, which made "best of three" of loops
+// run one after the other compare different disks. A round of 8
+// appenders appends 8 times the raw round's records, so that both run
+// about as many fdatasyncs.
 //
 // The per-cycle figures split the 8-appender time into the fdatasync
 // itself (Stats.SyncTime per fdatasync) and the rest of each cycle (the
-// writes, the hand-off to the woken appenders), next to the raw loop's
+// writes, the hand-off to the woken appenders), next to the raw loops'
 // write and fdatasync times.
 func (b *bench) durableAppends() error {
 	n, rounds := 250, 16
@@ -311,15 +325,16 @@ func (b *bench) durableAppends() error {
 	if err != nil {
 		return err
 	}
-	var raw, one, eight syncRound
+	var raw, raw8, one, eight syncRound
 	ratios := make([]float64, 0, rounds)
+	const loops = 4
 	for r := 0; r < rounds; r++ {
 		var rr, r8 syncRound
-		for step := 0; step < 3; step++ {
+		for step := 0; step < loops; step++ {
 			var err error
-			switch (r + step) % 3 {
+			switch (r + step) % loops {
 			case 0:
-				rr, err = rawSyncRound(rawDir, rec, n)
+				rr, err = rawSyncRound(rawDir, rec, n, 1)
 				raw.add(rr)
 			case 1:
 				var dir string
@@ -334,6 +349,10 @@ func (b *bench) durableAppends() error {
 					r1, err = durableRound(dir, rec, n, 1)
 					one.add(r1)
 				}
+			case 3:
+				var rb syncRound
+				rb, err = rawSyncRound(rawDir, rec, n, 8)
+				raw8.add(rb)
 			}
 			if err != nil {
 				return err
@@ -348,9 +367,13 @@ func (b *bench) durableAppends() error {
 	emit("durability.ratio_8_appenders_to_raw_fdatasync", eight.rate()/raw.rate(), "x")
 	emit("durability.ratio_8_appenders_round_median", ratios[len(ratios)/2], "x")
 	emit("durability.records_per_fsync_8_appenders", float64(eight.records)/float64(max(eight.syncs, 1)), "records")
+	emit("durability.raw_8_per_fdatasync_rate", raw8.rate(), "records/s")
+	emit("durability.ratio_8_appenders_to_raw_8_per_fdatasync", eight.rate()/raw8.rate(), "x")
 	emit("durability.raw_cycle", raw.perSync(raw.elapsed), "us")
 	emit("durability.raw_cycle_fdatasync", raw.perSync(raw.sync), "us")
 	emit("durability.raw_cycle_write", raw.perSync(raw.write), "us")
+	emit("durability.raw_8_cycle_fdatasync", raw8.perSync(raw8.sync), "us")
+	emit("durability.raw_8_cycle_write", raw8.perSync(raw8.write), "us")
 	emit("durability.cycle_8_appenders", eight.perSync(eight.elapsed), "us")
 	emit("durability.cycle_8_appenders_fdatasync", eight.perSync(eight.sync), "us")
 	emit("durability.cycle_8_appenders_rest", eight.perSync(eight.elapsed-eight.sync), "us")

@@ -31,21 +31,24 @@ func TestDurableRecord(t *testing.T) {
 	assert.Less(t, len(rec), 200)
 }
 
-// TestDurableRoundsWriteTheSameBytes: the raw baseline writes exactly the
-// bytes the partition appends, one fdatasync per record, and the partition
+// TestDurableRoundsWriteTheSameBytes: the raw baselines write exactly the
+// bytes the partition appends, one fdatasync per record (or per 8
+// records), and the partition
 // rounds report the records they made durable and the fdatasyncs they ran.
 func TestDurableRoundsWriteTheSameBytes(t *testing.T) {
 	rec, err := durableRecord()
 	require.NoError(t, err)
 
-	rawDir := t.TempDir()
-	raw, err := rawSyncRound(rawDir, rec, 5)
-	require.NoError(t, err)
-	assert.EqualValues(t, 5, raw.records)
-	assert.EqualValues(t, 5, raw.syncs)
-	got, err := os.ReadFile(filepath.Join(rawDir, "raw"))
-	require.NoError(t, err)
-	assert.Equal(t, bytes.Repeat(rec, 5), got)
+	for _, per := range []int{1, 8} {
+		rawDir := t.TempDir()
+		raw, err := rawSyncRound(rawDir, rec, 5, per)
+		require.NoError(t, err)
+		assert.EqualValues(t, 5*per, raw.records)
+		assert.EqualValues(t, 5, raw.syncs)
+		got, err := os.ReadFile(filepath.Join(rawDir, "raw"))
+		require.NoError(t, err)
+		assert.Equal(t, bytes.Repeat(rec, 5*per), got)
+	}
 
 	tests := []struct{ n, appenders int }{{4, 1}, {16, 8}}
 	for _, tt := range tests {
