@@ -304,18 +304,20 @@ func (r syncRound) perSync(d time.Duration) float64 {
 // rounds left pending) and each figure sums its rounds, so that all of
 // them meet the same load: on a shared disk the fdatasync latency moves
 // by several times within seconds, which made "best of three" of loops
-// run one after the other compare different disks. A round of 8
-// appenders appends 8 times the raw round's records, so that both run
-// about as many fdatasyncs.
+// run one after the other compare different disks. Rounds are short (50
+// fdatasyncs with -quick) and many, so that a burst of other processes'
+// I/O, which lasts longer than a round, lands on every loop alike. A
+// round of 8 appenders appends 8 times the raw round's records, so that
+// both run about as many fdatasyncs.
 //
 // The per-cycle figures split the 8-appender time into the fdatasync
 // itself (Stats.SyncTime per fdatasync) and the rest of each cycle (the
 // writes, the hand-off to the woken appenders), next to the raw loops'
 // write and fdatasync times.
 func (b *bench) durableAppends() error {
-	n, rounds := 250, 16
+	n, rounds := 100, 48
 	if b.total <= 128<<20 {
-		n, rounds = 200, 8
+		n, rounds = 50, 32
 	}
 	rec, err := durableRecord()
 	if err != nil {
