@@ -15,8 +15,9 @@ import (
 
 // This file is the one definition of damage in a .log: the walk every
 // recovery, check and dump uses (Recover and RecoverSealed, package log's
-// pre-scan and Verify's framing, segment/repair's probe, dumplog). It
-// decides, entry by entry from a position:
+// pre-scan, Verify and header walks through Segment.Check,
+// segment/repair's probe, dumplog). It decides, entry by entry from a
+// position:
 //
 //   - a valid entry: a RecordBatch v2 that frames (a length of at least
 //     its header, inside the file, at most the batch limit) with a header
@@ -33,6 +34,12 @@ import (
 //     message that frames but fails its checks in a sealed segment or with
 //     valid data after it, or damage a valid legacy message follows), which
 //     is never cut.
+//
+// Bytes it cannot read are no verdict but the walk's error, wrapping
+// ErrFault: a fault on a mapped page, or a read that finds the file ending
+// before the size the walk was given (peek), the same loss without the
+// mapping. So a media error or a file cut behind the walk's back is never
+// taken for a torn tail and cut.
 
 // CheckOptions says how Check walks a .log. The zero value checks every
 // entry from the start of an active segment, with no size limit.
