@@ -20,6 +20,11 @@ import (
 // and a reopen (after the disk is fixed) recovers. Kafka error code:
 // KAFKA_STORAGE_ERROR (56). It is the same value as segment.ErrFault.
 //
+// The walk that defines damage (recovery and Verify) reports a .log that
+// ends before the bytes it was told the file holds the same way when it
+// reads the file instead of its mapping (DisableMmap, or a filesystem
+// without descriptors): the loss is a fault, never a torn tail to cut.
+//
 // Partition.Records decodes under the same protection (its loop body runs
 // outside it) and takes the partition offline on a fault, as ReadFrom
 // does.
