@@ -373,6 +373,11 @@
 // already changed files it fails the partition (ErrFailed), as any failure
 // halfway does; a compaction's scan changes nothing.
 //
+// The walk that defines damage (recovery and Verify) reports a .log that
+// ends before the bytes it was told the file holds the same way when it
+// reads the file instead of its mapping (DisableMmap, or a filesystem
+// without descriptors): the loss is a fault, never a torn tail to cut.
+//
 // Zero-copy bytes cannot be protected: Records.Bytes aliases the mapping
 // and the caller reads it, so a media error on those pages still kills the
 // process. A caller that must survive a failing disk sends the records

@@ -181,7 +181,7 @@ func keptEnd(seg *segment.Segment, found bool, pos, start int64) (int64, error) 
 		return seg.BaseOffset() + 1, nil // a batch at or past the base stays
 	}
 	next := seg.BaseOffset()
-	_, err := walkHeaders(seg, nil, func(at int64, h []byte, isLegacy bool) (bool, error) {
+	err := walkHeaders(seg, func(at int64, h []byte, isLegacy bool) (bool, error) {
 		if at >= pos {
 			return false, nil
 		}

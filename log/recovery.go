@@ -1,14 +1,12 @@
 package log
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 )
@@ -118,9 +116,8 @@ type scanResult struct {
 // cannot prove torn (kept). last says seg is the active segment; a sealed
 // one keeps a legacy message that fails its checks. progress (if not nil)
 // is called with the bytes scanned, every recoveryProgressBytes and at the
-// end; onBatch (if not nil) with every valid RecordBatch v2, in order. buf
-// is the caller's scratch, returned as is.
-func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress func(int64), onBatch func(batch.Batch)) (scanResult, []byte, error) {
+// end; onBatch (if not nil) with every valid RecordBatch v2, in order.
+func scanLog(fs vfs.FS, seg *segment.Segment, last bool, progress func(int64), onBatch func(batch.Batch)) (scanResult, error) {
 	reported := int64(0)
 	rr, err := segment.Check(fs, seg.LogPath(), seg.BaseOffset(), segment.CheckOptions{MaxBatchSize: batch.MaxBatchSize, Sealed: !last},
 		func(h segment.BatchInfo, b batch.Batch, _ error) error {
@@ -134,13 +131,13 @@ func scanLog(fs vfs.FS, seg *segment.Segment, last bool, buf []byte, progress fu
 			return nil
 		})
 	if err != nil {
-		return scanResult{}, buf, err
+		return scanResult{}, err
 	}
 	if progress != nil && rr.ValidBytes > reported {
 		progress(rr.ValidBytes - reported)
 	}
 	return scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset,
-		cause: rr.Cause, kept: rr.Kept}, buf, nil
+		cause: rr.Cause, kept: rr.Kept}, nil
 }
 
 // keptCause is the cause for data recovery cannot prove torn (law 12) at
@@ -153,15 +150,6 @@ func keptCause(path string, pos int64, err error, why string) error {
 		format = "%w: %s (%v)"
 	}
 	return &base.CorruptionError{File: path, Pos: pos, Field: "legacy", Err: fmt.Errorf(format, segment.ErrLegacyKept, why, err)}
-}
-
-// legacyMinSize is the smallest legacy entry of magic m: the log overhead
-// and the message's fixed fields (14 bytes under magic 0, 22 under 1).
-func legacyMinSize(m int8) int64 {
-	if m == legacy.MagicV0 {
-		return batch.LogOverhead + 14
-	}
-	return batch.LogOverhead + 22
 }
 
 // recoverSegments recovers list[from:] after an unclean shutdown and
@@ -216,10 +204,9 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		}
 	}
 	_, onePass := p.cfg.Recovery.(DefaultRecovery)
-	var buf []byte
 	// Segments before list[legacyAt] have legacy data after them: a cut
 	// there would remove it.
-	legacyAt, legacyPos, buf, err := lastLegacySegment(list, from, buf)
+	legacyAt, legacyPos, err := lastLegacySegment(list, from)
 	if err != nil {
 		return list, fmt.Errorf("partlog/log: recover: %w", err)
 	}
@@ -241,8 +228,8 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 			if onePass {
 				prog, onBatch = nil, nil
 			}
-			r, b, err := scanLog(p.cfg.FS, seg, unsynced, buf, prog, onBatch)
-			buf, res = b, r
+			r, err := scanLog(p.cfg.FS, seg, unsynced, prog, onBatch)
+			res = r
 			if err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
@@ -274,7 +261,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		}
 		if onePass {
 			progress(rr.ValidBytes + rr.TruncatedBytes)
-			if buf, err = p.observeSegmentEpochs(seg, buf); err != nil {
+			if err := p.observeSegmentEpochs(seg); err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
 			res = scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: rr.Cause}
@@ -366,24 +353,24 @@ func (p *Partition) refuseKept(seg *segment.Segment, cause error) error {
 // lastLegacySegment returns the index in list of the last segment after
 // list[from] holding a legacy (magic 0/1) entry, and that entry's position
 // (-1, -1 when none), reading the entry headers of the segments from the
-// newest back to it. buf is scratch, returned grown.
-func lastLegacySegment(list []*segment.Segment, from int, buf []byte) (at int, pos int64, _ []byte, err error) {
+// newest back to it.
+func lastLegacySegment(list []*segment.Segment, from int) (at int, pos int64, err error) {
 	for j := len(list) - 1; j > from; j-- {
 		pos = -1
-		buf, err = walkHeaders(list[j], buf, func(at int64, _ []byte, legacy bool) (bool, error) {
+		err = walkHeaders(list[j], func(at int64, _ []byte, legacy bool) (bool, error) {
 			if legacy {
 				pos = at
 			}
 			return !legacy, nil
 		})
 		if err != nil {
-			return -1, -1, buf, fmt.Errorf("segment %d: %w", list[j].BaseOffset(), err)
+			return -1, -1, fmt.Errorf("segment %d: %w", list[j].BaseOffset(), err)
 		}
 		if pos >= 0 {
-			return j, pos, buf, nil
+			return j, pos, nil
 		}
 	}
-	return -1, -1, buf, nil
+	return -1, -1, nil
 }
 
 // refuseLaterLegacy is Open's answer to invalid data at pos of seg when a
@@ -437,9 +424,9 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, un
 }
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
-// cache, reading only their headers. buf is scratch, returned grown.
-func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]byte, error) {
-	return walkHeaders(seg, buf, func(_ int64, h []byte, legacy bool) (bool, error) {
+// cache, reading only their headers.
+func (p *Partition) observeSegmentEpochs(seg *segment.Segment) error {
+	return walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
 		if !legacy {
 			p.observeEpochLocked(batch.Batch(h))
 		}
@@ -450,46 +437,36 @@ func (p *Partition) observeSegmentEpochs(seg *segment.Segment, buf []byte) ([]by
 // walkHeaders calls fn with the header of every entry of seg in order: a
 // RecordBatch v2's batch.HeaderSize bytes (legacy false), or the first
 // bytes of a legacy magic 0/1 message (legacy true; no v2 field applies).
-// h aliases the mapping or buf and is valid during the call only. fn
-// returns false to stop. The segment's framing was checked by recovery, so
-// an entry that does not frame is a bug (an assertion error); a fault on
-// the mapping is an error wrapping ErrFault. It returns buf for reuse.
-func walkHeaders(seg *segment.Segment, buf []byte, fn func(pos int64, h []byte, legacy bool) (bool, error)) (_ []byte, err error) {
-	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
-	// h aliases the mapping: keep the files open (a Budget closes unused
-	// sealed segments) until the walk ends.
-	err = seg.Pin()
-	defer seg.Unpin()
-	if err != nil {
-		return buf, err
+// h aliases the mapping or a buffer and is valid during the call only. fn
+// returns false to stop. It is seg.Check with HeadersOnly and KeepGoing,
+// the walk that defines damage, reading framing only (no CRC; offsets not
+// checked: it also walks segments recovery has not checked yet, for their
+// legacy entries). Every entry of the segment's bytes frames (opening it
+// found where framing stops), so an entry that does not is a bug: an
+// assertion error naming the cause. A fault on the mapping, or a file cut
+// under the walk, is an error wrapping ErrFault.
+func walkHeaders(seg *segment.Segment, fn func(pos int64, h []byte, legacy bool) (bool, error)) error {
+	res, err := seg.Check(segment.CheckOptions{HeadersOnly: true, KeepGoing: true}, func(h segment.BatchInfo, b batch.Batch, _ error) error {
+		m, _ := batch.PeekMagic(b) // an entry that frames holds its magic
+		more, err := fn(h.Pos, b, legacy.IsMagic(m))
+		if err == nil && !more {
+			err = errStopWalk
+		}
+		return err
+	})
+	switch {
+	case errors.Is(err, errStopWalk):
+		return nil
+	case err != nil:
+		return err
+	case res.Cause != nil:
+		return base.AssertionFailedf("partlog/log: segment %s (%d bytes) does not frame: %v", seg, seg.Size(), res.Cause)
 	}
-	size := seg.Size()
-	for pos := int64(0); pos < size; {
-		h, err := seg.Bytes(pos, pos+min(batch.HeaderSize, size-pos), buf)
-		if err != nil {
-			return buf, err
-		}
-		if !seg.Mapped() {
-			buf = h[:0]
-		}
-		m, ok := batch.PeekMagic(h)
-		legacy := ok && legacy.IsMagic(m)
-		minSize := int64(batch.HeaderSize)
-		if legacy {
-			minSize = legacyMinSize(m)
-		}
-		n := int64(int32(binary.BigEndian.Uint32(h[batch.LogOverhead-4:]))) + batch.LogOverhead
-		if !ok || n < minSize || (!legacy && len(h) < batch.HeaderSize) || pos+n > size {
-			return buf, base.AssertionFailedf("partlog/log: entry of %d bytes at %d of segment %s (%d bytes)", n, pos, seg, size)
-		}
-		more, err := fn(pos, h, legacy)
-		if err != nil || !more {
-			return buf, err
-		}
-		pos += n
-	}
-	return buf, nil
+	return nil
 }
+
+// errStopWalk is what a walkHeaders callback returns to end the walk early.
+var errStopWalk = errors.New("partlog/log: walk stopped")
 
 // checkpointProblem hands a checkpoint that does not parse to the policy;
 // nil means: go on without it.

@@ -377,7 +377,6 @@ func (p *Partition) readSnapshotBytes(path string) ([]byte, error) {
 // when it recovers a segment). Entries below from were made durable by
 // the flush that preceded the snapshot at from.
 func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) error {
-	var buf []byte
 	for i, seg := range list {
 		if i+1 < len(list) && list[i+1].BaseOffset() <= from {
 			continue // every batch of seg lies below from
@@ -386,8 +385,7 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 			return fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
 		done := false
-		var err error
-		buf, err = walkHeaders(seg, buf, func(pos int64, h []byte, legacy bool) (bool, error) {
+		err := walkHeaders(seg, func(pos int64, h []byte, legacy bool) (bool, error) {
 			if legacy {
 				return true, nil // no producer ids before magic 2
 			}

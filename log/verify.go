@@ -12,7 +12,6 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -81,8 +80,12 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 //   - log start <= high watermark <= log end.
 //
 // Verify reads whole segments (it is meant for tests and tools, not hot
-// paths) and blocks appends while it runs. Errors about file contents wrap
-// base.ErrCorrupt and name the file and position.
+// paths) and blocks appends while it runs. Each .log is walked with the
+// walk that defines damage for recovery (segment.Check), each valid
+// batch's records validated on top. Errors about file contents wrap
+// base.ErrCorrupt and name the file and position; bytes that cannot be
+// read (a fault on a mapped page, or a file cut behind the partition's
+// back) are an error wrapping ErrFault, and the partition goes offline.
 func (p *Partition) Verify() error {
 	p.lockWriter()
 	defer p.mu.Unlock()
@@ -118,34 +121,28 @@ func (p *Partition) Verify() error {
 	return nil
 }
 
-// verifyEntry frames and validates the entry at the start of data: a
-// RecordBatch v2 (batch.Validate: CRC-32C and records), or a legacy
-// message Kafka wrote before 0.11 (batch.Decoder.ValidateLegacy: CRC-32 and its
-// inner messages, whose offsets it covers). It returns what verifySegment
-// keeps of it, without pos, and its size.
-func verifyEntry(data []byte, dec *batch.Decoder) (verifiedBatch, int, error) {
-	if m, ok := batch.PeekMagic(data); ok && legacy.IsMagic(m) {
-		e, _, err := legacy.Parse(data)
-		if err != nil {
-			return verifiedBatch{}, 0, err
-		}
+// verifyEntry validates the records of the entry b at the start of a
+// batch the walk found valid (framing, header, CRC, offsets): a RecordBatch
+// v2's records (batch.Decoder.Validate: decompressed, every record
+// framed), or a legacy message's inner messages (batch.Decoder.ValidateLegacy,
+// whose offsets it covers). It returns what verifySegment keeps of it,
+// without pos.
+func verifyEntry(b batch.Batch, dec *batch.Decoder) (verifiedBatch, error) {
+	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
+		e := legacy.Entry(b)
 		if err := dec.ValidateLegacy(e); err != nil {
-			return verifiedBatch{}, 0, err
+			return verifiedBatch{}, err
 		}
 		first, err := dec.LegacyBaseOffset(e)
 		if err != nil {
-			return verifiedBatch{}, 0, err
+			return verifiedBatch{}, err
 		}
-		return verifiedBatch{base: first, last: e.Offset(), maxTS: e.Timestamp()}, len(e), nil
+		return verifiedBatch{base: first, last: e.Offset(), maxTS: e.Timestamp()}, nil
 	}
-	bt, _, err := batch.Parse(data)
-	if err != nil {
-		return verifiedBatch{}, 0, err
+	if err := b.Validate(); err != nil {
+		return verifiedBatch{}, err
 	}
-	if err := bt.Validate(); err != nil {
-		return verifiedBatch{}, 0, err
-	}
-	return verifiedBatch{base: bt.BaseOffset(), last: bt.LastOffset(), maxTS: bt.MaxTimestamp()}, len(bt), nil
+	return verifiedBatch{base: b.BaseOffset(), last: b.LastOffset(), maxTS: b.MaxTimestamp()}, nil
 }
 
 // verifiedBatch is what verifySegment remembers of a batch.
@@ -155,42 +152,47 @@ type verifiedBatch struct {
 
 // verifySegment checks one segment; next is the offset its first batch
 // must start at (-1: any). It returns the offset after its last batch.
+//
+// The .log is walked by seg.Check, the walk that defines damage for
+// recovery (framing, header, CRC, offsets increasing inside the segment):
+// the first damage it finds is Verify's answer (a *base.CorruptionError
+// naming the file and position, classified as recovery classifies it), and
+// a media fault is the walk's error (wrapping ErrFault), never damage. Each
+// valid entry's records are then validated, its offsets checked against
+// the previous segment, and its transaction markers replayed.
 // REQUIRES: mu held.
-func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verifyTxns) (_ int64, err error) {
-	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
-	size := seg.Size()
+func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verifyTxns) (int64, error) {
 	logPath := seg.LogPath()
-	err = seg.Pin() // data aliases the mapping: keep the files open
-	defer seg.Unpin()
-	if err != nil {
-		return next, fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
-	}
-	data, err := seg.Bytes(0, size, nil)
-	if err != nil {
-		return next, fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
-	}
 	if next >= 0 && seg.BaseOffset() < next {
 		return next, base.CorruptionErrorf(logPath, 0, "baseOffset", "segment base %d, the previous segment ends before %d", seg.BaseOffset(), next)
 	}
 	var batches []verifiedBatch
 	var dec batch.Decoder
 	txns.startSegment()
-	for pos := int64(0); pos < size; {
-		vb, n, err := verifyEntry(data[pos:], &dec)
+	res, err := seg.Check(segment.CheckOptions{Sealed: seg.Sealed()}, func(h segment.BatchInfo, b batch.Batch, _ error) error {
+		vb, err := verifyEntry(b, &dec)
 		if err != nil {
-			return next, base.WithFile(err, logPath, pos)
+			return base.WithFile(err, logPath, h.Pos)
 		}
-		want := max(next, seg.BaseOffset())
-		if vb.base < want {
-			return next, base.CorruptionErrorf(logPath, pos, "baseOffset", "batch starts at %d, expected at least %d", vb.base, want)
+		if want := max(next, seg.BaseOffset()); vb.base < want {
+			return base.CorruptionErrorf(logPath, h.Pos, "baseOffset", "batch starts at %d, expected at least %d", vb.base, want)
 		}
-		vb.pos = pos
+		vb.pos = h.Pos
 		batches = append(batches, vb)
-		if m, _ := batch.PeekMagic(data[pos:]); m == batch.Magic {
-			txns.observe(batch.Batch(data[pos:pos+int64(n)]), &dec)
+		if !legacy.IsMagic(h.Magic) {
+			txns.observe(b, &dec)
 		}
 		next = vb.last + 1
-		pos += int64(n)
+		return nil
+	})
+	switch {
+	case err != nil:
+		if !base.IsCorruption(err) && !errors.Is(err, errFault) {
+			err = fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
+		}
+		return next, err
+	case res.Cause != nil:
+		return next, res.Cause
 	}
 	if len(batches) > 0 && seg.NextOffset() != next {
 		return next, base.AssertionFailedf("partlog/log: segment %s reports next offset %d, its batches end before %d", logPath, seg.NextOffset(), next)

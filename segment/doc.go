@@ -111,9 +111,11 @@
 // That is the one definition of damage in a .log (damage.go), and Check
 // applies it read-only to a file: package log's recovery asks its policy
 // from Check's result before Recover cuts, segment/repair's probe walks
-// with it (HeadersOnly for the cheap open check), and dumplog dumps with
+// with it (HeadersOnly for the cheap open check), dumplog dumps with
 // it (KeepGoing: a framed entry that fails its checks is reported and the
-// walk goes on). TestCheckAgreesWithRecover proves that Check and Recover
+// walk goes on), and package log's Verify and header walks run it over an
+// open segment's own bytes. Bytes the walk cannot read (a media error, a
+// file cut behind its back) are an error wrapping ErrFault, never damage. TestCheckAgreesWithRecover proves that Check and Recover
 // find the same end, next offset, cause and kept flag on every kind of
 // damage.
 //

@@ -15,7 +15,9 @@ import (
 // protection the process dies of SIGBUS; code run between [Protect] and
 // [Recover] gets an error wrapping ErrFault instead (a *[FaultError] naming
 // the file and the byte offset). It is an I/O error, not corruption: the
-// bytes may be fine on a healthy disk. Kafka's equivalent is the
+// bytes may be fine on a healthy disk. A read of a file that ends before
+// the bytes its reader knows it holds is the same loss met without the
+// mapping, and [ReadFault] reports it as the same error. Kafka's equivalent is the
 // IOException that takes a log directory offline (KAFKA_STORAGE_ERROR, 56).
 var ErrFault = errors.New("partlog: I/O error reading a memory-mapped file")
 
@@ -28,15 +30,29 @@ type FaultError struct {
 	File string
 	// Off is the byte offset in the file of the faulting address.
 	Off int64
-	// Addr is the faulting address.
+	// Addr is the faulting address; 0 when the fault was met by a read of
+	// the file rather than on a mapped page (see [ReadFault]).
 	Addr uintptr
 }
 
 // Error describes the fault.
 func (e *FaultError) Error() string {
+	if e.Addr == 0 {
+		return fmt.Sprintf("%v: %s ends at byte %d, before the bytes its reader was given: a media error, or the file was cut behind its back",
+			ErrFault, e.File, e.Off)
+	}
 	return fmt.Sprintf("%v: %s at byte %d (fault address %#x): a media error, or the file was cut while mapped",
 		ErrFault, e.File, e.Off, e.Addr)
 }
+
+// ReadFault is the fault a read of file meets when the file ends at off,
+// before the bytes its reader knows it holds (the size it was mapped with,
+// or a size taken earlier): the same loss a mapped read of those bytes
+// meets as SIGBUS, which [Recover] turns into a *FaultError. A reader that
+// reads such a file through the mapping or with reads reports both as this
+// error, so whether it was mapped does not change the answer: an I/O error
+// wrapping ErrFault, not damage in the file's contents.
+func ReadFault(file string, off int64) *FaultError { return &FaultError{File: file, Off: off} }
 
 // Unwrap returns ErrFault.
 func (e *FaultError) Unwrap() error { return ErrFault }

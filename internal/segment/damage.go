@@ -15,8 +15,9 @@ import (
 
 // This file is the one definition of damage in a .log: the walk every
 // recovery, check and dump uses (Recover and RecoverSealed, package log's
-// pre-scan and Verify's framing, segment/repair's probe, dumplog). It
-// decides, entry by entry from a position:
+// pre-scan, Verify and header walks through Segment.Check,
+// segment/repair's probe, dumplog). It decides, entry by entry from a
+// position:
 //
 //   - a valid entry: a RecordBatch v2 that frames (a length of at least
 //     its header, inside the file, at most the batch limit) with a header
@@ -33,6 +34,12 @@ import (
 //     message that frames but fails its checks in a sealed segment or with
 //     valid data after it, or damage a valid legacy message follows), which
 //     is never cut.
+//
+// Bytes it cannot read are no verdict but the walk's error, wrapping
+// ErrFault: a fault on a mapped page, or a read that finds the file ending
+// before the size the walk was given (peek), the same loss without the
+// mapping. So a media error or a file cut behind the walk's back is never
+// taken for a torn tail and cut.
 
 // CheckOptions says how Check walks a .log. The zero value checks every
 // entry from the start of an active segment, with no size limit.
@@ -98,6 +105,40 @@ func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h 
 	return w.result(src.size), nil
 }
 
+// Check is the package's Check over the segment's own bytes: the entries
+// of [0, Size()), the bytes the segment serves, read through its mapping
+// when it covers them and with reads of its open .log otherwise (opts.From,
+// fn and the result as for Check; b aliases the mapping or a buffer and is
+// valid during the call only). It changes nothing and takes no lease (the
+// caller keeps truncations away, as package log does under its lock); it
+// keeps the files open under a segment budget while it runs.
+//
+// A media fault is an error, never damage: a fault on a mapped page (the
+// walk and fn run under mmap.Protect) or a read that finds the file ending
+// before Size() (the same loss met without the mapping) returns an error
+// wrapping ErrFault (a *FaultError naming the file and position), as Check
+// and Recover return it, so a caller gets the same answer whether the
+// segment is mapped or not.
+func (s *Segment) Check(opts CheckOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (RecoverResult, error) {
+	if s.released.Load() {
+		return RecoverResult{}, ErrClosed
+	}
+	if err := s.use(); err != nil {
+		return RecoverResult{}, err
+	}
+	defer s.unpin()
+	size := s.Size()
+	if opts.From < 0 || opts.From > size {
+		return RecoverResult{}, fmt.Errorf("partlog/segment: check %s from position %d of %d", s.LogPath(), opts.From, size)
+	}
+	w, err := s.sourceOf(size).walk(walkOptions{maxBatchSize: opts.MaxBatchSize, sealed: opts.Sealed, headers: opts.HeadersOnly,
+		from: opts.From, goOn: opts.KeepGoing}, fn)
+	if err != nil {
+		return RecoverResult{}, err
+	}
+	return w.result(size), nil
+}
+
 // checkWindow is how much of a .log the walk reads at a time when the
 // file is not mapped.
 const checkWindow = 1 << 20
@@ -132,7 +173,11 @@ func (s *Segment) sourceOf(fileSize int64) *logSource {
 
 // peek returns n bytes of the .log at pos: the mapping, or the window
 // (refilled from pos when it does not hold them). The bytes are valid until
-// the next peek. A read past the end of the file is a torn tail.
+// the next peek. Asking past src.size is a torn tail: the bytes are not
+// there. A read that finds the file ending before src.size is not damage
+// but a fault (mmap.ReadFault, wrapping ErrFault): the file lost bytes the
+// walk was told it holds, the loss a read through the mapping meets as
+// SIGBUS, which walk reports as the same error.
 func (src *logSource) peek(pos int64, n int) ([]byte, error) {
 	end := pos + int64(n)
 	if end > src.size {
@@ -150,10 +195,10 @@ func (src *logSource) peek(pos int64, n int) ([]byte, error) {
 	fill := min(int64(cap(src.win)), src.size-pos)
 	src.win = src.win[:fill]
 	src.lo = pos
-	if _, err := src.r.ReadAt(src.win, pos); err != nil && !(errors.Is(err, io.EOF) && pos+fill >= src.size) {
+	if got, err := src.r.ReadAt(src.win, pos); err != nil && !(errors.Is(err, io.EOF) && got == len(src.win)) {
 		src.win = src.win[:0]
 		if errors.Is(err, io.EOF) {
-			return nil, base.TornTailErrorf(src.path, pos, "read", "file ends before %d bytes at %d", n, pos)
+			return nil, mmap.ReadFault(src.path, pos+int64(got))
 		}
 		return nil, fmt.Errorf("partlog/segment: read %s at %d: %w", src.path, pos, err)
 	}

@@ -480,7 +480,8 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 }
 
 // peek returns n bytes of the .log at pos (below the file's end): the
-// mapping, or a read into *buf.
+// mapping, or a read into *buf. A file that ends before them lost bytes
+// the segment holds: a fault (mmap.ReadFault), as on the mapping.
 func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
 	if m := s.mapping(); m != nil && pos+int64(n) <= int64(len(m)) {
 		return m[pos : pos+int64(n) : pos+int64(n)], nil
@@ -489,9 +490,9 @@ func (s *Segment) peek(pos int64, n int, buf *[]byte) ([]byte, error) {
 		*buf = make([]byte, n)
 	}
 	b := (*buf)[:n]
-	if _, err := s.logFile.ReadAt(b, pos); err != nil {
+	if got, err := s.logFile.ReadAt(b, pos); err != nil && !(errors.Is(err, io.EOF) && got == n) {
 		if errors.Is(err, io.EOF) {
-			return nil, base.TornTailErrorf(s.LogPath(), pos, "read", "file ends before %d bytes at %d", n, pos)
+			return nil, mmap.ReadFault(s.LogPath(), pos+int64(got))
 		}
 		return nil, fmt.Errorf("partlog/segment: read %s at %d: %w", s.LogPath(), pos, err)
 	}
