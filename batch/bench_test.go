@@ -132,6 +132,7 @@ func BenchmarkBuildSmall(b *testing.B) {
 	var dst []byte
 	b.SetBytes(100 * 100)
 	b.ReportAllocs()
+	done := cpuPerOp(b)
 	for b.Loop() {
 		bld.Reset(BuilderOptions{})
 		for range 100 {
@@ -143,5 +144,44 @@ func BenchmarkBuildSmall(b *testing.B) {
 		if dst, err = bld.AppendTo(dst[:0]); err != nil {
 			b.Fatal(err)
 		}
+	}
+	done()
+}
+
+// BenchmarkBuilderAdd adds 100 records to a Builder (Reset, then Add; no
+// Build): the record encoding alone, for short records without and with a
+// key, records with a header and records whose timestamps are too far
+// apart for the one-pass encoding. bytes/s counts keys and values.
+func BenchmarkBuilderAdd(b *testing.B) {
+	val, key := make([]byte, 100), []byte("key-0123456789ab")
+	hdrs := []RecordHeader{{Key: []byte("trace"), Value: []byte("abc")}}
+	for _, tc := range []struct {
+		name    string
+		key     []byte
+		headers []RecordHeader
+		tsStep  int64
+	}{
+		{"value=100", nil, nil, 0},
+		{"key=16/value=100", key, nil, 1},
+		{"key=16/value=100/header", key, hdrs, 1},
+		{"ts-step=1h/value=100", nil, nil, 3_600_000},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			bld := NewBuilder(BuilderOptions{})
+			b.SetBytes(int64(100 * (len(tc.key) + len(val))))
+			b.ReportAllocs()
+			done := cpuPerOp(b)
+			for b.Loop() {
+				bld.Reset(BuilderOptions{})
+				ts := int64(1_700_000_000_000)
+				for range 100 {
+					if err := bld.Add(Record{Key: tc.key, Value: val, Headers: tc.headers, Timestamp: ts}); err != nil {
+						b.Fatal(err)
+					}
+					ts += tc.tsStep
+				}
+			}
+			done()
+		})
 	}
 }
