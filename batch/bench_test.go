@@ -185,3 +185,38 @@ func BenchmarkBuilderAdd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidatePlain validates 16 KiB batches of records with 8-byte
+// keys and no headers (logbench's validate batches have 1000-byte
+// values), next to the CRC-32C alone (internal/crc32c, what Validate
+// uses): the difference is the record walk.
+func BenchmarkValidatePlain(b *testing.B) {
+	for _, valueSize := range []int{100, 1000} {
+		bld := NewBuilder(BuilderOptions{})
+		val := make([]byte, valueSize)
+		for i := 0; bld.encodedSize() < 16<<10; i++ {
+			require.NoError(b, bld.Add(Record{Key: fmt.Appendf(nil, "k%07d", i), Value: val, Timestamp: 1_700_000_000_000}))
+		}
+		bt, err := bld.Build()
+		require.NoError(b, err)
+		b.Run(fmt.Sprintf("crc32c/value=%d", valueSize), func(b *testing.B) {
+			b.SetBytes(int64(len(bt)))
+			done := cpuPerOp(b)
+			for b.Loop() {
+				sink += int(checksum(bt[crcStart:]))
+			}
+			done()
+		})
+		b.Run(fmt.Sprintf("Validate/value=%d", valueSize), func(b *testing.B) {
+			b.SetBytes(int64(len(bt)))
+			b.ReportAllocs()
+			done := cpuPerOp(b)
+			for b.Loop() {
+				if err := bt.Validate(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			done()
+		})
+	}
+}
