@@ -162,9 +162,9 @@ func BenchmarkBuilderAdd(b *testing.B) {
 		tsStep  int64
 	}{
 		{"value=100", nil, nil, 0},
-		{"key=16/value=100", key, nil, 1},
-		{"key=16/value=100/header", key, hdrs, 1},
-		{"ts-step=1h/value=100", nil, nil, 3_600_000},
+		{"key=16,value=100", key, nil, 1},
+		{"key=16,value=100,header", key, hdrs, 1},
+		{"ts-step=1h,value=100", nil, nil, 3_600_000},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			bld := NewBuilder(BuilderOptions{})

@@ -112,6 +112,7 @@ type Builder struct {
 	minTimestamp    int64 // smallest record timestamp other than NoTimestamp; MaxInt64 when none
 	lastDelta       int32 // offsetDelta of the last record, -1 when none
 	lastOffsetDelta int32 // lastOffsetDelta to write: >= lastDelta
+	slowAdds        int   // records addSlow encoded (the tests' view of which path a record took)
 }
 
 // NewBuilder returns a Builder for batches with the given options.
@@ -169,28 +170,18 @@ func (b *Builder) SetLastOffsetDelta(d int32) error {
 	return nil
 }
 
-// add encodes r at offset delta delta: in one pass when it is a short
-// record, by the general encoder otherwise.
+// add encodes r at offset delta delta. A short record (see shortLimit)
+// other than the batch's first is written in one pass: every varint's
+// encoding and size computed without a loop, the fields stored into the
+// buffer (grown beforehand, if at all) without a capacity check each, the
+// key and value copied last. Any other record goes to addSlow.
 func (b *Builder) add(r *Record, delta int32) error {
-	if b.addShort(r, delta) {
-		return nil
-	}
-	return b.addSlow(r, delta)
-}
-
-// addShort encodes r like addSlow and reports true when r is a short
-// record (see shortLimit) and not the batch's first; otherwise it
-// changes nothing and reports false. It writes the record in one pass:
-// every varint's encoding and size computed without a loop, the fields
-// stored into the buffer (grown beforehand, if at all) without a capacity
-// check each, the key and value copied last.
-func (b *Builder) addShort(r *Record, delta int32) bool {
 	tsd := r.Timestamp - b.baseTimestamp
 	kl, vl := len(r.Key), len(r.Value)
 	p := len(b.recs)
 	if b.count == 0 || len(r.Headers) != 0 || uint64(tsd+shortLimit) >= 2*shortLimit || uint32(delta) >= shortLimit ||
 		uint(kl+vl) >= shortMaxData || p >= plainMaxRecs {
-		return false
+		return b.addSlow(r, delta)
 	}
 	if cap(b.recs)-p < kl+vl+shortRoom {
 		b.growRecs(kl + vl + shortRoom)
@@ -240,7 +231,7 @@ func (b *Builder) addShort(r *Record, delta int32) bool {
 		copy(all[kq:kq+kl], r.Key)
 	}
 	copy(all[vq:end], r.Value)
-	return true
+	return nil
 }
 
 // growRecs grows the records buffer for n more bytes.
@@ -270,6 +261,7 @@ func encShort(x uint64) (e uint64, n int) {
 
 // addSlow is add for any record.
 func (b *Builder) addSlow(r *Record, delta int32) error {
+	b.slowAdds++
 	if b.lastDelta == math.MaxInt32 {
 		return fmt.Errorf("%w: offset delta past MaxInt32", ErrOffsetOrder)
 	}

@@ -29,11 +29,11 @@ func referenceRecords(t require.TestingT, opts BuilderOptions, recs []Record, de
 	return out
 }
 
-// addAll adds recs at deltas to a new Builder and returns it. Every
-// record but the first goes to addShort first, which must take exactly the
-// short records (no headers, a timestamp within 8192 ms of the base, an
+// addAll adds recs at deltas (AddAt) to a new Builder and returns it.
+// Every record but the first must take the one-pass encoding exactly when
+// it is short (no headers, a timestamp within 8192 ms of the base, an
 // offset delta below 8192, key and value together under shortMaxData
-// bytes); the others are added with AddAt.
+// bytes), and addSlow otherwise.
 func addAll(t require.TestingT, opts BuilderOptions, recs []Record, deltas []int32) *Builder {
 	bld := NewBuilder(opts)
 	addRecords(t, bld, recs, deltas)
@@ -45,15 +45,12 @@ func addRecords(t require.TestingT, bld *Builder, recs []Record, deltas []int32)
 	for i := range recs {
 		r := recs[i]
 		r.Offset = bld.opts.BaseOffset + int64(deltas[i])
-		if i > 0 {
-			tsd := r.Timestamp - bld.baseTimestamp
-			short := len(r.Headers) == 0 && tsd >= -8192 && tsd < 8192 && deltas[i] < 8192 && len(r.Key)+len(r.Value) < shortMaxData
-			require.Equal(t, short, bld.addShort(&r, deltas[i]), "record %d: short path taken", i)
-			if short {
-				continue
-			}
-		}
+		tsd := r.Timestamp - bld.baseTimestamp
+		short := i > 0 && len(r.Headers) == 0 && tsd >= -8192 && tsd < 8192 && deltas[i] < 8192 &&
+			len(r.Key)+len(r.Value) < shortMaxData
+		slow := bld.slowAdds
 		require.NoError(t, bld.AddAt(r))
+		require.Equal(t, short, bld.slowAdds == slow, "record %d: one-pass encoding taken", i)
 	}
 }
 
