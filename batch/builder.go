@@ -252,11 +252,16 @@ const (
 )
 
 // encShort returns the uvarint encoding of x < 1<<14, its first byte
-// in the low byte of e, and its size n, 1 or 2, without a branch.
+// in the low byte of e, and its size n, 1 or 2. The branch is predicted
+// well (a batch's records mostly share their fields' sizes) and measured
+// faster than computing both without one, which loads the ALUs a
+// second hardware thread shares.
 func encShort(x uint64) (e uint64, n int) {
-	hi := (x + (1<<14 - 0x80)) >> 14 // 1 from 0x80 up
+	if x < 0x80 {
+		return x, 1
+	}
 	// Two bytes: x&0x7f|0x80, then x>>7 (x&^0x7f shifted left once).
-	return x + x&^0x7f + hi<<7, 1 + int(hi)
+	return x + x&^0x7f + 0x80, 2
 }
 
 // addSlow is add for any record.
