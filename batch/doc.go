@@ -115,6 +115,20 @@
 // instruction loop; shorter inputs, other CPUs and the purego build tag
 // use github.com/klauspost/crc32.
 //
+// # Hot paths
+//
+// The Builder encodes the common record, without headers and with every
+// varint one or two bytes long (key and value together under 8 KiB, a
+// timestamp within 8192 ms of the batch's base timestamp, an offset delta
+// below 8192), in one pass: the sizes and encodings of its varints
+// computed without loops, its fields stored into a buffer grown once, key
+// and value copied last. Validate walks an uncompressed batch whose
+// varints all take one or two bytes in a loop without calls, and any
+// other batch, or one that loop refuses, with the general walk, which
+// says what is wrong and where. Both fast forms produce and accept
+// exactly what the general ones do; the tests and fuzz targets compare
+// them byte for byte and verdict for verdict.
+//
 // # Compression
 //
 // gzip, snappy, lz4 and zstd use github.com/klauspost/compress and

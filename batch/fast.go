@@ -175,8 +175,11 @@ func walkShort(data []byte, count, last int32, baseTs int64) (timeRange, bool) {
 			u += uint32(data[p])<<7 - 0x80
 		}
 		p++
-		n := int(int32(u>>1) ^ -int32(u&1))
-		if n < minRecordSize-1 || n > len(data)-p {
+		// Lengths and offset deltas are never negative (the length and the
+		// key and value lengths but a null's -1): an odd zig-zag value is
+		// refused, an even one is twice the value.
+		n := int(u >> 1)
+		if u&1 != 0 || n < minRecordSize-1 || n > len(data)-p {
 			return tr, false
 		}
 		end := p + n
@@ -213,30 +216,54 @@ func walkShort(data []byte, count, last int32, baseTs int64) (timeRange, bool) {
 			u += uint32(rec[q])<<7 - 0x80
 		}
 		q++
-		d := int32(u>>1) ^ -int32(u&1)
-		if d < 0 || d > last || d <= prev {
+		d := int32(u >> 1)
+		if u&1 != 0 || d <= prev || d > last {
 			return tr, false
 		}
 		prev = d
-		// key, then value: -1 (null) or a length that fits
-		for range 2 {
-			if uint(q) >= uint(len(rec)) {
+		// key, then value: -1 (null, zig-zag 1) or a length that fits,
+		// written out twice.
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		if u >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
 				return tr, false
-			}
-			u = uint32(rec[q])
-			if u >= 0x80 {
-				if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
-					return tr, false
-				}
-				q++
-				u += uint32(rec[q])<<7 - 0x80
 			}
 			q++
-			l := int(int32(u>>1) ^ -int32(u&1))
-			if l < -1 || l > end-q {
+			u += uint32(rec[q])<<7 - 0x80
+		}
+		q++
+		if u&1 != 0 {
+			if u != 1 {
 				return tr, false
 			}
-			q += l & ^(l >> 63) // null skips nothing
+		} else if l := int(u >> 1); l <= end-q {
+			q += l
+		} else {
+			return tr, false
+		}
+		if uint(q) >= uint(len(rec)) {
+			return tr, false
+		}
+		u = uint32(rec[q])
+		if u >= 0x80 {
+			if uint(q+1) >= uint(len(rec)) || rec[q+1] >= 0x80 {
+				return tr, false
+			}
+			q++
+			u += uint32(rec[q])<<7 - 0x80
+		}
+		q++
+		if u&1 != 0 {
+			if u != 1 {
+				return tr, false
+			}
+		} else if l := int(u >> 1); l <= end-q {
+			q += l
+		} else {
+			return tr, false
 		}
 		// header count
 		if uint(q) >= uint(len(rec)) {

@@ -99,3 +99,37 @@ func TestWalkShort(t *testing.T) {
 		})
 	}
 }
+
+// TestWalkShortEveryByteValue: walkShort reads a length, an offset delta
+// or a key or value length from the parity of its zig-zag value (odd is
+// negative: refused, but for a null key or value's 1). Every value of
+// every byte of batches with null, empty and short keys and values, and
+// two-byte varints, gets no acceptance from walkShort that fastWalk (the
+// general walk's fast form, which TestWalkShort and FuzzRecords tie to the
+// cursor) refuses, and the same time range where both accept.
+func TestWalkShortEveryByteValue(t *testing.T) {
+	const base = int64(1_700_000_000_000)
+	for _, recs := range [][]Record{
+		{{Timestamp: base}, {Key: []byte{}, Value: []byte{}, Timestamp: base + 1}, {Key: []byte("k"), Value: []byte("vv"), Timestamp: base - 1}},
+		{{Key: bytes.Repeat([]byte{'k'}, 70), Value: bytes.Repeat([]byte{'v'}, 130), Timestamp: base + 100}, {Value: []byte("x"), Timestamp: base - 100}},
+	} {
+		b := build(t, BuilderOptions{}, recs...)
+		data := b[HeaderSize:]
+		count, last, baseTs := b.RecordsCount(), b.LastOffsetDelta(), b.BaseTimestamp()
+		_, ok := walkShort(data, count, last, baseTs)
+		require.True(t, ok, "walkShort refuses a built batch")
+		mut := bytes.Clone(data)
+		for i := range mut {
+			for v := range 256 {
+				mut[i] = byte(v)
+				str, sok := walkShort(mut, count, last, baseTs)
+				if sok {
+					ftr, fok := fastWalk(mut, count, last, false, baseTs)
+					require.True(t, fok, "byte %d = %#x: walkShort accepts what fastWalk rejects", i, v)
+					require.Equal(t, ftr, str, "byte %d = %#x", i, v)
+				}
+			}
+			mut[i] = data[i]
+		}
+	}
+}
