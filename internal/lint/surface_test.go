@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          90,
 	"index":          36,
 	"segment":        49,
-	"log":            139, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of this round)
+	"log":            140, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of this round), and Records.All (one-record reads, issue 16)
 	"log/logtest":    40,
 	"compaction":     33,
 	"segment/repair": 0, // moved to internal/segment/repair
