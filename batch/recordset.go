@@ -35,112 +35,124 @@ import (
 // must grow.
 func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, err error) {
 	pos := st.Pos
-	for n < len(dst) && pos < len(set) {
+	// The state inside a batch: its next record (i), that record's position
+	// in the records (p), and the offsetDelta before it (prev).
+	i, p, prev := int32(0), 0, int32(-1)
+	if st.Rec > 0 {
+		i, p, prev = st.Rec, st.At, st.Prev
+	}
+	for pos < len(set) {
+		if n == len(dst) && i == 0 {
+			break // (inside a batch the record loop saves where it is)
+		}
 		rest := set[pos:]
 		if len(rest) < HeaderSize || int8(rest[magicOffset]) != Magic {
-			st.Pos, st.Rec = pos, 0
-			return n, true, nil
+			return n, true, runAt(st, pos)
 		}
-		size := int64(int32(binary.BigEndian.Uint32(rest[batchLengthOffset:]))) + LogOverhead
-		if size < HeaderSize || size > int64(len(rest)) {
-			st.Pos, st.Rec = pos, 0
-			return n, true, nil
+		size := int(int32(binary.BigEndian.Uint32(rest[batchLengthOffset:]))) + LogOverhead
+		if size < HeaderSize || size > len(rest) {
+			return n, true, runAt(st, pos)
 		}
 		b := Batch(rest[:size:size])
-		h := b[:HeaderSize]
-		a := Attributes(binary.BigEndian.Uint16(h[attributesOffset:]))
+		a := Attributes(binary.BigEndian.Uint16(b[attributesOffset:]))
 		if a.Compression() != CompressionNone || a.IsControl() {
-			st.Pos, st.Rec = pos, 0
-			return n, true, nil
+			return n, true, runAt(st, pos)
 		}
-		count := int32(binary.BigEndian.Uint32(h[recordsCountOffset:]))
+		count := int32(binary.BigEndian.Uint32(b[recordsCountOffset:]))
 		data := b[HeaderSize:]
 		if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
-			st.Pos, st.Rec = pos, 0
+			runAt(st, pos)
 			return n, false, b.resumeError(dec, 0, 0, -1)
 		}
-		last := int32(binary.BigEndian.Uint32(h[lastOffsetDeltaOffset:]))
-		baseOffset := int64(binary.BigEndian.Uint64(h[baseOffsetOffset:]))
-		baseTimestamp := int64(binary.BigEndian.Uint64(h[baseTimestampOffset:]))
+		last := int32(binary.BigEndian.Uint32(b[lastOffsetDeltaOffset:]))
+		baseOffset := int64(binary.BigEndian.Uint64(b[baseOffsetOffset:]))
+		baseTimestamp := int64(binary.BigEndian.Uint64(b[baseTimestampOffset:]))
 		appendTime := a.LogAppendTime()
 		if appendTime {
-			baseTimestamp = int64(binary.BigEndian.Uint64(h[maxTimestampOffset:]))
+			baseTimestamp = int64(binary.BigEndian.Uint64(b[maxTimestampOffset:]))
 		}
-		i, p, prev := int32(0), 0, int32(-1)
-		if st.Rec > 0 {
-			i, p, prev = st.Rec, st.At, st.Prev
-		}
-		headers := false
-		for ; i < count && n < len(dst) && !headers; i++ {
-			var (
-				l, d, nh   int32
-				q, end     int
-				ok         bool
-				key, value []byte
-				rec        []byte
-				f          recordFields
-			)
+		for i < count {
+			if n == len(dst) { // resume inside the batch
+				st.Pos, st.Rec, st.At, st.Prev = pos, i, p, prev
+				return n, false, nil
+			}
 			r := &dst[n]
-			if l, q = shortVarint(data, p); q < 0 {
-				goto slow
+			{ // the quick path: its variables end here, before slow
+				l, q := shortVarint(data, p)
+				if q < 0 {
+					goto slow
+				}
+				if l < minRecordSize-1 || int(l) > len(data)-q {
+					goto fail
+				}
+				end := q + int(l)
+				rec := data[:end:end]
+				// attributes, then timestampDelta, offsetDelta and
+				// keyLength, which take one byte each in most records
+				// (deltas within ±63, keys under 64 bytes or null): one
+				// load for the four (the record has at least six bytes).
+				w := binary.LittleEndian.Uint32(rec[q:])
+				var ts, d, kl int32
+				if w&0x80808000 == 0 {
+					ts, d, kl = zigzagByte(w>>8), zigzagByte(w>>16), zigzagByte(w>>24)
+					q += 4
+				} else {
+					if ts, q = shortVarint(rec, q+1); q < 0 {
+						goto slow
+					}
+					if d, q = shortVarint(rec, q); q < 0 {
+						goto slow
+					}
+					if kl, q = shortVarint(rec, q); q < 0 {
+						goto slow
+					}
+				}
+				if d < 0 || d > last || d <= prev {
+					goto fail
+				}
+				key, q, ok := fastBytes(rec, q, kl, true)
+				if !ok {
+					goto fail
+				}
+				vl, q := shortVarint(rec, q)
+				if q < 0 {
+					goto slow
+				}
+				value, q, ok := fastBytes(rec, q, vl, true)
+				if !ok {
+					goto fail
+				}
+				if q >= end || rec[q] != 0 { // headers (or a broken count)
+					goto slow
+				}
+				if q+1 != end {
+					goto fail
+				}
+				r.Offset = baseOffset + int64(d)
+				r.Timestamp = baseTimestamp
+				if !appendTime {
+					r.Timestamp += int64(ts)
+				}
+				r.Key, r.Value, r.Headers = key, value, nil
+				r.Attributes = int8(w)
+				n++
+				i++
+				p, prev = end, d
+				continue
 			}
-			if l < minRecordSize-1 || int(l) > len(data)-q {
-				break
-			}
-			end = q + int(l)
-			rec = data[:end:end]
-			r.Attributes = int8(rec[q])
-			if l, q = shortVarint(rec, q+1); q < 0 {
-				goto slow
-			}
-			r.Timestamp = baseTimestamp
-			if !appendTime {
-				r.Timestamp += int64(l)
-			}
-			if d, q = shortVarint(rec, q); q < 0 {
-				goto slow
-			}
-			if d < 0 || d > last || d <= prev {
-				break
-			}
-			r.Offset = baseOffset + int64(d)
-			if l, q = shortVarint(rec, q); q < 0 {
-				goto slow
-			}
-			if key, q, ok = fastBytes(rec, q, l, true); !ok {
-				break
-			}
-			r.Key = key
-			if l, q = shortVarint(rec, q); q < 0 {
-				goto slow
-			}
-			if value, q, ok = fastBytes(rec, q, l, true); !ok {
-				break
-			}
-			r.Value = value
-			if nh, q = shortVarint(rec, q); q < 0 || nh != 0 {
-				goto slow
-			}
-			if q != end {
-				break
-			}
-			r.Headers = nil
-			n++
-			p, prev = end, d
-			continue
-
 		slow: // any record: fastRecord, then Next's checks
 			{
+				var f recordFields
 				var hdrs []RecordHeader
 				if dec != nil {
 					hdrs = dec.hdrs[:0]
 				}
-				end = fastRecord(data, p, &f, &hdrs)
+				end := fastRecord(data, p, &f, &hdrs)
 				if dec != nil && cap(hdrs) > cap(dec.hdrs) {
 					dec.hdrs = hdrs[:0] // grown: keep it for the next record
 				}
 				if end < 0 || f.offsetDelta < 0 || f.offsetDelta > last || f.offsetDelta <= prev {
-					break
+					goto fail
 				}
 				*r = Record{
 					Offset:     baseOffset + int64(f.offsetDelta),
@@ -152,31 +164,51 @@ func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState)
 				if !appendTime {
 					r.Timestamp += f.timestampDelta
 				}
-				if len(hdrs) > 0 {
-					r.Headers = hdrs
-					headers = true // the next record would reuse the scratch
-				}
 				n++
+				i++
 				p, prev = end, f.offsetDelta
-			}
-		}
-		if i < count || p != len(data) {
-			if n == len(dst) || headers {
-				if i < count { // resumes inside the batch
-					st.Pos, st.Rec, st.At, st.Prev = pos, i, p, prev
+				if len(hdrs) > 0 {
+					// The next record would reuse the scratch: the run
+					// ends here.
+					r.Headers = hdrs
+					if i < count {
+						st.Pos, st.Rec, st.At, st.Prev = pos, i, p, prev
+						return n, false, nil
+					}
+					if p != len(data) {
+						goto fail
+					}
+					st.Last = pos
+					runAt(st, pos+size)
 					return n, false, nil
 				}
 			}
-			st.Pos, st.Rec = pos, 0
-			return n, false, b.resumeError(dec, i, p, prev)
+		}
+		if p != len(data) {
+			goto fail
 		}
 		st.Last = pos
-		pos += int(size)
-		st.Rec = 0
-		if headers {
-			break
-		}
+		pos += size
+		i, p, prev = 0, 0, -1
+		continue
+	fail:
+		runAt(st, pos)
+		return n, false, b.resumeError(dec, i, p, prev)
 	}
-	st.Pos = pos
+	runAt(st, pos)
 	return n, false, nil
+}
+
+// runAt leaves st at the start of the entry at pos and returns nil (for
+// decodeRun's returns).
+func runAt(st *batchaccess.RunState, pos int) error {
+	st.Pos, st.Rec = pos, 0
+	return nil
+}
+
+// zigzagByte decodes the one-byte zig-zag varint in the low byte of u
+// (its continuation bit clear).
+func zigzagByte(u uint32) int32 {
+	u &= 0x7f
+	return int32(u>>1) ^ -int32(u&1)
 }
