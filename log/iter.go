@@ -283,26 +283,27 @@ const runLen = 32
 // cannot be read, or, when the Records is closed (also from the loop
 // body), one wrapping ErrClosed.
 func (h Records) All(dec *batch.Decoder) iter.Seq2[batch.Record, error] {
-	return func(yield func(batch.Record, error) bool) {
-		r := h.state()
-		if r == nil {
-			yield(batch.Record{}, fmt.Errorf("%w: Records.All after Close", ErrClosed))
-			return
-		}
-		d := dec
-		if d == nil {
-			d = &r.dec
-		}
-		h.all(r, d, yield)
-	}
+	return func(yield func(batch.Record, error) bool) { h.all(dec, yield, nil) }
 }
 
-// all is All's loop over r (h's state). Runs of records are decoded under
+// all is All's loop over h's state. Runs of records are decoded under
 // one fault guard (runRecords) into r.run and yielded outside it, each
 // straight from there to yield; the entries decodeRun leaves to its caller
 // are handled one at a time (other). An All of the same result inside the
-// loop body would share r.run: it is not supported (All's doc).
-func (h Records) all(r *records, dec *batch.Decoder, yield func(batch.Record, error) bool) {
+// loop body would share r.run: it is not supported (All's doc). With p
+// set (Partition.Records, which calls it directly: the iterator's closures
+// would cost allocations per read) every error yielded is noted by p. It
+// returns false when the iteration stopped (yield said so, or an error
+// was yielded).
+func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p *Partition) (more bool) {
+	r := h.state()
+	if r == nil {
+		yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records.All after Close", ErrClosed)))
+		return
+	}
+	if dec == nil {
+		dec = &r.dec
+	}
 	buf, st := &r.run, &r.st
 	r.runUsed = true
 	b, from := r.b, r.from
@@ -330,17 +331,27 @@ func (h Records) all(r *records, dec *batch.Decoder, yield func(batch.Record, er
 			} else {
 				err = fmt.Errorf("partlog/log: decode batch at offset %d: %w", base, err)
 			}
-			yield(batch.Record{}, err)
+			yield(batch.Record{}, noted(p, err))
 			return
 		}
 		if h.state() == nil {
-			yield(batch.Record{}, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
+			yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
 			return
 		}
-		if other && !h.other(r, dec, st, yield) {
+		if other && !h.other(r, dec, st, yield, p) {
 			return
 		}
 	}
+	return true
+}
+
+// noted is err, noted by p when the iteration is p's (Partition.Records:
+// a fault takes the partition offline), else err as it is.
+func noted(p *Partition, err error) error {
+	if p != nil {
+		return p.noteFault(err)
+	}
+	return err
 }
 
 // other handles the entry at st.Pos of r.b that decodeRun left to its
@@ -348,11 +359,11 @@ func (h Records) all(r *records, dec *batch.Decoder, yield func(batch.Record, er
 // batch decoded record by record, and bytes that do not frame end the
 // iteration with the framing error. It advances st past the entry and
 // returns false when the iteration must stop.
-func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState, yield func(batch.Record, error) bool) bool {
+func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState, yield func(batch.Record, error) bool, p *Partition) bool {
 	at := st.Pos
 	e, err := frameEntry(r.b[at:])
 	if err != nil {
-		yield(batch.Record{}, r.framingError(at, st.Last, err))
+		yield(batch.Record{}, noted(p, r.framingError(at, st.Last, err)))
 		return false
 	}
 	body := r.b[at : at+e.size : at+e.size]
@@ -362,7 +373,7 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 		recs, err := legacyRecords(dec, r.legacyRecs[:0], legacy.Entry(body))
 		r.legacyRecs = recs
 		if err != nil {
-			yield(batch.Record{}, fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err))
+			yield(batch.Record{}, noted(p, fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
 			return false
 		}
 		for _, rec := range recs {
@@ -379,7 +390,7 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 		for {
 			rec, ok, err := nextRecord(&it)
 			if err != nil {
-				yield(batch.Record{}, fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err))
+				yield(batch.Record{}, noted(p, fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err)))
 				return false
 			}
 			if !ok {
@@ -391,7 +402,7 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 		}
 	}
 	if h.state() == nil {
-		yield(batch.Record{}, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
+		yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
 		return false
 	}
 	return true
@@ -481,18 +492,7 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				continue
 			}
 			cur = r
-			more := true
-			for rec, err := range r.All(&dec) {
-				if err != nil {
-					yield(batch.Record{}, p.noteFault(err))
-					more = false
-					break
-				}
-				if !yield(rec, nil) {
-					more = false
-					break
-				}
-			}
+			more := r.all(&dec, yield, p)
 			next = max(next, r.NextOffset())
 			cur = Records{}
 			_ = r.Close()
