@@ -274,7 +274,9 @@ const runLen = 32
 // compressed batch): valid until Close, and for a compressed batch only
 // until the iteration moves past it. Headers is reused by the next
 // record with headers. The framing and the decoding run under the fault
-// guard; the loop body does not.
+// guard; the loop body does not. A Records runs one All at a time: a
+// second iteration of the same result started in the loop body (or in
+// another goroutine) is not supported.
 //
 // The iteration ends by yielding one error, after which it stops: a
 // framing error as Batches yields it (wrapping batch.ErrCorrupt and
@@ -289,8 +291,8 @@ func (h Records) All(dec *batch.Decoder) iter.Seq2[batch.Record, error] {
 // all is All's loop over h's state. Runs of records are decoded under
 // one fault guard (runRecords) into r.run and yielded outside it, each
 // straight from there to yield; the entries decodeRun leaves to its caller
-// are handled one at a time (other). An All of the same result inside the
-// loop body would share r.run: it is not supported (All's doc). With p
+// are handled one at a time (other). A second All of the same result
+// would share r.run and r.st: it is not supported (All's doc). With p
 // set (Partition.Records, which calls it directly: the iterator's closures
 // would cost allocations per read) every error yielded is noted by p. It
 // returns false when the iteration stopped (yield said so, or an error
