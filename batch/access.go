@@ -9,6 +9,7 @@ func init() {
 	batchaccess.SetLogAppendTime = func(b []byte, ts int64) { Batch(b).setLogAppendTime(ts) }
 	batchaccess.AppendEmptyBatch = func(dst, b []byte) []byte { return appendEmptyBatch(dst, Batch(b)) }
 	batchaccess.FrameEntry = frameEntry
+	batchaccess.DecodeRun = decodeRun
 }
 
 // timeRange is the range of a batch's record timestamps

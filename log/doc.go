@@ -410,8 +410,11 @@
 //
 // Records.Batches ranges over the whole batches of a read result (v2
 // only: a legacy message is yielded as a *LegacyEntryError, wrapping
-// ErrLegacyEntry), and Partition.Records over the records from an offset
-// on, legacy messages included, tailing the log with Wait until its
+// ErrLegacyEntry), Records.All over its records at or after the offset
+// read (control batches skipped, legacy messages decoded; runs of up to
+// 32 records are decoded across batches under one fault guard, then
+// yielded), and Partition.Records, a loop of ReadFrom and Records.All, over
+// the records from an offset on, tailing the log with Wait until its
 // context ends:
 //
 //	for rec, err := range p.Records(ctx, next) {
@@ -423,7 +426,7 @@
 //
 // ReadFrom checks the headers of only some of the batches of a long range
 // (it finds the end in the offset index), so a result can hold a batch
-// damaged on disk since it was appended: both iterators frame every entry
+// damaged on disk since it was appended: the iterators frame every entry
 // and report such a batch with an error wrapping batch.ErrCorrupt whose
 // *batch.CorruptionError names the segment file and the damaged field's
 // position in it, after yielding the batches before it.

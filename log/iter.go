@@ -226,6 +226,190 @@ func legacyRecords(dec *batch.Decoder, dst []batch.Record, e legacy.Entry) (recs
 	return dec.AppendLegacyRecords(dst, e, false)
 }
 
+// decodeRun is package batch's run decoder (batchaccess.DecodeRun): the
+// records of the uncompressed, non-control v2 batches of a record set,
+// a run at a time.
+var decodeRun = batchaccess.DecodeRun.(func(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, err error))
+
+// runRecords is decodeRun under the fault guard; with a record's error it
+// also returns the base offset of the batch at st.Pos, which holds the
+// record. A fault leaves n 0: the run's records are lost, and All decodes
+// the run again a record at a time to yield those before the fault.
+func runRecords(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, base int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	if n, other, err = decodeRun(dst, dec, set, st); err != nil {
+		base = batch.Batch(set[st.Pos:]).BaseOffset()
+	}
+	return n, other, base, err
+}
+
+// runLen is how many records All decodes under one fault guard before it
+// yields them.
+const runLen = 32
+
+// All returns an iterator over the records of the read result at or after
+// the offset that was read, in offset order, for range loops:
+//
+//	r, err := p.ReadFrom(offset, 1<<20)
+//	...
+//	for rec, err := range r.All(&dec) {
+//		if err != nil {
+//			return err
+//		}
+//		use(rec.Offset, rec.Key, rec.Value)
+//	}
+//	next := r.NextOffset()
+//
+// It is Batches and batch.Batch.All in one loop, with what a consumer
+// does besides: the records below the offset that was read (a read starts
+// at the batch holding it) and control batches (transaction markers) are
+// skipped, and legacy messages (magic 0 and 1, in a log Kafka wrote before
+// 0.11) are decoded, with their absolute offsets and timestamps (-1 under
+// magic 0) and nil Headers. Every record is checked as batch.Iter.Next
+// checks it. Decoding an uncompressed batch allocates nothing; a
+// compressed one is decompressed into dec's buffer. With a nil dec the
+// Records uses a Decoder of its own.
+//
+// A record's Key, Value and Headers alias Bytes (or dec's buffer for a
+// compressed batch): valid until Close, and for a compressed batch only
+// until the iteration moves past it. Headers is reused by the next
+// record with headers. The framing and the decoding run under the fault
+// guard; the loop body does not. A Records runs one All at a time: a
+// second iteration of the same result started in the loop body (or in
+// another goroutine) is not supported.
+//
+// The iteration ends by yielding one error, after which it stops: a
+// framing error as Batches yields it (wrapping batch.ErrCorrupt and
+// naming the segment file), a record's error from the batch decoder
+// (batch.ErrCorrupt), an error wrapping ErrFault when the mapped bytes
+// cannot be read, or, when the Records is closed (also from the loop
+// body), one wrapping ErrClosed.
+func (h Records) All(dec *batch.Decoder) iter.Seq2[batch.Record, error] {
+	return func(yield func(batch.Record, error) bool) { h.all(dec, yield, nil) }
+}
+
+// all is All's loop over h's state. Runs of records are decoded under
+// one fault guard (runRecords) into r.run and yielded outside it, each
+// straight from there to yield; the entries decodeRun leaves to its caller
+// are handled one at a time (other). A second All of the same result
+// would share r.run and r.st: it is not supported (All's doc). With p
+// set (Partition.Records, which calls it directly: the iterator's closures
+// would cost allocations per read) every error yielded is noted by p. It
+// returns false when the iteration stopped (yield said so, or an error
+// was yielded).
+func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p *Partition) (more bool) {
+	r := h.state()
+	if r == nil {
+		yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records.All after Close", ErrClosed)))
+		return
+	}
+	if dec == nil {
+		dec = &r.dec
+	}
+	buf, st := &r.run, &r.st
+	r.runUsed = true
+	b, from := r.b, r.from
+	*st = batchaccess.RunState{Last: -1}
+	touched := 0 // b is touched (touchAhead) below this
+	step := runLen
+	for st.Pos < len(b) {
+		touched = touchAhead(b, touched, st.Pos+touchBytes)
+		start := *st
+		n, other, base, err := runRecords(buf[:step], dec, b, st)
+		if err != nil && errors.Is(err, errFault) && step > 1 {
+			// Decode the run again a record at a time: every record
+			// before the fault is yielded, then the fault.
+			*st, step = start, 1
+			continue
+		}
+		for i := range n {
+			if buf[i].Offset >= from && !yield(buf[i], nil) {
+				return
+			}
+		}
+		if err != nil {
+			if errors.Is(err, errFault) {
+				err = r.framingError(st.Pos, st.Last, err)
+			} else {
+				err = fmt.Errorf("partlog/log: decode batch at offset %d: %w", base, err)
+			}
+			yield(batch.Record{}, noted(p, err))
+			return
+		}
+		if h.state() == nil {
+			yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
+			return
+		}
+		if other && !h.other(r, dec, st, yield, p) {
+			return
+		}
+	}
+	return true
+}
+
+// noted is err, noted by p when the iteration is p's (Partition.Records:
+// a fault takes the partition offline), else err as it is.
+func noted(p *Partition, err error) error {
+	if p != nil {
+		return p.noteFault(err)
+	}
+	return err
+}
+
+// other handles the entry at st.Pos of r.b that decodeRun left to its
+// caller: a legacy entry is decoded, a control batch skipped, a compressed
+// batch decoded record by record, and bytes that do not frame end the
+// iteration with the framing error. It advances st past the entry and
+// returns false when the iteration must stop.
+func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState, yield func(batch.Record, error) bool, p *Partition) bool {
+	at := st.Pos
+	e, err := frameEntry(r.b[at:])
+	if err != nil {
+		yield(batch.Record{}, noted(p, r.framingError(at, st.Last, err)))
+		return false
+	}
+	body := r.b[at : at+e.size : at+e.size]
+	st.Last, st.Pos, st.Rec = at, at+e.size, 0
+	switch {
+	case legacy.IsMagic(e.magic):
+		recs, err := legacyRecords(dec, r.legacyRecs[:0], legacy.Entry(body))
+		r.legacyRecs = recs
+		if err != nil {
+			yield(batch.Record{}, noted(p, fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
+			return false
+		}
+		for _, rec := range recs {
+			if rec.Offset >= r.from && !yield(rec, nil) {
+				return false
+			}
+		}
+	case e.control:
+	default: // compressed
+		if dec == &r.dec {
+			r.decUsed = true
+		}
+		it := batch.Batch(body).Records(dec)
+		for {
+			rec, ok, err := nextRecord(&it)
+			if err != nil {
+				yield(batch.Record{}, noted(p, fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err)))
+				return false
+			}
+			if !ok {
+				break
+			}
+			if rec.Offset >= r.from && !yield(rec, nil) {
+				return false
+			}
+		}
+	}
+	if h.state() == nil {
+		yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
+		return false
+	}
+	return true
+}
+
 // iterReadBytes is how many bytes Partition.Records asks ReadFrom for at a
 // time. On a mapped segment nothing is copied, so a large value costs
 // nothing; on an unmapped one it bounds the read buffer.
@@ -234,8 +418,8 @@ const iterReadBytes = 1 << 20
 // Records returns an iterator over the partition's records from offset
 // from on, in offset order, that tails the log: once it has yielded every
 // record below the high watermark it waits (Wait) for more, until ctx
-// ends. It is the consumer's loop of ReadFrom, Records.Batches,
-// batch.Batch.Records and Wait in one range statement:
+// ends. It is the consumer's loop of ReadFrom, Records.All and Wait in
+// one range statement:
 //
 //	for rec, err := range p.Records(ctx, from) {
 //		if err != nil {
@@ -244,22 +428,22 @@ const iterReadBytes = 1 << 20
 //		use(rec.Offset, rec.Key, rec.Value)
 //	}
 //
-// Records below from in the first batch read are skipped (a read starts at
-// the batch holding from), and so are control batches (transaction
-// markers), as a Kafka consumer skips them. Legacy messages (magic 0 and
-// 1, in a log Kafka wrote before 0.11) are decoded too, with their
-// absolute offsets (a compressed wrapper's inner messages one by one) and
-// timestamps (-1 under magic 0, which has none); their Headers are nil.
-// The iteration ends by yielding one error, after which it stops:
-// ctx.Err() when ctx ended, an error wrapping ErrOffsetOutOfRange when
-// from (or, after retention or a truncation, the next offset) is outside
-// the log, ErrClosed, the partition's failure, a corruption error from the
-// framing (naming the segment file and the position in it, as
-// Records.Batches does) or from the record decoder (batch.ErrCorrupt), or,
-// when the mapped segment cannot be
-// read (a media error, or its file cut behind the partition's back), an
-// error wrapping ErrFault, which takes the partition offline as ReadFrom's
-// does.
+// It yields what Records.All yields of each read: records below from in
+// the first batch read are skipped (a read starts at the batch holding
+// from), and so are control batches (transaction markers), as a Kafka
+// consumer skips them. Legacy messages (magic 0 and 1, in a log Kafka
+// wrote before 0.11) are decoded too, with their absolute offsets (a
+// compressed wrapper's inner messages one by one) and timestamps (-1
+// under magic 0, which has none); their Headers are nil. The iteration
+// ends by yielding one error, after which it stops: ctx.Err() when ctx
+// ended, an error wrapping ErrOffsetOutOfRange when from (or, after
+// retention or a truncation, the next offset) is outside the log,
+// ErrClosed, the partition's failure, a corruption error from the framing
+// (naming the segment file and the position in it, as Records.Batches
+// does) or from the record decoder (batch.ErrCorrupt), or, when the
+// mapped segment cannot be read (a media error, or its file cut behind
+// the partition's back), an error wrapping ErrFault, which takes the
+// partition offline as ReadFrom's does.
 //
 // A record's Key, Value and Headers alias the segment's mapping (or a
 // decompression buffer) and are valid only until the loop body returns:
@@ -273,7 +457,6 @@ const iterReadBytes = 1 << 20
 func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Record, error] {
 	return func(yield func(batch.Record, error) bool) {
 		var dec batch.Decoder
-		var legacy []batch.Record // decoded legacy records, reused
 		// cur is the read being yielded, zero when none is open. The
 		// deferred Close releases it when the loop body panics (or calls
 		// runtime.Goexit): a leaked read lease would block every
@@ -310,9 +493,9 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 				}
 				continue
 			}
-			var more bool
 			cur = r
-			next, legacy, more = p.yieldRecords(r, &dec, legacy, next, yield)
+			more := r.all(&dec, yield, p)
+			next = max(next, r.NextOffset())
 			cur = Records{}
 			_ = r.Close()
 			if !more {
@@ -320,72 +503,6 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 			}
 		}
 	}
-}
-
-// yieldRecords yields the records of r at offsets >= from and returns the
-// offset to read next, and false when the iteration must stop (yield said
-// so, or an error was yielded). Framing and decoding run under the fault
-// guard (frameEntry, nextRecord, legacyRecords); yield never does. legacy
-// is the reusable buffer for a legacy entry's records, returned (emptied)
-// for the next call; it is returned rather than updated through a pointer
-// so that dec, whose buffer its records alias, stays on the stack.
-func (p *Partition) yieldRecords(r Records, dec *batch.Decoder, legacyRecs []batch.Record, from int64, yield func(batch.Record, error) bool) (next int64, _ []batch.Record, more bool) {
-	next = from
-	st := r.state()
-	if st == nil {
-		yield(batch.Record{}, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
-		return next, legacyRecs, false
-	}
-	prev := -1 // position of the entry before rest
-	for rest := st.b; len(rest) > 0; {
-		at := len(st.b) - len(rest)
-		e, err := frameEntry(rest)
-		if err != nil {
-			yield(batch.Record{}, p.noteFault(st.framingError(at, prev, err)))
-			return next, legacyRecs, false
-		}
-		prev = at
-		body := rest[:e.size:e.size]
-		rest = rest[e.size:]
-		switch {
-		case legacy.IsMagic(e.magic):
-			recs, err := legacyRecords(dec, legacyRecs[:0], legacy.Entry(body))
-			legacyRecs = recs[:0]
-			if err != nil {
-				yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
-				return next, legacyRecs, false
-			}
-			for _, rec := range recs {
-				if rec.Offset < from {
-					continue
-				}
-				if !yield(rec, nil) {
-					return next, legacyRecs, false
-				}
-			}
-		case e.control:
-		default:
-			it := batch.Batch(body).Records(dec)
-			for {
-				rec, ok, err := nextRecord(&it)
-				if err != nil {
-					yield(batch.Record{}, p.noteFault(fmt.Errorf("partlog/log: decode batch at offset %d: %w", e.base, err)))
-					return next, legacyRecs, false
-				}
-				if !ok {
-					break
-				}
-				if rec.Offset < from {
-					continue
-				}
-				if !yield(rec, nil) {
-					return next, legacyRecs, false
-				}
-			}
-		}
-		next = max(next, e.next)
-	}
-	return next, legacyRecs, true
 }
 
 // touchAhead reads one byte of each cache line of b[from:to] (to capped
@@ -412,10 +529,12 @@ func touchAhead(b []byte, from, to int) (end int) {
 	return end
 }
 
-// touchBytes is how far ahead of the framing Batches touches: most of a
-// run of one-record batches of 100 bytes. Measured with logbench's
-// one_record_read (per-thread CPU time, four interleaved runs each): 4 KiB
-// did best; 2, 8 and 16 KiB, and no touching, did worse.
+// touchBytes is how far ahead of the framing Batches (and of the decoding
+// All) touches: most of a run of one-record batches of 100 bytes.
+// Measured with logbench's one_record_read (per-thread CPU time, four
+// interleaved runs each): 4 KiB did best; 2, 8 and 16 KiB, and no
+// touching, did worse; for All, 0 to 16 KiB measured again (2026-12-01,
+// under load): 4 KiB again.
 const touchBytes = 4 << 10
 
 // touchSink keeps the compiler from dropping touchAhead's loads.

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -63,6 +65,21 @@ type records struct {
 	// readers is the partition's open-reader gauge (Stats.OpenReaders),
 	// set while the records holds a segment.
 	readers *atomic.Int64
+	// from is the offset that was read: All skips the records below it.
+	from int64
+	// dec is the Decoder All uses when given none, and legacy the
+	// scratch for a legacy entry's records; kept across uses of the
+	// pooled object (dec is reset once it decompressed a batch, so that
+	// no large buffer stays pooled).
+	dec        batch.Decoder
+	decUsed    bool
+	legacyRecs []batch.Record
+	// run is the run of records All decoded and is yielding, and st
+	// where the decoding is: here rather than on All's stack, which the
+	// indirect call of batch's run decoder would move to the heap.
+	run     [runLen]batch.Record
+	runUsed bool
+	st      batchaccess.RunState
 }
 
 var recordsPool = sync.Pool{New: func() any { return new(records) }}
@@ -160,6 +177,15 @@ func (r *records) release() error {
 	r.seg, r.b, r.start, r.end, r.first, r.next = nil, nil, 0, 0, -1, -1
 	if cap(r.scratch) > maxPooledScratch {
 		r.scratch = nil
+	}
+	if r.decUsed {
+		r.dec, r.decUsed = batch.Decoder{}, false
+	}
+	clear(r.legacyRecs[:cap(r.legacyRecs)]) // they alias the mapping or a decompression buffer
+	r.legacyRecs = r.legacyRecs[:0]
+	if r.runUsed {
+		clear(r.run[:])
+		r.runUsed = false
 	}
 	recordsPool.Put(r)
 	return err
@@ -270,6 +296,7 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 			r.b, err = segmentBytes(seg, sl.Start, sl.End, &r.scratch)
 			if err == nil {
 				r.seg, r.start, r.end, r.first, r.next = seg, sl.Start, sl.End, sl.FirstOffset, sl.NextOffset
+				r.from = offset
 				r.readers = &p.stats.readers
 				r.readers.Add(1)
 				return r, false, nil

@@ -19,10 +19,11 @@
 //	          and appended in batches of 100 (AppendBuilder; and, as
 //	          appendbatch_*, AppendTo + AppendBatch) vs a framed (length,
 //	          CRC-32C) os.File write loop, one write per 100 records
-//	one_record_read  1,000,000 one-record batches read through ReadFrom,
-//	          Records.Batches and Batch.All vs reading the same records
-//	          framed from an os.File, checking their CRC-32C and splitting
-//	          each into its key and value
+//	one_record_read  1,000,000 one-record batches read through ReadFrom
+//	          and Records.All (and, as batches_all_*, Records.Batches and
+//	          Batch.All) vs reading the same records framed from an
+//	          os.File, checking their CRC-32C and splitting each into its
+//	          key and value
 //	reopen_constant_ts  Open after a clean Close of a 1 MiB and a 256 MiB
 //	          log whose timestamps do not grow (the same cost)
 //	rolls     AppendBatch latency percentiles (p50, p99, p99.9) of 16 KiB

@@ -125,3 +125,36 @@ var (
 	// and its next offset.
 	FrameEntry func(b []byte) (size int, magic int8, next int64, err error)
 )
+
+// RunState is where DecodeRun stopped in a record set, for the next call.
+// A RunState{Last: -1} starts at the set's first entry.
+type RunState struct {
+	// Pos is the byte position in the set of the entry being decoded, or
+	// of the next one.
+	Pos int
+	// Rec is how many records of the batch at Pos were decoded; 0 when
+	// none (At and Prev are then unused).
+	Rec int32
+	// At is the position of the batch's next record within its records
+	// (after the header).
+	At int
+	// Prev is the offsetDelta of the batch's last record decoded.
+	Prev int32
+	// Last is the position of the last entry passed whole (by DecodeRun
+	// or by its caller, which sets it), -1 before the first: a framing
+	// error at Pos is reported with the offset that entry ends at.
+	Last int
+}
+
+// DecodeRun is set by package batch: it is its
+//
+//	func(dst []batch.Record, dec *batch.Decoder, set []byte, st *RunState) (n int, other bool, err error)
+//
+// (held as any: this package cannot name batch's types, and package log
+// asserts the type once when it is initialized). It decodes the records
+// of the uncompressed, non-control v2 batches of set from st on into dst,
+// checking each as batch.Iter.Next does, and stops at a full dst, the end
+// of set, after a record with headers, at a record problem (err, in
+// Next's words, after the batch's records before it) or at any other
+// entry (other: st.Pos is at it, for the caller to frame and handle).
+var DecodeRun any

@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          90,
 	"index":          32,
 	"segment":        41,
-	"log":            137, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of this round)
+	"log":            138, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), and Records.All (one-record reads, issue 16)
 	"log/logtest":    32,
 	"compaction":     33,
 	"segment/repair": 0, // moved to internal/segment/repair
