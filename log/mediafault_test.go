@@ -21,19 +21,31 @@ import (
 
 // faultPartition opens a partition on the OS filesystem with 4 KiB
 // segments and appends 40 batches of 4 records (about 1 KiB each), so that
-// the log has many sealed segments, each mapped.
-func faultPartition(t *testing.T) (*plog.Partition, string) {
+// the log has many sealed segments, each mapped. The rolls' background
+// flush is the test's (WithManualRollFlush): with flushRolls, it runs once
+// after the appends, so every sealed segment is durable and below the
+// recovery point (the active segment's base) before the test damages one;
+// without, the recovery point stays at the new partition's 0 and every
+// sealed segment is above it (never promised durable).
+func faultPartition(t *testing.T, flushRolls bool) (*plog.Partition, string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("SIGBUS on a page past the end of a mapped file is Linux behaviour")
 	}
-	cfg := plog.Config{SegmentBytes: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := plog.WithManualRollFlush(plog.Config{SegmentBytes: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	p, dir := openT(t, cfg)
 	for i := range 40 {
 		_, err := p.AppendBatch(logtest.MakeBatch(4, 200, 1_700_000_000_000+int64(i), byte(i)))
 		require.NoError(t, err)
 	}
-	require.Greater(t, len(p.SegmentInfos()), 4)
+	infos := p.SegmentInfos()
+	require.Greater(t, len(infos), 4)
+	if flushRolls {
+		require.NoError(t, p.FlushRolled())
+		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
+	} else {
+		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll's flush moved it")
+	}
 	return p, dir
 }
 
@@ -56,8 +68,11 @@ func requireFault(t *testing.T, err error, path string) {
 // offline, as Kafka takes a log offline on an IOException: every later
 // read and write returns the same error, even for healthy segments; Close
 // leaves no clean-shutdown marker. A reopen while the data is still gone is
-// refused (a sealed segment lost its bytes: recovery never serves a log with
-// a hole), and once the file's bytes are back the partition works again.
+// refused (a sealed segment below the recovery point lost its bytes:
+// recovery never serves a log with a hole), and once the file's bytes are
+// back the partition works again. The rolls' flush runs before the fault
+// (faultPartition), so the damaged segment lies below the recovery point;
+// TestMediaErrorAboveRecoveryPoint is the same damage before that flush.
 func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -82,7 +97,7 @@ func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, dir := faultPartition(t)
+			p, dir := faultPartition(t, true)
 			infos := p.SegmentInfos()
 			victim := infos[0]
 			if tc.name == "OffsetForTimestamp max" {
@@ -136,10 +151,53 @@ func TestMediaErrorTakesPartitionOffline(t *testing.T) {
 	}
 }
 
+// TestMediaErrorAboveRecoveryPoint is TestMediaErrorTakesPartitionOffline's
+// damage (a sealed segment's .log cut to 0 bytes, found by a read) before
+// the rolls' background flush ran: the recovery point is still the new
+// partition's 0, and the offline partition never runs the pending flush
+// (it fails with the fault and leaves the recovery point where it was).
+// The damaged segment and every later one lie above the recovery point,
+// so the directory looks like a crash after the rolls, before their flush
+// (docs/crash-safety.md, recovery rule 5): nothing there was promised
+// durable. StrictRecovery refuses, naming the file, and changes nothing;
+// DefaultRecovery cuts the log at the damaged segment and removes the
+// later ones, as Kafka's recovery does; what remains is a prefix.
+func TestMediaErrorAboveRecoveryPoint(t *testing.T) {
+	p, dir := faultPartition(t, false)
+	infos := p.SegmentInfos()
+	path := filepath.Join(dir, segment.FileName(infos[0].BaseOffset, segment.LogSuffix))
+	require.NoError(t, os.Truncate(path, 0))
+	_, err := p.ReadFrom(0, 1<<20)
+	requireFault(t, err, path)
+	requireFault(t, p.FlushRolled(), path)
+	assert.Equal(t, int64(0), p.RecoveryPoint())
+	require.NoError(t, p.Close())
+
+	logs := func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*"+segment.LogSuffix))
+		require.NoError(t, err)
+		return names
+	}
+	before := logs()
+	require.Len(t, before, len(infos))
+	_, err = plog.Open(dir, plog.Config{SegmentBytes: 4096, Recovery: plog.StrictRecovery{}})
+	require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+	require.ErrorContains(t, err, filepath.Base(path))
+	assert.Equal(t, before, logs(), "a refused recovery removes no segment")
+
+	p2, err := plog.Open(dir, plog.Config{SegmentBytes: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	defer p2.Close()
+	assert.Equal(t, int64(0), p2.LogEndOffset())
+	assert.Equal(t, []string{path}, logs())
+	_, err = p2.AppendBatch(logtest.MakeBatch(1, 10, 1_700_000_000_000, 1))
+	require.NoError(t, err)
+}
+
 // TestRecordsAppendToSurvivesMediaError: Records.AppendTo copies the
 // zero-copy bytes under fault protection; NextOffset reads none of them.
 func TestRecordsAppendToSurvivesMediaError(t *testing.T) {
-	p, dir := faultPartition(t)
+	p, dir := faultPartition(t, true)
 	r, err := p.ReadFrom(0, 1<<20)
 	require.NoError(t, err)
 	defer r.Close()
