@@ -473,7 +473,7 @@ func walkHeaders(seg *segment.Segment, buf []byte, fn func(pos int64, h []byte, 
 			buf = h[:0]
 		}
 		m, ok := batch.PeekMagic(h)
-		legacy := ok && legacy.IsMagic(m)
+		legacy := ok && legacy.Is(h)
 		minSize := int64(batch.HeaderSize)
 		if legacy {
 			minSize = legacyMinSize(m)
