@@ -23,7 +23,8 @@ import (
 )
 
 // crashSeed returns the seed of a randomized crash test: $PARTLOG_CRASH_SEED
-// when set (to replay a failure), else the clock. It is logged.
+// when set (to replay a failure), else the clock. It is logged, and logged
+// again after a failure, so that it ends the test's failure output.
 func crashSeed(t *testing.T) uint64 {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -33,6 +34,11 @@ func crashSeed(t *testing.T) uint64 {
 		seed = v
 	}
 	t.Logf("seed %d (replay with PARTLOG_CRASH_SEED=%d)", seed, seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED with seed %d: replay with PARTLOG_CRASH_SEED=%d go test -run '^%s$' ./log/", seed, seed, t.Name())
+		}
+	})
 	return seed
 }
 

@@ -110,7 +110,10 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //     lie below the log start checkpoint (no reader's), or the
 //     later segment is the last, holds no batch, and either the recovery
 //     point reaches its base or, after a crash, the policy accepts it as
-//     a torn tail (emptyTailExplained);
+//     a torn tail (emptyTailExplained), or, after a crash, the later
+//     segment starts at the recovery point and holds no batch (a
+//     follower's roll across a gap whose batch the crash lost; recovery
+//     reads that segment);
 //   - offsets missing below the first segment (it starts past the log
 //     start checkpoint: DeleteRecordsBefore and retention write the
 //     checkpoint before they delete, and a new partition writes its
@@ -237,7 +240,17 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			cutAt = i
 			break
 		}
-		explained := cleanerAt >= bases[i+1] || belowStart
+		// After a crash, a gap before a segment at exactly the recovery
+		// point that holds no batch is a follower's roll across a gap
+		// (rollAcrossGapLocked persists the recovery point at the new
+		// segment's base before writing the batch that shows the gap):
+		// the crash lost that batch, and with it what explained the gap,
+		// while a later roll kept the segment from being the last.
+		// Recovery reads that segment (it is list[from]) and cuts the log
+		// there. A segment at the recovery point whose batches start at
+		// its base explains nothing: the gap is a hole.
+		rollGap := !clean && haveRP && rp == bases[i+1] && probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		explained := cleanerAt >= bases[i+1] || belowStart || rollGap
 		if !explained && emptyTail {
 			// An empty last segment after a gap (follower.go,
 			// settleEmptyTail, which removes it): a follower's roll

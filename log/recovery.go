@@ -447,8 +447,7 @@ func (p *Partition) observeSegmentEpochs(seg *segment.Segment) error {
 // under the walk, is an error wrapping ErrFault.
 func walkHeaders(seg *segment.Segment, fn func(pos int64, h []byte, legacy bool) (bool, error)) error {
 	res, err := seg.Check(segment.CheckOptions{HeadersOnly: true, KeepGoing: true}, func(h segment.BatchInfo, b batch.Batch, _ error) error {
-		m, _ := batch.PeekMagic(b) // an entry that frames holds its magic
-		more, err := fn(h.Pos, b, legacy.IsMagic(m))
+		more, err := fn(h.Pos, b, legacy.Is(b))
 		if err == nil && !more {
 			err = errStopWalk
 		}

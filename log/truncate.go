@@ -149,6 +149,28 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
+	// 1b. Remove the producer snapshots past the new end, durably, before
+	// any file is cut (always safe: the next load replays from an older
+	// one). The cut removes .txnindex entries and whole segments in steps
+	// a crash can keep in part: the .txnindex of a segment cut before its
+	// .log, or a later segment's .log kept while its .txnindex rename to
+	// .deleted survived. The replay after a snapshot at or below newEnd
+	// rewrites the entries of every marker from there (replayProducers);
+	// one past the markers left would leave them out of the .txnindex, and
+	// read_committed would serve their aborted transactions.
+	// A failed removal changes nothing that matters (no file was cut yet);
+	// a failed directory sync fails the partition, as every failed sync.
+	removed, err := p.removeSnapshots(func(off int64) bool { return off > newEnd })
+	if err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
+	}
+	if removed {
+		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: truncate %s to %d: sync after removing producer snapshots: %w", p.dir, offset, err))
+			return p.mu.failed
+		}
+	}
+
 	// 2. Publish the lowered bounds, then count the truncation: a reader
 	// that loaded older bounds sees the count change and retries. Until
 	// the producer state is reloaded (makeTruncationDurableLocked), the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,11 +166,20 @@ func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, d
 // transaction), plain appends, rolls, syncs and truncations on the
 // crash-simulating filesystem, crashed at random moments with a random
 // share of the unsynced writes surviving (some torn) and reopened from the
-// clone. After every reopen and truncation, the open transactions, the
+// clone. A crash falls between two steps or at a random filesystem
+// operation inside the steps that follow (a roll, its flush, a
+// truncation, a close), the unfinished step going on against the old
+// filesystem. After every reopen and truncation, the open transactions, the
 // last stable offset, what read_committed returns and reports, and the
 // .txnindex files (after a close) agree with an oracle computed from the
 // recovered log's batches: the transaction state survives close and crash
 // through the producer snapshot and the replay of the log after it.
+//
+// Half the histories leave the rolls' background flush to explicit steps
+// (one goroutine does every operation, so the seed replays the history
+// exactly); the others run it in the background as in production, racing
+// the steps, so the seed replays their steps but not where the flush was
+// when a crash came.
 func TestTxnCrash(t *testing.T) {
 	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x7a))
@@ -181,18 +191,33 @@ func TestTxnCrash(t *testing.T) {
 	crashes, histories := 0, 0
 	for crashes < minCrashes && time.Now().Before(deadline) {
 		histories++
-		crashes += txnCrashHistory(t, rng, histories)
+		crashes += txnCrashHistory(t, seed, rng, histories)
 	}
 	t.Logf("%d crash points in %d histories", crashes, histories)
 }
 
-func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
+func txnCrashHistory(t *testing.T, seed uint64, rng *rand.Rand, id int) int {
 	t.Helper()
 	flush := []int64{0, 1}[rng.IntN(2)]
+	manual := rng.IntN(2) == 0
 	mem := vfs.NewMem()
-	cfg := plog.Config{FS: mem, SegmentBytes: int64(300 + rng.IntN(1200)), FlushMessages: flush}
+	in := vfs.NewInjector(mem)
+	cfg := plog.Config{
+		FS:           in,
+		SegmentBytes: int64(300 + rng.IntN(1200)),
+		// Small indexes (Kafka's 10 MiB preallocation costs a history
+		// most of its time on the in-memory filesystem).
+		SegmentIndexBytes:  []int{24, 240, 4096}[rng.IntN(3)],
+		IndexIntervalBytes: []int{1, 100, 4096}[rng.IntN(3)],
+		FlushMessages:      flush,
+	}
+	if manual {
+		cfg = plog.WithManualRollFlush(cfg)
+	}
 	const dir = "/kafka/txn-0"
-	where := func(what string) string { return fmt.Sprintf("history %d (flush.messages %d): %s", id, flush, what) }
+	where := func(what string) string {
+		return fmt.Sprintf("seed %d (PARTLOG_CRASH_SEED), history %d (flush.messages %d, manual roll flush %v): %s", seed, id, flush, manual, what)
+	}
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err, where("open"))
 	defer func() {
@@ -200,6 +225,44 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			_ = p.Close()
 		}
 	}()
+	// A crash inside the coming steps: the hook takes the clone before
+	// the armed operation (the background flush calls it too).
+	var armed struct {
+		sync.Mutex
+		left  int // operations before the crash; -1 when not armed
+		opts  vfs.CrashOptions
+		clone *vfs.MemFS
+	}
+	armed.left = -1
+	hook := func(vfs.Op) error {
+		armed.Lock()
+		defer armed.Unlock()
+		if armed.left == 0 && armed.clone == nil {
+			armed.clone = mem.CrashClone(armed.opts)
+		}
+		if armed.left >= 0 {
+			armed.left--
+		}
+		return nil
+	}
+	in.SetHook(hook)
+	crashes := 0
+	// reopenFrom closes p and opens the partition again on clone (the
+	// filesystem a crash left), then checks its transaction state.
+	reopenFrom := func(clone *vfs.MemFS, opts vfs.CrashOptions, what string) {
+		_ = p.Close()
+		p = nil
+		armed.Lock()
+		mem, in = clone, vfs.NewInjector(clone)
+		armed.left, armed.clone = -1, nil
+		armed.Unlock()
+		in.SetHook(hook)
+		cfg.FS = in
+		p, err = plog.Open(dir, cfg)
+		require.NoError(t, err, where(fmt.Sprintf("reopen after crash %+v %s", opts, what)))
+		checkTxnState(t, where(fmt.Sprintf("after crash %+v %s", opts, what)), p, mem, dir, true)
+		crashes++
+	}
 	const producers = 3
 	ts := time.Now().UnixMilli()
 	nextSeq := func(pid int64) int32 {
@@ -210,7 +273,6 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		}
 		return st.Batches[len(st.Batches)-1].LastSequence + 1
 	}
-	crashes := 0
 	for step := 0; step < 60; step++ {
 		switch r := rng.IntN(100); {
 		case r < 40:
@@ -227,28 +289,123 @@ func txnCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			require.NoError(t, err, where("plain append"))
 		case r < 69:
 			require.NoError(t, p.Roll(), where("roll"))
-		case r < 75:
+		case r < 73 && manual:
+			require.NoError(t, p.FlushRolled(), where("roll flush"))
+		case r < 77:
 			require.NoError(t, p.Sync(), where("sync"))
-		case r < 80 && p.LogEndOffset() > 0:
+		case r < 82 && p.LogEndOffset() > 0:
 			o := rng.Int64N(p.LogEndOffset())
 			require.NoError(t, p.TruncateTo(o), where(fmt.Sprintf("truncate to %d", o)))
 			checkTxnState(t, where(fmt.Sprintf("after truncating to %d", o)), p, mem, dir, false)
-		case r < 84:
+		case r < 86:
 			require.NoError(t, p.Close(), where("close"))
 			p, err = plog.Open(dir, cfg)
 			require.NoError(t, err, where("reopen"))
 			checkTxnState(t, where("after a clean reopen"), p, mem, dir, true)
+		case r < 92:
+			armed.Lock()
+			if armed.left < 0 && armed.clone == nil {
+				armed.left = rng.IntN(40)
+				armed.opts = vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			}
+			armed.Unlock()
 		default:
 			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-			clone := mem.CrashClone(opts)
-			_ = p.Close()
-			mem, cfg.FS = clone, clone
-			p, err = plog.Open(dir, cfg)
-			require.NoError(t, err, where(fmt.Sprintf("reopen after crash %+v", opts)))
-			checkTxnState(t, where(fmt.Sprintf("after crash %+v", opts)), p, mem, dir, true)
-			crashes++
+			reopenFrom(mem.CrashClone(opts), opts, "between steps")
+		}
+		armed.Lock()
+		clone, opts := armed.clone, armed.opts
+		armed.Unlock()
+		if clone != nil {
+			reopenFrom(clone, opts, fmt.Sprintf("at an operation of step %d", step))
 		}
 	}
 	checkTxnState(t, where("at the end"), p, mem, dir, false)
 	return crashes
+}
+
+// TestTruncateToCrashKeepsTxnIndex crashes a TruncateTo at every
+// filesystem operation, keeping none, half or all of the unsynced writes.
+// The cut removes an ABORT marker's .txnindex entry in the segment it cuts
+// and deletes a later segment holding another aborted transaction, while a
+// producer snapshot past both markers (from a clean close) is on disk. A
+// crash that kept the .txnindex cut (or the later segment's .txnindex
+// rename to .deleted) and lost the .log cut (or the .log rename) left a
+// marker whose entry was gone: the reopened partition replayed from the
+// snapshot past it, never rewrote the entry, and read_committed served
+// the aborted records as committed. TruncateTo now removes the snapshots
+// past its new end durably before it cuts anything, so the replay after a
+// crash starts at or below every marker the cut may have touched.
+func TestTruncateToCrashKeepsTxnIndex(t *testing.T) {
+	const dir = "/kafka/txn-trunc-0"
+	cfg := func(fs vfs.FS) plog.Config {
+		return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentIndexBytes: 240, IndexIntervalBytes: 1})
+	}
+	ts := time.Now().UnixMilli()
+	// setup writes the log and closes it cleanly: segment 0 holds a plain
+	// batch, an aborted transaction of producer 1 (marker at 2) and an
+	// open one of producer 2; segment 4 an aborted transaction of
+	// producer 3 (marker at 5); segment 6 a plain batch.
+	setup := func(fs vfs.FS) {
+		p, err := plog.Open(dir, cfg(fs))
+		require.NoError(t, err)
+		_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 1, ts, false))
+		require.NoError(t, err)
+		_, err = p.AppendBatch(prodBatch(t, 1, 0, 0, 1, ts, true))
+		require.NoError(t, err)
+		_, err = p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0))
+		require.NoError(t, err)
+		_, err = p.AppendBatch(prodBatch(t, 2, 0, 0, 1, ts, true))
+		require.NoError(t, err)
+		require.NoError(t, p.Roll())
+		_, err = p.AppendBatch(prodBatch(t, 3, 0, 0, 1, ts, true))
+		require.NoError(t, err)
+		_, err = p.AppendMarker(marker(batch.ControlAbort, 3, 0, 0))
+		require.NoError(t, err)
+		require.NoError(t, p.Roll())
+		_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 1, ts, false))
+		require.NoError(t, err)
+		require.NoError(t, p.FlushRolled())
+		require.NoError(t, p.Close())
+	}
+	// The truncation to 2 cuts segment 0 at the marker and deletes
+	// segments 4 and 6. Count its operations once.
+	counter := vfs.NewInjector(vfs.NewMem())
+	setup(counter)
+	p, err := plog.Open(dir, cfg(counter))
+	require.NoError(t, err)
+	before := counter.Ops()
+	require.NoError(t, p.TruncateTo(2))
+	total := counter.Ops() - before
+	require.NoError(t, p.Close())
+	require.Greater(t, total, int64(10))
+
+	for _, keep := range []int{0, 50, 100} {
+		for k := int64(0); k < total; k++ {
+			mem := vfs.NewMem()
+			setup(mem)
+			in := vfs.NewInjector(mem)
+			p, err := plog.Open(dir, cfg(in))
+			require.NoError(t, err)
+			opts := vfs.CrashOptions{UnsyncedDataPercent: keep, Seed: uint64(k)}
+			var clone *vfs.MemFS
+			n := int64(0)
+			in.SetHook(func(vfs.Op) error {
+				if n == k {
+					clone = mem.CrashClone(opts)
+				}
+				n++
+				return nil
+			})
+			require.NoError(t, p.TruncateTo(2))
+			in.SetHook(nil)
+			require.NoError(t, p.Close())
+			require.NotNil(t, clone, "operation %d", k)
+			where := fmt.Sprintf("crash before operation %d of %d of TruncateTo(2), %+v", k, total, opts)
+			p, err = plog.Open(dir, cfg(clone))
+			require.NoError(t, err, where)
+			checkTxnState(t, where, p, clone, dir, true)
+			require.NoError(t, p.Close())
+		}
+	}
 }

@@ -77,6 +77,31 @@ var ieee = crc32.MakeTable(crc32.IEEE)
 // IsMagic reports whether m is a legacy message format version.
 func IsMagic(m int8) bool { return m == MagicV0 || m == MagicV1 }
 
+// Is reports whether b, the start of an entry (at least its first
+// MagicOffset+1 bytes), is a legacy message for recovery: its magic is 0
+// or 1, unless b holds MinSize bytes in which the magic, the attributes
+// and the key and value lengths (bytes 16 to 26) are all zero and the
+// messageSize is not the 14 bytes those fields make. No writer wrote such
+// an entry (a magic 0 message with an empty key and value is 14 bytes
+// long), but a crash leaves it where an entry's bytes were never written
+// after its first ones landed (a file extended with zeros): recovery
+// judges it as the torn write it is, not as legacy data it cannot prove
+// torn (DESIGN law 12).
+func Is(b []byte) bool {
+	if len(b) < peekSize || !IsMagic(int8(b[MagicOffset])) {
+		return false
+	}
+	if len(b) < MinSize || Entry(b).messageSize() == overheadV0 {
+		return true
+	}
+	for _, c := range b[MagicOffset:MinSize] {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Entry is a view over one legacy message set entry (magic 0 or 1): the
 // 8-byte offset, the 4-byte message size and the message. A compressed
 // entry (a wrapper) holds a nested message set, compressed, as its value;

@@ -267,8 +267,7 @@ func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, ba
 		}
 		isLegacy := false
 		if framed {
-			m, _ := batch.PeekMagic(b)
-			isLegacy = legacy.IsMagic(m)
+			isLegacy = legacy.Is(b)
 		}
 		if res.cause, res.kept, err = src.classify(err, pos, prevLast, o.maxBatchSize, isLegacy, o.sealed); err != nil {
 			return res, err
@@ -307,14 +306,14 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 	if rest < legacyPeekSize {
 		return nil, base.TornTailErrorf(src.path, pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
 	}
-	over, err := src.peek(pos, legacyPeekSize)
+	over, err := src.peek(pos, int(min(rest, legacy.MinSize)))
 	if err != nil {
 		return nil, err
 	}
 	size := src.entrySize(over)
 	minSize := int64(batch.HeaderSize)
-	if m := int8(over[hdrMagicAt]); legacy.IsMagic(m) {
-		minSize = legacyMinSize(m)
+	if legacy.Is(over) {
+		minSize = legacyMinSize(int8(over[hdrMagicAt]))
 	}
 	switch {
 	case size < minSize:
@@ -350,8 +349,9 @@ func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, no
 			return BatchInfo{}, err
 		}
 		h.legacyWrapper = false // counted from the wrapper's own offset
-	} else if m, _ := batch.PeekMagic(b); legacy.IsMagic(m) {
+	} else if legacy.Is(b) {
 		e := legacy.Entry(b)
+		m := e.Magic()
 		if err := e.ValidateHeader(); err != nil {
 			return BatchInfo{}, base.WithFile(err, src.path, pos)
 		}
