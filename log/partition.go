@@ -158,6 +158,8 @@ type Partition struct {
 		// before it has it. While it is set, writers wait on truncated
 		// (lockWriter); only SetHighWatermark and LeaderEpochs run.
 		truncating *segment.Segment
+		// nextSeg is the next segment made ahead of the roll (spare.go).
+		nextSeg nextSegment
 	}
 	// truncated is signalled (with mu held) when TruncateTo clears
 	// mu.truncating. Its Locker is &mu.Mutex.
@@ -726,6 +728,7 @@ func (p *Partition) close() error {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
+	p.discardSpareLocked() // spare.go
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {

@@ -405,3 +405,43 @@ func roundDownInt64(n, m int64) int64 { return n / m * m }
 
 // entryField names entry i for corruption errors.
 func entryField(i int) string { return fmt.Sprintf("entry %d", i) }
+
+// rebase gives an index without entries a new base offset (a spare
+// segment's indexes get theirs when a roll adopts it). REQUIRES: writer,
+// no reader has the index yet.
+func (x *indexFile) rebase(baseOffset int64) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if baseOffset < 0 || baseOffset > MaxBaseOffset {
+		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, x.Path(), baseOffset, int64(MaxBaseOffset))
+	}
+	if n := x.entries.Load(); n != 0 {
+		return fmt.Errorf("%w: %s: rebase of an index with %d entries", ErrInvalidArgument, x.Path(), n)
+	}
+	x.base = baseOffset
+	return nil
+}
+
+// prewrite writes zeros through the file over its first n bytes (capped at
+// the file's length and the mapping), which hold no entries yet: as
+// writeFirstPage does for the first page, it turns the preallocated
+// (unwritten) extents into written ones in the page cache, so that the
+// first store into each of those pages through the mapping does not
+// convert the extent inside a page fault. REQUIRES: writer, no entries.
+func (x *indexFile) prewrite(n int) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if e := x.entries.Load(); e != 0 {
+		return fmt.Errorf("%w: %s: prewrite of an index with %d entries", ErrInvalidArgument, x.Path(), e)
+	}
+	n = int(min(int64(n), x.fileLen.Load(), int64(len(x.cur.Load().buf))))
+	var zeros [64 << 10]byte
+	for off := firstPageBytes; off < n; off += len(zeros) {
+		if _, err := x.f.WriteAt(zeros[:min(len(zeros), n-off)], int64(off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
