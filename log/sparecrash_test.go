@@ -261,4 +261,3 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 		}
 	}
 }
-
