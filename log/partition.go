@@ -89,6 +89,9 @@ type Partition struct {
 	// the sealed segments, their snapshots and the recovery point
 	// (durability.go).
 	rolled rolledWork
+	// spareFiles is held while a spare segment's files are created or
+	// removed (spare.go); taken after mu when both are held.
+	spareFiles sync.Mutex
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}

@@ -88,7 +88,9 @@ func (p *Partition) startSpareLocked() {
 // partition closed, failed or has one meanwhile. A failure only costs the
 // next roll the creation (logged). REQUIRES: mu not held.
 func (p *Partition) prepareSpare() {
+	p.spareFiles.Lock()
 	seg, err := segment.CreateSpare(p.cfg.FS, p.dir, p.segCfg)
+	p.spareFiles.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -125,10 +127,13 @@ func (p *Partition) spareIdleCheck() {
 		return
 	}
 	p.stopSpareTimerLocked()
-	// The next roll creates its segment and starts a new spare.
+	// The next roll creates its segment and starts a new spare, whose
+	// files (the same names) are created only after these are removed.
 	p.mu.nextSeg = nextSegment{state: spareSkipped}
+	p.spareFiles.Lock()
 	p.mu.Unlock()
-	p.discardSpare(seg)
+	p.discardSpareFiles(seg)
+	p.spareFiles.Unlock()
 }
 
 // stopSpareTimerLocked stops the spare's idle check. REQUIRES: mu held.
@@ -181,9 +186,17 @@ func (p *Partition) discardSpareLocked() {
 	}
 }
 
-// discardSpare closes a spare and removes its files; a failure is logged
-// (the next start-up removes what is left).
+// discardSpare closes a spare and removes its files, holding spareFiles so
+// that a new spare's files (the same names) are not created meanwhile; a
+// failure is logged (the next start-up removes what is left).
 func (p *Partition) discardSpare(seg *segment.Segment) {
+	p.spareFiles.Lock()
+	defer p.spareFiles.Unlock()
+	p.discardSpareFiles(seg)
+}
+
+// discardSpareFiles is discardSpare with spareFiles held.
+func (p *Partition) discardSpareFiles(seg *segment.Segment) {
 	if err := seg.Discard(); err != nil {
 		p.logger.Warn("partlog/log: removing the spare segment failed", "dir", p.dir, "err", fmt.Errorf("%s: %w", seg.LogPath(), err))
 	}

@@ -261,3 +261,46 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareInBackground appends across many rolls with the spares made by
+// their goroutines (not by the test), on the operating system's
+// filesystem (mapped files) and on MemFS, then closes while one may be
+// in the making: the log is intact, Close leaves no spare file, and the
+// directory reopens to the same log.
+func TestSpareInBackground(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fs   func(t *testing.T) (vfs.FS, string)
+	}{
+		{"os", func(t *testing.T) (vfs.FS, string) { return vfs.Default, filepath.Join(t.TempDir(), "p-0") }},
+		{"mem", func(t *testing.T) (vfs.FS, string) { return vfs.NewMem(), spareDir }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, dir := tc.fs(t)
+			cfg := plog.Config{FS: fs, SegmentBytes: 2000, SegmentIndexBytes: 4096}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			m := logtest.NewModel(0, false)
+			for i := range 300 {
+				b := logtest.MakeBatch(2, 40, int64(1000+i), byte(i))
+				off, err := p.AppendBatch(b)
+				require.NoError(t, err)
+				require.NoError(t, m.AppendBatch(b, off))
+			}
+			require.Greater(t, p.Stats().Rolls, int64(20))
+			require.NoError(t, p.Verify())
+			logtest.Check(t, p, m)
+			require.NoError(t, p.Close())
+			names, err := fs.List(dir)
+			require.NoError(t, err)
+			for _, n := range names {
+				assert.NotContains(t, n, ".spare", "Close removes the spare")
+			}
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, p.Close()) }()
+			logtest.Check(t, p, m)
+			require.NoError(t, p.Verify())
+		})
+	}
+}
