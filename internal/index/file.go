@@ -422,26 +422,3 @@ func (x *indexFile) rebase(baseOffset int64) error {
 	x.base = baseOffset
 	return nil
 }
-
-// prewrite writes zeros through the file over its first n bytes (capped at
-// the file's length and the mapping), which hold no entries yet: as
-// writeFirstPage does for the first page, it turns the preallocated
-// (unwritten) extents into written ones in the page cache, so that the
-// first store into each of those pages through the mapping does not
-// convert the extent inside a page fault. REQUIRES: writer, no entries.
-func (x *indexFile) prewrite(n int) error {
-	if x.w.closed {
-		return x.closedError()
-	}
-	if e := x.entries.Load(); e != 0 {
-		return fmt.Errorf("%w: %s: prewrite of an index with %d entries", ErrInvalidArgument, x.Path(), e)
-	}
-	n = int(min(int64(n), x.fileLen.Load(), int64(len(x.cur.Load().buf))))
-	var zeros [64 << 10]byte
-	for off := firstPageBytes; off < n; off += len(zeros) {
-		if _, err := x.f.WriteAt(zeros[:min(len(zeros), n-off)], int64(off)); err != nil {
-			return err
-		}
-	}
-	return nil
-}

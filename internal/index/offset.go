@@ -291,9 +291,3 @@ func (idx *OffsetIndex) Delete() error { return idx.x.delete() }
 // spare segment's, when a roll adopts it). It returns ErrInvalidArgument
 // when the index has entries. Writer side; no lookup may run yet.
 func (idx *OffsetIndex) Rebase(baseOffset int64) error { return idx.x.rebase(baseOffset) }
-
-// Prewrite writes zeros through the file over the first n bytes of an
-// index without entries (see indexFile.prewrite): the pages the entries
-// will be stored in are then written extents, and the stores through the
-// mapping do not pay an extent conversion in a page fault.
-func (idx *OffsetIndex) Prewrite(n int) error { return idx.x.prewrite(n) }

@@ -250,7 +250,3 @@ func (idx *TimeIndex) Delete() error { return idx.x.delete() }
 // Rebase gives an index without entries the base offset baseOffset; see
 // OffsetIndex.Rebase.
 func (idx *TimeIndex) Rebase(baseOffset int64) error { return idx.x.rebase(baseOffset) }
-
-// Prewrite writes zeros over the first n bytes of an index without
-// entries; see OffsetIndex.Prewrite.
-func (idx *TimeIndex) Prewrite(n int) error { return idx.x.prewrite(n) }

@@ -26,36 +26,12 @@ const spareBase = 0
 
 // CreateSpare creates an empty segment under the spare names (SpareSuffix)
 // in dir, replacing a spare left there, for a roll to adopt later
-// (AdoptAs). Besides what Create does, it writes zeros over the index
-// pages a segment of cfg.MaxSegmentBytes is expected to fill (one offset
-// entry per IndexIntervalBytes; Index.Prewrite), so that no append pays
-// the extent conversion of a preallocated page. Nothing is synced: a
-// crash may leave the files, which the next start-up removes. One spare
-// per directory: the names do not depend on anything else.
+// (AdoptAs): the files Create makes (the index files preallocated, their
+// first page written, the .log and both indexes mapped). Nothing is
+// synced: a crash may leave the files, which the next start-up removes.
+// One spare per directory: the names do not depend on anything else.
 func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
-	s, err := CreateWithSuffix(fsys, dir, spareBase, SpareSuffix, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.prewriteIndexes(); err != nil {
-		_ = s.Discard()
-		return nil, err
-	}
-	return s, nil
-}
-
-// prewriteIndexes writes zeros over the index pages the entries of a full
-// segment will use (see CreateSpare).
-func (s *Segment) prewriteIndexes() error {
-	interval := int64(s.cfg.IndexIntervalBytes)
-	if interval <= 0 {
-		interval = 1 // an entry per batch: bound by the index size
-	}
-	entries := s.cfg.MaxSegmentBytes/interval + 1
-	if err := s.offIdx.Prewrite(int(min(entries*index.OffsetEntrySize, int64(s.cfg.MaxIndexBytes)))); err != nil {
-		return err
-	}
-	return s.timeIdx.Prewrite(int(min(entries*index.TimeEntrySize, int64(s.cfg.MaxIndexBytes))))
+	return CreateWithSuffix(fsys, dir, spareBase, SpareSuffix, cfg)
 }
 
 // AdoptAs makes a spare (CreateSpare) the empty segment with base offset
