@@ -90,8 +90,15 @@ type Partition struct {
 	// (durability.go).
 	rolled rolledWork
 	// spareFiles is held while a spare segment's files are created or
-	// removed (spare.go); taken after mu when both are held.
+	// removed (spare.go); taken after mu when both are held. spareMade
+	// is the spare just created, until the goroutine that made it (or a
+	// roll that waited for it) takes it; spareLive is set while a spare's
+	// files exist under the spare names (made, until adopted or
+	// discarded), so that no second one is created over them. Both are
+	// guarded by spareFiles.
 	spareFiles sync.Mutex
+	spareMade  *segment.Segment
+	spareLive  bool
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}

@@ -85,18 +85,38 @@ func (p *Partition) startSpareLocked() {
 
 // prepareSpare creates the spare (without mu: the files are nobody
 // else's) and hands it to the partition, or discards it when the
-// partition closed, failed or has one meanwhile. A failure only costs the
-// next roll the creation (logged). REQUIRES: mu not held.
+// partition closed, failed or has one meanwhile. A roll that comes while
+// the files are being created waits for them (takeSpareLocked) rather
+// than create its own beside them. A failure only costs the next roll the
+// creation (logged). REQUIRES: mu not held.
 func (p *Partition) prepareSpare() {
 	p.spareFiles.Lock()
+	if p.spareLive {
+		// Another goroutine's spare (one a roll started before this
+		// one's predecessor had installed its own): it is installed or
+		// about to be.
+		p.spareFiles.Unlock()
+		return
+	}
 	seg, err := segment.CreateSpare(p.cfg.FS, p.dir, p.segCfg)
+	if err == nil {
+		p.spareMade, p.spareLive = seg, true
+	}
 	p.spareFiles.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err != nil {
-		p.mu.nextSeg.state = spareSkipped
+		if p.mu.nextSeg.state == sparePreparing {
+			p.mu.nextSeg.state = spareSkipped
+		}
 		p.logger.Warn("partlog/log: creating the next segment ahead failed; the roll creates it", "dir", p.dir, "err", err)
 		return
+	}
+	p.spareFiles.Lock()
+	seg, p.spareMade = p.spareMade, nil
+	p.spareFiles.Unlock()
+	if seg == nil {
+		return // a roll took it
 	}
 	if p.mu.closed || p.mu.failed != nil || p.mu.nextSeg.seg != nil {
 		p.discardSpare(seg)
@@ -144,14 +164,18 @@ func (p *Partition) stopSpareTimerLocked() {
 	}
 }
 
-// takeSpareLocked returns the spare (nil when there is none) and resets
-// the state for the next active segment. REQUIRES: mu held.
+// takeSpareLocked returns the spare (nil when there is none), waiting
+// for one being created, and resets the state for the next active
+// segment (the roll starts its spare). REQUIRES: mu held.
 func (p *Partition) takeSpareLocked() *segment.Segment {
 	seg := p.mu.nextSeg.seg
-	p.stopSpareTimerLocked()
-	if p.mu.nextSeg.state != sparePreparing {
-		p.mu.nextSeg = nextSegment{}
+	if seg == nil && p.mu.nextSeg.state == sparePreparing {
+		p.spareFiles.Lock() // held while the files are created
+		seg, p.spareMade = p.spareMade, nil
+		p.spareFiles.Unlock()
 	}
+	p.stopSpareTimerLocked()
+	p.mu.nextSeg = nextSegment{}
 	return seg
 }
 
@@ -165,6 +189,9 @@ func (p *Partition) createNextLocked(newBase int64) (*segment.Segment, error) {
 	if spare := p.takeSpareLocked(); spare != nil {
 		err := spare.AdoptAs(newBase)
 		if err == nil {
+			p.spareFiles.Lock()
+			p.spareLive = false // the names are free for the next one
+			p.spareFiles.Unlock()
 			return spare, nil
 		}
 		p.logger.Warn("partlog/log: adopting the spare segment failed; creating the segment", "dir", p.dir, "base", newBase, "err", err)
@@ -197,6 +224,7 @@ func (p *Partition) discardSpare(seg *segment.Segment) {
 
 // discardSpareFiles is discardSpare with spareFiles held.
 func (p *Partition) discardSpareFiles(seg *segment.Segment) {
+	p.spareLive = false // a new spare replaces what is left of the names
 	if err := seg.Discard(); err != nil {
 		p.logger.Warn("partlog/log: removing the spare segment failed", "dir", p.dir, "err", fmt.Errorf("%s: %w", seg.LogPath(), err))
 	}

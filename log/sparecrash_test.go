@@ -72,6 +72,10 @@ func TestRollAdoptsSpare(t *testing.T) {
 	in := vfs.NewInjector(mem)
 	p, m := buildSpare(t, in)
 	require.Len(t, spareNames(t, mem), 3, ".log, .index and .timeindex")
+	// A second preparation (a goroutine a roll started before the first
+	// one had installed its spare) makes none over the first one's files.
+	p.PrepareSpare()
+	require.Len(t, spareNames(t, mem), 3)
 
 	var kinds []vfs.OpKind
 	in.SetHook(func(op vfs.Op) error {
@@ -152,7 +156,7 @@ func TestSpareNeverTakenForData(t *testing.T) {
 			p, m := buildSpare(t, mem)
 			var state *vfs.MemFS
 			if clean {
-				p.PrepareSpare() // replaced: one spare at a time
+				p.PrepareSpare() // a second call makes none: one spare at a time
 				require.NoError(t, p.Close())
 				state = mem
 			} else {
