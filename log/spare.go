@@ -148,8 +148,12 @@ func (p *Partition) spareIdleCheck() {
 	}
 	p.stopSpareTimerLocked()
 	// The next roll creates its segment and starts a new spare, whose
-	// files (the same names) are created only after these are removed.
+	// files (the same names) are created only after these are removed;
+	// Close waits for the removal (mu.closed is not set: Close sets it
+	// under mu before it waits for rolled.wg).
 	p.mu.nextSeg = nextSegment{state: spareSkipped}
+	p.rolled.wg.Add(1)
+	defer p.rolled.wg.Done()
 	p.spareFiles.Lock()
 	p.mu.Unlock()
 	p.discardSpareFiles(seg)
