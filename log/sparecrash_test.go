@@ -24,10 +24,10 @@ func spareCfg(fs vfs.FS) plog.Config {
 	return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentBytes: 700, IndexIntervalBytes: 1, SegmentIndexBytes: 4096})
 }
 
-// spareNames returns the names in spareDir that carry the spare suffix.
-func spareNames(t *testing.T, fs vfs.FS) []string {
+// spareNames returns the names in dir that carry the spare suffix.
+func spareNames(t *testing.T, fs vfs.FS, dir string) []string {
 	t.Helper()
-	names, err := fs.List(spareDir)
+	names, err := fs.List(dir)
 	require.NoError(t, err)
 	var out []string
 	for _, n := range names {
@@ -71,11 +71,11 @@ func TestRollAdoptsSpare(t *testing.T) {
 	mem := vfs.NewMem()
 	in := vfs.NewInjector(mem)
 	p, m := buildSpare(t, in)
-	require.Len(t, spareNames(t, mem), 3, ".log, .index and .timeindex")
+	require.Len(t, spareNames(t, mem, spareDir), 3, ".log, .index and .timeindex")
 	// A second preparation (a goroutine a roll started before the first
 	// one had installed its spare) makes none over the first one's files.
 	p.PrepareSpare()
-	require.Len(t, spareNames(t, mem), 3)
+	require.Len(t, spareNames(t, mem, spareDir), 3)
 
 	var kinds []vfs.OpKind
 	in.SetHook(func(op vfs.Op) error {
@@ -86,7 +86,7 @@ func TestRollAdoptsSpare(t *testing.T) {
 	in.SetHook(nil)
 	assert.Equal(t, []vfs.OpKind{vfs.OpRemove, vfs.OpRename, vfs.OpRename, vfs.OpRename}, kinds, "the roll's filesystem operations")
 	assert.False(t, p.HasSpare())
-	assert.Empty(t, spareNames(t, mem))
+	assert.Empty(t, spareNames(t, mem, spareDir))
 
 	infos := p.SegmentInfos()
 	last := infos[len(infos)-1].BaseOffset
@@ -117,9 +117,9 @@ func TestRollAdoptsSpare(t *testing.T) {
 func TestSpareRemovedAtClose(t *testing.T) {
 	mem := vfs.NewMem()
 	p, _ := buildSpare(t, mem)
-	require.NotEmpty(t, spareNames(t, mem))
+	require.NotEmpty(t, spareNames(t, mem, spareDir))
 	require.NoError(t, p.Close())
-	assert.Empty(t, spareNames(t, mem))
+	assert.Empty(t, spareNames(t, mem, spareDir))
 }
 
 // TestSpareRemovedWhenIdle: a spare no append used between two idle
@@ -136,10 +136,10 @@ func TestSpareRemovedWhenIdle(t *testing.T) {
 	require.NoError(t, m.AppendBatch(b, off))
 	p.SpareIdleCheck()
 	assert.True(t, p.HasSpare(), "an append came since the spare was made")
-	assert.Len(t, spareNames(t, mem), 3)
+	assert.Len(t, spareNames(t, mem, spareDir), 3)
 	p.SpareIdleCheck()
 	assert.False(t, p.HasSpare(), "no append since the last check")
-	assert.Empty(t, spareNames(t, mem))
+	assert.Empty(t, spareNames(t, mem, spareDir))
 	require.NoError(t, p.Roll())
 	require.NoError(t, p.Verify())
 	logtest.Check(t, p, m)
@@ -172,7 +172,7 @@ func TestSpareNeverTakenForData(t *testing.T) {
 			p, err := plog.Open(spareDir, spareCfg(state))
 			require.NoError(t, err)
 			defer func() { require.NoError(t, p.Close()) }()
-			assert.Empty(t, spareNames(t, state), "Open removes spare files")
+			assert.Empty(t, spareNames(t, state, spareDir), "Open removes spare files")
 			if !clean {
 				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
 			}
@@ -254,7 +254,7 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 
 			p2, err := plog.Open(spareDir, spareCfg(state))
 			require.NoError(t, err, what)
-			assert.Empty(t, spareNames(t, state), what)
+			assert.Empty(t, spareNames(t, state, spareDir), what)
 			require.NoError(t, m.Crash(p2.LogEndOffset(), p2.HighWatermark()), what)
 			require.NoError(t, logtest.CheckErr(p2, m), what)
 			require.NoError(t, p2.Verify(), what)
