@@ -308,3 +308,51 @@ func TestSpareInBackground(t *testing.T) {
 		})
 	}
 }
+
+// TestDirSparesOutsideBudgetAndStats: in a Dir whose partitions share an
+// open-segment budget, the spares of the partitions that rolled are not
+// segments: Stats counts the log's segments only, the budget counts sealed
+// segments only (a spare, like the active segment, is not in it), and the
+// idle check leaves each partition at rest with its active segment's files
+// alone. Closing the Dir leaves no spare file.
+func TestDirSparesOutsideBudgetAndStats(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{
+		Config:          plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 700, SegmentIndexBytes: 1024}),
+		MaxOpenSegments: 2,
+	}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	var parts []*plog.Partition
+	for i := range 4 {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		for j := range 12 {
+			_, err := p.AppendBatch(logtest.MakeBatch(2, 30, int64(1000+j), byte(j)))
+			require.NoError(t, err)
+		}
+		p.PrepareSpare()
+		require.True(t, p.HasSpare())
+		parts = append(parts, p)
+	}
+	for i, p := range parts {
+		st := p.Stats()
+		assert.Equal(t, len(p.SegmentInfos()), st.Segments, "partition %d", i)
+		assert.LessOrEqual(t, st.SegmentBudget.Open, 2, "partition %d: sealed segments open at rest", i)
+		names, err := mem.List(fmt.Sprintf("/logs/t-%d", i))
+		require.NoError(t, err)
+		logs := 0
+		for _, n := range names {
+			if strings.HasSuffix(n, segment.LogSuffix) {
+				logs++
+			}
+		}
+		assert.Equal(t, st.Segments, logs, "partition %d: the spare's .log is not a segment", i)
+		p.SpareIdleCheck() // no append since the spare was made
+		assert.False(t, p.HasSpare(), "partition %d at rest", i)
+		assert.Empty(t, spareNames(t, mem, fmt.Sprintf("/logs/t-%d", i)))
+	}
+	parts[0].PrepareSpare()
+	require.NoError(t, d.Close())
+	assert.Empty(t, spareNames(t, mem, "/logs/t-0"), "Close removes the spare")
+}
