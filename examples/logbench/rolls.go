@@ -13,11 +13,13 @@ const rollSegmentBytes = 4 << 20
 
 // rollLatency: the latency of each AppendBatch of 16 KiB batches (no
 // fsync) into segments of 4 MiB, so that the appends cross many rolls, as
-// percentiles. Under the partition lock a roll seals the segment (its
-// final time index entry) and creates the next segment's files; the
-// append that rolls waits for that, and so do appends queued behind it.
-// The trim of the sealed segment's indexes, its flush and the recovery
-// point checkpoint run in the background.
+// percentiles, and the appends that rolled alone. Under the partition
+// lock a roll seals the segment (its final time index entry) and renames
+// the next segment's files, made ahead in the background as a spare (it
+// creates them itself when no spare is ready); the append that rolls
+// waits for that, and so do appends queued behind it. The trim of the
+// sealed segment's indexes, its flush and the recovery point checkpoint
+// run in the background.
 func (b *bench) rollLatency() error {
 	set := batches(256, 16<<10)
 	n := int(b.total / 2 / int64(len(set[0])))
