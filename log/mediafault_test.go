@@ -33,6 +33,12 @@ func faultPartition(t *testing.T) (*plog.Partition, string) {
 		require.NoError(t, err)
 	}
 	require.Greater(t, len(p.SegmentInfos()), 4)
+	// Durable, so the sealed segments lie below the recovery point: a
+	// segment above it that lost its bytes is unsynced data recovery may
+	// cut (docs/crash-safety.md, "Rolls"), not a hole it refuses; without
+	// this the refusal below depended on the rolls' background flushes
+	// having run.
+	require.NoError(t, p.Sync())
 	return p, dir
 }
 
