@@ -429,7 +429,8 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.stats.noteAppend(bt)
-	p.observeProducerLocked(bt) // producer.go; the header is enough
+	p.maybePrepareSpareLocked(active) // spare.go
+	p.observeProducerLocked(bt)       // producer.go; the header is enough
 	return nil
 }
 
@@ -468,7 +469,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
 	}
-	seg, err := segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
+	seg, err := p.createNextLocked(newBase) // the spare renamed, spare.go
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
 			p.setFailedLocked(failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)))
@@ -485,6 +486,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	}
 	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
 	p.noteRolledLocked(newBase)     // the flush, in the background
+	p.startSpareLocked()            // the next roll's segment, spare.go
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

@@ -184,6 +184,8 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			require.NoError(t, merr, "%s: model: delete records before %d", where(), o)
 		case r < 77 && manual:
 			require.NoError(t, p.FlushRolled(), "%s: roll flush", where())
+		case r < 80 && manual:
+			p.PrepareSpare() // the next roll adopts it (spare.go)
 		default:
 			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
 			clone := mem.CrashClone(opts)
@@ -191,6 +193,7 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			mem, cfg.FS = clone, clone
 			p, err = plog.Open(dir, cfg)
 			require.NoError(t, err, "%s: reopen after crash %+v: %v\n%s", where(), opts, err, clone.String())
+			require.Empty(t, spareNames(t, clone, dir), "%s: crash %+v: Open removes spare files", where(), opts)
 			require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s: crash %+v", where(), opts)
 			require.False(t, strings.Contains(logs.String(), "different length"), "%s: crash %+v: the pre-scan and segment.Recover disagree:\n%s", where(), opts, logs.String())
 			logs.Reset()

@@ -83,3 +83,20 @@ const (
 
 // FS is the filesystem of the partition's files, for the external tests.
 func (p *Partition) FS() segment.FS { return p.cfg.FS }
+
+// PrepareSpare makes the next segment's spare now, as the goroutine an
+// append past half the segment starts (which WithManualRollFlush leaves
+// to the test).
+func (p *Partition) PrepareSpare() { p.prepareSpare() }
+
+// HasSpare reports whether the partition holds a spare segment.
+func (p *Partition) HasSpare() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.nextSeg.seg != nil
+}
+
+// SpareIdleCheck runs the check a timer runs every spareIdleAfter while the
+// partition holds a spare: it removes the spare when no append came since
+// the spare was made or the last check.
+func (p *Partition) SpareIdleCheck() { p.spareIdleCheck() }

@@ -89,6 +89,16 @@ type Partition struct {
 	// the sealed segments, their snapshots and the recovery point
 	// (durability.go).
 	rolled rolledWork
+	// spareFiles is held while a spare segment's files are created or
+	// removed (spare.go); taken after mu when both are held. spareMade
+	// is the spare just created, until the goroutine that made it (or a
+	// roll that waited for it) takes it; spareLive is set while a spare's
+	// files exist under the spare names (made, until adopted or
+	// discarded), so that no second one is created over them. Both are
+	// guarded by spareFiles.
+	spareFiles sync.Mutex
+	spareMade  *segment.Segment
+	spareLive  bool
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}
@@ -158,6 +168,8 @@ type Partition struct {
 		// before it has it. While it is set, writers wait on truncated
 		// (lockWriter); only SetHighWatermark and LeaderEpochs run.
 		truncating *segment.Segment
+		// nextSeg is the next segment made ahead of the roll (spare.go).
+		nextSeg nextSegment
 	}
 	// truncated is signalled (with mu held) when TruncateTo clears
 	// mu.truncating. Its Locker is &mu.Mutex.
@@ -726,6 +738,7 @@ func (p *Partition) close() error {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
+	p.discardSpareLocked() // spare.go
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {

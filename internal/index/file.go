@@ -405,3 +405,20 @@ func roundDownInt64(n, m int64) int64 { return n / m * m }
 
 // entryField names entry i for corruption errors.
 func entryField(i int) string { return fmt.Sprintf("entry %d", i) }
+
+// rebase gives an index without entries a new base offset (a spare
+// segment's indexes get theirs when a roll adopts it). REQUIRES: writer,
+// no reader has the index yet.
+func (x *indexFile) rebase(baseOffset int64) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if baseOffset < 0 || baseOffset > MaxBaseOffset {
+		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, x.Path(), baseOffset, int64(MaxBaseOffset))
+	}
+	if n := x.entries.Load(); n != 0 {
+		return fmt.Errorf("%w: %s: rebase of an index with %d entries", ErrInvalidArgument, x.Path(), n)
+	}
+	x.base = baseOffset
+	return nil
+}

@@ -286,3 +286,8 @@ func (idx *OffsetIndex) Rename(newPath string) error { return idx.x.rename(newPa
 // Delete unmaps and closes the index (without trimming) if it is open, and
 // removes its file. A missing file is not an error.
 func (idx *OffsetIndex) Delete() error { return idx.x.delete() }
+
+// Rebase gives an index without entries the base offset baseOffset (a
+// spare segment's, when a roll adopts it). It returns ErrInvalidArgument
+// when the index has entries. Writer side; no lookup may run yet.
+func (idx *OffsetIndex) Rebase(baseOffset int64) error { return idx.x.rebase(baseOffset) }

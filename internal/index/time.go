@@ -246,3 +246,7 @@ func (idx *TimeIndex) Rename(newPath string) error { return idx.x.rename(newPath
 // Delete unmaps and closes the index (without trimming) if it is open, and
 // removes its file. A missing file is not an error.
 func (idx *TimeIndex) Delete() error { return idx.x.delete() }
+
+// Rebase gives an index without entries the base offset baseOffset; see
+// OffsetIndex.Rebase.
+func (idx *TimeIndex) Rebase(baseOffset int64) error { return idx.x.rebase(baseOffset) }

@@ -8,7 +8,8 @@
 // reference counts (Ref, Unref), read leases and the bounded truncation
 // wait (AcquireRead, LockForTruncate, TruncateToLocked), budget pins (Pin,
 // Unpin), the file suffixes of the partition's crash protocol
-// (CreateWithSuffix, ChangeSuffix, MarkDeleted), roll decisions
+// (CreateWithSuffix, ChangeSuffix, MarkDeleted), spare segments made
+// ahead of a roll (CreateSpare, AdoptAs, Discard), roll decisions
 // (ShouldRoll), sealed and clean opens (RecoverSealed, OpenClean, Unseal),
 // the transaction index writes (AppendAbortedTxn, TruncateAbortedTxns,
 // FlushTxnIndex) and the header walk (Headers). It is internal so that
