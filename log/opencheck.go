@@ -108,9 +108,10 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //     checkpoint covers them, or either segment has offset gaps of its
 //     own (a follower's copy of a compacted log has them too), or they
 //     lie below the log start checkpoint (no reader's), or the
-//     later segment is the last, holds no batch, and either the recovery
-//     point reaches its base or, after a crash, the policy accepts it as
-//     a torn tail (emptyTailExplained);
+//     later segment holds no batch, is the last or, after a crash, the
+//     first one recovery reads (where it cuts the log), and either the
+//     recovery point reaches its base or, after a crash, the policy
+//     accepts it as a torn tail (emptyTailExplained);
 //   - offsets missing below the first segment (it starts past the log
 //     start checkpoint: DeleteRecordsBefore and retention write the
 //     checkpoint before they delete, and a new partition writes its
@@ -225,7 +226,15 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		// restart (TruncateFullyAndStartAt) removes the old segments
 		// after its commit, in any order a crash may keep.
 		belowStart := haveCP && cpStart >= bases[i+1]
-		emptyTail := i+1 == n-1 && probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		// An empty segment after the gap is the log's tail when it is the
+		// last one, or when it is the first an unclean open recovers:
+		// recovery cuts the log there (endsShort) and removes the later
+		// segments. A follower's roll across a gap moves the recovery
+		// point to the new segment's base before the batch after the gap
+		// is written, so a crash may lose that batch, the only sign of
+		// the gap, while a later segment keeps its own.
+		emptyNext := probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		emptyTail := emptyNext && (i+1 == n-1 || (!clean && haveRP && i+1 == from))
 		if !clean && haveRP && i >= from && !belowStart && !emptyTail {
 			// Above the recovery point: a crash after the roll that
 			// sealed this segment, before the roll's background flush,
