@@ -125,20 +125,28 @@ func (r *smReplay) read(o int64, maxBytes int, follower bool) {
 	r.check()
 }
 
-// rewrite is the state machine's rewriteSegments: segments [from, to)
-// copied into one .cleaned segment and swapped in with compaction's
-// commit protocol. A rewrite that does not fit one segment leaves its
-// .cleaned file behind and changes nothing else, as in the state machine.
+// rewrite is the state machine's rewriteSegments of segments [from, to)
+// (rewriteSegments).
 func (r *smReplay) rewrite(from, to int) {
-	t, p := r.t, r.p
-	segs, err := p.Segments()
-	require.NoError(t, err)
+	segs, err := r.p.Segments()
+	require.NoError(r.t, err)
 	defer func() {
 		for _, s := range segs {
-			require.NoError(t, s.Unref())
+			require.NoError(r.t, s.Unref())
 		}
 	}()
-	old := segs[from:to]
+	if rewriteSegments(r.t, r.p, segs[from:to]) == nil {
+		r.check()
+	}
+}
+
+// rewriteSegments does what compaction does when it keeps every record:
+// it copies the sealed segments old into one .cleaned segment and swaps
+// it in with compaction's commit protocol and its directory syncs. When
+// the batches do not fit one segment it returns the error and leaves the
+// .cleaned file behind, the partition unchanged.
+func rewriteSegments(t tb, p *plog.Partition, old []*segment.Segment) error {
+	t.Helper()
 	seg, err := segment.CreateWithSuffix(p.FS(), p.Dir(), old[0].BaseOffset(), segment.CleanedSuffix, p.SegmentConfig())
 	require.NoError(t, err)
 	for _, o := range old {
@@ -149,7 +157,7 @@ func (r *smReplay) rewrite(from, to int) {
 			require.NoError(t, err)
 			if _, err := seg.Append(bt); err != nil {
 				_ = seg.Close()
-				return
+				return err
 			}
 			data = rest
 		}
@@ -177,7 +185,7 @@ func (r *smReplay) rewrite(from, to int) {
 		}
 		return checkpoint.SyncDir(p.FS(), p.Dir())
 	}))
-	r.check()
+	return nil
 }
 
 func (r *smReplay) roll() {
