@@ -222,6 +222,17 @@ func (r *smReplay) offsetForTimestamp(target int64) {
 	r.check()
 }
 
+// reopen closes the partition cleanly and opens it again: nothing changes.
+func (r *smReplay) reopen() {
+	require.NoError(r.t, r.p.Close())
+	r.p = nil
+	p, err := plog.Open(r.dir, r.cfg)
+	require.NoError(r.t, err)
+	r.p = p
+	r.m.Reopen()
+	r.check()
+}
+
 func (r *smReplay) crash(opts vfs.CrashOptions) {
 	clone := r.mem.CrashClone(opts)
 	_ = r.p.Close()
@@ -237,8 +248,38 @@ func (r *smReplay) crash(opts vfs.CrashOptions) {
 // TestStateMachineReplayGapAfterCrash replays the TestStateMachine history
 // that once ended in a refused reopen: after a crash, Open said offsets
 // [29, 42) were missing between two segments, although the gap was one a
-// follower's append left.
+// follower's append left. The log rolls across a gap of 2^31 offsets to a
+// segment at 42 (the batch's last offset - (2^31-1)), moving the recovery
+// point there with that batch unsynced, then rolls again at 2147483690;
+// the crash comes before that roll's flush. Each case is a crash that
+// loses segment 42's batch, the only sign of the gap [29, 42): Open must
+// cut the log there and remove the empty segment, so that the log ends at
+// 29 and a clean reopen keeps it so.
 func TestStateMachineReplayGapAfterCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts vfs.CrashOptions
+	}{
+		// rapid's case: the newest segment keeps its batches (Open
+		// refused the gap before segment 42, not the last one).
+		{"later segment kept", vfs.CrashOptions{UnsyncedDataPercent: 86, TornPercent: 16, Seed: 0x43d029b}},
+		// The newest segment's file stays, empty: Open removed it and
+		// left segment 42 empty at the end (log end 42), which the
+		// reopen then removed (log end 29).
+		{"later segment empty", vfs.CrashOptions{UnsyncedDataPercent: 30, Seed: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := replayGapHistory(t)
+			r.crash(tc.opts)
+			require.Equal(t, int64(29), r.p.LogEndOffset())
+			r.reopen()
+		})
+	}
+}
+
+// replayGapHistory replays TestStateMachine's history up to its last
+// crash (TestStateMachineReplayGapAfterCrash).
+func replayGapHistory(t *testing.T) *smReplay {
 	r := newSMReplay(t, plog.Config{
 		SegmentBytes:       622,
 		SegmentIndexBytes:  240,
@@ -272,18 +313,13 @@ func TestStateMachineReplayGapAfterCrash(t *testing.T) {
 	r.rewrite(0, 1)
 	r.sync()
 	r.crash(vfs.CrashOptions{UnsyncedDataPercent: 3, TornPercent: 75, Seed: 0x3})
-	// The first append rolls across a gap of 2^31 offsets to a segment at
-	// 42 (the batch's last offset - (2^31-1)) and moves the recovery point
-	// there, its batch unsynced; the second rolls again, at 2147483690.
-	// The crash comes before that roll's flush: it keeps the newest
-	// segment's batches and loses segment 42's, the only sign of the gap
-	// [29, 42). Open must cut the log at segment 42 (and remove the empty
-	// segment), not refuse the gap below the recovery point.
+	// The rolls from here on are not flushed (the roll across the gap
+	// flushes below its segment itself).
 	r.holdFlush = true
 	r.appendAssigned(smBatch{records: 1, valueSize: 11, timeStep: 1, gap: 2147483660, epochStep: 1})
 	r.appendAssigned(
 		smBatch{records: 23, valueSize: 0, timeStep: -4043},
 		smBatch{records: 5, valueSize: 2, timeStep: -1},
 	)
-	r.crash(vfs.CrashOptions{UnsyncedDataPercent: 86, TornPercent: 16, Seed: 0x43d029b})
+	return r
 }
