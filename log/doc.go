@@ -658,8 +658,10 @@
 //     hands it to Config.Recovery as a torn tail; either way it removes it
 //     (it holds nothing) and the log ends where the previous segment does,
 //     so that a batch appended next never leaves a segment after a gap its
-//     batches do not show. After a clean shutdown such a segment without
-//     that recovery point is refused, as a stray file.
+//     batches do not show. The same holds when later segments follow it
+//     (the crash kept a later roll's files): recovery cuts the log at the
+//     empty segment and removes them first. After a clean shutdown such a
+//     segment without that recovery point is refused, as a stray file.
 //   - TruncateTo at an offset inside a gap keeps the batches below it; the
 //     log ends at the last one's next offset (a segment a cut would leave
 //     empty after a gap is removed instead), never below the log start

@@ -77,8 +77,9 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 //     active segment, then a roll: the log start offset checkpoint is at
 //     the new segment's base and the segments before it lie wholly below.
 //
-// The first two remove the empty segment: the log ends where the previous
-// segment does (as TruncateTo ends it when it would empty a segment after
+// The first two remove the empty segment (and then an empty segment
+// before it that is one of these, as the next Open would): the log ends
+// where the previous segment does (as TruncateTo ends it when it would empty a segment after
 // a gap), so that no segment follows an offset gap its own batches do not
 // show (a batch appended at the empty segment's base would otherwise
 // leave one, which checkDir refuses). A segment that holds nothing loses
@@ -138,7 +139,10 @@ func (p *Partition) settleEmptyTail(list []*segment.Segment, logStart int64, hav
 		if err := remove(list[n-1:]); err != nil {
 			return list, err
 		}
-		return list[:n-1], nil
+		// The segment before may be such a one too (a crash lost the
+		// batches of a roll across a gap and of the roll after it, and
+		// recovery cut the log there): settle it as the next Open would.
+		return p.settleEmptyTail(list[:n-1], logStart, haveLogStart)
 	}
 }
 

@@ -108,12 +108,10 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //     checkpoint covers them, or either segment has offset gaps of its
 //     own (a follower's copy of a compacted log has them too), or they
 //     lie below the log start checkpoint (no reader's), or the
-//     later segment is the last, holds no batch, and either the recovery
-//     point reaches its base or, after a crash, the policy accepts it as
-//     a torn tail (emptyTailExplained), or, after a crash, the later
-//     segment starts at the recovery point and holds no batch (a
-//     follower's roll across a gap whose batch the crash lost; recovery
-//     reads that segment);
+//     later segment holds no batch, is the last or, after a crash, the
+//     first one recovery reads (where it cuts the log), and either the
+//     recovery point reaches its base or, after a crash, the policy
+//     accepts it as a torn tail (emptyTailExplained);
 //   - offsets missing below the first segment (it starts past the log
 //     start checkpoint: DeleteRecordsBefore and retention write the
 //     checkpoint before they delete, and a new partition writes its
@@ -228,7 +226,15 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		// restart (TruncateFullyAndStartAt) removes the old segments
 		// after its commit, in any order a crash may keep.
 		belowStart := haveCP && cpStart >= bases[i+1]
-		emptyTail := i+1 == n-1 && probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		// An empty segment after the gap is the log's tail when it is the
+		// last one, or when it is the first an unclean open recovers:
+		// recovery cuts the log there (endsShort) and removes the later
+		// segments. A follower's roll across a gap moves the recovery
+		// point to the new segment's base before the batch after the gap
+		// is written, so a crash may lose that batch, the only sign of
+		// the gap, while a later segment keeps its own.
+		emptyNext := probes[i+1].Start == 0 && probes[i+1].Batches == 0
+		emptyTail := emptyNext && (i+1 == n-1 || (!clean && haveRP && i+1 == from))
 		if !clean && haveRP && i >= from && !belowStart && !emptyTail {
 			// Above the recovery point: a crash after the roll that
 			// sealed this segment, before the roll's background flush,
@@ -240,17 +246,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			cutAt = i
 			break
 		}
-		// After a crash, a gap before a segment at exactly the recovery
-		// point that holds no batch is a follower's roll across a gap
-		// (rollAcrossGapLocked persists the recovery point at the new
-		// segment's base before writing the batch that shows the gap):
-		// the crash lost that batch, and with it what explained the gap,
-		// while a later roll kept the segment from being the last.
-		// Recovery reads that segment (it is list[from]) and cuts the log
-		// there. A segment at the recovery point whose batches start at
-		// its base explains nothing: the gap is a hole.
-		rollGap := !clean && haveRP && rp == bases[i+1] && probes[i+1].Start == 0 && probes[i+1].Batches == 0
-		explained := cleanerAt >= bases[i+1] || belowStart || rollGap
+		explained := cleanerAt >= bases[i+1] || belowStart
 		if !explained && emptyTail {
 			// An empty last segment after a gap (follower.go,
 			// settleEmptyTail, which removes it): a follower's roll

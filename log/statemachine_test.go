@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -278,48 +276,9 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				from := rapid.IntRange(0, n-1).Draw(rt, "from")
 				to := rapid.IntRange(from+1, n).Draw(rt, "to")
-				old := segs[from:to]
-				seg, err := segment.CreateWithSuffix(p.FS(), p.Dir(), old[0].BaseOffset(), segment.CleanedSuffix, p.SegmentConfig())
-				require.NoError(rt, err)
-				for _, o := range old {
-					data, err := o.Bytes(0, o.Size(), nil)
-					require.NoError(rt, err)
-					for len(data) > 0 {
-						bt, rest, err := batch.Parse(data)
-						require.NoError(rt, err)
-						_, err = seg.Append(bt)
-						if err != nil {
-							_ = seg.Close()
-							rt.Skip("the rewritten segment does not fit one segment: " + err.Error())
-						}
-						data = rest
-					}
+				if err := rewriteSegments(rt, p, segs[from:to]); err != nil {
+					rt.Skip("the rewritten segment does not fit one segment: " + err.Error())
 				}
-				require.NoError(rt, seg.Seal())
-				require.NoError(rt, seg.Flush())
-				require.NoError(rt, checkpoint.SyncDir(p.FS(), p.Dir()))
-				// compaction's commit protocol, with its directory syncs
-				err = p.ReplaceSegments(old, []*segment.Segment{seg}, func() error {
-					if err := seg.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
-						return err
-					}
-					if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
-						return err
-					}
-					for _, o := range old {
-						if err := o.MarkDeleted(); err != nil {
-							return err
-						}
-					}
-					if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
-						return err
-					}
-					if err := seg.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
-						return err
-					}
-					return checkpoint.SyncDir(p.FS(), p.Dir())
-				})
-				require.NoError(rt, err)
 			},
 			"deleteSegments": func(rt *rapid.T) {
 				segs, err := p.Segments()
