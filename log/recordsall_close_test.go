@@ -77,3 +77,43 @@ func TestRecordsAllClosedByBodyCompressed(t *testing.T) {
 	require.ErrorIs(t, got, plog.ErrClosed)
 	require.Zero(t, after, "records yielded after Close")
 }
+
+// TestRecordsAllClosedByBodyLegacy: the same for the messages of a legacy
+// wrapper (a log Kafka wrote before 0.11), closed after each record in
+// turn.
+func TestRecordsAllClosedByBodyLegacy(t *testing.T) {
+	dir := copyFixtureFrom(t, "legacy", "mixed-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	r, err := p.ReadFrom(p.LogStartOffset(), 1<<20)
+	require.NoError(t, err)
+	total := 0
+	for _, err := range r.All(nil) {
+		require.NoError(t, err)
+		total++
+	}
+	require.NoError(t, r.Close())
+	require.Greater(t, total, 1)
+	for closeAt := 1; closeAt < total; closeAt++ {
+		r, err := p.ReadFrom(p.LogStartOffset(), 1<<20)
+		require.NoError(t, err)
+		n, after := 0, 0
+		var got error
+		for _, err := range r.All(nil) {
+			if err != nil {
+				got = err
+				break
+			}
+			if n == closeAt {
+				after++
+				continue
+			}
+			if n++; n == closeAt {
+				require.NoError(t, r.Close())
+			}
+		}
+		require.ErrorIs(t, got, plog.ErrClosed, "close at %d", closeAt)
+		require.Zero(t, after, "records yielded after Close (close at %d)", closeAt)
+	}
+}
