@@ -323,7 +323,14 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 			continue
 		}
 		for i := range n {
-			if buf[i].Offset >= from && !yield(buf[i], nil) {
+			if buf[i].Offset < from {
+				continue
+			}
+			if !yield(buf[i], nil) {
+				return
+			}
+			if h.state() == nil { // closed by the loop body: buf is released
+				yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
 				return
 			}
 		}
@@ -379,7 +386,14 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 			return false
 		}
 		for _, rec := range recs {
-			if rec.Offset >= r.from && !yield(rec, nil) {
+			if rec.Offset < r.from {
+				continue
+			}
+			if !yield(rec, nil) {
+				return false
+			}
+			if h.state() == nil { // closed by the loop body: recs is released
+				yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
 				return false
 			}
 		}
@@ -398,7 +412,14 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 			if !ok {
 				break
 			}
-			if rec.Offset >= r.from && !yield(rec, nil) {
+			if rec.Offset < r.from {
+				continue
+			}
+			if !yield(rec, nil) {
+				return false
+			}
+			if h.state() == nil { // closed by the loop body: body and dec are released
+				yield(batch.Record{}, noted(p, fmt.Errorf("%w: Records closed during the iteration", ErrClosed)))
 				return false
 			}
 		}

@@ -1,0 +1,119 @@
+package log_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// TestRecordsAllClosedByBodyYieldsNothingMore: once the loop body closes
+// the Records, All yields no further record (the rest of a decoded run
+// lives in the pooled state Close released, which the next ReadFrom may
+// reuse), only the one error wrapping ErrClosed.
+func TestRecordsAllClosedByBodyYieldsNothingMore(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	for i := range 100 {
+		_, err := p.AppendBatch(logtest.MakeBatch(1, 20, int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	for _, closeAt := range []int{1, 3, 31, 32, 33} {
+		r, err := p.ReadFrom(0, 1<<20)
+		require.NoError(t, err)
+		n, after := 0, 0
+		var got error
+		for rec, err := range r.All(nil) {
+			if err != nil {
+				got = err
+				break
+			}
+			if n == closeAt {
+				after++
+				continue
+			}
+			require.Equal(t, int64(n), rec.Offset)
+			if n++; n == closeAt {
+				require.NoError(t, r.Close())
+			}
+		}
+		require.ErrorIs(t, got, plog.ErrClosed, "close at %d", closeAt)
+		require.Zero(t, after, "records yielded after Close (close at %d)", closeAt)
+	}
+}
+
+// TestRecordsAllClosedByBodyCompressed: the same for a compressed batch,
+// whose records All decodes one by one from the released bytes otherwise.
+func TestRecordsAllClosedByBodyCompressed(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	bld := batch.NewBuilder(batch.BuilderOptions{Compression: batch.CompressionGzip, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
+	for i := range 10 {
+		require.NoError(t, bld.Add(batch.Record{Key: fmt.Appendf(nil, "z%d", i), Value: []byte("compressed"), Timestamp: 3000}))
+	}
+	gzipped, err := bld.Build()
+	require.NoError(t, err)
+	_, err = p.AppendBatch(gzipped)
+	require.NoError(t, err)
+	r, err := p.ReadFrom(0, 1<<20)
+	require.NoError(t, err)
+	n, after := 0, 0
+	var got error
+	for _, err := range r.All(nil) {
+		if err != nil {
+			got = err
+			break
+		}
+		if n == 2 {
+			after++
+			continue
+		}
+		if n++; n == 2 {
+			require.NoError(t, r.Close())
+		}
+	}
+	require.ErrorIs(t, got, plog.ErrClosed)
+	require.Zero(t, after, "records yielded after Close")
+}
+
+// TestRecordsAllClosedByBodyLegacy: the same for the messages of a legacy
+// wrapper (a log Kafka wrote before 0.11), closed after each record in
+// turn.
+func TestRecordsAllClosedByBodyLegacy(t *testing.T) {
+	dir := copyFixtureFrom(t, "legacy", "mixed-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	r, err := p.ReadFrom(p.LogStartOffset(), 1<<20)
+	require.NoError(t, err)
+	total := 0
+	for _, err := range r.All(nil) {
+		require.NoError(t, err)
+		total++
+	}
+	require.NoError(t, r.Close())
+	require.Greater(t, total, 1)
+	for closeAt := 1; closeAt < total; closeAt++ {
+		r, err := p.ReadFrom(p.LogStartOffset(), 1<<20)
+		require.NoError(t, err)
+		n, after := 0, 0
+		var got error
+		for _, err := range r.All(nil) {
+			if err != nil {
+				got = err
+				break
+			}
+			if n == closeAt {
+				after++
+				continue
+			}
+			if n++; n == closeAt {
+				require.NoError(t, r.Close())
+			}
+		}
+		require.ErrorIs(t, got, plog.ErrClosed, "close at %d", closeAt)
+		require.Zero(t, after, "records yielded after Close (close at %d)", closeAt)
+	}
+}
