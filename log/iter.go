@@ -379,6 +379,9 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 	st.Last, st.Pos, st.Rec = at, at+e.size, 0
 	switch {
 	case legacy.IsMagic(e.magic):
+		if dec == &r.dec { // a compressed wrapper decompresses into it
+			r.decUsed = true
+		}
 		recs, err := legacyRecords(dec, r.legacyRecs[:0], legacy.Entry(body))
 		r.legacyRecs = recs
 		if err != nil {
