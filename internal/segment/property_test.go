@@ -2,9 +2,7 @@ package segment
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/rapidflag"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -195,18 +194,5 @@ func corruptIndex(t *rapid.T, fsys vfs.FS, dir string, base int64) {
 	}
 }
 
-// TestMain turns rapid's fail files off unless -rapid.nofailfile is given:
-// a failing property test prints its -rapid.seed instead of saving a file
-// in the package's testdata, which every later run would replay (tests
-// write only under t.TempDir()).
-func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.nofailfile" })
-	if !given {
-		if err := flag.Set("rapid.nofailfile", "true"); err != nil {
-			panic(err)
-		}
-	}
-	os.Exit(m.Run())
-}
+// TestMain turns rapid's fail files off (rapidflag.Main).
+func TestMain(m *testing.M) { rapidflag.Main(m) }
