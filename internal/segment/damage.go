@@ -206,13 +206,22 @@ func (src *logSource) peek(pos int64, n int) ([]byte, error) {
 }
 
 // walkOptions are CheckOptions for the walk (see there); headers is
-// HeadersOnly, goOn KeepGoing.
+// HeadersOnly, goOn KeepGoing. Two more serve the segment's own header
+// scans (Segment.scan: index rebuild, open, truncation):
 type walkOptions struct {
 	maxBatchSize int
 	sealed       bool
 	headers      bool
 	from         int64
 	goOn         bool
+	// stop ends the walk at the first entry that is not valid with that
+	// entry's error (wrapping base.ErrCorrupt) instead of classifying the
+	// damage: no search of the bytes after it, nothing read past it.
+	stop bool
+	// wrapperBase, with headers, reads a compressed legacy wrapper whole
+	// to count it from its first inner offset (as Recover does), so its
+	// offsets are checked as strictly as a full walk checks them.
+	wrapperBase bool
 }
 
 // walkResult is what the walk found: valid entries end at valid, the next
@@ -244,9 +253,13 @@ func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, ba
 		var h BatchInfo
 		framed := err == nil
 		if err == nil {
-			h, err = src.checkEntry(b, pos, prevLast, o.headers, o.goOn)
+			h, err = src.checkEntry(b, pos, prevLast, o.headers, o.goOn, o.wrapperBase)
 		}
 		if err != nil && !base.IsCorruption(err) {
+			return res, err
+		}
+		if err != nil && o.stop {
+			res.valid = pos
 			return res, err
 		}
 		if err == nil || (o.goOn && framed) {
@@ -335,20 +348,31 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 // (batch.ValidateHeader), or a legacy message's framing and CRC-32
 // (legacy.Entry.ValidateHeader); then, unless noOffsets, the offsets
 // against prevLast and the segment's relative range. With headers, b is
-// the entry's first bytes and only the header fields are checked. It never
+// the entry's first bytes and only the header fields are checked (a
+// compressed legacy wrapper from its first inner offset with
+// wrapperBase, else from its own). It never
 // decompresses a v2 batch: a batch whose CRC matches is byte for byte what
 // the writer appended, and the writer validated its records before
 // appending it. (A decompression limit here would cut valid, very
 // compressible batches out of the log.) Only a legacy wrapper is
 // decompressed, to learn its first offset, and not with headers.
-func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, noOffsets bool) (BatchInfo, error) {
+func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, noOffsets, wrapperBase bool) (BatchInfo, error) {
 	var h BatchInfo
 	if headers {
 		var err error
 		if h, err = decodeHeader(src.path, b, pos, src.size); err != nil {
 			return BatchInfo{}, err
 		}
-		h.legacyWrapper = false // counted from the wrapper's own offset
+		if h.legacyWrapper && wrapperBase {
+			// The wrapper whole (a peek at the same position: b keeps
+			// its bytes) for its first inner offset.
+			w, err := src.peek(pos, int(h.Size))
+			if err != nil {
+				return BatchInfo{}, err
+			}
+			h.BaseOffset = legacyFirst(legacy.Entry(w))
+		}
+		h.legacyWrapper = false // else counted from the wrapper's own offset
 	} else if legacy.Is(b) {
 		e := legacy.Entry(b)
 		m := e.Magic()
