@@ -222,6 +222,10 @@ type walkOptions struct {
 	// to count it from its first inner offset (as Recover does), so its
 	// offsets are checked as strictly as a full walk checks them.
 	wrapperBase bool
+	// control, with headers, reads a control batch (a transaction marker)
+	// whole and checks it as a full walk does, CRC included, so its one
+	// record says which marker it holds (Segment.Headers).
+	control bool
 }
 
 // walkResult is what the walk found: valid entries end at valid, the next
@@ -245,15 +249,17 @@ func (w walkResult) result(size int64) RecoverResult {
 // top of this file), calling fn for each valid one (and, under goOn, each
 // framed one that fails its checks), and classifies the first damage.
 func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (_ walkResult, err error) {
-	defer mmap.Recover(mmap.Protect(), &err) // a fault on the mapping becomes ErrFault
+	if src.m != nil {
+		defer mmap.Recover(mmap.Protect(), &err) // a fault on the mapping becomes ErrFault
+	}
 	pos, prevLast := o.from, src.base-1
 	res := walkResult{next: src.base}
 	for pos < src.size {
-		b, err := src.readBatch(pos, o.maxBatchSize, o.headers)
+		b, headers, err := src.readBatch(pos, o.maxBatchSize, o.headers, o.control)
 		var h BatchInfo
 		framed := err == nil
 		if err == nil {
-			h, err = src.checkEntry(b, pos, prevLast, o.headers, o.goOn, o.wrapperBase)
+			h, err = src.checkEntry(b, pos, prevLast, headers, o.goOn, o.wrapperBase)
 		}
 		if err != nil && !base.IsCorruption(err) {
 			return res, err
@@ -309,19 +315,20 @@ func (src *logSource) entrySize(b []byte) int64 {
 }
 
 // readBatch returns the entry at pos (with headers, only its first bytes:
-// up to a v2 header), which frames: at least its magic's smallest size,
-// inside the file, at most maxBatchSize when > 0. Lengths are checked
-// before anything is read whole. A legacy message (magic 0 or 1) is
-// returned whole as well, its length checked against the smallest message
-// of its magic.
-func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batch.Batch, error) {
+// up to a v2 header, unless control and it is a v2 control batch), which
+// frames: at least its magic's smallest size, inside the file, at most
+// maxBatchSize when > 0; short says only its first bytes were read.
+// Lengths are checked before anything is read whole. A legacy message
+// (magic 0 or 1) is returned whole as well, its length checked against the
+// smallest message of its magic.
+func (src *logSource) readBatch(pos int64, maxBatchSize int, headers, control bool) (_ batch.Batch, short bool, _ error) {
 	rest := src.size - pos
 	if rest < legacyPeekSize {
-		return nil, base.TornTailErrorf(src.path, pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
+		return nil, false, base.TornTailErrorf(src.path, pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
 	}
 	over, err := src.peek(pos, int(min(rest, legacy.MinSize)))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	size := src.entrySize(over)
 	minSize := int64(batch.HeaderSize)
@@ -330,17 +337,24 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 	}
 	switch {
 	case size < minSize:
-		return nil, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
+		return nil, false, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
 	case size > rest:
-		return nil, base.TornTailErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes overruns the file (%d bytes left)", size, rest)
+		return nil, false, base.TornTailErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes overruns the file (%d bytes left)", size, rest)
 	case maxBatchSize > 0 && size > int64(maxBatchSize):
-		return nil, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
+		return nil, false, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
 	}
 	if headers {
-		size = min(size, batch.HeaderSize)
+		// The v2 header holds the attributes (size >= HeaderSize here).
+		hb, err := src.peek(pos, int(min(size, batch.HeaderSize)))
+		if err != nil {
+			return nil, false, err
+		}
+		if !control || int8(hb[hdrMagicAt]) != batch.Magic || !batch.Batch(hb).Attributes().IsControl() {
+			return batch.Batch(hb), true, nil
+		}
 	}
 	b, err := src.peek(pos, int(size))
-	return batch.Batch(b), err
+	return batch.Batch(b), false, err
 }
 
 // checkEntry is the check of the framed entry b at pos (Kafka's
