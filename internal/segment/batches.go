@@ -13,14 +13,17 @@ import (
 // after from, in file order: RecordBatch v2 batches, and legacy messages
 // (magic 0 or 1, from Kafka before 0.11) as they are; a consumer tells
 // them apart with batch.PeekMagic (a legacy entry's v2 accessors mean
-// nothing). It is the one walk over a segment's framing that the packages
-// above use (compaction, the partition's rewrite, dumplog).
+// nothing). The packages above read a segment's entries with it
+// (compaction, the partition's rewrite); it is the damage walk
+// (damage.go) over the segment's bytes.
 //
-// Every entry's framing and CRC are checked (batch.Batch.ValidateHeader,
-// legacy.Entry.ValidateHeader): a bad one ends the walk with an error
-// naming the file and the position (wrapping base.ErrCorrupt or
-// batch.ErrCorrupt); so does an I/O error. The entries are read into a
-// buffer the iterator owns (never an alias of the mapping, so a consumer
+// Every entry's framing, CRC (batch.Batch.ValidateHeader,
+// legacy.Entry.ValidateHeader) and offsets (increasing, inside the
+// segment's relative offsets) are checked: a bad one ends the walk with an
+// error wrapping base.ErrCorrupt (a *base.CorruptionError naming the file
+// and the position of the failing field); so does an I/O error, and a
+// file that ends before Size() is ErrFault. The entries are read into a
+// window the iterator owns (never an alias of the mapping, so a consumer
 // cannot fault on them): each is valid until the next iteration. The walk
 // holds a reference-free read lease (AcquireRead) for its duration: the
 // caller holds a reference and must not truncate the segment from the loop
@@ -31,10 +34,11 @@ func (s *Segment) Batches(from int64) iter.Seq2[batch.Batch, error] {
 
 // Headers returns the first batch.HeaderSize bytes of every RecordBatch v2
 // batch of the segment, in file order, checking only the framing (no CRC):
-// the cheap walk for a batch's producer fields, offsets and timestamps.
-// Control batches (transaction markers) are returned whole, CRC checked, so
-// their one record says which marker they hold. Legacy messages are
-// skipped: they have no such header. Buffer and lease as in Batches.
+// the cheap walk for a batch's producer fields, offsets and timestamps
+// (one read a header; offsets checked as in Batches). Control batches
+// (transaction markers) are returned whole, CRC checked, so their one
+// record says which marker they hold. Legacy messages are skipped: they
+// have no such header. Window and lease as in Batches.
 func (s *Segment) Headers() iter.Seq2[batch.Batch, error] {
 	return s.walk(s.BaseOffset(), true)
 }
