@@ -83,7 +83,7 @@ func (s *Segment) walk(from int64, headers bool) iter.Seq2[batch.Batch, error] {
 			window = batch.HeaderSize // a header a read: the rest is skipped
 		}
 		src := &logSource{path: s.LogPath(), base: s.base, size: size, r: releasedReader{s}, win: make([]byte, 0, window)}
-		_, err := src.walk(walkOptions{headers: headers, from: pos, stop: true, control: headers},
+		_, err := src.walk(walkOptions{headers: headers, from: pos, stop: true, control: headers, unguarded: true},
 			func(h BatchInfo, b batch.Batch, _ error) error {
 				if h.LastOffset < from || (headers && legacy.IsMagic(h.Magic)) {
 					return nil // before from; or a legacy message, which has no v2 header

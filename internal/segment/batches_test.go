@@ -110,3 +110,31 @@ func TestBatchesAndHeaders(t *testing.T) {
 	}
 	assert.Equal(t, len(all), n)
 }
+
+// A consumer that stops early ends the walk, and a panic in its loop body
+// is its own: the walk neither swallows it nor goes on after it.
+func TestBatchesStopAndPanic(t *testing.T) {
+	fsys := vfs_NewMemForTest(t)
+	s, err := Create(fsys, "/x", 0, Config{})
+	require.NoError(t, err)
+	defer func() { mustClose(t, s) }()
+	for i := range 4 {
+		mustAppend(t, s, simpleBatch(t, s.NextOffset(), 2, int64(i), 10))
+	}
+	n := 0
+	for _, err := range s.Batches(0) {
+		require.NoError(t, err)
+		if n++; n == 2 {
+			break
+		}
+	}
+	assert.Equal(t, 2, n)
+	assert.PanicsWithValue(t, "body", func() {
+		for range s.Headers() {
+			panic("body")
+		}
+	})
+	// The read lease was released: a truncation goes through.
+	_, err = s.TruncateTo(2)
+	require.NoError(t, err)
+}

@@ -228,6 +228,10 @@ type walkOptions struct {
 	// whole and checks it as a full walk does, CRC included, so its one
 	// record says which marker it holds (Segment.Headers).
 	control bool
+	// unguarded runs the walk, and fn, outside the fault guard: for a
+	// source without a mapping whose fn runs a consumer's loop body
+	// (Batches), whose panics are its own.
+	unguarded bool
 }
 
 // walkResult is what the walk found: valid entries end at valid, the next
@@ -251,7 +255,7 @@ func (w walkResult) result(size int64) RecoverResult {
 // top of this file), calling fn for each valid one (and, under goOn, each
 // framed one that fails its checks), and classifies the first damage.
 func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (_ walkResult, err error) {
-	if src.m != nil {
+	if !o.unguarded {
 		defer mmap.Recover(mmap.Protect(), &err) // a fault on the mapping becomes ErrFault
 	}
 	pos, prevLast := o.from, src.base-1
