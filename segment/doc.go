@@ -114,7 +114,13 @@
 // with it (HeadersOnly for the cheap open check), dumplog dumps with
 // it (KeepGoing: a framed entry that fails its checks is reported and the
 // walk goes on), and package log's Verify and header walks run it over an
-// open segment's own bytes. Bytes the walk cannot read (a media error, a
+// open segment's own bytes. The segment's own walks are the same walk:
+// Open's header scan (from the last index entry, or from the start to
+// rebuild an index) and TruncateTo's read headers through it, stopping at
+// the first entry that is not valid, and Batches reads entries through it
+// from the batch holding its offset, stopping with the entry's error. So
+// the framing rules (smallest sizes, RecordBatch v2 or legacy, offsets in
+// order and inside the segment, bounds) live in one place. Bytes the walk cannot read (a media error, a
 // file cut behind its back) are an error wrapping ErrFault, never damage. TestCheckAgreesWithRecover proves that Check and Recover
 // find the same end, next offset, cause and kept flag on every kind of
 // damage.

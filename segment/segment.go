@@ -142,8 +142,9 @@ func (s *Segment) WriteTo(w io.Writer, start, end int64) (int64, error) {
 }
 
 // Batches returns the segment's batches from the one holding offset from,
-// in file order, each checked (framing and CRC); a bad one ends the walk
-// with an error naming the file and the position. Each batch is valid
+// in file order, each checked as recovery checks it (framing, CRC,
+// offsets); a bad one ends the walk with an error wrapping
+// batch.ErrCorrupt that names the file and the position. Each batch is valid
 // until the next iteration.
 func (s *Segment) Batches(from int64) iter.Seq2[batch.Batch, error] { return s.s.Batches(from) }
 

@@ -3,11 +3,14 @@ package segment
 import (
 	"bytes"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -71,6 +74,79 @@ func TestOpenKeepsEmptyIndexOfSmallSegment(t *testing.T) {
 				mustClose(t, s)
 				truncateFile(t, fsys, segPath("/x", 0, IndexSuffix), 0)
 			}
+		})
+	}
+}
+
+// logReadFS counts the bytes read from .log files.
+type logReadFS struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+func (c *logReadFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := c.FS.OpenReadWrite(name)
+	if err != nil || !strings.HasSuffix(name, LogSuffix) {
+		return f, err
+	}
+	return &logReadFile{File: f, n: &c.n}, nil
+}
+
+func (c *logReadFS) Open(name string) (vfs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil || !strings.HasSuffix(name, LogSuffix) {
+		return f, err
+	}
+	return &logReadFile{File: f, n: &c.n}, nil
+}
+
+type logReadFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f *logReadFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.n.Add(int64(n))
+	return n, err
+}
+
+// Opening a closed segment reads batch headers, never batch data: the
+// header scan from the last offset index entry reads a header a batch,
+// clean or not, however large the segment; only a lost index makes Open
+// read every header (twice: the rebuild, then the largest timestamp's
+// scan), and still no records.
+func TestOpenReadsHeadersOnly(t *testing.T) {
+	mem := vfs_NewMemForTest(t)
+	cfg := Config{IndexIntervalBytes: 4096, MaxSegmentBytes: 1 << 30}
+	s, err := Create(mem, "/x", 0, cfg)
+	require.NoError(t, err)
+	const batches = 512
+	for i := range batches {
+		mustAppend(t, s, simpleBatch(t, s.NextOffset(), 8, int64(1000+i), 460)) // about 4 KiB
+	}
+	mustClose(t, s)
+	for _, tc := range []struct {
+		name   string
+		open   func(vfs.FS, string, int64, Config) (*Segment, error)
+		lost   bool  // the offset index is lost
+		atMost int64 // bytes of the .log read
+	}{
+		{"clean", OpenClean, false, 16 * batch.HeaderSize},
+		{"unclean", Open, false, 16 * batch.HeaderSize},
+		{"index lost", Open, true, (2*batches + 16) * batch.HeaderSize}, // the rebuild and the timestamp scan
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.lost {
+				truncateFile(t, mem, segPath("/x", 0, IndexSuffix), 0)
+			}
+			fsys := &logReadFS{FS: mem}
+			s, err := tc.open(fsys, "/x", 0, cfg)
+			require.NoError(t, err)
+			t.Logf("%d bytes of the .log read", fsys.n.Load())
+			assert.LessOrEqual(t, fsys.n.Load(), tc.atMost)
+			assert.Equal(t, int64(batches*8), s.NextOffset())
+			mustClose(t, s)
 		})
 	}
 }

@@ -16,7 +16,9 @@ import (
 // This file is the one definition of damage in a .log: the walk every
 // recovery, check and dump uses (Recover and RecoverSealed, package log's
 // pre-scan, Verify and header walks through Segment.Check,
-// segment/repair's probe, dumplog). It decides, entry by entry from a
+// segment/repair's probe, dumplog), and the segment's own loops over its
+// framing: Open's header scan, index rebuilds and TruncateTo
+// (Segment.scan), Batches and Headers. It decides, entry by entry from a
 // position:
 //
 //   - a valid entry: a RecordBatch v2 that frames (a length of at least
@@ -206,13 +208,30 @@ func (src *logSource) peek(pos int64, n int) ([]byte, error) {
 }
 
 // walkOptions are CheckOptions for the walk (see there); headers is
-// HeadersOnly, goOn KeepGoing.
+// HeadersOnly, goOn KeepGoing. Two more serve the segment's own header
+// scans (Segment.scan: index rebuild, open, truncation):
 type walkOptions struct {
 	maxBatchSize int
 	sealed       bool
 	headers      bool
 	from         int64
 	goOn         bool
+	// stop ends the walk at the first entry that is not valid with that
+	// entry's error (wrapping base.ErrCorrupt) instead of classifying the
+	// damage: no search of the bytes after it, nothing read past it.
+	stop bool
+	// wrapperBase, with headers, reads a compressed legacy wrapper whole
+	// to count it from its first inner offset (as Recover does), so its
+	// offsets are checked as strictly as a full walk checks them.
+	wrapperBase bool
+	// control, with headers, reads a control batch (a transaction marker)
+	// whole and checks it as a full walk does, CRC included, so its one
+	// record says which marker it holds (Segment.Headers).
+	control bool
+	// unguarded runs the walk, and fn, outside the fault guard: for a
+	// source without a mapping whose fn runs a consumer's loop body
+	// (Batches), whose panics are its own.
+	unguarded bool
 }
 
 // walkResult is what the walk found: valid entries end at valid, the next
@@ -236,17 +255,23 @@ func (w walkResult) result(size int64) RecoverResult {
 // top of this file), calling fn for each valid one (and, under goOn, each
 // framed one that fails its checks), and classifies the first damage.
 func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (_ walkResult, err error) {
-	defer mmap.Recover(mmap.Protect(), &err) // a fault on the mapping becomes ErrFault
+	if !o.unguarded {
+		defer mmap.Recover(mmap.Protect(), &err) // a fault on the mapping becomes ErrFault
+	}
 	pos, prevLast := o.from, src.base-1
 	res := walkResult{next: src.base}
 	for pos < src.size {
-		b, err := src.readBatch(pos, o.maxBatchSize, o.headers)
+		b, headers, err := src.readBatch(pos, o.maxBatchSize, o.headers, o.control)
 		var h BatchInfo
 		framed := err == nil
 		if err == nil {
-			h, err = src.checkEntry(b, pos, prevLast, o.headers, o.goOn)
+			h, err = src.checkEntry(b, pos, prevLast, headers, o.goOn, o.wrapperBase)
 		}
 		if err != nil && !base.IsCorruption(err) {
+			return res, err
+		}
+		if err != nil && o.stop {
+			res.valid = pos
 			return res, err
 		}
 		if err == nil || (o.goOn && framed) {
@@ -296,19 +321,20 @@ func (src *logSource) entrySize(b []byte) int64 {
 }
 
 // readBatch returns the entry at pos (with headers, only its first bytes:
-// up to a v2 header), which frames: at least its magic's smallest size,
-// inside the file, at most maxBatchSize when > 0. Lengths are checked
-// before anything is read whole. A legacy message (magic 0 or 1) is
-// returned whole as well, its length checked against the smallest message
-// of its magic.
-func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batch.Batch, error) {
+// up to a v2 header, unless control and it is a v2 control batch), which
+// frames: at least its magic's smallest size, inside the file, at most
+// maxBatchSize when > 0; short says only its first bytes were read.
+// Lengths are checked before anything is read whole. A legacy message
+// (magic 0 or 1) is returned whole as well, its length checked against the
+// smallest message of its magic.
+func (src *logSource) readBatch(pos int64, maxBatchSize int, headers, control bool) (_ batch.Batch, short bool, _ error) {
 	rest := src.size - pos
 	if rest < legacyPeekSize {
-		return nil, base.TornTailErrorf(src.path, pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
+		return nil, false, base.TornTailErrorf(src.path, pos, "batchLength", "%d bytes left, a batch needs %d", rest, batch.LogOverhead)
 	}
 	over, err := src.peek(pos, int(min(rest, legacy.MinSize)))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	size := src.entrySize(over)
 	minSize := int64(batch.HeaderSize)
@@ -317,17 +343,24 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 	}
 	switch {
 	case size < minSize:
-		return nil, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
+		return nil, false, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes is shorter than its header", size)
 	case size > rest:
-		return nil, base.TornTailErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes overruns the file (%d bytes left)", size, rest)
+		return nil, false, base.TornTailErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes overruns the file (%d bytes left)", size, rest)
 	case maxBatchSize > 0 && size > int64(maxBatchSize):
-		return nil, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
+		return nil, false, base.CorruptionErrorf(src.path, pos+hdrLengthAt, "batchLength", "batch of %d bytes exceeds the limit of %d", size, maxBatchSize)
 	}
 	if headers {
-		size = min(size, batch.HeaderSize)
+		// The v2 header holds the attributes (size >= HeaderSize here).
+		hb, err := src.peek(pos, int(min(size, batch.HeaderSize)))
+		if err != nil {
+			return nil, false, err
+		}
+		if !control || int8(hb[hdrMagicAt]) != batch.Magic || !batch.Batch(hb).Attributes().IsControl() {
+			return batch.Batch(hb), true, nil
+		}
 	}
 	b, err := src.peek(pos, int(size))
-	return batch.Batch(b), err
+	return batch.Batch(b), false, err
 }
 
 // checkEntry is the check of the framed entry b at pos (Kafka's
@@ -335,20 +368,31 @@ func (src *logSource) readBatch(pos int64, maxBatchSize int, headers bool) (batc
 // (batch.ValidateHeader), or a legacy message's framing and CRC-32
 // (legacy.Entry.ValidateHeader); then, unless noOffsets, the offsets
 // against prevLast and the segment's relative range. With headers, b is
-// the entry's first bytes and only the header fields are checked. It never
+// the entry's first bytes and only the header fields are checked (a
+// compressed legacy wrapper from its first inner offset with
+// wrapperBase, else from its own). It never
 // decompresses a v2 batch: a batch whose CRC matches is byte for byte what
 // the writer appended, and the writer validated its records before
 // appending it. (A decompression limit here would cut valid, very
 // compressible batches out of the log.) Only a legacy wrapper is
 // decompressed, to learn its first offset, and not with headers.
-func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, noOffsets bool) (BatchInfo, error) {
+func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, noOffsets, wrapperBase bool) (BatchInfo, error) {
 	var h BatchInfo
 	if headers {
 		var err error
 		if h, err = decodeHeader(src.path, b, pos, src.size); err != nil {
 			return BatchInfo{}, err
 		}
-		h.legacyWrapper = false // counted from the wrapper's own offset
+		if h.legacyWrapper && wrapperBase {
+			// The wrapper whole (a peek at the same position: b keeps
+			// its bytes) for its first inner offset.
+			w, err := src.peek(pos, int(h.Size))
+			if err != nil {
+				return BatchInfo{}, err
+			}
+			h.BaseOffset = legacyFirst(legacy.Entry(w))
+		}
+		h.legacyWrapper = false // else counted from the wrapper's own offset
 	} else if legacy.Is(b) {
 		e := legacy.Entry(b)
 		m := e.Magic()

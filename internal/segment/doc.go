@@ -14,4 +14,11 @@
 // the transaction index writes (AppendAbortedTxn, TruncateAbortedTxns,
 // FlushTxnIndex) and the header walk (Headers). It is internal so that
 // importers of the public package see what they can use.
+//
+// Every loop over a .log's framing is the one walk of damage.go
+// (logSource.walk): Check and Segment.Check, Recover, the header scan of
+// Open, index rebuilds and TruncateTo (Segment.scan: headers only, from a
+// position, below a limit, stopping at the first damage), and Batches and
+// Headers (batches.go: from the batch holding an offset, read into the
+// walk's own window, never the mapping; a control batch whole).
 package segment

@@ -12,33 +12,34 @@ import (
 )
 
 // scan reads batch headers from pos while they frame below limit, with
-// offsets above prevLast (pass base-1 when unknown) and within the
-// segment's relative offsets, calling fn (if not nil) for each. It returns
-// the position after the last batch it accepted and the error that stopped
-// it: nil at limit, an error wrapping base.ErrCorrupt where the bytes stop
-// framing, or an I/O error.
-func (s *Segment) scan(pos, limit, prevLast int64, fn func(h BatchInfo)) (int64, error) {
-	for pos < limit {
-		h, err := s.readHeader(pos, limit)
-		if err != nil {
-			return pos, err
-		}
-		if err := s.checkOffsets(h, prevLast); err != nil {
-			return pos, err
-		}
-		if fn != nil {
-			fn(h)
-		}
-		prevLast = h.LastOffset
-		pos = h.End()
+// offsets above the previous batch's and within the segment's relative
+// offsets, calling fn (if not nil) for each. It returns the position after
+// the last batch it accepted and the error that stopped it: nil at limit,
+// an error wrapping base.ErrCorrupt where the bytes stop framing, or an
+// I/O error (a file shorter than limit: ErrFault). It is the damage walk
+// (logSource.walk) over the headers of [pos, limit), stopping at the first
+// entry that is not valid: the framing rules are the walk's. Only headers
+// are read (a compressed legacy wrapper whole, for its first offset), one
+// read each when the .log is not mapped.
+func (s *Segment) scan(pos, limit int64, fn func(h BatchInfo)) (int64, error) {
+	if pos >= limit {
+		return pos, nil
 	}
-	return pos, nil
-}
-
-// checkOffsets checks that the batch h follows prevLast and fits the
-// segment's relative offsets.
-func (s *Segment) checkOffsets(h BatchInfo, prevLast int64) error {
-	return checkOffsets(s.LogPath(), s.base, h, prevLast)
+	src := &logSource{path: s.LogPath(), base: s.base, size: limit, m: s.mapping(), r: s.logFile}
+	if src.m == nil || int64(len(src.m)) < limit {
+		src.win = make([]byte, 0, batch.HeaderSize) // a header a read
+	}
+	w, err := src.walk(walkOptions{headers: true, from: pos, stop: true, wrapperBase: true},
+		func(h BatchInfo, _ batch.Batch, _ error) error {
+			if fn != nil {
+				fn(h)
+			}
+			return nil
+		})
+	if err != nil && !base.IsCorruption(err) {
+		return pos, err
+	}
+	return w.valid, err
 }
 
 // indexBuilder adds index entries the way Kafka's append and recover do:
@@ -118,7 +119,7 @@ func (s *Segment) rebuild(limit int64, off, time bool) (end, next int64, err err
 		}
 	}
 	ib := newIndexBuilder(s, off, time)
-	end, serr := s.scan(0, limit, s.base-1, ib.add)
+	end, serr := s.scan(0, limit, ib.add)
 	if serr != nil && !base.IsCorruption(serr) {
 		return 0, 0, serr
 	}
@@ -236,7 +237,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 		// a batch past the first index interval would have an entry.
 		empty, missed := s.offIdx.Entries() == 0, false
 		var serr error
-		end, serr = s.scan(last.Position, fileSize, s.base-1, func(h BatchInfo) {
+		end, serr = s.scan(last.Position, fileSize, func(h BatchInfo) {
 			next = h.NextOffset()
 			if empty && h.Pos > int64(s.cfg.IndexIntervalBytes) {
 				missed = true
@@ -328,7 +329,7 @@ func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err
 	if te.Timestamp >= 0 {
 		pos = s.indexFloor(te.Offset, end)
 	}
-	_, serr := s.scan(pos, end, s.base-1, func(h BatchInfo) {
+	_, serr := s.scan(pos, end, func(h BatchInfo) {
 		if h.MaxTimestamp > ts {
 			ts, offset = h.MaxTimestamp, h.LastOffset
 		}

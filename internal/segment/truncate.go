@@ -70,7 +70,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	next := s.base
 	if cut > 0 {
 		pos := s.indexFloor(math.MaxInt64, cut)
-		if _, err := s.scan(pos, cut, s.base-1, func(h BatchInfo) { next = h.NextOffset() }); err != nil {
+		if _, err := s.scan(pos, cut, func(h BatchInfo) { next = h.NextOffset() }); err != nil {
 			return 0, err
 		}
 	}
