@@ -36,16 +36,7 @@ func TestCrashBetweenRollAndTrim(t *testing.T) {
 		p, err := plog.Open(dir, cfg(fs))
 		require.NoError(t, err)
 		m := logtest.NewModel(0, false)
-		for i := range 16 {
-			b := logtest.MakeBatch(2, 30, int64(1000+i), byte(i))
-			off, err := p.AppendBatch(b)
-			require.NoError(t, err)
-			require.NoError(t, m.AppendBatch(b, off))
-			if i == 1 {
-				require.NoError(t, p.Sync())
-				m.Sync()
-			}
-		}
+		appendSyncedPrefix(t, p, m, 16)
 		require.GreaterOrEqual(t, len(p.SegmentInfos()), 4)
 		return p, m
 	}

@@ -38,14 +38,12 @@ func spareNames(t *testing.T, fs vfs.FS, dir string) []string {
 	return out
 }
 
-// buildSpare opens a partition on fs with two sealed segments, a synced
-// prefix and a spare made ahead of the next roll.
-func buildSpare(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
+// appendSyncedPrefix appends n two-record batches to p and to the model
+// m, and syncs after the second: the first two batches are promised
+// durable, the rest are not.
+func appendSyncedPrefix(t *testing.T, p *plog.Partition, m *logtest.Model, n int) {
 	t.Helper()
-	p, err := plog.Open(spareDir, spareCfg(fs))
-	require.NoError(t, err)
-	m := logtest.NewModel(0, false)
-	for i := range 14 {
+	for i := range n {
 		b := logtest.MakeBatch(2, 30, int64(1000+i), byte(i))
 		off, err := p.AppendBatch(b)
 		require.NoError(t, err)
@@ -55,6 +53,16 @@ func buildSpare(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
 			m.Sync()
 		}
 	}
+}
+
+// buildSpare opens a partition on fs with two sealed segments, a synced
+// prefix and a spare made ahead of the next roll.
+func buildSpare(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
+	t.Helper()
+	p, err := plog.Open(spareDir, spareCfg(fs))
+	require.NoError(t, err)
+	m := logtest.NewModel(0, false)
+	appendSyncedPrefix(t, p, m, 14)
 	require.GreaterOrEqual(t, len(p.SegmentInfos()), 3)
 	p.PrepareSpare()
 	require.True(t, p.HasSpare())
@@ -193,16 +201,7 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 		p, err := plog.Open(spareDir, spareCfg(fs))
 		require.NoError(t, err)
 		m := logtest.NewModel(0, false)
-		for i := range 14 {
-			b := logtest.MakeBatch(2, 30, int64(1000+i), byte(i))
-			off, err := p.AppendBatch(b)
-			require.NoError(t, err)
-			require.NoError(t, m.AppendBatch(b, off))
-			if i == 1 {
-				require.NoError(t, p.Sync())
-				m.Sync()
-			}
-		}
+		appendSyncedPrefix(t, p, m, 14)
 		return p, m
 	}
 	// run makes the spare, rolls onto it and appends (the roll's flush
