@@ -9,6 +9,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
@@ -187,4 +188,125 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 			require.ErrorIs(t, err, base.ErrCorrupt)
 		})
 	}
+}
+
+// TestCrashKeepsCompactedSegmentAboveRecoveryPoint: a crashed directory
+// Kafka wrote may hold segments its cleaner rewrote above its recovery
+// point (Kafka's cleaner, unlike partlog's Compact, does not move the
+// recovery point first). Such a segment ends before the next one's base,
+// and may have offset gaps inside, yet lost nothing: the cleaner synced it
+// before it replaced the old one, and the cleaner checkpoint reaching the
+// next base says so. Open must keep it and every later segment under every
+// policy; the unsynced-region rule (TestCrashAfterRollBeforeFlush) must
+// still cut a short segment the checkpoint does not cover.
+func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
+	const dir = "/kafka/compacted-crash-0"
+	build := func(t *testing.T) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
+		mem := vfs.NewMem()
+		p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+		require.NoError(t, err)
+		m := logtest.NewModel(0, false)
+		for i := range 14 {
+			b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
+			off, err := p.AppendBatch(b)
+			require.NoError(t, err)
+			require.NoError(t, m.AppendBatch(b, off))
+		}
+		infos := p.SegmentInfos()
+		require.GreaterOrEqual(t, len(infos), 4)
+		require.Equal(t, int64(0), p.RecoveryPoint(), "no roll's flush ran: every segment is above the recovery point")
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		require.NoError(t, p.Close())
+		return clone, m, infos
+	}
+	seg1 := func(infos []plog.SegmentInfo) string {
+		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
+	}
+	// rewrite replaces segment 1's batches with those keep selects, as a
+	// cleaner's output replaces a segment (synced).
+	rewrite := func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo, keep func(i, n int) bool) {
+		f, err := fs.OpenReadWrite(seg1(infos))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, f.Close()) }()
+		st, err := f.Stat()
+		require.NoError(t, err)
+		data := make([]byte, st.Size())
+		_, err = f.ReadAt(data, 0)
+		require.NoError(t, err)
+		var all [][]byte
+		for rest := data; len(rest) > 0; {
+			b, r, err := batch.Parse(rest)
+			require.NoError(t, err)
+			all = append(all, b)
+			rest = r
+		}
+		require.GreaterOrEqual(t, len(all), 3)
+		var out []byte
+		for i, b := range all {
+			if keep(i, len(all)) {
+				out = append(out, b...)
+			}
+		}
+		require.NoError(t, f.Truncate(0))
+		_, err = f.WriteAt(out, 0)
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+	}
+	cleaned := func(t *testing.T, fs *vfs.MemFS, upTo int64) {
+		topic, part := checkpoint.EntryName(dir)
+		require.NoError(t, checkpoint.WriteOffset(fs, filepath.Join(dir, plog.CleanerCheckpointFile), topic, part, upTo))
+	}
+	for _, shape := range []struct {
+		name string
+		keep func(i, n int) bool
+	}{
+		{"its last batches removed", func(i, n int) bool { return i == 0 }},
+		{"a middle batch removed and its last", func(i, n int) bool { return i != 1 && i != n-1 }},
+	} {
+		for _, pol := range []struct {
+			name   string
+			policy plog.RecoveryPolicy
+		}{
+			{"default", plog.DefaultRecovery{}},
+			{"strict, torn tails allowed", plog.StrictRecovery{AllowTornTail: true}},
+			{"strict", plog.StrictRecovery{}},
+		} {
+			t.Run(shape.name+"/"+pol.name, func(t *testing.T) {
+				state, m, infos := build(t)
+				rewrite(t, state, infos, shape.keep)
+				cleaned(t, state, infos[2].BaseOffset)
+				var events []plog.RecoveryEvent
+				p, err := plog.Open(dir, plog.Config{FS: state, Recovery: recordingPolicy{&events, pol.policy}})
+				require.NoError(t, err)
+				defer p.Close()
+				assert.Empty(t, events, "nothing is damaged")
+				require.Len(t, p.SegmentInfos(), len(infos), "every segment kept")
+				require.Equal(t, m.LogEndOffset(), p.LogEndOffset())
+				// The offsets the cleaner removed read as the next
+				// batch kept, as in any compacted log.
+				r, err := p.ReadFrom(infos[2].BaseOffset-1, 1<<20)
+				require.NoError(t, err)
+				defer r.Close()
+				var first int64 = -1
+				for b, err := range r.Batches() {
+					require.NoError(t, err)
+					first = b.BaseOffset()
+					break
+				}
+				require.Equal(t, infos[2].BaseOffset, first)
+			})
+		}
+	}
+	// A checkpoint short of the next base explains nothing: the short
+	// segment is the unsynced region's lost tail and the log is cut there.
+	t.Run("checkpoint below the next base", func(t *testing.T) {
+		state, _, infos := build(t)
+		rewrite(t, state, infos, func(i, n int) bool { return i == 0 })
+		cleaned(t, state, infos[2].BaseOffset-1)
+		p, err := plog.Open(dir, plog.Config{FS: state})
+		require.NoError(t, err)
+		defer p.Close()
+		require.Equal(t, infos[1].BaseOffset+2, p.LogEndOffset(), "cut after segment 1's first batch")
+		require.Len(t, p.SegmentInfos(), 2)
+	})
 }
