@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -222,35 +223,8 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 	seg1 := func(infos []plog.SegmentInfo) string {
 		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
 	}
-	// rewrite replaces segment 1's batches with those keep selects, as a
-	// cleaner's output replaces a segment (synced).
 	rewrite := func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo, keep func(i, n int) bool) {
-		f, err := fs.OpenReadWrite(seg1(infos))
-		require.NoError(t, err)
-		defer func() { require.NoError(t, f.Close()) }()
-		st, err := f.Stat()
-		require.NoError(t, err)
-		data := make([]byte, st.Size())
-		_, err = f.ReadAt(data, 0)
-		require.NoError(t, err)
-		var all [][]byte
-		for rest := data; len(rest) > 0; {
-			b, r, err := batch.Parse(rest)
-			require.NoError(t, err)
-			all = append(all, b)
-			rest = r
-		}
-		require.GreaterOrEqual(t, len(all), 3)
-		var out []byte
-		for i, b := range all {
-			if keep(i, len(all)) {
-				out = append(out, b...)
-			}
-		}
-		require.NoError(t, f.Truncate(0))
-		_, err = f.WriteAt(out, 0)
-		require.NoError(t, err)
-		require.NoError(t, f.Sync())
+		keepBatches(t, fs, seg1(infos), keep)
 	}
 	cleaned := func(t *testing.T, fs *vfs.MemFS, upTo int64) {
 		topic, part := checkpoint.EntryName(dir)
@@ -309,4 +283,86 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 		require.Equal(t, infos[1].BaseOffset+2, p.LogEndOffset(), "cut after segment 1's first batch")
 		require.Len(t, p.SegmentInfos(), 2)
 	})
+}
+
+// keepBatches rewrites the .log at path with the batches keep selects
+// (batch i of n), synced, as a cleaner's output replaces a segment.
+func keepBatches(t *testing.T, fs *vfs.MemFS, path string, keep func(i, n int) bool) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	data := make([]byte, st.Size())
+	_, err = f.ReadAt(data, 0)
+	require.NoError(t, err)
+	var all [][]byte
+	for rest := data; len(rest) > 0; {
+		b, r, err := batch.Parse(rest)
+		require.NoError(t, err)
+		all = append(all, b)
+		rest = r
+	}
+	require.GreaterOrEqual(t, len(all), 3)
+	var out []byte
+	for i, b := range all {
+		if keep(i, len(all)) {
+			out = append(out, b...)
+		}
+	}
+	require.NoError(t, f.Truncate(0))
+	_, err = f.WriteAt(out, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+}
+
+// TestCrashKeepsCompactedSegmentAboveRecoveryPointDir is the same rule
+// read through a Dir, Kafka's layout: the recovery point and the cleaner
+// offset come from the root checkpoint files a Kafka broker writes, as in
+// a crashed log directory Kafka left (no .kafka_cleanshutdown).
+func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
+	const root, topic, part = "/data", "orders", 3
+	pdir := filepath.Join(root, "orders-3")
+	mem := vfs.NewMem()
+	p, err := plog.Open(pdir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+	require.NoError(t, err)
+	for i := range 14 {
+		_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
+		require.NoError(t, err)
+	}
+	infos := p.SegmentInfos()
+	require.GreaterOrEqual(t, len(infos), 4)
+	end := p.LogEndOffset()
+	for _, cleanerAt := range []int64{infos[2].BaseOffset, infos[2].BaseOffset - 1} {
+		state := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		// Segment 1 as Kafka's cleaner leaves it (its last batches
+		// removed); the partition directory's own checkpoints go, and
+		// the root's say what a Kafka broker's would.
+		keepBatches(t, state, filepath.Join(pdir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix)), func(i, n int) bool { return i == 0 })
+		names, err := state.List(pdir)
+		require.NoError(t, err)
+		for _, n := range names {
+			if strings.HasSuffix(n, "checkpoint") {
+				require.NoError(t, state.Remove(filepath.Join(pdir, n)))
+			}
+		}
+		require.NoError(t, checkpoint.WriteOffsets(state, filepath.Join(root, "recovery-point-offset-checkpoint"),
+			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: 0}}))
+		require.NoError(t, checkpoint.WriteOffsets(state, filepath.Join(root, plog.CleanerCheckpointFile),
+			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: cleanerAt}}))
+		d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: state}})
+		require.NoError(t, err)
+		dp := d.Partition(topic, part)
+		require.NotNil(t, dp)
+		if cleanerAt >= infos[2].BaseOffset {
+			assert.Equal(t, end, dp.LogEndOffset(), "the compacted segment and every later one kept")
+			assert.Len(t, dp.SegmentInfos(), len(infos))
+		} else {
+			assert.Equal(t, infos[1].BaseOffset+2, dp.LogEndOffset(), "not covered by the checkpoint: the lost tail of the unsynced region, cut")
+			assert.Len(t, dp.SegmentInfos(), 2)
+		}
+		require.NoError(t, d.Close())
+	}
+	require.NoError(t, p.Close())
 }
