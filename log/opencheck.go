@@ -54,7 +54,24 @@ type dirCheck struct {
 	// unclean: the clean-shutdown marker is contradicted (the active
 	// segment does not end on a batch): recover as after a crash.
 	unclean bool
+	// cleanerAt is the cleaner checkpoint (-1: none): a sealed segment
+	// ending before a next base at or below it was rewritten by a
+	// compaction, which syncs what it writes (compactedGap).
+	cleanerAt int64
 }
+
+// compactedGap reports whether the offsets missing between a sealed
+// segment and the next one, whose base is nextBase, are a compaction's:
+// the cleaner checkpoint reaches nextBase, so the segment was rewritten by
+// a cleaner, which syncs the segments it writes before they replace the
+// old ones (partlog's Compact and Kafka's cleaner both do). Such a segment
+// lost nothing in a crash, even above the recovery point: partlog moves
+// the recovery point past what it compacts first, but Kafka's cleaner
+// does not, so a crashed directory Kafka wrote may hold compacted
+// segments above its recovery point. TruncateTo lowers the checkpoint to
+// the new log end, so segments rolled after a truncation are never
+// covered by an older compaction's checkpoint.
+func compactedGap(cleanerAt, nextBase int64) bool { return cleanerAt >= 0 && cleanerAt >= nextBase }
 
 // strictNoRepair reports whether the policy is StrictRecovery without
 // AllowTornTail: it refuses even what a crash normally leaves (an
@@ -130,7 +147,10 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	dc := &dirCheck{plan: plan}
+	dc := &dirCheck{plan: plan, cleanerAt: -1}
+	if off, ok, err := p.ckpt.read(cleanerCheckpointFile); err == nil && ok {
+		dc.cleanerAt = off
+	}
 	if len(plan.Bad) > 0 {
 		return nil, p.refused(plan.Bad)
 	}
@@ -214,10 +234,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			break
 		}
 	}
-	cleanerAt := int64(-1)
-	if off, ok, err := p.ckpt.read(cleanerCheckpointFile); err == nil && ok {
-		cleanerAt = off
-	}
+	cleanerAt := dc.cleanerAt
 	for i := 0; i+1 < n && i < cutAt; i++ {
 		if probes[i].Next >= bases[i+1] {
 			continue // an overlap is refused once the segments are open
@@ -235,14 +252,13 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		// the gap, while a later segment keeps its own.
 		emptyNext := probes[i+1].Start == 0 && probes[i+1].Batches == 0
 		emptyTail := emptyNext && (i+1 == n-1 || (!clean && haveRP && i+1 == from))
-		if !clean && haveRP && i >= from && !belowStart && !emptyTail {
+		if !clean && haveRP && i >= from && !belowStart && !emptyTail && !compactedGap(cleanerAt, bases[i+1]) {
 			// Above the recovery point: a crash after the roll that
 			// sealed this segment, before the roll's background flush,
 			// lost its unsynced tail. Recovery cuts the log there and
 			// removes the later segments, which were never promised
 			// either (recoverSegments); no compaction wrote here
-			// (compaction first moves the recovery point past what it
-			// replaces).
+			// (compactedGap).
 			cutAt = i
 			break
 		}

@@ -431,7 +431,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		for from > 0 && list[from].BaseOffset() > recoveryPoint {
 			from--
 		}
-		list, err = p.recoverSegments(list, from, p.rolled.recoveryPoint, cpStart, haveCP)
+		list, err = p.recoverSegments(list, from, p.rolled.recoveryPoint, cpStart, haveCP, dc.cleanerAt)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}

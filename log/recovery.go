@@ -188,7 +188,7 @@ func keptCause(path string, pos int64, err error, why string) error {
 // every policy (law 12) before anything is cut. Segments that have legacy
 // data after them are therefore validated read-only first (scanLog) under
 // DefaultRecovery too.
-func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logStart int64, haveLogStart bool) ([]*segment.Segment, error) {
+func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logStart int64, haveLogStart bool, cleanerAt int64) ([]*segment.Segment, error) {
 	var total int64
 	for _, seg := range list[from:] {
 		total += seg.Size()
@@ -278,7 +278,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 			if complete(rr.NextOffset) {
 				continue // only bytes past its last offset were cut
 			}
-		} else if !p.endsShort(list, i, rp, logStart, haveLogStart) {
+		} else if !p.endsShort(list, i, rp, logStart, haveLogStart, cleanerAt) {
 			continue
 		} else {
 			if guarded {
@@ -313,10 +313,11 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 // roll's background flush, so the log must end there. Not when there is
 // no recovery point, when the log start checkpoint lies at or past the
 // next segment's base (the missing offsets are no reader's: retention or a
-// restart moved it there), or when the next segment is an empty last one
-// (settleEmptyTail decides about it, after the policy was asked in
-// checkDir).
-func (p *Partition) endsShort(list []*segment.Segment, i int, rp, logStart int64, haveLogStart bool) bool {
+// restart moved it there), when the cleaner checkpoint cleanerAt reaches
+// the next segment's base (a compaction wrote the segment: compactedGap),
+// or when the next segment is an empty last one (settleEmptyTail decides
+// about it, after the policy was asked in checkDir).
+func (p *Partition) endsShort(list []*segment.Segment, i int, rp, logStart int64, haveLogStart bool, cleanerAt int64) bool {
 	if rp < 0 || i == len(list)-1 {
 		return false
 	}
@@ -325,6 +326,8 @@ func (p *Partition) endsShort(list []*segment.Segment, i int, rp, logStart int64
 	case list[i].NextOffset() >= next.BaseOffset():
 		return false
 	case haveLogStart && logStart >= next.BaseOffset():
+		return false
+	case compactedGap(cleanerAt, next.BaseOffset()):
 		return false
 	case i+1 == len(list)-1 && next.Size() == 0:
 		return false

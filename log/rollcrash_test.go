@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
@@ -187,4 +189,180 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 			require.ErrorIs(t, err, base.ErrCorrupt)
 		})
 	}
+}
+
+// TestCrashKeepsCompactedSegmentAboveRecoveryPoint: a crashed directory
+// Kafka wrote may hold segments its cleaner rewrote above its recovery
+// point (Kafka's cleaner, unlike partlog's Compact, does not move the
+// recovery point first). Such a segment ends before the next one's base,
+// and may have offset gaps inside, yet lost nothing: the cleaner synced it
+// before it replaced the old one, and the cleaner checkpoint reaching the
+// next base says so. Open must keep it and every later segment under every
+// policy; the unsynced-region rule (TestCrashAfterRollBeforeFlush) must
+// still cut a short segment the checkpoint does not cover.
+func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
+	const dir = "/kafka/compacted-crash-0"
+	build := func(t *testing.T) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
+		mem := vfs.NewMem()
+		p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+		require.NoError(t, err)
+		m := logtest.NewModel(0, false)
+		for i := range 14 {
+			b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
+			off, err := p.AppendBatch(b)
+			require.NoError(t, err)
+			require.NoError(t, m.AppendBatch(b, off))
+		}
+		infos := p.SegmentInfos()
+		require.GreaterOrEqual(t, len(infos), 4)
+		require.Equal(t, int64(0), p.RecoveryPoint(), "no roll's flush ran: every segment is above the recovery point")
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		require.NoError(t, p.Close())
+		return clone, m, infos
+	}
+	seg1 := func(infos []plog.SegmentInfo) string {
+		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
+	}
+	rewrite := func(t *testing.T, fs *vfs.MemFS, infos []plog.SegmentInfo, keep func(i, n int) bool) {
+		keepBatches(t, fs, seg1(infos), keep)
+	}
+	cleaned := func(t *testing.T, fs *vfs.MemFS, upTo int64) {
+		topic, part := checkpoint.EntryName(dir)
+		require.NoError(t, checkpoint.WriteOffset(fs, filepath.Join(dir, plog.CleanerCheckpointFile), topic, part, upTo))
+	}
+	for _, shape := range []struct {
+		name string
+		keep func(i, n int) bool
+	}{
+		{"its last batches removed", func(i, n int) bool { return i == 0 }},
+		{"a middle batch removed and its last", func(i, n int) bool { return i != 1 && i != n-1 }},
+	} {
+		for _, pol := range []struct {
+			name   string
+			policy plog.RecoveryPolicy
+		}{
+			{"default", plog.DefaultRecovery{}},
+			{"strict, torn tails allowed", plog.StrictRecovery{AllowTornTail: true}},
+			{"strict", plog.StrictRecovery{}},
+		} {
+			t.Run(shape.name+"/"+pol.name, func(t *testing.T) {
+				state, m, infos := build(t)
+				rewrite(t, state, infos, shape.keep)
+				cleaned(t, state, infos[2].BaseOffset)
+				var events []plog.RecoveryEvent
+				p, err := plog.Open(dir, plog.Config{FS: state, Recovery: recordingPolicy{&events, pol.policy}})
+				require.NoError(t, err)
+				defer p.Close()
+				assert.Empty(t, events, "nothing is damaged")
+				require.Len(t, p.SegmentInfos(), len(infos), "every segment kept")
+				require.Equal(t, m.LogEndOffset(), p.LogEndOffset())
+				// The offsets the cleaner removed read as the next
+				// batch kept, as in any compacted log.
+				r, err := p.ReadFrom(infos[2].BaseOffset-1, 1<<20)
+				require.NoError(t, err)
+				defer r.Close()
+				var first int64 = -1
+				for b, err := range r.Batches() {
+					require.NoError(t, err)
+					first = b.BaseOffset()
+					break
+				}
+				require.Equal(t, infos[2].BaseOffset, first)
+			})
+		}
+	}
+	// A checkpoint short of the next base explains nothing: the short
+	// segment is the unsynced region's lost tail and the log is cut there.
+	t.Run("checkpoint below the next base", func(t *testing.T) {
+		state, _, infos := build(t)
+		rewrite(t, state, infos, func(i, n int) bool { return i == 0 })
+		cleaned(t, state, infos[2].BaseOffset-1)
+		p, err := plog.Open(dir, plog.Config{FS: state})
+		require.NoError(t, err)
+		defer p.Close()
+		require.Equal(t, infos[1].BaseOffset+2, p.LogEndOffset(), "cut after segment 1's first batch")
+		require.Len(t, p.SegmentInfos(), 2)
+	})
+}
+
+// keepBatches rewrites the .log at path with the batches keep selects
+// (batch i of n), synced, as a cleaner's output replaces a segment.
+func keepBatches(t *testing.T, fs *vfs.MemFS, path string, keep func(i, n int) bool) {
+	t.Helper()
+	f, err := fs.OpenReadWrite(path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	st, err := f.Stat()
+	require.NoError(t, err)
+	data := make([]byte, st.Size())
+	_, err = f.ReadAt(data, 0)
+	require.NoError(t, err)
+	var all [][]byte
+	for rest := data; len(rest) > 0; {
+		b, r, err := batch.Parse(rest)
+		require.NoError(t, err)
+		all = append(all, b)
+		rest = r
+	}
+	require.GreaterOrEqual(t, len(all), 3)
+	var out []byte
+	for i, b := range all {
+		if keep(i, len(all)) {
+			out = append(out, b...)
+		}
+	}
+	require.NoError(t, f.Truncate(0))
+	_, err = f.WriteAt(out, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+}
+
+// TestCrashKeepsCompactedSegmentAboveRecoveryPointDir is the same rule
+// read through a Dir, Kafka's layout: the recovery point and the cleaner
+// offset come from the root checkpoint files a Kafka broker writes, as in
+// a crashed log directory Kafka left (no .kafka_cleanshutdown).
+func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
+	const root, topic, part = "/data", "orders", 3
+	pdir := filepath.Join(root, "orders-3")
+	mem := vfs.NewMem()
+	p, err := plog.Open(pdir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+	require.NoError(t, err)
+	for i := range 14 {
+		_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
+		require.NoError(t, err)
+	}
+	infos := p.SegmentInfos()
+	require.GreaterOrEqual(t, len(infos), 4)
+	end := p.LogEndOffset()
+	for _, cleanerAt := range []int64{infos[2].BaseOffset, infos[2].BaseOffset - 1} {
+		state := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		// Segment 1 as Kafka's cleaner leaves it (its last batches
+		// removed); the partition directory's own checkpoints go, and
+		// the root's say what a Kafka broker's would.
+		keepBatches(t, state, filepath.Join(pdir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix)), func(i, n int) bool { return i == 0 })
+		names, err := state.List(pdir)
+		require.NoError(t, err)
+		for _, n := range names {
+			if strings.HasSuffix(n, "checkpoint") {
+				require.NoError(t, state.Remove(filepath.Join(pdir, n)))
+			}
+		}
+		require.NoError(t, checkpoint.WriteOffsets(state, filepath.Join(root, "recovery-point-offset-checkpoint"),
+			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: 0}}))
+		require.NoError(t, checkpoint.WriteOffsets(state, filepath.Join(root, plog.CleanerCheckpointFile),
+			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: cleanerAt}}))
+		d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: state}})
+		require.NoError(t, err)
+		dp := d.Partition(topic, part)
+		require.NotNil(t, dp)
+		if cleanerAt >= infos[2].BaseOffset {
+			assert.Equal(t, end, dp.LogEndOffset(), "the compacted segment and every later one kept")
+			assert.Len(t, dp.SegmentInfos(), len(infos))
+		} else {
+			assert.Equal(t, infos[1].BaseOffset+2, dp.LogEndOffset(), "not covered by the checkpoint: the lost tail of the unsynced region, cut")
+			assert.Len(t, dp.SegmentInfos(), 2)
+		}
+		require.NoError(t, d.Close())
+	}
+	require.NoError(t, p.Close())
 }
