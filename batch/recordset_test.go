@@ -371,4 +371,3 @@ func sameItem(a, b setItem) bool {
 			return sameBytes(g.Key, h.Key) && sameBytes(g.Value, h.Value)
 		}) && (x.Headers == nil) == (y.Headers == nil)
 }
-
