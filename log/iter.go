@@ -247,6 +247,9 @@ func runRecords(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchacc
 // yields them.
 const runLen = 32
 
+// decodeRecords is runRecords; a test replaces it to inject faults.
+var decodeRecords = runRecords
+
 // All returns an iterator over the records of the read result at or after
 // the offset that was read, in offset order, for range loops:
 //
@@ -311,16 +314,28 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 	b, from := r.b, r.from
 	*st = batchaccess.RunState{Last: -1}
 	touched := 0 // b is touched (touchAhead) below this
-	step := runLen
+	// step is the length of the runs decoded, 1 while single records
+	// are left of a run that faulted.
+	step, single := runLen, 0
 	for st.Pos < len(b) {
 		touched = touchAhead(b, touched, st.Pos+touchBytes)
 		start := *st
-		n, other, base, err := runRecords(buf[:step], dec, b, st)
+		n, other, base, err := decodeRecords(buf[:step], dec, b, st)
 		if err != nil && errors.Is(err, errFault) && step > 1 {
 			// Decode the run again a record at a time: every record
-			// before the fault is yielded, then the fault.
-			*st, step = start, 1
+			// before the fault is yielded, then the fault. The run that
+			// faulted held at most runLen records from start (it stops
+			// at the first entry decodeRun leaves to other): past them,
+			// or past such an entry, runs are long again (a fault gone
+			// on the retry, a media error that cleared, must not leave
+			// the rest of the result decoded a record at a time).
+			*st, step, single = start, 1, runLen
 			continue
+		}
+		if step == 1 {
+			if single -= n; single <= 0 || other {
+				step = runLen
+			}
 		}
 		for i := range n {
 			if buf[i].Offset < from {
@@ -383,7 +398,7 @@ func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState,
 			r.decUsed = true
 		}
 		recs, err := legacyRecords(dec, r.legacyRecs[:0], legacy.Entry(body))
-		r.legacyRecs = recs
+		r.legacyRecs, r.legacyUsed = recs, true
 		if err != nil {
 			yield(batch.Record{}, noted(p, fmt.Errorf("partlog/log: decode magic %d message at offset %d: %w", e.magic, e.next-1, err)))
 			return false
