@@ -217,6 +217,8 @@ func TestDecodeRunAllocs(t *testing.T) {
 func FuzzDecodeRun(f *testing.F) {
 	set, _ := recordSet(f)
 	f.Add(set)
+	ones, _ := oneRecordSet(f)
+	f.Add(ones)
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
