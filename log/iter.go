@@ -561,7 +561,12 @@ func touchAhead(b []byte, from, to int) (end int) {
 	var ignored error
 	defer mmap.Recover(mmap.Protect(), &ignored) // end stays set
 	var x byte
-	for i := from; i < end; i += 64 {
+	i := from
+	for ; i < end-192; i += 256 { // four lines a step, one bounds check (one-record batches: 20 -> 14 instructions a batch)
+		l := b[i : i+193 : i+193]
+		x |= l[0] | l[64] | l[128] | l[192]
+	}
+	for ; i < end; i += 64 {
 		x |= b[i]
 	}
 	touchSink = x
