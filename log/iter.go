@@ -314,12 +314,18 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 	b, from := r.b, r.from
 	*st = batchaccess.RunState{Last: -1}
 	touched := 0 // b is touched (touchAhead) below this
-	// step is the length of the runs decoded, 1 while single records
-	// are left of a run that faulted.
-	step, single := runLen, 0
+	// single counts the records of a run that faulted left to decode one
+	// at a time; the run length follows from it (one more value carried
+	// across the loop cost two instructions a record: the loop's state is
+	// reloaded after every yield).
+	single := 0
 	for st.Pos < len(b) {
 		touched = touchAhead(b, touched, st.Pos+touchBytes)
 		start := *st
+		step := runLen
+		if single > 0 {
+			step = 1
+		}
 		n, other, base, err := decodeRecords(buf[:step], dec, b, st)
 		if err != nil && errors.Is(err, errFault) && step > 1 {
 			// Decode the run again a record at a time: every record
@@ -329,12 +335,12 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 			// or past such an entry, runs are long again (a fault gone
 			// on the retry, a media error that cleared, must not leave
 			// the rest of the result decoded a record at a time).
-			*st, step, single = start, 1, runLen
+			*st, single = start, runLen
 			continue
 		}
-		if step == 1 {
-			if single -= n; single <= 0 || other {
-				step = runLen
+		if single > 0 {
+			if single -= n; other {
+				single = 0
 			}
 		}
 		for i := range n {
