@@ -125,9 +125,20 @@
 // and value copied last. Validate walks an uncompressed batch whose
 // varints all take one or two bytes in a loop without calls, and any
 // other batch, or one that loop refuses, with the general walk, which
-// says what is wrong and where. Both fast forms produce and accept
-// exactly what the general ones do; the tests and fuzz targets compare
-// them byte for byte and verdict for verdict.
+// says what is wrong and where. The record decoder behind a partition's
+// Records.All (log package) decodes the batches of a read result a run of
+// records at a time; a run of one-record batches of the common shape (no
+// headers, no compression, varints of one or two bytes) goes through a
+// loop without calls that makes the record checks of [Iter.Next] in the
+// cheaper form one record filling its batch allows: the record's length
+// must encode exactly the bytes left in the batch, the offset delta must
+// lie within the batch's last offset delta, and key, value and an empty
+// header count must end on the batch's last byte. Anything else, damage
+// included, goes to the general loop, which reports it in Next's words.
+// Every fast form produces and accepts exactly what the general one does;
+// the tests and fuzz targets compare them byte for byte and verdict for
+// verdict (the one-record loop on every value of every byte of a record
+// set and every cut of it).
 //
 // # Compression
 //

@@ -417,9 +417,12 @@
 // ErrLegacyEntry), Records.All over its records at or after the offset
 // read (control batches skipped, legacy messages decoded; runs of up to
 // 32 records are decoded across batches under one fault guard, then
-// yielded), and Partition.Records, a loop of ReadFrom and Records.All, over
-// the records from an offset on, tailing the log with Wait until its
-// context ends:
+// yielded, each record checked as batch.Iter.Next checks it, one-record
+// batches in the cheaper form package batch describes; after a fault the
+// run that faulted is decoded again a record at a time, and the runs
+// after it are long again), and Partition.Records, a loop of ReadFrom and
+// Records.All, over the records from an offset on, tailing the log with
+// Wait until its context ends:
 //
 //	for rec, err := range p.Records(ctx, next) {
 //		if err != nil {

@@ -67,13 +67,15 @@ type records struct {
 	readers *atomic.Int64
 	// from is the offset that was read: All skips the records below it.
 	from int64
-	// dec is the Decoder All uses when given none, and legacy the
+	// dec is the Decoder All uses when given none, and legacyRecs the
 	// scratch for a legacy entry's records; kept across uses of the
-	// pooled object (dec is reset once it decompressed a batch, so that
-	// no large buffer stays pooled).
+	// pooled object (dec is reset once it decompressed a batch, and
+	// legacyRecs dropped past maxPooledLegacyRecs, so that no large
+	// buffer stays pooled). The Used flags say the use touched them.
 	dec        batch.Decoder
 	decUsed    bool
 	legacyRecs []batch.Record
+	legacyUsed bool
 	// run is the run of records All decoded and is yielding, and st
 	// where the decoding is: here rather than on All's stack, which the
 	// indirect call of batch's run decoder would move to the heap.
@@ -87,6 +89,12 @@ var recordsPool = sync.Pool{New: func() any { return new(records) }}
 // maxPooledScratch bounds the read buffer a pooled records keeps (reads of
 // unmapped segments).
 const maxPooledScratch = 4 << 20
+
+// maxPooledLegacyRecs bounds the legacy record scratch a pooled records
+// keeps, in records (96 bytes each): enough for the inner messages of a
+// compressed legacy wrapper of Kafka's default producer batch (16 KiB) of
+// small messages; a larger wrapper's scratch is dropped at Close.
+const maxPooledLegacyRecs = 1024
 
 // newRecords returns pooled state for a new result, empty.
 func newRecords() *records {
@@ -181,8 +189,15 @@ func (r *records) release() error {
 	if r.decUsed {
 		r.dec, r.decUsed = batch.Decoder{}, false
 	}
-	clear(r.legacyRecs[:cap(r.legacyRecs)]) // they alias the mapping or a decompression buffer
-	r.legacyRecs = r.legacyRecs[:0]
+	if r.legacyUsed {
+		if cap(r.legacyRecs) > maxPooledLegacyRecs {
+			r.legacyRecs = nil
+		} else {
+			clear(r.legacyRecs[:cap(r.legacyRecs)]) // they alias the mapping or a decompression buffer
+			r.legacyRecs = r.legacyRecs[:0]
+		}
+		r.legacyUsed = false
+	}
 	if r.runUsed {
 		clear(r.run[:])
 		r.runUsed = false
