@@ -44,11 +44,13 @@ import (
 //     one that ends early (recoverSegments). Compaction, retention and a
 //     follower's roll across an offset gap first make the segments they
 //     rely on durable (flushSealedBelowLocked).
-//   - Under FlushMessages == 1 an append writes under mu, notes its write
-//     sequence number, releases mu, and waits in groupSync for an
-//     fdatasync of the .log that started after its write: one syncer at a
-//     time (flushMu), which takes under mu the highest write sequence
-//     number and the segments written since the last sync, releases mu,
+//   - Under FlushMessages == 1 an append queues its batch under mu (an
+//     AppendBatch: groupwrite.go; AppendAssigned writes it), notes its
+//     write sequence number, releases mu, and waits in waitSynced for an
+//     fdatasync of the .log that started after its batch was written: one
+//     syncer at a time (flushMu), which under mu writes the queue with one
+//     write, takes the highest write sequence number and the segments
+//     written since the last sync, releases mu,
 //     fdatasyncs them (and the directory when a roll created a file), and
 //     publishes the sequence number as synced. Appenders that wrote while
 //     it ran queue on flushMu and the first of them syncs for all, after
