@@ -81,6 +81,7 @@ func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
 	}
 	p.mu.unflushedRecords += records
 	if p.syncEveryAppend() {
+		p.group.written.Store(p.mu.writeSeq)
 		if n := len(p.mu.unsynced); n == 0 || p.mu.unsynced[n-1] != active {
 			active.Ref()
 			p.mu.unsynced = append(p.mu.unsynced, active)
@@ -132,15 +133,21 @@ func (p *Partition) waitSynced(seq uint64) error {
 			continue
 		}
 		p.group.syncing = true
+		want := p.group.last
 		p.group.mu.Unlock()
-		gatherAppenders()
+		p.gatherAppenders(want)
 		p.flushMu.Lock()
 		var err error
-		if p.syncedSeq.Load() < seq { // a full flush may have covered it
+		from := p.syncedSeq.Load()
+		if from < seq { // a full flush may have covered it
 			err = p.groupSyncFlushLocked()
 		}
+		covered := p.syncedSeq.Load() - from
 		p.flushMu.Unlock()
 		p.group.mu.Lock()
+		if err == nil {
+			p.group.last = covered
+		}
 		p.group.syncing = false
 		p.group.cond.Broadcast()
 		if err != nil {
@@ -154,16 +161,43 @@ func (p *Partition) waitSynced(seq uint64) error {
 // the write sequence number its fdatasync covers.
 const gatherRounds = 2
 
-// gatherAppenders lets the appenders that are ready to run write before a
-// new group syncer takes its snapshot: the waiters the previous sync
-// released (now appending their next batch) and appenders queued on mu.
-// Without it the syncer, woken first, snapshots before they write, and
-// each sync covers about half of the waiting appenders. Yielding costs
+// gatherIdleRounds and gatherMaxRounds bound the yields a syncer adds
+// while the appenders it expects have not all queued: it stops after
+// gatherIdleRounds yields in a row that saw no new append, and after
+// gatherMaxRounds in all.
+const (
+	gatherIdleRounds = 16
+	gatherMaxRounds  = 256
+)
+
+// gatherAppenders lets the appenders that are ready to run queue their
+// batches before a new group syncer takes its snapshot: the waiters the
+// previous sync released (now appending their next batch) and appenders
+// queued on mu. Without it the syncer, woken first, snapshots before they
+// write, and each sync covers about half of the waiting appenders. It
+// yields gatherRounds times, and then on, while fewer than want appends
+// (as many as the previous group sync covered) came since the last sync
+// and the last gatherIdleRounds yields saw a new one: on one P a yield
+// runs every ready appender, while on several the syncer may run beside
+// them and must wait for the ones still on their way (a released
+// appender validates its next batch before it queues it). A yield costs
 // well under a microsecond when nothing else is runnable, against an
-// fdatasync of a millisecond or more.
-func gatherAppenders() {
+// fdatasync of a hundred microseconds or more; when the appenders do not
+// come back (the previous group was a burst) the syncer gives up after
+// gatherIdleRounds idle yields.
+func (p *Partition) gatherAppenders(want uint64) {
 	for range gatherRounds {
 		runtime.Gosched()
+	}
+	from := p.syncedSeq.Load()
+	last := p.group.written.Load()
+	for i, idle := 0, 0; i < gatherMaxRounds && idle < gatherIdleRounds && last-from < want; i++ {
+		runtime.Gosched()
+		if w := p.group.written.Load(); w != last {
+			last, idle = w, 0
+		} else {
+			idle++
+		}
 	}
 }
 

@@ -84,6 +84,11 @@ type Partition struct {
 		mu      sync.Mutex
 		cond    *sync.Cond
 		syncing bool
+		// last is how many appends the last group sync covered (guarded
+		// by mu); written mirrors mu.writeSeq for the gathering syncer
+		// (gatherAppenders), which holds no lock.
+		last    uint64
+		written atomic.Uint64
 	}
 	// rolled is the work a roll leaves to the background: the flush of
 	// the sealed segments, their snapshots and the recovery point
