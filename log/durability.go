@@ -52,10 +52,10 @@ import (
 //     write, takes the highest write sequence number and the segments
 //     written since the last sync, releases mu,
 //     fdatasyncs them (and the directory when a roll created a file), and
-//     publishes the sequence number as synced. Appenders that wrote while
-//     it ran queue on flushMu and the first of them syncs for all, after
-//     yielding so that the appenders the last sync released write their
-//     next batches first (gatherAppenders). Index
+//     publishes the sequence number as synced. Appenders that came while
+//     it ran wait with their batches queued and the first of them syncs
+//     for all, after yielding so that the appenders the last sync
+//     released queue their next batches first (gatherAppenders). Index
 //     files are not synced on this path: recovery rebuilds them.
 //
 // Any failed fsync makes the partition fail (ErrFailed, sticky): after a
