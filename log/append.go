@@ -87,7 +87,7 @@ func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo)
 // body, the records: the rest of appendBatch and AppendBuilder, from the
 // lock on.
 func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]byte, body []byte, info *AppendInfo) (base int64, err error) {
-	p.lockWriter()
+	p.lockAppender() // the queue of group writes stays (groupwrite.go)
 	if err := p.checkWritableLocked(); err != nil {
 		p.mu.Unlock()
 		return -1, err
@@ -103,7 +103,7 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		}
 		return d.Base, err
 	}
-	base = p.mu.end.Offset
+	base = p.appendEndLocked()
 	h := batch.Batch(p.mu.header[:])
 	copy(h, hdr[:])
 	h.SetBaseOffset(base)
@@ -115,14 +115,29 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		epoch = p.leaderEpoch.Load()
 	}
 	h.SetPartitionLeaderEpoch(epoch)
-	if err := p.appendLocked(h, body); err != nil {
+	queued, err := p.queueAppendLocked(h, body)
+	if err != nil {
 		p.mu.Unlock()
 		return -1, err
 	}
-	// Publish, and wake the waiters after unlocking (bounds.signal says
-	// why no wake-up is lost): closing the channel of many parked
-	// goroutines must not hold up other writers.
-	w := p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+	var w wake
+	if !queued {
+		// Written here, after what is queued (which may fail the
+		// partition).
+		p.writeQueuedLocked()
+		if err := p.checkWritableLocked(); err != nil {
+			p.mu.Unlock()
+			return -1, err
+		}
+		if err := p.appendLocked(h, body); err != nil {
+			p.mu.Unlock()
+			return -1, err
+		}
+		// Publish, and wake the waiters after unlocking (bounds.signal
+		// says why no wake-up is lost): closing the channel of many
+		// parked goroutines must not hold up other writers.
+		w = p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+	}
 	if info != nil {
 		*info = AppendInfo{Base: base, LastOffset: base + int64(h.LastOffsetDelta())}
 	}

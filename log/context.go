@@ -11,9 +11,11 @@ import "context"
 // AppendBatchContext is AppendBatch with a context bounding its wait for
 // durability (see "Context" in the package documentation). When ctx ends
 // while the append waits for its sync, it returns the base offset the
-// batch got together with ctx.Err(): the batch is in the log, visible
-// unless the high watermark follows syncs (FlushMessages == 1), and
-// becomes durable when the sync completes. Any other error comes with
+// batch got together with ctx.Err(): the batch is in the log (under
+// FlushMessages == 1 possibly still queued for the sync that goes on,
+// which writes it first), visible unless the high watermark follows
+// syncs (FlushMessages == 1), and becomes durable when the sync
+// completes. Any other error comes with
 // base -1, as from AppendBatch.
 func (p *Partition) AppendBatchContext(ctx context.Context, b []byte) (base int64, err error) {
 	if err := ctx.Err(); err != nil {

@@ -108,7 +108,12 @@
 //     the batch. Concurrent appenders share fdatasyncs (group commit: one
 //     syncer at a time, covering every batch written before it started;
 //     the others wait and are released together), so many appenders
-//     exceed the device's fsync rate. The automatic high watermark then
+//     exceed the device's fsync rate. An AppendBatch under this policy
+//     queues its batch in memory (offsets assigned in order under the
+//     lock) and the syncer writes every queued batch with one write
+//     before its fdatasync; readers and every other writer see written
+//     batches only. A failed write of the queue fails the partition, as
+//     a failed fsync does (docs/crash-safety.md, "Group commit"). The automatic high watermark then
 //     covers only synced batches: ReadFrom never returns a batch a crash
 //     could take back.
 //   - FlushMessages == N > 1: the append that brings the unflushed record

@@ -44,16 +44,18 @@ import (
 //     one that ends early (recoverSegments). Compaction, retention and a
 //     follower's roll across an offset gap first make the segments they
 //     rely on durable (flushSealedBelowLocked).
-//   - Under FlushMessages == 1 an append writes under mu, notes its write
-//     sequence number, releases mu, and waits in groupSync for an
-//     fdatasync of the .log that started after its write: one syncer at a
-//     time (flushMu), which takes under mu the highest write sequence
-//     number and the segments written since the last sync, releases mu,
+//   - Under FlushMessages == 1 an append queues its batch under mu (an
+//     AppendBatch: groupwrite.go; AppendAssigned writes it), notes its
+//     write sequence number, releases mu, and waits in waitSynced for an
+//     fdatasync of the .log that started after its batch was written: one
+//     syncer at a time (flushMu), which under mu writes the queue with one
+//     write, takes the highest write sequence number and the segments
+//     written since the last sync, releases mu,
 //     fdatasyncs them (and the directory when a roll created a file), and
-//     publishes the sequence number as synced. Appenders that wrote while
-//     it ran queue on flushMu and the first of them syncs for all, after
-//     yielding so that the appenders the last sync released write their
-//     next batches first (gatherAppenders). Index
+//     publishes the sequence number as synced. Appenders that came while
+//     it ran wait with their batches queued and the first of them syncs
+//     for all, after yielding so that the appenders the last sync
+//     released queue their next batches first (gatherAppenders). Index
 //     files are not synced on this path: recovery rebuilds them.
 //
 // Any failed fsync makes the partition fail (ErrFailed, sticky): after a
@@ -79,6 +81,7 @@ func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
 	}
 	p.mu.unflushedRecords += records
 	if p.syncEveryAppend() {
+		p.group.written.Store(p.mu.writeSeq)
 		if n := len(p.mu.unsynced); n == 0 || p.mu.unsynced[n-1] != active {
 			active.Ref()
 			p.mu.unsynced = append(p.mu.unsynced, active)
@@ -130,15 +133,21 @@ func (p *Partition) waitSynced(seq uint64) error {
 			continue
 		}
 		p.group.syncing = true
+		want := p.group.last
 		p.group.mu.Unlock()
-		gatherAppenders()
+		p.gatherAppenders(want)
 		p.flushMu.Lock()
 		var err error
-		if p.syncedSeq.Load() < seq { // a full flush may have covered it
+		from := p.syncedSeq.Load()
+		if from < seq { // a full flush may have covered it
 			err = p.groupSyncFlushLocked()
 		}
+		covered := p.syncedSeq.Load() - from
 		p.flushMu.Unlock()
 		p.group.mu.Lock()
+		if err == nil {
+			p.group.last = covered
+		}
 		p.group.syncing = false
 		p.group.cond.Broadcast()
 		if err != nil {
@@ -152,16 +161,43 @@ func (p *Partition) waitSynced(seq uint64) error {
 // the write sequence number its fdatasync covers.
 const gatherRounds = 2
 
-// gatherAppenders lets the appenders that are ready to run write before a
-// new group syncer takes its snapshot: the waiters the previous sync
-// released (now appending their next batch) and appenders queued on mu.
-// Without it the syncer, woken first, snapshots before they write, and
-// each sync covers about half of the waiting appenders. Yielding costs
+// gatherIdleRounds and gatherMaxRounds bound the yields a syncer adds
+// while the appenders it expects have not all queued: it stops after
+// gatherIdleRounds yields in a row that saw no new append, and after
+// gatherMaxRounds in all.
+const (
+	gatherIdleRounds = 16
+	gatherMaxRounds  = 256
+)
+
+// gatherAppenders lets the appenders that are ready to run queue their
+// batches before a new group syncer takes its snapshot: the waiters the
+// previous sync released (now appending their next batch) and appenders
+// queued on mu. Without it the syncer, woken first, snapshots before they
+// write, and each sync covers about half of the waiting appenders. It
+// yields gatherRounds times, and then on, while fewer than want appends
+// (as many as the previous group sync covered) came since the last sync
+// and the last gatherIdleRounds yields saw a new one: on one P a yield
+// runs every ready appender, while on several the syncer may run beside
+// them and must wait for the ones still on their way (a released
+// appender validates its next batch before it queues it). A yield costs
 // well under a microsecond when nothing else is runnable, against an
-// fdatasync of a millisecond or more.
-func gatherAppenders() {
+// fdatasync of a hundred microseconds or more; when the appenders do not
+// come back (the previous group was a burst) the syncer gives up after
+// gatherIdleRounds idle yields.
+func (p *Partition) gatherAppenders(want uint64) {
 	for range gatherRounds {
 		runtime.Gosched()
+	}
+	from := p.syncedSeq.Load()
+	last := p.group.written.Load()
+	for i, idle := 0, 0; i < gatherMaxRounds && idle < gatherIdleRounds && last-from < want; i++ {
+		runtime.Gosched()
+		if w := p.group.written.Load(); w != last {
+			last, idle = w, 0
+		} else {
+			idle++
+		}
 	}
 }
 

@@ -84,6 +84,11 @@ type Partition struct {
 		mu      sync.Mutex
 		cond    *sync.Cond
 		syncing bool
+		// last is how many appends the last group sync covered (guarded
+		// by mu); written mirrors mu.writeSeq for the gathering syncer
+		// (gatherAppenders), which holds no lock.
+		last    uint64
+		written atomic.Uint64
 	}
 	// rolled is the work a roll leaves to the background: the flush of
 	// the sealed segments, their snapshots and the recovery point
@@ -157,6 +162,9 @@ type Partition struct {
 		// is set when it differs from the checkpoint file.
 		epochs      []checkpoint.EpochEntry
 		epochsDirty bool
+		// queued is what appenders queued for the group syncer's write
+		// (FlushMessages == 1, groupwrite.go).
+		queued queuedWrites
 		// header is AppendBatch's scratch: the stored header of the
 		// batch being appended, patched here and never in the caller's
 		// bytes.
@@ -184,12 +192,12 @@ type Partition struct {
 }
 
 // lockWriter takes mu for a writer, waiting (with mu released) while a
-// TruncateTo waits for read leases (see mu.truncating).
+// TruncateTo waits for read leases (see mu.truncating), and writes what
+// appenders queued for the group syncer (groupwrite.go), so that the
+// writer finds every appended batch in its segment.
 func (p *Partition) lockWriter() {
-	p.mu.Lock()
-	for p.mu.truncating != nil {
-		p.truncated.Wait()
-	}
+	p.lockAppender()
+	p.writeQueuedLocked()
 }
 
 // Open opens the partition stored in dir, creating the directory and a

@@ -93,14 +93,29 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 		s.undoWrite(pos)
 		return 0, err
 	}
+	if err := s.noteWritten(pos, n, last, batchMaxTs, indexDue); err != nil {
+		s.undoWrite(pos)
+		return 0, err
+	}
+	s.size.Store(end)
+	s.nextOffset.Store(last + 1)
+	return pos, nil
+}
+
+// noteWritten does the writer's bookkeeping for a batch of n bytes with
+// last offset last and largest timestamp batchMaxTs just written at pos:
+// the index entries when indexDue, the byte count since the last entry,
+// the file size, the largest timestamp and the first batch's. It does not
+// publish the batch (size, nextOffset). An error is a failed offset index
+// write, with nothing changed.
+func (s *Segment) noteWritten(pos int64, n int, last, batchMaxTs int64, indexDue bool) error {
 	maxTs, maxOff := s.w.maxTimestamp, s.w.offsetOfMaxTimestamp
 	if ts := batchMaxTs; ts > maxTs {
 		maxTs, maxOff = ts, last
 	}
 	if indexDue {
 		if err := s.offIdx.Append(last, pos); err != nil {
-			s.undoWrite(pos)
-			return 0, err
+			return err
 		}
 		if maxTs >= 0 {
 			// The checks above rule out every MaybeAppend failure but
@@ -117,16 +132,14 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 		s.w.bytesSinceIndex = 0
 	}
 	s.w.bytesSinceIndex += int64(n)
-	s.w.fileSize = end
+	s.w.fileSize = pos + int64(n)
 	s.setMaxTimestamp(maxTs, maxOff)
 	if pos == 0 {
 		s.mu.Lock()
 		s.mu.firstBatchMaxTimestamp = batchMaxTs
 		s.mu.Unlock()
 	}
-	s.size.Store(end)
-	s.nextOffset.Store(last + 1)
-	return pos, nil
+	return nil
 }
 
 // writeBatch writes b, then body when it is not nil, at pos: with one

@@ -1,0 +1,162 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/internal/segment"
+)
+
+// Group writes (FlushMessages == 1). An AppendBatch that must wait for an
+// fdatasync anyway does not write its batch itself: under mu it takes its
+// offsets, checks and records its producer state as any append does, and
+// copies the stored batch (the patched header, then the records) into
+// mu.queued; the group syncer writes everything queued with one write
+// (segment.AppendBatches) under mu right before it takes the write
+// sequence number its fdatasync covers (groupSyncFlushLocked). So a cycle
+// of the group commit costs one write syscall instead of one per
+// appender, the appenders' critical sections are memory copies, and no
+// append writes to the .log while an fdatasync of it runs (appenders that
+// come meanwhile only queue).
+//
+// What readers and every other writer see is unchanged: mu.end and the
+// published bounds cover written bytes only, and every other path that
+// takes mu for writing (lockWriter: AppendAssigned, rolls, truncation,
+// Sync, Close, compaction, the background flushes...) writes the queue
+// first, so it finds the segment as if each batch had been written by its
+// own append. Offsets stay assigned in order under mu: a queued batch's
+// base is the end of the queue (appendEndLocked). An append that cannot
+// be queued (a roll is due, a new leader epoch starts, the active segment
+// is empty, the index may be near full) writes the queue and then itself,
+// as before.
+//
+// A failed write of the queue fails the partition (ErrFailed, sticky, as
+// a failed fdatasync does): the queued batches' offsets and producer
+// sequence numbers were already handed out, so the log could not go on
+// without them. Exactly the queued appenders (and every later call) get
+// the error; none of them was acknowledged, and a reopen recovers the log
+// from its files (a torn tail is cut by recovery).
+
+// queuedWrites is the batches appenders queued for the group syncer's
+// write (in mu).
+type queuedWrites struct {
+	// buf holds the queued batches back to back, offsets assigned.
+	buf []byte
+	// n counts the batches in buf.
+	n int
+	// end is the log end once buf is written.
+	end position
+}
+
+// maxQueuedBytes bounds the queue: an append that would take it past this
+// writes the queue first (a huge batch is written by its own append).
+const maxQueuedBytes = 1 << 20
+
+// appendEndLocked returns the offset the next appended batch gets: the end
+// of the queued batches, or the log end offset. REQUIRES: mu held.
+func (p *Partition) appendEndLocked() int64 {
+	if p.mu.queued.n > 0 {
+		return p.mu.queued.end.Offset
+	}
+	return p.mu.end.Offset
+}
+
+// lockAppender takes mu for AppendBatch, waiting while a TruncateTo waits
+// for read leases, without writing the queue (the append may join it).
+func (p *Partition) lockAppender() {
+	p.mu.Lock()
+	for p.mu.truncating != nil {
+		p.truncated.Wait()
+	}
+}
+
+// queueAppendLocked queues the producer batch made of the stored header h
+// (offset and epoch set: its base is appendEndLocked) and body for the
+// group syncer's write, and does an append's bookkeeping for it
+// (appendLocked's, but for mu.end and the published bounds, which move
+// when the queue is written). It reports false, having changed nothing,
+// when the batch must be written by appendLocked (see the conditions
+// below); an error (a fault reading body, which is the caller's memory)
+// changes nothing either. REQUIRES: mu held, the partition writable.
+func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) {
+	q := &p.mu.queued
+	size := int64(batch.HeaderSize + len(body))
+	if !p.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
+		int64(len(q.buf))+size > maxQueuedBytes || p.startsEpochLocked(h.PartitionLeaderEpoch()) {
+		return false, nil
+	}
+	active := p.segs.Load().active()
+	// A roll is decided on the written segment (the time and index
+	// checks), so the queue must keep within what that decision covers:
+	// a segment that has a batch (its first timestamp is set), room for
+	// the queue and this batch, and an index entry free for each.
+	if active.Size() == 0 || active.Size()+int64(len(q.buf))+size > p.cfg.SegmentBytes ||
+		q.n+2 > active.IndexRoom() ||
+		active.ShouldRoll(h, p.cfg.SegmentBytes, p.mu.rollAfter, p.cfg.Now()) != segment.RollNone {
+		return false, nil
+	}
+	n := len(q.buf)
+	q.buf = append(q.buf, h...)
+	if err := copyGuarded(&q.buf, body); err != nil {
+		q.buf = q.buf[:n]
+		return false, fmt.Errorf("partlog/log: append to %s: reading the %d-byte batch given: %w", p.dir, size, err)
+	}
+	q.n++
+	q.end = position{Offset: h.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size() + int64(len(q.buf))}
+	p.noteWriteLocked(active, h.NextOffset()-h.BaseOffset())
+	p.stats.noteAppend(h)
+	p.maybePrepareSpareLocked(active) // spare.go
+	p.observeProducerLocked(h)        // producer.go; the header is enough
+	return true, nil
+}
+
+// copyGuarded appends src to *dst under the fault guard: src may alias a
+// mapped file (the Records.Bytes of a ReadFrom). On a fault *dst may hold
+// part of src; the caller cuts it.
+func copyGuarded(dst *[]byte, src []byte) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	*dst = append(*dst, src...)
+	return nil
+}
+
+// startsEpochLocked reports whether a batch stamped with epoch would add
+// an entry to the leader epoch cache (assignEpochLocked), which must be
+// durable before the batch is written: such an append is not queued.
+// REQUIRES: mu held.
+func (p *Partition) startsEpochLocked(epoch int32) bool {
+	n := len(p.mu.epochs)
+	return epoch >= 0 && (n == 0 || epoch > p.mu.epochs[n-1].Epoch)
+}
+
+// writeQueuedLocked writes the queued batches into the active segment
+// with one write and publishes them (mu.end, the bounds). On a failed
+// write it fails the partition; when the partition is closed or failed
+// already, the queue is dropped (its appenders get that error from their
+// sync). REQUIRES: mu held.
+func (p *Partition) writeQueuedLocked() {
+	q := &p.mu.queued
+	if q.n == 0 {
+		return
+	}
+	n, end := q.n, q.end
+	q.n = 0
+	defer func() {
+		if cap(q.buf) > maxQueuedBytes {
+			q.buf = nil // a huge queue is not kept
+		}
+		q.buf = q.buf[:0]
+	}()
+	if p.checkWritableLocked() != nil {
+		return
+	}
+	active := p.segs.Load().active()
+	if err := active.AppendBatches(q.buf); err != nil {
+		err = p.noteFault(fmt.Errorf("partlog/log: append of %d queued batches at offset %d to segment %d of %s: %w",
+			n, p.mu.end.Offset, active.BaseOffset(), p.dir, err))
+		p.failLocked(err)
+		return
+	}
+	p.mu.end = end
+	p.publishLocked()
+}

@@ -1,0 +1,315 @@
+package log_test
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// groupCycle sets up one group commit cycle with queued appenders: a
+// partition under FlushMessages 1 holding one synced batch, whose next
+// fdatasync of the .log (the first appender's, A0) is held in the FS hook
+// while queued more appenders append: they queue their batches (group
+// writes) and wait for the next sync. The caller then installs its own
+// hook or failure rule, calls release, and waits with wait.
+type groupCycle struct {
+	mem     *vfs.MemFS
+	in      *vfs.Injector
+	p       *plog.Partition
+	dir     string
+	batches [][]byte // by appender: A0 first
+	release func()
+	// results are the appenders' (base, err), filled by wait.
+	bases []int64
+	errs  []error
+	wg    sync.WaitGroup
+	// acked is the end of the acknowledged batches: raised by each
+	// appender as its append returns.
+	acked atomic.Int64
+}
+
+// ack raises acked to next.
+func (c *groupCycle) ack(next int64) {
+	for {
+		old := c.acked.Load()
+		if next <= old || c.acked.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func newGroupCycle(t *testing.T, queued int) *groupCycle {
+	t.Helper()
+	c := &groupCycle{mem: vfs.NewMem(), dir: "/data/groupwrite-0"}
+	c.in = vfs.NewInjector(c.mem)
+	p, err := plog.Open(c.dir, plog.Config{FS: c.in, FlushMessages: 1})
+	require.NoError(t, err)
+	c.p = p
+	first := logtest.MakeBatch(2, 40, 1, 0)
+	_, err = p.AppendBatch(first)
+	require.NoError(t, err)
+	c.batches = append(c.batches, first)
+	c.acked.Store(p.LogEndOffset())
+
+	var held atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) && held.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	c.release = func() { close(release) }
+	n := 1 + queued
+	c.bases, c.errs = make([]int64, n+1), make([]error, n+1)
+	start := func(i int) {
+		b := logtest.MakeBatch(1+i%3, 30, int64(10+i), byte(i))
+		c.batches = append(c.batches, b)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.bases[i], c.errs[i] = p.AppendBatch(b)
+			if c.errs[i] == nil {
+				c.ack(c.bases[i] + int64(batchRecords(b)))
+			}
+		}()
+	}
+	start(1)
+	<-entered // A0's batch is written, its fdatasync held
+	before := p.Stats().BatchesAppended
+	for i := 2; i <= n; i++ {
+		start(i)
+	}
+	// Wait (without a clock) until every appender queued its batch.
+	for p.Stats().BatchesAppended < before+int64(queued) {
+		runtime.Gosched()
+	}
+	return c
+}
+
+// wait waits for every appender.
+func (c *groupCycle) wait() { c.wg.Wait() }
+
+// checkPrefix checks the law of a crash on q, opened from what survived:
+// its batches are appended batches, each at most once, in an order that
+// keeps every successful append's offset, and they hold every batch up to
+// acked (all acknowledged appends). q's log must also pass Verify.
+func (c *groupCycle) checkPrefix(t *testing.T, q *plog.Partition, acked int64, what string) {
+	t.Helper()
+	require.NoError(t, q.Verify(), what)
+	require.GreaterOrEqual(t, q.LogEndOffset(), acked, "%s: an acknowledged batch is lost", what)
+	r, err := q.ReadFromFollower(0, 1<<20)
+	require.NoError(t, err, what)
+	defer func() { require.NoError(t, r.Close()) }()
+	used := make([]bool, len(c.batches))
+	next := int64(0)
+	for rest := r.Bytes(); len(rest) > 0; {
+		bt, tail, err := batch.Parse(rest)
+		require.NoError(t, err, what)
+		require.Equal(t, next, bt.BaseOffset(), "%s: a gap", what)
+		found := -1
+		for i, b := range c.batches {
+			// Bytes from the magic on: the offset and epoch are the
+			// partition's.
+			if !used[i] && bytes.Equal(b[16:], bt[16:]) {
+				found = i
+				break
+			}
+		}
+		require.GreaterOrEqual(t, found, 0, "%s: batch at %d was never appended", what, bt.BaseOffset())
+		used[found] = true
+		if found > 0 && c.errs[found] == nil {
+			require.Equal(t, c.bases[found], bt.BaseOffset(), "%s: appender %d's batch moved", what, found)
+		}
+		next, rest = bt.NextOffset(), tail
+	}
+	require.Equal(t, q.LogEndOffset(), next, what)
+}
+
+// TestGroupWriteOneWritePerCycle checks that the appenders that queue
+// while an fdatasync runs are written with one write of the .log and
+// covered by one fdatasync, and get consecutive offsets in the order
+// they took the lock.
+func TestGroupWriteOneWritePerCycle(t *testing.T) {
+	const queued = 5
+	c := newGroupCycle(t, queued)
+	var writes, syncs atomic.Int64
+	c.in.SetHook(func(op vfs.Op) error {
+		if strings.HasSuffix(op.Path, segment.LogSuffix) {
+			switch op.Kind {
+			case vfs.OpWrite, vfs.OpWriteAt:
+				writes.Add(1)
+			case vfs.OpSync:
+				syncs.Add(1)
+			}
+		}
+		return nil
+	})
+	c.release()
+	c.wait()
+	for i, err := range c.errs[1:] {
+		require.NoError(t, err, "appender %d", i+1)
+	}
+	require.Equal(t, int64(1), writes.Load(), "the queued batches take one write")
+	require.Equal(t, int64(1), syncs.Load(), "and one fdatasync")
+	bases := slices.Clone(c.bases[2:])
+	slices.Sort(bases)
+	for i := 1; i < len(bases); i++ {
+		require.Greater(t, bases[i], bases[i-1])
+	}
+	end := c.p.LogEndOffset()
+	require.Equal(t, end, c.p.HighWatermark())
+	c.checkPrefix(t, c.p, end, "open partition")
+	require.NoError(t, c.p.Close())
+}
+
+// TestGroupWriteCrashAtEveryOp crashes the cycle that writes and syncs
+// queued batches before each of its file operations (and after the
+// last), keeping only synced data or also unsynced writes, cut or torn:
+// the log must reopen as a prefix of what was appended that holds every
+// batch whose append had returned.
+func TestGroupWriteCrashAtEveryOp(t *testing.T) {
+	c := newGroupCycle(t, 4)
+	type crash struct {
+		op    string
+		fs    *vfs.MemFS
+		acked int64
+	}
+	var (
+		mu      sync.Mutex
+		crashes []crash
+	)
+	options := []vfs.CrashOptions{
+		{},
+		{UnsyncedDataPercent: 100},
+		{UnsyncedDataPercent: 50, TornPercent: 100, Seed: 1},
+		{UnsyncedDataPercent: 50, TornPercent: 100, Seed: 2},
+	}
+	snap := func(op string) {
+		acked := c.acked.Load() // before the clone: those acks' syncs are in it
+		mu.Lock()
+		defer mu.Unlock()
+		for _, o := range options {
+			crashes = append(crashes, crash{op: fmt.Sprintf("%s %+v", op, o), fs: c.mem.CrashClone(o), acked: acked})
+		}
+	}
+	c.in.SetHook(func(op vfs.Op) error {
+		switch op.Kind {
+		case vfs.OpRead, vfs.OpReadAt, vfs.OpStat, vfs.OpList:
+		default:
+			snap("before " + op.String())
+		}
+		return nil
+	})
+	c.release()
+	c.wait()
+	c.in.SetHook(nil)
+	snap("after the cycle")
+	for i, err := range c.errs[1:] {
+		require.NoError(t, err, "appender %d", i+1)
+	}
+	require.Equal(t, c.p.LogEndOffset(), c.acked.Load())
+	require.NoError(t, c.p.Close())
+	require.Greater(t, len(crashes), 2*len(options), "the cycle ran no operations")
+	for _, cr := range crashes {
+		q, err := plog.Open(c.dir, plog.Config{FS: cr.fs})
+		require.NoError(t, err, cr.op)
+		c.checkPrefix(t, q, cr.acked, cr.op)
+		require.NoError(t, q.Close(), cr.op)
+	}
+}
+
+// batchRecords returns a producer batch's record count.
+func batchRecords(b []byte) int {
+	return int(uint32(b[57])<<24 | uint32(b[58])<<16 | uint32(b[59])<<8 | uint32(b[60]))
+}
+
+// TestGroupWriteFailure injects a failure into the cycle that writes and
+// syncs queued batches: a failed write of the queue or a failed
+// fdatasync fails exactly the queued appenders (A0, synced before, does
+// not fail), takes the partition to ErrFailed, and loses nothing
+// acknowledged.
+func TestGroupWriteFailure(t *testing.T) {
+	for _, kind := range []vfs.OpKind{vfs.OpWriteAt, vfs.OpSync} {
+		t.Run(kind.String(), func(t *testing.T) {
+			const queued = 4
+			c := newGroupCycle(t, queued)
+			c.in.SetHook(nil)
+			c.in.FailOnce(func(op vfs.Op) bool {
+				return op.Kind == kind && strings.HasSuffix(op.Path, segment.LogSuffix)
+			})
+			c.release()
+			c.wait()
+			require.NoError(t, c.errs[1], "A0 was synced before the failure")
+			for i := 2; i < len(c.errs); i++ {
+				require.ErrorIs(t, c.errs[i], plog.ErrFailed, "appender %d", i)
+				require.ErrorIs(t, c.errs[i], vfs.ErrInjected, "appender %d", i)
+			}
+			require.Equal(t, int64(1), c.in.Injected())
+			_, err := c.p.AppendBatch(logtest.MakeBatch(1, 1, 99, 9))
+			require.ErrorIs(t, err, plog.ErrFailed)
+			acked := c.bases[1] + int64(batchRecords(c.batches[1]))
+			require.ErrorIs(t, c.p.Close(), plog.ErrFailed)
+
+			// The failed appenders' batches may survive (written, never
+			// acknowledged), but only as a prefix.
+			for _, o := range []vfs.CrashOptions{{}, {UnsyncedDataPercent: 100}} {
+				q, err := plog.Open(c.dir, plog.Config{FS: c.mem.CrashClone(o)})
+				require.NoError(t, err)
+				c.checkPrefix(t, q, acked, fmt.Sprintf("%+v", o))
+				require.NoError(t, q.Close())
+			}
+		})
+	}
+}
+
+// TestGroupWriteOtherWriterWritesQueue checks that a writer other than the
+// group syncer finds the queued batches written: a Roll while appenders
+// wait queued (their syncer held) writes them into the segment it seals,
+// and the sync that follows makes them durable.
+func TestGroupWriteOtherWriterWritesQueue(t *testing.T) {
+	const queued = 3
+	c := newGroupCycle(t, queued)
+	endBefore := c.p.LogEndOffset()
+	require.NoError(t, c.p.Roll())
+	segs, err := c.p.Segments()
+	require.NoError(t, err)
+	require.Len(t, segs, 2)
+	queuedRecords := int64(0)
+	for _, b := range c.batches[2:] {
+		queuedRecords += int64(batchRecords(b))
+	}
+	require.Equal(t, endBefore+queuedRecords, segs[1].BaseOffset(), "the queued batches are in the sealed segment")
+	require.Equal(t, segs[1].BaseOffset(), c.p.LogEndOffset())
+	for _, s := range segs {
+		require.NoError(t, s.Unref())
+	}
+	c.in.SetHook(nil)
+	c.release()
+	c.wait()
+	for i, err := range c.errs[1:] {
+		require.NoError(t, err, "appender %d", i+1)
+	}
+	end := c.p.LogEndOffset()
+	require.Equal(t, end, c.p.HighWatermark())
+	c.checkPrefix(t, c.p, end, "open partition")
+	require.NoError(t, c.p.Close())
+	q, err := plog.Open(c.dir, plog.Config{FS: c.mem.CrashClone(vfs.CrashOptions{})})
+	require.NoError(t, err)
+	require.Equal(t, end, q.LogEndOffset())
+	require.NoError(t, q.Close())
+}
