@@ -51,3 +51,26 @@ func TestBatchAccessSet(t *testing.T) {
 	require.NoError(t, e.Validate())
 	require.Equal(t, []any{int64(7), int64(8), int32(0)}, []any{e.BaseOffset(), e.LastOffset(), e.RecordsCount()})
 }
+
+// TestValidateBody: batchaccess.ValidateBody is Validate's record check
+// alone, for every codec: it accepts what Validate accepts, rejects record
+// damage with Validate's error, and leaves the header and CRC to the
+// caller's ValidateHeader (a batch with a wrong CRC passes it).
+func TestValidateBody(t *testing.T) {
+	for _, c := range allCodecs {
+		b := build(t, BuilderOptions{Compression: c}, numbered(20, 1)...)
+		require.NoError(t, batchaccess.ValidateBody(b), "%s", c)
+
+		badCRC := append(Batch(nil), b...)
+		badCRC[crcOffset] ^= 0xff
+		require.Error(t, badCRC.Validate())
+		require.NoError(t, batchaccess.ValidateBody(badCRC), "%s: the CRC is the caller's", c)
+	}
+	b := build(t, BuilderOptions{}, numbered(20, 1)...)
+	bad := append(Batch(nil), b...)
+	bad[HeaderSize] = 0x7f // zigzag -64: a negative record length
+	bad.SetCRC()
+	want := bad.Validate()
+	require.ErrorIs(t, want, ErrCorrupt)
+	require.Equal(t, want.Error(), batchaccess.ValidateBody(bad).Error())
+}

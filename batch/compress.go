@@ -124,6 +124,7 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 		if z.z == nil {
 			z.z, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
 				zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderLowmem(true))
+			z.bubbled = inSynctestBubble()
 		}
 		if err == nil {
 			if err = z.z.Reset(&z.src); err == nil {
@@ -132,7 +133,9 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 			_ = z.z.Reset(nil)
 		}
 		z.src.Reset(nil)
-		zstdReaders.Put(z)
+		if !z.bubbled {
+			zstdReaders.Put(z)
+		}
 	default:
 		return dst, base.CorruptionErrorf("", attributesOffset, "attributes", "unknown compression codec %d", c)
 	}
@@ -252,6 +255,10 @@ type lz4Reader struct {
 type zstdReader struct {
 	src bytes.Reader
 	z   *zstd.Decoder
+	// bubbled: z was made inside a testing/synctest bubble, so its
+	// channel belongs to the bubble; it serves its one call and is
+	// never pooled (see inSynctestBubble).
+	bubbled bool
 }
 
 var (
@@ -297,6 +304,15 @@ type gzipWriter struct {
 type lz4Writer struct {
 	w sliceWriter
 	z *lz4.Writer
+}
+
+// zstdWriter is a pooled zstd encoder. Its first EncodeAll, on the
+// goroutine that made it, makes the encoder's channel.
+type zstdWriter struct {
+	z *zstd.Encoder
+	// bubbled: z was made inside a testing/synctest bubble; it serves
+	// its one call and is never pooled (see inSynctestBubble).
+	bubbled bool
 }
 
 // encoderPools holds one pool per codec and level: map[encoderKey]*sync.Pool.
@@ -396,11 +412,13 @@ func appendZstd(dst []byte, level int, src []byte) ([]byte, error) {
 	}
 	pool := encoderPool(CompressionZstd, int(lvl), func() any {
 		z, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
-		return z
+		return &zstdWriter{z: z, bubbled: inSynctestBubble()}
 	})
-	z := pool.Get().(*zstd.Encoder)
-	dst = z.EncodeAll(src, dst)
-	pool.Put(z)
+	z := pool.Get().(*zstdWriter)
+	dst = z.z.EncodeAll(src, dst) // makes z's channel on its first call
+	if !z.bubbled {
+		pool.Put(z)
+	}
 	return dst, nil
 }
 

@@ -152,6 +152,12 @@
 // payloads that expand past the limit are rejected as corrupt before they
 // can exhaust memory.
 //
+// Compressors and decompressors are pooled across the process. Batches may
+// be built and decoded inside a testing/synctest bubble: a zstd codec made
+// there (it holds a channel, which belongs to the bubble) serves its call
+// and is dropped instead of pooled, so nothing outside the bubble touches
+// it.
+//
 // # Errors
 //
 // Every failure to frame, validate or decode bytes is a

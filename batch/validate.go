@@ -40,6 +40,16 @@ func (b Batch) validateTimes() (timeRange, error) {
 	if err := b.ValidateHeader(); err != nil {
 		return timeRange{}, err
 	}
+	return b.validateBody()
+}
+
+// validateBody is validateTimes after ValidateHeader: the records of a
+// batch whose header (framing, magic, CRC, header fields) is known valid,
+// decompressed into a pooled Decoder. It checks nothing of the header and
+// does not compute the CRC: for a caller that has just run ValidateHeader
+// (a segment walk), so that the CRC of a batch is computed once.
+// REQUIRES: b.ValidateHeader() == nil.
+func (b Batch) validateBody() (timeRange, error) {
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
 	}

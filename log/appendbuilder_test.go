@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -243,7 +245,14 @@ func TestAppendBuilderZeroAllocs(t *testing.T) {
 // outcomes and byte-identical logs, across rolls. Rerun a failure with
 // -rapid.seed=N.
 func TestAppendBuilderRapid(t *testing.T) {
+	root := t.TempDir()
 	rapid.Check(t, func(rt *rapid.T) {
+		// Each check's partitions go when it ends: a long run
+		// (-rapid.checks) once filled the disk with every check's
+		// preallocated indexes, kept until the test ended.
+		left, err := os.ReadDir(root)
+		require.NoError(rt, err)
+		require.Empty(rt, left, "files of an earlier check")
 		now := time.UnixMilli(1_800_000_000_000)
 		ms := now.UnixMilli()
 		cfg := plog.Config{
@@ -256,8 +265,7 @@ func TestAppendBuilderRapid(t *testing.T) {
 		if rapid.Bool().Draw(rt, "beforeLimit") {
 			cfg.MessageTimestampBeforeMax = time.Hour
 		}
-		a, _ := openT(t, cfg)
-		b, _ := openT(t, cfg)
+		a, b := openCheck(rt, root, cfg), openCheck(rt, root, cfg)
 		tsGen := rapid.OneOf(rapid.Just(int64(-1)), rapid.Int64Range(ms-2*3_600_000, ms+2*3_600_000), rapid.Int64())
 		bytesGen := rapid.OneOf(rapid.Just([]byte(nil)), rapid.SliceOfN(rapid.Byte(), 0, 40))
 		seqs := map[int64]int32{}
@@ -289,4 +297,16 @@ func TestAppendBuilderRapid(t *testing.T) {
 		requireSameLogs(rt, a, b)
 		require.Equal(rt, a.LogEndOffset(), b.LogEndOffset(), fmt.Sprint("log end offsets"))
 	})
+}
+
+// openCheck opens a partition for one rapid check, in a fresh directory
+// under root that is closed and removed when the check ends.
+func openCheck(rt *rapid.T, root string, cfg plog.Config) *plog.Partition {
+	dir, err := os.MkdirTemp(root, "orders-")
+	require.NoError(rt, err)
+	rt.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p, err := plog.Open(filepath.Join(dir, "orders-0"), cfg)
+	require.NoError(rt, err)
+	rt.Cleanup(func() { _ = p.Close() })
+	return p
 }

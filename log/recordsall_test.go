@@ -72,15 +72,16 @@ func TestRecordsAll(t *testing.T) {
 	}
 	_, err := p.AppendBatch(logtest.MakeBatch(70, 30, 2000, 7))
 	require.NoError(t, err)
-	// gzip: a zstd decoder pooled by a synctest test of this package
-	// belongs to that test's bubble.
-	bld := batch.NewBuilder(batch.BuilderOptions{Compression: batch.CompressionGzip, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
+	// zstd, which synctest tests of this package (TestPartitionRecords)
+	// also decode inside their bubbles: nothing of a bubble stays in the
+	// codec pools.
+	bld := batch.NewBuilder(batch.BuilderOptions{Compression: batch.CompressionZstd, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
 	for i := range 3 {
 		require.NoError(t, bld.Add(batch.Record{Key: fmt.Appendf(nil, "z%d", i), Value: []byte("compressed"), Timestamp: 3000}))
 	}
-	gzipped, err := bld.Build()
+	zstdBatch, err := bld.Build()
 	require.NoError(t, err)
-	_, err = p.AppendBatch(gzipped)
+	_, err = p.AppendBatch(zstdBatch)
 	require.NoError(t, err)
 	marker, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, BaseOffset: p.LogEndOffset(), ProducerID: 1, PartitionLeaderEpoch: -1})
 	require.NoError(t, err)

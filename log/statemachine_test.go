@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/stretchr/testify/require"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -51,7 +52,11 @@ func stateMachineRound(t *testing.T, crashes *int) {
 			DisableMmap:              rapid.Bool().Draw(rt, "disableMmap"),
 		}
 		cfg.FlushMessages = rapid.SampledFrom([]int64{0, 1, 7}).Draw(rt, "flushMessages")
-		dir := filepath.Join(t.TempDir(), "events-3")
+		// Removed when the check ends: kept until the test ended, a long
+		// run (-rapid.checks) held every check's files.
+		parent := t.TempDir()
+		rt.Cleanup(func() { _ = os.RemoveAll(parent) })
+		dir := filepath.Join(parent, "events-3")
 		var mem *vfs.MemFS
 		if rapid.IntRange(0, 3).Draw(rt, "fs") > 0 { // mostly MemFS: crashes need it
 			mem = vfs.NewMem()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -123,9 +124,10 @@ func (p *Partition) Verify() error {
 
 // verifyEntry validates the records of the entry b at the start of a
 // batch the walk found valid (framing, header, CRC, offsets): a RecordBatch
-// v2's records (batch.Decoder.Validate: decompressed, every record
-// framed), or a legacy message's inner messages (batch.Decoder.ValidateLegacy,
-// whose offsets it covers). It returns what verifySegment keeps of it,
+// v2's records (batchaccess.ValidateBody: batch.Batch.Validate without the
+// header and CRC the walk checked; decompressed, every record framed), or
+// a legacy message's inner messages (batch.Decoder.ValidateLegacy, whose
+// offsets it covers). It returns what verifySegment keeps of it,
 // without pos.
 func verifyEntry(b batch.Batch, dec *batch.Decoder) (verifiedBatch, error) {
 	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
@@ -139,7 +141,9 @@ func verifyEntry(b batch.Batch, dec *batch.Decoder) (verifiedBatch, error) {
 		}
 		return verifiedBatch{base: first, last: e.Offset(), maxTS: e.Timestamp()}, nil
 	}
-	if err := b.Validate(); err != nil {
+	// The walk checked the header, CRC included (ValidateHeader): the
+	// records are what is left to check.
+	if err := batchaccess.ValidateBody(b); err != nil {
 		return verifiedBatch{}, err
 	}
 	return verifiedBatch{base: b.BaseOffset(), last: b.LastOffset(), maxTS: b.MaxTimestamp()}, nil

@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -40,6 +41,24 @@ func TestVerifyReportsDamage(t *testing.T) {
 		}},
 		{"record length under a matching CRC", "record[0].length", func(data []byte, pos int64, b batch.Batch) int64 {
 			data[pos+batch.HeaderSize] = 0x7f // zigzag -64: a negative record length
+			batch.Batch(data[pos : pos+int64(len(b))]).SetCRC()
+			return pos + batch.HeaderSize
+		}},
+		// The header checks past the CRC, which the walk makes (the
+		// records check takes the header as the walk left it).
+		{"negative recordsCount under a matching CRC", "recordsCount", func(data []byte, pos int64, b batch.Batch) int64 {
+			binary.BigEndian.PutUint32(data[pos+57:], 0xffffffff)
+			batch.Batch(data[pos : pos+int64(len(b))]).SetCRC()
+			return pos + 57
+		}},
+		{"unknown codec under a matching CRC", "attributes", func(data []byte, pos int64, b batch.Batch) int64 {
+			data[pos+22] |= 0x07
+			batch.Batch(data[pos : pos+int64(len(b))]).SetCRC()
+			return pos + 21
+		}},
+		// Records the record check decompresses and rejects.
+		{"zstd bits over plain records under a matching CRC", "records", func(data []byte, pos int64, b batch.Batch) int64 {
+			data[pos+22] |= byte(batch.CompressionZstd)
 			batch.Batch(data[pos : pos+int64(len(b))]).SetCRC()
 			return pos + batch.HeaderSize
 		}},

@@ -108,6 +108,13 @@ var (
 	// meaningless.
 	ValidateTimes func(b []byte) (TimeRange, error)
 
+	// ValidateBody is batch.Batch.Validate without the header checks, for
+	// a batch whose header batch.Batch.ValidateHeader has just accepted
+	// (Partition.Verify's segment walk): the records alone, so the CRC of
+	// a batch is computed once. It never checks the header; b must have
+	// passed ValidateHeader.
+	ValidateBody func(b []byte) error
+
 	// SetLogAppendTime stamps b with the broker's append time ts
 	// (milliseconds): the timestamp-type bit and maxTimestamp, then a new
 	// CRC. Every record of b then reads as timestamp ts. It panics if b is
