@@ -191,7 +191,7 @@ func (p *Partition) groupSyncFlushLocked() error {
 		}
 	}
 	if err == nil && dirDirty {
-		err = syncDir(p.cfg.FS, p.dir)
+		err = p.syncDirSettled()
 	}
 
 	p.lockWriter()
@@ -354,7 +354,7 @@ func (p *Partition) flushLocked() error {
 	}
 	p.mu.flushedBelow = snap.active().BaseOffset()
 	if p.mu.dirDirty {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
 		p.mu.dirDirty = false
@@ -499,11 +499,13 @@ func (p *Partition) flushRolled() error {
 	}
 	w := p.takeRolledLocked()
 	p.mu.Unlock()
-	if w.target == 0 && len(w.snapshots) == 0 {
+	// First the renames of the segments the rolls adopted (their files
+	// are found by name below, and the directory sync must cover them).
+	err := p.settleAdoptions()
+	if w.target == 0 && len(w.snapshots) == 0 && err == nil {
 		return nil
 	}
 
-	var err error
 	for _, seg := range w.segs {
 		if err == nil {
 			err = p.trimSealed(seg)
@@ -516,7 +518,7 @@ func (p *Partition) flushRolled() error {
 		}
 	}
 	if err == nil && w.dirDirty {
-		err = syncDir(p.cfg.FS, p.dir)
+		err = p.syncDirSettled()
 	}
 	wrote := false
 	if err == nil {
@@ -677,7 +679,7 @@ func (p *Partition) writeRollSnapshotsLocked() error {
 		wrote = true
 	}
 	if wrote {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			p.mu.dirDirty = true
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
@@ -732,7 +734,7 @@ func (p *Partition) flushSealedBelowLocked(off int64) error {
 	}
 	p.mu.flushedBelow = max(p.mu.flushedBelow, off)
 	if p.mu.dirDirty {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
 			return p.mu.failed
 		}
