@@ -234,37 +234,132 @@ func TestSpareNeverTakenForData(t *testing.T) {
 }
 
 // TestCrashAtEveryOpOfSpareAndRoll crashes at every filesystem operation
-// of making a spare (in the background, while appends go on) and of the
-// roll that adopts it and the appends after it, keeping none, all or a
-// random part of what was not synced: Open must accept every state, remove
-// the spare's files, never read them as data, and find a prefix of what
-// was appended that holds every synced batch.
+// of making a spare (in the background, while appends go on), of the roll
+// that adopts it (none: the roll does no filesystem operation), of the
+// appends into the adopted segment while its files carry the spare's
+// names, of the deferred adoption (the remove and the renames, run by the
+// roll's flush, by the goroutine making the next spare, or by the sync of
+// a FlushMessages: 1 append) and of the flushes after it, keeping none,
+// all or a random part of what was not synced: Open must accept every
+// state, remove the spare's files, never read them as data, and find a
+// prefix of what was appended that holds every synced batch.
 func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
-	build := func(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
-		p, err := plog.Open(spareDir, spareCfg(fs))
-		require.NoError(t, err)
-		m := logtest.NewModel(0, false)
-		appendSyncedPrefix(t, p, m, 14)
-		return p, m
-	}
-	// run makes the spare, rolls onto it and appends (the roll's flush
-	// included, so a crash lands before and after the recovery point
-	// passes the adopted segment).
-	run := func(t *testing.T, p *plog.Partition, m *logtest.Model) {
-		p.PrepareSpare()
-		require.NoError(t, p.Roll())
-		for i := range 4 {
-			b := logtest.MakeBatch(2, 30, int64(3000+i), byte(i))
+	appendN := func(t *testing.T, p *plog.Partition, m *logtest.Model, n int, seed int) {
+		for i := range n {
+			b := logtest.MakeBatch(2, 30, int64(3000+seed+i), byte(seed+i))
 			off, err := p.AppendBatch(b)
 			require.NoError(t, err)
 			require.NoError(t, m.AppendBatch(b, off))
 		}
-		require.NoError(t, p.FlushRolled())
 	}
+	// A sync binds the model only when it returned before the crash
+	// state was taken.
+	syncAll := func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool) {
+		require.NoError(t, p.Sync())
+		if !crashed() {
+			m.Sync()
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  func(vfs.FS) plog.Config
+		run  func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool)
+	}{{
+		// The roll's flush settles the adoption (so a crash lands before
+		// and after the recovery point passes the adopted segment), then
+		// a full flush syncs the segment.
+		name: "flush",
+		cfg:  spareCfg,
+		run: func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool) {
+			p.PrepareSpare()
+			require.NoError(t, p.Roll())
+			appendN(t, p, m, 4, 0)
+			require.NoError(t, p.FlushRolled())
+			appendN(t, p, m, 1, 10)
+			syncAll(t, p, m, crashed)
+		},
+	}, {
+		// A second roll before the first adoption settled (the segment
+		// whose files carry the spare's names is sealed); the flush of
+		// both rolls settles it before it syncs the sealed segments and
+		// raises the recovery point past them.
+		name: "second-roll",
+		cfg:  spareCfg,
+		run: func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool) {
+			p.PrepareSpare()
+			require.NoError(t, p.Roll())
+			appendN(t, p, m, 3, 0)
+			require.NoError(t, p.Roll())
+			appendN(t, p, m, 2, 10)
+			require.NoError(t, p.FlushRolled())
+			appendN(t, p, m, 1, 20)
+			syncAll(t, p, m, crashed)
+		},
+	}, {
+		// The goroutine making the next spare settles the adoption first
+		// (the spare's names are the same).
+		name: "next-spare",
+		cfg:  spareCfg,
+		run: func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool) {
+			p.PrepareSpare()
+			require.NoError(t, p.Roll())
+			appendN(t, p, m, 2, 0)
+			p.PrepareSpare()
+			require.NoError(t, p.Roll())
+			appendN(t, p, m, 2, 10)
+			require.NoError(t, p.FlushRolled())
+			syncAll(t, p, m, crashed)
+		},
+	}, {
+		// FlushMessages: 1: every append returns once synced, across
+		// rolls onto spares, so its sync settles the adoption the roll
+		// of that append left and syncs the directory after it.
+		name: "flush-messages-1",
+		cfg: func(fs vfs.FS) plog.Config {
+			cfg := spareCfg(fs)
+			cfg.FlushMessages = 1
+			return cfg
+		},
+		run: func(t *testing.T, p *plog.Partition, m *logtest.Model, crashed func() bool) {
+			rolls := p.Stats().Rolls
+			for i := range 12 {
+				p.PrepareSpare()
+				appendN(t, p, m, 1, 100*i)
+				if !crashed() {
+					m.Sync()
+				}
+			}
+			require.GreaterOrEqual(t, p.Stats().Rolls-rolls, int64(2))
+			require.NoError(t, p.FlushRolled())
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
+				p, err := plog.Open(spareDir, tc.cfg(fs))
+				require.NoError(t, err)
+				m := logtest.NewModel(0, false)
+				appendSyncedPrefix(t, p, m, 14)
+				return p, m
+			}
+			crashAtEveryOp(t, build, tc.run, func(fs vfs.FS) (*plog.Partition, error) { return plog.Open(spareDir, tc.cfg(fs)) })
+		})
+	}
+}
+
+// crashAtEveryOp counts the filesystem operations of run on a partition
+// build made, then for each of them runs it again and takes the crash
+// state at that operation (keeping none, all or a random part of what was
+// not synced; run syncs its model only while crashed reports false),
+// reopens it and checks the laws: the spare's files are
+// gone, the log is a prefix of what was appended holding every synced
+// batch, it verifies and takes appends.
+func crashAtEveryOp(t *testing.T, build func(*testing.T, vfs.FS) (*plog.Partition, *logtest.Model),
+	run func(*testing.T, *plog.Partition, *logtest.Model, func() bool), reopen func(vfs.FS) (*plog.Partition, error)) {
+	t.Helper()
 	counter := vfs.NewInjector(vfs.NewMem())
 	p, m := build(t, counter)
 	before := counter.Ops()
-	run(t, p, m)
+	run(t, p, m, func() bool { return false })
 	ops := counter.Ops() - before
 	require.NoError(t, p.Close())
 	require.Positive(t, ops)
@@ -289,12 +384,12 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 				n++
 				return nil
 			})
-			run(t, p, m)
+			run(t, p, m, func() bool { return state != nil })
 			in.SetHook(nil)
 			require.NoError(t, p.Close(), what)
 			require.NotNil(t, state, what)
 
-			p2, err := plog.Open(spareDir, spareCfg(state))
+			p2, err := reopen(state)
 			require.NoError(t, err, what)
 			assert.Empty(t, spareNames(t, state, spareDir), what)
 			require.NoError(t, m.Crash(p2.LogEndOffset(), p2.HighWatermark()), what)
