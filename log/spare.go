@@ -92,8 +92,9 @@ func (p *Partition) startSpareLocked() {
 	}()
 }
 
-// prepareSpare creates the spare (without mu: the files are nobody
-// else's) and hands it to the partition, or discards it when the
+// prepareSpare settles the adoption the last roll left (its files still
+// carry the spare's names, which the new spare takes), creates the spare
+// (without mu: the files are nobody else's) and hands it to the partition, or discards it when the
 // partition closed, failed or has one meanwhile. A roll that comes while
 // the files are being created waits for them (takeSpareLocked) rather
 // than create its own beside them. A failure only costs the next roll the
