@@ -218,6 +218,12 @@ func (p *Partition) groupSyncFlushLocked() error {
 // meanwhile needs no sync. REQUIRES: flushMu held.
 func (p *Partition) syncLogFile(seg *segment.Segment) error {
 	if p.syncFile.seg != seg {
+		// A segment a roll adopted changes its .log's name once (spare.go):
+		// settle that first, or the open below could miss the file and
+		// take the segment for deleted.
+		if err := seg.SettleAdoption(); err != nil {
+			return err
+		}
 		f, err := p.cfg.FS.Open(seg.LogPath())
 		if errors.Is(err, errNotExist) {
 			return nil

@@ -493,3 +493,49 @@ func TestDirSparesOutsideBudgetAndStats(t *testing.T) {
 	require.NoError(t, d.Close())
 	assert.Empty(t, spareNames(t, mem, "/logs/t-0"), "Close removes the spare")
 }
+
+// TestSyncWhileAdoptionSettles: under FlushMessages: 1 the group syncer
+// opens the active .log by its path to fdatasync it; when the adoption of
+// a segment a roll just adopted renames the file between the syncer
+// reading its path and opening it (here the next spare's goroutine,
+// which settles the adoption first, runs at that very moment), the
+// syncer must still sync it. Before, it found the spare's name gone, took
+// the segment for deleted and skipped the fdatasync: the append returned
+// synced and a crash lost it (TestCrashPoints caught it once).
+func TestSyncWhileAdoptionSettles(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg := spareCfg(in)
+	cfg.FlushMessages = 1
+	p, err := plog.Open(spareDir, cfg)
+	require.NoError(t, err)
+	m := logtest.NewModel(0, false)
+	appendSyncedPrefix(t, p, m, 4)
+	m.Sync() // every append was synced
+	p.PrepareSpare()
+	require.True(t, p.HasSpare())
+	settled := false
+	in.SetHook(func(op vfs.Op) error {
+		if !settled && op.Kind == vfs.OpOpen && strings.HasSuffix(op.Path, segment.LogSuffix+segment.SpareSuffix) {
+			settled = true
+			p.PrepareSpare() // renames the adopted segment's files now
+		}
+		return nil
+	})
+	rolls := p.Stats().Rolls
+	for p.Stats().Rolls == rolls {
+		b := logtest.MakeBatch(2, 30, int64(6000+p.LogEndOffset()), 7)
+		off, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		require.NoError(t, m.AppendBatch(b, off))
+		m.Sync()
+	}
+	in.SetHook(nil)
+	state := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+	require.NoError(t, p.Close())
+	p2, err := plog.Open(spareDir, spareCfg(state))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p2.Close()) }()
+	require.NoError(t, m.Crash(p2.LogEndOffset(), p2.HighWatermark()))
+	require.NoError(t, logtest.Check(p2, m))
+}
