@@ -99,10 +99,16 @@
 //     cut sealed segments above the recovery point short; Open then cuts
 //     the log at the first one that ends early and removes the later ones
 //     (what remains is a prefix; see docs/crash-safety.md, "Rolls").
-//     Nor does it create the next segment's files: a goroutine makes the
-//     next segment ahead under temporary names (*.spare.deleted, which
-//     every Open removes and never reads) and the roll renames it to its
-//     base; a spare no append used for 10 s, and Close, remove it.
+//     Nor does it create or rename the next segment's files: a goroutine
+//     makes the next segment ahead under temporary names (*.spare.deleted,
+//     which every Open removes and never reads), the roll makes it the
+//     active segment at its base in memory (no filesystem operation under
+//     the lock), and its files are renamed to the base's names after the
+//     lock, in the background, and in any case before anything syncs the
+//     directory, so no sync, recovery point or checkpoint covers data of a
+//     segment whose files a start-up would remove (a crash before the
+//     renames loses only appends nothing had acknowledged durable); a
+//     spare no append used for 10 s, and Close, remove it.
 //   - FlushMessages == 1, per-append durability: AppendBatch and
 //     AppendAssigned return only after an fdatasync of the .log covered
 //     the batch. Concurrent appenders share fdatasyncs (group commit: one

@@ -227,7 +227,7 @@ func (p *Partition) groupSyncFlushLocked() error {
 		}
 	}
 	if err == nil && dirDirty {
-		err = syncDir(p.cfg.FS, p.dir)
+		err = p.syncDirSettled()
 	}
 
 	p.lockWriter()
@@ -254,6 +254,12 @@ func (p *Partition) groupSyncFlushLocked() error {
 // meanwhile needs no sync. REQUIRES: flushMu held.
 func (p *Partition) syncLogFile(seg *segment.Segment) error {
 	if p.syncFile.seg != seg {
+		// A segment a roll adopted changes its .log's name once (spare.go):
+		// settle that first, or the open below could miss the file and
+		// take the segment for deleted.
+		if err := seg.SettleAdoption(); err != nil {
+			return err
+		}
 		f, err := p.cfg.FS.Open(seg.LogPath())
 		if errors.Is(err, errNotExist) {
 			return nil
@@ -390,7 +396,7 @@ func (p *Partition) flushLocked() error {
 	}
 	p.mu.flushedBelow = snap.active().BaseOffset()
 	if p.mu.dirDirty {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
 		p.mu.dirDirty = false
@@ -535,11 +541,13 @@ func (p *Partition) flushRolled() error {
 	}
 	w := p.takeRolledLocked()
 	p.mu.Unlock()
-	if w.target == 0 && len(w.snapshots) == 0 {
+	// First the renames of the segments the rolls adopted (their files
+	// are found by name below, and the directory sync must cover them).
+	err := p.settleAdoptions()
+	if w.target == 0 && len(w.snapshots) == 0 && err == nil {
 		return nil
 	}
 
-	var err error
 	for _, seg := range w.segs {
 		if err == nil {
 			err = p.trimSealed(seg)
@@ -552,7 +560,7 @@ func (p *Partition) flushRolled() error {
 		}
 	}
 	if err == nil && w.dirDirty {
-		err = syncDir(p.cfg.FS, p.dir)
+		err = p.syncDirSettled()
 	}
 	wrote := false
 	if err == nil {
@@ -713,7 +721,7 @@ func (p *Partition) writeRollSnapshotsLocked() error {
 		wrote = true
 	}
 	if wrote {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			p.mu.dirDirty = true
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
@@ -768,7 +776,7 @@ func (p *Partition) flushSealedBelowLocked(off int64) error {
 	}
 	p.mu.flushedBelow = max(p.mu.flushedBelow, off)
 	if p.mu.dirDirty {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
 			return p.mu.failed
 		}

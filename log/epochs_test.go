@@ -108,6 +108,11 @@ func TestLeaderEpochsSurviveRollsAndCrash(t *testing.T) {
 			require.Greater(t, len(p.SegmentInfos()), 3, "rolls")
 			want := []plog.EpochStart{{Epoch: 0, StartOffset: 0}, {Epoch: 1, StartOffset: 10}}
 			require.Equal(t, want, p.LeaderEpochs())
+			// The rolls' background flush, which moves the recovery point
+			// past offset 10, has run (or runs now): the crash must come
+			// after it, whatever the scheduler did with its goroutine
+			// (faster rolls left it unscheduled at the crash once).
+			require.NoError(t, p.FlushRolled())
 			clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: keep, TornPercent: 50, Seed: uint64(keep)})
 			require.NoError(t, p.Close())
 

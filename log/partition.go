@@ -104,6 +104,9 @@ type Partition struct {
 	spareFiles sync.Mutex
 	spareMade  *segment.Segment
 	spareLive  bool
+	// adopting lists the segments a roll adopted whose files still
+	// carry the spare's names (spare.go).
+	adopting adoptions
 	// flusher is the FlushInterval goroutine; set by Open.
 	flusher struct {
 		stop, done chan struct{}

@@ -92,7 +92,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 		}
 		return wrap(err)
 	}
-	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+	if err := p.syncDirSettled(); err != nil {
 		return undo(err)
 	}
 	// 2. Commit. Whether a failed write reached the disk is unknown:
@@ -135,7 +135,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	if first != nil {
 		return fail(first)
 	}
-	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+	if err := p.syncDirSettled(); err != nil {
 		return fail(err)
 	}
 	p.mu.dirDirty = false

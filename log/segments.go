@@ -137,7 +137,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 		return p.mu.failed
 	}
 	p.dropSnapshotsBelowLocked(p.logStart.Load()) // snapshot.go
-	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+	if err := p.syncDirSettled(); err != nil {
 		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
 	}
 	p.mu.dirDirty = false

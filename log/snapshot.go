@@ -278,7 +278,7 @@ func (p *Partition) snapshotDurableLocked() error {
 	if err := p.writeSnapshotFile(p.mu.end.Offset, true); err != nil {
 		return err
 	}
-	if err := syncDir(p.cfg.FS, p.dir); err != nil {
+	if err := p.syncDirSettled(); err != nil {
 		return err
 	}
 	p.mu.dirDirty = false
@@ -308,7 +308,7 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 		return false, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
 	}
 	if removed {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return false, err
 		}
 	}
@@ -437,7 +437,7 @@ func (p *Partition) reloadProducersLocked(full bool) error {
 		if _, err := p.removeSnapshots(func(int64) bool { return true }); err != nil {
 			return err
 		}
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return err
 		}
 		p.mu.producers.reset()

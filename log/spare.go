@@ -2,6 +2,8 @@ package log
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/partlog/partlog/internal/segment"
@@ -13,8 +15,15 @@ import (
 // fsyncing (ext4 file creation waits for the journal), all under the
 // partition lock, stalling every append. So once the active segment is
 // half full, a goroutine creates the next segment ahead under temporary
-// names (segment.CreateSpare, *.spare.deleted), and the roll only renames
-// it to its base offset (segment.AdoptAs). Only a partition that appends
+// names (segment.CreateSpare, *.spare.deleted), and the roll makes it the
+// active segment at its base offset in memory (segment.BeginAdoptAs): no
+// filesystem operation under the lock. The renames to the base's names
+// (one remove of a stale .txnindex and three renames, ~30 us each) run
+// after the lock is released (settleAdoptions): first thing in the roll's
+// background flush and in the goroutine making the next spare (whose
+// files take the same names), and before anything syncs the directory,
+// so that no sync, checkpoint or recovery point covers the new segment
+// while its files carry names a start-up removes (see syncDirSettled). Only a partition that appends
 // gets a spare: the roll starts the next one (a partition that rolls is
 // appending), and so does an append past half of a segment no roll
 // started. A spare no append used for spareIdleAfter is removed, so a
@@ -83,8 +92,9 @@ func (p *Partition) startSpareLocked() {
 	}()
 }
 
-// prepareSpare creates the spare (without mu: the files are nobody
-// else's) and hands it to the partition, or discards it when the
+// prepareSpare settles the adoption the last roll left (its files still
+// carry the spare's names, which the new spare takes), creates the spare
+// (without mu: the files are nobody else's) and hands it to the partition, or discards it when the
 // partition closed, failed or has one meanwhile. A roll that comes while
 // the files are being created waits for them (takeSpareLocked) rather
 // than create its own beside them. A failure only costs the next roll the
@@ -98,7 +108,14 @@ func (p *Partition) prepareSpare() {
 		p.spareFiles.Unlock()
 		return
 	}
-	seg, err := segment.CreateSpare(p.cfg.FS, p.dir, p.segCfg)
+	// The segment the last roll adopted may still hold the spare's
+	// names: rename it first (a failure leaves the names taken; the
+	// syncs of that segment fail the partition).
+	err := p.settleAdoptions()
+	var seg *segment.Segment
+	if err == nil {
+		seg, err = segment.CreateSpare(p.cfg.FS, p.dir, p.segCfg)
+	}
 	if err == nil {
 		p.spareMade, p.spareLive = seg, true
 	}
@@ -184,17 +201,21 @@ func (p *Partition) takeSpareLocked() *segment.Segment {
 }
 
 // createNextLocked makes the segment a roll starts at newBase: the spare
-// renamed (AdoptAs) when there is one, else a new segment. The caller
+// adopted in memory (BeginAdoptAs, its renames left to settleAdoptions)
+// when there is one, else a new segment. The caller
 // starts the next spare once the roll succeeded (startSpareLocked): a
 // partition that rolls is appending, and the spare needs the time (its
 // creation took 2-47 ms on a loaded machine, while the previous roll's
 // flush fsyncs). REQUIRES: mu held.
 func (p *Partition) createNextLocked(newBase int64) (*segment.Segment, error) {
 	if spare := p.takeSpareLocked(); spare != nil {
-		err := spare.AdoptAs(newBase)
+		err := spare.BeginAdoptAs(newBase)
 		if err == nil {
+			p.adopting.add(spare)
 			p.spareFiles.Lock()
-			p.spareLive = false // the names are free for the next one
+			// No spare left: the next one settles the adoption before
+			// it takes the names (prepareSpare).
+			p.spareLive = false
 			p.spareFiles.Unlock()
 			return spare, nil
 		}
@@ -232,4 +253,59 @@ func (p *Partition) discardSpareFiles(seg *segment.Segment) {
 	if err := seg.Discard(); err != nil {
 		p.logger.Warn("partlog/log: removing the spare segment failed", "dir", p.dir, "err", fmt.Errorf("%s: %w", seg.LogPath(), err))
 	}
+}
+
+// adoptions are the segments rolls adopted (segment.BeginAdoptAs) whose
+// renames may not have run yet. Its mutex is a leaf, never held across a
+// filesystem operation: a roll adds under mu without waiting for a
+// settlement in progress.
+type adoptions struct {
+	mu   sync.Mutex
+	segs []*segment.Segment
+}
+
+// add records seg, just adopted.
+func (a *adoptions) add(seg *segment.Segment) {
+	a.mu.Lock()
+	a.segs = append(a.segs, seg)
+	a.mu.Unlock()
+}
+
+// settleAdoptions renames the files of every segment a roll adopted to
+// their base's names (segment.SettleAdoption), oldest first, waiting for a
+// settlement another goroutine runs, and returns the first error (the
+// segment's data can then never be made durable: the caller's sync fails
+// the partition). Without mu or with it: the renames run outside the
+// roll's path, never under the roll itself.
+func (p *Partition) settleAdoptions() error {
+	p.adopting.mu.Lock()
+	if len(p.adopting.segs) == 0 {
+		p.adopting.mu.Unlock()
+		return nil
+	}
+	segs := slices.Clone(p.adopting.segs)
+	p.adopting.mu.Unlock()
+	var first error
+	for _, seg := range segs {
+		if err := seg.SettleAdoption(); err != nil && first == nil {
+			first = fmt.Errorf("partlog/log: %s: %w", p.dir, err)
+		}
+	}
+	p.adopting.mu.Lock()
+	p.adopting.segs = slices.DeleteFunc(p.adopting.segs, func(s *segment.Segment) bool { return !s.AdoptionPending() })
+	p.adopting.mu.Unlock()
+	return first
+}
+
+// syncDirSettled syncs the partition directory after settling every
+// pending adoption, so that the renames of the segments rolls adopted are
+// in every directory sync that clears mu.dirDirty: a roll sets dirDirty,
+// and until a sync of the directory that followed the renames, nothing in
+// the new segment is called durable (no synced sequence number, recovery
+// point or checkpoint covers it).
+func (p *Partition) syncDirSettled() error {
+	if err := p.settleAdoptions(); err != nil {
+		return err
+	}
+	return syncDir(p.cfg.FS, p.dir)
 }

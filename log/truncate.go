@@ -165,7 +165,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
 	}
 	if removed {
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: truncate %s to %d: sync after removing producer snapshots: %w", p.dir, offset, err))
 			return p.mu.failed
 		}
@@ -197,7 +197,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 		// The removals must be durable before the cut: a crash must not
 		// bring a later segment back behind a shortened one (a hole).
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 		p.mu.dirDirty = false
@@ -405,7 +405,7 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 		if newestFirst && first == nil {
 			// Each removal durable before the next: a crash may keep
 			// any subset of unsynced renames, and a prefix must remain.
-			if err := syncDir(p.cfg.FS, p.dir); err != nil {
+			if err := p.syncDirSettled(); err != nil {
 				first = err
 			}
 		}
@@ -458,7 +458,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		if err := old[i].MarkDeleted(); err != nil {
 			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
 		}
-		if err := syncDir(p.cfg.FS, p.dir); err != nil {
+		if err := p.syncDirSettled(); err != nil {
 			return fail(err)
 		}
 	}

@@ -96,6 +96,11 @@ func (p *Partition) Verify() error {
 	if err := p.offlineErr(); err != nil {
 		return err
 	}
+	// The index files are read by the base's names, which a segment a
+	// roll adopted carries only once settled (spare.go).
+	if err := p.settleAdoptions(); err != nil {
+		return p.noteFault(err)
+	}
 	start, hw, end := p.logStart.Load(), p.mu.hw, p.mu.end
 	if start > hw.Offset || hw.Offset > end.Offset {
 		return base.AssertionFailedf("partlog/log: offsets out of order: log start %d, high watermark %d, log end %d", start, hw.Offset, end.Offset)

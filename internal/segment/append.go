@@ -269,6 +269,10 @@ func (s *Segment) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	// The data is durable only under the names a start-up reads.
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
 	if err := s.use(); err != nil {
 		return err
 	}
@@ -359,6 +363,10 @@ func (s *Segment) TrimSealedIndexes() error {
 	if !s.trim.pending.Load() || s.closed.Load() {
 		return nil
 	}
+	// A trim may replace the index mappings, which SettleAdoption names.
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
 	if err := s.use(); err != nil {
 		return err
 	}
@@ -419,6 +427,9 @@ func (s *Segment) Unseal() error {
 	}
 	if !s.sealed.Load() {
 		return nil
+	}
+	if err := s.SettleAdoption(); err != nil { // the mappings change
+		return err
 	}
 	if err := s.use(); err != nil {
 		return err

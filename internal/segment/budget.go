@@ -264,7 +264,9 @@ func (s *Segment) updateClosable() {
 // closeAtRestLocked closes the files of a closable segment no one pins and
 // reports whether it did. REQUIRES: s.lz.mu held.
 func (s *Segment) closeAtRestLocked() bool {
-	if !s.lz.closable || !s.lz.resident.Load() || s.lz.pins.Load() != 0 {
+	if !s.lz.closable || !s.lz.resident.Load() || s.lz.pins.Load() != 0 || s.adopt.pending.Load() {
+		// A segment whose adoption is pending is reopened by names it
+		// does not carry yet: it stays open until settled.
 		return false
 	}
 	s.lz.offEntries.Store(int64(s.offIdx.Entries()))

@@ -9,7 +9,8 @@
 // wait (AcquireRead, LockForTruncate, TruncateToLocked), budget pins (Pin,
 // Unpin), the file suffixes of the partition's crash protocol
 // (CreateWithSuffix, ChangeSuffix, MarkDeleted), spare segments made
-// ahead of a roll (CreateSpare, AdoptAs, Discard), roll decisions
+// ahead of a roll (CreateSpare, BeginAdoptAs and SettleAdoption, or
+// AdoptAs for both at once, Discard), roll decisions
 // (ShouldRoll), sealed and clean opens (RecoverSealed, OpenClean, Unseal),
 // the transaction index writes (AppendAbortedTxn, TruncateAbortedTxns,
 // FlushTxnIndex) and the header walk (Headers). It is internal so that

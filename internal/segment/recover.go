@@ -402,6 +402,9 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	if s.closed.Load() {
 		return RecoverResult{}, ErrClosed
 	}
+	if err := s.SettleAdoption(); err != nil { // the mappings change
+		return RecoverResult{}, err
+	}
 	if err := s.use(); err != nil {
 		return RecoverResult{}, err
 	}

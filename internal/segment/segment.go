@@ -108,6 +108,9 @@ type Segment struct {
 	// trim is Seal's deferred half: the cut of both indexes' files to
 	// their entries (TrimSealedIndexes, append.go).
 	trim trimState
+	// adopt is an adoption's deferred half: the renames of a spare's
+	// files to the base's names (SettleAdoption, spare.go).
+	adopt adoptState
 	// refs counts references; the owner holds one from Create/Open.
 	refs atomic.Int32
 	// deleteOnRelease is set by MarkDeleted: the last Unref removes the
@@ -663,6 +666,9 @@ func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
 	if s.w.suffix != oldSuffix {
 		return fmt.Errorf("%w: %s has suffix %q, not %q", ErrSuffix, s.LogPath(), s.w.suffix, oldSuffix)
 	}
@@ -747,14 +753,16 @@ func (s *Segment) Suffix() string { return s.w.suffix }
 // Nothing is synced. A second Close returns ErrClosed. The owner uses
 // either Close or Unref to drop its reference, not both.
 func (s *Segment) Close() error {
+	// The files must carry the names the next start-up reads.
+	aerr := s.SettleAdoption()
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
 	// No longer closable; a segment closed at rest stays closed (it is
 	// sealed and its .log is Size bytes long: nothing below needs it).
 	s.updateClosable()
-	var err error
-	if !s.sealed.Load() {
+	err := aerr
+	if !s.sealed.Load() && err == nil {
 		err = s.appendFinalTimeEntry()
 	}
 	if s.w.fileSize != s.size.Load() && !s.deleteOnRelease.Load() {

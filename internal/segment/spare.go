@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/internal/index"
 )
 
 // SpareSuffix is the suffix of a spare segment's files
 // ("00000000000000000000.log.spare.deleted"): an empty segment made ahead
-// of a roll, which the roll renames to its base offset (AdoptAs) instead
-// of creating the files under the partition's lock. The names end in
+// of a roll, which the roll adopts at its base offset (BeginAdoptAs, in
+// memory) instead of creating the files under the partition's lock, and
+// renames to the base's names afterwards (SettleAdoption). The names end in
 // DeletedSuffix, so that every start-up (partlog's and Kafka's, which
 // both remove *.deleted files and never read them) removes a spare a
 // crash left; they are not Kafka's N.log.deleted names
@@ -21,12 +23,12 @@ import (
 const SpareSuffix = ".spare" + DeletedSuffix
 
 // spareBase is the base offset in a spare's file names; its real one is
-// given by AdoptAs.
+// given by BeginAdoptAs.
 const spareBase = 0
 
 // CreateSpare creates an empty segment under the spare names (SpareSuffix)
 // in dir, replacing a spare left there, for a roll to adopt later
-// (AdoptAs): the files Create makes (the index files preallocated, their
+// (BeginAdoptAs): the files Create makes (the index files preallocated, their
 // first page written, the .log and both indexes mapped). Nothing is
 // synced: a crash may leave the files, which the next start-up removes.
 // One spare per directory: the names do not depend on anything else.
@@ -35,13 +37,32 @@ func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
 }
 
 // AdoptAs makes a spare (CreateSpare) the empty segment with base offset
-// base: it removes a stale .txnindex of that base, renames the .log, the
-// .index and the .timeindex to the base's names (metadata operations: no
-// file is created, preallocated or mapped) and gives the segment and its
-// indexes the base. The segment must be the spare as CreateSpare returned
-// it, not yet shared with a reader. On failure the renames done are undone
-// (best effort) and the spare should be discarded (Discard). Writer side.
+// base and settles its file names at once: BeginAdoptAs followed by
+// SettleAdoption.
 func (s *Segment) AdoptAs(base int64) error {
+	if err := s.BeginAdoptAs(base); err != nil {
+		return err
+	}
+	return s.SettleAdoption()
+}
+
+// BeginAdoptAs makes a spare (CreateSpare) the empty segment with base
+// offset base in memory only, with no filesystem operation: the segment
+// and its indexes get the base, the segment accepts appends at it, and
+// its files keep the spare's names until SettleAdoption renames them (a
+// roll adopts the spare under the partition's lock and leaves the renames
+// to after it). Until then the segment's data lives in files every
+// start-up removes, so nothing in it may be called durable:
+// every method that syncs the segment, names its files or changes them by
+// name settles the adoption first (Flush, Close, ChangeSuffix,
+// MarkDeleted, TruncateTo, Recover, Unseal, TrimSealedIndexes, the
+// .txnindex's methods), and a Budget never closes it at rest while the
+// adoption is pending. Seal and Append do not: a roll past a segment whose
+// adoption is pending still does no filesystem operation for it.
+//
+// The segment must be the spare as CreateSpare returned it, not yet shared
+// with a reader; on failure nothing changed. Writer side.
+func (s *Segment) BeginAdoptAs(base int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -51,46 +72,103 @@ func (s *Segment) AdoptAs(base int64) error {
 	if base < 0 || base > index.MaxBaseOffset {
 		return fmt.Errorf("%w: base offset %d", ErrOffsetOverflow, base)
 	}
-	name := func(kind string) string { return filepath.Join(s.dir, FileName(base, kind)) }
-	// Create replaces a .txnindex of the name too; the segment opens one
-	// lazily, by its name, on its first aborted transaction.
-	if err := s.fs.Remove(name(TxnIndexSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	oldLog, newLog := s.LogPath(), name(LogSuffix)
-	oldIdx, oldTime := s.offIdx.Path(), s.timeIdx.Path()
-	if err := s.fs.Rename(oldLog, newLog); err != nil {
-		return err
-	}
-	if err := s.offIdx.Rename(name(IndexSuffix)); err != nil {
-		_ = s.fs.Rename(newLog, oldLog)
-		return err
-	}
-	if err := s.timeIdx.Rename(name(TimeIndexSuffix)); err != nil {
-		_ = s.offIdx.Rename(oldIdx)
-		_ = s.fs.Rename(newLog, oldLog)
-		return err
-	}
 	if err := s.offIdx.Rebase(base); err != nil {
-		_ = s.timeIdx.Rename(oldTime)
-		_ = s.offIdx.Rename(oldIdx)
-		_ = s.fs.Rename(newLog, oldLog)
 		return err
 	}
 	if err := s.timeIdx.Rebase(base); err != nil {
 		_ = s.offIdx.Rebase(spareBase)
-		_ = s.timeIdx.Rename(oldTime)
-		_ = s.offIdx.Rename(oldIdx)
-		_ = s.fs.Rename(newLog, oldLog)
 		return err
 	}
 	s.base = base
 	s.w.suffix = ""
+	s.adopt.pending.Store(true)
+	s.publishEmpty()
+	return nil
+}
+
+// adoptState is the part of an adoption BeginAdoptAs leaves for later:
+// the renames of the spare's files to the base's names (SettleAdoption).
+type adoptState struct {
+	// mu serializes SettleAdoption: a second caller waits until the
+	// renames of the first are done.
+	mu sync.Mutex
+	// pending is set by BeginAdoptAs and cleared, under mu, once the
+	// files carry the base's names.
+	pending atomic.Bool
+	// err is a failed settlement's error, returned by every later call
+	// (the files may be half renamed: the segment can no longer be made
+	// durable). Guarded by mu.
+	err error
+}
+
+// AdoptionPending reports whether the segment was adopted (BeginAdoptAs)
+// and its files still carry the spare's names.
+func (s *Segment) AdoptionPending() bool { return s.adopt.pending.Load() }
+
+// SettleAdoption finishes an adoption BeginAdoptAs began: it removes a
+// stale .txnindex of the base's name (a segment of that base deleted or
+// truncated away by a crash may leave one; the segment would otherwise
+// read it as its own at its next open) and renames the .log, the .index
+// and the .timeindex from the spare's names to the base's, then the
+// segment reports the new paths. It does nothing when no adoption is
+// pending, and waits for a settlement running in another goroutine. On
+// failure the renames done are undone (best effort) and the error is
+// returned by this and every later call. Nothing is synced: the caller
+// syncs the directory before it calls anything in the segment durable.
+//
+// Unlike the other writer-side methods it may run without the writer's
+// lock, concurrently with Append, Seal and reads (which use the open
+// descriptors and mappings, never the names); the writer-side methods
+// that use or change the names settle the adoption first.
+func (s *Segment) SettleAdoption() error {
+	if !s.adopt.pending.Load() {
+		return nil
+	}
+	s.adopt.mu.Lock()
+	defer s.adopt.mu.Unlock()
+	if !s.adopt.pending.Load() {
+		return nil
+	}
+	if s.adopt.err != nil {
+		return s.adopt.err
+	}
+	if err := s.renameAdopted(); err != nil {
+		s.adopt.err = fmt.Errorf("partlog/segment: adopt %s as segment %d: %w", s.LogPath(), s.base, err)
+		return s.adopt.err
+	}
+	s.adopt.pending.Store(false)
+	return nil
+}
+
+// renameAdopted does SettleAdoption's filesystem operations. REQUIRES:
+// adopt.mu held.
+func (s *Segment) renameAdopted() error {
+	// Create replaces a .txnindex of the name too; the segment opens one
+	// lazily, by its name, on its first aborted transaction (txnFile
+	// settles the adoption first, so none was made yet).
+	if err := s.fs.Remove(s.path(TxnIndexSuffix, "")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	oldLog, newLog := s.LogPath(), s.path(LogSuffix, "")
+	oldIdx := s.offIdx.Path()
+	if err := s.fs.Rename(oldLog, newLog); err != nil {
+		return err
+	}
+	if err := s.offIdx.Rename(s.path(IndexSuffix, "")); err != nil {
+		_ = s.fs.Rename(newLog, oldLog)
+		return err
+	}
+	if err := s.timeIdx.Rename(s.path(TimeIndexSuffix, "")); err != nil {
+		_ = s.offIdx.Rename(oldIdx)
+		_ = s.fs.Rename(newLog, oldLog)
+		return err
+	}
 	s.logPath.Store(&newLog)
+	// The region is replaced only by writer-side methods, which settle
+	// the adoption first; SetName is atomic.
 	if s.region != nil {
 		s.region.SetName(newLog)
 	}
-	s.publishEmpty()
 	return nil
 }
 

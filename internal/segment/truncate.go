@@ -34,6 +34,9 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	if err := s.SettleAdoption(); err != nil { // files change by name
+		return 0, err
+	}
 	if err := s.use(); err != nil {
 		return 0, err
 	}

@@ -343,6 +343,11 @@ func (s *Segment) txnFile(create bool) error {
 	if s.txn.f != nil {
 		return nil
 	}
+	// The .txnindex is found by its name, which a pending adoption
+	// removes (a stale file of the base's name): settle it first.
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
 	path := s.txnPath()
 	st, err := s.fs.Stat(path)
 	switch {
