@@ -73,19 +73,38 @@ type testCluster struct {
 	plain bool // single-node mode: no -node and -cluster
 }
 
-// freeAddr returns a loopback address with a port that was free, drawn
-// below Linux's ephemeral range (32768-60999): the nodes' outgoing
-// connections take their local ports from that range, and one of them
-// could otherwise hold a killed node's port when it restarts.
+// handedOut holds every port freeAddr returned in this test process: a
+// killed node's port is free until the node restarts, and a parallel
+// test must not take it meanwhile.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// freeAddr returns a loopback address with a port that was free and that
+// no earlier call of this process returned, drawn below Linux's ephemeral
+// range (32768-60999): the nodes' outgoing connections take their local
+// ports from that range, and one of them could otherwise hold a killed
+// node's port when it restarts.
 func freeAddr(t testing.TB) string {
 	t.Helper()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
 	for range 100 {
-		a := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		port := 20000 + rand.IntN(12000)
+		if handedOut.ports[port] {
+			continue
+		}
+		a := fmt.Sprintf("127.0.0.1:%d", port)
 		l, err := net.Listen("tcp", a)
 		if err != nil {
 			continue
 		}
 		require.NoError(t, l.Close())
+		handedOut.ports[port] = true
 		return a
 	}
 	require.Fail(t, "no free port in 20000-31999")
