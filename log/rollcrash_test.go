@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -461,4 +462,73 @@ func TestCleanerCheckpointAboveLogEndAfterFailedTruncation(t *testing.T) {
 		require.Equal(t, got[i].NextOffset, got[i+1].BaseOffset, "a hole after segment %d: offsets %d to %d lost, later ones kept", got[i].BaseOffset, got[i].NextOffset, got[i+1].BaseOffset)
 	}
 	require.Equal(t, int64(2), r.LogEndOffset(), "the log is cut where segment 0's lost tail began")
+}
+
+// keepAllCleaner plans a round up to the high watermark (as a Cleaner may:
+// the partition rewrites only the sealed segments below it) and keeps
+// every batch as it is.
+type keepAllCleaner struct{}
+
+func (keepAllCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
+	return v.HighWatermark(), nil
+}
+
+func (keepAllCleaner) Batch(batch.Batch) plog.BatchDecision {
+	return plog.BatchDecision{Action: plog.BatchCopy}
+}
+
+func (keepAllCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { return plog.RecordKeep }
+
+// TestCompactionCheckpointCoversOnlyDurableSegments: a compaction round
+// records the cleaner checkpoint its Cleaner planned, and Open takes a
+// segment that ends before the next one's base at or below it for a
+// compaction's (compactedGap). A round that rewrites nothing (each segment
+// alone, nothing removed) flushes nothing, so the checkpoint could cover
+// sealed segments whose roll's flush had not run, and (planned up to the
+// high watermark) the active segment, which the next roll seals with its
+// tail unsynced: crashes that lose such a tail and keep a later segment's
+// writes left holes. Every crash must leave a prefix holding what was
+// synced.
+func TestCompactionCheckpointCoversOnlyDurableSegments(t *testing.T) {
+	const dir = "/data/cleaned-unsynced-0"
+	for _, roll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "crash after the round", true: "crash after a roll and an append"}[roll], func(t *testing.T) {
+			mem := vfs.NewMem()
+			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+			require.NoError(t, err)
+			for i := range 8 {
+				// Segments [0, 6), [6, 12) and the active one from 12;
+				// 0-3 synced, the rest not (no roll's flush runs).
+				_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
+				require.NoError(t, err)
+				if i == 1 {
+					require.NoError(t, p.Sync())
+				}
+			}
+			require.Len(t, p.SegmentInfos(), 3)
+			_, err = p.Compact(context.Background(), keepAllCleaner{})
+			require.NoError(t, err)
+			if roll {
+				require.NoError(t, p.Roll())
+				_, err := p.AppendBatch(logtest.MakeBatch(2, 20, 1008, 8))
+				require.NoError(t, err)
+			}
+			var crashes []*vfs.MemFS
+			for seed := range uint64(64) {
+				crashes = append(crashes, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, Seed: seed}))
+			}
+			require.NoError(t, p.Close())
+			for seed, fs := range crashes {
+				r, err := plog.Open(dir, plog.Config{FS: fs})
+				require.NoError(t, err, "seed %d", seed)
+				got := r.SegmentInfos()
+				for i := 0; i+1 < len(got); i++ {
+					require.Equal(t, got[i].NextOffset, got[i+1].BaseOffset, "seed %d: a hole after segment %d: offsets %d to %d lost, later ones kept",
+						seed, got[i].BaseOffset, got[i].NextOffset, got[i+1].BaseOffset)
+				}
+				require.GreaterOrEqual(t, r.LogEndOffset(), int64(4), "seed %d: synced batches lost", seed)
+				require.NoError(t, r.Close())
+			}
+		})
+	}
 }
