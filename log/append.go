@@ -62,7 +62,8 @@ import (
 // state under the lock, before anything is written (see "Idempotent
 // producers" in the package documentation): a retry of one of its last
 // five batches returns the original base offset and a nil error and writes
-// nothing (AppendBatchInfo tells it apart); a gap, a stale sequence or a
+// nothing (AppendBatchInfo tells it apart), under FlushMessages == 1 once
+// the original is durable, as the original's own append would; a gap, a stale sequence or a
 // new epoch not starting at 0 gives ErrOutOfOrderSequence, an older epoch
 // ErrInvalidProducerEpoch.
 //
@@ -97,9 +98,22 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 	// header copy, not b: b may be mapped memory, read only under the
 	// fault guard (checkProducerBatch).
 	if d, done, err := p.checkProducerLocked(batch.Batch(hdr[:])); done {
+		// A retry is acknowledged as its original would be: under
+		// FlushMessages == 1 once the original is durable. It was
+		// written (or queued) before now, so the sync of every write so
+		// far covers it; when that sync ran already this costs nothing.
+		seq := p.mu.writeSeq
 		p.mu.Unlock()
 		if info != nil {
 			*info = d
+		}
+		if err == nil && p.syncEveryAppend() {
+			if abandoned, err := p.afterAppendContext(ctx, seq, false); err != nil {
+				if abandoned {
+					return d.Base, err // stored; its sync goes on (context.go)
+				}
+				return -1, err
+			}
 		}
 		return d.Base, err
 	}

@@ -189,9 +189,18 @@ func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
 // round computed before a truncation may name batches that were cut and
 // re-appended (dirty), so the round's checkpoint is then dropped (written
 // reports false) and the one TruncateTo clamped stays. offset is also
-// clamped to the log end. Serialized with TruncateTo's own update of the
-// file.
+// clamped to the log end. What it covers is made durable first: Open
+// takes a segment that ends before the next one's base at or below the
+// checkpoint for a compaction's, not for a crash's lost tail
+// (compactedGap), so the checkpoint must never cover a segment whose
+// unsynced tail a crash can lose. A round that rewrote nothing flushed
+// nothing; the sealed segments below the checkpoint are flushed, and
+// everything when it reaches past the active segment's base (the next
+// roll seals the active segment where the checkpoint may be).
+// Serialized with TruncateTo's own update of the file.
 func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error) {
+	p.flushMu.Lock() // for fullFlushLocked (flushMu before mu)
+	defer p.flushMu.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
@@ -200,7 +209,15 @@ func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (wr
 	if p.truncations.Load() != truncations {
 		return false, nil
 	}
-	if err := p.ckpt.write(cleanerCheckpointFile, min(offset, p.mu.end.Offset), false); err != nil {
+	at := min(offset, p.mu.end.Offset)
+	if at > p.segs.Load().active().BaseOffset() {
+		if err := p.fullFlushLocked(); err != nil {
+			return false, err
+		}
+	} else if err := p.flushSealedBelowLocked(at); err != nil {
+		return false, err
+	}
+	if err := p.ckpt.write(cleanerCheckpointFile, at, false); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -309,7 +309,9 @@ type Cleaner interface {
 //     which nothing is removed is left as it is. Offsets are never
 //     renumbered; the last batch of each run is always kept (emptied if
 //     need be), so a new segment ends where the ones it replaces ended;
-//  3. the cleaner checkpoint (cleanerCheckpointFile) records end, under
+//  3. the cleaner checkpoint (cleanerCheckpointFile) records end (the
+//     segments it covers made durable first: Open takes a segment ending
+//     early below the checkpoint for a compaction's), under
 //     the partition's lock and only when no truncation started during
 //     the round (TruncateTo lowers the checkpoint; offsets appended after
 //     a cut are dirty): CleanResult.CleanedTo is then -1. A swap after

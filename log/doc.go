@@ -506,7 +506,8 @@
 //   - the same epoch and the first and last sequence of one of its last
 //     five batches: a retry. Nothing is written; AppendBatch returns the
 //     original base offset and a nil error, AppendBatchInfo also reports
-//     Duplicate;
+//     Duplicate; under FlushMessages == 1 it returns once the original is
+//     durable, as the original's append does;
 //   - an older epoch: ErrInvalidProducerEpoch (the producer was fenced);
 //   - a newer epoch must start at sequence 0, the same epoch must continue
 //     at the last sequence + 1 (after math.MaxInt32 comes 0); otherwise

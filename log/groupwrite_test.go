@@ -313,3 +313,41 @@ func TestGroupWriteOtherWriterWritesQueue(t *testing.T) {
 	require.Equal(t, end, q.LogEndOffset())
 	require.NoError(t, q.Close())
 }
+
+// TestGroupWriteDuplicateWaitsForOriginal checks that an idempotent
+// producer's retry of a batch still queued (or written and not yet
+// synced) is not acknowledged before the original's fdatasync: a crash
+// at the moment the retry returns keeps the original.
+func TestGroupWriteDuplicateWaitsForOriginal(t *testing.T) {
+	c := newGroupCycle(t, 0) // A1's batch written, its fdatasync held
+	orig := prodBatch(t, 7, 0, 0, 3, pbNow(), false)
+	before := c.p.Stats().BatchesAppended
+	var origBase int64
+	var origErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { origBase, origErr = c.p.AppendBatch(orig) })
+	for c.p.Stats().BatchesAppended < before+1 { // queued behind the held sync
+		runtime.Gosched()
+	}
+	var (
+		dup    plog.AppendInfo
+		dupErr error
+		clone  *vfs.MemFS
+	)
+	wg.Go(func() {
+		dup, dupErr = c.p.AppendBatchInfo(orig)
+		clone = c.mem.CrashClone(vfs.CrashOptions{}) // synced data only
+	})
+	c.release()
+	wg.Wait()
+	c.wait()
+	require.NoError(t, origErr)
+	require.NoError(t, dupErr)
+	require.True(t, dup.Duplicate)
+	require.Equal(t, origBase, dup.Base)
+	require.NoError(t, c.p.Close())
+	q, err := plog.Open(c.dir, plog.Config{FS: clone})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close()) }()
+	require.Greater(t, q.LogEndOffset(), dup.LastOffset, "the retry was acknowledged before its original was durable")
+}

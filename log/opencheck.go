@@ -69,8 +69,10 @@ type dirCheck struct {
 // the recovery point past what it compacts first, but Kafka's cleaner
 // does not, so a crashed directory Kafka wrote may hold compacted
 // segments above its recovery point. TruncateTo lowers the checkpoint to
-// the new log end, so segments rolled after a truncation are never
-// covered by an older compaction's checkpoint.
+// the new log end, and Open lowers one above the recovered log end (a
+// TruncateTo into a compaction gap that failed before its last step), so
+// segments rolled after a truncation are never covered by an older
+// compaction's checkpoint.
 func compactedGap(cleanerAt, nextBase int64) bool { return cleanerAt >= 0 && cleanerAt >= nextBase }
 
 // strictNoRepair reports whether the policy is StrictRecovery without

@@ -481,6 +481,16 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.logStart.Store(start)
 	p.mu.end = end
 	p.mu.hw = end
+	if dc.cleanerAt > end.Offset {
+		// A TruncateTo into a compaction gap that failed or crashed
+		// before its last step left the cleaner checkpoint above the log
+		// end. Lowered before anything is appended: segments rolled below
+		// it would pass for a compaction's (compactedGap), and a crash
+		// that lost one's unsynced tail would leave a hole.
+		if err := p.clampCleanerCheckpointLocked(end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: cleaner checkpoint: %w", dir, err))
+		}
+	}
 	// Epochs whose batches are gone (a crash, a cut): none may start past
 	// the log end (one starting at it is a leader that has not appended
 	// yet); none below the log start.

@@ -1,8 +1,10 @@
 package log_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -365,4 +367,168 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
 		require.NoError(t, d.Close())
 	}
 	require.NoError(t, p.Close())
+}
+
+// TestCleanerCheckpointAboveLogEndAfterFailedTruncation: a TruncateTo to
+// an offset in a gap of a compacted segment lowers the cleaner checkpoint
+// to that offset first and, once the cut shows the log ends lower, to the
+// log end. When that second write fails (or a crash comes before it) the
+// checkpoint is left above the log end, and Open must not leave it there:
+// segments rolled later below it are no compaction's, and a crash that
+// loses such a segment's unsynced tail must still cut the log there
+// (compactedGap would otherwise keep the later segments behind a hole).
+func TestCleanerCheckpointAboveLogEndAfterFailedTruncation(t *testing.T) {
+	const dir = "/data/cleaner-above-end-0"
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg := plog.WithManualRollFlush(plog.Config{FS: in})
+	at := func(base int64, seed byte) []byte {
+		b := logtest.MakeBatch(2, 20, 1000+base, seed)
+		batch.Batch(b).SetBaseOffset(base)
+		return b
+	}
+	// A compacted segment [0, 22) holding 0-1 and 20-21, and the next
+	// one from 22; the cleaner checkpoint at 22 (a compaction's).
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	for _, b := range [][]byte{at(0, 1), at(20, 2)} {
+		_, err := p.AppendAssigned(b)
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Roll())
+	_, err = p.AppendAssigned(at(22, 3))
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	topic, part := checkpoint.EntryName(dir)
+	cleanerPath := filepath.Join(dir, plog.CleanerCheckpointFile)
+	require.NoError(t, checkpoint.WriteOffset(mem, cleanerPath, topic, part, 22))
+
+	// TruncateTo(10): the checkpoint goes to 10, segment 22 goes, the
+	// cut leaves 0-1; lowering the checkpoint to 2 then fails.
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	var cut atomic.Bool
+	in.SetHook(func(op vfs.Op) error {
+		switch {
+		case op.Kind == vfs.OpTruncate && strings.HasSuffix(op.Path, segment.LogSuffix):
+			cut.Store(true)
+		case cut.Load() && strings.Contains(op.Path, plog.CleanerCheckpointFile):
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	require.ErrorIs(t, p.TruncateTo(10), plog.ErrFailed)
+	in.SetHook(nil)
+	state := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	require.ErrorIs(t, p.Close(), plog.ErrFailed)
+
+	// Reopened: the log ends at 2. Two batches, a roll at 6 (below the
+	// stale checkpoint), one more batch; nothing synced.
+	q, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: state}))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), q.LogEndOffset())
+	if off, found, err := checkpoint.ReadOffset(state, cleanerPath, topic, part); err == nil && found {
+		require.LessOrEqual(t, off, q.LogEndOffset(), "the cleaner checkpoint is above the log end after Open")
+	}
+	seg0 := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+	st, err := state.Stat(seg0)
+	require.NoError(t, err)
+	synced := st.Size()
+	for i := range 2 {
+		_, err := q.AppendBatch(logtest.MakeBatch(2, 20, 2000, byte(10+i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, q.Roll())
+	_, err = q.AppendBatch(logtest.MakeBatch(2, 20, 2000, 12))
+	require.NoError(t, err)
+	infos := q.SegmentInfos()
+	require.Len(t, infos, 2)
+	require.Equal(t, int64(6), infos[1].BaseOffset)
+
+	// A crash keeps the new segment's writes but not segment 0's
+	// unsynced tail (each file's writes survive on their own).
+	crashed := state.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	require.NoError(t, q.Close())
+	f, err := crashed.OpenReadWrite(seg0)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(synced))
+	require.NoError(t, f.Close())
+
+	r, err := plog.Open(dir, plog.Config{FS: crashed})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	got := r.SegmentInfos()
+	for i := 0; i+1 < len(got); i++ {
+		require.Equal(t, got[i].NextOffset, got[i+1].BaseOffset, "a hole after segment %d: offsets %d to %d lost, later ones kept", got[i].BaseOffset, got[i].NextOffset, got[i+1].BaseOffset)
+	}
+	require.Equal(t, int64(2), r.LogEndOffset(), "the log is cut where segment 0's lost tail began")
+}
+
+// keepAllCleaner plans a round up to the high watermark (as a Cleaner may:
+// the partition rewrites only the sealed segments below it) and keeps
+// every batch as it is.
+type keepAllCleaner struct{}
+
+func (keepAllCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
+	return v.HighWatermark(), nil
+}
+
+func (keepAllCleaner) Batch(batch.Batch) plog.BatchDecision {
+	return plog.BatchDecision{Action: plog.BatchCopy}
+}
+
+func (keepAllCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { return plog.RecordKeep }
+
+// TestCompactionCheckpointCoversOnlyDurableSegments: a compaction round
+// records the cleaner checkpoint its Cleaner planned, and Open takes a
+// segment that ends before the next one's base at or below it for a
+// compaction's (compactedGap). A round that rewrites nothing (each segment
+// alone, nothing removed) flushes nothing, so the checkpoint could cover
+// sealed segments whose roll's flush had not run, and (planned up to the
+// high watermark) the active segment, which the next roll seals with its
+// tail unsynced: crashes that lose such a tail and keep a later segment's
+// writes left holes. Every crash must leave a prefix holding what was
+// synced.
+func TestCompactionCheckpointCoversOnlyDurableSegments(t *testing.T) {
+	const dir = "/data/cleaned-unsynced-0"
+	for _, roll := range []bool{false, true} {
+		t.Run(map[bool]string{false: "crash after the round", true: "crash after a roll and an append"}[roll], func(t *testing.T) {
+			mem := vfs.NewMem()
+			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+			require.NoError(t, err)
+			for i := range 8 {
+				// Segments [0, 6), [6, 12) and the active one from 12;
+				// 0-3 synced, the rest not (no roll's flush runs).
+				_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
+				require.NoError(t, err)
+				if i == 1 {
+					require.NoError(t, p.Sync())
+				}
+			}
+			require.Len(t, p.SegmentInfos(), 3)
+			_, err = p.Compact(context.Background(), keepAllCleaner{})
+			require.NoError(t, err)
+			if roll {
+				require.NoError(t, p.Roll())
+				_, err := p.AppendBatch(logtest.MakeBatch(2, 20, 1008, 8))
+				require.NoError(t, err)
+			}
+			var crashes []*vfs.MemFS
+			for seed := range uint64(64) {
+				crashes = append(crashes, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, Seed: seed}))
+			}
+			require.NoError(t, p.Close())
+			for seed, fs := range crashes {
+				r, err := plog.Open(dir, plog.Config{FS: fs})
+				require.NoError(t, err, "seed %d", seed)
+				got := r.SegmentInfos()
+				for i := 0; i+1 < len(got); i++ {
+					require.Equal(t, got[i].NextOffset, got[i+1].BaseOffset, "seed %d: a hole after segment %d: offsets %d to %d lost, later ones kept",
+						seed, got[i].BaseOffset, got[i].NextOffset, got[i+1].BaseOffset)
+				}
+				require.GreaterOrEqual(t, r.LogEndOffset(), int64(4), "seed %d: synced batches lost", seed)
+				require.NoError(t, r.Close())
+			}
+		})
+	}
 }
