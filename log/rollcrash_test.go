@@ -44,31 +44,8 @@ func (r recordingPolicy) OnCorruption(ev plog.RecoveryEvent) error {
 // refused, under every policy.
 func TestCrashAfterRollBeforeFlush(t *testing.T) {
 	const dir = "/kafka/roll-crash-0"
-	// 4 sealed segments of 3 batches (2 records each) and an active one.
 	build := func(t *testing.T, flushRolls bool) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
-		mem := vfs.NewMem()
-		p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
-		require.NoError(t, err)
-		m := logtest.NewModel(0, false)
-		for i := range 14 {
-			b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
-			off, err := p.AppendBatch(b)
-			require.NoError(t, err)
-			require.NoError(t, m.AppendBatch(b, off))
-		}
-		infos := p.SegmentInfos()
-		require.GreaterOrEqual(t, len(infos), 4)
-		if flushRolls {
-			require.NoError(t, p.FlushRolled())
-			require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
-		} else {
-			require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll moved it")
-		}
-		// Everything written survives the crash; then segment 1 is
-		// damaged the way a lost unsynced tail looks.
-		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
-		require.NoError(t, p.Close())
-		return clone, m, infos
+		return crashedAfterRolls(t, dir, flushRolls)
 	}
 	seg1 := func(infos []plog.SegmentInfo) string {
 		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
@@ -205,22 +182,7 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 	const dir = "/kafka/compacted-crash-0"
 	build := func(t *testing.T) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
-		mem := vfs.NewMem()
-		p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
-		require.NoError(t, err)
-		m := logtest.NewModel(0, false)
-		for i := range 14 {
-			b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
-			off, err := p.AppendBatch(b)
-			require.NoError(t, err)
-			require.NoError(t, m.AppendBatch(b, off))
-		}
-		infos := p.SegmentInfos()
-		require.GreaterOrEqual(t, len(infos), 4)
-		require.Equal(t, int64(0), p.RecoveryPoint(), "no roll's flush ran: every segment is above the recovery point")
-		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
-		require.NoError(t, p.Close())
-		return clone, m, infos
+		return crashedAfterRolls(t, dir, false) // every segment above the recovery point
 	}
 	seg1 := func(infos []plog.SegmentInfo) string {
 		return filepath.Join(dir, segment.FileName(infos[1].BaseOffset, segment.LogSuffix))
@@ -285,6 +247,37 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 		require.Equal(t, infos[1].BaseOffset+2, p.LogEndOffset(), "cut after segment 1's first batch")
 		require.Len(t, p.SegmentInfos(), 2)
 	})
+}
+
+// crashedAfterRolls appends 14 batches of 2 records to a new partition in
+// dir on a MemFS, rolling into 4 sealed segments of 3 batches and an
+// active one, with the rolls' flush run (flushRolls: the recovery point
+// at the active segment's base) or not (it stays 0), and returns the
+// state a crash leaves that keeps everything written, the model and the
+// segments.
+func crashedAfterRolls(t *testing.T, dir string, flushRolls bool) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
+	t.Helper()
+	mem := vfs.NewMem()
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+	require.NoError(t, err)
+	m := logtest.NewModel(0, false)
+	for i := range 14 {
+		b := logtest.MakeBatch(2, 20, int64(1000+i), byte(i))
+		off, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		require.NoError(t, m.AppendBatch(b, off))
+	}
+	infos := p.SegmentInfos()
+	require.GreaterOrEqual(t, len(infos), 4)
+	if flushRolls {
+		require.NoError(t, p.FlushRolled())
+		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
+	} else {
+		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll moved it")
+	}
+	clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	require.NoError(t, p.Close())
+	return clone, m, infos
 }
 
 // keepBatches rewrites the .log at path with the batches keep selects
