@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/binary"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +66,31 @@ func TestFramedRecordRoundTrip(t *testing.T) {
 	assert.False(t, ok)
 	_, _, ok = splitFramed(nil)
 	assert.False(t, ok)
+}
+
+// TestRawRollingLatencies: the plain rolling loop starts a new file when
+// the next batch would pass the segment size (as a partition rolls), the
+// plain loop never does, every write is timed, and both remove their
+// files.
+func TestRawRollingLatencies(t *testing.T) {
+	set := [][]byte{make([]byte, 1000), make([]byte, 1000)}
+	tests := []struct {
+		name         string
+		segmentBytes int64
+		wantRolls    int
+	}{
+		{"plain", 0, 0},
+		{"rolling", 2500, 4}, // 2 writes per file: 10 writes, 5 files
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &bench{root: t.TempDir()}
+			l, err := b.rawRollingLatencies(set, 10, "raw", tt.segmentBytes)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantRolls, l.rolls)
+			require.Len(t, l.lat, 10)
+			assert.True(t, slices.IsSorted(l.lat))
+			assert.NoDirExists(t, filepath.Join(b.root, "raw"))
+		})
+	}
 }
