@@ -412,6 +412,9 @@ func (s *Segment) trimIndexesLocked() error {
 	if err := s.timeIdx.TrimToValidSize(); err != nil {
 		return err
 	}
+	if err := s.releaseReserved(); err != nil {
+		return err
+	}
 	s.trim.pending.Store(false)
 	return nil
 }
@@ -441,6 +444,9 @@ func (s *Segment) Unseal() error {
 	}
 	if err := s.mapTo(s.window); err != nil {
 		return err
+	}
+	if reservedPastEnd(s.logFile) {
+		s.reserved.Store(true) // a crash left a spare's reservation
 	}
 	s.sealed.Store(false)
 	return nil

@@ -108,6 +108,11 @@ type Segment struct {
 	// trim is Seal's deferred half: the cut of both indexes' files to
 	// their entries (TrimSealedIndexes, append.go).
 	trim trimState
+	// reserved is set when disk blocks may be reserved past the .log's
+	// end: a spare's preallocation (CreateSpare), or one a crash left
+	// (found by Unseal). The index trim after Seal and Close release
+	// them (releaseReserved, spare.go).
+	reserved atomic.Bool
 	// adopt is an adoption's deferred half: the renames of a spare's
 	// files to the base's names (SettleAdoption, spare.go).
 	adopt adoptState
@@ -765,10 +770,15 @@ func (s *Segment) Close() error {
 	if !s.sealed.Load() && err == nil {
 		err = s.appendFinalTimeEntry()
 	}
-	if s.w.fileSize != s.size.Load() && !s.deleteOnRelease.Load() {
+	// A cut to the size also releases blocks a spare reserved past it
+	// (releaseReserved).
+	if (s.w.fileSize != s.size.Load() || s.reserved.Load()) && !s.deleteOnRelease.Load() {
 		perr := s.pin()
 		if perr == nil {
 			perr = s.logFile.Truncate(s.size.Load())
+		}
+		if perr == nil {
+			s.reserved.Store(false)
 		}
 		s.unpin()
 		if perr == nil {

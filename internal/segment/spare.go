@@ -29,11 +29,55 @@ const spareBase = 0
 // CreateSpare creates an empty segment under the spare names (SpareSuffix)
 // in dir, replacing a spare left there, for a roll to adopt later
 // (BeginAdoptAs): the files Create makes (the index files preallocated, their
-// first page written, the .log and both indexes mapped). Nothing is
+// first page written, the .log and both indexes mapped), and it reserves
+// the disk blocks of the .log's first SparePreallocBytes (at most the
+// segment's size) without changing its length (vfs.File.Preallocate,
+// fallocate with KEEP_SIZE on Linux): the appends into a segment adopted
+// from a spare write into blocks already allocated, which measured 9%
+// cheaper at the median than letting each write reserve its own (see
+// README, "Rolls: where the tail comes from"). The file's length, hence
+// its content and format, does not change: recovery, Verify and every
+// reader look only below the length, and what is reserved past it is
+// released when the segment is sealed and its indexes trimmed, or closed
+// (releaseReserved), and when it is truncated or deleted. Nothing is
 // synced: a crash may leave the files, which the next start-up removes.
-// One spare per directory: the names do not depend on anything else.
+// One spare per directory: the names do not depend on anything else. A
+// failed reservation (a full disk) fails the call, after removing the
+// files.
 func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
-	return CreateWithSuffix(fsys, dir, spareBase, SpareSuffix, cfg)
+	s, err := CreateWithSuffix(fsys, dir, spareBase, SpareSuffix, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.logFile.Preallocate(0, min(s.window, SparePreallocBytes)); err != nil {
+		err = fmt.Errorf("partlog/segment: reserve %d bytes for %s: %w", min(s.window, SparePreallocBytes), s.LogPath(), err)
+		return nil, errors.Join(err, s.Discard())
+	}
+	s.reserved.Store(true)
+	return s, nil
+}
+
+// SparePreallocBytes is how much of a spare's .log CreateSpare reserves:
+// the whole segment up to 16 MiB. A reservation lasts while the segment
+// is active, so it is capped: with Kafka's default 1 GiB segments, a
+// reservation of the whole segment would hold 1 GiB of disk for each
+// partition that appends.
+const SparePreallocBytes = 16 << 20
+
+// releaseReserved releases the disk blocks reserved past the .log's end
+// (reserved): a cut of the file to its length, which leaves the length
+// and the bytes as they are (ext4 frees the blocks past the end on any
+// truncate). REQUIRES: the segment is sealed or being closed (no append
+// changes the length meanwhile) and its files are open.
+func (s *Segment) releaseReserved() error {
+	if !s.reserved.Load() {
+		return nil
+	}
+	if err := s.logFile.Truncate(s.size.Load()); err != nil {
+		return fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", s.LogPath(), err)
+	}
+	s.reserved.Store(false)
+	return nil
 }
 
 // AdoptAs makes a spare (CreateSpare) the empty segment with base offset

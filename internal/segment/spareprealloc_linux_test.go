@@ -1,0 +1,74 @@
+//go:build linux
+
+package segment
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// allocated returns the bytes of disk the named file holds (st_blocks).
+func allocated(t *testing.T, path string) int64 {
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(path, &st))
+	return st.Blocks * 512
+}
+
+// TestSpareReservationOnDisk: on the operating system's filesystem the
+// spare's .log holds its reservation past its length; the files as a
+// crash leaves them (the adopted segment's, read by another Open while
+// the writer still holds them, so that nothing was closed or trimmed)
+// open and recover to exactly the appended batches, whatever is
+// allocated past the end; Unseal notices such a reservation; and the
+// index trim after Seal, and Close, release it without changing the
+// length or the bytes.
+func TestSpareReservationOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
+	s, err := CreateSpare(vfs.Default, dir, cfg)
+	require.NoError(t, err)
+	if allocated(t, s.LogPath()) < 1<<20 {
+		require.NoError(t, s.Discard())
+		t.Skip("the filesystem does not preallocate (no fallocate)")
+	}
+	require.NoError(t, s.AdoptAs(500))
+	next := int64(500)
+	for i := range 20 {
+		b := simpleBatch(t, next, 3, int64(1000+i), 100)
+		mustAppend(t, s, b)
+		next = b.NextOffset()
+	}
+	want := checkSegment(t, s)
+	logBytes := readAll(t, vfs.Default, s.LogPath())
+	assert.Greater(t, allocated(t, s.LogPath()), s.Size()+64<<10, "reserved past the end")
+
+	// The files as they are: open and recover another segment over them.
+	crashed, err := Open(vfs.Default, dir, 500, cfg)
+	require.NoError(t, err)
+	require.NoError(t, crashed.Unseal())
+	assert.True(t, crashed.reserved.Load(), "Unseal notices the reservation")
+	res, err := crashed.Recover(1 << 20)
+	require.NoError(t, err)
+	assert.Equal(t, s.Size(), res.ValidBytes)
+	assert.Equal(t, want, checkSegment(t, crashed))
+	assert.Equal(t, next, crashed.NextOffset())
+	require.NoError(t, crashed.Seal())
+	require.NoError(t, crashed.TrimSealedIndexes())
+	assert.False(t, crashed.reserved.Load())
+	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "released by the trim")
+	assert.Equal(t, logBytes, readAll(t, vfs.Default, s.LogPath()), "the bytes are unchanged")
+	mustClose(t, crashed)
+
+	// A reservation made anew is released by Close of the active segment.
+	require.NoError(t, s.logFile.Preallocate(0, 1<<20))
+	s.reserved.Store(true)
+	size := s.Size()
+	mustClose(t, s)
+	assert.LessOrEqual(t, allocated(t, segPath(dir, 500, LogSuffix)), (size+4095)&^4095+64<<10, "released by Close")
+	assert.Equal(t, logBytes, readAll(t, vfs.Default, segPath(dir, 500, LogSuffix)))
+}
