@@ -15,7 +15,9 @@ import (
 // fsyncing (ext4 file creation waits for the journal), all under the
 // partition lock, stalling every append. So once the active segment is
 // half full, a goroutine creates the next segment ahead under temporary
-// names (segment.CreateSpare, *.spare.deleted), and the roll makes it the
+// names (segment.CreateSpare, *.spare.deleted; it also reserves the
+// .log's first blocks, so that the appends into it write into allocated
+// blocks), and the roll makes it the
 // active segment at its base offset in memory (segment.BeginAdoptAs): no
 // filesystem operation under the lock. The renames to the base's names
 // (one remove of a stale .txnindex and three renames, ~30 us each) run
