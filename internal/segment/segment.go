@@ -775,10 +775,14 @@ func (s *Segment) Close() error {
 	if (s.w.fileSize != s.size.Load() || s.reserved.Load()) && !s.deleteOnRelease.Load() {
 		perr := s.pin()
 		if perr == nil {
+			// trim.mu: a background TrimSealedIndexes may be
+			// releasing the reservation too (releaseReserved).
+			s.trim.mu.Lock()
 			perr = s.logFile.Truncate(s.size.Load())
-		}
-		if perr == nil {
-			s.reserved.Store(false)
+			if perr == nil {
+				s.reserved.Store(false)
+			}
+			s.trim.mu.Unlock()
 		}
 		s.unpin()
 		if perr == nil {
