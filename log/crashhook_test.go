@@ -52,9 +52,6 @@ type crashWalk[F any] struct {
 	// options returns the crashes to take at operation k of total: one
 	// run of the history each.
 	options func(k, total int64) []vfs.CrashOptions
-	// next returns the operation to crash at after k; nil crashes at
-	// every operation (k+1). It is called after the runs of k.
-	next func(k int64) int64
 	// mayEndEarly says a run may do fewer operations than the counted one
 	// (goroutines in the background do some of them): a run that never
 	// reaches operation k takes no crash and the point is skipped. When
@@ -76,8 +73,7 @@ func randomCrash(rng *rand.Rand) func(k, total int64) []vfs.CrashOptions {
 }
 
 // crashAtEveryOp crashes w's history at every filesystem operation of
-// w.run (or at those w.next picks) and returns how many crash states it
-// checked. It first runs setup and run once on a counting filesystem to
+// w.run and returns how many crash states it checked. It first runs setup and run once on a counting filesystem to
 // learn how many operations run does (total). Then, for each operation k
 // in turn and each of w.options(k, total), it runs setup and run again on
 // a fresh MemFS behind an injector whose hook, just before the k-th
@@ -117,7 +113,7 @@ func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) int {
 	require.Positive(t, total, "the run does no filesystem operation")
 
 	points := 0
-	for k := int64(0); k < total; {
+	for k := range total {
 		for _, opts := range w.options(k, total) {
 			at := crashPoint{Op: k, Ops: total, Opts: opts}
 			mem := vfs.NewMem()
@@ -154,11 +150,6 @@ func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) int {
 			}
 			points++
 			w.check(t, f, taken, at)
-		}
-		if w.next != nil {
-			k = w.next(k)
-		} else {
-			k++
 		}
 	}
 	require.Positive(t, points, "no crash state checked")
