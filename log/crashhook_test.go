@@ -13,6 +13,13 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
+// memIndexBytes is segment.index.bytes for the tests on MemFS whose
+// segments are small: room for every index entry they write. With Kafka's
+// 10 MiB default every segment's .index and .timeindex are 10 MiB in
+// memory, and every crash clone copies them and every Verify and reopen
+// reads them: most of such a test's time, ten times more under -race.
+const memIndexBytes = 4096
+
 // crashPoint names one crash of a walk: the operation of the run it comes
 // before (counting from 0), how many operations the counted run did, and
 // what of the unsynced writes the crash kept.

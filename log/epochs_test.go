@@ -93,7 +93,7 @@ func TestLeaderEpochsSurviveRollsAndCrash(t *testing.T) {
 	for _, keep := range []int{0, 50, 100} {
 		t.Run(fmt.Sprintf("unsynced kept %d%%", keep), func(t *testing.T) {
 			mem := vfs.NewMem()
-			cfg := plog.Config{FS: mem, StampLeaderEpoch: true, SegmentBytes: 2000}
+			cfg := plog.Config{FS: mem, StampLeaderEpoch: true, SegmentBytes: 2000, SegmentIndexBytes: memIndexBytes}
 			p, err := plog.Open("/kafka/epochs-0", cfg)
 			require.NoError(t, err)
 			for i := 0; i < 10; i++ {

@@ -113,7 +113,7 @@ func TestAppendAssignedGaps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			mem := vfs.NewMem()
 			const dir = "/data/follower-0"
-			cfg := plog.Config{FS: mem, SegmentBytes: 1 << 20}
+			cfg := plog.Config{FS: mem, SegmentBytes: 1 << 20, SegmentIndexBytes: memIndexBytes}
 			p, err := plog.Open(dir, cfg)
 			require.NoError(t, err)
 			defer func() { _ = p.Close() }()
@@ -176,7 +176,7 @@ func TestAppendAssignedGaps(t *testing.T) {
 			p, err = plog.Open(dir, cfg)
 			require.NoError(t, err)
 			check(p)
-			q, err := plog.Open(dir, plog.Config{FS: crashed, SegmentBytes: 1 << 20, Recovery: plog.StrictRecovery{}})
+			q, err := plog.Open(dir, plog.Config{FS: crashed, SegmentBytes: 1 << 20, SegmentIndexBytes: memIndexBytes, Recovery: plog.StrictRecovery{}})
 			require.NoError(t, err)
 			defer func() { _ = q.Close() }()
 			check(q)
@@ -279,7 +279,7 @@ func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/leader=%v", c.name, leader), func(t *testing.T) {
 				const dir = "/kafka/gap-crash-0"
 				mem := vfs.NewMem()
-				cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500})
+				cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500, SegmentIndexBytes: memIndexBytes})
 				p, err := plog.Open(dir, cfg)
 				require.NoError(t, err)
 				if c.first > 0 {

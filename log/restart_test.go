@@ -13,12 +13,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// restartIndexBytes is the restart tests' segment.index.bytes: room for
-// every index entry of their small segments. Kafka's 10 MiB would make
-// each segment's index files 10 MiB on the in-memory filesystem, and every
-// crash clone copy them (the crash walk spent most of its time there).
-const restartIndexBytes = 4096
-
 // restartFixture opens a partition on mem with several segments of
 // batches under leader epochs 1 and 2 (offsets 0-35), DeleteRecordsBefore
 // at 10, synced, and returns it with the batches it holds.
@@ -26,7 +20,7 @@ func restartFixture(t *testing.T, mem vfs.FS, dir string) (*plog.Partition, []ba
 	t.Helper()
 	// Manual roll flush: no background goroutine does file operations
 	// while a test counts them.
-	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: restartIndexBytes}))
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes}))
 	require.NoError(t, err)
 	var stored []batch.Batch
 	for i := range 12 {
@@ -140,7 +134,7 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 			require.NoError(t, p.TruncateTo(c.start))
 			check(p)
 			require.NoError(t, p.Close())
-			p, err = plog.Open(dir, plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: restartIndexBytes, Recovery: plog.StrictRecovery{}})
+			p, err = plog.Open(dir, plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes, Recovery: plog.StrictRecovery{}})
 			require.NoError(t, err)
 			check(p)
 			base, err := p.AppendBatch(logtest.MakeBatch(1, 5, 1_700_000_000_200, 1))
@@ -186,7 +180,7 @@ func TestTruncateFullyAndStartAtCrashAtEveryOp(t *testing.T) {
 			options:     randomCrash(rng),
 			mayEndEarly: true,
 			check: func(t *testing.T, r *restart, clone *vfs.MemFS, crash crashPoint) {
-				q, err := plog.Open(dir, plog.Config{FS: clone, SegmentBytes: 500, SegmentIndexBytes: restartIndexBytes})
+				q, err := plog.Open(dir, plog.Config{FS: clone, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes})
 				require.NoError(t, err, "restart at %d, %s", at, crash)
 				require.NoError(t, q.Verify())
 				got := readAllFollower(t, q)
