@@ -20,6 +20,10 @@ import (
 // reads them: most of such a test's time, ten times more under -race.
 const memIndexBytes = 4096
 
+// raceCrashStride is how far apart the crash points of crashAtEveryOp
+// are under -race.
+const raceCrashStride = 8
+
 // crashPoint names one crash of a walk: the operation of the run it comes
 // before (counting from 0), how many operations the counted run did, and
 // what of the unsynced writes the crash kept.
@@ -80,7 +84,8 @@ func randomCrash(rng *rand.Rand) func(k, total int64) []vfs.CrashOptions {
 }
 
 // crashAtEveryOp crashes w's history at every filesystem operation of
-// w.run and returns how many crash states it checked. It first runs setup and run once on a counting filesystem to
+// w.run and returns how many crash states it checked and how many
+// operations the run does. It first runs setup and run once on a counting filesystem to
 // learn how many operations run does (total). Then, for each operation k
 // in turn and each of w.options(k, total), it runs setup and run again on
 // a fresh MemFS behind an injector whose hook, just before the k-th
@@ -96,11 +101,16 @@ func randomCrash(rng *rand.Rand) func(k, total int64) []vfs.CrashOptions {
 //     before the crash;
 //   - the hook is removed before finish and check run, and neither is
 //     crashed at;
-//   - every point of the walk is checked unless w.mayEndEarly and the run
+//   - every crash point is checked unless w.mayEndEarly and the run
 //     ended first: a run that never reaches its point fails the test,
 //     and a walk that checks no state at all fails it too;
 //   - the count of points is logged with the test.
-func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) int {
+//
+// Under -race it crashes at every raceCrashStride-th operation only (and
+// at the last one): the walks are histories of one goroutine, or nearly,
+// in which the race detector has little to see and which it slows about
+// tenfold, and the plain run crashes at every operation.
+func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) (points int, ops int64) {
 	t.Helper()
 	setup := func(t *testing.T, fs vfs.FS) F {
 		var f F
@@ -119,8 +129,14 @@ func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) int {
 	}
 	require.Positive(t, total, "the run does no filesystem operation")
 
-	points := 0
+	stride := int64(1)
+	if raceEnabled {
+		stride = raceCrashStride
+	}
 	for k := range total {
+		if k%stride != 0 && k != total-1 {
+			continue
+		}
 		for _, opts := range w.options(k, total) {
 			at := crashPoint{Op: k, Ops: total, Opts: opts}
 			mem := vfs.NewMem()
@@ -160,6 +176,10 @@ func crashAtEveryOp[F any](t *testing.T, w crashWalk[F]) int {
 		}
 	}
 	require.Positive(t, points, "no crash state checked")
-	t.Logf("%d crash points of %d operations", points, total)
-	return points
+	if stride > 1 {
+		t.Logf("%d crash points of %d operations (every %dth under -race)", points, total, stride)
+	} else {
+		t.Logf("%d crash points of %d operations", points, total)
+	}
+	return points, total
 }

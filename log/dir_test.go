@@ -449,7 +449,7 @@ func TestDirCrashRootCheckpoints(t *testing.T) {
 	newAcks := func() acks {
 		return acks{map[plog.TopicPartition]int64{}, map[plog.TopicPartition]int64{}, map[plog.TopicPartition]string{}}
 	}
-	points := crashAtEveryOp(t, crashWalk[*walkAcks]{
+	points, _ := crashAtEveryOp(t, crashWalk[*walkAcks]{
 		setup: func(*testing.T, vfs.FS) *walkAcks { return &walkAcks{newAcks(), newAcks()} },
 		run: func(t *testing.T, fs vfs.FS, w *walkAcks, crashed func() bool) {
 			ack := func(f func(*acks)) {

@@ -370,7 +370,7 @@ func TestTruncateToCrashKeepsTxnIndex(t *testing.T) {
 	}
 	// The truncation to 2 cuts segment 0 at the marker and deletes
 	// segments 4 and 6.
-	total := crashAtEveryOp(t, crashWalk[*plog.Partition]{
+	_, ops := crashAtEveryOp(t, crashWalk[*plog.Partition]{
 		setup: func(t *testing.T, fs vfs.FS) *plog.Partition {
 			setup(fs)
 			p, err := plog.Open(dir, cfg(fs))
@@ -396,5 +396,5 @@ func TestTruncateToCrashKeepsTxnIndex(t *testing.T) {
 			require.NoError(t, p.Close())
 		},
 	})
-	require.Greater(t, total, 3*10, "TruncateTo(2) does more than ten operations")
+	require.Greater(t, ops, int64(10))
 }
