@@ -191,7 +191,7 @@ func TestLeaderEpochsCrashPoints(t *testing.T) {
 	for h := 0; h < histories; h++ {
 		stamp := rng.IntN(2) == 0
 		mem := vfs.NewMem()
-		cfg := plog.Config{FS: mem, StampLeaderEpoch: stamp, SegmentBytes: int64(800 + rng.IntN(3000)),
+		cfg := plog.Config{FS: mem, StampLeaderEpoch: stamp, SegmentBytes: int64(800 + rng.IntN(3000)), SegmentIndexBytes: memIndexBytes,
 			FlushMessages: []int64{0, 0, 1, 5}[rng.IntN(4)]}
 		const dir = "/kafka/epoch-crash-0"
 		p, err := plog.Open(dir, cfg)
