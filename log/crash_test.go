@@ -224,68 +224,49 @@ func TestCrashAtEveryOp(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		bs = append(bs, logtest.MakeBatch(1+i%5, 20+7*i, int64(1000+i), byte(i)))
 	}
-	run := func(fs vfs.FS, acked func(int)) {
-		p, err := plog.Open(dir, cfg(fs))
-		require.NoError(t, err)
-		for i, b := range bs {
-			b = append([]byte(nil), b...)
-			_, err := p.AppendBatch(b)
+	crashAtEveryOp(t, crashWalk[*int]{
+		// The walk's shared value counts the batches acknowledged before
+		// the crash.
+		setup: func(*testing.T, vfs.FS) *int { return new(int) },
+		run: func(t *testing.T, fs vfs.FS, acked *int, crashed func() bool) {
+			p, err := plog.Open(dir, cfg(fs))
 			require.NoError(t, err)
-			acked(i + 1)
-			if i%5 == 4 {
-				require.NoError(t, p.FlushRolled())
+			for i, b := range bs {
+				b = append([]byte(nil), b...)
+				_, err := p.AppendBatch(b)
+				require.NoError(t, err)
+				if !crashed() {
+					*acked = i + 1
+				}
+				if i%5 == 4 {
+					require.NoError(t, p.FlushRolled())
+				}
+				if i == 20 {
+					require.NoError(t, p.Sync())
+				}
 			}
-			if i == 20 {
-				require.NoError(t, p.Sync())
+			require.NoError(t, p.Close())
+		},
+		options:     randomCrash(rng),
+		mayEndEarly: true,
+		check: func(t *testing.T, acked *int, state *vfs.MemFS, at crashPoint) {
+			p, err := plog.Open(dir, cfg(state))
+			require.NoError(t, err, "%s: reopen", at)
+			m := logtest.NewModel(0, false)
+			for _, b := range bs {
+				c := append([]byte(nil), b...)
+				batch.Batch(c).SetBaseOffset(m.LogEndOffset())
+				require.NoError(t, m.Append(c))
 			}
-		}
-		require.NoError(t, p.Close())
-	}
-	// Count the operations of one run.
-	counter := vfs.NewInjector(vfs.NewMem())
-	run(counter, func(int) {})
-	total := counter.Ops()
-	points := 0
-	for k := int64(0); k < total; k++ {
-		mem := vfs.NewMem()
-		in := vfs.NewInjector(mem)
-		var clone *vfs.MemFS
-		var mu sync.Mutex
-		nAcked, ackedAtCrash := 0, -1
-		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-		n := int64(0)
-		in.SetHook(func(vfs.Op) error {
-			if n == k {
-				clone = mem.CrashClone(opts)
-				mu.Lock()
-				ackedAtCrash = nAcked
-				mu.Unlock()
+			var want int64
+			if *acked > 0 {
+				want = m.Batches()[*acked-1].NextOffset()
 			}
-			n++
-			return nil
-		})
-		run(in, func(i int) { mu.Lock(); nAcked = i; mu.Unlock() })
-		if clone == nil {
-			continue
-		}
-		points++
-		p, err := plog.Open(dir, cfg(clone))
-		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
-		m := logtest.NewModel(0, false)
-		for _, b := range bs {
-			c := append([]byte(nil), b...)
-			batch.Batch(c).SetBaseOffset(m.LogEndOffset())
-			require.NoError(t, m.Append(c))
-		}
-		var want int64
-		if ackedAtCrash > 0 {
-			want = m.Batches()[ackedAtCrash-1].NextOffset()
-		}
-		require.GreaterOrEqual(t, p.LogEndOffset(), want, "crash at op %d %+v: the log ends before the last acknowledged batch", k, opts)
-		require.NoError(t, m.TruncateTo(p.LogEndOffset()))
-		m.Reopen()
-		require.NoError(t, logtest.Check(p, m), "crash at op %d %+v", k, opts)
-		require.NoError(t, p.Close())
-	}
-	t.Logf("%d crash points (every operation of the run)", points)
+			require.GreaterOrEqual(t, p.LogEndOffset(), want, "%s: the log ends before the last acknowledged batch", at)
+			require.NoError(t, m.TruncateTo(p.LogEndOffset()))
+			m.Reopen()
+			require.NoError(t, logtest.Check(p, m), "%s", at)
+			require.NoError(t, p.Close())
+		},
+	})
 }

@@ -443,98 +443,79 @@ func TestDirCrashRootCheckpoints(t *testing.T) {
 		created  map[plog.TopicPartition]string // "yes", "deleting", "no"
 	}
 	tps := []plog.TopicPartition{{"a", 0}, {"a", 1}, {"b", 0}}
-	run := func(fs vfs.FS, ack func(func(*acks))) {
-		cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 400, SegmentIndexBytes: 1024}, RecoveryThreads: 2}
-		d, err := plog.OpenDir("/logs", cfg)
-		require.NoError(t, err)
-		for _, tp := range tps {
-			_, err := d.CreatePartition(tp.Topic, tp.Partition)
-			require.NoError(t, err)
-			ack(func(a *acks) { a.created[tp] = "yes" })
-		}
-		for round := range 3 {
-			for i, tp := range tps {
-				p := d.Partition(tp.Topic, tp.Partition)
-				for range 2 {
-					_, err := p.AppendBatch(logtest.MakeBatch(3, 30, int64(round), byte(i)))
-					require.NoError(t, err)
+	// walkAcks are what a run acknowledged: cur all of it, atCrash what
+	// it acknowledged before the crash.
+	type walkAcks struct{ cur, atCrash acks }
+	newAcks := func() acks {
+		return acks{map[plog.TopicPartition]int64{}, map[plog.TopicPartition]int64{}, map[plog.TopicPartition]string{}}
+	}
+	points, _ := crashAtEveryOp(t, crashWalk[*walkAcks]{
+		setup: func(*testing.T, vfs.FS) *walkAcks { return &walkAcks{newAcks(), newAcks()} },
+		run: func(t *testing.T, fs vfs.FS, w *walkAcks, crashed func() bool) {
+			ack := func(f func(*acks)) {
+				f(&w.cur)
+				if !crashed() {
+					f(&w.atCrash)
 				}
-				require.NoError(t, p.Sync())
-				end := p.LogEndOffset()
-				ack(func(a *acks) { a.synced[tp] = end })
-				to := end - 2
-				require.NoError(t, p.DeleteRecordsBefore(to))
-				ack(func(a *acks) { a.logStart[tp] = to })
 			}
-		}
-		a1 := plog.TopicPartition{Topic: "a", Partition: 1}
-		ack(func(a *acks) { a.created[a1] = "deleting" })
-		require.NoError(t, d.DeletePartition("a", 1))
-		ack(func(a *acks) { a.created[a1] = "no" })
-		require.NoError(t, d.Close())
-	}
-	counter := vfs.NewInjector(vfs.NewMem())
-	run(counter, func(func(*acks)) {})
-	total := counter.Ops()
-	points := 0
-	for k := int64(0); k < total; k++ {
-		mem := vfs.NewMem()
-		in := vfs.NewInjector(mem)
-		var clone *vfs.MemFS
-		cur := acks{map[plog.TopicPartition]int64{}, map[plog.TopicPartition]int64{}, map[plog.TopicPartition]string{}}
-		var atCrash acks
-		var mu sync.Mutex
-		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-		n := int64(0)
-		in.SetHook(func(vfs.Op) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if n == k {
-				clone = mem.CrashClone(opts)
-				atCrash = acks{maps(cur.logStart), maps(cur.synced), maps(cur.created)}
+			cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 400, SegmentIndexBytes: 1024}, RecoveryThreads: 2}
+			d, err := plog.OpenDir("/logs", cfg)
+			require.NoError(t, err)
+			for _, tp := range tps {
+				_, err := d.CreatePartition(tp.Topic, tp.Partition)
+				require.NoError(t, err)
+				ack(func(a *acks) { a.created[tp] = "yes" })
 			}
-			n++
-			return nil
-		})
-		run(in, func(f func(*acks)) { mu.Lock(); f(&cur); mu.Unlock() })
-		if clone == nil {
-			continue
-		}
-		points++
-		where := fmt.Sprintf("crash at op %d of %d %+v", k, total, opts)
-		d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: clone, SegmentBytes: 400, SegmentIndexBytes: 1024}})
-		require.NoError(t, err, where)
-		for tp, state := range atCrash.created {
-			p := d.Partition(tp.Topic, tp.Partition)
-			switch {
-			case state == "no":
-				require.Nil(t, p, "%s: %s was deleted", where, tp)
-				continue
-			case state == "deleting" && p == nil:
-				continue
+			for round := range 3 {
+				for i, tp := range tps {
+					p := d.Partition(tp.Topic, tp.Partition)
+					for range 2 {
+						_, err := p.AppendBatch(logtest.MakeBatch(3, 30, int64(round), byte(i)))
+						require.NoError(t, err)
+					}
+					require.NoError(t, p.Sync())
+					end := p.LogEndOffset()
+					ack(func(a *acks) { a.synced[tp] = end })
+					to := end - 2
+					require.NoError(t, p.DeleteRecordsBefore(to))
+					ack(func(a *acks) { a.logStart[tp] = to })
+				}
 			}
-			require.NotNil(t, p, "%s: %s was created", where, tp)
-			require.GreaterOrEqual(t, p.LogStartOffset(), atCrash.logStart[tp], "%s: %s log start", where, tp)
-			require.LessOrEqual(t, p.LogStartOffset(), cur.logStart[tp], "%s: %s log start", where, tp)
-			require.GreaterOrEqual(t, p.LogEndOffset(), atCrash.synced[tp], "%s: %s synced batches", where, tp)
-			if start := p.LogStartOffset(); start > 0 {
-				_, err := p.ReadFrom(start-1, 1)
-				require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, where)
+			a1 := plog.TopicPartition{Topic: "a", Partition: 1}
+			ack(func(a *acks) { a.created[a1] = "deleting" })
+			require.NoError(t, d.DeletePartition("a", 1))
+			ack(func(a *acks) { a.created[a1] = "no" })
+			require.NoError(t, d.Close())
+		},
+		options: randomCrash(rng),
+		// The rolls' flushes run in the background.
+		mayEndEarly: true,
+		check: func(t *testing.T, w *walkAcks, clone *vfs.MemFS, at crashPoint) {
+			where := at.String()
+			d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: clone, SegmentBytes: 400, SegmentIndexBytes: 1024}})
+			require.NoError(t, err, where)
+			for tp, state := range w.atCrash.created {
+				p := d.Partition(tp.Topic, tp.Partition)
+				switch {
+				case state == "no":
+					require.Nil(t, p, "%s: %s was deleted", where, tp)
+					continue
+				case state == "deleting" && p == nil:
+					continue
+				}
+				require.NotNil(t, p, "%s: %s was created", where, tp)
+				require.GreaterOrEqual(t, p.LogStartOffset(), w.atCrash.logStart[tp], "%s: %s log start", where, tp)
+				require.LessOrEqual(t, p.LogStartOffset(), w.cur.logStart[tp], "%s: %s log start", where, tp)
+				require.GreaterOrEqual(t, p.LogEndOffset(), w.atCrash.synced[tp], "%s: %s synced batches", where, tp)
+				if start := p.LogStartOffset(); start > 0 {
+					_, err := p.ReadFrom(start-1, 1)
+					require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, where)
+				}
 			}
-		}
-		require.NoError(t, d.Close(), where)
-	}
+			require.NoError(t, d.Close(), where)
+		},
+	})
 	require.Greater(t, points, 10)
-	t.Logf("%d crash points of %d operations", points, total)
-}
-
-// maps copies a map.
-func maps[K comparable, V any](m map[K]V) map[K]V {
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // TestDirRollSyncsPartitionDir: a roll flushes the sealed segment and

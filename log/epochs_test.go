@@ -93,7 +93,7 @@ func TestLeaderEpochsSurviveRollsAndCrash(t *testing.T) {
 	for _, keep := range []int{0, 50, 100} {
 		t.Run(fmt.Sprintf("unsynced kept %d%%", keep), func(t *testing.T) {
 			mem := vfs.NewMem()
-			cfg := plog.Config{FS: mem, StampLeaderEpoch: true, SegmentBytes: 2000}
+			cfg := plog.Config{FS: mem, StampLeaderEpoch: true, SegmentBytes: 2000, SegmentIndexBytes: memIndexBytes}
 			p, err := plog.Open("/kafka/epochs-0", cfg)
 			require.NoError(t, err)
 			for i := 0; i < 10; i++ {
@@ -141,55 +141,37 @@ func TestLeaderEpochsCrashAtEveryOp(t *testing.T) {
 		// does every operation, in one order.
 		return plog.WithManualRollFlush(plog.Config{FS: fs, StampLeaderEpoch: true, LeaderEpoch: 3, SegmentBytes: 1200, IndexIntervalBytes: 100, SegmentIndexBytes: 240})
 	}
-	run := func(fs vfs.FS) {
-		p, err := plog.Open(dir, cfg(fs))
-		require.NoError(t, err)
-		for i := 0; i < 36; i++ {
-			if i%6 == 5 {
-				require.NoError(t, p.SetLeaderEpoch(p.LeaderEpoch()+1+int32(i%2)))
-			}
-			_, err := p.AppendBatch(logtest.MakeBatch(1+i%4, 30+5*i, int64(1000+i), byte(i)))
+	crashAtEveryOp(t, crashWalk[struct{}]{
+		run: func(t *testing.T, fs vfs.FS, _ struct{}, _ func() bool) {
+			p, err := plog.Open(dir, cfg(fs))
 			require.NoError(t, err)
-			switch i {
-			case 20:
-				require.NoError(t, p.TruncateTo(p.LogEndOffset()-7))
-			case 26:
-				require.NoError(t, p.Sync())
-			case 10, 30:
-				require.NoError(t, p.FlushRolled())
+			for i := 0; i < 36; i++ {
+				if i%6 == 5 {
+					require.NoError(t, p.SetLeaderEpoch(p.LeaderEpoch()+1+int32(i%2)))
+				}
+				_, err := p.AppendBatch(logtest.MakeBatch(1+i%4, 30+5*i, int64(1000+i), byte(i)))
+				require.NoError(t, err)
+				switch i {
+				case 20:
+					require.NoError(t, p.TruncateTo(p.LogEndOffset()-7))
+				case 26:
+					require.NoError(t, p.Sync())
+				case 10, 30:
+					require.NoError(t, p.FlushRolled())
+				}
 			}
-		}
-		require.NoError(t, p.Close())
-	}
-	counter := vfs.NewInjector(vfs.NewMem())
-	run(counter)
-	total := counter.Ops()
-	points := 0
-	for k := int64(0); k < total; k++ {
-		mem := vfs.NewMem()
-		in := vfs.NewInjector(mem)
-		var clone *vfs.MemFS
-		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-		n := int64(0)
-		in.SetHook(func(vfs.Op) error {
-			if n == k {
-				clone = mem.CrashClone(opts)
-			}
-			n++
-			return nil
-		})
-		run(in)
-		if clone == nil {
-			continue
-		}
-		points++
-		p, err := plog.Open(dir, cfg(clone))
-		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
-		require.NoError(t, checkEpochs(p), "crash at op %d %+v", k, opts)
-		require.NoError(t, p.Verify())
-		require.NoError(t, p.Close())
-	}
-	t.Logf("%d crash points (every operation of the run)", points)
+			require.NoError(t, p.Close())
+		},
+		options:     randomCrash(rng),
+		mayEndEarly: true,
+		check: func(t *testing.T, _ struct{}, state *vfs.MemFS, at crashPoint) {
+			p, err := plog.Open(dir, cfg(state))
+			require.NoError(t, err, "%s: reopen", at)
+			require.NoError(t, checkEpochs(p), "%s", at)
+			require.NoError(t, p.Verify())
+			require.NoError(t, p.Close())
+		},
+	})
 }
 
 // TestLeaderEpochsCrashPoints runs random histories (stamped appends with
@@ -209,7 +191,7 @@ func TestLeaderEpochsCrashPoints(t *testing.T) {
 	for h := 0; h < histories; h++ {
 		stamp := rng.IntN(2) == 0
 		mem := vfs.NewMem()
-		cfg := plog.Config{FS: mem, StampLeaderEpoch: stamp, SegmentBytes: int64(800 + rng.IntN(3000)),
+		cfg := plog.Config{FS: mem, StampLeaderEpoch: stamp, SegmentBytes: int64(800 + rng.IntN(3000)), SegmentIndexBytes: memIndexBytes,
 			FlushMessages: []int64{0, 0, 1, 5}[rng.IntN(4)]}
 		const dir = "/kafka/epoch-crash-0"
 		p, err := plog.Open(dir, cfg)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -114,7 +113,7 @@ func TestAppendAssignedGaps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			mem := vfs.NewMem()
 			const dir = "/data/follower-0"
-			cfg := plog.Config{FS: mem, SegmentBytes: 1 << 20}
+			cfg := plog.Config{FS: mem, SegmentBytes: 1 << 20, SegmentIndexBytes: memIndexBytes}
 			p, err := plog.Open(dir, cfg)
 			require.NoError(t, err)
 			defer func() { _ = p.Close() }()
@@ -177,7 +176,7 @@ func TestAppendAssignedGaps(t *testing.T) {
 			p, err = plog.Open(dir, cfg)
 			require.NoError(t, err)
 			check(p)
-			q, err := plog.Open(dir, plog.Config{FS: crashed, SegmentBytes: 1 << 20, Recovery: plog.StrictRecovery{}})
+			q, err := plog.Open(dir, plog.Config{FS: crashed, SegmentBytes: 1 << 20, SegmentIndexBytes: memIndexBytes, Recovery: plog.StrictRecovery{}})
 			require.NoError(t, err)
 			defer func() { _ = q.Close() }()
 			check(q)
@@ -219,62 +218,44 @@ func TestAppendAssignedGapCrashAtEveryOp(t *testing.T) {
 		}
 		sets = append(sets, recordSet(t, int32(i/5), bs...))
 	}
-	run := func(fs vfs.FS, acked func(int)) {
-		p, err := plog.Open(dir, cfg(fs))
-		require.NoError(t, err)
-		for i, s := range sets {
-			_, err := p.AppendAssigned(s)
+	crashAtEveryOp(t, crashWalk[*int]{
+		// The walk's shared value counts the record sets acknowledged
+		// before the crash.
+		setup: func(*testing.T, vfs.FS) *int { return new(int) },
+		run: func(t *testing.T, fs vfs.FS, acked *int, crashed func() bool) {
+			p, err := plog.Open(dir, cfg(fs))
 			require.NoError(t, err)
-			acked(i + 1)
-		}
-		require.NoError(t, p.Close())
-	}
-	counter := vfs.NewInjector(vfs.NewMem())
-	run(counter, func(int) {})
-	total := counter.Ops()
-	points := 0
-	for k := int64(0); k < total; k++ {
-		mem := vfs.NewMem()
-		in := vfs.NewInjector(mem)
-		var clone *vfs.MemFS
-		var mu sync.Mutex
-		nAcked, ackedAtCrash := 0, -1
-		opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-		n := int64(0)
-		in.SetHook(func(vfs.Op) error {
-			if n == k {
-				clone = mem.CrashClone(opts)
-				mu.Lock()
-				ackedAtCrash = nAcked
-				mu.Unlock()
+			for i, s := range sets {
+				_, err := p.AppendAssigned(s)
+				require.NoError(t, err)
+				if !crashed() {
+					*acked = i + 1
+				}
 			}
-			n++
-			return nil
-		})
-		run(in, func(i int) { mu.Lock(); nAcked = i; mu.Unlock() })
-		if clone == nil {
-			continue
-		}
-		points++
-		p, err := plog.Open(dir, cfg(clone))
-		require.NoError(t, err, "crash at op %d %+v: reopen", k, opts)
-		m := logtest.NewModel(0, false)
-		m.SyncEveryAppend = true
-		for i, s := range sets {
-			if i == ackedAtCrash {
-				m.SyncEveryAppend = false
+			require.NoError(t, p.Close())
+		},
+		options:     randomCrash(rng),
+		mayEndEarly: true,
+		check: func(t *testing.T, acked *int, state *vfs.MemFS, at crashPoint) {
+			p, err := plog.Open(dir, cfg(state))
+			require.NoError(t, err, "%s: reopen", at)
+			m := logtest.NewModel(0, false)
+			m.SyncEveryAppend = true
+			for i, s := range sets {
+				if i == *acked {
+					m.SyncEveryAppend = false
+				}
+				require.NoError(t, m.Append(s))
 			}
-			require.NoError(t, m.Append(s))
-		}
-		require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "crash at op %d %+v", k, opts)
-		require.NoError(t, logtest.Check(p, m))
-		// The recovered log takes the next record set.
-		_, err = p.AppendAssigned(recordSet(t, 9, assigned{base: p.LogEndOffset() + 3, n: 2}))
-		require.NoError(t, err)
-		require.NoError(t, p.Verify())
-		require.NoError(t, p.Close())
-	}
-	t.Logf("%d crash points", points)
+			require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s", at)
+			require.NoError(t, logtest.Check(p, m))
+			// The recovered log takes the next record set.
+			_, err = p.AppendAssigned(recordSet(t, 9, assigned{base: p.LogEndOffset() + 3, n: 2}))
+			require.NoError(t, err)
+			require.NoError(t, p.Verify())
+			require.NoError(t, p.Close())
+		},
+	})
 }
 
 // TestGapRollCrashThenAppendAtEnd: a follower's append across a 2^31-offset
@@ -298,7 +279,7 @@ func TestGapRollCrashThenAppendAtEnd(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/leader=%v", c.name, leader), func(t *testing.T) {
 				const dir = "/kafka/gap-crash-0"
 				mem := vfs.NewMem()
-				cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500})
+				cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500, SegmentIndexBytes: memIndexBytes})
 				p, err := plog.Open(dir, cfg)
 				require.NoError(t, err)
 				if c.first > 0 {

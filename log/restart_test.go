@@ -20,7 +20,7 @@ func restartFixture(t *testing.T, mem vfs.FS, dir string) (*plog.Partition, []ba
 	t.Helper()
 	// Manual roll flush: no background goroutine does file operations
 	// while a test counts them.
-	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 500}))
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes}))
 	require.NoError(t, err)
 	var stored []batch.Batch
 	for i := range 12 {
@@ -134,7 +134,7 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 			require.NoError(t, p.TruncateTo(c.start))
 			check(p)
 			require.NoError(t, p.Close())
-			p, err = plog.Open(dir, plog.Config{FS: mem, SegmentBytes: 500, Recovery: plog.StrictRecovery{}})
+			p, err = plog.Open(dir, plog.Config{FS: mem, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes, Recovery: plog.StrictRecovery{}})
 			require.NoError(t, err)
 			check(p)
 			base, err := p.AppendBatch(logtest.MakeBatch(1, 5, 1_700_000_000_200, 1))
@@ -157,74 +157,62 @@ func TestTruncateFullyAndStartAtCrashAtEveryOp(t *testing.T) {
 	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 23))
 	const dir = "/data/restart-crash-0"
-	var sampled []int64
+	// restart is a synced log (see restartFixture) and what it held before
+	// the restart.
+	type restart struct {
+		p          *plog.Partition
+		stored     []batch.Batch
+		oldBatches [][2]int64
+		oldEpochs  []plog.EpochStart
+	}
 	for _, at := range []int64{100, 36 + math.MaxInt32 + 7, 36, 31, 4} {
 		above := at >= 36
-		// Count the restart's operations.
-		counter := vfs.NewInjector(vfs.NewMem())
-		p, _ := restartFixture(t, counter, dir)
-		from := counter.Ops()
-		require.NoError(t, p.TruncateFullyAndStartAt(at))
-		require.NoError(t, p.Close())
-		total := counter.Ops() - from
-		points := 0
-		// Every operation of the first restart, every second one on
-		// average of the others (the machine is shared).
-		for k := int64(0); k < total; k += 1 + int64(min(1, len(sampled))*rng.IntN(3)) {
-			mem := vfs.NewMem()
-			in := vfs.NewInjector(mem)
-			p, stored := restartFixture(t, in, dir)
-			oldBatches, oldEpochs := readAllFollower(t, p), p.LeaderEpochs()
-			var clone *vfs.MemFS
-			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
-			n := int64(0)
-			in.SetHook(func(vfs.Op) error {
-				if n == k {
-					clone = mem.CrashClone(opts)
+		t.Logf("restart at %d", at)
+		crashAtEveryOp(t, crashWalk[*restart]{
+			setup: func(t *testing.T, fs vfs.FS) *restart {
+				p, stored := restartFixture(t, fs, dir)
+				return &restart{p: p, stored: stored, oldBatches: readAllFollower(t, p), oldEpochs: p.LeaderEpochs()}
+			},
+			run: func(t *testing.T, _ vfs.FS, r *restart, _ func() bool) {
+				require.NoError(t, r.p.TruncateFullyAndStartAt(at))
+				require.NoError(t, r.p.Close())
+			},
+			options:     randomCrash(rng),
+			mayEndEarly: true,
+			check: func(t *testing.T, r *restart, clone *vfs.MemFS, crash crashPoint) {
+				q, err := plog.Open(dir, plog.Config{FS: clone, SegmentBytes: 500, SegmentIndexBytes: memIndexBytes})
+				require.NoError(t, err, "restart at %d, %s", at, crash)
+				require.NoError(t, q.Verify())
+				got := readAllFollower(t, q)
+				start, end := q.LogStartOffset(), q.LogEndOffset()
+				restarted := start == at && end == at && len(got) == 0
+				switch {
+				case restarted:
+					require.Empty(t, q.LeaderEpochs(), "restart at %d, %s: epochs of the old log", at, crash)
+					require.Len(t, q.SegmentInfos(), 1)
+				case above:
+					require.Equal(t, int64(10), start, "restart at %d, %s", at, crash)
+					require.Equal(t, int64(36), end, "restart at %d, %s", at, crash)
+					require.Equal(t, r.oldBatches, got)
+					require.Equal(t, r.oldEpochs, q.LeaderEpochs())
+				default:
+					// A prefix of the old log, or empty at its log start.
+					require.Equal(t, int64(10), start, "restart at %d, %s", at, crash)
+					if len(got) > 0 {
+						require.Equal(t, r.oldBatches[:len(got)], got)
+						require.Equal(t, got[len(got)-1][1]+1, end)
+					} else {
+						require.Contains(t, []int64{10, 9}, end)
+					}
 				}
-				n++
-				return nil
-			})
-			require.NoError(t, p.TruncateFullyAndStartAt(at))
-			require.NoError(t, p.Close())
-			if clone == nil {
-				continue
-			}
-			points++
-			q, err := plog.Open(dir, plog.Config{FS: clone, SegmentBytes: 500})
-			require.NoError(t, err, "restart at %d, crash at op %d %+v", at, k, opts)
-			require.NoError(t, q.Verify())
-			got := readAllFollower(t, q)
-			start, end := q.LogStartOffset(), q.LogEndOffset()
-			restarted := start == at && end == at && len(got) == 0
-			switch {
-			case restarted:
-				require.Empty(t, q.LeaderEpochs(), "restart at %d, crash at op %d: epochs of the old log", at, k)
-				require.Len(t, q.SegmentInfos(), 1)
-			case above:
-				require.Equal(t, int64(10), start, "restart at %d, crash at op %d", at, k)
-				require.Equal(t, int64(36), end, "restart at %d, crash at op %d", at, k)
-				require.Equal(t, oldBatches, got)
-				require.Equal(t, oldEpochs, q.LeaderEpochs())
-			default:
-				// A prefix of the old log, or empty at its log start.
-				require.Equal(t, int64(10), start, "restart at %d, crash at op %d", at, k)
-				if len(got) > 0 {
-					require.Equal(t, oldBatches[:len(got)], got)
-					require.Equal(t, got[len(got)-1][1]+1, end)
-				} else {
-					require.Contains(t, []int64{10, 9}, end)
-				}
-			}
-			// The reopened log goes on.
-			nb := batch.Batch(slices0(stored[0]))
-			nb.SetBaseOffset(q.LogEndOffset() + 1)
-			_, err = q.AppendAssigned(nb)
-			require.NoError(t, err)
-			require.NoError(t, q.Verify())
-			require.NoError(t, q.Close())
-		}
-		t.Logf("restart at %d: %d crash points of %d", at, points, total)
-		sampled = append(sampled, at)
+				// The reopened log goes on.
+				nb := batch.Batch(slices0(r.stored[0]))
+				nb.SetBaseOffset(q.LogEndOffset() + 1)
+				_, err = q.AppendAssigned(nb)
+				require.NoError(t, err)
+				require.NoError(t, q.Verify())
+				require.NoError(t, q.Close())
+			},
+		})
 	}
 }

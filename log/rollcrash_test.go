@@ -122,7 +122,7 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 					state, m, infos := build(t, false)
 					d.do(t, state, infos)
 					var events []plog.RecoveryEvent
-					p, err := plog.Open(dir, plog.Config{FS: state, Recovery: recordingPolicy{&events, pol.policy}})
+					p, err := plog.Open(dir, plog.Config{FS: state, SegmentIndexBytes: memIndexBytes, Recovery: recordingPolicy{&events, pol.policy}})
 					if !pol.opens {
 						require.ErrorIs(t, err, plog.ErrRecoveryRefused)
 						require.ErrorIs(t, err, base.ErrCorrupt)
@@ -163,7 +163,7 @@ func TestCrashAfterRollBeforeFlush(t *testing.T) {
 		t.Run("below the recovery point: "+d.name, func(t *testing.T) {
 			state, _, infos := build(t, true)
 			d.do(t, state, infos)
-			_, err := plog.Open(dir, plog.Config{FS: state})
+			_, err := plog.Open(dir, plog.Config{FS: state, SegmentIndexBytes: memIndexBytes})
 			require.ErrorIs(t, err, plog.ErrRecoveryRefused)
 			require.ErrorIs(t, err, base.ErrCorrupt)
 		})
@@ -214,7 +214,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 				rewrite(t, state, infos, shape.keep)
 				cleaned(t, state, infos[2].BaseOffset)
 				var events []plog.RecoveryEvent
-				p, err := plog.Open(dir, plog.Config{FS: state, Recovery: recordingPolicy{&events, pol.policy}})
+				p, err := plog.Open(dir, plog.Config{FS: state, SegmentIndexBytes: memIndexBytes, Recovery: recordingPolicy{&events, pol.policy}})
 				require.NoError(t, err)
 				defer p.Close()
 				assert.Empty(t, events, "nothing is damaged")
@@ -241,7 +241,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 		state, _, infos := build(t)
 		rewrite(t, state, infos, func(i, n int) bool { return i == 0 })
 		cleaned(t, state, infos[2].BaseOffset-1)
-		p, err := plog.Open(dir, plog.Config{FS: state})
+		p, err := plog.Open(dir, plog.Config{FS: state, SegmentIndexBytes: memIndexBytes})
 		require.NoError(t, err)
 		defer p.Close()
 		require.Equal(t, infos[1].BaseOffset+2, p.LogEndOffset(), "cut after segment 1's first batch")
@@ -258,7 +258,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 func crashedAfterRolls(t *testing.T, dir string, flushRolls bool) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
 	t.Helper()
 	mem := vfs.NewMem()
-	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
 	require.NoError(t, err)
 	m := logtest.NewModel(0, false)
 	for i := range 14 {
@@ -320,7 +320,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
 	const root, topic, part = "/data", "orders", 3
 	pdir := filepath.Join(root, "orders-3")
 	mem := vfs.NewMem()
-	p, err := plog.Open(pdir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+	p, err := plog.Open(pdir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
 	require.NoError(t, err)
 	for i := range 14 {
 		_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
@@ -346,7 +346,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
 			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: 0}}))
 		require.NoError(t, checkpoint.WriteOffsets(state, filepath.Join(root, plog.CleanerCheckpointFile),
 			[]checkpoint.PartitionOffset{{Topic: topic, Partition: part, Offset: cleanerAt}}))
-		d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: state}})
+		d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: state, SegmentIndexBytes: memIndexBytes}})
 		require.NoError(t, err)
 		dp := d.Partition(topic, part)
 		require.NotNil(t, dp)
@@ -487,7 +487,7 @@ func TestCompactionCheckpointCoversOnlyDurableSegments(t *testing.T) {
 	for _, roll := range []bool{false, true} {
 		t.Run(map[bool]string{false: "crash after the round", true: "crash after a roll and an append"}[roll], func(t *testing.T) {
 			mem := vfs.NewMem()
-			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60}))
+			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
 			require.NoError(t, err)
 			for i := range 8 {
 				// Segments [0, 6), [6, 12) and the active one from 12;
@@ -512,7 +512,7 @@ func TestCompactionCheckpointCoversOnlyDurableSegments(t *testing.T) {
 			}
 			require.NoError(t, p.Close())
 			for seed, fs := range crashes {
-				r, err := plog.Open(dir, plog.Config{FS: fs})
+				r, err := plog.Open(dir, plog.Config{FS: fs, SegmentIndexBytes: memIndexBytes})
 				require.NoError(t, err, "seed %d", seed)
 				got := r.SegmentInfos()
 				for i := 0; i+1 < len(got); i++ {

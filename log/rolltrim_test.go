@@ -91,35 +91,21 @@ func TestCrashBetweenRollAndTrim(t *testing.T) {
 	})
 
 	t.Run("crash at every operation of the flush", func(t *testing.T) {
-		// How many operations the flush does.
-		counter := vfs.NewInjector(vfs.NewMem())
-		p, _ := build(t, counter)
-		before := counter.Ops()
-		require.NoError(t, p.FlushRolled())
-		ops := counter.Ops() - before
-		require.NoError(t, p.Close())
-		require.Positive(t, ops)
-
-		for k := range ops {
-			for _, opts := range []vfs.CrashOptions{{UnsyncedDataPercent: 0}, {UnsyncedDataPercent: 100}} {
-				mem := vfs.NewMem()
-				in := vfs.NewInjector(mem)
-				p, m := build(t, in)
-				var state *vfs.MemFS
-				n := int64(0)
-				in.SetHook(func(vfs.Op) error {
-					if n == k {
-						state = mem.CrashClone(opts)
-					}
-					n++
-					return nil
-				})
-				require.NoError(t, p.FlushRolled())
-				in.SetHook(nil)
-				require.NoError(t, p.Close())
-				require.NotNil(t, state)
-				reopen(t, state, m, "crash in the flush")
-			}
-		}
+		crashAtEveryOp(t, crashWalk[partModel]{
+			setup: func(t *testing.T, fs vfs.FS) partModel {
+				p, m := build(t, fs)
+				return partModel{p, m}
+			},
+			run: func(t *testing.T, _ vfs.FS, f partModel, _ func() bool) {
+				require.NoError(t, f.p.FlushRolled())
+			},
+			finish: func(t *testing.T, f partModel) { require.NoError(t, f.p.Close()) },
+			options: func(int64, int64) []vfs.CrashOptions {
+				return []vfs.CrashOptions{{UnsyncedDataPercent: 0}, {UnsyncedDataPercent: 100}}
+			},
+			check: func(t *testing.T, f partModel, state *vfs.MemFS, at crashPoint) {
+				reopen(t, state, f.m, "crash in the flush: "+at.String())
+			},
+		})
 	})
 }

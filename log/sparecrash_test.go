@@ -334,72 +334,40 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			build := func(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {
-				p, err := plog.Open(spareDir, tc.cfg(fs))
-				require.NoError(t, err)
-				m := logtest.NewModel(0, false)
-				appendSyncedPrefix(t, p, m, 14)
-				return p, m
-			}
-			crashAtEveryOp(t, build, tc.run, func(fs vfs.FS) (*plog.Partition, error) { return plog.Open(spareDir, tc.cfg(fs)) })
-		})
-	}
-}
-
-// crashAtEveryOp counts the filesystem operations of run on a partition
-// build made, then for each of them runs it again and takes the crash
-// state at that operation (keeping none, all or a random part of what was
-// not synced; run syncs its model only while crashed reports false),
-// reopens it and checks the laws: the spare's files are
-// gone, the log is a prefix of what was appended holding every synced
-// batch, it verifies and takes appends.
-func crashAtEveryOp(t *testing.T, build func(*testing.T, vfs.FS) (*plog.Partition, *logtest.Model),
-	run func(*testing.T, *plog.Partition, *logtest.Model, func() bool), reopen func(vfs.FS) (*plog.Partition, error)) {
-	t.Helper()
-	counter := vfs.NewInjector(vfs.NewMem())
-	p, m := build(t, counter)
-	before := counter.Ops()
-	run(t, p, m, func() bool { return false })
-	ops := counter.Ops() - before
-	require.NoError(t, p.Close())
-	require.Positive(t, ops)
-
-	for k := range ops {
-		for j, opts := range []vfs.CrashOptions{
-			{UnsyncedDataPercent: 0},
-			{UnsyncedDataPercent: 100},
-			{UnsyncedDataPercent: 50, TornPercent: 30, Seed: uint64(k)},
-			{UnsyncedDataPercent: 70, TornPercent: 50, Seed: uint64(k) + 1000},
-		} {
-			what := fmt.Sprintf("crash at operation %d of %d, options %d", k, ops, j)
-			mem := vfs.NewMem()
-			in := vfs.NewInjector(mem)
-			p, m := build(t, in)
-			var state *vfs.MemFS
-			n := int64(0)
-			in.SetHook(func(vfs.Op) error {
-				if n == k {
-					state = mem.CrashClone(opts)
-				}
-				n++
-				return nil
+			crashAtEveryOp(t, crashWalk[partModel]{
+				setup: func(t *testing.T, fs vfs.FS) partModel {
+					p, err := plog.Open(spareDir, tc.cfg(fs))
+					require.NoError(t, err)
+					m := logtest.NewModel(0, false)
+					appendSyncedPrefix(t, p, m, 14)
+					return partModel{p, m}
+				},
+				run: func(t *testing.T, _ vfs.FS, f partModel, crashed func() bool) {
+					tc.run(t, f.p, f.m, crashed)
+				},
+				finish: func(t *testing.T, f partModel) { require.NoError(t, f.p.Close()) },
+				options: func(k, _ int64) []vfs.CrashOptions {
+					return []vfs.CrashOptions{
+						{UnsyncedDataPercent: 0},
+						{UnsyncedDataPercent: 100},
+						{UnsyncedDataPercent: 50, TornPercent: 30, Seed: uint64(k)},
+						{UnsyncedDataPercent: 70, TornPercent: 50, Seed: uint64(k) + 1000},
+					}
+				},
+				check: func(t *testing.T, f partModel, state *vfs.MemFS, at crashPoint) {
+					p, err := plog.Open(spareDir, tc.cfg(state))
+					require.NoError(t, err, "%s", at)
+					assert.Empty(t, spareNames(t, state, spareDir), "%s", at)
+					require.NoError(t, f.m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s", at)
+					require.NoError(t, logtest.Check(p, f.m), "%s", at)
+					require.NoError(t, p.Verify(), "%s", at)
+					_, err = p.AppendBatch(logtest.MakeBatch(1, 5, 5000, 1))
+					require.NoError(t, err, "%s", at)
+					require.NoError(t, p.Verify(), "%s", at)
+					require.NoError(t, p.Close(), "%s", at)
+				},
 			})
-			run(t, p, m, func() bool { return state != nil })
-			in.SetHook(nil)
-			require.NoError(t, p.Close(), what)
-			require.NotNil(t, state, what)
-
-			p2, err := reopen(state)
-			require.NoError(t, err, what)
-			assert.Empty(t, spareNames(t, state, spareDir), what)
-			require.NoError(t, m.Crash(p2.LogEndOffset(), p2.HighWatermark()), what)
-			require.NoError(t, logtest.Check(p2, m), what)
-			require.NoError(t, p2.Verify(), what)
-			_, err = p2.AppendBatch(logtest.MakeBatch(1, 5, 5000, 1))
-			require.NoError(t, err, what)
-			require.NoError(t, p2.Verify(), what)
-			require.NoError(t, p2.Close(), what)
-		}
+		})
 	}
 }
 

@@ -369,43 +369,32 @@ func TestTruncateToCrashKeepsTxnIndex(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 	// The truncation to 2 cuts segment 0 at the marker and deletes
-	// segments 4 and 6. Count its operations once.
-	counter := vfs.NewInjector(vfs.NewMem())
-	setup(counter)
-	p, err := plog.Open(dir, cfg(counter))
-	require.NoError(t, err)
-	before := counter.Ops()
-	require.NoError(t, p.TruncateTo(2))
-	total := counter.Ops() - before
-	require.NoError(t, p.Close())
-	require.Greater(t, total, int64(10))
-
-	for _, keep := range []int{0, 50, 100} {
-		for k := int64(0); k < total; k++ {
-			mem := vfs.NewMem()
-			setup(mem)
-			in := vfs.NewInjector(mem)
-			p, err := plog.Open(dir, cfg(in))
+	// segments 4 and 6.
+	_, ops := crashAtEveryOp(t, crashWalk[*plog.Partition]{
+		setup: func(t *testing.T, fs vfs.FS) *plog.Partition {
+			setup(fs)
+			p, err := plog.Open(dir, cfg(fs))
 			require.NoError(t, err)
-			opts := vfs.CrashOptions{UnsyncedDataPercent: keep, Seed: uint64(k)}
-			var clone *vfs.MemFS
-			n := int64(0)
-			in.SetHook(func(vfs.Op) error {
-				if n == k {
-					clone = mem.CrashClone(opts)
-				}
-				n++
-				return nil
-			})
+			return p
+		},
+		run: func(t *testing.T, _ vfs.FS, p *plog.Partition, _ func() bool) {
 			require.NoError(t, p.TruncateTo(2))
-			in.SetHook(nil)
-			require.NoError(t, p.Close())
-			require.NotNil(t, clone, "operation %d", k)
-			where := fmt.Sprintf("crash before operation %d of %d of TruncateTo(2), %+v", k, total, opts)
-			p, err = plog.Open(dir, cfg(clone))
+		},
+		finish: func(t *testing.T, p *plog.Partition) { require.NoError(t, p.Close()) },
+		options: func(k, _ int64) []vfs.CrashOptions {
+			var opts []vfs.CrashOptions
+			for _, keep := range []int{0, 50, 100} {
+				opts = append(opts, vfs.CrashOptions{UnsyncedDataPercent: keep, Seed: uint64(k)})
+			}
+			return opts
+		},
+		check: func(t *testing.T, _ *plog.Partition, clone *vfs.MemFS, at crashPoint) {
+			where := at.String() + " of TruncateTo(2)"
+			p, err := plog.Open(dir, cfg(clone))
 			require.NoError(t, err, where)
 			checkTxnState(t, where, p, clone, dir, true)
 			require.NoError(t, p.Close())
-		}
-	}
+		},
+	})
+	require.Greater(t, ops, int64(10))
 }
