@@ -102,12 +102,15 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 	switch c {
 	case CompressionGzip:
 		g := gzipReaders.Get().(*gzipReader)
-		g.src.Reset(src)
-		if err = g.z.Reset(&g.src); err == nil {
-			dst, err = readLimited(dst, &g.z, limit, len(src))
-		}
-		g.src.Reset(nil)
+		start := len(dst)
+		dst, err = g.decode(dst, src, limit)
 		gzipReaders.Put(g)
+		if err != nil {
+			// The pooled reader's Huffman tables are what an earlier
+			// stream left (see gzipReader): decode the corrupt stream
+			// again with a new reader, for the error it has alone.
+			dst, err = new(gzipReader).decode(dst[:start], src, limit)
+		}
 	case CompressionSnappy:
 		dst, err = decodeSnappy(dst, src, limit)
 	case CompressionLZ4:
@@ -242,9 +245,31 @@ func isXerial(p []byte) bool {
 	return len(p) >= xerialHeaderSize && string(p[:len(xerialMagic)]) == xerialMagic
 }
 
+// gzipReader is a pooled gzip decompressor. klauspost's flate
+// decompressor keeps its Huffman tables' memory across Reset and rebuilds
+// only the trees a stream defines: a corrupt stream that uses a tree it
+// left empty (an empty distance tree is legal) reads the entries an earlier
+// stream left there, so where and how it fails depends on what the reader
+// decoded before ("corrupt input before offset 4" from a new reader,
+// "unexpected length code" after some valid stream). A valid stream never
+// reads such an entry, so the pooled reader decodes it as a new one would;
+// decompress gives a failure a second decoding with a new reader, whose
+// error depends on the stream alone.
 type gzipReader struct {
 	src bytes.Reader
 	z   gzip.Reader
+}
+
+// decode appends the decompression of the gzip payload src to dst (see
+// readLimited).
+func (g *gzipReader) decode(dst, src []byte, limit int) ([]byte, error) {
+	g.src.Reset(src)
+	err := g.z.Reset(&g.src)
+	if err == nil {
+		dst, err = readLimited(dst, &g.z, limit, len(src))
+	}
+	g.src.Reset(nil)
+	return dst, err
 }
 
 type lz4Reader struct {

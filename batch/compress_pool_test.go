@@ -10,12 +10,14 @@ import (
 // TestDecompressAfterCorruptInput: pooled decompressors carry state from
 // one payload to the next, and klauspost's flate reader reads a corrupt
 // stream through tables a previous stream left (an empty Huffman tree
-// keeps the old table), so the error a corrupt payload gets may depend on
-// what the pool decoded before: the gzip payload FuzzRecords found (its
-// corpus entry fa50cb4178d42f4e) fails with "corrupt input before offset
-// 4" alone, and with "unexpected EOF" or "unexpected length code" after
-// other payloads. What must hold whatever came before: a corrupt payload
-// fails, a valid payload decodes to its bytes.
+// keeps the old table), so the pooled reader's error for a corrupt
+// payload depends on what it decoded before: the gzip payload FuzzRecords
+// found (its corpus entry fa50cb4178d42f4e) fails with "corrupt input
+// before offset 4" from a new reader, and with "unexpected EOF" or
+// "unexpected length code" after other payloads. decompress decodes a
+// failed gzip payload again with a new reader (gzipReader), so what must
+// hold whatever came before: a corrupt payload fails with the error it
+// gets first, alone, and a valid payload decodes to its bytes.
 func TestDecompressAfterCorruptInput(t *testing.T) {
 	// The gzip payload of the fuzz input: a gzip header, then a deflate
 	// stream that does not decode.
@@ -29,8 +31,11 @@ func TestDecompressAfterCorruptInput(t *testing.T) {
 			if c != CompressionGzip {
 				target = valid[:len(valid)/2] // cut in the middle
 			}
-			_, err = decompress(nil, c, target, 1<<20)
-			require.Error(t, err)
+			_, want := decompress(nil, c, target, 1<<20)
+			require.Error(t, want)
+			if c == CompressionGzip {
+				require.ErrorContains(t, want, "corrupt input before offset 4", "a new reader's error")
+			}
 			rng := uint64(1)
 			next := func() byte {
 				rng = rng*6364136223846793005 + 1442695040888963407
@@ -45,10 +50,14 @@ func TestDecompressAfterCorruptInput(t *testing.T) {
 				}
 				_, _ = decompress(nil, c, junk, 1<<20)
 				_, err := decompress(nil, c, target, 1<<20)
-				require.Error(t, err, "after %d payloads, the last %x", i+1, junk)
+				require.EqualError(t, err, want.Error(), "after %d payloads, the last %x", i+1, junk)
 				out, err := decompress(nil, c, valid, 1<<20)
 				require.NoError(t, err)
 				require.Equal(t, plain, out)
+				// After a valid stream too (its dynamic Huffman tables
+				// are what a corrupt stream read before).
+				_, err = decompress(nil, c, target, 1<<20)
+				require.EqualError(t, err, want.Error(), "after a valid payload")
 			}
 		})
 	}

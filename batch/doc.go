@@ -156,7 +156,10 @@
 // be built and decoded inside a testing/synctest bubble: a zstd codec made
 // there (it holds a channel, which belongs to the bubble) serves its call
 // and is dropped instead of pooled, so nothing outside the bubble touches
-// it.
+// it. A pooled decompressor keeps state from the payloads it decoded
+// before; a valid payload decodes the same whatever that state, and a gzip
+// payload that fails is decoded again by a new reader, so that a corrupt
+// payload always gets the same error.
 //
 // # Errors
 //

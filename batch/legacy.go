@@ -129,6 +129,7 @@ func (d *Decoder) appendLegacyRecords(dst []Record, e legacy.Entry, check bool) 
 	if value == nil {
 		return dst, base.CorruptionErrorf("", valuePos, "value", "compressed wrapper with a null value")
 	}
+	legacy.Work.Decompressions.Add(1)
 	out, err := decompress(d.buf[:0], c, value, d.limit(len(value)))
 	d.buf = out[:0]
 	if err != nil {

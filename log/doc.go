@@ -256,8 +256,11 @@
 //     TruncateTo without mu (the partition marked truncating) and held
 //     while it takes mu again, publishes and cuts. Nobody waits for a
 //     read lease while holding mu, so this order cannot deadlock.
-//  2. Partition.mu (writers only). A writer that finds the partition
-//     truncating waits on Partition.truncated, which releases mu.
+//  2. Partition.mu (writers, and the few calls that read what only it
+//     guards: LeaderEpochs, ProducerState, Producers, OpenTransactions,
+//     which neither wait for a truncation nor write the group-write
+//     queue). A writer that finds the partition truncating waits on
+//     Partition.truncated, which releases mu.
 //  3. A segment's shared read lease, taken by readers, which take no
 //     partition lock at all. Then the segment's own mutexes.
 //  4. The indexes' and the filesystem's internal locks.

@@ -25,7 +25,12 @@ import (
 // takes mu for writing (lockWriter: AppendAssigned, rolls, truncation,
 // Sync, Close, compaction, the background flushes...) writes the queue
 // first, so it finds the segment as if each batch had been written by its
-// own append. Offsets stay assigned in order under mu: a queued batch's
+// own append. The calls that only read the state under mu (lockReader:
+// ProducerState, Producers, OpenTransactions) do not write the queue: a
+// queued batch's producer state and transaction were recorded when it was
+// queued, so they answer the same before and after the queue is written,
+// without a write beside the group syncer's fdatasync. Offsets stay
+// assigned in order under mu: a queued batch's
 // base is the end of the queue (appendEndLocked). An append that cannot
 // be queued (a roll is due, a new leader epoch starts, the active segment
 // is empty, the index may be near full) writes the queue and then itself,
@@ -70,6 +75,17 @@ func (p *Partition) lockAppender() {
 		p.truncated.Wait()
 	}
 }
+
+// lockReader takes mu for a call that only reads what is kept under it
+// (ProducerState, Producers, OpenTransactions). Unlike lockWriter it does
+// not write the queue, which would put a write of the .log beside the
+// group syncer's fdatasync, and unlike lockAppender it does not wait for a
+// TruncateTo waiting for read leases (which changes nothing before it has
+// them), as LeaderEpochs and SetHighWatermark. What such a call reads
+// already covers the queued batches: queueAppendLocked records a queued
+// batch's producer state and transaction under mu, as appendLocked does
+// for a written one, and writeQueuedLocked changes neither.
+func (p *Partition) lockReader() { p.mu.Lock() }
 
 // queueAppendLocked queues the producer batch made of the stored header h
 // (offset and epoch set: its base is appendEndLocked) and body for the

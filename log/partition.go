@@ -177,7 +177,8 @@ type Partition struct {
 		// truncating is the segment TruncateTo waits, without mu, to take
 		// the exclusive lease of (nil otherwise); nothing is changed
 		// before it has it. While it is set, writers wait on truncated
-		// (lockWriter); only SetHighWatermark and LeaderEpochs run.
+		// (lockWriter); only SetHighWatermark, LeaderEpochs and the
+		// read-only calls of lockReader run.
 		truncating *segment.Segment
 		// nextSeg is the next segment made ahead of the roll (spare.go).
 		nextSeg nextSegment

@@ -348,8 +348,18 @@ func (p *Partition) AppendBatchInfo(b []byte) (info AppendInfo, err error) {
 
 // ProducerState returns what the partition knows about producer pid, and
 // false when it knows nothing (never seen, or expired).
+//
+// It covers every batch and marker the partition has accepted, written or
+// not yet: under Config.FlushMessages == 1 an append may wait, its offsets
+// and sequence numbers assigned, for the group syncer to write it (then a
+// ProducerBatch's offsets may be at or past LogEndOffset), and none of
+// them is acknowledged before its fdatasync. If that write or fdatasync
+// fails, the partition fails (ErrFailed) with the state as it was
+// accepted; a reopen recovers it from the files. ProducerState writes
+// nothing and does not wait for the group syncer or a TruncateTo; it
+// answers after a failure too (ErrClosed only once closed).
 func (p *Partition) ProducerState(pid int64) (ProducerState, bool, error) {
-	p.lockWriter()
+	p.lockReader() // groupwrite.go
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return ProducerState{}, false, ErrClosed
@@ -362,9 +372,11 @@ func (p *Partition) ProducerState(pid int64) (ProducerState, bool, error) {
 }
 
 // Producers returns the state of every producer the partition knows, in
-// ascending producer id order.
+// ascending producer id order: ProducerState's answer for each, with the
+// same coverage (accepted batches, written or still waiting for the group
+// syncer's write), and like it without writing or waiting.
 func (p *Partition) Producers() ([]ProducerState, error) {
-	p.lockWriter()
+	p.lockReader() // groupwrite.go
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return nil, ErrClosed

@@ -148,9 +148,13 @@ func (p *Partition) LastStableOffset() int64 {
 }
 
 // OpenTransactions returns the transactions open in the partition, oldest
-// first, for a transaction coordinator's timeouts.
+// first, for a transaction coordinator's timeouts. Like ProducerState it
+// covers every batch and marker the partition has accepted, including
+// those waiting for the group syncer's write (a transaction may then start
+// at or past LogEndOffset), and writes nothing and does not wait for the
+// group syncer or a TruncateTo.
 func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
-	p.lockWriter()
+	p.lockReader() // groupwrite.go
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return nil, ErrClosed

@@ -127,24 +127,22 @@ func (p *Partition) Verify() error {
 	return nil
 }
 
-// verifyEntry validates the records of the entry b at the start of a
-// batch the walk found valid (framing, header, CRC, offsets): a RecordBatch
+// verifyEntry validates the records of the entry b, which the walk h
+// describes found valid (framing, header, CRC, offsets): a RecordBatch
 // v2's records (batchaccess.ValidateBody: batch.Batch.Validate without the
 // header and CRC the walk checked; decompressed, every record framed), or
-// a legacy message's inner messages (batch.Decoder.ValidateLegacy, whose
-// offsets it covers). It returns what verifySegment keeps of it,
-// without pos.
-func verifyEntry(b batch.Batch, dec *batch.Decoder) (verifiedBatch, error) {
-	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
-		e := legacy.Entry(b)
-		if err := dec.ValidateLegacy(e); err != nil {
+// a legacy message's key and value or, for a compressed wrapper, its inner
+// messages (lv.check: batch.Decoder.ValidateLegacy without the framing and
+// CRC-32 the walk checked; the wrapper decompressed once, by the walk's
+// LegacyFirst). It returns what verifySegment keeps of it, without pos: a
+// legacy message's offsets are the walk's (a wrapper's first is its first
+// inner message's, as the segment counts it).
+func verifyEntry(h segment.BatchInfo, b batch.Batch, dec *batch.Decoder, lv *legacyVerify) (verifiedBatch, error) {
+	if legacy.IsMagic(h.Magic) {
+		if err := lv.check(h.Pos, b, dec); err != nil {
 			return verifiedBatch{}, err
 		}
-		first, err := dec.LegacyBaseOffset(e)
-		if err != nil {
-			return verifiedBatch{}, err
-		}
-		return verifiedBatch{base: first, last: e.Offset(), maxTS: e.Timestamp()}, nil
+		return verifiedBatch{base: h.BaseOffset, last: h.LastOffset, maxTS: h.MaxTimestamp}, nil
 	}
 	// The walk checked the header, CRC included (ValidateHeader): the
 	// records are what is left to check.
@@ -152,6 +150,46 @@ func verifyEntry(b batch.Batch, dec *batch.Decoder) (verifiedBatch, error) {
 		return verifiedBatch{}, err
 	}
 	return verifiedBatch{base: b.BaseOffset(), last: b.LastOffset(), maxTS: b.MaxTimestamp()}, nil
+}
+
+// legacyVerify decodes the legacy messages of Verify's walk once each: the
+// walk asks first for a compressed wrapper's first offset (first, its
+// CheckOptions.LegacyFirst), which decodes and checks the inner messages
+// and keeps the outcome for check, called on the same entry next.
+type legacyVerify struct {
+	recs []batch.Record // decoding scratch
+	// at is the position of the wrapper first decoded (-1: none), err
+	// what its decoding found.
+	at  int64
+	err error
+}
+
+// first decodes the compressed wrapper e at pos with every check of
+// batch.Decoder.ValidateLegacy but the outer CRC (the walk's), keeps the
+// outcome for check, and returns the first inner offset; ok is false when
+// the wrapper does not decode (the walk then counts it as it does without
+// Verify).
+func (lv *legacyVerify) first(dec *batch.Decoder, pos int64, e []byte) (int64, bool) {
+	recs, err := dec.AppendLegacyRecords(lv.recs[:0], e, true)
+	lv.recs = recs[:0]
+	lv.at, lv.err = pos, err
+	if err != nil {
+		return 0, false
+	}
+	return recs[0].Offset, true
+}
+
+// check validates the legacy message b at pos, which the walk found valid
+// (framing and CRC-32): the outcome first kept for a compressed wrapper,
+// else b's decoding with the inner checks of ValidateLegacy.
+func (lv *legacyVerify) check(pos int64, b []byte, dec *batch.Decoder) error {
+	if lv.at == pos {
+		lv.at = -1
+		return lv.err
+	}
+	recs, err := dec.AppendLegacyRecords(lv.recs[:0], b, true)
+	lv.recs = recs[:0]
+	return err
 }
 
 // verifiedBatch is what verifySegment remembers of a batch.
@@ -177,9 +215,11 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verify
 	}
 	var batches []verifiedBatch
 	var dec batch.Decoder
+	lv := legacyVerify{at: -1}
 	txns.startSegment()
-	res, err := seg.Check(segment.CheckOptions{Sealed: seg.Sealed()}, func(h segment.BatchInfo, b batch.Batch, _ error) error {
-		vb, err := verifyEntry(b, &dec)
+	opts := segment.CheckOptions{Sealed: seg.Sealed(), LegacyFirst: func(pos int64, e []byte) (int64, bool) { return lv.first(&dec, pos, e) }}
+	res, err := seg.Check(opts, func(h segment.BatchInfo, b batch.Batch, _ error) error {
+		vb, err := verifyEntry(h, b, &dec, &lv)
 		if err != nil {
 			return base.WithFile(err, logPath, h.Pos)
 		}

@@ -14,9 +14,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/internal/base"
 )
+
+// Work counts what is done to legacy entries, for tests that check that a
+// walk or a verification does each step once per entry (package log's
+// TestVerifyLegacyDecodesOnce): CRCChecks the CRC-32s ValidateHeader
+// computed (an outer message's or an inner one's), Decompressions the
+// compressed wrappers package batch decompressed.
+var Work struct {
+	CRCChecks, Decompressions atomic.Int64
+}
 
 // Byte offsets of an entry's fields, from the start of the entry (the
 // offset field). Frozen: Kafka's format.
@@ -258,6 +268,7 @@ func (e Entry) ValidateHeader() error {
 		return base.CorruptionErrorf("", SizeOffset, "messageSize",
 			"size %d does not match the %d bytes of the entry", e.messageSize(), len(e))
 	}
+	Work.CRCChecks.Add(1)
 	if stored, got := e.CRC(), e.ComputeCRC(); stored != got {
 		return base.CorruptionErrorf("", CRCOffset, "crc", "stored %#08x, computed %#08x (CRC-32 IEEE)", stored, got)
 	}

@@ -65,6 +65,13 @@ type CheckOptions struct {
 	// caller checks continuity its own way). The walk still ends at the
 	// first entry that does not frame.
 	KeepGoing bool
+	// LegacyFirst, when set, is asked for the first offset of each
+	// compressed legacy wrapper the walk reads whole (pos is its position;
+	// its CRC has checked), before the walk decodes it itself: a caller
+	// that decodes the inner messages anyway (package log's Verify) then
+	// decompresses each wrapper once. ok false (the caller could not
+	// decode them) leaves it to the walk's own decoding (legacyWalkFirst).
+	LegacyFirst func(pos int64, e []byte) (first int64, ok bool)
 }
 
 // Check walks the entries of the .log at path, a segment whose base offset
@@ -95,7 +102,7 @@ func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h 
 	if opts.HeadersOnly {
 		window = batch.HeaderSize // a header a read: the rest is skipped
 	}
-	src := &logSource{path: path, base: baseOffset, size: st.Size(), r: f, win: make([]byte, 0, window)}
+	src := &logSource{path: path, base: baseOffset, size: st.Size(), r: f, win: make([]byte, 0, window), wrapperFirst: opts.LegacyFirst}
 	if opts.From < 0 || opts.From > src.size {
 		return RecoverResult{}, fmt.Errorf("partlog/segment: check %s from position %d of %d", path, opts.From, src.size)
 	}
@@ -133,7 +140,9 @@ func (s *Segment) Check(opts CheckOptions, fn func(h BatchInfo, b batch.Batch, b
 	if opts.From < 0 || opts.From > size {
 		return RecoverResult{}, fmt.Errorf("partlog/segment: check %s from position %d of %d", s.LogPath(), opts.From, size)
 	}
-	w, err := s.sourceOf(size).walk(walkOptions{maxBatchSize: opts.MaxBatchSize, sealed: opts.Sealed, headers: opts.HeadersOnly,
+	src := s.sourceOf(size)
+	src.wrapperFirst = opts.LegacyFirst
+	w, err := src.walk(walkOptions{maxBatchSize: opts.MaxBatchSize, sealed: opts.Sealed, headers: opts.HeadersOnly,
 		from: opts.From, goOn: opts.KeepGoing}, fn)
 	if err != nil {
 		return RecoverResult{}, err
@@ -162,6 +171,8 @@ type logSource struct {
 	r    io.ReaderAt // the file
 	win  []byte      // file bytes [lo, lo+len(win))
 	lo   int64
+	// wrapperFirst is CheckOptions.LegacyFirst (legacyWalkFirst).
+	wrapperFirst func(pos int64, e []byte) (int64, bool)
 }
 
 // sourceOf is the segment's .log as a logSource of fileSize bytes.
@@ -402,7 +413,7 @@ func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, no
 		if e.Offset() < 0 || e.Offset() > maxOffset {
 			return BatchInfo{}, base.CorruptionErrorf(src.path, pos, "offset", "offset %d", e.Offset())
 		}
-		h = BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: legacyFirst(e), LastOffset: e.Offset(),
+		h = BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: src.legacyWalkFirst(pos, e), LastOffset: e.Offset(),
 			MaxTimestamp: e.Timestamp(), Magic: m}
 	} else {
 		if err := b.ValidateHeader(); err != nil {

@@ -49,6 +49,24 @@ func legacyFirst(e legacy.Entry) int64 {
 	return off
 }
 
+// legacyWalkFirst is legacyFirst for the walk's check of the whole legacy
+// message e at pos (its CRC checked): a compressed wrapper's first offset
+// comes from src.wrapperFirst when it can tell (CheckOptions.LegacyFirst),
+// under legacyFirst's rule (an offset in [0, e's own], else e's own), so
+// that a caller decoding the wrapper anyway does not make the walk
+// decompress it a second time.
+func (src *logSource) legacyWalkFirst(pos int64, e legacy.Entry) int64 {
+	if src.wrapperFirst != nil && e.Compression() != legacy.CompressionNone {
+		if f, ok := src.wrapperFirst(pos, e); ok {
+			if f >= 0 && f <= e.Offset() {
+				return f
+			}
+			return e.Offset()
+		}
+	}
+	return legacyFirst(e)
+}
+
 // legacyPeekSize is how many bytes tell a batch's format: the magic byte
 // is at hdrMagicAt in both.
 const legacyPeekSize = hdrMagicAt + 1
