@@ -139,6 +139,11 @@ type Partition struct {
 		// dirDirty is set when files were created, renamed or removed
 		// since the directory was last synced.
 		dirDirty bool
+		// dirSyncing is set while the group syncer has taken (and
+		// cleared) dirDirty but not yet synced the directory, which it
+		// does without mu: a writer that flushes under mu alone meanwhile
+		// must sync the directory itself (durability.go, dirUnsynced).
+		dirSyncing bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
 		// unflushedRecords counts records appended since the last full
