@@ -746,20 +746,35 @@ func (p *Partition) checkWritableLocked() error {
 // perhaps in a flush running in the background), that failure. Every
 // later call (Close included) returns ErrClosed.
 func (p *Partition) Close() error {
-	err := p.close()
+	lock, err := p.close()
 	p.rolled.wg.Wait() // background flushes after a roll; they find ErrClosed
+	// The directory lock goes last: the goroutines waited for above
+	// write and remove files (a spare's, under names another owner's
+	// spare would take too), so nobody else may own the directory
+	// before they ended.
+	if lock != nil {
+		if uerr := lock.Close(); uerr != nil {
+			uerr = fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, uerr)
+			p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", uerr)
+			if err == nil {
+				err = uerr
+			}
+		}
+	}
 	return err
 }
 
-// close implements Close.
-func (p *Partition) close() error {
+// close implements Close but for the release of the directory lock, which
+// it returns (nil when there is none, or when the partition was closed
+// already).
+func (p *Partition) close() (lock io.Closer, err error) {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
@@ -807,15 +822,11 @@ func (p *Partition) close() error {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}
 	}
-	if p.dirLock != nil {
-		if err := p.dirLock.Close(); err != nil {
-			keep(fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, err))
-		}
-	}
+	lock, p.dirLock = p.dirLock, nil
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}
-	return first
+	return lock, first
 }
 
 // replaceSegmentsLocked publishes a new snapshot over list and releases
