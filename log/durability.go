@@ -215,6 +215,7 @@ func (p *Partition) groupSyncFlushLocked() error {
 	end, truncations := p.mu.end, p.truncations.Load()
 	dirDirty := p.mu.dirDirty
 	p.mu.dirDirty = false
+	p.mu.dirSyncing = dirDirty
 	p.mu.Unlock()
 
 	var err error
@@ -232,6 +233,7 @@ func (p *Partition) groupSyncFlushLocked() error {
 
 	p.lockWriter()
 	defer p.mu.Unlock()
+	p.mu.dirSyncing = false
 	clear(segs)
 	p.mu.spare = segs[:0]
 	if err != nil {
@@ -382,6 +384,17 @@ func (p *Partition) setRecoveryPointLocked(offset int64) error {
 	return nil
 }
 
+// dirUnsyncedLocked reports whether directory entries may not be durable:
+// files were created, renamed or removed since the last directory sync
+// (dirDirty), or the group syncer took that flag and has not synced the
+// directory yet (dirSyncing: it does so without mu, after its fdatasyncs).
+// A writer that flushes under mu and then calls what it flushed durable
+// (flushLocked, flushSealedBelowLocked) must sync the directory in either
+// case: the segment a roll made may be one of those entries, and in a Dir
+// no checkpoint write syncs the partition directory for it.
+// REQUIRES: mu held.
+func (p *Partition) dirUnsyncedLocked() bool { return p.mu.dirDirty || p.mu.dirSyncing }
+
 // flushLocked fsyncs the segments written since the last full flush and
 // the directory. REQUIRES: mu held.
 func (p *Partition) flushLocked() error {
@@ -395,7 +408,7 @@ func (p *Partition) flushLocked() error {
 		}
 	}
 	p.mu.flushedBelow = snap.active().BaseOffset()
-	if p.mu.dirDirty {
+	if p.dirUnsyncedLocked() {
 		if err := p.syncDirSettled(); err != nil {
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
@@ -775,7 +788,7 @@ func (p *Partition) flushSealedBelowLocked(off int64) error {
 		}
 	}
 	p.mu.flushedBelow = max(p.mu.flushedBelow, off)
-	if p.mu.dirDirty {
+	if p.dirUnsyncedLocked() {
 		if err := p.syncDirSettled(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
 			return p.mu.failed

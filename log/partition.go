@@ -139,6 +139,11 @@ type Partition struct {
 		// dirDirty is set when files were created, renamed or removed
 		// since the directory was last synced.
 		dirDirty bool
+		// dirSyncing is set while the group syncer has taken (and
+		// cleared) dirDirty but not yet synced the directory, which it
+		// does without mu: a writer that flushes under mu alone meanwhile
+		// must sync the directory itself (durability.go, dirUnsynced).
+		dirSyncing bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
 		// unflushedRecords counts records appended since the last full
@@ -742,20 +747,35 @@ func (p *Partition) checkWritableLocked() error {
 // perhaps in a flush running in the background), that failure. Every
 // later call (Close included) returns ErrClosed.
 func (p *Partition) Close() error {
-	err := p.close()
+	lock, err := p.close()
 	p.rolled.wg.Wait() // background flushes after a roll; they find ErrClosed
+	// The directory lock goes last: the goroutines waited for above
+	// write and remove files (a spare's, under names another owner's
+	// spare would take too), so nobody else may own the directory
+	// before they ended.
+	if lock != nil {
+		if uerr := lock.Close(); uerr != nil {
+			uerr = fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, uerr)
+			p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", uerr)
+			if err == nil {
+				err = uerr
+			}
+		}
+	}
 	return err
 }
 
-// close implements Close.
-func (p *Partition) close() error {
+// close implements Close but for the release of the directory lock, which
+// it returns (nil when there is none, or when the partition was closed
+// already).
+func (p *Partition) close() (lock io.Closer, err error) {
 	p.stopFlusher()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
@@ -803,15 +823,11 @@ func (p *Partition) close() error {
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}
 	}
-	if p.dirLock != nil {
-		if err := p.dirLock.Close(); err != nil {
-			keep(fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, err))
-		}
-	}
+	lock, p.dirLock = p.dirLock, nil
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}
-	return first
+	return lock, first
 }
 
 // replaceSegmentsLocked publishes a new snapshot over list and releases

@@ -31,8 +31,13 @@ type Stats struct {
 	OpenReaders int64
 
 	// BatchesAppended, RecordsAppended and BytesAppended count what
-	// AppendBatch and AppendAssigned wrote: batches, records (the
-	// batches' recordsCount) and bytes.
+	// AppendBatch and AppendAssigned appended: batches, records (the
+	// batches' recordsCount) and bytes. Under FlushMessages == 1 a batch
+	// counts once its offsets are assigned and it is queued for the group
+	// syncer's write (docs/crash-safety.md, "Group commit"), so the counts
+	// may run ahead of LogEndOffset and Size until that write; a failed
+	// write of the queue fails the partition, and the counts keep the
+	// batches it held.
 	BatchesAppended, RecordsAppended, BytesAppended int64
 	// Rolls counts the segments rolled (full, old, index full, or Roll).
 	Rolls int64

@@ -74,6 +74,7 @@ func (m *Model) AssignEpochStartOffset(epoch int32, offset int64) error {
 		return fmt.Errorf("partlog/logtest: model: %w: %d", plog.ErrStaleLeaderEpoch, epoch)
 	}
 	m.epochAtEndMaybe = false
+	m.epochBelowStartMaybe = false
 	m.assignEpoch(epoch, offset)
 	return nil
 }
@@ -119,7 +120,11 @@ func (m *Model) listOffsetsEpochs() (latest, earliest int32) {
 // every cached epoch, the epochs around them and the undefined one. After
 // a Crash whose last entry started at the log end, a partition without
 // that entry is right too (the crash came before it was written); the
-// model then drops it.
+// model then drops it. After a Crash that left the log without a batch at
+// or past its start and the model's cache empty, a partition with one
+// entry at the log end is right too (recovery read the epoch of a batch
+// below the log start again: see epochBelowStartMaybe); the model then
+// takes it.
 func checkEpochs(p *plog.Partition, m *Model) error {
 	got, want := p.LeaderEpochs(), m.epochs
 	if m.epochAtEndMaybe {
@@ -127,6 +132,12 @@ func checkEpochs(p *plog.Partition, m *Model) error {
 			m.epochs, want = want[:n-1], want[:n-1]
 		}
 		m.epochAtEndMaybe = false
+	}
+	if m.epochBelowStartMaybe {
+		if len(want) == 0 && len(got) == 1 && got[0].StartOffset == m.next {
+			m.epochs, want = slices.Clone(got), got
+		}
+		m.epochBelowStartMaybe = false
 	}
 	if len(got) != len(want) {
 		return fmt.Errorf("partlog/logtest: leader epochs %v, model %v", got, want)

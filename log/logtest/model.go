@@ -66,6 +66,16 @@ type Model struct {
 	// written, so the partition may or may not have it.
 	epochs          []plog.EpochStart
 	epochAtEndMaybe bool
+	// epochBelowStartMaybe is set by Crash when the log holds no batch at
+	// or past its start and the model's cache is empty: recovery reads the
+	// segment holding the recovery point from its base, batches below the
+	// log start included, and moves the epoch of the last of them up to
+	// the log start (Kafka's truncateFromStart), an entry the cache had
+	// before a TruncateTo to the log start cut it (Kafka's truncateFromEnd
+	// drops an entry starting at the new end). Whether recovery read that
+	// segment depends on the crash, so the partition may or may not have
+	// that one entry at the log end.
+	epochBelowStartMaybe bool
 	// synced is the end of the prefix the partition guarantees to keep
 	// through a crash (a lower bound: it may flush more on its own).
 	synced int64
@@ -129,6 +139,7 @@ func (m *Model) Crash(end, hw int64) error {
 	m.next = end
 	m.cutEpochsFrom(end + 1) // an epoch recorded at the log end stays
 	m.epochAtEndMaybe = len(m.epochs) > 0 && m.epochs[len(m.epochs)-1].StartOffset == end
+	m.epochBelowStartMaybe = len(m.epochs) == 0 && end == m.logStart
 	m.cutProducers(end)
 	m.prodUnknown = true
 	if !m.ManualHighWatermark {
@@ -254,6 +265,7 @@ func (m *Model) Append(stored []byte) error {
 	}
 	m.batches = append(m.batches, add...)
 	m.epochAtEndMaybe = false
+	m.epochBelowStartMaybe = false
 	for _, b := range prod {
 		m.observeEpoch(b)
 		m.recordProducer(b)
@@ -313,6 +325,7 @@ func (m *Model) SetHighWatermark(offset int64) error {
 // left: call ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
 	m.epochAtEndMaybe = false
+	m.epochBelowStartMaybe = false
 	if offset >= m.next {
 		return nil
 	}
@@ -360,6 +373,7 @@ func (m *Model) TruncateTo(offset int64) error {
 // refused.
 func (m *Model) TruncateFullyAndStartAt(offset int64) error {
 	m.epochAtEndMaybe = false
+	m.epochBelowStartMaybe = false
 	if offset < 0 {
 		return ErrModelRange
 	}
@@ -376,6 +390,7 @@ func (m *Model) TruncateFullyAndStartAt(offset int64) error {
 // producer state is kept (the partition keeps it too).
 func (m *Model) DeleteRecordsBefore(offset int64) error {
 	m.epochAtEndMaybe = false
+	m.epochBelowStartMaybe = false
 	if offset > m.hw {
 		return ErrModelRange
 	}
