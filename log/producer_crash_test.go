@@ -38,13 +38,7 @@ func TestProducerRetryAfterCrash(t *testing.T) {
 	if testing.Short() {
 		budget, minCrashes = 2*time.Second, 200
 	}
-	deadline := time.Now().Add(budget)
-	crashes, histories := 0, 0
-	for crashes < minCrashes && time.Now().Before(deadline) {
-		histories++
-		crashes += producerCrashHistory(t, rng, histories)
-	}
-	t.Logf("%d crash points in %d histories", crashes, histories)
+	crashHistories(t, budget, minCrashes, func(id int) int { return producerCrashHistory(t, rng, id) })
 }
 
 func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
