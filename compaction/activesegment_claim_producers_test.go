@@ -483,21 +483,11 @@ func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
 		appendOld(t, p, 3, old)
 		require.NoError(t, p.Sync())
 		mem.SyncAll()
-		var clones []*vfs.MemFS
-		var ops int64
-		in.SetHook(func(op vfs.Op) error {
-			ops++
-			if ops-1 == step {
-				for _, pct := range []int{0, 50, 100} {
-					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(step)}))
-				}
-				return fmt.Errorf("crash at op %d (%v): %w", step, op, vfs.ErrInjected)
-			}
-			return nil
-		})
+		taken := crashAtOp(mem, in, step)
 		_, err = r.Apply(context.Background(), p)
 		in.SetHook(nil)
 		_ = p.Close()
+		clones := taken()
 		if clones == nil {
 			require.NoError(t, err)
 			t.Logf("crashed at each of %d operations", step)
