@@ -478,7 +478,7 @@ func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
 		require.Less(t, step, int64(1000), "too many steps")
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
-		p, err := plog.Open(dir, plog.Config{FS: in})
+		p, err := plog.Open(dir, plog.Config{FS: in, SegmentIndexBytes: 4096})
 		require.NoError(t, err)
 		appendOld(t, p, 3, old)
 		require.NoError(t, p.Sync())
@@ -494,7 +494,7 @@ func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
 			return
 		}
 		for i, clone := range clones {
-			p2, err := plog.Open(dir, plog.Config{FS: clone})
+			p2, err := plog.Open(dir, plog.Config{FS: clone, SegmentIndexBytes: 4096})
 			require.NoError(t, err, "step %d clone %d", step, i)
 			assert.Equal(t, int64(3), p2.LogEndOffset(), "step %d clone %d: log end", step, i)
 			recs := readPartition(t, p2)
