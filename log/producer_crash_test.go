@@ -45,7 +45,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	t.Helper()
 	flush := []int64{0, 1}[rng.IntN(2)]
 	mem := vfs.NewMem()
-	cfg := plog.Config{FS: mem, SegmentBytes: int64(250 + rng.IntN(1200)), FlushMessages: flush}
+	cfg := plog.Config{FS: mem, SegmentBytes: int64(250 + rng.IntN(1200)), SegmentIndexBytes: memIndexBytes, FlushMessages: flush}
 	const dir = "/kafka/idem-0"
 	where := func() string { return fmt.Sprintf("history %d (flush.messages %d)", id, flush) }
 	p, err := plog.Open(dir, cfg)
