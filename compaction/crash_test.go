@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,11 +112,17 @@ func TestCrashAtEveryStep(t *testing.T) {
 // with k) and fails that operation with an error wrapping
 // vfs.ErrInjected: the work stops there as a crash would stop it. taken
 // returns the clones, none when the run did not reach operation k. The
-// caller removes the hook.
+// caller removes the hook. The operations count from every goroutine (a
+// partition's background work, such as preparing its spare segment, may
+// run beside the compaction), under a lock: the injector calls the hook
+// without its own.
 func crashAtOp(mem *vfs.MemFS, in *vfs.Injector, k int64) (taken func() []*vfs.MemFS) {
+	var mu sync.Mutex
 	var clones []*vfs.MemFS
 	var ops int64
 	in.SetHook(func(op vfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
 		ops++
 		if ops-1 == k {
 			for _, pct := range []int{0, 50, 100} {
@@ -125,5 +132,9 @@ func crashAtOp(mem *vfs.MemFS, in *vfs.Injector, k int64) (taken func() []*vfs.M
 		}
 		return nil
 	})
-	return func() []*vfs.MemFS { return clones }
+	return func() []*vfs.MemFS {
+		mu.Lock()
+		defer mu.Unlock()
+		return clones
+	}
 }
