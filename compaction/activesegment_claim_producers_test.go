@@ -478,33 +478,23 @@ func TestRetentionOfActiveSegmentCrashAtEveryStep(t *testing.T) {
 		require.Less(t, step, int64(1000), "too many steps")
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
-		p, err := plog.Open(dir, plog.Config{FS: in})
+		p, err := plog.Open(dir, plog.Config{FS: in, SegmentIndexBytes: 4096})
 		require.NoError(t, err)
 		appendOld(t, p, 3, old)
 		require.NoError(t, p.Sync())
 		mem.SyncAll()
-		var clones []*vfs.MemFS
-		var ops int64
-		in.SetHook(func(op vfs.Op) error {
-			ops++
-			if ops-1 == step {
-				for _, pct := range []int{0, 50, 100} {
-					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(step)}))
-				}
-				return fmt.Errorf("crash at op %d (%v): %w", step, op, vfs.ErrInjected)
-			}
-			return nil
-		})
+		taken := crashAtOp(mem, in, step)
 		_, err = r.Apply(context.Background(), p)
 		in.SetHook(nil)
 		_ = p.Close()
+		clones := taken()
 		if clones == nil {
 			require.NoError(t, err)
 			t.Logf("crashed at each of %d operations", step)
 			return
 		}
 		for i, clone := range clones {
-			p2, err := plog.Open(dir, plog.Config{FS: clone})
+			p2, err := plog.Open(dir, plog.Config{FS: clone, SegmentIndexBytes: 4096})
 			require.NoError(t, err, "step %d clone %d", step, i)
 			assert.Equal(t, int64(3), p2.LogEndOffset(), "step %d clone %d: log end", step, i)
 			recs := readPartition(t, p2)

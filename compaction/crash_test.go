@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,21 +69,11 @@ func TestCrashAtEveryStep(t *testing.T) {
 	sawNew, sawOld := false, false
 	for k := int64(0); ; k++ {
 		mem, in, l := setup()
-		var clones []*vfs.MemFS
-		var ops int64
-		in.SetHook(func(op vfs.Op) error {
-			ops++
-			if ops-1 == k {
-				for _, pct := range []int{0, 50, 100} {
-					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(k)}))
-				}
-				return fmt.Errorf("crash at op %d (%v): %w", k, op, vfs.ErrInjected)
-			}
-			return nil
-		})
+		taken := crashAtOp(mem, in, k)
 		c, _ := NewCompactor(compactCfg(&now))
 		_, err := c.Apply(context.Background(), l)
 		in.SetHook(nil)
+		clones := taken()
 		if clones == nil {
 			require.NoError(t, err, "k=%d: no crash but", k)
 			break
@@ -113,4 +104,37 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 	require.True(t, sawOld, "crash walk saw old=%v new=%v", sawOld, sawNew)
 	require.True(t, sawNew, "crash walk saw old=%v new=%v", sawOld, sawNew)
+}
+
+// crashAtOp sets a hook on in that, just before the k-th operation from
+// now (counting from 0), takes three crash clones of mem (keeping none,
+// half and all of the unsynced writes, half of the cut ones torn, seeded
+// with k) and fails that operation with an error wrapping
+// vfs.ErrInjected: the work stops there as a crash would stop it. taken
+// returns the clones, none when the run did not reach operation k. The
+// caller removes the hook. The operations count from every goroutine (a
+// partition's background work, such as preparing its spare segment, may
+// run beside the compaction), under a lock: the injector calls the hook
+// without its own.
+func crashAtOp(mem *vfs.MemFS, in *vfs.Injector, k int64) (taken func() []*vfs.MemFS) {
+	var mu sync.Mutex
+	var clones []*vfs.MemFS
+	var ops int64
+	in.SetHook(func(op vfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ops++
+		if ops-1 == k {
+			for _, pct := range []int{0, 50, 100} {
+				clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(k)}))
+			}
+			return fmt.Errorf("crash at op %d (%v): %w", k, op, vfs.ErrInjected)
+		}
+		return nil
+	})
+	return func() []*vfs.MemFS {
+		mu.Lock()
+		defer mu.Unlock()
+		return clones
+	}
 }

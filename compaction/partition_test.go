@@ -175,21 +175,11 @@ func TestPartitionCrashAtEveryStep(t *testing.T) {
 	}
 	for k := int64(0); ; k++ {
 		mem, in, p := setup()
-		var clones []*vfs.MemFS
-		var ops int64
-		in.SetHook(func(op vfs.Op) error {
-			ops++
-			if ops-1 == k {
-				for _, pct := range []int{0, 50, 100} {
-					clones = append(clones, mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: pct, TornPercent: 50, Seed: uint64(k)}))
-				}
-				return fmt.Errorf("crash at op %d (%v): %w", k, op, vfs.ErrInjected)
-			}
-			return nil
-		})
+		taken := crashAtOp(mem, in, k)
 		c, _ := NewCompactor(compactCfg(&now))
 		_, err := c.Apply(context.Background(), p)
 		in.SetHook(nil)
+		clones := taken()
 		if clones == nil {
 			require.NoError(t, err, "k=%d", k)
 			t.Logf("crashed at each of %d operations", k)

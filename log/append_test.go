@@ -14,8 +14,9 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// storedBatches reads every batch of p back, from the log start.
-func storedBatches(t testing.TB, p *plog.Partition) []batch.Batch {
+// storedBatches reads every batch of p back, from the log start (t is a
+// *testing.T or a *rapid.T).
+func storedBatches(t failer, p *plog.Partition) []batch.Batch {
 	t.Helper()
 	var out []batch.Batch
 	for next := p.LogStartOffset(); next < p.LogEndOffset(); {

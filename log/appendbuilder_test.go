@@ -18,25 +18,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// logBatches is storedBatches for a *testing.T or a *rapid.T.
-func logBatches(t failer, p *plog.Partition) []batch.Batch {
-	t.Helper()
-	var out []batch.Batch
-	for next := p.LogStartOffset(); next < p.LogEndOffset(); {
-		r, err := p.ReadFromFollower(next, 1<<20)
-		require.NoError(t, err)
-		for data := r.Bytes(); len(data) > 0; {
-			b, rest, err := batch.Parse(data)
-			require.NoError(t, err)
-			out = append(out, batch.Batch(bytes.Clone(b)))
-			next = b.NextOffset()
-			data = rest
-		}
-		require.NoError(t, r.Close())
-	}
-	return out
-}
-
 // builderCase is a Builder made from options and records, for the
 // AppendBuilder tables.
 type builderCase struct {
@@ -95,7 +76,7 @@ func twinAppend(t failer, a, b *plog.Partition, c builderCase) error {
 // requireSameLogs requires a and b to hold byte-identical batches.
 func requireSameLogs(t failer, a, b *plog.Partition) {
 	t.Helper()
-	sa, sb := logBatches(t, a), logBatches(t, b)
+	sa, sb := storedBatches(t, a), storedBatches(t, b)
 	require.Equal(t, len(sa), len(sb))
 	for i := range sa {
 		require.True(t, bytes.Equal(sa[i], sb[i]), "batch %d differs:\n%x\n%x", i, []byte(sa[i]), []byte(sb[i]))

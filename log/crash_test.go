@@ -59,11 +59,20 @@ func TestCrashPoints(t *testing.T) {
 	if testing.Short() {
 		budget, minCrashes = 3*time.Second, 300
 	}
+	crashHistories(t, budget, minCrashes, func(id int) int { return crashHistory(t, rng, id) })
+}
+
+// crashHistories runs random histories, numbered from 1, until they have
+// checked minCrashes crashes or budget has passed (the histories that
+// started before then run to their end), and logs how many of each it
+// ran. history runs history id and returns how many crashes it checked.
+func crashHistories(t *testing.T, budget time.Duration, minCrashes int, history func(id int) int) {
+	t.Helper()
 	deadline := time.Now().Add(budget)
 	crashes, histories := 0, 0
 	for crashes < minCrashes && time.Now().Before(deadline) {
 		histories++
-		crashes += crashHistory(t, rng, histories)
+		crashes += history(histories)
 	}
 	t.Logf("%d crash points in %d histories", crashes, histories)
 }

@@ -102,7 +102,7 @@ func TestAssignEpochStartOffset(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, mem := epochLog(t, plog.Config{})
+			p, mem := epochLog(t, plog.Config{SegmentIndexBytes: memIndexBytes})
 			before := p.LeaderEpochs()
 			err := p.AssignEpochStartOffset(c.epoch, c.offset)
 			want := c.want
@@ -114,7 +114,7 @@ func TestAssignEpochStartOffset(t *testing.T) {
 			}
 			require.Equal(t, want, p.LeaderEpochs())
 			crashed := mem.CrashClone(vfs.CrashOptions{}) // the synced state only
-			q, err := plog.Open("/data/epochs-0", plog.Config{FS: crashed})
+			q, err := plog.Open("/data/epochs-0", plog.Config{FS: crashed, SegmentIndexBytes: memIndexBytes})
 			require.NoError(t, err)
 			defer q.Close()
 			require.Equal(t, want, q.LeaderEpochs(), "after a crash")
@@ -125,7 +125,7 @@ func TestAssignEpochStartOffset(t *testing.T) {
 		})
 	}
 	t.Run("stamped appends follow the assigned epoch", func(t *testing.T) {
-		p, _ := epochLog(t, plog.Config{StampLeaderEpoch: true})
+		p, _ := epochLog(t, plog.Config{StampLeaderEpoch: true, SegmentIndexBytes: memIndexBytes})
 		require.NoError(t, p.AssignEpochStartOffset(8, 30))
 		require.Equal(t, int32(8), p.LeaderEpoch())
 		base, err := p.AppendBatch(logtest.MakeBatch(2, 5, 1_700_000_000_500, 9))

@@ -1,15 +1,11 @@
 package log_test
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -393,35 +389,16 @@ func TestKillLeaderEpochs(t *testing.T) {
 		kills = 3
 	}
 	for round := 0; round < kills; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillLeaderEpochsHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), killEpochsChildEnv+"="+dir)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		ready := make(chan string, 1)
-		var reader sync.WaitGroup
-		reader.Add(1)
-		go func() {
-			defer reader.Done()
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				select {
-				case ready <- sc.Text():
-				default:
-				}
-			}
-		}()
-		if line := <-ready; line != "ready" {
-			_ = cmd.Process.Kill()
+		child := startKillChild(t, "TestKillLeaderEpochsHelperProcess", killEpochsChildEnv+"="+dir)
+		if line := <-child.lines; line != "ready" {
+			child.kill()
 			require.Failf(t, "the child did not start", "round %d: child: %s", round, line)
 		}
 		delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
 		timer := time.NewTimer(delay) // the moment of the kill is random on purpose
 		<-timer.C
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		reader.Wait()
+		child.kill()
+		child.wait()
 
 		p, err := plog.Open(dir, killEpochsConfig())
 		require.NoError(t, err)

@@ -41,7 +41,7 @@ func errorWalk(t *testing.T, flush int64) {
 		return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, FlushMessages: flush})
 	}
 	noop := func(*logtest.Model) error { return nil }
-	for k := int64(0); ; k++ {
+	failAtEveryOp(t, func(k int64) (injected bool, ops int64) {
 		mem := vfs.NewMem()
 		in := vfs.NewInjector(mem)
 		in.FailNth(k, vfs.AllOps)
@@ -117,8 +117,7 @@ func errorWalk(t *testing.T, flush int64) {
 		}
 		if in.Injected() == 0 {
 			require.False(t, stop, "k=%d: stopped without an injected error", k)
-			t.Logf("clean run after %d failure points", k)
-			break
+			return false, in.Ops()
 		}
 
 		// The synced state alone keeps every synced batch, as a prefix.
@@ -172,7 +171,8 @@ func errorWalk(t *testing.T, flush int64) {
 			require.NoError(t, errBefore, "k=%d: reopened log", k)
 		}
 		_ = p2.Close()
-	}
+		return true, 0
+	})
 }
 
 // TestErrorWalkOpen fails every filesystem operation of Open in turn, on a
@@ -213,7 +213,7 @@ func TestErrorWalkOpen(t *testing.T) {
 				state = mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100, TornPercent: 100, Seed: 1})
 				_ = p.Close()
 			}
-			for k := int64(0); ; k++ {
+			failAtEveryOp(t, func(k int64) (injected bool, ops int64) {
 				fs := state.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
 				in := vfs.NewInjector(fs)
 				in.FailNth(k, vfs.AllOps)
@@ -223,8 +223,7 @@ func TestErrorWalkOpen(t *testing.T) {
 				}
 				require.False(t, err != nil && !errors.Is(err, vfs.ErrInjected), "k=%d: not the injected error: %v", k, err)
 				if in.Injected() == 0 {
-					t.Logf("clean run after %d failure points", k)
-					break
+					return false, in.Ops()
 				}
 				p, err = plog.Open(dir, plog.Config{FS: fs, SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: 240, DisableAutoHighWatermark: true})
 				require.NoError(t, err, "k=%d: reopen after the failure", k)
@@ -234,7 +233,48 @@ func TestErrorWalkOpen(t *testing.T) {
 				}
 				require.NoError(t, logtest.Check(p, want), "k=%d", k)
 				require.NoError(t, p.Close())
-			}
+				return true, 0
+			})
 		})
+	}
+}
+
+// failAtEveryOp runs a walk that fails filesystem operation k of its run
+// (counting from 0), for k = 0, 1, 2, ... until a run injects nothing:
+// try(k) runs the walk with operation k failed and checks what it left,
+// and reports whether an error was injected and, when none was, how many
+// operations the clean run did. The count of failure points is logged
+// with the test.
+//
+// Under -race it fails every raceCrashStride-th operation only, and the
+// last one (the clean run's operation count tells which that is), as
+// crashAtEveryOp crashes: the walks are histories of one goroutine, in
+// which the race detector has little to see and which it slows about
+// tenfold, and the plain run fails every operation.
+func failAtEveryOp(t *testing.T, try func(k int64) (injected bool, ops int64)) {
+	t.Helper()
+	stride := int64(1)
+	if raceEnabled {
+		stride = raceCrashStride
+	}
+	points := 0
+	for k := int64(0); ; k += stride {
+		injected, ops := try(k)
+		if injected {
+			points++
+			continue
+		}
+		if last := ops - 1; last > k-stride && last >= 0 {
+			// The stride stepped over the last failing operation.
+			ok, _ := try(last)
+			require.True(t, ok, "failing operation %d of a clean run of %d injected nothing", last, ops)
+			points++
+		}
+		if stride > 1 {
+			t.Logf("%d failure points of %d operations (every %dth under -race)", points, ops, stride)
+		} else {
+			t.Logf("clean run after %d failure points", points)
+		}
+		return
 	}
 }

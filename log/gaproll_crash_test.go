@@ -24,7 +24,7 @@ import (
 func TestGapRollThenRollCrash(t *testing.T) {
 	const dir = "/kafka/gap-roll-roll-0"
 	mem := vfs.NewMem()
-	cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500})
+	cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 1500, SegmentIndexBytes: memIndexBytes})
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
 	_, err = p.AppendAssigned(recordSet(t, 0, assigned{base: 0, n: 3}))

@@ -95,30 +95,14 @@ func TestKill(t *testing.T) {
 	acked := map[int64]int64{} // base -> next of every acknowledged batch
 	var maxNext int64
 	for round := 0; round < kills; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		lines := make(chan string, 1024)
-		var reader sync.WaitGroup
-		reader.Add(1)
-		go func() {
-			defer reader.Done()
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
+		child := startKillChild(t, "TestKillHelperProcess", killChildEnv+"="+dir)
 		delay := time.Duration(10+rng.IntN(240)) * time.Millisecond
 		timer := time.NewTimer(delay)
 		n := 0
 	collect:
 		for {
 			select {
-			case line, ok := <-lines:
+			case line, ok := <-child.lines:
 				if !ok {
 					break collect
 				}
@@ -134,11 +118,10 @@ func TestKill(t *testing.T) {
 				maxNext = max(maxNext, next)
 				n++
 			case <-timer.C:
-				_ = cmd.Process.Signal(syscall.SIGKILL)
+				child.kill()
 			}
 		}
-		reader.Wait()
-		_ = cmd.Wait()
+		child.wait()
 		timer.Stop()
 
 		p, err := plog.Open(dir, killConfig())
@@ -147,26 +130,82 @@ func TestKill(t *testing.T) {
 		require.GreaterOrEqual(t, p.LogEndOffset(), maxNext, "round %d (killed after %v): the log ends before the last acknowledged offset", round, delay)
 		// Walk the log: contiguous batches, every acknowledged one there.
 		seen := 0
-		next := p.LogStartOffset()
-		for next < p.LogEndOffset() {
-			r, err := p.ReadFromFollower(next, 1<<20)
-			require.NoError(t, err)
-			data := r.Bytes()
-			for len(data) > 0 {
-				b, rest, err := batch.Parse(data)
-				require.NoError(t, err)
-				require.False(t, b.BaseOffset() != next, "round %d: batch at %d after offset %d: a hole", round, b.BaseOffset(), next-1)
-				if want, ok := acked[b.BaseOffset()]; ok {
-					require.False(t, want != b.NextOffset(), "round %d: batch [%d, %d) was acknowledged as [%d, %d)", round, b.BaseOffset(), b.NextOffset(), b.BaseOffset(), want)
-					seen++
-				}
-				next = b.NextOffset()
-				data = rest
+		next := killWalk(t, p, round, func(b batch.Batch) {
+			if want, ok := acked[b.BaseOffset()]; ok {
+				require.False(t, want != b.NextOffset(), "round %d: batch [%d, %d) was acknowledged as [%d, %d)", round, b.BaseOffset(), b.NextOffset(), b.BaseOffset(), want)
+				seen++
 			}
-			require.NoError(t, r.Close())
-		}
+		})
 		require.False(t, seen != len(acked), "round %d: %d of %d acknowledged batches found", round, seen, len(acked))
 		require.NoError(t, p.Close())
 		t.Logf("round %d: killed after %v, %d acks this round, log end %d", round, delay, n, next)
 	}
+}
+
+// killChild is the helper process of a kill test: the test binary run
+// again with one helper test selected, its standard output read line by
+// line.
+type killChild struct {
+	cmd *exec.Cmd
+	// lines are the child's output lines; closed when its output ends.
+	lines  <-chan string
+	reader sync.WaitGroup
+}
+
+// startKillChild runs the test binary again with -test.run selecting the
+// test named helper and env added to its environment, its standard error
+// going to the test's.
+func startKillChild(t *testing.T, helper string, env ...string) *killChild {
+	t.Helper()
+	c := &killChild{cmd: exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")}
+	c.cmd.Env = append(os.Environ(), env...)
+	stdout, err := c.cmd.StdoutPipe()
+	require.NoError(t, err)
+	c.cmd.Stderr = os.Stderr
+	require.NoError(t, c.cmd.Start())
+	lines := make(chan string, 1024)
+	c.lines = lines
+	c.reader.Add(1)
+	go func() {
+		defer c.reader.Done()
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return c
+}
+
+// kill sends the child SIGKILL.
+func (c *killChild) kill() { _ = c.cmd.Process.Signal(syscall.SIGKILL) }
+
+// wait waits until the child's output has been read to its end and the
+// child has exited.
+func (c *killChild) wait() {
+	c.reader.Wait()
+	_ = c.cmd.Wait()
+}
+
+// killWalk reads the whole log the kill test reopened, checks that its
+// batches are contiguous from the log start, hands each to visit in order
+// and returns the offset after the last.
+func killWalk(t *testing.T, p *plog.Partition, round int, visit func(b batch.Batch)) int64 {
+	t.Helper()
+	next := p.LogStartOffset()
+	for next < p.LogEndOffset() {
+		r, err := p.ReadFromFollower(next, 1<<20)
+		require.NoError(t, err)
+		data := r.Bytes()
+		for len(data) > 0 {
+			b, rest, err := batch.Parse(data)
+			require.NoError(t, err)
+			require.Equal(t, next, b.BaseOffset(), "round %d: a hole after offset %d", round, next-1)
+			visit(b)
+			next = b.NextOffset()
+			data = rest
+		}
+		require.NoError(t, r.Close())
+	}
+	return next
 }

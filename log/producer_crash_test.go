@@ -38,20 +38,14 @@ func TestProducerRetryAfterCrash(t *testing.T) {
 	if testing.Short() {
 		budget, minCrashes = 2*time.Second, 200
 	}
-	deadline := time.Now().Add(budget)
-	crashes, histories := 0, 0
-	for crashes < minCrashes && time.Now().Before(deadline) {
-		histories++
-		crashes += producerCrashHistory(t, rng, histories)
-	}
-	t.Logf("%d crash points in %d histories", crashes, histories)
+	crashHistories(t, budget, minCrashes, func(id int) int { return producerCrashHistory(t, rng, id) })
 }
 
 func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 	t.Helper()
 	flush := []int64{0, 1}[rng.IntN(2)]
 	mem := vfs.NewMem()
-	cfg := plog.Config{FS: mem, SegmentBytes: int64(250 + rng.IntN(1200)), FlushMessages: flush}
+	cfg := plog.Config{FS: mem, SegmentBytes: int64(250 + rng.IntN(1200)), SegmentIndexBytes: memIndexBytes, FlushMessages: flush}
 	const dir = "/kafka/idem-0"
 	where := func() string { return fmt.Sprintf("history %d (flush.messages %d)", id, flush) }
 	p, err := plog.Open(dir, cfg)

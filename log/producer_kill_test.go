@@ -1,16 +1,13 @@
 package log_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -160,23 +157,7 @@ func TestProducerKill(t *testing.T) {
 	acked := map[int64]killBatch{} // base -> every batch acknowledged so far
 	var recognised, forgotten, fenced int
 	for round := 0; round < kills; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestProducerKillHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), producerKillChildEnv+"="+dir, producerKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		lines := make(chan string, 1024)
-		var reader sync.WaitGroup
-		reader.Add(1)
-		go func() {
-			defer reader.Done()
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
+		child := startKillChild(t, "TestProducerKillHelperProcess", producerKillChildEnv+"="+dir, producerKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
 		// The kill moment, counted in acknowledgements: none (during Open
 		// and recovery) now and then, otherwise up to 400.
 		killAt := 1 + rng.IntN(400)
@@ -184,7 +165,7 @@ func TestProducerKill(t *testing.T) {
 			killAt = rng.IntN(3)
 		}
 		if killAt == 0 {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
+			child.kill()
 		}
 		lastAck := map[int64]killBatch{} // pid -> last acknowledgement, this round or before
 		for _, b := range acked {
@@ -193,7 +174,7 @@ func TestProducerKill(t *testing.T) {
 			}
 		}
 		n := 0
-		for line := range lines {
+		for line := range child.lines {
 			var b killBatch
 			if _, err := fmt.Sscanf(line, "ack %d %d %d %d %d %d", &b.pid, &b.epoch, &b.first, &b.last, &b.base, &b.ts); err != nil {
 				require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
@@ -206,11 +187,10 @@ func TestProducerKill(t *testing.T) {
 			}
 			acked[b.base], lastAck[b.pid] = b, b
 			if n++; n == killAt {
-				_ = cmd.Process.Signal(syscall.SIGKILL)
+				child.kill()
 			}
 		}
-		reader.Wait()
-		_ = cmd.Wait()
+		child.wait()
 
 		p, err := plog.Open(dir, producerKillConfig())
 		require.NoError(t, err, "round %d", round)
@@ -319,26 +299,14 @@ func TestProducerKill(t *testing.T) {
 func producerKillWalk(t *testing.T, p *plog.Partition, round int) []killBatch {
 	t.Helper()
 	var out []killBatch
-	next := p.LogStartOffset()
-	for next < p.LogEndOffset() {
-		r, err := p.ReadFromFollower(next, 1<<20)
-		require.NoError(t, err)
-		data := r.Bytes()
-		for len(data) > 0 {
-			b, rest, err := batch.Parse(data)
-			require.NoError(t, err)
-			require.Equal(t, next, b.BaseOffset(), "round %d: a hole after offset %d", round, next-1)
-			kb := killBatch{pid: b.ProducerID(), epoch: b.ProducerEpoch(), first: b.BaseSequence(), last: b.LastSequence(),
-				base: b.BaseOffset(), ts: b.BaseTimestamp()}
-			// From the magic byte on (CRC, attributes, producer fields,
-			// records) the stored batch is what the producer sent.
-			sent := kb.bytes(t)
-			require.True(t, bytes.Equal(sent[16:], b[16:]), "round %d: %v: stored bytes differ from the rebuilt batch", round, kb)
-			out = append(out, kb)
-			next = b.NextOffset()
-			data = rest
-		}
-		require.NoError(t, r.Close())
-	}
+	killWalk(t, p, round, func(b batch.Batch) {
+		kb := killBatch{pid: b.ProducerID(), epoch: b.ProducerEpoch(), first: b.BaseSequence(), last: b.LastSequence(),
+			base: b.BaseOffset(), ts: b.BaseTimestamp()}
+		// From the magic byte on (CRC, attributes, producer fields,
+		// records) the stored batch is what the producer sent.
+		sent := kb.bytes(t)
+		require.True(t, bytes.Equal(sent[16:], b[16:]), "round %d: %v: stored bytes differ from the rebuilt batch", round, kb)
+		out = append(out, kb)
+	})
 	return out
 }

@@ -33,7 +33,7 @@ import (
 func TestProducerStateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		mem := vfs.NewMem()
-		cfg := plog.Config{FS: mem, SegmentBytes: int64(rapid.IntRange(200, 3000).Draw(rt, "segmentBytes"))}
+		cfg := plog.Config{FS: mem, SegmentBytes: int64(rapid.IntRange(200, 3000).Draw(rt, "segmentBytes")), SegmentIndexBytes: memIndexBytes}
 		const dir = "/sm/p-0"
 		p, err := plog.Open(dir, cfg)
 		require.NoError(rt, err)

@@ -331,7 +331,7 @@ func TestSetHighWatermarkWhileTruncationWaits(t *testing.T) {
 // stress: SegmentInfos, Segments, OffsetForTimestamp and ReadFrom against
 // concurrent rolls, under -race.
 func TestSegmentInfosNilDuringRolls(t *testing.T) {
-	p := openMemPartition(t, plog.Config{})
+	p := openMemPartition(t, plog.Config{SegmentIndexBytes: memIndexBytes})
 	appendN(t, p, 1)
 	const rolls = 40
 	done := make(chan struct{})

@@ -168,7 +168,7 @@ func TestUncleanReopenRecoversFromRecoveryPoint(t *testing.T) {
 	mem := vfs.NewMem()
 	in := vfs.NewInjector(mem)
 	const dir = "/data/rp-0"
-	cfg := plog.Config{FS: in, SegmentBytes: 64 << 10}
+	cfg := plog.Config{FS: in, SegmentBytes: 64 << 10, SegmentIndexBytes: memIndexBytes}
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
 	m := fillPartition(t, p, nil, 400<<10) // several segments, each flushed on roll

@@ -132,7 +132,7 @@ func TestOpenCompletesSwap(t *testing.T) {
 		{"crash after the old segments were deleted", segment.SwapSuffix, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := plog.Config{SegmentBytes: 2048, IndexIntervalBytes: 100, FS: vfs.NewMem()}
+			cfg := plog.Config{SegmentBytes: 2048, IndexIntervalBytes: 100, SegmentIndexBytes: memIndexBytes, FS: vfs.NewMem()}
 			dir := "/data/swap-0"
 			p, err := plog.Open(dir, cfg)
 			require.NoError(t, err)

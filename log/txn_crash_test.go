@@ -187,13 +187,7 @@ func TestTxnCrash(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		budget, minCrashes = 2*time.Second, 40
 	}
-	deadline := time.Now().Add(budget)
-	crashes, histories := 0, 0
-	for crashes < minCrashes && time.Now().Before(deadline) {
-		histories++
-		crashes += txnCrashHistory(t, seed, rng, histories)
-	}
-	t.Logf("%d crash points in %d histories", crashes, histories)
+	crashHistories(t, budget, minCrashes, func(id int) int { return txnCrashHistory(t, seed, rng, id) })
 }
 
 func txnCrashHistory(t *testing.T, seed uint64, rng *rand.Rand, id int) int {

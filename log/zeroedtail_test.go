@@ -27,7 +27,7 @@ import (
 func TestRecoveryCutsZeroedEntryAfterTornSegment(t *testing.T) {
 	const dir = "/kafka/zeroed-0"
 	mem := vfs.NewMem()
-	cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+	cfg := plog.WithManualRollFlush(plog.Config{FS: mem, SegmentIndexBytes: memIndexBytes})
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
 	var bases []int64
