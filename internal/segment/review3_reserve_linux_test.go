@@ -3,7 +3,9 @@
 package segment
 
 import (
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,4 +73,54 @@ func TestTrimReleasesReservation(t *testing.T) {
 	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "released by the trim")
 	assert.Equal(t, logBytes, readAll(t, vfs.Default, s.LogPath()))
 	mustClose(t, s)
+}
+
+// TestReleaseKeepsModTime: releasing a reservation (the index trim after
+// Seal, Close of the active segment, Open of one a crash left) keeps the
+// .log's modification time, which retention ages a segment without
+// usable timestamps by; Linux's ftruncate to the same length sets it to
+// now.
+func TestReleaseKeepsModTime(t *testing.T) {
+	old := time.Now().Add(-48 * time.Hour).Truncate(time.Microsecond)
+	tests := []struct {
+		name    string
+		release func(t *testing.T, s *Segment, dir string, cfg Config)
+	}{
+		{"trim", func(t *testing.T, s *Segment, _ string, _ Config) {
+			require.NoError(t, s.Seal())
+			require.NoError(t, s.TrimSealedIndexes())
+		}},
+		{"close", func(t *testing.T, s *Segment, _ string, _ Config) {
+			mustClose(t, s)
+		}},
+		{"open after a crash", func(t *testing.T, s *Segment, dir string, cfg Config) {
+			reopened, err := Open(vfs.Default, dir, 500, cfg)
+			require.NoError(t, err)
+			mustClose(t, reopened)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
+			s, err := CreateSpare(vfs.Default, dir, cfg)
+			require.NoError(t, err)
+			if allocated(t, s.LogPath()) < 1<<20 {
+				require.NoError(t, s.Discard())
+				t.Skip("the filesystem does not preallocate (no fallocate)")
+			}
+			require.NoError(t, s.AdoptAs(500))
+			mustAppend(t, s, simpleBatch(t, 500, 3, 1000, 100))
+			path := s.LogPath()
+			require.NoError(t, os.Chtimes(path, old, old))
+			tt.release(t, s, dir, cfg)
+			assert.LessOrEqual(t, allocated(t, path), (s.Size()+4095)&^4095+64<<10, "released")
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+			assert.True(t, fi.ModTime().Equal(old), "modification time %v, was %v", fi.ModTime(), old)
+			if !s.closed.Load() {
+				mustClose(t, s)
+			}
+		})
+	}
 }

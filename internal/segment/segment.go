@@ -324,7 +324,7 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 	// release it for a segment that is not the last: cut the file to its
 	// length, which changes neither the length nor the bytes.
 	if reservedPastEnd(f) {
-		if err := f.Truncate(fileSize); err != nil {
+		if err := releasePastEnd(f, fileSize); err != nil {
 			return nil, fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", logPath, err)
 		}
 	}
@@ -790,7 +790,11 @@ func (s *Segment) Close() error {
 			// trim.mu: a background TrimSealedIndexes may be
 			// releasing the reservation too (releaseReserved).
 			s.trim.mu.Lock()
-			perr = s.logFile.Truncate(s.size.Load())
+			if s.w.fileSize != s.size.Load() {
+				perr = s.logFile.Truncate(s.size.Load())
+			} else {
+				perr = releasePastEnd(s.logFile, s.size.Load()) // its modification time kept
+			}
 			if perr == nil {
 				s.reserved.Store(false)
 			}

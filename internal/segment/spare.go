@@ -67,15 +67,15 @@ func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
 const SparePreallocBytes = 16 << 20
 
 // releaseReserved releases the disk blocks reserved past the .log's end
-// (reserved): a cut of the file to its length, which leaves the length
-// and the bytes as they are (ext4 frees the blocks past the end on any
-// truncate). REQUIRES: the segment is sealed or being closed (no append
+// (reserved): a cut of the file to its length, which leaves the length,
+// the bytes and the modification time as they are (ext4 frees the blocks
+// past the end on any truncate; releasePastEnd). REQUIRES: the segment is sealed or being closed (no append
 // changes the length meanwhile) and its files are open.
 func (s *Segment) releaseReserved() error {
 	if !s.reserved.Load() {
 		return nil
 	}
-	if err := s.logFile.Truncate(s.size.Load()); err != nil {
+	if err := releasePastEnd(s.logFile, s.size.Load()); err != nil {
 		return fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", s.LogPath(), err)
 	}
 	s.reserved.Store(false)
