@@ -445,9 +445,6 @@ func (s *Segment) Unseal() error {
 	if err := s.mapTo(s.window); err != nil {
 		return err
 	}
-	if reservedPastEnd(s.logFile) {
-		s.reserved.Store(true) // a crash left a spare's reservation
-	}
 	s.sealed.Store(false)
 	return nil
 }

@@ -109,9 +109,9 @@ type Segment struct {
 	// their entries (TrimSealedIndexes, append.go).
 	trim trimState
 	// reserved is set when disk blocks may be reserved past the .log's
-	// end: a spare's preallocation (CreateSpare), or one a crash left
-	// (found by Unseal). The index trim after Seal and Close release
-	// them (releaseReserved, spare.go).
+	// end by a spare's preallocation (CreateSpare). The index trim after
+	// Seal and Close release them (releaseReserved, spare.go); Open
+	// releases one a crash left.
 	reserved atomic.Bool
 	// adopt is an adoption's deferred half: the renames of a spare's
 	// files to the base's names (SettleAdoption, spare.go).
@@ -227,9 +227,11 @@ func CreateWithSuffix(fsys FS, dir string, baseOffset int64, suffix string, cfg 
 // KAFKA-12734); a missing or failing index is rebuilt from a scan of
 // the batch headers (CRCs are not checked: that is Recover's job). The next
 // offset and the largest timestamp come from the last index entries and a
-// header scan of the tail. Open never modifies the .log: bytes at its end
-// that do not frame as batches are left out of Size (and reported through
-// the Logger); Recover or the next Append cuts them.
+// header scan of the tail. Open never changes the .log's length or bytes
+// (it only releases disk blocks a crash left reserved past the end:
+// CreateSpare): bytes at its end that do not frame as batches are left
+// out of Size (and reported through the Logger); Recover or the next
+// Append cuts them.
 //
 // The segment is returned sealed: Append returns ErrSealed until Unseal.
 // The partition unseals its last segment. A nil fsys is the operating
@@ -315,6 +317,16 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 	}
 	if err := s.timeIdx.TrimToValidSize(); err != nil {
 		return nil, err
+	}
+	// A crash between the seal of a segment adopted from a spare and the
+	// index trim after it (or while it was active) leaves the spare's
+	// reservation past the .log's end (CreateSpare). Nothing else would
+	// release it for a segment that is not the last: cut the file to its
+	// length, which changes neither the length nor the bytes.
+	if reservedPastEnd(f) {
+		if err := releasePastEnd(f, fileSize); err != nil {
+			return nil, fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", logPath, err)
+		}
 	}
 	if err := s.openTxnIndex(); err != nil {
 		return nil, err
@@ -778,7 +790,11 @@ func (s *Segment) Close() error {
 			// trim.mu: a background TrimSealedIndexes may be
 			// releasing the reservation too (releaseReserved).
 			s.trim.mu.Lock()
-			perr = s.logFile.Truncate(s.size.Load())
+			if s.w.fileSize != s.size.Load() {
+				perr = s.logFile.Truncate(s.size.Load())
+			} else {
+				perr = releasePastEnd(s.logFile, s.size.Load()) // its modification time kept
+			}
 			if perr == nil {
 				s.reserved.Store(false)
 			}

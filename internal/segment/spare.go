@@ -40,7 +40,8 @@ const spareBase = 0
 // its content and format, does not change: recovery, Verify and every
 // reader look only below the length, and what is reserved past it is
 // released when the segment is sealed and its indexes trimmed, or closed
-// (releaseReserved), and when it is truncated or deleted. Nothing is
+// (releaseReserved), and when it is truncated or deleted; one a crash
+// left is released by the next Open of the segment. Nothing is
 // synced: a crash may leave the files, which the next start-up removes.
 // One spare per directory: the names do not depend on anything else. A
 // failed reservation (a full disk) fails the call, after removing the
@@ -66,15 +67,15 @@ func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
 const SparePreallocBytes = 16 << 20
 
 // releaseReserved releases the disk blocks reserved past the .log's end
-// (reserved): a cut of the file to its length, which leaves the length
-// and the bytes as they are (ext4 frees the blocks past the end on any
-// truncate). REQUIRES: the segment is sealed or being closed (no append
+// (reserved): a cut of the file to its length, which leaves the length,
+// the bytes and the modification time as they are (ext4 frees the blocks
+// past the end on any truncate; releasePastEnd). REQUIRES: the segment is sealed or being closed (no append
 // changes the length meanwhile) and its files are open.
 func (s *Segment) releaseReserved() error {
 	if !s.reserved.Load() {
 		return nil
 	}
-	if err := s.logFile.Truncate(s.size.Load()); err != nil {
+	if err := releasePastEnd(s.logFile, s.size.Load()); err != nil {
 		return fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", s.LogPath(), err)
 	}
 	s.reserved.Store(false)
