@@ -508,9 +508,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	p.mu.dirDirty = true
 	p.mu.rollAfter = p.newRollAfter()
 	p.stats.rolls.Add(1)
-	list := make([]*segment.Segment, len(snap.list), len(snap.list)+1)
-	copy(list, snap.list)
-	if err := p.replaceSegmentsLocked(append(list, seg)); err != nil {
+	if err := p.spliceSegmentsLocked(len(snap.list), len(snap.list), seg); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go

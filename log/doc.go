@@ -284,10 +284,17 @@
 //
 //  1. The segment list is an immutable snapshot behind an atomic.Pointer;
 //     a writer that changes it (roll, truncation, retention) builds a new
-//     one and swaps it in under mu. Each snapshot holds a reference on each
-//     of its segments and is itself reference counted: the partition holds
-//     one reference on the current snapshot; a reader takes one with a CAS
-//     that refuses once the count reached zero. A writer swaps the new
+//     one and swaps it in under mu. Each snapshot is reference counted: the
+//     partition holds one reference on the current snapshot; a reader takes
+//     one with a CAS that refuses once the count reached zero. The
+//     snapshots form a chain in publication order whose links finalize in
+//     that order (a link waits for its snapshot's release and for its
+//     predecessor), and a segment carries one reference for the whole
+//     chain: taken when it enters a snapshot, dropped when the last
+//     snapshot holding it finalizes. So a segment in a snapshot stays open
+//     while that snapshot or any older one is held, and a publication
+//     costs references on what it adds and removes only, not on every
+//     segment (state.go, snapLink); Close ends the chain. A writer swaps the new
 //     snapshot in before it drops its reference on the old one, so a
 //     refusal means a newer snapshot is published: the reader loads again
 //     (every lock-free user goes through one helper, acquireSnapshot, and

@@ -564,7 +564,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 	}
 	p.segs.Store(newSegments(list))
-	// newSegments took the snapshot's references; the ones Open and Create
+	// newSegments took the snapshot chain's references; the ones Open and Create
 	// returned are the partition's own.
 	p.bounds.store(p.mu.hw, p.mu.end)
 	p.syncedSeq.Store(0)
@@ -811,6 +811,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(fmt.Errorf("partlog/log: close %s: segment %d: %w", p.dir, seg.BaseOffset(), err))
 		}
 	}
+	snap.retire()
 	keep(snap.unref()) // the partition's reference on the snapshot
 	if first == nil && p.mu.failed != nil {
 		// A failure nobody saw (a flush in the background after a roll,
@@ -830,9 +831,13 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	return lock, first
 }
 
-// replaceSegmentsLocked publishes a new snapshot over list and releases
-// the partition's reference on the old one. REQUIRES: mu held.
-func (p *Partition) replaceSegmentsLocked(list []*segment.Segment) error {
-	old := p.segs.Swap(newSegments(list))
+// spliceSegmentsLocked publishes a new snapshot whose list is the current
+// one with list[lo:hi] replaced by mid, and releases the partition's
+// reference on the old one. It takes segment references only on mid and
+// drops them only on list[lo:hi] (state.go, snapLink). REQUIRES: mu held;
+// see segments.splice.
+func (p *Partition) spliceSegmentsLocked(lo, hi int, mid ...*segment.Segment) error {
+	old := p.segs.Load()
+	p.segs.Store(old.splice(lo, hi, mid))
 	return old.unref()
 }

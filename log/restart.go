@@ -109,11 +109,14 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	p.logStart.Store(at)
 	p.publishLocked()
 	p.truncations.Add(1)
-	if err := p.replaceSegmentsLocked([]*segment.Segment{seg}); err != nil {
-		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
-	}
 	if reuse {
-		old = old[:len(old)-1]
+		old = old[:len(old)-1] // the list is [seg]: drop all but it
+		err := p.spliceSegmentsLocked(0, len(old))
+		if err != nil {
+			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+		}
+	} else if err := p.spliceSegmentsLocked(0, len(old), seg); err != nil {
+		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	// 4. The epochs of the old batches go, durably, before the old
 	// segments (all below the log start now): once none is left, Open

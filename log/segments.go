@@ -129,7 +129,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 func (p *Partition) dropOldestLocked(n int, why string) error {
 	snap := p.segs.Load()
 	dropped := snap.list[:n]
-	if err := p.replaceSegmentsLocked(snap.list[n:]); err != nil {
+	if err := p.spliceSegmentsLocked(0, n); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	if err := p.deleteSegmentsLocked(dropped, false); err != nil {
@@ -241,9 +241,7 @@ func (p *Partition) replaceSegments(old, new []*segment.Segment, truncations uin
 		}
 	}
 	p.publishLocked()
-	out := make([]*segment.Segment, 0, len(list)-len(old)+len(new))
-	out = append(append(append(out, list[:first]...), new...), list[last+1:]...)
-	if err := p.replaceSegmentsLocked(out); err != nil {
+	if err := p.spliceSegmentsLocked(first, last+1, new...); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	var firstErr error

@@ -2,9 +2,12 @@ package log
 
 import (
 	"runtime"
+	"slices"
 	"sort"
 	"sync/atomic"
 
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -13,10 +16,14 @@ import (
 // documentation, "Lock-free reads", for why readers may use it without a
 // lock.
 //
-// A snapshot holds one reference on every segment in it, taken when it is
-// built and dropped when its own count reaches zero. The partition holds
-// one reference on the current snapshot; a reader holds one only while it
-// picks a segment and takes a reference on that segment.
+// The partition holds one reference on the current snapshot; a reader
+// holds one only while it picks a segment and takes a reference on that
+// segment. The segments' references are not per snapshot: the snapshots
+// form a chain in publication order (one snapLink each), and a segment
+// carries one reference for the whole chain, taken when it enters a
+// snapshot and dropped when the last snapshot that holds it finalizes. A
+// publication therefore costs references on what it adds and removes,
+// not on every segment (see snapLink).
 type segments struct {
 	// refs counts the partition's reference (while this is the current
 	// snapshot) plus readers in flight. Once it reaches zero it never
@@ -25,18 +32,112 @@ type segments struct {
 	// list holds the segments in ascending base offset order; never empty.
 	// The last one is the active segment. Immutable.
 	list []*segment.Segment
+	// link is this snapshot's place in the chain. The chain refers to
+	// links only, never to snapshots, so a released snapshot's list is
+	// garbage even while an older snapshot is still held.
+	link *snapLink
 }
 
-// newSegments builds a snapshot over list, taking a reference on every
-// segment. The partition owns the returned snapshot's first reference.
+// snapLink is one snapshot's link in the chain of published snapshots.
+// Links finalize strictly in publication order: a link finalizes once its
+// snapshot is released (refs reached zero) and its predecessor finalized.
+// Finalizing drops the chain's reference on every segment of the snapshot
+// that its successor does not hold (drop), then counts as the
+// predecessor's finalization of the successor.
+//
+// Why that is enough: a segment in snapshots S_j..S_k (and not in S_k+1)
+// takes its chain reference when S_j is published and loses it when S_k
+// finalizes, which is after S_j..S_k-1 finalized: while any snapshot that
+// holds the segment can still be used, the segment stays open. And a
+// segment dropped at S_k is released as soon as S_0..S_k are, whatever
+// newer snapshots readers hold.
+type snapLink struct {
+	// pending counts what must happen before the link finalizes: its
+	// snapshot's release, and its predecessor's finalization (none for
+	// the first snapshot of a partition).
+	pending atomic.Int32
+	// next and drop are set under Partition.mu when the successor is
+	// published (or, for the last snapshot, by Close: next nil, drop the
+	// whole list), before the partition's reference on the snapshot is
+	// dropped, so before the link can finalize: the atomics that lead to
+	// finalization order these writes before its reads.
+	next *snapLink
+	// drop holds the segments of this snapshot that next's snapshot does
+	// not hold: their chain reference goes when this link finalizes. A
+	// copy, so that the chain keeps no snapshot's list alive.
+	drop []*segment.Segment
+}
+
+// newSegments builds the first snapshot of a partition over list, taking
+// the chain's reference on every segment. The partition owns the returned
+// snapshot's first reference.
 func newSegments(list []*segment.Segment) *segments {
-	s := &segments{list: list}
+	s := &segments{list: list, link: &snapLink{}}
 	s.refs.Store(1)
+	s.link.pending.Store(1) // no predecessor
 	for _, seg := range list {
 		seg.Ref()
 	}
 	return s
 }
+
+// splice builds the successor of s: s's list with list[lo:hi] replaced by
+// mid. It takes the chain's reference on each segment of mid and records
+// list[lo:hi] as what s's link drops when it finalizes; references cost
+// O(len(mid) + hi - lo), the new list is one copy. The caller publishes
+// the result, then drops the partition's reference on s. REQUIRES:
+// Partition.mu held, s the current snapshot, 0 <= lo <= hi <= len(s.list),
+// no segment of mid in s.list outside [lo, hi), the result non-empty and
+// in ascending base offset order.
+func (s *segments) splice(lo, hi int, mid []*segment.Segment) *segments {
+	list := make([]*segment.Segment, 0, len(s.list)-(hi-lo)+len(mid))
+	list = append(append(append(list, s.list[:lo]...), mid...), s.list[hi:]...)
+	if invariants.Enabled {
+		checkSplice(s.list, list, lo, hi, mid)
+	}
+	for _, seg := range mid {
+		seg.Ref()
+	}
+	n := &segments{list: list, link: &snapLink{}}
+	n.refs.Store(1)
+	n.link.pending.Store(2) // its own release, s's finalization
+	if hi > lo {
+		s.link.drop = slices.Clone(s.list[lo:hi])
+	}
+	s.link.next = n.link
+	return n
+}
+
+// checkSplice panics unless the new list ascends by base offset (so holds
+// no segment twice) and no segment of mid was in the old list: then mid is
+// exactly what the new list adds and old[lo:hi] exactly what it removes. A
+// segment counted as added while already held would leak a reference; one
+// counted as removed while still held would lose one. Invariants builds
+// only: O(n).
+func checkSplice(old, list []*segment.Segment, lo, hi int, mid []*segment.Segment) {
+	if len(list) == 0 {
+		panic(base.AssertionFailedf("partlog/log: splice [%d, %d) of %d segments leaves none", lo, hi, len(old)))
+	}
+	in := make(map[*segment.Segment]bool, len(old))
+	for _, seg := range old {
+		in[seg] = true
+	}
+	for _, seg := range mid {
+		if in[seg] {
+			panic(base.AssertionFailedf("partlog/log: splice adds segment %d, already in the list", seg.BaseOffset()))
+		}
+	}
+	for i := 1; i < len(list); i++ {
+		if list[i].BaseOffset() <= list[i-1].BaseOffset() {
+			panic(base.AssertionFailedf("partlog/log: splice leaves segment %d after %d", list[i].BaseOffset(), list[i-1].BaseOffset()))
+		}
+	}
+}
+
+// retire ends the chain at s, the last snapshot, at Close: with no
+// successor, every segment of s loses its chain reference when s's link
+// finalizes. REQUIRES: Partition.mu held, s the current snapshot.
+func (s *segments) retire() { s.link.drop = s.list }
 
 // tryRef takes a reference unless the snapshot is already released.
 func (s *segments) tryRef() bool {
@@ -89,16 +190,27 @@ func (p *Partition) releaseSnapshot(snap *segments) {
 	}
 }
 
-// unref drops a reference; the last one releases the snapshot's references
-// on its segments and returns the first error of those releases.
+// unref drops a reference; the last one releases the snapshot, which
+// finalizes its link and every following link that waited only for it (see
+// snapLink), and returns the first error of the segment releases.
 func (s *segments) unref() error {
 	if s.refs.Add(-1) != 0 {
 		return nil
 	}
+	return s.link.release()
+}
+
+// release counts one of l's pending events and finalizes the links whose
+// count reaches zero, walking the chain iteratively: releasing the oldest
+// of many snapshots readers held finalizes them all in one loop. It
+// returns the first error of the segment releases and goes on after one.
+func (l *snapLink) release() error {
 	var first error
-	for _, seg := range s.list {
-		if err := seg.Unref(); err != nil && first == nil {
-			first = err
+	for ; l != nil && l.pending.Add(-1) == 0; l = l.next {
+		for _, seg := range l.drop {
+			if err := seg.Unref(); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
 	return first

@@ -188,8 +188,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	}
 	if i < len(snap.list)-1 {
 		dropped := snap.list[i+1:]
-		kept := snap.list[: i+1 : i+1]
-		if err := p.replaceSegmentsLocked(kept); err != nil {
+		if err := p.spliceSegmentsLocked(i+1, len(snap.list)); err != nil {
 			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 		}
 		if err := p.deleteSegmentsLocked(dropped, true); err != nil {
@@ -481,7 +480,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	if err != nil {
 		return fail(err)
 	}
-	if err := p.replaceSegmentsLocked([]*segment.Segment{seg}); err != nil {
+	if err := p.spliceSegmentsLocked(0, len(p.segs.Load().list), seg); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	for _, s := range old {
