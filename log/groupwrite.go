@@ -29,7 +29,11 @@ import (
 // ProducerState, Producers, OpenTransactions) do not write the queue: a
 // queued batch's producer state and transaction were recorded when it was
 // queued, so they answer the same before and after the queue is written,
-// without a write beside the group syncer's fdatasync. Offsets stay
+// without a write beside the group syncer's fdatasync. Two writers that
+// change nothing the queue depends on take lockAppender and leave the
+// queue too: ExpireProducers (a queued batch's producer state is already
+// recorded) and the goroutine installing the next segment's spare (which
+// gets its base only when a roll, a lockWriter path, adopts it). Offsets stay
 // assigned in order under mu: a queued batch's
 // base is the end of the queue (appendEndLocked). An append that cannot
 // be queued (a roll is due, a new leader epoch starts, the active segment

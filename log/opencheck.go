@@ -45,7 +45,8 @@ func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
 type dirCheck struct {
 	// plan is what the directory needs (repair.Make); skipRemove is set
 	// when the policy changes nothing, so files plan.Remove names stay
-	// (only *.deleted files then, which the loader ignores).
+	// (only *.deleted files then, which the loader ignores), and so do
+	// plan.Orphans (index files without a .log, which it ignores too).
 	plan       *repair.Plan
 	skipRemove bool
 	// distrustLogStart: the log start checkpoint contradicts the

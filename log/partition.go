@@ -230,7 +230,8 @@ func (p *Partition) lockWriter() {
 //
 // Only then does Open finish or undo the file operations a crash
 // interrupted (removing .deleted files and an unfinished compaction's
-// .cleaned and .swap files, completing a swap past its commit point),
+// .cleaned and .swap files, completing a swap past its commit point,
+// removing index files whose segment has no .log),
 // remove the clean-shutdown marker Close left (so that a crash while
 // loading counts as unclean) and open every segment in ascending base
 // offset order (their indexes are checked in O(1) and rebuilt when missing

@@ -393,7 +393,10 @@ func (p *Partition) Producers() ([]ProducerState, error) {
 // its own at each roll and, at most every 10 minutes, when a new producer
 // appears), and returns how many it removed.
 func (p *Partition) ExpireProducers() (int, error) {
-	p.lockWriter()
+	// lockAppender: the queued batches' producer state was recorded when
+	// they were queued, so the queue need not be written first (which
+	// would put a write beside the group syncer's fdatasync, groupwrite.go).
+	p.lockAppender()
 	defer p.mu.Unlock()
 	if err := p.checkWritableLocked(); err != nil {
 		return 0, err

@@ -122,7 +122,13 @@ func (p *Partition) prepareSpare() {
 		p.spareMade, p.spareLive = seg, true
 	}
 	p.spareFiles.Unlock()
-	p.lockWriter()
+	// lockAppender, not lockWriter: installing the spare touches only
+	// mu.nextSeg (and reads closed, failed, writeSeq), none of which the
+	// group-write queue changes (the spare gets its base when a roll
+	// adopts it, and the roll writes the queue), so writing the queue here
+	// would only put a write of the .log beside the group syncer's
+	// fdatasync. It waits for a TruncateTo as every other writer does.
+	p.lockAppender() // groupwrite.go
 	defer p.mu.Unlock()
 	if err != nil {
 		if p.mu.nextSeg.state == sparePreparing {

@@ -27,6 +27,13 @@
 //     (no batch) holds nothing and is Empty: it may be removed.
 //  5. A leftover index .swap is renamed when its .log has its plain name
 //     after step 3, removed otherwise.
+//  6. An index file with its plain name (.index, .timeindex, .txnindex)
+//     whose segment has no plain .log once steps 1-3 are done is an
+//     orphan, removed as Kafka's loader removes it: a crash kept it and
+//     lost its .log (a spare's index renames kept, its .log rename lost; a
+//     segment deletion or creation cut short). Its content is derived from
+//     a .log that is gone, so removing it loses nothing; left in place, a
+//     later segment of that base would find it beside its own .log.
 package repair
 
 import (
@@ -74,13 +81,17 @@ type Plan struct {
 	// Bases are the base offsets of the plain .log files once the plan
 	// is carried out (Empty removed), ascending.
 	Bases []int64
+	// Orphans are the plain index files (.index, .timeindex, .txnindex)
+	// whose base is not in Bases, nor a segment a swap replaces (step 6),
+	// ascending by name.
+	Orphans []string
 	// strayIndexSwaps counts index .swap files (step 5).
 	strayIndexSwaps int
 }
 
 // Work reports whether carrying out the plan changes anything (Bad aside).
 func (p *Plan) Work() bool {
-	return len(p.Remove) > 0 || len(p.Swaps) > 0 || len(p.Empty) > 0 || p.strayIndexSwaps > 0
+	return len(p.Remove) > 0 || len(p.Swaps) > 0 || len(p.Empty) > 0 || p.strayIndexSwaps > 0 || len(p.Orphans) > 0
 }
 
 // Make reads dir and returns its plan. It changes nothing: swaps and the
@@ -95,7 +106,7 @@ func Make(fsys vfs.FS, dir string) (*Plan, error) {
 		name string
 		base int64
 	}
-	var cleaned, swaps []file
+	var cleaned, swaps, indexes []file
 	plain := map[int64]bool{}
 	for _, name := range names {
 		b, suffix, ok := segment.ParseFileName(name)
@@ -109,6 +120,8 @@ func Make(fsys vfs.FS, dir string) (*Plan, error) {
 			swaps = append(swaps, file{name, b})
 		case suffix == segment.LogSuffix:
 			plain[b] = true
+		case suffix == segment.IndexSuffix || suffix == segment.TimeIndexSuffix || suffix == segment.TxnIndexSuffix:
+			indexes = append(indexes, file{name, b})
 		}
 	}
 	if len(cleaned) > 0 {
@@ -183,6 +196,14 @@ func Make(fsys vfs.FS, dir string) (*Plan, error) {
 		}
 	}
 	p.Bases = slices.Sorted(maps.Keys(plain))
+	for _, f := range indexes {
+		// A live segment's files are removed by the swap that replaces
+		// it, if any; the rest of the live ones stay.
+		if !plain[f.base] && !slices.Contains(live, f.base) {
+			p.Orphans = append(p.Orphans, f.name)
+		}
+	}
+	slices.Sort(p.Orphans)
 	return p, nil
 }
 
@@ -231,6 +252,12 @@ func (p *Plan) Apply(fsys vfs.FS, dir string, logger *slog.Logger) error {
 			return err
 		}
 		logger.Info("partlog: completed a compaction swap", "dir", dir, "segment", sw.Base, "next", sw.Next, "replaced", sw.Replaces)
+	}
+	for _, name := range p.Orphans {
+		logger.Warn("partlog: removing an index file whose segment has no .log", "dir", dir, "file", name)
+		if err := remove(name); err != nil {
+			return err
+		}
 	}
 	names, err := fsys.List(dir)
 	if err != nil {
