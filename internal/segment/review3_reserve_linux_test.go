@@ -20,21 +20,7 @@ import (
 // Unseal notices it, no trim is pending, nothing would ever cut it): Open
 // releases the reservation, without changing the length or the bytes.
 func TestOpenReleasesReservationACrashLeft(t *testing.T) {
-	dir := t.TempDir()
-	cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
-	s, err := CreateSpare(vfs.Default, dir, cfg)
-	require.NoError(t, err)
-	if allocated(t, s.LogPath()) < 1<<20 {
-		require.NoError(t, s.Discard())
-		t.Skip("the filesystem does not preallocate (no fallocate)")
-	}
-	require.NoError(t, s.AdoptAs(500))
-	next := int64(500)
-	for i := range 10 {
-		b := simpleBatch(t, next, 3, int64(1000+i), 100)
-		mustAppend(t, s, b)
-		next = b.NextOffset()
-	}
+	s, dir, cfg, next := reservedSegment(t, 10)
 	require.NoError(t, s.Seal()) // the roll; the crash comes before TrimSealedIndexes
 	require.True(t, s.TrimPending())
 	logBytes := readAll(t, vfs.Default, s.LogPath())
@@ -44,7 +30,7 @@ func TestOpenReleasesReservationACrashLeft(t *testing.T) {
 	// segment below the last one.
 	reopened, err := Open(vfs.Default, dir, 500, cfg)
 	require.NoError(t, err)
-	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "Open released the reservation")
+	assertReleased(t, s.LogPath(), s.Size(), "Open released the reservation")
 	assert.Equal(t, logBytes, readAll(t, vfs.Default, s.LogPath()), "the bytes are unchanged")
 	assert.Equal(t, next, reopened.NextOffset())
 	mustClose(t, reopened)
@@ -55,22 +41,13 @@ func TestOpenReleasesReservationACrashLeft(t *testing.T) {
 // reservation of a segment adopted from a spare, without changing the
 // length or the bytes.
 func TestTrimReleasesReservation(t *testing.T) {
-	dir := t.TempDir()
-	cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
-	s, err := CreateSpare(vfs.Default, dir, cfg)
-	require.NoError(t, err)
-	if allocated(t, s.LogPath()) < 1<<20 {
-		require.NoError(t, s.Discard())
-		t.Skip("the filesystem does not preallocate (no fallocate)")
-	}
-	require.NoError(t, s.AdoptAs(500))
-	mustAppend(t, s, simpleBatch(t, 500, 3, 1000, 100))
+	s, _, _, _ := reservedSegment(t, 1)
 	require.NoError(t, s.Seal())
 	logBytes := readAll(t, vfs.Default, s.LogPath())
 	require.Greater(t, allocated(t, s.LogPath()), s.Size()+64<<10, "reserved past the end")
 	require.NoError(t, s.TrimSealedIndexes())
 	assert.False(t, s.reserved.Load())
-	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "released by the trim")
+	assertReleased(t, s.LogPath(), s.Size(), "released by the trim")
 	assert.Equal(t, logBytes, readAll(t, vfs.Default, s.LogPath()))
 	mustClose(t, s)
 }
@@ -101,20 +78,11 @@ func TestReleaseKeepsModTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
-			s, err := CreateSpare(vfs.Default, dir, cfg)
-			require.NoError(t, err)
-			if allocated(t, s.LogPath()) < 1<<20 {
-				require.NoError(t, s.Discard())
-				t.Skip("the filesystem does not preallocate (no fallocate)")
-			}
-			require.NoError(t, s.AdoptAs(500))
-			mustAppend(t, s, simpleBatch(t, 500, 3, 1000, 100))
+			s, dir, cfg, _ := reservedSegment(t, 1)
 			path := s.LogPath()
 			require.NoError(t, os.Chtimes(path, old, old))
 			tt.release(t, s, dir, cfg)
-			assert.LessOrEqual(t, allocated(t, path), (s.Size()+4095)&^4095+64<<10, "released")
+			assertReleased(t, path, s.Size(), "released")
 			fi, err := os.Stat(path)
 			require.NoError(t, err)
 			assert.True(t, fi.ModTime().Equal(old), "modification time %v, was %v", fi.ModTime(), old)

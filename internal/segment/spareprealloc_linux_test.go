@@ -19,6 +19,38 @@ func allocated(t *testing.T, path string) int64 {
 	return st.Blocks * 512
 }
 
+// reservedSegment creates a spare in a new directory on the operating
+// system's filesystem (skipping the test where it does not preallocate),
+// adopts it at base 500 and appends n batches of 3 records to it: a
+// segment whose .log holds its reservation past its length. It returns
+// the segment, its directory and configuration, and its next offset.
+func reservedSegment(t *testing.T, n int) (s *Segment, dir string, cfg Config, next int64) {
+	t.Helper()
+	dir = t.TempDir()
+	cfg = Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
+	s, err := CreateSpare(vfs.Default, dir, cfg)
+	require.NoError(t, err)
+	if allocated(t, s.LogPath()) < 1<<20 {
+		require.NoError(t, s.Discard())
+		t.Skip("the filesystem does not preallocate (no fallocate)")
+	}
+	require.NoError(t, s.AdoptAs(500))
+	next = 500
+	for i := range n {
+		b := simpleBatch(t, next, 3, int64(1000+i), 100)
+		mustAppend(t, s, b)
+		next = b.NextOffset()
+	}
+	return s, dir, cfg, next
+}
+
+// assertReleased asserts that the file at path holds no more disk than its
+// size bytes need (with the margin reservedPastEnd leaves).
+func assertReleased(t *testing.T, path string, size int64, msg string) {
+	t.Helper()
+	assert.LessOrEqual(t, allocated(t, path), (size+4095)&^4095+64<<10, msg)
+}
+
 // TestSpareReservationOnDisk: on the operating system's filesystem the
 // spare's .log holds its reservation past its length; the files as a
 // crash leaves them (the adopted segment's, read by another Open while
@@ -28,21 +60,7 @@ func allocated(t *testing.T, path string) int64 {
 // releases one made anew, without changing the length or the bytes
 // (TestTrimReleasesReservation: the index trim after Seal).
 func TestSpareReservationOnDisk(t *testing.T) {
-	dir := t.TempDir()
-	cfg := Config{IndexIntervalBytes: 1, MaxIndexBytes: 4096, MaxSegmentBytes: 1 << 20}
-	s, err := CreateSpare(vfs.Default, dir, cfg)
-	require.NoError(t, err)
-	if allocated(t, s.LogPath()) < 1<<20 {
-		require.NoError(t, s.Discard())
-		t.Skip("the filesystem does not preallocate (no fallocate)")
-	}
-	require.NoError(t, s.AdoptAs(500))
-	next := int64(500)
-	for i := range 20 {
-		b := simpleBatch(t, next, 3, int64(1000+i), 100)
-		mustAppend(t, s, b)
-		next = b.NextOffset()
-	}
+	s, dir, cfg, next := reservedSegment(t, 20)
 	want := checkSegment(t, s)
 	logBytes := readAll(t, vfs.Default, s.LogPath())
 	assert.Greater(t, allocated(t, s.LogPath()), s.Size()+64<<10, "reserved past the end")
@@ -50,7 +68,7 @@ func TestSpareReservationOnDisk(t *testing.T) {
 	// The files as they are: open and recover another segment over them.
 	crashed, err := Open(vfs.Default, dir, 500, cfg)
 	require.NoError(t, err)
-	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "released by Open")
+	assertReleased(t, s.LogPath(), s.Size(), "released by Open")
 	require.NoError(t, crashed.Unseal())
 	res, err := crashed.Recover(1 << 20)
 	require.NoError(t, err)
@@ -60,7 +78,7 @@ func TestSpareReservationOnDisk(t *testing.T) {
 	require.NoError(t, crashed.Seal())
 	require.NoError(t, crashed.TrimSealedIndexes())
 	assert.False(t, crashed.reserved.Load())
-	assert.LessOrEqual(t, allocated(t, s.LogPath()), (s.Size()+4095)&^4095+64<<10, "released by the trim")
+	assertReleased(t, s.LogPath(), s.Size(), "released by the trim")
 	assert.Equal(t, logBytes, readAll(t, vfs.Default, s.LogPath()), "the bytes are unchanged")
 	mustClose(t, crashed)
 
@@ -69,6 +87,6 @@ func TestSpareReservationOnDisk(t *testing.T) {
 	s.reserved.Store(true)
 	size := s.Size()
 	mustClose(t, s)
-	assert.LessOrEqual(t, allocated(t, segPath(dir, 500, LogSuffix)), (size+4095)&^4095+64<<10, "released by Close")
+	assertReleased(t, segPath(dir, 500, LogSuffix), size, "released by Close")
 	assert.Equal(t, logBytes, readAll(t, vfs.Default, segPath(dir, 500, LogSuffix)))
 }
