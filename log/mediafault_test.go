@@ -40,12 +40,7 @@ func faultPartition(t *testing.T, flushRolls bool) (*plog.Partition, string) {
 	}
 	infos := p.SegmentInfos()
 	require.Greater(t, len(infos), 4)
-	if flushRolls {
-		require.NoError(t, p.FlushRolled())
-		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
-	} else {
-		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll's flush moved it")
-	}
+	flushRollsOrNot(t, p, infos, flushRolls)
 	return p, dir
 }
 

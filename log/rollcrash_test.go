@@ -249,6 +249,28 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 	})
 }
 
+// threeBatchSegments is the configuration of the roll-crash tests' MemFS
+// partitions: segments of three batches of 2 records of 20 bytes (and
+// room to spare), 4 KiB indexes, and the rolls' background flush left to
+// the test (WithManualRollFlush).
+func threeBatchSegments(mem *vfs.MemFS) plog.Config {
+	return plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes})
+}
+
+// flushRollsOrNot runs the rolls' flush of p, whose segments are infos,
+// when flushRolls is set and checks that it raised the recovery point to
+// the active segment's base; otherwise it checks that the recovery point
+// is still a new partition's 0. REQUIRES: p opened WithManualRollFlush.
+func flushRollsOrNot(t *testing.T, p *plog.Partition, infos []plog.SegmentInfo, flushRolls bool) {
+	t.Helper()
+	if flushRolls {
+		require.NoError(t, p.FlushRolled())
+		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
+	} else {
+		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll's flush moved it")
+	}
+}
+
 // crashedAfterRolls appends 14 batches of 2 records to a new partition in
 // dir on a MemFS, rolling into 4 sealed segments of 3 batches and an
 // active one, with the rolls' flush run (flushRolls: the recovery point
@@ -258,7 +280,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPoint(t *testing.T) {
 func crashedAfterRolls(t *testing.T, dir string, flushRolls bool) (*vfs.MemFS, *logtest.Model, []plog.SegmentInfo) {
 	t.Helper()
 	mem := vfs.NewMem()
-	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
+	p, err := plog.Open(dir, threeBatchSegments(mem))
 	require.NoError(t, err)
 	m := logtest.NewModel(0, false)
 	for i := range 14 {
@@ -269,12 +291,7 @@ func crashedAfterRolls(t *testing.T, dir string, flushRolls bool) (*vfs.MemFS, *
 	}
 	infos := p.SegmentInfos()
 	require.GreaterOrEqual(t, len(infos), 4)
-	if flushRolls {
-		require.NoError(t, p.FlushRolled())
-		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
-	} else {
-		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll moved it")
-	}
+	flushRollsOrNot(t, p, infos, flushRolls)
 	clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
 	require.NoError(t, p.Close())
 	return clone, m, infos
@@ -320,7 +337,7 @@ func TestCrashKeepsCompactedSegmentAboveRecoveryPointDir(t *testing.T) {
 	const root, topic, part = "/data", "orders", 3
 	pdir := filepath.Join(root, "orders-3")
 	mem := vfs.NewMem()
-	p, err := plog.Open(pdir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
+	p, err := plog.Open(pdir, threeBatchSegments(mem))
 	require.NoError(t, err)
 	for i := range 14 {
 		_, err := p.AppendBatch(logtest.MakeBatch(2, 20, int64(1000+i), byte(i)))
@@ -487,7 +504,7 @@ func TestCompactionCheckpointCoversOnlyDurableSegments(t *testing.T) {
 	for _, roll := range []bool{false, true} {
 		t.Run(map[bool]string{false: "crash after the round", true: "crash after a roll and an append"}[roll], func(t *testing.T) {
 			mem := vfs.NewMem()
-			p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes}))
+			p, err := plog.Open(dir, threeBatchSegments(mem))
 			require.NoError(t, err)
 			for i := range 8 {
 				// Segments [0, 6), [6, 12) and the active one from 12;

@@ -2,11 +2,15 @@
 
 package segment
 
-import "github.com/partlog/partlog/internal/vfs"
+import (
+	"io/fs"
+
+	"github.com/partlog/partlog/internal/vfs"
+)
 
 // reservedPastEnd reports false where the preallocation keeps no blocks
 // past the length (vfs.File.Preallocate does nothing outside Linux).
-func reservedPastEnd(vfs.File) bool { return false }
+func reservedPastEnd(fs.FileInfo) bool { return false }
 
 // releasePastEnd cuts f to n, its length (nothing is reserved past it
 // here: see reservedPastEnd).

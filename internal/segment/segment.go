@@ -322,8 +322,9 @@ func open(fsys FS, dir string, baseOffset int64, suffix string, cfg Config, clea
 	// index trim after it (or while it was active) leaves the spare's
 	// reservation past the .log's end (CreateSpare). Nothing else would
 	// release it for a segment that is not the last: cut the file to its
-	// length, which changes neither the length nor the bytes.
-	if reservedPastEnd(f) {
+	// length, which changes neither the length nor the bytes. (st is from
+	// before the load, which reads and allocates nothing in the .log.)
+	if reservedPastEnd(st) {
 		if err := releasePastEnd(f, fileSize); err != nil {
 			return nil, fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", logPath, err)
 		}
