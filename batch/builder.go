@@ -503,26 +503,6 @@ func (b *Builder) putHeader(h []byte) {
 	binary.BigEndian.PutUint32(h[recordsCountOffset:], uint32(b.count))
 }
 
-// appendEmptyBatch appends the header-only batch that stands in for b once
-// compaction has removed every one of its records but must keep the batch
-// (the last batch of an active producer, whose sequence numbers the broker
-// still checks; the last batch of a cleaned range). It keeps b's base
-// offset, lastOffsetDelta, leader epoch, producer fields, maxTimestamp,
-// timestamp type and transactional and control bits; it has no codec, no
-// delete horizon, baseTimestamp -1 and no records, as Kafka writes it. b
-// must be at least HeaderSize bytes long.
-func appendEmptyBatch(dst []byte, b Batch) []byte {
-	start := len(dst)
-	dst = append(dst, b[:HeaderSize]...)
-	e := Batch(dst[start:])
-	binary.BigEndian.PutUint32(e[batchLengthOffset:], uint32(HeaderSize-LogOverhead))
-	binary.BigEndian.PutUint16(e[attributesOffset:], uint16(b.Attributes()&(timestampTypeBit|transactionalBit|controlBit)))
-	binary.BigEndian.PutUint64(e[baseTimestampOffset:], ^uint64(0)) // NoTimestamp, -1
-	binary.BigEndian.PutUint32(e[recordsCountOffset:], 0)
-	e.SetCRC()
-	return dst
-}
-
 // Build returns the encoded batch in a new slice.
 func (b *Builder) Build() (Batch, error) {
 	out, err := b.AppendTo(make([]byte, 0, HeaderSize+len(b.recs)))

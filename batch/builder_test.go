@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/batchaccess"
 )
 
 func TestBuilderEveryCodec(t *testing.T) {
@@ -282,8 +284,8 @@ func TestAppendEmptyBatch(t *testing.T) {
 		Producer: &Producer{ID: 42, Epoch: 3, BaseSequence: 17}, DeleteHorizon: 1800000000000,
 	}, recs...)
 	prefix := []byte("keep")
-	out := appendEmptyBatch(append([]byte(nil), prefix...), orig)
-	require.Equal(t, string(prefix), string(out[:len(prefix)]), "appendEmptyBatch changed what was before it")
+	out := batchaccess.AppendEmptyBatch(append([]byte(nil), prefix...), orig)
+	require.Equal(t, string(prefix), string(out[:len(prefix)]), "AppendEmptyBatch changed what was before it")
 	e, rest, err := Parse(out[len(prefix):])
 	require.NoError(t, err, "Parse: %v, %d bytes left", err, len(rest))
 	require.Empty(t, rest, "Parse: %v, %d bytes left", err, len(rest))

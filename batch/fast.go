@@ -150,8 +150,8 @@ func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
 // reloads. It returns ok only for what fastWalk accepts, with the same
 // range; !ok means only "not shown valid here": a longer varint or a
 // problem, which fastWalk then sorts out.
-func walkShort(data []byte, count, last int32, baseTs int64) (timeRange, bool) {
-	tr := timeRange{Min: NoTimestamp, Max: NoTimestamp}
+func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
+	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
 	if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
 		return tr, false
 	}
@@ -316,9 +316,9 @@ func walkShort(data []byte, count, last int32, baseTs int64) (timeRange, bool) {
 //
 // On success it also returns the records' timestamp range as create times
 // (baseTs + timestampDelta, wrapping as Kafka's long arithmetic does), the
-// way timeRange documents it.
-func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (timeRange, bool) {
-	tr := timeRange{Min: NoTimestamp, Max: NoTimestamp}
+// way TimeRange documents it.
+func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (TimeRange, bool) {
+	tr := TimeRange{Min: NoTimestamp, Max: NoTimestamp}
 	if int64(count) > int64(len(data)/minRecordSize) {
 		return tr, false
 	}

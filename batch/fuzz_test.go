@@ -191,8 +191,20 @@ func FuzzRecords(f *testing.F) {
 			if lo == math.MaxInt64 {
 				lo = NoTimestamp
 			}
-			want := (timeRange{Min: lo, Max: hi})
+			want := (TimeRange{Min: lo, Max: hi})
 			require.Equal(t, want, tr, "validateTimes %+v, the records span %+v", tr, want)
+		}
+		// ValidateBody does not panic whatever the header says, and after
+		// a header ValidateHeader accepts it is Validate's record check.
+		btr, berr := b.ValidateBody()
+		if berr != nil {
+			require.ErrorIs(t, berr, ErrCorrupt, "ValidateBody error %v does not wrap ErrCorrupt", berr)
+		}
+		if b.ValidateHeader() == nil {
+			require.Equal(t, verr == nil, berr == nil, "ValidateBody %v, Validate %v", berr, verr)
+			if verr == nil {
+				require.Equal(t, tr, btr, "ValidateBody and validateTimes disagree on the time range")
+			}
 		}
 	})
 }

@@ -26,13 +26,21 @@ func PeekMagic(b []byte) (magic int8, ok bool) {
 	return int8(b[legacy.MagicOffset]), true
 }
 
-// frameEntry frames the first entry of a record set as stored on disk or
-// sent in a fetch response: a RecordBatch v2 or a legacy message. It
-// returns the entry's total size, its magic and the offset after it (a v2
-// batch's NextOffset; a legacy entry's offset + 1, the offset of a
+// FrameEntry frames the first entry of a record set as stored on disk or
+// sent in a fetch response, in either message format: a RecordBatch v2
+// (magic 2) or a legacy message (magic 0 or 1, which a log Kafka wrote
+// before 0.11 keeps). It returns the entry's total size (b[:size] is the
+// entry, b[size:] the rest of the set), its magic and the offset after it
+// (a v2 batch's NextOffset; a legacy entry's offset + 1, the offset of a
 // compressed wrapper being that of its last inner message). It checks
-// framing only (no CRC); a b shorter than the entry wraps ErrTruncated.
-func frameEntry(b []byte) (size int, magic int8, next int64, err error) {
+// framing only, as Parse does for a v2 batch (no CRC: Validate and
+// Decoder.ValidateLegacy check the entry). An error is a *CorruptionError;
+// a b shorter than the entry wraps ErrTruncated.
+//
+// A reader of a record set that may hold legacy messages walks it with
+// FrameEntry, handing a v2 entry to Batch's methods and a legacy one to
+// Decoder.AppendLegacyRecords.
+func FrameEntry(b []byte) (size int, magic int8, next int64, err error) {
 	m, ok := PeekMagic(b)
 	if !ok {
 		return 0, 0, 0, corruptTruncated(0, "batchLength", "have %d bytes, need %d to read the magic", len(b), legacyPeekSize)

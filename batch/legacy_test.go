@@ -45,7 +45,7 @@ func TestLegacyKafkaGoFixtures(t *testing.T) {
 			next := int64(0)
 			var d Decoder
 			for len(set) > 0 {
-				size, magic, entryNext, err := frameEntry(set)
+				size, magic, entryNext, err := FrameEntry(set)
 				require.NoError(t, err)
 				if legacy.IsMagic(magic) {
 					e, rest, err := legacy.Parse(set)
@@ -234,7 +234,7 @@ func FuzzLegacy(f *testing.F) {
 	for _, tt := range kafkaGoSets {
 		set := readFixture(f, "kafka-go/fixtures/"+tt.file)[tt.start:tt.end]
 		for len(set) > 0 {
-			size, _, _, err := frameEntry(set)
+			size, _, _, err := FrameEntry(set)
 			if err != nil {
 				break
 			}
@@ -256,7 +256,7 @@ func FuzzLegacy(f *testing.F) {
 		again, _, err := legacy.Parse(e)
 		require.NoError(t, err)
 		require.Equal(t, e, again)
-		size, magic, next, err := frameEntry(b)
+		size, magic, next, err := FrameEntry(b)
 		require.NoError(t, err)
 		require.Equal(t, len(e), size)
 		require.Equal(t, e.Magic(), magic)

@@ -1,42 +1,67 @@
 package batch
 
-import (
-	"encoding/binary"
+import "encoding/binary"
 
-	"github.com/partlog/partlog/internal/batchaccess"
-)
+// RunState is where Decoder.DecodeRun stopped in a record set, for the
+// next call. A RunState{Last: -1} starts at the set's first entry. The
+// caller moves it past an entry DecodeRun leaves to it (Pos to the next
+// entry, Rec to 0, Last to the entry passed).
+type RunState struct {
+	// Pos is the byte position in the set of the entry being decoded, or
+	// of the next one.
+	Pos int
+	// Rec is how many records of the batch at Pos were decoded; 0 when
+	// none (At and Prev are then unused).
+	Rec int32
+	// At is the position of the batch's next record within its records
+	// (after the header).
+	At int
+	// Prev is the offsetDelta of the batch's last record decoded.
+	Prev int32
+	// Last is the position of the last entry passed whole (by DecodeRun
+	// or by its caller), -1 before the first: a caller reporting a
+	// framing error at Pos can name the offset that entry ends at.
+	Last int
+}
 
-// decodeRun decodes records of the record set set (whole entries one after
-// the other, as a partition's read result holds them) into dst, from
-// where st says, and leaves st where it stopped (batchaccess.DecodeRun,
-// behind the partition's Records.All). It decodes the uncompressed,
+// DecodeRun decodes records of the record set set (whole entries one
+// after the other, as a fetch response or a partition's read result holds
+// them) into dst, from where st says, and leaves st where it stopped: the
+// records of a set a run at a time, for a reader that yields many small
+// records (log.Records.All decodes this way). It decodes the uncompressed,
 // non-control RecordBatch v2 entries, framed with Parse's checks, and
-// checks each of their records exactly as Iter.Next does; a problem
-// there is returned in Next's words (err), after the batch's records
-// before it, which dst[:n] holds. It stops and returns other at any
-// other entry (a legacy message, a compressed or control batch, or
-// bytes that do not frame as a v2 batch), leaving st.Pos at it and st.Rec
-// at 0, for the caller to frame and handle. Otherwise it returns when dst
-// is full (st then resumes inside the batch), at the end of set
-// (st.Pos == len(set)), or after a record with headers: its Headers alias
-// dec's header scratch, which the next call reuses.
+// checks each of their records exactly as Iter.Next does; a problem there
+// is returned in Next's words (err, wrapping ErrCorrupt), after the
+// batch's records before it, which dst[:n] holds. It stops and returns
+// other at any other entry (a legacy message, a compressed or control
+// batch, or bytes that do not frame as a v2 batch), leaving st.Pos at it
+// and st.Rec at 0, for the caller to frame (FrameEntry) and handle
+// (Batch.All, AppendLegacyRecords, or the framing error). Otherwise it
+// returns when dst is full (st then resumes inside the batch), at the end
+// of set (st.Pos == len(set)), or after a record with headers: its
+// Headers alias d's header scratch, which the next call reuses (a nil d
+// allocates them instead). Keys and values alias set.
 //
-// The caller yields dst[:n] after the call. A record copied to yield right
-// after its fields were stored stalls the CPU (16-byte loads of the
-// copy over 8-byte stores not yet written to the cache cannot be
-// forwarded); a run decoded ahead is long in the cache by then, and the
-// framing and header reads of the batches of a run happen in one loop, no
-// call per batch (a read result of one-record batches is mostly framing).
-//
-// A run of one-record batches of the common shape goes through runOnes
-// first (a read result of one-record batches is all framing and one
-// record each); decodeRun's own loop takes up where it stops. That loop's
-// quick path is allPlain's (see there why it is written without calls);
-// what it does not decode goes through fastRecord. The two loops are kept
-// apart because allPlain yields as it decodes and this one does not. It
-// does not allocate unless a record has headers and dec's scratch must
-// grow.
-func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, err error) {
+// It does not allocate unless a record has headers and d's scratch must
+// grow. As Iter.Next, it checks a batch's framing and records, not its
+// CRC and other header fields: ValidateHeader checks those (call
+// Validate first on bytes that have not been validated).
+func (d *Decoder) DecodeRun(dst []Record, set []byte, st *RunState) (n int, other bool, err error) {
+	// The caller yields dst[:n] after the call. A record copied to yield
+	// right after its fields were stored stalls the CPU (16-byte loads of
+	// the copy over 8-byte stores not yet written to the cache cannot be
+	// forwarded); a run decoded ahead is long in the cache by then, and
+	// the framing and header reads of the batches of a run happen in one
+	// loop, no call per batch (a read result of one-record batches is
+	// mostly framing).
+	//
+	// A run of one-record batches of the common shape goes through
+	// runOnes first (a read result of one-record batches is all framing
+	// and one record each); the loop below takes up where it stops. Its
+	// quick path is allPlain's (see there why it is written without
+	// calls); what it does not decode goes through fastRecord. The two
+	// loops are kept apart because allPlain yields as it decodes and this
+	// one does not.
 	if st.Rec == 0 {
 		n = runOnes(dst, set, st)
 		if n == len(dst) || st.Pos == len(set) {
@@ -71,7 +96,7 @@ func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState)
 		data := b[HeaderSize:]
 		if count < 0 || int64(count) > int64(len(data)/minRecordSize) {
 			runAt(st, pos)
-			return n, false, b.resumeError(dec, 0, 0, -1)
+			return n, false, b.resumeError(d, 0, 0, -1)
 		}
 		last := int32(binary.BigEndian.Uint32(b[lastOffsetDeltaOffset:]))
 		baseOffset := int64(binary.BigEndian.Uint64(b[baseOffsetOffset:]))
@@ -153,12 +178,12 @@ func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState)
 			{
 				var f recordFields
 				var hdrs []RecordHeader
-				if dec != nil {
-					hdrs = dec.hdrs[:0]
+				if d != nil {
+					hdrs = d.hdrs[:0]
 				}
 				end := fastRecord(data, p, &f, &hdrs)
-				if dec != nil && cap(hdrs) > cap(dec.hdrs) {
-					dec.hdrs = hdrs[:0] // grown: keep it for the next record
+				if d != nil && cap(hdrs) > cap(d.hdrs) {
+					d.hdrs = hdrs[:0] // grown: keep it for the next record
 				}
 				if end < 0 || f.offsetDelta < 0 || f.offsetDelta > last || f.offsetDelta <= prev {
 					goto fail
@@ -202,15 +227,15 @@ func decodeRun(dst []Record, dec *Decoder, set []byte, st *batchaccess.RunState)
 		continue
 	fail:
 		runAt(st, pos)
-		return n, false, b.resumeError(dec, i, p, prev)
+		return n, false, b.resumeError(d, i, p, prev)
 	}
 	runAt(st, pos)
 	return n, false, nil
 }
 
 // runAt leaves st at the start of the entry at pos and returns nil (for
-// decodeRun's returns).
-func runAt(st *batchaccess.RunState, pos int) error {
+// DecodeRun's returns).
+func runAt(st *RunState, pos int) error {
 	st.Pos, st.Rec = pos, 0
 	return nil
 }
@@ -225,14 +250,14 @@ func zigzagByte(u uint32) int32 {
 // runOnes decodes the one-record batches of set from st.Pos on into dst,
 // for as long as each is of the common shape, and leaves st.Pos at the
 // first entry it did not decode (st.Last at the one before it, when it
-// decoded any), for decodeRun's loop to take up: it stops at a full dst,
+// decoded any), for DecodeRun's loop to take up: it stops at a full dst,
 // at the end of set, and at any entry that is not an uncompressed,
 // non-control v2 batch of exactly one record whose record has no headers
 // and takes its varints in one byte (attributes aside: timestampDelta,
 // offsetDelta, keyLength) or two (the record's length, valueLength), and
 // at any entry with a problem. REQUIRES: st.Rec == 0.
 //
-// It accepts exactly what decodeRun's loop accepts of those batches, and
+// It accepts exactly what DecodeRun's loop accepts of those batches, and
 // yields the same records; it only checks them in a cheaper form, which
 // knowing that the record is the whole rest of the batch allows:
 //
@@ -251,10 +276,10 @@ func zigzagByte(u uint32) int32 {
 // Every read is bounds-checked by these tests or by the language, so
 // damaged bytes make it stop, never read past the batch. It makes no
 // call, so that the compiler keeps its state in registers: one-record
-// batches went through decodeRun's loop at about 350 instructions a
+// batches went through DecodeRun's loop at about 350 instructions a
 // record, mostly reloads of state spilled around the calls of its slow
 // paths; here they take about 200 (callgrind).
-func runOnes(dst []Record, set []byte, st *batchaccess.RunState) (n int) {
+func runOnes(dst []Record, set []byte, st *RunState) (n int) {
 	const minBatch = HeaderSize + 8 // the record's first 8 bytes are read at once
 	pos := st.Pos
 	for ; n < len(dst); n++ {

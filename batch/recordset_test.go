@@ -9,12 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 )
 
 // setItem is one step of a walk over a record set: a record, an entry
-// decodeRun leaves to its caller ("other at"), or the error the walk ended
+// DecodeRun leaves to its caller ("other at"), or the error the walk ended
 // with.
 type setItem struct {
 	rec   Record
@@ -22,24 +21,24 @@ type setItem struct {
 	err   string
 }
 
-// walkRuns walks set with decodeRun, k records at a time, stepping over
-// each entry it leaves to its caller with frameEntry (as package log
+// walkRuns walks set with DecodeRun, k records at a time, stepping over
+// each entry it leaves to its caller with FrameEntry (as package log
 // does), and returns what it saw.
 func walkRuns(t testing.TB, set []byte, k int) []setItem {
 	var out []setItem
 	var dec Decoder
 	dst := make([]Record, k)
-	st := batchaccess.RunState{Last: -1}
+	st := RunState{Last: -1}
 	for st.Pos < len(set) {
 		for i := range dst {
 			dst[i] = Record{Offset: -7, Key: []byte("stale"), Headers: []RecordHeader{{Key: []byte("stale")}}, Attributes: 9} // every field must be written
 		}
 		pos := st.Pos
-		n, other, err := decodeRun(dst, &dec, set, &st)
+		n, other, err := dec.DecodeRun(dst, set, &st)
 		// Plain ifs rather than require in the loop: the damage tests
 		// walk millions of sets.
 		if n > k {
-			t.Fatalf("decodeRun returned %d records into %d", n, k)
+			t.Fatalf("DecodeRun returned %d records into %d", n, k)
 		}
 		for _, r := range dst[:n] {
 			r.Headers = slices.Clone(r.Headers)
@@ -47,7 +46,7 @@ func walkRuns(t testing.TB, set []byte, k int) []setItem {
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decodeRun: %v, not ErrCorrupt", err)
+				t.Fatalf("DecodeRun: %v, not ErrCorrupt", err)
 			}
 			return append(out, setItem{other: -1, err: err.Error()})
 		}
@@ -55,7 +54,7 @@ func walkRuns(t testing.TB, set []byte, k int) []setItem {
 			if st.Rec != 0 {
 				t.Fatalf("other inside a batch: st %+v", st)
 			}
-			size, _, _, ferr := frameEntry(set[st.Pos:])
+			size, _, _, ferr := FrameEntry(set[st.Pos:])
 			out = append(out, setItem{other: st.Pos})
 			if ferr != nil {
 				return out
@@ -80,7 +79,7 @@ func walkReference(set []byte) []setItem {
 		b, _, err := Parse(rest)
 		if err != nil || b.Attributes().Compression() != CompressionNone || b.Attributes().IsControl() {
 			out = append(out, setItem{other: pos})
-			size, _, _, ferr := frameEntry(rest)
+			size, _, _, ferr := FrameEntry(rest)
 			if ferr != nil {
 				return out
 			}
@@ -99,7 +98,7 @@ func walkReference(set []byte) []setItem {
 	return out
 }
 
-// requireRunsMatchAll checks decodeRun against Batch.All on set, for
+// requireRunsMatchAll checks DecodeRun against Batch.All on set, for
 // several run lengths.
 func requireRunsMatchAll(t testing.TB, set []byte) {
 	want := walkReference(set)
@@ -149,14 +148,14 @@ func recordSet(t testing.TB) (set []byte, long [2]int) {
 	add(BuilderOptions{}, Record{Value: []byte("after marker"), Timestamp: ts})
 	lat := len(set)
 	add(BuilderOptions{}, Record{Value: []byte("append time"), Timestamp: ts})
-	Batch(set[lat:]).setLogAppendTime(ts + 5)
+	Batch(set[lat:]).SetLogAppendTime(ts + 5)
 	set = append(set, legacyMessage(off, legacy.MagicV1, 0, ts, nil, []byte("legacy"))...)
 	off++
 	add(BuilderOptions{}, Record{Value: []byte("last"), Timestamp: ts})
 	return set, long
 }
 
-// TestDecodeRunMatchesAll: decodeRun (package log's Records.All) yields
+// TestDecodeRunMatchesAll: DecodeRun (package log's Records.All) yields
 // exactly what Parse's framing and Batch.All yield, entry by entry, for
 // runs of every length: records across run boundaries inside a batch, a
 // run ending after each record with headers, the entries it leaves to
@@ -198,14 +197,14 @@ func TestDecodeRunAllocs(t *testing.T) {
 	var dec Decoder
 	dst := make([]Record, 32)
 	walk := func() {
-		st := batchaccess.RunState{Last: -1}
+		st := RunState{Last: -1}
 		for st.Pos < len(set) {
-			_, other, err := decodeRun(dst, &dec, set, &st)
+			_, other, err := dec.DecodeRun(dst, set, &st)
 			if err != nil {
 				panic(err)
 			}
 			if other {
-				size, _, _, _ := frameEntry(set[st.Pos:])
+				size, _, _, _ := FrameEntry(set[st.Pos:])
 				st.Last, st.Pos = st.Pos, st.Pos+size
 			}
 		}
@@ -235,7 +234,7 @@ func FuzzDecodeRun(f *testing.F) {
 // take two bytes; short keys and values; an empty key, an empty value; a
 // null value; LogAppendTime; an offsetDelta inside a wider lastOffsetDelta; a
 // length varint in two bytes where one would do), common of them, then
-// shapes it leaves to decodeRun's loop (a key length of two bytes, a
+// shapes it leaves to DecodeRun's loop (a key length of two bytes, a
 // header, a record of 7 bytes, a batch of two records) and one more of
 // the common shape after them.
 func oneRecordSet(t testing.TB) (set []byte, common int) {
@@ -261,7 +260,7 @@ func oneRecordSet(t testing.TB) (set []byte, common int) {
 	set = append(set, one(BuilderOptions{}, Record{Key: []byte("tombstone"), Timestamp: ts})...)
 	lat := len(set)
 	set = append(set, one(BuilderOptions{}, Record{Value: []byte("append time"), Timestamp: ts})...)
-	Batch(set[lat:]).setLogAppendTime(ts + 5)
+	Batch(set[lat:]).SetLogAppendTime(ts + 5)
 	// offsetDelta 2 of lastOffsetDelta 3 (compaction leaves such batches).
 	wide := one(BuilderOptions{}, Record{Value: []byte("wide"), Timestamp: ts})
 	binary.BigEndian.PutUint32(wide[lastOffsetDeltaOffset:], 3)
@@ -292,7 +291,7 @@ func oneRecordSet(t testing.TB) (set []byte, common int) {
 
 // TestRunOnes: runOnes decodes the common shapes of oneRecordSet, each
 // exactly as Batch.All does, stops at the first entry it leaves to
-// decodeRun's loop and at a full dst, and leaves st there.
+// DecodeRun's loop and at a full dst, and leaves st there.
 func TestRunOnes(t *testing.T) {
 	set, common := oneRecordSet(t)
 	want := walkReference(set)
@@ -302,7 +301,7 @@ func TestRunOnes(t *testing.T) {
 		require.Empty(t, it.err)
 	}
 	dst := make([]Record, 32)
-	st := batchaccess.RunState{Last: -1}
+	st := RunState{Last: -1}
 	n := runOnes(dst, set, &st)
 	require.Equal(t, common, n)
 	var got []setItem
@@ -317,9 +316,9 @@ func TestRunOnes(t *testing.T) {
 		require.NoError(t, err)
 		end += len(b)
 	}
-	require.Equal(t, batchaccess.RunState{Pos: end, Last: st.Last}, st)
+	require.Equal(t, RunState{Pos: end, Last: st.Last}, st)
 
-	st = batchaccess.RunState{Last: -1}
+	st = RunState{Last: -1}
 	require.Equal(t, 3, runOnes(dst[:3], set, &st), "a full dst")
 	n = runOnes(dst, set, &st)
 	require.Equal(t, common-3, n, "resumed")
@@ -334,7 +333,7 @@ func TestRunOnes(t *testing.T) {
 
 // TestDecodeRunOnesDamaged: on every change of every byte of a record set
 // of one-record batches to every other value, and on every truncation,
-// decodeRun (runOnes first) yields exactly what Parse's framing and
+// DecodeRun (runOnes first) yields exactly what Parse's framing and
 // Batch.All yield, and the same error.
 func TestDecodeRunOnesDamaged(t *testing.T) {
 	set, _ := oneRecordSet(t)

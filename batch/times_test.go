@@ -41,7 +41,7 @@ func TestValidateTimes(t *testing.T) {
 				b := build(t, BuilderOptions{Compression: c}, recs(tc.ts...)...)
 				tr, err := b.validateTimes()
 				require.NoError(t, err)
-				require.Equal(t, timeRange{Min: tc.min, Max: tc.max}, tr)
+				require.Equal(t, TimeRange{Min: tc.min, Max: tc.max}, tr)
 				var dec Decoder
 				tr2, err := dec.validateTimes(b)
 				require.NoError(t, err)
@@ -59,7 +59,7 @@ func TestValidateTimesIgnoresHeader(t *testing.T) {
 	b.SetCRC()
 	tr, err := b.validateTimes()
 	require.NoError(t, err)
-	require.Equal(t, timeRange{Min: 1_700_000_000_000, Max: 1_700_000_000_002}, tr)
+	require.Equal(t, TimeRange{Min: 1_700_000_000_000, Max: 1_700_000_000_002}, tr)
 }
 
 // TestValidateTimesAllocs: the uncompressed walk with timestamps stays
@@ -93,7 +93,7 @@ func TestCRCWithHeader(t *testing.T) {
 		whole := append(append(Batch(nil), hdr[:]...), b[HeaderSize:]...)
 		require.NoError(t, whole.Validate())
 		inPlace := append(Batch(nil), b...)
-		inPlace.setLogAppendTime(424242)
+		inPlace.SetLogAppendTime(424242)
 		require.Equal(t, inPlace, whole)
 	}
 }

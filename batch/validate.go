@@ -30,26 +30,49 @@ func (b Batch) Validate() error {
 	return err
 }
 
-// validateTimes is Validate that also returns the range of the records'
-// timestamps, found during the same walk over the records (for a
-// compressed batch, over the records it decompressed): a broker learns a
-// producer batch's real maxTimestamp this way without a second pass. It
-// does not allocate for an uncompressed batch. On an error the range is
-// meaningless.
-func (b Batch) validateTimes() (timeRange, error) {
-	if err := b.ValidateHeader(); err != nil {
-		return timeRange{}, err
-	}
-	return b.validateBody()
+// TimeRange is the range of a batch's record timestamps as the records
+// carry them: each record's create time, baseTimestamp + timestampDelta
+// (computed with wrapping int64 arithmetic, as Kafka's long arithmetic
+// does), in milliseconds, whatever the batch's timestamp type.
+type TimeRange struct {
+	// Max is the largest record timestamp, or NoTimestamp (-1) when no
+	// record has a larger one: what a Kafka broker computes as a
+	// CreateTime batch's maxTimestamp (it starts from -1 and takes larger
+	// values).
+	Max int64
+	// Min is the smallest record timestamp other than NoTimestamp, or
+	// NoTimestamp when every record has it (a record without a timestamp
+	// is exempt from a broker's time bounds).
+	Min int64
 }
 
-// validateBody is validateTimes after ValidateHeader: the records of a
-// batch whose header (framing, magic, CRC, header fields) is known valid,
-// decompressed into a pooled Decoder. It checks nothing of the header and
-// does not compute the CRC: for a caller that has just run ValidateHeader
-// (a segment walk), so that the CRC of a batch is computed once.
-// REQUIRES: b.ValidateHeader() == nil.
-func (b Batch) validateBody() (timeRange, error) {
+// validateTimes is Validate that also returns the range of the records'
+// timestamps (ValidateHeader, then ValidateBody).
+func (b Batch) validateTimes() (TimeRange, error) {
+	if err := b.ValidateHeader(); err != nil {
+		return TimeRange{}, err
+	}
+	return b.ValidateBody()
+}
+
+// ValidateBody checks b's records as Validate checks them, and returns the
+// range of their timestamps, found during the same walk (for a compressed
+// batch, over the records it decompressed, into a pooled buffer). It
+// trusts the header and does not compute the CRC: ValidateHeader followed
+// by ValidateBody is Validate, for a caller that checks the header first
+// anyway (a walk over stored batches reads their offsets) and so computes
+// the CRC once. A broker applying its timestamp rules learns a producer
+// batch's real maxTimestamp (Max) and earliest record (Min) here without a
+// second pass. On a header ValidateHeader refuses, the result means
+// nothing, but ValidateBody does not panic.
+//
+// An error is a *CorruptionError naming the field, as Validate's. On an
+// error the range is meaningless. ValidateBody of an uncompressed batch
+// does not allocate.
+func (b Batch) ValidateBody() (TimeRange, error) {
+	if len(b) < HeaderSize {
+		return TimeRange{}, corruptTruncated(0, "header", "have %d bytes, need %d", len(b), HeaderSize)
+	}
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
 	}
@@ -76,27 +99,27 @@ func (d *Decoder) Validate(b Batch) error {
 
 // validateTimes is Batch.validateTimes decompressing into d's buffer under
 // d's limit.
-func (d *Decoder) validateTimes(b Batch) (timeRange, error) {
+func (d *Decoder) validateTimes(b Batch) (TimeRange, error) {
 	if err := b.ValidateHeader(); err != nil {
-		return timeRange{}, err
+		return TimeRange{}, err
 	}
 	return d.validateRecords(b)
 }
 
 // validateRecords decompresses (if needed) and walks the records of a batch
 // whose header is valid.
-func (d *Decoder) validateRecords(b Batch) (timeRange, error) {
+func (d *Decoder) validateRecords(b Batch) (TimeRange, error) {
 	if b.Attributes().Compression() == CompressionNone {
 		return b.validateRecords(b[HeaderSize:], false)
 	}
 	data, err := d.decompress(b)
 	if err != nil {
-		return timeRange{}, err
+		return TimeRange{}, err
 	}
 	return b.validateRecords(data, true)
 }
 
-func (b Batch) validateRecords(data []byte, decompressed bool) (timeRange, error) {
+func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error) {
 	count, last, control := b.RecordsCount(), b.LastOffsetDelta(), b.Attributes().IsControl()
 	if !control {
 		if tr, ok := walkShort(data, count, last, b.BaseTimestamp()); ok {
@@ -109,9 +132,9 @@ func (b Batch) validateRecords(data []byte, decompressed bool) (timeRange, error
 	c := walkRecords(data, count, last, control)
 	if !c.failed {
 		// The fast walk and the cursor disagree: a bug, not bad input.
-		return timeRange{}, base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
+		return TimeRange{}, base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
 	}
-	return timeRange{}, c.error(HeaderSize, decompressed)
+	return TimeRange{}, c.error(HeaderSize, decompressed)
 }
 
 // checkMagic checks the magic byte of a batch at least HeaderSize long.

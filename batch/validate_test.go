@@ -366,7 +366,7 @@ func TestFieldReportOffsets(t *testing.T) {
 
 func TestSetLogAppendTime(t *testing.T) {
 	b := build(t, BuilderOptions{Compression: CompressionGzip}, numbered(4, 1000)...)
-	b.setLogAppendTime(99999)
+	b.SetLogAppendTime(99999)
 	require.NoError(t, b.Validate())
 	require.True(t, b.Attributes().LogAppendTime(), "header %+v", b.Header())
 	require.Equal(t, int64(99999), b.MaxTimestamp(), "header %+v", b.Header())

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
@@ -24,7 +23,7 @@ func legacyEntries(t *testing.T, set []byte) (legacyMsgs [][]byte, v2 [][2]strin
 	t.Helper()
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batchaccess.FrameEntry(set)
+		n, magic, _, err := batch.FrameEntry(set)
 		require.NoError(t, err)
 		if legacy.IsMagic(magic) {
 			require.NoError(t, d.ValidateLegacy(set[:n]))

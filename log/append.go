@@ -239,7 +239,7 @@ func (p *Partition) checkBatchSize(n int) error {
 // producer batch bt whose records' timestamps span times, patching the
 // header copy hdr (see stampTimes). A patched header gets the CRC bt would
 // have with it.
-func (p *Partition) checkTimestamps(bt batch.Batch, times batchaccess.TimeRange, hdr *[batch.HeaderSize]byte) error {
+func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
 	patched, err := p.stampTimes(times, hdr)
 	if patched {
 		h := batch.Batch(hdr[:])
@@ -253,7 +253,7 @@ func (p *Partition) checkTimestamps(bt batch.Batch, times batchaccess.TimeRange,
 // reports whether it changed hdr (whose CRC is then stale): under
 // LogAppendTime the timestamp-type bit and maxTimestamp = now; under
 // CreateTime the records' real maxTimestamp when hdr's differs.
-func (p *Partition) stampTimes(times batchaccess.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
+func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
 	h := batch.Batch(hdr[:])
 	a := h.Attributes()
 	if a.LogAppendTime() {

@@ -221,7 +221,7 @@ func TestAppendTimestampRules(t *testing.T) {
 	const hour = int64(3_600_000)
 	lat := func() []byte {
 		b := batch.Batch(logtest.MakeBatch(2, 5, ms, 0))
-		batchaccess.SetLogAppendTime(b, ms)
+		b.SetLogAppendTime(ms)
 		return b
 	}
 	withTs := func(ts ...int64) func() []byte {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/builderpeek"
 )
 
 // AppendBuilder appends the batch bld holds, as AppendBatchInfo appends
@@ -24,9 +23,10 @@ import (
 // the CRC and walks every record. Here the partition reads the records
 // from bld's own buffer, which no caller can reach during the append, and
 // the header from bld's fields, so for an uncompressed batch it skips that
-// walk and the CRC check, builds no byte slice and copies nothing: it
-// computes the CRC once, for the header it stores, and writes header and
-// records with one vectored write.
+// walk and the CRC check, builds no byte slice and copies nothing: the
+// Builder computes the CRC once (once more under Config.LogAppendTime,
+// whose stamp changes the header after that), and the partition writes
+// header and records with one vectored write.
 //
 // Every rule on what the caller chose still applies, as under AppendBatch:
 // a batch without records, with recordsCount other than lastOffsetDelta+1
@@ -48,28 +48,31 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 	if bld == nil {
 		return failed, invalidBatchf(nil, "AppendBuilder of a nil Builder")
 	}
-	h, recs, minTS, maxTS, ok := builderpeek.Plain(bld)
+	h, recs, times, ok := bld.Parts()
 	if !ok {
 		return p.appendBuilt(bld)
 	}
 	// What checkBatchBytes checks that depends on the caller's choices,
 	// in its order; the framing, the CRC and the records are the
-	// Builder's own (builderpeek.Plain), and Plain's conditions are the
-	// rest of its checks.
+	// Builder's own (batch.Builder.Parts), and the batches Parts takes
+	// are those the rest of its checks accept.
 	if err := p.checkBatchSize(batch.HeaderSize + len(recs)); err != nil {
 		return failed, err
 	}
-	if _, err := p.stampTimes(batchaccess.TimeRange{Min: minTS, Max: maxTS}, &h); err != nil {
+	patched, err := p.stampTimes(times, &h)
+	if err != nil {
 		return failed, err
 	}
-	batchaccess.PutCRC(h[:], builderpeek.CRC(h, recs))
+	if patched {
+		batchaccess.PutCRC(h[:], batchaccess.CRCWithRecords(h[:], recs))
+	}
 	if _, err := p.appendChecked(context.Background(), &h, recs, &info); err != nil {
 		return failed, err
 	}
 	return info, nil
 }
 
-// appendBuilt is AppendBuilder for a Builder builderpeek.Plain does not
+// appendBuilt is AppendBuilder for a Builder whose Parts it does not
 // take: the batch is encoded into a pooled buffer and appended by
 // AppendBatchInfo, which gives a batch refused for its form its usual
 // error.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
@@ -154,7 +153,7 @@ type entry struct {
 // The guard covers only this call, never a caller's loop body.
 func frameEntry(b []byte) (e entry, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
-	e.size, e.magic, e.next, err = batchaccess.FrameEntry(b)
+	e.size, e.magic, e.next, err = batch.FrameEntry(b)
 	if err != nil {
 		return entry{}, err
 	}
@@ -192,7 +191,7 @@ func frameSizes(b []byte, run *[framedRun]int) (n int, err error) {
 		}
 		var size int
 		var magic int8
-		if size, magic, _, err = batchaccess.FrameEntry(b); err != nil {
+		if size, magic, _, err = batch.FrameEntry(b); err != nil {
 			return n, err
 		}
 		if legacy.IsMagic(magic) {
@@ -226,18 +225,13 @@ func legacyRecords(dec *batch.Decoder, dst []batch.Record, e legacy.Entry) (recs
 	return dec.AppendLegacyRecords(dst, e, false)
 }
 
-// decodeRun is package batch's run decoder (batchaccess.DecodeRun): the
-// records of the uncompressed, non-control v2 batches of a record set,
-// a run at a time.
-var decodeRun = batchaccess.DecodeRun.(func(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, err error))
-
-// runRecords is decodeRun under the fault guard; with a record's error it
+// runRecords is batch.Decoder.DecodeRun under the fault guard; with a record's error it
 // also returns the base offset of the batch at st.Pos, which holds the
 // record. A fault leaves n 0: the run's records are lost, and All decodes
 // the run again a record at a time to yield those before the fault.
-func runRecords(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchaccess.RunState) (n int, other bool, base int64, err error) {
+func runRecords(dst []batch.Record, dec *batch.Decoder, set []byte, st *batch.RunState) (n int, other bool, base int64, err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
-	if n, other, err = decodeRun(dst, dec, set, st); err != nil {
+	if n, other, err = dec.DecodeRun(dst, set, st); err != nil {
 		base = batch.Batch(set[st.Pos:]).BaseOffset()
 	}
 	return n, other, base, err
@@ -293,7 +287,7 @@ func (h Records) All(dec *batch.Decoder) iter.Seq2[batch.Record, error] {
 
 // all is All's loop over h's state. Runs of records are decoded under
 // one fault guard (runRecords) into r.run and yielded outside it, each
-// straight from there to yield; the entries decodeRun leaves to its caller
+// straight from there to yield; the entries DecodeRun leaves to its caller
 // are handled one at a time (other). A second All of the same result
 // would share r.run and r.st: it is not supported (All's doc). With p
 // set (Partition.Records, which calls it directly: the iterator's closures
@@ -312,7 +306,7 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 	buf, st := &r.run, &r.st
 	r.runUsed = true
 	b, from := r.b, r.from
-	*st = batchaccess.RunState{Last: -1}
+	*st = batch.RunState{Last: -1}
 	touched := 0 // b is touched (touchAhead) below this
 	// single counts the records of a run that faulted left to decode one
 	// at a time; the run length follows from it (one more value carried
@@ -331,7 +325,7 @@ func (h Records) all(dec *batch.Decoder, yield func(batch.Record, error) bool, p
 			// Decode the run again a record at a time: every record
 			// before the fault is yielded, then the fault. The run that
 			// faulted held at most runLen records from start (it stops
-			// at the first entry decodeRun leaves to other): past them,
+			// at the first entry DecodeRun leaves to other): past them,
 			// or past such an entry, runs are long again (a fault gone
 			// on the retry, a media error that cleared, must not leave
 			// the rest of the result decoded a record at a time).
@@ -384,12 +378,12 @@ func noted(p *Partition, err error) error {
 	return err
 }
 
-// other handles the entry at st.Pos of r.b that decodeRun left to its
+// other handles the entry at st.Pos of r.b that DecodeRun left to its
 // caller: a legacy entry is decoded, a control batch skipped, a compressed
 // batch decoded record by record, and bytes that do not frame end the
 // iteration with the framing error. It advances st past the entry and
 // returns false when the iteration must stop.
-func (h Records) other(r *records, dec *batch.Decoder, st *batchaccess.RunState, yield func(batch.Record, error) bool, p *Partition) bool {
+func (h Records) other(r *records, dec *batch.Decoder, st *batch.RunState, yield func(batch.Record, error) bool, p *Partition) bool {
 	at := st.Pos
 	e, err := frameEntry(r.b[at:])
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -33,10 +32,10 @@ func TestRecordsAllRunAfterFault(t *testing.T) {
 	}
 	var runs []int // the length of each run asked for
 	calls := 0
-	defer func(f func([]batch.Record, *batch.Decoder, []byte, *batchaccess.RunState) (int, bool, int64, error)) {
+	defer func(f func([]batch.Record, *batch.Decoder, []byte, *batch.RunState) (int, bool, int64, error)) {
 		decodeRecords = f
 	}(decodeRecords)
-	decodeRecords = func(dst []batch.Record, dec *batch.Decoder, set []byte, st *batchaccess.RunState) (int, bool, int64, error) {
+	decodeRecords = func(dst []batch.Record, dec *batch.Decoder, set []byte, st *batch.RunState) (int, bool, int64, error) {
 		runs = append(runs, len(dst))
 		if calls++; calls == 2 {
 			return 0, false, 0, fmt.Errorf("%w: injected", errFault)

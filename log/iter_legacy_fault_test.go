@@ -15,7 +15,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
@@ -36,7 +35,7 @@ func storedRecords(t *testing.T, set []byte) []storedRecord {
 	var out []storedRecord
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batchaccess.FrameEntry(set)
+		n, magic, _, err := batch.FrameEntry(set)
 		require.NoError(t, err)
 		if legacy.IsMagic(magic) {
 			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)

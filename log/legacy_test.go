@@ -16,7 +16,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
@@ -57,7 +56,7 @@ func logFiles(t *testing.T, dir string) map[string][]byte {
 // offsets it covers and its size.
 func entryRange(t *testing.T, set []byte) (first, last int64, size int) {
 	t.Helper()
-	n, magic, next, err := batchaccess.FrameEntry(set)
+	n, magic, next, err := batch.FrameEntry(set)
 	require.NoError(t, err)
 	if legacy.IsMagic(magic) {
 		e := legacy.Entry(set[:n])
@@ -188,7 +187,7 @@ func recordTimes(t *testing.T, set []byte) [][2]int64 {
 	var out [][2]int64
 	var d batch.Decoder
 	for len(set) > 0 {
-		n, magic, _, err := batchaccess.FrameEntry(set)
+		n, magic, _, err := batch.FrameEntry(set)
 		require.NoError(t, err)
 		if legacy.IsMagic(magic) {
 			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)

@@ -2,7 +2,6 @@ package log
 
 import (
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -38,4 +37,9 @@ func segmentBytes(seg *segment.Segment, start, end int64, scratch *[]byte) ([]by
 // and the record framing (decompressing a compressed batch into a pooled
 // buffer), and returns the range of its record timestamps, found in the
 // same walk. An uncompressed batch is validated without allocating.
-func validate(bt batch.Batch) (batchaccess.TimeRange, error) { return batchaccess.ValidateTimes(bt) }
+func validate(bt batch.Batch) (batch.TimeRange, error) {
+	if err := bt.ValidateHeader(); err != nil {
+		return batch.TimeRange{}, err
+	}
+	return bt.ValidateBody()
+}

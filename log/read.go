@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/segment"
 )
 
@@ -81,7 +80,7 @@ type records struct {
 	// indirect call of batch's run decoder would move to the heap.
 	run     [runLen]batch.Record
 	runUsed bool
-	st      batchaccess.RunState
+	st      batch.RunState
 }
 
 var recordsPool = sync.Pool{New: func() any { return new(records) }}

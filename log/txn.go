@@ -10,7 +10,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/segment"
@@ -225,7 +224,7 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 	p.txn.buf = buf
 	bt := batch.Batch(buf)
 	if p.cfg.LogAppendTime {
-		batchaccess.SetLogAppendTime(bt, now)
+		bt.SetLogAppendTime(now)
 	}
 	if err := p.appendLocked(bt, nil); err != nil {
 		p.mu.Unlock()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/segment"
 )
@@ -129,8 +128,8 @@ func (p *Partition) Verify() error {
 
 // verifyEntry validates the records of the entry b, which the walk h
 // describes found valid (framing, header, CRC, offsets): a RecordBatch
-// v2's records (batchaccess.ValidateBody: batch.Batch.Validate without the
-// header and CRC the walk checked; decompressed, every record framed), or
+// v2's records (batch.Batch.ValidateBody: Validate without the header and
+// CRC the walk checked; decompressed, every record framed), or
 // a legacy message's key and value or, for a compressed wrapper, its inner
 // messages (lv.check: batch.Decoder.ValidateLegacy without the framing and
 // CRC-32 the walk checked; the wrapper decompressed once, by the walk's
@@ -146,7 +145,7 @@ func verifyEntry(h segment.BatchInfo, b batch.Batch, dec *batch.Decoder, lv *leg
 	}
 	// The walk checked the header, CRC included (ValidateHeader): the
 	// records are what is left to check.
-	if err := batchaccess.ValidateBody(b); err != nil {
+	if _, err := b.ValidateBody(); err != nil {
 		return verifiedBatch{}, err
 	}
 	return verifiedBatch{base: b.BaseOffset(), last: b.LastOffset(), maxTS: b.MaxTimestamp()}, nil

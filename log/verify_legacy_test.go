@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
@@ -28,7 +27,7 @@ func TestVerifyLegacyDecodesOnce(t *testing.T) {
 			var messages, inner, wrappers int64
 			for name, set := range logFiles(t, dir) {
 				for len(set) > 0 {
-					n, magic, _, err := batchaccess.FrameEntry(set)
+					n, magic, _, err := batch.FrameEntry(set)
 					require.NoError(t, err, name)
 					if legacy.IsMagic(magic) {
 						messages++
