@@ -11,7 +11,6 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
-	"github.com/partlog/partlog/internal/base"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -140,16 +139,16 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 			zstdReaders.Put(z)
 		}
 	default:
-		return dst, base.CorruptionErrorf("", attributesOffset, "attributes", "unknown compression codec %d", c)
+		return dst, corruptf(attributesOffset, "attributes", "unknown compression codec %d", c)
 	}
 	if err != nil {
-		if errors.Is(err, base.ErrCorrupt) {
+		if errors.Is(err, ErrCorrupt) {
 			return dst, err
 		}
 		if errors.Is(err, errTooLarge) {
 			return dst, tooLarge(c, limit)
 		}
-		return dst, base.CorruptionErrorf("", HeaderSize, fieldRecords, "%s payload does not decompress: %v", c, err)
+		return dst, corruptf(HeaderSize, fieldRecords, "%s payload does not decompress: %v", c, err)
 	}
 	return dst, nil
 }
@@ -158,8 +157,8 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 var errTooLarge = errors.New("decompressed size exceeds the limit")
 
 func tooLarge(c Compression, limit int) error {
-	return &base.CorruptionError{Pos: HeaderSize, Field: fieldRecords,
-		Err: fmt.Errorf("%w: %s payload: %w (%d bytes)", base.ErrCorrupt, c, errTooLarge, limit)}
+	return &CorruptionError{Pos: HeaderSize, Field: fieldRecords,
+		Err: fmt.Errorf("%w: %s payload: %w (%d bytes)", ErrCorrupt, c, errTooLarge, limit)}
 }
 
 // readLimited appends everything r yields to dst; more than limit bytes is
@@ -206,7 +205,7 @@ func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 	block := func(chunk []byte, pos int) error {
 		n, err := snappy.DecodedLen(chunk)
 		if err != nil {
-			return base.CorruptionErrorf("", int64(HeaderSize+pos), fieldRecords, "snappy block: %v", err)
+			return corruptf(int64(HeaderSize+pos), fieldRecords, "snappy block: %v", err)
 		}
 		if n > limit-(len(dst)-start) {
 			return tooLarge(CompressionSnappy, limit)
@@ -215,7 +214,7 @@ func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 		dst = append(dst, make([]byte, n)...) // no allocation once dst has grown
 		if _, err := snappy.Decode(dst[l:], chunk); err != nil {
 			dst = dst[:l]
-			return base.CorruptionErrorf("", int64(HeaderSize+pos), fieldRecords, "snappy block: %v", err)
+			return corruptf(int64(HeaderSize+pos), fieldRecords, "snappy block: %v", err)
 		}
 		return nil
 	}
@@ -224,12 +223,12 @@ func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 	}
 	for pos := xerialHeaderSize; pos < len(src); {
 		if len(src)-pos < xerialChunkLenLen {
-			return dst, base.CorruptionErrorf("", int64(HeaderSize+pos), fieldRecords, "xerial snappy chunk length truncated")
+			return dst, corruptf(int64(HeaderSize+pos), fieldRecords, "xerial snappy chunk length truncated")
 		}
 		n := int64(binary.BigEndian.Uint32(src[pos:]))
 		pos += xerialChunkLenLen
 		if n > int64(len(src)-pos) {
-			return dst, base.CorruptionErrorf("", int64(HeaderSize+pos-xerialChunkLenLen), fieldRecords,
+			return dst, corruptf(int64(HeaderSize+pos-xerialChunkLenLen), fieldRecords,
 				"xerial snappy chunk of %d bytes, %d remain", n, len(src)-pos)
 		}
 		if err := block(src[pos:pos+int(n)], pos); err != nil {

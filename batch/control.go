@@ -3,8 +3,6 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/partlog/partlog/internal/base"
 )
 
 // ControlType is the type of a control record, the int16 after the version
@@ -140,7 +138,7 @@ type ControlRecord struct {
 func ParseControlRecord(r Record) (ControlRecord, error) {
 	k := r.Key
 	if !validControlKey(k) {
-		return ControlRecord{}, base.CorruptionErrorf("", -1, "controlKey",
+		return ControlRecord{}, corruptf(-1, "controlKey",
 			"key of %d bytes is not a version >= 0 and a type", len(k))
 	}
 	cr := ControlRecord{
@@ -152,12 +150,12 @@ func ParseControlRecord(r Record) (ControlRecord, error) {
 	}
 	v := r.Value
 	if len(v) < markerValueSize {
-		return cr, base.CorruptionErrorf("", -1, "controlValue",
+		return cr, corruptf(-1, "controlValue",
 			"%s marker value of %d bytes, need %d", cr.Type, len(v), markerValueSize)
 	}
 	cr.ValueVersion = int16(binary.BigEndian.Uint16(v[markerValueVersionOffset:]))
 	if cr.ValueVersion < 0 {
-		return cr, base.CorruptionErrorf("", -1, "controlValue", "negative marker version %d", cr.ValueVersion)
+		return cr, corruptf(-1, "controlValue", "negative marker version %d", cr.ValueVersion)
 	}
 	cr.CoordinatorEpoch = int32(binary.BigEndian.Uint32(v[markerValueCoordinatorEpochOffs:]))
 	return cr, nil

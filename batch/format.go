@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/crc32c"
 )
 
@@ -101,15 +100,15 @@ func Parse(b []byte) (Batch, []byte, error) {
 	}
 	n := int64(int32(binary.BigEndian.Uint32(b[batchLengthOffset:])))
 	if n < 0 {
-		return nil, b, base.CorruptionErrorf("", batchLengthOffset, "batchLength", "negative length %d", n)
+		return nil, b, corruptf(batchLengthOffset, "batchLength", "negative length %d", n)
 	}
 	size := n + LogOverhead
 	if size < HeaderSize {
-		return nil, b, base.CorruptionErrorf("", batchLengthOffset, "batchLength", "length %d is shorter than the %d-byte header", n, HeaderSize-LogOverhead)
+		return nil, b, corruptf(batchLengthOffset, "batchLength", "length %d is shorter than the %d-byte header", n, HeaderSize-LogOverhead)
 	}
 	if len(b) > magicOffset {
 		if m := b[magicOffset]; m != Magic {
-			return nil, b, &base.CorruptionError{Pos: magicOffset, Field: "magic",
+			return nil, b, &CorruptionError{Pos: magicOffset, Field: "magic",
 				Err: fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, m)}
 		}
 	}
@@ -120,7 +119,7 @@ func Parse(b []byte) (Batch, []byte, error) {
 }
 
 func corruptTruncated(pos int64, field, format string, args ...any) error {
-	return &base.CorruptionError{Pos: pos, Field: field,
+	return &CorruptionError{Pos: pos, Field: field,
 		Err: fmt.Errorf("%w: %s", ErrTruncated, fmt.Sprintf(format, args...))}
 }
 
@@ -267,27 +266,27 @@ func (b Batch) ValidateHeader() error {
 		return corruptTruncated(0, "header", "have %d bytes, need %d", len(b), HeaderSize)
 	}
 	if b.Magic() != Magic {
-		return &base.CorruptionError{Pos: magicOffset, Field: "magic",
+		return &CorruptionError{Pos: magicOffset, Field: "magic",
 			Err: fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b.Magic())}
 	}
 	if n := b.length(); n < HeaderSize-LogOverhead || int64(n)+LogOverhead != int64(len(b)) {
-		return base.CorruptionErrorf("", batchLengthOffset, "batchLength", "length %d does not match the %d bytes of the batch", n, len(b))
+		return corruptf(batchLengthOffset, "batchLength", "length %d does not match the %d bytes of the batch", n, len(b))
 	}
 	if stored, got := b.CRC(), b.ComputeCRC(); stored != got {
-		return base.CorruptionErrorf("", crcOffset, "crc", "stored %#08x, computed %#08x", stored, got)
+		return corruptf(crcOffset, "crc", "stored %#08x, computed %#08x", stored, got)
 	}
 	if c := b.RecordsCount(); c < 0 {
-		return base.CorruptionErrorf("", recordsCountOffset, "recordsCount", "negative count %d", c)
+		return corruptf(recordsCountOffset, "recordsCount", "negative count %d", c)
 	}
 	if d := b.LastOffsetDelta(); d < 0 {
-		return base.CorruptionErrorf("", lastOffsetDeltaOffset, "lastOffsetDelta", "negative delta %d", d)
+		return corruptf(lastOffsetDeltaOffset, "lastOffsetDelta", "negative delta %d", d)
 	}
 	a := b.Attributes()
 	if a.Compression() >= numCompressions {
-		return base.CorruptionErrorf("", attributesOffset, "attributes", "unknown compression codec %d", a.Compression())
+		return corruptf(attributesOffset, "attributes", "unknown compression codec %d", a.Compression())
 	}
 	if a.IsControl() && a.Compression() != CompressionNone {
-		return base.CorruptionErrorf("", attributesOffset, "attributes", "control batch compressed with %s", a.Compression())
+		return corruptf(attributesOffset, "attributes", "control batch compressed with %s", a.Compression())
 	}
 	return nil
 }

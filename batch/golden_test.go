@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/partlog/partlog/internal/base"
 )
 
 // Fixtures are under testdata/kafka, with the provenance of every file in
@@ -514,7 +512,7 @@ func TestGoldenKafkaJSSuspectZstd(t *testing.T) {
 	require.NoError(t, err, "ValidateHeader: %v (the CRC is right)", err)
 	err = b.Validate()
 	require.ErrorIs(t, err, ErrCorrupt, "Validate = %v, want ErrCorrupt", err)
-	var ce *base.CorruptionError
+	var ce *CorruptionError
 	require.ErrorAs(t, err, &ce, "want a CorruptionError naming a record field, got %#v", err)
 	require.NotEqual(t, "", ce.Field, "want a CorruptionError naming a record field, got %#v", err)
 	require.GreaterOrEqual(t, ce.Pos, int64(HeaderSize), "want a CorruptionError naming a record field, got %#v", err)

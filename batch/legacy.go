@@ -3,7 +3,6 @@ package batch
 import (
 	"fmt"
 
-	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 )
 
@@ -48,7 +47,7 @@ func FrameEntry(b []byte) (size int, magic int8, next int64, err error) {
 	if legacy.IsMagic(m) {
 		e, _, err := legacy.Parse(b)
 		if err != nil {
-			return 0, m, 0, err
+			return 0, m, 0, located(err)
 		}
 		return len(e), m, e.Offset() + 1, nil
 	}
@@ -70,10 +69,10 @@ func FrameEntry(b []byte) (size int, magic int8, next int64, err error) {
 // An error wraps ErrCorrupt (ErrTruncated for a short e).
 func (d *Decoder) ValidateLegacy(e []byte) error {
 	if err := legacy.Entry(e).ValidateHeader(); err != nil {
-		return err
+		return located(err)
 	}
 	if c := legacy.Entry(e).Compression(); c > legacy.MaxCompression {
-		return base.CorruptionErrorf("", legacy.AttributesOffset, "attributes", "codec %d in a magic %d message", c, legacy.Entry(e).Magic())
+		return corruptf(legacy.AttributesOffset, "attributes", "codec %d in a magic %d message", c, legacy.Entry(e).Magic())
 	}
 	_, err := d.appendLegacyRecords(nil, legacy.Entry(e), true)
 	return err
@@ -86,7 +85,7 @@ func (d *Decoder) ValidateLegacy(e []byte) error {
 func (d *Decoder) LegacyBaseOffset(b []byte) (int64, error) {
 	e, _, err := legacy.Parse(b)
 	if err != nil {
-		return 0, err
+		return 0, located(err)
 	}
 	if e.Compression() == legacy.CompressionNone {
 		return e.Offset(), nil
@@ -111,7 +110,7 @@ func (d *Decoder) LegacyBaseOffset(b []byte) (int64, error) {
 func (d *Decoder) AppendLegacyRecords(dst []Record, b []byte, check bool) ([]Record, error) {
 	e, _, err := legacy.Parse(b)
 	if err != nil {
-		return dst, err
+		return dst, located(err)
 	}
 	return d.appendLegacyRecords(dst, e, check)
 }
@@ -121,49 +120,49 @@ func (d *Decoder) appendLegacyRecords(dst []Record, e legacy.Entry, check bool) 
 	if e.Compression() == legacy.CompressionNone {
 		k, v, err := e.KeyValue()
 		if err != nil {
-			return dst, err
+			return dst, located(err)
 		}
 		return append(dst, Record{Offset: e.Offset(), Timestamp: e.Timestamp(), Key: k, Value: v, Attributes: e.Attributes()}), nil
 	}
 	c := Compression(e.Compression())
 	if c > legacy.MaxCompression {
-		return dst, base.CorruptionErrorf("", legacy.AttributesOffset, "attributes", "codec %d in a magic %d message", c, e.Magic())
+		return dst, corruptf(legacy.AttributesOffset, "attributes", "codec %d in a magic %d message", c, e.Magic())
 	}
 	_, value, err := e.KeyValue()
 	if err != nil {
-		return dst, err
+		return dst, located(err)
 	}
 	valuePos := int64(len(e) - len(value))
 	if value == nil {
-		return dst, base.CorruptionErrorf("", valuePos, "value", "compressed wrapper with a null value")
+		return dst, corruptf(valuePos, "value", "compressed wrapper with a null value")
 	}
 	legacy.Work.Decompressions.Add(1)
 	out, err := decompress(d.buf[:0], c, value, d.limit(len(value)))
 	d.buf = out[:0]
 	if err != nil {
-		return dst, base.CorruptionErrorf("", valuePos, "value", "%s wrapper: %v", c, err)
+		return dst, corruptf(valuePos, "value", "%s wrapper: %v", c, err)
 	}
 	first := len(dst)
 	for p := 0; p < len(out); {
 		in, _, err := legacy.Parse(out[p:])
 		if err != nil {
-			return dst, base.CorruptionErrorf("", valuePos, fmt.Sprintf("inner[%d]", len(dst)-first), "at byte %d of the decompressed value: %v", p, err)
+			return dst, corruptf(valuePos, fmt.Sprintf("inner[%d]", len(dst)-first), "at byte %d of the decompressed value: %v", p, err)
 		}
 		field := fmt.Sprintf("inner[%d]", len(dst)-first)
 		if check {
 			if err := in.ValidateHeader(); err != nil {
-				return dst, base.CorruptionErrorf("", valuePos, field, "%v", err)
+				return dst, corruptf(valuePos, field, "%v", err)
 			}
 			if in.Magic() != e.Magic() {
-				return dst, base.CorruptionErrorf("", valuePos, field, "magic %d in a magic %d wrapper", in.Magic(), e.Magic())
+				return dst, corruptf(valuePos, field, "magic %d in a magic %d wrapper", in.Magic(), e.Magic())
 			}
 		}
 		if in.Compression() != legacy.CompressionNone {
-			return dst, base.CorruptionErrorf("", valuePos, field, "inner message compressed with %s", Compression(in.Compression()))
+			return dst, corruptf(valuePos, field, "inner message compressed with %s", Compression(in.Compression()))
 		}
 		k, v, err := in.KeyValue()
 		if err != nil {
-			return dst, base.CorruptionErrorf("", valuePos, field, "%v", err)
+			return dst, corruptf(valuePos, field, "%v", err)
 		}
 		ts := in.Timestamp()
 		if e.LogAppendTime() {
@@ -174,7 +173,7 @@ func (d *Decoder) appendLegacyRecords(dst []Record, e legacy.Entry, check bool) 
 	}
 	inner := dst[first:]
 	if len(inner) == 0 {
-		return dst, base.CorruptionErrorf("", valuePos, "value", "compressed wrapper holds no message")
+		return dst, corruptf(valuePos, "value", "compressed wrapper holds no message")
 	}
 	wrapper := e.Offset()
 	if e.Magic() == legacy.MagicV1 {
@@ -183,7 +182,7 @@ func (d *Decoder) appendLegacyRecords(dst []Record, e legacy.Entry, check bool) 
 		if wrapper != 0 {
 			lastRel := inner[len(inner)-1].Offset
 			if lastRel < 0 || lastRel > wrapper {
-				return dst, base.CorruptionErrorf("", legacy.OffsetOffset, "offset",
+				return dst, corruptf(legacy.OffsetOffset, "offset",
 					"wrapper offset %d below its last inner relative offset %d", wrapper, lastRel)
 			}
 			baseOff = wrapper - lastRel
@@ -195,12 +194,12 @@ func (d *Decoder) appendLegacyRecords(dst []Record, e legacy.Entry, check bool) 
 	prev := int64(-1)
 	for i, r := range inner {
 		if r.Offset <= prev || r.Offset < 0 {
-			return dst, base.CorruptionErrorf("", valuePos, fmt.Sprintf("inner[%d]", i), "offset %d after %d", r.Offset, prev)
+			return dst, corruptf(valuePos, fmt.Sprintf("inner[%d]", i), "offset %d after %d", r.Offset, prev)
 		}
 		prev = r.Offset
 	}
 	if check && prev != wrapper && wrapper != 0 {
-		return dst, base.CorruptionErrorf("", legacy.OffsetOffset, "offset", "wrapper offset %d, its last inner message has %d", wrapper, prev)
+		return dst, corruptf(legacy.OffsetOffset, "offset", "wrapper offset %d, its last inner message has %d", wrapper, prev)
 	}
 	return dst, nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,9 +195,14 @@ func TestLegacyMalformed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// internal/legacy's errors name the field; batch's Decoder
+			// returns them as a *CorruptionError.
 			e, _, err := legacy.Parse(tt.b)
 			if tt.parse {
 				require.ErrorIs(t, err, ErrCorrupt)
+				require.Equal(t, tt.truncated, isTruncated(err))
+				requireField(t, located(err), tt.field)
+				_, err = new(Decoder).AppendLegacyRecords(nil, tt.b, true)
 				require.Equal(t, tt.truncated, isTruncated(err))
 				requireField(t, err, tt.field)
 				return
@@ -207,7 +211,8 @@ func TestLegacyMalformed(t *testing.T) {
 			err = e.ValidateHeader()
 			if tt.header {
 				require.ErrorIs(t, err, ErrCorrupt)
-				requireField(t, err, tt.field)
+				requireField(t, located(err), tt.field)
+				requireField(t, new(Decoder).ValidateLegacy(e), tt.field)
 				return
 			}
 			require.NoError(t, err)
@@ -292,10 +297,10 @@ func FuzzLegacy(f *testing.F) {
 	})
 }
 
-// requireField checks that err is a *base.CorruptionError naming field.
+// requireField checks that err is a *CorruptionError naming field.
 func requireField(t *testing.T, err error, field string) {
 	t.Helper()
-	var ce *base.CorruptionError
+	var ce *CorruptionError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, field, ce.Field, "error: %v", err)
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"iter"
 
-	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/invariants"
 )
 
 // Record field names, as they appear in errors ("record[3].keyLength").
@@ -314,7 +314,7 @@ func (it *Iter) recordError() error {
 		c.fail(failControlKey, "key", start, 0)
 	}
 	if !c.failed {
-		return base.AssertionFailedf("partlog/batch: fast record decoder rejected what the cursor accepts")
+		return invariants.AssertionFailedf("partlog/batch: fast record decoder rejected what the cursor accepts")
 	}
 	return c.error(HeaderSize, it.decompressed)
 }
@@ -609,7 +609,7 @@ func (b Batch) resumeError(dec *Decoder, i int32, pos int, prev int32) error {
 	_, ok, err := it.Next()
 	if err == nil {
 		// allPlain and Next disagree: a bug, not the input's fault.
-		err = base.AssertionFailedf("partlog/batch: Iter accepts record %d of a batch All rejects (ok %v)", i, ok)
+		err = invariants.AssertionFailedf("partlog/batch: Iter accepts record %d of a batch All rejects (ok %v)", i, ok)
 	}
 	return err
 }

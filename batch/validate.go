@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/invariants"
 )
 
 // Validate checks everything about b that can be checked without context:
@@ -132,7 +132,7 @@ func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error
 	c := walkRecords(data, count, last, control)
 	if !c.failed {
 		// The fast walk and the cursor disagree: a bug, not bad input.
-		return TimeRange{}, base.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
+		return TimeRange{}, invariants.AssertionFailedf("partlog/batch: fast record walk rejected what the cursor accepts")
 	}
 	return TimeRange{}, c.error(HeaderSize, decompressed)
 }
@@ -140,7 +140,7 @@ func (b Batch) validateRecords(data []byte, decompressed bool) (TimeRange, error
 // checkMagic checks the magic byte of a batch at least HeaderSize long.
 func (b Batch) checkMagic() error {
 	if b.Magic() != Magic {
-		return &base.CorruptionError{Pos: magicOffset, Field: "magic",
+		return &CorruptionError{Pos: magicOffset, Field: "magic",
 			Err: fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b.Magic())}
 	}
 	return nil
@@ -150,7 +150,7 @@ func (b Batch) checkMagic() error {
 // long.
 func (b Batch) checkCodec() error {
 	if c := b.Attributes().Compression(); c >= numCompressions {
-		return base.CorruptionErrorf("", attributesOffset, "attributes", "unknown compression codec %d", c)
+		return corruptf(attributesOffset, "attributes", "unknown compression codec %d", c)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/corrupt"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -70,10 +70,10 @@ func raw(p ...byte) []byte { return p }
 
 // checkCorrupt asserts err wraps ErrCorrupt and is a CorruptionError naming
 // a field.
-func checkCorrupt(t *testing.T, err error) *base.CorruptionError {
+func checkCorrupt(t *testing.T, err error) *CorruptionError {
 	t.Helper()
 	require.ErrorIs(t, err, ErrCorrupt, "err = %v, want ErrCorrupt", err)
-	var ce *base.CorruptionError
+	var ce *CorruptionError
 	require.ErrorAs(t, err, &ce, "err = %#v, want a CorruptionError naming a field", err)
 	require.NotEqual(t, "", ce.Field, "err = %#v, want a CorruptionError naming a field", err)
 	return ce
@@ -229,7 +229,7 @@ func TestTruncatedPrefixes(t *testing.T) {
 			p := b[:n]
 			_, _, err := Parse(p)
 			require.ErrorIs(t, err, ErrTruncated, "%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
-			require.True(t, base.IsTornTail(err), "%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
+			require.ErrorIs(t, err, corrupt.ErrTornTail, "%s: Parse(%d of %d bytes) = %v, want ErrTruncated", c, n, len(b), err)
 			err = Batch(p).Validate()
 			require.ErrorIs(t, err, ErrCorrupt, "%s: Validate(%d of %d bytes) = %v", c, n, len(b), err)
 			if n >= HeaderSize {

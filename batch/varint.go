@@ -3,8 +3,6 @@ package batch
 import (
 	"fmt"
 	"math"
-
-	"github.com/partlog/partlog/internal/base"
 )
 
 // Record fields are zig-zag varints (32-bit values, at most 5 bytes) and
@@ -111,9 +109,9 @@ func (c *cursor) error(posBase int, decompressed bool) error {
 		msg = fmt.Sprintf("%s (%d)", msg, c.val)
 	}
 	if decompressed {
-		return base.CorruptionErrorf("", int64(posBase), field, "%s at decompressed byte %d", msg, c.failPos)
+		return corruptf(int64(posBase), field, "%s at decompressed byte %d", msg, c.failPos)
 	}
-	return base.CorruptionErrorf("", int64(posBase+c.failPos), field, "%s", msg)
+	return corruptf(int64(posBase+c.failPos), field, "%s", msg)
 }
 
 // int8 reads one byte as an int8.

@@ -1,7 +1,8 @@
 // Package invariants tells whether the module was built with the
-// invariants build tag (go test -tags invariants ./...). Under that tag
-// assertion failures panic instead of returning errors, and lifetime checks
-// (double close, use after release) are active.
+// invariants build tag (go test -tags invariants ./...), and reports broken
+// invariants (AssertionFailedf). Under that tag assertion failures panic
+// instead of returning errors, and lifetime checks (double close, use
+// after release) are active.
 //
 // Example:
 //

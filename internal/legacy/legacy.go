@@ -12,11 +12,10 @@ package legacy
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"sync/atomic"
 
-	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/corrupt"
 )
 
 // Work counts what is done to legacy entries, for tests that check that a
@@ -124,10 +123,9 @@ func Is(b []byte) bool {
 // MinSize, which Parse rules out.
 type Entry []byte
 
-// truncated is a CorruptionError wrapping base.ErrTruncated.
+// truncated is a *corrupt.Error wrapping corrupt.ErrTruncated.
 func truncated(pos int64, field, format string, args ...any) error {
-	return &base.CorruptionError{Pos: pos, Field: field,
-		Err: fmt.Errorf("%w: %s", base.ErrTruncated, fmt.Sprintf(format, args...))}
+	return corrupt.Wrapf(corrupt.ErrTruncated, pos, field, format, args...)
 }
 
 // Parse frames the first entry of b as a legacy message: it checks that
@@ -135,7 +133,7 @@ func truncated(pos int64, field, format string, args ...any) error {
 // that the message is at least as long as its fixed fields (14 bytes under
 // magic 0, 22 under magic 1) and that it fits in b. It returns the entry
 // and the bytes after it. A b shorter than the entry gives an error
-// wrapping base.ErrTruncated. It checks neither the CRC nor the key and
+// wrapping corrupt.ErrTruncated. It checks neither the CRC nor the key and
 // value.
 func Parse(b []byte) (Entry, []byte, error) {
 	if len(b) < peekSize {
@@ -143,12 +141,11 @@ func Parse(b []byte) (Entry, []byte, error) {
 	}
 	m := int8(b[MagicOffset])
 	if !IsMagic(m) {
-		return nil, b, &base.CorruptionError{Pos: MagicOffset, Field: "magic",
-			Err: fmt.Errorf("%w: magic %d is not a legacy message", base.ErrUnsupportedMagic, m)}
+		return nil, b, corrupt.Wrapf(corrupt.ErrUnsupportedMagic, MagicOffset, "magic", "magic %d is not a legacy message", m)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(b[SizeOffset:])))
 	if min := overhead(m); n < int64(min) {
-		return nil, b, base.CorruptionErrorf("", SizeOffset, "messageSize",
+		return nil, b, corrupt.Errorf(SizeOffset, "messageSize",
 			"message of %d bytes is shorter than the %d bytes of a magic %d message", n, min, m)
 	}
 	size := n + LogOverhead
@@ -218,7 +215,7 @@ func (e Entry) keyLenOffset() int {
 }
 
 // KeyValue returns the message's key and value (nil for null), which alias
-// e. err wraps base.ErrCorrupt when the lengths do not frame the rest of
+// e. err wraps corrupt.ErrCorrupt when the lengths do not frame the rest of
 // the message exactly.
 func (e Entry) KeyValue() (key, value []byte, err error) {
 	p := e.keyLenOffset()
@@ -231,7 +228,7 @@ func (e Entry) KeyValue() (key, value []byte, err error) {
 		return nil, nil, err
 	}
 	if p != len(e) {
-		return nil, nil, base.CorruptionErrorf("", int64(p), "value", "%d bytes after the value", len(e)-p)
+		return nil, nil, corrupt.Errorf(int64(p), "value", "%d bytes after the value", len(e)-p)
 	}
 	return key, value, nil
 }
@@ -239,7 +236,7 @@ func (e Entry) KeyValue() (key, value []byte, err error) {
 // bytesAt reads an int32-length-prefixed byte string at p (-1 = null).
 func (e Entry) bytesAt(p int, field string) ([]byte, int, error) {
 	if len(e)-p < 4 {
-		return nil, p, base.CorruptionErrorf("", int64(p), field, "%d bytes left, the length needs 4", len(e)-p)
+		return nil, p, corrupt.Errorf(int64(p), field, "%d bytes left, the length needs 4", len(e)-p)
 	}
 	n := int64(int32(binary.BigEndian.Uint32(e[p:])))
 	p += 4
@@ -247,7 +244,7 @@ func (e Entry) bytesAt(p int, field string) ([]byte, int, error) {
 	case n == -1:
 		return nil, p, nil
 	case n < 0 || n > int64(len(e)-p):
-		return nil, p, base.CorruptionErrorf("", int64(p-4), field, "length %d with %d bytes left", n, len(e)-p)
+		return nil, p, corrupt.Errorf(int64(p-4), field, "length %d with %d bytes left", n, len(e)-p)
 	}
 	return e[p : p+int(n) : p+int(n)], p + int(n), nil
 }
@@ -265,12 +262,12 @@ func (e Entry) ValidateHeader() error {
 		return err
 	}
 	if len(f) != len(e) {
-		return base.CorruptionErrorf("", SizeOffset, "messageSize",
+		return corrupt.Errorf(SizeOffset, "messageSize",
 			"size %d does not match the %d bytes of the entry", e.messageSize(), len(e))
 	}
 	Work.CRCChecks.Add(1)
 	if stored, got := e.CRC(), e.ComputeCRC(); stored != got {
-		return base.CorruptionErrorf("", CRCOffset, "crc", "stored %#08x, computed %#08x (CRC-32 IEEE)", stored, got)
+		return corrupt.Errorf(CRCOffset, "crc", "stored %#08x, computed %#08x (CRC-32 IEEE)", stored, got)
 	}
 	return nil
 }

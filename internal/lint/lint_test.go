@@ -69,8 +69,10 @@ type pkgInfo struct {
 // machinery on that package's layer: internal/segment is the segment
 // implementation behind the small public segment package.
 var internalLayers = map[string]string{
-	"internal/segment": "segment",
-	"internal/index":   "index",
+	"internal/segment":    "segment",
+	"internal/index":      "index",
+	"internal/base":       "batch", // the error vocabulary above batch: its CorruptionError is batch's
+	"internal/checkpoint": "batch", // reports corruption through internal/base
 }
 
 func (p pkgInfo) layer() (string, int) {
@@ -294,7 +296,7 @@ import "github.com/partlog/partlog/segment"`, "layering"},
 import "github.com/partlog/partlog/log"`, "layering"},
 		{"log imports compaction", "log", false, `package log
 import "github.com/partlog/partlog/compaction"`, "layering"},
-		{"internal imports batch", "internal/checkpoint", false, `package checkpoint
+		{"internal imports batch", "internal/vfs", false, `package vfs
 import "github.com/partlog/partlog/batch"`, "layering"},
 		{"logtest imports log", "log/logtest", false, `package logtest
 import "github.com/partlog/partlog/log"`, ""},
