@@ -12,7 +12,9 @@
 //   - any file of the module outside examples/ importing examples/, and a
 //     library package importing a Kafka client (franz-go);
 //   - an import pointing up the layers: internal < batch < index < segment <
-//     log < compaction (a package may import its own layer and those below);
+//     log < compaction (a package may import its own layer and those below;
+//     internal/segment and internal/index rank with segment and index,
+//     internal/base and internal/checkpoint with batch);
 //   - a raw sync/atomic function call (atomic.AddInt64 ...): typed atomics
 //     only;
 //   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with
@@ -27,7 +29,17 @@
 //     go/types and walks every exported function, method, field,
 //     variable and type, and what an aliased internal type exposes.
 //     TestImporterProgram also builds a program of another module that
-//     uses segment and index alone, offline.
+//     uses segment and index alone, offline;
+//   - no-foreign-assign (imports_test.go): a non-test file assigning to a
+//     name of another package (pkg.Name = ..., pkg.Name[i] = ...,
+//     pkg.Name.Field = ..., pkg.Name++), whatever its type: no package
+//     fills in another's function variables from init;
+//   - no-internal-alias (imports_test.go): an exported type alias of a
+//     public library package whose right-hand side names a type of an
+//     internal package (type X = internalpkg.Y).
+//
+// surface_test.go lists each public package's exported names (go test -v
+// -run TestSurface) for reviewers; it sets no ceiling.
 //
 // Packages that do not exist yet are simply not there to check. Example:
 //
@@ -46,4 +58,6 @@ var Rules = []string{
 	"no-os-is",
 	"no-std-log",
 	"public-api",
+	"no-foreign-assign",
+	"no-internal-alias",
 }

@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,21 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The "surface" rule: the exported API of the public library packages may
-// not grow back silently. surfaceCeiling holds, per package, the number of
-// exported identifiers it declares (counted as exportedNames counts them);
-// a change that adds one raises the ceiling in the same commit, on purpose,
-// and a change that removes some lowers it. Internal packages (the
-// machinery behind segment and index) are not part of the surface.
-var surfaceCeiling = map[string]int{
-	"batch":          90,
-	"index":          32,
-	"segment":        41,
-	"log":            138, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), and Records.All (one-record reads, issue 16)
-	"log/logtest":    32,
-	"compaction":     33,
-	"segment/repair": 0, // moved to internal/segment/repair
-}
+// The surface listing: TestSurface lists, for reviewers, the exported
+// identifiers each public library package declares (counted as
+// exportedNames counts them), so that a change's additions to what
+// importers see show in go test -v -run TestSurface ./internal/lint. It
+// sets no ceiling: a count of names is not the goal (issue 25), and a
+// ceiling rewarded hiding names behind function variables and internal
+// aliases. What stays exported follows DESIGN.md ("Public API").
+var surfacePackages = []string{"batch", "compaction", "index", "log", "log/logtest", "segment"}
 
 // exportedNames returns the exported identifiers declared in the non-test
 // files of the package in dir: top-level functions, types, variables and
@@ -100,27 +92,18 @@ func exportedNames(dir string) ([]string, error) {
 	return names, nil
 }
 
-// TestSurface fails when a public package declares more exported
-// identifiers than its ceiling, listing them, and reports a package that
-// shrank below its ceiling (lower the ceiling then, so that the freed room
-// is not refilled unnoticed).
+// TestSurface lists each public package's exported identifiers, with its
+// count, in the test log.
 func TestSurface(t *testing.T) {
 	root := moduleRoot(t)
-	total, ceiling := 0, 0
-	for _, pkg := range slices.Sorted(maps.Keys(surfaceCeiling)) {
+	total := 0
+	for _, pkg := range surfacePackages {
 		names, err := exportedNames(filepath.Join(root, filepath.FromSlash(pkg)))
 		require.NoError(t, err, pkg)
 		total += len(names)
-		ceiling += surfaceCeiling[pkg]
-		if !assert.LessOrEqual(t, len(names), surfaceCeiling[pkg],
-			"surface: package %s exports %d identifiers, more than its ceiling %d: unexport what importers do not need (export_test.go for tests, internal/ for machinery) or raise the ceiling on purpose; its names:\n%s",
-			pkg, len(names), surfaceCeiling[pkg], strings.Join(names, "\n")) {
-			continue
-		}
-		assert.Equal(t, surfaceCeiling[pkg], len(names),
-			"surface: package %s exports %d identifiers, below its ceiling %d: lower the ceiling", pkg, len(names), surfaceCeiling[pkg])
+		t.Logf("package %s exports %d identifiers:\n\t%s", pkg, len(names), strings.Join(names, "\n\t"))
 	}
-	t.Logf("exported surface: %d identifiers (ceiling %d)", total, ceiling)
+	t.Logf("exported surface: %d identifiers", total)
 }
 
 // TestSurfaceCountsLikeTheTool checks exportedNames on a small package.
