@@ -66,14 +66,15 @@
 // timestampDelta is still each record's timestamp, and this package reads
 // it that way.
 //
-// The partition (package log) also needs operations that are not part of
-// this API and reaches them through the module's internal/batchaccess:
-// validation that also returns the range of the records' timestamps (a
-// producer batch's real maxTimestamp without a second pass, even for a
-// compressed batch), the patches of a header copy with the CRC the batch
-// would have with it (an append never writes into the producer's bytes),
-// the LogAppendTime stamp, the header-only batch compaction keeps, and the
-// framing of either message format.
+// What a broker does to a producer's batch is here too: [Batch.ValidateBody]
+// (after [Batch.ValidateHeader]) returns the range of the records'
+// timestamps found while checking them ([TimeRange]: a producer batch's
+// real maxTimestamp without a second pass, even for a compressed batch),
+// and [Batch.SetLogAppendTime] stamps the broker's time. A record set is
+// framed entry by entry in either message format with [FrameEntry], and
+// its small batches decoded a run at a time with [Decoder.DecodeRun];
+// [Builder.Parts] gives a built batch as its header and records, for a
+// vectored write.
 //
 // # Legacy messages
 //
