@@ -3,11 +3,13 @@ package log_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -350,6 +352,53 @@ func TestDirAndOpenAloneExcludeEachOther(t *testing.T) {
 		require.NoError(t, d.Close())
 		require.Equal(t, "opened", runLockChild(t, filepath.Join(root, "t-0")))
 	})
+}
+
+// TestDirDeleteDirNames is the Kafka-semantics issue's fifth and sixth
+// cases. DeletePartition of a topic of Kafka's longest legal name (249
+// characters) works: the "-delete" name's topic part is cut so that the
+// name fits 255 bytes, as Kafka's LocalLog.logDeleteDirName cuts it (on
+// 86b910c the rename failed with ENAMETOOLONG from 214 characters on, and
+// the partition came back after a reopen). OpenDir removes only the
+// directories Kafka's DeleteDirPattern (^(\S+)-(\S+)\.(\S+)-delete$)
+// matches: a user's "backup-to-delete" stays (86b910c removed it).
+func TestDirDeleteDirNames(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "logs")
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 1024}}
+	long := strings.Repeat("t", 249)
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for _, topic := range []string{long, "short"} {
+		p, err := d.CreatePartition(topic, 7)
+		require.NoError(t, err)
+		_, err = p.AppendBatch(logtest.MakeBatch(2, 10, 0, 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.DeletePartition(long, 7))
+	require.Nil(t, d.Partition(long, 7))
+	require.NoError(t, d.Close())
+
+	user := filepath.Join(root, "backup-to-delete")
+	require.NoError(t, os.MkdirAll(user, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(user, "keep"), []byte("mine"), 0o644))
+	crashed := filepath.Join(root, "short-3.0123456789abcdef0123456789abcdef-delete")
+	require.NoError(t, os.MkdirAll(crashed, 0o755))
+
+	d, err = plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	require.Nil(t, d.Partition(long, 7), "the deleted partition stays deleted")
+	require.NotNil(t, d.Partition("short", 7))
+	require.NoError(t, d.Close())
+	_, err = os.Stat(filepath.Join(user, "keep"))
+	require.NoError(t, err, "a directory that only ends in -delete is the user's")
+	_, err = os.Stat(crashed)
+	require.ErrorIs(t, err, fs.ErrNotExist, "a deletion a crash interrupted is finished")
+	entries, err := os.ReadDir(root)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.LessOrEqual(t, len(e.Name()), 255)
+		require.False(t, strings.HasPrefix(e.Name(), long), "%s", e.Name())
+	}
 }
 
 // TestDirCreateDelete: partitions are created (idempotently) and deleted
