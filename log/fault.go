@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // errFault is index.ErrFault (the same value as internal/segment's): the

@@ -3,7 +3,7 @@ package log
 import (
 	"fmt"
 
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset, as

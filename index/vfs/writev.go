@@ -5,7 +5,8 @@ package vfs
 // segment uses to write a patched batch header and the caller's records
 // with one system call instead of two. It is optional: callers check for
 // it with a type assertion and fall back to one WriteAt per buffer, which
-// is what the in-memory and fault-injecting filesystems get.
+// is what a File of your own gets unless it implements this too. Default's
+// files implement it on Linux.
 //
 // WriteVAt writes every byte of bufs, in order, starting at off, and
 // returns the number of bytes written; on an error it may have written

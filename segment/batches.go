@@ -20,7 +20,7 @@ import (
 // Every entry's framing, CRC (batch.Batch.ValidateHeader,
 // legacy.Entry.ValidateHeader) and offsets (increasing, inside the
 // segment's relative offsets) are checked: a bad one ends the walk with an
-// error wrapping base.ErrCorrupt (a *base.CorruptionError naming the file
+// error wrapping batch.ErrCorrupt (a *batch.CorruptionError naming the file
 // and the position of the failing field); so does an I/O error, and a
 // file that ends before Size() is ErrFault. The entries are read into a
 // window the iterator owns (never an alias of the mapping, so a consumer

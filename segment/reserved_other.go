@@ -5,7 +5,7 @@ package segment
 import (
 	"io/fs"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // reservedPastEnd reports false where the preallocation keeps no blocks

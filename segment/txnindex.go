@@ -8,8 +8,8 @@ import (
 	"io/fs"
 	"sync/atomic"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // The transaction index: Kafka's NNN.txnindex, one file per segment,
@@ -58,8 +58,8 @@ func AppendTxnIndexEntry(dst []byte, a AbortedTxn) []byte {
 
 // DecodeTxnIndex decodes the bytes of a .txnindex file. file names it in
 // errors. A length that is not a multiple of TxnIndexEntrySize, or an
-// entry whose version is not 0, gives a *base.CorruptionError (wrapping
-// base.ErrCorrupt) with the byte position; the entries before it are
+// entry whose version is not 0, gives a *batch.CorruptionError (wrapping
+// batch.ErrCorrupt) with the byte position; the entries before it are
 // returned with it.
 func DecodeTxnIndex(file string, data []byte) ([]AbortedTxn, error) {
 	n := len(data) / TxnIndexEntrySize
@@ -191,7 +191,7 @@ func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 }
 
 // TxnIndexDamage returns the corruption Open found in the .txnindex after
-// the entries it loaded (wrapping base.ErrCorrupt, naming the file and the
+// the entries it loaded (wrapping batch.ErrCorrupt, naming the file and the
 // position), or nil. Open keeps the entries before it and leaves the
 // decision to the owner: damage in a part of the index that a crash
 // recovery rewrites (TruncateAbortedTxns at or below the damaged entry,

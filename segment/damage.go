@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
@@ -88,7 +89,7 @@ type CheckOptions struct {
 // end, NextOffset after the last of them, Cause and Kept as Recover reports
 // them, TruncatedBytes what a cut at ValidBytes would remove (0 when Kept).
 // An I/O error is returned as err.
-func Check(fsys FS, path string, baseOffset int64, opts CheckOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (RecoverResult, error) {
+func Check(fsys vfs.FS, path string, baseOffset int64, opts CheckOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (RecoverResult, error) {
 	f, err := orOS(fsys).Open(path)
 	if err != nil {
 		return RecoverResult{}, err
@@ -228,7 +229,7 @@ type walkOptions struct {
 	from         int64
 	goOn         bool
 	// stop ends the walk at the first entry that is not valid with that
-	// entry's error (wrapping base.ErrCorrupt) instead of classifying the
+	// entry's error (wrapping batch.ErrCorrupt) instead of classifying the
 	// damage: no search of the bytes after it, nothing read past it.
 	stop bool
 	// wrapperBase, with headers, reads a compressed legacy wrapper whole

@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"sync/atomic"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // mapRegion maps an index file. Tests replace it with mmap.MapHeap to run

@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/mmap"
 )
 
@@ -15,7 +15,7 @@ import (
 // offsets above the previous batch's and within the segment's relative
 // offsets, calling fn (if not nil) for each. It returns the position after
 // the last batch it accepted and the error that stopped it: nil at limit,
-// an error wrapping base.ErrCorrupt where the bytes stop framing, or an
+// an error wrapping batch.ErrCorrupt where the bytes stop framing, or an
 // I/O error (a file shorter than limit: ErrFault). It is the damage walk
 // (logSource.walk) over the headers of [pos, limit), stopping at the first
 // entry that is not valid: the framing rules are the walk's. Only headers

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
 )
@@ -22,7 +23,7 @@ type TimeIndex struct {
 // same rules as [OpenOffsetIndex], with TimeEntrySize-byte entries; for a
 // maxIndexSize of 10 MiB that is 873,813 slots, of which 873,812 can be
 // filled by MaybeAppend before the index is full.
-func OpenTimeIndex(fs FS, path string, baseOffset int64, maxIndexSize int) (*TimeIndex, error) {
+func OpenTimeIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int) (*TimeIndex, error) {
 	idx := &TimeIndex{}
 	if err := idx.x.open(fs, path, baseOffset, maxIndexSize, TimeEntrySize); err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func (idx *TimeIndex) Reset() error {
 
 // SanityCheck looks for the damage a crash or a foreign file can leave, in
 // O(1) (Kafka's sanityCheck, made stricter). It returns an error wrapping
-// base.ErrCorrupt, with the path and the byte position, when:
+// batch.ErrCorrupt, with the path and the byte position, when:
 //   - the file length is not a multiple of TimeEntrySize;
 //   - the last entry's offset is below BaseOffset();
 //   - there are two entries or more and the last one's timestamp is not
@@ -193,7 +194,7 @@ func (idx *TimeIndex) SanityCheck() (err error) {
 // Check verifies every entry in O(entries): timestamps strictly increase,
 // offsets never decrease and lie in [BaseOffset(), nextOffset), where
 // nextOffset is the segment's next offset. The first violation is returned
-// as an error wrapping base.ErrCorrupt.
+// as an error wrapping batch.ErrCorrupt.
 func (idx *TimeIndex) Check(nextOffset int64) (err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 

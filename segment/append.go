@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // Append writes b at the end of the .log and publishes it. b's offsets are
@@ -297,7 +297,7 @@ func (s *Segment) Flush() error {
 // appended to the time index (even if it is full), a .log longer than
 // Size is cut, and the .log's mapping is cut to its length (the pages
 // past it are unmapped). Cutting both index files to their entries is
-// left pending for TrimSealedIndexes (see trimState). Further Appends
+// left pending for TrimSealedIndexes (Close trims them too). Further Appends
 // return ErrSealed. Sealing a sealed segment does nothing. Writer side.
 func (s *Segment) Seal() error {
 	if s.closed.Load() {

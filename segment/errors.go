@@ -10,7 +10,7 @@ import (
 )
 
 // Errors of Append and the other methods. None of them marks corruption;
-// corrupt files give errors that wrap base.ErrCorrupt (Kafka error code
+// corrupt files give errors that wrap batch.ErrCorrupt (Kafka error code
 // CORRUPT_MESSAGE, 2) and name the file and the position (see
 // [RecoverResult] and Open). The sentinels below are conditions the
 // partition handles (it rolls, or it checks offsets before calling) or
@@ -52,7 +52,7 @@ var (
 // ErrFault marks a read of the memory-mapped .log or index that the kernel
 // could not serve: a media error on the page, or a file cut behind the
 // segment's back. The read returns an error wrapping it (a
-// *mmap.FaultError naming the file and the byte offset) instead of the
+// *FaultError naming the file and the byte offset) instead of the
 // process dying of SIGBUS; the segment's other pages may still read. It is
 // an I/O error, not corruption. Package log takes the partition offline.
 // Importers name it index.ErrFault (this same value). Kafka:
@@ -69,6 +69,6 @@ type FaultError = mmap.FaultError
 // ErrLegacyKept marks the Cause of a recovery that found legacy data
 // (magic 0 or 1 messages Kafka wrote before 0.11) it cannot prove torn and
 // therefore did not cut (RecoverResult.Kept, DESIGN law 12). It wraps
-// base.ErrCorrupt but not base.ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
+// batch.ErrCorrupt but not base.ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
 // (56) for the partition that refuses to load.
 var ErrLegacyKept = fmt.Errorf("%w: legacy data kept", base.ErrCorrupt)

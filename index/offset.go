@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/mmap"
 )
@@ -33,7 +34,7 @@ type OffsetIndex struct {
 //
 // maxIndexSize must hold at least one entry; baseOffset must be in [0,
 // MaxBaseOffset]. A nil fs is the operating system's filesystem.
-func OpenOffsetIndex(fs FS, path string, baseOffset int64, maxIndexSize int) (*OffsetIndex, error) {
+func OpenOffsetIndex(fs vfs.FS, path string, baseOffset int64, maxIndexSize int) (*OffsetIndex, error) {
 	idx := &OffsetIndex{}
 	if err := idx.x.open(fs, path, baseOffset, maxIndexSize, OffsetEntrySize); err != nil {
 		return nil, err
@@ -163,7 +164,7 @@ func (idx *OffsetIndex) Reset() error {
 
 // SanityCheck looks for the damage a crash or a foreign file can leave, in
 // O(1) (Kafka's sanityCheck, made stricter). It returns an error wrapping
-// base.ErrCorrupt, with the path and the byte position, when:
+// batch.ErrCorrupt, with the path and the byte position, when:
 //   - the file length is not a multiple of OffsetEntrySize;
 //   - the last entry's offset is below BaseOffset() or its position is
 //     negative;
@@ -222,7 +223,7 @@ func (idx *OffsetIndex) SanityCheck() (err error) {
 // than the previous entry's offset and at most the entry's offset (Kafka
 // indexes a batch's last offset; older versions the last offset of the last
 // batch of one append, which can be a later batch). The first violation is
-// returned as an error wrapping base.ErrCorrupt. Segments use it in
+// returned as an error wrapping batch.ErrCorrupt. Segments use it in
 // consistency checks and tests; lookups do not need it.
 func (idx *OffsetIndex) Check(logSize int64, batchStartAt func(pos int64) (lastOffset int64, ok bool)) (err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault

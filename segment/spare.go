@@ -7,7 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/partlog/partlog/internal/index"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // SpareSuffix is the suffix of a spare segment's files
@@ -46,7 +47,7 @@ const spareBase = 0
 // One spare per directory: the names do not depend on anything else. A
 // failed reservation (a full disk) fails the call, after removing the
 // files.
-func CreateSpare(fsys FS, dir string, cfg Config) (*Segment, error) {
+func CreateSpare(fsys vfs.FS, dir string, cfg Config) (*Segment, error) {
 	s, err := CreateWithSuffix(fsys, dir, spareBase, SpareSuffix, cfg)
 	if err != nil {
 		return nil, err

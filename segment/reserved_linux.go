@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"syscall"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // reservedPastEnd reports whether the file fi describes (its Stat) holds

@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 )
@@ -75,7 +75,7 @@ var decoderPool = sync.Pool{New: func() any { return new(batch.Decoder) }}
 var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) }}
 
 // readHeader returns the header fields of the batch at pos, which must be
-// whole below limit. err wraps base.ErrCorrupt (base.ErrTornTail when the
+// whole below limit. err wraps batch.ErrCorrupt (base.ErrTornTail when the
 // batch runs past limit) if the bytes there do not frame as a batch. A
 // legacy message (magic 0 or 1, which partlog reads but never writes) is
 // described as a batch covering its offsets: a compressed wrapper's first
@@ -194,7 +194,7 @@ func (s *Segment) suspect(format string, args ...any) {
 // index gives the floor, then batch headers are scanned forward from
 // max(floor, startPos). startPos must be a batch boundary (0 when
 // unknown). found is false when no visible batch qualifies. err wraps
-// base.ErrCorrupt when the .log does not frame.
+// batch.ErrCorrupt when the .log does not frame.
 func (s *Segment) Translate(offset int64, startPos int64) (pos int64, info BatchInfo, found bool, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	if s.released.Load() {

@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Probe is what a read-only walk over the batch headers of a .log found.

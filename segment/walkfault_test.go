@@ -36,27 +36,27 @@ func TestWalkFaultIsNotDamage(t *testing.T) {
 	tests := []struct {
 		name   string
 		mapped bool
-		walk   func(s *Segment, fsys FS, path string, cutNow func() error) (RecoverResult, error)
+		walk   func(s *Segment, fsys vfs.FS, path string, cutNow func() error) (RecoverResult, error)
 	}{
-		{"Check", false, func(_ *Segment, fsys FS, path string, _ func() error) (RecoverResult, error) {
+		{"Check", false, func(_ *Segment, fsys vfs.FS, path string, _ func() error) (RecoverResult, error) {
 			return Check(fsys, path, 0, CheckOptions{}, nil)
 		}},
-		{"Check headers only", false, func(_ *Segment, fsys FS, path string, _ func() error) (RecoverResult, error) {
+		{"Check headers only", false, func(_ *Segment, fsys vfs.FS, path string, _ func() error) (RecoverResult, error) {
 			return Check(fsys, path, 0, CheckOptions{HeadersOnly: true}, nil)
 		}},
-		{"Check keep going", false, func(_ *Segment, fsys FS, path string, _ func() error) (RecoverResult, error) {
+		{"Check keep going", false, func(_ *Segment, fsys vfs.FS, path string, _ func() error) (RecoverResult, error) {
 			return Check(fsys, path, 0, CheckOptions{KeepGoing: true}, nil)
 		}},
-		{"Segment.Check reads", false, func(s *Segment, _ FS, _ string, _ func() error) (RecoverResult, error) {
+		{"Segment.Check reads", false, func(s *Segment, _ vfs.FS, _ string, _ func() error) (RecoverResult, error) {
 			return s.Check(CheckOptions{}, nil)
 		}},
-		{"Segment.Check headers only reads", false, func(s *Segment, _ FS, _ string, _ func() error) (RecoverResult, error) {
+		{"Segment.Check headers only reads", false, func(s *Segment, _ vfs.FS, _ string, _ func() error) (RecoverResult, error) {
 			return s.Check(CheckOptions{HeadersOnly: true}, nil)
 		}},
-		{"Recover reads", false, func(s *Segment, _ FS, _ string, _ func() error) (RecoverResult, error) {
+		{"Recover reads", false, func(s *Segment, _ vfs.FS, _ string, _ func() error) (RecoverResult, error) {
 			return s.Recover(batch.MaxBatchSize)
 		}},
-		{"Segment.Check mapped", true, func(s *Segment, _ FS, _ string, cutNow func() error) (RecoverResult, error) {
+		{"Segment.Check mapped", true, func(s *Segment, _ vfs.FS, _ string, cutNow func() error) (RecoverResult, error) {
 			return s.Check(CheckOptions{}, func(h BatchInfo, _ batch.Batch, _ error) error {
 				if h.Pos == 0 {
 					return cutNow()
@@ -64,7 +64,7 @@ func TestWalkFaultIsNotDamage(t *testing.T) {
 				return nil
 			})
 		}},
-		{"Segment.Check headers only mapped", true, func(s *Segment, _ FS, _ string, cutNow func() error) (RecoverResult, error) {
+		{"Segment.Check headers only mapped", true, func(s *Segment, _ vfs.FS, _ string, cutNow func() error) (RecoverResult, error) {
 			return s.Check(CheckOptions{HeadersOnly: true}, func(h BatchInfo, _ batch.Batch, _ error) error {
 				if h.Pos == 0 {
 					return cutNow()

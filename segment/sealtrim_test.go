@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/index"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
