@@ -9,7 +9,7 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// errFault is index.ErrFault (the same value as internal/segment's): the
+// errFault is index.ErrFault (the same value as segment.ErrFault): the
 // package documentation's ErrFault. See "Media errors" there.
 var errFault = segment.ErrFault
 

@@ -17,7 +17,7 @@ import (
 // This file is the one definition of damage in a .log: the walk every
 // recovery, check and dump uses (Recover and RecoverSealed, package log's
 // pre-scan, Verify and header walks through Segment.Check,
-// segment/repair's probe, dumplog), and the segment's own loops over its
+// package log's crash repair, dumplog), and the segment's own loops over its
 // framing: Open's header scan, index rebuilds and TruncateTo
 // (Segment.scan), Batches and Headers. It decides, entry by entry from a
 // position:
