@@ -1,7 +1,6 @@
 package index
 
 import (
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -45,16 +44,6 @@ func fullTimeIndex(b *testing.B) (*TimeIndex, int64) {
 	}
 	require.Equal(b, 873_813, idx.Entries(), "%d entries", idx.Entries())
 	return idx, t0 + int64(5*n)
-}
-
-// targets returns benchTargets targets in [lo, hi).
-func targets(lo, hi int64) []int64 {
-	rng := rand.New(rand.NewPCG(1, 2))
-	ts := make([]int64, benchTargets)
-	for i := range ts {
-		ts[i] = lo + rng.Int64N(hi-lo)
-	}
-	return ts
 }
 
 func BenchmarkOffsetLookup(b *testing.B) {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // ErrInvalidArgument is wrapped by every error that reports an argument
@@ -54,7 +54,7 @@ var (
 // ErrFault marks a read of the mapped index file that the kernel could not
 // serve (a media error, or a file cut behind the index's back): see the
 // package documentation, "Media errors". The error also carries the file
-// and the byte offset (segment.FaultError). Exported as index.ErrFault,
-// the module's one name for it: packages segment and log return errors
+// and the byte offset (a *vfs.FaultError). It is vfs.ErrFault, the
+// module's one sentinel for it: packages segment and log return errors
 // wrapping this same value. Kafka: KAFKA_STORAGE_ERROR (56).
-var ErrFault = mmap.ErrFault
+var ErrFault = vfs.ErrFault

@@ -2,6 +2,7 @@ package index
 
 import (
 	"io"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,4 +84,72 @@ func writeFile(t tb, fsys vfs.FS, path string, b []byte) {
 type tb interface {
 	require.TestingT
 	Helper()
+}
+
+// targets returns benchTargets targets in [lo, hi).
+func targets(lo, hi int64) []int64 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ts := make([]int64, benchTargets)
+	for i := range ts {
+		ts[i] = lo + rng.Int64N(hi-lo)
+	}
+	return ts
+}
+
+func openOffset(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *OffsetIndex {
+	t.Helper()
+	idx, err := OpenOffsetIndex(fsys, path, base, maxSize)
+	require.NoError(t, err)
+	return idx
+}
+
+func openTime(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *TimeIndex {
+	t.Helper()
+	idx, err := OpenTimeIndex(fsys, path, base, maxSize)
+	require.NoError(t, err)
+	return idx
+}
+
+func offsetEntries(idx *OffsetIndex) []OffsetEntry {
+	var es []OffsetEntry
+	for i := range idx.Entries() {
+		es = append(es, idx.Entry(i))
+	}
+	return es
+}
+
+func timeEntries(idx *TimeIndex) []TimeEntry {
+	var es []TimeEntry
+	for i := range idx.Entries() {
+		es = append(es, idx.Entry(i))
+	}
+	return es
+}
+
+// enc32 encodes offset entries.
+func enc32(pairs ...int32) []byte {
+	var b []byte
+	for i := 0; i+1 < len(pairs); i += 2 {
+		var e [OffsetEntrySize]byte
+		putOffsetEntry(e[:], pairs[i], pairs[i+1])
+		b = append(b, e[:]...)
+	}
+	return b
+}
+
+// encTime encodes one time entry.
+func encTime(ts int64, rel int32) []byte {
+	var e [TimeEntrySize]byte
+	putTimeEntry(e[:], ts, rel)
+	return e[:]
+}
+
+func linearOffset(es []OffsetEntry, base, target int64) OffsetEntry {
+	found := OffsetEntry{Offset: base}
+	for _, e := range es {
+		if e.Offset <= target {
+			found = e
+		}
+	}
+	return found
 }

@@ -14,36 +14,6 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 )
 
-func openOffset(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *OffsetIndex {
-	t.Helper()
-	idx, err := OpenOffsetIndex(fsys, path, base, maxSize)
-	require.NoError(t, err)
-	return idx
-}
-
-func openTime(t testing.TB, fsys vfs.FS, path string, base int64, maxSize int) *TimeIndex {
-	t.Helper()
-	idx, err := OpenTimeIndex(fsys, path, base, maxSize)
-	require.NoError(t, err)
-	return idx
-}
-
-func offsetEntries(idx *OffsetIndex) []OffsetEntry {
-	var es []OffsetEntry
-	for i := range idx.Entries() {
-		es = append(es, idx.Entry(i))
-	}
-	return es
-}
-
-func timeEntries(idx *TimeIndex) []TimeEntry {
-	var es []TimeEntry
-	for i := range idx.Entries() {
-		es = append(es, idx.Entry(i))
-	}
-	return es
-}
-
 func TestOffsetAppend(t *testing.T) {
 	type op struct{ off, pos int64 }
 	tests := []struct {
@@ -582,24 +552,6 @@ func TestSanityCheck(t *testing.T) {
 			})
 		}
 	})
-}
-
-// enc32 encodes offset entries.
-func enc32(pairs ...int32) []byte {
-	var b []byte
-	for i := 0; i+1 < len(pairs); i += 2 {
-		var e [OffsetEntrySize]byte
-		putOffsetEntry(e[:], pairs[i], pairs[i+1])
-		b = append(b, e[:]...)
-	}
-	return b
-}
-
-// encTime encodes one time entry.
-func encTime(ts int64, rel int32) []byte {
-	var e [TimeEntrySize]byte
-	putTimeEntry(e[:], ts, rel)
-	return e[:]
 }
 
 func TestOffsetCheck(t *testing.T) {

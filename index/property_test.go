@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/internal/vfs"
@@ -55,16 +54,6 @@ func targetsFor(keys []int64) []int64 {
 		ts = append(ts, k-1, k, k+1)
 	}
 	return ts
-}
-
-func linearOffset(es []OffsetEntry, base, target int64) OffsetEntry {
-	found := OffsetEntry{Offset: base}
-	for _, e := range es {
-		if e.Offset <= target {
-			found = e
-		}
-	}
-	return found
 }
 
 func TestPropOffsetLookup(t *testing.T) {

@@ -138,18 +138,6 @@ func TestBudgetClosesUnusedSegments(t *testing.T) {
 	})
 }
 
-// forBudgetFS runs fn on the operating system's filesystem (real
-// descriptors and mappings) and on MemFS (heap regions: under the
-// invariants tag a use of a closed segment's bytes reads 0xde).
-func forBudgetFS(t *testing.T, fn func(t *testing.T, fsys vfs.FS, dir string)) {
-	t.Run("os", func(t *testing.T) { fn(t, vfs.Default, t.TempDir()) })
-	t.Run("mem", func(t *testing.T) {
-		m := vfs.NewMem()
-		require.NoError(t, m.MkdirAll("/x", 0o755))
-		fn(t, m, "/x")
-	})
-}
-
 // TestBudgetPinKeepsBytes: a read lease (and Pin) keeps a segment open
 // while the budget closes the others, so bytes aliasing its mapping stay
 // valid; the last release lets the budget close it.

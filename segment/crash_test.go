@@ -243,15 +243,3 @@ func faultWalk(t *testing.T, kind string, batches, more []batch.Batch) {
 		}
 	}
 }
-
-func setLength(b []byte, at int64, n uint32) []byte {
-	d := append([]byte(nil), b...)
-	d[at+8], d[at+9], d[at+10], d[at+11] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
-	return d
-}
-
-func overwrite(b []byte, at int64, p []byte) []byte {
-	d := append([]byte(nil), b...)
-	copy(d[at:], p)
-	return d
-}

@@ -2,10 +2,9 @@ package segment
 
 import (
 	"errors"
-
 	"fmt"
-	"github.com/partlog/partlog/internal/mmap"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 )
 
@@ -55,16 +54,16 @@ var (
 // *FaultError naming the file and the byte offset) instead of the
 // process dying of SIGBUS; the segment's other pages may still read. It is
 // an I/O error, not corruption. Package log takes the partition offline.
-// Importers name it index.ErrFault (this same value). Kafka:
-// KAFKA_STORAGE_ERROR (56).
-// Bytes returned by Bytes (zero-copy) are read by the caller, outside this
-// protection.
-var ErrFault = mmap.ErrFault
+// It is index.ErrFault and vfs.ErrFault (this same value). Kafka:
+// KAFKA_STORAGE_ERROR (56). Bytes returned by Bytes (zero-copy) are read
+// by the caller, outside this protection.
+var ErrFault = vfs.ErrFault
 
 // FaultError is the error a faulting read returns (it wraps ErrFault): the
-// file, the byte offset in it and the faulting address. Test for it with
-// errors.As.
-type FaultError = mmap.FaultError
+// file, the byte offset in it and the faulting address. It is package
+// index/vfs's type, named here for the users of a segment; test for it
+// with errors.As.
+type FaultError = vfs.FaultError
 
 // ErrLegacyKept marks the Cause of a recovery that found legacy data
 // (magic 0 or 1 messages Kafka wrote before 0.11) it cannot prove torn and

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -37,13 +35,6 @@ func openLegacy(t *testing.T, data []byte, cfg Config) (*Segment, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, path
-}
-
-func legacyMixed(t *testing.T) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "legacy", "mixed.log"))
-	require.NoError(t, err)
-	return data
 }
 
 // TestLegacyTranslateAndRecover: Open and Recover (both kinds) keep every
@@ -135,33 +126,6 @@ func TestLegacyRecoverNeverCutsWhatItCannotProveTorn(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
-
-// legacyMessage encodes one uncompressed magic 1 legacy message at offset
-// with a valid CRC-32 (test helper).
-func legacyMessage(offset int64, value string) []byte {
-	m := []byte{0, 0, 0, 0, byte(legacy.MagicV1), 0}
-	m = binary.BigEndian.AppendUint64(m, 1_600_000_000_000)
-	m = binary.BigEndian.AppendUint32(m, 0xffffffff) // null key
-	m = binary.BigEndian.AppendUint32(m, uint32(len(value)))
-	m = append(m, value...)
-	binary.BigEndian.PutUint32(m, crc32.ChecksumIEEE(m[4:]))
-	out := binary.BigEndian.AppendUint64(nil, uint64(offset))
-	out = binary.BigEndian.AppendUint32(out, uint32(len(m)))
-	return append(out, m...)
-}
-
-// batchCarryingLegacy builds a v2 batch at base whose single record's value
-// is a legacy message with a valid CRC at offset inner (what a mirror
-// storing raw message sets appends).
-func batchCarryingLegacy(t *testing.T, base, inner int64) batch.Batch {
-	t.Helper()
-	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base})
-	require.NoError(t, bld.Add(batch.Record{Timestamp: 1_800_000_000_000, Key: []byte("k"),
-		Value: slices.Concat(legacyMessage(inner, "payload of a raw message set"), []byte("trailing bytes of the value"))}))
-	b, err := bld.Build()
-	require.NoError(t, err)
-	return b
-}
 
 // TestRecoverLegacyLookalikeInsideDamagedBatch: the payload of the damaged
 // v2 batch itself is never searched for legacy data. A torn last batch

@@ -156,31 +156,6 @@ func TestAppendReadLookup(t *testing.T) {
 	}
 }
 
-// indexEntries returns both indexes' entries as [offset-or-ts, offset-or-pos] pairs.
-func indexEntries(s *Segment) (off, tim [][2]int64) {
-	for i := range s.offIdx.Entries() {
-		e := s.offIdx.Entry(i)
-		off = append(off, [2]int64{e.Offset, e.Position})
-	}
-	for i := range s.timeIdx.Entries() {
-		e := s.timeIdx.Entry(i)
-		tim = append(tim, [2]int64{e.Timestamp, e.Offset})
-	}
-	return off, tim
-}
-
-func equalEntries(a, b [][2]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestOpenMissing(t *testing.T) {
 	_, err := Open(vfs_NewMemForTest(t), "/x", 0, Config{})
 	require.ErrorIs(t, err, fs.ErrNotExist, "Open of a missing segment: %v", err)

@@ -7,22 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/vfs"
 )
-
-func v2Batch(t *testing.T, at int64, n int) []byte {
-	t.Helper()
-	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: at, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
-	for i := 0; i < n; i++ {
-		require.NoError(t, bld.Add(batch.Record{Value: []byte("value"), Timestamp: 1}))
-	}
-	b, err := bld.AppendTo(nil)
-	require.NoError(t, err)
-	return b
-}
 
 // legacyV0 is a magic-0 message with a null key and an empty value (its
 // CRC is not checked by a walk).
@@ -32,17 +20,6 @@ func legacyV0(at int64) []byte {
 	binary.BigEndian.PutUint32(b[8:], 14)
 	binary.BigEndian.PutUint32(b[18:], 0xffffffff)
 	return b
-}
-
-func write(t *testing.T, fs vfs.FS, path string, parts ...[]byte) {
-	t.Helper()
-	f, err := fs.Create(path)
-	require.NoError(t, err)
-	for _, p := range parts {
-		_, err := f.Write(p)
-		require.NoError(t, err)
-	}
-	require.NoError(t, f.Close())
 }
 
 // TestProbeLog checks the read-only walk Open and RecoverDir rely on: the
