@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
-	"github.com/partlog/partlog/internal/segment/repair"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/log/internal/repair"
+	"github.com/partlog/partlog/segment"
 )
 
 // lockFile is the name of the lock file Open creates (empty) in the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset, as
