@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Records is the result of a read: whole batches, contiguous in one segment

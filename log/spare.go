@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // The spare segment: creating a segment's files (.log, .index, .timeindex:

@@ -143,9 +143,8 @@ func checkForeignAssign(fset *token.FileSet, f *ast.File, skip func(imp string) 
 
 // checkInternalAlias returns a "no-internal-alias" violation for every
 // exported type alias of f, a file of a public library package, whose
-// right-hand side names a type of an internal package, but the aliases
-// whose name skip reports.
-func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo, skip func(name string) bool) []string {
+// right-hand side names a type of an internal package.
+func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo) []string {
 	if !p.library || isInternalPath(p.rel) || p.rel == "internal" {
 		return nil
 	}
@@ -158,7 +157,7 @@ func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo, skip func(n
 		}
 		for _, s := range g.Specs {
 			ts := s.(*ast.TypeSpec)
-			if !ts.Assign.IsValid() || !ts.Name.IsExported() || skip(ts.Name.Name) {
+			if !ts.Assign.IsValid() || !ts.Name.IsExported() {
 				continue
 			}
 			ast.Inspect(ts.Type, func(n ast.Node) bool {
@@ -175,18 +174,6 @@ func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo, skip func(n
 		}
 	}
 	return out
-}
-
-// pendingAliases are the aliases the real-tree check of no-internal-alias
-// skips for now, by package directory or by "directory.Name": segment/
-// and index/ are facades of aliases over internal/segment and
-// internal/index, whose code is being moved into them (issue 25), which
-// also turns log.AbortedTxn into an alias of public segment's type.
-// Remove the entries when that move is merged.
-var pendingAliases = map[string]bool{
-	"segment":        true, // facade over internal/segment, being replaced by the package itself
-	"index":          true, // facade over internal/index, being replaced by the package itself
-	"log.AbortedTxn": true, // internal/segment's type until the same move makes it segment's
 }
 
 // pendingAssigns are the packages whose variables the real-tree check of
@@ -240,8 +227,7 @@ func TestHonestImports(t *testing.T) {
 		for _, v := range checkForeignAssign(fset, f, func(imp string) bool { return pendingAssigns[imp] }) {
 			assert.Fail(t, v)
 		}
-		pending := func(name string) bool { return pendingAliases[rel] || pendingAliases[rel+"."+name] }
-		for _, v := range checkInternalAlias(fset, f, classify(rel), pending) {
+		for _, v := range checkInternalAlias(fset, f, classify(rel)) {
 			assert.Fail(t, v)
 		}
 		return nil
@@ -362,7 +348,7 @@ type X = T`, nil},
 			fset := token.NewFileSet()
 			f, err := parser.ParseFile(fset, "x.go", tt.src, 0)
 			require.NoError(t, err)
-			got := checkInternalAlias(fset, f, classify(tt.pkg), func(string) bool { return false })
+			got := checkInternalAlias(fset, f, classify(tt.pkg))
 			require.Len(t, got, len(tt.want), "got %v", got)
 			for i, name := range tt.want {
 				require.Contains(t, got[i], ": no-internal-alias: type "+name+" = ", "got %v", got)

@@ -13,8 +13,8 @@
 //     library package importing a Kafka client (franz-go);
 //   - an import pointing up the layers: internal < batch < index < segment <
 //     log < compaction (a package may import its own layer and those below;
-//     internal/segment and internal/index rank with segment and index,
-//     internal/base and internal/checkpoint with batch);
+//     index/vfs, which imports nothing of the module, is on the lowest;
+//     internal/base and internal/checkpoint are on batch's);
 //   - a raw sync/atomic function call (atomic.AddInt64 ...): typed atomics
 //     only;
 //   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with

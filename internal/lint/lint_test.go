@@ -65,19 +65,21 @@ type pkgInfo struct {
 	testSupport bool   // the last element ends in "test" (log/logtest)
 }
 
-// internalLayers places internal packages that hold a public package's
-// machinery on that package's layer: internal/segment is the segment
-// implementation behind the small public segment package.
-var internalLayers = map[string]string{
-	"internal/segment":    "segment",
-	"internal/index":      "index",
-	"internal/base":       "batch", // the error vocabulary above batch: its CorruptionError is batch's
-	"internal/checkpoint": "batch", // reports corruption through internal/base
+// placedLayers places packages whose layer is not their top-level
+// folder's: index/vfs, the filesystem interface, imports nothing of the
+// module and sits on the lowest layer, so that the internal packages that
+// open files (mmap, checkpoint, the test filesystems) may use it;
+// internal/base, the error vocabulary of the layers above batch, is built
+// on batch.CorruptionError, and internal/checkpoint reports through it.
+var placedLayers = map[string]string{
+	"index/vfs":           "internal",
+	"internal/base":       "batch",
+	"internal/checkpoint": "batch",
 }
 
 func (p pkgInfo) layer() (string, int) {
 	top, _, _ := strings.Cut(p.rel, "/")
-	for dir, layer := range internalLayers {
+	for dir, layer := range placedLayers {
 		if under(p.rel, dir) {
 			top = layer
 		}
@@ -296,7 +298,7 @@ import "github.com/partlog/partlog/segment"`, "layering"},
 import "github.com/partlog/partlog/log"`, "layering"},
 		{"log imports compaction", "log", false, `package log
 import "github.com/partlog/partlog/compaction"`, "layering"},
-		{"internal imports batch", "internal/vfs", false, `package vfs
+		{"internal imports batch", "internal/mmap", false, `package mmap
 import "github.com/partlog/partlog/batch"`, "layering"},
 		{"logtest imports log", "log/logtest", false, `package logtest
 import "github.com/partlog/partlog/log"`, ""},
