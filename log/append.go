@@ -417,7 +417,7 @@ func (p *Partition) checkAssigned(records []byte) error {
 // the active segment, rolling first when needed: bt is the whole batch
 // (body nil), or its header copy with body the rest of it (AppendBatch,
 // which must not write into the caller's bytes). A leader epoch the batch
-// starts is first recorded durably (assignEpochLocked). On success it
+// starts is first recorded durably (epochs.Cache.Assign). On success it
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
 func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
@@ -427,7 +427,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 			return err
 		}
 	}
-	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
+	if err := p.mu.epochs.Assign(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
 		return err
 	}
 	snap := p.segs.Load()

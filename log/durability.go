@@ -347,7 +347,7 @@ func (p *Partition) fullFlushLocked() error {
 	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
-	if err := p.writeEpochsLocked(); err != nil {
+	if err := p.mu.epochs.Persist(); err != nil {
 		return err
 	}
 	if p.cfg.DisableAutoHighWatermark && p.mu.hw.Offset != p.mu.hwCheckpoint {

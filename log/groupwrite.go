@@ -103,7 +103,7 @@ func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) 
 	q := &p.mu.queued
 	size := int64(batch.HeaderSize + len(body))
 	if !p.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
-		int64(len(q.buf))+size > maxQueuedBytes || p.startsEpochLocked(h.PartitionLeaderEpoch()) {
+		int64(len(q.buf))+size > maxQueuedBytes || p.mu.epochs.StartsEpoch(h.PartitionLeaderEpoch()) {
 		return false, nil
 	}
 	active := p.segs.Load().active()
@@ -138,15 +138,6 @@ func copyGuarded(dst *[]byte, src []byte) (err error) {
 	defer mmap.Recover(mmap.Protect(), &err)
 	*dst = append(*dst, src...)
 	return nil
-}
-
-// startsEpochLocked reports whether a batch stamped with epoch would add
-// an entry to the leader epoch cache (assignEpochLocked), which must be
-// durable before the batch is written: such an append is not queued.
-// REQUIRES: mu held.
-func (p *Partition) startsEpochLocked(epoch int32) bool {
-	n := len(p.mu.epochs)
-	return epoch >= 0 && (n == 0 || epoch > p.mu.epochs[n-1].Epoch)
 }
 
 // writeQueuedLocked writes the queued batches into the active segment

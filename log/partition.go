@@ -14,6 +14,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/epochs"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 )
@@ -166,10 +167,9 @@ type Partition struct {
 		rollTruncations uint64
 		rollQueued      bool
 		rollSnapshots   []rollSnapshot
-		// epochs is the leader epoch cache (LeaderEpochs); epochsDirty
-		// is set when it differs from the checkpoint file.
-		epochs      []checkpoint.EpochEntry
-		epochsDirty bool
+		// epochs is the leader epoch cache (LeaderEpochs) and its
+		// checkpoint file (epochs.go, internal/epochs).
+		epochs epochs.Cache
 		// queued is what appenders queued for the group syncer's write
 		// (FlushMessages == 1, groupwrite.go).
 		queued queuedWrites
@@ -351,8 +351,15 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			haveHW = false
 		}
 	}
-	if err := p.readEpochs(); err != nil {
-		return nil, err
+	// The leader epoch cache (epochs.go); a file that does not parse goes
+	// to the recovery policy (ignored: start without it).
+	p.mu.epochs = epochs.New(fs, filepath.Join(dir, leaderEpochCheckpointFile))
+	if dropped, err := p.mu.epochs.Load(); err != nil {
+		if err := p.checkpointProblem(leaderEpochCheckpointFile, err); err != nil {
+			return nil, err
+		}
+	} else if dropped >= 0 {
+		p.logger.Warn("partlog/log: leader epoch checkpoint out of order; ignoring the rest", "dir", dir, "entry", dropped)
 	}
 	dc, err := p.checkDir(clean, cpStart, haveCP, recoveryPoint, haveRP)
 	if err != nil {
@@ -501,8 +508,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// Epochs whose batches are gone (a crash, a cut): none may start past
 	// the log end (one starting at it is a leader that has not appended
 	// yet); none below the log start.
-	p.truncateEpochsFromEndLocked(end.Offset + 1)
-	p.truncateEpochsFromStartLocked(start)
+	p.mu.epochs.TruncateFromEnd(end.Offset + 1)
+	p.mu.epochs.TruncateFromStart(start)
 	if cfg.DisableAutoHighWatermark {
 		at := start
 		if haveHW {
@@ -542,7 +549,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
-	if err := p.writeEpochsLocked(); err != nil {
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 	}
 	// Producer state: newest snapshot at or below the end, then the log
@@ -685,7 +692,7 @@ func (p *Partition) SetLeaderEpoch(epoch int32) error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
-	if err := p.assignEpochLocked(epoch, p.mu.end.Offset); err != nil {
+	if err := p.mu.epochs.Assign(epoch, p.mu.end.Offset); err != nil {
 		return err
 	}
 	p.leaderEpoch.Store(epoch)

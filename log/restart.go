@@ -121,8 +121,8 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	// 4. The epochs of the old batches go, durably, before the old
 	// segments (all below the log start now): once none is left, Open
 	// cannot tell the restart was interrupted.
-	p.mu.epochs, p.mu.epochsDirty = nil, true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	var first error

@@ -309,8 +309,8 @@ func (p *Partition) makeTruncationDurableLocked() error {
 	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
-	p.truncateEpochsFromEndLocked(p.mu.end.Offset)
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
+	if err := p.mu.epochs.Persist(); err != nil {
 		p.failLocked(err) // the file would name epochs of cut batches
 		return p.mu.failed
 	}
@@ -356,15 +356,15 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
-	p.truncateEpochsFromStartLocked(offset)
+	p.mu.epochs.TruncateFromStart(offset)
 	p.dropSnapshotsBelowLocked(offset) // snapshot.go
-	if offset == p.mu.end.Offset && p.mu.epochsDirty {
+	if offset == p.mu.end.Offset && p.mu.epochs.Dirty() {
 		// Every record deleted: the active segment stays, and a roll will
 		// leave it wholly below the log start, before an empty segment
 		// at it, which is what a restart of the log a crash interrupted
 		// leaves too. Open tells them apart by the leader epoch cache
 		// (settleEmptyTail): this one starts at or after the log start.
-		if err := p.writeEpochsLocked(); err != nil {
+		if err := p.mu.epochs.Persist(); err != nil {
 			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 		}
 	}
@@ -464,8 +464,8 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.mu.dirDirty = true
 	// The epochs and producers of the old batches go before the log start
 	// checkpoint moves: Open must not find them under the restarted log.
-	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
