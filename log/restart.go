@@ -144,11 +144,11 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	p.mu.dirDirty = false
 	p.mu.producers.reset()
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = at
+	p.dur.setFlushedBelowLocked(at)
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {
 		return fail(fmt.Errorf("cleaner checkpoint: %w", err))
 	}
-	if err := p.setRecoveryPointLocked(at); err != nil {
+	if err := p.dur.setRecoveryPointLocked(at); err != nil {
 		p.logger.Warn("partlog/log: restart: recovery point not persisted", "dir", p.dir, "err", err)
 	}
 	p.logger.Info("partlog/log: restarted the log", "dir", p.dir, "logStart", at, "segmentsRemoved", len(old))
