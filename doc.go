@@ -8,8 +8,9 @@
 //	log         Partition: a directory of segments; AppendBatch, ReadFrom, offsets
 //	segment     one segment: .log + .index + .timeindex; append, lookup, read, recover
 //	index       Kafka's sparse mmap'd offset and time indexes
+//	index/vfs   the filesystem every file goes through; implement or wrap it
 //	batch       zero-copy codec for RecordBatch v2
-//	internal    vfs (with crash-simulating and fault-injecting filesystems), mmap, checkpoints
+//	internal    crash-simulating and fault-injecting filesystems, mmap, checkpoints
 //
 // A first example, with the log package imported under another name because
 // it shadows the standard library's log:

@@ -61,7 +61,7 @@
 // started during the round (Result.CleanedTo is then -1), and its
 // TruncateTo lowers it to the new log end (Kafka's maybeTruncateCheckpoint),
 // so re-appended offsets are never taken as clean. log.Open applies Kafka's
-// load-time rules to whatever a crash left (package internal/segment/repair): a
+// load-time rules to whatever a crash left (package log/internal/repair): a
 // .swap replaces live segments only when it is a valid segment covering
 // them. There is no other recovery: a directory is recovered by opening it.
 //

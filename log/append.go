@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // AppendBatch appends one producer batch and returns the offset assigned to
@@ -318,7 +318,9 @@ func tooLate(ts, now int64, limit time.Duration) bool {
 // "Follower logs" in the package documentation for what Open makes of a
 // crash at that moment); a batch spanning 2^31 offsets (lastOffsetDelta
 // 2^31-1) cannot follow a gap and is refused with ErrUnexpectedOffset
-// before any batch of the set is written. Control batches and batches
+// before any batch of the set is written. A batch whose next offset would
+// pass math.MaxInt64 (last offset math.MaxInt64 or above) is refused with
+// ErrInvalidBatch, as Kafka refuses it. Control batches and batches
 // with fewer records than offsets (compacted) are allowed; the header,
 // including partitionLeaderEpoch, is stored as given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
@@ -400,6 +402,9 @@ func (p *Partition) checkAssigned(records []byte) error {
 		if bt.BaseOffset() < 0 {
 			return fmt.Errorf("%w: batch %d has negative base offset %d", ErrUnexpectedOffset, i, bt.BaseOffset())
 		}
+		if err := checkNextOffsetFits(bt); err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
 		if i > 0 && bt.BaseOffset() < next {
 			return fmt.Errorf("%w: batch %d starts at offset %d, not after the previous batch, which ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
 		}
@@ -413,6 +418,18 @@ func (p *Partition) checkAssigned(records []byte) error {
 	return nil
 }
 
+// checkNextOffsetFits refuses a batch whose next offset (base offset +
+// lastOffsetDelta + 1, the log end offset after it) would not fit an
+// int64: Kafka's largest next offset is Long.MaxValue, so the largest
+// last offset is math.MaxInt64 - 1. lastOffsetDelta must not be negative
+// (ValidateHeader refuses that).
+func checkNextOffsetFits(bt batch.Batch) error {
+	if base, d := bt.BaseOffset(), int64(bt.LastOffsetDelta()); base > math.MaxInt64-1-d {
+		return invalidBatchf(nil, "base offset %d + lastOffsetDelta %d passes the largest offset %d", base, d, int64(math.MaxInt64-1))
+	}
+	return nil
+}
+
 // appendLocked writes a batch whose base offset is the log end offset into
 // the active segment, rolling first when needed: bt is the whole batch
 // (body nil), or its header copy with body the rest of it (AppendBatch,
@@ -421,6 +438,9 @@ func (p *Partition) checkAssigned(records []byte) error {
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
 func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
+	if err := checkNextOffsetFits(bt); err != nil {
+		return err
+	}
 	if bt.BaseOffset() != p.mu.end.Offset {
 		// A follower's batch after an offset gap (follower.go).
 		if err := p.rollAcrossGapLocked(bt); err != nil {

@@ -199,7 +199,7 @@
 // holding replaced segments keep them. Each compaction round holds the
 // partition's cleaning claim, so two never run at once
 // (ErrCleaningInProgress). Open is the one crash cleanup: it completes or
-// undoes what a swap or a deletion left (package internal/segment/repair).
+// undoes what a swap or a deletion left (package log/internal/repair).
 //
 // # Concurrency
 //

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Durability, in one place (see also the package documentation,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // The durability part without a Partition: a fake core (durabilityCore and

@@ -1,6 +1,9 @@
 package log
 
-import "github.com/partlog/partlog/internal/segment"
+import (
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/segment"
+)
 
 // The partition's internal segment operations, for this package's external
 // tests (which drive them directly, as Compact and DeleteExpired do).
@@ -80,7 +83,7 @@ const (
 )
 
 // FS is the filesystem of the partition's files, for the external tests.
-func (p *Partition) FS() segment.FS { return p.cfg.FS }
+func (p *Partition) FS() vfs.FS { return p.cfg.FS }
 
 // PrepareSpare makes the next segment's spare now, as the goroutine an
 // append past half the segment starts (which WithManualRollFlush leaves

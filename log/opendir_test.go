@@ -20,10 +20,10 @@ import (
 	"github.com/partlog/partlog/compaction"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // lockChildEnv names the partition directory TestLockHelperProcess opens.
@@ -54,6 +54,24 @@ func TestLockHelperProcess(t *testing.T) {
 		fmt.Println("opened")
 	}
 	os.Exit(0)
+}
+
+// runLockChild runs TestLockHelperProcess in a child process on the
+// partition directory dir and returns what it printed: "locked", "opened"
+// or "error ...".
+func runLockChild(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "locked" || line == "opened" || strings.HasPrefix(line, "error") {
+			return line
+		}
+	}
+	require.Failf(t, "the child printed no result", "output %q", out)
+	return ""
 }
 
 // TestOpenLocksDirectory (issue 12, item 5): a second Open of an open
@@ -94,19 +112,7 @@ func TestOpenLocksDirectory(t *testing.T) {
 			t.Skip("without flock(2) the lock only excludes owners within one process")
 		}
 		dir := filepath.Join(t.TempDir(), "orders-0")
-		child := func() string {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
-			out, err := cmd.Output()
-			require.NoError(t, err)
-			for _, line := range strings.Split(string(out), "\n") {
-				if line == "locked" || line == "opened" || strings.HasPrefix(line, "error") {
-					return line
-				}
-			}
-			require.Failf(t, "the child printed no result", "output %q", out)
-			return ""
-		}
+		child := func() string { return runLockChild(t, dir) }
 		p, err := plog.Open(dir, plog.Config{})
 		require.NoError(t, err)
 		_, err = p.AppendBatch(logtest.MakeBatch(3, 10, 0, 1))

@@ -15,8 +15,8 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/epochs"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Partition is one Kafka partition stored in a directory of segments. See
@@ -236,7 +236,17 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	if m == nil {
+	if m != nil {
+		// A partition of a Dir holds no lock of its own (the Dir's root
+		// lock covers it), but one opened alone must not own it now
+		// (lockDir explains the order that makes this safe).
+		if err := probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
+			if errors.Is(err, vfs.ErrLocked) {
+				return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held: the partition is open on its own): %w", dir, ErrLocked, lockFile, err)
+			}
+			return nil, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, lockFile, err)
+		}
+	} else {
 		lock, lerr := lockDir(fs, dir)
 		if lerr != nil {
 			return nil, lerr

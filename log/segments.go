@@ -7,8 +7,8 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/logaccess"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // ErrSegmentsChanged is returned by DeleteExpired and Compact when

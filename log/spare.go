@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // The spare segment: creating a segment's files (.log, .index, .timeindex:
@@ -86,7 +87,7 @@ type spareSegments struct {
 	// Close waits for them.
 	bg *sync.WaitGroup
 	// fs, dir, segCfg and logger are the partition's.
-	fs     segment.FS
+	fs     vfs.FS
 	dir    string
 	segCfg segment.Config
 	logger *slog.Logger

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Stats is a snapshot of a partition's counters and gauges, returned by

@@ -6,7 +6,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Timestamp sentinels of Kafka's ListOffsets request, accepted by

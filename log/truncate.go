@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // TruncateTo cuts the log back so that offset is no longer in it, as a Kafka
