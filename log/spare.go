@@ -161,7 +161,7 @@ func (s *spareSegments) startLocked() {
 // carry the spare's names, which the new spare takes), creates the spare
 // (without mu: the files are nobody else's) and hands it to the partition, or discards it when the
 // partition closed, failed or has one meanwhile. A roll that comes while
-// the files are being created waits for them (takeSpareLocked) rather
+// the files are being created waits for them (takeLocked) rather
 // than create its own beside them. A failure only costs the next roll the
 // creation (logged). REQUIRES: mu not held.
 func (s *spareSegments) prepare() {
