@@ -14,7 +14,8 @@
 //   - an import pointing up the layers: internal < batch < index < segment <
 //     log < compaction (a package may import its own layer and those below;
 //     index/vfs, which imports nothing of the module, is on the lowest;
-//     internal/base and internal/checkpoint are on batch's);
+//     internal/base, internal/checkpoint and internal/epochs are on
+//     batch's);
 //   - a raw sync/atomic function call (atomic.AddInt64 ...): typed atomics
 //     only;
 //   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with

@@ -70,11 +70,13 @@ type pkgInfo struct {
 // module and sits on the lowest layer, so that the internal packages that
 // open files (mmap, checkpoint, the test filesystems) may use it;
 // internal/base, the error vocabulary of the layers above batch, is built
-// on batch.CorruptionError, and internal/checkpoint reports through it.
+// on batch.CorruptionError, internal/checkpoint reports through it, and
+// internal/epochs reads its checkpoint file.
 var placedLayers = map[string]string{
 	"index/vfs":           "internal",
 	"internal/base":       "batch",
 	"internal/checkpoint": "batch",
+	"internal/epochs":     "batch",
 }
 
 func (p pkgInfo) layer() (string, int) {
