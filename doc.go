@@ -12,6 +12,8 @@
 //	             carries out, and runners for one partition or a Dir
 //	segment      one segment (.log, .index, .timeindex) on its own
 //	index        Kafka's offset and time index files on their own
+//	index/vfs    the filesystem every file goes through: implement or wrap
+//	             it (Config.FS) to count, delay or fail operations
 //	log/logtest  a reference model of a partition, for property tests
 //
 // A first program: a partition in a directory, a batch of records built

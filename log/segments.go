@@ -7,8 +7,8 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/logaccess"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // ErrSegmentsChanged is returned by DeleteExpired and Compact when
@@ -117,7 +117,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)
-		p.truncateEpochsFromStartLocked(next)
+		p.mu.epochs.TruncateFromStart(next)
 	}
 	return p.dropOldestLocked(n, "retention")
 }

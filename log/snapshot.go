@@ -14,7 +14,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/crc32c"
 	"github.com/partlog/partlog/internal/logaccess"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Producer state snapshots: Kafka's <offset>.snapshot files (version 1),

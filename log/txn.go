@@ -13,7 +13,7 @@ import (
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Transactions: what Kafka's log layer keeps for transactional producers

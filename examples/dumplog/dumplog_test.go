@@ -17,8 +17,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // runDump runs the command and returns its exit status, stdout and stderr.

@@ -55,19 +55,24 @@ import (
 // exported type and also plain English a doc uses ("err" is Go's English).
 // "mu" is not English.
 var plainEnglish = map[string]bool{
-	"all": true, "batches": true, "bounds": true, "budget": true,
-	"cleaning": true, "close": true, "closed": true, "control": true,
-	"count": true, "decompressed": true, "done": true, "end": true,
-	"epochs": true, "err": true, "failed": true, "group": true, "header": true,
-	"holding": true, "last": true, "legacy": true, "length": true,
-	"limit": true, "lock": true, "logger": true, "mark": true, "next": true,
-	"offline": true, "once": true, "other": true, "path": true, "plain": true,
-	"plan": true, "producer": true, "producers": true, "progress": true,
-	"queued": true, "read": true, "refused": true, "release": true,
-	"rolled": true, "root": true, "section": true, "start": true,
-	"state": true, "stop": true, "synced": true, "truncated": true,
-	"truncations": true, "unsynced": true, "wait": true,
-	"workers": true, "written": true,
+	"add": true, "adopt": true, "all": true, "base": true, "batches": true,
+	"bounds": true, "budget": true, "cleaning": true, "close": true,
+	"closed": true, "closes": true, "control": true, "count": true,
+	"created": true, "decompressed": true, "done": true, "end": true,
+	"epochs": true, "err": true, "failed": true, "group": true, "guarded": true,
+	"header": true, "holding": true, "last": true, "lease": true,
+	"legacy": true, "length": true, "limit": true, "load": true, "lock": true,
+	"log": true, "logger": true, "mapping": true, "mark": true, "max": true,
+	"next": true, "offline": true, "once": true, "other": true, "path": true,
+	"pin": true, "plain": true, "plan": true, "producer": true,
+	"producers": true, "progress": true, "queued": true, "read": true,
+	"rebuild": true, "recover": true, "refused": true, "release": true,
+	"released": true, "remove": true, "reopens": true, "reserved": true,
+	"rolled": true, "root": true, "scan": true, "sealed": true, "section": true,
+	"sendfile": true, "size": true, "start": true, "state": true, "stop": true,
+	"suffix": true, "synced": true, "trim": true, "truncated": true,
+	"truncations": true, "unsynced": true, "use": true, "wait": true,
+	"walk": true, "window": true, "workers": true, "written": true,
 }
 
 // kafkaNames are Apache Kafka's names of format fields and configuration
@@ -87,6 +92,8 @@ var kafkaNames = map[string]bool{
 	"segment.bytes": true, "segment.index.bytes": true, "index.interval.bytes": true,
 	"max.message.bytes": true, "min.cleanable.dirty.ratio": true,
 	"num.recovery.threads.per.data.dir": true, "background.threads": true,
+	// Kafka's code, which docs cite for its rules.
+	"LogSegment.recover": true,
 }
 
 // docFixesPending lists path.Match patterns (relative to the module root) of
@@ -101,7 +108,6 @@ var docFixesPending = []string{
 	"log/dir.go",
 	"log/epochend.go",
 	"log/epochs.go",
-	"log/opencheck.go",
 	"log/partition.go",
 	"log/recovery.go",
 	"log/truncate.go",
@@ -509,6 +515,8 @@ func (c *docChecker) checkLine(p *docPackage, line string, code bool, params map
 			continue
 		case kafkaNames[chain]:
 			continue
+		case len(parts) >= 2 && strings.Trim(parts[0], "N") == "":
+			continue // a file name pattern: NNNNNNNNNNNNNNNNNNNN.log
 		}
 		if len(parts) == 1 {
 			w := parts[0]

@@ -12,7 +12,8 @@
 //   - any file of the module outside examples/ importing examples/, and a
 //     library package importing a Kafka client (franz-go);
 //   - an import pointing up the layers: internal < batch < index < segment <
-//     log < compaction (a package may import its own layer and those below);
+//     log < compaction (a package may import its own layer and those below;
+//     index/vfs, which imports nothing of the module, is on the lowest);
 //   - a raw sync/atomic function call (atomic.AddInt64 ...): typed atomics
 //     only;
 //   - os.IsNotExist, os.IsExist or os.IsPermission: use errors.Is with

@@ -65,17 +65,17 @@ type pkgInfo struct {
 	testSupport bool   // the last element ends in "test" (log/logtest)
 }
 
-// internalLayers places internal packages that hold a public package's
-// machinery on that package's layer: internal/segment is the segment
-// implementation behind the small public segment package.
-var internalLayers = map[string]string{
-	"internal/segment": "segment",
-	"internal/index":   "index",
+// placedLayers places packages whose layer is not their top-level
+// folder's: index/vfs, the filesystem interface, imports nothing of the
+// module and sits on the lowest layer, so that the internal packages that
+// open files (mmap, checkpoint, the test filesystems) may use it.
+var placedLayers = map[string]string{
+	"index/vfs": "internal",
 }
 
 func (p pkgInfo) layer() (string, int) {
 	top, _, _ := strings.Cut(p.rel, "/")
-	for dir, layer := range internalLayers {
+	for dir, layer := range placedLayers {
 		if under(p.rel, dir) {
 			top = layer
 		}

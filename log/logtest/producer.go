@@ -11,8 +11,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/logaccess"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // Producer rules: the Model mirrors the idempotent producer checks of
