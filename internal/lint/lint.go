@@ -31,6 +31,16 @@
 //     variable and type, and what an aliased internal type exposes.
 //     TestImporterProgram also builds a program of another module that
 //     uses segment and index alone, offline;
+//   - user-docs (doc_test.go): a package doc or an exported name's doc in
+//     a public package that names an internal package, an internal
+//     package's name (base.ErrCorrupt), a source file or an unexported
+//     identifier (mu, Partition.flushMu, acquireSnapshot); the files other
+//     changes were still moving are listed in docFixesPending;
+//   - readme (readme_test.go): the README's program is
+//     examples/readme/main.go byte for byte, builds in a module of its own
+//     with the README's go get line, offline, and prints what the README
+//     shows; every command of the README is run by that test or .ci/run;
+//     every relative link of the repository's markdown files resolves;
 //   - no-foreign-assign (imports_test.go): a non-test file assigning to a
 //     name of another package (pkg.Name = ..., pkg.Name[i] = ...,
 //     pkg.Name.Field = ..., pkg.Name++), whatever its type: no package
@@ -59,6 +69,8 @@ var Rules = []string{
 	"no-os-is",
 	"no-std-log",
 	"public-api",
+	"user-docs",
+	"readme",
 	"no-foreign-assign",
 	"no-internal-alias",
 }
