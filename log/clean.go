@@ -283,12 +283,40 @@ type Cleaner interface {
 	// end. Plan may read the view's batches (to build an offset map).
 	Plan(ctx context.Context, v *View) (end int64, err error)
 	// Batch decides what happens to b, a RecordBatch v2 batch of the
-	// rewritten segments. Legacy messages (magic 0 and 1) are copied
-	// without asking.
+	// rewritten segments. Legacy messages (magic 0 and 1) are never
+	// passed to Batch or Keep: a LegacyCleaner is asked about their
+	// records through KeepLegacy, and any other Cleaner has them copied
+	// as they are.
 	Batch(b batch.Batch) BatchDecision
 	// Keep decides whether rec, a record of b (which Batch answered
 	// BatchFilter), stays.
 	Keep(b batch.Batch, rec batch.Record) RecordVerdict
+}
+
+// LegacyCleaner is a Cleaner that decides about legacy messages too
+// (magic 0 and 1, which Kafka wrote before 0.11 and which a log upgraded
+// in place still holds); package compaction's Compactor is one. Compact
+// asks KeepLegacy about every record of every legacy message it rewrites,
+// in offset order among the batches, and carries out the answers as
+// Kafka's cleaner does: a plain message is kept or dropped whole; a
+// compressed wrapper from which some records go is written again with the
+// others, at their original offsets, with its magic and codec
+// (batch.Decoder.AppendLegacyFiltered); a wrapper from which all go is
+// dropped. A legacy message has no header to carry a delete horizon:
+// RecordKeepUntilHorizon keeps the record as RecordKeep does. When
+// nothing stays of the last entry of a rewritten run, a header-only v2
+// batch at its offset takes its place, as an emptied last batch stays, so
+// that the new segment ends where the old ones did.
+//
+// A Cleaner that does not implement LegacyCleaner has legacy messages
+// copied as they are.
+type LegacyCleaner interface {
+	Cleaner
+	// KeepLegacy decides whether rec, a record of a legacy message of
+	// the given magic, stays. rec has its absolute offset, key, value,
+	// timestamp (-1 under magic 0) and attribute byte, and nil Headers;
+	// its Key and Value are valid during the call.
+	KeepLegacy(magic int8, rec batch.Record) RecordVerdict
 }
 
 // Compact runs one round of a key-compaction policy (Kafka's log cleaner)
@@ -317,6 +345,10 @@ type Cleaner interface {
 //     a cut are dirty): CleanResult.CleanedTo is then -1. A swap after
 //     a truncation is refused with ErrSegmentsChanged (the segments read
 //     may have been cut and written again since).
+//
+// Legacy messages (magic 0 and 1) are rewritten with the answers of
+// c.KeepLegacy when c is a LegacyCleaner, and copied as they are
+// otherwise.
 //
 // A crash at any step leaves, after Open, either the old segments of a run
 // or the new one (DESIGN.md, "Crash safety"). Readers holding replaced
@@ -469,6 +501,12 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 				last := lastSeg && b.LastOffset() == s.NextOffset()-1
 				if nb, copied, err = w.batch(b, last); err != nil {
 					return discard(fmt.Errorf("%s: batch at offset %d: %w", s.LogPath(), b.BaseOffset(), err))
+				}
+			} else if lc, ok := w.c.(LegacyCleaner); ok {
+				off := legacy.Entry(b).Offset()
+				last := lastSeg && off == s.NextOffset()-1
+				if nb, copied, err = w.legacyEntry(lc, m, b, last); err != nil {
+					return discard(fmt.Errorf("%s: legacy message at offset %d: %w", s.LogPath(), off, err))
 				}
 			}
 			verbatim = verbatim && copied
@@ -629,6 +667,44 @@ func (w *rewriter) batch(b batch.Batch, last bool) (nb batch.Batch, copied bool,
 	}
 	w.removed += removed
 	return nb, false, nil
+}
+
+// legacyEntry applies a LegacyCleaner's decisions to e, a legacy message
+// of the given magic (see LegacyCleaner): nb is the entry to write (e
+// itself when copied, a rewritten wrapper, a header-only v2 batch at e's
+// offset when nothing of e stays and last is set, or nil to drop it).
+func (w *rewriter) legacyEntry(c LegacyCleaner, magic int8, e []byte, last bool) (nb batch.Batch, copied bool, err error) {
+	out, kept, removed, err := w.dec.AppendLegacyFiltered(w.buf[:0], e, func(r batch.Record) bool {
+		return c.KeepLegacy(magic, r) != RecordDrop
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	w.buf = out
+	switch {
+	case removed == 0:
+		return batch.Batch(e), true, nil
+	case kept > 0:
+		w.removed += int64(removed)
+		if invariants.Enabled {
+			if verr := w.dec.ValidateLegacy(w.buf); verr != nil {
+				return nil, false, fmt.Errorf("partlog/log: rewritten legacy message: %w", verr)
+			}
+		}
+		return batch.Batch(w.buf), false, nil
+	}
+	w.removed += int64(removed)
+	if !last {
+		return nil, false, nil
+	}
+	// The run's last entry stays as an empty batch covering its offset: it
+	// carries no timestamp, as the records it replaces are gone.
+	w.bld.Reset(batch.BuilderOptions{BaseOffset: legacy.Entry(e).Offset()})
+	w.buf, err = w.bld.AppendTo(w.buf[:0])
+	if err != nil {
+		return nil, false, err
+	}
+	return batch.Batch(w.buf), false, nil
 }
 
 // rebuild re-encodes b's kept records (w.keep): same base offset,
