@@ -303,10 +303,11 @@ type Cleaner interface {
 // others, at their original offsets, with its magic and codec
 // (batch.Decoder.AppendLegacyFiltered); a wrapper from which all go is
 // dropped. A legacy message has no header to carry a delete horizon:
-// RecordKeepUntilHorizon keeps the record as RecordKeep does. When
-// nothing stays of the last entry of a rewritten run, a header-only v2
-// batch at its offset takes its place, as an emptied last batch stays, so
-// that the new segment ends where the old ones did.
+// RecordKeepUntilHorizon keeps the record as RecordKeep does. When the
+// last records of the last entry of a rewritten run go, a header-only v2
+// batch at the entry's offset takes their place (after what stays of a
+// wrapper), as an emptied last batch stays, so that the new segment ends
+// where the old ones did.
 //
 // A Cleaner that does not implement LegacyCleaner has legacy messages
 // copied as they are.
@@ -451,6 +452,9 @@ type rewriter struct {
 	buf  []byte
 	keep []bool
 	read int64
+	// tailBuf holds the header-only batch that ends a run at a legacy
+	// message's offset (emptyAt).
+	tailBuf []byte
 	// removed counts the records dropped in the current run.
 	removed int64
 	// truncations is the partition's truncation count before the round's
@@ -495,7 +499,7 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 				return discard(err)
 			}
 			w.read += int64(len(b))
-			nb := batch.Batch(b)
+			nb, tail := batch.Batch(b), batch.Batch(nil)
 			copied := true
 			if m, _ := batch.PeekMagic(b); !legacy.IsMagic(m) {
 				last := lastSeg && b.LastOffset() == s.NextOffset()-1
@@ -505,16 +509,18 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 			} else if lc, ok := w.c.(LegacyCleaner); ok {
 				off := legacy.Entry(b).Offset()
 				last := lastSeg && off == s.NextOffset()-1
-				if nb, copied, err = w.legacyEntry(lc, m, b, last); err != nil {
+				if nb, tail, copied, err = w.legacyEntry(lc, m, b, last); err != nil {
 					return discard(fmt.Errorf("%s: legacy message at offset %d: %w", s.LogPath(), off, err))
 				}
 			}
 			verbatim = verbatim && copied
-			if nb == nil {
-				continue
-			}
-			if _, err := out.Append(nb); err != nil {
-				return discard(err)
+			for _, x := range []batch.Batch{nb, tail} {
+				if x == nil {
+					continue
+				}
+				if _, err := out.Append(x); err != nil {
+					return discard(err)
+				}
 			}
 		}
 	}
@@ -671,40 +677,56 @@ func (w *rewriter) batch(b batch.Batch, last bool) (nb batch.Batch, copied bool,
 
 // legacyEntry applies a LegacyCleaner's decisions to e, a legacy message
 // of the given magic (see LegacyCleaner): nb is the entry to write (e
-// itself when copied, a rewritten wrapper, a header-only v2 batch at e's
-// offset when nothing of e stays and last is set, or nil to drop it).
-func (w *rewriter) legacyEntry(c LegacyCleaner, magic int8, e []byte, last bool) (nb batch.Batch, copied bool, err error) {
+// itself when copied, a rewritten wrapper, or nil to drop it). last is
+// set for the run's last entry, which must still end the run: when
+// nothing of e stays, nb is a header-only v2 batch at e's offset; when a
+// rewritten wrapper ends before e did (its last records went), tail is
+// such a batch, to write after nb.
+func (w *rewriter) legacyEntry(c LegacyCleaner, magic int8, e []byte, last bool) (nb, tail batch.Batch, copied bool, err error) {
 	out, kept, removed, err := w.dec.AppendLegacyFiltered(w.buf[:0], e, func(r batch.Record) bool {
 		return c.KeepLegacy(magic, r) != RecordDrop
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	w.buf = out
-	switch {
-	case removed == 0:
-		return batch.Batch(e), true, nil
-	case kept > 0:
-		w.removed += int64(removed)
-		if invariants.Enabled {
-			if verr := w.dec.ValidateLegacy(w.buf); verr != nil {
-				return nil, false, fmt.Errorf("partlog/log: rewritten legacy message: %w", verr)
-			}
-		}
-		return batch.Batch(w.buf), false, nil
+	if removed == 0 {
+		return batch.Batch(e), nil, true, nil
 	}
 	w.removed += int64(removed)
+	end := legacy.Entry(e).Offset()
+	if kept > 0 {
+		if invariants.Enabled {
+			if verr := w.dec.ValidateLegacy(w.buf); verr != nil {
+				return nil, nil, false, fmt.Errorf("partlog/log: rewritten legacy message: %w", verr)
+			}
+		}
+		if last && legacy.Entry(w.buf).Offset() < end {
+			if tail, err = w.emptyAt(end); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		return batch.Batch(w.buf), tail, false, nil
+	}
 	if !last {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	// The run's last entry stays as an empty batch covering its offset: it
-	// carries no timestamp, as the records it replaces are gone.
-	w.bld.Reset(batch.BuilderOptions{BaseOffset: legacy.Entry(e).Offset()})
-	w.buf, err = w.bld.AppendTo(w.buf[:0])
+	nb, err = w.emptyAt(end)
+	return nb, nil, false, err
+}
+
+// emptyAt returns a header-only v2 batch covering offset off alone, in
+// w.tailBuf: it stands in for the end of a legacy message whose last
+// records went, at the end of a run. It carries no timestamp, as the
+// records it replaces are gone.
+func (w *rewriter) emptyAt(off int64) (batch.Batch, error) {
+	w.bld.Reset(batch.BuilderOptions{BaseOffset: off})
+	var err error
+	w.tailBuf, err = w.bld.AppendTo(w.tailBuf[:0])
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	return batch.Batch(w.buf), false, nil
+	return batch.Batch(w.tailBuf), nil
 }
 
 // rebuild re-encodes b's kept records (w.keep): same base offset,
