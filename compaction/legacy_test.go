@@ -415,3 +415,35 @@ func TestCompactionLegacyTombstoneHorizon(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactionDropsKeylessLegacyRecords: a legacy record without a key
+// goes, a wrapper's inner one or a plain message, as in Kafka's cleaner,
+// which has always counted a keyless record of a compacted log as invalid
+// and not retained it (LogCleaner.shouldRetainMessage in 0.9 and 0.10,
+// Cleaner.shouldRetainRecord today: stats.invalidMessage(), false); the
+// keyed record beside it stays.
+func TestCompactionDropsKeylessLegacyRecords(t *testing.T) {
+	for _, magic := range []int8{legacy.MagicV0, legacy.MagicV1} {
+		t.Run(fmt.Sprint("v", magic), func(t *testing.T) {
+			src := encodeLegacy(t, magic, batch.CompressionSnappy, 0, kv{value: k("x"), ts: 5}, kv{key: k("a"), value: k("1"), ts: 6})
+			src = append(src, encodeLegacy(t, magic, batch.CompressionNone, 2, kv{value: k("y"), ts: 7})...)
+			l := openLegacyLog(t, vfs.NewMem(), "/p/t-0", src, 1<<20)
+			defer l.close()
+			require.NoError(t, l.roll())
+			_, err := l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k("b"), value: k("2"), ts: 8}))
+			require.NoError(t, err)
+			require.NoError(t, l.roll())
+			now := time.UnixMilli(1_800_000_000_000)
+			c, err := NewCompactor(compactCfg(&now))
+			require.NoError(t, err)
+			res, err := c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), res.RecordsRemoved)
+			var got []string
+			for _, r := range l.readAll(t) {
+				got = append(got, fmt.Sprint(r.Key, r.Offset))
+			}
+			require.Equal(t, []string{"a1", "b3"}, got)
+		})
+	}
+}
