@@ -88,11 +88,15 @@ func corruptf(pos int64, field, format string, args ...any) error {
 	return &CorruptionError{Pos: pos, Field: field, Err: fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))}
 }
 
-// located returns err as a *CorruptionError when it is the position error
-// of internal/legacy (a *corrupt.Error), with the same position, field and
-// Err; any other err as it is. Every error of internal/legacy that batch
-// returns goes through it.
+// located returns err as a *CorruptionError when it holds the position
+// error of internal/legacy (a *corrupt.Error) and no *CorruptionError,
+// with the same position, field and Err; any other err as it is. The
+// exported functions of legacy.go return every error through it.
 func located(err error) error {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		return err
+	}
 	var e *corrupt.Error
 	if errors.As(err, &e) {
 		return &CorruptionError{Pos: e.Pos, Field: e.Field, Err: e.Err}
