@@ -14,6 +14,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 )
@@ -177,8 +178,9 @@ type Partition struct {
 		// batch being appended, patched here and never in the caller's
 		// bytes.
 		header [batch.HeaderSize]byte
-		// producers is the idempotent producer state (producer.go).
-		producers producerState
+		// producers is the producer state and the open transactions
+		// (package internal/producer; producer.go), set by Open.
+		producers *producer.State
 		// truncating is the segment TruncateTo waits, without mu, to take
 		// the exclusive lease of (nil otherwise); nothing is changed
 		// before it has it. While it is set, writers wait on truncated
@@ -297,6 +299,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.group.cond = sync.NewCond(&p.group.mu)
 	p.truncated.L = &p.mu.Mutex
 	p.mu.hwCheckpoint = -1
+	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
 	fs := cfg.FS
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)

@@ -142,7 +142,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 		return fail(err)
 	}
 	p.mu.dirDirty = false
-	p.mu.producers.reset()
+	p.resetProducersLocked() // the open transactions end: the LSO follows the HW
 	p.mu.rollAfter = p.newRollAfter()
 	p.mu.flushedBelow = at
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -211,7 +212,7 @@ func TestTxnStateAcrossReopen(t *testing.T) {
 				names, err := os.ReadDir(dir)
 				require.NoError(t, err)
 				for _, n := range names {
-					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+					if strings.HasSuffix(n.Name(), producer.SnapshotSuffix) {
 						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
 					}
 				}
@@ -472,7 +473,7 @@ func TestOpenRefusesDamagedTxnIndex(t *testing.T) {
 				names, err := os.ReadDir(dir)
 				require.NoError(t, err)
 				for _, n := range names {
-					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+					if strings.HasSuffix(n.Name(), producer.SnapshotSuffix) {
 						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
 					}
 				}

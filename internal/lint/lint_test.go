@@ -67,10 +67,12 @@ type pkgInfo struct {
 
 // internalLayers places internal packages that hold a public package's
 // machinery on that package's layer: internal/segment is the segment
-// implementation behind the small public segment package.
+// implementation behind the small public segment package, internal/producer
+// the partition's producer state (below package log, above batch).
 var internalLayers = map[string]string{
-	"internal/segment": "segment",
-	"internal/index":   "index",
+	"internal/segment":  "segment",
+	"internal/index":    "index",
+	"internal/producer": "log",
 }
 
 func (p pkgInfo) layer() (string, int) {
