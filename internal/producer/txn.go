@@ -63,8 +63,13 @@ func (s *State) lastStableAfter(marker int64) int64 {
 }
 
 // OpenTxns returns the open transactions, oldest (lowest first offset)
-// first, as a new slice.
-func (s *State) OpenTxns() []OpenTxn { return slices.Clone(s.ongoing) }
+// first, in a new slice; nil when none is open.
+func (s *State) OpenTxns() []OpenTxn {
+	if len(s.ongoing) == 0 {
+		return nil
+	}
+	return slices.Clone(s.ongoing)
+}
 
 // FirstUnstable returns the first offset of the oldest open transaction,
 // and false when none is open: the last stable offset may not pass it.
