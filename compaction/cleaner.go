@@ -289,10 +289,14 @@ func isLegacy(b batch.Batch) bool {
 
 // producerLast is what a round knows of a producer's last batch.
 type producerLast struct {
-	lastOffset   int64
+	// lastOffset is the last offset of the producer's last data batch
+	// (markers excluded), -1 when the log holds none.
+	lastOffset int64
+	// maxTimestamp is the max timestamp of the producer's last batch or
+	// marker: expiry measures idleness from it.
 	maxTimestamp int64
-	// openTxn: the batch is transactional data, so no marker has ended
-	// its transaction yet.
+	// openTxn: the last batch is transactional data, so no marker has
+	// ended its transaction yet.
 	openTxn bool
 }
 
@@ -323,8 +327,20 @@ func (c *Compactor) scanProducers(ctx context.Context, v *plog.View) (int64, err
 				continue
 			}
 			a := b.Attributes()
-			c.producers[pid] = producerLast{lastOffset: b.LastOffset(), maxTimestamp: b.MaxTimestamp(),
-				openTxn: a.IsTransactional() && !a.IsControl()}
+			// A marker ends the producer's transaction and refreshes its
+			// last timestamp, but its last batch stays the last data batch
+			// (Kafka's lastDataOffset): that batch keeps the producer's
+			// sequence for a replica that rebuilds producer state from the
+			// compacted log.
+			pl, seen := c.producers[pid]
+			if !seen {
+				pl.lastOffset = -1
+			}
+			pl.maxTimestamp, pl.openTxn = b.MaxTimestamp(), a.IsTransactional() && !a.IsControl()
+			if !a.IsControl() {
+				pl.lastOffset = b.LastOffset()
+			}
+			c.producers[pid] = pl
 			if !a.IsTransactional() || b.BaseOffset() >= hw {
 				continue
 			}

@@ -158,11 +158,15 @@ func TestOpenTransactionBoundsCleaning(t *testing.T) {
 // stays while its transaction's records are in the log.
 func TestMarkerRemovedAfterHorizon(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	x := newTxnLog(t, now.UnixMilli()-1000)
+	// The producers wrote two days ago: they have expired (1 day), so
+	// nothing keeps their last data batches as empty headers, and the
+	// aborted batch can go whole.
+	x := newTxnLog(t, now.Add(-48*time.Hour).UnixMilli())
 	x.data(7, true, kv{key: k("A"), value: k("aborted")})
 	abort := x.marker(7, batch.ControlAbort)
 	x.data(8, true, kv{key: k("C"), value: k("committed")})
 	commit := x.marker(8, batch.ControlCommit)
+	x.ts = now.UnixMilli() - 1000
 	dirty := func(v string) {
 		t.Helper()
 		x.data(-1, false, kv{key: k("D"), value: k(v)})
@@ -202,5 +206,40 @@ func TestMarkerRemovedAfterHorizon(t *testing.T) {
 		got[r.Key] = r.Value
 	}
 	assert.Equal(t, map[string]string{"C": "committed", "D": "4'"}, got)
+	require.NoError(t, x.l.Verify())
+}
+
+// TestCompactionKeepsLastDataBatchOfTransactionalProducer is the
+// Kafka-semantics issue's third case: a live transactional producer whose
+// last data batch compaction empties keeps that batch as an empty header,
+// even though its COMMIT marker comes after it (Kafka's cleaner keeps the
+// batch whose last offset is the producer's lastDataOffset, markers
+// excluded: LogCleaner.isBatchLastRecordOfProducer, RETAIN_EMPTY). On
+// 86b910c the marker counted as the producer's last batch, the data batch
+// went, and a replica rebuilt from the compacted log knew the producer's
+// epoch but not its sequence, so it refused the producer's next batch.
+func TestCompactionKeepsLastDataBatchOfTransactionalProducer(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	x := newTxnLog(t, now.UnixMilli()-1000)
+	last := x.data(7, true, kv{key: k("K"), value: k("old")})
+	x.marker(7, batch.ControlCommit)
+	x.data(-1, false, kv{key: k("K"), value: k("new")}) // K's latest: 7's record goes
+	require.NoError(t, x.l.roll())
+
+	c, err := NewCompactor(compactCfg(&now))
+	require.NoError(t, err)
+	res, err := c.Apply(context.Background(), x.l)
+	require.NoError(t, err)
+	require.True(t, res.Compacted, "%+v", res)
+	kept, ok := rawBatches(t, x.l)[last]
+	require.True(t, ok, "the producer's last data batch is gone")
+	assert.Equal(t, int32(0), kept.RecordsCount(), "kept as an empty header")
+	assert.Equal(t, int64(7), kept.ProducerID())
+	assert.Equal(t, int32(0), kept.BaseSequence())
+	got := map[string]string{}
+	for _, r := range x.l.readAll(t) {
+		got[r.Key] = r.Value
+	}
+	assert.Equal(t, map[string]string{"K": "new"}, got)
 	require.NoError(t, x.l.Verify())
 }

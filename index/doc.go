@@ -61,15 +61,13 @@
 // blocks up front also means that a full disk fails the grow with an error
 // instead of raising SIGBUS on a later write into the mapping.
 //
-// Files without an operating-system descriptor (vfs.NewMem, used by the
-// crash and fault-injection tests) use internal/mmap's heap fallback: a
-// heap copy read once, with every entry written through to the file, so the
-// same code runs on both.
-//
-// Files are opened through an FS (an alias of internal/vfs's interface, so
-// that an importer can name and implement it; segment.FS and the log
-// package's Config.FS are the same type). A nil FS is the operating
-// system's, which OSFS also returns.
+// Files are opened through a vfs.FS (package index/vfs, the filesystem
+// every file of a partition goes through; segment.Config and the log
+// package's Config take the same type). A nil FS is the operating
+// system's, vfs.Default. A file without an operating-system descriptor (an
+// in-memory filesystem's, whose Fd is vfs.InvalidFd) is not mapped: the
+// index keeps a heap copy, read once, and writes every entry through to
+// the file, so the same code runs on both.
 //
 // A file's length is only a trustworthy entry count for a trimmed index.
 // An index that was still preallocated when the process crashed has a
@@ -103,9 +101,9 @@
 //     overlap, reader or writer: TruncateTo, Close. The segment takes the
 //     write side of its read lease around them.
 //
-// The segment also grows, trims, renames, resets and deletes its indexes
-// and checks them against the log; that machinery is in the module's
-// internal/index package, which this package wraps.
+// A segment also grows (Resize), trims (TrimToValidSize), resets,
+// renames and deletes its indexes, checks them against its .log (Check),
+// and counts the entries below a position (SearchPosition, a reader).
 //
 // Why lookups need no lock:
 //

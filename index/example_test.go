@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/partlog/partlog/index"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // Example indexes two batches of a segment whose base offset is 100, looks

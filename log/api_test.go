@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/index"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestCorruptionErrorAsFromOpen: the corruption a strict Open refuses is
@@ -32,21 +32,21 @@ func TestCorruptionErrorAsFromOpen(t *testing.T) {
 	require.Equal(t, pos[1]+17, ce.Pos, "the position of the batch's crc field")
 }
 
-// openCounter is an importer's filesystem for Config.FS: it names only the
-// public aliases and wraps the OS filesystem.
+// openCounter is an importer's filesystem for Config.FS: it names only
+// package index/vfs and wraps the OS filesystem.
 type openCounter struct {
-	segment.FS
+	vfs.FS
 	opens int
 }
 
-func (c *openCounter) OpenReadWrite(name string) (segment.File, error) {
+func (c *openCounter) OpenReadWrite(name string) (vfs.File, error) {
 	c.opens++
 	return c.FS.OpenReadWrite(name)
 }
 
-// TestConfigFSAlias: Config.FS takes an FS written against segment.FS.
+// TestConfigFSAlias: Config.FS takes an FS written against index/vfs.
 func TestConfigFSAlias(t *testing.T) {
-	fs := &openCounter{FS: index.OSFS()}
+	fs := &openCounter{FS: vfs.Default}
 	p, err := plog.Open(filepath.Join(t.TempDir(), "t-0"), plog.Config{FS: fs})
 	require.NoError(t, err)
 	require.Same(t, fs, p.FS().(*openCounter))

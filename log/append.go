@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // AppendBatch appends one producer batch and returns the offset assigned to
@@ -107,7 +107,7 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		if info != nil {
 			*info = d
 		}
-		if err == nil && p.syncEveryAppend() {
+		if err == nil && p.dur.syncEveryAppend() {
 			if abandoned, err := p.afterAppendContext(ctx, seq, false); err != nil {
 				if abandoned {
 					return d.Base, err // stored; its sync goes on (context.go)
@@ -318,7 +318,9 @@ func tooLate(ts, now int64, limit time.Duration) bool {
 // "Follower logs" in the package documentation for what Open makes of a
 // crash at that moment); a batch spanning 2^31 offsets (lastOffsetDelta
 // 2^31-1) cannot follow a gap and is refused with ErrUnexpectedOffset
-// before any batch of the set is written. Control batches and batches
+// before any batch of the set is written. A batch whose next offset would
+// pass math.MaxInt64 (last offset math.MaxInt64 or above) is refused with
+// ErrInvalidBatch, as Kafka refuses it. Control batches and batches
 // with fewer records than offsets (compacted) are allowed; the header,
 // including partitionLeaderEpoch, is stored as given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
@@ -400,6 +402,9 @@ func (p *Partition) checkAssigned(records []byte) error {
 		if bt.BaseOffset() < 0 {
 			return fmt.Errorf("%w: batch %d has negative base offset %d", ErrUnexpectedOffset, i, bt.BaseOffset())
 		}
+		if err := checkNextOffsetFits(bt); err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
 		if i > 0 && bt.BaseOffset() < next {
 			return fmt.Errorf("%w: batch %d starts at offset %d, not after the previous batch, which ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
 		}
@@ -413,21 +418,36 @@ func (p *Partition) checkAssigned(records []byte) error {
 	return nil
 }
 
+// checkNextOffsetFits refuses a batch whose next offset (base offset +
+// lastOffsetDelta + 1, the log end offset after it) would not fit an
+// int64: Kafka's largest next offset is Long.MaxValue, so the largest
+// last offset is math.MaxInt64 - 1. lastOffsetDelta must not be negative
+// (ValidateHeader refuses that).
+func checkNextOffsetFits(bt batch.Batch) error {
+	if base, d := bt.BaseOffset(), int64(bt.LastOffsetDelta()); base > math.MaxInt64-1-d {
+		return invalidBatchf(nil, "base offset %d + lastOffsetDelta %d passes the largest offset %d", base, d, int64(math.MaxInt64-1))
+	}
+	return nil
+}
+
 // appendLocked writes a batch whose base offset is the log end offset into
 // the active segment, rolling first when needed: bt is the whole batch
 // (body nil), or its header copy with body the rest of it (AppendBatch,
 // which must not write into the caller's bytes). A leader epoch the batch
-// starts is first recorded durably (assignEpochLocked). On success it
+// starts is first recorded durably (epochs.Cache.Assign). On success it
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
 func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
+	if err := checkNextOffsetFits(bt); err != nil {
+		return err
+	}
 	if bt.BaseOffset() != p.mu.end.Offset {
 		// A follower's batch after an offset gap (follower.go).
 		if err := p.rollAcrossGapLocked(bt); err != nil {
 			return err
 		}
 	}
-	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
+	if err := p.mu.epochs.Assign(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
 		return err
 	}
 	snap := p.segs.Load()
@@ -453,13 +473,13 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
-	if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {
+	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
 		p.mu.hw = p.mu.end
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.stats.noteAppend(bt)
-	p.maybePrepareSpareLocked(active) // spare.go
-	p.observeProducerLocked(bt)       // producer.go; the header is enough
+	p.dur.spare.maybePrepareLocked(active)
+	p.observeProducerLocked(bt) // producer.go; the header is enough
 	return nil
 }
 
@@ -490,7 +510,7 @@ const rollForced = segment.RollNone
 // (the log end offset) the active one. It does no fsync and writes no
 // checkpoint: the flush of the sealed segment, its producer snapshot and
 // the recovery point at newBase are left to the background
-// (noteRolledLocked, durability.go). On failure the old segment stays
+// (durability.noteRolledLocked). On failure the old segment stays
 // active. REQUIRES: mu held.
 func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	snap := p.segs.Load()
@@ -498,7 +518,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
 	}
-	seg, err := p.createNextLocked(newBase) // the spare renamed, spare.go
+	seg, err := p.dur.spare.createNextLocked(newBase) // the spare renamed, spare.go
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
 			p.setFailedLocked(failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)))
@@ -512,8 +532,9 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
-	p.noteRolledLocked(newBase)     // the flush, in the background
-	p.startSpareLocked()            // the next roll's segment, spare.go
+	// The flush, in the background; the next roll's segment (spare.go).
+	p.dur.noteRolledLocked(newBase, p.truncations.Load())
+	p.dur.spare.startLocked()
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

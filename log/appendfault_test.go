@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/index"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestAppendBatchMappedSourceFault (review item 7): AppendBatch given the

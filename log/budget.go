@@ -1,6 +1,6 @@
 package log
 
-import "github.com/partlog/partlog/internal/segment"
+import "github.com/partlog/partlog/segment"
 
 // SegmentBudget returns the counters of the segment budget the Dir's
 // partitions share (DirConfig.MaxOpenSegments): the sealed segments open

@@ -12,7 +12,7 @@ import (
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // This file is the partition's side of its cleanup policies (package

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // Kafka's defaults for the topic configs a Partition honours.
@@ -159,11 +159,11 @@ type Config struct {
 	// deletions). Default: a logger that discards everything.
 	Logger *slog.Logger
 
-	// FS is the filesystem every file goes through (segment.FS, the
-	// interface every package of partlog takes). Default (nil): the
+	// FS is the filesystem every file goes through (package index/vfs,
+	// the interface every package of partlog takes). Default (nil): the
 	// operating system's. Tests pass an in-memory filesystem or a fault
 	// injector.
-	FS segment.FS
+	FS vfs.FS
 
 	// Now is the wall clock, used for time-based rolls of segments without
 	// timestamps, for LogAppendTime, for the timestamp limits of AppendBatch

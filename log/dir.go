@@ -8,16 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // defaultBackgroundThreads is Kafka's background.threads: the default of
@@ -36,6 +37,32 @@ const dirLockFile = ".lock" // frozen: Kafka's name
 // renamed before removing it: "<topic>-<partition>.<32 hex digits>-delete",
 // Kafka's name. OpenDir removes what a crash left of one.
 const deleteDirSuffix = "-delete" // frozen: Kafka's name
+
+// deleteDirPattern matches the names OpenDir takes for a deletion a crash
+// interrupted, Kafka's DeleteDirPattern: "<topic>-<partition>.<id>-delete"
+// without white space. Any other directory, such as a user's
+// "backup-to-delete", is left alone.
+var deleteDirPattern = regexp.MustCompile(`^(\S+)-(\S+)\.(\S+)-delete$`)
+
+// maxDirNameBytes is the longest file name the common Linux filesystems
+// take (NAME_MAX), the bound Kafka caps a deleted partition's name to.
+const maxDirNameBytes = 255
+
+// deleteDirName returns the name DeletePartition renames tp's directory
+// to: "<topic>-<partition>.<32 random hex digits>-delete", its topic cut
+// short so that the whole name fits maxDirNameBytes (a topic of 214
+// characters or more would not fit otherwise), as Kafka's
+// logDeleteDirName does.
+func deleteDirName(tp TopicPartition) string {
+	var id [16]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
+	suffix := "-" + strconv.Itoa(int(tp.Partition)) + "." + hex.EncodeToString(id[:]) + deleteDirSuffix
+	topic := tp.Topic
+	if n := maxDirNameBytes - len(suffix); len(topic) > n {
+		topic = topic[:n]
+	}
+	return topic + suffix
+}
 
 // ErrUnknownPartition is returned by DeletePartition for a partition the
 // Dir does not hold. Kafka error code: UNKNOWN_TOPIC_OR_PARTITION (3).
@@ -216,7 +243,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	var deleted []string
 	for _, name := range names {
 		topic, part, isPart := checkpoint.ParseDirName(name)
-		isDelete := strings.HasSuffix(name, deleteDirSuffix)
+		isDelete := deleteDirPattern.MatchString(name)
 		if !isPart && !isDelete {
 			continue
 		}
@@ -514,7 +541,8 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 
 // DeletePartition closes the partition topic-partition and deletes it the
 // way Kafka does: its directory is renamed to
-// "<topic>-<partition>.<random hex>-delete" (durably: from then on the
+// "<topic>-<partition>.<random hex>-delete", the topic cut short when the
+// name would pass 255 bytes, as Kafka cuts it (durably: from then on the
 // partition is gone, after a crash too), its entries are dropped from the
 // root checkpoint files, and the renamed directory is removed (OpenDir
 // finishes that after a crash). Records the partition returned stay
@@ -542,10 +570,8 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
 			"dir", d.path, "partition", tp.String(), "err", err)
 	}
-	var suffix [16]byte
-	_, _ = rand.Read(suffix[:]) // crypto/rand.Read never fails
 	from := filepath.Join(d.path, tp.String())
-	to := from + "." + hex.EncodeToString(suffix[:]) + deleteDirSuffix
+	to := filepath.Join(d.path, deleteDirName(tp))
 	if err := d.fs.Rename(from, to); err != nil {
 		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
 	}

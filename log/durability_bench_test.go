@@ -15,10 +15,10 @@ import (
 	"github.com/klauspost/crc32"
 
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // benchLog writes size bytes of 16 KiB batches into a new partition (one

@@ -6,10 +6,10 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/internal/mmap"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
-// errFault is index.ErrFault (the same value as internal/segment's): the
+// errFault is index.ErrFault (the same value as segment.ErrFault): the
 // package documentation's ErrFault. See "Media errors" there.
 var errFault = segment.ErrFault
 

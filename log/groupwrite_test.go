@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // groupCycle sets up one group commit cycle with queued appenders: a

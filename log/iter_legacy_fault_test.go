@@ -17,9 +17,9 @@ import (
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // storedRecord is what a test compares of a record.

@@ -15,9 +15,9 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // recoveryPolicies are the policies every law-12 case runs under.

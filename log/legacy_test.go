@@ -18,9 +18,9 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // Partition directories holding legacy magic 1 messages Kafka 0.10 wrote

@@ -3,7 +3,7 @@ package log
 import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // locate returns the position in seg of the batch holding offset (the first

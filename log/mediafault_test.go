@@ -14,9 +14,9 @@ import (
 
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // faultPartition opens a partition on the OS filesystem with 4 KiB

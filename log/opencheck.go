@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
-	"github.com/partlog/partlog/internal/segment/repair"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/log/internal/repair"
+	"github.com/partlog/partlog/segment"
 )
 
 // lockFile is the name of the lock file Open creates (empty) in the
@@ -23,12 +23,25 @@ import (
 // partlog's takes it for a segment file (docs/format.md).
 const lockFile = ".partlog.lock" // frozen: on-disk name
 
-// ErrLocked is wrapped by the error Open returns when the partition
-// directory is already open (its lockFile is locked by another Open, in
-// this process or another). The error names the directory.
+// ErrLocked is wrapped by the error Open or OpenDir returns when the
+// directory already has an owner, in this process or another: another
+// Open of the partition, a Dir whose log directory holds it (Open of a
+// Dir's partition on its own), or a partition open on its own (OpenDir or
+// CreatePartition of it). The error names the directory.
 var ErrLocked = errors.New("partlog/log: partition directory is already open")
 
-// lockDir takes the partition directory's lock.
+// lockDir takes the partition directory's lock for a partition opened
+// alone, then makes sure no Dir owns the log directory above it (a
+// partition of an open Dir must not get a second owner, in this process
+// or another, which would append over the Dir's partition).
+//
+// The two kinds of owner exclude each other by the order of their locks:
+// Open takes lockFile first and then probes the parent's dirLockFile; a
+// Dir takes dirLockFile first and then probes the lockFile of each
+// partition it opens (probeFree in openPartition). Whichever probes
+// second finds the other's lock held and refuses, so at most one of them
+// owns the partition (both may refuse when they race). A probe only locks
+// a file that exists: neither owner creates the other's lock file.
 func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
 	l, err := fs.Lock(filepath.Join(dir, lockFile))
 	if errors.Is(err, vfs.ErrLocked) {
@@ -37,7 +50,32 @@ func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
 	}
+	root := filepath.Join(filepath.Dir(dir), dirLockFile)
+	if err := probeFree(fs, root); err != nil {
+		_ = l.Close()
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("partlog/log: open %s: %w (the log directory's %s is held: a Dir owns the partition): %w", dir, ErrLocked, root, err)
+		}
+		return nil, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, root, err)
+	}
 	return l, nil
+}
+
+// probeFree reports whether the lock file name is free: nil when it does
+// not exist or when a Lock of it succeeds (the lock is released at once),
+// an error wrapping vfs.ErrLocked when another owner holds it.
+func probeFree(fs vfs.FS, name string) error {
+	if _, err := fs.Stat(name); err != nil {
+		if errors.Is(err, errNotExist) {
+			return nil
+		}
+		return err
+	}
+	l, err := fs.Lock(name)
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // dirCheck is what Open learned about the directory before changing

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestOpenRemovesOrphanIndexes checks that Open removes the index files a

@@ -8,7 +8,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Records is the result of a read: whole batches, contiguous in one segment

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestReadCommittedCorruptLengthInLongRange: a batch whose length field was

@@ -12,9 +12,9 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // allRecords collects what r.All(dec) yields, and the error it ends with.

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestRecoveryDamageOneDefinition: the pre-scan a policy is asked from and

@@ -17,10 +17,10 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // logReads counts the bytes read from .log files through an injector.

@@ -2,8 +2,9 @@ package log
 
 import (
 	"fmt"
+	"math"
 
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // TruncateFullyAndStartAt empties the log and restarts it at offset, as
@@ -14,8 +15,9 @@ import (
 // is lowered to offset when it is above it. A follower calls it when its
 // leader's log start offset is past its own log end (the leader deleted
 // what the follower would fetch next), or to lower the log start offset
-// (TruncateTo below the log start does). A negative offset gives
-// ErrOffsetOutOfRange and changes nothing.
+// (TruncateTo below the log start does). An offset outside [0,
+// math.MaxInt64 - math.MaxInt32] (a segment's offsets are 32 bits relative
+// to its base) gives ErrOffsetOutOfRange and changes nothing.
 //
 // Above the log end offset (offset >= LogEndOffset) the restart is atomic
 // across a crash: the new segment is created and made durable first, the
@@ -45,14 +47,19 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
-	if offset < 0 {
-		return fmt.Errorf("%w: restart the log at negative offset %d", ErrOffsetOutOfRange, offset)
+	if offset < 0 || offset > maxSegmentBase {
+		return fmt.Errorf("%w: restart the log at offset %d, outside [0, %d]", ErrOffsetOutOfRange, offset, int64(maxSegmentBase))
 	}
 	if offset < p.mu.end.Offset {
 		return p.truncateFullyLocked(offset)
 	}
 	return p.restartAboveEndLocked(offset)
 }
+
+// maxSegmentBase is the largest base offset a segment can have: its
+// indexes hold offsets relative to the base in 32 bits, and every offset
+// of the segment must fit an int64.
+const maxSegmentBase = math.MaxInt64 - math.MaxInt32
 
 // restartAboveEndLocked is TruncateFullyAndStartAt at an offset at or
 // above the log end: create, commit (log start checkpoint), remove.
@@ -121,8 +128,8 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	// 4. The epochs of the old batches go, durably, before the old
 	// segments (all below the log start now): once none is left, Open
 	// cannot tell the restart was interrupted.
-	p.mu.epochs, p.mu.epochsDirty = nil, true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	var first error
@@ -144,11 +151,11 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	p.mu.dirDirty = false
 	p.resetProducersLocked() // the open transactions end: the LSO follows the HW
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = at
+	p.dur.setFlushedBelowLocked(at)
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {
 		return fail(fmt.Errorf("cleaner checkpoint: %w", err))
 	}
-	if err := p.setRecoveryPointLocked(at); err != nil {
+	if err := p.dur.setRecoveryPointLocked(at); err != nil {
 		p.logger.Warn("partlog/log: restart: recovery point not persisted", "dir", p.dir, "err", err)
 	}
 	p.logger.Info("partlog/log: restarted the log", "dir", p.dir, "logStart", at, "segmentsRemoved", len(old))

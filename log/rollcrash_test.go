@@ -13,10 +13,10 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // recordingPolicy records every recovery event and answers with answer.

@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestCrashBetweenRollAndTrim covers the window a roll leaves open: the

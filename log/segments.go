@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // ErrSegmentsChanged is returned by DeleteExpired and Compact when
@@ -111,7 +111,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)
-		p.truncateEpochsFromStartLocked(next)
+		p.mu.epochs.TruncateFromStart(next)
 	}
 	return p.dropOldestLocked(n, "retention")
 }

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // fillSegments appends 30 batches to a partition with 2 KiB segments and

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/segment"
 )
 
 // chainRig drives the snapshot chain (state.go) the way the partition does,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/invariants"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // segments is an immutable snapshot of the partition's segment list,

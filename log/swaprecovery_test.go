@@ -8,9 +8,9 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // recoverDir opens and closes the partition in dir: Open finishes or

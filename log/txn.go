@@ -12,7 +12,7 @@ import (
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Transactions: what Kafka's log layer keeps for transactional producers

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // txnOracle is what the transactions of a log must be, computed from the

@@ -11,8 +11,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestVerifyReportsDamage: Verify walks each .log with the walk that

@@ -10,8 +10,8 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/segment"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestVerifyChecksTxnIndex: Verify reads each segment's .txnindex and

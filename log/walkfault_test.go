@@ -15,10 +15,10 @@ import (
 	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/segment"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // walkFaultPartition writes a partition of one segment of about 1.6 MiB

@@ -30,7 +30,9 @@
 // offset of the batch that has it) if the timestamp grew; sealing adds that
 // entry once more even if no offset entry was due. Both indexes are
 // preallocated to Config.MaxIndexBytes while the segment is active and
-// trimmed to their entries when it is sealed or closed. Indexes are hints:
+// trimmed to their entries once it is sealed (TrimSealedIndexes, which
+// Seal leaves for later so that a roll does not wait for it) or closed.
+// Indexes are hints:
 // Open checks them (never trusting the entry count of a preallocated index
 // after a crash, KAFKA-12734) and rebuilds a missing or failing one from a
 // scan of the batch headers (an offset index without entries fails only
@@ -68,9 +70,9 @@
 // plus their files, not 100 GiB), and a file cut to a shorter length is
 // never left mapped past its end. Files without a descriptor (the
 // in-memory filesystem of tests) are read with ReadAt. Every file access
-// goes through the FS passed to Create or Open (FS, the same type as
-// index.FS and internal/vfs's interface); nil is the operating system's,
-// and index.OSFS returns it for a filesystem of your own to wrap.
+// goes through the vfs.FS passed to Create or Open (package index/vfs, the
+// filesystem every file of a partition goes through); nil is the
+// operating system's, vfs.Default, which a filesystem of your own may wrap.
 //
 // # Media errors
 //
@@ -79,7 +81,7 @@
 // method that reads the mapped .log or indexes (Read, Batches,
 // FindOffsetByTimestamp, WriteTo, Append, TruncateTo, Recover, Open) runs
 // under a fault guard (runtime/debug.SetPanicOnFault and a deferred
-// recover, package internal/mmap): the fault becomes an error wrapping
+// recover): the fault becomes an error wrapping
 // index.ErrFault, a *FaultError naming the file and the byte offset, and the
 // process lives. The guard costs about 6 ns a call. Bytes is zero-copy:
 // the caller reads the returned slice outside any guard, so a media error
@@ -97,9 +99,9 @@
 //
 // Recover checks every batch (framing, header and CRC-32C with
 // batch.ValidateHeader, nothing decompressed; offsets increasing), rebuilds both indexes and cuts the .log after the
-// last valid batch. Its RecoverResult says what was cut and why; a torn
-// tail (what a crash leaves: nothing valid after the damage) is told
-// apart from corruption followed by valid data with base.IsTornTail.
+// last valid batch. Its RecoverResult says what was cut and why: a torn
+// tail (what a crash leaves: nothing valid after the damage), or
+// corruption followed by valid data.
 // Legacy messages get their CRC-32 checked; one that frames but fails its
 // checks where no crash of partlog's can have left it (data after it), and damage that a valid legacy message follows, is
 // never cut: RecoverResult.Kept, ErrLegacyKept (DESIGN law 12). The search
@@ -108,10 +110,11 @@
 // payload, such as a legacy message stored in a record value, are not
 // data after it.
 //
-// That is the one definition of damage in a .log (damage.go), and Check
-// applies it read-only to a file: package log's recovery asks its policy
-// from Check's result before Recover cuts, segment/repair's probe walks
-// with it (HeadersOnly for the cheap open check), dumplog dumps with
+// That is the one definition of damage in a .log, and Check applies it
+// read-only to a file: package log's recovery asks its policy from
+// Check's result before Recover cuts, package log's crash repair walks a
+// leftover .swap with it (HeadersOnly for the cheap open check), the
+// dumplog example dumps with
 // it (KeepGoing: a framed entry that fails its checks is reported and the
 // walk goes on), and package log's Verify and header walks run it over an
 // open segment's own bytes. The segment's own walks are the same walk:
@@ -165,13 +168,18 @@
 //
 // # The partition's machinery
 //
-// A partition (package log) needs more of a segment than this package
-// offers: reference counts for readers that outlive a deletion, a bounded
-// wait for readers before a truncation, the .cleaned/.swap/.deleted
-// renames of its crash protocol, roll decisions, transaction index writes.
-// Those live in the module's internal/segment package, the implementation
-// this package wraps, so that the API here is what a program that uses a
-// segment on its own can use.
+// A partition (package log) uses more of a segment than a program that
+// uses one on its own needs; those methods are documented one by one:
+// reference counts for readers that outlive a deletion (Ref, Unref), the
+// bounded wait for readers before a truncation (LockForTruncate,
+// TruncateToLocked, UnlockForTruncate), budget pins (Pin, Unpin), the
+// .cleaned/.swap/.deleted renames of its crash protocol (CreateWithSuffix,
+// ChangeSuffix, MarkDeleted), spare segments made ahead of a roll
+// (CreateSpare, AdoptAs, or BeginAdoptAs and SettleAdoption, Discard),
+// roll decisions (ShouldRoll), sealed and clean opens (RecoverSealed,
+// OpenClean, Unseal), the deferred half of Seal (TrimSealedIndexes), the
+// transaction index writes (AppendAbortedTxn, TruncateAbortedTxns,
+// FlushTxnIndex) and the header walk (Headers).
 //
 // # Example
 //

@@ -2,20 +2,21 @@ package segment_test
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
 // Append two batches to a new segment, look offsets and timestamps up,
 // read the batches back, then reopen the segment.
 func Example() {
-	fs := vfs.NewMem()
-	if err := fs.MkdirAll("/topic-0", 0o755); err != nil {
+	dir, err := os.MkdirTemp("", "topic-0")
+	if err != nil {
 		panic(err)
 	}
-	s, err := segment.Create(fs, "/topic-0", 100, segment.Config{})
+	defer os.RemoveAll(dir)
+	s, err := segment.Create(nil, dir, 100, segment.Config{}) // nil: the OS's filesystem
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +51,7 @@ func Example() {
 		panic(err)
 	}
 
-	r, err := segment.Open(fs, "/topic-0", 100, segment.Config{})
+	r, err := segment.Open(nil, dir, 100, segment.Config{})
 	if err != nil {
 		panic(err)
 	}

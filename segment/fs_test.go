@@ -9,24 +9,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
-// countingFS is an importer's FS: it names the public aliases only.
+// countingFS is an importer's FS, written against package index/vfs.
 type countingFS struct {
-	segment.FS
+	vfs.FS
 	creates int
 }
 
-func (c *countingFS) Create(name string) (segment.File, error) {
+func (c *countingFS) Create(name string) (vfs.File, error) {
 	c.creates++
 	return c.FS.Create(name)
 }
 
 // TestNilFS: a nil filesystem is the operating system's (it used to panic),
-// and an FS of the importer's own, built on index.OSFS, goes through the
-// public aliases.
+// and an FS of the importer's own, wrapping vfs.Default, gets the
+// segment's files.
 func TestNilFS(t *testing.T) {
 	dir := t.TempDir()
 	s, err := segment.Create(nil, dir, 5, segment.Config{})
@@ -46,7 +46,7 @@ func TestNilFS(t *testing.T) {
 	require.Equal(t, int64(6), r.NextOffset())
 	require.NoError(t, r.Close())
 
-	fs := &countingFS{FS: index.OSFS()}
+	fs := &countingFS{FS: vfs.Default}
 	s, err = segment.Create(fs, t.TempDir(), 0, segment.Config{})
 	require.NoError(t, err)
 	require.Equal(t, 1, fs.creates)

@@ -1,219 +1,825 @@
 package segment
 
 import (
-	"io"
-	"iter"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/partlog/partlog/batch"
-	impl "github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
 )
 
-// Segment is one segment: a .log of record batches with its offset and
-// time indexes (and the .txnindex of its aborted transactions). See the
-// package documentation for the concurrency contract and the lifetimes.
+// Segment is one segment of a partition: a .log of record batches with its
+// offset and time indexes. See the package documentation for the
+// concurrency contract and the lifetimes.
+//
+// # The lock-free read path
+//
+// Readers (Translate, Read, Bytes, WriteTo, FindOffsetByTimestamp,
+// NextOffset, Size) take no lock while the one writer appends. They are
+// safe because of these invariants:
+//
+//  1. The writer writes a batch's bytes at position size (the published
+//     size) and beyond, never below it: bytes below size are never
+//     modified by Append. Only TruncateTo and Recover shrink or rewrite
+//     the .log, and they hold the exclusive lease while readers hold
+//     shared read leases across their reads (DESIGN law 9).
+//  2. Append writes the batch (File.WriteAt returns after the bytes are in
+//     the page cache, which the read-only MAP_SHARED mapping shows, or in
+//     the in-memory file that ReadAt reads), then appends the index
+//     entries, and only then stores the new size with an atomic store.
+//     A reader loads size with an atomic load before it reads any byte,
+//     so by the Go memory model the write of every byte below the size it
+//     loaded happens before its read: it never sees a partial batch.
+//  3. Published sizes are always batch boundaries (Append adds whole
+//     batches; TruncateTo cuts at a batch start; Recover at the end of the
+//     last valid batch), so a scan of headers from a batch boundary below
+//     size reaches size exactly.
+//  4. The index publishes an entry only after its bytes are written (see
+//     package index), and an entry points at a batch start. An entry may
+//     be visible before the size that covers its batch (invariant 2
+//     orders entries before size); a reader that finds an entry whose
+//     position is at or past the size it loaded knows the offset it looks
+//     for is past everything it can see, and treats it as such.
+//  5. The mapping is created before the segment is shared and unmapped only
+//     when the last reference is dropped (Unref), so a reader holding a
+//     reference never touches unmapped memory; it never reads past size,
+//     which is never past the file's end, so it never touches a page past
+//     the end of the file (SIGBUS). The writer may replace the mapping
+//     (mapTo): Seal and Recover shrink it to the file's length, which is
+//     at or above size, and unmap only pages past it; Unseal publishes a
+//     new, longer mapping and keeps the old one mapped (retired) until the
+//     last Unref. A reader loads the mapping (mem) after size, and every
+//     mapping it can load covers that size.
+//  6. nextOffset is stored after size: once NextOffset() returns n, every
+//     batch with offsets below n is visible to Read.
 type Segment struct {
-	s *impl.Segment
+	fs   vfs.FS
+	dir  string
+	base int64
+	cfg  Config
+	log  *slog.Logger
+
+	// logFile is the open .log, read-write. Never replaced.
+	logFile vfs.File
+	// region is the current read-only mapping of the .log (nil when
+	// reading with ReadAt); retired holds the mappings Unseal replaced
+	// with a longer one (readers may still hold their bytes). Set at
+	// Create/Open and by the writer (mapTo); all are unmapped at the last
+	// Unref.
+	region  *mmap.Region
+	retired []*mmap.Region
+	// mem points at the current mapping's bytes, what readers read (nil
+	// when the .log is not mapped). An active segment's mapping is window
+	// bytes long; a sealed segment's is the .log's length (see mapTo).
+	mem atomic.Pointer[[]byte]
+	// window is the largest size the .log may reach:
+	// max(Config.MaxSegmentBytes, the .log's size when opened); the
+	// mapping of an active segment is this long.
+	window int64
+	// offIdx and timeIdx are the indexes. Lookups are lock-free (package
+	// index); writes come from the writer only.
+	offIdx  *index.OffsetIndex
+	timeIdx *index.TimeIndex
+
+	// size is the published size of the .log in bytes: a batch boundary;
+	// readers look only below it. Written by the writer after the bytes
+	// and index entries are in place.
+	size atomic.Int64
+	// nextOffset is the offset after the last batch (base when empty),
+	// stored after size.
+	nextOffset atomic.Int64
+	// logPath is the .log's current path (it changes with ChangeSuffix).
+	logPath atomic.Pointer[string]
+	// closed is set by Close; released when the last reference is gone.
+	closed   atomic.Bool
+	released atomic.Bool
+	// sealed is set by Seal and Open, cleared by Unseal and TruncateTo:
+	// Append is refused and the indexes are trimmed.
+	sealed atomic.Bool
+	// trim is Seal's deferred half: the cut of both indexes' files to
+	// their entries (TrimSealedIndexes, append.go).
+	trim trimState
+	// reserved is set when disk blocks may be reserved past the .log's
+	// end by a spare's preallocation (CreateSpare). The index trim after
+	// Seal and Close release them (releaseReserved, spare.go); Open
+	// releases one a crash left.
+	reserved atomic.Bool
+	// adopt is an adoption's deferred half: the renames of a spare's
+	// files to the base's names (SettleAdoption, spare.go).
+	adopt adoptState
+	// refs counts references; the owner holds one from Create/Open.
+	refs atomic.Int32
+	// deleteOnRelease is set by MarkDeleted: the last Unref removes the
+	// files.
+	deleteOnRelease atomic.Bool
+	// indexSuspect is set when a lookup found an index entry that does not
+	// match the .log; lookups then verify and fall back to scanning from
+	// the start (the next Open rebuilds the index).
+	indexSuspect atomic.Bool
+
+	// txn is the transaction index (.txnindex, txnindex.go).
+	txn txnIndex
+
+	// lease is the read lease: readers hold a shared lease across reads
+	// and while they use bytes aliasing the mapping; TruncateTo and
+	// Recover take the exclusive lease before they shrink the .log.
+	lease readLease
+
+	// lz is the segment's part in its Budget (budget.go): the files of a
+	// sealed segment may be closed while unused and reopened on demand.
+	lz lazyState
+
+	// mu guards the timestamp metadata readers ask for.
+	mu struct {
+		sync.Mutex
+		// maxTimestamp and offsetOfMaxTimestamp: the largest batch
+		// maxTimestamp so far and the last offset of the first batch
+		// that had it; -1, -1 when none.
+		maxTimestamp, offsetOfMaxTimestamp int64
+		// firstBatchMaxTimestamp is the first batch's maxTimestamp, -1
+		// when the segment is empty.
+		firstBatchMaxTimestamp int64
+		// created is when the segment was created or opened, or last
+		// truncated to empty.
+		created time.Time
+	}
+
+	// w is the writer's state: only the single writer goroutine (Append,
+	// Seal, Unseal, Flush, TruncateTo, Recover, MarkDeleted,
+	// ChangeSuffix, Close) touches it, so it needs no lock.
+	w struct {
+		// fileSize is the .log's length as the writer knows it: equal
+		// to size unless a failed write or a torn tail left bytes past
+		// it (Append then cuts them first), -1 when unknown.
+		fileSize int64
+		// bytesSinceIndex counts the bytes appended since the last
+		// index entry (Kafka's bytesSinceLastIndexEntry).
+		bytesSinceIndex int64
+		// iov is writeBatch's pwritev argument, empty between calls.
+		iov [2][]byte
+		// maxTimestamp, offsetOfMaxTimestamp mirror mu's fields.
+		maxTimestamp, offsetOfMaxTimestamp int64
+		// suffix is the temporary suffix all files carry ("" or
+		// DeletedSuffix, CleanedSuffix, SwapSuffix).
+		suffix string
+	}
 }
 
-// Config configures a segment; the zero value is Kafka's defaults.
-type Config = impl.Config
-
-// FS is the filesystem a segment's files go through (the same type as
-// index.FS); nil means the operating system's (index.OSFS).
-type FS = impl.FS
-
-// File is an open file of an FS.
-type File = impl.File
-
-// Slice is a range of whole batches in the .log, as Read returns it.
-type Slice = impl.Slice
-
-// RecoverResult says what Recover kept and what it cut, and why.
-type RecoverResult = impl.RecoverResult
-
-// AbortedTxn is one entry of the .txnindex: an aborted transaction whose
-// ABORT marker lies in the segment.
-type AbortedTxn = impl.AbortedTxn
-
-// Budget bounds how many sealed segments sharing it keep their files open
-// (Config.Budget); see NewBudget.
-type Budget = impl.Budget
-
-// BudgetStats is what Budget.Stats reports.
-type BudgetStats = impl.BudgetStats
-
-// FaultError is the error of a fault on a mapped page (a media error),
-// naming the file and the byte offset; it wraps index.ErrFault (one
-// sentinel for a mapped-page fault in the whole module: a segment's reads
-// fault on its .log and on its indexes alike). Reach it with errors.As, or
-// test for the fault with errors.Is(err, index.ErrFault).
-type FaultError = impl.FaultError
-
-// NewBudget returns a Budget that keeps at most maxOpen sealed segments'
-// files open (0 or less: no limit).
-func NewBudget(maxOpen int) *Budget { return impl.NewBudget(maxOpen) }
-
-// Errors, for errors.Is.
-var (
-	// ErrClosed: the segment was closed.
-	ErrClosed = impl.ErrClosed
-	// ErrSealed: Append to a sealed segment.
-	ErrSealed = impl.ErrSealed
-	// ErrOffsetNotIncreasing: an appended batch does not start after the
-	// segment's next offset.
-	ErrOffsetNotIncreasing = impl.ErrOffsetNotIncreasing
-	// ErrOffsetOverflow: a batch's offsets do not fit the segment's 32-bit
-	// relative offsets.
-	ErrOffsetOverflow = impl.ErrOffsetOverflow
-	// ErrSegmentFull: the batch would take the .log past MaxSegmentBytes.
-	ErrSegmentFull = impl.ErrSegmentFull
-	// ErrOutOfRange: a byte range outside the .log.
-	ErrOutOfRange = impl.ErrOutOfRange
-	// ErrLegacyKept: Recover kept legacy data that fails its checks
-	// (RecoverResult.Kept); it wraps batch.ErrCorrupt.
-	ErrLegacyKept = impl.ErrLegacyKept
-)
-
-// FileName returns the name of the file of the segment at base with the
-// given suffix, one of Kafka's ".log", ".index", ".timeindex" and
-// ".txnindex": 20 digits, zero-padded, then the suffix. The temporary
-// suffixes of a partition's crash protocol (.cleaned, .swap, .deleted) are
-// the partition's own (package log) and not part of this API. The path of
-// a segment's .log is filepath.Join(dir, FileName(s.BaseOffset(), ".log")).
-func FileName(base int64, suffix string) string { return impl.FileName(base, suffix) }
-
-// ParseFileName is FileName's inverse: the base offset and the suffix
-// (everything after the 20 digits), ok false for other names.
-func ParseFileName(name string) (base int64, suffix string, ok bool) {
-	return impl.ParseFileName(name)
+// paths of the three files for a suffix.
+func (s *Segment) path(kind, suffix string) string {
+	return filepath.Join(s.dir, FileName(s.base, kind)+suffix)
 }
 
-// Create creates an empty segment at baseOffset in dir: a new .log and
-// preallocated indexes (failing if the .log exists). A nil fsys is the
-// operating system's filesystem.
-func Create(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
-	return wrap(impl.Create(fsys, dir, baseOffset, cfg))
+// Create creates an empty, active segment with base offset baseOffset in dir,
+// replacing any files of that name (.log, .index, .timeindex). The caller
+// holds the one reference it returns with. A nil fsys is the operating
+// system's filesystem.
+func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+	return CreateWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
-// Open opens the existing segment at baseOffset in dir, checking its
-// indexes and rebuilding one that is missing or fails its checks (indexes
-// are hints). It does not check the batches: call Recover for a segment
-// that may hold a torn tail. A nil fsys is the operating system's
-// filesystem.
-func Open(fsys FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
-	return wrap(impl.Open(fsys, dir, baseOffset, cfg))
-}
-
-func wrap(s *impl.Segment, err error) (*Segment, error) {
+// CreateWithSuffix is Create for files carrying a temporary suffix
+// (CleanedSuffix for a segment compaction writes).
+func CreateWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (_ *Segment, err error) {
+	fsys = orOS(fsys)
+	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Segment{s: s}, nil
+	logPath := s.path(LogSuffix, suffix)
+	for _, kind := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+		if err := fsys.Remove(s.path(kind, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	f, err := fsys.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.releaseFiles()
+			_ = fsys.Remove(logPath)
+			_ = fsys.Remove(s.path(IndexSuffix, suffix))
+			_ = fsys.Remove(s.path(TimeIndexSuffix, suffix))
+		}
+	}()
+	s.logFile = f
+	if err := s.openFiles(0, false); err != nil {
+		return nil, err
+	}
+	s.publishEmpty()
+	return s, nil
 }
 
-// Append writes b, whose offsets are assigned (its base offset at or after
-// NextOffset) and whose framing the caller validated, at Size, indexes it
-// and only then publishes it to readers. It returns b's position. On an
-// error nothing is published. Writer side.
-func (s *Segment) Append(b batch.Batch) (pos int64, err error) { return s.s.Append(b) }
-
-// Read returns the range of whole batches from the one holding startOffset
-// (or the first after it), within maxBytes and never past maxPosition (a
-// visibility bound; Size for everything). With minOneBatch the first batch
-// is returned even when it is larger than maxBytes. An empty Slice means
-// nothing qualifies. Hold a read lease (AcquireRead) until done with the
-// bytes of the range.
-func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOneBatch bool) (Slice, error) {
-	return s.s.Read(startOffset, maxBytes, maxPosition, minOneBatch)
+// Open opens the existing segment with base offset baseOffset in dir. It takes
+// the size from the .log, opens both indexes and checks them (never
+// trusting the entry count of an index left preallocated by a crash,
+// KAFKA-12734); a missing or failing index is rebuilt from a scan of
+// the batch headers (CRCs are not checked: that is Recover's job). The next
+// offset and the largest timestamp come from the last index entries and a
+// header scan of the tail. Open never changes the .log's length or bytes
+// (it only releases disk blocks a crash left reserved past the end:
+// CreateSpare): bytes at its end that do not frame as batches are left
+// out of Size (and reported through the Logger); Recover or the next
+// Append cuts them.
+//
+// The segment is returned sealed: Append returns ErrSealed until Unseal.
+// The partition unseals its last segment. A nil fsys is the operating
+// system's filesystem.
+func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+	return openWithSuffix(fsys, dir, baseOffset, "", cfg)
 }
 
-// Bytes returns the bytes [start, end) of the .log (below Size). When the
-// .log is mapped they alias the mapping (zero copy; read-only) and stay
-// valid while the caller holds a read lease and the segment is open;
-// otherwise they are read into scratch (grown if too short).
-func (s *Segment) Bytes(start, end int64, scratch []byte) ([]byte, error) {
-	return s.s.Bytes(start, end, scratch)
+// openWithSuffix is Open for files carrying a temporary suffix.
+func openWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
+	return open(fsys, dir, baseOffset, suffix, cfg, false)
 }
 
-// WriteTo writes the bytes [start, end) of the .log to w (with sendfile
-// when w is a socket or a file on Linux). Hold a read lease.
-func (s *Segment) WriteTo(w io.Writer, start, end int64) (int64, error) {
-	return s.s.WriteTo(w, start, end)
+// OpenClean is Open for a segment of a log that was shut down cleanly (its
+// owner wrote a clean-shutdown marker after closing it, and nothing has
+// written to it since). Every way a segment is closed, sealed, recovered or
+// rebuilt ends its time index with an entry for the segment's largest
+// timestamp (the final entry, as Kafka writes it on roll, recovery and
+// close), so after a clean shutdown that entry is trusted once the index
+// passes its checks: the largest timestamp is read from it, not from a
+// scan of the batch headers after it, and the open costs the same for any
+// segment size and any timestamps. After an unclean shutdown use Open (the
+// last segments are then recovered, which rebuilds their indexes).
+func OpenClean(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+	return open(fsys, dir, baseOffset, "", cfg, true)
 }
 
-// Batches returns the segment's batches from the one holding offset from,
-// in file order, each checked as recovery checks it (framing, CRC,
-// offsets); a bad one ends the walk with an error wrapping
-// batch.ErrCorrupt that names the file and the position. Each batch is valid
-// until the next iteration.
-func (s *Segment) Batches(from int64) iter.Seq2[batch.Batch, error] { return s.s.Batches(from) }
-
-// FindOffsetByTimestamp returns the first record whose timestamp is >= ts
-// and whose offset is >= startOffset, with its timestamp (Kafka's
-// findOffsetByTimestamp); found is false when none qualifies.
-func (s *Segment) FindOffsetByTimestamp(ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
-	return s.s.FindOffsetByTimestamp(ts, startOffset)
+// open implements Open, openWithSuffix and OpenClean; clean trusts the
+// time index's last entry as the largest timestamp (see OpenClean).
+func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, clean bool) (_ *Segment, err error) {
+	fsys = orOS(fsys)
+	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
+	if err != nil {
+		return nil, err
+	}
+	logPath := s.path(LogSuffix, suffix)
+	if _, err := fsys.Stat(logPath); err != nil {
+		return nil, err
+	}
+	// Whether an index needs rebuilding before it is opened (and
+	// created, if missing). An empty index file is an index without
+	// entries (what closing a segment smaller than IndexIntervalBytes
+	// leaves): load checks it like any other.
+	var rebuild [2]bool
+	for i, kind := range []string{IndexSuffix, TimeIndexSuffix} {
+		_, err := fsys.Stat(s.path(kind, suffix))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			rebuild[i] = true
+		case err != nil:
+			return nil, err
+		}
+	}
+	f, err := fsys.OpenReadWrite(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.releaseFiles()
+		}
+	}()
+	s.logFile = f
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	fileSize := st.Size()
+	if fileSize > MaxSegmentBytesLimit {
+		return nil, base.CorruptionErrorf(logPath, MaxSegmentBytesLimit, "size",
+			"log of %d bytes, more than %d", fileSize, MaxSegmentBytesLimit)
+	}
+	if err := s.openFiles(fileSize, true); err != nil {
+		return nil, err
+	}
+	s.w.fileSize = fileSize
+	s.mu.created = timeNow()
+	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1], clean) }); err != nil {
+		return nil, err
+	}
+	if err := s.offIdx.TrimToValidSize(); err != nil {
+		return nil, err
+	}
+	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return nil, err
+	}
+	// A crash between the seal of a segment adopted from a spare and the
+	// index trim after it (or while it was active) leaves the spare's
+	// reservation past the .log's end (CreateSpare). Nothing else would
+	// release it for a segment that is not the last: cut the file to its
+	// length, which changes neither the length nor the bytes. (st is from
+	// before the load, which reads and allocates nothing in the .log.)
+	if reservedPastEnd(st) {
+		if err := releasePastEnd(f, fileSize); err != nil {
+			return nil, fmt.Errorf("partlog/segment: release the blocks reserved past the end of %s: %w", logPath, err)
+		}
+	}
+	if err := s.openTxnIndex(); err != nil {
+		return nil, err
+	}
+	s.sealed.Store(true)
+	s.updateClosable()
+	return s, nil
 }
 
-// AcquireRead takes a read lease: until ReleaseRead, TruncateTo and
-// Recover wait, so bytes from Read, Bytes and WriteTo are never cut under
-// the reader.
-func (s *Segment) AcquireRead() { s.s.AcquireRead() }
+// newSegment checks the arguments and fills in the fields every segment has.
+func newSegment(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config) (*Segment, error) {
+	cfg.ensureDefaults()
+	if baseOffset < 0 || baseOffset > index.MaxBaseOffset {
+		return nil, fmt.Errorf("%w: base offset %d", ErrOffsetOverflow, baseOffset)
+	}
+	if cfg.MaxSegmentBytes < 0 || cfg.MaxSegmentBytes > MaxSegmentBytesLimit {
+		return nil, fmt.Errorf("partlog/segment: MaxSegmentBytes %d outside [0, %d]", cfg.MaxSegmentBytes, MaxSegmentBytesLimit)
+	}
+	s := &Segment{fs: fsys, dir: dir, base: baseOffset, cfg: cfg, log: cfg.Logger}
+	s.w.suffix = suffix
+	p := s.path(LogSuffix, suffix)
+	s.logPath.Store(&p)
+	s.refs.Store(1)
+	s.initLazy()
+	return s, nil
+}
 
-// ReleaseRead releases a lease AcquireRead took.
-func (s *Segment) ReleaseRead() { s.s.ReleaseRead() }
-
-// BaseOffset returns the segment's base offset (the number in its names).
-func (s *Segment) BaseOffset() int64 { return s.s.BaseOffset() }
-
-// NextOffset returns the offset after the last batch (BaseOffset when the
-// segment is empty).
-func (s *Segment) NextOffset() int64 { return s.s.NextOffset() }
-
-// Size returns the published size of the .log in bytes.
-func (s *Segment) Size() int64 { return s.s.Size() }
-
-// MaxTimestamp returns the largest batch maxTimestamp and the last offset
-// of the first batch that has it; -1, -1 when no batch has a timestamp.
-func (s *Segment) MaxTimestamp() (ts, offset int64) { return s.s.MaxTimestamp() }
-
-// Sealed reports whether the segment was sealed (read-only).
-func (s *Segment) Sealed() bool { return s.s.Sealed() }
-
-// AbortedTxns returns the entries of the segment's .txnindex, in file
-// order.
-func (s *Segment) AbortedTxns() []AbortedTxn { return s.s.AbortedTxns() }
-
-// Flush makes everything appended durable (fdatasync of the .log, then of
-// the indexes). Writer side.
-func (s *Segment) Flush() error { return s.s.Flush() }
-
-// Seal makes the segment read-only: a final time index entry, indexes
-// trimmed to their entries, the mapping cut to the .log's length. Further
-// Appends return ErrSealed. Writer side.
-func (s *Segment) Seal() error {
-	if err := s.s.Seal(); err != nil {
+// openFiles maps the .log (whose length is fileSize) and opens both
+// indexes. A sealed segment's mapping is the file's length, an active
+// one's the window (see mapTo). REQUIRES: s.logFile set.
+func (s *Segment) openFiles(fileSize int64, sealed bool) error {
+	window := max(s.cfg.MaxSegmentBytes, fileSize)
+	s.window = window
+	if s.logFile.Fd() != vfs.InvalidFd && !s.cfg.DisableMmap && mmap.Supported {
+		n := window
+		if sealed {
+			n = fileSize
+		}
+		r, err := mmap.Map(s.logFile, int(n), false)
+		if err != nil {
+			return err
+		}
+		if r.Mapped() {
+			r.SetName(s.LogPath())
+			s.lz.mapped.Store(true)
+			s.region = r
+			b := r.Bytes()
+			s.mem.Store(&b)
+		} else if err := r.Unmap(); err != nil {
+			return err
+		}
+	}
+	oi, err := index.OpenOffsetIndex(s.fs, s.path(IndexSuffix, s.w.suffix), s.base, s.cfg.MaxIndexBytes)
+	if err != nil {
 		return err
 	}
-	// The partition leaves the trim to its background flush after a
-	// roll; a caller of this package gets the whole seal.
-	return s.s.TrimSealedIndexes()
+	s.offIdx = oi
+	ti, err := index.OpenTimeIndex(s.fs, s.path(TimeIndexSuffix, s.w.suffix), s.base, s.cfg.MaxIndexBytes)
+	if err != nil {
+		return err
+	}
+	s.timeIdx = ti
+	return nil
 }
 
-// TruncateTo removes the batches at and after the one holding offset (or
-// the first after it) and their index entries, after waiting for every
-// read lease, and returns the number of .log bytes removed. A sealed
-// segment becomes active again. Writer side.
-func (s *Segment) TruncateTo(offset int64) (removedBytes int64, err error) {
-	return s.s.TruncateTo(offset)
+// publishEmpty sets the state of an empty segment.
+func (s *Segment) publishEmpty() {
+	s.w.fileSize = 0
+	s.w.bytesSinceIndex = 0
+	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = batch.NoTimestamp, -1
+	s.mu.Lock()
+	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = batch.NoTimestamp, -1
+	s.mu.firstBatchMaxTimestamp = batch.NoTimestamp
+	s.mu.created = timeNow()
+	s.mu.Unlock()
+	s.size.Store(0)
+	s.nextOffset.Store(s.base)
 }
 
-// Recover checks every batch (framing, size up to maxBatchSize when > 0,
-// CRC, increasing offsets), rebuilds both indexes and cuts the .log after
-// the last valid batch, as for the last segment of a log after a crash.
-// Invalid data is reported in the result, not as an error. Writer side.
-func (s *Segment) Recover(maxBatchSize int) (RecoverResult, error) { return s.s.Recover(maxBatchSize) }
+// setMaxTimestamp records a new largest timestamp (writer side).
+func (s *Segment) setMaxTimestamp(ts, offset int64) {
+	if s.w.maxTimestamp == ts && s.w.offsetOfMaxTimestamp == offset {
+		return
+	}
+	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = ts, offset
+	s.mu.Lock()
+	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = ts, offset
+	s.mu.Unlock()
+}
 
-// Close closes the segment's files (nothing is synced); further calls
-// return ErrClosed.
-func (s *Segment) Close() error { return s.s.Close() }
+// releaseFiles unmaps and closes whatever is open, returning the first
+// error.
+func (s *Segment) releaseFiles() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	if s.offIdx != nil {
+		keep(s.offIdx.Close())
+	}
+	if s.timeIdx != nil {
+		keep(s.timeIdx.Close())
+	}
+	s.mem.Store(nil)
+	for _, r := range append(s.retired, s.region) {
+		if r != nil {
+			keep(r.Unmap())
+		}
+	}
+	s.retired, s.region = nil, nil
+	if s.logFile != nil {
+		keep(s.logFile.Close())
+	}
+	keep(s.closeTxn())
+	return first
+}
+
+// BaseOffset returns the segment's base offset: the offset in its file
+// names, at or below its first batch's base offset.
+func (s *Segment) BaseOffset() int64 { return s.base }
+
+// NextOffset returns the offset after the segment's last batch, or
+// BaseOffset when the segment is empty. Every batch below it is visible to
+// readers.
+func (s *Segment) NextOffset() int64 { return s.nextOffset.Load() }
+
+// Size returns the published size of the .log in bytes.
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// MaxTimestamp returns the largest batch maxTimestamp in the segment and
+// the last offset of the first batch that has it; -1, -1
+// (batch.NoTimestamp) when no batch has a timestamp.
+func (s *Segment) MaxTimestamp() (ts, offset int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp
+}
+
+// FirstBatchMaxTimestamp returns the first batch's maxTimestamp, which
+// time-based rolling measures from (Kafka's rollingBasedTimestamp); -1
+// when the segment is empty.
+func (s *Segment) FirstBatchMaxTimestamp() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.firstBatchMaxTimestamp
+}
+
+// Created returns the wall-clock time the segment was created or opened
+// (or last truncated to empty): time-based rolling falls back to it when
+// batches carry no timestamps.
+func (s *Segment) Created() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.created
+}
+
+// Sealed reports whether the segment refuses appends.
+func (s *Segment) Sealed() bool { return s.sealed.Load() }
+
+// LogPath returns the current path of the .log.
+func (s *Segment) LogPath() string { return *s.logPath.Load() }
+
+// Mapped reports whether the .log is read through a memory mapping (Bytes
+// is then zero-copy).
+func (s *Segment) Mapped() bool {
+	if s.lz.budget != nil {
+		// Whether it is mapped while open: closing it at rest does not
+		// change how Bytes reads it.
+		return s.lz.mapped.Load() && !s.released.Load()
+	}
+	return s.mem.Load() != nil
+}
+
+// mapping returns the current mapping's bytes, nil when the .log is not
+// mapped. Readers read only below the size they loaded, which the mapping
+// they load after it always covers.
+func (s *Segment) mapping() []byte {
+	if p := s.mem.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// mapTo makes the mapping n bytes long: a sealed segment's is cut to its
+// .log's length (Region.Shrink unmaps the pages past it, so a process
+// with many segments maps only their bytes and never maps a cut file past
+// its end), an active one's is grown to the window by mapping it anew (the
+// old mapping is retired, not unmapped: readers may still hold its
+// bytes). Readers only read below the published size, which n never cuts:
+// a shrink happens only when size <= n. Writer side.
+func (s *Segment) mapTo(n int64) error {
+	if s.region == nil {
+		return nil
+	}
+	switch cur := int64(s.region.Len()); {
+	case n == cur:
+		return nil
+	case n < cur:
+		if err := s.region.Shrink(int(n)); err != nil {
+			return err
+		}
+	default:
+		r, err := mmap.Map(s.logFile, int(n), false)
+		if err != nil {
+			return err
+		}
+		r.SetName(s.LogPath())
+		s.retired = append(s.retired, s.region)
+		s.region = r
+	}
+	b := s.region.Bytes()
+	s.mem.Store(&b)
+	return nil
+}
+
+// guarded runs fn, which reads the mapped .log or indexes, with faults
+// protected: a fault in a mapping (a media error, or a file cut behind the
+// segment's back) becomes an error wrapping ErrFault instead of killing
+// the process (package internal/mmap).
+func (s *Segment) guarded(fn func() error) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	return fn()
+}
+
+// String describes the segment for logs and test failures.
+func (s *Segment) String() string {
+	return fmt.Sprintf("segment(%s, size=%d, next=%d)", s.LogPath(), s.Size(), s.NextOffset())
+}
+
+// Ref adds a reference: the segment's files stay open and mapped until
+// every reference is dropped with Unref. Readers take one (under whatever
+// makes the segment reachable, e.g. the partition's segment list) before
+// reading.
+func (s *Segment) Ref() {
+	if n := s.refs.Add(1); n <= 1 {
+		panic(base.AssertionFailedf("partlog/segment: Ref of a released segment %s", s.LogPath()))
+	}
+}
+
+// Unref drops a reference. The last one closes the files and unmaps the
+// .log (and, after MarkDeleted, removes the files), returning the first
+// error of doing so.
+func (s *Segment) Unref() error {
+	n := s.refs.Add(-1)
+	switch {
+	case n > 0:
+		return nil
+	case n < 0:
+		return base.AssertionFailedf("partlog/segment: Unref of a released segment %s", s.LogPath())
+	}
+	s.closed.Store(true)
+	s.released.Store(true)
+	var err error
+	if s.lz.budget != nil {
+		s.lz.mu.Lock()
+		s.lz.closable = false
+		s.lz.budget.remove(s)
+		if s.lz.resident.Swap(false) {
+			err = s.releaseFiles()
+		}
+		s.lz.mu.Unlock()
+	} else {
+		err = s.releaseFiles()
+	}
+	if s.deleteOnRelease.Load() {
+		// The .txnindex may not exist (it is made on the first aborted
+		// transaction); its name follows the .log's suffix.
+		logPath := s.LogPath()
+		txnPath := s.path(TxnIndexSuffix, logPath[len(s.path(LogSuffix, "")):])
+		for _, p := range []string{logPath, s.offIdx.Path(), s.timeIdx.Path(), txnPath} {
+			if rerr := s.fs.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+				err = rerr
+			}
+		}
+	}
+	return err
+}
+
+// AcquireRead takes a read lease: until ReleaseRead, TruncateTo and Recover
+// wait, so bytes the holder reads (or aliases with Bytes) are not cut from
+// under it. Any number of leases may be held, and a goroutine may release
+// a lease another acquired. A new lease waits while a truncation waits for
+// the current ones or runs (see LockForTruncate).
+//
+// A lease also pins the segment (see Pin): its files stay open, and are
+// reopened if a Budget had closed them (an error doing so is returned by
+// the reads that follow).
+func (s *Segment) AcquireRead() {
+	s.lease.acquireShared()
+	_ = s.pin()
+}
+
+// ReleaseRead releases a read lease taken with AcquireRead.
+func (s *Segment) ReleaseRead() {
+	s.unpin()
+	s.lease.releaseShared()
+}
+
+// IndexEntries returns the number of live entries of the offset index and
+// of the time index. The files of an active segment are preallocated and
+// may hold stale entries past these counts (after TruncateTo or Recover);
+// only this many are entries.
+func (s *Segment) IndexEntries() (offset, time int) {
+	if s.lz.budget != nil {
+		// Without reopening a segment closed at rest: its counts were
+		// kept when it was closed.
+		s.lz.pins.Add(1)
+		defer s.unpin()
+		if !s.lz.resident.Load() {
+			return int(s.lz.offEntries.Load()), int(s.lz.timeEntries.Load())
+		}
+	}
+	return s.offIdx.Entries(), s.timeIdx.Entries()
+}
+
+// MarkDeleted renames every file of the segment to its name plus
+// DeletedSuffix now, and arranges for the files to be removed when the last
+// reference is dropped. Readers holding a reference keep reading. Writer
+// side.
+//
+// The names are Kafka's (NNN.log.deleted), so two segments with the same
+// base offset deleted while a reader still holds the first share them: the
+// second rename replaces the first's files (their open descriptors and
+// mappings stay valid on Unix) and whichever is released first removes the
+// names; the other finds them gone, which is not an error.
+func (s *Segment) MarkDeleted() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	err := s.pin()
+	defer s.unpinWriter()
+	if err != nil {
+		return err
+	}
+	if s.w.suffix == DeletedSuffix {
+		s.deleteOnRelease.Store(true)
+		return nil
+	}
+	if err := s.ChangeSuffix(s.w.suffix, DeletedSuffix); err != nil {
+		return err
+	}
+	s.deleteOnRelease.Store(true)
+	return nil
+}
+
+// ChangeSuffix renames the segment's files from suffix oldSuffix to
+// newSuffix ("" for none), e.g. CleanedSuffix to SwapSuffix and SwapSuffix
+// to "" during compaction (Kafka's changeFileSuffixes). The files stay open.
+// If a rename fails, the ones done are undone (best effort) and the error
+// returned. Writer side.
+func (s *Segment) ChangeSuffix(oldSuffix, newSuffix string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
+	if s.w.suffix != oldSuffix {
+		return fmt.Errorf("%w: %s has suffix %q, not %q", ErrSuffix, s.LogPath(), s.w.suffix, oldSuffix)
+	}
+	if oldSuffix == newSuffix {
+		return nil
+	}
+	if err := s.pin(); err != nil {
+		s.unpin()
+		return err
+	}
+	defer s.unpinWriter()
+	if err := s.trimIndexesFirst(); err != nil {
+		return err
+	}
+	oldLog, newLog := s.path(LogSuffix, oldSuffix), s.path(LogSuffix, newSuffix)
+	if err := s.fs.Rename(oldLog, newLog); err != nil {
+		return err
+	}
+	s.logPath.Store(&newLog)
+	if err := s.offIdx.Rename(s.path(IndexSuffix, newSuffix)); err != nil {
+		if s.fs.Rename(newLog, oldLog) == nil {
+			s.logPath.Store(&oldLog)
+		}
+		return err
+	}
+	if err := s.timeIdx.Rename(s.path(TimeIndexSuffix, newSuffix)); err != nil {
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		if s.fs.Rename(newLog, oldLog) == nil {
+			s.logPath.Store(&oldLog)
+		}
+		return err
+	}
+	if err := s.renameCompanions(oldSuffix, newSuffix); err != nil {
+		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		if s.fs.Rename(newLog, oldLog) == nil {
+			s.logPath.Store(&oldLog)
+		}
+		return err
+	}
+	s.w.suffix = newSuffix
+	for _, r := range append(s.retired, s.region) {
+		if r != nil {
+			r.SetName(newLog)
+		}
+	}
+	return nil
+}
+
+// companionKinds are the files of a segment that the Segment does not open
+// but that live and die with it: the log package's aborted-transaction
+// index. ChangeSuffix and MarkDeleted rename them with the segment's own
+// files when they exist, and the last Unref after MarkDeleted removes
+// them, so every file of a segment follows one protocol (Kafka's
+// LogSegment renames and deletes its .txnindex with the rest).
+var companionKinds = []string{TxnIndexSuffix}
+
+// renameCompanions renames the companion files that exist from oldSuffix
+// to newSuffix; on a failure it undoes the renames done.
+func (s *Segment) renameCompanions(oldSuffix, newSuffix string) error {
+	for i, kind := range companionKinds {
+		err := s.fs.Rename(s.path(kind, oldSuffix), s.path(kind, newSuffix))
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		for _, done := range companionKinds[:i] {
+			_ = s.fs.Rename(s.path(done, newSuffix), s.path(done, oldSuffix))
+		}
+		return err
+	}
+	return nil
+}
+
+// Suffix returns the temporary suffix the files carry ("" for none).
+// Writer side: it must not overlap ChangeSuffix or MarkDeleted.
+func (s *Segment) Suffix() string { return s.w.suffix }
+
+// Close ends the owner's use of the segment: further calls return
+// ErrClosed, an active segment gets its final time index entry (as Kafka's
+// close does), and the owner's reference is dropped, so the files are
+// closed and unmapped now, or when the last reader drops its reference.
+// Nothing is synced. A second Close returns ErrClosed. The owner uses
+// either Close or Unref to drop its reference, not both.
+func (s *Segment) Close() error {
+	// The files must carry the names the next start-up reads.
+	aerr := s.SettleAdoption()
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	// No longer closable; a segment closed at rest stays closed (it is
+	// sealed and its .log is Size bytes long: nothing below needs it).
+	s.updateClosable()
+	err := aerr
+	if !s.sealed.Load() && err == nil {
+		err = s.appendFinalTimeEntry()
+	}
+	// A cut to the size also releases blocks a spare reserved past it
+	// (releaseReserved).
+	if (s.w.fileSize != s.size.Load() || s.reserved.Load()) && !s.deleteOnRelease.Load() {
+		perr := s.pin()
+		if perr == nil {
+			// trim.mu: a background TrimSealedIndexes may be
+			// releasing the reservation too (releaseReserved).
+			s.trim.mu.Lock()
+			if s.w.fileSize != s.size.Load() {
+				perr = s.logFile.Truncate(s.size.Load())
+			} else {
+				perr = releasePastEnd(s.logFile, s.size.Load()) // its modification time kept
+			}
+			if perr == nil {
+				s.reserved.Store(false)
+			}
+			s.trim.mu.Unlock()
+		}
+		s.unpin()
+		if perr == nil {
+			s.w.fileSize = s.size.Load()
+		} else if err == nil {
+			err = perr
+		}
+	}
+	if uerr := s.Unref(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// appendFinalTimeEntry appends the largest timestamp so far to the time
+// index even if it is full (Kafka's maybeAppend(..., skipFullCheck=true)
+// on roll, recovery and close).
+func (s *Segment) appendFinalTimeEntry() error {
+	if s.w.maxTimestamp < 0 {
+		return nil
+	}
+	return s.timeIdx.MaybeAppend(s.w.maxTimestamp, s.w.offsetOfMaxTimestamp, true)
+}

@@ -18,10 +18,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	ibase "github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/index"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/segment"
+	"github.com/partlog/partlog/segment"
 )
 
 // Sizes of the on-disk structures dumplog decodes itself (frozen: Kafka's

@@ -363,8 +363,8 @@ type importerFunc func(path string) (*types.Package, error)
 func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
 // importerMain is a program of another module that uses index alone and
-// segment alone, with a filesystem of its own written against the public
-// aliases, reaches a corruption error with errors.As, and runs a
+// segment alone, with a filesystem of its own written against package
+// index/vfs, reaches a corruption error with errors.As, and runs a
 // compaction policy and a retention policy of its own on a log.Partition
 // (which does all the file work).
 const importerMain = `package main
@@ -379,6 +379,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/segment"
 )
@@ -432,11 +433,11 @@ func (oldestOne) Expired(v *log.View) int { return 1 }
 
 // countFS counts the files it creates and leaves the rest to the OS.
 type countFS struct {
-	segment.FS
+	vfs.FS
 	creates int
 }
 
-func (c *countFS) Create(name string) (segment.File, error) {
+func (c *countFS) Create(name string) (vfs.File, error) {
 	c.creates++
 	return c.FS.Create(name)
 }
@@ -462,7 +463,7 @@ func main() {
 	check(oi.Close())
 
 	// segment alone, through a filesystem of the program's own.
-	fs := &countFS{FS: index.OSFS()}
+	fs := &countFS{FS: vfs.Default}
 	segDir := filepath.Join(dir, "topic-0")
 	check(os.Mkdir(segDir, 0o755))
 	s, err := segment.Create(fs, segDir, 0, segment.Config{})

@@ -20,16 +20,17 @@ import (
 // not grow back silently. surfaceCeiling holds, per package, the number of
 // exported identifiers it declares (counted as exportedNames counts them);
 // a change that adds one raises the ceiling in the same commit, on purpose,
-// and a change that removes some lowers it. Internal packages (the
-// machinery behind segment and index) are not part of the surface.
+// and a change that removes some lowers it. Internal packages are not
+// part of the surface.
 var surfaceCeiling = map[string]int{
 	"batch":          90,
-	"index":          32,
-	"segment":        41,
+	"index":          60, // the implementation since issue 25: what a segment needs of its indexes (Resize, Reset, Check, ...)
+	"index/vfs":      10,
+	"segment":        120, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...)
 	"log":            138, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), and Records.All (one-record reads, issue 16)
 	"log/logtest":    32,
 	"compaction":     33,
-	"segment/repair": 0, // moved to internal/segment/repair
+	"segment/repair": 0, // moved to log/internal/repair
 }
 
 // exportedNames returns the exported identifiers declared in the non-test

@@ -1,49 +1,26 @@
 package mmap
 
 import (
-	"errors"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	pvfs "github.com/partlog/partlog/index/vfs"
 )
 
 // ErrFault marks a read (or write) of mapped memory that the kernel could
-// not serve: a media error on the page (EIO while paging it in), or a page
-// that lies past the end of a file that was cut while mapped. Without
-// protection the process dies of SIGBUS; code run between [Protect] and
-// [Recover] gets an error wrapping ErrFault instead (a *[FaultError] naming
-// the file and the byte offset). It is an I/O error, not corruption: the
-// bytes may be fine on a healthy disk. A read of a file that ends before
+// not serve (index/vfs.ErrFault): code run between [Protect] and [Recover]
+// gets an error wrapping it instead of dying of SIGBUS, a *[FaultError]
+// naming the file (as last given to Region.SetName, or the name of the file
+// Map was given) and the byte offset. A read of a file that ends before
 // the bytes its reader knows it holds is the same loss met without the
-// mapping, and [ReadFault] reports it as the same error. Kafka's equivalent is the
-// IOException that takes a log directory offline (KAFKA_STORAGE_ERROR, 56).
-var ErrFault = errors.New("partlog: I/O error reading a memory-mapped file")
+// mapping, and [ReadFault] reports it as the same error.
+var ErrFault = pvfs.ErrFault
 
 // FaultError is the error a protected read of mapped memory returns when it
-// faults. It wraps ErrFault.
-type FaultError struct {
-	// File is the path of the mapped file (as last given to
-	// Region.SetName, or the name of the file Map was given), "" when
-	// unknown.
-	File string
-	// Off is the byte offset in the file of the faulting address.
-	Off int64
-	// Addr is the faulting address; 0 when the fault was met by a read of
-	// the file rather than on a mapped page (see [ReadFault]).
-	Addr uintptr
-}
-
-// Error describes the fault.
-func (e *FaultError) Error() string {
-	if e.Addr == 0 {
-		return fmt.Sprintf("%v: %s ends at byte %d, before the bytes its reader was given: a media error, or the file was cut behind its back",
-			ErrFault, e.File, e.Off)
-	}
-	return fmt.Sprintf("%v: %s at byte %d (fault address %#x): a media error, or the file was cut while mapped",
-		ErrFault, e.File, e.Off, e.Addr)
-}
+// faults (index/vfs.FaultError). It wraps ErrFault.
+type FaultError = pvfs.FaultError
 
 // ReadFault is the fault a read of file meets when the file ends at off,
 // before the bytes its reader knows it holds (the size it was mapped with,
@@ -53,9 +30,6 @@ func (e *FaultError) Error() string {
 // error, so whether it was mapped does not change the answer: an I/O error
 // wrapping ErrFault, not damage in the file's contents.
 func ReadFault(file string, off int64) *FaultError { return &FaultError{File: file, Off: off} }
-
-// Unwrap returns ErrFault.
-func (e *FaultError) Unwrap() error { return ErrFault }
 
 // live is the registry of the regions mapped with mmap: a fault is turned
 // into an error only when its address lies inside one of them (any other

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // Snapshot files of a directory. The partition owns its directory and

@@ -6,10 +6,9 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // Producer rules: the Model mirrors the idempotent producer checks of
@@ -223,7 +222,7 @@ func (m *Model) cutProducers(end int64) {
 // (its Config.FS; nil for the operating system's). Call it after every
 // TruncateTo that cut something; after a crash use Reopen instead (see
 // ErrProducerStateUnknown).
-func (m *Model) ReloadProducers(fsys segment.FS, p *plog.Partition) error {
+func (m *Model) ReloadProducers(fsys vfs.FS, p *plog.Partition) error {
 	if fsys == nil {
 		fsys = vfs.Default
 	}

@@ -1,0 +1,424 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
+)
+
+// mapRegion maps an index file. Tests replace it with mmap.MapHeap to run
+// the heap fallback on OS files.
+var mapRegion = mmap.Map
+
+// mapping is one mapping of the index file. A new mapping replaces the
+// current one only when Resize grows the index past the mapped size; the
+// old one stays mapped (in indexFile.w.retired) until Close, so that a
+// lookup that loaded it keeps reading valid memory.
+type mapping struct {
+	region *mmap.Region
+	// buf is region.Bytes(), len(buf) is a multiple of the entry size.
+	buf []byte
+}
+
+// indexFile is what the offset and time indexes share: the file, its
+// mapping, the entry count and the life cycle (grow, trim, resize, flush,
+// close, rename, delete). It knows entries only by their size.
+//
+// Reader-side fields (entries, cur, maxEntries, fileLen, path) are atomics:
+// see the package doc for the proof that lookups need no lock. The w group
+// is touched only by the single writer goroutine.
+type indexFile struct {
+	fs        vfs.FS
+	base      int64
+	entrySize int
+	// maxBytes is maxIndexSize from the Open call rounded down to whole
+	// entries: the size Reset goes back to.
+	maxBytes int
+	f        vfs.File
+
+	// path is the file's current path; Rename replaces it.
+	path atomic.Pointer[string]
+	// entries is the number of valid entries, published by the writer
+	// after their bytes are written. Readers read only entries below it.
+	entries atomic.Int64
+	// cur is the current mapping; its length is >= maxEntries*entrySize >=
+	// entries*entrySize at every moment a reader can observe.
+	cur atomic.Pointer[mapping]
+	// maxEntries is the number of slots: the file is grown to
+	// maxEntries*entrySize before a slot past its end is written.
+	maxEntries atomic.Int64
+	// fileLen is the file's length as this index last set or saw it.
+	fileLen atomic.Int64
+
+	// w is the writer's state.
+	w struct {
+		// retired holds mappings replaced by Resize; unmapped at Close.
+		retired []*mmap.Region
+		// scratch encodes the entry being appended; it lives in the
+		// index so that passing it to Region.WriteAt does not allocate.
+		scratch [TimeEntrySize]byte
+		// sizeDirty is set when the file's length changed since the last
+		// Flush: msync does not make a length change durable, fdatasync
+		// does.
+		sizeDirty bool
+		// closed is set by Close and Delete.
+		closed bool
+	}
+}
+
+// open opens or creates the index file at path. See OpenOffsetIndex.
+func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSize, entrySize int) (err error) {
+	fsys = orOS(fsys)
+	if baseOffset < 0 || baseOffset > MaxBaseOffset {
+		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, path, baseOffset, int64(MaxBaseOffset))
+	}
+	if maxIndexSize < entrySize || maxIndexSize > maxFileBytes {
+		return fmt.Errorf("%w: %s: max index size %d outside [%d, %d]", ErrInvalidSize, path, maxIndexSize, entrySize, maxFileBytes)
+	}
+	x.fs, x.base, x.entrySize = fsys, baseOffset, entrySize
+	x.maxBytes = roundDown(maxIndexSize, entrySize)
+	x.path.Store(&path)
+
+	_, err = fsys.Stat(path)
+	created := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !created {
+		return err
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			if created {
+				_ = fsys.Remove(path)
+			}
+		}
+	}()
+	var length int64
+	if created {
+		// Kafka preallocates a new index to its maximum size.
+		if err := growFile(f, 0, int64(x.maxBytes)); err != nil {
+			return err
+		}
+		if err := writeFirstPage(f, x.maxBytes); err != nil {
+			return err
+		}
+		length = int64(x.maxBytes)
+	} else {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		length = st.Size()
+		if length > maxFileBytes {
+			return base.CorruptionErrorf(path, maxFileBytes, "length",
+				"index file of %d bytes, more than %d", length, maxFileBytes)
+		}
+	}
+	// Kafka: an existing file's entry count is its length in whole
+	// entries. After a crash that is wrong for an index that was still
+	// preallocated (KAFKA-12734); SanityCheck detects it.
+	n := int(length) / entrySize
+	if created {
+		n = 0
+	}
+	size := max(x.maxBytes, n*entrySize)
+	r, err := mapRegion(f, size, true)
+	if err != nil {
+		return err
+	}
+	r.SetName(path) // what a FaultError names
+	x.f = f
+	x.cur.Store(&mapping{region: r, buf: r.Bytes()})
+	x.fileLen.Store(length)
+	x.maxEntries.Store(int64(size / entrySize))
+	x.entries.Store(int64(n))
+	return nil
+}
+
+// roundDown returns n rounded down to a multiple of m.
+func roundDown(n, m int) int { return n / m * m }
+
+// growFile sets f's length to size bytes (from length from) and reserves
+// their disk blocks, so that a write into the mapping cannot hit a full
+// disk (SIGBUS) later; filesystems without fallocate skip the reservation.
+// On failure it tries to leave the length at from.
+func growFile(f vfs.File, from, size int64) error {
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	if err := f.Preallocate(from, size-from); err != nil {
+		_ = f.Truncate(from)
+		return err
+	}
+	return nil
+}
+
+// firstPageBytes is how much of a new index writeFirstPage writes: one
+// page on the common 4 KiB-page systems, 512 offset entries.
+const firstPageBytes = 4096
+
+// writeFirstPage writes zeros over the first page of a new, preallocated
+// index file of size bytes (its content does not change). Preallocated
+// blocks are unwritten extents: on ext4 the first store into such a page
+// through the mapping converts the extent in the page fault, which
+// measured 3-9 ms, paid by the append that writes a segment's first index
+// entry (the second append after a roll). A write through the file
+// converts it in the page cache when the index is created, off that
+// append (logbench rolls, README).
+func writeFirstPage(f vfs.File, size int) error {
+	var zeros [firstPageBytes]byte
+	_, err := f.WriteAt(zeros[:min(firstPageBytes, size)], 0)
+	return err
+}
+
+// Path returns the file's current path.
+func (x *indexFile) Path() string { return *x.path.Load() }
+
+// view returns the valid entries' bytes: entries*entrySize bytes of the
+// current mapping, capped so that it can never reach past the mapping.
+// Readers load the count before the mapping: the writer stores a new
+// mapping before it publishes a count that needs it, so the mapping loaded
+// second always covers the count loaded first.
+func (x *indexFile) view() []byte {
+	n := int(x.entries.Load()) * x.entrySize
+	buf := x.cur.Load().buf
+	if n > len(buf) {
+		n = roundDown(len(buf), x.entrySize)
+	}
+	return buf[:n:n]
+}
+
+// writeEntry writes the encoded entry p into slot n and publishes n+1
+// entries. REQUIRES: writer, n == entries, n < maxEntries.
+func (x *indexFile) writeEntry(p []byte, n int) error {
+	end := int64(n+1) * int64(x.entrySize)
+	if end > x.fileLen.Load() {
+		// An existing index opened shorter than its slots (a trimmed
+		// one being appended to again) grows to all of them at once.
+		from := x.fileLen.Load()
+		size := x.maxEntries.Load() * int64(x.entrySize)
+		if err := growFile(x.f, from, size); err != nil {
+			return err
+		}
+		x.fileLen.Store(size)
+		x.w.sizeDirty = true
+	}
+	if err := x.cur.Load().region.WriteAt(p, int64(n)*int64(x.entrySize)); err != nil {
+		return err
+	}
+	x.entries.Store(int64(n + 1))
+	return nil
+}
+
+// truncateEntries drops every entry at or after slot n. REQUIRES: no
+// concurrent reader (see the package doc), n <= entries.
+func (x *indexFile) truncateEntries(n int) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	x.entries.Store(int64(n))
+	return nil
+}
+
+// trimToValidSize cuts the file to its entries; the index is then full
+// until Resize. The mapping is cut to the file too (Region.Shrink unmaps
+// the pages past it), so that a sealed segment's index maps its entries,
+// not segment.index.bytes: readers never read past the entries, which the
+// shorter mapping still covers, so one that loaded the longer mapping is
+// safe as well.
+func (x *indexFile) trimToValidSize() error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	n := x.entries.Load()
+	size := n * int64(x.entrySize)
+	if x.fileLen.Load() != size {
+		if err := x.f.Truncate(size); err != nil {
+			return err
+		}
+		x.fileLen.Store(size)
+		x.w.sizeDirty = true
+	}
+	x.maxEntries.Store(n)
+	if cur := x.cur.Load(); cur.region != nil && int64(len(cur.buf)) > size {
+		if err := cur.region.Shrink(int(size)); err != nil {
+			return err
+		}
+		x.cur.Store(&mapping{region: cur.region, buf: cur.region.Bytes()})
+	}
+	return nil
+}
+
+// mappedBytes returns the length of the current mapping.
+func (x *indexFile) mappedBytes() int { return len(x.cur.Load().buf) }
+
+// resize sets the number of slots to maxIndexSize/entrySize and the file's
+// length to match (Kafka's AbstractIndex.resize). It remaps only to grow
+// past the current mapping.
+func (x *indexFile) resize(maxIndexSize int) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	n := x.entries.Load()
+	if maxIndexSize < 0 || maxIndexSize > maxFileBytes || int64(maxIndexSize) < n*int64(x.entrySize) {
+		return fmt.Errorf("%w: %s: resize to %d bytes, %d entries of %d bytes", ErrInvalidSize, x.Path(), maxIndexSize, n, x.entrySize)
+	}
+	size := int64(roundDown(maxIndexSize, x.entrySize))
+	// Map first (a mapping may extend past the end of the file), so that
+	// a failure leaves the file as it was.
+	old := x.cur.Load()
+	var grown *mmap.Region
+	if size > int64(len(old.buf)) {
+		r, err := mapRegion(x.f, int(size), true)
+		if err != nil {
+			return err
+		}
+		r.SetName(x.Path())
+		grown = r
+	}
+	if from := x.fileLen.Load(); from != size {
+		var err error
+		if size > from {
+			err = growFile(x.f, from, size)
+		} else {
+			err = x.f.Truncate(size)
+		}
+		if err != nil {
+			if grown != nil {
+				_ = grown.Unmap()
+			}
+			return err
+		}
+		x.fileLen.Store(size)
+		x.w.sizeDirty = true
+	}
+	if grown != nil {
+		x.cur.Store(&mapping{region: grown, buf: grown.Bytes()})
+		x.w.retired = append(x.w.retired, old.region)
+	}
+	x.maxEntries.Store(size / int64(x.entrySize))
+	return nil
+}
+
+// flush makes the entries and the file's length durable.
+func (x *indexFile) flush() error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if err := x.cur.Load().region.Sync(); err != nil {
+		return err
+	}
+	if x.w.sizeDirty && x.cur.Load().region.Mapped() {
+		if err := x.f.Sync(); err != nil {
+			return err
+		}
+	}
+	x.w.sizeDirty = false
+	return nil
+}
+
+// release unmaps every mapping and closes the file, returning the first
+// error. Afterwards the index reads as empty (a misplaced lookup finds
+// nothing instead of touching unmapped memory).
+func (x *indexFile) release() error {
+	x.w.closed = true
+	cur := x.cur.Load()
+	x.entries.Store(0)
+	x.maxEntries.Store(0)
+	x.cur.Store(&mapping{})
+	var firstErr error
+	for _, r := range append(x.w.retired, cur.region) {
+		if err := r.Unmap(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	x.w.retired = nil
+	if err := x.f.Close(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return firstErr
+}
+
+// close trims the file to its entries, unmaps and closes it.
+func (x *indexFile) close() error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	err := x.trimToValidSize()
+	if rerr := x.release(); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// delete unmaps and closes the index if still open, then removes its file;
+// a file that is already gone is not an error (Kafka's deleteIfExists).
+func (x *indexFile) delete() error {
+	var err error
+	if !x.w.closed {
+		err = x.release()
+	}
+	if rerr := x.fs.Remove(x.Path()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// rename renames the file; the index stays open and usable.
+func (x *indexFile) rename(newPath string) error {
+	if err := x.fs.Rename(x.Path(), newPath); err != nil {
+		return err
+	}
+	x.path.Store(&newPath)
+	for _, r := range append(x.w.retired, x.cur.Load().region) {
+		if r != nil {
+			r.SetName(newPath) // what a FaultError names
+		}
+	}
+	return nil
+}
+
+// closedError returns ErrClosed with the path.
+func (x *indexFile) closedError() error {
+	return fmt.Errorf("%w: %s", ErrClosed, x.Path())
+}
+
+// checkLength is the part of SanityCheck both kinds share: the file length
+// seen at open (or set since) is a whole number of entries.
+func (x *indexFile) checkLength() error {
+	if l := x.fileLen.Load(); l%int64(x.entrySize) != 0 {
+		return base.CorruptionErrorf(x.Path(), roundDownInt64(l, int64(x.entrySize)), "length",
+			"index file of %d bytes is not a multiple of the %d-byte entry", l, x.entrySize)
+	}
+	return nil
+}
+
+func roundDownInt64(n, m int64) int64 { return n / m * m }
+
+// entryField names entry i for corruption errors.
+func entryField(i int) string { return fmt.Sprintf("entry %d", i) }
+
+// rebase gives an index without entries a new base offset (a spare
+// segment's indexes get theirs when a roll adopts it). REQUIRES: writer,
+// no reader has the index yet.
+func (x *indexFile) rebase(baseOffset int64) error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if baseOffset < 0 || baseOffset > MaxBaseOffset {
+		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, x.Path(), baseOffset, int64(MaxBaseOffset))
+	}
+	if n := x.entries.Load(); n != 0 {
+		return fmt.Errorf("%w: %s: rebase of an index with %d entries", ErrInvalidArgument, x.Path(), n)
+	}
+	x.base = baseOffset
+	return nil
+}

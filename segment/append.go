@@ -1,0 +1,459 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/mmap"
+)
+
+// Append writes b at the end of the .log and publishes it. b's offsets are
+// already assigned: b.BaseOffset() >= NextOffset(), and its last offset
+// lies within MaxInt32 of BaseOffset. Append checks b's framing (not its
+// CRC: the caller validated it) and that it fits, then writes it at Size(),
+// adds an offset index entry (key: b's last offset, value: its position)
+// and maybe a time index entry (the largest timestamp so far and the offset
+// of the batch that has it) when more than IndexIntervalBytes were
+// appended since the last entry, and only then publishes the new size, so
+// concurrent readers never see a partial batch. It returns b's position.
+//
+// On an error nothing is published: the size and next offset stay, no
+// index entry is added and the bytes written are truncated away (or, if
+// that fails too, cut before the next append). The one exception is a
+// failed write of the time index entry after the offset entry is in: the
+// batch is then published (see the comment in the code). One writer only.
+func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
+	return s.appendBatch(b, len(b), nil)
+}
+
+// AppendWithHeader is Append of the batch made of the header h (exactly
+// batch.HeaderSize bytes) followed by body: what a partition appends when
+// it patched a copy of a caller's header (offsets, leader epoch,
+// timestamps and CRC) and must not write into the caller's bytes. The two
+// parts are written back to back at Size(), with one pwritev where the
+// file offers it (vfs.VectorWriterAt), else with two writes (a crash
+// between them leaves a torn tail, which the CRC catches), and published
+// together, as Append publishes a batch. Neither h nor body is retained or
+// modified.
+func (s *Segment) AppendWithHeader(h batch.Batch, body []byte) (pos int64, err error) {
+	if len(h) != batch.HeaderSize {
+		return 0, base.CorruptionErrorf("", 0, "batch", "append of a %d-byte header, want %d", len(h), batch.HeaderSize)
+	}
+	return s.appendBatch(h, batch.HeaderSize+len(body), body)
+}
+
+// appendBatch appends a batch of n bytes: b is the whole batch (body nil)
+// or its header (body the rest). Header fields are read from b only.
+func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+	switch {
+	case s.closed.Load():
+		return 0, ErrClosed
+	case s.sealed.Load():
+		return 0, fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
+	}
+	first, last, batchMaxTs, ok := appendRange(b, n)
+	if !ok {
+		return 0, base.CorruptionErrorf("", 0, "batch", "append of %d bytes that do not frame as one batch", n)
+	}
+	pos = s.size.Load()
+	if next := s.nextOffset.Load(); first < next {
+		return 0, fmt.Errorf("%w: batch at offset %d, segment %s is at %d", ErrOffsetNotIncreasing, first, s.LogPath(), next)
+	}
+	if first < s.base || last-s.base > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: batch [%d, %d] in segment with base %d", ErrOffsetOverflow, first, last, s.base)
+	}
+	end := pos + int64(n)
+	if end > s.window {
+		return 0, fmt.Errorf("%w: %s: %d + %d bytes exceed %d", ErrSegmentFull, s.LogPath(), pos, n, s.window)
+	}
+	indexDue := s.w.bytesSinceIndex > int64(s.cfg.IndexIntervalBytes)
+	if indexDue && (s.offIdx.IsFull() || s.timeIdx.IsFull()) {
+		return 0, fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.LogPath())
+	}
+	if indexDue && last <= s.offIdx.LastEntry().Offset && s.offIdx.Entries() > 0 {
+		return 0, base.AssertionFailedf("partlog/segment: %s: offset %d not above the last index entry %d", s.LogPath(), last, s.offIdx.LastEntry().Offset)
+	}
+	if s.w.fileSize != pos {
+		// A failed write or a torn tail left bytes past the size.
+		if err := s.logFile.Truncate(pos); err != nil {
+			return 0, err
+		}
+		s.w.fileSize = pos
+	}
+
+	if err := s.writeBatch(b, body, pos); err != nil {
+		s.undoWrite(pos)
+		return 0, err
+	}
+	if err := s.noteWritten(pos, n, last, batchMaxTs, indexDue); err != nil {
+		s.undoWrite(pos)
+		return 0, err
+	}
+	s.size.Store(end)
+	s.nextOffset.Store(last + 1)
+	return pos, nil
+}
+
+// noteWritten does the writer's bookkeeping for a batch of n bytes with
+// last offset last and largest timestamp batchMaxTs just written at pos:
+// the index entries when indexDue, the byte count since the last entry,
+// the file size, the largest timestamp and the first batch's. It does not
+// publish the batch (size, nextOffset). An error is a failed offset index
+// write, with nothing changed.
+func (s *Segment) noteWritten(pos int64, n int, last, batchMaxTs int64, indexDue bool) error {
+	maxTs, maxOff := s.w.maxTimestamp, s.w.offsetOfMaxTimestamp
+	if ts := batchMaxTs; ts > maxTs {
+		maxTs, maxOff = ts, last
+	}
+	if indexDue {
+		if err := s.offIdx.Append(last, pos); err != nil {
+			return err
+		}
+		if maxTs >= 0 {
+			// The checks above rule out every MaybeAppend failure but
+			// an I/O error writing the index file. The offset entry is
+			// in (and index entries cannot be taken back while
+			// lock-free readers look them up), so the batch is
+			// published anyway: a time index that lacks an entry is
+			// still right, lookups just scan further.
+			if err := s.timeIdx.MaybeAppend(maxTs, maxOff, false); err != nil {
+				s.log.Warn("partlog/segment: time index entry not written; lookups by time scan further",
+					"segment", s.LogPath(), "timestamp", maxTs, "offset", maxOff, "err", err)
+			}
+		}
+		s.w.bytesSinceIndex = 0
+	}
+	s.w.bytesSinceIndex += int64(n)
+	s.w.fileSize = pos + int64(n)
+	s.setMaxTimestamp(maxTs, maxOff)
+	if pos == 0 {
+		s.mu.Lock()
+		s.mu.firstBatchMaxTimestamp = batchMaxTs
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// writeBatch writes b, then body when it is not nil, at pos: with one
+// pwritev when the file offers it (vfs.VectorWriterAt), else one WriteAt
+// each. The iovec array lives in the writer state so that the call does
+// not allocate; it is cleared afterwards, so no caller memory is kept.
+func (s *Segment) writeBatch(b, body []byte, pos int64) error {
+	if body == nil {
+		_, err := s.logFile.WriteAt(b, pos)
+		return err
+	}
+	if vw, ok := s.logFile.(vfs.VectorWriterAt); ok {
+		s.w.iov = [2][]byte{b, body}
+		_, err := vw.WriteVAt(s.w.iov[:], pos)
+		s.w.iov = [2][]byte{}
+		return err
+	}
+	if _, err := s.logFile.WriteAt(b, pos); err != nil {
+		return err
+	}
+	_, err := s.logFile.WriteAt(body, pos+int64(len(b)))
+	return err
+}
+
+// undoWrite cuts a failed append's bytes; if that fails too, the next
+// Append (or Close) cuts them.
+func (s *Segment) undoWrite(pos int64) {
+	if err := s.logFile.Truncate(pos); err != nil {
+		s.w.fileSize = -1
+		return
+	}
+	s.w.fileSize = pos
+}
+
+// RollReason says why the partition should start a new segment before
+// appending a batch. It is what ShouldRoll returns.
+type RollReason uint8
+
+// Roll reasons, in the order ShouldRoll checks them (Kafka's shouldRoll).
+const (
+	// RollNone: append to this segment.
+	RollNone RollReason = iota
+	// RollSize: the batch would take the .log past segment.bytes.
+	RollSize
+	// RollTime: segment.ms elapsed since the first batch (by batch
+	// timestamps, or by the wall clock when the first batch has none).
+	RollTime
+	// RollOffsetIndexFull: the offset index has no free entry.
+	RollOffsetIndexFull
+	// RollTimeIndexFull: the time index has no free entry.
+	RollTimeIndexFull
+	// RollOffsetOverflow: the batch's last offset does not fit the
+	// segment's 32-bit relative offsets.
+	RollOffsetOverflow
+	numRollReasons
+)
+
+var rollReasonNames = [...]string{"none", "size", "time", "offset index full", "time index full", "offset overflow"}
+
+func init() {
+	if len(rollReasonNames) != int(numRollReasons) {
+		panic(base.AssertionFailedf("partlog/segment: %d roll reason names for %d reasons", len(rollReasonNames), numRollReasons))
+	}
+}
+
+// String names the reason.
+func (r RollReason) String() string {
+	if r < numRollReasons {
+		return rollReasonNames[r]
+	}
+	return fmt.Sprintf("RollReason(%d)", uint8(r))
+}
+
+// ShouldRoll reports whether the partition must roll to a new segment before
+// appending incoming, and why (Kafka's LogSegment.shouldRoll), checking in
+// this order:
+//
+//   - size: Size() > segmentBytes - len(incoming), for a non-empty segment
+//     (rolling an empty one would not help; the partition rejects a batch
+//     larger than segment.bytes);
+//   - time: for a non-empty segment and rollAfter > 0 (segment.ms minus the
+//     jitter), incoming.MaxTimestamp() - FirstBatchMaxTimestamp() > rollAfter,
+//     or, when the first batch has no timestamp, now - Created() > rollAfter
+//     (strictly greater, as in Kafka);
+//   - either index is full;
+//   - incoming's last offset is more than MaxInt32 above the base offset
+//     (or below it).
+//
+// Only incoming's header is read (its size is batchLength + 12), so
+// incoming may be just the header of the batch to append, as
+// AppendWithHeader takes it.
+func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter time.Duration, now time.Time) RollReason {
+	size := s.size.Load()
+	if size > 0 && size > segmentBytes-int64(incoming.Size()) {
+		return RollSize
+	}
+	if size > 0 && rollAfter > 0 {
+		s.mu.Lock()
+		first, created := s.mu.firstBatchMaxTimestamp, s.mu.created
+		s.mu.Unlock()
+		var waited time.Duration
+		if first >= 0 {
+			waited = time.Duration(incoming.MaxTimestamp()-first) * time.Millisecond
+		} else {
+			waited = now.Sub(created)
+		}
+		if waited > rollAfter {
+			return RollTime
+		}
+	}
+	if s.offIdx.IsFull() {
+		return RollOffsetIndexFull
+	}
+	if s.timeIdx.IsFull() {
+		return RollTimeIndexFull
+	}
+	if rel := incoming.LastOffset() - s.base; rel < 0 || rel > math.MaxInt32 {
+		return RollOffsetOverflow
+	}
+	return RollNone
+}
+
+// Flush makes everything appended durable: fdatasync of the .log, then of
+// both indexes and of the .txnindex when it was written. Writer side (it must not overlap Append, TruncateTo,
+// Recover or Close).
+func (s *Segment) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	// The data is durable only under the names a start-up reads.
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
+	if err := s.trimIndexesFirst(); err != nil {
+		return err
+	}
+	if err := s.logFile.Sync(); err != nil {
+		return err
+	}
+	if err := s.offIdx.Flush(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.Flush(); err != nil {
+		return err
+	}
+	return s.flushTxn()
+}
+
+// Seal makes the segment read-only when the partition rolls past it
+// (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
+// appended to the time index (even if it is full), a .log longer than
+// Size is cut, and the .log's mapping is cut to its length (the pages
+// past it are unmapped). Cutting both index files to their entries is
+// left pending for TrimSealedIndexes (Close trims them too). Further Appends
+// return ErrSealed. Sealing a sealed segment does nothing. Writer side.
+func (s *Segment) Seal() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.sealed.Load() {
+		return nil
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpinWriter()
+	if err := s.appendFinalTimeEntry(); err != nil {
+		return err
+	}
+	if size := s.size.Load(); s.w.fileSize != size {
+		if err := s.logFile.Truncate(size); err != nil {
+			return err
+		}
+		s.w.fileSize = size
+	}
+	if err := s.mapTo(s.size.Load()); err != nil {
+		return err
+	}
+	s.trim.mu.Lock()
+	s.trim.pending.Store(true)
+	s.trim.mu.Unlock()
+	s.sealed.Store(true)
+	return nil
+}
+
+// trimState is the deferred index trim of a sealed segment. Seal leaves
+// both indexes at their preallocated length (cutting a file that frees
+// MaxIndexBytes takes milliseconds, which the partition does not spend
+// under its lock); TrimSealedIndexes cuts them later, without the
+// writer's lock. Every writer-side method that touches a sealed
+// segment's index files settles a pending trim first, under mu, after
+// pinning the segment (trimIndexesFirst, dropTrim), so the trim never
+// overlaps another change of the index files. Closing the indexes (Close,
+// the last Unref, a Budget closing the segment at rest) trims them as
+// well. A crash before the trim leaves a sealed segment with
+// preallocated indexes: the files a crash after an unsynced trim leaves
+// too, which Open recognises (an index longer than its entries; see
+// docs/crash-safety.md, "Rolls").
+type trimState struct {
+	mu sync.Mutex
+	// pending is set by Seal and cleared once both files are cut (or
+	// grown back by Unseal or TruncateTo). Written under mu.
+	pending atomic.Bool
+}
+
+// TrimPending reports whether Seal's index trim has not run yet.
+func (s *Segment) TrimPending() bool { return s.trim.pending.Load() }
+
+// TrimSealedIndexes cuts a sealed segment's index files to their entries
+// (Kafka's trimToValidSize at roll), the half of Seal that Seal leaves
+// for later. Unlike the other writer-side methods it may run without the
+// writer's lock, concurrently with reads and with the writer's methods
+// (those that touch the index files wait for it or do it first). It does
+// nothing when no trim is pending or the segment is closed. The caller
+// holds a reference (Ref) for the call.
+func (s *Segment) TrimSealedIndexes() error {
+	if !s.trim.pending.Load() || s.closed.Load() {
+		return nil
+	}
+	// A trim may replace the index mappings, which SettleAdoption names.
+	if err := s.SettleAdoption(); err != nil {
+		return err
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpin()
+	s.trim.mu.Lock()
+	defer s.trim.mu.Unlock()
+	return s.trimIndexesLocked()
+}
+
+// trimIndexesFirst runs a pending trim before a writer-side method
+// changes or syncs the index files. REQUIRES: writer, the segment pinned.
+func (s *Segment) trimIndexesFirst() error {
+	if !s.trim.pending.Load() {
+		return nil
+	}
+	s.trim.mu.Lock()
+	defer s.trim.mu.Unlock()
+	return s.trimIndexesLocked()
+}
+
+// dropTrim cancels a pending trim for a writer-side method that grows the
+// indexes back to MaxIndexBytes (Unseal, TruncateTo of a sealed segment):
+// their files still have that length. REQUIRES: writer, the segment
+// pinned.
+func (s *Segment) dropTrim() {
+	if !s.trim.pending.Load() {
+		return
+	}
+	s.trim.mu.Lock()
+	s.trim.pending.Store(false)
+	s.trim.mu.Unlock()
+}
+
+// trimIndexesLocked cuts both index files to their entries when a trim is
+// pending. REQUIRES: trim.mu held, the segment pinned.
+func (s *Segment) trimIndexesLocked() error {
+	if !s.trim.pending.Load() {
+		return nil
+	}
+	if err := s.offIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if err := s.timeIdx.TrimToValidSize(); err != nil {
+		return err
+	}
+	if err := s.releaseReserved(); err != nil {
+		return err
+	}
+	s.trim.pending.Store(false)
+	return nil
+}
+
+// Unseal makes a sealed segment active again: both indexes grow back to
+// MaxIndexBytes, the .log is mapped anew at the full window (the sealed
+// mapping stays until the segment is released: readers may hold its
+// bytes) and Append is accepted. The partition unseals its last
+// segment after opening it. Writer side.
+func (s *Segment) Unseal() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.sealed.Load() {
+		return nil
+	}
+	if err := s.SettleAdoption(); err != nil { // the mappings change
+		return err
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	defer s.unpinWriter()
+	s.dropTrim()
+	if err := s.resizeIndexes(); err != nil {
+		return err
+	}
+	if err := s.mapTo(s.window); err != nil {
+		return err
+	}
+	s.sealed.Store(false)
+	return nil
+}
+
+// resizeIndexes grows both indexes to MaxIndexBytes (never below their
+// entries).
+func (s *Segment) resizeIndexes() error {
+	if err := s.offIdx.Resize(max(s.cfg.MaxIndexBytes, s.offIdx.Entries()*index.OffsetEntrySize)); err != nil {
+		return err
+	}
+	return s.timeIdx.Resize(max(s.cfg.MaxIndexBytes, s.timeIdx.Entries()*index.TimeEntrySize))
+}

@@ -1,0 +1,268 @@
+package segment
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// openResources counts the descriptors and the mappings of this process
+// that refer to files under dir (Linux: /proc/self/fd and
+// /proc/self/maps); ok is false elsewhere.
+func openResources(t testing.TB, dir string) (fds, maps int, ok bool) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return 0, 0, false
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
+			fds++
+		}
+	}
+	m, err := os.ReadFile("/proc/self/maps")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(m), "\n") {
+		if strings.Contains(line, dir) {
+			maps++
+		}
+	}
+	return fds, maps, true
+}
+
+// budgetSegments writes n sealed segments of one batch each under a Budget
+// and returns them with their batches.
+func budgetSegments(t *testing.T, fsys vfs.FS, dir string, n int, b *Budget) ([]*Segment, []batch.Batch) {
+	t.Helper()
+	cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1, Budget: b}
+	var segs []*Segment
+	var bs []batch.Batch
+	for i := range n {
+		base := int64(i * 10)
+		s, err := Create(fsys, dir, base, cfg)
+		require.NoError(t, err)
+		bt := simpleBatch(t, base, 10, 1_700_000_000_000+base, 50)
+		mustAppend(t, s, bt)
+		require.NoError(t, s.Seal())
+		segs = append(segs, s)
+		bs = append(bs, bt)
+	}
+	return segs, bs
+}
+
+// readSegment reads s's one batch under a read lease and checks it.
+func readSegment(t testing.TB, s *Segment, want batch.Batch) {
+	s.AcquireRead()
+	defer s.ReleaseRead()
+	sl, err := s.Read(s.BaseOffset(), len(want), s.Size(), true)
+	require.NoError(t, err)
+	got, err := s.Bytes(sl.Start, sl.End, nil)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "segment %d: bytes differ", s.BaseOffset())
+	off, ts, found, err := s.FindOffsetByTimestamp(want.MaxTimestamp(), 0)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, want.LastOffset(), off)
+	require.Equal(t, want.MaxTimestamp(), ts)
+}
+
+// TestBudgetClosesUnusedSegments: under a Budget of 3, sealed segments
+// close their files when unused (no descriptor, no mapping), at most 3 stay
+// open, every one reads back through a clean reopen, and what a closed
+// segment answers without its files (size, offsets, index counts) is
+// unchanged. Without the Budget every sealed segment held three
+// descriptors and up to three mappings.
+func TestBudgetClosesUnusedSegments(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		const n, budget = 40, 3
+		b := NewBudget(budget)
+		segs, bs := budgetSegments(t, fsys, dir, n, b)
+		assert.LessOrEqual(t, b.Stats().Open, budget)
+		resident := 0
+		for _, s := range segs {
+			if s.Resident() {
+				resident++
+			}
+		}
+		assert.LessOrEqual(t, resident, budget)
+		if fds, maps, ok := openResources(t, dir); ok && fsys == vfs.Default {
+			assert.LessOrEqual(t, fds, 3*budget, "descriptors at rest")
+			assert.LessOrEqual(t, maps, 3*budget, "mappings at rest")
+		}
+		for i, s := range segs {
+			offs, times := s.IndexEntries()
+			assert.Equal(t, 0, offs, "segment %d: the first batch gets no offset entry", i)
+			assert.Equal(t, 1, times, "segment %d", i)
+			assert.Equal(t, int64(i*10+10), s.NextOffset())
+			assert.Equal(t, int64(len(bs[i])), s.Size())
+			assert.True(t, s.Mapped() == (fsys == vfs.Default), "Mapped")
+		}
+		for round := range 2 {
+			for i, s := range segs {
+				readSegment(t, s, bs[i])
+				_, _, _, err := s.Translate(int64(i*10+5), 0)
+				require.NoError(t, err, "round %d", round)
+			}
+		}
+		st := b.Stats()
+		assert.GreaterOrEqual(t, st.Reopens, int64(2*n-2*budget))
+		assert.GreaterOrEqual(t, st.Closes, int64(2*n-2*budget))
+		assert.LessOrEqual(t, st.Open, budget)
+		if fds, maps, ok := openResources(t, dir); ok && fsys == vfs.Default {
+			assert.LessOrEqual(t, fds, 3*budget, "descriptors at rest after reading")
+			assert.LessOrEqual(t, maps, 3*budget, "mappings at rest after reading")
+		}
+		for _, s := range segs {
+			s.AcquireRead() // checkSegment uses bytes aliasing the mapping
+			checkSegment(t, s)
+			s.ReleaseRead()
+			mustClose(t, s)
+		}
+		assert.Equal(t, 0, b.Stats().Open)
+		if fds, maps, ok := openResources(t, dir); ok && fsys == vfs.Default {
+			assert.Zero(t, fds)
+			assert.Zero(t, maps)
+		}
+	})
+}
+
+// TestBudgetPinKeepsBytes: a read lease (and Pin) keeps a segment open
+// while the budget closes the others, so bytes aliasing its mapping stay
+// valid; the last release lets the budget close it.
+func TestBudgetPinKeepsBytes(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(0)
+		segs, bs := budgetSegments(t, fsys, dir, 5, b)
+		s := segs[0]
+		s.AcquireRead()
+		got, err := s.Bytes(0, s.Size(), nil)
+		require.NoError(t, err)
+		require.NoError(t, segs[1].Pin())
+		for i := 2; i < len(segs); i++ {
+			readSegment(t, segs[i], bs[i])
+		}
+		require.True(t, s.Resident())
+		require.True(t, segs[1].Resident())
+		require.True(t, bytes.Equal(bs[0], got))
+		s.ReleaseRead()
+		segs[1].Unpin()
+		assert.False(t, s.Resident())
+		assert.False(t, segs[1].Resident())
+		assert.Equal(t, 0, b.Stats().Open)
+		for _, s := range segs {
+			mustClose(t, s)
+		}
+	})
+}
+
+// TestBudgetReopenChecksFiles: a segment closed at rest whose .log changed
+// length, or whose index lost entries, behind its back reports corruption
+// naming the file when it is read, instead of serving other bytes.
+func TestBudgetReopenChecksFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file func(dir string) string
+		size int64
+	}{
+		{"log cut", func(dir string) string { return segPath(dir, 0, LogSuffix) }, 20},
+		{"index grown", func(dir string) string { return segPath(dir, 0, IndexSuffix) }, 8},
+		{"time index cut", func(dir string) string { return segPath(dir, 0, TimeIndexSuffix) }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := NewBudget(0)
+			segs, _ := budgetSegments(t, vfs.Default, dir, 2, b)
+			require.False(t, segs[0].Resident())
+			require.NoError(t, os.Truncate(tc.file(dir), tc.size))
+			_, err := segs[0].Read(0, 1<<20, segs[0].Size(), true)
+			require.ErrorIs(t, err, base.ErrCorrupt)
+			require.ErrorContains(t, err, tc.file(dir))
+			require.False(t, segs[0].Resident())
+			if fds, _, ok := openResources(t, dir); ok {
+				assert.Zero(t, fds, "a failed reopen leaves nothing open")
+			}
+			for _, s := range segs {
+				mustClose(t, s)
+			}
+		})
+	}
+}
+
+// TestBudgetConcurrentReaders: readers of many segments under a budget of
+// one race with each other's reopens and closes (run with -race, and with
+// the invariants tag, which poisons closed heap regions).
+func TestBudgetConcurrentReaders(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(1)
+		segs, bs := budgetSegments(t, fsys, dir, 8, b)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for k := range 200 {
+					i := (g*7 + k*3) % len(segs)
+					readSegment(t, segs[i], bs[i])
+					offs, _ := segs[i].IndexEntries()
+					assert.Equal(t, 0, offs)
+				}
+			})
+		}
+		wg.Wait()
+		assert.LessOrEqual(t, b.Stats().Open, 1)
+		for _, s := range segs {
+			mustClose(t, s)
+		}
+	})
+}
+
+// TestBudgetWriterMethodsReopen: the writer-side methods a partition calls
+// on a sealed segment (Flush, Unseal to append again, TruncateTo,
+// MarkDeleted) reopen a segment closed at rest; an unsealed segment is
+// never closed; a segment marked deleted leaves the budget and its files
+// go at the last Unref.
+func TestBudgetWriterMethodsReopen(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(0)
+		segs, bs := budgetSegments(t, fsys, dir, 3, b)
+		for _, s := range segs {
+			require.False(t, s.Resident())
+		}
+		require.NoError(t, segs[0].Flush())
+		require.False(t, segs[0].Resident(), "closed again once unused")
+
+		require.NoError(t, segs[1].Unseal())
+		require.True(t, segs[1].Resident())
+		mustAppend(t, segs[1], simpleBatch(t, 20, 5, 1_700_000_000_100, 10))
+		readSegment(t, segs[1], bs[1])
+		require.True(t, segs[1].Resident(), "the active segment stays open")
+		_, err := segs[1].TruncateTo(20)
+		require.NoError(t, err)
+		require.NoError(t, segs[1].Seal())
+		require.False(t, segs[1].Resident())
+		segs[1].AcquireRead()
+		checkSegment(t, segs[1])
+		segs[1].ReleaseRead()
+
+		require.NoError(t, segs[2].MarkDeleted())
+		require.True(t, segs[2].Resident(), "a deleted segment stays open for its readers")
+		readSegment(t, segs[2], bs[2])
+		require.NoError(t, segs[2].Unref())
+		_, err = fsys.Stat(segPath(dir, 20, LogSuffix+DeletedSuffix))
+		require.ErrorIs(t, err, os.ErrNotExist)
+
+		mustClose(t, segs[0])
+		mustClose(t, segs[1])
+		assert.Equal(t, 0, b.Stats().Open)
+	})
+}
