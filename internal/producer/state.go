@@ -165,9 +165,6 @@ func (s *State) Reset() {
 	s.ongoing = s.ongoing[:0]
 }
 
-// Len returns how many producers the state knows.
-func (s *State) Len() int { return len(s.m) }
-
 // Producer returns what the state knows about producer pid, and false
 // when it knows nothing (never seen, or expired).
 func (s *State) Producer(pid int64) (Producer, bool) {

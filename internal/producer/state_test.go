@@ -187,7 +187,7 @@ func TestApplyKeepsFiveBatches(t *testing.T) {
 
 	_, ok = l.s.Producer(8)
 	assert.False(t, ok)
-	assert.Equal(t, 1, l.s.Len())
+	assert.Len(t, l.s.Producers(), 1)
 }
 
 // TestApplyTakesEveryBatch: Apply is the replica path: stale epochs and
@@ -336,7 +336,7 @@ func TestOpenTxnsByFirstOffset(t *testing.T) {
 	assert.Equal(t, int64(10), first)
 	s.Reset()
 	assert.Empty(t, s.OpenTxns())
-	assert.Zero(t, s.Len())
+	assert.Empty(t, s.Producers())
 	_, ok = s.FirstUnstable()
 	assert.False(t, ok)
 }
@@ -355,7 +355,7 @@ func TestExpire(t *testing.T) {
 	l.append(pb{pid: 3, seq: 0}.bytes(t))
 	// Producer 1 was idle on arrival, but the sweeps of 2 and 3 came less
 	// than SweepEvery after producer 1's (the first Apply swept at now).
-	assert.Equal(t, 3, l.s.Len())
+	assert.Len(t, l.s.Producers(), 3)
 
 	assert.Equal(t, 1, l.s.Expire())
 	_, ok := l.s.Producer(1)
@@ -385,7 +385,7 @@ func TestExpire(t *testing.T) {
 	forever := newLog(Config{Now: clock})
 	forever.append(pb{pid: 1, seq: 0, ts: 1}.bytes(t))
 	assert.Zero(t, forever.s.Expire())
-	assert.Equal(t, 1, forever.s.Len())
+	assert.Len(t, forever.s.Producers(), 1)
 }
 
 // TestApplyAndCheckZeroAllocs backs log's zero-allocation append claim for
