@@ -13,7 +13,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/logaccess"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -74,11 +74,11 @@ func TestTruncateBelowCleanerCheckpointResurrectsKey(t *testing.T) {
 }
 
 // readCleanerCheckpoint reads p's cleaner checkpoint file (Kafka's
-// format, the directory's topic-partition entry); found is false without
-// one.
+// format, the directory's topic-partition entry) on the operating system's
+// filesystem, which the test opened p on; found is false without one.
 func readCleanerCheckpoint(p *plog.Partition) (offset int64, found bool, err error) {
 	topic, part := checkpoint.EntryName(p.Dir())
-	off, found, err := checkpoint.ReadOffset(logaccess.FS(p), filepath.Join(p.Dir(), checkpoint.CleanerOffsetFile), topic, part)
+	off, found, err := checkpoint.ReadOffset(vfs.Default, filepath.Join(p.Dir(), checkpoint.CleanerOffsetFile), topic, part)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
 	}

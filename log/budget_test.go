@@ -165,7 +165,7 @@ func TestBudgetWriterPaths(t *testing.T) {
 
 			require.NoError(t, p.TruncateTo(22)) // inside a closed segment
 			require.NoError(t, m.TruncateTo(22))
-			require.NoError(t, m.ReloadProducers(p))
+			require.NoError(t, m.ReloadProducers(fs, p))
 			require.NoError(t, logtest.Check(p, m))
 			appendN(6)
 			require.NoError(t, logtest.Check(p, m))

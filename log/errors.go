@@ -3,6 +3,8 @@ package log
 import (
 	"errors"
 	"fmt"
+
+	"github.com/partlog/partlog/internal/producer"
 )
 
 // Errors returned by the append paths (AppendBatch, AppendAssigned). Each
@@ -135,15 +137,15 @@ var (
 	// that is not one of its last five batches), or a new epoch that does
 	// not start at sequence 0. Kafka error code:
 	// OUT_OF_ORDER_SEQUENCE_NUMBER (45).
-	ErrOutOfOrderSequence = errors.New("partlog/log: out of order sequence number")
+	ErrOutOfOrderSequence = producer.ErrOutOfOrderSequence
 
 	// ErrInvalidProducerEpoch marks a batch whose producer epoch is older
 	// than the producer's current epoch: a fenced ("zombie") producer.
 	// Kafka error code: INVALID_PRODUCER_EPOCH (47).
-	ErrInvalidProducerEpoch = errors.New("partlog/log: invalid producer epoch")
+	ErrInvalidProducerEpoch = producer.ErrInvalidProducerEpoch
 
 	// ErrInvalidTxnState marks a non-transactional batch from a producer
 	// whose transaction is open (it sent a transactional batch and no
 	// marker ended it). Kafka error code: INVALID_TXN_STATE (48).
-	ErrInvalidTxnState = errors.New("partlog/log: invalid transaction state")
+	ErrInvalidTxnState = producer.ErrInvalidTxnState
 )

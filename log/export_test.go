@@ -30,7 +30,7 @@ func (p *Partition) WriteCleanerCheckpoint(offset int64, truncations uint64) (bo
 	return p.writeCleanerCheckpoint(offset, truncations)
 }
 
-// File names and the producer snapshot codec, for the external tests.
+// File names, for the external tests.
 
 const (
 	LockFile                     = lockFile
@@ -41,21 +41,7 @@ const (
 	CleanerCheckpointFile        = cleanerCheckpointFile
 )
 
-var (
-	AppendProducerSnapshot = appendProducerSnapshot
-)
-
 func (c *Config) EnsureDefaults() *Config { return c.ensureDefaults() }
-
-const SnapshotSuffix = snapshotSuffix
-
-type ProducerSnapshotEntry = producerSnapshotEntry
-
-var (
-	ErrCorruptSnapshot     = errCorruptSnapshot
-	SnapshotFileName       = snapshotFileName
-	DecodeProducerSnapshot = decodeProducerSnapshot
-)
 
 // WithManualRollFlush returns cfg with the background flush after a roll
 // left to the test (FlushRolled), so that filesystem operations happen in

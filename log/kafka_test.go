@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/producer"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
@@ -169,7 +170,7 @@ func TestOpenEveryKafkaPartition(t *testing.T) {
 						}
 						want = append(want, b...) // ReadDir sorts: 20-digit names
 					case ok && (suffix == segment.IndexSuffix || suffix == segment.TimeIndexSuffix):
-					case strings.HasSuffix(n.Name(), plog.SnapshotSuffix):
+					case strings.HasSuffix(n.Name(), producer.SnapshotSuffix):
 						// Producer snapshots are the partition's own: Open
 						// loads them and Close rewrites the one at the log
 						// end (without producers expired since).

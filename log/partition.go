@@ -15,6 +15,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/epochs"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -115,8 +116,9 @@ type Partition struct {
 		// batch being appended, patched here and never in the caller's
 		// bytes.
 		header [batch.HeaderSize]byte
-		// producers is the idempotent producer state (producer.go).
-		producers producerState
+		// producers is the producer state and the open transactions
+		// (package internal/producer; producer.go), set by Open.
+		producers *producer.State
 		// truncating is the segment TruncateTo waits, without mu, to take
 		// the exclusive lease of (nil otherwise); nothing is changed
 		// before it has it. While it is set, writers wait on truncated
@@ -232,6 +234,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
 	p.truncated.L = &p.mu.Mutex
+	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
 	fs := cfg.FS
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)

@@ -170,7 +170,7 @@ func TestProducerStateMachine(t *testing.T) {
 				}
 				// The partition reloaded from its newest snapshot at or
 				// below o (from its first segment when none).
-				require.NoError(rt, m.ReloadProducers(p))
+				require.NoError(rt, m.ReloadProducers(mem, p))
 			},
 			"": func(rt *rapid.T) { require.NoError(rt, logtest.Check(p, m)) },
 		})

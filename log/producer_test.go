@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -257,7 +258,7 @@ func TestProducerStateAcrossReopen(t *testing.T) {
 	}
 	end := p.LogEndOffset()
 	require.NoError(t, p.Close())
-	_, err = os.Stat(filepath.Join(dir, plog.SnapshotFileName(end)))
+	_, err = os.Stat(filepath.Join(dir, producer.SnapshotFileName(end)))
 	require.NoError(t, err, "Close writes the snapshot at the log end")
 
 	p, err = plog.Open(dir, plog.Config{})
@@ -296,7 +297,7 @@ func snapshotsIn(t *testing.T, dir string) []int64 {
 
 // fmtSscan parses "<20 digits>.snapshot".
 func fmtSscan(name string, off *int64) (int, error) {
-	if len(name) != 20+len(plog.SnapshotSuffix) || name[20:] != plog.SnapshotSuffix {
+	if len(name) != 20+len(producer.SnapshotSuffix) || name[20:] != producer.SnapshotSuffix {
 		return 0, errors.New("not a snapshot")
 	}
 	var v int64
@@ -391,9 +392,9 @@ func TestProducerSnapshotPastTheEnd(t *testing.T) {
 	end := p.LogEndOffset()
 	require.NoError(t, p.Close())
 	// A snapshot at 1000 claiming producer 7 is at sequence 500.
-	fake := plog.AppendProducerSnapshot(nil, []plog.ProducerSnapshotEntry{{ProducerID: 7, LastSequence: 500, LastOffset: 999,
+	fake := producer.AppendSnapshot(nil, []producer.Entry{{ProducerID: 7, LastSequence: 500, LastOffset: 999,
 		Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}})
-	require.NoError(t, os.WriteFile(filepath.Join(dir, plog.SnapshotFileName(1000)), fake, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, producer.SnapshotFileName(1000)), fake, 0o644))
 	p, err = plog.Open(dir, plog.Config{})
 	require.NoError(t, err)
 	defer p.Close()
@@ -430,7 +431,7 @@ func TestProducerSnapshotCorruptIsSkipped(t *testing.T) {
 			end := p.LogEndOffset()
 			require.NoError(t, p.Close())
 			for _, off := range snapshotsIn(t, dir) {
-				path := filepath.Join(dir, plog.SnapshotFileName(off))
+				path := filepath.Join(dir, producer.SnapshotFileName(off))
 				b, err := os.ReadFile(path)
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(path, damage.fn(b), 0o644))
@@ -449,7 +450,7 @@ func TestProducerSnapshotCorruptIsSkipped(t *testing.T) {
 			assert.True(t, info.Duplicate)
 			assert.Equal(t, bases[5], info.Base)
 			assert.Equal(t, end, p.LogEndOffset())
-			_, err = os.Stat(filepath.Join(dir, plog.SnapshotFileName(end)))
+			_, err = os.Stat(filepath.Join(dir, producer.SnapshotFileName(end)))
 			require.NoError(t, err, "a fresh snapshot at the end after the replay")
 		})
 	}

@@ -149,7 +149,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 		return fail(err)
 	}
 	p.mu.dirDirty = false
-	p.mu.producers.reset()
+	p.resetProducersLocked() // the open transactions end: the LSO follows the HW
 	p.mu.rollAfter = p.newRollAfter()
 	p.dur.setFlushedBelowLocked(at)
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {

@@ -3,7 +3,8 @@ package log
 import (
 	"bytes"
 	"fmt"
-	"path/filepath"
+
+	"github.com/partlog/partlog/internal/producer"
 )
 
 // RestoreProducers gives the log the producer state of another replica at
@@ -29,10 +30,10 @@ import (
 // wrapping ErrCorrupt, and an entry whose last offset or open transaction
 // is at or past offset gives ErrInvalidBatch. Each changes nothing.
 func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
-	var entries []producerSnapshotEntry
+	var entries []producer.Entry
 	if len(snapshot) > 0 {
 		var err error
-		if entries, err = decodeProducerSnapshot(snapshot); err != nil {
+		if entries, err = producer.DecodeSnapshot(snapshot); err != nil {
 			return fmt.Errorf("partlog/log: restore producer state at offset %d into %s: %w", offset, p.dir, err)
 		}
 	}
@@ -53,8 +54,7 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 	// The roll snapshots not yet written hold the state this replaces:
 	// none of them may land after (or over) the restored one.
 	p.discardRollSnapshotsLocked()
-	p.mu.producers.reset()
-	p.mu.producers.load(entries, p.nowMs(), p.cfg.ProducerIDExpiration.Milliseconds())
+	p.mu.producers.Restore(entries)
 	p.publishUnstableLocked()
 	if err := p.snapshotDurableLocked(); err != nil {
 		return fmt.Errorf("partlog/log: restore producer state into %s: %w", p.dir, err)
@@ -84,13 +84,12 @@ func (p *Partition) ProducerSnapshot(offset int64) ([]byte, error) {
 			return bytes.Clone(s.data), nil
 		}
 	}
-	path := filepath.Join(p.dir, snapshotFileName(offset))
-	data, err := p.readSnapshotBytes(path)
+	data, err := producer.ReadSnapshotFile(p.cfg.FS, p.dir, offset)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: producer snapshot at offset %d: %w", offset, err)
 	}
-	if _, err := decodeProducerSnapshot(data); err != nil {
-		return nil, fmt.Errorf("partlog/log: producer snapshot %s: %w", path, err)
+	if _, err := producer.DecodeSnapshot(data); err != nil {
+		return nil, fmt.Errorf("partlog/log: producer snapshot %s: %w", producer.SnapshotPath(p.dir, offset), err)
 	}
 	return data, nil
 }

@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
 // snap encodes entries as a producer snapshot file.
-func snap(entries []plog.ProducerSnapshotEntry) []byte {
-	return plog.AppendProducerSnapshot(nil, entries)
+func snap(entries []producer.Entry) []byte {
+	return producer.AppendSnapshot(nil, entries)
 }
 
 // A log restarted above its end takes another replica's producer state:
@@ -36,10 +37,10 @@ func TestRestoreProducers(t *testing.T) {
 	states, err := src.Producers()
 	require.NoError(t, err)
 	require.NoError(t, src.Close())
-	var entries []plog.ProducerSnapshotEntry
+	var entries []producer.Entry
 	for _, st := range states {
 		last := st.Batches[len(st.Batches)-1]
-		entries = append(entries, plog.ProducerSnapshotEntry{ProducerID: st.ProducerID, ProducerEpoch: st.Epoch,
+		entries = append(entries, producer.Entry{ProducerID: st.ProducerID, ProducerEpoch: st.Epoch,
 			LastSequence: last.LastSequence, LastOffset: last.LastOffset, OffsetDelta: int32(last.LastOffset - last.FirstOffset),
 			Timestamp: st.LastTimestamp, CoordinatorEpoch: st.CoordinatorEpoch, CurrentTxnFirstOffset: st.CurrentTxnFirstOffset})
 	}
@@ -50,7 +51,7 @@ func TestRestoreProducers(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, p.RestoreProducers(0, snap(entries)), plog.ErrUnexpectedOffset, "the log ends past the point")
 	require.NoError(t, p.TruncateFullyAndStartAt(srcEnd))
-	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
+	bad := append([]producer.Entry(nil), entries...)
 	bad[0].LastOffset = srcEnd
 	require.ErrorIs(t, p.RestoreProducers(srcEnd, snap(bad)), plog.ErrInvalidBatch)
 	corrupt := snap(entries)
@@ -96,11 +97,11 @@ func TestRestoreProducersBelowPoint(t *testing.T) {
 	const point = 10
 	// Producer 7's last batch, offsets 6-8, sequences 3-5: compacted away
 	// on the leader, so not in this log (it ends at 2).
-	entries := []plog.ProducerSnapshotEntry{
+	entries := []producer.Entry{
 		{ProducerID: 7, ProducerEpoch: 1, LastSequence: 5, LastOffset: 8, OffsetDelta: 2, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
 		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 1, LastOffset: 1, OffsetDelta: 1, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
 	}
-	bad := append([]plog.ProducerSnapshotEntry(nil), entries...)
+	bad := append([]producer.Entry(nil), entries...)
 	bad[0].LastOffset = point
 	require.ErrorIs(t, p.RestoreProducers(point, snap(bad)), plog.ErrInvalidBatch, "an entry at the point")
 	require.ErrorIs(t, p.RestoreProducers(1, snap(entries[1:])), plog.ErrUnexpectedOffset, "the log ends past the point")
@@ -138,7 +139,7 @@ func TestRestoreProducersBelowPoint(t *testing.T) {
 // what Open loads.
 func TestRestoreProducersAfterRollSurvivesCrash(t *testing.T) {
 	const point = 10
-	entries := []plog.ProducerSnapshotEntry{
+	entries := []producer.Entry{
 		{ProducerID: 7, ProducerEpoch: 1, LastSequence: 5, LastOffset: 8, OffsetDelta: 2, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
 		{ProducerID: 9, ProducerEpoch: 0, LastSequence: 1, LastOffset: 1, OffsetDelta: 1, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
 	}

@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/logaccess"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -23,10 +21,6 @@ var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 // round holds the partition's cleaning claim. Nothing changed; try again after that
 // round ends. Internal: no Kafka code.
 var ErrCleaningInProgress = errors.New("partlog/log: cleaning in progress")
-
-func init() {
-	logaccess.FS = func(p any) vfs.FS { return p.(*Partition).cfg.FS }
-}
 
 // segmentRefs returns the current segments in ascending base offset order;
 // the last one is the active segment. The caller owns one reference on each

@@ -1,219 +1,26 @@
 package log
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/crc32c"
-	"github.com/partlog/partlog/internal/logaccess"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/segment"
 )
 
-// Producer state snapshots: Kafka's <offset>.snapshot files (version 1),
-// written by ProducerStateManager.writeSnapshot. Layout, big-endian:
-//
-//	version int16 (1) | crc uint32 (CRC-32C of bytes [6, end)) |
-//	count int32 | count entries of 46 bytes:
-//	producerId int64 | producerEpoch int16 | lastSequence int32 |
-//	lastOffset int64 | offsetDelta int32 | timestamp int64 |
-//	coordinatorEpoch int32 | currentTxnFirstOffset int64
-//
-// The file named by offset X describes the producers of every batch below X.
-
-// snapshotSuffix is the suffix of producer state snapshot files. Frozen:
-// Kafka's.
-const snapshotSuffix = ".snapshot"
-
-// Snapshot format constants. Frozen: Kafka's.
-const (
-	snapshotVersion    = 1
-	snapshotCRCStart   = 6  // after version and crc
-	snapshotHeaderSize = 10 // version, crc, count
-	snapshotEntrySize  = 46
-)
-
-// producerSnapshotEntry is one entry of a producer state snapshot, field
-// for field (the producer's last batch and its transaction state).
-type producerSnapshotEntry = logaccess.ProducerSnapshotEntry
-
-// errCorruptSnapshot marks a producer state snapshot that does not decode
-// (wraps base.ErrCorrupt). Open skips such a file with a warning and uses an
-// older snapshot or replays the log; it is never fatal.
-var errCorruptSnapshot = fmt.Errorf("%w: producer state snapshot", base.ErrCorrupt)
-
-// decodeProducerSnapshot decodes a producer state snapshot file's bytes.
-// Errors wrap errCorruptSnapshot (and base.ErrCorrupt): a version other
-// than 1, a CRC-32C mismatch, a count that disagrees with the length.
-func decodeProducerSnapshot(data []byte) ([]producerSnapshotEntry, error) {
-	if len(data) < snapshotHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", errCorruptSnapshot, len(data), snapshotHeaderSize)
-	}
-	if v := int16(binary.BigEndian.Uint16(data)); v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", errCorruptSnapshot, v, snapshotVersion)
-	}
-	if want, got := binary.BigEndian.Uint32(data[2:]), crc32c.Update(0, data[snapshotCRCStart:]); want != got {
-		return nil, fmt.Errorf("%w: CRC-32C %08x, computed %08x", errCorruptSnapshot, want, got)
-	}
-	n := int32(binary.BigEndian.Uint32(data[6:]))
-	if n < 0 || int64(len(data)-snapshotHeaderSize) != int64(n)*snapshotEntrySize {
-		return nil, fmt.Errorf("%w: %d entries in %d bytes", errCorruptSnapshot, n, len(data))
-	}
-	out := make([]producerSnapshotEntry, n)
-	for i := range out {
-		b := data[snapshotHeaderSize+i*snapshotEntrySize:]
-		out[i] = producerSnapshotEntry{
-			ProducerID:            int64(binary.BigEndian.Uint64(b[0:])),
-			ProducerEpoch:         int16(binary.BigEndian.Uint16(b[8:])),
-			LastSequence:          int32(binary.BigEndian.Uint32(b[10:])),
-			LastOffset:            int64(binary.BigEndian.Uint64(b[14:])),
-			OffsetDelta:           int32(binary.BigEndian.Uint32(b[22:])),
-			Timestamp:             int64(binary.BigEndian.Uint64(b[26:])),
-			CoordinatorEpoch:      int32(binary.BigEndian.Uint32(b[34:])),
-			CurrentTxnFirstOffset: int64(binary.BigEndian.Uint64(b[38:])),
-		}
-	}
-	return out, nil
-}
-
-// appendProducerSnapshot appends the snapshot file holding entries, in the
-// given order, to dst.
-func appendProducerSnapshot(dst []byte, entries []producerSnapshotEntry) []byte {
-	start := len(dst)
-	dst = binary.BigEndian.AppendUint16(dst, snapshotVersion)
-	dst = binary.BigEndian.AppendUint32(dst, 0) // CRC, below
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(entries)))
-	for _, e := range entries {
-		dst = binary.BigEndian.AppendUint64(dst, uint64(e.ProducerID))
-		dst = binary.BigEndian.AppendUint16(dst, uint16(e.ProducerEpoch))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(e.LastSequence))
-		dst = binary.BigEndian.AppendUint64(dst, uint64(e.LastOffset))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(e.OffsetDelta))
-		dst = binary.BigEndian.AppendUint64(dst, uint64(e.Timestamp))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(e.CoordinatorEpoch))
-		dst = binary.BigEndian.AppendUint64(dst, uint64(e.CurrentTxnFirstOffset))
-	}
-	binary.BigEndian.PutUint32(dst[start+2:], crc32c.Update(0, dst[start+snapshotCRCStart:]))
-	return dst
-}
-
-// snapshotFileName returns the name of the snapshot at offset:
-// "<offset, 20 digits>.snapshot".
-func snapshotFileName(offset int64) string {
-	return fmt.Sprintf("%020d%s", offset, snapshotSuffix)
-}
-
-// parseSnapshotName returns the offset of a snapshot file name.
-func parseSnapshotName(name string) (int64, bool) {
-	digits, ok := strings.CutSuffix(name, snapshotSuffix)
-	if !ok || len(digits) != 20 {
-		return 0, false
-	}
-	off, err := strconv.ParseInt(digits, 10, 64)
-	return off, err == nil && off >= 0
-}
-
-// decrementSequence returns seq - d, wrapping below 0 to MaxInt32 as
-// Kafka's DefaultRecordBatch.decrementSequence.
-func decrementSequence(seq, d int32) int32 {
-	if seq < d {
-		return int32(int64(1<<31-1) - int64(d-seq) + 1)
-	}
-	return seq - d
-}
-
-// snapshotEntries returns the state as snapshot entries, by producer id.
-func (s *producerState) snapshotEntries() []producerSnapshotEntry {
-	out := make([]producerSnapshotEntry, 0, len(s.m))
-	for _, pid := range s.sortedIDs() {
-		e := s.m[pid]
-		se := producerSnapshotEntry{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: batch.NoSequence,
-			LastOffset: -1, Timestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch,
-			CurrentTxnFirstOffset: e.txnFirstOffset}
-		if l := e.last(); l != nil {
-			se.LastSequence, se.LastOffset = l.LastSequence, l.LastOffset
-			se.OffsetDelta = int32(l.LastOffset - l.FirstOffset)
-		}
-		out = append(out, se)
-	}
-	return out
-}
-
-// load adds snapshot entries, skipping producers expired at nowMs.
-func (s *producerState) load(entries []producerSnapshotEntry, nowMs int64, expiration int64) {
-	for _, se := range entries {
-		if se.CurrentTxnFirstOffset < 0 && expiration > 0 && nowMs-se.Timestamp >= expiration {
-			continue
-		}
-		e := newProducerEntry()
-		e.epoch, e.coordinatorEpoch, e.txnFirstOffset = se.ProducerEpoch, se.CoordinatorEpoch, se.CurrentTxnFirstOffset
-		if se.LastOffset >= 0 {
-			e.add(ProducerBatch{FirstSequence: decrementSequence(se.LastSequence, se.OffsetDelta), LastSequence: se.LastSequence,
-				FirstOffset: se.LastOffset - int64(se.OffsetDelta), LastOffset: se.LastOffset, MaxTimestamp: se.Timestamp})
-		}
-		e.lastTimestamp = se.Timestamp
-		s.m[se.ProducerID] = e
-		if se.CurrentTxnFirstOffset >= 0 {
-			// The start time is unknown: the producer's last timestamp.
-			s.beginTxn(OpenTxn{ProducerID: se.ProducerID, FirstOffset: se.CurrentTxnFirstOffset, StartTimestamp: se.Timestamp})
-		}
-	}
-}
-
-// listSnapshots returns the offsets of the snapshot files in the
-// partition's directory, ascending.
-func (p *Partition) listSnapshots() ([]int64, error) {
-	names, err := p.cfg.FS.List(p.dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []int64
-	for _, n := range names {
-		if off, ok := parseSnapshotName(n); ok {
-			out = append(out, off)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// writeSnapshotFile writes the producer state as the snapshot at offset,
-// fsyncing it when sync is set. A crash may leave a torn file: its CRC then
-// fails and Open falls back to an older snapshot. REQUIRES: mu held (or
-// Open).
-func (p *Partition) writeSnapshotFile(offset int64, sync bool) error {
-	data := appendProducerSnapshot(nil, p.mu.producers.snapshotEntries())
-	if err := p.writeSnapshotBytes(offset, data, sync); err != nil {
-		return err
-	}
-	p.mu.dirDirty = true
-	return nil
-}
+// Producer state snapshots: Kafka's <offset>.snapshot files in the
+// partition's directory (package internal/producer encodes, decodes, names
+// and reads them). The partition decides when one is taken, written and
+// removed: taken at each roll and written once the segments below it are
+// durable (durability.go), written at Close and after a recovery, removed
+// below the log start and past a truncation's new end; Open and TruncateTo
+// load the newest that decodes and replay the log after it.
 
 // writeSnapshotBytes writes data as the snapshot file at offset, fsyncing
 // it when sync is set. The caller marks the directory dirty.
 func (p *Partition) writeSnapshotBytes(offset int64, data []byte, sync bool) error {
-	path := filepath.Join(p.dir, snapshotFileName(offset))
-	f, err := p.cfg.FS.Create(path)
-	if err != nil {
-		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", path, err)
+	if err := producer.WriteSnapshotFile(p.cfg.FS, p.dir, offset, data, sync); err != nil {
+		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", producer.SnapshotPath(p.dir, offset), err)
 	}
 	return nil
 }
@@ -227,7 +34,7 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 	p.rolled.ckptMu.Lock()
 	defer p.rolled.ckptMu.Unlock()
 	p.rolled.snapshotRemovals.Add(1)
-	offs, err := p.listSnapshots()
+	offs, err := producer.ListSnapshots(p.cfg.FS, p.dir)
 	if err != nil {
 		return false, err
 	}
@@ -236,7 +43,7 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 		if !drop(off) {
 			continue
 		}
-		if err := p.cfg.FS.Remove(filepath.Join(p.dir, snapshotFileName(off))); err != nil && !errors.Is(err, errNotExist) {
+		if err := producer.RemoveSnapshotFile(p.cfg.FS, p.dir, off); err != nil {
 			return removed, err
 		}
 		removed = true
@@ -265,9 +72,9 @@ func (p *Partition) discardRollSnapshotsLocked() {
 // flush, Close) writes what is still pending. Expired producers are
 // removed first. REQUIRES: mu held.
 func (p *Partition) snapshotOnRollLocked(newBase int64) {
-	p.mu.producers.expire(p.nowMs(), p.cfg.ProducerIDExpiration)
+	p.mu.producers.Expire()
 	p.mu.rollSnapshots = append(p.mu.rollSnapshots, rollSnapshot{
-		offset: newBase, data: appendProducerSnapshot(nil, p.mu.producers.snapshotEntries()),
+		offset: newBase, data: p.mu.producers.AppendSnapshot(nil),
 		truncations: p.truncations.Load(), removals: p.rolled.snapshotRemovals.Load()})
 }
 
@@ -275,9 +82,10 @@ func (p *Partition) snapshotOnRollLocked(newBase int64) {
 // syncs the directory: Close and Open after recovery call it. REQUIRES: mu
 // held (or Open).
 func (p *Partition) snapshotDurableLocked() error {
-	if err := p.writeSnapshotFile(p.mu.end.Offset, true); err != nil {
+	if err := p.writeSnapshotBytes(p.mu.end.Offset, p.mu.producers.AppendSnapshot(nil), true); err != nil {
 		return err
 	}
+	p.mu.dirDirty = true
 	if err := p.syncDirSettled(); err != nil {
 		return err
 	}
@@ -302,7 +110,7 @@ func (p *Partition) dropSnapshotsBelowLocked(start int64) {
 // none) through the state. It returns whether anything had to be replayed.
 // REQUIRES: mu held (or Open, before the partition is published).
 func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (replayed bool, err error) {
-	p.mu.producers.reset()
+	p.mu.producers.Reset()
 	removed, err := p.removeSnapshots(func(off int64) bool { return off > end })
 	if err != nil {
 		return false, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
@@ -312,27 +120,26 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 			return false, err
 		}
 	}
-	offs, err := p.listSnapshots()
+	offs, err := producer.ListSnapshots(p.cfg.FS, p.dir)
 	if err != nil {
 		return false, err
 	}
 	from := int64(-1)
-	now := p.nowMs()
+	var entries []producer.Entry
 	for i := len(offs) - 1; i >= 0; i-- {
-		path := filepath.Join(p.dir, snapshotFileName(offs[i]))
-		entries, err := p.readProducerSnapshot(path)
-		if errors.Is(err, errCorruptSnapshot) {
-			p.logger.Warn("partlog/log: skipping a producer snapshot", "dir", p.dir, "file", path, "err", err)
-			continue
-		}
+		path := producer.SnapshotPath(p.dir, offs[i])
+		data, err := producer.ReadSnapshotFile(p.cfg.FS, p.dir, offs[i])
 		if err != nil {
 			return false, fmt.Errorf("read producer snapshot %s: %w", path, err) // I/O: reported
 		}
-		p.mu.producers.load(entries, now, p.cfg.ProducerIDExpiration.Milliseconds())
+		if entries, err = producer.DecodeSnapshot(data); err != nil {
+			p.logger.Warn("partlog/log: skipping a producer snapshot", "dir", p.dir, "file", path, "err", err)
+			continue
+		}
 		from = offs[i]
 		break
 	}
-	p.mu.producers.lastSweep = now
+	p.mu.producers.Restore(entries) // none: the replay starts from nothing
 	if len(list) > 0 && from < list[0].BaseOffset() {
 		from = list[0].BaseOffset() // nothing below the first segment
 	}
@@ -344,27 +151,8 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 	if err := p.replayProducers(list, from, end); err != nil {
 		return true, err
 	}
-	p.mu.producers.expire(now, p.cfg.ProducerIDExpiration)
+	p.mu.producers.Expire()
 	return true, nil
-}
-
-// readProducerSnapshot reads and decodes one snapshot file.
-func (p *Partition) readProducerSnapshot(path string) ([]producerSnapshotEntry, error) {
-	data, err := p.readSnapshotBytes(path)
-	if err != nil {
-		return nil, err
-	}
-	return decodeProducerSnapshot(data)
-}
-
-// readSnapshotBytes reads one snapshot file whole (at most 2 GiB).
-func (p *Partition) readSnapshotBytes(path string) ([]byte, error) {
-	f, err := p.cfg.FS.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, 1<<31))
 }
 
 // replayProducers feeds the producer batches of list in [from, end) to the
@@ -404,10 +192,8 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 				}
 				bt = batch.Batch(whole)
 			}
-			if c := p.mu.producers.update(bt, p.cfg.ProducerIDExpiration, nil); c.ok && c.abort {
-				a := AbortedTxn{ProducerID: c.pid, FirstOffset: c.first, LastOffset: c.last,
-					LastStableOffset: p.mu.producers.lastStableAfter(c.last)}
-				if err := seg.AppendAbortedTxn(a); err != nil {
+			if ended, ok := p.mu.producers.Replay(bt); ok && ended.Abort {
+				if err := seg.AppendAbortedTxn(abortedTxn(ended)); err != nil {
 					return false, fmt.Errorf("transaction index: %w", err)
 				}
 				p.mu.dirDirty = true
@@ -440,19 +226,17 @@ func (p *Partition) reloadProducersLocked(full bool) error {
 		if err := p.syncDirSettled(); err != nil {
 			return err
 		}
-		p.mu.producers.reset()
-		p.publishUnstableLocked()
+		p.resetProducersLocked()
 		return nil
 	}
 	_, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset)
 	return err
 }
 
-func init() {
-	logaccess.CheckProducerSnapshot = func(data []byte) error {
-		_, err := decodeProducerSnapshot(data)
-		return err
-	}
-	logaccess.DecodeProducerSnapshot = decodeProducerSnapshot
-	logaccess.AppendProducerSnapshot = appendProducerSnapshot
+// resetProducersLocked forgets every producer and open transaction, and
+// publishes the last stable offset that leaves (the high watermark).
+// REQUIRES: mu held.
+func (p *Partition) resetProducersLocked() {
+	p.mu.producers.Reset()
+	p.publishUnstableLocked()
 }

@@ -3,15 +3,14 @@ package log
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/mmap"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -25,7 +24,7 @@ import (
 // stored for that producer: it comes from a coordinator that has since been
 // replaced. Nothing is written. Kafka error code:
 // TRANSACTION_COORDINATOR_FENCED (52).
-var ErrTransactionCoordinatorFenced = errors.New("partlog/log: transaction coordinator fenced")
+var ErrTransactionCoordinatorFenced = producer.ErrTransactionCoordinatorFenced
 
 // AbortedTxn is an aborted transaction as a read_committed read reports it
 // and as the transaction index (.txnindex) stores it: the producer id, the
@@ -47,11 +46,11 @@ type OpenTxn struct {
 	StartTimestamp int64
 }
 
-// completedTxn is a transaction a marker ended (ok set): the producer, its
-// first offset and the marker's offset.
-type completedTxn struct {
-	ok, abort        bool
-	pid, first, last int64
+// abortedTxn is the transaction index entry of a transaction an ABORT
+// marker ended.
+func abortedTxn(e producer.EndedTxn) AbortedTxn {
+	return AbortedTxn{ProducerID: e.ProducerID, FirstOffset: e.FirstOffset, LastOffset: e.MarkerOffset,
+		LastStableOffset: e.LastStableOffset}
 }
 
 // txnState is the partition's lock-free view of its transactions.
@@ -68,40 +67,12 @@ type txnState struct {
 	buf []byte
 }
 
-// beginTxn records an open transaction, keeping ongoing ordered by first
-// offset (appends come in offset order; a snapshot's come by producer id).
-func (s *producerState) beginTxn(t OpenTxn) {
-	i := len(s.ongoing)
-	for i > 0 && s.ongoing[i-1].FirstOffset > t.FirstOffset {
-		i--
-	}
-	s.ongoing = slices.Insert(s.ongoing, i, t)
-}
-
-// endTxn forgets producer pid's open transaction.
-func (s *producerState) endTxn(pid int64) {
-	if i := slices.IndexFunc(s.ongoing, func(t OpenTxn) bool { return t.ProducerID == pid }); i >= 0 {
-		s.ongoing = slices.Delete(s.ongoing, i, i+1)
-	}
-}
-
-// lastStableAfter returns the last stable offset once the marker at offset
-// last ended a transaction (which endTxn removed): the first offset of the
-// oldest transaction still open, else last + 1 (Kafka's
-// ProducerStateManager.lastStableOffset of a completed transaction).
-func (s *producerState) lastStableAfter(last int64) int64 {
-	if len(s.ongoing) > 0 {
-		return s.ongoing[0].FirstOffset
-	}
-	return last + 1
-}
-
 // publishUnstableLocked publishes the first offset of the oldest open
 // transaction for LastStableOffset. REQUIRES: mu held (or Open).
 func (p *Partition) publishUnstableLocked() {
 	var u int64
-	if o := p.mu.producers.ongoing; len(o) > 0 {
-		u = o[0].FirstOffset + 1
+	if first, ok := p.mu.producers.FirstUnstable(); ok {
+		u = first + 1
 	}
 	p.txn.unstable.Store(u)
 }
@@ -112,26 +83,6 @@ func (p *Partition) publishUnstableLocked() {
 // producer state that knows it is reloaded only after the cut.
 // REQUIRES: mu held.
 func (p *Partition) holdStableLocked() { p.txn.unstable.Store(1) }
-
-// observeTxnLocked follows a transactional batch just written to the active
-// segment: an ABORT marker that ended a transaction adds it to the segment's
-// transaction index, published before the last stable offset moves past
-// it. A failure to write the index fails the partition (the marker is in
-// the log; the recovery at the next Open rebuilds the entry).
-// REQUIRES: mu held.
-func (p *Partition) observeTxnLocked(c completedTxn) {
-	if c.ok && c.abort {
-		seg := p.segs.Load().active()
-		a := AbortedTxn{ProducerID: c.pid, FirstOffset: c.first, LastOffset: c.last,
-			LastStableOffset: p.mu.producers.lastStableAfter(c.last)}
-		if err := seg.AppendAbortedTxn(a); err != nil {
-			p.failLocked(fmt.Errorf("partlog/log: transaction index of segment %d of %s: %w", seg.BaseOffset(), p.dir, err))
-		}
-		p.mu.dirDirty = true // the .txnindex may be new
-		p.txn.aborted.Store(true)
-	}
-	p.publishUnstableLocked()
-}
 
 // LastStableOffset returns the last stable offset: the first offset of the
 // oldest transaction still open in the partition (not below the log start
@@ -158,7 +109,15 @@ func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
 	if p.mu.closed {
 		return nil, ErrClosed
 	}
-	return slices.Clone(p.mu.producers.ongoing), nil
+	open := p.mu.producers.OpenTxns()
+	if open == nil {
+		return nil, nil
+	}
+	out := make([]OpenTxn, len(open))
+	for i, t := range open {
+		out[i] = OpenTxn(t)
+	}
+	return out, nil
 }
 
 // AppendMarker writes a transaction marker, as a partition leader does
@@ -197,24 +156,16 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 		p.mu.Unlock()
 		return -1, err
 	}
-	if e := p.mu.producers.m[m.ProducerID]; e != nil {
-		if m.ProducerEpoch < e.epoch {
-			p.mu.Unlock()
-			return -1, fmt.Errorf("%w: %s marker for producer %d epoch %d, older than its current epoch %d",
-				ErrInvalidProducerEpoch, m.Type, m.ProducerID, m.ProducerEpoch, e.epoch)
-		}
-		if m.CoordinatorEpoch < e.coordinatorEpoch {
-			p.mu.Unlock()
-			return -1, fmt.Errorf("%w: %s marker for producer %d with coordinator epoch %d, older than %d",
-				ErrTransactionCoordinatorFenced, m.Type, m.ProducerID, m.CoordinatorEpoch, e.coordinatorEpoch)
-		}
+	if err := p.mu.producers.CheckMarker(m); err != nil {
+		p.mu.Unlock()
+		return -1, err
 	}
 	offset = p.mu.end.Offset
 	epoch := batch.NoPartitionLeaderEpoch
 	if p.cfg.StampLeaderEpoch {
 		epoch = p.leaderEpoch.Load()
 	}
-	now := p.nowMs()
+	now := p.cfg.Now().UnixMilli()
 	buf, err := batch.AppendControlBatch(p.txn.buf[:0], batch.TxnMarker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch,
 		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseOffset: offset, PartitionLeaderEpoch: epoch, Timestamp: now})
 	if err != nil {
@@ -232,7 +183,8 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 	}
 	if err := p.mu.failed; err != nil {
 		// The marker is written; its transaction index entry is not
-		// (observeTxnLocked failed the partition). Nothing is published.
+		// (observeProducerLocked failed the partition). Nothing is
+		// published.
 		p.mu.Unlock()
 		return -1, err
 	}

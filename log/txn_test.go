@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -211,7 +212,7 @@ func TestTxnStateAcrossReopen(t *testing.T) {
 				names, err := os.ReadDir(dir)
 				require.NoError(t, err)
 				for _, n := range names {
-					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+					if strings.HasSuffix(n.Name(), producer.SnapshotSuffix) {
 						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
 					}
 				}
@@ -348,6 +349,35 @@ func TestTruncationNeverExposesReopenedTxn(t *testing.T) {
 	assert.Equal(t, first, open[0].FirstOffset)
 }
 
+// TestTruncateFullyAndStartAtEndsOpenTransactions: a restart at or past
+// the log end forgets the producer state, open transactions included, so
+// the last stable offset follows the high watermark again: after the
+// restart, appends of plain batches are read_committed visible.
+// Regression: the restart above the log end emptied the producer state
+// without publishing it, and the last stable offset stayed at the restart
+// offset until the next transactional batch.
+func TestTruncateFullyAndStartAtEndsOpenTransactions(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	_, err := p.AppendBatch(txnBatch(t, 3, 0, 0, 2)) // 0-1, left open
+	require.NoError(t, err)
+	require.Equal(t, int64(0), p.LastStableOffset())
+	require.NoError(t, p.TruncateFullyAndStartAt(10))
+	for i := range 3 {
+		_, err := p.AppendBatch(pb{pid: 9, seq: int32(i)}.bytes(t))
+		require.NoError(t, err)
+	}
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	assert.Empty(t, open)
+	assert.Equal(t, int64(13), p.HighWatermark())
+	assert.Equal(t, p.HighWatermark(), p.LastStableOffset())
+	recs, aborted, err := p.ReadCommitted(10, 1<<20)
+	require.NoError(t, err)
+	defer recs.Close()
+	assert.Len(t, batchesIn(t, recs.Bytes()), 3)
+	assert.Empty(t, aborted)
+}
+
 // TestReadCommittedConcurrent: readers run ReadCommitted while a writer
 // appends transactional batches, markers and plain batches (under the
 // race detector in CI). Every read returns nothing at or past the last
@@ -472,7 +502,7 @@ func TestOpenRefusesDamagedTxnIndex(t *testing.T) {
 				names, err := os.ReadDir(dir)
 				require.NoError(t, err)
 				for _, n := range names {
-					if strings.HasSuffix(n.Name(), plog.SnapshotSuffix) {
+					if strings.HasSuffix(n.Name(), producer.SnapshotSuffix) {
 						require.NoError(t, os.Remove(filepath.Join(dir, n.Name())))
 					}
 				}

@@ -8,7 +8,7 @@ import (
 	"io/fs"
 
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/logaccess"
+	producersnap "github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -107,7 +107,7 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 	}
 	if n > 0 {
 		d.producers = rest[:n]
-		if err := logaccess.CheckProducerSnapshot(d.producers); err != nil {
+		if _, err := producersnap.DecodeSnapshot(d.producers); err != nil {
 			return d, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", errRaftState, d.offset, err)
 		}
 	}

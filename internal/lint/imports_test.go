@@ -101,16 +101,15 @@ func assignedPackage(lhs ast.Expr, imports map[string]string) (imp, target strin
 }
 
 // checkForeignAssign returns a "no-foreign-assign" violation for every
-// assignment in f to a name of an imported package, but those to a
-// package whose import path skip reports.
-func checkForeignAssign(fset *token.FileSet, f *ast.File, skip func(imp string) bool) []string {
+// assignment in f to a name of an imported package.
+func checkForeignAssign(fset *token.FileSet, f *ast.File) []string {
 	imports := importNames(f)
 	if len(imports) == 0 {
 		return nil
 	}
 	var out []string
 	report := func(lhs ast.Expr) {
-		if imp, target := assignedPackage(lhs, imports); imp != "" && !skip(imp) {
+		if imp, target := assignedPackage(lhs, imports); imp != "" {
 			out = append(out, fmt.Sprintf("%s: no-foreign-assign: assigns %s (package %s): share an internal package or export a function instead",
 				fset.Position(lhs.Pos()), target, imp))
 		}
@@ -176,16 +175,6 @@ func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo) []string {
 	return out
 }
 
-// pendingAssigns are the packages whose variables the real-tree check of
-// no-foreign-assign still lets another package assign: package log fills
-// in internal/logaccess from init (the producer-snapshot codec and a
-// Partition's FS, for log/logtest and the example broker), which the
-// change giving the snapshot codec a package of its own removes (issue
-// 25). Remove the entry when that change is merged.
-var pendingAssigns = map[string]bool{
-	modulePath + "/internal/logaccess": true,
-}
-
 // TestHonestImports checks every non-test Go file of the module against
 // the no-foreign-assign and no-internal-alias rules.
 func TestHonestImports(t *testing.T) {
@@ -224,7 +213,7 @@ func TestHonestImports(t *testing.T) {
 			return nil
 		}
 		files++
-		for _, v := range checkForeignAssign(fset, f, func(imp string) bool { return pendingAssigns[imp] }) {
+		for _, v := range checkForeignAssign(fset, f) {
 			assert.Fail(t, v)
 		}
 		for _, v := range checkInternalAlias(fset, f, classify(rel)) {
@@ -288,7 +277,7 @@ func f(b []byte) int { batchaccess.PutCRC(b, 0); x := batchaccess.HeaderSize; re
 			fset := token.NewFileSet()
 			f, err := parser.ParseFile(fset, "x.go", tt.src, 0)
 			require.NoError(t, err)
-			got := checkForeignAssign(fset, f, func(string) bool { return false })
+			got := checkForeignAssign(fset, f)
 			require.Len(t, got, len(tt.want), "got %v", got)
 			for i, name := range tt.want {
 				require.Contains(t, got[i], ": no-foreign-assign: assigns "+name+" ", "got %v", got)

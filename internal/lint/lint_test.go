@@ -71,12 +71,15 @@ type pkgInfo struct {
 // open files (mmap, checkpoint, the test filesystems) may use it;
 // internal/base, the error vocabulary of the layers above batch, is built
 // on batch.CorruptionError, internal/checkpoint reports through it, and
-// internal/epochs reads its checkpoint file.
+// internal/epochs reads its checkpoint file; internal/producer, a
+// Partition's producer state, imports batch and is imported by log, so it
+// sits on log's layer.
 var placedLayers = map[string]string{
 	"index/vfs":           "internal",
 	"internal/base":       "batch",
 	"internal/checkpoint": "batch",
 	"internal/epochs":     "batch",
+	"internal/producer":   "log",
 }
 
 func (p pkgInfo) layer() (string, int) {

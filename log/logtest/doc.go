@@ -100,8 +100,9 @@
 // batch per producer, so the model follows where it reloads them:
 // [Model.Reopen] (Close writes a snapshot at the log end) leaves each
 // producer's last batch known; after TruncateTo call
-// [Model.ReloadProducers], which finds the snapshot the partition reloaded
-// from (its placement depends on where segments rolled); after Crash the
+// [Model.ReloadProducers] with the filesystem the partition was opened on,
+// which finds the snapshot the partition reloaded from (its placement
+// depends on where segments rolled); after Crash the
 // state is unknown ([ErrProducerStateUnknown]) until Reopen (or
 // ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps
 // it, as the partition does.

@@ -3,16 +3,12 @@ package logtest
 import (
 	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/logaccess"
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/internal/producer"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // Producer rules: the Model mirrors the idempotent producer checks of
@@ -21,7 +17,8 @@ import (
 // accepted, with no ring buffers and no snapshot files.
 
 // producerBatchesKept is how many of a producer's last batches the
-// partition recognises as retries (Kafka's NUM_BATCHES_TO_RETAIN).
+// partition recognises as retries (Kafka's NUM_BATCHES_TO_RETAIN). The
+// model keeps its own copy of the rule.
 const producerBatchesKept = 5
 
 // producerBatch is one producer batch the model holds, in log order.
@@ -221,37 +218,28 @@ func (m *Model) cutProducers(end int64) {
 // segment (producers whose batches all lie below it are forgotten). The
 // model reads only the names and validity of the snapshot files, which
 // depend on where the partition rolled segments; the state itself comes
-// from the model's own history. Call it after every TruncateTo that cut
-// something; after a crash use Reopen instead (see
+// from the model's own history. fsys is the filesystem p was opened on
+// (its Config.FS; nil for the operating system's). Call it after every
+// TruncateTo that cut something; after a crash use Reopen instead (see
 // ErrProducerStateUnknown).
-func (m *Model) ReloadProducers(p *plog.Partition) error {
-	fsys, dir := logaccess.FS(p), p.Dir()
-	names, err := fsys.List(dir)
+func (m *Model) ReloadProducers(fsys vfs.FS, p *plog.Partition) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	dir := p.Dir()
+	offs, err := producer.ListSnapshots(fsys, dir)
 	if err != nil {
 		return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)
 	}
-	var offs []int64
-	for _, n := range names {
-		digits, ok := strings.CutSuffix(n, segment.SnapshotSuffix)
-		if !ok || len(digits) != 20 {
+	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] > m.next {
 			continue
 		}
-		if off, err := strconv.ParseInt(digits, 10, 64); err == nil && off >= 0 && off <= m.next {
-			offs = append(offs, off)
-		}
-	}
-	slices.Sort(offs)
-	for i := len(offs) - 1; i >= 0; i-- {
-		f, err := fsys.Open(filepath.Join(dir, segment.FileName(offs[i], segment.SnapshotSuffix)))
+		data, err := producer.ReadSnapshotFile(fsys, dir, offs[i])
 		if err != nil {
 			return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)
 		}
-		data, err := io.ReadAll(f)
-		_ = f.Close()
-		if err != nil {
-			return fmt.Errorf("partlog/logtest: model: reload producers: %w", err)
-		}
-		if err := logaccess.CheckProducerSnapshot(data); err != nil {
+		if _, err := producer.DecodeSnapshot(data); err != nil {
 			continue // the partition skips a corrupt snapshot too
 		}
 		m.prodHorizon, m.prodUnknown = offs[i], false

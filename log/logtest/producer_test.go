@@ -130,7 +130,7 @@ func TestModelProducerTruncateAndCrash(t *testing.T) {
 	}
 	require.NoError(t, p.TruncateTo(2))
 	require.NoError(t, m.TruncateTo(2))
-	require.NoError(t, m.ReloadProducers(p))
+	require.NoError(t, m.ReloadProducers(nil, p))
 	// No snapshot: the partition replayed the log, both batches are known.
 	for _, s := range []send{{1, 0, 0, 1}, {1, 0, 1, 1}} {
 		want, err := m.ExpectAppend(s.bytes(t))
