@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          90,
 	"index":          60, // the implementation since issue 25: what a segment needs of its indexes (Resize, Reset, Check, ...)
 	"index/vfs":      10,
-	"segment":        120, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...)
+	"segment":        121, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...); ErrTornTail, which RecoverResult.Cause is tested against
 	"log":            138, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), and Records.All (one-record reads, issue 16)
 	"log/logtest":    32,
 	"compaction":     33,
