@@ -65,9 +65,17 @@ var ErrFault = vfs.ErrFault
 // with errors.As.
 type FaultError = vfs.FaultError
 
+// ErrTornTail marks the Cause of a recovery scan that stopped at an
+// incomplete write at the end of the .log: a short or zeroed tail, or a
+// last batch that fails its checks, what a crash leaves and recovery cuts.
+// Damage followed by more data is corruption and does not wrap it;
+// test with errors.Is(res.Cause, ErrTornTail). It wraps batch.ErrCorrupt,
+// and batch.ErrTruncated wraps it.
+var ErrTornTail = base.ErrTornTail
+
 // ErrLegacyKept marks the Cause of a recovery that found legacy data
 // (magic 0 or 1 messages Kafka wrote before 0.11) it cannot prove torn and
 // therefore did not cut (RecoverResult.Kept, DESIGN law 12). It wraps
-// batch.ErrCorrupt but not base.ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
+// batch.ErrCorrupt but not ErrTornTail. Kafka: KAFKA_STORAGE_ERROR
 // (56) for the partition that refuses to load.
 var ErrLegacyKept = fmt.Errorf("%w: legacy data kept", base.ErrCorrupt)

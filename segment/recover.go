@@ -352,10 +352,10 @@ type RecoverResult struct {
 	NextOffset int64
 	// Cause is why the scan stopped before the end of the file, nil if
 	// every byte was valid. It is a *batch.CorruptionError naming the .log
-	// and the position; base.IsTornTail(Cause) tells an incomplete write
-	// at the end of the file (a short or zeroed tail, or a last batch that
-	// fails its checks: what a crash leaves) from damage followed by more
-	// data (corruption).
+	// and the position; errors.Is(Cause, ErrTornTail) tells an incomplete
+	// write at the end of the file (a short or zeroed tail, or a last
+	// batch that fails its checks: what a crash leaves) from damage
+	// followed by more data (corruption).
 	Cause error
 	// Kept is true when Cause is data recovery cannot prove torn (DESIGN
 	// law 12): a legacy message (magic 0 or 1) that frames but fails its

@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -290,7 +289,7 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	legacy := append([]byte(nil), good...)
 	legacy[16] = 1 // magic 1
 	logAppendTime := append(batch.Batch(nil), good...)
-	logAppendTime.SetAttributes(logAppendTime.Attributes() | batchaccess.TimestampTypeBit) // only the broker sets it
+	logAppendTime.SetAttributes(logAppendTime.Attributes() | 0x08) // LogAppendTime: only the broker sets it
 	logAppendTime.SetCRC()
 	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
 	require.NoError(t, bld.Add(batch.Record{Value: []byte("late"), Timestamp: time.Now().Add(2 * time.Hour).UnixMilli()}))

@@ -26,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -417,11 +417,15 @@ func dumplogVerify(t *testing.T, bin, dir string) {
 	assert.Contains(t, string(out), " 0 problems")
 }
 
-// buildDumplog builds examples/dumplog into a temporary directory.
+// buildDumplog builds examples/dumplog into a temporary directory. It is
+// a package of the library's module, not of the broker's: it is built
+// from the repository's root, with or without the workspace.
 func buildDumplog(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "dumplog")
-	out, err := exec.Command("go", "build", "-o", bin, "../dumplog").CombinedOutput()
+	cmd := exec.Command("go", "build", "-o", bin, "./examples/dumplog")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return bin
 }

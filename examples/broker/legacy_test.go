@@ -9,13 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
 
 // v1Message encodes one uncompressed magic 1 message (test helper).
 func v1Message(offset int64, ts int64, key, value []byte) []byte {
-	m := []byte{0, 0, 0, 0, legacy.MagicV1, 0}
+	m := []byte{0, 0, 0, 0, 1, 0} // CRC (below), magic 1, attributes
 	m = binary.BigEndian.AppendUint64(m, uint64(ts))
 	for _, f := range [][]byte{key, value} {
 		if f == nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -116,13 +115,32 @@ func (o *offsetStore) replay(p *plog.Partition) error {
 	})
 }
 
+// legacyOverhead is the part of a legacy message (magic 0 or 1) before
+// its counted bytes: offset (8) and messageSize (4), Kafka's frozen format.
+const legacyOverhead = 8 + 4
+
+// frameLegacy splits the legacy message at the start of b from the rest:
+// the framing only, which Decoder.ValidateLegacy checks with the rest of
+// the message.
+func frameLegacy(b []byte) (e, rest []byte, err error) {
+	if len(b) < legacyOverhead {
+		return nil, b, fmt.Errorf("%w: %d bytes, shorter than a legacy message's overhead", batch.ErrTruncated, len(b))
+	}
+	size := int64(int32(binary.BigEndian.Uint32(b[8:])))
+	if size < 0 || int64(len(b)) < legacyOverhead+size {
+		return nil, b, fmt.Errorf("%w: legacy message of %d bytes in %d", batch.ErrTruncated, size, len(b)-legacyOverhead)
+	}
+	n := legacyOverhead + int(size)
+	return b[:n], b[n:], nil
+}
+
 // replayBatches applies the records at or after off in the batches rest.
 func (o *offsetStore) replayBatches(rest []byte, off int64, dec *batch.Decoder) error {
 	for len(rest) > 0 {
-		if m, ok := batch.PeekMagic(rest); ok && legacy.IsMagic(m) {
+		if m, ok := batch.PeekMagic(rest); ok && (m == 0 || m == 1) {
 			// A legacy message Kafka 0.10 committed: its records
 			// count the same.
-			e, next, err := legacy.Parse(rest)
+			e, next, err := frameLegacy(rest)
 			if err == nil {
 				err = dec.ValidateLegacy(e)
 			}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // initProducerID asks the broker for an idempotent producer id.
@@ -115,27 +118,97 @@ func TestProducerIDFileInvalid(t *testing.T) {
 // clients retry.
 func TestProducerIDReservationFails(t *testing.T) {
 	t.Parallel()
-	fs := vfs.NewInjector(vfs.NewMem())
-	require.NoError(t, fs.MkdirAll("/data", 0o755))
-	ids, err := openProducerIDs(fs, "/data", 0)
+	fs := &failingFS{FS: vfs.Default}
+	dir := t.TempDir()
+	ids, err := openProducerIDs(fs, dir, 0)
 	require.NoError(t, err)
-	for _, kind := range []vfs.OpKind{vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpRename} {
-		fs.Add(vfs.Rule{Kinds: vfs.Kinds(kind)})
+	for _, op := range []string{"create", "write", "sync", "rename"} {
+		fs.failNext(op)
 		_, err := ids.allocate()
-		require.ErrorIs(t, err, vfs.ErrInjected, "%v", kind)
+		require.ErrorIs(t, err, errInjected, op)
 		assert.Contains(t, err.Error(), producerIDFile)
 	}
 	id, err := ids.allocate()
 	require.NoError(t, err)
 	assert.Zero(t, id, "a failed reservation consumed an id")
-	end, err := readProducerIDFile(fs, "/data/"+producerIDFile)
+	end, err := readProducerIDFile(fs, filepath.Join(dir, producerIDFile))
 	require.NoError(t, err)
 	assert.EqualValues(t, producerIDBlock, end)
 
 	s := &server{prodIDPool: ids, log: slog.New(slog.DiscardHandler)}
-	fs.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpCreate)})
+	fs.failNext("create")
 	ids.next = ids.reserved // the block is used up
 	resp := s.initProducerID(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
 	assert.Equal(t, kerr.CoordinatorLoadInProgress.Code, resp.ErrorCode)
 	assert.EqualValues(t, -1, resp.ProducerID)
+}
+
+// errInjected is the error failingFS fails an operation with.
+var errInjected = errors.New("injected failure")
+
+// failingFS is a filesystem (the operating system's, embedded) that fails
+// the next operation of one kind, once: "create", "rename", and a created
+// file's "write" or "sync".
+type failingFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	fail string
+}
+
+// failNext makes the next operation of kind op fail.
+func (f *failingFS) failNext(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = op
+}
+
+// take returns the injected error when op is the operation to fail, and
+// then fails nothing more.
+func (f *failingFS) take(op, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != op {
+		return nil
+	}
+	f.fail = ""
+	return fmt.Errorf("%s %s: %w", op, name, errInjected)
+}
+
+func (f *failingFS) Create(name string) (vfs.File, error) {
+	if err := f.take("create", name); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &failingFile{File: file, fs: f, name: name}, nil
+}
+
+func (f *failingFS) Rename(oldname, newname string) error {
+	if err := f.take("rename", oldname); err != nil {
+		return err
+	}
+	return f.FS.Rename(oldname, newname)
+}
+
+// failingFile is a file failingFS created.
+type failingFile struct {
+	vfs.File
+	fs   *failingFS
+	name string
+}
+
+func (f *failingFile) Write(p []byte) (int, error) {
+	if err := f.fs.take("write", f.name); err != nil {
+		return 0, err
+	}
+	return f.File.Write(p)
+}
+
+func (f *failingFile) Sync() error {
+	if err := f.fs.take("sync", f.name); err != nil {
+		return err
+	}
+	return f.File.Sync()
 }

@@ -17,8 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
-	producersnap "github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -364,7 +363,7 @@ func TestRaftStorageInstallsCompactedSnapshotWithProducerState(t *testing.T) {
 			require.NoError(t, err)
 			d, err := decodeSnapshotData(snap.GetData())
 			require.NoError(t, err)
-			producers, err := producersnap.DecodeSnapshot(d.producers)
+			producers, err := decodeProducerSnapshot(d.producers)
 			require.NoError(t, err)
 			require.Equal(t, point, d.offset)
 			require.Equal(t, int64(0), d.start)

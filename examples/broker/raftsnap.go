@@ -7,9 +7,7 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/partlog/partlog/internal/checkpoint"
-	producersnap "github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // Raft snapshots of a partition. A snapshot is the partition at its raft
@@ -107,7 +105,7 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 	}
 	if n > 0 {
 		d.producers = rest[:n]
-		if _, err := producersnap.DecodeSnapshot(d.producers); err != nil {
+		if err := checkProducerSnapshot(d.producers); err != nil {
 			return d, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", errRaftState, d.offset, err)
 		}
 	}
@@ -149,7 +147,7 @@ func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) erro
 	d.records = nil
 	b := binary.BigEndian.AppendUint64(nil, uint64(keep))
 	b = binary.BigEndian.AppendUint64(b, index)
-	if err := checkpoint.WriteAtomic(s.fs, s.installPath(), appendSnapshotData(b, d)); err != nil {
+	if err := writeFileAtomic(s.fs, s.installPath(), appendSnapshotData(b, d)); err != nil {
 		return fmt.Errorf("write raft snapshot install file %s: %w", s.installPath(), err)
 	}
 	return nil

@@ -15,9 +15,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -369,7 +367,7 @@ func (s *raftStorage) state() raftState {
 
 // save writes the state file atomically.
 func (s *raftStorage) save() error {
-	if err := checkpoint.WriteAtomic(s.fs, s.path, appendRaftState(nil, s.state())); err != nil {
+	if err := writeFileAtomic(s.fs, s.path, appendRaftState(nil, s.state())); err != nil {
 		return fmt.Errorf("write raft state %s: %w", s.path, err)
 	}
 	return nil
@@ -801,6 +799,12 @@ func raftConfChangeBatch(offset int64, term uint64, cc []byte) ([]byte, error) {
 	return raftControlBatch(offset, term, raftConfChangeControlType, cc)
 }
 
+// controlBit is the attributes bit of a control batch (Kafka's frozen
+// format). batch.AppendControlBatch writes transaction markers; raft's own
+// control records have control types of the broker's, so their batches are
+// built as ordinary ones and marked here.
+const controlBit batch.Attributes = 0x20
+
 // raftControlBatch encodes one of raft's control batches.
 func raftControlBatch(offset int64, term uint64, ct batch.ControlType, value []byte) ([]byte, error) {
 	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(ct))
@@ -812,12 +816,12 @@ func raftControlBatch(offset int64, term uint64, ct batch.ControlType, value []b
 	if err != nil {
 		return nil, err
 	}
-	b.SetAttributes(b.Attributes() | batchaccess.ControlBit)
+	b.SetAttributes(b.Attributes() | controlBit)
 	b.SetCRC()
 	return b, nil
 }
 
 // raftStatePath is the state file of a partition.
 func raftStatePath(dataDir, topic string, partition int32) string {
-	return filepath.Join(dataDir, raftStateDir, checkpoint.DirName(topic, partition)+".state")
+	return filepath.Join(dataDir, raftStateDir, topic+"-"+strconv.FormatInt(int64(partition), 10)+".state")
 }

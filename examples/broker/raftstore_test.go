@@ -17,8 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
-	producersnap "github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -199,9 +198,9 @@ func TestRaftStorageIsThePartition(t *testing.T) {
 // offset the log restarts at and producer 7's state below it (its last
 // batch: sequences 0-4 at offsets off-5 to off-1).
 func producerSnapshotData(off int64) snapshotData {
-	entries := []producersnap.Entry{{ProducerID: 7, ProducerEpoch: 0, LastSequence: 4, LastOffset: off - 1,
+	entries := []producerSnapEntry{{ProducerID: 7, ProducerEpoch: 0, LastSequence: 4, LastOffset: off - 1,
 		OffsetDelta: 4, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}}
-	return snapshotData{offset: off, start: off, producers: producersnap.AppendSnapshot(nil, entries)}
+	return snapshotData{offset: off, start: off, producers: appendProducerSnapshot(nil, entries)}
 }
 
 // producerRetry is producer 7's batch of sequences 0-4 (five records).
@@ -364,7 +363,7 @@ func TestRaftSnapshotCarriesProducerState(t *testing.T) {
 	require.NoError(t, err)
 	d, err := decodeSnapshotData(snap.GetData())
 	require.NoError(t, err)
-	producers, err := producersnap.DecodeSnapshot(d.producers)
+	producers, err := decodeProducerSnapshot(d.producers)
 	require.NoError(t, err)
 	assert.Equal(t, st.snapOffset, d.offset)
 	require.Len(t, producers, 1)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // config is what run needs; main fills it from flags, tests directly.

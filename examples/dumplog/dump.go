@@ -19,8 +19,6 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index"
-	ibase "github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -352,8 +350,8 @@ func (d *dumper) dumpSegment(dir string, base int64, path string, next *int64, s
 	first := true
 	res, err := segment.Check(nil, path, base, segment.CheckOptions{Sealed: sealed, KeepGoing: true},
 		func(h segment.BatchInfo, b batch.Batch, _ error) error {
-			if legacy.IsMagic(h.Magic) {
-				spans = append(spans, d.dumpLegacy(path, h.Pos, base, legacy.Entry(b), first, next))
+			if isLegacyMagic(h.Magic) {
+				spans = append(spans, d.dumpLegacy(path, h.Pos, base, legacyMessage(b), first, next))
 			} else {
 				spans = append(spans, d.dumpBatch(path, h.Pos, base, b, first, next))
 			}
@@ -393,7 +391,7 @@ func damageKind(res segment.RecoverResult) string {
 	switch {
 	case res.Kept:
 		return "legacy data recovery cannot prove torn (recovery refuses to cut it)"
-	case ibase.IsTornTail(res.Cause):
+	case errors.Is(res.Cause, segment.ErrTornTail):
 		return "torn tail (recovery would truncate it)"
 	}
 	return "corruption (recovery would cut here and drop every later segment)"
@@ -449,7 +447,7 @@ func (d *dumper) checkContinuity(path string, pos, base, bo, last int64, first b
 // (a compressed wrapper's from its first inner message, or from its own
 // offset when the inner messages do not decode) and its timestamp (-1
 // under magic 0).
-func (d *dumper) legacySpan(pos int64, e legacy.Entry) span {
+func (d *dumper) legacySpan(pos int64, e legacyMessage) span {
 	first := e.Offset()
 	if f, err := d.dec.LegacyBaseOffset(e); err == nil && f <= first {
 		first = f
@@ -461,7 +459,7 @@ func (d *dumper) legacySpan(pos int64, e legacy.Entry) span {
 // Kafka before 0.11): its fields, its CRC-32 (IEEE) and inner messages
 // (batch.Decoder.ValidateLegacy), its offsets against the segment and the previous
 // entry, and with --records its records. It returns its span.
-func (d *dumper) dumpLegacy(path string, pos, base int64, e legacy.Entry, first bool, next *int64) span {
+func (d *dumper) dumpLegacy(path string, pos, base int64, e legacyMessage, first bool, next *int64) span {
 	verr := d.dec.ValidateLegacy(e)
 	sp := d.legacySpan(pos, e)
 	if !(d.o.verify && d.o.quiet) {
@@ -619,7 +617,7 @@ func (d *dumper) scanLog(path string, base int64) ([]span, int64, error) {
 		func(h segment.BatchInfo, b batch.Batch, bad error) error {
 			if h.BaseOffset >= 0 {
 				sp := span{pos: h.Pos, size: h.Size, base: h.BaseOffset, last: h.LastOffset, maxTimestamp: h.MaxTimestamp}
-				if bad == nil && !legacy.IsMagic(h.Magic) {
+				if bad == nil && !isLegacyMagic(h.Magic) {
 					sp = d.txnOf(sp, b)
 				}
 				spans = append(spans, sp)
@@ -858,7 +856,7 @@ func (d *dumper) txnIndex(path string, base int64, spans []span, haveLog bool) e
 	}
 	entries, derr := segment.DecodeTxnIndex(path, data)
 	if derr != nil {
-		var ce *ibase.CorruptionError
+		var ce *batch.CorruptionError
 		pos := int64(-1)
 		if errors.As(derr, &ce) {
 			pos = ce.Pos

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/segment"
 )
@@ -430,7 +429,7 @@ func TestDumpReportsDamageAsRecoveryDoes(t *testing.T) {
 	}{
 		{"crc failure in the middle: the dump goes on", logs[0], func(b []byte) (int, []byte) {
 			s := starts(b)
-			b[s[1]+batchaccess.CRCStart] ^= 0x40
+			b[s[1]+21] ^= 0x40 // attributes: the first byte the CRC covers
 			return s[1], b
 		}, []string{"valid: false", fmt.Sprintf("position: %d", starts(mustRead(t, filepath.Join(src, logs[0])))[2])}},
 		{"length damaged with batches after it", logs[0], func(b []byte) (int, []byte) {

@@ -8,7 +8,9 @@
 //     packages, and the modules DESIGN.md allows (klauspost/crc32,
 //     klauspost/compress, pierrec/lz4/v4, cespare/xxhash/v2,
 //     golang.org/x/sys); test-support packages (a name ending in "test",
-//     such as log/logtest) may also use testify and rapid;
+//     such as log/logtest) and tests may also use testify and rapid,
+//     and nothing else: the library's go.mod requires no more (a test
+//     needing a Kafka client lives in the module internal/interop);
 //   - any file of the module outside examples/ importing examples/, and a
 //     library package importing a Kafka client (franz-go);
 //   - an import pointing up the layers: internal < batch < index < segment <
@@ -31,6 +33,12 @@
 //     variable and type, and what an aliased internal type exposes.
 //     TestImporterProgram also builds a program of another module that
 //     uses segment and index alone, offline;
+//   - modules (modules_test.go): a module importing log, batch and
+//     compaction gets none of a broker's modules (franz-go, etcd raft,
+//     protobuf) in its go.sum or module graph after go mod tidy
+//     (TestImporterGoSum), and no example, in the library's module or
+//     a module of its own under examples/, imports an internal/ package
+//     (TestExamplesUsePublicAPI);
 //   - user-docs (doc_test.go): a package doc or an exported name's doc in
 //     a public package that names an internal package, an internal
 //     package's name (base.ErrCorrupt), a source file or an unexported
@@ -51,6 +59,9 @@
 //
 // surface_test.go lists each public package's exported names (go test -v
 // -run TestSurface) for reviewers; it sets no ceiling.
+//
+// Nested modules (examples/broker, internal/interop) are not the
+// library's: TestLint does not walk them.
 //
 // Packages that do not exist yet are simply not there to check. Example:
 //

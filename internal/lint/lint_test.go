@@ -38,6 +38,25 @@ var testSupportModules = []string{
 	"pgregory.net/rapid",
 }
 
+// allowedModule reports whether library code may import imp, a package of
+// another module: one of allowedModules, or with testSupport (a
+// test-support package or a test) one of testSupportModules too.
+func allowedModule(imp string, testSupport bool) bool {
+	for _, m := range allowedModules {
+		if under(imp, m) {
+			return true
+		}
+	}
+	if testSupport {
+		for _, m := range testSupportModules {
+			if under(imp, m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // layers ranks the top-level folders: imports may only point to the same
 // rank or below.
 var layers = map[string]int{
@@ -139,6 +158,14 @@ func checkFile(fset *token.FileSet, f *ast.File, p pkgInfo, isTest bool) []strin
 			report(spec.Pos(), "no-std-log", "the standard log package; use log/slog via the configured logger")
 		}
 		if isTest {
+			// A test may import any layer; of other modules, what its
+			// package may and the test-support ones. A test that needs
+			// another module (a Kafka client) lives in a module of its
+			// own (internal/interop), so the library's go.mod never
+			// requires it.
+			if !isStd(imp) && !under(imp, modulePath) && !allowedModule(imp, true) {
+				report(spec.Pos(), "allowed-imports", "%s (a test) imports %s, which the library's module does not require; a test needing it belongs in a module of its own (internal/interop)", p.rel, imp)
+			}
 			continue
 		}
 		switch {
@@ -151,16 +178,7 @@ func checkFile(fset *token.FileSet, f *ast.File, p pkgInfo, isTest bool) []strin
 				report(spec.Pos(), "layering", "%s (layer %q) imports %s (layer %q, above it)", p.rel, own, imp, tgt)
 			}
 		default:
-			ok := false
-			for _, m := range allowedModules {
-				ok = ok || under(imp, m)
-			}
-			if p.testSupport {
-				for _, m := range testSupportModules {
-					ok = ok || under(imp, m)
-				}
-			}
-			if !ok {
+			if !allowedModule(imp, p.testSupport) {
 				report(spec.Pos(), "allowed-imports", "%s imports %s, which DESIGN.md does not allow in the library", p.rel, imp)
 			}
 		}
@@ -287,8 +305,10 @@ import "github.com/twmb/franz-go/pkg/kgo"`, "allowed-imports"},
 import "github.com/stretchr/testify/require"`, "allowed-imports"},
 		{"testify in tests", "index", true, `package index
 import "github.com/stretchr/testify/require"`, ""},
-		{"franz-go in interop test", "batch", true, `package batch
-import "github.com/twmb/franz-go/pkg/kmsg"`, ""},
+		{"franz-go in a library test", "batch", true, `package batch
+import "github.com/twmb/franz-go/pkg/kmsg"`, "allowed-imports"},
+		{"rapid and codecs in a library test", "batch", true, `package batch
+import ("pgregory.net/rapid"; "github.com/klauspost/compress/zstd"; "github.com/partlog/partlog/log")`, ""},
 		{"rapid in logtest", "log/logtest", false, `package logtest
 import "pgregory.net/rapid"`, ""},
 		{"examples import", "log", true, `package log

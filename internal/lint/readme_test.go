@@ -20,9 +20,9 @@ const readmeProgram = "examples/readme/main.go"
 // readmeCommands maps each command the README shows to the line of .ci/run
 // that runs it; "" for the commands TestREADMEProgram runs.
 var readmeCommands = map[string]string{
-	"go get github.com/partlog/partlog": "",
-	"go test ./...":                     "go test -count=1 ./...",
-	"go run ./examples/logbench -quick": "go run ./examples/logbench -quick",
+	"go get github.com/partlog/partlog":       "",
+	"go test $(go list -m -f '{{.Dir}}/...')": "go test -count=1 $(go list -m -f '{{.Dir}}/...')",
+	"go run ./examples/logbench -quick":       "go run ./examples/logbench -quick",
 }
 
 // fencedBlock is one ``` block of a markdown file.
