@@ -204,7 +204,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: activate segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
 		p.mu.rollAfter = p.newRollAfter()
-		p.mu.flushedBelow = min(p.mu.flushedBelow, seg.BaseOffset())
+		p.dur.unflushFromLocked(seg.BaseOffset())
 	}
 
 	// 4. Cut the segment holding offset (its exclusive lease is held since
@@ -296,7 +296,7 @@ func (p *Partition) makeTruncationDurableLocked() error {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
 		return p.mu.failed
 	}
-	if p.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
+	if p.dur.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
@@ -306,11 +306,11 @@ func (p *Partition) makeTruncationDurableLocked() error {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
 		return p.mu.failed
 	}
-	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
+	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
-	p.truncateEpochsFromEndLocked(p.mu.end.Offset)
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
+	if err := p.mu.epochs.Persist(); err != nil {
 		p.failLocked(err) // the file would name epochs of cut batches
 		return p.mu.failed
 	}
@@ -344,7 +344,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	if offset <= p.logStart.Load() {
 		return nil
 	}
-	if p.syncedSeq.Load() != p.mu.writeSeq {
+	if p.dur.group.syncedSeq() != p.mu.writeSeq {
 		// The checkpoint must not get ahead of the data: a crash could
 		// otherwise leave a log start past the log end.
 		if err := p.flushLocked(); err != nil {
@@ -356,15 +356,15 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
-	p.truncateEpochsFromStartLocked(offset)
+	p.mu.epochs.TruncateFromStart(offset)
 	p.dropSnapshotsBelowLocked(offset) // snapshot.go
-	if offset == p.mu.end.Offset && p.mu.epochsDirty {
+	if offset == p.mu.end.Offset && p.mu.epochs.Dirty() {
 		// Every record deleted: the active segment stays, and a roll will
 		// leave it wholly below the log start, before an empty segment
 		// at it, which is what a restart of the log a crash interrupted
 		// leaves too. Open tells them apart by the leader epoch cache
 		// (settleEmptyTail): this one starts at or after the log start.
-		if err := p.writeEpochsLocked(); err != nil {
+		if err := p.mu.epochs.Persist(); err != nil {
 			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 		}
 	}
@@ -464,8 +464,8 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.mu.dirDirty = true
 	// The epochs and producers of the old batches go before the log start
 	// checkpoint moves: Open must not find them under the restarted log.
-	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
@@ -489,7 +489,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		}
 	}
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = at
+	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
 }
@@ -499,7 +499,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 // REQUIRES: mu held.
 func (p *Partition) setEndLocked(end position) {
 	p.mu.end = end
-	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend()) {
+	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend()) {
 		p.mu.hw = end
 	}
 	p.publishLocked()
