@@ -27,7 +27,7 @@ var surfaceCeiling = map[string]int{
 	"index":          60, // the implementation since issue 25: what a segment needs of its indexes (Resize, Reset, Check, ...)
 	"index/vfs":      10,
 	"segment":        120, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...)
-	"log":            138, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), and Records.All (one-record reads, issue 16)
+	"log":            141, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), Records.All (one-record reads, issue 16), Partition.Poll, Dir.Lookup and Dir.OpenPartition (issue 26)
 	"log/logtest":    32,
 	"compaction":     33,
 	"segment/repair": 0, // moved to log/internal/repair
