@@ -8,8 +8,9 @@
 //
 //	import plog "github.com/partlog/partlog/log"
 //
-// It never logs through the standard log either: Config.Logger takes a
-// *slog.Logger and defaults to one that discards everything.
+// It logs through log/slog: Config.Logger, which by default passes the
+// warnings and errors (what recovery cut, damaged files, failures) to
+// slog.Default() and drops the rest.
 //
 // # Basics
 //
