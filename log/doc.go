@@ -421,11 +421,13 @@
 // # Consuming
 //
 // A consumer that has read up to the high watermark parks in Wait (or
-// WaitFollower, against the log end) with the offset it will read next;
-// Wait returns when an append, a SetHighWatermark or a group sync makes
-// that offset visible, not on a timer, and returns early with ctx.Err(),
-// ErrClosed, the partition's failure, or ErrOffsetOutOfRange after a
-// truncation below it. Waiting costs an append nothing when no goroutine
+// WaitFollower, against the log end) with the offset it will read next
+// (Records.NextOffset, which for an empty read is the offset read), or
+// any later one: an offset past the log end is waited for until appends
+// reach it. Wait returns when an append, a SetHighWatermark or a group
+// sync makes that offset visible, not on a timer, and returns early with
+// ctx.Err(), ErrClosed, the partition's failure, or ErrOffsetOutOfRange
+// after a truncation during the wait leaves the log end below it. Waiting costs an append nothing when no goroutine
 // waits (one atomic load), and the wake-up is one channel close per
 // publication however many goroutines wait. The high watermark and the log
 // end have a notifier each, and a publication signals only the one whose
@@ -452,6 +454,10 @@
 //		}
 //		handle(rec.Offset, rec.Key, rec.Value) // valid during the body only
 //	}
+//
+// Partition.Poll is the bounded read, Kafka's consumer poll: at most
+// maxRecords records from an offset, those visible now, waiting only
+// while there is none yet (a long poll ended by its context).
 //
 // ReadFrom checks the headers of only some of the batches of a long range
 // (it finds the end in the offset index), so a result can hold a batch
@@ -606,9 +612,14 @@
 //
 //	d, err := plog.OpenDir(dataDir, plog.DirConfig{RecoveryThreads: 4})
 //	...
-//	p, err := d.CreatePartition("orders", 0) // or d.Partition("orders", 0)
+//	p, err := d.CreatePartition("orders", 0) // or d.Lookup("orders", 0)
 //	...
 //	defer d.Close()
+//
+// Lookup tells a partition the Dir does not hold (ErrUnknownPartition)
+// from a closed Dir or partition (ErrClosed); OpenPartition reopens a
+// partition closed on its own, after a failure for instance, while the
+// Dir stays open.
 //
 // The Dir's lock covers its partitions, which take no lock of their own
 // and keep their offset checkpoints as entries of the root files (one file
