@@ -54,16 +54,16 @@
 // The partition writes each new segment with the .cleaned suffix, renames
 // it .swap, renames the old segments .deleted and the .swap files to their
 // final names, syncing the directory between the steps; a segment's
-// .txnindex follows its other files (segment.Segment.ChangeSuffix). The
+// .txnindex follows its other files. The
 // per-partition cleaner-offset-checkpoint file (Kafka's checkpoint format,
 // one "topic partition offset" line) records where the next round starts;
 // the partition writes it under its lock, not at all when a truncation
 // started during the round (Result.CleanedTo is then -1), and its
 // TruncateTo lowers it to the new log end (Kafka's maybeTruncateCheckpoint),
 // so re-appended offsets are never taken as clean. log.Open applies Kafka's
-// load-time rules to whatever a crash left (package log/internal/repair): a
-// .swap replaces live segments only when it is a valid segment covering
-// them. There is no other recovery: a directory is recovered by opening it.
+// load-time rules to whatever a crash left: a .swap replaces live segments
+// only when it is a valid segment covering them. There is no other
+// recovery: a directory is recovered by opening it.
 //
 // # Concurrency
 //

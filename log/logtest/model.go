@@ -107,9 +107,10 @@ func (m *Model) syncedEnd() int64 { return m.synced }
 func (m *Model) Sync() { m.synced = m.next }
 
 // Crash mirrors a crash and reopen that found the log ending at end: the
-// batches at or past end are gone. end must lie in [syncedEnd,
-// LogEndOffset] on a batch boundary (or be the log start offset of an
-// empty log), else an error says which guarantee was broken. In a log with
+// batches at or past end are gone. end must lie between the synced end
+// (what Sync, appends under SyncEveryAppend, TruncateTo and the other
+// flushing calls made durable) and LogEndOffset, on a batch boundary (or
+// be the log start offset of an empty log), else an error says which guarantee was broken. In a log with
 // offset gaps (Append) a boundary is any offset from a kept batch's next
 // offset up to the first lost batch's base: a follower's log may end in
 // the gap before the batch a crash lost (its segment was rolled there). The high
