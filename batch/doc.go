@@ -94,7 +94,11 @@
 //		// handle err, or use the batch b
 //	}
 //
-// This package never encodes legacy messages.
+// This package never builds new legacy messages; compaction rewrites the
+// ones a log holds as Kafka's cleaner does, through
+// [Decoder.AppendLegacyFiltered]: a message is kept or dropped whole, and a
+// compressed wrapper from which some records go is written again with the
+// others, at their original offsets.
 //
 // # Checksums
 //

@@ -323,8 +323,8 @@ func TestLeaderEpochCheckpoint(t *testing.T) {
 	appendN(3) // epoch 2: offsets 0-5
 	require.NoError(t, p.SetLeaderEpoch(5))
 	appendN(2) // epoch 5: 6-9
-	require.NoError(t, p.SetLeaderEpoch(4))
-	appendN(1) // a lower epoch adds nothing: 10-11
+	require.ErrorIs(t, p.SetLeaderEpoch(4), plog.ErrStaleLeaderEpoch)
+	appendN(1) // a lower epoch is refused: still epoch 5, 10-11
 	require.NoError(t, p.SetLeaderEpoch(7))
 	appendN(2) // epoch 7: 12-15
 	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 5, StartOffset: 6}, {Epoch: 7, StartOffset: 12}}

@@ -14,7 +14,8 @@ import (
 const UndefinedEpoch int32 = -1 // = epochs.Undefined
 
 // ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
-// epoch below the latest one in the leader epoch cache, or negative:
+// epoch below the latest one in the leader epoch cache, or negative, and
+// by SetLeaderEpoch (when stamping) for one below the latest:
 // recording it would rewrite which leader wrote the batches already there.
 // Kafka error code: FENCED_LEADER_EPOCH (74).
 var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
@@ -24,7 +25,8 @@ var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
 // replica does when it becomes leader, before its first batch in the epoch
 // (Kafka's assignEpochStartOffset). The entry is durable in
 // leaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
-// crash keeps it (Open keeps an entry that starts at the log end). An
+// crash keeps it until Open, which removes an entry that starts at the log
+// end (no batch of it was appended), as Kafka's loader does. An
 // epoch equal to the latest cached one changes nothing (Kafka's assign);
 // a lower or negative one gives ErrStaleLeaderEpoch. Under
 // Config.StampLeaderEpoch the epoch also becomes the one AppendBatch stamps

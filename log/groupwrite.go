@@ -135,7 +135,7 @@ func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) 
 	q := &p.dur.queue
 	size := int64(batch.HeaderSize + len(body))
 	if !p.dur.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
-		!q.fits(size) || p.mu.epochs.StartsEpoch(h.PartitionLeaderEpoch()) {
+		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
 		return false, nil
 	}
 	active := p.segs.Load().active()

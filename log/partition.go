@@ -450,10 +450,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: cleaner checkpoint: %w", dir, err))
 		}
 	}
-	// Epochs whose batches are gone (a crash, a cut): none may start past
-	// the log end (one starting at it is a leader that has not appended
-	// yet); none below the log start.
-	p.mu.epochs.TruncateFromEnd(end.Offset + 1)
+	// Epochs whose batches are gone (a crash, a cut): none may start at or
+	// past the log end (one starting at it is a leader that had not
+	// appended yet: Kafka's LogLoader removes it too, so that a follower
+	// fetching by epoch does not truncate to it again and again); none
+	// below the log start.
+	p.mu.epochs.TruncateFromEnd(end.Offset)
 	p.mu.epochs.TruncateFromStart(start)
 	if cfg.DisableAutoHighWatermark {
 		at := start
@@ -623,7 +625,10 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 // higher than every epoch of the leader epoch cache is also recorded there
 // at once, starting at the log end offset (as a Kafka broker does when it
 // becomes leader), and written durably to leader-epoch-checkpoint before
-// SetLeaderEpoch returns; on an error (I/O, ErrClosed, ErrFailed) the
+// SetLeaderEpoch returns. An epoch lower than the latest cached one gives
+// ErrStaleLeaderEpoch (a leader's epoch never goes
+// back; batches stamped with it would cut the cache, as a follower's
+// do). On an error (ErrStaleLeaderEpoch, I/O, ErrClosed, ErrFailed) the
 // stamped epoch and the cache are unchanged. Without stamping it only
 // stores the epoch and never fails.
 func (p *Partition) SetLeaderEpoch(epoch int32) error {
@@ -636,8 +641,13 @@ func (p *Partition) SetLeaderEpoch(epoch int32) error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
-	if err := p.mu.epochs.Assign(epoch, p.mu.end.Offset); err != nil {
-		return err
+	if latest, ok := p.mu.epochs.Latest(); ok && epoch >= 0 && epoch < latest {
+		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
+	}
+	if p.mu.epochs.StartsEpoch(epoch) {
+		if err := p.mu.epochs.Assign(epoch, p.mu.end.Offset); err != nil {
+			return err
+		}
 	}
 	p.leaderEpoch.Store(epoch)
 	return nil

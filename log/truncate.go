@@ -25,7 +25,9 @@ import (
 // maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
 // appended again after the cut are dirty.
 //
-// offset >= LogEndOffset is a no-op; a negative offset gives
+// offset >= LogEndOffset cuts no batch, but removes a leader epoch that
+// starts at the log end offset (one recorded before any batch of it was
+// appended), durably, as Kafka does; a negative offset gives
 // ErrOffsetOutOfRange. When the batch holding offset also holds the log
 // start offset (DeleteRecordsBefore moved it inside that batch), or, in a
 // log with offset gaps, no batch reaching the log start offset would stay,
@@ -71,7 +73,10 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return err
 	}
 	if offset >= p.mu.end.Offset {
-		return nil
+		// Nothing to cut, but an epoch entry at the log end (a leader
+		// that appended nothing before it lost its leadership) goes, as
+		// Kafka's truncateTo removes it.
+		return p.truncateEpochsAtEndLocked()
 	}
 	if offset < 0 {
 		return fmt.Errorf("%w: truncate to negative offset %d", ErrOffsetOutOfRange, offset)
@@ -286,6 +291,21 @@ func (p *Partition) lockForTruncateLocked(ctx context.Context, seg *segment.Segm
 		"segment", seg.BaseOffset(), "readers", readers, "maxWait", p.cfg.TruncateWait, "err", err)
 	return fmt.Errorf("%w: truncate %s to %d: %d readers still hold segment %d (TruncateWait %v): %w",
 		ErrTruncationBlocked, p.dir, offset, readers, seg.BaseOffset(), p.cfg.TruncateWait, err)
+}
+
+// truncateEpochsAtEndLocked removes the leader epoch entries that start at
+// the log end offset, durably. A failed write fails the partition: the
+// file would name an epoch the log does not have. REQUIRES: mu held.
+func (p *Partition) truncateEpochsAtEndLocked() error {
+	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
+	if !p.mu.epochs.Dirty() {
+		return nil
+	}
+	if err := p.mu.epochs.Persist(); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
+		return p.mu.failed
+	}
+	return nil
 }
 
 // makeTruncationDurableLocked flushes the log after a truncation and moves

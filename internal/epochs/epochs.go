@@ -131,26 +131,53 @@ func (c *Cache) Latest() (epoch int32, ok bool) {
 	return Undefined, false
 }
 
-// StartsEpoch reports whether a batch stamped with epoch would add an
-// entry (Assign or Observe would change the cache): epoch is not negative
-// and higher than every cached one.
+// StartsEpoch reports whether epoch is not negative and higher than every
+// cached one: a leader's new epoch.
 func (c *Cache) StartsEpoch(epoch int32) bool {
 	latest, ok := c.Latest()
 	return epoch >= 0 && (!ok || epoch > latest)
 }
 
+// Changes reports whether Assign or Observe of (epoch, start) would change
+// the cache, Kafka's rule (LeaderEpochFileCache.isUpdateNeeded): epoch is
+// not negative, and the cache is empty, or its latest entry has another
+// epoch (higher or lower), or the same epoch starting after start.
+func (c *Cache) Changes(epoch int32, start int64) bool {
+	if epoch < 0 {
+		return false
+	}
+	n := len(c.entries)
+	return n == 0 || c.entries[n-1].Epoch != epoch || start < c.entries[n-1].StartOffset
+}
+
+// keepBefore returns how many leading entries stay when (epoch, start)
+// is assigned: the trailing entries of an epoch at or above epoch, or
+// starting at or after start, go (Kafka's
+// maybeTruncateNonMonotonicEntries), so the cache stays increasing in
+// both epoch and start offset.
+func (c *Cache) keepBefore(epoch int32, start int64) int {
+	i := len(c.entries)
+	for i > 0 && (c.entries[i-1].Epoch >= epoch || c.entries[i-1].StartOffset >= start) {
+		i--
+	}
+	return i
+}
+
 // Assign records that epoch starts at offset start (the log end offset)
-// when epoch is higher than every cached epoch, and writes the file before
-// it returns (Kafka's LeaderEpochFileCache.assign: the file never misses
-// an entry a batch depends on). Entries starting at or after start are
-// replaced. A negative or not higher epoch changes nothing and costs
-// nothing; on a failed write the cache is as it was before the call.
+// and writes the file before it returns, Kafka's
+// LeaderEpochFileCache.assign (the file never misses an entry a batch
+// depends on): when Changes says the cache changes, the trailing entries
+// of an epoch at or above epoch or starting at or after start go, then
+// (epoch, start) is added. A follower that copies a batch of a lower epoch
+// than the latest cached one thus cuts the cache back to it, as Kafka's
+// does. Otherwise nothing changes and nothing is written; on a failed
+// write the cache is as it was before the call.
 func (c *Cache) Assign(epoch int32, start int64) error {
-	if !c.StartsEpoch(epoch) {
+	if !c.Changes(epoch, start) {
 		return nil
 	}
 	old, oldDirty := c.entries, c.dirty
-	i := c.firstStartingAtOrAfter(start)
+	i := c.keepBefore(epoch, start)
 	entry := Entry{Epoch: epoch, StartOffset: start}
 	if i == len(old) {
 		c.entries = append(old, entry) // old keeps its length: a revert restores it
@@ -165,12 +192,12 @@ func (c *Cache) Assign(epoch int32, start int64) error {
 	return nil
 }
 
-// Observe adds epoch, starting at start (a batch's base offset), when it is
-// higher than every cached epoch, as Assign does but in memory only (the
-// cache becomes dirty). Entries starting at or after start go first:
-// recovery replays batches from the recovery point, which may lie below
-// entries the file already holds, and a follower may have copied epochs
-// that went down.
+// Observe adds epoch, starting at start (a batch's base offset), when it
+// is higher than every cached epoch, in memory only (the cache becomes
+// dirty); entries starting at or after start go first. It is recovery's
+// rule, Kafka's (LogSegment.recover assigns only an epoch above the
+// latest): recovery replays batches from the recovery point, which may lie
+// below entries the file already holds, and must not cut those back.
 func (c *Cache) Observe(epoch int32, start int64) {
 	if !c.StartsEpoch(epoch) {
 		return

@@ -52,9 +52,9 @@ func TestAssignIsDurableAtOnce(t *testing.T) {
 	require.Equal(t, entries(0, 0, 3, 1207), c.Entries())
 	require.Equal(t, entries(0, 0, 3, 1207), onDisk(t, fsys, path))
 
-	// Not higher, or negative: nothing changes, nothing is written.
+	// The latest epoch again, later, or a negative one: nothing changes,
+	// nothing is written.
 	require.NoError(t, c.Assign(3, 2000))
-	require.NoError(t, c.Assign(2, 2000))
 	require.NoError(t, c.Assign(-1, 2000))
 	require.Equal(t, entries(0, 0, 3, 1207), c.Entries())
 
@@ -63,6 +63,42 @@ func TestAssignIsDurableAtOnce(t *testing.T) {
 	require.NoError(t, c.Assign(4, 1207))
 	require.Equal(t, entries(0, 0, 4, 1207), c.Entries())
 	require.Equal(t, entries(0, 0, 4, 1207), onDisk(t, fsys, path))
+}
+
+// TestAssignLowerEpochCutsBack: Kafka's LeaderEpochFileCache.assign takes
+// an epoch lower than the latest (a follower copying a leader whose log
+// went back to an older epoch): the entries of an epoch at or above it,
+// or starting at or after its start, go, then it is added, durably. On
+// 86b910c a lower epoch was ignored.
+func TestAssignLowerEpochCutsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		epoch int32
+		start int64
+		want  []epochs.Entry
+	}{
+		{"lower epoch after the latest start", 2, 2000, entries(0, 0, 2, 2000)},
+		{"lower epoch before the latest start", 2, 1000, entries(0, 0, 2, 1000)},
+		{"latest epoch earlier", 3, 1000, entries(0, 0, 3, 1000)},
+		{"lowest epoch at its own start", 0, 0, entries(0, 0)},
+		{"lower epoch below every start", 1, 0, entries(1, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fsys, path := newCache(t)
+			require.NoError(t, c.Assign(0, 0))
+			require.NoError(t, c.Assign(3, 1207))
+			require.NoError(t, c.Assign(tc.epoch, tc.start))
+			require.Equal(t, tc.want, c.Entries())
+			require.Equal(t, tc.want, onDisk(t, fsys, path))
+			// Observe (recovery's replay) takes only a higher epoch, as
+			// Kafka's LogSegment.recover does.
+			o, _, _ := newCache(t)
+			o.Observe(0, 0)
+			o.Observe(3, 1207)
+			o.Observe(tc.epoch, tc.start)
+			require.Equal(t, entries(0, 0, 3, 1207), o.Entries())
+		})
+	}
 }
 
 func TestAssignFailedWriteChangesNothing(t *testing.T) {
