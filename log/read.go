@@ -255,9 +255,10 @@ func (p *Partition) ReadFromFollower(offset int64, maxBytes int) (Records, error
 // from on,
 // in offset order: the records visible now (below the high watermark) or,
 // when there is none yet, the first to become visible and those visible
-// with it. It is Kafka's consumer poll for one partition, maxRecords
-// playing max.poll.records and ctx's deadline the poll's timeout, and the
-// long poll of a service that answers "up to M records from offset N":
+// with it. It is a Kafka consumer's poll of one partition, maxRecords
+// bounding the records it returns and ctx's deadline playing the poll's
+// timeout, and the long poll of a service that answers "up to M records
+// from offset N":
 //
 //	next := from
 //	for rec, err := range p.Poll(ctx, from, 500) {
