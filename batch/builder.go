@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // Builder errors. They mark misuse of the Builder, not corrupt input, and
@@ -143,13 +144,29 @@ func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
 
 // Add appends r at the next offset: the base offset for the first record,
 // one past the previous record's otherwise. r.Offset is ignored.
+//
+// A record without a timestamp (Timestamp 0, the zero value) gets the time
+// of the call, time.Now in milliseconds, as its CreateTime: what Kafka's
+// producer does with a record sent without one, and what Go's Kafka
+// clients do with a zero time. The time is the producer's, set here
+// because a partition never rewrites the records of a CreateTime batch
+// (Partition.AppendBatch stores them as given, as a Kafka broker does):
+// the batch Build returns and the one Partition.AppendBuilder appends are
+// the same. A record that has no time gets NoTimestamp (-1), which Kafka
+// stores as is (its consumers see -1, and the time index skips it). A
+// record at exactly 1970-01-01T00:00:00Z is added with AddAt, which keeps
+// every timestamp as given.
 func (b *Builder) Add(r Record) error {
+	if r.Timestamp == 0 {
+		r.Timestamp = time.Now().UnixMilli()
+	}
 	return b.add(&r, b.lastDelta+1)
 }
 
 // AddAt appends r at r.Offset, which must be greater than the previous
 // record's offset, at least the base offset, and at most MaxInt32 past it.
-// Gaps are allowed: compaction rewrites batches this way.
+// Gaps are allowed: compaction rewrites batches this way. r.Timestamp is
+// stored as given, 0 included.
 func (b *Builder) AddAt(r Record) error {
 	d := r.Offset - b.opts.BaseOffset
 	if d < 0 || d > math.MaxInt32 || d <= int64(b.lastDelta) {

@@ -108,7 +108,7 @@ func AppendControlBatch(dst []byte, m TxnMarker) ([]byte, error) {
 		Transactional:        true,
 		Control:              true,
 	})
-	if err := bld.Add(Record{Key: key[:], Value: val[:], Timestamp: m.Timestamp}); err != nil {
+	if err := bld.AddAt(Record{Offset: m.BaseOffset, Key: key[:], Value: val[:], Timestamp: m.Timestamp}); err != nil {
 		return dst, err
 	}
 	return bld.AppendTo(dst)

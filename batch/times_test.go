@@ -17,7 +17,7 @@ func TestValidateTimes(t *testing.T) {
 	recs := func(ts ...int64) []Record {
 		out := make([]Record, len(ts))
 		for i, v := range ts {
-			out[i] = Record{Value: []byte("v"), Timestamp: v}
+			out[i] = Record{Offset: int64(i), Value: []byte("v"), Timestamp: v}
 		}
 		return out
 	}
@@ -38,7 +38,13 @@ func TestValidateTimes(t *testing.T) {
 	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
 		for _, tc := range cases {
 			t.Run(c.String()+"/"+tc.name, func(t *testing.T) {
-				b := build(t, BuilderOptions{Compression: c}, recs(tc.ts...)...)
+				// AddAt: Add would stamp the zero timestamp with the time.
+				bld := NewBuilder(BuilderOptions{Compression: c})
+				for _, r := range recs(tc.ts...) {
+					require.NoError(t, bld.AddAt(r))
+				}
+				b, err := bld.Build()
+				require.NoError(t, err)
 				tr, err := b.validateTimes()
 				require.NoError(t, err)
 				require.Equal(t, TimeRange{Min: tc.min, Max: tc.max}, tr)

@@ -156,7 +156,12 @@ type Config struct {
 	Recovery RecoveryPolicy
 
 	// Logger receives the partition's rare events (rolls, recovery,
-	// deletions). Default: a logger that discards everything.
+	// deletions). Default: the warnings and errors (what recovery cut,
+	// damaged files, failures) go to slog.Default() as it is when Open
+	// runs, which a program that never set one prints to standard error;
+	// Info and below go nowhere. slog.New(slog.DiscardHandler) silences
+	// the partition; Stats().Recovery says what Open's recovery did either
+	// way.
 	Logger *slog.Logger
 
 	// FS is the filesystem every file goes through (package index/vfs,
@@ -222,7 +227,7 @@ func (c *Config) ensureDefaults() *Config {
 		c.MessageTimestampAfterMax = defaultMessageTimestampAfterMax
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = defaultLogger()
 	}
 	if c.Recovery == nil {
 		c.Recovery = DefaultRecovery{}

@@ -64,8 +64,9 @@ func deleteDirName(tp TopicPartition) string {
 	return topic + suffix
 }
 
-// ErrUnknownPartition is returned by DeletePartition for a partition the
-// Dir does not hold. Kafka error code: UNKNOWN_TOPIC_OR_PARTITION (3).
+// ErrUnknownPartition is returned by Lookup, OpenPartition and
+// DeletePartition for a partition the Dir does not hold. Kafka error code:
+// UNKNOWN_TOPIC_OR_PARTITION (3).
 var ErrUnknownPartition = errors.New("partlog/log: unknown partition")
 
 // ErrInvalidPartition is returned by CreatePartition for a topic name
@@ -138,7 +139,8 @@ type DirConfig struct {
 // is therefore not detected and must not be done.
 //
 // Every method is safe for concurrent use. Close the Dir, not its
-// partitions: a Partition closed alone stays in the Dir, closed.
+// partitions: a Partition closed alone stays in the Dir, closed, until
+// OpenPartition reopens it.
 type Dir struct {
 	path    string
 	cfg     DirConfig
@@ -471,7 +473,7 @@ func (d *Dir) closeAll() error {
 func (d *Dir) Path() string { return d.path }
 
 // Partition returns the partition topic-partition, or nil when the Dir
-// does not hold it (or is closed).
+// does not hold it (or is closed). Lookup says which.
 func (d *Dir) Partition(topic string, partition int32) *Partition {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -479,6 +481,79 @@ func (d *Dir) Partition(topic string, partition int32) *Partition {
 		return nil
 	}
 	return d.parts[TopicPartition{topic, partition}]
+}
+
+// Lookup returns the partition topic-partition, or an error that says why
+// there is none to use: ErrUnknownPartition when the Dir does not hold it,
+// ErrClosed when the Dir is closed, and an error wrapping ErrClosed too
+// when the partition was closed on its own (OpenPartition reopens it). A
+// partition that failed (ErrFailed) or went offline (ErrFault) is
+// returned: its methods report the failure. Lookup takes a read lock only
+// and does no I/O: it is meant for every request of a server.
+func (d *Dir) Lookup(topic string, partition int32) (*Partition, error) {
+	tp := TopicPartition{topic, partition}
+	d.mu.RLock()
+	p, closed := d.parts[tp], d.closed
+	d.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("%w: log directory %s", ErrClosed, d.path)
+	case p == nil:
+		return nil, fmt.Errorf("%w: %s in %s", ErrUnknownPartition, tp, d.path)
+	case p.closed.Load():
+		return nil, fmt.Errorf("%w: partition %s in %s was closed (Dir.OpenPartition reopens it)", ErrClosed, tp, d.path)
+	}
+	return p, nil
+}
+
+// OpenPartition returns the partition topic-partition, open: the one the
+// Dir holds, or, when that one was closed on its own, the partition
+// opened again from its directory. A reopened partition recovers from its
+// recovery point as after a crash, since the Dir cannot know whether its
+// Close succeeded: the segment holding the recovery point (after a Close
+// that succeeded, the active one) is read and validated again. It
+// replaces the closed one in the Dir: Partition and
+// Lookup return it from then on, and the closed one stays closed. This is
+// how a partition that failed (ErrFailed after a failed fsync) or went
+// offline (ErrFault) comes back while the Dir stays open: Close it, then
+// call OpenPartition. OpenPartition waits for a Close still running in
+// another goroutine to finish before it opens the directory again.
+//
+// Errors: ErrUnknownPartition when the Dir does not hold the partition
+// (CreatePartition creates one), ErrClosed when the Dir is closed, and
+// Open's when the reopen fails (the closed partition then stays in the
+// Dir, and OpenPartition may be called again).
+func (d *Dir) OpenPartition(topic string, partition int32) (*Partition, error) {
+	tp := TopicPartition{topic, partition}
+	d.createMu.Lock()
+	defer d.createMu.Unlock()
+	d.mu.RLock()
+	p, closed := d.parts[tp], d.closed
+	d.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("%w: log directory %s", ErrClosed, d.path)
+	case p == nil:
+		return nil, fmt.Errorf("%w: %s in %s", ErrUnknownPartition, tp, d.path)
+	case !p.closed.Load():
+		return p, nil
+	}
+	// A second Close returns once the first one has released everything
+	// (it holds the partition's locks throughout, and then waits for the
+	// flushes it started), so that no two partitions use the directory
+	// at once.
+	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w", tp, d.path, err)
+	}
+	np, err := d.openPartition(tp, false)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w", tp, d.path, err)
+	}
+	d.mu.Lock()
+	d.parts[tp] = np
+	d.mu.Unlock()
+	d.logger.Info("partlog/log: reopened partition", "dir", d.path, "partition", tp.String())
+	return np, nil
 }
 
 // Partitions returns the partitions the Dir holds, sorted by topic then

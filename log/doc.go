@@ -8,8 +8,9 @@
 //
 //	import plog "github.com/partlog/partlog/log"
 //
-// It never logs through the standard log either: Config.Logger takes a
-// *slog.Logger and defaults to one that discards everything.
+// It logs through log/slog: Config.Logger, which by default passes the
+// warnings and errors (what recovery cut, damaged files, failures) to
+// slog.Default() and drops the rest.
 //
 // # Basics
 //
@@ -234,12 +235,14 @@
 // # Consuming
 //
 // A consumer that has read up to the high watermark parks in Wait (or
-// WaitFollower, against the log end) with the offset it will read next;
-// Wait returns when an append, a SetHighWatermark or a group sync makes
-// that offset visible, not on a timer, and returns early with ctx.Err(),
-// ErrClosed, the partition's failure, or ErrOffsetOutOfRange after a
-// truncation below it. Waiting costs an append one atomic load when no
-// goroutine waits.
+// WaitFollower, against the log end) with the offset it will read next
+// (Records.NextOffset, which for an empty read is the offset read), or
+// any later one: an offset past the log end is waited for until appends
+// reach it. Wait returns when an append, a SetHighWatermark or a group
+// sync makes that offset visible, not on a timer, and returns early with
+// ctx.Err(), ErrClosed, the partition's failure, or ErrOffsetOutOfRange
+// after a truncation during the wait leaves the log end below it. Waiting
+// costs an append one atomic load when no goroutine waits.
 //
 // Records.Batches ranges over the whole batches of a read result (a legacy
 // message is yielded as a *LegacyEntryError), Records.All over its records
@@ -253,6 +256,10 @@
 //		}
 //		handle(rec.Offset, rec.Key, rec.Value) // valid during the body only
 //	}
+//
+// Partition.Poll is the bounded read, Kafka's consumer poll: at most
+// maxRecords records from an offset, those visible now, waiting only
+// while there is none yet (a long poll ended by its context).
 //
 // ReadFrom does not check every batch of a long range, so a result can
 // hold a batch damaged on disk since it was appended: the iterators report
@@ -355,9 +362,14 @@
 //
 //	d, err := plog.OpenDir(dataDir, plog.DirConfig{RecoveryThreads: 4})
 //	...
-//	p, err := d.CreatePartition("orders", 0) // or d.Partition("orders", 0)
+//	p, err := d.CreatePartition("orders", 0) // or d.Lookup("orders", 0)
 //	...
 //	defer d.Close()
+//
+// Lookup tells a partition the Dir does not hold (ErrUnknownPartition)
+// from a closed Dir or partition (ErrClosed); OpenPartition reopens a
+// partition closed on its own, after a failure for instance, while the
+// Dir stays open.
 //
 // A partition of a Dir behaves as one opened alone: the same durability,
 // recovery and directory checks. OpenDir loads RecoveryThreads partitions

@@ -459,7 +459,8 @@ const iterReadBytes = 1 << 20
 // from on, in offset order, that tails the log: once it has yielded every
 // record below the high watermark it waits (Wait) for more, until ctx
 // ends. It is the consumer's loop of ReadFrom, Records.All and Wait in
-// one range statement:
+// one range statement (Poll is the bounded read that stops once caught
+// up):
 //
 //	for rec, err := range p.Records(ctx, from) {
 //		if err != nil {
@@ -468,7 +469,8 @@ const iterReadBytes = 1 << 20
 //		use(rec.Offset, rec.Key, rec.Value)
 //	}
 //
-// It yields what Records.All yields of each read: records below from in
+// A from at or past LogEndOffset waits, as Wait does, until appends reach
+// it. It yields what Records.All yields of each read: records below from in
 // the first batch read are skipped (a read starts at the batch holding
 // from), and so are control batches (transaction markers), as a Kafka
 // consumer skips them. Legacy messages (magic 0 and 1, in a log Kafka
@@ -476,9 +478,9 @@ const iterReadBytes = 1 << 20
 // compressed wrapper's inner messages one by one) and timestamps (-1
 // under magic 0, which has none); their Headers are nil. The iteration
 // ends by yielding one error, after which it stops: ctx.Err() when ctx
-// ended, an error wrapping ErrOffsetOutOfRange when from (or, after
-// retention or a truncation, the next offset) is outside the log,
-// ErrClosed, the partition's failure, a corruption error from the framing
+// ended, an error wrapping ErrOffsetOutOfRange when from is below the
+// log start (or, after retention or a truncation, the next offset is
+// outside the log), ErrClosed, the partition's failure, a corruption error from the framing
 // (naming the segment file and the position in it, as Records.Batches
 // does) or from the record decoder (batch.ErrCorrupt), or, when the
 // mapped segment cannot be read (a media error, or its file cut behind
@@ -510,6 +512,14 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 			}
 		}()
 		next := from
+		if from > p.LogEndOffset() {
+			// Past the log end ReadFrom would refuse: wait for appends to
+			// reach it.
+			if err := p.Wait(ctx, from); err != nil {
+				yield(batch.Record{}, err)
+				return
+			}
+		}
 		for {
 			if err := ctx.Err(); err != nil {
 				yield(batch.Record{}, err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -131,20 +132,31 @@ func TestPartitionRecords(t *testing.T) {
 	})
 }
 
-// TestPartitionRecordsErrors: an offset outside the log and a closed
-// partition end the iteration with their error.
+// TestPartitionRecordsErrors: an offset below the log start, the context
+// of a wait past the log end, and a closed partition end the iteration
+// with their error.
 func TestPartitionRecordsErrors(t *testing.T) {
 	p, _ := openT(t, plog.Config{})
 	_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 1, 1))
 	require.NoError(t, err)
-	for _, err := range p.Records(t.Context(), 7) {
+	_, err = p.AppendBatch(logtest.MakeBatch(2, 10, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.DeleteRecordsBefore(2))
+	for _, err := range p.Records(t.Context(), 1) { // below the log start
 		require.ErrorIs(t, err, plog.ErrOffsetOutOfRange)
+	}
+	// Past the log end it waits (TestRecordsPastLogEnd), here until its
+	// context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	for _, err := range p.Records(ctx, 7) {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 	// Breaking out of the loop releases the read: Close, which needs the
 	// read leases gone, does not hang and the files stay consistent.
-	for rec, err := range p.Records(t.Context(), 0) {
+	for rec, err := range p.Records(t.Context(), 2) {
 		require.NoError(t, err)
-		require.Equal(t, int64(0), rec.Offset)
+		require.Equal(t, int64(2), rec.Offset)
 		break
 	}
 	require.NoError(t, p.Close())

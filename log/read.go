@@ -1,8 +1,10 @@
 package log
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"iter"
 	"sync"
 	"sync/atomic"
 
@@ -102,6 +104,14 @@ func newRecords() *records {
 	return r
 }
 
+// emptyRecords returns the empty result of a read at offset: its
+// NextOffset is offset, where the next read continues.
+func emptyRecords(offset int64) Records {
+	r := newRecords()
+	r.next, r.from = offset, offset
+	return r.handle()
+}
+
 // handle returns the Records handle of r's current use.
 func (r *records) handle() Records { return Records{r: r, gen: r.gen.Load()} }
 
@@ -135,9 +145,12 @@ func (h Records) FirstOffset() int64 {
 	return -1
 }
 
-// NextOffset returns the offset after the last batch: where the next read
-// continues. For an empty or closed Records it returns -1. The read found
-// it while scanning the batch headers; it reads no byte of Bytes.
+// NextOffset returns where the next read continues: the offset after the
+// last batch or, for an empty result of ReadFrom or ReadFromFollower, the
+// offset that was read (nothing is visible there yet: Wait for it, then
+// read it again). For a closed Records, and for an empty result of
+// ReadCommitted, it returns -1. The read found it while scanning the batch
+// headers; it reads no byte of Bytes.
 func (h Records) NextOffset() int64 {
 	if r := h.state(); r != nil {
 		return r.next
@@ -219,7 +232,7 @@ func (r *records) discard() error {
 //
 // offset must lie in [LogStartOffset, LogEndOffset], else the error wraps
 // ErrOffsetOutOfRange. At or past the high watermark the result is empty
-// (Bytes has length 0), not an error. A read whose offset lies inside a
+// (Bytes has length 0, NextOffset is offset), not an error. A read whose offset lies inside a
 // batch returns that whole batch; consumers skip the records below the
 // offset, as Kafka clients do.
 //
@@ -235,6 +248,109 @@ func (p *Partition) ReadFrom(offset int64, maxBytes int) (Records, error) {
 // log end offset instead of the high watermark.
 func (p *Partition) ReadFromFollower(offset int64, maxBytes int) (Records, error) {
 	return p.read(offset, maxBytes, true)
+}
+
+// Poll returns an iterator over at most maxRecords records from offset
+// from on,
+// in offset order: the records visible now (below the high watermark) or,
+// when there is none yet, the first to become visible and those visible
+// with it. It is a Kafka consumer's poll of one partition, maxRecords
+// bounding the records it returns and ctx's deadline playing the poll's
+// timeout, and the long poll of a service that answers "up to M records
+// from offset N":
+//
+//	next := from
+//	for rec, err := range p.Poll(ctx, from, 500) {
+//		if err != nil {
+//			return next, err // ctx.Err() when nothing came in time
+//		}
+//		send(rec.Offset, rec.Key, rec.Value)
+//		next = rec.Offset + 1
+//	}
+//	return next, nil
+//
+// It reads on across segments until it has yielded maxRecords records or
+// reached the high watermark, and waits (Wait) only while it has yielded
+// nothing; once it has yielded a record it never waits. An offset from at
+// or past LogEndOffset waits, as Wait does, until appends reach it. What it
+// yields, and what it skips, are Records's: records below from in the
+// first batch read, and control batches (transaction markers). A
+// maxRecords below 1 yields nothing and returns at once.
+//
+// The iteration ends by yielding one error, after which it stops:
+// ctx.Err() when ctx ended before a record came, an error wrapping
+// ErrOffsetOutOfRange when from is below LogStartOffset (or a truncation
+// or retention moved the log under the poll), ErrClosed, the partition's
+// failure, and the corruption and fault errors Records yields. A record's
+// Key, Value and Headers are valid only until the loop body returns, and
+// the loop body must not call the partition's mutating methods, as with
+// Records.
+func (p *Partition) Poll(ctx context.Context, from int64, maxRecords int) iter.Seq2[batch.Record, error] {
+	return func(yield func(batch.Record, error) bool) {
+		if maxRecords < 1 {
+			return
+		}
+		n := 0
+		counted := func(rec batch.Record, err error) bool {
+			if err != nil {
+				return yield(rec, err)
+			}
+			n++
+			return yield(rec, nil) && n < maxRecords
+		}
+		var dec batch.Decoder
+		// cur is the read being yielded, zero when none is open; the
+		// deferred Close releases it when the loop body panics (Records
+		// explains why).
+		var cur Records
+		defer func() {
+			if cur != (Records{}) {
+				_ = cur.Close()
+			}
+		}()
+		next := from
+		for {
+			// The high watermark before the read: when the read finds
+			// nothing although hw > next, the batch holding next ends
+			// past hw, and shows only once the high watermark passes hw.
+			hw := p.HighWatermark()
+			if next >= hw {
+				if n > 0 {
+					return
+				}
+				// Not read: past the log end ReadFrom would refuse.
+				if err := p.Wait(ctx, next); err != nil {
+					yield(batch.Record{}, err)
+					return
+				}
+				continue
+			}
+			r, err := p.ReadFrom(next, iterReadBytes)
+			if err != nil {
+				yield(batch.Record{}, err)
+				return
+			}
+			if len(r.Bytes()) == 0 {
+				_ = r.Close() // an empty result holds nothing
+				if n > 0 {
+					return
+				}
+				if err := p.Wait(ctx, hw); err != nil {
+					yield(batch.Record{}, err)
+					return
+				}
+				continue
+			}
+			cur = r
+			more := r.all(&dec, counted, p)
+			next = r.NextOffset()
+			cur = Records{}
+			_ = r.Close()
+			if !more {
+				return
+			}
+		}
+	}
 }
 
 // read implements ReadFrom and ReadFromFollower. The argument that makes it
@@ -259,7 +375,7 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 			bound = end
 		}
 		if offset >= bound.Offset {
-			return newRecords().handle(), nil
+			return emptyRecords(offset), nil
 		}
 		snap, err := p.acquireSnapshot()
 		if err != nil {
@@ -275,12 +391,16 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 		if err != nil {
 			return Records{}, p.noteFault(err)
 		}
+		if r == nil {
+			return emptyRecords(offset), nil
+		}
 		return r.handle(), nil
 	}
 }
 
 // readSnapshot reads from the segments of snap. It returns retry when a
-// truncation started after the caller loaded its bounds.
+// truncation started after the caller loaded its bounds, and a nil r when
+// nothing at or after offset lies below the bound.
 func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBytes int, bound position) (r *records, retry bool, err error) {
 	i := snap.find(offset)
 	if i < 0 {
@@ -328,5 +448,5 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 		// Nothing at or after offset in this segment below the bound: the
 		// offset is past its last batch. Try the next segment.
 	}
-	return newRecords(), false, nil
+	return nil, false, nil // nothing below the bound: an empty result
 }

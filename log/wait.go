@@ -50,38 +50,55 @@ func (n *notifier) signal() {
 // ReadFrom, unless SetHighWatermark put the high watermark inside the
 // batch holding it (ReadFrom hides such a batch whole). A consumer tailing
 // the partition reads up to the high watermark, then calls Wait with the
-// offset it will read next (Records.NextOffset) or, when a read found
-// nothing, with the high watermark it saw before that read, and reads
-// again when Wait returns, instead of polling. Partition.Records does
-// this.
+// offset it will read next (Records.NextOffset, which for an empty read is
+// the offset that was read) or, when a read found nothing although the
+// high watermark was past its offset, with the high watermark it saw
+// before that read, and reads again when Wait returns, instead of
+// polling. Partition.Records and Partition.Poll do this.
+//
+// Any offset may be waited for: one at or past LogEndOffset waits until
+// appends reach it and the high watermark passes it, as a long poll for
+// "the records from offset 15 on" in a log of 5 does. An offset below the
+// high watermark returns nil at once, even one below LogStartOffset
+// (ReadFrom then says it is out of range).
 //
 // Wait returns ctx.Err() when ctx ends first; ErrClosed when the partition
 // is closed (before or during the wait); the partition's sticky failure
 // (wrapping ErrFailed) when it fails; and an error wrapping
-// ErrOffsetOutOfRange when offset is past LogEndOffset, now or after a
-// TruncateTo lowered the log end below it (the record will then never
-// come at that offset). An offset below the high watermark returns nil at
-// once, even one below LogStartOffset (ReadFrom then says it is out of
-// range).
+// ErrOffsetOutOfRange when a truncation during the wait (TruncateTo,
+// TruncateFullyAndStartAt) leaves the log end below offset: records below
+// offset, which the waiter may have read, were cut or replaced, and the
+// records that will take their offsets are not the ones it counted. Wait
+// sees the bounds when it wakes, so a truncation that appends carried
+// back past offset before it looked goes unseen, and one made before the
+// call cannot be told from a log that is simply short: a consumer that
+// must detect those compares the leader epoch of the last record it read
+// with EndOffsetForEpoch, as Kafka's consumers do (KIP-320).
 //
 // Wait is woken by the changes of the published bounds that concern it (a
 // move of the high watermark: an append, a SetHighWatermark, a group sync;
 // a truncation that lowers the log end), not by a timer, and not by an
-// append that moves only the log end (WaitFollower's bound). It takes no lock while the partition is
-// healthy and costs an append nothing when no goroutine waits. A goroutine
-// holding Records may call it.
+// append that moves only the log end (WaitFollower's bound). It takes no
+// lock while the partition is healthy and costs an append nothing when no
+// goroutine waits. A goroutine holding Records may call it.
 func (p *Partition) Wait(ctx context.Context, offset int64) error {
 	return p.wait(ctx, offset, false)
 }
 
 // WaitFollower is Wait for a replica reading with ReadFromFollower: it
-// waits until LogEndOffset() > offset.
+// waits until LogEndOffset() > offset, with Wait's errors.
 func (p *Partition) WaitFollower(ctx context.Context, offset int64) error {
 	return p.wait(ctx, offset, true)
 }
 
 // wait implements Wait and WaitFollower.
 func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error {
+	// A truncation publishes the lowered bounds and then counts itself:
+	// a waiter that wakes between the two sees the log end go down, one
+	// that looks later sees the count move (the log end may have grown
+	// back meanwhile).
+	truncations := p.truncations.Load()
+	lastEnd := int64(-1) // the log end at the previous look; -1 before the first
 	for {
 		// Take the channel before looking at the bounds: a publication
 		// after the look closes it.
@@ -97,9 +114,10 @@ func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error
 		if bound > offset {
 			return nil
 		}
-		if offset > end.Offset {
-			return fmt.Errorf("%w: wait for offset %d past the log end offset %d", ErrOffsetOutOfRange, offset, end.Offset)
+		if end.Offset < offset && lastEnd >= 0 && (end.Offset < lastEnd || p.truncations.Load() != truncations) {
+			return fmt.Errorf("%w: a truncation during the wait for offset %d left the log end at %d", ErrOffsetOutOfRange, offset, end.Offset)
 		}
+		lastEnd = end.Offset
 		select {
 		case <-woken:
 		case <-ctx.Done():

@@ -157,13 +157,12 @@ func TestWaitEnds(t *testing.T) {
 			require.ErrorIs(t, err, vfs.ErrInjected)
 		})
 	})
-	t.Run("past log end", func(t *testing.T) {
+	t.Run("truncated below the offset", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p, _ := openMem(t, plog.Config{})
 			defer p.Close()
 			_, err := p.AppendBatch(logtest.MakeBatch(4, 10, 1, 1))
 			require.NoError(t, err)
-			require.ErrorIs(t, p.Wait(t.Context(), 5), plog.ErrOffsetOutOfRange)
 
 			// A truncation below a parked waiter's offset ends its wait.
 			done := startWait(func() error { return p.Wait(t.Context(), 4) })
@@ -172,6 +171,96 @@ func TestWaitEnds(t *testing.T) {
 			require.ErrorIs(t, requireReturned(t, done), plog.ErrOffsetOutOfRange)
 		})
 	})
+}
+
+// TestWaitPastLogEnd: an offset past the log end is waited for (a long
+// poll for records not yet written), until appends bring the high
+// watermark past it; the context ends the wait, and a truncation during
+// it that leaves the log end below the offset ends it with
+// ErrOffsetOutOfRange, also when appends the waiter did not see (they
+// moved only the log end) had raised the end before the truncation: the
+// waiter sees the count of truncations move. A truncation above the
+// offset, or to it, does not end the wait.
+func TestWaitPastLogEnd(t *testing.T) {
+	type step func(t *testing.T, p *plog.Partition)
+	appendN := func(n int) step {
+		return func(t *testing.T, p *plog.Partition) {
+			_, err := p.AppendBatch(logtest.MakeBatch(n, 10, 1, 1))
+			require.NoError(t, err)
+		}
+	}
+	truncate := func(to int64) step {
+		return func(t *testing.T, p *plog.Partition) { require.NoError(t, p.TruncateTo(to)) }
+	}
+	setHW := func(hw int64) step {
+		return func(t *testing.T, p *plog.Partition) { require.NoError(t, p.SetHighWatermark(hw)) }
+	}
+	manualHW := plog.Config{DisableAutoHighWatermark: true}
+	cases := []struct {
+		name   string
+		cfg    plog.Config
+		start  int    // records before the wait, one a batch
+		offset int64  // the offset waited for
+		follow bool   // WaitFollower
+		steps  []step // while the waiter is parked; it is checked after each
+		// parkedAfter is how many steps leave the waiter parked; the
+		// last step ends the wait with want.
+		parkedAfter int
+		want        error
+		cancel      bool // cancel the context after the steps
+	}{
+		{name: "append reaches the offset", start: 5, offset: 15, steps: []step{appendN(5), appendN(5), appendN(1)}, parkedAfter: 2},
+		{name: "one append passes the offset", start: 5, offset: 15, steps: []step{appendN(20)}},
+		{name: "empty log", start: 0, offset: 3, steps: []step{appendN(3), appendN(1)}, parkedAfter: 1},
+		{name: "follower", start: 2, offset: 6, follow: true, steps: []step{appendN(4), appendN(1)}, parkedAfter: 1},
+		{name: "context cancels", start: 5, offset: 15, steps: []step{appendN(3)}, parkedAfter: 1, cancel: true, want: context.Canceled},
+		{name: "truncation below it", start: 5, offset: 15, steps: []step{truncate(3)}, want: plog.ErrOffsetOutOfRange},
+		{name: "truncation after appends", start: 5, offset: 15, steps: []step{appendN(5), truncate(8)}, parkedAfter: 1, want: plog.ErrOffsetOutOfRange},
+		{name: "truncation above it", cfg: manualHW, start: 20, offset: 15, steps: []step{truncate(17), truncate(15), appendN(1), setHW(16)}, parkedAfter: 3},
+		{name: "truncation after unseen appends", cfg: manualHW, start: 5, offset: 15, steps: []step{appendN(5), truncate(7)}, parkedAfter: 1, want: plog.ErrOffsetOutOfRange},
+		{name: "follower truncated below it", start: 5, offset: 15, follow: true, steps: []step{truncate(1)}, want: plog.ErrOffsetOutOfRange},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, _ := openMem(t, tc.cfg)
+				defer p.Close()
+				for range tc.start { // one record a batch: truncations cut where asked
+					appendN(1)(t, p)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				done := startWait(func() error {
+					if tc.follow {
+						return p.WaitFollower(ctx, tc.offset)
+					}
+					return p.Wait(ctx, tc.offset)
+				})
+				requireParked(t, done)
+				for i, st := range tc.steps {
+					st(t, p)
+					if i < tc.parkedAfter {
+						requireParked(t, done)
+					}
+				}
+				if tc.cancel {
+					requireParked(t, done)
+					cancel()
+				}
+				err := requireReturned(t, done)
+				if tc.want == nil {
+					require.NoError(t, err)
+					bound := p.HighWatermark()
+					if tc.follow {
+						bound = p.LogEndOffset()
+					}
+					require.Greater(t, bound, tc.offset)
+					return
+				}
+				require.ErrorIs(t, err, tc.want)
+			})
+		})
+	}
 }
 
 // TestWaitAppendAllocs: an append allocates nothing more when a waiter

@@ -23,7 +23,7 @@ func Example() {
 	for i, n := range []int{3, 2} {
 		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: s.NextOffset()})
 		for j := range n {
-			if err := bld.Add(batch.Record{Value: []byte("v"), Timestamp: int64(1000*i + j)}); err != nil {
+			if err := bld.Add(batch.Record{Value: []byte("v"), Timestamp: int64(1000*i + j + 1)}); err != nil {
 				panic(err)
 			}
 		}
@@ -61,7 +61,7 @@ func Example() {
 	// Output:
 	// next offset: 105
 	// offset 104 is in batch 103 - 104 at position 85
-	// first record at or after t=2: 102 2 true
+	// first record at or after t=2: 101 2 true
 	// read 162 bytes of offsets 100 to 104
-	// reopened: next offset 105 max timestamp 1001 at 104 sealed true
+	// reopened: next offset 105 max timestamp 1002 at 104 sealed true
 }

@@ -17,7 +17,7 @@ func MakeBatch(n, valueSize int, ts int64, seed byte) []byte {
 		value[i] = seed + byte(i)
 	}
 	for i := 0; i < n; i++ {
-		if err := bld.Add(batch.Record{Key: fmt.Appendf(nil, "k%d", i), Value: value, Timestamp: ts + int64(i)}); err != nil {
+		if err := bld.AddAt(batch.Record{Offset: int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: value, Timestamp: ts + int64(i)}); err != nil {
 			panic(fmt.Sprintf("partlog/logtest: MakeBatch: %v", err))
 		}
 	}
