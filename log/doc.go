@@ -344,7 +344,9 @@
 //  5. The log start offset is a plain atomic. Retention publishes it
 //     before it removes whole segments; a reader that checked an offset
 //     against an older log start finds either the old snapshot (and reads
-//     what was there, still referenced) or a snapshot without the segment
+//     what was there, still referenced: a deleted segment's files are
+//     reopened by their *.deleted names, and when those are gone the read
+//     starts again, segment.ErrDeleted) or a snapshot without the segment
 //     (and reports ErrOffsetOutOfRange).
 //
 // # Resource lifetimes
