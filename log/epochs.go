@@ -80,6 +80,9 @@ func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
 	if epoch < 0 || n > 0 && epoch <= p.mu.epochs[n-1].Epoch {
 		return nil
 	}
+	if err := p.syncBeforeEpochLocked(start); err != nil { // lostend.go
+		return err
+	}
 	old, oldDirty := p.mu.epochs, p.mu.epochsDirty
 	i := n
 	for i > 0 && p.mu.epochs[i-1].StartOffset >= start {
