@@ -66,15 +66,6 @@
 // timestampDelta is still each record's timestamp, and this package reads
 // it that way.
 //
-// The partition (package log) also needs operations that are not part of
-// this API and reaches them through the module's internal/batchaccess:
-// validation that also returns the range of the records' timestamps (a
-// producer batch's real maxTimestamp without a second pass, even for a
-// compressed batch), the patches of a header copy with the CRC the batch
-// would have with it (an append never writes into the producer's bytes),
-// the LogAppendTime stamp, the header-only batch compaction keeps, and the
-// framing of either message format.
-//
 // # Legacy messages
 //
 // Kafka before 0.11 stored message sets (magic 0 and 1) instead of
@@ -103,42 +94,27 @@
 //		// handle err, or use the batch b
 //	}
 //
-// This package never encodes legacy messages.
+// This package never builds new legacy messages; compaction rewrites the
+// ones a log holds as Kafka's cleaner does, through
+// [Decoder.AppendLegacyFiltered]: a message is kept or dropped whole, and a
+// compressed wrapper from which some records go is written again with the
+// others, at their original offsets.
 //
 // # Checksums
 //
 // Every CRC-32C of this package (Validate, ComputeCRC, SetCRC,
-// CRCWithHeader, the Builder) is computed by one function. On amd64 CPUs
-// with AVX-512 and VPCLMULQDQ it folds inputs of 512 bytes and more 256
-// bytes at a time with carry-less multiplies (the package's own assembly,
-// tested against hash/crc32), about twice the speed of the SSE 4.2 CRC32
-// instruction loop; shorter inputs, other CPUs and the purego build tag
-// use github.com/klauspost/crc32.
+// CRCWithHeader, the Builder) is the Castagnoli CRC of hash/crc32's
+// Castagnoli table. On amd64 CPUs with AVX-512 and VPCLMULQDQ the package
+// computes long inputs with its own assembly; the purego build tag turns
+// that off (github.com/klauspost/crc32 then computes every CRC).
 //
-// # Hot paths
+// # Fast paths
 //
-// The Builder encodes the common record, without headers and with every
-// varint one or two bytes long (key and value together under 8 KiB, a
-// timestamp within 8192 ms of the batch's base timestamp, an offset delta
-// below 8192), in one pass: the sizes and encodings of its varints
-// computed without loops, its fields stored into a buffer grown once, key
-// and value copied last. Validate walks an uncompressed batch whose
-// varints all take one or two bytes in a loop without calls, and any
-// other batch, or one that loop refuses, with the general walk, which
-// says what is wrong and where. The record decoder behind a partition's
-// Records.All (log package) decodes the batches of a read result a run of
-// records at a time; a run of one-record batches of the common shape (no
-// headers, no compression, varints of one or two bytes) goes through a
-// loop without calls that makes the record checks of [Iter.Next] in the
-// cheaper form one record filling its batch allows: the record's length
-// must encode exactly the bytes left in the batch, the offset delta must
-// lie within the batch's last offset delta, and key, value and an empty
-// header count must end on the batch's last byte. Anything else, damage
-// included, goes to the general loop, which reports it in Next's words.
-// Every fast form produces and accepts exactly what the general one does;
-// the tests and fuzz targets compare them byte for byte and verdict for
-// verdict (the one-record loop on every value of every byte of a record
-// set and every cut of it).
+// The Builder, Validate and the record decoders take faster routes for
+// the common shapes of batches and records (no headers, short varints,
+// uncompressed, one record per batch). Every fast route produces and
+// accepts exactly what the general one does, and an error found on one
+// is reported as the general route reports it.
 //
 // # Compression
 //
@@ -153,13 +129,9 @@
 // can exhaust memory.
 //
 // Compressors and decompressors are pooled across the process. Batches may
-// be built and decoded inside a testing/synctest bubble: a zstd codec made
-// there (it holds a channel, which belongs to the bubble) serves its call
-// and is dropped instead of pooled, so nothing outside the bubble touches
-// it. A pooled decompressor keeps state from the payloads it decoded
-// before; a valid payload decodes the same whatever that state, and a gzip
-// payload that fails is decoded again by a new reader, so that a corrupt
-// payload always gets the same error.
+// be built and decoded inside a testing/synctest bubble. A payload decodes
+// the same, and a corrupt one fails with the same error, whatever the
+// pooled decompressor decoded before.
 //
 // # Errors
 //

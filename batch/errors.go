@@ -17,7 +17,7 @@ var (
 
 	// ErrTruncated marks a buffer that ends inside a batch: a partial batch
 	// at the end of a fetch or of a file torn by a crash. It wraps
-	// base.ErrTornTail (and so ErrCorrupt). Kafka error code:
+	// ErrCorrupt. Kafka error code:
 	// CORRUPT_MESSAGE (2) in a request; on disk, recovery truncates it.
 	ErrTruncated = base.ErrTruncated
 

@@ -44,7 +44,9 @@ const (
 	// Magic is the only message format version this package encodes, and
 	// the only one Parse and Batch accept: Parse rejects magic 0 and 1
 	// (legacy MessageSets) with ErrUnsupportedMagic. Legacy messages are
-	// read, never written, through Legacy (see legacy.go).
+	// read through Decoder's Legacy methods, and rewritten (never written
+	// anew) by Decoder.AppendLegacyFiltered for compaction (see the package
+	// documentation, "Legacy messages").
 	Magic = 2
 	// MaxBatchSize bounds the total size of one batch this package will
 	// frame: batchLength is an int32, so no batch is larger than this.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -26,8 +27,9 @@ import (
 //     MinCleanableDirtyRatio, or the first dirty segment's first batch is
 //     older than MaxCompactionLag;
 //  3. builds the offset map (key → latest offset) over the dirty section,
-//     skipping aborted transactional batches; when the map is full it stops
-//     at a batch boundary and the round cleans only up to there;
+//     legacy messages included, skipping aborted transactional batches;
+//     when the map is full it stops at a batch boundary and the round
+//     cleans only up to there;
 //  4. has the partition rewrite every segment from the log start to that
 //     offset (see "Rewriting");
 //  5. the partition writes the checkpoint: the next round starts where the
@@ -57,6 +59,25 @@ import (
 // baseTimestamp, as Kafka does; a later round drops them once now is past
 // the horizon and every older record of their key is gone (the tombstone
 // lies below the offset the round's map reached).
+//
+// # Legacy messages
+//
+// Legacy messages (magic 0 and 1, which Kafka wrote before 0.11 and which
+// a log upgraded in place still holds) are compacted as Kafka's cleaner
+// compacts them. Every record they hold, a compressed wrapper's inner
+// messages included, enters the offset map at its absolute offset, and
+// shadows older records of its key whatever their format. A legacy record
+// stays when it has a key, no later record of its key is mapped, and it is
+// not a tombstone past the legacy delete horizon. A legacy message has no
+// header to stamp a horizon on, so the horizon is Kafka's for magic 0 and
+// 1: the modification time of the last segment below the round's first
+// dirty offset minus DeleteRetention; the legacy tombstones of a segment
+// last modified at or before it go (none in a round with no clean
+// segment). A record without a key is dropped, as Kafka's cleaner drops it
+// as invalid. A plain legacy message is kept or dropped whole; a
+// compressed wrapper from which some records go is written again by the
+// partition with the others, at their offsets, with its magic and codec
+// (see log.LegacyCleaner).
 //
 // # Transactions
 //
@@ -213,7 +234,45 @@ func (c *Compactor) Plan(ctx context.Context, v *plog.View) (int64, error) {
 		return 0, err
 	}
 	c.rd.end, c.rd.firstDirty, c.rd.planned = end, sec.firstDirty, true
+	c.legacyHorizon(v, sec)
 	return end, nil
+}
+
+// legacyHorizon finds the segments whose legacy tombstones the round may
+// drop, as Kafka's cleaner does for tombstones below magic 2, which carry
+// no delete horizon of their own: the horizon is the modification time of
+// the last segment below the first dirty offset minus DeleteRetention (no
+// such segment, no horizon), and a segment last modified at or before it
+// has its legacy tombstones dropped.
+func (c *Compactor) legacyHorizon(v *plog.View, sec section) {
+	c.rd.legacyExpired = c.rd.legacyExpired[:0]
+	segs := v.Segments()[:sec.cleanable]
+	clean := -1
+	for i, s := range segs {
+		if s.BaseOffset < sec.firstDirty {
+			clean = i
+		}
+	}
+	if clean < 0 {
+		return
+	}
+	horizon := segs[clean].Modified.UnixMilli() - c.cfg.DeleteRetention.Milliseconds()
+	for _, s := range segs {
+		if s.Modified.UnixMilli() <= horizon {
+			c.rd.legacyExpired = append(c.rd.legacyExpired, offsetRange{s.BaseOffset, s.NextOffset})
+		}
+	}
+}
+
+// offsetRange is the offsets [from, to) of a segment.
+type offsetRange struct{ from, to int64 }
+
+// legacyDeletable reports whether a legacy tombstone at off lies in a
+// segment whose legacy tombstones the round drops (legacyHorizon).
+func (c *Compactor) legacyDeletable(off int64) bool {
+	r := c.rd.legacyExpired
+	i := sort.Search(len(r), func(i int) bool { return r[i].to > off })
+	return i < len(r) && r[i].from <= off
 }
 
 // errMapFull stops the map scan.
@@ -227,6 +286,7 @@ func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (in
 	from, to := sec.firstDirty, sec.firstUncleanable
 	end := to
 	var dec batch.Decoder
+	var recs []batch.Record // a legacy message's records
 	segs := v.Segments()
 	err := func() error {
 		for i, s := range segs[:sec.cleanable] {
@@ -241,9 +301,23 @@ func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (in
 					return err
 				}
 				if isLegacy(b) {
-					// Kept verbatim, keys not mapped (see isLegacy).
-					if legacy.Entry(b).Offset() >= to {
+					// Every record of a legacy message is mapped at its
+					// absolute offset, a wrapper's inner ones included,
+					// as Kafka's buildOffsetMap maps them.
+					if recs, err = dec.AppendLegacyRecords(recs[:0], b, false); err != nil {
+						return fmt.Errorf("legacy message at offset %d: %w", legacy.Entry(b).Offset(), err)
+					}
+					if recs[0].Offset >= to {
 						return errMapFull
+					}
+					for _, rec := range recs {
+						if rec.Key == nil || rec.Offset < from {
+							continue
+						}
+						if !c.m.Put(rec.Key, rec.Offset) {
+							end = recs[0].Offset
+							return errMapFull
+						}
 					}
 					continue
 				}
@@ -279,9 +353,7 @@ func (c *Compactor) buildMap(ctx context.Context, v *plog.View, sec section) (in
 }
 
 // isLegacy reports whether b is a legacy message (magic 0 or 1) rather
-// than a RecordBatch v2. Compaction keeps legacy messages as they are: the
-// partition copies them verbatim, never renumbers or drops them, and their
-// keys are not mapped (a record they would shadow is kept).
+// than a RecordBatch v2 (see Compactor, "Legacy messages").
 func isLegacy(b batch.Batch) bool {
 	m, ok := batch.PeekMagic(b)
 	return ok && legacy.IsMagic(m)
@@ -388,6 +460,9 @@ type roundState struct {
 	producerExpiry int64
 	// tombs counts the tombstones the round removed.
 	tombs int64
+	// legacyExpired holds the segments, in offset order, whose legacy
+	// tombstones the round drops (legacyHorizon).
+	legacyExpired []offsetRange
 }
 
 // liveLast reports whether b is the last batch of a live producer, whose
@@ -449,4 +524,20 @@ func (c *Compactor) Keep(b batch.Batch, rec batch.Record) plog.RecordVerdict {
 		return plog.RecordDrop
 	}
 	return plog.RecordKeepUntilHorizon
+}
+
+// KeepLegacy implements log.LegacyCleaner: whether rec, a record of a
+// legacy message, stays (see "Legacy messages").
+func (c *Compactor) KeepLegacy(magic int8, rec batch.Record) plog.RecordVerdict {
+	if rec.Key == nil {
+		return plog.RecordDrop
+	}
+	if off, found := c.m.Get(rec.Key); found && rec.Offset < off {
+		return plog.RecordDrop
+	}
+	if rec.Value == nil && rec.Offset < c.rd.end && c.legacyDeletable(rec.Offset) {
+		c.rd.tombs++
+		return plog.RecordDrop
+	}
+	return plog.RecordKeep
 }

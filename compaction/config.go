@@ -40,7 +40,7 @@ const (
 
 // Config configures the cleanup policies. Durations use Go types; a
 // negative Retention or RetentionBytes means unlimited, as Kafka's -1. The
-// zero value means Kafka's defaults; ensureDefaults fills them in.
+// zero value of a field means Kafka's default for it.
 type Config struct {
 	// CleanupPolicy is cleanup.policy: "delete" (default), "compact", or
 	// "compact,delete" (both; either order).

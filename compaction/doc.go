@@ -54,16 +54,16 @@
 // The partition writes each new segment with the .cleaned suffix, renames
 // it .swap, renames the old segments .deleted and the .swap files to their
 // final names, syncing the directory between the steps; a segment's
-// .txnindex follows its other files (segment.Segment.ChangeSuffix). The
+// .txnindex follows its other files. The
 // per-partition cleaner-offset-checkpoint file (Kafka's checkpoint format,
 // one "topic partition offset" line) records where the next round starts;
 // the partition writes it under its lock, not at all when a truncation
 // started during the round (Result.CleanedTo is then -1), and its
 // TruncateTo lowers it to the new log end (Kafka's maybeTruncateCheckpoint),
 // so re-appended offsets are never taken as clean. log.Open applies Kafka's
-// load-time rules to whatever a crash left (package log/internal/repair): a
-// .swap replaces live segments only when it is a valid segment covering
-// them. There is no other recovery: a directory is recovered by opening it.
+// load-time rules to whatever a crash left: a .swap replaces live segments
+// only when it is a valid segment covering them. There is no other
+// recovery: a directory is recovered by opening it.
 //
 // # Concurrency
 //
@@ -87,9 +87,15 @@
 // LogAppendTime batch read as the batch's append time, as before.
 //
 // Legacy messages (magic 0 and 1, which Kafka wrote before 0.11 and which
-// a log upgraded in place still holds) are kept untouched: copied verbatim
-// into the cleaned segment, never renumbered, never dropped, even when a
-// later record has the same key; their keys are not put in the offset map,
-// so they shadow nothing (Kafka's cleaner would rewrite them; partlog
-// never writes the legacy format).
+// a log upgraded in place still holds) are compacted as Kafka's cleaner
+// compacts them (see Compactor, "Legacy messages"): their records, a
+// compressed wrapper's inner ones included, enter the offset map at their
+// offsets, shadow older records of their keys and are shadowed by later
+// ones; a plain message is kept or dropped whole, and a wrapper from which
+// some records go is written again, in the legacy format, with the others
+// at their offsets. partlog never appends legacy messages. A legacy
+// tombstone has no delete horizon of its own: it goes by Kafka's legacy
+// rule, the modification times of the segments, and since a rewritten
+// segment's modification time is the time it was written, a segment that
+// every round rewrites keeps its legacy tombstones longer than Kafka would.
 package compaction

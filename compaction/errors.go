@@ -7,9 +7,10 @@ import (
 // Errors returned by the policies and the Runner. Each is errors.Is-able
 // through the wrapping that adds the partition's directory. None of them
 // marks corruption: damaged segment files give errors that wrap
-// base.ErrCorrupt (and batch.ErrCorrupt) from the layers below; the
-// partition carrying out a plan returns log's errors (log.ErrSegmentsChanged,
-// log.ErrCleaningInProgress, log.ErrSwapIncomplete). A broker would answer KAFKA_STORAGE_ERROR (56) for any of them; they are never
+// batch.ErrCorrupt from the layers below; the partition carrying out a
+// plan returns log's errors (log.ErrSegmentsChanged,
+// log.ErrCleaningInProgress, log.ErrSwapIncomplete). A broker would
+// answer KAFKA_STORAGE_ERROR (56) for any of them; they are never
 // returned to producers or consumers.
 var (
 	// ErrInvalidConfig is returned by the constructors (NewRetention,

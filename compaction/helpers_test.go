@@ -69,8 +69,8 @@ type rec struct {
 }
 
 // readAll reads every record from the log start to the log end,
-// checking each batch and that batches and records only grow in offset;
-// control batches (transaction markers) are skipped.
+// checking each batch (and legacy message) and that batches and records
+// only grow in offset; control batches (transaction markers) are skipped.
 func (l *testLog) readAll(t testing.TB) []rec {
 	t.Helper()
 	var out []rec
@@ -81,6 +81,20 @@ func (l *testLog) readAll(t testing.TB) []rec {
 		require.NoError(t, err, "ReadFromFollower(%d)", off)
 		next := rs.NextOffset()
 		for b, err := range rs.Batches() {
+			if le, ok := errors.AsType[*plog.LegacyEntryError](err); ok {
+				require.NoError(t, dec.ValidateLegacy(le.Entry))
+				recs, err := dec.AppendLegacyRecords(nil, le.Entry, true)
+				require.NoError(t, err)
+				require.Greater(t, recs[0].Offset, last, "legacy message at %d after offset %d", recs[0].Offset, last)
+				last = le.NextOffset - 1
+				for _, r := range recs {
+					if r.Offset >= off {
+						out = append(out, rec{Offset: r.Offset, Timestamp: r.Timestamp, Key: string(r.Key), Value: string(r.Value),
+							Null: r.Value == nil, NoKey: r.Key == nil})
+					}
+				}
+				continue
+			}
 			require.NoError(t, err)
 			require.NoError(t, b.Validate())
 			require.Greater(t, b.BaseOffset(), last, "batch at %d after offset %d", b.BaseOffset(), last)

@@ -12,6 +12,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
+	"github.com/partlog/partlog/internal/vfs"
 )
 
 // tombstoneHorizons returns, for every tombstone in a batch carrying a
@@ -34,14 +36,63 @@ func tombstoneHorizons(t testing.TB, l *testLog) map[int64]int64 {
 	return out
 }
 
+// drawLegacy draws legacy messages from offset 0 on, each of magic 0 or
+// 1, plain or a wrapper of a codec Kafka wrote, holding records of the
+// keys the test appends (some keyless, some tombstones), and returns their
+// bytes and records (timestamp ts under magic 1, none under magic 0).
+func drawLegacy(t testing.TB, rt *rapid.T, ts int64) ([]byte, []rec) {
+	var set []byte
+	var recs []rec
+	for range rapid.IntRange(1, 6).Draw(rt, "legacyEntries") {
+		magic := int8(rapid.IntRange(0, 1).Draw(rt, "magic"))
+		codec := rapid.SampledFrom(legacyCodecs).Draw(rt, "legacyCodec")
+		n := 1
+		if codec != batch.CompressionNone {
+			n = rapid.IntRange(1, 4).Draw(rt, "inner")
+		}
+		var kvs []kv
+		for range n {
+			r := kv{ts: ts}
+			switch x := rapid.IntRange(0, 9).Draw(rt, "kind"); {
+			case x == 0:
+				r.value = k("keyless")
+			default:
+				r.key = k(fmt.Sprintf("key%d", rapid.IntRange(0, 7).Draw(rt, "key")))
+				if x > 1 {
+					r.value = k(fmt.Sprintf("old%d", rapid.IntRange(0, 1000).Draw(rt, "v")))
+				}
+			}
+			x := rec{Offset: int64(len(recs)), Timestamp: ts, Key: string(r.key), Value: string(r.value), Null: r.value == nil, NoKey: r.key == nil}
+			if magic == legacy.MagicV0 {
+				x.Timestamp = batch.NoTimestamp
+			}
+			kvs = append(kvs, r)
+			recs = append(recs, x)
+		}
+		set = append(set, encodeLegacy(t, magic, codec, int64(len(recs)-n), kvs...)...)
+	}
+	return set, recs
+}
+
 func TestCompactionProperties(t *testing.T) {
 	compactions := 0
 	defer func() { t.Logf("%d compaction rounds rewrote segments", compactions) }()
 	codecs := []batch.Compression{batch.CompressionNone, batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4, batch.CompressionZstd}
 	rapid.Check(t, func(rt *rapid.T) {
-		l, _ := newMemLog(t, int64(rapid.IntRange(200, 2000).Draw(rt, "segBytes")))
-		defer l.close()
 		now := time.UnixMilli(1_700_000_000_000)
+		segBytes := int64(rapid.IntRange(200, 2000).Draw(rt, "segBytes"))
+		// Some logs start with legacy messages, as a log Kafka wrote
+		// before 0.11 does.
+		var old []rec
+		var l *testLog
+		if rapid.Bool().Draw(rt, "legacy") {
+			var set []byte
+			set, old = drawLegacy(t, rt, now.UnixMilli())
+			l = openLegacyLog(t, vfs.NewMem(), "/p/topic-0", set, segBytes)
+		} else {
+			l, _ = newMemLog(t, segBytes)
+		}
+		defer l.close()
 		cfg := compactCfg(&now)
 		cfg.OffsetMapBytes = rapid.SampledFrom([]int{minOffsetMapBytes, 1 << 20}).Draw(rt, "map")
 		if rapid.Bool().Draw(rt, "collide") {
@@ -50,7 +101,10 @@ func TestCompactionProperties(t *testing.T) {
 		c, err := NewCompactor(cfg)
 		require.NoError(rt, err)
 		appended := map[int64]rec{}
-		var model []rec
+		model := old
+		for _, r := range old {
+			appended[r.Offset] = r
+		}
 		seenHorizon := map[int64]int64{}
 		lastEnd := int64(0)
 		seqs := map[int64]int32{}

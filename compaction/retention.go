@@ -32,7 +32,7 @@ import (
 // whose only segment expired: the time rule; the size rule cannot take the
 // last segment with a positive RetentionBytes, nor the log start rule, which
 // needs a next segment, as in Kafka), the partition rolls the
-// log first, as Kafka's deleteSegments does, and then deletes the expired
+// log first, as Kafka's retention does, and then deletes the expired
 // segment as a sealed one. An empty active segment is never due. Afterwards
 // the log end offset is unchanged, the log start offset equals it, and
 // appends continue at the same offset in the new, empty segment. The plan

@@ -107,7 +107,7 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		if info != nil {
 			*info = d
 		}
-		if err == nil && p.syncEveryAppend() {
+		if err == nil && p.dur.syncEveryAppend() {
 			if abandoned, err := p.afterAppendContext(ctx, seq, false); err != nil {
 				if abandoned {
 					return d.Base, err // stored; its sync goes on (context.go)
@@ -434,7 +434,7 @@ func checkNextOffsetFits(bt batch.Batch) error {
 // the active segment, rolling first when needed: bt is the whole batch
 // (body nil), or its header copy with body the rest of it (AppendBatch,
 // which must not write into the caller's bytes). A leader epoch the batch
-// starts is first recorded durably (assignEpochLocked). On success it
+// starts is first recorded durably (epochs.Cache.Assign). On success it
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
 func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
@@ -473,13 +473,13 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
-	if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {
+	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
 		p.mu.hw = p.mu.end
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())
 	p.stats.noteAppend(bt)
-	p.maybePrepareSpareLocked(active) // spare.go
-	p.observeProducerLocked(bt)       // producer.go; the header is enough
+	p.dur.spare.maybePrepareLocked(active)
+	p.observeProducerLocked(bt) // producer.go; the header is enough
 	return nil
 }
 
@@ -510,7 +510,7 @@ const rollForced = segment.RollNone
 // (the log end offset) the active one. It does no fsync and writes no
 // checkpoint: the flush of the sealed segment, its producer snapshot and
 // the recovery point at newBase are left to the background
-// (noteRolledLocked, durability.go). On failure the old segment stays
+// (durability.noteRolledLocked). On failure the old segment stays
 // active. REQUIRES: mu held.
 func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	snap := p.segs.Load()
@@ -518,7 +518,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
 	}
-	seg, err := p.createNextLocked(newBase) // the spare renamed, spare.go
+	seg, err := p.dur.spare.createNextLocked(newBase) // the spare renamed, spare.go
 	if err != nil {
 		if uerr := old.Unseal(); uerr != nil {
 			p.setFailedLocked(failedf(fmt.Errorf("partlog/log: roll %s: reactivate segment %d: %w", p.dir, old.BaseOffset(), uerr)))
@@ -532,8 +532,9 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
 	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
-	p.noteRolledLocked(newBase)     // the flush, in the background
-	p.startSpareLocked()            // the next roll's segment, spare.go
+	// The flush, in the background; the next roll's segment (spare.go).
+	p.dur.noteRolledLocked(newBase, p.truncations.Load())
+	p.dur.spare.startLocked()
 	p.logger.Info("partlog/log: rolled segment", "dir", p.dir, "old", old.BaseOffset(),
 		"new", newBase, "reason", rollReasonString(reason), "oldBytes", old.Size())
 	return nil

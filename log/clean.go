@@ -305,12 +305,41 @@ type Cleaner interface {
 	// end. Plan may read the view's batches (to build an offset map).
 	Plan(ctx context.Context, v *View) (end int64, err error)
 	// Batch decides what happens to b, a RecordBatch v2 batch of the
-	// rewritten segments. Legacy messages (magic 0 and 1) are copied
-	// without asking.
+	// rewritten segments. Legacy messages (magic 0 and 1) are never
+	// passed to Batch or Keep: a LegacyCleaner is asked about their
+	// records through KeepLegacy, and any other Cleaner has them copied
+	// as they are.
 	Batch(b batch.Batch) BatchDecision
 	// Keep decides whether rec, a record of b (which Batch answered
 	// BatchFilter), stays.
 	Keep(b batch.Batch, rec batch.Record) RecordVerdict
+}
+
+// LegacyCleaner is a Cleaner that decides about legacy messages too
+// (magic 0 and 1, which Kafka wrote before 0.11 and which a log upgraded
+// in place still holds); package compaction's Compactor is one. Compact
+// asks KeepLegacy about every record of every legacy message it rewrites,
+// in offset order among the batches, and carries out the answers as
+// Kafka's cleaner does: a plain message is kept or dropped whole; a
+// compressed wrapper from which some records go is written again with the
+// others, at their original offsets, with its magic and codec
+// (batch.Decoder.AppendLegacyFiltered); a wrapper from which all go is
+// dropped. A legacy message has no header to carry a delete horizon:
+// RecordKeepUntilHorizon keeps the record as RecordKeep does. When the
+// last records of the last entry of a rewritten run go, a header-only v2
+// batch at the entry's offset takes their place (after what stays of a
+// wrapper), as an emptied last batch stays, so that the new segment ends
+// where the old ones did.
+//
+// A Cleaner that does not implement LegacyCleaner has legacy messages
+// copied as they are.
+type LegacyCleaner interface {
+	Cleaner
+	// KeepLegacy decides whether rec, a record of a legacy message of
+	// the given magic, stays. rec has its absolute offset, key, value,
+	// timestamp (-1 under magic 0) and attribute byte, and nil Headers;
+	// its Key and Value are valid during the call.
+	KeepLegacy(magic int8, rec batch.Record) RecordVerdict
 }
 
 // Compact runs one round of a key-compaction policy (Kafka's log cleaner)
@@ -339,6 +368,10 @@ type Cleaner interface {
 //     a cut are dirty): CleanResult.CleanedTo is then -1. A swap after
 //     a truncation is refused with ErrSegmentsChanged (the segments read
 //     may have been cut and written again since).
+//
+// Legacy messages (magic 0 and 1) are rewritten with the answers of
+// c.KeepLegacy when c is a LegacyCleaner, and copied as they are
+// otherwise.
 //
 // A crash at any step leaves, after Open, either the old segments of a run
 // or the new one (DESIGN.md, "Crash safety"). Readers holding replaced
@@ -442,6 +475,9 @@ type rewriter struct {
 	buf  []byte
 	keep []bool
 	read int64
+	// tailBuf holds the header-only batch that ends a run at a legacy
+	// message's offset (emptyAt).
+	tailBuf []byte
 	// removed counts the records dropped in the current run.
 	removed int64
 	// truncations is the partition's truncation count before the round's
@@ -486,20 +522,28 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 				return discard(err)
 			}
 			w.read += int64(len(b))
-			nb := batch.Batch(b)
+			nb, tail := batch.Batch(b), batch.Batch(nil)
 			copied := true
 			if m, _ := batch.PeekMagic(b); !legacy.IsMagic(m) {
 				last := lastSeg && b.LastOffset() == s.NextOffset()-1
 				if nb, copied, err = w.batch(b, last); err != nil {
 					return discard(fmt.Errorf("%s: batch at offset %d: %w", s.LogPath(), b.BaseOffset(), err))
 				}
+			} else if lc, ok := w.c.(LegacyCleaner); ok {
+				off := legacy.Entry(b).Offset()
+				last := lastSeg && off == s.NextOffset()-1
+				if nb, tail, copied, err = w.legacyEntry(lc, m, b, last); err != nil {
+					return discard(fmt.Errorf("%s: legacy message at offset %d: %w", s.LogPath(), off, err))
+				}
 			}
 			verbatim = verbatim && copied
-			if nb == nil {
-				continue
-			}
-			if _, err := out.Append(nb); err != nil {
-				return discard(err)
+			for _, x := range []batch.Batch{nb, tail} {
+				if x == nil {
+					continue
+				}
+				if _, err := out.Append(x); err != nil {
+					return discard(err)
+				}
 			}
 		}
 	}
@@ -652,6 +696,60 @@ func (w *rewriter) batch(b batch.Batch, last bool) (nb batch.Batch, copied bool,
 	}
 	w.removed += removed
 	return nb, false, nil
+}
+
+// legacyEntry applies a LegacyCleaner's decisions to e, a legacy message
+// of the given magic (see LegacyCleaner): nb is the entry to write (e
+// itself when copied, a rewritten wrapper, or nil to drop it). last is
+// set for the run's last entry, which must still end the run: when
+// nothing of e stays, nb is a header-only v2 batch at e's offset; when a
+// rewritten wrapper ends before e did (its last records went), tail is
+// such a batch, to write after nb.
+func (w *rewriter) legacyEntry(c LegacyCleaner, magic int8, e []byte, last bool) (nb, tail batch.Batch, copied bool, err error) {
+	out, kept, removed, err := w.dec.AppendLegacyFiltered(w.buf[:0], e, func(r batch.Record) bool {
+		return c.KeepLegacy(magic, r) != RecordDrop
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	w.buf = out
+	if removed == 0 {
+		return batch.Batch(e), nil, true, nil
+	}
+	w.removed += int64(removed)
+	end := legacy.Entry(e).Offset()
+	if kept > 0 {
+		if invariants.Enabled {
+			if verr := w.dec.ValidateLegacy(w.buf); verr != nil {
+				return nil, nil, false, fmt.Errorf("partlog/log: rewritten legacy message: %w", verr)
+			}
+		}
+		if last && legacy.Entry(w.buf).Offset() < end {
+			if tail, err = w.emptyAt(end); err != nil {
+				return nil, nil, false, err
+			}
+		}
+		return batch.Batch(w.buf), tail, false, nil
+	}
+	if !last {
+		return nil, nil, false, nil
+	}
+	nb, err = w.emptyAt(end)
+	return nb, nil, false, err
+}
+
+// emptyAt returns a header-only v2 batch covering offset off alone, in
+// w.tailBuf: it stands in for the end of a legacy message whose last
+// records went, at the end of a run. It carries no timestamp, as the
+// records it replaces are gone.
+func (w *rewriter) emptyAt(off int64) (batch.Batch, error) {
+	w.bld.Reset(batch.BuilderOptions{BaseOffset: off})
+	var err error
+	w.tailBuf, err = w.bld.AppendTo(w.tailBuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	return batch.Batch(w.tailBuf), nil
 }
 
 // rebuild re-encodes b's kept records (w.keep): same base offset,

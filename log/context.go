@@ -50,7 +50,7 @@ func (p *Partition) SyncContext(ctx context.Context) error {
 // afterAppendContext is afterAppend bounded by ctx; abandoned reports that
 // ctx ended first (err is then ctx.Err()).
 func (p *Partition) afterAppendContext(ctx context.Context, seq uint64, flushDue bool) (abandoned bool, err error) {
-	if !p.syncEveryAppend() && !flushDue {
+	if !p.dur.syncEveryAppend() && !flushDue {
 		return false, nil // nothing to wait for
 	}
 	if ctx.Done() == nil { // no closure: plain appends allocate nothing

@@ -14,7 +14,8 @@ import (
 // ended; a closed partition is dropped when it comes due. The same
 // workers run the background flush a roll leaves (flushNow, then
 // Partition.flushRolled), due at once, so that a Dir's rolls never run
-// more flushes at a time than it has workers.
+// more flushes at a time than it has workers. It sees each partition
+// through its durability part, and the part's durabilityCore.
 type flushScheduler struct {
 	workers int
 	// work carries due entries to the workers.
@@ -39,36 +40,37 @@ func newFlushScheduler(workers int) *flushScheduler {
 		s.wg.Go(func() {
 			for e := range s.work {
 				if e.roll {
-					_ = e.p.flushRolled() // a failure fails the partition (logged)
+					_ = e.d.core.flushRolled() // a failure fails the partition (logged)
 					continue
 				}
-				e.p.periodicFlush()
-				s.schedule(e.p)
+				e.d.core.periodicFlush()
+				s.schedule(e.d)
 			}
 		})
 	}
 	return s
 }
 
-// flushNow makes p's background flush after a roll due at once.
-func (s *flushScheduler) flushNow(p *Partition) {
-	s.push(flushEntry{at: time.Now(), p: p, roll: true})
+// flushNow makes d's background flush after a roll due at once.
+func (s *flushScheduler) flushNow(d *durability) {
+	s.push(flushEntry{at: time.Now(), d: d, roll: true})
 }
 
-// add schedules p's first flush one FlushInterval from now (nothing
+// add schedules d's first flush one FlushInterval from now (nothing
 // without a FlushInterval).
-func (s *flushScheduler) add(p *Partition) {
-	if p.cfg.FlushInterval > 0 {
-		s.schedule(p)
+func (s *flushScheduler) add(d *durability) {
+	if d.flushInterval > 0 {
+		s.schedule(d)
 	}
 }
 
-// schedule makes p due one FlushInterval from now, unless it is closed.
-func (s *flushScheduler) schedule(p *Partition) {
-	if p.closed.Load() {
+// schedule makes d due one FlushInterval from now, unless its partition
+// is closed.
+func (s *flushScheduler) schedule(d *durability) {
+	if d.core.isClosed() {
 		return
 	}
-	s.push(flushEntry{at: time.Now().Add(p.cfg.FlushInterval), p: p})
+	s.push(flushEntry{at: time.Now().Add(d.flushInterval), d: d})
 }
 
 // push adds e to the due entries and wakes the scheduler when e comes
@@ -103,8 +105,8 @@ func (s *flushScheduler) run() {
 			}
 		}
 		s.mu.Unlock()
-		if next.p != nil {
-			if next.p.closed.Load() {
+		if next.d != nil {
+			if next.d.core.isClosed() {
 				continue
 			}
 			select {
@@ -130,11 +132,12 @@ func (s *flushScheduler) close() {
 	s.wg.Wait()
 }
 
-// flushEntry is a partition due for a flush at at: its FlushInterval
-// flush, or (roll) the background flush after a roll.
+// flushEntry is a partition, by its durability part, due for a flush at
+// at: its FlushInterval flush, or (roll) the background flush after a
+// roll.
 type flushEntry struct {
 	at   time.Time
-	p    *Partition
+	d    *durability
 	roll bool
 }
 

@@ -3,10 +3,9 @@ package log
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/internal/vfs"
@@ -16,273 +15,418 @@ import (
 // Durability, in one place (see also the package documentation,
 // "Durability"):
 //
-//   - A full flush (Sync, the FlushInterval goroutine, the append that
-//     crosses FlushMessages > 1 records, Close) runs under flushMu and mu:
-//     it fdatasyncs the .log and msyncs the indexes of every segment
-//     written since the last full flush, syncs the directory when entries
-//     changed, then persists the recovery point (the log end offset), the
-//     leader epoch cache when it changed and, under
-//     DisableAutoHighWatermark, the high watermark. TruncateTo and
-//     DeleteRecordsBefore flush the same way under mu alone (flushLocked)
-//     before their changes become durable.
+//   - A full flush (Sync, the FlushInterval flush, the append that crosses
+//     FlushMessages > 1 records, Close) runs under flushMu and mu: it
+//     fdatasyncs the .log and msyncs the indexes of every segment written
+//     since the last full flush, syncs the directory when entries changed,
+//     then persists the recovery point (the log end offset), the leader
+//     epoch cache when it changed and, under DisableAutoHighWatermark, the
+//     high watermark. TruncateTo and DeleteRecordsBefore flush the same way
+//     under mu alone (flushLocked) before their changes become durable.
 //   - A roll does no fsync, no index trim and writes no checkpoint under
 //     mu: it seals the segment (leaving its index files preallocated),
 //     creates the next one, notes the new base (rollTarget) and the
 //     producer snapshot bytes, and schedules a background flush
-//     (flushRolled; Kafka flushes on roll asynchronously too). That flush
-//     runs under flushMu without mu: it cuts the sealed segments' index
-//     files to their entries (ordered against the writer's own changes of
-//     them by the segment, segment.TrimSealedIndexes), fsyncs their files
-//     through handles of its own, syncs the directory, writes the
-//     snapshots, then raises the recovery point to the new base, each
-//     checkpoint and snapshot write under rolled.ckptMu and only while
+//     (Partition.flushRolled; Kafka flushes on roll asynchronously too).
+//     That flush runs under flushMu without mu: it cuts the sealed
+//     segments' index files to their entries (ordered against the writer's
+//     own changes of them by the segment, segment.TrimSealedIndexes),
+//     fsyncs their files through handles of its own, syncs the directory,
+//     writes the snapshots, then raises the recovery point to the new base,
+//     each checkpoint and snapshot write under rolled.ckptMu and only while
 //     no truncation happened since the roll (TruncateTo and
-//     TruncateFullyAndStartAt count themselves before they cut, and
-//     lower the recovery point under ckptMu after it). Until it ran, a
-//     crash may leave sealed segments above the recovery point cut
-//     short; Open recovers them in order and cuts the log at the first
-//     one that ends early (recoverSegments). Compaction, retention and a
-//     follower's roll across an offset gap first make the segments they
-//     rely on durable (flushSealedBelowLocked).
+//     TruncateFullyAndStartAt count themselves before they cut, and lower
+//     the recovery point under ckptMu after it). Until it ran, a crash may
+//     leave sealed segments above the recovery point cut short; Open
+//     recovers them in order and cuts the log at the first one that ends
+//     early (recoverSegments). Compaction, retention and a follower's roll
+//     across an offset gap first make the segments they rely on durable
+//     (flushSealedBelowLocked).
 //   - Under FlushMessages == 1 an append queues its batch under mu (an
 //     AppendBatch: groupwrite.go; AppendAssigned writes it), notes its
-//     write sequence number, releases mu, and waits in waitSynced for an
-//     fdatasync of the .log that started after its batch was written: one
-//     syncer at a time (flushMu), which under mu writes the queue with one
-//     write, takes the highest write sequence number and the segments
-//     written since the last sync, releases mu,
-//     fdatasyncs them (and the directory when a roll created a file), and
-//     publishes the sequence number as synced. Appenders that came while
-//     it ran wait with their batches queued and the first of them syncs
-//     for all, after yielding so that the appenders the last sync
-//     released queue their next batches first (gatherAppenders). Index
-//     files are not synced on this path: recovery rebuilds them.
+//     write sequence number, releases mu, and waits in groupCommit.wait for
+//     an fdatasync of the .log that started after its batch was written:
+//     one syncer at a time (flushMu), which under mu writes the queue with
+//     one write, takes the highest write sequence number and the segments
+//     written since the last sync, releases mu, fdatasyncs them (and the
+//     directory when a roll created a file), and publishes the sequence
+//     number as synced (Partition.syncRound). Appenders that came while it
+//     ran wait with their batches queued and the first of them syncs for
+//     all, after yielding so that the appenders the last sync released
+//     queue their next batches first (groupcommit.go). Index files are not
+//     synced on this path: recovery rebuilds them.
 //
 // Any failed fsync makes the partition fail (ErrFailed, sticky): after a
 // failed fsync Linux may have dropped the dirty pages and cleared the
 // error, so a retry that succeeds proves nothing.
+//
+// # The part and the core
+//
+// The state of all this is the durability part's (type durability, field
+// Partition.dur): what was synced and flushed, the group commit, the
+// roll's pending work, the recovery point, the spare segment, the
+// FlushInterval goroutine. The locks stay the core's: the Partition's
+// entry points (flush.go: Sync, afterAppend, syncRound, periodicFlush,
+// flushRolled...) take flushMu and mu exactly as before and call the
+// part's methods, handing them the core state they need as arguments (the
+// segment list, the directory's dirty flag, the truncation count). The
+// part calls back into the core only through durabilityCore (and its spare
+// through spareCore, spare.go), for the work its goroutines start.
+// DESIGN.md, "Parts of a Partition: durability", has the contract.
+
+// durabilityCore is the partition core as the durability part sees it:
+// what the part's own goroutines (a roll's background flush, the
+// FlushInterval flusher, a Dir's flush scheduler) hand back to the core,
+// which takes flushMu and mu itself, and the two facts of the core the part
+// reads under its own locks. *Partition implements it (flush.go).
+type durabilityCore interface {
+	// syncRound runs one group commit round for the write numbered seq
+	// (it takes flushMu, then mu): groupCommit.wait calls it on the
+	// goroutine that became the syncer.
+	groupSyncer
+	// flushRolled runs the background flush the rolls left (it takes
+	// flushMu, then mu). A failure fails the partition.
+	flushRolled() error
+	// periodicFlush runs one FlushInterval flush, if anything is unsynced
+	// (it takes flushMu, then mu).
+	periodicFlush()
+	// isClosed reports whether Close was called (lock-free).
+	isClosed() bool
+	// truncationCount returns how many truncations have cut the log
+	// (lock-free; a truncation counts itself before it cuts). The part
+	// compares it, under the checkpoint lock, with the count its work was
+	// taken at.
+	truncationCount() uint64
+	// failLocked makes err the partition's sticky failure unless it
+	// failed already, and returns the failure every later write gets.
+	// REQUIRES: mu held.
+	failLocked(err error) error
+}
+
+// durability is the durability part of a Partition: the flush policies'
+// bookkeeping, the group commit, the roll's background flush, the recovery
+// point checkpoint, the FlushInterval goroutine and the spare segment. Its
+// methods never take the partition's flushMu or mu: the core's entry points
+// (flush.go) hold what each method's REQUIRES line names. Fields are
+// grouped by the lock that guards them.
+type durability struct {
+	// core is the partition (durabilityCore). The fields up to ckptMu
+	// are set by init and never change.
+	core durabilityCore
+	// fs, dir and logger are the partition's.
+	fs     vfs.FS
+	dir    string
+	logger *slog.Logger
+	// stats counts the syncs (the partition's counters).
+	stats *counters
+	// ckpt writes the recovery point and high watermark checkpoints.
+	ckpt checkpointStore
+	// flushMessages is Config.FlushMessages: 0 none, 1 a group sync per
+	// append, n > 1 a full flush every n records.
+	flushMessages int64
+	// flushInterval is Config.FlushInterval (<= 0: no periodic flush).
+	flushInterval time.Duration
+	// autoHighWatermark is !Config.DisableAutoHighWatermark.
+	autoHighWatermark bool
+	// manual is Config.manualRollFlush: tests run the roll's flush and make
+	// the spare themselves.
+	manual bool
+	// ckptMu is the core's checkpoint lock (Partition.rolled.ckptMu): it
+	// guards recoveryPoint and serializes the checkpoint writes below with
+	// the core's snapshot removals. Lock order: flushMu, mu, then ckptMu.
+	ckptMu *sync.Mutex
+
+	// group is the group commit of FlushMessages == 1 (groupcommit.go);
+	// it has its own mutex and atomics.
+	group groupCommit
+	// queue is what appenders queued for the group syncer's write
+	// (groupwrite.go). Guarded by mu.
+	queue writeQueue
+	// spare is the next segment made ahead of the roll (spare.go).
+	spare spareSegments
+	// bg counts the partition's background goroutines: flushes after a
+	// roll (of a partition alone), the spare's maker and its idle removal.
+	// Close waits for them before it releases the directory lock.
+	bg sync.WaitGroup
+	// sched is the Dir's flush scheduler, which runs a Dir partition's
+	// background flushes on its workers (nil for a partition alone). Set
+	// by Open, never changed.
+	sched *flushScheduler
+	// flusher is the FlushInterval goroutine of a partition alone.
+	flusher intervalFlusher
+
+	// syncFile is the group syncer's handle on the active .log. Guarded by
+	// flushMu.
+	syncFile syncHandle
+
+	// recoveryPoint is the offset last persisted in the recovery point
+	// checkpoint (-1 when there is none). Guarded by *ckptMu.
+	recoveryPoint int64
+
+	// The rest is guarded by the partition's mu.
+
+	// flushedBelow is a segment base offset: every segment whose base is
+	// below it was flushed after it was sealed. A full flush flushes the
+	// rest.
+	flushedBelow int64
+	// dirSyncing is set while the group syncer has taken (and cleared)
+	// the core's dirDirty but not yet synced the directory, which it does
+	// without mu: a writer that flushes under mu alone meanwhile must
+	// sync the directory itself (dirUnsyncedLocked).
+	dirSyncing bool
+	// unflushedRecords counts records appended since the last full flush
+	// (FlushMessages > 1).
+	unflushedRecords int64
+	// unsynced holds the segments written since the group syncer last
+	// took the list, each with a reference (FlushMessages == 1);
+	// unsyncedSpare is the other buffer the syncer swaps in.
+	unsynced, unsyncedSpare []*segment.Segment
+	// hwCheckpoint is the high watermark offset last persisted (-1 when
+	// none; DisableAutoHighWatermark only).
+	hwCheckpoint int64
+	// rollTarget is the base offset of the newest segment a roll created
+	// whose predecessors' background flush is pending (0 when none), and
+	// rollTruncations the truncation count at that roll; rollQueued is
+	// set while a background flush is scheduled and has not yet taken its
+	// work.
+	rollTarget      int64
+	rollTruncations uint64
+	rollQueued      bool
+}
+
+// durabilityConfig is what init takes from the partition besides its
+// interfaces.
+type durabilityConfig struct {
+	dir    string
+	cfg    *Config
+	segCfg segment.Config
+	stats  *counters
+	ckpt   checkpointStore
+	ckptMu *sync.Mutex
+}
+
+// init sets the part up for a partition being opened: core and spareCore
+// are the partition. The recovery point starts unknown (-1).
+func (d *durability) init(core durabilityCore, sc spareCore, c durabilityConfig) {
+	cfg := c.cfg
+	d.core = core
+	d.fs, d.dir, d.logger = cfg.FS, c.dir, cfg.Logger
+	d.stats, d.ckpt, d.ckptMu = c.stats, c.ckpt, c.ckptMu
+	d.flushMessages, d.flushInterval = cfg.FlushMessages, cfg.FlushInterval
+	d.autoHighWatermark = !cfg.DisableAutoHighWatermark
+	d.manual = cfg.manualRollFlush
+	d.group.init(core)
+	d.spare.init(sc, &d.bg, c.dir, cfg, c.segCfg)
+	d.recoveryPoint = -1
+	d.hwCheckpoint = -1
+}
 
 // syncEveryAppend reports the per-append durability policy.
-func (p *Partition) syncEveryAppend() bool { return p.cfg.FlushMessages == 1 }
+func (d *durability) syncEveryAppend() bool { return d.flushMessages == 1 }
 
 // hwFollowsSync reports whether the automatic high watermark covers only
 // synced batches (the per-append policy).
-func (p *Partition) hwFollowsSync() bool {
-	return !p.cfg.DisableAutoHighWatermark && p.syncEveryAppend()
+func (d *durability) hwFollowsSync() bool {
+	return d.autoHighWatermark && d.syncEveryAppend()
 }
 
-// noteWriteLocked accounts for a batch appended to active: the write
-// sequence number, the records not yet flushed, and the segments the group
-// syncer must fdatasync. REQUIRES: mu held.
-func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
-	p.mu.writeSeq++
-	if p.cfg.FlushMessages == 0 {
+// noteWriteLocked accounts for a batch of records records appended to
+// active as the core's write number seq: the records not yet flushed and
+// the segments the group syncer must fdatasync. REQUIRES: mu held.
+func (d *durability) noteWriteLocked(active *segment.Segment, seq uint64, records int64) {
+	if d.flushMessages == 0 {
 		return
 	}
-	p.mu.unflushedRecords += records
-	if p.syncEveryAppend() {
-		p.group.written.Store(p.mu.writeSeq)
-		if n := len(p.mu.unsynced); n == 0 || p.mu.unsynced[n-1] != active {
+	d.unflushedRecords += records
+	if d.syncEveryAppend() {
+		d.group.written.Store(seq)
+		if n := len(d.unsynced); n == 0 || d.unsynced[n-1] != active {
 			active.Ref()
-			p.mu.unsynced = append(p.mu.unsynced, active)
+			d.unsynced = append(d.unsynced, active)
 		}
 	}
 }
 
 // flushDueLocked reports whether an append must run a full flush before
 // it returns (FlushMessages > 1). REQUIRES: mu held.
-func (p *Partition) flushDueLocked() bool {
-	return p.cfg.FlushMessages > 1 && p.mu.unflushedRecords >= p.cfg.FlushMessages
+func (d *durability) flushDueLocked() bool {
+	return d.flushMessages > 1 && d.unflushedRecords >= d.flushMessages
 }
 
-// afterAppend makes an append as durable as the policy promises; it runs
-// after mu was released. seq is the append's write sequence number.
-func (p *Partition) afterAppend(seq uint64, flushDue bool) error {
-	switch {
-	case p.syncEveryAppend():
-		return p.waitSynced(seq)
-	case flushDue:
-		p.flushMu.Lock()
-		defer p.flushMu.Unlock()
-		p.lockWriter()
-		defer p.mu.Unlock()
-		if err := p.checkWritableLocked(); err != nil {
-			return err
-		}
-		if !p.flushDueLocked() {
-			return nil // another append flushed meanwhile
-		}
-		return p.fullFlushLocked()
-	}
-	return nil
-}
+// dirUnsyncedLocked reports whether directory entries may not be durable:
+// files were created, renamed or removed since the last directory sync
+// (the core's dirDirty), or the group syncer took that flag and has not
+// synced the directory yet (dirSyncing: it does so without mu, after its
+// fdatasyncs). A writer that flushes under mu and then calls what it
+// flushed durable (flushSegmentsLocked, flushSealedBelowLocked) must sync
+// the directory in either case: the segment a roll made may be one of
+// those entries, and in a Dir no checkpoint write syncs the partition
+// directory for it. REQUIRES: mu held.
+func (d *durability) dirUnsyncedLocked(dirDirty bool) bool { return dirDirty || d.dirSyncing }
 
-// waitSynced returns once an fdatasync that started after write seq
-// succeeded (group commit): when no sync is running it becomes the
-// syncer; otherwise it waits for the running one, which covers seq if it
-// started after the write, and else tries again.
-func (p *Partition) waitSynced(seq uint64) error {
-	if p.syncedSeq.Load() >= seq {
-		return nil
-	}
-	p.group.mu.Lock()
-	defer p.group.mu.Unlock()
-	for p.syncedSeq.Load() < seq {
-		if p.group.syncing {
-			p.group.cond.Wait()
+// flushSegmentsLocked fsyncs the segments of snap written since the last
+// full flush and, when entries may be unsynced (dirDirty, or a group
+// sync's directory sync pending), the directory; dirSynced reports that it
+// synced the directory (the core clears dirDirty). REQUIRES: mu held.
+func (d *durability) flushSegmentsLocked(snap *segments, dirDirty bool) (dirSynced bool, err error) {
+	for _, seg := range snap.list {
+		if seg.BaseOffset() < d.flushedBelow && seg != snap.active() {
 			continue
 		}
-		p.group.syncing = true
-		want := p.group.last
-		p.group.mu.Unlock()
-		p.gatherAppenders(want)
-		p.flushMu.Lock()
-		var err error
-		from := p.syncedSeq.Load()
-		if from < seq { // a full flush may have covered it
-			err = p.groupSyncFlushLocked()
-		}
-		covered := p.syncedSeq.Load() - from
-		p.flushMu.Unlock()
-		p.group.mu.Lock()
-		if err == nil {
-			p.group.last = covered
-		}
-		p.group.syncing = false
-		p.group.cond.Broadcast()
-		if err != nil {
-			return err
+		if err := d.stats.flushSegment(seg); err != nil {
+			return false, fmt.Errorf("partlog/log: sync %s: segment %d: %w", d.dir, seg.BaseOffset(), err)
 		}
 	}
+	d.flushedBelow = snap.active().BaseOffset()
+	if !d.dirUnsyncedLocked(dirDirty) {
+		return false, nil
+	}
+	if err := d.syncDir(); err != nil {
+		return false, fmt.Errorf("partlog/log: sync %s: %w", d.dir, err)
+	}
+	return true, nil
+}
+
+// flushedAllLocked records that a full flush made every write up to the
+// core's write number seq durable: the group commit's synced number, the
+// records count of FlushMessages > 1, the group syncer's segment list, and
+// the rolls' pending work (every segment is flushed). REQUIRES: flushMu and
+// mu held.
+func (d *durability) flushedAllLocked(seq uint64) {
+	d.group.synced.Store(seq)
+	d.unflushedRecords = 0
+	_ = d.releaseUnsyncedLocked() // logged
+	d.rollTarget = 0
+}
+
+// releaseUnsyncedLocked drops the group syncer's segment list and its
+// references; a failed release is logged, and the first is returned (for
+// Close). REQUIRES: mu held.
+func (d *durability) releaseUnsyncedLocked() error {
+	var first error
+	for _, seg := range d.unsynced {
+		if err := seg.Unref(); err != nil {
+			d.logger.Warn("partlog/log: releasing a segment failed", "dir", d.dir, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	clear(d.unsynced)
+	d.unsynced = d.unsynced[:0]
+	return first
+}
+
+// writeHighWatermarkLocked persists the high watermark offset hw, fsynced,
+// when it differs from the one last persisted (DisableAutoHighWatermark
+// only). REQUIRES: flushMu and mu held.
+func (d *durability) writeHighWatermarkLocked(hw int64) error {
+	if d.autoHighWatermark || hw == d.hwCheckpoint {
+		return nil
+	}
+	if err := d.ckpt.write(highWatermarkCheckpointFile, hw, true); err != nil {
+		return fmt.Errorf("partlog/log: sync %s: high watermark checkpoint: %w", d.dir, err)
+	}
+	d.hwCheckpoint = hw
 	return nil
 }
 
-// gatherRounds is how many times a new group syncer yields before it takes
-// the write sequence number its fdatasync covers.
-const gatherRounds = 2
+// loadHighWatermarkCheckpoint records the high watermark Open read from
+// its checkpoint. REQUIRES: Open's goroutine.
+func (d *durability) loadHighWatermarkCheckpoint(hw int64) { d.hwCheckpoint = hw }
 
-// gatherIdleRounds and gatherMaxRounds bound the yields a syncer adds
-// while the appenders it expects have not all queued: it stops after
-// gatherIdleRounds yields in a row that saw no new append, and after
-// gatherMaxRounds in all.
-const (
-	gatherIdleRounds = 16
-	gatherMaxRounds  = 256
-)
+// setFlushedBelowLocked records that every segment below base is flushed
+// (Open, a restart of the log: base is the active segment's).
+// REQUIRES: mu held.
+func (d *durability) setFlushedBelowLocked(base int64) { d.flushedBelow = base }
 
-// gatherAppenders lets the appenders that are ready to run queue their
-// batches before a new group syncer takes its snapshot: the waiters the
-// previous sync released (now appending their next batch) and appenders
-// queued on mu. Without it the syncer, woken first, snapshots before they
-// write, and each sync covers about half of the waiting appenders. It
-// yields gatherRounds times, and then on, while fewer than want appends
-// (as many as the previous group sync covered) came since the last sync
-// and the last gatherIdleRounds yields saw a new one: on one P a yield
-// runs every ready appender, while on several the syncer may run beside
-// them and must wait for the ones still on their way (a released
-// appender validates its next batch before it queues it). A yield costs
-// well under a microsecond when nothing else is runnable, against an
-// fdatasync of a hundred microseconds or more; when the appenders do not
-// come back (the previous group was a burst) the syncer gives up after
-// gatherIdleRounds idle yields.
-func (p *Partition) gatherAppenders(want uint64) {
-	for range gatherRounds {
-		runtime.Gosched()
-	}
-	from := p.syncedSeq.Load()
-	last := p.group.written.Load()
-	for i, idle := 0, 0; i < gatherMaxRounds && idle < gatherIdleRounds && last-from < want; i++ {
-		runtime.Gosched()
-		if w := p.group.written.Load(); w != last {
-			last, idle = w, 0
-		} else {
-			idle++
-		}
-	}
+// unflushFromLocked records that the segment at base (unsealed again by a
+// truncation) needs a flush. REQUIRES: mu held.
+func (d *durability) unflushFromLocked(base int64) {
+	d.flushedBelow = min(d.flushedBelow, base)
 }
 
-// groupSyncFlushLocked fdatasyncs every .log written up to now, outside
-// mu, and publishes what it covered. REQUIRES: flushMu held, mu not held.
-func (p *Partition) groupSyncFlushLocked() error {
-	p.lockWriter()
-	if err := p.checkWritableLocked(); err != nil {
-		p.mu.Unlock()
-		return err
-	}
-	seq := p.mu.writeSeq
-	segs := p.mu.unsynced
-	p.mu.unsynced = p.mu.spare[:0]
-	end, truncations := p.mu.end, p.truncations.Load()
-	dirDirty := p.mu.dirDirty
-	p.mu.dirDirty = false
-	p.mu.dirSyncing = dirDirty
-	p.mu.Unlock()
+// unsyncedWork is what one group sync round took under mu.
+type unsyncedWork struct {
+	// segs are the segments written since the last round, each with a
+	// reference.
+	segs []*segment.Segment
+	// dirDirty is the core's dirDirty the round took (and cleared).
+	dirDirty bool
+}
 
+// takeUnsyncedLocked takes a group sync round's work: the segments written
+// since the last round, and the core's directory flag dirDirty, which the
+// core clears (the round syncs the directory without mu; dirSyncing says
+// so meanwhile). REQUIRES: flushMu and mu held.
+func (d *durability) takeUnsyncedLocked(dirDirty bool) unsyncedWork {
+	w := unsyncedWork{segs: d.unsynced, dirDirty: dirDirty}
+	d.unsynced = d.unsyncedSpare[:0]
+	d.dirSyncing = dirDirty
+	return w
+}
+
+// syncUnsynced fdatasyncs the .log of each of w's segments and releases
+// their references, then syncs the directory when w took its flag.
+// REQUIRES: flushMu held, mu not held.
+func (d *durability) syncUnsynced(w unsyncedWork) error {
 	var err error
-	for _, seg := range segs {
+	for _, seg := range w.segs {
 		if err == nil {
-			err = p.syncLogFile(seg)
+			err = d.syncLogFile(seg)
 		}
 		if uerr := seg.Unref(); uerr != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
+			d.logger.Warn("partlog/log: releasing a segment failed", "dir", d.dir, "err", uerr)
 		}
 	}
-	if err == nil && dirDirty {
-		err = p.syncDirSettled()
+	if err == nil && w.dirDirty {
+		err = d.syncDir()
 	}
+	return err
+}
 
-	p.lockWriter()
-	defer p.mu.Unlock()
-	p.mu.dirSyncing = false
-	clear(segs)
-	p.mu.spare = segs[:0]
-	if err != nil {
-		p.mu.dirDirty = p.mu.dirDirty || dirDirty
-		p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
-		return p.mu.failed
-	}
-	p.syncedSeq.Store(seq)
-	if p.hwFollowsSync() && p.truncations.Load() == truncations &&
-		end.Offset > p.mu.hw.Offset && end.Offset <= p.mu.end.Offset {
-		p.mu.hw = end
-		p.publishLocked()
-	}
-	return nil
+// endUnsyncedLocked ends a group sync round: its directory sync is no
+// longer pending and its list becomes the spare buffer. REQUIRES: flushMu
+// and mu held.
+func (d *durability) endUnsyncedLocked(w unsyncedWork) {
+	d.dirSyncing = false
+	clear(w.segs)
+	d.unsyncedSpare = w.segs[:0]
 }
 
 // syncLogFile fdatasyncs seg's .log through a handle of the partition's
 // own (fdatasync works on the file, whatever descriptor names it), kept
 // open for the active segment. A segment whose files were deleted
 // meanwhile needs no sync. REQUIRES: flushMu held.
-func (p *Partition) syncLogFile(seg *segment.Segment) error {
-	if p.syncFile.seg != seg {
+func (d *durability) syncLogFile(seg *segment.Segment) error {
+	if d.syncFile.seg != seg {
 		// A segment a roll adopted changes its .log's name once (spare.go):
 		// settle that first, or the open below could miss the file and
 		// take the segment for deleted.
 		if err := seg.SettleAdoption(); err != nil {
 			return err
 		}
-		f, err := p.cfg.FS.Open(seg.LogPath())
+		f, err := d.fs.Open(seg.LogPath())
 		if errors.Is(err, errNotExist) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		p.closeSyncFile()
-		p.syncFile.seg, p.syncFile.f = seg, f
+		d.closeSyncFile()
+		d.syncFile.seg, d.syncFile.f = seg, f
 	}
-	return p.syncFileTimed(p.syncFile.f)
+	return d.stats.syncFile(d.syncFile.f)
 }
 
 // closeSyncFile closes the cached sync handle. REQUIRES: flushMu held.
-func (p *Partition) closeSyncFile() {
-	if p.syncFile.f != nil {
-		if err := p.syncFile.f.Close(); err != nil {
-			p.logger.Warn("partlog/log: closing a sync handle failed", "dir", p.dir, "err", err)
+func (d *durability) closeSyncFile() {
+	if d.syncFile.f != nil {
+		if err := d.syncFile.f.Close(); err != nil {
+			d.logger.Warn("partlog/log: closing a sync handle failed", "dir", d.dir, "err", err)
 		}
 	}
-	p.syncFile.seg, p.syncFile.f = nil, nil
+	d.syncFile.seg, d.syncFile.f = nil, nil
 }
 
 // syncHandle is the group syncer's open handle on the active .log.
@@ -291,336 +435,168 @@ type syncHandle struct {
 	f   vfs.File
 }
 
-// failLocked makes err the partition's sticky failure (wrapping
-// ErrFailed) unless it already failed. REQUIRES: mu held.
-func (p *Partition) failLocked(err error) {
-	if p.mu.failed == nil {
-		p.setFailedLocked(failedf(err))
-		p.logger.Error("partlog/log: partition failed; reopen it to recover", "dir", p.dir, "err", err)
+// syncDir syncs the partition directory after settling every pending
+// adoption of a spare (spare.go), so that the renames of the segments
+// rolls adopted are in every directory sync that clears the core's
+// dirDirty: a roll sets dirDirty, and until a sync of the directory that
+// followed the renames, nothing in the new segment is called durable (no
+// synced sequence number, recovery point or checkpoint covers it).
+func (d *durability) syncDir() error {
+	if err := d.spare.settleAdoptions(); err != nil {
+		return err
 	}
+	return syncDir(d.fs, d.dir)
 }
 
-// Sync makes every appended batch durable: it flushes the segments
-// written since the last flush (fdatasync of each .log, msync of its
-// indexes), syncs the directory when segment files were created or
-// removed, and persists the recovery point (the log end offset) and, under
-// DisableAutoHighWatermark, the high watermark. It blocks appends while it
-// runs. A failed fsync fails the partition (ErrFailed): every later write
-// returns that error.
-func (p *Partition) Sync() error {
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
-	p.lockWriter()
-	defer p.mu.Unlock()
-	if err := p.checkWritableLocked(); err != nil {
-		return err
-	}
-	return p.fullFlushLocked()
-}
+// The recovery point.
 
-// fullFlushLocked flushes what Sync promises. REQUIRES: flushMu and mu
-// held.
-func (p *Partition) fullFlushLocked() error {
-	if err := p.flushLocked(); err != nil {
-		p.failLocked(err)
-		return p.mu.failed
-	}
-	p.syncedSeq.Store(p.mu.writeSeq)
-	p.mu.unflushedRecords = 0
-	for _, seg := range p.mu.unsynced {
-		if err := seg.Unref(); err != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
-		}
-	}
-	clear(p.mu.unsynced)
-	p.mu.unsynced = p.mu.unsynced[:0]
-	if p.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
-		p.mu.hw = p.mu.end
-		p.publishLocked()
-	}
-	// What a roll left to the background is done now: every segment is
-	// flushed, so its snapshots may be written.
-	p.mu.rollTarget = 0
-	if err := p.writeRollSnapshotsLocked(); err != nil {
-		return err
-	}
-	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
-		return err
-	}
-	if err := p.writeEpochsLocked(); err != nil {
-		return err
-	}
-	if p.cfg.DisableAutoHighWatermark && p.mu.hw.Offset != p.mu.hwCheckpoint {
-		if err := p.ckpt.write(highWatermarkCheckpointFile, p.mu.hw.Offset, true); err != nil {
-			return fmt.Errorf("partlog/log: sync %s: high watermark checkpoint: %w", p.dir, err)
-		}
-		p.mu.hwCheckpoint = p.mu.hw.Offset
-	}
-	return nil
+// loadRecoveryPoint records the recovery point Open read from its
+// checkpoint (-1: none). REQUIRES: Open's goroutine.
+func (d *durability) loadRecoveryPoint(offset int64) { d.recoveryPoint = offset }
+
+// currentRecoveryPoint returns the recovery point last persisted (-1:
+// none). REQUIRES: ckptMu not held.
+func (d *durability) currentRecoveryPoint() int64 {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	return d.recoveryPoint
 }
 
 // setRecoveryPointLocked persists the recovery point: every byte below
 // offset is durable (or, when lowering it, may be rewritten). A failed
 // write keeps the older value, which is still safe when raising it; a
-// failed lowering fails the partition. REQUIRES: mu held, rolled.ckptMu
-// not held.
-func (p *Partition) setRecoveryPointLocked(offset int64) error {
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	if offset == p.rolled.recoveryPoint {
+// failed lowering fails the partition. REQUIRES: mu held, ckptMu not held.
+func (d *durability) setRecoveryPointLocked(offset int64) error {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if offset == d.recoveryPoint {
 		return nil
 	}
 	// Raising it is lazy: a crash that loses the new value leaves the
 	// older one, which only makes recovery read more.
-	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, offset > p.rolled.recoveryPoint); err != nil {
-		err = fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
-		if offset < p.rolled.recoveryPoint {
-			p.failLocked(err)
-			return p.mu.failed
+	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, offset > d.recoveryPoint); err != nil {
+		err = fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
+		if offset < d.recoveryPoint {
+			return d.core.failLocked(err)
 		}
 		return err
 	}
-	p.rolled.recoveryPoint = offset
+	d.recoveryPoint = offset
 	return nil
 }
 
-// dirUnsyncedLocked reports whether directory entries may not be durable:
-// files were created, renamed or removed since the last directory sync
-// (dirDirty), or the group syncer took that flag and has not synced the
-// directory yet (dirSyncing: it does so without mu, after its fdatasyncs).
-// A writer that flushes under mu and then calls what it flushed durable
-// (flushLocked, flushSealedBelowLocked) must sync the directory in either
-// case: the segment a roll made may be one of those entries, and in a Dir
-// no checkpoint write syncs the partition directory for it.
-// REQUIRES: mu held.
-func (p *Partition) dirUnsyncedLocked() bool { return p.mu.dirDirty || p.mu.dirSyncing }
-
-// flushLocked fsyncs the segments written since the last full flush and
-// the directory. REQUIRES: mu held.
-func (p *Partition) flushLocked() error {
-	snap := p.segs.Load()
-	for _, seg := range snap.list {
-		if seg.BaseOffset() < p.mu.flushedBelow && seg != snap.active() {
-			continue
-		}
-		if err := p.flushSegment(seg); err != nil {
-			return fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err)
-		}
-	}
-	p.mu.flushedBelow = snap.active().BaseOffset()
-	if p.dirUnsyncedLocked() {
-		if err := p.syncDirSettled(); err != nil {
-			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
-		}
-		p.mu.dirDirty = false
-	}
-	return nil
-}
-
-// startFlusher starts the FlushInterval goroutine.
-func (p *Partition) startFlusher() {
-	if p.cfg.FlushInterval <= 0 {
+// raiseRecoveryPoint persists offset as the recovery point, under ckptMu,
+// when it raises it and no truncation happened since the work was taken
+// (truncations). A failed write is logged and keeps the older value (safe:
+// recovery reads more). REQUIRES: flushMu held, mu not held; every segment
+// below offset and the directory are durable.
+func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if d.core.truncationCount() != truncations || offset <= d.recoveryPoint {
 		return
 	}
-	p.flusher.stop = make(chan struct{})
-	p.flusher.done = make(chan struct{})
-	go p.runFlusher(p.cfg.FlushInterval)
-}
-
-// runFlusher flushes every interval until stopFlusher.
-func (p *Partition) runFlusher(interval time.Duration) {
-	defer close(p.flusher.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.flusher.stop:
-			return
-		case <-t.C:
-		}
-		p.periodicFlush()
+	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, true); err != nil {
+		d.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", d.dir, "offset", offset, "err", err)
+		return
 	}
+	d.recoveryPoint = offset
 }
 
-// periodicFlush is one FlushInterval flush (of the partition's goroutine,
-// or of its Dir's flush scheduler): everything not yet synced, if
-// anything.
-func (p *Partition) periodicFlush() {
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
-	p.lockWriter()
-	defer p.mu.Unlock()
-	if p.checkWritableLocked() == nil && (p.syncedSeq.Load() != p.mu.writeSeq || p.mu.dirDirty) {
-		if err := p.fullFlushLocked(); err != nil {
-			p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)
+// flushSealedBelowLocked makes every segment of snap below off durable and
+// moves the recovery point up to off, when it is below: for the writers
+// that must not leave sealed segments above the recovery point
+// (compaction, whose output may end below the next segment's base;
+// retention, which raises the log start past them; a follower's roll
+// across an offset gap), since Open cuts the log at the first segment
+// above the recovery point that ends before the next one begins. off is a
+// segment base at or below the active segment's; dirDirty is the core's
+// flag, and dirSynced reports that the directory was synced (the core
+// clears the flag). A failed fsync fails the partition; a failed
+// checkpoint write is returned and changes nothing else. REQUIRES: mu
+// held, ckptMu not held.
+func (d *durability) flushSealedBelowLocked(snap *segments, off int64, dirDirty bool) (dirSynced bool, err error) {
+	if d.currentRecoveryPoint() >= off {
+		return false, nil
+	}
+	for _, seg := range snap.list {
+		if seg == snap.active() || seg.BaseOffset() < d.flushedBelow || seg.BaseOffset() >= off {
+			continue
+		}
+		if err := d.stats.flushSegment(seg); err != nil {
+			return false, d.core.failLocked(fmt.Errorf("partlog/log: sync %s: segment %d: %w", d.dir, seg.BaseOffset(), err))
 		}
 	}
+	d.flushedBelow = max(d.flushedBelow, off)
+	if d.dirUnsyncedLocked(dirDirty) {
+		if err := d.syncDir(); err != nil {
+			return false, d.core.failLocked(fmt.Errorf("partlog/log: sync %s: %w", d.dir, err))
+		}
+		dirSynced = true
+	}
+	// Raise only: the background flush may have moved it past off since
+	// it was read above.
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if off <= d.recoveryPoint {
+		return dirSynced, nil
+	}
+	if err := d.ckpt.write(recoveryPointCheckpointFile, off, true); err != nil {
+		return dirSynced, fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
+	}
+	d.recoveryPoint = off
+	return dirSynced, nil
 }
 
-// stopFlusher stops the FlushInterval goroutine and waits for it. Safe to
-// call more than once. REQUIRES: flushMu and mu not held.
-func (p *Partition) stopFlusher() {
-	p.flusher.once.Do(func() {
-		if p.flusher.stop != nil {
-			close(p.flusher.stop)
-			<-p.flusher.done
-		}
+// The roll's background flush.
+
+// noteRolledLocked records that a roll created the segment at newBase
+// when the truncation count was truncations, and schedules the background
+// flush of the segments below it (durabilityCore.flushRolled): a goroutine
+// for a partition alone, the Dir's flush scheduler for a partition of a
+// Dir; none under Config's manual mode (tests run it themselves).
+// REQUIRES: mu held.
+func (d *durability) noteRolledLocked(newBase int64, truncations uint64) {
+	d.rollTarget = newBase
+	d.rollTruncations = truncations
+	if d.rollQueued || d.manual {
+		return
+	}
+	d.rollQueued = true
+	if s := d.sched; s != nil {
+		s.flushNow(d)
+		return
+	}
+	d.bg.Go(func() {
+		_ = d.core.flushRolled() // a failure fails the partition (logged)
 	})
 }
 
-// rolledWork is what rolls leave to the background: the flush of the
-// segments they sealed, the producer snapshots they took and the recovery
-// point at the newest segment's base (flushRolled).
+// rollFlushStartedLocked records that the scheduled background flush
+// runs: the next roll schedules another. REQUIRES: flushMu and mu held.
+func (d *durability) rollFlushStartedLocked() { d.rollQueued = false }
+
+// rolledWork is one background flush's segment work, taken under mu.
 type rolledWork struct {
-	// ckptMu serializes the writes of the recovery point checkpoint and
-	// of the roll snapshots with everything that lowers the recovery
-	// point or removes snapshots (setRecoveryPointLocked,
-	// removeSnapshots). Lock order: flushMu, mu, then ckptMu; the
-	// background flush takes it holding flushMu but not mu.
-	ckptMu sync.Mutex
-	// recoveryPoint is the offset last persisted in the recovery point
-	// checkpoint (-1 when there is none). Guarded by ckptMu.
-	recoveryPoint int64
-	// snapshotRemovals counts removeSnapshots calls and producer state
-	// replacements (discardRollSnapshotsLocked); written under ckptMu. A
-	// roll snapshot taken before either is never written.
-	snapshotRemovals atomic.Uint64
-	// wg counts the background flush goroutines of a partition alone;
-	// Close waits for them.
-	wg sync.WaitGroup
-	// sched is the Dir's flush scheduler, which runs a Dir partition's
-	// background flushes on its workers (nil for a partition alone).
-	sched *flushScheduler
-}
-
-// rollSnapshot is a producer state snapshot a roll took (snapshot.go),
-// waiting to be written once the segments below offset are durable. It is
-// written only while the truncation count and the snapshot removal count
-// are still those of the roll.
-type rollSnapshot struct {
-	offset      int64
-	data        []byte
-	truncations uint64
-	removals    uint64
-}
-
-// noteRolledLocked records that a roll created the segment at newBase and
-// schedules the background flush of the segments below it (flushRolled):
-// a goroutine for a partition alone, the Dir's flush scheduler for a
-// partition of a Dir; none under Config's manual mode (tests run
-// flushRolled themselves). REQUIRES: mu held.
-func (p *Partition) noteRolledLocked(newBase int64) {
-	p.mu.rollTarget = newBase
-	p.mu.rollTruncations = p.truncations.Load()
-	if p.mu.rollQueued || p.cfg.manualRollFlush {
-		return
-	}
-	p.mu.rollQueued = true
-	if s := p.rolled.sched; s != nil {
-		s.flushNow(p)
-		return
-	}
-	p.rolled.wg.Add(1)
-	go func() {
-		defer p.rolled.wg.Done()
-		_ = p.flushRolled() // a failure fails the partition (logged)
-	}()
-}
-
-// flushRolled is the background half of the rolls since the last one: it
-// trims the index files of the sealed segments below the newest roll's
-// base to their entries and fsyncs those segments (their .log,
-// indexes and .txnindex, through handles of its own, without mu: appends
-// go on), syncs the directory when entries changed, writes the roll
-// snapshots, and raises the recovery point to that base. A failed fsync
-// fails the partition (sticky, as any failed flush). The checkpoint and
-// snapshot writes happen under rolled.ckptMu, and only while no
-// truncation happened since the rolls: a TruncateTo that cut below the
-// base has flushed everything itself and moves the recovery point back
-// under ckptMu, so the lower value is never overwritten by an older
-// higher one. It returns nil when there is nothing to do or the
-// partition is closed. REQUIRES: flushMu and mu not held.
-func (p *Partition) flushRolled() error {
-	p.flushMu.Lock()
-	defer p.flushMu.Unlock()
-	p.lockWriter()
-	p.mu.rollQueued = false
-	if err := p.checkWritableLocked(); err != nil {
-		p.mu.Unlock()
-		if errors.Is(err, ErrClosed) {
-			return nil
-		}
-		return err
-	}
-	w := p.takeRolledLocked()
-	p.mu.Unlock()
-	// First the renames of the segments the rolls adopted (their files
-	// are found by name below, and the directory sync must cover them).
-	err := p.settleAdoptions()
-	if w.target == 0 && len(w.snapshots) == 0 && err == nil {
-		return nil
-	}
-
-	for _, seg := range w.segs {
-		if err == nil {
-			err = p.trimSealed(seg)
-		}
-		if err == nil {
-			err = p.syncSegmentFiles(seg)
-		}
-		if uerr := seg.Unref(); uerr != nil {
-			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", uerr)
-		}
-	}
-	if err == nil && w.dirDirty {
-		err = p.syncDirSettled()
-	}
-	wrote := false
-	if err == nil {
-		wrote = p.writeRollSnapshots(w.snapshots, w.truncations)
-		if w.target > 0 {
-			p.raiseRecoveryPoint(w.target, w.truncations)
-		}
-	}
-
-	p.lockWriter()
-	defer p.mu.Unlock()
-	if err != nil {
-		p.failLocked(fmt.Errorf("partlog/log: flush after a roll %s: %w", p.dir, err))
-		return p.mu.failed
-	}
-	if wrote {
-		p.mu.dirDirty = true // the snapshots' entries, at the next flush
-	}
-	if p.truncations.Load() == w.truncations && w.target > p.mu.flushedBelow {
-		p.mu.flushedBelow = w.target
-	}
-	return nil
-}
-
-// rolled is one flushRolled run's work, taken under mu.
-type rolled struct {
 	// segs are the sealed segments to flush, each with a reference.
 	segs []*segment.Segment
 	// target is the recovery point to raise to (0: none).
-	target      int64
-	truncations uint64
-	dirDirty    bool
-	snapshots   []rollSnapshot
+	target int64
+	// dirDirty is the core's dirDirty when the work was taken.
+	dirDirty bool
 }
 
-// takeRolledLocked takes the work the rolls left: when no truncation
-// happened since the newest roll and no full flush did it meanwhile, the
-// segments below its base not yet flushed (flushedBelow), the
-// directory's dirty flag and the recovery point target; and the snapshots
-// of rolls since the last truncation. REQUIRES: mu held.
-func (p *Partition) takeRolledLocked() rolled {
-	w := rolled{truncations: p.truncations.Load()}
-	if t := p.mu.rollTarget; t > p.mu.flushedBelow && p.mu.rollTruncations == w.truncations {
+// takeRolledLocked takes the segment work the rolls left, when no
+// truncation happened since the newest roll (truncations is the count now)
+// and no full flush did it meanwhile: the segments of snap below its base
+// not yet flushed (flushedBelow), the core's directory flag dirDirty and
+// the recovery point target. REQUIRES: flushMu and mu held.
+func (d *durability) takeRolledLocked(snap *segments, truncations uint64, dirDirty bool) rolledWork {
+	var w rolledWork
+	if t := d.rollTarget; t > d.flushedBelow && d.rollTruncations == truncations {
 		w.target = t
-		snap := p.segs.Load()
 		for _, seg := range snap.list {
-			if seg != snap.active() && seg.BaseOffset() >= p.mu.flushedBelow && seg.BaseOffset() < t {
+			if seg != snap.active() && seg.BaseOffset() >= d.flushedBelow && seg.BaseOffset() < t {
 				seg.Ref()
 				w.segs = append(w.segs, seg)
 			}
@@ -629,16 +605,43 @@ func (p *Partition) takeRolledLocked() rolled {
 		// one) sync the directory themselves when it is dirty, and must
 		// not skip that while this sync is still to come. The next
 		// flush syncs it once more.
-		w.dirDirty = p.mu.dirDirty
+		w.dirDirty = dirDirty
 	}
-	p.mu.rollTarget = 0
-	for _, s := range p.mu.rollSnapshots {
-		if s.truncations == w.truncations {
-			w.snapshots = append(w.snapshots, s)
+	d.rollTarget = 0
+	return w
+}
+
+// syncRolled trims the index files of w's sealed segments to their
+// entries and fsyncs their files (through handles of its own, without mu:
+// appends go on), releases their references, and syncs the directory when
+// entries changed. err is an error the flush met before (a failed
+// settlement of adoptions): then it only releases the references and
+// returns err. REQUIRES: flushMu held, mu not held.
+func (d *durability) syncRolled(w rolledWork, err error) error {
+	for _, seg := range w.segs {
+		if err == nil {
+			err = trimSealed(seg)
+		}
+		if err == nil {
+			err = d.syncSegmentFiles(seg)
+		}
+		if uerr := seg.Unref(); uerr != nil {
+			d.logger.Warn("partlog/log: releasing a segment failed", "dir", d.dir, "err", uerr)
 		}
 	}
-	p.mu.rollSnapshots = nil
-	return w
+	if err == nil && w.dirDirty {
+		err = d.syncDir()
+	}
+	return err
+}
+
+// rolledFlushedLocked records that the segments below target are flushed,
+// after a background flush during which no truncation happened.
+// REQUIRES: mu held.
+func (d *durability) rolledFlushedLocked(target int64) {
+	if target > d.flushedBelow {
+		d.flushedBelow = target
+	}
 }
 
 // trimSealed cuts the index files of the sealed segment seg to their
@@ -651,7 +654,7 @@ func (p *Partition) takeRolledLocked() rolled {
 // already closed needs none (its indexes were trimmed when closed). A
 // failed trim is an I/O error of the flush. REQUIRES: flushMu held, a
 // reference on seg.
-func (p *Partition) trimSealed(seg *segment.Segment) error {
+func trimSealed(seg *segment.Segment) error {
 	if err := seg.TrimSealedIndexes(); err != nil {
 		return fmt.Errorf("segment %d: trim indexes: %w", seg.BaseOffset(), err)
 	}
@@ -665,12 +668,12 @@ func (p *Partition) trimSealed(seg *segment.Segment) error {
 // through a mapping included: docs/crash-safety.md, system assumptions 1
 // and 6). A segment whose .log is gone was deleted meanwhile and needs
 // nothing. Counted as one sync. REQUIRES: flushMu held.
-func (p *Partition) syncSegmentFiles(seg *segment.Segment) error {
+func (d *durability) syncSegmentFiles(seg *segment.Segment) error {
 	start := time.Now()
-	defer p.stats.noteSync(start)
+	defer d.stats.noteSync(start)
 	for _, suffix := range []string{segment.LogSuffix, segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix} {
-		path := filepath.Join(p.dir, segment.FileName(seg.BaseOffset(), suffix))
-		f, err := p.cfg.FS.Open(path)
+		path := filepath.Join(d.dir, segment.FileName(seg.BaseOffset(), suffix))
+		f, err := d.fs.Open(path)
 		if errors.Is(err, errNotExist) {
 			if suffix == segment.LogSuffix {
 				return nil
@@ -690,121 +693,54 @@ func (p *Partition) syncSegmentFiles(seg *segment.Segment) error {
 	return nil
 }
 
-// writeRollSnapshots writes the roll snapshots snaps, fsynced, under
-// rolled.ckptMu, while the truncation count is still truncations and no
-// snapshot was removed since each was taken; it reports whether it wrote
-// any. Failures are logged: a snapshot only shortens a replay. REQUIRES:
-// flushMu held, mu not held; the segments below each offset are durable.
-func (p *Partition) writeRollSnapshots(snaps []rollSnapshot, truncations uint64) bool {
-	if len(snaps) == 0 {
-		return false
+// The FlushInterval flush.
+
+// startFlusher starts the flushes every FlushInterval of a partition
+// alone: the partition's own goroutine (a Dir's scheduler runs its
+// partitions' instead: sched).
+func (d *durability) startFlusher() {
+	if d.flushInterval > 0 {
+		d.flusher.start(d.flushInterval, d.core.periodicFlush)
 	}
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	wrote := false
-	for _, s := range snaps {
-		if p.truncations.Load() != truncations || p.rolled.snapshotRemovals.Load() != s.removals {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	return wrote
 }
 
-// writeRollSnapshotsLocked writes the pending roll snapshots, fsynced, and
-// syncs the directory: a full flush's part of the rolls' work, after every
-// segment was flushed. A snapshot write failure is logged; a failed
-// directory sync is returned. REQUIRES: flushMu and mu held.
-func (p *Partition) writeRollSnapshotsLocked() error {
-	snaps := p.mu.rollSnapshots
-	p.mu.rollSnapshots = nil
-	wrote := false
-	for _, s := range snaps {
-		if s.truncations != p.truncations.Load() || s.removals != p.rolled.snapshotRemovals.Load() {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	if wrote {
-		if err := p.syncDirSettled(); err != nil {
-			p.mu.dirDirty = true
-			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
-		}
-	}
-	return nil
+// intervalFlusher is the goroutine that runs a partition's FlushInterval
+// flushes.
+type intervalFlusher struct {
+	// quit is closed to end the goroutine, done by the goroutine when it
+	// ended; both nil when it never started. Set by start.
+	quit, done chan struct{}
+	// once makes stop idempotent.
+	once sync.Once
 }
 
-// raiseRecoveryPoint persists offset as the recovery point, under
-// rolled.ckptMu, when it raises it and no truncation happened since the
-// work was taken (truncations). A failed write is logged and keeps the
-// older value (safe: recovery reads more). REQUIRES: flushMu held, mu not
-// held; every segment below offset and the directory are durable.
-func (p *Partition) raiseRecoveryPoint(offset int64, truncations uint64) {
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	if p.truncations.Load() != truncations || offset <= p.rolled.recoveryPoint {
-		return
-	}
-	if err := p.ckpt.write(recoveryPointCheckpointFile, offset, true); err != nil {
-		p.logger.Warn("partlog/log: roll: recovery point not persisted", "dir", p.dir, "offset", offset, "err", err)
-		return
-	}
-	p.rolled.recoveryPoint = offset
+// start runs flush on a goroutine of its own every interval until stop.
+func (f *intervalFlusher) start(interval time.Duration, flush func()) {
+	f.quit = make(chan struct{})
+	f.done = make(chan struct{})
+	go func() {
+		defer close(f.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.quit:
+				return
+			case <-t.C:
+			}
+			flush()
+		}
+	}()
 }
 
-// flushSealedBelowLocked makes every segment below off durable and moves
-// the recovery point up to off, under mu, when it is below: for the
-// writers that must not leave sealed segments above the recovery point
-// (compaction, whose output may end below the next segment's base;
-// retention, which raises the log start past them; a follower's roll
-// across an offset gap), since Open cuts the log at the first segment
-// above the recovery point that ends before the next one begins. off is a
-// segment base at or below the active segment's. A failed fsync fails the
-// partition; a failed checkpoint write is returned and changes nothing
-// else. REQUIRES: mu held.
-func (p *Partition) flushSealedBelowLocked(off int64) error {
-	p.rolled.ckptMu.Lock()
-	rp := p.rolled.recoveryPoint
-	p.rolled.ckptMu.Unlock()
-	if rp >= off {
-		return nil
-	}
-	snap := p.segs.Load()
-	for _, seg := range snap.list {
-		if seg == snap.active() || seg.BaseOffset() < p.mu.flushedBelow || seg.BaseOffset() >= off {
-			continue
+// stop ends the FlushInterval goroutine and waits for it. Safe to call
+// more than once, and when it never started. REQUIRES: flushMu and mu not
+// held (the goroutine's flush takes them).
+func (f *intervalFlusher) stop() {
+	f.once.Do(func() {
+		if f.quit != nil {
+			close(f.quit)
+			<-f.done
 		}
-		if err := p.flushSegment(seg); err != nil {
-			p.failLocked(fmt.Errorf("partlog/log: sync %s: segment %d: %w", p.dir, seg.BaseOffset(), err))
-			return p.mu.failed
-		}
-	}
-	p.mu.flushedBelow = max(p.mu.flushedBelow, off)
-	if p.dirUnsyncedLocked() {
-		if err := p.syncDirSettled(); err != nil {
-			p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
-			return p.mu.failed
-		}
-		p.mu.dirDirty = false
-	}
-	// Raise only: the background flush may have moved it past off since
-	// it was read above.
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	if off <= p.rolled.recoveryPoint {
-		return nil
-	}
-	if err := p.ckpt.write(recoveryPointCheckpointFile, off, true); err != nil {
-		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", p.dir, err)
-	}
-	p.rolled.recoveryPoint = off
-	return nil
+	})
 }

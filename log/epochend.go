@@ -3,20 +3,19 @@ package log
 import (
 	"errors"
 	"fmt"
+
+	"github.com/partlog/partlog/internal/epochs"
 )
 
 // UndefinedEpoch is the epoch of EndOffsetForEpoch's answer when the cache
 // cannot say, with the end offset -1 (Kafka's UNDEFINED_EPOCH and
 // UNDEFINED_EPOCH_OFFSET in OffsetsForLeaderEpoch responses), and the
 // leader epoch of an OffsetForTimestamp answer that has none.
-const UndefinedEpoch int32 = -1
-
-// undefinedEpochOffset is the end offset of EndOffsetForEpoch's answer with
-// UndefinedEpoch.
-const undefinedEpochOffset int64 = -1
+const UndefinedEpoch int32 = -1 // = epochs.Undefined
 
 // ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
-// epoch below the latest one in the leader epoch cache, or negative:
+// epoch below the latest one in the leader epoch cache, or negative, and
+// by SetLeaderEpoch (when stamping) for one below the latest:
 // recording it would rewrite which leader wrote the batches already there.
 // Kafka error code: FENCED_LEADER_EPOCH (74).
 var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
@@ -26,7 +25,8 @@ var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
 // replica does when it becomes leader, before its first batch in the epoch
 // (Kafka's assignEpochStartOffset). The entry is durable in
 // leaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
-// crash keeps it (Open keeps an entry that starts at the log end). An
+// crash keeps it until Open, which removes an entry that starts at the log
+// end (no batch of it was appended), as Kafka's loader does. An
 // epoch equal to the latest cached one changes nothing (Kafka's assign);
 // a lower or negative one gives ErrStaleLeaderEpoch. Under
 // Config.StampLeaderEpoch the epoch also becomes the one AppendBatch stamps
@@ -40,11 +40,7 @@ func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
 	if offset != p.mu.end.Offset {
 		return fmt.Errorf("%w: leader epoch %d would start at offset %d, the log end offset is %d", ErrUnexpectedOffset, epoch, offset, p.mu.end.Offset)
 	}
-	if n := len(p.mu.epochs); epoch < 0 || n > 0 && epoch < p.mu.epochs[n-1].Epoch {
-		latest := UndefinedEpoch
-		if n > 0 {
-			latest = p.mu.epochs[n-1].Epoch
-		}
+	if latest, ok := p.mu.epochs.Latest(); epoch < 0 || ok && epoch < latest {
 		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
 	}
 	if err := p.assignEpochLocked(epoch, offset); err != nil {
@@ -80,43 +76,18 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return UndefinedEpoch, undefinedEpochOffset, ErrClosed
+		return UndefinedEpoch, epochs.UndefinedOffset, ErrClosed
 	}
-	es := p.mu.epochs
-	n := len(es)
-	switch {
-	case requested == UndefinedEpoch:
-		return UndefinedEpoch, undefinedEpochOffset, nil
-	case n > 0 && es[n-1].Epoch == requested:
-		return requested, p.mu.end.Offset, nil
-	}
-	// higher: the first entry above requested; entries increase.
-	higher := 0
-	for higher < n && es[higher].Epoch <= requested {
-		higher++
-	}
-	switch {
-	case higher == n:
-		return UndefinedEpoch, undefinedEpochOffset, nil
-	case higher == 0:
-		return requested, es[0].StartOffset, nil
-	}
-	return es[higher-1].Epoch, es[higher].StartOffset, nil
+	epoch, endOffset = p.mu.epochs.EndOffsetFor(requested, p.mu.end.Offset)
+	return epoch, endOffset, nil
 }
 
-// epochsForListOffsets returns the leader epochs of OffsetForTimestamp's
+// listOffsetsEpochs returns the leader epochs of OffsetForTimestamp's
 // Latest and Earliest answers, as Kafka's log answers them: the latest
 // cached epoch, and the first entry's epoch when it starts at or below the
 // log start offset (UndefinedEpoch otherwise, or with an empty cache).
-func (p *Partition) epochsForListOffsets() (latest, earliest int32) {
+func (p *Partition) listOffsetsEpochs() (latest, earliest int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	latest, earliest = UndefinedEpoch, UndefinedEpoch
-	if n := len(p.mu.epochs); n > 0 {
-		latest = p.mu.epochs[n-1].Epoch
-		if p.mu.epochs[0].StartOffset <= p.logStart.Load() {
-			earliest = p.mu.epochs[0].Epoch
-		}
-	}
-	return latest, earliest
+	return p.mu.epochs.ListOffsetsEpochs(p.logStart.Load())
 }

@@ -1,12 +1,6 @@
 package log
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
-	"slices"
-
-	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
 )
 
@@ -60,139 +54,10 @@ type EpochStart struct {
 func (p *Partition) LeaderEpochs() []EpochStart {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]EpochStart, len(p.mu.epochs))
-	for i, e := range p.mu.epochs {
+	es := p.mu.epochs.Entries()
+	out := make([]EpochStart, len(es))
+	for i, e := range es {
 		out[i] = EpochStart{Epoch: e.Epoch, StartOffset: e.StartOffset}
 	}
 	return out
-}
-
-// assignEpochLocked records that leader epoch starts at offset start
-// (the log end offset) when epoch is higher than every epoch in the cache,
-// and writes the cache durably before returning (Kafka's
-// LeaderEpochFileCache.assign: the checkpoint never misses an entry a
-// batch depends on). Entries starting at or after start are replaced
-// (Kafka's rule: at most one epoch starts at an offset). A negative or
-// not higher epoch changes nothing and costs nothing; on a failed write
-// the cache is as before. REQUIRES: mu held.
-func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
-	n := len(p.mu.epochs)
-	if epoch < 0 || n > 0 && epoch <= p.mu.epochs[n-1].Epoch {
-		return nil
-	}
-	if err := p.syncBeforeEpochLocked(start); err != nil { // lostend.go
-		return err
-	}
-	old, oldDirty := p.mu.epochs, p.mu.epochsDirty
-	i := n
-	for i > 0 && p.mu.epochs[i-1].StartOffset >= start {
-		i--
-	}
-	entry := checkpoint.EpochEntry{Epoch: epoch, StartOffset: start}
-	if i == n {
-		p.mu.epochs = append(old, entry) // old keeps its length: a revert restores it
-	} else {
-		p.mu.epochs = append(old[:i:i], entry) // a new array: old stays intact
-	}
-	p.mu.epochsDirty = true
-	if err := p.writeEpochsLocked(); err != nil {
-		p.mu.epochs, p.mu.epochsDirty = old, oldDirty
-		return err
-	}
-	return nil
-}
-
-// observeEpochLocked adds bt's leader epoch to the cache when it is newer
-// than the last entry. Entries starting at or after bt's base offset are
-// dropped first, as assignEpochLocked does (Kafka's assign keeps the cache
-// increasing in both epoch and start offset): recovery replays batches
-// from the recovery point, which may lie below entries the checkpoint file
-// already holds, and a follower may have copied epochs that went down.
-// REQUIRES: mu held (or Open's single goroutine).
-func (p *Partition) observeEpochLocked(bt batch.Batch) {
-	e, start := bt.PartitionLeaderEpoch(), bt.BaseOffset()
-	if e < 0 {
-		return
-	}
-	n := len(p.mu.epochs)
-	if n > 0 && e <= p.mu.epochs[n-1].Epoch {
-		return
-	}
-	i := n
-	for i > 0 && p.mu.epochs[i-1].StartOffset >= start {
-		i--
-	}
-	p.mu.epochs = append(p.mu.epochs[:i], checkpoint.EpochEntry{Epoch: e, StartOffset: start})
-	p.mu.epochsDirty = true
-}
-
-// truncateEpochsFromEndLocked removes the entries of epochs starting at or
-// after end (their batches are gone). REQUIRES: mu held.
-func (p *Partition) truncateEpochsFromEndLocked(end int64) {
-	i := len(p.mu.epochs)
-	for i > 0 && p.mu.epochs[i-1].StartOffset >= end {
-		i--
-	}
-	if i < len(p.mu.epochs) {
-		p.mu.epochs = p.mu.epochs[:i]
-		p.mu.epochsDirty = true
-	}
-}
-
-// truncateEpochsFromStartLocked drops the entries wholly below start and
-// moves the one holding start up to it (Kafka's truncateFromStart).
-// REQUIRES: mu held.
-func (p *Partition) truncateEpochsFromStartLocked(start int64) {
-	if len(p.mu.epochs) == 0 {
-		return
-	}
-	i := 0
-	for i+1 < len(p.mu.epochs) && p.mu.epochs[i+1].StartOffset <= start {
-		i++
-	}
-	if i > 0 {
-		// Also when entry i starts exactly at start: the ones before it
-		// name no remaining batch.
-		p.mu.epochs = slices.Delete(p.mu.epochs, 0, i)
-		p.mu.epochsDirty = true
-	}
-	if p.mu.epochs[0].StartOffset < start {
-		p.mu.epochs[0].StartOffset = start
-		p.mu.epochsDirty = true
-	}
-}
-
-// writeEpochsLocked persists the cache when it changed. REQUIRES: mu held.
-func (p *Partition) writeEpochsLocked() error {
-	if !p.mu.epochsDirty {
-		return nil
-	}
-	if err := checkpoint.WriteLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, leaderEpochCheckpointFile), p.mu.epochs); err != nil {
-		return fmt.Errorf("partlog/log: %s: leader epoch checkpoint: %w", p.dir, err)
-	}
-	p.mu.epochsDirty = false
-	return nil
-}
-
-// readEpochs loads the leader epoch checkpoint at Open; a file that does
-// not parse goes to the recovery policy (nil: start without it).
-func (p *Partition) readEpochs() error {
-	entries, err := checkpoint.ReadLeaderEpochs(p.cfg.FS, filepath.Join(p.dir, leaderEpochCheckpointFile))
-	switch {
-	case errors.Is(err, errNotExist):
-		return nil
-	case err != nil:
-		return p.checkpointProblem(leaderEpochCheckpointFile, err)
-	}
-	// Keep only a strictly increasing prefix (a well-formed cache).
-	for i, e := range entries {
-		if i > 0 && (e.Epoch <= entries[i-1].Epoch || e.StartOffset < entries[i-1].StartOffset) {
-			p.logger.Warn("partlog/log: leader epoch checkpoint out of order; ignoring the rest", "dir", p.dir, "entry", i)
-			entries = entries[:i]
-			p.mu.epochsDirty = true
-			break
-		}
-	}
-	p.mu.epochs = entries
-	return nil
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// epochsOf derives the leader epoch cache a log of batches implies: for
-// each leader epoch higher than every earlier one, the base offset of its
-// first batch, the first entry moved up to the log start offset.
+// epochsOf derives the leader epoch cache a log of batches with rising
+// epochs implies: for each leader epoch higher than every earlier one, the
+// base offset of its first batch, the first entry moved up to the log
+// start offset.
 func epochsOf(bs []batch.Batch, logStart int64) []plog.EpochStart {
 	var out []plog.EpochStart
 	for _, b := range bs {
@@ -293,8 +294,8 @@ func TestAppendWithoutNewEpochDoesNotSync(t *testing.T) {
 	require.Zero(t, syncs)
 	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 505}}, p.LeaderEpochs())
 
-	// A lower epoch is stamped but starts nothing; no write.
-	require.NoError(t, p.SetLeaderEpoch(1))
+	// A lower epoch is refused (ErrStaleLeaderEpoch); no write.
+	require.ErrorIs(t, p.SetLeaderEpoch(1), plog.ErrStaleLeaderEpoch)
 	_, err = p.AppendBatch(b)
 	require.NoError(t, err)
 	require.Zero(t, syncs)
@@ -302,7 +303,9 @@ func TestAppendWithoutNewEpochDoesNotSync(t *testing.T) {
 
 // TestSetLeaderEpochReplacesEmptyEpoch: two leader changes without an
 // append in between leave one entry at the log end (Kafka's assign
-// removes entries at or after the new start), and it survives a reopen.
+// removes entries at or after the new start); a reopen removes it, as
+// Kafka's loader does (truncateFromEnd(logEndOffset)): no batch of it was
+// appended.
 func TestSetLeaderEpochReplacesEmptyEpoch(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "orders-0")
 	cfg := plog.Config{StampLeaderEpoch: true}
@@ -323,7 +326,79 @@ func TestSetLeaderEpochReplacesEmptyEpoch(t *testing.T) {
 	require.NoError(t, err)
 	defer q.Close()
 	require.NoError(t, q.SetLeaderEpoch(9))
-	require.Equal(t, []plog.EpochStart{{Epoch: 0, StartOffset: 0}, {Epoch: 5, StartOffset: 4}}, q.LeaderEpochs())
+	require.Equal(t, []plog.EpochStart{{Epoch: 0, StartOffset: 0}}, q.LeaderEpochs())
+}
+
+// TestEpochAtLogEndRemovedLikeKafka is the Kafka-semantics issue's fourth
+// case: a leader recorded epoch 5 at the log end and appended nothing
+// before it lost its leadership. Kafka's truncateTo removes that entry
+// even when it cuts nothing (truncateFromEnd(logEndOffset) for a target at
+// or past the log end), and so does its loader on Open; then
+// EndOffsetForEpoch(5) answers (-1, -1), not (5, 5), so that a follower
+// following Kafka's fetch protocol does not truncate to 5 on every fetch.
+// On 86b910c the entry stayed after both.
+func TestEpochAtLogEndRemovedLikeKafka(t *testing.T) {
+	for _, how := range []string{"TruncateTo at the log end", "TruncateTo past the log end", "reopen"} {
+		t.Run(how, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "orders-0")
+			cfg := plog.Config{StampLeaderEpoch: true, LeaderEpoch: 3}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			_, err = p.AppendBatch(logtest.MakeBatch(5, 10, 1_700_000_000_000, 0))
+			require.NoError(t, err)
+			require.NoError(t, p.SetLeaderEpoch(5))
+			require.Equal(t, []plog.EpochStart{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 5}}, p.LeaderEpochs())
+			switch how {
+			case "TruncateTo at the log end":
+				require.NoError(t, p.TruncateTo(5))
+			case "TruncateTo past the log end":
+				require.NoError(t, p.TruncateTo(50))
+			default:
+				require.NoError(t, p.Close())
+				p, err = plog.Open(dir, plog.Config{StampLeaderEpoch: true})
+				require.NoError(t, err)
+			}
+			defer p.Close()
+			require.Equal(t, []plog.EpochStart{{Epoch: 3, StartOffset: 0}}, p.LeaderEpochs())
+			e, off, err := p.EndOffsetForEpoch(5)
+			require.NoError(t, err)
+			require.Equal(t, [2]int64{-1, -1}, [2]int64{int64(e), off})
+			require.Equal(t, int64(5), p.LogEndOffset())
+			b, err := os.ReadFile(filepath.Join(dir, plog.LeaderEpochCheckpointFile))
+			require.NoError(t, err)
+			require.Equal(t, "0\n1\n3 0\n", string(b), "durable")
+		})
+	}
+}
+
+// TestFollowerLowerEpochCutsCache: a follower that copies a batch of an
+// epoch lower than the cache's latest cuts the cache back to it, as
+// Kafka's LeaderEpochFileCache.assign does (the entries of an epoch at or
+// above it, or starting at or after it, go). On 86b910c the batch was
+// ignored and the cache kept epoch 5 for offsets the lower epoch wrote.
+// The cache is durable: a reopen finds it.
+func TestFollowerLowerEpochCutsCache(t *testing.T) {
+	mem := vfs.NewMem()
+	const dir = "/data/lower-0"
+	p, err := plog.Open(dir, plog.Config{FS: mem})
+	require.NoError(t, err)
+	follow := func(epoch int32, n int) {
+		b := batch.Batch(logtest.MakeBatch(n, 10, 1_700_000_000_000, byte(epoch)))
+		b.SetBaseOffset(p.LogEndOffset())
+		b.SetPartitionLeaderEpoch(epoch)
+		_, err := p.AppendAssigned(b)
+		require.NoError(t, err)
+	}
+	follow(2, 3) // 0-2
+	follow(5, 2) // 3-4
+	follow(4, 2) // 5-6
+	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 4, StartOffset: 5}}
+	require.Equal(t, want, p.LeaderEpochs())
+	require.NoError(t, p.Close())
+	q, err := plog.Open(dir, plog.Config{FS: mem})
+	require.NoError(t, err)
+	defer q.Close()
+	require.Equal(t, want, q.LeaderEpochs())
 }
 
 // killEpochsChildEnv names the directory TestKillLeaderEpochsHelperProcess
@@ -483,12 +558,13 @@ func TestRecoveryEpochsBelowCheckpointEntries(t *testing.T) {
 
 // TestDeleteRecordsToEndThenRollKeepsEpochs: DeleteRecordsBefore up to the
 // log end cannot remove the active segment; a roll then leaves it wholly
-// below the log start, before an empty segment at the log start. Open
-// removes that segment, and the leader epoch cache stays what
-// DeleteRecordsBefore made of it (the first entry moved up to the log
-// start, Kafka's truncateFromStart), after a clean reopen and after a
-// crash, as logtest's model says: only a TruncateFullyAndStartAt empties
-// the cache (TestStateMachine found it emptied: [] for [{0 1}]).
+// below the log start, before an empty segment at the log start. Until a
+// reopen the leader epoch cache stays what DeleteRecordsBefore made of it
+// (the first entry moved up to the log start, Kafka's truncateFromStart;
+// TestStateMachine once found it emptied). Open, after a clean close or a
+// crash, then removes that entry, which starts at the log end, as Kafka's
+// LogLoader does (truncateFromEnd(nextOffset)), and logtest's model says
+// the same.
 func TestDeleteRecordsToEndThenRollKeepsEpochs(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
@@ -528,10 +604,58 @@ func TestDeleteRecordsToEndThenRollKeepsEpochs(t *testing.T) {
 				require.NoError(t, err)
 				m.Reopen()
 			}
-			require.Equal(t, want, p.LeaderEpochs())
+			require.Empty(t, p.LeaderEpochs(), "the entry at the log end goes on Open")
 			require.NoError(t, logtest.Check(p, m))
 			require.Len(t, p.SegmentInfos(), 1)
 			require.NoError(t, p.Close())
 		})
 	}
+}
+
+// TestEpochOfBatchBelowLogStartAfterTruncateAndCrash is a TestStateMachine
+// history (rapid seed 17622019715672729009, not replayable: whether the
+// crash kept a roll's segment decided it) made deterministic. Every record
+// deleted (DeleteRecordsBefore up to the log end) leaves the leader epoch
+// cache with its first entry moved up to the log start, which is the log
+// end; a batch appended after it and cut again by TruncateTo takes that
+// entry with it (it starts at the new end, Kafka's truncateFromEnd). A
+// crash then reopens through recovery, which reads the segment holding the
+// recovery point from its base: the batch below the log start is read
+// again and its epoch moved up to the log start, an entry at the log end.
+// docs/crash-safety.md ("Leader epochs") allows exactly that: after a
+// crash the cache is the one the surviving batches imply, plus at most one
+// entry at the log end; the model took only an entry it had itself.
+func TestEpochOfBatchBelowLogStartAfterTruncateAndCrash(t *testing.T) {
+	mem := vfs.NewMem()
+	dir := "/data/epochs-0"
+	cfg := plog.Config{FS: mem, SegmentIndexBytes: 1024}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	m := logtest.NewModel(0, false)
+
+	b := batch.Batch(logtest.MakeBatch(1, 5, 1, 1))
+	b.SetPartitionLeaderEpoch(0)
+	_, err = p.AppendAssigned(b)
+	require.NoError(t, err)
+	require.NoError(t, m.Append(b))
+	require.NoError(t, p.DeleteRecordsBefore(1))
+	require.NoError(t, m.DeleteRecordsBefore(1))
+	require.Equal(t, []plog.EpochStart{{Epoch: 0, StartOffset: 1}}, p.LeaderEpochs())
+
+	next := logtest.MakeBatch(4, 0, 2, 2)
+	base, err := p.AppendBatch(next)
+	require.NoError(t, err)
+	require.NoError(t, m.AppendBatch(next, base))
+	require.NoError(t, p.TruncateTo(3))
+	require.NoError(t, m.TruncateTo(3))
+	require.NoError(t, logtest.Check(p, m))
+
+	clone := mem.CrashClone(vfs.CrashOptions{})
+	require.NoError(t, p.Close())
+	cfg.FS = clone
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
+	require.NoError(t, logtest.Check(p, m))
 }

@@ -73,9 +73,7 @@ func (p *Partition) FlushRolled() error { return p.flushRolled() }
 
 // RecoveryPoint returns the recovery point last persisted (-1: none).
 func (p *Partition) RecoveryPoint() int64 {
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	return p.rolled.recoveryPoint
+	return p.dur.currentRecoveryPoint()
 }
 
 // Kafka's defaults the external tests compare with.
@@ -90,16 +88,16 @@ func (p *Partition) FS() vfs.FS { return p.cfg.FS }
 // PrepareSpare makes the next segment's spare now, as the goroutine an
 // append past half the segment starts (which WithManualRollFlush leaves
 // to the test).
-func (p *Partition) PrepareSpare() { p.prepareSpare() }
+func (p *Partition) PrepareSpare() { p.dur.spare.prepare() }
 
 // HasSpare reports whether the partition holds a spare segment.
 func (p *Partition) HasSpare() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.nextSeg.seg != nil
+	return p.dur.spare.readyLocked()
 }
 
 // SpareIdleCheck runs the check a timer runs every spareIdleAfter while the
 // partition holds a spare: it removes the spare when no append came since
 // the spare was made or the last check.
-func (p *Partition) SpareIdleCheck() { p.spareIdleCheck() }
+func (p *Partition) SpareIdleCheck() { p.dur.spare.idleCheck() }

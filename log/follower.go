@@ -52,7 +52,7 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 	if newBase > end {
 		// The new, empty segment is the log's end until bt is written.
 		p.mu.end = position{Offset: newBase, SegBase: newBase, Pos: 0}
-		if !p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend() {
+		if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
 			p.mu.hw = p.mu.end
 		}
 	}
@@ -123,8 +123,8 @@ func (p *Partition) settleEmptyTail(list []*segment.Segment, logStart int64, hav
 		if err := remove(list[:n-1]); err != nil {
 			return list, err
 		}
-		if len(p.mu.epochs) > 0 && p.mu.epochs[0].StartOffset < b {
-			p.mu.epochs, p.mu.epochsDirty = nil, true
+		if first, ok := p.mu.epochs.First(); ok && first.StartOffset < b {
+			p.mu.epochs.Clear()
 		}
 		return list[n-1:], nil
 	case haveLogStart && logStart > prev.NextOffset():

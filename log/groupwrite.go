@@ -12,9 +12,10 @@ import (
 // fdatasync anyway does not write its batch itself: under mu it takes its
 // offsets, checks and records its producer state as any append does, and
 // copies the stored batch (the patched header, then the records) into
-// mu.queued; the group syncer writes everything queued with one write
-// (segment.AppendBatches) under mu right before it takes the write
-// sequence number its fdatasync covers (groupSyncFlushLocked). So a cycle
+// the durability part's queue (dur.queue, guarded by mu); the group syncer
+// writes everything queued with one write (segment.AppendBatches) under mu
+// right before it takes the write sequence number its fdatasync covers
+// (syncRound). So a cycle
 // of the group commit costs one write syscall instead of one per
 // appender, the appenders' critical sections are memory copies, and no
 // append writes to the .log while an fdatasync of it runs (appenders that
@@ -47,9 +48,9 @@ import (
 // the error; none of them was acknowledged, and a reopen recovers the log
 // from its files (a torn tail is cut by recovery).
 
-// queuedWrites is the batches appenders queued for the group syncer's
-// write (in mu).
-type queuedWrites struct {
+// writeQueue is the batches appenders queued for the group syncer's
+// write. Guarded by the partition's mu.
+type writeQueue struct {
 	// buf holds the queued batches back to back, offsets assigned.
 	buf []byte
 	// n counts the batches in buf.
@@ -62,11 +63,42 @@ type queuedWrites struct {
 // writes the queue first (a huge batch is written by its own append).
 const maxQueuedBytes = 1 << 20
 
+// fits reports whether a batch of size bytes may join the queue.
+func (q *writeQueue) fits(size int64) bool {
+	return int64(len(q.buf))+size <= maxQueuedBytes
+}
+
+// add queues the batch made of the stored header h and body, to be written
+// at byte segSize of the active segment at segBase (the queue's bytes
+// follow). body may alias a mapped file: a fault reading it is returned
+// and leaves the queue as it was.
+func (q *writeQueue) add(h batch.Batch, body []byte, segBase, segSize int64) error {
+	n := len(q.buf)
+	q.buf = append(q.buf, h...)
+	if err := copyGuarded(&q.buf, body); err != nil {
+		q.buf = q.buf[:n]
+		return err
+	}
+	q.n++
+	q.end = position{Offset: h.NextOffset(), SegBase: segBase, Pos: segSize + int64(len(q.buf))}
+	return nil
+}
+
+// reset empties the queue once it was written or dropped, keeping its
+// buffer unless it grew past maxQueuedBytes.
+func (q *writeQueue) reset() {
+	q.n = 0
+	if cap(q.buf) > maxQueuedBytes {
+		q.buf = nil // a huge queue is not kept
+	}
+	q.buf = q.buf[:0]
+}
+
 // appendEndLocked returns the offset the next appended batch gets: the end
 // of the queued batches, or the log end offset. REQUIRES: mu held.
 func (p *Partition) appendEndLocked() int64 {
-	if p.mu.queued.n > 0 {
-		return p.mu.queued.end.Offset
+	if q := &p.dur.queue; q.n > 0 {
+		return q.end.Offset
 	}
 	return p.mu.end.Offset
 }
@@ -100,10 +132,10 @@ func (p *Partition) lockReader() { p.mu.Lock() }
 // below); an error (a fault reading body, which is the caller's memory)
 // changes nothing either. REQUIRES: mu held, the partition writable.
 func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) {
-	q := &p.mu.queued
+	q := &p.dur.queue
 	size := int64(batch.HeaderSize + len(body))
-	if !p.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
-		int64(len(q.buf))+size > maxQueuedBytes || p.startsEpochLocked(h.PartitionLeaderEpoch()) {
+	if !p.dur.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
+		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
 		return false, nil
 	}
 	active := p.segs.Load().active()
@@ -116,18 +148,13 @@ func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) 
 		active.ShouldRoll(h, p.cfg.SegmentBytes, p.mu.rollAfter, p.cfg.Now()) != segment.RollNone {
 		return false, nil
 	}
-	n := len(q.buf)
-	q.buf = append(q.buf, h...)
-	if err := copyGuarded(&q.buf, body); err != nil {
-		q.buf = q.buf[:n]
+	if err := q.add(h, body, active.BaseOffset(), active.Size()); err != nil {
 		return false, fmt.Errorf("partlog/log: append to %s: reading the %d-byte batch given: %w", p.dir, size, err)
 	}
-	q.n++
-	q.end = position{Offset: h.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size() + int64(len(q.buf))}
 	p.noteWriteLocked(active, h.NextOffset()-h.BaseOffset())
 	p.stats.noteAppend(h)
-	p.maybePrepareSpareLocked(active) // spare.go
-	p.observeProducerLocked(h)        // producer.go; the header is enough
+	p.dur.spare.maybePrepareLocked(active)
+	p.observeProducerLocked(h) // producer.go; the header is enough
 	return true, nil
 }
 
@@ -140,33 +167,19 @@ func copyGuarded(dst *[]byte, src []byte) (err error) {
 	return nil
 }
 
-// startsEpochLocked reports whether a batch stamped with epoch would add
-// an entry to the leader epoch cache (assignEpochLocked), which must be
-// durable before the batch is written: such an append is not queued.
-// REQUIRES: mu held.
-func (p *Partition) startsEpochLocked(epoch int32) bool {
-	n := len(p.mu.epochs)
-	return epoch >= 0 && (n == 0 || epoch > p.mu.epochs[n-1].Epoch)
-}
-
 // writeQueuedLocked writes the queued batches into the active segment
 // with one write and publishes them (mu.end, the bounds). On a failed
 // write it fails the partition; when the partition is closed or failed
 // already, the queue is dropped (its appenders get that error from their
 // sync). REQUIRES: mu held.
 func (p *Partition) writeQueuedLocked() {
-	q := &p.mu.queued
+	q := &p.dur.queue
 	if q.n == 0 {
 		return
 	}
 	n, end := q.n, q.end
 	q.n = 0
-	defer func() {
-		if cap(q.buf) > maxQueuedBytes {
-			q.buf = nil // a huge queue is not kept
-		}
-		q.buf = q.buf[:0]
-	}()
+	defer q.reset()
 	if p.checkWritableLocked() != nil {
 		return
 	}

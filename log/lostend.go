@@ -30,24 +30,45 @@ import (
 // entry then never outlives the batches below it unnoticed. Under the
 // other policies it does nothing. A failed fsync fails the partition; a
 // failed checkpoint write is returned, and the entry is not written.
-// REQUIRES: mu held, rolled.ckptMu not held.
+// REQUIRES: mu held, ckptMu not held.
 func (p *Partition) syncBeforeEpochLocked(start int64) error {
-	if !p.syncEveryAppend() {
+	if !p.dur.syncEveryAppend() {
 		return nil
 	}
 	if err := p.flushLocked(); err != nil {
-		p.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", p.dir, start, err))
-		return p.mu.failed
+		return p.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", p.dir, start, err))
 	}
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	if start <= p.rolled.recoveryPoint {
+	return p.dur.raiseRecoveryPointNowLocked(start)
+}
+
+// assignEpochLocked records that epoch starts at start, the log end, in
+// the leader epoch cache and writes it (epochs.Cache.Assign), making the
+// log below start durable first when the entry is new
+// (syncBeforeEpochLocked). REQUIRES: mu held.
+func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
+	if p.mu.epochs.Changes(epoch, start) {
+		if err := p.syncBeforeEpochLocked(start); err != nil {
+			return err
+		}
+	}
+	return p.mu.epochs.Assign(epoch, start)
+}
+
+// raiseRecoveryPointNowLocked persists offset as the recovery point when
+// it raises it, durably before it returns (never deferred, as a Dir's
+// store may defer a lazy write), for a writer about to write a file whose
+// meaning depends on it. REQUIRES: mu held, ckptMu not held; every batch
+// below offset and the directory are durable.
+func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if offset <= d.recoveryPoint {
 		return nil
 	}
-	if err := p.ckpt.write(recoveryPointCheckpointFile, start, false); err != nil {
-		return fmt.Errorf("partlog/log: %s: recovery point checkpoint before leader epoch entry at offset %d: %w", p.dir, start, err)
+	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, false); err != nil {
+		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
 	}
-	p.rolled.recoveryPoint = start
+	d.recoveryPoint = offset
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/epochs"
 	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -65,53 +66,19 @@ type Partition struct {
 	// leaderEpoch is stamped into appended batches when
 	// cfg.StampLeaderEpoch is set.
 	leaderEpoch atomic.Int32
-	// syncedSeq is the write sequence number (mu.writeSeq) the last
-	// successful fdatasync covered. Written under flushMu, read by anyone.
-	syncedSeq atomic.Uint64
 
 	// flushMu serializes flushes and group syncs (one syncer at a time)
 	// and Close. Lock order: flushMu, then mu. Appenders take it after
 	// they released mu.
 	flushMu sync.Mutex
-	// syncFile is the group syncer's handle on the active .log. Guarded
-	// by flushMu.
-	syncFile syncHandle
-	// group coordinates appenders waiting for a group sync
-	// (FlushMessages == 1): at most one of them syncs at a time
-	// (syncing), the others wait on cond and are woken when it is done.
-	// Lock order: group.mu is never held while taking flushMu or mu.
-	group struct {
-		mu      sync.Mutex
-		cond    *sync.Cond
-		syncing bool
-		// last is how many appends the last group sync covered (guarded
-		// by mu); written mirrors mu.writeSeq for the gathering syncer
-		// (gatherAppenders), which holds no lock.
-		last    uint64
-		written atomic.Uint64
-	}
-	// rolled is the work a roll leaves to the background: the flush of
-	// the sealed segments, their snapshots and the recovery point
-	// (durability.go).
-	rolled rolledWork
-	// spareFiles is held while a spare segment's files are created or
-	// removed (spare.go); taken after mu when both are held. spareMade
-	// is the spare just created, until the goroutine that made it (or a
-	// roll that waited for it) takes it; spareLive is set while a spare's
-	// files exist under the spare names (made, until adopted or
-	// discarded), so that no second one is created over them. Both are
-	// guarded by spareFiles.
-	spareFiles sync.Mutex
-	spareMade  *segment.Segment
-	spareLive  bool
-	// adopting lists the segments a roll adopted whose files still
-	// carry the spare's names (spare.go).
-	adopting adoptions
-	// flusher is the FlushInterval goroutine; set by Open.
-	flusher struct {
-		stop, done chan struct{}
-		once       sync.Once
-	}
+	// rolled is the lock of the checkpoint and snapshot files a roll's
+	// background flush writes without mu (flush.go).
+	rolled checkpointLock
+	// dur is the durability part: flush policies, group commit, the
+	// roll's background flush, the recovery point, the spare segment
+	// (durability.go; DESIGN.md, "Parts of a Partition: durability").
+	// Its fields say which lock guards each.
+	dur durability
 
 	// mu serializes every writer: appends, rolls, truncation, retention,
 	// high watermark moves, Sync and Close. Lock order: mu, then a
@@ -133,46 +100,17 @@ type Partition struct {
 		// rollAfter is the active segment's time limit: SegmentTime
 		// minus its jitter; math.MaxInt64 when time rolls are off.
 		rollAfter time.Duration
-		// flushedBelow: every segment whose base is below it was flushed
-		// after it was sealed. Sync flushes the rest.
-		flushedBelow int64
 		// dirDirty is set when files were created, renamed or removed
 		// since the directory was last synced.
 		dirDirty bool
-		// dirSyncing is set while the group syncer has taken (and
-		// cleared) dirDirty but not yet synced the directory, which it
-		// does without mu: a writer that flushes under mu alone meanwhile
-		// must sync the directory itself (durability.go, dirUnsynced).
-		dirSyncing bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
-		// unflushedRecords counts records appended since the last full
-		// flush (FlushMessages > 1).
-		unflushedRecords int64
-		// unsynced holds the segments written since the group syncer
-		// last took the list, each with a reference (FlushMessages ==
-		// 1); spare is the other buffer the syncer swaps in.
-		unsynced, spare []*segment.Segment
-		// hwCheckpoint is the high watermark last persisted (-1 when
-		// none). The recovery point is rolled.recoveryPoint.
-		hwCheckpoint int64
-		// rollTarget is the base of the newest segment a roll created
-		// whose predecessors' background flush is pending (0 when none),
-		// and rollTruncations the truncation count at that roll;
-		// rollQueued is set while a background flush is scheduled and
-		// has not yet taken its work; rollSnapshots are the producer
-		// snapshots rolls took, not yet written (durability.go).
-		rollTarget      int64
-		rollTruncations uint64
-		rollQueued      bool
-		rollSnapshots   []rollSnapshot
-		// epochs is the leader epoch cache (LeaderEpochs); epochsDirty
-		// is set when it differs from the checkpoint file.
-		epochs      []checkpoint.EpochEntry
-		epochsDirty bool
-		// queued is what appenders queued for the group syncer's write
-		// (FlushMessages == 1, groupwrite.go).
-		queued queuedWrites
+		// rollSnapshots are the producer snapshots rolls took, not yet
+		// written (flush.go).
+		rollSnapshots []rollSnapshot
+		// epochs is the leader epoch cache (LeaderEpochs) and its
+		// checkpoint file (epochs.go, internal/epochs).
+		epochs epochs.Cache
 		// header is AppendBatch's scratch: the stored header of the
 		// batch being appended, patched here and never in the caller's
 		// bytes.
@@ -185,8 +123,6 @@ type Partition struct {
 		// (lockWriter); only SetHighWatermark, LeaderEpochs and the
 		// read-only calls of lockReader run.
 		truncating *segment.Segment
-		// nextSeg is the next segment made ahead of the roll (spare.go).
-		nextSeg nextSegment
 	}
 	// truncated is signalled (with mu held) when TruncateTo clears
 	// mu.truncating. Its Locker is &mu.Mutex.
@@ -294,9 +230,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
-	p.group.cond = sync.NewCond(&p.group.mu)
+	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
 	p.truncated.L = &p.mu.Mutex
-	p.mu.hwCheckpoint = -1
 	fs := cfg.FS
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
@@ -361,8 +296,15 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			haveHW = false
 		}
 	}
-	if err := p.readEpochs(); err != nil {
-		return nil, err
+	// The leader epoch cache (epochs.go); a file that does not parse goes
+	// to the recovery policy (ignored: start without it).
+	p.mu.epochs = epochs.New(fs, filepath.Join(dir, leaderEpochCheckpointFile))
+	if dropped, err := p.mu.epochs.Load(); err != nil {
+		if err := p.checkpointProblem(leaderEpochCheckpointFile, err); err != nil {
+			return nil, err
+		}
+	} else if dropped >= 0 {
+		p.logger.Warn("partlog/log: leader epoch checkpoint out of order; ignoring the rest", "dir", dir, "entry", dropped)
 	}
 	dc, err := p.checkDir(clean, cpStart, haveCP, recoveryPoint, haveRP)
 	if err != nil {
@@ -389,10 +331,10 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		clean = true // nothing to recover
 	}
 	if haveRP {
-		p.rolled.recoveryPoint = recoveryPoint
+		p.dur.loadRecoveryPoint(recoveryPoint)
 	} else {
 		recoveryPoint = 0
-		p.rolled.recoveryPoint = -1
+		p.dur.loadRecoveryPoint(-1)
 	}
 
 	var list []*segment.Segment
@@ -433,7 +375,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		// And its recovery point, so that the segments a crash leaves
 		// above it are recovered by the rules for unsynced data
 		// (recoverSegments) from the first roll on.
-		if err := p.setRecoveryPointLocked(base); err != nil {
+		if err := p.dur.setRecoveryPointLocked(base); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
@@ -459,7 +401,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		for from > 0 && list[from].BaseOffset() > recoveryPoint {
 			from--
 		}
-		list, err = p.recoverSegments(list, from, p.rolled.recoveryPoint, cpStart, haveCP, dc.cleanerAt)
+		list, err = p.recoverSegments(list, from, p.dur.currentRecoveryPoint(), cpStart, haveCP, dc.cleanerAt)
 		if err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
@@ -508,16 +450,18 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: cleaner checkpoint: %w", dir, err))
 		}
 	}
-	// Epochs whose batches are gone (a crash, a cut): none may start past
-	// the log end (one starting at it is a leader that has not appended
-	// yet); none below the log start.
-	p.truncateEpochsFromEndLocked(end.Offset + 1)
-	p.truncateEpochsFromStartLocked(start)
+	// Epochs whose batches are gone (a crash, a cut): none may start at or
+	// past the log end (one starting at it is a leader that had not
+	// appended yet: Kafka's LogLoader removes it too, so that a follower
+	// fetching by epoch does not truncate to it again and again); none
+	// below the log start.
+	p.mu.epochs.TruncateFromEnd(end.Offset)
+	p.mu.epochs.TruncateFromStart(start)
 	if cfg.DisableAutoHighWatermark {
 		at := start
 		if haveHW {
 			at = min(max(hwCP, start), end.Offset)
-			p.mu.hwCheckpoint = hwCP
+			p.dur.loadHighWatermarkCheckpoint(hwCP)
 		}
 		hw, err := positionIn(list, at, end)
 		if err != nil {
@@ -526,7 +470,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.mu.hw = hw
 	}
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = active.BaseOffset()
+	p.dur.setFlushedBelowLocked(active.BaseOffset())
 	if !clean {
 		// Make what recovery kept and cut durable before anything is
 		// appended after it, then move the recovery point to the end.
@@ -539,20 +483,20 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 		p.mu.dirDirty = false
-		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
+		if err := p.dur.setRecoveryPointLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-	} else if p.rolled.recoveryPoint < 0 || p.rolled.recoveryPoint > end.Offset {
+	} else if rp := p.dur.currentRecoveryPoint(); rp < 0 || rp > end.Offset {
 		// After a clean shutdown everything is durable: a directory
 		// without a recovery point (one Kafka wrote) gets one before a
 		// roll can leave unsynced segments above it; one past the log
 		// end (settleEmptyTail removed an empty segment after a gap,
 		// whose base it was) moves back to the end.
-		if err := p.setRecoveryPointLocked(end.Offset); err != nil {
+		if err := p.dur.setRecoveryPointLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
-	if err := p.writeEpochsLocked(); err != nil {
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 	}
 	// Producer state: newest snapshot at or below the end, then the log
@@ -578,12 +522,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// newSegments took the snapshot chain's references; the ones Open and Create
 	// returned are the partition's own.
 	p.bounds.store(p.mu.hw, p.mu.end)
-	p.syncedSeq.Store(0)
 	if m != nil && m.flusher != nil {
-		p.rolled.sched = m.flusher // flushes after rolls (durability.go)
-		m.flusher.add(p)           // dirflush.go
+		p.dur.sched = m.flusher // flushes after rolls (durability.go)
+		m.flusher.add(&p.dur)   // dirflush.go
 	} else {
-		p.startFlusher()
+		p.dur.startFlusher()
 	}
 	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
@@ -682,7 +625,10 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 // higher than every epoch of the leader epoch cache is also recorded there
 // at once, starting at the log end offset (as a Kafka broker does when it
 // becomes leader), and written durably to leader-epoch-checkpoint before
-// SetLeaderEpoch returns; on an error (I/O, ErrClosed, ErrFailed) the
+// SetLeaderEpoch returns. An epoch lower than the latest cached one gives
+// ErrStaleLeaderEpoch (a leader's epoch never goes
+// back; batches stamped with it would cut the cache, as a follower's
+// do). On an error (ErrStaleLeaderEpoch, I/O, ErrClosed, ErrFailed) the
 // stamped epoch and the cache are unchanged. Without stamping it only
 // stores the epoch and never fails.
 func (p *Partition) SetLeaderEpoch(epoch int32) error {
@@ -695,8 +641,13 @@ func (p *Partition) SetLeaderEpoch(epoch int32) error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
-	if err := p.assignEpochLocked(epoch, p.mu.end.Offset); err != nil {
-		return err
+	if latest, ok := p.mu.epochs.Latest(); ok && epoch >= 0 && epoch < latest {
+		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
+	}
+	if p.mu.epochs.StartsEpoch(epoch) {
+		if err := p.assignEpochLocked(epoch, p.mu.end.Offset); err != nil {
+			return err
+		}
 	}
 	p.leaderEpoch.Store(epoch)
 	return nil
@@ -759,7 +710,7 @@ func (p *Partition) checkWritableLocked() error {
 // later call (Close included) returns ErrClosed.
 func (p *Partition) Close() error {
 	lock, err := p.close()
-	p.rolled.wg.Wait() // background flushes after a roll; they find ErrClosed
+	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
 	// The directory lock goes last: the goroutines waited for above
 	// write and remove files (a spare's, under names another owner's
 	// spare would take too), so nobody else may own the directory
@@ -780,7 +731,7 @@ func (p *Partition) Close() error {
 // it returns (nil when there is none, or when the partition was closed
 // already).
 func (p *Partition) close() (lock io.Closer, err error) {
-	p.stopFlusher()
+	p.dur.flusher.stop()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.lockWriter()
@@ -791,7 +742,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
-	p.discardSpareLocked() // spare.go
+	p.dur.spare.discardLocked() // spare.go
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {
@@ -810,11 +761,8 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(p.snapshotDurableLocked()) // producer state at the log end
 		}
 	}
-	p.closeSyncFile()
-	for _, seg := range p.mu.unsynced {
-		keep(seg.Unref())
-	}
-	p.mu.unsynced = nil
+	p.dur.closeSyncFile()
+	keep(p.dur.releaseUnsyncedLocked())
 	for _, seg := range snap.list {
 		// Drops the partition's own reference; the files close now or
 		// when the last reader lets go.

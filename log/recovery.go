@@ -224,7 +224,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		if !onePass || guarded {
 			// One pass scans here only to refuse before Recover cuts;
 			// it observes epochs and progress after Recover.
-			prog, onBatch := progress, p.observeEpochLocked
+			prog, onBatch := progress, func(b batch.Batch) { p.mu.epochs.Observe(b.PartitionLeaderEpoch(), b.BaseOffset()) }
 			if onePass {
 				prog, onBatch = nil, nil
 			}
@@ -431,7 +431,7 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, un
 func (p *Partition) observeSegmentEpochs(seg *segment.Segment) error {
 	return walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
 		if !legacy {
-			p.observeEpochLocked(batch.Batch(h))
+			p.mu.epochs.Observe(batch.Batch(h).PartitionLeaderEpoch(), batch.Batch(h).BaseOffset())
 		}
 		return true, nil
 	})

@@ -128,8 +128,8 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	// 4. The epochs of the old batches go, durably, before the old
 	// segments (all below the log start now): once none is left, Open
 	// cannot tell the restart was interrupted.
-	p.mu.epochs, p.mu.epochsDirty = nil, true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	var first error
@@ -151,11 +151,11 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	p.mu.dirDirty = false
 	p.mu.producers.reset()
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = at
+	p.dur.setFlushedBelowLocked(at)
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {
 		return fail(fmt.Errorf("cleaner checkpoint: %w", err))
 	}
-	if err := p.setRecoveryPointLocked(at); err != nil {
+	if err := p.dur.setRecoveryPointLocked(at); err != nil {
 		p.logger.Warn("partlog/log: restart: recovery point not persisted", "dir", p.dir, "err", err)
 	}
 	p.logger.Info("partlog/log: restarted the log", "dir", p.dir, "logStart", at, "segmentsRemoved", len(old))

@@ -117,7 +117,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)
-		p.truncateEpochsFromStartLocked(next)
+		p.mu.epochs.TruncateFromStart(next)
 	}
 	return p.dropOldestLocked(n, "retention")
 }

@@ -2,10 +2,12 @@ package log
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -25,7 +27,7 @@ import (
 // background flush and in the goroutine making the next spare (whose
 // files take the same names), and before anything syncs the directory,
 // so that no sync, checkpoint or recovery point covers the new segment
-// while its files carry names a start-up removes (see syncDirSettled). Only a partition that appends
+// while its files carry names a start-up removes (see durability.syncDir). Only a partition that appends
 // gets a spare: the roll starts the next one (a partition that rolls is
 // appending), and so does an append past half of a segment no roll
 // started. A spare no append used for spareIdleAfter is removed, so a
@@ -42,7 +44,7 @@ const (
 	spareNone spareState = iota
 	// sparePreparing: a goroutine is creating it.
 	sparePreparing
-	// spareReady: mu.nextSeg.seg holds it.
+	// spareReady: spareSegments.next.seg holds it.
 	spareReady
 	// spareSkipped: making it failed (or the partition's configuration
 	// leaves it to the test); the next roll creates its segment itself
@@ -55,7 +57,72 @@ const (
 // itself and starts a new spare).
 const spareIdleAfter = 10 * time.Second
 
-// nextSegment is the spare's part of the partition state (in mu).
+// spareCore is the partition core as the spare sees it: the partition
+// lock, taken by the goroutine that installs a spare and by the idle
+// check's timer, and two facts read under it. *Partition implements it
+// (flush.go).
+type spareCore interface {
+	// lockAppender takes mu as AppendBatch does: waiting while a
+	// TruncateTo waits for read leases, leaving the group-write queue
+	// (groupwrite.go).
+	lockAppender()
+	// lockReader takes mu without waiting and without writing the queue.
+	lockReader()
+	// unlock releases mu.
+	unlock()
+	// writesLocked returns the core's count of batch writes and whether
+	// the partition takes a spare (neither closed nor failed).
+	// REQUIRES: mu held.
+	writesLocked() (seq uint64, open bool)
+}
+
+// spareSegments is the spare part of the durability part: the next
+// segment made ahead of the roll and the adoptions rolls left to settle.
+type spareSegments struct {
+	// core is the partition; the fields up to segmentBytes are set by
+	// init and never change.
+	core spareCore
+	// bg is the partition's count of background goroutines
+	// (durability.bg): the spare's maker and its removal join it, so that
+	// Close waits for them.
+	bg *sync.WaitGroup
+	// fs, dir, segCfg and logger are the partition's.
+	fs     vfs.FS
+	dir    string
+	segCfg segment.Config
+	logger *slog.Logger
+	// segmentBytes is Config.SegmentBytes: a spare is started once the
+	// active segment holds half of it.
+	segmentBytes int64
+	// manual is Config.manualRollFlush: tests make the spare
+	// (PrepareSpare) and run the idle check themselves.
+	manual bool
+
+	// files is held while a spare segment's files are created or removed;
+	// taken after mu when both are held (a roll waiting for a spare being
+	// created). made is the spare just created, until the goroutine that
+	// made it (or a roll that waited for it) takes it; live is set while a
+	// spare's files exist under the spare names (made, until adopted or
+	// discarded), so that no second one is created over them. Both are
+	// guarded by files.
+	files sync.Mutex
+	made  *segment.Segment
+	live  bool
+	// adopting lists the segments a roll adopted whose files still carry
+	// the spare's names; its own mutex is a leaf.
+	adopting adoptions
+	// next is the active segment's spare. Guarded by the partition's mu.
+	next nextSegment
+}
+
+// init sets the spare up for a partition being opened.
+func (s *spareSegments) init(core spareCore, bg *sync.WaitGroup, dir string, cfg *Config, segCfg segment.Config) {
+	s.core, s.bg = core, bg
+	s.fs, s.dir, s.segCfg, s.logger = cfg.FS, dir, segCfg, cfg.Logger
+	s.segmentBytes, s.manual = cfg.SegmentBytes, cfg.manualRollFlush
+}
+
+// nextSegment is the state of the active segment's spare.
 type nextSegment struct {
 	state spareState
 	// seg is the spare when state is spareReady, nil otherwise.
@@ -67,199 +134,199 @@ type nextSegment struct {
 	idleSeq uint64
 }
 
-// maybePrepareSpareLocked starts making the next segment's spare once the
+// maybePrepareLocked starts making the next segment's spare once the
 // active segment is half full (a partition that has not rolled since it
 // was opened; after a roll the roll starts it). REQUIRES: mu held.
-func (p *Partition) maybePrepareSpareLocked(active *segment.Segment) {
-	if p.mu.nextSeg.state == spareNone && active.Size() >= p.cfg.SegmentBytes/2 {
-		p.startSpareLocked()
+func (s *spareSegments) maybePrepareLocked(active *segment.Segment) {
+	if s.next.state == spareNone && active.Size() >= s.segmentBytes/2 {
+		s.startLocked()
 	}
 }
 
-// startSpareLocked starts the goroutine that makes the spare, unless one
+// startLocked starts the goroutine that makes the spare, unless one
 // exists or is being made. REQUIRES: mu held.
-func (p *Partition) startSpareLocked() {
-	if p.mu.nextSeg.state != spareNone {
+func (s *spareSegments) startLocked() {
+	if s.next.state != spareNone {
 		return
 	}
-	if p.cfg.manualRollFlush {
-		p.mu.nextSeg.state = spareSkipped // tests call PrepareSpare
+	if s.manual {
+		s.next.state = spareSkipped // tests call PrepareSpare
 		return
 	}
-	p.mu.nextSeg.state = sparePreparing
-	p.rolled.wg.Add(1)
-	go func() {
-		defer p.rolled.wg.Done()
-		p.prepareSpare()
-	}()
+	s.next.state = sparePreparing
+	s.bg.Go(s.prepare)
 }
 
-// prepareSpare settles the adoption the last roll left (its files still
+// prepare settles the adoption the last roll left (its files still
 // carry the spare's names, which the new spare takes), creates the spare
 // (without mu: the files are nobody else's) and hands it to the partition, or discards it when the
 // partition closed, failed or has one meanwhile. A roll that comes while
-// the files are being created waits for them (takeSpareLocked) rather
+// the files are being created waits for them (takeLocked) rather
 // than create its own beside them. A failure only costs the next roll the
 // creation (logged). REQUIRES: mu not held.
-func (p *Partition) prepareSpare() {
-	p.spareFiles.Lock()
-	if p.spareLive {
+func (s *spareSegments) prepare() {
+	s.files.Lock()
+	if s.live {
 		// Another goroutine's spare (one a roll started before this
 		// one's predecessor had installed its own): it is installed or
 		// about to be.
-		p.spareFiles.Unlock()
+		s.files.Unlock()
 		return
 	}
 	// The segment the last roll adopted may still hold the spare's
 	// names: rename it first (a failure leaves the names taken; the
 	// syncs of that segment fail the partition).
-	err := p.settleAdoptions()
+	err := s.settleAdoptions()
 	var seg *segment.Segment
 	if err == nil {
-		seg, err = segment.CreateSpare(p.cfg.FS, p.dir, p.segCfg)
+		seg, err = segment.CreateSpare(s.fs, s.dir, s.segCfg)
 	}
 	if err == nil {
-		p.spareMade, p.spareLive = seg, true
+		s.made, s.live = seg, true
 	}
-	p.spareFiles.Unlock()
+	s.files.Unlock()
 	// lockAppender, not lockWriter: installing the spare touches only
-	// mu.nextSeg (and reads closed, failed, writeSeq), none of which the
+	// next (and reads closed, failed, writeSeq), none of which the
 	// group-write queue changes (the spare gets its base when a roll
 	// adopts it, and the roll writes the queue), so writing the queue here
 	// would only put a write of the .log beside the group syncer's
 	// fdatasync. It waits for a TruncateTo as every other writer does.
-	p.lockAppender() // groupwrite.go
-	defer p.mu.Unlock()
+	s.core.lockAppender() // groupwrite.go
+	defer s.core.unlock()
 	if err != nil {
-		if p.mu.nextSeg.state == sparePreparing {
-			p.mu.nextSeg.state = spareSkipped
+		if s.next.state == sparePreparing {
+			s.next.state = spareSkipped
 		}
-		p.logger.Warn("partlog/log: creating the next segment ahead failed; the roll creates it", "dir", p.dir, "err", err)
+		s.logger.Warn("partlog/log: creating the next segment ahead failed; the roll creates it", "dir", s.dir, "err", err)
 		return
 	}
-	p.spareFiles.Lock()
-	seg, p.spareMade = p.spareMade, nil
-	p.spareFiles.Unlock()
+	s.files.Lock()
+	seg, s.made = s.made, nil
+	s.files.Unlock()
 	if seg == nil {
 		return // a roll took it
 	}
-	if p.mu.closed || p.mu.failed != nil || p.mu.nextSeg.seg != nil {
-		p.discardSpare(seg)
+	seq, open := s.core.writesLocked()
+	if !open || s.next.seg != nil {
+		s.discard(seg)
 		return
 	}
-	p.mu.nextSeg = nextSegment{state: spareReady, seg: seg, idleSeq: p.mu.writeSeq}
-	if !p.cfg.manualRollFlush {
-		p.mu.nextSeg.idle = time.AfterFunc(spareIdleAfter, p.spareIdleCheck)
+	s.next = nextSegment{state: spareReady, seg: seg, idleSeq: seq}
+	if !s.manual {
+		s.next.idle = time.AfterFunc(spareIdleAfter, s.idleCheck)
 	}
 }
 
-// spareIdleCheck removes the spare when no append came since the last
-// check (the partition is at rest), and otherwise checks again after
+// idleCheck removes the spare when no append came since the last check
+// (the partition is at rest), and otherwise checks again after
 // spareIdleAfter. The files are removed without mu.
-func (p *Partition) spareIdleCheck() {
-	p.mu.Lock()
-	seg := p.mu.nextSeg.seg
+func (s *spareSegments) idleCheck() {
+	s.core.lockReader()
+	seg := s.next.seg
 	if seg == nil {
-		p.mu.Unlock()
+		s.core.unlock()
 		return
 	}
-	if p.mu.writeSeq != p.mu.nextSeg.idleSeq {
-		p.mu.nextSeg.idleSeq = p.mu.writeSeq
-		if t := p.mu.nextSeg.idle; t != nil {
+	if seq, _ := s.core.writesLocked(); seq != s.next.idleSeq {
+		s.next.idleSeq = seq
+		if t := s.next.idle; t != nil {
 			t.Reset(spareIdleAfter)
 		}
-		p.mu.Unlock()
+		s.core.unlock()
 		return
 	}
-	p.stopSpareTimerLocked()
+	s.stopTimerLocked()
 	// The next roll creates its segment and starts a new spare, whose
 	// files (the same names) are created only after these are removed;
 	// Close waits for the removal (mu.closed is not set: Close sets it
-	// under mu before it waits for rolled.wg).
-	p.mu.nextSeg = nextSegment{state: spareSkipped}
-	p.rolled.wg.Add(1)
-	defer p.rolled.wg.Done()
-	p.spareFiles.Lock()
-	p.mu.Unlock()
-	p.discardSpareFiles(seg)
-	p.spareFiles.Unlock()
+	// under mu before it waits for the background goroutines, bg).
+	s.next = nextSegment{state: spareSkipped}
+	s.bg.Add(1)
+	defer s.bg.Done()
+	s.files.Lock()
+	s.core.unlock()
+	s.discardFiles(seg)
+	s.files.Unlock()
 }
 
-// stopSpareTimerLocked stops the spare's idle check. REQUIRES: mu held.
-func (p *Partition) stopSpareTimerLocked() {
-	if t := p.mu.nextSeg.idle; t != nil {
+// stopTimerLocked stops the spare's idle check. REQUIRES: mu held.
+func (s *spareSegments) stopTimerLocked() {
+	if t := s.next.idle; t != nil {
 		t.Stop()
-		p.mu.nextSeg.idle = nil
+		s.next.idle = nil
 	}
 }
 
-// takeSpareLocked returns the spare (nil when there is none), waiting
-// for one being created, and resets the state for the next active
-// segment (the roll starts its spare). REQUIRES: mu held.
-func (p *Partition) takeSpareLocked() *segment.Segment {
-	seg := p.mu.nextSeg.seg
-	if seg == nil && p.mu.nextSeg.state == sparePreparing {
-		p.spareFiles.Lock() // held while the files are created
-		seg, p.spareMade = p.spareMade, nil
-		p.spareFiles.Unlock()
+// readyLocked reports whether the partition holds a spare.
+// REQUIRES: mu held.
+func (s *spareSegments) readyLocked() bool { return s.next.seg != nil }
+
+// takeLocked returns the spare (nil when there is none), waiting for one
+// being created, and resets the state for the next active segment (the
+// roll starts its spare). REQUIRES: mu held.
+func (s *spareSegments) takeLocked() *segment.Segment {
+	seg := s.next.seg
+	if seg == nil && s.next.state == sparePreparing {
+		s.files.Lock() // held while the files are created
+		seg, s.made = s.made, nil
+		s.files.Unlock()
 	}
-	p.stopSpareTimerLocked()
-	p.mu.nextSeg = nextSegment{}
+	s.stopTimerLocked()
+	s.next = nextSegment{}
 	return seg
 }
 
 // createNextLocked makes the segment a roll starts at newBase: the spare
 // adopted in memory (BeginAdoptAs, its renames left to settleAdoptions)
 // when there is one, else a new segment. The caller
-// starts the next spare once the roll succeeded (startSpareLocked): a
+// starts the next spare once the roll succeeded (startLocked): a
 // partition that rolls is appending, and the spare needs the time (its
 // creation took 2-47 ms on a loaded machine, while the previous roll's
 // flush fsyncs). REQUIRES: mu held.
-func (p *Partition) createNextLocked(newBase int64) (*segment.Segment, error) {
-	if spare := p.takeSpareLocked(); spare != nil {
+func (s *spareSegments) createNextLocked(newBase int64) (*segment.Segment, error) {
+	if spare := s.takeLocked(); spare != nil {
 		err := spare.BeginAdoptAs(newBase)
 		if err == nil {
-			p.adopting.add(spare)
-			p.spareFiles.Lock()
+			s.adopting.add(spare)
+			s.files.Lock()
 			// No spare left: the next one settles the adoption before
-			// it takes the names (prepareSpare).
-			p.spareLive = false
-			p.spareFiles.Unlock()
+			// it takes the names (prepare).
+			s.live = false
+			s.files.Unlock()
 			return spare, nil
 		}
-		p.logger.Warn("partlog/log: adopting the spare segment failed; creating the segment", "dir", p.dir, "base", newBase, "err", err)
-		p.discardSpare(spare)
+		s.logger.Warn("partlog/log: adopting the spare segment failed; creating the segment", "dir", s.dir, "base", newBase, "err", err)
+		s.discard(spare)
 	}
-	return segment.Create(p.cfg.FS, p.dir, newBase, p.segCfg)
+	return segment.Create(s.fs, s.dir, newBase, s.segCfg)
 }
 
-// discardSpareLocked removes the spare, if any (Close). REQUIRES: mu
-// held.
-func (p *Partition) discardSpareLocked() {
-	p.stopSpareTimerLocked()
-	if seg := p.mu.nextSeg.seg; seg != nil {
-		p.mu.nextSeg.seg = nil
-		p.discardSpare(seg)
+// discardLocked removes the spare, if any (Close). REQUIRES: mu held.
+func (s *spareSegments) discardLocked() {
+	s.stopTimerLocked()
+	if seg := s.next.seg; seg != nil {
+		s.next.seg = nil
+		s.discard(seg)
 	}
-	if p.mu.nextSeg.state != sparePreparing {
-		p.mu.nextSeg.state = spareNone
+	if s.next.state != sparePreparing {
+		s.next.state = spareNone
 	}
 }
 
-// discardSpare closes a spare and removes its files, holding spareFiles so
-// that a new spare's files (the same names) are not created meanwhile; a
-// failure is logged (the next start-up removes what is left).
-func (p *Partition) discardSpare(seg *segment.Segment) {
-	p.spareFiles.Lock()
-	defer p.spareFiles.Unlock()
-	p.discardSpareFiles(seg)
+// discard closes a spare and removes its files, holding files so that a
+// new spare's files (the same names) are not created meanwhile; a failure
+// is logged (the next start-up removes what is left).
+func (s *spareSegments) discard(seg *segment.Segment) {
+	s.files.Lock()
+	defer s.files.Unlock()
+	s.discardFiles(seg)
 }
 
-// discardSpareFiles is discardSpare with spareFiles held.
-func (p *Partition) discardSpareFiles(seg *segment.Segment) {
-	p.spareLive = false // a new spare replaces what is left of the names
+// discardFiles is discard with files held.
+func (s *spareSegments) discardFiles(seg *segment.Segment) {
+	s.live = false // a new spare replaces what is left of the names
 	if err := seg.Discard(); err != nil {
-		p.logger.Warn("partlog/log: removing the spare segment failed", "dir", p.dir, "err", fmt.Errorf("%s: %w", seg.LogPath(), err))
+		s.logger.Warn("partlog/log: removing the spare segment failed", "dir", s.dir, "err", fmt.Errorf("%s: %w", seg.LogPath(), err))
 	}
 }
 
@@ -285,35 +352,22 @@ func (a *adoptions) add(seg *segment.Segment) {
 // segment's data can then never be made durable: the caller's sync fails
 // the partition). Without mu or with it: the renames run outside the
 // roll's path, never under the roll itself.
-func (p *Partition) settleAdoptions() error {
-	p.adopting.mu.Lock()
-	if len(p.adopting.segs) == 0 {
-		p.adopting.mu.Unlock()
+func (s *spareSegments) settleAdoptions() error {
+	s.adopting.mu.Lock()
+	if len(s.adopting.segs) == 0 {
+		s.adopting.mu.Unlock()
 		return nil
 	}
-	segs := slices.Clone(p.adopting.segs)
-	p.adopting.mu.Unlock()
+	segs := slices.Clone(s.adopting.segs)
+	s.adopting.mu.Unlock()
 	var first error
 	for _, seg := range segs {
 		if err := seg.SettleAdoption(); err != nil && first == nil {
-			first = fmt.Errorf("partlog/log: %s: %w", p.dir, err)
+			first = fmt.Errorf("partlog/log: %s: %w", s.dir, err)
 		}
 	}
-	p.adopting.mu.Lock()
-	p.adopting.segs = slices.DeleteFunc(p.adopting.segs, func(s *segment.Segment) bool { return !s.AdoptionPending() })
-	p.adopting.mu.Unlock()
+	s.adopting.mu.Lock()
+	s.adopting.segs = slices.DeleteFunc(s.adopting.segs, func(seg *segment.Segment) bool { return !seg.AdoptionPending() })
+	s.adopting.mu.Unlock()
 	return first
-}
-
-// syncDirSettled syncs the partition directory after settling every
-// pending adoption, so that the renames of the segments rolls adopted are
-// in every directory sync that clears mu.dirDirty: a roll sets dirDirty,
-// and until a sync of the directory that followed the renames, nothing in
-// the new segment is called durable (no synced sequence number, recovery
-// point or checkpoint covers it).
-func (p *Partition) syncDirSettled() error {
-	if err := p.settleAdoptions(); err != nil {
-		return err
-	}
-	return syncDir(p.cfg.FS, p.dir)
 }

@@ -113,18 +113,18 @@ func (c *counters) noteAppend(b batch.Batch) {
 
 // flushSegment flushes seg (fdatasync of the .log, msync of the indexes)
 // and counts it as a sync.
-func (p *Partition) flushSegment(seg *segment.Segment) error {
+func (c *counters) flushSegment(seg *segment.Segment) error {
 	start := time.Now()
 	err := seg.Flush()
-	p.stats.noteSync(start)
+	c.noteSync(start)
 	return err
 }
 
-// syncFileTimed fdatasyncs f and counts it as a sync.
-func (p *Partition) syncFileTimed(f vfs.File) error {
+// syncFile fdatasyncs f and counts it as a sync.
+func (c *counters) syncFile(f vfs.File) error {
 	start := time.Now()
 	err := f.Sync()
-	p.stats.noteSync(start)
+	c.noteSync(start)
 	return err
 }
 

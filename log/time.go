@@ -86,10 +86,10 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 	defer func() { err = p.noteFault(err) }()
 	switch {
 	case ts == LatestTimestamp:
-		latest, _ := p.epochsForListOffsets() // epochend.go
+		latest, _ := p.listOffsetsEpochs() // epochend.go
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound(), LeaderEpoch: latest}, true, nil
 	case ts == EarliestTimestamp:
-		_, earliest := p.epochsForListOffsets()
+		_, earliest := p.listOffsetsEpochs()
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset(), LeaderEpoch: earliest}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)

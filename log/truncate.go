@@ -25,7 +25,9 @@ import (
 // maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
 // appended again after the cut are dirty.
 //
-// offset >= LogEndOffset is a no-op; a negative offset gives
+// offset >= LogEndOffset cuts no batch, but removes a leader epoch that
+// starts at the log end offset (one recorded before any batch of it was
+// appended), durably, as Kafka does; a negative offset gives
 // ErrOffsetOutOfRange. When the batch holding offset also holds the log
 // start offset (DeleteRecordsBefore moved it inside that batch), or, in a
 // log with offset gaps, no batch reaching the log start offset would stay,
@@ -71,7 +73,10 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return err
 	}
 	if offset >= p.mu.end.Offset {
-		return nil
+		// Nothing to cut, but an epoch entry at the log end (a leader
+		// that appended nothing before it lost its leadership) goes, as
+		// Kafka's truncateTo removes it.
+		return p.truncateEpochsAtEndLocked()
 	}
 	if offset < 0 {
 		return fmt.Errorf("%w: truncate to negative offset %d", ErrOffsetOutOfRange, offset)
@@ -204,7 +209,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: activate segment %d: %w", p.dir, offset, seg.BaseOffset(), err))
 		}
 		p.mu.rollAfter = p.newRollAfter()
-		p.mu.flushedBelow = min(p.mu.flushedBelow, seg.BaseOffset())
+		p.dur.unflushFromLocked(seg.BaseOffset())
 	}
 
 	// 4. Cut the segment holding offset (its exclusive lease is held since
@@ -288,6 +293,21 @@ func (p *Partition) lockForTruncateLocked(ctx context.Context, seg *segment.Segm
 		ErrTruncationBlocked, p.dir, offset, readers, seg.BaseOffset(), p.cfg.TruncateWait, err)
 }
 
+// truncateEpochsAtEndLocked removes the leader epoch entries that start at
+// the log end offset, durably. A failed write fails the partition: the
+// file would name an epoch the log does not have. REQUIRES: mu held.
+func (p *Partition) truncateEpochsAtEndLocked() error {
+	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
+	if !p.mu.epochs.Dirty() {
+		return nil
+	}
+	if err := p.mu.epochs.Persist(); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
+		return p.mu.failed
+	}
+	return nil
+}
+
 // makeTruncationDurableLocked flushes the log after a truncation and moves
 // the recovery point to the new end: a crash must not bring the cut
 // batches back under batches appended after them. REQUIRES: mu held.
@@ -296,7 +316,7 @@ func (p *Partition) makeTruncationDurableLocked() error {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
 		return p.mu.failed
 	}
-	if p.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
+	if p.dur.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
@@ -306,11 +326,11 @@ func (p *Partition) makeTruncationDurableLocked() error {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
 		return p.mu.failed
 	}
-	if err := p.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
+	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
-	p.truncateEpochsFromEndLocked(p.mu.end.Offset)
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
+	if err := p.mu.epochs.Persist(); err != nil {
 		p.failLocked(err) // the file would name epochs of cut batches
 		return p.mu.failed
 	}
@@ -344,7 +364,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	if offset <= p.logStart.Load() {
 		return nil
 	}
-	if p.syncedSeq.Load() != p.mu.writeSeq {
+	if p.dur.group.syncedSeq() != p.mu.writeSeq {
 		// The checkpoint must not get ahead of the data: a crash could
 		// otherwise leave a log start past the log end.
 		if err := p.flushLocked(); err != nil {
@@ -356,15 +376,15 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
-	p.truncateEpochsFromStartLocked(offset)
+	p.mu.epochs.TruncateFromStart(offset)
 	p.dropSnapshotsBelowLocked(offset) // snapshot.go
-	if offset == p.mu.end.Offset && p.mu.epochsDirty {
+	if offset == p.mu.end.Offset && p.mu.epochs.Dirty() {
 		// Every record deleted: the active segment stays, and a roll will
 		// leave it wholly below the log start, before an empty segment
 		// at it, which is what a restart of the log a crash interrupted
 		// leaves too. Open tells them apart by the leader epoch cache
 		// (settleEmptyTail): this one starts at or after the log start.
-		if err := p.writeEpochsLocked(); err != nil {
+		if err := p.mu.epochs.Persist(); err != nil {
 			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 		}
 	}
@@ -464,8 +484,8 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.mu.dirDirty = true
 	// The epochs and producers of the old batches go before the log start
 	// checkpoint moves: Open must not find them under the restarted log.
-	p.mu.epochs, p.mu.epochsDirty = p.mu.epochs[:0], true
-	if err := p.writeEpochsLocked(); err != nil {
+	p.mu.epochs.Clear()
+	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
 	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
@@ -489,7 +509,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		}
 	}
 	p.mu.rollAfter = p.newRollAfter()
-	p.mu.flushedBelow = at
+	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
 }
@@ -499,7 +519,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 // REQUIRES: mu held.
 func (p *Partition) setEndLocked(end position) {
 	p.mu.end = end
-	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.syncEveryAppend()) {
+	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend()) {
 		p.mu.hw = end
 	}
 	p.publishLocked()

@@ -98,7 +98,7 @@ func (p *Partition) Verify() error {
 	}
 	// The index files are read by the base's names, which a segment a
 	// roll adopted carries only once settled (spare.go).
-	if err := p.settleAdoptions(); err != nil {
+	if err := p.dur.spare.settleAdoptions(); err != nil {
 		return p.noteFault(err)
 	}
 	start, hw, end := p.logStart.Load(), p.mu.hw, p.mu.end

@@ -656,17 +656,17 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	dumplogVerify(t, dl, c.node(follower).dir)
 }
 
-// readmeClusterSection returns the README's cluster section.
+// readmeClusterSection returns the broker README's cluster section.
 func readmeClusterSection(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	s := string(b)
-	const heading = "### A replicated broker: three nodes through raft (`examples/broker -cluster`)"
+	const heading = "## A replicated broker: three nodes through raft (`-cluster`)"
 	i := strings.Index(s, heading)
 	require.GreaterOrEqual(t, i, 0, "README has no cluster section")
 	s = s[i+len(heading):]
-	if j := strings.Index(s, "\n### "); j >= 0 {
+	if j := strings.Index(s, "\n## "); j >= 0 {
 		s = s[:j]
 	}
 	return s

@@ -361,11 +361,11 @@ func TestDumpLegacyMessages(t *testing.T) {
 }
 
 // TestREADMEDumplogCommands runs every `go run ./examples/dumplog` line of
-// the README (in-process, the same flags) against a log directory partlog
+// dumplog's README (in-process, the same flags) against a log directory partlog
 // wrote: DIR and /tmp/partlog-broker stand for that directory. Each must
 // exit 0 and print the segments; a README line no test runs fails here.
 func TestREADMEDumplogCommands(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
 	root := t.TempDir()
 	writePartition(t, filepath.Join(root, "orders-0"), true)

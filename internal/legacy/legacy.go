@@ -1,10 +1,13 @@
-// Package legacy reads the byte level of legacy message set entries
-// (magic 0 and 1, Kafka 0.8 to 0.10): framing, field accessors and the
-// CRC-32 check Kafka's log recovery makes. A log Kafka wrote before the
-// upgrade to RecordBatch v2 keeps such entries, and partlog serves them as
-// stored; it never writes them. Decoding an entry's records (decompressing
-// a wrapper) is package batch's: batch.Decoder.AppendLegacyRecords,
-// LegacyBaseOffset and ValidateLegacy, which take an entry as plain bytes.
+// Package legacy reads and writes the byte level of legacy message set
+// entries (magic 0 and 1, Kafka 0.8 to 0.10): framing, field accessors,
+// the CRC-32 check Kafka's log recovery makes, and encoding. A log Kafka
+// wrote before the upgrade to RecordBatch v2 keeps such entries, and
+// partlog serves them as stored; it never appends them, and compaction
+// rewrites them as Kafka's cleaner does (AppendMessage; the magic 0 LZ4
+// frame header of KAFKA-3160, SetLZ4HeaderChecksum). Decoding an entry's
+// records and compressing (a wrapper's message set) is package batch's:
+// batch.Decoder.AppendLegacyRecords, LegacyBaseOffset, ValidateLegacy and
+// AppendLegacyFiltered, which take an entry as plain bytes.
 //
 // This package sits below batch, so it cannot name batch's types: a codec
 // is its attribute bits (batch.Compression(e.Compression()) converts it).

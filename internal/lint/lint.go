@@ -28,7 +28,17 @@
 //     go/types and walks every exported function, method, field,
 //     variable and type, and what an aliased internal type exposes.
 //     TestImporterProgram also builds a program of another module that
-//     uses segment and index alone, offline.
+//     uses segment and index alone, offline;
+//   - user-docs (doc_test.go): a package doc or an exported name's doc in
+//     a public package that names an internal package, an internal
+//     package's name (base.ErrCorrupt), a source file or an unexported
+//     identifier (mu, Partition.flushMu, acquireSnapshot); the files other
+//     changes were still moving are listed in docFixesPending;
+//   - readme (readme_test.go): the README's program is
+//     examples/readme/main.go byte for byte, builds in a module of its own
+//     with the README's go get line, offline, and prints what the README
+//     shows; every command of the README is run by that test or .ci/run;
+//     every relative link of the repository's markdown files resolves.
 //
 // Packages that do not exist yet are simply not there to check. Example:
 //
@@ -47,4 +57,6 @@ var Rules = []string{
 	"no-os-is",
 	"no-std-log",
 	"public-api",
+	"user-docs",
+	"readme",
 }

@@ -344,5 +344,5 @@ import plog "github.com/partlog/partlog/log"`, ""},
 			require.Contains(t, got[0], ": "+tt.expect+": ", "want one %q violation, got %v", tt.expect, got)
 		})
 	}
-	require.Len(t, Rules, 7, "Rules lists %d rules", len(Rules))
+	require.Len(t, Rules, 9, "Rules lists %d rules", len(Rules))
 }

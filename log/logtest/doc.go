@@ -58,18 +58,18 @@
 //
 // # Crashes
 //
-// The model also tracks the synced prefix,
-// the batches a crash must keep (moved by [Model.Sync], by every append
-// when [Model.SyncEveryAppend] mirrors Config.FlushMessages == 1, and by
-// TruncateTo and DeleteRecordsBefore, which flush). After a simulated
-// crash (for example a crash clone of an in-memory filesystem) reopen the
-// partition and call [Model.Crash] with its log end offset and high
-// watermark: it fails unless the log ends between that synced end and LogEndOffset, on a
+// The model also tracks the synced prefix, the batches a crash must keep
+// (moved by [Model.Sync], by every append when [Model.SyncEveryAppend]
+// mirrors Config.FlushMessages == 1, and by TruncateTo and
+// DeleteRecordsBefore, which flush). After a simulated crash (for example
+// through a Config.FS of your own that drops or tears what was written
+// since the last Sync of each file) reopen the partition and call
+// [Model.Crash] with its log end offset and high watermark: it fails
+// unless the log ends between that synced end and LogEndOffset, on a
 // batch boundary, and cuts the model there, so that Check then compares
 // the recovered partition byte for byte:
 //
-//	clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: seed})
-//	p, err := plog.Open(dir, plog.Config{FS: clone})
+//	p, err := plog.Open(dir, plog.Config{FS: crashed}) // the FS after the crash
 //	...
 //	if err := m.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
 //		t.Fatal(err) // a synced batch lost, or a partial batch kept
@@ -103,7 +103,8 @@
 // [Model.ReloadProducers], which finds the snapshot the partition reloaded
 // from (its placement depends on where segments rolled); after Crash the
 // state is unknown ([ErrProducerStateUnknown]) until Reopen (or
-// ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps it, as the partition does.
+// ReloadProducers after a later TruncateTo). DeleteRecordsBefore keeps
+// it, as the partition does.
 // Producer expiry is not modelled: give producer batches recent
 // timestamps. ExampleModel_ExpectAppend shows a retry recognised by both.
 //

@@ -11,22 +11,24 @@ import (
 // The model's leader epoch cache: the rules of Partition.LeaderEpochs,
 // written out plainly.
 
-// observeEpoch records b's leader epoch when it is higher than every
-// cached one, dropping entries that start at or after b (a stored batch's
-// epoch starts at its base offset).
+// observeEpoch records b's leader epoch by the assign rule (a stored
+// batch's epoch starts at its base offset).
 func (m *Model) observeEpoch(b batch.Batch) {
 	m.assignEpoch(b.PartitionLeaderEpoch(), b.BaseOffset())
 }
 
-// assignEpoch is the cache's assign rule: a negative epoch, or one not
-// higher than the latest, changes nothing; otherwise entries starting at
-// or after start go and (epoch, start) is added.
+// assignEpoch is the cache's assign rule, Kafka's: a negative epoch, or
+// the latest epoch at or after its own start, changes nothing; otherwise
+// the trailing entries of an epoch at or above epoch, or starting at or
+// after start, go and (epoch, start) is added. A lower epoch than the
+// latest (a follower copying a leader that went back) thus cuts the cache
+// back.
 func (m *Model) assignEpoch(epoch int32, start int64) {
 	n := len(m.epochs)
-	if epoch < 0 || n > 0 && epoch <= m.epochs[n-1].Epoch {
+	if epoch < 0 || n > 0 && epoch == m.epochs[n-1].Epoch && start >= m.epochs[n-1].StartOffset {
 		return
 	}
-	for n > 0 && m.epochs[n-1].StartOffset >= start {
+	for n > 0 && (m.epochs[n-1].Epoch >= epoch || m.epochs[n-1].StartOffset >= start) {
 		n--
 	}
 	m.epochs = append(m.epochs[:n:n], plog.EpochStart{Epoch: epoch, StartOffset: start})
@@ -73,7 +75,6 @@ func (m *Model) AssignEpochStartOffset(epoch int32, offset int64) error {
 	if n := len(m.epochs); epoch < 0 || n > 0 && epoch < m.epochs[n-1].Epoch {
 		return fmt.Errorf("partlog/logtest: model: %w: %d", plog.ErrStaleLeaderEpoch, epoch)
 	}
-	m.epochAtEndMaybe = false
 	m.epochBelowStartMaybe = false
 	m.assignEpoch(epoch, offset)
 	return nil
@@ -118,21 +119,13 @@ func (m *Model) listOffsetsEpochs() (latest, earliest int32) {
 
 // checkEpochs compares the leader epoch caches and EndOffsetForEpoch for
 // every cached epoch, the epochs around them and the undefined one. After
-// a Crash whose last entry started at the log end, a partition without
-// that entry is right too (the crash came before it was written); the
-// model then drops it. After a Crash that left the log without a batch at
+// a Crash that left the log without a batch at
 // or past its start and the model's cache empty, a partition with one
 // entry at the log end is right too (recovery read the epoch of a batch
 // below the log start again: see epochBelowStartMaybe); the model then
 // takes it.
 func checkEpochs(p *plog.Partition, m *Model) error {
 	got, want := p.LeaderEpochs(), m.epochs
-	if m.epochAtEndMaybe {
-		if n := len(want); len(got) == n-1 && slices.Equal(got, want[:n-1]) {
-			m.epochs, want = want[:n-1], want[:n-1]
-		}
-		m.epochAtEndMaybe = false
-	}
 	if m.epochBelowStartMaybe {
 		if len(want) == 0 && len(got) == 1 && got[0].StartOffset == m.next {
 			m.epochs, want = slices.Clone(got), got

@@ -60,12 +60,8 @@ type Model struct {
 	// restarts the log when no batch reaching the log start stays and the
 	// files would end below it.
 	keptBelow int64
-	// epochs is the leader epoch cache (epochs.go); epochAtEndMaybe is
-	// set by Crash when its last entry starts at the log end: a crash in
-	// the middle of an operation may have come before that entry was
-	// written, so the partition may or may not have it.
-	epochs          []plog.EpochStart
-	epochAtEndMaybe bool
+	// epochs is the leader epoch cache (epochs.go).
+	epochs []plog.EpochStart
 	// epochBelowStartMaybe is set by Crash when the log holds no batch at
 	// or past its start and the model's cache is empty: recovery reads the
 	// segment holding the recovery point from its base, batches below the
@@ -107,9 +103,10 @@ func (m *Model) syncedEnd() int64 { return m.synced }
 func (m *Model) Sync() { m.synced = m.next }
 
 // Crash mirrors a crash and reopen that found the log ending at end: the
-// batches at or past end are gone. end must lie in [syncedEnd,
-// LogEndOffset] on a batch boundary (or be the log start offset of an
-// empty log), else an error says which guarantee was broken. In a log with
+// batches at or past end are gone. end must lie between the synced end
+// (what Sync, appends under SyncEveryAppend, TruncateTo and the other
+// flushing calls made durable) and LogEndOffset, on a batch boundary (or
+// be the log start offset of an empty log), else an error says which guarantee was broken. In a log with
 // offset gaps (Append) a boundary is any offset from a kept batch's next
 // offset up to the first lost batch's base: a follower's log may end in
 // the gap before the batch a crash lost (its segment was rolled there). The high
@@ -137,8 +134,7 @@ func (m *Model) Crash(end, hw int64) error {
 	}
 	m.batches = m.batches[:i]
 	m.next = end
-	m.cutEpochsFrom(end + 1) // an epoch recorded at the log end stays
-	m.epochAtEndMaybe = len(m.epochs) > 0 && m.epochs[len(m.epochs)-1].StartOffset == end
+	m.cutEpochsFrom(end) // Open removes an epoch recorded at the log end, as Kafka's loader does
 	m.epochBelowStartMaybe = len(m.epochs) == 0 && end == m.logStart
 	m.cutProducers(end)
 	m.prodUnknown = true
@@ -264,7 +260,6 @@ func (m *Model) Append(stored []byte) error {
 		rest = r
 	}
 	m.batches = append(m.batches, add...)
-	m.epochAtEndMaybe = false
 	m.epochBelowStartMaybe = false
 	for _, b := range prod {
 		m.observeEpoch(b)
@@ -324,9 +319,9 @@ func (m *Model) SetHighWatermark(offset int64) error {
 // partition then rebuilds its producer state from its newest snapshot
 // left: call ReloadProducers to mirror that.
 func (m *Model) TruncateTo(offset int64) error {
-	m.epochAtEndMaybe = false
 	m.epochBelowStartMaybe = false
 	if offset >= m.next {
+		m.cutEpochsFrom(m.next) // an epoch recorded at the log end goes, as in Kafka
 		return nil
 	}
 	if offset < 0 {
@@ -372,7 +367,6 @@ func (m *Model) TruncateTo(offset int64) error {
 // high watermark; the producer state is forgotten. A negative offset is
 // refused.
 func (m *Model) TruncateFullyAndStartAt(offset int64) error {
-	m.epochAtEndMaybe = false
 	m.epochBelowStartMaybe = false
 	if offset < 0 {
 		return ErrModelRange
@@ -389,7 +383,6 @@ func (m *Model) TruncateFullyAndStartAt(offset int64) error {
 // DeleteRecordsBefore mirrors Partition.DeleteRecordsBefore. The
 // producer state is kept (the partition keeps it too).
 func (m *Model) DeleteRecordsBefore(offset int64) error {
-	m.epochAtEndMaybe = false
 	m.epochBelowStartMaybe = false
 	if offset > m.hw {
 		return ErrModelRange
@@ -427,9 +420,12 @@ func (m *Model) DeleteSegmentsBefore(offset int64) error {
 // everything; the high watermark restarts at the log end offset, or when
 // it is manual where it was (Close persisted it). Close writes a producer
 // snapshot at the log end and Open loads it: of each producer's batches
-// only the last one is known afterwards.
+// only the last one is known afterwards. Open removes a leader epoch that
+// starts at the log end (no batch of it was appended), as Kafka's loader
+// does.
 func (m *Model) Reopen() {
 	m.synced = m.next
+	m.cutEpochsFrom(m.next) // Open removes an epoch recorded at the log end
 	m.prodHorizon, m.prodUnknown = m.next, false
 	if !m.ManualHighWatermark {
 		m.hw = m.next

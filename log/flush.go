@@ -1,0 +1,362 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/partlog/partlog/segment"
+)
+
+// The core's side of durability (durability.go has the part and the
+// rules): the entry points that take flushMu and mu and hand the part the
+// core state it works on, what the core itself persists once the log is
+// durable (the roll snapshots, the leader epochs), and the core's
+// implementations of durabilityCore and spareCore.
+
+// checkpointLock is the core's lock of the checkpoint and snapshot files
+// the roll's background flush writes without mu (Partition.rolled).
+type checkpointLock struct {
+	// ckptMu serializes the writes of the recovery point checkpoint
+	// (durability.recoveryPoint, which it guards) and of the roll
+	// snapshots with everything that lowers the recovery point or removes
+	// snapshots (durability.setRecoveryPointLocked, removeSnapshots).
+	// Lock order: flushMu, mu, then ckptMu; the background flush takes it
+	// holding flushMu but not mu.
+	ckptMu sync.Mutex
+	// snapshotRemovals counts removeSnapshots calls and producer state
+	// replacements (discardRollSnapshotsLocked); written under ckptMu. A
+	// roll snapshot taken before either is never written.
+	snapshotRemovals atomic.Uint64
+}
+
+// rollSnapshot is a producer state snapshot a roll took (snapshot.go),
+// waiting to be written once the segments below offset are durable. It is
+// written only while the truncation count and the snapshot removal count
+// are still those of the roll.
+type rollSnapshot struct {
+	offset      int64
+	data        []byte
+	truncations uint64
+	removals    uint64
+}
+
+// Sync makes every appended batch durable: it flushes the segments
+// written since the last flush (fdatasync of each .log, msync of its
+// indexes), syncs the directory when segment files were created or
+// removed, and persists the recovery point (the log end offset) and, under
+// DisableAutoHighWatermark, the high watermark. It blocks appends while it
+// runs. A failed fsync fails the partition (ErrFailed): every later write
+// returns that error.
+func (p *Partition) Sync() error {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err := p.checkWritableLocked(); err != nil {
+		return err
+	}
+	return p.fullFlushLocked()
+}
+
+// noteWriteLocked counts a batch of records records written (or queued)
+// to active, for the durability part. REQUIRES: mu held.
+func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
+	p.mu.writeSeq++
+	p.dur.noteWriteLocked(active, p.mu.writeSeq, records)
+}
+
+// flushDueLocked reports whether an append must run a full flush before
+// it returns (FlushMessages > 1). REQUIRES: mu held.
+func (p *Partition) flushDueLocked() bool { return p.dur.flushDueLocked() }
+
+// afterAppend makes an append as durable as the policy promises; it runs
+// after mu was released. seq is the append's write sequence number.
+func (p *Partition) afterAppend(seq uint64, flushDue bool) error {
+	switch {
+	case p.dur.syncEveryAppend():
+		return p.dur.group.wait(seq)
+	case flushDue:
+		p.flushMu.Lock()
+		defer p.flushMu.Unlock()
+		p.lockWriter()
+		defer p.mu.Unlock()
+		if err := p.checkWritableLocked(); err != nil {
+			return err
+		}
+		if !p.dur.flushDueLocked() {
+			return nil // another append flushed meanwhile
+		}
+		return p.fullFlushLocked()
+	}
+	return nil
+}
+
+// syncRound is one round of the group commit (groupSyncer; groupCommit.wait
+// runs it on the appender that became the syncer): under flushMu, unless a
+// flush covered seq meanwhile, it takes under mu the write count, the
+// segments written since the last round and the directory's dirty flag,
+// releases mu, fdatasyncs them (durability.syncUnsynced), and under mu
+// again publishes the count as synced and, when the high watermark
+// follows syncs, moves it to the log end it took. covered is by how much
+// the synced count rose. REQUIRES: flushMu and mu not held.
+func (p *Partition) syncRound(seq uint64) (covered uint64, err error) {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	from := p.dur.group.syncedSeq()
+	if from < seq { // a full flush may have covered it
+		err = p.groupSyncLocked()
+	}
+	return p.dur.group.syncedSeq() - from, err
+}
+
+// groupSyncLocked fdatasyncs every .log written up to now, outside mu, and
+// publishes what it covered. REQUIRES: flushMu held, mu not held.
+func (p *Partition) groupSyncLocked() error {
+	p.lockWriter()
+	if err := p.checkWritableLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	seq := p.mu.writeSeq
+	w := p.dur.takeUnsyncedLocked(p.mu.dirDirty)
+	p.mu.dirDirty = false
+	end, truncations := p.mu.end, p.truncations.Load()
+	p.mu.Unlock()
+
+	err := p.dur.syncUnsynced(w)
+
+	p.lockWriter()
+	defer p.mu.Unlock()
+	p.dur.endUnsyncedLocked(w)
+	if err != nil {
+		p.mu.dirDirty = p.mu.dirDirty || w.dirDirty
+		return p.failLocked(fmt.Errorf("partlog/log: sync %s: %w", p.dir, err))
+	}
+	p.dur.group.synced.Store(seq)
+	if p.dur.hwFollowsSync() && p.truncations.Load() == truncations &&
+		end.Offset > p.mu.hw.Offset && end.Offset <= p.mu.end.Offset {
+		p.mu.hw = end
+		p.publishLocked()
+	}
+	return nil
+}
+
+// fullFlushLocked flushes what Sync promises. REQUIRES: flushMu and mu
+// held.
+func (p *Partition) fullFlushLocked() error {
+	if err := p.flushLocked(); err != nil {
+		return p.failLocked(err)
+	}
+	// What a roll left to the background is done now too: every segment
+	// is flushed, so its snapshots may be written.
+	p.dur.flushedAllLocked(p.mu.writeSeq)
+	if p.dur.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
+		p.mu.hw = p.mu.end
+		p.publishLocked()
+	}
+	if err := p.writeRollSnapshotsLocked(); err != nil {
+		return err
+	}
+	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
+		return err
+	}
+	if err := p.mu.epochs.Persist(); err != nil {
+		return err
+	}
+	return p.dur.writeHighWatermarkLocked(p.mu.hw.Offset)
+}
+
+// flushLocked fsyncs the segments written since the last full flush and
+// the directory (durability.flushSegmentsLocked). REQUIRES: mu held.
+func (p *Partition) flushLocked() error {
+	dirSynced, err := p.dur.flushSegmentsLocked(p.segs.Load(), p.mu.dirDirty)
+	if dirSynced {
+		p.mu.dirDirty = false
+	}
+	return err
+}
+
+// flushSealedBelowLocked makes every segment below off durable and moves
+// the recovery point up to off (durability.flushSealedBelowLocked says
+// for whom and why). A failed fsync fails the partition; a failed
+// checkpoint write is returned and changes nothing else. REQUIRES: mu
+// held.
+func (p *Partition) flushSealedBelowLocked(off int64) error {
+	dirSynced, err := p.dur.flushSealedBelowLocked(p.segs.Load(), off, p.mu.dirDirty)
+	if dirSynced {
+		p.mu.dirDirty = false
+	}
+	return err
+}
+
+// periodicFlush is one FlushInterval flush (of the partition's goroutine,
+// or of its Dir's flush scheduler): everything not yet synced, if
+// anything. Part of durabilityCore.
+func (p *Partition) periodicFlush() {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if p.checkWritableLocked() == nil && (p.dur.group.syncedSeq() != p.mu.writeSeq || p.mu.dirDirty) {
+		if err := p.fullFlushLocked(); err != nil {
+			p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)
+		}
+	}
+}
+
+// flushRolled is the background half of the rolls since the last one
+// (part of durabilityCore): it trims the index files of the sealed
+// segments below the newest roll's base to their entries and fsyncs those
+// segments (their .log, indexes and .txnindex, through handles of its own,
+// without mu: appends go on), syncs the directory when entries changed,
+// writes the roll snapshots, and raises the recovery point to that base. A
+// failed fsync fails the partition (sticky, as any failed flush). The
+// checkpoint and snapshot writes happen under rolled.ckptMu, and only
+// while no truncation happened since the rolls: a TruncateTo that cut
+// below the base has flushed everything itself and moves the recovery
+// point back under ckptMu, so the lower value is never overwritten by an
+// older higher one. It returns nil when there is nothing to do or the
+// partition is closed. REQUIRES: flushMu and mu not held.
+func (p *Partition) flushRolled() error {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	p.lockWriter()
+	p.dur.rollFlushStartedLocked()
+	if err := p.checkWritableLocked(); err != nil {
+		p.mu.Unlock()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	truncations := p.truncations.Load()
+	w := p.dur.takeRolledLocked(p.segs.Load(), truncations, p.mu.dirDirty)
+	snaps := p.takeRollSnapshotsLocked(truncations)
+	p.mu.Unlock()
+	// First the renames of the segments the rolls adopted (their files
+	// are found by name below, and the directory sync must cover them).
+	err := p.dur.spare.settleAdoptions()
+	if w.target == 0 && len(snaps) == 0 && err == nil {
+		return nil
+	}
+	err = p.dur.syncRolled(w, err)
+	wrote := false
+	if err == nil {
+		wrote = p.writeRollSnapshots(snaps, truncations)
+		if w.target > 0 {
+			p.dur.raiseRecoveryPoint(w.target, truncations)
+		}
+	}
+
+	p.lockWriter()
+	defer p.mu.Unlock()
+	if err != nil {
+		return p.failLocked(fmt.Errorf("partlog/log: flush after a roll %s: %w", p.dir, err))
+	}
+	if wrote {
+		p.mu.dirDirty = true // the snapshots' entries, at the next flush
+	}
+	if p.truncations.Load() == truncations {
+		p.dur.rolledFlushedLocked(w.target)
+	}
+	return nil
+}
+
+// takeRollSnapshotsLocked takes the roll snapshots not yet written, keeping
+// those of rolls since the last truncation (truncations is the count now).
+// REQUIRES: flushMu and mu held.
+func (p *Partition) takeRollSnapshotsLocked(truncations uint64) []rollSnapshot {
+	var out []rollSnapshot
+	for _, s := range p.mu.rollSnapshots {
+		if s.truncations == truncations {
+			out = append(out, s)
+		}
+	}
+	p.mu.rollSnapshots = nil
+	return out
+}
+
+// writeRollSnapshots writes the roll snapshots snaps, fsynced, under
+// rolled.ckptMu, while the truncation count is still truncations and no
+// snapshot was removed since each was taken; it reports whether it wrote
+// any. Failures are logged: a snapshot only shortens a replay. REQUIRES:
+// flushMu held, mu not held; the segments below each offset are durable.
+func (p *Partition) writeRollSnapshots(snaps []rollSnapshot, truncations uint64) bool {
+	if len(snaps) == 0 {
+		return false
+	}
+	p.rolled.ckptMu.Lock()
+	defer p.rolled.ckptMu.Unlock()
+	wrote := false
+	for _, s := range snaps {
+		if p.truncations.Load() != truncations || p.rolled.snapshotRemovals.Load() != s.removals {
+			continue
+		}
+		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
+			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
+			continue
+		}
+		wrote = true
+	}
+	return wrote
+}
+
+// writeRollSnapshotsLocked writes the pending roll snapshots, fsynced, and
+// syncs the directory: a full flush's part of the rolls' work, after every
+// segment was flushed. A snapshot write failure is logged; a failed
+// directory sync is returned. REQUIRES: flushMu and mu held.
+func (p *Partition) writeRollSnapshotsLocked() error {
+	snaps := p.mu.rollSnapshots
+	p.mu.rollSnapshots = nil
+	wrote := false
+	for _, s := range snaps {
+		if s.truncations != p.truncations.Load() || s.removals != p.rolled.snapshotRemovals.Load() {
+			continue
+		}
+		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
+			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
+			continue
+		}
+		wrote = true
+	}
+	if wrote {
+		if err := p.syncDirSettled(); err != nil {
+			p.mu.dirDirty = true
+			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
+		}
+	}
+	return nil
+}
+
+// syncDirSettled syncs the partition directory once every spare a roll
+// adopted carries its base's names (durability.syncDir).
+func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
+
+// failLocked makes err the partition's sticky failure (wrapping
+// ErrFailed) unless it already failed, and returns the sticky failure
+// (part of durabilityCore). REQUIRES: mu held.
+func (p *Partition) failLocked(err error) error {
+	if p.mu.failed == nil {
+		p.setFailedLocked(failedf(err))
+		p.logger.Error("partlog/log: partition failed; reopen it to recover", "dir", p.dir, "err", err)
+	}
+	return p.mu.failed
+}
+
+// isClosed reports whether Close was called (durabilityCore).
+func (p *Partition) isClosed() bool { return p.closed.Load() }
+
+// truncationCount returns the count of truncations that cut the log
+// (durabilityCore).
+func (p *Partition) truncationCount() uint64 { return p.truncations.Load() }
+
+// unlock releases mu (spareCore).
+func (p *Partition) unlock() { p.mu.Unlock() }
+
+// writesLocked returns the count of batch writes and whether the partition
+// is open and not failed (spareCore). REQUIRES: mu held.
+func (p *Partition) writesLocked() (seq uint64, open bool) {
+	return p.mu.writeSeq, !p.mu.closed && p.mu.failed == nil
+}
