@@ -26,7 +26,7 @@ var surfaceCeiling = map[string]int{
 	"batch":          91, // includes Decoder.AppendLegacyFiltered (compaction rewrites legacy wrappers, issue 27)
 	"index":          60, // the implementation since issue 25: what a segment needs of its indexes (Resize, Reset, Check, ...)
 	"index/vfs":      10,
-	"segment":        120, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...)
+	"segment":        121, // the implementation since issue 25: what a partition needs of a segment (Ref, leases, spares, ...); includes ErrDeleted (a deleted segment whose files are gone, issue 28)
 	"log":            139, // includes AppendBuilder, RestoreProducers and ProducerSnapshot (features of a round), Records.All (one-record reads, issue 16) and LegacyCleaner (issue 27)
 	"log/logtest":    32,
 	"compaction":     34,
