@@ -49,17 +49,26 @@
 // Opening an existing file does not change it: the file is mapped with
 // room for maxIndexSize bytes of entries (the mapping may reach past the
 // end of the file; nothing past the end is touched) and grown to that
-// size, with its blocks reserved (fallocate), only when an entry is
-// appended past its end (or when a segment rebuilds or regrows it).
+// size only when an entry is appended past its end (or when a segment
+// rebuilds or regrows it).
 // Opening a directory of
 // sealed segments therefore writes nothing, and a crash soon after does not
 // leave every index with a zero tail. (Kafka maps an existing file at its
 // length and resizes only the active segment's indexes.) Trimming, which
 // a segment does when it is sealed or opened, also cuts the mapping to the
 // entries, so that a sealed segment's index maps what it holds, not
-// maxIndexSize (an empty one maps nothing). Reserving the
-// blocks up front also means that a full disk fails the grow with an error
-// instead of raising SIGBUS on a later write into the mapping.
+// maxIndexSize (an empty one maps nothing).
+//
+// A file grown to maxIndexSize is sparse, as Kafka's: its disk blocks are
+// reserved (fallocate) as the entries grow, a step ahead of them (the
+// first page when the file is made; then, once half of the room reserved
+// ahead is used, as much again as the entries take, at most 1 MiB a
+// step), so an index holding few entries takes a page of disk, not
+// maxIndexSize (10 MiB at Kafka's default, twice per partition). An entry
+// is never written into the mapping past the reserved blocks: an append
+// whose entry they do not cover reserves first, and when the disk is full
+// it fails with the filesystem's error (ENOSPC) and writes nothing,
+// instead of raising SIGBUS in a store into an unbacked page.
 //
 // Files are opened through a vfs.FS (package index/vfs, the filesystem
 // every file of a partition goes through; segment.Config and the log

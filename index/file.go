@@ -68,6 +68,17 @@ type indexFile struct {
 		sizeDirty bool
 		// closed is set by Close and Delete.
 		closed bool
+		// reserved is how many bytes from the file's start are known to
+		// have their disk blocks reserved (fallocate) or written: every
+		// entry is written below it, so that a store into the mapping
+		// never needs a block a full disk cannot give (SIGBUS). 0 for a
+		// file opened existing (nothing is known of its blocks). See
+		// reserveFor.
+		reserved int64
+		// refill is the end of an entry past which the next append
+		// reserves more (half of the room reserved ahead of it used);
+		// refill <= reserved.
+		refill int64
 	}
 }
 
@@ -103,8 +114,15 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 	}()
 	var length int64
 	if created {
-		// Kafka preallocates a new index to its maximum size.
-		if err := growFile(f, 0, int64(x.maxBytes)); err != nil {
+		// Kafka preallocates a new index to its maximum size: a sparse
+		// file, here as there. Disk blocks are reserved as the entries
+		// grow (reserveFor), the first page now.
+		if err := f.Truncate(int64(x.maxBytes)); err != nil {
+			return err
+		}
+		x.f = f
+		x.fileLen.Store(int64(x.maxBytes))
+		if err := x.reserveFor(0); err != nil {
 			return err
 		}
 		if err := writeFirstPage(f, x.maxBytes); err != nil {
@@ -146,24 +164,66 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 // roundDown returns n rounded down to a multiple of m.
 func roundDown(n, m int) int { return n / m * m }
 
-// growFile sets f's length to size bytes (from length from) and reserves
-// their disk blocks, so that a write into the mapping cannot hit a full
-// disk (SIGBUS) later; filesystems without fallocate skip the reservation.
-// On failure it tries to leave the length at from.
-func growFile(f vfs.File, from, size int64) error {
-	if err := f.Truncate(size); err != nil {
-		return err
+// firstPageBytes is how much of a new index writeFirstPage writes: one
+// page on the common 4 KiB-page systems, 512 offset entries.
+const firstPageBytes = 4096
+
+// Disk reservation. An index file is as long as its slots (sparse, as
+// Kafka's), but its disk blocks are reserved only as its entries grow: a
+// store into a mapped page whose block a full disk cannot give raises
+// SIGBUS, so every entry is written below the reserved bytes, and the
+// reservation runs ahead of the entries. A new index reserves its first
+// reserveChunk bytes; an append whose entry ends past half of the room
+// reserved ahead of the previous reservation's entry reserves again, as
+// much again as the entries take (at least reserveChunk, at most
+// reserveMaxStep), up to the file's length. An idle index therefore holds
+// one page of disk, a busy one about twice its entries, and the appends
+// pay one fallocate per doubling (a handful per segment), not per entry.
+// A failed reservation fails the append that needs it, with the
+// filesystem's error (ENOSPC), and writes nothing.
+const (
+	reserveChunk   = 4096
+	reserveMaxStep = 1 << 20
+)
+
+// reserveFor makes sure the disk blocks below end (the end of the entry
+// about to be written) are reserved, and reserves a step ahead of it.
+// When only the step ahead fails, the error is dropped (the entry's blocks
+// are reserved) and the next append tries again. REQUIRES: writer, x.f
+// set, end <= fileLen.
+func (x *indexFile) reserveFor(end int64) error {
+	length := x.fileLen.Load()
+	step := min(max(end, reserveChunk), reserveMaxStep)
+	want := min((end+step+reserveChunk-1)/reserveChunk*reserveChunk, length)
+	if want > x.w.reserved {
+		if err := x.f.Preallocate(x.w.reserved, want-x.w.reserved); err != nil {
+			if end > x.w.reserved {
+				return err
+			}
+			return nil
+		}
+		x.w.reserved = want
 	}
-	if err := f.Preallocate(from, size-from); err != nil {
-		_ = f.Truncate(from)
-		return err
+	x.w.refill = end + (x.w.reserved-end)/2
+	if x.w.reserved == length {
+		x.w.refill = length // nothing left to reserve until the file grows
 	}
 	return nil
 }
 
-// firstPageBytes is how much of a new index writeFirstPage writes: one
-// page on the common 4 KiB-page systems, 512 offset entries.
-const firstPageBytes = 4096
+// setLength sets the file's length to size: growing leaves the new bytes
+// sparse (reserveFor reserves them as entries reach them), cutting frees
+// the blocks past size. REQUIRES: writer.
+func (x *indexFile) setLength(size int64) error {
+	if err := x.f.Truncate(size); err != nil {
+		return err
+	}
+	x.fileLen.Store(size)
+	x.w.sizeDirty = true
+	x.w.reserved = min(x.w.reserved, size)
+	x.w.refill = min(x.w.refill, x.w.reserved)
+	return nil
+}
 
 // writeFirstPage writes zeros over the first page of a new, preallocated
 // index file of size bytes (its content does not change). Preallocated
@@ -203,13 +263,14 @@ func (x *indexFile) writeEntry(p []byte, n int) error {
 	if end > x.fileLen.Load() {
 		// An existing index opened shorter than its slots (a trimmed
 		// one being appended to again) grows to all of them at once.
-		from := x.fileLen.Load()
-		size := x.maxEntries.Load() * int64(x.entrySize)
-		if err := growFile(x.f, from, size); err != nil {
+		if err := x.setLength(x.maxEntries.Load() * int64(x.entrySize)); err != nil {
 			return err
 		}
-		x.fileLen.Store(size)
-		x.w.sizeDirty = true
+	}
+	if end > x.w.refill {
+		if err := x.reserveFor(end); err != nil {
+			return err
+		}
 	}
 	if err := x.cur.Load().region.WriteAt(p, int64(n)*int64(x.entrySize)); err != nil {
 		return err
@@ -241,11 +302,9 @@ func (x *indexFile) trimToValidSize() error {
 	n := x.entries.Load()
 	size := n * int64(x.entrySize)
 	if x.fileLen.Load() != size {
-		if err := x.f.Truncate(size); err != nil {
+		if err := x.setLength(size); err != nil {
 			return err
 		}
-		x.fileLen.Store(size)
-		x.w.sizeDirty = true
 	}
 	x.maxEntries.Store(n)
 	if cur := x.cur.Load(); cur.region != nil && int64(len(cur.buf)) > size {
@@ -284,21 +343,13 @@ func (x *indexFile) resize(maxIndexSize int) error {
 		r.SetName(x.Path())
 		grown = r
 	}
-	if from := x.fileLen.Load(); from != size {
-		var err error
-		if size > from {
-			err = growFile(x.f, from, size)
-		} else {
-			err = x.f.Truncate(size)
-		}
-		if err != nil {
+	if x.fileLen.Load() != size {
+		if err := x.setLength(size); err != nil {
 			if grown != nil {
 				_ = grown.Unmap()
 			}
 			return err
 		}
-		x.fileLen.Store(size)
-		x.w.sizeDirty = true
 	}
 	if grown != nil {
 		x.cur.Store(&mapping{region: grown, buf: grown.Bytes()})

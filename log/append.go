@@ -447,7 +447,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 			return err
 		}
 	}
-	if err := p.mu.epochs.Assign(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
+	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
 		return err
 	}
 	snap := p.segs.Load()

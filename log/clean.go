@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/partlog/partlog/batch"
@@ -86,9 +87,24 @@ func (p *Partition) newView() (*View, error) {
 // release drops the view's references.
 func (v *View) release() {
 	for _, s := range v.segs {
-		_ = s.Unref()
+		if s != nil {
+			_ = s.Unref()
+		}
 	}
 	v.segs = nil
+}
+
+// drop drops the view's references on segs, segments the round no longer
+// reads (a run compaction replaced), so that their files go when their
+// readers let go, not when the round ends. REQUIRES: segs is a subslice of
+// v.segs (it is cleared in place).
+func (v *View) drop(segs []*segment.Segment) {
+	for i, s := range segs {
+		if s != nil {
+			_ = s.Unref()
+			segs[i] = nil
+		}
+	}
 }
 
 // Dir returns the partition's directory.
@@ -210,11 +226,17 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	if n == 0 {
 		return res, nil
 	}
-	old := v.segs[:n]
+	old := slices.Clone(v.segs[:n])
 	var bytes int64
 	for _, s := range old {
 		bytes += s.Size()
 	}
+	// The view's references go first: held through the deletion, they
+	// would keep every deleted segment's files, and its disk space, until
+	// the round ends. deleteSegments compares pointers under the
+	// partition's lock: a segment another round deleted meanwhile is no
+	// longer in the list.
+	v.release()
 	if err := p.deleteSegments(old, truncations); err != nil {
 		return res, err
 	}
@@ -394,6 +416,7 @@ func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error)
 			res.BytesRead = v.read + rw.read
 			return res, fmt.Errorf("partlog/log: compact %s: %w", p.dir, err)
 		}
+		v.drop(g)
 	}
 	res.BytesRead = v.read + rw.read
 	written, err := p.writeCleanerCheckpoint(end, truncations)

@@ -43,7 +43,7 @@ func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
 	if latest, ok := p.mu.epochs.Latest(); epoch < 0 || ok && epoch < latest {
 		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
 	}
-	if err := p.mu.epochs.Assign(epoch, offset); err != nil {
+	if err := p.assignEpochLocked(epoch, offset); err != nil {
 		return err
 	}
 	if p.cfg.StampLeaderEpoch {

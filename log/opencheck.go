@@ -181,7 +181,12 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //   - a recovery point past the log end means synced batches are missing:
 //     refused after a clean shutdown, the policy's after a crash (a
 //     TruncateTo the crash interrupted leaves it; DefaultRecovery moves
-//     it back to the log end, loudly).
+//     it back to the log end, loudly);
+//   - so does a producer snapshot past the log end, which is written
+//     once the batches below it are synced (lostend.go): the policy's, as
+//     a torn tail after a crash (DefaultRecovery logs an error; loading
+//     the producer state removes the snapshot); not when the last segment
+//     has bytes past its batches (the policy is asked about their cut).
 func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, haveRP bool) (*dirCheck, error) {
 	fs, dir := p.cfg.FS, p.dir
 	plan, err := repair.Make(fs, dir)
@@ -376,6 +381,13 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		}
 		p.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
 			"dir", dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
+	} else if cutAt == n && probes[n-1].Framed == probes[n-1].Size {
+		// The same loss without a recovery point to say so (lostend.go).
+		// A last segment with bytes past its batches is cut, and the
+		// policy asked about that cut, by recovery.
+		if err := p.checkSnapshotsPastEnd(end, clean && !dc.unclean, filepath.Base(probes[n-1].Path)); err != nil {
+			return nil, err
+		}
 	}
 	return dc, nil
 }

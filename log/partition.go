@@ -648,7 +648,7 @@ func (p *Partition) SetLeaderEpoch(epoch int32) error {
 		return fmt.Errorf("%w: leader epoch %d, the latest is %d", ErrStaleLeaderEpoch, epoch, latest)
 	}
 	if p.mu.epochs.StartsEpoch(epoch) {
-		if err := p.mu.epochs.Assign(epoch, p.mu.end.Offset); err != nil {
+		if err := p.assignEpochLocked(epoch, p.mu.end.Offset); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -439,6 +440,11 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 		seg.ReleaseRead()
 		uerr := seg.Unref()
 		_ = r.discard() // holds no segment: nothing to fail
+		if errors.Is(err, segment.ErrDeleted) {
+			// Deleted (retention, compaction) after the snapshot was
+			// taken, and its files are gone: read the current list.
+			return nil, true, nil
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("partlog/log: read offset %d from segment %d of %s: %w", offset, segBase, p.dir, err)
 		}

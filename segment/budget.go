@@ -172,6 +172,16 @@ type lazyState struct {
 	// rest: sealed, no suffix, not deleted, not closed, the .log exactly
 	// Size bytes long. Guarded by mu.
 	closable bool
+	// dropIdle is set by the writer (under mu) for a deleted segment
+	// that may be closed like a closable one: it is closed whenever no
+	// one pins it, outside the ring (see MarkDeleted).
+	dropIdle atomic.Bool
+	// fileID identifies the .log the segment had open when it was first
+	// closed at rest (device and inode; idKnown false where the platform
+	// does not tell, MemFS): a reopen must find that same file, not one
+	// a later segment's rename put under the name. Guarded by mu.
+	fileID  [2]uint64
+	idKnown bool
 	// restLen is the .log's length when closed at rest. Guarded by mu.
 	restLen int64
 	// slot is the segment's index in budget.ring, -1 when not there.
@@ -215,13 +225,24 @@ func (s *Segment) pin() error {
 	return s.reopen()
 }
 
-// unpin drops a pin; the last one lets the budget close segments over it.
+// unpin drops a pin; the last one closes a deleted segment (dropIdle) and
+// lets the budget close segments over it.
 func (s *Segment) unpin() {
 	b := s.lz.budget
 	if b == nil {
 		return
 	}
-	if s.lz.pins.Add(-1) == 0 && b.count.Load() > int64(b.max) {
+	if s.lz.pins.Add(-1) != 0 {
+		return
+	}
+	if s.lz.dropIdle.Load() {
+		s.lz.mu.Lock()
+		if s.lz.dropIdle.Load() {
+			s.closeAtRestLocked()
+		}
+		s.lz.mu.Unlock()
+	}
+	if b.count.Load() > int64(b.max) {
 		b.evict()
 	}
 }
@@ -243,28 +264,80 @@ func (s *Segment) updateClosable() {
 	if b == nil {
 		return
 	}
-	on := s.sealed.Load() && s.w.suffix == "" && !s.deleteOnRelease.Load() &&
-		!s.closed.Load() && s.w.fileSize == s.size.Load()
+	rest := s.sealed.Load() && !s.closed.Load() && s.w.fileSize == s.size.Load()
+	deleted := s.deleteOnRelease.Load()
+	on := rest && s.w.suffix == "" && !deleted
+	drop := rest && deleted && s.w.suffix == DeletedSuffix
 	s.lz.mu.Lock()
 	defer s.lz.mu.Unlock()
-	if s.lz.closable == on {
-		return
+	if s.lz.closable != on {
+		s.lz.closable = on
+		if s.lz.resident.Load() {
+			if on {
+				b.add(s)
+			} else {
+				b.remove(s)
+			}
+		}
 	}
-	s.lz.closable = on
-	if !s.lz.resident.Load() {
-		return
-	}
-	if on {
-		b.add(s)
-	} else {
-		b.remove(s)
+	s.lz.dropIdle.Store(drop)
+	if drop {
+		s.closeAtRestLocked() // unless pinned: the last unpin does it
 	}
 }
 
-// closeAtRestLocked closes the files of a closable segment no one pins and
-// reports whether it did. REQUIRES: s.lz.mu held.
+// renameIfClosed renames the files of a segment a Budget closed at rest
+// from the suffix they carry to newSuffix by their names, without opening
+// them, and reports true. When the files are open (or there is no Budget)
+// it reports false and changes nothing, having pinned the segment under
+// the lock that closing takes, so that its files stay open for the caller,
+// which unpins. On a failed rename the ones done are undone (best effort),
+// and true is returned with the error. Writer side.
+func (s *Segment) renameIfClosed(newSuffix string) (bool, error) {
+	if s.lz.budget == nil {
+		return false, nil
+	}
+	s.lz.mu.Lock()
+	defer s.lz.mu.Unlock()
+	if s.lz.resident.Load() {
+		s.lz.pins.Add(1)
+		s.lz.referenced.Store(true)
+		return false, nil
+	}
+	oldSuffix := s.w.suffix
+	if oldSuffix == newSuffix {
+		return true, nil
+	}
+	// The closed index objects keep their paths, which Unref removes and
+	// a reopen replaces: their Rename renames by name.
+	oldLog, newLog := s.path(LogSuffix, oldSuffix), s.path(LogSuffix, newSuffix)
+	if err := s.fs.Rename(oldLog, newLog); err != nil {
+		return true, err
+	}
+	if err := s.offIdx.Rename(s.path(IndexSuffix, newSuffix)); err != nil {
+		_ = s.fs.Rename(newLog, oldLog)
+		return true, err
+	}
+	if err := s.timeIdx.Rename(s.path(TimeIndexSuffix, newSuffix)); err != nil {
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		_ = s.fs.Rename(newLog, oldLog)
+		return true, err
+	}
+	if err := s.renameCompanions(oldSuffix, newSuffix); err != nil {
+		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
+		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
+		_ = s.fs.Rename(newLog, oldLog)
+		return true, err
+	}
+	s.w.suffix = newSuffix
+	s.logPath.Store(&newLog)
+	return true, nil
+}
+
+// closeAtRestLocked closes the files of a closable (or dropIdle) segment no
+// one pins and reports whether it did. REQUIRES: s.lz.mu held.
 func (s *Segment) closeAtRestLocked() bool {
-	if !s.lz.closable || !s.lz.resident.Load() || s.lz.pins.Load() != 0 || s.adopt.pending.Load() {
+	if !(s.lz.closable || s.lz.dropIdle.Load()) || !s.lz.resident.Load() || s.lz.pins.Load() != 0 || s.adopt.pending.Load() {
 		// A segment whose adoption is pending is reopened by names it
 		// does not carry yet: it stays open until settled.
 		return false
@@ -278,6 +351,11 @@ func (s *Segment) closeAtRestLocked() bool {
 		return false
 	}
 	s.lz.restLen = s.size.Load()
+	if !s.lz.idKnown {
+		if st, err := s.logFile.Stat(); err == nil {
+			s.lz.fileID, s.lz.idKnown = fileIdentity(st)
+		}
+	}
 	if err := s.releaseFiles(); err != nil {
 		s.log.Warn("partlog/segment: closing an unused segment failed", "segment", s.LogPath(), "err", err)
 	}
@@ -295,6 +373,9 @@ func (s *Segment) reopen() error {
 		return ErrClosed
 	}
 	if err := s.openAtRestLocked(); err != nil {
+		if s.deleteOnRelease.Load() {
+			return fmt.Errorf("partlog/segment: reopen %s: %w: %w", s.LogPath(), ErrDeleted, err)
+		}
 		return fmt.Errorf("partlog/segment: reopen %s: %w", s.LogPath(), err)
 	}
 	s.lz.resident.Store(true)
@@ -325,6 +406,10 @@ func (s *Segment) openAtRestLocked() (err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if id, ok := fileIdentity(st); ok && s.lz.idKnown && id != s.lz.fileID {
+		return base.CorruptionErrorf(logPath, 0, "identity",
+			"another file than the one closed while unused (device and inode %v, were %v)", id, s.lz.fileID)
 	}
 	if st.Size() != s.lz.restLen {
 		return base.CorruptionErrorf(logPath, min(st.Size(), s.lz.restLen), "size",

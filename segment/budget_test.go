@@ -227,10 +227,11 @@ func TestBudgetConcurrentReaders(t *testing.T) {
 }
 
 // TestBudgetWriterMethodsReopen: the writer-side methods a partition calls
-// on a sealed segment (Flush, Unseal to append again, TruncateTo,
-// MarkDeleted) reopen a segment closed at rest; an unsealed segment is
-// never closed; a segment marked deleted leaves the budget and its files
-// go at the last Unref.
+// on a sealed segment (Flush, Unseal to append again, TruncateTo) reopen a
+// segment closed at rest; an unsealed segment is never closed; MarkDeleted
+// renames a closed segment's files without opening them (issue 28, case
+// 3), a deleted segment is read through its new names and closes again
+// once unused, and its files go at the last Unref.
 func TestBudgetWriterMethodsReopen(t *testing.T) {
 	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		b := NewBudget(0)
@@ -254,9 +255,14 @@ func TestBudgetWriterMethodsReopen(t *testing.T) {
 		checkSegment(t, segs[1])
 		segs[1].ReleaseRead()
 
+		reopens := b.Stats().Reopens
 		require.NoError(t, segs[2].MarkDeleted())
-		require.True(t, segs[2].Resident(), "a deleted segment stays open for its readers")
-		readSegment(t, segs[2], bs[2])
+		require.False(t, segs[2].Resident(), "renamed without being opened")
+		require.Equal(t, reopens, b.Stats().Reopens)
+		_, err = fsys.Stat(segPath(dir, 20, LogSuffix+DeletedSuffix))
+		require.NoError(t, err)
+		readSegment(t, segs[2], bs[2]) // reopened by its new names
+		require.False(t, segs[2].Resident(), "a deleted segment closes once unused")
 		require.NoError(t, segs[2].Unref())
 		_, err = fsys.Stat(segPath(dir, 20, LogSuffix+DeletedSuffix))
 		require.ErrorIs(t, err, os.ErrNotExist)
@@ -264,5 +270,79 @@ func TestBudgetWriterMethodsReopen(t *testing.T) {
 		mustClose(t, segs[0])
 		mustClose(t, segs[1])
 		assert.Equal(t, 0, b.Stats().Open)
+	})
+}
+
+// TestBudgetDeletedSegmentClosesWhenUnpinned (issue 28, case 3): a
+// segment deleted while open under a Budget, and held by a reference,
+// closes its files as soon as no one pins it (it no longer needs the
+// budget's room, nor holds descriptors for a holder that reads nothing),
+// reopens for a read, and closes again after it. Its files used to stay
+// open until the last reference went.
+func TestBudgetDeletedSegmentClosesWhenUnpinned(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(4)
+		segs, bs := budgetSegments(t, fsys, dir, 2, b)
+		s := segs[0]
+		require.True(t, s.Resident())
+		s.Ref() // a reader's
+		require.NoError(t, s.MarkDeleted())
+		require.False(t, s.Resident(), "closed once renamed")
+		require.Equal(t, 1, b.Stats().Open, "a deleted segment leaves the budget")
+		if fds, _, ok := openResources(t, dir); ok && fsys == vfs.Default {
+			require.Equal(t, 3, fds, "only the other segment's files are open")
+		}
+		s.AcquireRead()
+		require.True(t, s.Resident())
+		s.ReleaseRead()
+		require.False(t, s.Resident())
+		readSegment(t, s, bs[0])
+		require.NoError(t, s.Unref())
+		require.NoError(t, s.Unref())
+		for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+			_, err := fsys.Stat(segPath(dir, 0, kind+DeletedSuffix))
+			require.ErrorIs(t, err, os.ErrNotExist, kind)
+		}
+		mustClose(t, segs[1])
+	})
+}
+
+// TestBudgetDeletedSegmentNamesReplaced: a deleted segment closed at rest
+// whose .deleted names another segment of the same base took over (it was
+// deleted while the first was still held) is not reopened from the other's
+// files: reads return ErrDeleted. On Linux the files are told apart by
+// their identity even when lengths and entry counts match; elsewhere (and
+// on MemFS) by the length.
+func TestBudgetDeletedSegmentNamesReplaced(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(0)
+		cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1, Budget: b}
+		first := simpleBatch(t, 0, 10, 1_700_000_000_000, 50)
+		second := simpleBatch(t, 0, 10, 1_700_000_000_999, 50) // same length, other bytes
+		if fsys != vfs.Default || runtime.GOOS != "linux" {
+			second = simpleBatch(t, 0, 10, 1_700_000_000_999, 60)
+		}
+		a, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		mustAppend(t, a, first)
+		require.NoError(t, a.Seal())
+		require.False(t, a.Resident())
+		a.Ref() // a reader's
+		require.NoError(t, a.MarkDeleted())
+		require.NoError(t, a.Unref()) // the owner's
+
+		a2, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		mustAppend(t, a2, second)
+		require.NoError(t, a2.Seal())
+		require.NoError(t, a2.MarkDeleted()) // over a's names
+		readSegment(t, a2, second)
+
+		_, err = a.Read(0, 1<<20, a.Size(), true)
+		require.ErrorIs(t, err, ErrDeleted)
+		require.NoError(t, a.Unref()) // removes the names, now a2's
+		_, err = a2.Read(0, 1<<20, a2.Size(), true)
+		require.ErrorIs(t, err, ErrDeleted)
+		require.NoError(t, a2.Unref())
 	})
 }

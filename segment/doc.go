@@ -164,7 +164,9 @@
 // than the budget's Max are open, least recently used first, and is
 // reopened by the next method that needs its files. What needs no file
 // (BaseOffset, NextOffset, Size, the timestamps) is answered from memory
-// meanwhile.
+// meanwhile. A deleted segment (MarkDeleted) leaves the budget: it is
+// renamed without being opened, and closes its files whenever no one uses
+// it, so that it holds descriptors only while it is read.
 //
 // # The partition's machinery
 //

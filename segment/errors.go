@@ -46,6 +46,14 @@ var (
 	// ErrSuffix is returned by ChangeSuffix when the files do not carry
 	// the old suffix.
 	ErrSuffix = errors.New("partlog/segment: files do not have that suffix")
+	// ErrDeleted is returned by the methods that read a deleted segment
+	// (MarkDeleted) whose files were closed while unused (Budget) and
+	// cannot be opened again as its own: they were removed, or replaced
+	// by those of a later segment deleted with the same base offset. The
+	// segment is no longer in its partition's list: read from the
+	// partition's current segments instead (package log retries the
+	// read).
+	ErrDeleted = errors.New("partlog/segment: segment deleted and its files gone")
 )
 
 // ErrFault marks a read of the memory-mapped .log or index that the kernel

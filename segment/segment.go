@@ -650,28 +650,41 @@ func (s *Segment) IndexEntries() (offset, time int) {
 // reference is dropped. Readers holding a reference keep reading. Writer
 // side.
 //
+// It does not need the files open: the files of a segment a Budget closed
+// while unused are renamed by name, not reopened. Under a Budget a deleted
+// segment no one pins (Pin, AcquireRead, a method reading it) closes its
+// files at once, outside the budget's count, and reopens them by their
+// .deleted names when a reader holding a reference reads it again; its
+// descriptors are then held only while it is read, and its disk space
+// returns at the last Unref whoever holds the references.
+//
 // The names are Kafka's (NNN.log.deleted), so two segments with the same
 // base offset deleted while a reader still holds the first share them: the
 // second rename replaces the first's files (their open descriptors and
 // mappings stay valid on Unix) and whichever is released first removes the
-// names; the other finds them gone, which is not an error.
+// names; the other finds them gone, which is not an error. A deleted
+// segment whose files were closed cannot be reopened then: its reads
+// return an error wrapping ErrDeleted.
 func (s *Segment) MarkDeleted() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	err := s.pin()
-	defer s.unpinWriter()
+	renamed, err := s.renameIfClosed(DeletedSuffix)
+	if !renamed {
+		defer s.unpinWriter() // renameIfClosed pinned the open files
+	}
 	if err != nil {
 		return err
 	}
-	if s.w.suffix == DeletedSuffix {
-		s.deleteOnRelease.Store(true)
-		return nil
-	}
-	if err := s.ChangeSuffix(s.w.suffix, DeletedSuffix); err != nil {
-		return err
+	if !renamed && s.w.suffix != DeletedSuffix {
+		if err := s.ChangeSuffix(s.w.suffix, DeletedSuffix); err != nil {
+			return err
+		}
 	}
 	s.deleteOnRelease.Store(true)
+	if renamed {
+		s.updateClosable()
+	}
 	return nil
 }
 
