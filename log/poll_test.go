@@ -320,3 +320,27 @@ func TestRecordsPastLogEnd(t *testing.T) {
 		require.Equal(t, []int64{5, 6}, offsets)
 	})
 }
+
+// TestReadCommittedEmptyNextOffset: an empty read_committed result, at or
+// past the last stable offset, says where to read next as ReadFrom's does:
+// the offset that was read.
+func TestReadCommittedEmptyNextOffset(t *testing.T) {
+	p := openMemPartition(t, plog.Config{})
+	appendBatches(t, p, 2)                           // offsets 0-1, outside any transaction
+	_, err := p.AppendBatch(txnBatch(t, 9, 0, 0, 3)) // offsets 2-4: an open transaction
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.LastStableOffset())
+	for _, off := range []int64{2, 3, 5} { // at the LSO, inside the open transaction, at the log end
+		recs, aborted, err := p.ReadCommitted(off, 1<<20)
+		require.NoError(t, err)
+		require.Empty(t, recs.Bytes())
+		require.Nil(t, aborted)
+		require.Equal(t, off, recs.NextOffset(), "offset %d", off)
+		require.NoError(t, recs.Close())
+	}
+	// From below the LSO the read stops at it.
+	recs, _, err := p.ReadCommitted(0, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), recs.NextOffset())
+	require.NoError(t, recs.Close())
+}

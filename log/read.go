@@ -147,10 +147,10 @@ func (h Records) FirstOffset() int64 {
 }
 
 // NextOffset returns where the next read continues: the offset after the
-// last batch or, for an empty result of ReadFrom or ReadFromFollower, the
-// offset that was read (nothing is visible there yet: Wait for it, then
-// read it again). For a closed Records, and for an empty result of
-// ReadCommitted, it returns -1. The read found it while scanning the batch
+// last batch or, for an empty result, the offset that was read (nothing is
+// visible there yet: Wait for it, or for ReadCommitted for the last stable
+// offset to pass it, then read it again). For a closed Records it returns
+// -1. The read found it while scanning the batch
 // headers; it reads no byte of Bytes.
 func (h Records) NextOffset() int64 {
 	if r := h.state(); r != nil {

@@ -208,7 +208,7 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 // past the last stable offset, and it returns, with the batches, the
 // aborted transactions that overlap them (LastOffset at or past the first
 // batch's offset and FirstOffset below Records.NextOffset), oldest marker
-// first: what a Fetch response carries for the consumer to drop the
+// first: what a Fetch response carries for the consumer to discard the
 // aborted batches. Transaction markers themselves are returned like any
 // batch. An offset at or past the last stable offset gives an empty
 // result; the bounds, errors and lifetime of Records are ReadFrom's.
@@ -228,7 +228,7 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 		if start, end := p.LogStartOffset(), p.LogEndOffset(); offset < start || offset > end {
 			return Records{}, nil, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end)
 		}
-		return newRecords().handle(), nil, nil
+		return emptyRecords(offset), nil, nil
 	}
 	recs, err := p.read(offset, maxBytes, false)
 	if err != nil {
@@ -243,7 +243,7 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 		}
 		if empty {
 			_ = recs.Close()
-			return newRecords().handle(), nil, nil
+			return emptyRecords(offset), nil, nil
 		}
 	}
 	if r.seg == nil || !p.txn.aborted.Load() {
