@@ -40,8 +40,8 @@
 // 1700000000000, offset 105) is 00 00 01 8b cf e5 68 00 00 00 00 05.
 //
 // Kafka's rules, which this package keeps: a new file is preallocated to
-// maxIndexSize rounded down to whole entries; an existing file has
-// length/entrySize entries; offsets strictly increase; time entries are
+// maxIndexSize rounded down to whole entries; an existing file holds as
+// many entries as its length has room for; offsets strictly increase; time entries are
 // added only when the timestamp grows; the time index counts as full one
 // slot early, keeping the last slot for the entry written when the segment
 // is sealed; both are trimmed to their entries when sealed or closed.
@@ -114,25 +114,9 @@
 // renames and deletes its indexes, checks them against its .log (Check),
 // and counts the entries below a position (SearchPosition, a reader).
 //
-// Why lookups need no lock:
-//
-//  1. The entry count is an atomic. The writer writes an entry's bytes
-//     (through the mapping, or for the heap fallback through the heap copy
-//     and the file) and only then publishes the new count; a reader loads
-//     the count first and reads only entries below it, so it never sees a
-//     partly written entry.
-//  2. An entry below the published count is never rewritten, except after
-//     a truncation or a reset lowered the count, and those are exclusive: no
-//     reader still holds an older, larger count.
-//  3. A reader loads the mapping after the count. The writer installs a
-//     larger mapping (a resize) before it publishes a count that needs it,
-//     so the mapping a reader sees covers its count. Replaced mappings stay
-//     mapped until Close: a reader holding one reads valid memory.
-//  4. The file is never shorter than count*entrySize bytes: trimming cuts
-//     it to exactly that and only TruncateTo (exclusive) lowers the count,
-//     so no read touches a mapped page past the end of the file (SIGBUS).
-//  5. After Close (or a delete) the index reads as empty instead of touching
-//     unmapped memory, but calling a reader then is still a bug.
+// A reader never sees a partly written entry. One called after Close (or
+// a delete) finds the index empty rather than touching unmapped memory,
+// but calling it then is still a bug.
 //
 // # Media errors
 //

@@ -29,9 +29,27 @@ type mapping struct {
 // mapping, the entry count and the life cycle (grow, trim, resize, flush,
 // close, rename, delete). It knows entries only by their size.
 //
-// Reader-side fields (entries, cur, maxEntries, fileLen, path) are atomics:
-// see the package doc for the proof that lookups need no lock. The w group
-// is touched only by the single writer goroutine.
+// Reader-side fields (entries, cur, maxEntries, fileLen, path) are atomics.
+// The w group is touched only by the single writer goroutine. Why lookups
+// need no lock:
+//
+//  1. The entry count is an atomic. The writer writes an entry's bytes
+//     (through the mapping, or for the heap fallback through the heap copy
+//     and the file) and only then publishes the new count; a reader loads
+//     the count first and reads only entries below it, so it never sees a
+//     partly written entry.
+//  2. An entry below the published count is never rewritten, except after
+//     a truncation or a reset lowered the count, and those are exclusive: no
+//     reader still holds an older, larger count.
+//  3. A reader loads the mapping after the count. The writer installs a
+//     larger mapping (a resize) before it publishes a count that needs it,
+//     so the mapping a reader sees covers its count. Replaced mappings stay
+//     mapped until Close: a reader holding one reads valid memory.
+//  4. The file is never shorter than entries*entrySize bytes: trimming cuts
+//     it to exactly that and only TruncateTo (exclusive) lowers the count,
+//     so no read touches a mapped page past the end of the file (SIGBUS).
+//  5. After Close (or a delete) the index reads as empty instead of touching
+//     unmapped memory, but calling a reader then is still a bug.
 type indexFile struct {
 	fs        vfs.FS
 	base      int64

@@ -258,9 +258,8 @@ func (idx *OffsetIndex) Check(logSize int64, batchStartAt func(pos int64) (lastO
 	return nil
 }
 
-// TrimToValidSize cuts the file to its entries (Kafka's trimToValidSize,
-// done when a segment is sealed or closed). The index is then full until
-// Resize.
+// TrimToValidSize cuts the file to its entries, as Kafka does when a
+// segment is sealed or closed. The index is then full until Resize.
 func (idx *OffsetIndex) TrimToValidSize() error { return idx.x.trimToValidSize() }
 
 // Resize sets the number of slots to maxIndexSize/OffsetEntrySize and the
@@ -270,8 +269,8 @@ func (idx *OffsetIndex) TrimToValidSize() error { return idx.x.trimToValidSize()
 // size maps the file again; the old mapping stays valid until Close.
 func (idx *OffsetIndex) Resize(maxIndexSize int) error { return idx.x.resize(maxIndexSize) }
 
-// Flush makes the entries durable: msync of the mapping (f.Sync for the
-// heap fallback), and fdatasync when the file's length changed.
+// Flush makes the entries durable: msync of the mapping (the file's Sync
+// for an unmapped file), and fdatasync when the file's length changed.
 func (idx *OffsetIndex) Flush() error { return idx.x.flush() }
 
 // Close trims the file to its entries, unmaps it and closes it. It does
