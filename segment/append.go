@@ -353,7 +353,7 @@ type trimState struct {
 func (s *Segment) TrimPending() bool { return s.trim.pending.Load() }
 
 // TrimSealedIndexes cuts a sealed segment's index files to their entries
-// (Kafka's trimToValidSize at roll), the half of Seal that Seal leaves
+// (as Kafka trims them at a roll), the half of Seal that Seal leaves
 // for later. Unlike the other writer-side methods it may run without the
 // writer's lock, concurrently with reads and with the writer's methods
 // (those that touch the index files wait for it or do it first). It does

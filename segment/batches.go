@@ -13,12 +13,11 @@ import (
 // after from, in file order: RecordBatch v2 batches, and legacy messages
 // (magic 0 or 1, from Kafka before 0.11) as they are; a consumer tells
 // them apart with batch.PeekMagic (a legacy entry's v2 accessors mean
-// nothing). The packages above read a segment's entries with it
-// (compaction, the partition's rewrite); it is the damage walk
-// (damage.go) over the segment's bytes.
+// nothing). Package log's compaction reads segments with it. It walks
+// the segment's bytes as Check does (see the package doc, "Recovery").
 //
-// Every entry's framing, CRC (batch.Batch.ValidateHeader,
-// legacy.Entry.ValidateHeader) and offsets (increasing, inside the
+// Every entry's framing, CRC (batch.Batch.ValidateHeader for a v2 batch,
+// the CRC-32 of a legacy message) and offsets (increasing, inside the
 // segment's relative offsets) are checked: a bad one ends the walk with an
 // error wrapping batch.ErrCorrupt (a *batch.CorruptionError naming the file
 // and the position of the failing field); so does an I/O error, and a

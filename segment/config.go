@@ -20,8 +20,8 @@ const (
 	MaxSegmentBytesLimit = math.MaxInt32
 )
 
-// Config holds a segment's settings. The zero value means Kafka's defaults;
-// Create and Open fill them in (ensureDefaults).
+// Config holds a segment's settings. The zero value means Kafka's defaults,
+// and so does each zero field: Create and Open fill them in.
 type Config struct {
 	// IndexIntervalBytes is index.interval.bytes (default 4096): an append
 	// adds an offset (and maybe a time) index entry when more than this

@@ -71,7 +71,7 @@ type CheckOptions struct {
 	// its CRC has checked), before the walk decodes it itself: a caller
 	// that decodes the inner messages anyway (package log's Verify) then
 	// decompresses each wrapper once. ok false (the caller could not
-	// decode them) leaves it to the walk's own decoding (legacyWalkFirst).
+	// decode them) leaves it to the walk's own decoding.
 	LegacyFirst func(pos int64, e []byte) (first int64, ok bool)
 }
 
@@ -124,11 +124,11 @@ func Check(fsys vfs.FS, path string, baseOffset int64, opts CheckOptions, fn fun
 // keeps the files open under a segment budget while it runs.
 //
 // A media fault is an error, never damage: a fault on a mapped page (the
-// walk and fn run under mmap.Protect) or a read that finds the file ending
-// before Size() (the same loss met without the mapping) returns an error
-// wrapping ErrFault (a *FaultError naming the file and position), as Check
-// and Recover return it, so a caller gets the same answer whether the
-// segment is mapped or not.
+// walk and fn run under the fault guard, see the package doc) or a read
+// that finds the file ending before Size() (the same loss met without the
+// mapping) returns an error wrapping ErrFault (a *FaultError naming the
+// file and position), as Check and Recover return it, so a caller gets the
+// same answer whether the segment is mapped or not.
 func (s *Segment) Check(opts CheckOptions, fn func(h BatchInfo, b batch.Batch, bad error) error) (RecoverResult, error) {
 	if s.released.Load() {
 		return RecoverResult{}, ErrClosed

@@ -90,8 +90,8 @@
 //
 // Lookups follow Kafka: Read finds the batch holding an offset (offset
 // index floor, then batch headers forward to the first batch whose last
-// offset is >= the target) and returns whole batches from there ( within maxBytes and below a visibility bound,
-// at least one batch if asked), FindOffsetByTimestamp (time index floor,
+// offset is >= the target) and returns whole batches from there (within a
+// byte limit and below a visibility bound, at least one batch if asked), FindOffsetByTimestamp (time index floor,
 // offset index, first batch whose maxTimestamp is >= the target, first
 // record in it with a timestamp >= the target).
 //

@@ -40,7 +40,7 @@ var (
 	ErrSegmentFull = errors.New("partlog/segment: segment is full")
 	// ErrOutOfRange is returned by Bytes and WriteTo for a byte range that
 	// is not inside the published part of the .log, and by Read for a
-	// negative maxBytes. The partition maps offsets outside the log to
+	// negative byte limit. The partition maps offsets outside the log to
 	// OFFSET_OUT_OF_RANGE (1) before it gets here.
 	ErrOutOfRange = errors.New("partlog/segment: range out of bounds")
 	// ErrSuffix is returned by ChangeSuffix when the files do not carry

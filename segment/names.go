@@ -15,7 +15,7 @@ const (
 	IndexSuffix = ".index"
 	// TimeIndexSuffix names the sparse time index.
 	TimeIndexSuffix = ".timeindex"
-	// TxnIndexSuffix names the aborted-transaction index (txnindex.go;
+	// TxnIndexSuffix names the aborted-transaction index (AbortedTxns;
 	// the log package decides what goes in it).
 	TxnIndexSuffix = ".txnindex"
 	// SnapshotSuffix names a producer-state snapshot (log package).

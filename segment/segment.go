@@ -21,47 +21,50 @@ import (
 // offset and time indexes. See the package documentation for the
 // concurrency contract and the lifetimes.
 //
-// # The lock-free read path
-//
 // Readers (Translate, Read, Bytes, WriteTo, FindOffsetByTimestamp,
-// NextOffset, Size) take no lock while the one writer appends. They are
-// safe because of these invariants:
-//
-//  1. The writer writes a batch's bytes at position size (the published
-//     size) and beyond, never below it: bytes below size are never
-//     modified by Append. Only TruncateTo and Recover shrink or rewrite
-//     the .log, and they hold the exclusive lease while readers hold
-//     shared read leases across their reads (DESIGN law 9).
-//  2. Append writes the batch (File.WriteAt returns after the bytes are in
-//     the page cache, which the read-only MAP_SHARED mapping shows, or in
-//     the in-memory file that ReadAt reads), then appends the index
-//     entries, and only then stores the new size with an atomic store.
-//     A reader loads size with an atomic load before it reads any byte,
-//     so by the Go memory model the write of every byte below the size it
-//     loaded happens before its read: it never sees a partial batch.
-//  3. Published sizes are always batch boundaries (Append adds whole
-//     batches; TruncateTo cuts at a batch start; Recover at the end of the
-//     last valid batch), so a scan of headers from a batch boundary below
-//     size reaches size exactly.
-//  4. The index publishes an entry only after its bytes are written (see
-//     package index), and an entry points at a batch start. An entry may
-//     be visible before the size that covers its batch (invariant 2
-//     orders entries before size); a reader that finds an entry whose
-//     position is at or past the size it loaded knows the offset it looks
-//     for is past everything it can see, and treats it as such.
-//  5. The mapping is created before the segment is shared and unmapped only
-//     when the last reference is dropped (Unref), so a reader holding a
-//     reference never touches unmapped memory; it never reads past size,
-//     which is never past the file's end, so it never touches a page past
-//     the end of the file (SIGBUS). The writer may replace the mapping
-//     (mapTo): Seal and Recover shrink it to the file's length, which is
-//     at or above size, and unmap only pages past it; Unseal publishes a
-//     new, longer mapping and keeps the old one mapped (retired) until the
-//     last Unref. A reader loads the mapping (mem) after size, and every
-//     mapping it can load covers that size.
-//  6. nextOffset is stored after size: once NextOffset() returns n, every
-//     batch with offsets below n is visible to Read.
+// NextOffset, Size) take no lock while the one writer appends, and never
+// see a partly written batch: once NextOffset returns n, every batch with
+// offsets below n is visible to Read.
 type Segment struct {
+	// The lock-free read path. Readers (Translate, Read, Bytes, WriteTo,
+	// FindOffsetByTimestamp, NextOffset, Size) take no lock while the one
+	// writer appends. They are safe because of these invariants:
+	//
+	//  1. The writer writes a batch's bytes at position size (the published
+	//     size) and beyond, never below it: bytes below size are never
+	//     modified by Append. Only TruncateTo and Recover shrink or rewrite
+	//     the .log, and they hold the exclusive lease while readers hold
+	//     shared read leases across their reads (DESIGN law 9).
+	//  2. Append writes the batch (File.WriteAt returns after the bytes are in
+	//     the page cache, which the read-only MAP_SHARED mapping shows, or in
+	//     the in-memory file that ReadAt reads), then appends the index
+	//     entries, and only then stores the new size with an atomic store.
+	//     A reader loads size with an atomic load before it reads any byte,
+	//     so by the Go memory model the write of every byte below the size it
+	//     loaded happens before its read: it never sees a partial batch.
+	//  3. Published sizes are always batch boundaries (Append adds whole
+	//     batches; TruncateTo cuts at a batch start; Recover at the end of the
+	//     last valid batch), so a scan of headers from a batch boundary below
+	//     size reaches size exactly.
+	//  4. The index publishes an entry only after its bytes are written (see
+	//     index/file.go), and an entry points at a batch start. An entry may
+	//     be visible before the size that covers its batch (invariant 2
+	//     orders entries before size); a reader that finds an entry whose
+	//     position is at or past the size it loaded knows the offset it looks
+	//     for is past everything it can see, and treats it as such.
+	//  5. The mapping is created before the segment is shared and unmapped only
+	//     when the last reference is dropped (Unref), so a reader holding a
+	//     reference never touches unmapped memory; it never reads past size,
+	//     which is never past the file's end, so it never touches a page past
+	//     the end of the file (SIGBUS). The writer may replace the mapping
+	//     (mapTo): Seal and Recover shrink it to the file's length, which is
+	//     at or above size, and unmap only pages past it; Unseal publishes a
+	//     new, longer mapping and keeps the old one mapped (retired) until the
+	//     last Unref. A reader loads the mapping (mem) after size, and every
+	//     mapping it can load covers that size.
+	//  6. nextOffset is stored after size: once NextOffset() returns n, every
+	//     batch with offsets below n is visible to Read.
+
 	fs   vfs.FS
 	dir  string
 	base int64

@@ -40,8 +40,8 @@ const spareBase = 0
 // from"). The file's length, hence
 // its content and format, does not change: recovery, Verify and every
 // reader look only below the length, and what is reserved past it is
-// released when the segment is sealed and its indexes trimmed, or closed
-// (releaseReserved), and when it is truncated or deleted; one a crash
+// released when the segment is sealed and its indexes trimmed, or closed,
+// and when it is truncated or deleted; one a crash
 // left is released by the next Open of the segment. Nothing is
 // synced: a crash may leave the files, which the next start-up removes.
 // One spare per directory: the names do not depend on anything else. A
