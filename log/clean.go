@@ -124,8 +124,8 @@ func (v *View) HighWatermark() int64 { return v.hw }
 func (v *View) Segments() []SegmentView { return v.infos }
 
 // CleanerCheckpoint returns the offset below which the partition's
-// cleaner checkpoint (cleanerCheckpointFile) says the log is cleaned;
-// found is false when there is none.
+// cleaner-offset-checkpoint file says the log is cleaned; found is false
+// when there is none.
 func (v *View) CleanerCheckpoint() (offset int64, found bool, err error) {
 	return v.p.cleanerCheckpoint()
 }
@@ -193,7 +193,7 @@ type RetentionPolicy interface {
 // and removes them at the last reader's release, and syncs the directory.
 //
 // When r says every segment is expired, the active one included, the log
-// rolls first (as Kafka's deleteSegments does) and r is asked again over
+// rolls first (as Kafka does) and r is asked again over
 // the new snapshot, whose segments but the new empty active one can no
 // longer change: what it picks is what is deleted (never the new active
 // segment). Nothing at or past the high watermark is deleted. When a
@@ -360,7 +360,7 @@ type LegacyCleaner interface {
 //     which nothing is removed is left as it is. Offsets are never
 //     renumbered; the last batch of each run is always kept (emptied if
 //     need be), so a new segment ends where the ones it replaces ended;
-//  3. the cleaner checkpoint (cleanerCheckpointFile) records end (the
+//  3. the cleaner-offset-checkpoint file records end (the
 //     segments it covers made durable first: Open takes a segment ending
 //     early below the checkpoint for a compaction's), under
 //     the partition's lock and only when no truncation started during

@@ -36,8 +36,8 @@ const (
 const NoTimestampLimit time.Duration = math.MaxInt64
 
 // Config configures a Partition. The zero value is Kafka's defaults; every
-// zero field means "the default" (ensureDefaults fills them in). Field names
-// follow Kafka's topic configs, named beside each field.
+// zero field means "the default", which Open fills in. Field names follow
+// Kafka's topic configs, named beside each field.
 type Config struct {
 	// SegmentBytes is segment.bytes: the size at which the active segment
 	// is rolled (a new one starts when the next batch would not fit).

@@ -11,7 +11,7 @@ import (
 // cannot say, with the end offset -1 (Kafka's UNDEFINED_EPOCH and
 // UNDEFINED_EPOCH_OFFSET in OffsetsForLeaderEpoch responses), and the
 // leader epoch of an OffsetForTimestamp answer that has none.
-const UndefinedEpoch int32 = -1 // = epochs.Undefined
+const UndefinedEpoch int32 = -1
 
 // ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
 // epoch below the latest one in the leader epoch cache, or negative, and
@@ -23,8 +23,8 @@ var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
 // AssignEpochStartOffset records that leader epoch epoch starts at offset,
 // which must be the log end offset (else ErrUnexpectedOffset): what a
 // replica does when it becomes leader, before its first batch in the epoch
-// (Kafka's assignEpochStartOffset). The entry is durable in
-// leaderEpochCheckpointFile before AssignEpochStartOffset returns, so a
+// (Kafka's assignEpochStartOffset). The entry is durable in the
+// leader-epoch-checkpoint file before AssignEpochStartOffset returns, so a
 // crash keeps it until Open, which removes an entry that starts at the log
 // end (no batch of it was appended), as Kafka's loader does. An
 // epoch equal to the latest cached one changes nothing (Kafka's assign);
@@ -78,6 +78,8 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 	if p.mu.closed {
 		return UndefinedEpoch, epochs.UndefinedOffset, ErrClosed
 	}
+	// The cache's undefined epoch is epochs.Undefined, which
+	// UndefinedEpoch equals (-1, Kafka's UNDEFINED_EPOCH).
 	epoch, endOffset = p.mu.epochs.EndOffsetFor(requested, p.mu.end.Offset)
 	return epoch, endOffset, nil
 }

@@ -48,9 +48,9 @@ type EpochStart struct {
 // end before its first batch. Entries for truncated batches are removed;
 // DeleteRecordsBefore moves the first remaining entry up to the log start
 // offset, as Kafka does. Batches without a leader epoch (-1) add nothing.
-// Every entry is durable in leaderEpochCheckpointFile before a batch of
-// its epoch is written, so the cache survives crashes (see the file's
-// documentation).
+// Every entry is durable in the leader-epoch-checkpoint file before a
+// batch of its epoch is written, so the cache survives crashes
+// (docs/crash-safety.md, "Leader epochs").
 func (p *Partition) LeaderEpochs() []EpochStart {
 	p.mu.Lock()
 	defer p.mu.Unlock()

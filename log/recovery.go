@@ -49,12 +49,12 @@ type RecoveryEvent struct {
 	// TornTail is true when the invalid data looks like what a crash
 	// leaves at the end of the active segment (a short, zeroed or
 	// incomplete last batch) rather than damage followed by more data
-	// (base.IsTornTail(Err) says the same).
+	// (errors.Is(Err, segment.ErrTornTail) says the same).
 	TornTail bool
 	// Checkpoint is true when File is a checkpoint that does not parse.
 	Checkpoint bool
 	// Err is the corruption: a *batch.CorruptionError naming File, Pos and
-	// the field; errors.Is(Err, base.ErrCorrupt) holds.
+	// the field; errors.Is(Err, batch.ErrCorrupt) holds.
 	Err error
 }
 
@@ -72,7 +72,7 @@ func (DefaultRecovery) OnCorruption(RecoveryEvent) error { return nil }
 // StrictRecovery refuses to open a partition with invalid data: Open
 // returns an error wrapping ErrRecoveryRefused and ev.Err (a
 // *batch.CorruptionError naming the file and position; errors.Is
-// base.ErrCorrupt) and changes nothing, so the files can be inspected or
+// batch.ErrCorrupt) and changes nothing, so the files can be inspected or
 // copied first. With AllowTornTail it still cuts a torn tail of the active
 // segment, the normal result of a crash, and refuses only corruption.
 type StrictRecovery struct {

@@ -21,9 +21,9 @@ import (
 // compacted, an offset inside a gap keeps the batches below it and the log
 // end becomes the last one's next offset). The high watermark is clamped
 // down to the new log end, and so is the compaction cleaner's checkpoint
-// (cleanerCheckpointFile, when it exists and is above the new end; Kafka's
-// maybeTruncateCheckpoint), durably before TruncateTo returns: offsets
-// appended again after the cut are dirty.
+// (the cleaner-offset-checkpoint file, when it exists and is above the new
+// end; Kafka's maybeTruncateCheckpoint), durably before TruncateTo
+// returns: offsets appended again after the cut are dirty.
 //
 // offset >= LogEndOffset cuts no batch, but removes a leader epoch that
 // starts at the log end offset (one recorded before any batch of it was
@@ -40,8 +40,7 @@ import (
 // see).
 //
 // Readers that hold Records on the segment being cut delay it: TruncateTo
-// first waits, without holding the partition's mutex and before it changes
-// anything, until they close them. Meanwhile new reads of that segment wait
+// first waits, before it changes anything, until they close them. Meanwhile new reads of that segment wait
 // too (so overlapping readers cannot starve the truncation), reads of other
 // segments and SetHighWatermark go on, and every other writer, appends
 // included, waits for TruncateTo. The wait is bounded by Config.TruncateWait

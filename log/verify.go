@@ -76,14 +76,14 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 //     lies; and every transaction the batches show aborted in the segment
 //     (a producer's transactional batches, then its ABORT marker) has its
 //     entry, with a first offset at or below the transaction's first
-//     batch (compaction may drop an aborted transaction's batches);
+//     batch (compaction may remove an aborted transaction's batches);
 //   - log start <= high watermark <= log end.
 //
 // Verify reads whole segments (it is meant for tests and tools, not hot
 // paths) and blocks appends while it runs. Each .log is walked with the
 // walk that defines damage for recovery (segment.Check), each valid
 // batch's records validated on top. Errors about file contents wrap
-// base.ErrCorrupt and name the file and position; bytes that cannot be
+// batch.ErrCorrupt and name the file and position; bytes that cannot be
 // read (a fault on a mapped page, or a file cut behind the partition's
 // back) are an error wrapping ErrFault, and the partition goes offline.
 func (p *Partition) Verify() error {
