@@ -120,8 +120,10 @@ type Config struct {
 	// default). An embedder that replicates sets it and calls
 	// SetHighWatermark when followers have caught up; ReadFrom then returns
 	// nothing at or past that mark, and followers read with
-	// ReadFromFollower. After Open the high watermark starts at the log
-	// start offset.
+	// ReadFromFollower. After Open the high watermark starts at the offset
+	// the replication-offset-checkpoint file holds (Sync and Close write
+	// it), clamped to [log start, log end], or at the log start offset
+	// without one.
 	DisableAutoHighWatermark bool
 
 	// DisableMmap makes segments read with ReadAt instead of a read-only

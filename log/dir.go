@@ -134,7 +134,8 @@ type DirConfig struct {
 // durable (DeleteRecordsBefore's log start, a lowered recovery point, a
 // Sync) rewrites the root file whole and atomically, writes of many
 // partitions at once batched into one. Nor does a partition of a Dir take
-// its own lock (lockFile): the Dir's lock covers every partition in it.
+// its own lock (the .partlog.lock file Open takes): the Dir's lock covers
+// every partition in it.
 // Opening one of its partition directories with Open while the Dir is open
 // is therefore not detected and must not be done.
 //
@@ -166,10 +167,10 @@ type Dir struct {
 // OpenDir opens the log directory at path, creating it when missing, and
 // every partition in it.
 //
-// It first takes the directory's lock (dirLockFile): a directory already
-// open by a Dir, in this process or another, gets an error wrapping
-// ErrLocked. It reads the root checkpoint files (a missing
-// one has no entries; one that does not parse goes to Config.Recovery:
+// It first takes the directory's lock (Kafka's .lock file): a directory
+// already open by a Dir, in this process or another, gets an error
+// wrapping ErrLocked. It reads the root checkpoint files (a missing one has
+// no entries; one that does not parse goes to Config.Recovery:
 // DefaultRecovery goes on without it, loudly, StrictRecovery refuses) and
 // the clean-shutdown marker, which it then removes, durably, before loading
 // anything (so that a crash while loading counts as unclean). It finishes
@@ -182,10 +183,10 @@ type Dir struct {
 // "-future" and "-stray" directories, anything else) are left alone.
 // Entries of the root files for partitions the directory does not hold are
 // dropped the next time the file is written. A partition directory last
-// used by a partition opened alone (it holds lockFile: partlog's layout
-// before Dir) keeps what its own files say: its offset checkpoints for the
-// entries the root files lack, and its own clean-shutdown marker; the root
-// files take them over. Progress is logged at INFO.
+// used by a partition opened alone (it holds a .partlog.lock file:
+// partlog's layout before Dir) keeps what its own files say: its offset
+// checkpoints for the entries the root files lack, and its own
+// clean-shutdown marker; the root files take them over. Progress is logged at INFO.
 //
 // When a partition fails to open, OpenDir closes the others, releases the
 // lock and returns the errors (each naming its partition directory): Kafka

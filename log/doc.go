@@ -62,11 +62,12 @@
 // NNNNNNNNNNNNNNNNNNNN.log, .index and .timeindex (package segment), and
 // .txnindex once an aborted transaction's marker lies in it (see
 // Transactions); recovery-point-offset-checkpoint;
-// log-start-offset-checkpoint once DeleteRecordsBefore moved the log start
-// offset; replication-offset-checkpoint under DisableAutoHighWatermark;
-// leader-epoch-checkpoint once batches carry a leader epoch (see
-// LeaderEpochs); producer state <offset>.snapshot files; and
-// .kafka_cleanshutdown while the partition is closed after a clean Close.
+// log-start-offset-checkpoint, written when partlog creates the partition
+// and when the log start offset moves; replication-offset-checkpoint under
+// DisableAutoHighWatermark; leader-epoch-checkpoint once batches carry a
+// leader epoch (see LeaderEpochs); producer state <offset>.snapshot files;
+// .kafka_cleanshutdown while the partition is closed after a clean Close;
+// and .partlog.lock, the lock Open holds until Close.
 // Checkpoints use Kafka's text format and are replaced atomically.
 // Segments deleted while readers still hold them carry the .deleted suffix
 // until the last reader lets go. The formats are in docs/format.md.

@@ -148,60 +148,12 @@ func (p *Partition) lockWriter() {
 }
 
 // Open opens the partition stored in dir, creating the directory and a
-// first segment (base offset 0, or the log start offset a checkpoint
-// records) when there are none.
-//
-// Open first takes the directory's lock (lockFile): a directory already
-// open, in this process or another, gets an error wrapping ErrLocked; Close
-// releases it. It then reads the directory without changing anything and
-// trusts no single file against the others (checkDir, docs/crash-safety.md
-// "Directory checks"): what a crash left of a compaction or deletion is
-// planned with Kafka's rules (a .swap replaces live segments only when it
-// is a valid segment covering them); every segment's batches are found to
-// end where the next segment begins unless compaction explains the gap;
-// the checkpoints must agree with the segments. Damage no policy may
-// accept (missing segments, a truncated sealed segment, a .swap that would
-// lose data) makes Open fail with an error wrapping ErrRecoveryRefused
-// that names the files; contradicting checkpoints go to Config.Recovery
-// (DefaultRecovery ignores a log start checkpoint past the log end, loudly;
-// StrictRecovery refuses). A refusal writes nothing.
-//
-// Only then does Open finish or undo the file operations a crash
-// interrupted (removing .deleted files and an unfinished compaction's
-// .cleaned and .swap files, completing a swap past its commit point,
-// removing index files whose segment has no .log),
-// remove the clean-shutdown marker Close left (so that a crash while
-// loading counts as unclean) and open every segment in ascending base
-// offset order (their indexes are checked in O(1) and rebuilt when missing
-// or broken); the last one becomes the active segment. A new partition
-// also records its log start offset (logStartOffsetCheckpointFile).
-//
-// After a clean shutdown (the marker was there) Open reads no batch data.
-// After an unclean one it recovers from the recovery point (Kafka's
-// LogLoader): every segment from the one holding the recovery point
-// checkpoint's offset to the end is validated batch by batch (framing,
-// magic, CRC-32C, increasing offsets; as Kafka, the records are not
-// decompressed) and gets its indexes rebuilt; at
-// the first invalid batch the log is cut and every later segment removed,
-// if Config.Recovery agrees (DefaultRecovery does; StrictRecovery makes
-// Open fail with an error naming the file and position instead).
-//
-// The log start offset is the larger of the first segment's base offset and
-// the value DeleteRecordsBefore last persisted in the partition's
-// log-start-offset-checkpoint file. The high watermark starts at the log end
-// offset, or under DisableAutoHighWatermark at the offset the
-// replication-offset-checkpoint holds (Sync and Close write it), clamped to
-// [log start, log end], and at the log start offset without one.
-//
-// The producer state (see Idempotent producers in the package
-// documentation) is loaded from the newest .snapshot at or below the log
-// end that decodes, and the batches after it are replayed (reading their
-// headers); when anything was replayed or recovered, a snapshot at the log
-// end is written.
-//
-// The zero Config is Kafka's defaults. Errors: ErrInvalidConfig, I/O errors,
-// ErrRecoveryRefused, and corruption errors (wrapping base.ErrCorrupt) that
-// name the file.
+// first segment when there are none, and locks the directory until Close.
+// After a crash it recovers the log as Config.Recovery allows (see Files
+// and Recovery in the package documentation). The zero Config is Kafka's
+// defaults. Errors wrap ErrLocked, ErrInvalidConfig, ErrRecoveryRefused
+// (nothing was written) or batch.ErrCorrupt (naming the file), or are I/O
+// errors.
 func Open(dir string, cfg Config) (*Partition, error) {
 	return open(dir, cfg, nil)
 }
@@ -219,7 +171,17 @@ type dirMember struct {
 	flusher *flushScheduler
 }
 
-// open is Open, for a partition alone (m == nil) or of a Dir.
+// open is Open, for a partition alone (m == nil) or of a Dir. Its steps
+// are docs/crash-safety.md's "Recovery rules": the directory's lock
+// (lockFile, or for a Dir's partition a probe that nobody holds it); every
+// file read and the directory checked as a whole (checkDir) before
+// anything is written, so that a refusal changes nothing; the file
+// operations a crash interrupted finished or undone; the clean-shutdown
+// marker removed before loading; the segments opened and, after an unclean
+// shutdown, recovered from the recovery point; then the log start offset,
+// the high watermark and the producer state (the newest snapshot at or
+// below the log end, the batches after it replayed, and a snapshot at the
+// log end written when anything was replayed or recovered).
 func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	cfg.ensureDefaults()
 	if err := cfg.validate(); err != nil {
@@ -701,16 +663,13 @@ func (p *Partition) checkWritableLocked() error {
 
 // Close seals the active segment (its final time index entry), flushes
 // everything as Sync does, writes the producer state snapshot at the log
-// end (fsynced), releases the partition's references on its
-// segments and, when all of that succeeded and the partition had not
-// failed, writes the clean-shutdown marker so that the next Open skips
-// recovery. Records still open stay valid: their segments are closed when
-// the last of them is closed. Close stops the FlushInterval goroutine,
-// waits for a running sync (or a roll's background flush), takes mu (then
-// each segment's locks), releases everything even when a step fails, and
-// returns the first error; when the partition had failed before (ErrFailed,
-// perhaps in a flush running in the background), that failure. Every
-// later call (Close included) returns ErrClosed.
+// end and, when all of that succeeded and the partition had not failed,
+// the clean-shutdown marker, so that the next Open skips recovery. It
+// stops the FlushInterval goroutine and waits for a flush in progress.
+// Records still open stay valid until they are closed. Close releases
+// everything even when a step fails and returns the first error, or the
+// failure that failed the partition before (ErrFailed), perhaps in a
+// background flush. Every later call, Close included, returns ErrClosed.
 func (p *Partition) Close() error {
 	lock, err := p.close()
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
@@ -732,7 +691,10 @@ func (p *Partition) Close() error {
 
 // close implements Close but for the release of the directory lock, which
 // it returns (nil when there is none, or when the partition was closed
-// already).
+// already). It takes flushMu (so a running sync or a roll's background
+// flush ends first), then mu, then each segment's locks, in DESIGN.md's
+// lock order, and drops the partition's references on its segments: their
+// files close now or when the last Records holding them is closed.
 func (p *Partition) close() (lock io.Closer, err error) {
 	p.dur.flusher.stop()
 	p.flushMu.Lock()
