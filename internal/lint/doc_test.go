@@ -95,24 +95,6 @@ var kafkaNames = map[string]bool{
 	"LogSegment.recover": true,
 }
 
-// docFixesPending lists path.Match patterns (relative to the module root) of
-// files whose exported docs still name implementation: other changes were
-// moving their code when the rule came. Their findings are logged, not
-// failed. Empty it once those moves have landed, fixing what it logs.
-var docFixesPending = []string{
-	"index/*.go",
-	"segment/*.go",
-	"log/clean.go",
-	"log/config.go",
-	"log/dir.go",
-	"log/epochend.go",
-	"log/epochs.go",
-	"log/partition.go",
-	"log/recovery.go",
-	"log/truncate.go",
-	"log/verify.go",
-}
-
 // docPackage is one package of the module as the rule sees it.
 type docPackage struct {
 	rel        string // directory relative to the module root, "" for the root
@@ -578,16 +560,6 @@ func (c *docChecker) checkDocs(fset *token.FileSet, dirs []string) []docFinding 
 	return out
 }
 
-// pendingDocFix reports whether file is listed in docFixesPending.
-func pendingDocFix(file string) bool {
-	for _, pat := range docFixesPending {
-		if ok, _ := path.Match(pat, file); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // isInternalDir reports whether the package directory rel (relative to the
 // module root) is an internal package.
 func isInternalDir(rel string) bool {
@@ -619,23 +591,8 @@ func TestUserDocs(t *testing.T) {
 		require.Contains(t, dirs, want, "public package %q not found", want)
 	}
 	c := newDocChecker(pkgs)
-	pending := map[string]int{}
 	for _, f := range c.checkDocs(fset, dirs) {
-		if pendingDocFix(f.file) {
-			pending[f.file]++
-			t.Logf("user-docs (pending): %s", f)
-			continue
-		}
 		assert.Fail(t, "user-docs: "+f.String(), "a user's doc names what a user cannot see or use; say what a caller can rely on, in exported names, and move the how to DESIGN.md or a code comment")
-	}
-	for _, pat := range docFixesPending {
-		n := 0
-		for f, k := range pending {
-			if ok, _ := path.Match(pat, f); ok {
-				n += k
-			}
-		}
-		t.Logf("user-docs: %d pending findings in %s", n, pat)
 	}
 	t.Logf("checked the docs of %d packages", len(dirs))
 }

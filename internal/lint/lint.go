@@ -42,8 +42,7 @@
 //   - user-docs (doc_test.go): a package doc or an exported name's doc in
 //     a public package that names an internal package, an internal
 //     package's name (base.ErrCorrupt), a source file or an unexported
-//     identifier (mu, Partition.flushMu, acquireSnapshot); the files other
-//     changes were still moving are listed in docFixesPending;
+//     identifier (mu, Partition.flushMu, acquireSnapshot);
 //   - readme (readme_test.go): the README's program is
 //     examples/readme/main.go byte for byte, builds in a module of its own
 //     with the README's go get line, offline, and prints what the README
