@@ -374,8 +374,8 @@ type LegacyCleaner interface {
 // otherwise.
 //
 // A crash at any step leaves, after Open, either the old segments of a run
-// or the new one (DESIGN.md, "Crash safety"). Readers holding replaced
-// segments keep reading them. An error after a swap's commit point wraps
+// or the new one (docs/crash-safety.md, "Recovery rules"). Readers holding
+// replaced segments keep reading them. An error after a swap's commit point wraps
 // ErrSwapIncomplete and the partition refuses writes until reopened.
 func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error) {
 	res := CleanResult{CleanedTo: -1}
