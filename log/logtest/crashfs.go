@@ -39,10 +39,10 @@ import (
 //
 // A CrashFS is safe for concurrent use.
 type CrashFS struct {
-	inj  *vfstest.Injector
-	live *vfstest.MemFS
-	at   int64
-	opts vfstest.CrashOptions
+	inj     *vfstest.Injector
+	live    *vfstest.MemFS
+	crashAt int64
+	opts    vfstest.CrashOptions
 
 	mu    sync.Mutex
 	ops   int64
@@ -55,7 +55,7 @@ var _ vfs.FS = (*CrashFS)(nil)
 // operation, keeping what opts says of the unsynced writes; a negative at
 // never crashes (a run that only counts operations).
 func NewCrashFS(at int64, opts vfstest.CrashOptions) *CrashFS {
-	c := &CrashFS{live: vfstest.NewMem(), at: at, opts: opts}
+	c := &CrashFS{live: vfstest.NewMem(), crashAt: at, opts: opts}
 	c.inj = vfstest.NewInjector(c.live)
 	c.inj.SetHook(c.beforeOp)
 	return c
@@ -66,7 +66,7 @@ func NewCrashFS(at int64, opts vfstest.CrashOptions) *CrashFS {
 func (c *CrashFS) beforeOp(vfstest.Op) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ops == c.at {
+	if c.ops == c.crashAt {
 		c.state = c.live.CrashClone(c.opts)
 	}
 	c.ops++
