@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // logStartOffsetCheckpointFile is the name of the file, in the partition's

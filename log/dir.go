@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // rootCheckpointFiles are the offset checkpoints a Dir keeps at the root of

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/log/internal/repair"
 	"github.com/partlog/partlog/segment"
 )

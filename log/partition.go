@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/epochs"
 	"github.com/partlog/partlog/internal/producer"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

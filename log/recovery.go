@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

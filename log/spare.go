@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

@@ -115,6 +115,15 @@ type FS interface {
 	Lock(name string) (io.Closer, error)
 }
 
+// MapHook is implemented by a File that wants to know about, and may veto,
+// a memory mapping of itself: before partlog maps a file (or, where it
+// cannot map, copies it to the heap) it calls BeforeMap with the size and
+// whether the mapping is writable, and fails with its error. A
+// fault-injecting filesystem's files implement it to fail mappings.
+type MapHook interface {
+	BeforeMap(size int, writable bool) error
+}
+
 // ErrLocked is wrapped by the error Lock returns when another owner holds
 // the lock.
 var ErrLocked = errors.New("partlog/vfs: locked by another owner")

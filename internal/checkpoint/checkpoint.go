@@ -60,8 +60,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // File names Kafka uses, frozen: they are part of the on-disk format.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // MaxTopicLength is Kafka's limit on a topic name's length.

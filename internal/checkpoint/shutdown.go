@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // CleanShutdownFile is the marker Kafka writes after every log closed

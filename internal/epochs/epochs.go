@@ -41,8 +41,8 @@ import (
 	"io/fs"
 	"slices"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // Undefined is the epoch of an answer the cache cannot give (Kafka's

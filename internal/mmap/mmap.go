@@ -73,8 +73,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/invariants"
-	"github.com/partlog/partlog/internal/vfs"
 )
 
 // Errors returned by [Map] and [Region.WriteAt].

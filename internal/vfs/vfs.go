@@ -1,10 +1,11 @@
-// Package vfs holds the test filesystems of partlog: an in-memory
-// filesystem that simulates crashes ([MemFS], memfs.go; its crash model is
-// documented on the type) and a wrapper that injects errors ([Injector],
-// errorfs.go). Both implement the public interface of
-// github.com/partlog/partlog/index/vfs, which this package re-exports
-// under the same names (FS, File, Default, ...) so that code using the
-// test filesystems names one package.
+// Package vfs gives partlog's tests one package to name for filesystems:
+// the public interface of github.com/partlog/partlog/index/vfs (FS, File,
+// Default, ...) and the test filesystems of
+// github.com/partlog/partlog/index/vfs/vfstest (MemFS, Injector, ...),
+// re-exported under the same names. The implementations live in those
+// public packages, so that importers' tests can use them too; library
+// code imports index/vfs itself, not this package, so that it does not
+// depend on the test filesystems.
 //
 // Example:
 //
@@ -20,15 +21,12 @@
 //		return err
 //	}
 //	crashed := fs.CrashClone(vfs.CrashOptions{}) // what a crash now leaves
-//
-// # Concurrency
-//
-// MemFS and Injector are safe for concurrent use, with the File contract
-// of the public package: concurrent ReadAt calls and one writer at a time;
-// Close overlaps no other call.
 package vfs
 
-import pvfs "github.com/partlog/partlog/index/vfs"
+import (
+	pvfs "github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/index/vfs/vfstest"
+)
 
 // FS is the public filesystem interface (index/vfs.FS).
 type FS = pvfs.FS
@@ -40,6 +38,10 @@ type File = pvfs.File
 // (index/vfs.VectorWriterAt); the test filesystems do not offer it.
 type VectorWriterAt = pvfs.VectorWriterAt
 
+// MapHook is the optional mapping hook of a File (index/vfs.MapHook);
+// the Injector's files implement it to fail mappings.
+type MapHook = pvfs.MapHook
+
 // InvalidFd is what File.Fd returns for a file without an operating-system
 // descriptor (index/vfs.InvalidFd): every MemFS file.
 const InvalidFd = pvfs.InvalidFd
@@ -50,3 +52,71 @@ var ErrLocked = pvfs.ErrLocked
 
 // Default is the operating system's filesystem (index/vfs.Default).
 var Default = pvfs.Default
+
+// MemFS is the crash-simulating in-memory filesystem (vfstest.MemFS).
+type MemFS = vfstest.MemFS
+
+// CrashOptions configures MemFS.CrashClone (vfstest.CrashOptions).
+type CrashOptions = vfstest.CrashOptions
+
+// NewMem returns an empty MemFS (vfstest.NewMem).
+func NewMem() *MemFS { return vfstest.NewMem() }
+
+// Injector is the error-injecting filesystem (vfstest.Injector).
+type Injector = vfstest.Injector
+
+// NewInjector returns an Injector over fs with no rules
+// (vfstest.NewInjector).
+func NewInjector(fs FS) *Injector { return vfstest.NewInjector(fs) }
+
+// Rule says which operations an Injector fails (vfstest.Rule).
+type Rule = vfstest.Rule
+
+// Op describes one operation, as rules and hooks see it (vfstest.Op).
+type Op = vfstest.Op
+
+// OpKind names an operation of the FS or File interface (vfstest.OpKind).
+type OpKind = vfstest.OpKind
+
+// OpSet is a set of operation kinds (vfstest.OpSet).
+type OpSet = vfstest.OpSet
+
+// Kinds returns the set of the given kinds (vfstest.Kinds).
+func Kinds(kinds ...OpKind) OpSet { return vfstest.Kinds(kinds...) }
+
+// InjectedError is the error an Injector returns (vfstest.InjectedError).
+type InjectedError = vfstest.InjectedError
+
+// ErrInjected marks every error an Injector makes up (vfstest.ErrInjected).
+var ErrInjected = vfstest.ErrInjected
+
+// The operation kinds (vfstest's).
+const (
+	OpCreate        = vfstest.OpCreate
+	OpOpen          = vfstest.OpOpen
+	OpOpenReadWrite = vfstest.OpOpenReadWrite
+	OpOpenDir       = vfstest.OpOpenDir
+	OpRemove        = vfstest.OpRemove
+	OpRemoveAll     = vfstest.OpRemoveAll
+	OpRename        = vfstest.OpRename
+	OpMkdirAll      = vfstest.OpMkdirAll
+	OpList          = vfstest.OpList
+	OpStat          = vfstest.OpStat
+	OpClose         = vfstest.OpClose
+	OpRead          = vfstest.OpRead
+	OpReadAt        = vfstest.OpReadAt
+	OpWrite         = vfstest.OpWrite
+	OpWriteAt       = vfstest.OpWriteAt
+	OpFileStat      = vfstest.OpFileStat
+	OpSync          = vfstest.OpSync
+	OpTruncate      = vfstest.OpTruncate
+	OpPreallocate   = vfstest.OpPreallocate
+	OpMap           = vfstest.OpMap
+	OpLock          = vfstest.OpLock
+)
+
+// Sets of operation kinds (vfstest's).
+const (
+	AllOps      = vfstest.AllOps
+	MutatingOps = vfstest.MutatingOps
+)

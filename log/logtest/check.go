@@ -142,8 +142,8 @@ func matchFirst(p *plog.Partition, o int64, follower bool, want *Batch) error {
 		return nil
 	}
 	if !bytes.Equal(got, want.Bytes) {
-		return fmt.Errorf("partlog/logtest: %s(%d, 1) returned %d bytes %s, want the batch [%d, %d] of %d bytes",
-			name, o, len(got), describe(got), want.BaseOffset, want.LastOffset, len(want.Bytes))
+		return fmt.Errorf("partlog/logtest: %s(%d, 1) returned %d bytes %s, not the model's batch [%d, %d]: %w",
+			name, o, len(got), describe(got), want.BaseOffset, want.LastOffset, diffBatches(got, want))
 	}
 	if r.FirstOffset() != want.BaseOffset || r.NextOffset() != want.NextOffset() {
 		return fmt.Errorf("partlog/logtest: %s(%d, 1): Records offsets [%d, %d), want [%d, %d)",
@@ -242,9 +242,10 @@ func checkScan(p *plog.Partition, m *Model, limit int, follower bool) error {
 			}
 			want := m.batches[i].Bytes
 			if len(got)-pos < len(want) || !bytes.Equal(got[pos:pos+len(want)], want) {
-				_ = r.Close()
-				return fmt.Errorf("partlog/logtest: scan (limit %d, follower %v) at %d: got %s, want batch [%d, %d] next",
-					limit, follower, o, describe(got), m.batches[i].BaseOffset, m.batches[i].LastOffset)
+				err := fmt.Errorf("partlog/logtest: scan (limit %d, follower %v) at %d: got %s, want batch [%d, %d] next: %w",
+					limit, follower, o, describe(got), m.batches[i].BaseOffset, m.batches[i].LastOffset, diffBatches(got[pos:], &m.batches[i]))
+				_ = r.Close() // got is the read's until then
+				return err
 			}
 			if m.batches[i].LastOffset >= bound {
 				_ = r.Close()

@@ -13,7 +13,9 @@
 // (batches valid and contiguous, index entries pointing at batch starts),
 // a read at every offset, scans with several byte limits, the visibility
 // bounds, and the time lookups. [MakeBatch] builds producer batches for
-// tests.
+// tests; [Model.AppendBuilder] takes what a program appended with a
+// batch.Builder, and the model's records carry keys, values, headers and
+// timestamps to compare with what a program reads.
 //
 // # A user's own property test
 //
@@ -56,25 +58,62 @@
 //
 // The same test is in this package's examples (Example_rapid).
 //
+// # Records, and what a mismatch says
+//
+// A program that appends through a batch.Builder hands the model the same
+// Builder with what Partition.AppendBuilder returned ([Model.AppendBuilder]),
+// which checks the offsets the partition assigned. The model's records
+// ([Record]: offset, timestamp, key, value, headers) are decoded from what
+// the partition stored: [Model.Records] returns those a consumer sees in
+// an offset range, [DecodeRecords] decodes what a read returned, and
+// [CompareRecords] compares the two. Every difference the package reports
+// about content (CompareRecords, AppendBuilder, and Check when a read
+// returns other bytes than the model's batch) wraps a *[MismatchError]
+// naming the offset, the field and both values:
+//
+//	partlog/logtest: ReadFrom(3, 1) returned 80 bytes [0,4], not the model's batch [0, 4]: offset 3: value: got "x", want "y"
+//
 // # Crashes
 //
 // The model also tracks the synced prefix, the batches a crash must keep
 // (moved by [Model.Sync], by every append when [Model.SyncEveryAppend]
 // mirrors Config.FlushMessages == 1, and by TruncateTo and
-// DeleteRecordsBefore, which flush). After a simulated crash (for example
-// through a Config.FS of your own that drops or tears what was written
-// since the last Sync of each file) reopen the partition and call
-// [Model.Crash] with its log end offset and high watermark: it fails
-// unless the log ends between that synced end and LogEndOffset, on a
-// batch boundary, and cuts the model there, so that Check then compares
-// the recovered partition byte for byte:
+// DeleteRecordsBefore, which flush). After a crash, reopen the partition
+// and call [Model.Crash] with its log end offset and high watermark: it
+// fails unless the log ends between that synced end and LogEndOffset, on
+// a batch boundary, and cuts the model there, so that Check then compares
+// the recovered partition byte for byte.
 //
-//	p, err := plog.Open(dir, plog.Config{FS: crashed}) // the FS after the crash
+// [CrashFS] simulates the crash: an in-memory filesystem that takes what
+// a machine crash would leave just before its k-th operation (the synced
+// state, plus a random share of the unsynced writes, whole, cut or torn)
+// while the history runs on to its end. Run the history once to count
+// its operations, then once per crash point:
+//
+//	fs := logtest.NewCrashFS(k, vfstest.CrashOptions{UnsyncedDataPercent: 50, TornPercent: 50, Seed: uint64(k)})
+//	p, err := plog.Open("/p", plog.Config{FS: fs, SegmentIndexBytes: 4096})
 //	...
-//	if err := m.Crash(p.LogEndOffset(), p.HighWatermark()); err != nil {
+//	m := logtest.NewModel(0, false)
+//	for step := 0; step < steps && !fs.Crashed(); step++ {
+//		// append to p and m; after p.Sync() returns:
+//		if !fs.Crashed() {
+//			m.Sync() // acknowledged before the crash
+//		}
+//	}
+//	p.Close()
+//	q, err := plog.Open("/p", plog.Config{FS: fs.State(), SegmentIndexBytes: 4096})
+//	...
+//	if err := m.Crash(q.LogEndOffset(), q.HighWatermark()); err != nil {
 //		t.Fatal(err) // a synced batch lost, or a partial batch kept
 //	}
-//	require.NoError(t, logtest.Check(p, m))
+//	require.NoError(t, logtest.Check(q, m))
+//
+// The package's examples are the recipe, with public packages only: a
+// property test of a service appending with a Builder
+// (ExampleModel_AppendBuilder) and 100 crash cases of one history
+// (ExampleCrashFS), which run in about a second. The filesystems CrashFS
+// is built on, and an error-injecting one, are in package
+// github.com/partlog/partlog/index/vfs/vfstest.
 //
 // # Idempotent producers
 //

@@ -10,10 +10,20 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// Record is one record as the model knows it: its offset and timestamp.
+// Record is one record as the model knows it, decoded from the stored
+// batch, so that a test compares records without decoding batches itself
+// ([Model.Records], [DecodeRecords], [CompareRecords]).
 type Record struct {
-	Offset    int64
+	// Offset is the record's offset.
+	Offset int64
+	// Timestamp is the timestamp a reader sees: the record's own under
+	// CreateTime, the batch's maxTimestamp under LogAppendTime.
 	Timestamp int64
+	// Key and Value are the record's key and value; nil is null (a
+	// tombstone's value), distinct from empty.
+	Key, Value []byte
+	// Headers are the record's headers in their order, nil when none.
+	Headers []batch.RecordHeader
 }
 
 // Batch is one batch as the partition stored it.
@@ -289,7 +299,7 @@ func modelBatch(b batch.Batch) (Batch, error) {
 		if !ok {
 			break
 		}
-		mb.Records = append(mb.Records, Record{Offset: rec.Offset, Timestamp: rec.Timestamp})
+		mb.Records = append(mb.Records, ownRecord(rec))
 	}
 	return mb, nil
 }

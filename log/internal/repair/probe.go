@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

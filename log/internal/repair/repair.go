@@ -46,9 +46,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/checkpoint"
-	"github.com/partlog/partlog/internal/vfs"
 	"github.com/partlog/partlog/segment"
 )
 

@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"bytes"
@@ -16,13 +16,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // MemFS is an in-memory FS that remembers what was made durable, so that a
 // test can simulate a crash with [MemFS.CrashClone] at any moment and reopen
 // what a machine would find after rebooting.
 //
-// Files have no operating-system descriptor: File.Fd returns [InvalidFd], so
+// Files have no operating-system descriptor: File.Fd returns [vfs.InvalidFd], so
 // code that would mmap or sendfile them uses its ReadAt/WriteAt path.
 // Paths are cleaned with path/filepath; relative and absolute paths both
 // resolve from the root (the root is also the working directory), and ".."
@@ -82,8 +84,9 @@ import (
 // reproduces a crash. The clone starts fully synced and is independent of
 // the original; handles open on the original do not reach it.
 //
-// MemFS is safe for concurrent use; see the package documentation for what
-// may overlap on one File.
+// MemFS is safe for concurrent use, with the File contract of package
+// vfs: concurrent ReadAt calls and one writer at a time on a File; Close
+// overlaps no other call.
 type MemFS struct {
 	mu sync.RWMutex
 	// root is the root directory; it always exists.
@@ -96,7 +99,7 @@ type MemFS struct {
 	nextSeq uint64
 }
 
-var _ FS = (*MemFS)(nil)
+var _ vfs.FS = (*MemFS)(nil)
 
 // NewMem returns an empty in-memory filesystem whose root directory exists
 // and is durable.
@@ -219,7 +222,7 @@ func (n *memNode) resize(size int64) {
 }
 
 // writeAt writes p at off, growing the file as needed. It does not log.
-func (n *memNode) writeAt(p []byte, off int64) {
+func (n *memNode) writeBytesAt(p []byte, off int64) {
 	end := off + int64(len(p))
 	n.saveUndo(off, end)
 	if end > int64(len(n.data)) {
@@ -231,7 +234,7 @@ func (n *memNode) writeAt(p []byte, off int64) {
 
 // logWrite writes p at off and records the operation.
 func (n *memNode) logWrite(p []byte, off int64) {
-	n.writeAt(p, off)
+	n.writeBytesAt(p, off)
 	n.ops = append(n.ops, dataOp{off: off, data: bytes.Clone(p)})
 }
 
@@ -333,21 +336,21 @@ func (m *MemFS) syncDir(dir *memNode) {
 
 // Create implements FS.Create: it creates the named file, or truncates it
 // (an unsynced length change) if it exists.
-func (m *MemFS) Create(name string) (File, error) {
+func (m *MemFS) Create(name string) (vfs.File, error) {
 	return m.openFile("open", name, true, true, true)
 }
 
 // Open implements FS.Open: the named file (or directory), read-only.
-func (m *MemFS) Open(name string) (File, error) {
+func (m *MemFS) Open(name string) (vfs.File, error) {
 	return m.openFile("open", name, false, false, false)
 }
 
 // OpenReadWrite implements FS.OpenReadWrite.
-func (m *MemFS) OpenReadWrite(name string) (File, error) {
+func (m *MemFS) OpenReadWrite(name string) (vfs.File, error) {
 	return m.openFile("open", name, true, true, false)
 }
 
-func (m *MemFS) openFile(op, name string, write, create, trunc bool) (File, error) {
+func (m *MemFS) openFile(op, name string, write, create, trunc bool) (vfs.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	dir, base, err := m.lookupParent(op, name)
@@ -377,7 +380,7 @@ func (m *MemFS) openFile(op, name string, write, create, trunc bool) (File, erro
 // OpenDir implements FS.OpenDir. Sync on the result makes the directory's
 // entries durable. Unlike the OS, it refuses a path that is not a
 // directory (ENOTDIR).
-func (m *MemFS) OpenDir(name string) (File, error) {
+func (m *MemFS) OpenDir(name string) (vfs.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.lookup("open", name)
@@ -403,7 +406,7 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mf.n.locked {
-		return nil, &os.PathError{Op: "lock", Path: name, Err: ErrLocked}
+		return nil, &os.PathError{Op: "lock", Path: name, Err: vfs.ErrLocked}
 	}
 	mf.n.locked = true
 	return &memLock{fs: m, n: mf.n}, nil
@@ -704,24 +707,24 @@ func crashData(n *memNode, opts CrashOptions, rng *rand.Rand, chance func(int) b
 			if op.truncate {
 				out.resize(op.size)
 			} else {
-				out.writeAt(op.data, op.off)
+				out.writeBytesAt(op.data, op.off)
 			}
 			continue
 		}
 		if opts.UnsyncedDataPercent > 0 && !op.truncate && len(op.data) > 0 && chance(opts.TornPercent) {
 			k := rng.IntN(len(op.data))
-			out.writeAt(op.data[:k], op.off)
+			out.writeBytesAt(op.data[:k], op.off)
 			rest := op.data[k:]
 			switch rng.IntN(3) {
 			case 0: // the rest never reached the disk
 			case 1: // the length was extended, the data never written
-				out.writeAt(make([]byte, len(rest)), op.off+int64(k))
+				out.writeBytesAt(make([]byte, len(rest)), op.off+int64(k))
 			case 2: // garbage
 				g := make([]byte, len(rest))
 				for i := range g {
 					g[i] = byte(rng.Uint32())
 				}
-				out.writeAt(g, op.off+int64(k))
+				out.writeBytesAt(g, op.off+int64(k))
 			}
 		}
 		if !opts.Reorder {
@@ -806,7 +809,7 @@ type memFile struct {
 	closed bool
 }
 
-var _ File = (*memFile)(nil)
+var _ vfs.File = (*memFile)(nil)
 
 func (f *memFile) err(op string, err error) error {
 	return &os.PathError{Op: op, Path: f.name, Err: err}
@@ -964,6 +967,6 @@ func (f *memFile) Preallocate(off, n int64) error {
 }
 
 // Fd returns InvalidFd: in-memory files cannot be mapped.
-func (f *memFile) Fd() uintptr { return InvalidFd }
+func (f *memFile) Fd() uintptr { return vfs.InvalidFd }
 
 var _ fs.FileInfo = memFileInfo{}

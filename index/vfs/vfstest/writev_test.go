@@ -1,8 +1,10 @@
-package vfs
+package vfstest
 
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/partlog/partlog/index/vfs"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,11 +15,11 @@ import (
 func TestWriteVAtFallback(t *testing.T) {
 	mf, err := NewMem().Create("/m")
 	require.NoError(t, err)
-	_, ok := mf.(VectorWriterAt)
+	_, ok := mf.(vfs.VectorWriterAt)
 	require.False(t, ok, "MemFS files take the WriteAt fallback")
-	inf, err := NewInjector(Default).Create(filepath.Join(t.TempDir(), "i"))
+	inf, err := NewInjector(vfs.Default).Create(filepath.Join(t.TempDir(), "i"))
 	require.NoError(t, err)
 	defer inf.Close()
-	_, ok = inf.(VectorWriterAt)
+	_, ok = inf.(vfs.VectorWriterAt)
 	require.False(t, ok, "the injector sees every write: it takes the WriteAt fallback")
 }

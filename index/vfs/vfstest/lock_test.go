@@ -1,9 +1,11 @@
-package vfs
+package vfstest
 
 import (
 	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/partlog/partlog/index/vfs"
 
 	"github.com/stretchr/testify/require"
 )
@@ -14,15 +16,15 @@ import (
 func TestLock(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		fs   func(t *testing.T) (FS, string)
+		fs   func(t *testing.T) (vfs.FS, string)
 	}{
-		{"os", func(t *testing.T) (FS, string) { return Default, t.TempDir() }},
-		{"mem", func(t *testing.T) (FS, string) {
+		{"os", func(t *testing.T) (vfs.FS, string) { return vfs.Default, t.TempDir() }},
+		{"mem", func(t *testing.T) (vfs.FS, string) {
 			m := NewMem()
 			require.NoError(t, m.MkdirAll("/d", 0o755))
 			return m, "/d"
 		}},
-		{"injector", func(t *testing.T) (FS, string) {
+		{"injector", func(t *testing.T) (vfs.FS, string) {
 			m := NewMem()
 			require.NoError(t, m.MkdirAll("/d", 0o755))
 			return NewInjector(m), "/d"
@@ -34,7 +36,7 @@ func TestLock(t *testing.T) {
 			l1, err := fs.Lock(name)
 			require.NoError(t, err)
 			_, err = fs.Lock(name)
-			require.ErrorIs(t, err, ErrLocked)
+			require.ErrorIs(t, err, vfs.ErrLocked)
 			st, err := fs.Stat(name)
 			require.NoError(t, err)
 			require.Zero(t, st.Size())
@@ -71,7 +73,7 @@ func TestLock(t *testing.T) {
 		in.Add(Rule{Kinds: Kinds(OpLock)})
 		_, err := in.Lock("/d/x.lock")
 		require.ErrorIs(t, err, ErrInjected)
-		require.False(t, errors.Is(err, ErrLocked))
+		require.False(t, errors.Is(err, vfs.ErrLocked))
 		l, err := in.Lock("/d/x.lock")
 		require.NoError(t, err)
 		require.NoError(t, l.Close())

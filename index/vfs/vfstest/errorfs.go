@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // OpKind names an operation of the FS or File interface, for [Injector]
@@ -54,8 +56,8 @@ const (
 	OpTruncate
 	// OpPreallocate is File.Preallocate; Op.Off and Op.Len are the range.
 	OpPreallocate
-	// OpMap is a memory mapping of the file (internal/mmap calls
-	// [MapHook.BeforeMap]); Op.Len is the size.
+	// OpMap is a memory mapping of the file (partlog calls
+	// [vfs.MapHook] before it maps a file); Op.Len is the size.
 	OpMap
 	// OpLock is FS.Lock.
 	OpLock
@@ -235,9 +237,9 @@ type ruleState struct {
 // scenario through every failure point:
 //
 //	for k := int64(0); ; k++ {
-//		mem := vfs.NewMem()
-//		in := vfs.NewInjector(mem)
-//		in.FailNth(k, vfs.AllOps)
+//		mem := vfstest.NewMem()
+//		in := vfstest.NewInjector(mem)
+//		in.FailNth(k, vfstest.AllOps)
 //		err := scenario(in)
 //		if in.Injected() == 0 { // k is past the last operation
 //			if err != nil {
@@ -245,10 +247,10 @@ type ruleState struct {
 //			}
 //			break
 //		}
-//		if !errors.Is(err, vfs.ErrInjected) {
+//		if !errors.Is(err, vfstest.ErrInjected) {
 //			t.Fatalf("k=%d: %v", k, err)
 //		}
-//		reopenAndCheck(t, mem.CrashClone(vfs.CrashOptions{Seed: uint64(k)}))
+//		reopenAndCheck(t, mem.CrashClone(vfstest.CrashOptions{Seed: uint64(k)}))
 //	}
 //
 // Besides rules, it offers a hook called before every operation (to take a
@@ -259,25 +261,25 @@ type ruleState struct {
 //
 // An Injector is safe for concurrent use.
 type Injector struct {
-	fs FS
+	fs vfs.FS
 
 	mu struct {
 		sync.Mutex
-		rules    []*ruleState
-		hook     func(Op) error
-		ops      int64
-		injected int64
+		ruleStates  []*ruleState
+		hookFn      func(Op) error
+		ops         int64
+		injectedOps int64
 		// diskFree is the bytes left before writes fail with ENOSPC;
 		// negative when disk-full mode is off.
 		diskFree int64
 	}
 }
 
-var _ FS = (*Injector)(nil)
+var _ vfs.FS = (*Injector)(nil)
 
 // NewInjector returns an Injector over fs with no rules: every operation
 // passes until rules are added.
-func NewInjector(fs FS) *Injector {
+func NewInjector(fs vfs.FS) *Injector {
 	in := &Injector{fs: fs}
 	in.mu.diskFree = -1
 	return in
@@ -289,7 +291,7 @@ func NewInjector(fs FS) *Injector {
 func (in *Injector) Add(r Rule) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.mu.rules = append(in.mu.rules, &ruleState{Rule: r})
+	in.mu.ruleStates = append(in.mu.ruleStates, &ruleState{Rule: r})
 }
 
 // FailNth fails the k-th (counting from 0) operation, from now on, whose
@@ -307,7 +309,7 @@ func (in *Injector) FailOnce(match func(Op) bool) { in.Add(Rule{Match: match}) }
 func (in *Injector) SetHook(h func(Op) error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.mu.hook = h
+	in.mu.hookFn = h
 }
 
 // SetDiskFull lets writes use up to free more bytes (Write and WriteAt count
@@ -334,7 +336,7 @@ func (in *Injector) Ops() int64 {
 func (in *Injector) Injected() int64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.mu.injected
+	return in.mu.injectedOps
 }
 
 // Reset removes every rule, the hook and disk-full mode, and zeroes the
@@ -342,22 +344,22 @@ func (in *Injector) Injected() int64 {
 func (in *Injector) Reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.mu.rules = nil
-	in.mu.hook = nil
+	in.mu.ruleStates = nil
+	in.mu.hookFn = nil
 	in.mu.ops = 0
-	in.mu.injected = 0
+	in.mu.injectedOps = 0
 	in.mu.diskFree = -1
 }
 
 // Unwrap returns the FS the injector wraps.
-func (in *Injector) Unwrap() FS { return in.fs }
+func (in *Injector) Unwrap() vfs.FS { return in.fs }
 
 // check decides op's fate. It returns the error to fail with (nil to go on)
 // and, for a failing write, how many bytes to write first.
 func (in *Injector) check(op Op) (short int, err error) {
 	in.mu.Lock()
 	in.mu.ops++
-	for _, r := range in.mu.rules {
+	for _, r := range in.mu.ruleStates {
 		if r.Kinds != 0 && !r.Kinds.Has(op.Kind) {
 			continue
 		}
@@ -376,7 +378,7 @@ func (in *Injector) check(op Op) (short int, err error) {
 			continue
 		}
 		r.fired++
-		in.mu.injected++
+		in.mu.injectedOps++
 		in.mu.Unlock()
 		return r.ShortWrite, &InjectedError{Op: op, Err: r.Err}
 	}
@@ -389,7 +391,7 @@ func (in *Injector) check(op Op) (short int, err error) {
 		if need > in.mu.diskFree {
 			fit := in.mu.diskFree
 			in.mu.diskFree = 0
-			in.mu.injected++
+			in.mu.injectedOps++
 			in.mu.Unlock()
 			if op.Kind == OpPreallocate {
 				fit = 0
@@ -398,10 +400,10 @@ func (in *Injector) check(op Op) (short int, err error) {
 		}
 		in.mu.diskFree -= need
 	}
-	hook := in.mu.hook
+	h := in.mu.hookFn
 	in.mu.Unlock()
-	if hook != nil {
-		if err := hook(op); err != nil {
+	if h != nil {
+		if err := h(op); err != nil {
 			return 0, err
 		}
 	}
@@ -417,14 +419,14 @@ func pathErr(op Op, err error) error {
 	return &os.PathError{Op: op.Kind.String(), Path: op.Path, Err: err}
 }
 
-func (in *Injector) fail(op Op) error {
+func (in *Injector) failOp(op Op) error {
 	if _, err := in.check(op); err != nil {
 		return pathErr(op, err)
 	}
 	return nil
 }
 
-func (in *Injector) wrap(name string, f File, err error) (File, error) {
+func (in *Injector) wrapFile(name string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -432,44 +434,44 @@ func (in *Injector) wrap(name string, f File, err error) (File, error) {
 }
 
 // Create implements FS.
-func (in *Injector) Create(name string) (File, error) {
-	if err := in.fail(Op{Kind: OpCreate, Path: name}); err != nil {
+func (in *Injector) Create(name string) (vfs.File, error) {
+	if err := in.failOp(Op{Kind: OpCreate, Path: name}); err != nil {
 		return nil, err
 	}
 	f, err := in.fs.Create(name)
-	return in.wrap(name, f, err)
+	return in.wrapFile(name, f, err)
 }
 
 // Open implements FS.
-func (in *Injector) Open(name string) (File, error) {
-	if err := in.fail(Op{Kind: OpOpen, Path: name}); err != nil {
+func (in *Injector) Open(name string) (vfs.File, error) {
+	if err := in.failOp(Op{Kind: OpOpen, Path: name}); err != nil {
 		return nil, err
 	}
 	f, err := in.fs.Open(name)
-	return in.wrap(name, f, err)
+	return in.wrapFile(name, f, err)
 }
 
 // OpenReadWrite implements FS.
-func (in *Injector) OpenReadWrite(name string) (File, error) {
-	if err := in.fail(Op{Kind: OpOpenReadWrite, Path: name}); err != nil {
+func (in *Injector) OpenReadWrite(name string) (vfs.File, error) {
+	if err := in.failOp(Op{Kind: OpOpenReadWrite, Path: name}); err != nil {
 		return nil, err
 	}
 	f, err := in.fs.OpenReadWrite(name)
-	return in.wrap(name, f, err)
+	return in.wrapFile(name, f, err)
 }
 
 // OpenDir implements FS.
-func (in *Injector) OpenDir(name string) (File, error) {
-	if err := in.fail(Op{Kind: OpOpenDir, Path: name}); err != nil {
+func (in *Injector) OpenDir(name string) (vfs.File, error) {
+	if err := in.failOp(Op{Kind: OpOpenDir, Path: name}); err != nil {
 		return nil, err
 	}
 	f, err := in.fs.OpenDir(name)
-	return in.wrap(name, f, err)
+	return in.wrapFile(name, f, err)
 }
 
 // Remove implements FS.
 func (in *Injector) Remove(name string) error {
-	if err := in.fail(Op{Kind: OpRemove, Path: name}); err != nil {
+	if err := in.failOp(Op{Kind: OpRemove, Path: name}); err != nil {
 		return err
 	}
 	return in.fs.Remove(name)
@@ -477,7 +479,7 @@ func (in *Injector) Remove(name string) error {
 
 // RemoveAll implements FS.
 func (in *Injector) RemoveAll(name string) error {
-	if err := in.fail(Op{Kind: OpRemoveAll, Path: name}); err != nil {
+	if err := in.failOp(Op{Kind: OpRemoveAll, Path: name}); err != nil {
 		return err
 	}
 	return in.fs.RemoveAll(name)
@@ -498,7 +500,7 @@ func (in *Injector) Rename(oldname, newname string) error {
 
 // MkdirAll implements FS.
 func (in *Injector) MkdirAll(dir string, perm os.FileMode) error {
-	if err := in.fail(Op{Kind: OpMkdirAll, Path: dir}); err != nil {
+	if err := in.failOp(Op{Kind: OpMkdirAll, Path: dir}); err != nil {
 		return err
 	}
 	return in.fs.MkdirAll(dir, perm)
@@ -506,7 +508,7 @@ func (in *Injector) MkdirAll(dir string, perm os.FileMode) error {
 
 // List implements FS.
 func (in *Injector) List(dir string) ([]string, error) {
-	if err := in.fail(Op{Kind: OpList, Path: dir}); err != nil {
+	if err := in.failOp(Op{Kind: OpList, Path: dir}); err != nil {
 		return nil, err
 	}
 	return in.fs.List(dir)
@@ -514,7 +516,7 @@ func (in *Injector) List(dir string) ([]string, error) {
 
 // Stat implements FS.
 func (in *Injector) Stat(name string) (os.FileInfo, error) {
-	if err := in.fail(Op{Kind: OpStat, Path: name}); err != nil {
+	if err := in.failOp(Op{Kind: OpStat, Path: name}); err != nil {
 		return nil, err
 	}
 	return in.fs.Stat(name)
@@ -522,39 +524,31 @@ func (in *Injector) Stat(name string) (os.FileInfo, error) {
 
 // Lock implements FS.Lock.
 func (in *Injector) Lock(name string) (io.Closer, error) {
-	if err := in.fail(Op{Kind: OpLock, Path: name}); err != nil {
+	if err := in.failOp(Op{Kind: OpLock, Path: name}); err != nil {
 		return nil, err
 	}
 	return in.fs.Lock(name)
 }
 
-// MapHook is implemented by a File that wants to know about, and may veto,
-// a memory mapping of itself: internal/mmap calls BeforeMap before mapping
-// (or heap-copying) the file and fails with its error. The [Injector]'s
-// files implement it to inject OpMap failures.
-type MapHook interface {
-	BeforeMap(size int, writable bool) error
-}
-
 // injFile is a File of an Injector.
 type injFile struct {
 	in   *Injector
-	f    File
+	f    vfs.File
 	name string
 }
 
 var (
-	_ File    = (*injFile)(nil)
-	_ MapHook = (*injFile)(nil)
+	_ vfs.File    = (*injFile)(nil)
+	_ vfs.MapHook = (*injFile)(nil)
 )
 
-func (f *injFile) fail(op Op) error {
+func (f *injFile) failOp(op Op) error {
 	op.Path = f.name
-	return f.in.fail(op)
+	return f.in.failOp(op)
 }
 
 func (f *injFile) Close() error {
-	err := f.fail(Op{Kind: OpClose})
+	err := f.failOp(Op{Kind: OpClose})
 	if cerr := f.f.Close(); err == nil {
 		err = cerr
 	}
@@ -562,14 +556,14 @@ func (f *injFile) Close() error {
 }
 
 func (f *injFile) Read(p []byte) (int, error) {
-	if err := f.fail(Op{Kind: OpRead, Len: int64(len(p))}); err != nil {
+	if err := f.failOp(Op{Kind: OpRead, Len: int64(len(p))}); err != nil {
 		return 0, err
 	}
 	return f.f.Read(p)
 }
 
 func (f *injFile) ReadAt(p []byte, off int64) (int, error) {
-	if err := f.fail(Op{Kind: OpReadAt, Off: off, Len: int64(len(p))}); err != nil {
+	if err := f.failOp(Op{Kind: OpReadAt, Off: off, Len: int64(len(p))}); err != nil {
 		return 0, err
 	}
 	return f.f.ReadAt(p, off)
@@ -605,28 +599,28 @@ func (f *injFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (f *injFile) Stat() (os.FileInfo, error) {
-	if err := f.fail(Op{Kind: OpFileStat}); err != nil {
+	if err := f.failOp(Op{Kind: OpFileStat}); err != nil {
 		return nil, err
 	}
 	return f.f.Stat()
 }
 
 func (f *injFile) Sync() error {
-	if err := f.fail(Op{Kind: OpSync}); err != nil {
+	if err := f.failOp(Op{Kind: OpSync}); err != nil {
 		return err
 	}
 	return f.f.Sync()
 }
 
 func (f *injFile) Truncate(size int64) error {
-	if err := f.fail(Op{Kind: OpTruncate, Off: size}); err != nil {
+	if err := f.failOp(Op{Kind: OpTruncate, Off: size}); err != nil {
 		return err
 	}
 	return f.f.Truncate(size)
 }
 
 func (f *injFile) Preallocate(off, n int64) error {
-	if err := f.fail(Op{Kind: OpPreallocate, Off: off, Len: n}); err != nil {
+	if err := f.failOp(Op{Kind: OpPreallocate, Off: off, Len: n}); err != nil {
 		return err
 	}
 	return f.f.Preallocate(off, n)
@@ -637,10 +631,10 @@ func (f *injFile) Fd() uintptr { return f.f.Fd() }
 // BeforeMap implements MapHook: an OpMap operation, passed on to the inner
 // file if it implements MapHook too.
 func (f *injFile) BeforeMap(size int, writable bool) error {
-	if err := f.fail(Op{Kind: OpMap, Len: int64(size)}); err != nil {
+	if err := f.failOp(Op{Kind: OpMap, Len: int64(size)}); err != nil {
 		return err
 	}
-	if h, ok := f.f.(MapHook); ok {
+	if h, ok := f.f.(vfs.MapHook); ok {
 		return h.BeforeMap(size, writable)
 	}
 	return nil

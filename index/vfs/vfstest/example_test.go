@@ -1,17 +1,17 @@
-package vfs_test
+package vfstest_test
 
 import (
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/partlog/partlog/internal/vfs"
+	"github.com/partlog/partlog/index/vfs/vfstest"
 )
 
 // ExampleMemFS_CrashClone appends to a file, syncs part of it, and looks
 // at what a crash keeps.
 func ExampleMemFS_CrashClone() {
-	mem := vfs.NewMem()
+	mem := vfstest.NewMem()
 	if err := mem.MkdirAll("/p", 0o755); err != nil {
 		panic(err)
 	}
@@ -24,7 +24,7 @@ func ExampleMemFS_CrashClone() {
 	mem.SyncAll() // make the directory entries durable too
 	f.Write([]byte("unsynced"))
 
-	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+	crashed := mem.CrashClone(vfstest.CrashOptions{UnsyncedDataPercent: 0})
 	g, err := crashed.Open("/p/00000000000000000000.log")
 	if err != nil {
 		panic(err)
@@ -36,13 +36,13 @@ func ExampleMemFS_CrashClone() {
 
 // ExampleInjector fails the first Sync of a scenario.
 func ExampleInjector() {
-	in := vfs.NewInjector(vfs.NewMem())
-	in.FailNth(0, vfs.Kinds(vfs.OpSync))
+	in := vfstest.NewInjector(vfstest.NewMem())
+	in.FailNth(0, vfstest.Kinds(vfstest.OpSync))
 
 	f, _ := in.Create("/f")
 	f.Write([]byte("data"))
 	err := f.Sync()
-	fmt.Println(errors.Is(err, vfs.ErrInjected), in.Injected(), in.Ops())
+	fmt.Println(errors.Is(err, vfstest.ErrInjected), in.Injected(), in.Ops())
 	fmt.Println(err)
 	// Output:
 	// true 1 3

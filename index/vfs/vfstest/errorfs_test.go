@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/partlog/partlog/index/vfs"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +40,7 @@ func TestOpKinds(t *testing.T) {
 }
 
 // writeCheckpoint is a small scenario: the atomic-replace pattern.
-func writeCheckpoint(fsys FS, dir string, data []byte) error {
+func writeCheckpoint(fsys vfs.FS, dir string, data []byte) error {
 	tmp := filepath.Join(dir, "cp.tmp")
 	f, err := fsys.Create(tmp)
 	if err != nil {
@@ -158,7 +160,7 @@ func TestInjectorRules(t *testing.T) {
 	require.Equal(t, int64(0), in.Injected(), "Reset did not zero the counters")
 	_, err = in.Stat("/0.index")
 	require.NoError(t, err, "after Reset")
-	require.True(t, in.Unwrap() == FS(mem), "Unwrap")
+	require.True(t, in.Unwrap() == vfs.FS(mem), "Unwrap")
 }
 
 func TestInjectorShortWrite(t *testing.T) {
@@ -245,12 +247,12 @@ func TestInjectorMapHook(t *testing.T) {
 	f, err := in.Create("/idx")
 	require.NoError(t, err)
 	defer f.Close()
-	h, ok := f.(MapHook)
+	h, ok := f.(vfs.MapHook)
 	require.True(t, ok, "injector file is not a MapHook")
 	err = h.BeforeMap(4096, true)
 	require.ErrorIs(t, err, ErrInjected, "BeforeMap = %v", err)
 	require.NoError(t, h.BeforeMap(4096, true), "second BeforeMap =")
-	require.Equal(t, InvalidFd, f.Fd(), "Fd not passed through")
+	require.Equal(t, vfs.InvalidFd, f.Fd(), "Fd not passed through")
 }
 
 func TestInjectorConcurrent(t *testing.T) {

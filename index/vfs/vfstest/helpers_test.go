@@ -1,14 +1,16 @@
-package vfs
+package vfstest
 
 import (
 	"io"
 	"testing"
 
+	"github.com/partlog/partlog/index/vfs"
+
 	"github.com/stretchr/testify/require"
 )
 
 // readFile returns the named file's contents, or nil and the error.
-func readFile(fsys FS, name string) ([]byte, error) {
+func readFile(fsys vfs.FS, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
@@ -18,7 +20,7 @@ func readFile(fsys FS, name string) ([]byte, error) {
 }
 
 // writeFile creates name with data; sync syncs the file (not the directory).
-func writeFile(t *testing.T, fsys FS, name string, data []byte, sync bool) {
+func writeFile(t *testing.T, fsys vfs.FS, name string, data []byte, sync bool) {
 	t.Helper()
 	f, err := fsys.Create(name)
 	require.NoError(t, err)
@@ -31,7 +33,7 @@ func writeFile(t *testing.T, fsys FS, name string, data []byte, sync bool) {
 }
 
 // exists reports whether name exists on fsys.
-func exists(fsys FS, name string) bool {
+func exists(fsys vfs.FS, name string) bool {
 	_, err := fsys.Stat(name)
 	return err == nil
 }

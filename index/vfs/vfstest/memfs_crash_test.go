@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/partlog/partlog/index/vfs"
 
 	"github.com/stretchr/testify/require"
 
@@ -34,7 +36,7 @@ func TestCrashModelProperty(t *testing.T) {
 		m := &crashModel{entries: map[string]int{}, durable: map[string]int{}, data: map[int][]byte{}, synced: map[int][]byte{}}
 		names := []string{"a", "b", "c"}
 		nameGen := rapid.SampledFrom(names)
-		open := func(name string) File {
+		open := func(name string) vfs.File {
 			f, err := mem.OpenReadWrite("/p/" + name)
 			require.NoError(rt, err)
 			return f

@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"bytes"
@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/partlog/partlog/index/vfs"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func syncDir(t *testing.T, fsys FS, dir string) {
+func syncDir(t *testing.T, fsys vfs.FS, dir string) {
 	t.Helper()
 	d, err := fsys.OpenDir(dir)
 	require.NoError(t, err)
@@ -105,7 +107,7 @@ func TestMemFileHandle(t *testing.T) {
 	m := NewMem()
 	f, err := m.Create("/f")
 	require.NoError(t, err)
-	require.Equal(t, InvalidFd, f.Fd(), "Fd is not InvalidFd")
+	require.Equal(t, vfs.InvalidFd, f.Fd(), "Fd is not InvalidFd")
 	_, err = f.Write([]byte("abc"))
 	require.NoError(t, err)
 	_, err = f.WriteAt([]byte("Z"), 6)
@@ -345,23 +347,23 @@ func TestCrashUnsyncedEntries(t *testing.T) {
 func TestCrashCopyOnWrite(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(f File) error
+		mutate func(f vfs.File) error
 	}{
-		{"overwrite", func(f File) error { _, err := f.WriteAt([]byte("XY"), 2); return err }},
-		{"shrink and regrow", func(f File) error {
+		{"overwrite", func(f vfs.File) error { _, err := f.WriteAt([]byte("XY"), 2); return err }},
+		{"shrink and regrow", func(f vfs.File) error {
 			if err := f.Truncate(2); err != nil {
 				return err
 			}
 			_, err := f.WriteAt([]byte("ZZZZZZ"), 2)
 			return err
 		}},
-		{"shrink and extend", func(f File) error {
+		{"shrink and extend", func(f vfs.File) error {
 			if err := f.Truncate(1); err != nil {
 				return err
 			}
 			return f.Truncate(10)
 		}},
-		{"create truncates", func(File) error { return nil }},
+		{"create truncates", func(vfs.File) error { return nil }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

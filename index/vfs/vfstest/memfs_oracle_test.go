@@ -1,4 +1,4 @@
-package vfs
+package vfstest
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/partlog/partlog/index/vfs"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,12 +51,12 @@ func TestMemFSMatchesOS(t *testing.T) {
 
 		type step struct {
 			name string
-			run  func(fsys FS, p func(string) string) string
+			run  func(fsys vfs.FS, p func(string) string) string
 		}
 		steps := []func() step{
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"create " + n, func(fsys FS, p func(string) string) string {
+				return step{"create " + n, func(fsys vfs.FS, p func(string) string) string {
 					f, err := fsys.Create(p(n))
 					if err == nil {
 						err = f.Close()
@@ -66,7 +68,7 @@ func TestMemFSMatchesOS(t *testing.T) {
 				n := pathGen.Draw(rt, "path")
 				off := rapid.Int64Range(0, 40).Draw(rt, "off")
 				data := rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(rt, "data")
-				return step{fmt.Sprintf("writeAt %s %d %d", n, off, len(data)), func(fsys FS, p func(string) string) string {
+				return step{fmt.Sprintf("writeAt %s %d %d", n, off, len(data)), func(fsys vfs.FS, p func(string) string) string {
 					f, err := fsys.OpenReadWrite(p(n))
 					if err != nil {
 						return errClass(err)
@@ -79,7 +81,7 @@ func TestMemFSMatchesOS(t *testing.T) {
 			func() step {
 				n := pathGen.Draw(rt, "path")
 				data := rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(rt, "data")
-				return step{fmt.Sprintf("append %s %d", n, len(data)), func(fsys FS, p func(string) string) string {
+				return step{fmt.Sprintf("append %s %d", n, len(data)), func(fsys vfs.FS, p func(string) string) string {
 					f, err := fsys.OpenReadWrite(p(n))
 					if err != nil {
 						return errClass(err)
@@ -96,7 +98,7 @@ func TestMemFSMatchesOS(t *testing.T) {
 			func() step {
 				n := pathGen.Draw(rt, "path")
 				size := rapid.Int64Range(0, 48).Draw(rt, "size")
-				return step{fmt.Sprintf("truncate %s %d", n, size), func(fsys FS, p func(string) string) string {
+				return step{fmt.Sprintf("truncate %s %d", n, size), func(fsys vfs.FS, p func(string) string) string {
 					f, err := fsys.OpenReadWrite(p(n))
 					if err != nil {
 						return errClass(err)
@@ -107,25 +109,25 @@ func TestMemFSMatchesOS(t *testing.T) {
 			},
 			func() step {
 				a, b := pathGen.Draw(rt, "old"), pathGen.Draw(rt, "new")
-				return step{"rename " + a + " " + b, func(fsys FS, p func(string) string) string {
+				return step{"rename " + a + " " + b, func(fsys vfs.FS, p func(string) string) string {
 					return errClass(fsys.Rename(p(a), p(b)))
 				}}
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"remove " + n, func(fsys FS, p func(string) string) string {
+				return step{"remove " + n, func(fsys vfs.FS, p func(string) string) string {
 					return errClass(fsys.Remove(p(n)))
 				}}
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"removeAll " + n, func(fsys FS, p func(string) string) string {
+				return step{"removeAll " + n, func(fsys vfs.FS, p func(string) string) string {
 					return errClass(fsys.RemoveAll(p(n)))
 				}}
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"write read-only " + n, func(fsys FS, p func(string) string) string {
+				return step{"write read-only " + n, func(fsys vfs.FS, p func(string) string) string {
 					f, err := fsys.Open(p(n))
 					if err != nil {
 						return errClass(err)
@@ -137,27 +139,27 @@ func TestMemFSMatchesOS(t *testing.T) {
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"mkdirAll " + n, func(fsys FS, p func(string) string) string {
+				return step{"mkdirAll " + n, func(fsys vfs.FS, p func(string) string) string {
 					return errClass(fsys.MkdirAll(p(n), 0o755))
 				}}
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"read " + n, func(fsys FS, p func(string) string) string {
+				return step{"read " + n, func(fsys vfs.FS, p func(string) string) string {
 					b, err := readFile(fsys, p(n))
 					return fmt.Sprintf("%q %s", b, errClass(err))
 				}}
 			},
 			func() step {
 				n := rapid.SampledFrom([]string{"", "d", "d/e", "a"}).Draw(rt, "dir")
-				return step{"list " + n, func(fsys FS, p func(string) string) string {
+				return step{"list " + n, func(fsys vfs.FS, p func(string) string) string {
 					names, err := fsys.List(p(n))
 					return fmt.Sprint(names, errClass(err))
 				}}
 			},
 			func() step {
 				n := pathGen.Draw(rt, "path")
-				return step{"stat " + n, func(fsys FS, p func(string) string) string {
+				return step{"stat " + n, func(fsys vfs.FS, p func(string) string) string {
 					fi, err := fsys.Stat(p(n))
 					if err != nil {
 						return errClass(err)
@@ -173,7 +175,7 @@ func TestMemFSMatchesOS(t *testing.T) {
 		var history []string
 		for range nsteps {
 			s := steps[rapid.IntRange(0, len(steps)-1).Draw(rt, "op")]()
-			want := s.run(Default, osPath)
+			want := s.run(vfs.Default, osPath)
 			got := s.run(mem, memPath)
 			history = append(history, s.name+" -> "+want)
 			require.Equal(rt, want, got, "%s: memfs %q, os %q\nhistory:\n%s\nmemfs:\n%s", s.name, got, want, slices.Concat(history), mem)
