@@ -324,8 +324,8 @@
 // loaded snapshot are known by their last one only (as in Kafka).
 // Producers idle longer than Config.ProducerIDExpiration (by Config.Now)
 // and without an open transaction are forgotten: such a producer's next
-// batch starts it anew at any sequence, as after Kafka's expiry timer
-// (producer.id.expiration.check.interval.ms) removed it. The partition
+// batch starts it anew at any sequence, as after Kafka's periodic expiry
+// check (every 10 minutes) removed it. The partition
 // looks at expiry whenever it looks a producer up, and removes the
 // expired ones on load, at rolls, and in ExpireProducers.
 //
