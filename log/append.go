@@ -150,7 +150,7 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		// Publish, and wake the waiters after unlocking (bounds.signal
 		// says why no wake-up is lost): closing the channel of many
 		// parked goroutines must not hold up other writers.
-		w = p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+		w = p.publishQuietLocked()
 	}
 	if info != nil {
 		*info = AppendInfo{Base: base, LastOffset: base + int64(h.LastOffsetDelta())}
@@ -483,9 +483,10 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	return nil
 }
 
-// publishLocked makes mu.hw and mu.end visible to readers. REQUIRES: mu
-// held.
-func (p *Partition) publishLocked() { p.bounds.store(p.mu.hw, p.mu.end) }
+// publishLocked makes mu.hw and mu.end visible to readers, with the last
+// stable offset they give (publishQuietLocked), and wakes the waiters
+// concerned. REQUIRES: mu held.
+func (p *Partition) publishLocked() { p.bounds.signal(p.publishQuietLocked()) }
 
 // Roll seals the active segment and starts a new one at the log end
 // offset, as Kafka does when a segment is full or old. It does nothing when

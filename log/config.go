@@ -180,8 +180,9 @@ type Config struct {
 
 	// ProducerIDExpiration is producer.id.expiration.ms: a producer whose
 	// last batch's max timestamp is this much older than Now, and that has
-	// no open transaction, is forgotten (its retries are then no longer
-	// recognised, and it may start again at any sequence). Default 1 day.
+	// no open transaction, is forgotten from that moment (its retries are
+	// then no longer recognised, and it may start again at any sequence),
+	// as Kafka's expiry timer would have done. Default 1 day.
 	ProducerIDExpiration time.Duration
 	// MaxOpenSegments bounds the sealed segments of a Partition opened
 	// alone that keep their files open while no one reads them: the least

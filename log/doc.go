@@ -323,9 +323,12 @@
 // last batch in the recovered log is recognised. A snapshot keeps one
 // batch per producer, so after a reopen a producer's batches before the
 // loaded snapshot are known by their last one only (as in Kafka).
-// Producers idle longer than Config.ProducerIDExpiration and without an
-// open transaction are forgotten (on load, at rolls, and by
-// ExpireProducers).
+// Producers idle longer than Config.ProducerIDExpiration (by Config.Now)
+// and without an open transaction are forgotten: such a producer's next
+// batch starts it anew at any sequence, as after Kafka's periodic expiry
+// check (every 10 minutes) removed it. The partition
+// looks at expiry whenever it looks a producer up, and removes the
+// expired ones on load, at rolls, and in ExpireProducers.
 //
 // # Transactions
 //
@@ -338,8 +341,12 @@
 // copies them with AppendAssigned and keeps the same state.
 //
 // The last stable offset (LastStableOffset) is the first offset of the
-// oldest open transaction (not below the log start offset), else the high
-// watermark. A read_committed consumer reads with ReadCommitted: ReadFrom
+// oldest transaction that is open, or whose marker the high watermark has
+// not passed (not below the log start offset), else the high watermark:
+// as in Kafka, a decided transaction stays unstable until its marker is
+// replicated, because a leader change may cut the marker and reopen it
+// (under Config.DisableAutoHighWatermark; with the automatic high
+// watermark it follows the marker at once). A read_committed consumer reads with ReadCommitted: ReadFrom
 // bounded by the last stable offset, which also returns the aborted
 // transactions overlapping the batches returned, the list a Kafka Fetch
 // response carries. OffsetForTimestampCommitted is OffsetForTimestamp with

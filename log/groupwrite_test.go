@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -55,7 +56,9 @@ func newGroupCycle(t *testing.T, queued int) *groupCycle {
 	t.Helper()
 	c := &groupCycle{mem: vfs.NewMem(), dir: "/data/groupwrite-0"}
 	c.in = vfs.NewInjector(c.mem)
-	p, err := plog.Open(c.dir, plog.Config{FS: c.in, FlushMessages: 1})
+	// The batches carry timestamps of 1970 (no time roll between them):
+	// an expiration longer than that keeps their producers known.
+	p, err := plog.Open(c.dir, plog.Config{FS: c.in, FlushMessages: 1, ProducerIDExpiration: 100 * 365 * 24 * time.Hour})
 	require.NoError(t, err)
 	c.p = p
 	first := logtest.MakeBatch(2, 40, 1, 0)

@@ -486,7 +486,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
 	// returned are the partition's own.
-	p.bounds.store(p.mu.hw, p.mu.end)
+	p.publishLocked()
 	if m != nil && m.flusher != nil {
 		p.dur.sched = m.flusher // flushes after rolls (durability.go)
 		m.flusher.add(&p.dur)   // dirflush.go
@@ -645,7 +645,7 @@ func (p *Partition) SetHighWatermark(offset int64) error {
 		return fmt.Errorf("partlog/log: set high watermark %d in %s: %w", offset, p.dir, err)
 	}
 	p.mu.hw = hw
-	p.bounds.store(p.mu.hw, p.mu.end)
+	p.publishLocked()
 	return nil
 }
 

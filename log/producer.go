@@ -184,9 +184,11 @@ func (p *Partition) Producers() ([]ProducerState, error) {
 }
 
 // ExpireProducers removes the producers idle for at least
-// Config.ProducerIDExpiration by Config.Now (the partition also does it on
-// its own at each roll and, at most every 10 minutes, when a new producer
-// appears), and returns how many it removed.
+// Config.ProducerIDExpiration by Config.Now, and returns how many it
+// removed. The partition needs no call to honour the expiration: it
+// forgets an expired producer whenever it looks it up (an append, a
+// marker, ProducerState, Producers), and also removes the expired ones at
+// each roll and, at most every 10 minutes, when a new producer appears.
 func (p *Partition) ExpireProducers() (int, error) {
 	// lockAppender: the queued batches' producer state was recorded when
 	// they were queued, so the queue need not be written first (which

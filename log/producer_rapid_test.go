@@ -3,9 +3,11 @@ package log_test
 import (
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"pgregory.net/rapid"
 
@@ -21,9 +23,14 @@ import (
 // (ABORT, COMMIT, stale or new producer and coordinator epochs, a control
 // type that is no marker), retries of any earlier batch, arbitrary
 // (epoch, sequence) batches (each appended with AppendBatchInfo or, from
-// the same Builder, AppendBuilder), rolls, clean reopens and truncations (after which the model
-// reloads its producer state from the newest snapshot left, as the
-// partition does). Every outcome (accepted at the log end, recognised as a
+// the same Builder, AppendBuilder), rolls, clean reopens and truncations
+// (at a batch or at a marker, after which the model reloads its producer
+// state from the newest snapshot left, as the partition does). Half the
+// runs replicate (Config.DisableAutoHighWatermark) and move the high
+// watermark anywhere in the log, so markers lie above it and truncations
+// cut markers it has not reached: a transaction stays unstable until the
+// high watermark passes its marker (issue 27 case 2, Kafka's
+// unreplicatedTxns). Every outcome (accepted at the log end, recognised as a
 // retry of the same batch, or refused with the same sentinel) must agree,
 // a retry or a refusal never changes the log, and logtest.Check compares
 // the whole partition with the model after every step (with the last
@@ -33,13 +40,15 @@ import (
 func TestProducerStateMachine(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		mem := vfs.NewMem()
-		cfg := plog.Config{FS: mem, SegmentBytes: int64(rapid.IntRange(200, 3000).Draw(rt, "segmentBytes")), SegmentIndexBytes: memIndexBytes}
+		cfg := plog.Config{FS: mem, SegmentBytes: int64(rapid.IntRange(200, 3000).Draw(rt, "segmentBytes")), SegmentIndexBytes: memIndexBytes,
+			DisableAutoHighWatermark: rapid.Bool().Draw(rt, "manualHighWatermark")}
 		const dir = "/sm/p-0"
 		p, err := plog.Open(dir, cfg)
 		require.NoError(rt, err)
 		defer func() { _ = p.Close() }()
-		m := logtest.NewModel(0, false)
+		m := logtest.NewModel(0, cfg.DisableAutoHighWatermark)
 		var sent []sentBatch // the batches the log holds, for retries
+		var markers []int64  // the offsets of the markers the log holds
 		ts := time.Now().UnixMilli()
 		try := func(rt *rapid.T, pid int64, epoch int16, first int32, n int, txn bool) {
 			bt := prodBatch(rt, pid, epoch, first, n, ts, txn)
@@ -112,6 +121,15 @@ func TestProducerStateMachine(t *testing.T) {
 				stored := append([]byte(nil), recs.Bytes()...)
 				_ = recs.Close()
 				require.NoError(rt, m.AppendMarker(mk, stored))
+				markers = append(markers, off)
+			},
+			"highWatermark": func(rt *rapid.T) {
+				if !cfg.DisableAutoHighWatermark {
+					rt.Skip("the high watermark follows the log end")
+				}
+				o := rapid.Int64Range(m.LogStartOffset(), m.LogEndOffset()).Draw(rt, "highWatermark")
+				require.NoError(rt, p.SetHighWatermark(o))
+				require.NoError(rt, m.SetHighWatermark(o))
 			},
 			"retry": func(rt *rapid.T) {
 				if len(sent) == 0 {
@@ -150,14 +168,21 @@ func TestProducerStateMachine(t *testing.T) {
 				m.Reopen() // Close wrote the snapshot at the log end
 			},
 			"truncate": func(rt *rapid.T) {
-				if len(sent) == 0 {
+				cuts := slices.Clone(markers)
+				for _, b := range sent {
+					cuts = append(cuts, b.base)
+				}
+				if len(cuts) == 0 {
 					rt.Skip("nothing sent")
 				}
-				o := sent[rapid.IntRange(0, len(sent)-1).Draw(rt, "cut")].base
+				o := rapid.SampledFrom(cuts).Draw(rt, "cut")
 				require.NoError(rt, p.TruncateTo(o))
 				require.NoError(rt, m.TruncateTo(o))
 				for len(sent) > 0 && sent[len(sent)-1].end > o {
 					sent = sent[:len(sent)-1]
+				}
+				for len(markers) > 0 && markers[len(markers)-1] >= o {
+					markers = markers[:len(markers)-1]
 				}
 				require.False(rt, p.LogEndOffset() != o || m.LogEndOffset() != o, "truncate to %d: log end %d, model %d", o, p.LogEndOffset(), m.LogEndOffset())
 				names, err := mem.List(dir)

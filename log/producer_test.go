@@ -457,9 +457,10 @@ func TestProducerSnapshotCorruptIsSkipped(t *testing.T) {
 }
 
 // TestProducerExpiry: producers idle for producer.id.expiration.ms (by
-// Config.Now against their last batch's max timestamp) are removed, at a
-// roll, when a new producer appears (at most every 10 minutes) and by
-// ExpireProducers; an expired producer is unknown again (any sequence).
+// Config.Now against their last batch's max timestamp) are removed by
+// ExpireProducers (and at a roll, and when a new producer appears, at most
+// every 10 minutes); an expired producer is unknown again (any sequence)
+// from the moment it expires, whoever looks first.
 func TestProducerExpiry(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	clock := func() time.Time { return now }
@@ -472,26 +473,48 @@ func TestProducerExpiry(t *testing.T) {
 	n, err := p.ExpireProducers()
 	require.NoError(t, err)
 	assert.Equal(t, 0, n)
-	now = now.Add(time.Minute)
-	// A new producer sweeps (the last sweep was over 10 minutes ago? no:
-	// ExpireProducers just swept), so producer 1 is still there.
-	_, err = p.AppendBatch(pb{pid: 2, seq: 0}.bytes(t))
-	require.NoError(t, err)
 	_, ok, err := p.ProducerState(1)
 	require.NoError(t, err)
-	assert.True(t, ok)
-	now = now.Add(10 * time.Minute)
-	_, err = p.AppendBatch(pb{pid: 3, seq: 0}.bytes(t))
+	assert.True(t, ok, "idle 59 minutes")
+	now = now.Add(time.Minute)
+	// No sweep since ExpireProducers (a new producer sweeps 10 minutes
+	// after it at the earliest), yet producer 1 is expired.
+	_, err = p.AppendBatch(pb{pid: 2, seq: 0}.bytes(t))
 	require.NoError(t, err)
 	_, ok, err = p.ProducerState(1)
 	require.NoError(t, err)
-	assert.False(t, ok, "the new producer's sweep removed producer 1")
+	assert.False(t, ok, "idle one hour: expired")
 	// Producer 1 is unknown now: any sequence is accepted.
 	_, err = p.AppendBatch(pb{pid: 1, seq: 77}.bytes(t))
 	require.NoError(t, err)
 	n, err = p.ExpireProducers()
 	require.NoError(t, err)
-	assert.Equal(t, 2, n, "producers 2 and 3 (timestamps 1_700_000_000_000)")
+	assert.Equal(t, 2, n, "producers 1 and 2 (timestamps 1_700_000_000_000)")
+}
+
+// TestExpiredProducerNewAtAnySequence is issue 27 case 7. Kafka removes
+// an expired producer on a timer (producer.id.expiration.check.interval.ms,
+// 10 minutes), so 48 hours after its last batch (producer.id.expiration.ms
+// 24 hours) its next batch starts a new producer, at any sequence. The
+// partition used to forget it only when a new producer id appeared, at a
+// roll or on ExpireProducers, and refused that batch as out of order.
+func TestExpiredProducerNewAtAnySequence(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	clock := func() time.Time { return now }
+	pbTime = now.UnixMilli()
+	t.Cleanup(func() { pbTime = 0 })
+	p, _ := openT(t, plog.Config{Now: clock})
+	_, err := p.AppendBatch(pb{pid: 1, seq: 0, n: 5}.bytes(t))
+	require.NoError(t, err)
+	now = now.Add(48 * time.Hour)
+	pbTime = now.UnixMilli()
+	_, err = p.AppendBatch(pb{pid: 1, seq: 9}.bytes(t))
+	require.NoError(t, err, "Kafka: the expired producer's batch is a new producer's")
+	st, ok, err := p.ProducerState(1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, st.Batches, 1)
+	assert.Equal(t, int32(9), st.Batches[0].FirstSequence)
 }
 
 // TestProducerIDExpirationConfig: a negative expiration is refused.

@@ -239,9 +239,11 @@ type position struct {
 }
 
 // bounds is the published pair (high watermark, log end), each with its
-// position, behind a sequence lock so that a reader sees an offset together
-// with the position that belongs to it. One writer (under Partition.mu);
-// any number of lock-free readers. Every field is an atomic, so the race
+// position, and the first unstable offset that goes with that high
+// watermark, behind a sequence lock so that a reader sees an offset
+// together with the position that belongs to it, and a last stable
+// offset computed from one publication's high watermark and unstable
+// offset. One writer (under Partition.mu); any number of lock-free readers. Every field is an atomic, so the race
 // detector sees no data race, and sequentially consistent atomics make the
 // classic seqlock argument hold: a reader that sees the same even sequence
 // number before and after its loads read values from one publication.
@@ -249,6 +251,10 @@ type bounds struct {
 	seq                     atomic.Uint64
 	hwOff, hwBase, hwPos    atomic.Int64
 	endOff, endBase, endPos atomic.Int64
+	// unstable is the first offset of the oldest transaction that is open
+	// or whose marker the high watermark has not passed, plus one; 0 when
+	// there is none (txn.go).
+	unstable atomic.Int64
 	// hwChanged wakes Wait (wait.go) when a store moves the high
 	// watermark or lowers the log end (a waiter's offset may then be past
 	// it); endChanged wakes WaitFollower when a store moves the log end.
@@ -266,15 +272,11 @@ const (
 	wakeEnd                  // the log end moved
 )
 
-// store publishes hw and end and wakes the waiters concerned.
-// REQUIRES: Partition.mu held (single writer).
-func (b *bounds) store(hw, end position) { b.signal(b.storeQuiet(hw, end)) }
-
-// storeQuiet publishes hw and end and returns the waiters to wake, which
-// the caller passes to signal, possibly after releasing Partition.mu (no
-// wake-up is lost: see signal). REQUIRES: Partition.mu held (single
-// writer).
-func (b *bounds) storeQuiet(hw, end position) wake {
+// storeQuiet publishes hw, end and unstable (see the field) and returns
+// the waiters to wake, which the caller passes to signal, possibly after
+// releasing Partition.mu (no wake-up is lost: see signal). REQUIRES:
+// Partition.mu held (single writer).
+func (b *bounds) storeQuiet(hw, end position, unstable int64) wake {
 	var w wake
 	oldHW, oldEnd := b.hwOff.Load(), b.endOff.Load() // the single writer's own values
 	if hw.Offset != oldHW || end.Offset < oldEnd {
@@ -290,8 +292,17 @@ func (b *bounds) storeQuiet(hw, end position) wake {
 	b.endOff.Store(end.Offset)
 	b.endBase.Store(end.SegBase)
 	b.endPos.Store(end.Pos)
+	b.unstable.Store(unstable)
 	b.seq.Add(1) // even: done
 	return w
+}
+
+// storeUnstable publishes unstable with the bounds already published.
+// REQUIRES: Partition.mu held (single writer).
+func (b *bounds) storeUnstable(unstable int64) {
+	b.seq.Add(1)
+	b.unstable.Store(unstable)
+	b.seq.Add(1)
 }
 
 // signal wakes the waiters w names. Any goroutine, with or without
@@ -308,6 +319,23 @@ func (b *bounds) signal(w wake) {
 	}
 	if w&wakeEnd != 0 {
 		b.endChanged.signal()
+	}
+}
+
+// loadStable returns the high watermark offset and the unstable value of
+// one publication.
+func (b *bounds) loadStable() (hw, unstable int64) {
+	for spins := 0; ; spins++ {
+		s := b.seq.Load()
+		if s&1 == 0 {
+			hw, unstable = b.hwOff.Load(), b.unstable.Load()
+			if b.seq.Load() == s {
+				return hw, unstable
+			}
+		}
+		if spins > 4 {
+			runtime.Gosched()
+		}
 	}
 }
 

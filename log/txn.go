@@ -53,12 +53,12 @@ func abortedTxn(e producer.EndedTxn) AbortedTxn {
 		LastStableOffset: e.LastStableOffset}
 }
 
-// txnState is the partition's lock-free view of its transactions.
+// txnState is the partition's lock-free view of its transactions (the
+// first unstable offset is published with the bounds: publishQuietLocked).
 type txnState struct {
-	// unstable is the first offset of the oldest open transaction plus
-	// one; 0 when none is open. Written under mu before the high
-	// watermark that exposes a change is published; read by anyone.
-	unstable atomic.Int64
+	// held is set by holdStableLocked until the next
+	// publishUnstableLocked. Guarded by mu.
+	held bool
 	// aborted is set once any segment of the partition has held an
 	// aborted transaction: until then read_committed reads skip the
 	// transaction indexes.
@@ -67,14 +67,41 @@ type txnState struct {
 	buf []byte
 }
 
-// publishUnstableLocked publishes the first offset of the oldest open
-// transaction for LastStableOffset. REQUIRES: mu held (or Open).
-func (p *Partition) publishUnstableLocked() {
-	var u int64
-	if first, ok := p.mu.producers.FirstUnstable(); ok {
-		u = first + 1
+// unstableLocked returns the value the bounds publish for the last stable
+// offset: the first offset of the oldest transaction that is open or whose
+// marker the high watermark has not passed, plus one; 0 when none; 1
+// while held (the log start offset). REQUIRES: mu held.
+func (p *Partition) unstableLocked() int64 {
+	if p.txn.held {
+		return 1
 	}
-	p.txn.unstable.Store(u)
+	if first, ok := p.mu.producers.FirstUnstable(); ok {
+		return first + 1
+	}
+	return 0
+}
+
+// publishQuietLocked publishes mu.hw and mu.end, and with them the first
+// unstable offset that high watermark gives: the transactions whose
+// markers lie below it stop holding the last stable offset back in the
+// same publication (Kafka's onHighWatermarkUpdated), so no reader sees
+// the last stable offset pass a marker the high watermark it read has not
+// passed. It returns the waiters to wake (bounds.storeQuiet). REQUIRES:
+// mu held.
+func (p *Partition) publishQuietLocked() wake {
+	p.mu.producers.SetHighWatermark(p.mu.hw.Offset)
+	return p.bounds.storeQuiet(p.mu.hw, p.mu.end, p.unstableLocked())
+}
+
+// publishUnstableLocked publishes the first unstable offset after the
+// producer state changed (a transaction began or ended, the state was
+// reloaded), with the high watermark already published (which may lag
+// mu.hw: an append publishes its high watermark after this), and ends a
+// hold. REQUIRES: mu held (or Open).
+func (p *Partition) publishUnstableLocked() {
+	p.txn.held = false
+	p.mu.producers.SetHighWatermark(p.bounds.hwOff.Load()) // the single writer's own value
+	p.bounds.storeUnstable(p.unstableLocked())
 }
 
 // holdStableLocked holds the last stable offset at the log start offset
@@ -82,15 +109,20 @@ func (p *Partition) publishUnstableLocked() {
 // lowers the bounds, because a cut marker reopens its transaction and the
 // producer state that knows it is reloaded only after the cut.
 // REQUIRES: mu held.
-func (p *Partition) holdStableLocked() { p.txn.unstable.Store(1) }
+func (p *Partition) holdStableLocked() {
+	p.txn.held = true
+	p.bounds.storeUnstable(1)
+}
 
 // LastStableOffset returns the last stable offset: the first offset of the
-// oldest transaction still open in the partition (not below the log start
-// offset), else the high watermark; never above the high watermark. A
-// read_committed consumer reads below it (ReadCommitted). Lock-free.
+// oldest transaction that is open, or that a marker at or above the high
+// watermark ended (the marker may yet be lost with a leader change, as
+// Kafka's ProducerStateManager.firstUnstableOffset counts it), not below
+// the log start offset; else the high watermark; never above the high
+// watermark. A read_committed consumer reads below it (ReadCommitted).
+// Lock-free.
 func (p *Partition) LastStableOffset() int64 {
-	hw := p.HighWatermark() // before unstable: see txnState.unstable
-	u := p.txn.unstable.Load()
+	hw, u := p.bounds.loadStable()
 	if u == 0 {
 		return hw
 	}
@@ -141,7 +173,8 @@ func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
 // epoch and coordinator epoch.
 //
 // A marker that ends an open transaction ends it in this partition: the
-// last stable offset moves past it, and an ABORT adds the transaction to
+// last stable offset moves past it once the high watermark passes the
+// marker (at once with the automatic high watermark), and an ABORT adds the transaction to
 // the .txnindex of the segment holding the marker (reported by
 // ReadCommitted from then on). The flush policy applies as to AppendBatch.
 func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
@@ -188,7 +221,7 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 		p.mu.Unlock()
 		return -1, err
 	}
-	w := p.bounds.storeQuiet(p.mu.hw, p.mu.end)
+	w := p.publishQuietLocked()
 	if p.cfg.FlushMessages == 0 {
 		p.mu.Unlock()
 		p.bounds.signal(w)

@@ -527,3 +527,57 @@ func TestOpenRefusesDamagedTxnIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkerAboveHighWatermarkKeepsLSO is issue 27 case 2. Kafka's
+// ProducerStateManager keeps a transaction whose marker lies at or above
+// the high watermark as unstable ("one that is decided, but may not have
+// been replicated (i.e. any transaction which has a COMMIT/ABORT marker
+// written at a higher offset than the current high watermark)",
+// firstUnstableOffset), and removes it only when the high watermark
+// passes the marker (onHighWatermarkUpdated). The partition used to end it
+// at the marker: with the marker at 3 and the high watermark at 3 the last
+// stable offset was 3 and a read_committed read returned the three
+// records of a transaction whose commit a leader change could still cut,
+// and after TruncateTo(3) cut it the last stable offset went back to 0.
+func TestMarkerAboveHighWatermarkKeepsLSO(t *testing.T) {
+	p, _ := openT(t, plog.Config{DisableAutoHighWatermark: true})
+	_, err := p.AppendBatch(txnBatch(t, 1, 0, 0, 3)) // 0-2
+	require.NoError(t, err)
+	commit, err := p.AppendMarker(marker(batch.ControlCommit, 1, 0, 0))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), commit)
+	require.NoError(t, p.SetHighWatermark(3))
+
+	assert.Equal(t, int64(0), p.LastStableOffset(), "the marker at 3 is not below the high watermark 3")
+	recs, _, err := p.ReadCommitted(0, 1<<20)
+	require.NoError(t, err)
+	assert.Empty(t, recs.Bytes(), "read_committed passed a marker the high watermark has not reached")
+	require.NoError(t, recs.Close())
+	got, _, err := p.OffsetForTimestampCommitted(plog.LatestTimestamp)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), got.Offset)
+
+	// The leader changes and the new one never had the marker: the
+	// transaction reopens, and the last stable offset did not go back.
+	require.NoError(t, p.TruncateTo(commit))
+	assert.Equal(t, int64(0), p.LastStableOffset())
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, int64(0), open[0].FirstOffset)
+
+	// The marker written again and replicated: the high watermark passing
+	// it releases the transaction, and a lower one does not hold it again.
+	commit, err = p.AppendMarker(marker(batch.ControlCommit, 1, 0, 0))
+	require.NoError(t, err)
+	require.NoError(t, p.SetHighWatermark(commit))
+	assert.Equal(t, int64(0), p.LastStableOffset())
+	require.NoError(t, p.SetHighWatermark(commit+1))
+	assert.Equal(t, commit+1, p.LastStableOffset())
+	recs, _, err = p.ReadCommitted(0, 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, commit+1, recs.NextOffset())
+	require.NoError(t, recs.Close())
+	require.NoError(t, p.SetHighWatermark(commit))
+	assert.Equal(t, commit, p.LastStableOffset(), "the high watermark bounds it; the transaction stays replicated")
+}

@@ -130,7 +130,8 @@
 //
 // A Fetch at isolation_level 1 (read_committed) reads with
 // Partition.ReadCommitted: nothing at or past the last stable offset (the
-// first offset of the oldest open transaction, else the high watermark),
+// first offset of the oldest transaction still open or whose marker is
+// not below the high watermark, else the high watermark),
 // and the aborted transactions overlapping what it returns, which the
 // consumer skips; every Fetch answer carries the last stable offset.
 // ListOffsets at read_committed answers the last stable offset for

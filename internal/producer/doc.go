@@ -26,12 +26,24 @@
 // stored batch without checking it (Kafka's replica and recovery paths
 // check nothing either); CheckMarker fences a transaction marker.
 //
+// A producer without an open transaction expires once its last timestamp
+// is Config.Expiration older than Config.Now. Kafka removes expired
+// producers on a timer; here the first call that looks the producer up
+// after that moment (Check, CheckMarker, Apply, Producer) forgets it, so
+// its next batch is a new producer's whatever the order of events, and
+// Expire (and Apply when a new producer appears, every SweepEvery at
+// most) removes the rest.
+//
 // # Transactions
 //
 // A producer's first transactional batch opens a transaction at its
 // offset; a marker (a control batch holding ABORT or COMMIT) ends it.
-// OpenTxns lists the open transactions by first offset; the first of them
-// bounds the partition's last stable offset (FirstUnstable). Apply returns
+// OpenTxns lists the open transactions by first offset. An ended
+// transaction stays unstable until the partition's high watermark passes
+// its marker (SetHighWatermark; a marker above it may still be lost with a
+// leader change): the oldest transaction open or so ended bounds the
+// partition's last stable offset (FirstUnstable), as in Kafka's
+// ProducerStateManager (firstUnstableOffset, unreplicatedTxns). Apply returns
 // the transaction a marker ended, with the last stable offset right after
 // the marker, which is what Kafka's transaction index stores for an
 // aborted one.

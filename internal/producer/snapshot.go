@@ -196,7 +196,7 @@ func (s *State) Restore(entries []Entry) {
 	for _, se := range entries {
 		if s.m[se.ProducerID] != nil { // the later entry wins
 			delete(s.m, se.ProducerID)
-			s.endTxn(se.ProducerID)
+			s.dropTxn(se.ProducerID)
 		}
 		if se.CurrentTxnFirstOffset < 0 && limit > 0 && now-se.Timestamp >= limit {
 			continue

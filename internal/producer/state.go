@@ -146,6 +146,10 @@ type State struct {
 	lastSweep int64
 	// ongoing are the open transactions, ordered by first offset.
 	ongoing []OpenTxn
+	// unreplicated are the transactions a marker ended at or above the
+	// high watermark last given to SetHighWatermark, in marker order
+	// (Kafka's unreplicatedTxns).
+	unreplicated []doneTxn
 }
 
 // NewState returns an empty State.
@@ -159,16 +163,40 @@ func NewState(cfg Config) *State {
 // nowMs reads the clock in milliseconds.
 func (s *State) nowMs() int64 { return s.cfg.Now().UnixMilli() }
 
-// Reset forgets every producer and every open transaction.
+// Reset forgets every producer, every open transaction and every ended
+// transaction whose marker the high watermark has not passed (Kafka's
+// truncateAndReload clears them too: the replay that follows ends them
+// again).
 func (s *State) Reset() {
 	s.m = make(map[int64]*entry)
 	s.ongoing = s.ongoing[:0]
+	s.unreplicated = s.unreplicated[:0]
+}
+
+// expired reports whether e has expired at nowMs: no open transaction and
+// idle for at least Config.Expiration (Kafka's isProducerExpired).
+func (s *State) expired(e *entry, nowMs int64) bool {
+	return s.cfg.Expiration > 0 && e.txnFirstOffset < 0 && nowMs-e.lastTimestamp >= s.cfg.Expiration.Milliseconds()
+}
+
+// lookup returns producer pid's state, or nil when the state does not
+// know it. A producer expired by now (Config.Now) is forgotten here, by
+// whichever call asks about it first: Kafka removes it on a timer
+// (producer.id.expiration.check.interval.ms), so its next batch is a new
+// producer's there, whatever the order of events here.
+func (s *State) lookup(pid int64) *entry {
+	e := s.m[pid]
+	if e != nil && s.cfg.Expiration > 0 && s.expired(e, s.nowMs()) {
+		delete(s.m, pid)
+		return nil
+	}
+	return e
 }
 
 // Producer returns what the state knows about producer pid, and false
-// when it knows nothing (never seen, or expired).
+// when it knows nothing (never seen, or expired by now).
 func (s *State) Producer(pid int64) (Producer, bool) {
-	e := s.m[pid]
+	e := s.lookup(pid)
 	if e == nil {
 		return Producer{}, false
 	}
@@ -176,8 +204,11 @@ func (s *State) Producer(pid int64) (Producer, bool) {
 }
 
 // Producers returns every producer the state knows, in ascending id
-// order.
+// order; the ones expired by now are forgotten first.
 func (s *State) Producers() []Producer {
+	if s.cfg.Expiration > 0 {
+		s.expire(s.nowMs())
+	}
 	out := make([]Producer, 0, len(s.m))
 	for _, pid := range slices.Sorted(maps.Keys(s.m)) {
 		out = append(out, s.m[pid].producer(pid))
@@ -195,7 +226,8 @@ func inSequence(last, next int32) bool {
 // CLIENT, and the duplicate search before it) to bt, a batch of a producer
 // (producer id >= 0) whose base sequence is >= 0 (the caller's batch
 // validation refuses the rest, as Kafka's LogValidator does). It changes
-// nothing. It returns:
+// nothing, except that a producer expired by now is forgotten first (so
+// its batch is a new producer's). It returns:
 //
 //   - isDup and the original batch when bt repeats one of its producer's
 //     last five batches: same epoch, same first and last sequence;
@@ -209,7 +241,7 @@ func inSequence(last, next int32) bool {
 //     know may start at any sequence, as in Kafka.
 func (s *State) Check(bt batch.Batch) (dup Batch, isDup bool, err error) {
 	pid, epoch, first := bt.ProducerID(), bt.ProducerEpoch(), bt.BaseSequence()
-	e := s.m[pid]
+	e := s.lookup(pid)
 	if e == nil {
 		return Batch{}, false, nil
 	}
@@ -250,9 +282,10 @@ func (s *State) Check(bt batch.Batch) (dup Batch, isDup bool, err error) {
 // >= 0): an epoch older than the producer's current one gives
 // ErrInvalidProducerEpoch, a coordinator epoch older than the one of the
 // producer's last marker ErrTransactionCoordinatorFenced. A marker for a
-// producer the state does not know passes. It changes nothing.
+// producer the state does not know (or expired by now, which it forgets)
+// passes. It changes nothing else.
 func (s *State) CheckMarker(m batch.TxnMarker) error {
-	e := s.m[m.ProducerID]
+	e := s.lookup(m.ProducerID)
 	if e == nil {
 		return nil
 	}
@@ -278,17 +311,20 @@ func (s *State) CheckMarker(m batch.TxnMarker) error {
 // or a control batch that is not a transaction marker changes no
 // transaction, as in Kafka.
 //
-// When bt's producer is new to the state, the expired producers are
-// removed first, at most every SweepEvery (or Config.Expiration, when
-// shorter). For a known producer's data batch Apply does not allocate.
+// A producer expired by now is forgotten first, so bt starts it anew
+// (what Kafka's timer would have done). When bt's producer is new to the
+// state, the expired producers are removed first, at most every
+// SweepEvery (or Config.Expiration, when shorter), which bounds the
+// memory the forgotten ones hold. For a known producer's data batch Apply
+// does not allocate.
 func (s *State) Apply(bt batch.Batch) (ended EndedTxn, ok bool) {
 	return s.apply(bt, true)
 }
 
 // Replay is Apply for the batches a partition reads back from its log
 // after loading a snapshot (Kafka's recovery): the same state changes,
-// but no sweep of expired producers while the replay runs (Expire once it
-// is done).
+// but no producer expires while the replay runs (Expire once it is
+// done).
 func (s *State) Replay(bt batch.Batch) (ended EndedTxn, ok bool) {
 	return s.apply(bt, false)
 }
@@ -296,7 +332,12 @@ func (s *State) Replay(bt batch.Batch) (ended EndedTxn, ok bool) {
 // apply implements Apply and Replay.
 func (s *State) apply(bt batch.Batch, sweep bool) (EndedTxn, bool) {
 	pid := bt.ProducerID()
-	e := s.m[pid]
+	var e *entry
+	if sweep {
+		e = s.lookup(pid)
+	} else {
+		e = s.m[pid]
+	}
 	if e == nil {
 		if sweep && s.cfg.Expiration > 0 {
 			if t := s.nowMs(); t-s.lastSweep >= min(s.cfg.Expiration, SweepEvery).Milliseconds() {
@@ -343,7 +384,7 @@ func (s *State) applyMarker(pid int64, e *entry, bt batch.Batch) (EndedTxn, bool
 	var ended EndedTxn
 	ok := false
 	if e.txnFirstOffset >= 0 {
-		s.endTxn(pid)
+		s.completeTxn(pid, e.txnFirstOffset, bt.BaseOffset())
 		ended = EndedTxn{ProducerID: pid, FirstOffset: e.txnFirstOffset, MarkerOffset: bt.BaseOffset(), Abort: abort,
 			LastStableOffset: s.lastStableAfter(bt.BaseOffset())}
 		ok = true
@@ -370,8 +411,5 @@ func (s *State) expire(nowMs int64) {
 	if s.cfg.Expiration <= 0 {
 		return
 	}
-	limit := s.cfg.Expiration.Milliseconds()
-	maps.DeleteFunc(s.m, func(_ int64, e *entry) bool {
-		return e.txnFirstOffset < 0 && nowMs-e.lastTimestamp >= limit
-	})
+	maps.DeleteFunc(s.m, func(_ int64, e *entry) bool { return s.expired(e, nowMs) })
 }

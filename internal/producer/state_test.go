@@ -235,13 +235,15 @@ func TestMarkers(t *testing.T) {
 	assert.Equal(t, int32(7), pr.CoordinatorEpoch)
 	assert.Len(t, pr.Batches, 2, "a marker is no batch of the sequence")
 
-	// Producer 2 commits at 4: nothing open, the LSO is past the marker.
+	// Producer 2 commits at 4: nothing open; once the high watermark
+	// passes both markers the LSO is past them.
 	ended, ok = l.append(l.marker(t, batch.ControlCommit, 2, 0, 0))
 	require.True(t, ok)
 	assert.Equal(t, EndedTxn{ProducerID: 2, FirstOffset: 1, MarkerOffset: 4, LastStableOffset: 5}, ended)
+	assert.Empty(t, l.s.OpenTxns())
+	l.s.SetHighWatermark(5)
 	_, ok = l.s.FirstUnstable()
 	assert.False(t, ok)
-	assert.Empty(t, l.s.OpenTxns())
 
 	// A marker for a producer with no open transaction ends nothing but
 	// moves its epoch (forgetting the old epoch's batches) and
@@ -345,6 +347,8 @@ func TestOpenTxnsByFirstOffset(t *testing.T) {
 // the expiration (its last timestamp against the clock) goes, unless its
 // transaction is open; Apply sweeps when a new producer appears, at most
 // every SweepEvery; Replay never sweeps; no expiration keeps everyone.
+// (The sweeps are counted on the map: a lookup forgets an expired
+// producer on its own, TestExpiredProducerForgottenOnLookup.)
 func TestExpire(t *testing.T) {
 	now := testNow
 	clock := func() time.Time { return now }
@@ -355,37 +359,145 @@ func TestExpire(t *testing.T) {
 	l.append(pb{pid: 3, seq: 0}.bytes(t))
 	// Producer 1 was idle on arrival, but the sweeps of 2 and 3 came less
 	// than SweepEvery after producer 1's (the first Apply swept at now).
-	assert.Len(t, l.s.Producers(), 3)
+	assert.Len(t, l.s.m, 3)
 
 	assert.Equal(t, 1, l.s.Expire())
-	_, ok := l.s.Producer(1)
-	assert.False(t, ok, "idle for two hours, expiration one hour")
-	_, ok = l.s.Producer(2)
-	assert.True(t, ok, "an open transaction keeps its producer")
+	assert.NotContains(t, l.s.m, int64(1), "idle for two hours, expiration one hour")
+	assert.Contains(t, l.s.m, int64(2), "an open transaction keeps its producer")
 
 	// A new producer sweeps once SweepEvery passed since the last sweep.
 	now = now.Add(2 * time.Hour) // producer 3 is idle now too
 	l.append(pb{pid: 4, seq: 0, ts: now.UnixMilli()}.bytes(t))
-	_, ok = l.s.Producer(3)
-	assert.False(t, ok, "swept when producer 4 appeared")
+	assert.NotContains(t, l.s.m, int64(3), "swept when producer 4 appeared")
 	// Replay adds a producer without sweeping.
 	now = now.Add(2 * time.Hour)
 	bt := pb{pid: 5, seq: 0, ts: now.UnixMilli()}.bytes(t)
 	bt.SetBaseOffset(l.end)
 	l.s.Replay(bt)
-	_, ok = l.s.Producer(4)
-	assert.True(t, ok, "Replay swept")
+	assert.Contains(t, l.s.m, int64(4), "Replay swept")
 
 	// A known producer's batch never sweeps.
 	l.append(pb{pid: 5, seq: 1, ts: now.UnixMilli()}.bytes(t))
-	_, ok = l.s.Producer(4)
-	assert.True(t, ok)
+	assert.Contains(t, l.s.m, int64(4))
 
 	// Without an expiration nothing expires.
 	forever := newLog(Config{Now: clock})
 	forever.append(pb{pid: 1, seq: 0, ts: 1}.bytes(t))
 	assert.Zero(t, forever.s.Expire())
 	assert.Len(t, forever.s.Producers(), 1)
+}
+
+// TestExpiredProducerForgottenOnLookup is issue 27 case 7. Kafka removes
+// an expired producer on a timer (producer.id.expiration.check.interval.ms,
+// 10 minutes), so 48 hours after its last batch (expiration 24 hours) its
+// next batch is a new producer's: accepted at any sequence, and a repeat
+// of its last batch is no duplicate. The state used to forget it only when
+// a new producer id appeared or on Expire, and refused the batch as out of
+// order. Now the first call that looks it up after it expired forgets it:
+// Check, CheckMarker, Apply (a follower's path), Producer and Producers.
+func TestExpiredProducerForgottenOnLookup(t *testing.T) {
+	now := testNow
+	clock := func() time.Time { return now }
+	newExpiring := func() *testLog {
+		l := newLog(Config{Expiration: 24 * time.Hour, Now: clock})
+		l.append(pb{pid: 1, seq: 0, n: 5, ts: now.UnixMilli()}.bytes(t)) // sequences 0-4
+		return l
+	}
+	now = testNow
+	l := newExpiring()
+	now = testNow.Add(48 * time.Hour)
+
+	gap := pb{pid: 1, seq: 10, ts: now.UnixMilli()}.bytes(t)
+	_, isDup, err := l.s.Check(gap)
+	require.NoError(t, err, "Kafka: an expired producer's batch starts a new producer at any sequence")
+	assert.False(t, isDup)
+	_, known := l.s.Producer(1)
+	assert.False(t, known)
+	_, isDup, err = l.s.Check(pb{pid: 1, seq: 0, n: 5, ts: now.UnixMilli()}.bytes(t))
+	require.NoError(t, err)
+	assert.False(t, isDup, "a repeat of the expired producer's last batch is a new batch, as in Kafka")
+
+	// A follower (Apply only) starts the producer anew too.
+	now = testNow
+	l = newExpiring()
+	now = testNow.Add(48 * time.Hour)
+	l.append(gap)
+	pr, known := l.s.Producer(1)
+	require.True(t, known)
+	require.Len(t, pr.Batches, 1, "the expired producer's batches were forgotten")
+	assert.Equal(t, int32(10), pr.Batches[0].FirstSequence)
+
+	// Producers and CheckMarker forget it as well.
+	now = testNow
+	l = newExpiring()
+	now = testNow.Add(48 * time.Hour)
+	assert.Empty(t, l.s.Producers())
+	now = testNow
+	l = newExpiring()
+	now = testNow.Add(48 * time.Hour)
+	require.NoError(t, l.s.CheckMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: 0}))
+	assert.Empty(t, l.s.m)
+
+	// Just before the expiration it is still known; an open transaction
+	// never expires.
+	now = testNow
+	l = newExpiring()
+	now = testNow.Add(24*time.Hour - time.Millisecond)
+	_, _, err = l.s.Check(gap)
+	require.ErrorIs(t, err, ErrOutOfOrderSequence)
+	now = testNow
+	l = newLog(Config{Expiration: 24 * time.Hour, Now: clock})
+	l.append(pb{pid: 1, seq: 0, txn: true, ts: now.UnixMilli()}.bytes(t))
+	now = testNow.Add(48 * time.Hour)
+	_, _, err = l.s.Check(pb{pid: 1, seq: 5, txn: true, ts: now.UnixMilli()}.bytes(t))
+	require.ErrorIs(t, err, ErrOutOfOrderSequence, "a producer with an open transaction does not expire")
+}
+
+// TestMarkerAboveHighWatermarkStaysUnstable is issue 27 case 2, Kafka's
+// ProducerStateManager: "An unstable offset is one which is either
+// undecided ... or one that is decided, but may not have been replicated
+// (i.e. any transaction which has a COMMIT/ABORT marker written at a
+// higher offset than the current high watermark)". completeTxn moves the
+// transaction to unreplicatedTxns and onHighWatermarkUpdated removes it
+// once the high watermark passes the marker; truncateAndReload (Reset)
+// clears them. The state used to forget the transaction at its marker.
+func TestMarkerAboveHighWatermarkStaysUnstable(t *testing.T) {
+	l := newLog(Config{})
+	l.append(pb{pid: 1, seq: 0, n: 3, txn: true}.bytes(t))       // 0-2
+	_, ok := l.append(l.marker(t, batch.ControlCommit, 1, 0, 0)) // 3
+	require.True(t, ok)
+	assert.Empty(t, l.s.OpenTxns(), "the transaction is decided")
+	first, ok := l.s.FirstUnstable()
+	require.True(t, ok, "the marker at 3 is not below the high watermark")
+	assert.Equal(t, int64(0), first)
+
+	l.s.SetHighWatermark(3) // the marker at 3 is not below it
+	first, ok = l.s.FirstUnstable()
+	require.True(t, ok)
+	assert.Equal(t, int64(0), first)
+
+	// A second transaction, open, begins after the first: the older
+	// (unreplicated) one still bounds.
+	l.append(pb{pid: 2, seq: 0, txn: true}.bytes(t)) // 4
+	first, _ = l.s.FirstUnstable()
+	assert.Equal(t, int64(0), first)
+
+	l.s.SetHighWatermark(4) // passes the marker at 3
+	first, ok = l.s.FirstUnstable()
+	require.True(t, ok)
+	assert.Equal(t, int64(4), first, "now the open transaction of producer 2 bounds")
+	l.s.SetHighWatermark(2) // a lower high watermark brings nothing back
+	first, _ = l.s.FirstUnstable()
+	assert.Equal(t, int64(4), first)
+
+	_, ok = l.append(l.marker(t, batch.ControlAbort, 2, 0, 0)) // 5
+	require.True(t, ok)
+	first, ok = l.s.FirstUnstable()
+	require.True(t, ok)
+	assert.Equal(t, int64(4), first)
+	l.s.Reset()
+	_, ok = l.s.FirstUnstable()
+	assert.False(t, ok, "Reset forgets the unreplicated transactions")
 }
 
 // TestApplyAndCheckZeroAllocs backs log's zero-allocation append claim for

@@ -44,10 +44,40 @@ func (s *State) beginTxn(t OpenTxn) {
 	s.ongoing = slices.Insert(s.ongoing, i, t)
 }
 
-// endTxn forgets producer pid's open transaction.
-func (s *State) endTxn(pid int64) {
+// doneTxn is a transaction a marker ended while the high watermark was
+// at or below the marker: it bounds the last stable offset until the high
+// watermark passes the marker.
+type doneTxn struct {
+	first, marker int64
+}
+
+// dropTxn forgets producer pid's open transaction.
+func (s *State) dropTxn(pid int64) {
 	if i := slices.IndexFunc(s.ongoing, func(t OpenTxn) bool { return t.ProducerID == pid }); i >= 0 {
 		s.ongoing = slices.Delete(s.ongoing, i, i+1)
+	}
+}
+
+// completeTxn ends producer pid's open transaction, which began at first,
+// with the marker at offset marker: it is no longer open, but stays
+// unstable until the high watermark passes the marker (Kafka's
+// completeTxn).
+func (s *State) completeTxn(pid, first, marker int64) {
+	s.dropTxn(pid)
+	s.unreplicated = append(s.unreplicated, doneTxn{first: first, marker: marker})
+}
+
+// SetHighWatermark tells the state that the partition's high watermark is
+// hw: the transactions whose markers lie below it are replicated, and no
+// longer hold the last stable offset back (Kafka's
+// onHighWatermarkUpdated). A lower hw than before brings none back.
+func (s *State) SetHighWatermark(hw int64) {
+	i := 0
+	for i < len(s.unreplicated) && s.unreplicated[i].marker < hw {
+		i++
+	}
+	if i > 0 {
+		s.unreplicated = s.unreplicated[:copy(s.unreplicated, s.unreplicated[i:])]
 	}
 }
 
@@ -71,11 +101,20 @@ func (s *State) OpenTxns() []OpenTxn {
 	return slices.Clone(s.ongoing)
 }
 
-// FirstUnstable returns the first offset of the oldest open transaction,
-// and false when none is open: the last stable offset may not pass it.
+// FirstUnstable returns the first offset of the oldest transaction that
+// is open, or that a marker ended at or above the high watermark last
+// given to SetHighWatermark (the marker may still be lost with a leader
+// change), and false when there is none: the last stable offset may not
+// pass it (Kafka's firstUnstableOffset).
 func (s *State) FirstUnstable() (int64, bool) {
-	if len(s.ongoing) == 0 {
-		return 0, false
+	first, ok := int64(0), false
+	if len(s.ongoing) > 0 {
+		first, ok = s.ongoing[0].FirstOffset, true
 	}
-	return s.ongoing[0].FirstOffset, true
+	for _, t := range s.unreplicated {
+		if !ok || t.first < first {
+			first, ok = t.first, true
+		}
+	}
+	return first, ok
 }

@@ -153,7 +153,10 @@
 // marker (the offset, or the fencing error), [Model.AppendMarker] records
 // the marker the partition stored (read it back: its timestamp is the
 // partition's clock), and the model derives the open transactions, the
-// last stable offset and the aborted transactions from the history. Check
+// last stable offset and the aborted transactions from the history and
+// the high watermarks it was given (a transaction whose marker no high
+// watermark has passed since the producer state was last loaded still
+// holds the last stable offset back, as in Kafka). Check
 // compares them, and read_committed reads, with the partition whenever
 // the producer state is known.
 //

@@ -93,6 +93,11 @@ type Model struct {
 	prodHist    []producerBatch
 	prodHorizon int64
 	prodUnknown bool
+	// txnReleased is the highest high watermark the partition has had
+	// since it last (re)loaded its producer state: a transaction whose
+	// marker lies below it no longer holds the last stable offset back
+	// (txn.go).
+	txnReleased int64
 }
 
 // NewModel returns the model of an empty partition whose first offset is
@@ -150,12 +155,14 @@ func (m *Model) Crash(end, hw int64) error {
 	m.prodUnknown = true
 	if !m.ManualHighWatermark {
 		m.hw = end
+		m.txnReleased = m.hw
 		return nil
 	}
 	if hw < m.logStart || hw > end {
 		return fmt.Errorf("partlog/logtest: after a crash the high watermark is %d, outside [%d, %d]", hw, m.logStart, end)
 	}
 	m.hw = hw
+	m.txnReleased = m.hw
 	return nil
 }
 
@@ -278,6 +285,7 @@ func (m *Model) Append(stored []byte) error {
 	m.next = next
 	if !m.ManualHighWatermark {
 		m.hw = next
+		m.txnReleased = max(m.txnReleased, m.hw)
 	}
 	if m.SyncEveryAppend {
 		m.synced = next
@@ -314,6 +322,7 @@ func (m *Model) SetHighWatermark(offset int64) error {
 		return ErrModelRange
 	}
 	m.hw = offset
+	m.txnReleased = max(m.txnReleased, m.hw)
 	return nil
 }
 
@@ -368,6 +377,9 @@ func (m *Model) TruncateTo(offset int64) error {
 		m.hw = m.next
 	}
 	m.synced = m.next // TruncateTo flushes
+	// The producer state is reloaded: a marker above the high watermark
+	// holds the last stable offset again.
+	m.txnReleased = m.hw
 	return nil
 }
 
@@ -383,6 +395,7 @@ func (m *Model) TruncateFullyAndStartAt(offset int64) error {
 	}
 	m.batches = nil
 	m.logStart, m.next, m.hw, m.synced = offset, offset, offset, offset
+	m.txnReleased = offset
 	m.keptBelow = offset
 	m.prodHist = nil
 	m.prodHorizon = offset
@@ -440,6 +453,7 @@ func (m *Model) Reopen() {
 	if !m.ManualHighWatermark {
 		m.hw = m.next
 	}
+	m.txnReleased = m.hw
 }
 
 // holding returns the index of the batch holding offset, or -1.

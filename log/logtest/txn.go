@@ -27,9 +27,16 @@ func markerOf(b batch.Batch) (batch.ControlRecord, bool) {
 	return batch.ControlRecord{}, false
 }
 
+// endedTxn is a transaction a marker ended: its first offset and the
+// marker's.
+type endedTxn struct {
+	first, marker int64
+}
+
 // txnState replays the producer history: the open transactions by first
-// offset (StartTimestamp 0) and the aborted ones in marker order.
-func (m *Model) txnState() (open []plog.OpenTxn, aborted []plog.AbortedTxn) {
+// offset (StartTimestamp 0), the aborted ones in marker order, and every
+// ended one in marker order.
+func (m *Model) txnState() (open []plog.OpenTxn, aborted []plog.AbortedTxn, ended []endedTxn) {
 	for _, b := range m.prodHist {
 		if !b.txn {
 			continue
@@ -46,6 +53,7 @@ func (m *Model) txnState() (open []plog.OpenTxn, aborted []plog.AbortedTxn) {
 		}
 		first := open[i].FirstOffset
 		open = slices.Delete(open, i, i+1)
+		ended = append(ended, endedTxn{first: first, marker: b.baseOffset})
 		if b.abort {
 			lso := b.baseOffset + 1
 			if len(open) > 0 {
@@ -54,12 +62,12 @@ func (m *Model) txnState() (open []plog.OpenTxn, aborted []plog.AbortedTxn) {
 			aborted = append(aborted, plog.AbortedTxn{ProducerID: b.pid, FirstOffset: first, LastOffset: b.baseOffset, LastStableOffset: lso})
 		}
 	}
-	return open, aborted
+	return open, aborted, ended
 }
 
 // openTxnOf returns the first offset of producer pid's open transaction.
 func (m *Model) openTxnOf(pid int64) (int64, bool) {
-	open, _ := m.txnState()
+	open, _, _ := m.txnState()
 	for _, o := range open {
 		if o.ProducerID == pid {
 			return o.FirstOffset, true
@@ -71,26 +79,44 @@ func (m *Model) openTxnOf(pid int64) (int64, bool) {
 // openTransactions mirrors Partition.OpenTransactions, without the start
 // timestamps (0).
 func (m *Model) openTransactions() []plog.OpenTxn {
-	open, _ := m.txnState()
+	open, _, _ := m.txnState()
 	return open
 }
 
 // lastStableOffset mirrors Partition.LastStableOffset: the first offset of
-// the oldest open transaction, not below the log start offset, else the
-// high watermark; never above the high watermark.
+// the oldest transaction that is open or unreplicated, not below the log
+// start offset, else the high watermark; never above the high watermark.
+//
+// Unreplicated (Kafka's ProducerStateManager.unreplicatedTxns): a marker
+// ended the transaction since the partition last loaded its producer
+// state (the marker lies at or past the loaded snapshot's offset: the
+// load forgets the ones before), and no high watermark since then has
+// passed the marker. The log end only grows between two loads and the
+// high watermark stays at or below it, so every high watermark after the
+// load that passed the marker came after the marker: the highest one,
+// txnReleased, tells.
 func (m *Model) lastStableOffset() int64 {
-	open, _ := m.txnState()
-	if len(open) == 0 {
+	open, _, ended := m.txnState()
+	first, unstable := int64(0), false
+	if len(open) > 0 {
+		first, unstable = open[0].FirstOffset, true
+	}
+	for _, e := range ended {
+		if e.marker >= max(m.prodHorizon, m.txnReleased) && (!unstable || e.first < first) {
+			first, unstable = e.first, true
+		}
+	}
+	if !unstable {
 		return m.hw
 	}
-	return min(max(open[0].FirstOffset, m.logStart), m.hw)
+	return min(max(first, m.logStart), m.hw)
 }
 
 // abortedTxns returns every aborted transaction of the history, in marker
 // order, with the last stable offset after its marker: what the
 // partition's .txnindex files hold together.
 func (m *Model) abortedTxns() []plog.AbortedTxn {
-	_, aborted := m.txnState()
+	_, aborted, _ := m.txnState()
 	return aborted
 }
 
