@@ -45,22 +45,22 @@ func soakRaceAllowed(err error) bool {
 // soakRace is the race soak's shared state: the Dir, and per partition a
 // generation (bumped by each deletion) and the batches acknowledged in it.
 type soakRace struct {
-	t   *testing.T
-	d   *plog.Dir
-	mu  [soakRacePartitions]sync.Mutex
+	t  *testing.T
+	d  *plog.Dir
+	mu [soakRacePartitions]sync.Mutex
 	// compacting is held by each DirRunner pass, and by a close or deletion
 	// of a compacted partition: a Compact round whose partition is closed
 	// under it goes on with the files the reopened (or recreated) partition
 	// now owns, and fails on them (Close neither waits for nor stops the
 	// round; reported with issue 28's soak, not fixed here).
 	compacting sync.Mutex
-	gen [soakRacePartitions]int
+	gen        [soakRacePartitions]int
 	// acked maps each acknowledged batch's base to its next offset, for
 	// the partition's current generation.
 	acked [soakRacePartitions]map[int64]int64
 	// Counts for the log.
 	appends, reads, batchesRead, deletes, creates, reopens, cleanups atomic.Int64
-	errs                                                           atomic.Pointer[error]
+	errs                                                             atomic.Pointer[error]
 }
 
 // fail records an unexpected error; the test fails with it after the
