@@ -174,6 +174,22 @@ func (f *rootFile) setLocked(tp TopicPartition, offset int64) {
 	}
 }
 
+// restoreLocked puts tp's entry back to prev (removes it when !had).
+// REQUIRES: f.mu held.
+func (f *rootFile) restoreLocked(tp TopicPartition, prev int64, had bool) {
+	if had {
+		f.setLocked(tp, prev)
+		return
+	}
+	if _, ok := f.entries[tp]; ok {
+		delete(f.entries, tp)
+		if i, found := slices.BinarySearchFunc(f.keys, tp, compareTP); found {
+			f.keys = slices.Delete(f.keys, i, i+1)
+		}
+		f.gen++
+	}
+}
+
 // dirEntries is the checkpointStore of a partition of a Dir: its entries
 // in the Dir's root files.
 type dirEntries struct {
@@ -195,11 +211,22 @@ func (d dirEntries) write(name string, offset int64, lazy bool) error {
 	f := d.root.files[name]
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	prev, had := f.entries[d.tp]
 	f.setLocked(d.tp, offset)
 	if lazy && f.held {
 		return nil
 	}
-	return f.persistLocked(f.gen)
+	if err := f.persistLocked(f.gen); err != nil {
+		// The caller gives up on what the entry was to record (a log
+		// start, a recovery point): the entry must not claim it either,
+		// or a reopen of the partition (OpenPartition), which reads the
+		// entries, would act on a value the file never got. No write
+		// holding the new value succeeded (it would have covered this
+		// generation), so the file holds the old one.
+		f.restoreLocked(d.tp, prev, had)
+		return err
+	}
+	return nil
 }
 
 func (d dirEntries) lower(name string, end int64) error {

@@ -18,11 +18,42 @@ import (
 const readmeProgram = "examples/readme/main.go"
 
 // readmeCommands maps each command the README shows to the line of .ci/run
-// that runs it; "" for the commands TestREADMEProgram runs.
+// that runs it; "" for the commands a test of this file runs
+// (TestREADMEProgram, TestREADMESoakCommand).
 var readmeCommands = map[string]string{
 	"go get github.com/partlog/partlog":       "",
 	"go test $(go list -m -f '{{.Dir}}/...')": "go test -count=1 $(go list -m -f '{{.Dir}}/...')",
 	"go run ./examples/logbench -quick":       "go run ./examples/logbench -quick",
+	readmeSoak:                                "",
+}
+
+// readmeSoak is the README's soak command (docs/crash-safety.md, "The
+// soak"); readmeSoakTime is its -soak flag, which TestREADMESoakCommand
+// replaces with readmeSoakShort.
+const (
+	readmeSoak      = "go test -race -run Soak -timeout=0 ./log -soak=10m"
+	readmeSoakTime  = "-soak=10m"
+	readmeSoakShort = "-soak=0s"
+)
+
+// TestREADMESoakCommand runs the README's soak command from the module root,
+// with -soak=0s: each TestSoak* of package log runs its fixed rounds, with
+// the race detector, as the README's command does before its extra time.
+func TestREADMESoakCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds package log with the race detector and runs its soak")
+	}
+	require.Contains(t, readmeSoak, readmeSoakTime)
+	args := strings.Fields(strings.Replace(readmeSoak, readmeSoakTime, readmeSoakShort, 1))
+	require.Equal(t, "go", args[0])
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err)
+	cmd := exec.Command(goBin, args[1:]...)
+	cmd.Dir = moduleRoot(t)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s:\n%s", strings.Join(args, " "), out)
+	require.Contains(t, string(out), "ok  \t"+modulePath+"/log", "%s", out)
+	require.NotContains(t, string(out), "no tests to run", "%s", out)
 }
 
 // fencedBlock is one ``` block of a markdown file.
