@@ -24,7 +24,7 @@ type versionRange struct{ min, max int16 }
 var supported = map[kmsg.Key]versionRange{
 	kmsg.Produce:         {3, 9},
 	kmsg.Fetch:           {4, 12},
-	kmsg.ListOffsets:     {1, 7},
+	kmsg.ListOffsets:     {0, 7},
 	kmsg.Metadata:        {0, 12},
 	kmsg.OffsetCommit:    {0, 8},
 	kmsg.OffsetFetch:     {0, 7},
@@ -529,6 +529,9 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 
 // listOffsets answers by timestamp or sentinel with Partition.OffsetForTimestamp.
 func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	if req.Version == 0 {
+		return s.listOffsetsV0(req) // oldversions.go
+	}
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()
