@@ -113,7 +113,11 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r), nil, nil
 	case *kmsg.JoinGroupRequest:
-		return s.groups.join(ctx, r), nil, nil
+		client := ""
+		if hdr.clientID != nil {
+			client = *hdr.clientID
+		}
+		return s.groups.join(ctx, r, client, hdr.clientHost), nil, nil
 	case *kmsg.SyncGroupRequest:
 		return s.groups.sync(ctx, r), nil, nil
 	case *kmsg.HeartbeatRequest:

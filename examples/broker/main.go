@@ -265,6 +265,7 @@ func main() {
 	flag.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections, "max.connections: connections beyond it are closed at once")
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
+	groupVersion := flag.Int("group-metadata-version", defaultGroupValueVersion, "GroupMetadataValue version of the group records in __consumer_offsets: 3 as Kafka 2.3+ writes, 2 as 2.1-2.2, 1 as 0.10.1-2.0 (what tools such as Burrow 1.2.1 read)")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
@@ -291,6 +292,11 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
+	if *groupVersion < 1 || *groupVersion > maxGroupValueVersion {
+		fmt.Fprintf(os.Stderr, "broker: -group-metadata-version %d: want 1-%d\n", *groupVersion, maxGroupValueVersion)
+		os.Exit(2)
+	}
+	cfg.GroupMetadataVersion = int16(*groupVersion)
 	if cfg.DataDir == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
 		os.Exit(2)
