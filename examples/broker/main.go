@@ -19,17 +19,20 @@
 //	API               versions  notes
 //	ApiVersions       0-4       unsupported versions get a v0 UNSUPPORTED_VERSION answer
 //	Metadata          0-12      auto-creates topics (v4+: when the request allows it)
-//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatchInfo
-//	                            (advertised from 0, as Kafka 4 does: librdkafka compresses
-//	                            only then; a v0-2 request closes the connection);
-//	                            acks=-1 syncs the partition before answering, acks=0 gets no answer
-//	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
+//	Produce           0-9       one RecordBatch v2 per partition, via Partition.AppendBatchInfo
+//	                            (v0-2: a legacy message set is converted to one first, as
+//	                            Kafka 3.9 does); acks=-1 syncs the partition before
+//	                            answering, acks=0 gets no answer
+//	Fetch             0-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
 //	                            (a partition without records gets empty records, never null);
 //	                            MaxBytes, PartitionMaxBytes, at least one batch,
 //	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0);
-//	                            isolation_level 1 (read_committed): see Transactions
-//	ListOffsets       1-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
-//	                            (read_committed: latest is the last stable offset)
+//	                            isolation_level 1 (read_committed): see Transactions;
+//	                            v0-3: converted down to legacy messages (magic 0 for v0-1,
+//	                            magic 1 for v2-3), as Kafka 3.9 does
+//	ListOffsets       0-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
+//	                            (read_committed: latest is the last stable offset); v0: the
+//	                            old-style offsets list (max_num_offsets)
 //	FindCoordinator   0-4       this node, for groups and transactional ids
 //	OffsetCommit      0-8       stored in the __consumer_offsets-0 partition (Kafka's schema)
 //	OffsetFetch       0-7       from the in-memory map rebuilt from __consumer_offsets at start
