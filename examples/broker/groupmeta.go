@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
@@ -339,7 +341,13 @@ func (c *coordinator) emptiedLocked(g *group) {
 	}
 	g.generation++
 	if err := c.storeLocked(g); err != nil {
-		c.log.Error("group metadata not written", "group", g.name, "err", err)
+		// Another node coordinates now (cluster mode): it has the
+		// group from the log.
+		level := slog.LevelError
+		if groupWriteCode(err) == kerr.NotCoordinator.Code {
+			level = slog.LevelDebug
+		}
+		c.log.Log(context.Background(), level, "group metadata not written", "group", g.name, "err", err)
 		return
 	}
 	if c.records.hasGroupOffsets(g.name) {
