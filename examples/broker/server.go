@@ -492,7 +492,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 			continue
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if fr, ok := resp.(*fetchResponse); ok && fr.Version >= 4 && fr.Version <= 12 {
+		if fr, ok := resp.(*fetchResponse); ok && fr.Version >= zeroCopyFetch.min && fr.Version <= zeroCopyFetch.max {
 			err = writeFetch(c, hdr.correlationID, fr)
 		} else {
 			out = appendResponse(out[:0], hdr, resp)
