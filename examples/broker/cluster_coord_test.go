@@ -111,8 +111,9 @@ func (c *testCluster) fetchCommitted(id int, group, topic string) (int64, int16)
 // __consumer_offsets-0) and its coordinator's node is killed with SIGKILL:
 // another node becomes the coordinator, loads the offsets from its copy
 // of the partition, and a new member of the group resumes exactly at the
-// committed offset. Only the coordinator serves group requests: the other
-// nodes answer NOT_COORDINATOR.
+// committed offset; the group itself (its generation, from the group
+// metadata records) is loaded too. Only the coordinator serves group
+// requests: the other nodes answer NOT_COORDINATOR.
 func TestClusterGroupOffsetsSurviveCoordinatorKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts broker processes")
@@ -170,6 +171,19 @@ func TestClusterGroupOffsetsSurviveCoordinatorKill(t *testing.T) {
 	off, code = c.fetchCommitted(next, group, topic)
 	require.Zero(t, code)
 	assert.Equal(t, committed, off, "the new coordinator %d lost the committed offset", next)
+
+	// The new coordinator loaded the group from its metadata records: a
+	// member joining now continues its generations (the first consumer's,
+	// then the empty group its leave wrote), where a group rebuilt from
+	// nothing would start again at 1.
+	rc := dialRaw(t, c.node(next).kafka)
+	sub, assign := consumerProtocol(topic)
+	member, gen := joinAndSync(t, rc, group, sub, assign)
+	assert.GreaterOrEqual(t, gen, int32(2), "the new coordinator %d did not load the group's generation", next)
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Version = 2
+	leave.Group, leave.MemberID = group, member
+	require.Zero(t, rc.do(leave).(*kmsg.LeaveGroupResponse).ErrorCode)
 
 	var live []string
 	for id := 1; id <= 3; id++ {

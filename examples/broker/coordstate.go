@@ -219,6 +219,10 @@ func (s *server) setupClusterCoordinators() {
 			if err != nil {
 				return err
 			}
+			// The coordinator's lock before the store's, as every
+			// group metadata write takes them.
+			s.groups.mu.Lock()
+			defer s.groups.mu.Unlock()
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			mark()
@@ -230,6 +234,8 @@ func (s *server) setupClusterCoordinators() {
 					return err
 				}
 			}
+			// The groups as the log has them (groupmeta.go).
+			s.groups.loadLocked(o.groupRecordsLocked())
 			return nil
 		}},
 	}

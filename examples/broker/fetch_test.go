@@ -21,7 +21,7 @@ import (
 )
 
 // The zero-copy Fetch encoder must produce exactly the bytes Kafka sends,
-// for every version the broker serves: kmsg's encoding of the same response,
+// for every version it serves (zeroCopyFetch): kmsg's encoding of the same response,
 // where a partition without records carries an empty records field (Kafka's
 // MemoryRecords.EMPTY: length 0), never a null one (length -1), whatever the
 // reason it has none.
@@ -33,7 +33,7 @@ func TestFetchFrameMatchesKmsg(t *testing.T) {
 		_, err := p.AppendBatch(buildBatch(t, "v", 5, batch.CompressionNone))
 		require.NoError(t, err)
 	}
-	for v := supported[kmsg.Fetch].min; v <= supported[kmsg.Fetch].max; v++ {
+	for v := zeroCopyFetch.min; v <= zeroCopyFetch.max; v++ {
 		recs, err := p.ReadFrom(0, 1<<20)
 		require.NoError(t, err)
 		resp := &fetchResponse{FetchResponse: kmsg.NewPtrFetchResponse()}

@@ -15,6 +15,11 @@ import (
 // socket. The encoding below covers what this broker puts in a Fetch
 // response, versions 4 to 12; a test checks it byte for byte against kmsg's.
 
+// zeroCopyFetch is the Fetch versions the zero-copy encoding covers; the
+// older ones (legacy messages, down-converted in memory) and newer ones go
+// through kmsg.
+var zeroCopyFetch = versionRange{4, 12}
+
 // recordSet is what the zero-copy path needs from a read: plog.Records.
 type recordSet interface {
 	Bytes() []byte

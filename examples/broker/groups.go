@@ -39,6 +39,9 @@ const sweepInterval = 200 * time.Millisecond
 
 type member struct {
 	id               string
+	instanceID       *string // group.instance.id (JoinGroup v5+), recorded only
+	clientID         string  // the JoinGroup request header's client id
+	clientHost       string  // the client's address, as Kafka writes it: "/ip"
 	protocols        []kmsg.JoinGroupRequestProtocol
 	sessionTimeout   time.Duration
 	rebalanceTimeout time.Duration
@@ -60,11 +63,26 @@ type group struct {
 	deadline     time.Time // end of the current rebalance
 }
 
+// groupRecords is where the coordinator writes its groups' metadata
+// records (the offset store, groupmeta.go).
+type groupRecords interface {
+	// storeGroup durably writes a group's record at value version v;
+	// nil g writes its tombstone.
+	storeGroup(name string, g *groupRecord, v int16) error
+	// hasGroupOffsets reports whether the group has committed offsets.
+	hasGroupOffsets(group string) bool
+}
+
 // coordinator owns every group. mu guards everything; a parked request waits
-// on its member's channel without holding it.
+// on its member's channel without holding it. Writes of group metadata
+// records are made under mu, so they are in the log in the order of the
+// changes they record; mu is taken before the offset store's lock, never
+// after it.
 type coordinator struct {
-	log    *slog.Logger
-	nextID atomic.Int64
+	log          *slog.Logger
+	nextID       atomic.Int64
+	records      groupRecords // nil: group metadata is not written
+	valueVersion int16        // the GroupMetadataValue version written
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -73,13 +91,16 @@ type coordinator struct {
 	done chan struct{}
 }
 
-// newCoordinator starts the coordinator's sweeper; close stops it.
-func newCoordinator(logger *slog.Logger) *coordinator {
+// newCoordinator starts the coordinator's sweeper; close stops it. It
+// writes its groups' metadata records to records at value version v.
+func newCoordinator(logger *slog.Logger, records groupRecords, v int16) *coordinator {
 	c := &coordinator{
-		log:    logger,
-		groups: make(map[string]*group),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		log:          logger,
+		records:      records,
+		valueVersion: v,
+		groups:       make(map[string]*group),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	go c.sweep()
 	return c
@@ -136,8 +157,7 @@ func (c *coordinator) rebalanceLocked(g *group) {
 		}
 	}
 	if len(g.members) == 0 {
-		g.state = groupEmpty
-		g.leader, g.protocol = "", ""
+		c.emptiedLocked(g) // groupmeta.go
 		return
 	}
 	if g.state != groupPreparing {
@@ -167,15 +187,10 @@ func (c *coordinator) completeJoinLocked(g *group, force bool) {
 		}
 	}
 	if len(g.members) == 0 {
-		g.state = groupEmpty
-		g.leader, g.protocol = "", ""
+		c.emptiedLocked(g)
 		return
 	}
-	ids := make([]string, 0, len(g.members))
-	for id := range g.members {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := sortedMemberIDs(g)
 	if _, ok := g.members[g.leader]; !ok {
 		g.leader = ids[0]
 	}
@@ -209,6 +224,16 @@ func (c *coordinator) completeJoinLocked(g *group, force bool) {
 		m.lastSeen = time.Now()
 	}
 	c.log.Info("group rebalanced", "group", g.name, "generation", g.generation, "members", len(ids), "leader", g.leader, "protocol", g.protocol)
+}
+
+// sortedMemberIDs returns g's member ids in order.
+func sortedMemberIDs(g *group) []string {
+	ids := make([]string, 0, len(g.members))
+	for id := range g.members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // chooseProtocol picks the leader's most preferred protocol that every member
@@ -246,7 +271,9 @@ func metadataFor(m *member, protocol string) []byte {
 
 // join answers JoinGroup: it registers the member (handing out an id first
 // for v4+), starts or joins a rebalance and parks until the rebalance ends.
-func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) kmsg.Response {
+// clientID and clientHost are the request's, recorded in the group's
+// metadata.
+func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clientID, clientHost string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = -1
 	resp.MemberID = req.MemberID
@@ -298,6 +325,7 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest) kmsg
 		close(m.joinCh)
 	}
 	m.protocols = slices.Clone(req.Protocols)
+	m.clientID, m.clientHost, m.instanceID = clientID, clientHost, req.InstanceID
 	m.sessionTimeout, m.rebalanceTimeout = session, rebalance
 	m.lastSeen = time.Now()
 	m.joinVersion = req.Version
@@ -359,6 +387,19 @@ func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg
 			if mm := g.members[a.MemberID]; mm != nil {
 				mm.assignment = a.MemberAssignment
 			}
+		}
+		// The group's metadata is durable before anyone gets an
+		// assignment, as Kafka's SyncGroup does; when it cannot be
+		// written the members rejoin.
+		if err := c.storeLocked(g); err != nil {
+			c.log.Error("group metadata not written", "group", g.name, "generation", g.generation, "err", err)
+			for _, mm := range g.members {
+				mm.assignment = nil
+			}
+			c.rebalanceLocked(g)
+			c.mu.Unlock()
+			resp.ErrorCode = groupWriteCode(err)
+			return resp
 		}
 		g.state = groupStable
 		for _, mm := range g.members {

@@ -19,12 +19,18 @@ import (
 type versionRange struct{ min, max int16 }
 
 // supported lists the APIs and versions the broker handles, each for every
-// version in its range. ApiVersions advertises them, except for Produce (see
-// advertisedMin).
+// version in its range, and ApiVersions advertises them: from the lowest
+// version Kafka 3.9 accepts (version 0 everywhere; Kafka 4.0 removed some,
+// KIP-896, which old clients and tools such as Burrow 1.2.1 still send).
+// Produce v0-2 and Fetch v0-3 carry legacy message sets, converted to and
+// from RecordBatch v2 (oldversions.go). librdkafka (before 2.8.1) decides
+// whether a broker takes gzip, snappy and lz4 by asking whether it supports
+// Produce v0 (librdkafka issue 4956; Kafka 4 advertises v0 for that reason,
+// KAFKA-18659).
 var supported = map[kmsg.Key]versionRange{
-	kmsg.Produce:         {3, 9},
-	kmsg.Fetch:           {4, 12},
-	kmsg.ListOffsets:     {1, 7},
+	kmsg.Produce:         {0, 9},
+	kmsg.Fetch:           {0, 12},
+	kmsg.ListOffsets:     {0, 7},
 	kmsg.Metadata:        {0, 12},
 	kmsg.OffsetCommit:    {0, 8},
 	kmsg.OffsetFetch:     {0, 7},
@@ -47,19 +53,6 @@ var supported = map[kmsg.Key]versionRange{
 	// Sent by a transaction coordinator to a partition's leader (cluster
 	// mode, coordstate.go); v0 is what the nodes send each other.
 	kmsg.WriteTxnMarkers: {0, 0},
-}
-
-// advertisedMin is the min version ApiVersions advertises where it differs
-// from the handled range: Produce from version 0, as Kafka 4 answers
-// (ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION, KAFKA-18659).
-// librdkafka (before 2.8.1) decides whether a broker takes gzip, snappy and
-// lz4 by asking whether it supports Produce v0 exactly (librdkafka issue
-// 4956), and silently sends uncompressed batches otherwise. Clients pick the
-// highest version both sides support, so no client sends Produce v0-2
-// because of it; one that does has its connection closed, as Kafka 4 does
-// (the version is not enabled).
-var advertisedMin = map[kmsg.Key]int16{
-	kmsg.Produce: 0,
 }
 
 // handle decodes and answers one request. A nil response means "send
@@ -100,9 +93,15 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 	case *kmsg.MetadataRequest:
 		return s.metadata(r), nil, nil
 	case *kmsg.ProduceRequest:
+		if r.Version < 3 {
+			s.upConvertProduce(r) // oldversions.go
+		}
 		return s.produce(r), nil, nil
 	case *kmsg.FetchRequest:
 		resp, cleanup := s.fetch(ctx, r)
+		if r.Version < 4 {
+			s.downConvertFetch(resp) // oldversions.go
+		}
 		return resp, cleanup, nil
 	case *kmsg.ListOffsetsRequest:
 		return s.listOffsets(r), nil, nil
@@ -113,7 +112,11 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 	case *kmsg.OffsetFetchRequest:
 		return s.offsetFetch(r), nil, nil
 	case *kmsg.JoinGroupRequest:
-		return s.groups.join(ctx, r), nil, nil
+		client := ""
+		if hdr.clientID != nil {
+			client = *hdr.clientID
+		}
+		return s.groups.join(ctx, r, client, hdr.clientHost), nil, nil
 	case *kmsg.SyncGroupRequest:
 		return s.groups.sync(ctx, r), nil, nil
 	case *kmsg.HeartbeatRequest:
@@ -151,9 +154,6 @@ func (s *server) apiVersions(version int16) *kmsg.ApiVersionsResponse {
 		}
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = int16(k), vr.min, vr.max
-		if m, ok := advertisedMin[k]; ok {
-			ak.MinVersion = m
-		}
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
 	return resp
@@ -529,6 +529,9 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 
 // listOffsets answers by timestamp or sentinel with Partition.OffsetForTimestamp.
 func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
+	if req.Version == 0 {
+		return s.listOffsetsV0(req) // oldversions.go
+	}
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()

@@ -134,9 +134,9 @@ func TestFetchEmptyRecordsAreNotNull(t *testing.T) {
 	}
 }
 
-// ApiVersions advertises Produce from version 0, as Kafka 4 does
-// (KAFKA-18659), so that librdkafka compresses; a Produce v0-2 request still
-// closes the connection, as Kafka 4 closes it (the version is not enabled).
+// ApiVersions advertises Produce from version 0, as Kafka 3.9 does (and
+// Kafka 4, KAFKA-18659), so that librdkafka compresses; a Produce v0-2
+// request is answered at its version (oldversions.go converts its records).
 func TestApiVersionsProduceFromZero(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, t.TempDir(), 1)
@@ -155,16 +155,11 @@ func TestApiVersionsProduceFromZero(t *testing.T) {
 	assert.EqualValues(t, 0, produce.MinVersion)
 	assert.EqualValues(t, 9, produce.MaxVersion)
 
-	for v := int16(0); v <= 2; v++ {
-		rc := dialRaw(t, b.addr)
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = v, 1, 1000
-		rc.send(req)
-		_, err := rc.readFrame()
-		require.ErrorIs(t, err, io.EOF, "produce v%d", v)
+	for v := int16(0); v <= 3; v++ {
+		p := produceRaw(t, rc, v, "t", 0, buildBatch(t, "r", 1, batch.CompressionNone))
+		assert.EqualValues(t, 0, p.ErrorCode, "produce v%d", v)
+		assert.EqualValues(t, v, p.BaseOffset, "produce v%d", v)
 	}
-	// v3 still works.
-	assert.EqualValues(t, 0, produceRaw(t, rc, 3, "t", 0, buildBatch(t, "r", 1, batch.CompressionNone)).ErrorCode)
 }
 
 // A connection on which nothing arrives for connections.max.idle.ms is

@@ -19,17 +19,20 @@
 //	API               versions  notes
 //	ApiVersions       0-4       unsupported versions get a v0 UNSUPPORTED_VERSION answer
 //	Metadata          0-12      auto-creates topics (v4+: when the request allows it)
-//	Produce           3-9       one RecordBatch v2 per partition, via Partition.AppendBatchInfo
-//	                            (advertised from 0, as Kafka 4 does: librdkafka compresses
-//	                            only then; a v0-2 request closes the connection);
-//	                            acks=-1 syncs the partition before answering, acks=0 gets no answer
-//	Fetch             4-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
+//	Produce           0-9       one RecordBatch v2 per partition, via Partition.AppendBatchInfo
+//	                            (v0-2: a legacy message set is converted to one first, as
+//	                            Kafka 3.9 does); acks=-1 syncs the partition before
+//	                            answering, acks=0 gets no answer
+//	Fetch             0-12      whole batches from Partition.ReadFrom, sent with sendfile(2)
 //	                            (a partition without records gets empty records, never null);
 //	                            MaxBytes, PartitionMaxBytes, at least one batch,
 //	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0);
-//	                            isolation_level 1 (read_committed): see Transactions
-//	ListOffsets       1-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
-//	                            (read_committed: latest is the last stable offset)
+//	                            isolation_level 1 (read_committed): see Transactions;
+//	                            v0-3: converted down to legacy messages (magic 0 for v0-1,
+//	                            magic 1 for v2-3), as Kafka 3.9 does
+//	ListOffsets       0-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
+//	                            (read_committed: latest is the last stable offset); v0: the
+//	                            old-style offsets list (max_num_offsets)
 //	FindCoordinator   0-4       this node, for groups and transactional ids
 //	OffsetCommit      0-8       stored in the __consumer_offsets-0 partition (Kafka's schema)
 //	OffsetFetch       0-7       from the in-memory map rebuilt from __consumer_offsets at start
@@ -266,6 +269,7 @@ func main() {
 	flag.IntVar(&cfg.MaxConnections, "max-connections", defaultMaxConnections, "max.connections: connections beyond it are closed at once")
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
+	groupVersion := flag.Int("group-metadata-version", defaultGroupValueVersion, "GroupMetadataValue version of the group records in __consumer_offsets: 3 as Kafka 2.3+ writes, 2 as 2.1-2.2, 1 as 0.10.1-2.0 (what tools such as Burrow 1.2.1 read)")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
@@ -292,6 +296,11 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.MaxRequestBytes = int32(*maxReq)
+	if *groupVersion < 1 || *groupVersion > maxGroupValueVersion {
+		fmt.Fprintf(os.Stderr, "broker: -group-metadata-version %d: want 1-%d\n", *groupVersion, maxGroupValueVersion)
+		os.Exit(2)
+	}
+	cfg.GroupMetadataVersion = int16(*groupVersion)
 	if cfg.DataDir == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: broker -data DIR [-addr 127.0.0.1:9092] [-partitions N] [-allow-remote]")
 		os.Exit(2)

@@ -63,6 +63,9 @@ type offsetStore struct {
 		// the later record in the log wins).
 		seq int64
 		at  map[offsetKey]int64
+		// groups holds the latest group metadata record of each group
+		// (groupmeta.go).
+		groups map[string]groupRecord
 	}
 }
 
@@ -81,6 +84,7 @@ func (o *offsetStore) resetLocked() {
 	o.mu.pending = make(map[int64]map[offsetKey]pendingOffset)
 	o.mu.at = make(map[offsetKey]int64)
 	o.mu.seq = 0
+	o.mu.groups = make(map[string]groupRecord)
 }
 
 // openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
@@ -104,9 +108,9 @@ func openOffsetStore(st *store) (*offsetStore, error) {
 }
 
 // replay reads a partition from its log start to its high watermark and
-// applies every offset-commit record; the last one for a key wins, a null
-// value deletes. Records of other kinds (Kafka's group metadata, key
-// version 2) are skipped. A transactional batch's offsets wait in pending
+// applies every offset-commit record and group metadata record (key
+// version 2, groupmeta.go); the last one for a key wins, a null value
+// deletes. A transactional batch's offsets wait in pending
 // until their producer's marker: COMMIT applies them, ABORT drops them.
 func (o *offsetStore) replay(p *plog.Partition) error {
 	var dec batch.Decoder
@@ -227,10 +231,13 @@ func readToHighWatermark(p *plog.Partition, apply func(batches []byte, off int64
 	return nil
 }
 
-// applyLocked applies one record to the map. Malformed records are skipped:
-// the partition may hold Kafka's own group metadata.
+// applyLocked applies one record: a group metadata record to the groups,
+// an offset commit to the map. Malformed records are skipped.
 // REQUIRES: o.mu held, or o not yet shared.
 func (o *offsetStore) applyLocked(key, value []byte) {
+	if o.applyGroupLocked(key, value) {
+		return
+	}
 	k, ok := decodeOffsetKey(key)
 	if !ok {
 		return

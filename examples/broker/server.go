@@ -98,6 +98,13 @@ type config struct {
 	// (with reserved disk blocks) to (0: defaultSegmentIndexBytes).
 	SegmentIndexBytes int
 
+	// GroupMetadataVersion is the GroupMetadataValue version of the group
+	// metadata records written to __consumer_offsets, 1-3, as Kafka
+	// writes the version of its inter.broker.protocol.version: 1 before
+	// 2.1, 2 before 2.3, 3 since (0: 3, Kafka 3.9's). Version 0 (before
+	// 0.10.1) is read but never written.
+	GroupMetadataVersion int16
+
 	// NodeID and Cluster select cluster mode (-node, -cluster): every
 	// user topic's partitions are replicated through raft among the
 	// nodes of Cluster, of which this is NodeID (see cluster.go). Nil
@@ -203,6 +210,12 @@ type server struct {
 // returned when the broker cannot start (address refused or in use, data
 // directory unreadable) or when closing a partition fails.
 func run(ctx context.Context, cfg config) (err error) {
+	switch {
+	case cfg.GroupMetadataVersion == 0:
+		cfg.GroupMetadataVersion = defaultGroupValueVersion
+	case cfg.GroupMetadataVersion < 1 || cfg.GroupMetadataVersion > maxGroupValueVersion:
+		return fmt.Errorf("%w: %d (1-%d)", errGroupValueVersion, cfg.GroupMetadataVersion, maxGroupValueVersion)
+	}
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 1
 	}
@@ -309,9 +322,13 @@ func run(ctx context.Context, cfg config) (err error) {
 		acceptBackoff: sleepCtx,
 		fetchParked:   cfg.FetchParked,
 	}
-	s.groups = newCoordinator(s.log)
+	s.groups = newCoordinator(s.log, offsets, cfg.GroupMetadataVersion)
 	if cl != nil {
 		s.setupClusterCoordinators()
+	} else {
+		offsets.mu.Lock()
+		s.groups.load(offsets.groupRecordsLocked())
+		offsets.mu.Unlock()
 	}
 	clr, err := newCleaner(s, cfg)
 	if err != nil {
@@ -434,6 +451,9 @@ type requestHeader struct {
 	version       int16
 	correlationID int32
 	clientID      *string
+	// clientHost is the client's address as Kafka records it in group
+	// metadata ("/" and the IP); not part of the header's bytes.
+	clientHost string
 }
 
 // serveConn answers requests on c one at a time, in order (Kafka answers a
@@ -461,6 +481,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 			s.log.Warn("bad request header, closing", "remote", c.RemoteAddr().String(), "err", err)
 			return
 		}
+		hdr.clientHost = clientHost(c.RemoteAddr())
 		resp, cleanup, err := s.handle(ctx, hdr, body)
 		if err != nil {
 			s.log.Warn("closing connection", "remote", c.RemoteAddr().String(), "api", hdr.key, "version", hdr.version, "err", err)
@@ -471,7 +492,7 @@ func (s *server) serveConn(ctx context.Context, c net.Conn) {
 			continue
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if fr, ok := resp.(*fetchResponse); ok && fr.Version <= 12 {
+		if fr, ok := resp.(*fetchResponse); ok && fr.Version >= zeroCopyFetch.min && fr.Version <= zeroCopyFetch.max {
 			err = writeFetch(c, hdr.correlationID, fr)
 		} else {
 			out = appendResponse(out[:0], hdr, resp)
