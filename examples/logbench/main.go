@@ -57,6 +57,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -75,12 +76,26 @@ func main() {
 	only := flag.String("only", "", "comma-separated measurements to run (append, read, validate, lookup, readers,\n"+
 		"recovery, durability, small_append, one_record_append, one_record_read, reopen_constant_ts, rolls); default all")
 	reps := flag.Int("reps", 3, "runs of each measurement; the paired ones report the best run and the median of the rounds' ratios")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
 	if *reps < 1 {
 		fmt.Fprintln(os.Stderr, "logbench: -reps must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*quick, *dirFlag, *only, *reps); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "logbench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
+	err := run(*quick, *dirFlag, *only, *reps)
+	pprof.StopCPUProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "logbench:", err)
 		os.Exit(1)
 	}
