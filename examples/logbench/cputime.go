@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -42,10 +43,25 @@ func (c clock) stop() cost {
 	return cost{wall: wall, cpu: cpu}
 }
 
-// bestPair runs base and cand in turn, reps times each (base first, so
-// that neither gets all the quiet moments), and returns the smallest wall
-// time and the smallest CPU time each of them had.
-func (b *bench) bestPair(base, cand func() (cost, error)) (bb, cb cost, err error) {
+// pairRounds is what rounds of a baseline and a candidate taking turns
+// gave: each one's least wall and least CPU time, and the ratios base ÷
+// cand of each round (the two runs of a round saw the same machine).
+type pairRounds struct {
+	base, cand cost
+	wall, cpu  []float64 // base ÷ cand per round; cpu empty where threadCPU reads nothing
+}
+
+// medianWall returns the median of the rounds' wall-time ratios.
+func (r pairRounds) medianWall() float64 { return median(r.wall) }
+
+// medianCPU returns the median of the rounds' CPU-time ratios, 0 where
+// the thread's CPU time cannot be read.
+func (r pairRounds) medianCPU() float64 { return median(r.cpu) }
+
+// rounds runs base and cand in turn, reps times each (base first, so
+// that neither gets all the quiet moments).
+func (b *bench) rounds(base, cand func() (cost, error)) (pairRounds, error) {
+	var r pairRounds
 	keep := func(best *cost, c cost, first bool) {
 		if first || c.wall < best.wall {
 			best.wall = c.wall
@@ -55,17 +71,53 @@ func (b *bench) bestPair(base, cand func() (cost, error)) (bb, cb cost, err erro
 		}
 	}
 	for i := 0; i < b.reps; i++ {
-		c, err := base()
+		bc, err := base()
 		if err != nil {
-			return bb, cb, err
+			return r, err
 		}
-		keep(&bb, c, i == 0)
-		if c, err = cand(); err != nil {
-			return bb, cb, err
+		keep(&r.base, bc, i == 0)
+		cc, err := cand()
+		if err != nil {
+			return r, err
 		}
-		keep(&cb, c, i == 0)
+		keep(&r.cand, cc, i == 0)
+		r.wall = append(r.wall, ratio(bc.wall, cc.wall))
+		if bc.cpu > 0 && cc.cpu > 0 {
+			r.cpu = append(r.cpu, ratio(bc.cpu, cc.cpu))
+		}
 	}
-	return bb, cb, nil
+	return r, nil
+}
+
+// bestPair runs base and cand in turn, reps times each, and returns the
+// smallest wall time and the smallest CPU time each of them had.
+func (b *bench) bestPair(base, cand func() (cost, error)) (bb, cb cost, err error) {
+	r, err := b.rounds(base, cand)
+	return r.base, r.cand, err
+}
+
+// median returns the median of xs (the mean of the middle two for an
+// even count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// timed returns f as a measured loop: its wall time and the CPU time of
+// its thread, pinned for the run.
+func timed(f func() (time.Duration, error)) func() (cost, error) {
+	return func() (cost, error) {
+		c := startClock()
+		_, err := f()
+		return c.stop(), err
+	}
 }
 
 // ratio returns base ÷ cand, or 0 when cand took no measurable time.

@@ -19,6 +19,9 @@
 //	          and appended in batches of 100 (AppendBuilder; and, as
 //	          appendbatch_*, AppendTo + AppendBatch) vs a framed (length,
 //	          CRC-32C) os.File write loop, one write per 100 records
+//	one_record_append  100-byte records appended one per call (a
+//	          Builder of one record, AppendBuilder) vs a framed os.File
+//	          write loop making one write per record
 //	one_record_read  1,000,000 one-record batches read through ReadFrom
 //	          and Records.All (and, as batches_all_*, Records.Batches and
 //	          Batch.All) vs reading the same records framed from an
@@ -37,9 +40,11 @@
 //	go run ./examples/logbench -quick
 //	append.ratio_to_raw_write 0.93 x
 //
-// Every measurement runs three times and the best run is reported (the
-// latency percentiles of rolls: the median of five rounds, seven without
-// -quick). -quick
+// Every measurement runs three times (-reps) and the best run is reported
+// (the latency percentiles of rolls: the median of five rounds, seven
+// without -quick). The small-record scenarios run partlog and its
+// baseline in turn and also report the median of the rounds' ratios
+// (*.median_*), the figure to quote on a shared machine. -quick
 // uses 128 MiB data sets and finishes in seconds; without it they are 512
 // MiB.
 package main
@@ -52,6 +57,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -68,9 +74,28 @@ func main() {
 	quick := flag.Bool("quick", false, "small data sets, one repetition (under a minute)")
 	dirFlag := flag.String("dir", "", "directory for the benchmark files (default: a new temporary directory)")
 	only := flag.String("only", "", "comma-separated measurements to run (append, read, validate, lookup, readers,\n"+
-		"recovery, durability, small_append, one_record_read, reopen_constant_ts, rolls); default all")
+		"recovery, durability, small_append, one_record_append, one_record_read, reopen_constant_ts, rolls); default all")
+	reps := flag.Int("reps", 3, "runs of each measurement; the paired ones report the best run and the median of the rounds' ratios")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
-	if err := run(*quick, *dirFlag, *only); err != nil {
+	if *reps < 1 {
+		fmt.Fprintln(os.Stderr, "logbench: -reps must be at least 1")
+		os.Exit(2)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "logbench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
+	err := run(*quick, *dirFlag, *only, *reps)
+	pprof.StopCPUProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "logbench:", err)
 		os.Exit(1)
 	}
@@ -82,7 +107,7 @@ type bench struct {
 	total int64 // bytes appended per append measurement
 }
 
-func run(quick bool, dir, only string) error {
+func run(quick bool, dir, only string, reps int) error {
 	root := dir
 	if root == "" {
 		var err error
@@ -91,7 +116,7 @@ func run(quick bool, dir, only string) error {
 		}
 		defer os.RemoveAll(root)
 	}
-	b := &bench{root: root, reps: 3, total: 512 << 20}
+	b := &bench{root: root, reps: reps, total: 512 << 20}
 	if quick {
 		b.total = 128 << 20
 	}
@@ -104,6 +129,7 @@ func run(quick bool, dir, only string) error {
 		{"append", b.appendVsWrite}, {"read", b.readVsMemcpy}, {"validate", b.validateVsCRC},
 		{"lookup", b.lookup}, {"readers", b.appendWithReaders}, {"recovery", b.reopenAndRecover},
 		{"durability", b.durableAppends}, {"small_append", b.smallAppend},
+		{"one_record_append", b.oneRecordAppend},
 		{"one_record_read", b.oneRecordReads}, {"reopen_constant_ts", b.reopenNonGrowing},
 		{"rolls", b.rollLatency},
 	}

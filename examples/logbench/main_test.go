@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,33 @@ func TestRawRollingLatencies(t *testing.T) {
 			assert.NoDirExists(t, filepath.Join(b.root, "raw"))
 		})
 	}
+}
+
+// TestRounds: the baseline and the candidate take turns, each round's
+// ratio is base ÷ cand, the best runs are the least times, and the median
+// is the middle ratio (the mean of the middle two for an even count).
+func TestRounds(t *testing.T) {
+	var order []string
+	base := []time.Duration{10, 12, 8, 10}
+	cand := []time.Duration{20, 12, 4, 5}
+	i, j := 0, 0
+	b := &bench{reps: 4}
+	r, err := b.rounds(func() (cost, error) {
+		order = append(order, "base")
+		i++
+		return cost{wall: base[i-1]}, nil
+	}, func() (cost, error) {
+		order = append(order, "cand")
+		j++
+		return cost{wall: cand[j-1]}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"base", "cand", "base", "cand", "base", "cand", "base", "cand"}, order)
+	assert.Equal(t, []float64{0.5, 1, 2, 2}, r.wall)
+	assert.Empty(t, r.cpu)
+	assert.Equal(t, time.Duration(8), r.base.wall)
+	assert.Equal(t, time.Duration(4), r.cand.wall)
+	assert.InDelta(t, 1.5, r.medianWall(), 1e-9)
+	assert.InDelta(t, 1.0, median([]float64{3, 1, 0.5}), 1e-9)
+	assert.Zero(t, median(nil))
 }

@@ -74,10 +74,15 @@ var foldConsts = func() (k [10]uint64) {
 }()
 
 // UpdateSmall is Update for a few bytes (a batch header's 40 checksummed
-// bytes): one table lookup a byte, the reflected CRC-32C with the same pre-
-// and post-inversion, written out so that p does not escape (a header copy
-// on the caller's stack stays there).
+// bytes), written so that p does not escape (a header copy on the
+// caller's stack stays there): the CRC32 instruction 8 bytes at a time
+// where the CPU has it (five instructions for a header, against 40 table
+// lookups), else one table lookup a byte, the reflected CRC-32C with the
+// same pre- and post-inversion.
 func UpdateSmall(crc uint32, p []byte) uint32 {
+	if useSSE42 {
+		return updateSSE42(crc, p)
+	}
 	crc = ^crc
 	for _, v := range p {
 		crc = Table[byte(crc)^v] ^ crc>>8

@@ -16,3 +16,12 @@ var useFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCL
 //
 //go:noescape
 func foldCRC(s uint32, p []byte, k *[10]uint64) uint32
+
+// useSSE42: the CPU has the CRC32 instruction UpdateSmall uses.
+var useSSE42 = cpu.X86.HasSSE42
+
+// updateSSE42 is UpdateSmall with the CRC32 instruction, 8 bytes at a
+// time. Written in crc_amd64.s; p does not escape.
+//
+//go:noescape
+func updateSSE42(crc uint32, p []byte) uint32

@@ -101,3 +101,34 @@ lanes:
 	VZEROUPPER
 	MOVL AX, ret+40(FP)
 	RET
+
+// func updateSSE42(crc uint32, p []byte) uint32
+//
+// The CRC-32C of p continuing crc (pre- and post-inverted), with the
+// CRC32 instruction: 8 bytes at a time, then the last 0-7 one by one.
+TEXT ·updateSSE42(SB), NOSPLIT, $0-36
+	MOVL crc+0(FP), AX
+	NOTL AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+
+words:
+	CMPQ CX, $8
+	JB   bytes
+	CRC32Q (SI), AX
+	ADDQ $8, SI
+	SUBQ $8, CX
+	JMP  words
+
+bytes:
+	TESTQ CX, CX
+	JZ    done
+	CRC32B (SI), AX
+	INCQ SI
+	DECQ CX
+	JMP  bytes
+
+done:
+	NOTL AX
+	MOVL AX, ret+32(FP)
+	RET
