@@ -5,10 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,51 +175,15 @@ func checkInternalAlias(fset *token.FileSet, f *ast.File, p pkgInfo) []string {
 // TestHonestImports checks every non-test Go file of the module against
 // the no-foreign-assign and no-internal-alias rules.
 func TestHonestImports(t *testing.T) {
-	root := moduleRoot(t)
 	fset := token.NewFileSet()
-	files := 0
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			if p != root {
-				if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-					return filepath.SkipDir // a nested module is not ours to check
-				}
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		rel, err := filepath.Rel(root, filepath.Dir(p))
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if rel == "." {
-			rel = ""
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if !assert.NoError(t, err, "parse") {
-			return nil
-		}
-		files++
+	files := walkGoFiles(t, moduleRoot(t), fset, false, func(f *ast.File, rel string, _ bool) {
 		for _, v := range checkForeignAssign(fset, f) {
 			assert.Fail(t, v)
 		}
 		for _, v := range checkInternalAlias(fset, f, classify(rel)) {
 			assert.Fail(t, v)
 		}
-		return nil
 	})
-	require.NoError(t, err)
-	require.NotEqual(t, 0, files, "no Go files found")
 	t.Logf("checked %d files", files)
 }
 

@@ -239,10 +239,13 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-// TestLint checks every Go file of the module against the rules.
-func TestLint(t *testing.T) {
-	root := moduleRoot(t)
-	fset := token.NewFileSet()
+// walkGoFiles parses every Go file of the module rooted at root (nested
+// modules, testdata, vendor and dot or underscore folders left out) and
+// calls check with the file, its package folder relative to the root ("" for
+// the root) and whether it is a test file; tests false leaves test files
+// out. It returns how many files it parsed.
+func walkGoFiles(t *testing.T, root string, fset *token.FileSet, tests bool, check func(f *ast.File, rel string, test bool)) int {
+	t.Helper()
 	files := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -260,29 +263,39 @@ func TestLint(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") {
+		test := strings.HasSuffix(name, "_test.go")
+		if !strings.HasSuffix(name, ".go") || (test && !tests) {
 			return nil
 		}
-		relDir, err := filepath.Rel(root, filepath.Dir(p))
+		rel, err := filepath.Rel(root, filepath.Dir(p))
 		if err != nil {
 			return err
 		}
-		relDir = filepath.ToSlash(relDir)
-		if relDir == "." {
-			relDir = ""
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			rel = ""
 		}
 		f, err := parser.ParseFile(fset, p, nil, 0)
 		if !assert.NoError(t, err, "parse") {
 			return nil
 		}
 		files++
-		for _, v := range checkFile(fset, f, classify(relDir), strings.HasSuffix(name, "_test.go")) {
-			assert.Fail(t, v)
-		}
+		check(f, rel, test)
 		return nil
 	})
 	require.NoError(t, err)
 	require.NotEqual(t, 0, files, "no Go files found")
+	return files
+}
+
+// TestLint checks every Go file of the module against the rules.
+func TestLint(t *testing.T) {
+	fset := token.NewFileSet()
+	files := walkGoFiles(t, moduleRoot(t), fset, true, func(f *ast.File, rel string, test bool) {
+		for _, v := range checkFile(fset, f, classify(rel), test) {
+			assert.Fail(t, v)
+		}
+	})
 	t.Logf("checked %d files", files)
 }
 
