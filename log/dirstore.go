@@ -108,15 +108,11 @@ func (rc *rootCheckpoints) remove(tps ...TopicPartition) error {
 		f.mu.Lock()
 		changed := false
 		for _, tp := range tps {
-			if _, ok := f.entries[tp]; ok {
-				delete(f.entries, tp)
-				i, _ := slices.BinarySearchFunc(f.keys, tp, compareTP)
-				f.keys = slices.Delete(f.keys, i, i+1)
+			if f.deleteLocked(tp) {
 				changed = true
 			}
 		}
 		if changed {
-			f.gen++
 			errs = append(errs, f.persistLocked(f.gen))
 		}
 		f.mu.Unlock()
@@ -181,13 +177,21 @@ func (f *rootFile) restoreLocked(tp TopicPartition, prev int64, had bool) {
 		f.setLocked(tp, prev)
 		return
 	}
-	if _, ok := f.entries[tp]; ok {
-		delete(f.entries, tp)
-		if i, found := slices.BinarySearchFunc(f.keys, tp, compareTP); found {
-			f.keys = slices.Delete(f.keys, i, i+1)
-		}
-		f.gen++
+	f.deleteLocked(tp)
+}
+
+// deleteLocked removes tp's entry and reports whether there was one.
+// REQUIRES: f.mu held.
+func (f *rootFile) deleteLocked(tp TopicPartition) bool {
+	if _, ok := f.entries[tp]; !ok {
+		return false
 	}
+	delete(f.entries, tp)
+	if i, found := slices.BinarySearchFunc(f.keys, tp, compareTP); found {
+		f.keys = slices.Delete(f.keys, i, i+1)
+	}
+	f.gen++
+	return true
 }
 
 // dirEntries is the checkpointStore of a partition of a Dir: its entries

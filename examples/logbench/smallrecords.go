@@ -51,30 +51,7 @@ func smallValue() []byte {
 func (b *bench) smallAppend() error {
 	val := smallValue()
 	batches := smallRecords / smallBatchLen
-	framedRun := func() (cost, error) {
-		dir, err := b.freshDir("small-framed")
-		if err != nil {
-			return cost{}, err
-		}
-		f, err := os.Create(filepath.Join(dir, "framed.log"))
-		if err != nil {
-			return cost{}, err
-		}
-		defer f.Close()
-		var buf []byte
-		c := startClock()
-		for range batches {
-			buf = buf[:0]
-			for range smallBatchLen {
-				buf = appendFramed(buf, val)
-			}
-			if _, err := f.Write(buf); err != nil {
-				c.stop()
-				return cost{}, err
-			}
-		}
-		return c.stop(), nil
-	}
+	framedRun := func() (cost, error) { return b.framedWrites("small-framed", val, batches, smallBatchLen) }
 	var allocs float64
 	// appRun appends through AppendBuilder, or through AppendTo and
 	// AppendBatch when viaBytes.
@@ -169,27 +146,7 @@ func (b *bench) oneRecordAppend() error {
 	if b.total <= 128<<20 {
 		n /= 4
 	}
-	framedRun := func() (cost, error) {
-		dir, err := b.freshDir("one-append-framed")
-		if err != nil {
-			return cost{}, err
-		}
-		f, err := os.Create(filepath.Join(dir, "framed.log"))
-		if err != nil {
-			return cost{}, err
-		}
-		defer f.Close()
-		var buf []byte
-		c := startClock()
-		for range n {
-			buf = appendFramed(buf[:0], val)
-			if _, err := f.Write(buf); err != nil {
-				c.stop()
-				return cost{}, err
-			}
-		}
-		return c.stop(), nil
-	}
+	framedRun := func() (cost, error) { return b.framedWrites("one-append-framed", val, n, 1) }
 	var allocs float64
 	appRun := func() (cost, error) {
 		dir, err := b.freshDir("one-append")
@@ -501,4 +458,32 @@ func (b *bench) reopenNonGrowing() error {
 	emit("reopen_constant_ts.clean_reopen_256MiB", float64(open[256<<20].Microseconds())/1000, "ms")
 	emit("reopen_constant_ts.ratio_large_to_small", open[256<<20].Seconds()/open[1<<20].Seconds(), "x")
 	return nil
+}
+
+// framedWrites is the framed baseline of the small-record scenarios: in a
+// fresh directory named after name, writes times os.File write calls, each
+// of perWrite records of value val framed with appendFramed.
+func (b *bench) framedWrites(name string, val []byte, writes, perWrite int) (cost, error) {
+	dir, err := b.freshDir(name)
+	if err != nil {
+		return cost{}, err
+	}
+	f, err := os.Create(filepath.Join(dir, "framed.log"))
+	if err != nil {
+		return cost{}, err
+	}
+	defer f.Close()
+	var buf []byte
+	c := startClock()
+	for range writes {
+		buf = buf[:0]
+		for range perWrite {
+			buf = appendFramed(buf, val)
+		}
+		if _, err := f.Write(buf); err != nil {
+			c.stop()
+			return cost{}, err
+		}
+	}
+	return c.stop(), nil
 }
