@@ -337,9 +337,10 @@ func (x *indexFile) trimToValidSize() error {
 // mappedBytes returns the length of the current mapping.
 func (x *indexFile) mappedBytes() int { return len(x.cur.Load().buf) }
 
-// resize sets the number of slots to maxIndexSize/entrySize and the file's
-// length to match (Kafka's AbstractIndex.resize). It remaps only to grow
-// past the current mapping.
+// resize sets the number of slots to maxIndexSize/entrySize (Kafka's
+// AbstractIndex.resize). A file longer than the slots is cut to them; a
+// shorter one grows when an entry is written past its end. It remaps only
+// to grow past the current mapping.
 func (x *indexFile) resize(maxIndexSize int) error {
 	if x.w.closed {
 		return x.closedError()
@@ -361,7 +362,10 @@ func (x *indexFile) resize(maxIndexSize int) error {
 		r.SetName(x.Path())
 		grown = r
 	}
-	if x.fileLen.Load() != size {
+	// Growing leaves the file as it is: writeEntry grows it to every
+	// slot at the first entry past its end, so that reopening an active
+	// segment and closing it again changes no length (nothing to sync).
+	if x.fileLen.Load() > size {
 		if err := x.setLength(size); err != nil {
 			if grown != nil {
 				_ = grown.Unmap()

@@ -339,15 +339,20 @@ func TestLifecycle(t *testing.T) {
 		require.ErrorIs(t, err, ErrIndexFull, "Append to a trimmed index = %v", err)
 		err = idx.Resize(3 * OffsetEntrySize)
 		require.ErrorIs(t, err, ErrInvalidSize, "Resize below the entries = %v", err)
-		// Grow past the first mapping: remaps, keeps the entries.
+		// Grow past the first mapping: remaps, keeps the entries; the
+		// file keeps its length until an entry is written past its end.
 		require.NoError(t, idx.Resize(1000))
 		got = fileSize(t, fsys, path)
-		require.Equal(t, int64(1000), got, "resized to %d bytes, want 1000", got)
+		require.Equal(t, int64(40), got, "resized: %d bytes before an entry past the end, want 40", got)
 		require.Equal(t, 125, idx.MaxEntries(), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
 		require.Equal(t, 5, idx.Entries(), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
 		require.Equal(t, OffsetEntry{121, 2000}, idx.Lookup(125), "after Resize: max %d entries %d lookup %v", idx.MaxEntries(), idx.Entries(), idx.Lookup(125))
 		for i := 5; i < 125; i++ {
 			require.NoError(t, idx.Append(int64(101+i*10), int64(i*1000)))
+			if i == 5 {
+				got = fileSize(t, fsys, path)
+				require.Equal(t, int64(1000), got, "resized, one entry past the end: %d bytes, want 1000", got)
+			}
 		}
 		require.True(t, idx.IsFull(), "index with 125 of 125 entries not full")
 		err = idx.Resize(50 * OffsetEntrySize)

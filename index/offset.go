@@ -262,9 +262,10 @@ func (idx *OffsetIndex) Check(logSize int64, batchStartAt func(pos int64) (lastO
 // segment is sealed or closed. The index is then full until Resize.
 func (idx *OffsetIndex) TrimToValidSize() error { return idx.x.trimToValidSize() }
 
-// Resize sets the number of slots to maxIndexSize/OffsetEntrySize and the
-// file's length to match (Kafka's resize: it makes a trimmed index
-// appendable again when its segment becomes active). It returns
+// Resize sets the number of slots to maxIndexSize/OffsetEntrySize (Kafka's
+// resize: it makes a trimmed index appendable again when its segment
+// becomes active); a file longer than the slots is cut to them, a shorter
+// one grows to them when an entry is written past its end. It returns
 // ErrInvalidSize if the entries would not fit. Growing past the mapped
 // size maps the file again; the old mapping stays valid until Close.
 func (idx *OffsetIndex) Resize(maxIndexSize int) error { return idx.x.resize(maxIndexSize) }

@@ -224,8 +224,9 @@ func (idx *TimeIndex) Check(nextOffset int64) (err error) {
 // segment is sealed or closed. The index is then full until Resize.
 func (idx *TimeIndex) TrimToValidSize() error { return idx.x.trimToValidSize() }
 
-// Resize sets the number of slots to maxIndexSize/TimeEntrySize and the
-// file's length to match (Kafka's resize). It returns ErrInvalidSize if the
+// Resize sets the number of slots to maxIndexSize/TimeEntrySize (Kafka's
+// resize); a file longer than the slots is cut to them, a shorter one grows
+// to them when an entry is written past its end. It returns ErrInvalidSize if the
 // entries would not fit. Growing past the mapped size maps the file again;
 // the old mapping stays valid until Close.
 func (idx *TimeIndex) Resize(maxIndexSize int) error { return idx.x.resize(maxIndexSize) }
