@@ -9,4 +9,13 @@ require (
 	google.golang.org/protobuf v1.36.11
 )
 
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/klauspost/crc32 v1.3.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
 replace github.com/partlog/partlog => ../..
