@@ -40,7 +40,7 @@ func startGroup(b *testing.B, n int) *raftlog.Replica {
 		net.mu.Lock()
 		net.nodes[id] = node
 		net.mu.Unlock()
-		r, err := node.Start("bench-0", part, peers)
+		r, err := node.Start("bench-0", part, raftlog.Membership{Voters: peers})
 		require.NoError(b, err)
 		replicas = append(replicas, r)
 	}

@@ -67,7 +67,7 @@ func Example() {
 		net.mu.Lock()
 		net.nodes[id] = node
 		net.mu.Unlock()
-		r, err := node.Start("events-0", part, peers)
+		r, err := node.Start("events-0", part, raftlog.Membership{Voters: peers})
 		if err != nil {
 			panic(err)
 		}

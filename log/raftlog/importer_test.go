@@ -66,7 +66,7 @@ func main() {
 		net.mu.Lock()
 		net.nodes[id] = node
 		net.mu.Unlock()
-		r, err := node.Start("t-0", part, peers)
+		r, err := node.Start("t-0", part, raftlog.Membership{Voters: peers})
 		check(err)
 		replicas = append(replicas, r)
 	}

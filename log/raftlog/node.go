@@ -63,6 +63,10 @@ type Config struct {
 	OnConfChange func(group GroupID, cc *pb.ConfChangeV2, cs *pb.ConfState)
 	// Logger receives the replicas' log lines (discarded when nil).
 	Logger *slog.Logger
+	// WrapRead, when set, wraps the reads each replica's Storage makes
+	// of its partition (a fault-injection test makes them fail: the
+	// replica then stops, and its partition is offline on this node).
+	WrapRead func(group GroupID, read ReadFunc) ReadFunc
 }
 
 // ErrConfig is wrapped by NewNode's and Start's errors about their
@@ -111,14 +115,23 @@ func NewNode(cfg Config) (*Node, error) {
 	}, nil
 }
 
+// Membership is a group's members: the voters, whose majority commits an
+// entry, and the learners, which get the log but do not vote.
+type Membership struct {
+	Voters, Learners []uint64
+}
+
 // Start makes part the log of this node's replica of group and starts
-// it. peers is the group's initial membership (the voters' ids, this
-// node's among them), used only when the group's state file holds none: a
-// new group, started with the same peers on every node. A partition that
+// it. boot is the group's initial membership, used only when the group's
+// state file holds none: a new group, started with the same voters on
+// every node (this node's among them). A node joining a group that runs
+// already starts as one of boot's learners, with the group's voters as
+// boot's voters, and becomes a voter when the group applies the change
+// that adds it. A partition that
 // held batches before it was replicated keeps them as its first entries.
 // The partition is the replica's from now on: write to it only through
 // the replica, and read it up to its high watermark (the commit point).
-func (n *Node) Start(group GroupID, part *log.Partition, peers []uint64) (*Replica, error) {
+func (n *Node) Start(group GroupID, part *log.Partition, boot Membership) (*Replica, error) {
 	if group == "" || filepath.Base(string(group)) != string(group) {
 		return nil, fmt.Errorf("%w: group %q is not a file name", ErrConfig, group)
 	}
@@ -130,13 +143,16 @@ func (n *Node) Start(group GroupID, part *log.Partition, peers []uint64) (*Repli
 	if _, ok := n.replicas[group]; ok {
 		return nil, fmt.Errorf("%w: group %s started twice", ErrConfig, group)
 	}
-	st, err := OpenStorage(n.cfg.FS, filepath.Join(n.cfg.StateDir, string(group)+".state"), part, &pb.ConfState{Voters: peers})
+	st, err := OpenStorage(n.cfg.FS, filepath.Join(n.cfg.StateDir, string(group)+".state"), part, &pb.ConfState{Voters: boot.Voters, Learners: boot.Learners})
 	if err != nil {
 		return nil, err
 	}
 	core, err := newReplicaCore(n.cfg.ID, group, part, st, n.tun, n.cfg.Logger.With("group", string(group)))
 	if err != nil {
 		return nil, err
+	}
+	if n.cfg.WrapRead != nil {
+		st.read = n.cfg.WrapRead(group, st.read)
 	}
 	core.send = func(ms []*pb.Message) { n.cfg.Transport.Send(group, ms) }
 	if f := n.cfg.OnConfChange; f != nil {
@@ -147,7 +163,7 @@ func (n *Node) Start(group GroupID, part *log.Partition, peers []uint64) (*Repli
 		propc: make(chan *proposal, 1024),
 		recvc: make(chan *pb.Message, 4096),
 		confc: make(chan *pb.ConfChangeV2, 16),
-		doc:   make(chan func(), 4),
+		doc:   make(chan job, 4),
 		done:  make(chan struct{}),
 	}
 	n.replicas[group] = r
@@ -195,8 +211,15 @@ type Replica struct {
 	propc chan *proposal
 	recvc chan *pb.Message
 	confc chan *pb.ConfChangeV2
-	doc   chan func()
+	doc   chan job
 	done  chan struct{}
+}
+
+// job is work run on the replica's loop (Retain, Compact), with its
+// answer.
+type job struct {
+	f   func() error
+	res chan error // buffered
 }
 
 // drain is how many queued proposals or messages one loop turn takes
@@ -248,23 +271,59 @@ func (r *Replica) run(ctx context.Context, tick time.Duration) {
 					break
 				}
 			}
-		case g := <-r.doc:
-			f = g
+		case j := <-r.doc:
+			f = func() { j.res <- j.f() }
 		}
 		if err := c.turn(f); err != nil {
-			// Drain the proposals queued behind the failure.
-			for {
-				select {
-				case p := <-r.propc:
-					p.reply(-1, fmt.Errorf("%w: %w", ErrStopped, err))
-					continue
-				default:
-				}
-				break
-			}
-			<-ctx.Done()
+			r.failed(ctx, err)
 			return
 		}
+	}
+}
+
+// failed answers what comes to a replica that stopped on err, until ctx
+// ends.
+func (r *Replica) failed(ctx context.Context, err error) {
+	err = fmt.Errorf("%w: %w", ErrStopped, err)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-r.propc:
+			p.reply(-1, err)
+		case j := <-r.doc:
+			j.res <- err
+		case <-r.recvc:
+		case <-r.confc:
+		}
+	}
+}
+
+// Proposal is one batch, or one transaction marker, to propose.
+type Proposal struct {
+	// Records is one RecordBatch v2 batch as a producer sends it.
+	Records []byte
+	// Marker, when set, is a transaction marker to write instead, as
+	// Partition.AppendMarker writes it.
+	Marker *batch.TxnMarker
+	// Options says when the proposal is answered, and in which term it
+	// may be appended.
+	Options ProposeOptions
+}
+
+// Submit queues p and returns the channel its one Result will come on,
+// without waiting for it: proposals submitted one after the other are
+// appended in that order (an idempotent producer's batches must be). It
+// fails only when ctx ends, or the replica stopped, before p is queued.
+func (r *Replica) Submit(ctx context.Context, p Proposal) (<-chan Result, error) {
+	pr := &proposal{records: p.Records, marker: p.Marker, opts: p.Options, res: make(chan Result, 1)}
+	select {
+	case r.propc <- pr:
+		return pr.res, nil
+	case <-r.done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
@@ -275,34 +334,24 @@ func (r *Replica) run(ctx context.Context, tick time.Duration) {
 // not lead, it fails with ErrNotLeader at once. ctx ends the wait, not
 // the proposal.
 func (r *Replica) Propose(ctx context.Context, records []byte, opts ProposeOptions) (int64, error) {
-	return r.propose(ctx, &proposal{records: records, opts: opts, res: make(chan Result, 1)})
+	return r.wait(ctx, Proposal{Records: records, Options: opts})
 }
 
 // ProposeMarker proposes a transaction marker (commit or abort of a
 // producer's transaction), written as Partition.AppendMarker writes it.
 func (r *Replica) ProposeMarker(ctx context.Context, m batch.TxnMarker, opts ProposeOptions) (int64, error) {
-	return r.propose(ctx, &proposal{marker: &m, opts: opts, res: make(chan Result, 1)})
+	return r.wait(ctx, Proposal{Marker: &m, Options: opts})
 }
 
-// propose queues p and waits for its answer.
-func (r *Replica) propose(ctx context.Context, p *proposal) (int64, error) {
-	select {
-	case r.propc <- p:
-	case <-r.done:
-		return -1, ErrStopped
-	case <-ctx.Done():
-		return -1, ctx.Err()
+// wait submits p and waits for its answer.
+func (r *Replica) wait(ctx context.Context, p Proposal) (int64, error) {
+	res, err := r.Submit(ctx, p)
+	if err != nil {
+		return -1, err
 	}
 	select {
-	case res := <-p.res:
-		return res.Base, res.Err
-	case <-r.done:
-		select {
-		case res := <-p.res:
-			return res.Base, res.Err
-		default:
-		}
-		return -1, ErrStopped
+	case a := <-res:
+		return a.Base, a.Err
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
@@ -323,9 +372,9 @@ func (r *Replica) ProposeConfChange(cc *pb.ConfChangeV2) {
 }
 
 // Membership returns the voters and learners this replica applied last.
-func (r *Replica) Membership() (voters, learners []uint64) {
+func (r *Replica) Membership() Membership {
 	cs := r.core.conf.Load()
-	return cs.GetVoters(), cs.GetLearners()
+	return Membership{Voters: cs.GetVoters(), Learners: cs.GetLearners()}
 }
 
 // Leader returns the raft id of the group's leader as this replica knows
@@ -357,7 +406,7 @@ func (r *Replica) Err() error {
 func (r *Replica) do(ctx context.Context, f func() error) error {
 	res := make(chan error, 1)
 	select {
-	case r.doc <- func() { res <- f() }:
+	case r.doc <- job{f: f, res: res}:
 	case <-r.done:
 		return ErrStopped
 	case <-ctx.Done():

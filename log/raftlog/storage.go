@@ -84,7 +84,7 @@ type Storage struct {
 
 	// read reads the partition's batches from an offset (the partition's
 	// ReadFromFollower; tests wrap it to inject read errors).
-	read readFunc
+	read ReadFunc
 	// readErr is the first error Entries met reading the partition (not
 	// ErrCompacted or ErrUnavailable). Raft panics with such an error;
 	// the replica recovers from that panic only when readErr is set (see
@@ -93,9 +93,9 @@ type Storage struct {
 	logger  *slog.Logger // nil: discard (snapshot.go's warnings)
 }
 
-// readFunc reads a partition's batches from offset, at most maxBytes
-// (at least one batch), as Partition.ReadFromFollower does.
-type readFunc func(offset int64, maxBytes int) (log.Records, error)
+// ReadFunc reads a partition's batches from offset, at most maxBytes (at
+// least one batch), as Partition.ReadFromFollower does.
+type ReadFunc func(offset int64, maxBytes int) (log.Records, error)
 
 // raftState is what the state file holds.
 type raftState struct {
@@ -396,6 +396,19 @@ func (s *Storage) setConf(cs *pb.ConfState, index uint64) error {
 	}
 	return nil
 }
+
+// SnapshotIndex returns the raft index of the snapshot point: the last
+// entry the raft log no longer holds (its batch may still be in the
+// partition, below SnapshotOffset).
+func (s *Storage) SnapshotIndex() uint64 { return s.snapIndex }
+
+// SnapshotOffset returns the base offset of the first batch that is a
+// raft entry (the one after the snapshot point).
+func (s *Storage) SnapshotOffset() int64 { return s.snapOffset }
+
+// CommittedOffset returns the offset after the last committed entry's
+// batch, as the state file records the commit index.
+func (s *Storage) CommittedOffset() int64 { return s.offsetAfter(s.hs.GetCommit()) }
 
 // lastIndex is the index of the last entry.
 func (s *Storage) lastIndex() uint64 { return s.snapIndex + uint64(len(s.ents)) }
