@@ -122,7 +122,10 @@ func newReplica(c *cluster, topic string, partition int32, part *plog.Partition,
 
 // run hands the queued proposals and membership changes to the raftlog
 // replica, in order, and applies the cleanup policy every cleanup
-// interval, until ctx ends. Each proposal's answer is awaited on a
+// interval, until ctx ends or the raftlog replica stops (a storage error
+// took the partition offline on this node: Produce then gets
+// KAFKA_STORAGE_ERROR, Metadata names this node as an offline replica,
+// while the other nodes elect a leader among themselves). Each proposal's answer is awaited on a
 // goroutine of its own, so acks=1 answers do not wait behind acks=-1
 // ones.
 func (r *replica) run(ctx context.Context) {
@@ -137,6 +140,8 @@ func (r *replica) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-r.rr.Stopped():
 			return
 		case p := <-r.propc:
 			r.propose(ctx, p)

@@ -165,6 +165,7 @@ func (n *Node) Start(group GroupID, part *log.Partition, boot Membership) (*Repl
 		confc: make(chan *pb.ConfChangeV2, 16),
 		doc:   make(chan job, 4),
 		done:  make(chan struct{}),
+		stop:  make(chan struct{}),
 	}
 	n.replicas[group] = r
 	n.wg.Go(func() { r.run(n.ctx, n.cfg.Tick) })
@@ -212,7 +213,9 @@ type Replica struct {
 	recvc chan *pb.Message
 	confc chan *pb.ConfChangeV2
 	doc   chan job
-	done  chan struct{}
+	done  chan struct{} // closed when run returns
+	stop  chan struct{} // closed when the replica stops (Stopped)
+	once  sync.Once
 }
 
 // job is work run on the replica's loop (Retain, Compact), with its
@@ -232,6 +235,7 @@ const drain = 256
 // the group's other nodes go on.
 func (r *Replica) run(ctx context.Context, tick time.Duration) {
 	defer close(r.done)
+	defer r.once.Do(func() { close(r.stop) })
 	c := r.core
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -275,6 +279,7 @@ func (r *Replica) run(ctx context.Context, tick time.Duration) {
 			f = func() { j.res <- j.f() }
 		}
 		if err := c.turn(f); err != nil {
+			r.once.Do(func() { close(r.stop) })
 			r.failed(ctx, err)
 			return
 		}
@@ -393,6 +398,11 @@ func (r *Replica) ReadyTerm() uint64 { return r.core.ready.Load() }
 // Partition returns the replica's partition. Read it; write to it only
 // through the replica.
 func (r *Replica) Partition() *log.Partition { return r.core.part }
+
+// Stopped returns a channel closed once the replica stopped: a storage
+// error took its partition offline on this node (Err says which), or its
+// Node closed.
+func (r *Replica) Stopped() <-chan struct{} { return r.stop }
 
 // Err returns the storage error that stopped the replica, or nil.
 func (r *Replica) Err() error {
