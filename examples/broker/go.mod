@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/partlog/partlog v0.0.0
+	github.com/partlog/partlog/log/raftlog v0.0.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
@@ -21,3 +22,5 @@ require (
 )
 
 replace github.com/partlog/partlog => ../..
+
+replace github.com/partlog/partlog/log/raftlog => ../../log/raftlog
