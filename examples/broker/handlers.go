@@ -94,7 +94,7 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.metadata(r), nil, nil
 	case *kmsg.ProduceRequest:
 		if r.Version < 3 {
-			s.upConvertProduce(r) // oldversions.go
+			return s.produceLegacy(r), nil, nil // oldversions.go
 		}
 		return s.produce(r), nil, nil
 	case *kmsg.FetchRequest:
