@@ -270,6 +270,7 @@ func main() {
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
 	groupVersion := flag.Int("group-metadata-version", defaultGroupValueVersion, "GroupMetadataValue version of the group records in __consumer_offsets: 3 as Kafka 2.3+ writes, 2 as 2.1-2.2, 1 as 0.10.1-2.0 (what tools such as Burrow 1.2.1 read)")
+	flag.DurationVar(&cfg.OffsetsRetention, "offsets-retention", defaultOffsetsRetention, "offsets.retention.minutes: delete an empty group's committed offsets this long after it became empty (negative: never)")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
