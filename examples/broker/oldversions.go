@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +19,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -262,30 +262,70 @@ func appendLegacyWrapper(dst []byte, magic int8, codec batch.Compression, base i
 	maxTS := int64(-1)
 	for _, r := range recs {
 		off := r.Offset
-		if magic == legacy.MagicV1 {
+		if magic == 1 {
 			off -= base
 		}
 		inner = appendLegacyMessage(inner, magic, off, r.Timestamp, logAppend, r.Key, r.Value)
 		maxTS = max(maxTS, r.Timestamp)
 	}
-	attrs := int8(codec)
-	if magic == legacy.MagicV1 && logAppend {
-		attrs |= legacyLogAppendBit
+	wrapper := appendLegacyMessage(dst, magic, recs[len(recs)-1].Offset, maxTS, logAppend, nil, nil)
+	// The value, null above, is the compressed inner set: the value's
+	// length, the size and the CRC-32 are set once it is in place.
+	wrapper = wrapper[:len(wrapper)-4]
+	lenAt := len(wrapper)
+	wrapper = append(wrapper, 0, 0, 0, 0)
+	valueAt := len(wrapper)
+	wrapper, err := appendLegacyCompressed(wrapper, codec, inner)
+	if err != nil {
+		return nil, err
 	}
-	m := legacy.Message{Offset: recs[len(recs)-1].Offset, Magic: magic, Attributes: attrs, Timestamp: maxTS}
-	return legacy.AppendMessageFunc(dst, m, func(d []byte) ([]byte, error) {
-		start := len(d)
-		d, err := appendLegacyCompressed(d, codec, inner)
-		if err != nil {
-			return nil, err
-		}
-		if codec == batch.CompressionLZ4 && magic == legacy.MagicV0 {
-			if err := legacy.SetLZ4HeaderChecksum(d[start:], legacy.MagicV0); err != nil {
-				return nil, err
-			}
-		}
-		return d, nil
-	})
+	if codec == batch.CompressionLZ4 && magic == 0 {
+		setBrokenLZ4HeaderChecksum(wrapper[valueAt:])
+	}
+	binary.BigEndian.PutUint32(wrapper[lenAt:], uint32(len(wrapper)-valueAt))
+	e := wrapper[len(dst):]
+	e[legacyAttributesAt] |= byte(codec)
+	binary.BigEndian.PutUint32(e[8:], uint32(len(e)-12))
+	binary.BigEndian.PutUint32(e[12:], crc32.ChecksumIEEE(e[legacyMagicAt:]))
+	return wrapper, nil
+}
+
+// setBrokenLZ4HeaderChecksum sets the header checksum of the LZ4 frame at
+// the start of frame (magic number, FLG, BD, HC: the writer sets no
+// content size nor dictionary id) to the one Kafka writes under magic 0
+// (KAFKA-3160): the second byte of the XXH32 of the magic number and the
+// descriptor, where the frame format has that of the descriptor alone.
+func setBrokenLZ4HeaderChecksum(frame []byte) {
+	frame[6] = byte(xxh32(frame[:6]) >> 8)
+}
+
+// XXH32's primes.
+const (
+	xxhPrime1 uint32 = 2654435761
+	xxhPrime2 uint32 = 2246822519
+	xxhPrime3 uint32 = 3266489917
+	xxhPrime4 uint32 = 668265263
+	xxhPrime5 uint32 = 374761393
+)
+
+// xxh32 is XXH32 with seed 0 of an input shorter than 16 bytes (the
+// 16-byte stripes are not needed for an LZ4 frame descriptor).
+func xxh32(b []byte) uint32 {
+	h := xxhPrime5 + uint32(len(b))
+	for ; len(b) >= 4; b = b[4:] {
+		h += binary.LittleEndian.Uint32(b) * xxhPrime3
+		h = bits.RotateLeft32(h, 17) * xxhPrime4
+	}
+	for _, c := range b {
+		h += uint32(c) * xxhPrime5
+		h = bits.RotateLeft32(h, 11) * xxhPrime1
+	}
+	h ^= h >> 15
+	h *= xxhPrime2
+	h ^= h >> 13
+	h *= xxhPrime3
+	h ^= h >> 16
+	return h
 }
 
 // xerialHeader starts a snappy value as the Java client (xerial's
