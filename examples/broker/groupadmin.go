@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -216,7 +218,12 @@ func (c *coordinator) expireOffsets(now time.Time) {
 			continue // members: their offsets stay
 		}
 		if err := c.removeGroupLocked(name, keep); err != nil {
-			c.log.Error("expired offsets not deleted", "group", name, "err", err)
+			// Another node coordinates (cluster mode): it expires them.
+			level := slog.LevelError
+			if groupWriteCode(err) == kerr.NotCoordinator.Code {
+				level = slog.LevelDebug
+			}
+			c.log.Log(context.Background(), level, "expired offsets not deleted", "group", name, "err", err)
 			continue
 		}
 		if c.groups[name] == nil {
