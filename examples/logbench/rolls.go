@@ -135,6 +135,11 @@ func (b *bench) rollLatency() error {
 		return float64(a.pct(0.999)) / float64(o.pct(0.999))
 	}), "x")
 	emit("rolls.ratio_to_raw_write_ratio", per(raw, func(a, o latencies) float64 { return a.ratio() / o.ratio() }), "x")
+	// partlog's median append across rolls over the plain write loop's
+	// (1 = a write into the page cache and nothing else), per round.
+	emit("rolls.p50_to_raw_write_p50", per(raw, func(a, o latencies) float64 {
+		return float64(a.pct(0.50)) / float64(o.pct(0.50))
+	}), "x")
 	return nil
 }
 
