@@ -243,3 +243,183 @@ func TestDirBudgetShared(t *testing.T) {
 	_, err = plog.Open("/single", plog.Config{FS: fs, MaxOpenSegments: -1})
 	require.ErrorIs(t, err, plog.ErrInvalidConfig)
 }
+
+// TestDirIdlePartitionsWithinBudget: after a clean reopen of a Dir whose
+// partitions hold one small segment each, the idle partitions' active
+// segments are closed at rest like sealed ones, so the Dir's descriptors
+// and mappings stay within what the budget allows (three per open
+// segment) instead of three per partition outside it. Reading every
+// partition reopens its segment on demand within the budget; a partition
+// appended to unseals its active segment (whose files then stay open
+// until Close), and every read matches the model, before and after
+// another reopen.
+func TestDirIdlePartitionsWithinBudget(t *testing.T) {
+	const parts, budget, written = 120, 8, 4
+	root := t.TempDir()
+	bt := logtest.MakeBatch(1, 100, 1_700_000_000_000, 1)
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096}, MaxOpenSegments: budget}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	models := make([]*logtest.Model, parts)
+	appendTo := func(i int) {
+		base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+		require.NoError(t, err)
+		require.NoError(t, models[i].AppendBatch(bt, base))
+	}
+	for i := range parts {
+		_, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+		appendTo(i)
+	}
+	require.NoError(t, d.Close())
+
+	// The budget's segments, three files each, and the Dir's own files.
+	limit := 3*budget + 4
+	within := func(step string, extra int) {
+		t.Helper()
+		st := d.SegmentBudget()
+		assert.LessOrEqual(t, st.Open, budget, "%s: %+v", step, st)
+		if fds, maps, ok := openFiles(t, root); ok {
+			t.Logf("%s: %d descriptors, %d mappings for %d partitions; %+v", step, fds, maps, parts, st)
+			assert.LessOrEqual(t, fds, limit+extra, step)
+			assert.LessOrEqual(t, maps, limit+extra, step)
+		}
+	}
+	reopen := func() {
+		t.Helper()
+		for _, m := range models {
+			m.Reopen()
+		}
+		d, err = plog.OpenDir(root, cfg)
+		require.NoError(t, err)
+	}
+	reopen()
+	within("after the open", 0)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	within("after reading every partition", 0)
+	for i := range written {
+		appendTo(i)
+		appendTo(i)
+	}
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	// A partition written since the open keeps its active segment open.
+	within("after appends to a few partitions", 3*written)
+	require.NoError(t, d.Close())
+
+	reopen()
+	within("after the second open", 0)
+	for i := range parts {
+		p := d.Partition("t", int32(i))
+		require.NoError(t, logtest.Check(p, models[i]), "partition %d", i)
+		if i < written {
+			require.Equal(t, int64(3), p.LogEndOffset())
+		}
+	}
+	require.NoError(t, d.Close())
+}
+
+// TestDirIdleActiveSegmentWriters runs each writer of a partition first on
+// an active segment left sealed by the open (closed at rest under a budget
+// of one): an append that fits, an append that rolls past a full segment,
+// a truncation inside the active segment and one into a sealed segment
+// before it, DeleteRecordsBefore, and Close without a write; then more
+// appends, a clean reopen, and appends again. logtest.Check compares every
+// read with the model after each step.
+func TestDirIdleActiveSegmentWriters(t *testing.T) {
+	fs := vfs.NewMem()
+	bt := logtest.MakeBatch(4, 50, 1_700_000_000_000, 1) // 4 records
+	cfg := plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: int64(2 * len(bt)), SegmentIndexBytes: 1024},
+		MaxOpenSegments: 1}
+	type step struct {
+		name    string
+		batches int // appended before the reopen: 5 leaves a half-full active segment, 6 a full one
+		first   func(p *plog.Partition, m *logtest.Model) error
+	}
+	steps := []step{
+		{"append", 5, nil},
+		{"append rolls", 6, nil},
+		{"truncate in active", 5, func(p *plog.Partition, m *logtest.Model) error {
+			if err := p.TruncateTo(16); err != nil {
+				return err
+			}
+			if err := m.TruncateTo(16); err != nil {
+				return err
+			}
+			return m.ReloadProducers(fs, p)
+		}},
+		{"truncate below active", 6, func(p *plog.Partition, m *logtest.Model) error {
+			if err := p.TruncateTo(12); err != nil {
+				return err
+			}
+			if err := m.TruncateTo(12); err != nil {
+				return err
+			}
+			return m.ReloadProducers(fs, p)
+		}},
+		{"delete records", 5, func(p *plog.Partition, m *logtest.Model) error {
+			if err := p.DeleteRecordsBefore(10); err != nil {
+				return err
+			}
+			return m.DeleteRecordsBefore(10)
+		}},
+		{"close", 5, func(*plog.Partition, *logtest.Model) error { return nil }},
+	}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	models := make([]*logtest.Model, len(steps))
+	appendN := func(i, n int) {
+		t.Helper()
+		p := d.Partition("t", int32(i))
+		for range n {
+			base, err := p.AppendBatch(append([]byte(nil), bt...))
+			require.NoError(t, err, steps[i].name)
+			require.NoError(t, models[i].AppendBatch(bt, base), steps[i].name)
+		}
+	}
+	for i, s := range steps {
+		_, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+		appendN(i, s.batches)
+	}
+	reopen := func() {
+		t.Helper()
+		require.NoError(t, d.Close())
+		for _, m := range models {
+			m.Reopen()
+		}
+		d, err = plog.OpenDir("/logs", cfg)
+		require.NoError(t, err)
+	}
+	reopen()
+	require.LessOrEqual(t, d.SegmentBudget().Open, 1)
+	for i, s := range steps {
+		p := d.Partition("t", int32(i))
+		if s.first != nil {
+			require.NoError(t, s.first(p, models[i]), s.name)
+		} else {
+			appendN(i, 1)
+		}
+		require.NoError(t, logtest.Check(p, models[i]), s.name)
+	}
+	for i, s := range steps {
+		if s.name != "close" {
+			appendN(i, 3)
+			require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), s.name)
+		}
+	}
+	reopen()
+	for i, s := range steps {
+		p := d.Partition("t", int32(i))
+		require.NoError(t, logtest.Check(p, models[i]), s.name)
+		appendN(i, 2)
+		require.NoError(t, logtest.Check(p, models[i]), s.name)
+	}
+	require.LessOrEqual(t, d.SegmentBudget().Open, 1)
+	require.NoError(t, d.Close())
+}

@@ -382,7 +382,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.mu.dirDirty = false
 	}
 	active := list[len(list)-1]
-	if err := active.Unseal(); err != nil {
+	// Under a segment budget the files stay sealed (closable at rest)
+	// until the first append: an idle partition holds none open.
+	if err := active.UnsealOnWrite(); err != nil {
 		return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, active.BaseOffset(), err))
 	}
 	for i := 1; i < len(list); i++ {

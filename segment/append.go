@@ -57,7 +57,9 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 	case s.closed.Load():
 		return 0, ErrClosed
 	case s.sealed.Load():
-		return 0, fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
+		if err := s.wake(); err != nil {
+			return 0, err
+		}
 	}
 	first, last, batchMaxTs, ok := appendRange(b, n)
 	if !ok {
@@ -250,10 +252,19 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 			return RollTime
 		}
 	}
-	if s.offIdx.IsFull() {
+	offFull, timeFull := s.offIdx.IsFull(), s.timeIdx.IsFull()
+	if s.dormant.Load() {
+		// Its indexes are cut to their entries; the write that unseals
+		// it grows them back to MaxIndexBytes (resizeIndexes).
+		off, tim := s.IndexEntries()
+		offSlots := max(s.cfg.MaxIndexBytes/index.OffsetEntrySize, off)
+		timeSlots := max(s.cfg.MaxIndexBytes/index.TimeEntrySize, tim)
+		offFull, timeFull = off >= offSlots, tim >= timeSlots-1
+	}
+	if offFull {
 		return RollOffsetIndexFull
 	}
-	if s.timeIdx.IsFull() {
+	if timeFull {
 		return RollTimeIndexFull
 	}
 	if rel := incoming.LastOffset() - s.base; rel < 0 || rel > math.MaxInt32 {
@@ -304,6 +315,7 @@ func (s *Segment) Seal() error {
 		return ErrClosed
 	}
 	if s.sealed.Load() {
+		s.dormant.Store(false) // its files are sealed already
 		return nil
 	}
 	if err := s.use(); err != nil {
@@ -446,7 +458,51 @@ func (s *Segment) Unseal() error {
 		return err
 	}
 	s.sealed.Store(false)
+	s.dormant.Store(false)
 	return nil
+}
+
+// UnsealOnWrite makes a sealed segment its partition's active one and
+// defers Unseal to the first Append (or AppendBatches) while its files are
+// in the sealed form: the .log exactly Size bytes long, both indexes cut
+// to their entries, the time index ending with the segment's largest
+// timestamp. Until then the segment stays closable at rest under its
+// Budget, so that an idle partition's active segment holds no descriptor
+// or mapping beyond what the Budget allows, and reopening it is
+// transparent (the first append reopens and unseals it). Sealed keeps
+// reporting the files' form (true until then), and Seal or Close of the
+// segment need no write. Without a Budget, or when the files are not in
+// the sealed form, it is Unseal. Writer side.
+func (s *Segment) UnsealOnWrite() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.sealed.Load() {
+		return nil
+	}
+	if s.lz.budget == nil {
+		return s.Unseal()
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	atRest := s.w.fileSize == s.size.Load() && !s.trim.pending.Load() &&
+		(s.w.maxTimestamp < 0 || s.timeIdx.LastEntry().Timestamp >= s.w.maxTimestamp)
+	s.unpin()
+	if !atRest {
+		return s.Unseal()
+	}
+	s.dormant.Store(true)
+	return nil
+}
+
+// wake unseals a segment UnsealOnWrite left sealed, for a write; on a
+// sealed segment it returns ErrSealed. Writer side.
+func (s *Segment) wake() error {
+	if !s.dormant.Load() {
+		return fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
+	}
+	return s.Unseal()
 }
 
 // resizeIndexes grows both indexes to MaxIndexBytes (never below their

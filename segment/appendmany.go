@@ -30,8 +30,11 @@ func (s *Segment) AppendBatches(buf []byte) (err error) {
 	case s.closed.Load():
 		return ErrClosed
 	case s.sealed.Load():
-		return fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
-	case len(buf) == 0:
+		if err := s.wake(); err != nil {
+			return err
+		}
+	}
+	if len(buf) == 0 {
 		return nil
 	}
 	pos := s.size.Load()

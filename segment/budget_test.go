@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -344,5 +345,62 @@ func TestBudgetDeletedSegmentNamesReplaced(t *testing.T) {
 		_, err = a2.Read(0, 1<<20, a2.Size(), true)
 		require.ErrorIs(t, err, ErrDeleted)
 		require.NoError(t, a2.Unref())
+	})
+}
+
+// TestUnsealOnWrite: a sealed segment opened as a partition's active one
+// with UnsealOnWrite keeps its sealed files and is closed at rest by its
+// Budget; its indexes do not count as full for ShouldRoll (they grow back
+// at the first write), Seal and Close need no write, and the first Append
+// reopens and unseals it transparently (the active segment then stays
+// open). Without a Budget UnsealOnWrite is Unseal.
+func TestUnsealOnWrite(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(0)
+		cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1, Budget: b}
+		s, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		first := simpleBatch(t, 0, 10, 1_700_000_000_000, 50)
+		second := simpleBatch(t, 10, 10, 1_700_000_000_100, 50)
+		mustAppend(t, s, first)
+		mustAppend(t, s, second)
+		mustClose(t, s)
+		next := simpleBatch(t, 20, 5, 1_700_000_000_200, 10)
+
+		open := func() *Segment {
+			t.Helper()
+			s, err := OpenClean(fsys, dir, 0, cfg)
+			require.NoError(t, err)
+			require.NoError(t, s.UnsealOnWrite())
+			require.True(t, s.Sealed(), "the files stay sealed until a write")
+			require.False(t, s.Resident(), "closed at rest under a budget of 0")
+			require.Equal(t, RollNone, s.ShouldRoll(next, 1<<20, 0, time.Now()))
+			return s
+		}
+		s = open()
+		require.NoError(t, s.Seal())
+		require.False(t, s.Resident())
+		readSegment(t, s, first)
+		mustClose(t, s)
+
+		s = open()
+		mustClose(t, s)
+
+		s = open()
+		mustAppend(t, s, next)
+		require.False(t, s.Sealed())
+		require.True(t, s.Resident(), "the active segment stays open")
+		checkSegment(t, s)
+		require.Equal(t, int64(25), s.NextOffset())
+		require.NoError(t, s.Seal())
+		mustClose(t, s)
+		assert.Equal(t, 0, b.Stats().Open)
+
+		cfg.Budget = nil
+		s, err = OpenClean(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		require.NoError(t, s.UnsealOnWrite())
+		require.False(t, s.Sealed(), "without a budget it unseals")
+		mustClose(t, s)
 	})
 }

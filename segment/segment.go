@@ -108,6 +108,11 @@ type Segment struct {
 	// sealed is set by Seal and Open, cleared by Unseal and TruncateTo:
 	// Append is refused and the indexes are trimmed.
 	sealed atomic.Bool
+	// dormant is set by UnsealOnWrite on a sealed segment that is its
+	// partition's active one but keeps its sealed files (and so may be
+	// closed at rest) until the first write; cleared by Unseal, Seal and
+	// TruncateTo. Writer side.
+	dormant atomic.Bool
 	// trim is Seal's deferred half: the cut of both indexes' files to
 	// their entries (TrimSealedIndexes, append.go).
 	trim trimState

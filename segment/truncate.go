@@ -55,6 +55,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 			return 0, err
 		}
 		s.sealed.Store(false)
+		s.dormant.Store(false)
 	}
 	if !found {
 		return 0, nil
