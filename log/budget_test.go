@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -422,4 +423,50 @@ func TestDirIdleActiveSegmentWriters(t *testing.T) {
 	}
 	require.LessOrEqual(t, d.SegmentBudget().Open, 1)
 	require.NoError(t, d.Close())
+}
+
+// TestDirIdleCloseWritesNothing: closing a Dir whose partitions were not
+// written since a clean open reopens none of their closed segments (a
+// segment unchanged since a clean open has nothing to sync) and rewrites
+// no producer snapshot (the one at the log end was loaded), as Kafka
+// skips a snapshot at the offset of the last one; a partition written
+// since still gets a new snapshot at its new end.
+func TestDirIdleCloseWritesNothing(t *testing.T) {
+	const parts, budget = 20, 2
+	root := t.TempDir()
+	bt := logtest.MakeBatch(1, 100, 1_700_000_000_000, 1)
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096}, MaxOpenSegments: budget}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		_, err = p.AppendBatch(append([]byte(nil), bt...))
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Close())
+	snapshot := func(i int, offset int64) string {
+		return filepath.Join(root, fmt.Sprintf("t-%d", i), fmt.Sprintf("%020d.snapshot", offset))
+	}
+	before := make([]os.FileInfo, parts)
+	for i := range parts {
+		before[i], err = os.Stat(snapshot(i, 1))
+		require.NoError(t, err)
+	}
+
+	d, err = plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	_, err = d.Partition("t", 0).AppendBatch(append([]byte(nil), bt...))
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond) // past the file system's clock tick
+	reopens := d.SegmentBudget().Reopens
+	require.NoError(t, d.Close())
+	assert.Equal(t, reopens, d.SegmentBudget().Reopens, "Close reopened closed idle segments")
+	for i := 1; i < parts; i++ {
+		after, err := os.Stat(snapshot(i, 1))
+		require.NoError(t, err)
+		assert.Equal(t, before[i].ModTime(), after.ModTime(), "partition %d: snapshot rewritten", i)
+	}
+	_, err = os.Stat(snapshot(0, 2))
+	require.NoError(t, err, "the written partition's snapshot at its new end")
 }

@@ -106,6 +106,12 @@ type Partition struct {
 		dirDirty bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
+		// snapLoaded is the offset of the producer snapshot the last
+		// load of the producer state read, -1 for none (snapshot.go).
+		snapLoaded int64
+		// snapKept is the producer snapshot at the log end known to be
+		// durable on disk, and the state it holds for (snapshot.go).
+		snapKept keptSnapshot
 		// rollSnapshots are the producer snapshots rolls took, not yet
 		// written (flush.go).
 		rollSnapshots []rollSnapshot
@@ -484,6 +490,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		if err := p.snapshotDurableLocked(); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
+	} else if p.mu.snapLoaded == end.Offset {
+		p.keepSnapshotLocked() // the clean shutdown synced it
 	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
@@ -728,7 +736,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(p.fullFlushLocked())
 		}
 		if first == nil {
-			keep(p.snapshotDurableLocked()) // producer state at the log end
+			keep(p.closeSnapshotLocked()) // producer state at the log end
 		}
 	}
 	p.dur.closeSyncFile()

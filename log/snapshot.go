@@ -82,6 +82,7 @@ func (p *Partition) snapshotOnRollLocked(newBase int64) {
 // syncs the directory: Close and Open after recovery call it. REQUIRES: mu
 // held (or Open).
 func (p *Partition) snapshotDurableLocked() error {
+	p.mu.snapKept = keptSnapshot{}
 	if err := p.writeSnapshotBytes(p.mu.end.Offset, p.mu.producers.AppendSnapshot(nil), true); err != nil {
 		return err
 	}
@@ -90,7 +91,37 @@ func (p *Partition) snapshotDurableLocked() error {
 		return err
 	}
 	p.mu.dirDirty = false
+	p.keepSnapshotLocked()
 	return nil
+}
+
+// keptSnapshot marks a durable producer snapshot at the log end: its
+// offset, and the write number and truncation count at which the
+// partition's producer state was the one it holds.
+type keptSnapshot struct {
+	ok          bool
+	offset      int64
+	writeSeq    uint64
+	truncations uint64
+}
+
+// keepSnapshotLocked records that the snapshot at the log end is durable
+// and holds the producer state now. REQUIRES: mu held (or Open).
+func (p *Partition) keepSnapshotLocked() {
+	p.mu.snapKept = keptSnapshot{ok: true, offset: p.mu.end.Offset, writeSeq: p.mu.writeSeq, truncations: p.truncations.Load()}
+}
+
+// closeSnapshotLocked is snapshotDurableLocked for Close, which skips the
+// write when the snapshot at the log end is durable and nothing was
+// written or truncated since it was taken or loaded, as Kafka's
+// takeSnapshot skips a snapshot at the offset of the last one: an idle
+// partition's Close then writes and syncs nothing. REQUIRES: mu held.
+func (p *Partition) closeSnapshotLocked() error {
+	k := p.mu.snapKept
+	if k.ok && !p.mu.dirDirty && k.offset == p.mu.end.Offset && k.writeSeq == p.mu.writeSeq && k.truncations == p.truncations.Load() {
+		return nil
+	}
+	return p.snapshotDurableLocked()
 }
 
 // dropSnapshotsBelowLocked removes the snapshots below the log start
@@ -139,6 +170,7 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 		from = offs[i]
 		break
 	}
+	p.mu.snapLoaded = from
 	p.mu.producers.Restore(entries) // none: the replay starts from nothing
 	if len(list) > 0 && from < list[0].BaseOffset() {
 		from = list[0].BaseOffset() // nothing below the first segment

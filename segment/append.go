@@ -280,6 +280,10 @@ func (s *Segment) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.w.durable {
+		// Nothing changed since a clean open: no reopen, no sync.
+		return nil
+	}
 	// The data is durable only under the names a start-up reads.
 	if err := s.SettleAdoption(); err != nil {
 		return err
@@ -451,6 +455,7 @@ func (s *Segment) Unseal() error {
 	}
 	defer s.unpinWriter()
 	s.dropTrim()
+	s.w.durable = false
 	if err := s.resizeIndexes(); err != nil {
 		return err
 	}
