@@ -187,8 +187,9 @@ type Config struct {
 	// MaxOpenSegments bounds the sealed segments of a Partition opened
 	// alone that keep their files open while no one reads them: the least
 	// recently used are closed, and reopened when read (see "Open files
-	// and mappings" in the package documentation). Each open segment holds
-	// up to three descriptors and three mappings. 0 (the default) keeps
+	// and mappings" in the package documentation); so is the last segment
+	// until the first write after Open. Each open segment holds up to three
+	// descriptors and three mappings. 0 (the default) keeps
 	// every segment open, as Kafka does. A Dir ignores it and shares
 	// DirConfig.MaxOpenSegments among its partitions. Not a Kafka setting.
 	MaxOpenSegments int

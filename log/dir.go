@@ -106,8 +106,9 @@ type DirConfig struct {
 	// segment.Budget shared by every partition; Config.MaxOpenSegments is
 	// ignored in a Dir): the least recently used are closed and reopened
 	// when read. Each open segment holds up to three descriptors and three
-	// mappings; active segments and segments being read are open beyond
-	// the bound. 0 (the default) keeps every segment open, as Kafka does.
+	// mappings; the active segments of partitions written since the open
+	// and segments being read are open beyond the bound (an idle
+	// partition's last segment is within it). 0 (the default) keeps every segment open, as Kafka does.
 	// Not a Kafka setting.
 	MaxOpenSegments int
 	// BackgroundThreads bounds the goroutines that run the partitions'

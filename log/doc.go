@@ -397,10 +397,13 @@
 // Config.MaxOpenSegments (a Partition alone) or DirConfig.MaxOpenSegments
 // (shared by a Dir's partitions) set, the least recently used sealed
 // segments that no reader holds are closed once more than that many are
-// open, and reopened when read, without reading batch data. The active
-// segment is never closed. A budget costs a reopen on the first read of a
-// closed segment; Stats of the budget (Dir.SegmentBudget,
-// Stats.SegmentBudget) count reopens and closes.
+// open, and reopened when read, without reading batch data. A partition
+// not written since it was opened counts its last segment among them (its
+// files stay sealed until the first append, which reopens them), so a Dir
+// of idle partitions holds no more files than the budget allows; once
+// written, the active segment stays open until Close. A budget costs a
+// reopen on the first read of a closed segment; Stats of the budget
+// (Dir.SegmentBudget, Stats.SegmentBudget) count reopens and closes.
 //
 // # Follower logs
 //

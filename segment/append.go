@@ -439,7 +439,7 @@ func (s *Segment) trimIndexesLocked() error {
 // MaxIndexBytes, the .log is mapped anew at the full window (the sealed
 // mapping stays until the segment is released: readers may hold its
 // bytes) and Append is accepted. The partition unseals its last
-// segment after opening it. Writer side.
+// segment after opening it (UnsealOnWrite under a Budget). Writer side.
 func (s *Segment) Unseal() error {
 	if s.closed.Load() {
 		return ErrClosed
