@@ -280,7 +280,7 @@ func (s *Segment) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.w.durable {
+	if s.w.syncedAtOpen {
 		// Nothing changed since a clean open: no reopen, no sync.
 		return nil
 	}
@@ -455,7 +455,7 @@ func (s *Segment) Unseal() error {
 	}
 	defer s.unpinWriter()
 	s.dropTrim()
-	s.w.durable = false
+	s.w.syncedAtOpen = false
 	if err := s.resizeIndexes(); err != nil {
 		return err
 	}

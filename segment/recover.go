@@ -409,7 +409,7 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 		return RecoverResult{}, err
 	}
 	defer s.unpinWriter()
-	s.w.durable = false
+	s.w.syncedAtOpen = false
 	s.lease.acquireExclusive()
 	defer s.lease.releaseExclusive()
 	st, err := s.logFile.Stat()

@@ -169,11 +169,11 @@ type Segment struct {
 		// to size unless a failed write or a torn tail left bytes past
 		// it (Append then cuts them first), -1 when unknown.
 		fileSize int64
-		// durable is set by a clean open that rebuilt no index (the
+		// syncedAtOpen is set by a clean open that rebuilt no index (the
 		// files are as the clean shutdown left them, synced) and
 		// cleared by the first change of their bytes (Unseal,
 		// TruncateTo, Recover): Flush then has nothing to sync.
-		durable bool
+		syncedAtOpen bool
 		// bytesSinceIndex counts the bytes appended since the last
 		// index entry (Kafka's bytesSinceLastIndexEntry).
 		bytesSinceIndex int64
@@ -346,7 +346,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 		return nil, err
 	}
 	s.sealed.Store(true)
-	s.w.durable = clean && !rebuild[0] && !rebuild[1]
+	s.w.syncedAtOpen = clean && !rebuild[0] && !rebuild[1]
 	s.updateClosable()
 	return s, nil
 }

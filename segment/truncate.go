@@ -41,7 +41,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 		return 0, err
 	}
 	defer s.unpinWriter()
-	s.w.durable = false
+	s.w.syncedAtOpen = false
 	oldSize := s.size.Load()
 	h, found, err := s.translate(offset, 0, oldSize)
 	if err != nil {

@@ -232,7 +232,7 @@ func (s *Segment) AppendAbortedTxn(a AbortedTxn) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	s.w.durable = false
+	s.w.syncedAtOpen = false
 	// The pin keeps a segment budget from closing the .txnindex (with the
 	// segment's other files) under this write.
 	if err := s.use(); err != nil {
@@ -274,7 +274,7 @@ func (s *Segment) TruncateAbortedTxns(offset int64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	s.w.durable = false
+	s.w.syncedAtOpen = false
 	if err := s.use(); err != nil { // see AppendAbortedTxn
 		return err
 	}
