@@ -545,7 +545,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := p.spliceSegmentsLocked(len(snap.list), len(snap.list), seg); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
-	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
+	p.snaps.takeOnRollLocked(p.mu.producers, newBase) // producer state, snapshot.go
 	// The flush, in the background; the next roll's segment (spare.go).
 	p.dur.noteRolledLocked(newBase, p.truncations.Load())
 	p.dur.spare.startLocked()

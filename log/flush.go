@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/partlog/partlog/segment"
 )
@@ -21,25 +20,10 @@ type checkpointLock struct {
 	// ckptMu serializes the writes of the recovery point checkpoint
 	// (durability.recoveryPoint, which it guards) and of the roll
 	// snapshots with everything that lowers the recovery point or removes
-	// snapshots (durability.setRecoveryPointLocked, removeSnapshots).
-	// Lock order: flushMu, mu, then ckptMu; the background flush takes it
-	// holding flushMu but not mu.
+	// snapshots (durability.setRecoveryPointLocked,
+	// producerSnapshots.remove). Lock order: flushMu, mu, then ckptMu; the
+	// background flush takes it holding flushMu but not mu.
 	ckptMu sync.Mutex
-	// snapshotRemovals counts removeSnapshots calls and producer state
-	// replacements (discardRollSnapshotsLocked); written under ckptMu. A
-	// roll snapshot taken before either is never written.
-	snapshotRemovals atomic.Uint64
-}
-
-// rollSnapshot is a producer state snapshot a roll took (snapshot.go),
-// waiting to be written once the segments below offset are durable. It is
-// written only while the truncation count and the snapshot removal count
-// are still those of the roll.
-type rollSnapshot struct {
-	offset      int64
-	data        []byte
-	truncations uint64
-	removals    uint64
 }
 
 // Sync makes every appended batch durable: it flushes the segments
@@ -156,8 +140,13 @@ func (p *Partition) fullFlushLocked() error {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
-	if err := p.writeRollSnapshotsLocked(); err != nil {
-		return err
+	// The roll snapshots still pending (producerSnapshots), then the
+	// directory entries of those it wrote.
+	if p.snaps.writePendingLocked() {
+		if err := p.syncDirSettled(); err != nil {
+			p.mu.dirDirty = true
+			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
+		}
 	}
 	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
@@ -233,7 +222,7 @@ func (p *Partition) flushRolled() error {
 	}
 	truncations := p.truncations.Load()
 	w := p.dur.takeRolledLocked(p.segs.Load(), truncations, p.mu.dirDirty)
-	snaps := p.takeRollSnapshotsLocked(truncations)
+	snaps := p.snaps.takePendingLocked(truncations)
 	p.mu.Unlock()
 	// First the renames of the segments the rolls adopted (their files
 	// are found by name below, and the directory sync must cover them).
@@ -244,7 +233,7 @@ func (p *Partition) flushRolled() error {
 	err = p.dur.syncRolled(w, err)
 	wrote := false
 	if err == nil {
-		wrote = p.writeRollSnapshots(snaps, truncations)
+		wrote = p.snaps.writeRolled(snaps, truncations)
 		if w.target > 0 {
 			p.dur.raiseRecoveryPoint(w.target, truncations)
 		}
@@ -260,72 +249,6 @@ func (p *Partition) flushRolled() error {
 	}
 	if p.truncations.Load() == truncations {
 		p.dur.rolledFlushedLocked(w.target)
-	}
-	return nil
-}
-
-// takeRollSnapshotsLocked takes the roll snapshots not yet written, keeping
-// those of rolls since the last truncation (truncations is the count now).
-// REQUIRES: flushMu and mu held.
-func (p *Partition) takeRollSnapshotsLocked(truncations uint64) []rollSnapshot {
-	var out []rollSnapshot
-	for _, s := range p.mu.rollSnapshots {
-		if s.truncations == truncations {
-			out = append(out, s)
-		}
-	}
-	p.mu.rollSnapshots = nil
-	return out
-}
-
-// writeRollSnapshots writes the roll snapshots snaps, fsynced, under
-// rolled.ckptMu, while the truncation count is still truncations and no
-// snapshot was removed since each was taken; it reports whether it wrote
-// any. Failures are logged: a snapshot only shortens a replay. REQUIRES:
-// flushMu held, mu not held; the segments below each offset are durable.
-func (p *Partition) writeRollSnapshots(snaps []rollSnapshot, truncations uint64) bool {
-	if len(snaps) == 0 {
-		return false
-	}
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	wrote := false
-	for _, s := range snaps {
-		if p.truncations.Load() != truncations || p.rolled.snapshotRemovals.Load() != s.removals {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	return wrote
-}
-
-// writeRollSnapshotsLocked writes the pending roll snapshots, fsynced, and
-// syncs the directory: a full flush's part of the rolls' work, after every
-// segment was flushed. A snapshot write failure is logged; a failed
-// directory sync is returned. REQUIRES: flushMu and mu held.
-func (p *Partition) writeRollSnapshotsLocked() error {
-	snaps := p.mu.rollSnapshots
-	p.mu.rollSnapshots = nil
-	wrote := false
-	for _, s := range snaps {
-		if s.truncations != p.truncations.Load() || s.removals != p.rolled.snapshotRemovals.Load() {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	if wrote {
-		if err := p.syncDirSettled(); err != nil {
-			p.mu.dirDirty = true
-			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
-		}
 	}
 	return nil
 }
