@@ -9,10 +9,11 @@ import (
 )
 
 // The core's side of durability (durability.go has the part and the
-// rules): the entry points that take flushMu and mu and hand the part the
-// core state it works on, what the core itself persists once the log is
-// durable (the roll snapshots, the leader epochs), and the core's
-// implementations of durabilityCore and spareCore.
+// rules): the entry points that take flushMu and mu and hand the parts the
+// core state they work on, what is persisted once the log is durable (the
+// roll snapshots, through the snapshot part, snapshot.go; the leader
+// epochs), and the core's implementations of durabilityCore, spareCore and
+// snapshotCore.
 
 // checkpointLock is the core's lock of the checkpoint and snapshot files
 // the roll's background flush writes without mu (Partition.rolled).
@@ -254,7 +255,8 @@ func (p *Partition) flushRolled() error {
 }
 
 // syncDirSettled syncs the partition directory once every spare a roll
-// adopted carries its base's names (durability.syncDir).
+// adopted carries its base's names (durability.syncDir). Part of
+// snapshotCore.
 func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
 
 // failLocked makes err the partition's sticky failure (wrapping
@@ -272,7 +274,7 @@ func (p *Partition) failLocked(err error) error {
 func (p *Partition) isClosed() bool { return p.closed.Load() }
 
 // truncationCount returns the count of truncations that cut the log
-// (durabilityCore).
+// (durabilityCore, snapshotCore).
 func (p *Partition) truncationCount() uint64 { return p.truncations.Load() }
 
 // unlock releases mu (spareCore).
