@@ -110,11 +110,6 @@ func TestGroupWriteCrashAtEveryOp(t *testing.T) {
 	}
 }
 
-// batchRecords returns a producer batch's record count.
-func batchRecords(b []byte) int {
-	return int(uint32(b[57])<<24 | uint32(b[58])<<16 | uint32(b[59])<<8 | uint32(b[60]))
-}
-
 // TestGroupWriteFailure injects a failure into the cycle that writes and
 // syncs queued batches: a failed write of the queue or a failed
 // fdatasync fails exactly the queued appenders (A0, synced before, does

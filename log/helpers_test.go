@@ -135,6 +135,9 @@ var legacyDirs = []struct {
 	{"mixed-0", 20},
 }
 
+// lockChildEnv names the partition directory TestLockHelperProcess opens.
+const lockChildEnv = "PARTLOG_LOCK_CHILD_DIR"
+
 // runLockChild runs TestLockHelperProcess in a child process on the
 // partition directory dir and returns what it printed: "locked", "opened"
 // or "error ...".
@@ -380,6 +383,10 @@ func (b pb) ts() int64 {
 	}
 	return time.Now().UnixMilli()
 }
+
+// pbTime, when not 0, is the timestamp of every pb batch (tests with a
+// fake clock set it; they do not run in parallel).
+var pbTime int64
 
 // pbNow is the timestamp test batches carry.
 func pbNow() int64 { return pb{}.ts() }
@@ -1440,6 +1447,11 @@ func newGroupCycle(t *testing.T, queued int) *groupCycle {
 		runtime.Gosched()
 	}
 	return c
+}
+
+// batchRecords returns a producer batch's record count.
+func batchRecords(b []byte) int {
+	return int(uint32(b[57])<<24 | uint32(b[58])<<16 | uint32(b[59])<<8 | uint32(b[60]))
 }
 
 // Small-record benchmarks.

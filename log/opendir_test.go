@@ -27,9 +27,6 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// lockChildEnv names the partition directory TestLockHelperProcess opens.
-const lockChildEnv = "PARTLOG_LOCK_CHILD_DIR"
-
 // TestLockHelperProcess is not a test: TestOpenLocksDirectory runs the
 // test binary again with it selected and $PARTLOG_LOCK_CHILD_DIR set. It
 // opens the partition there and prints "locked" when Open reports

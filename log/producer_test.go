@@ -18,10 +18,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// pbTime, when not 0, is the timestamp of every pb batch (tests with a
-// fake clock set it; they do not run in parallel).
-var pbTime int64
-
 // TestProducerSequenceRules is Kafka's ProducerAppendInfo on the leader
 // path, case by case: after the setup batches (all accepted), the probe is
 // accepted, recognised as a retry of setup batch dupOf (original offsets,

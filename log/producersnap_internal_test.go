@@ -16,6 +16,9 @@ import (
 // The producer snapshot part without a Partition: a fake core
 // (snapshotCore) over an in-memory directory.
 
+// snapPartDir is the directory of the part's files.
+const snapPartDir = "/d/s-0"
+
 // fakeSnapCore stands in for the partition core.
 type fakeSnapCore struct {
 	truncations atomic.Uint64
@@ -30,10 +33,10 @@ func (c *fakeSnapCore) truncationCount() uint64 { return c.truncations.Load() }
 func newSnapPart(t *testing.T) (*producerSnapshots, *fakeSnapCore, *vfs.MemFS) {
 	t.Helper()
 	mem := vfs.NewMem()
-	require.NoError(t, mem.MkdirAll(partDir, 0o755))
+	require.NoError(t, mem.MkdirAll(snapPartDir, 0o755))
 	core := &fakeSnapCore{}
 	s := &producerSnapshots{}
-	s.init(core, mem, partDir, slog.New(slog.DiscardHandler), &sync.Mutex{})
+	s.init(core, mem, snapPartDir, slog.New(slog.DiscardHandler), &sync.Mutex{})
 	return s, core, mem
 }
 
