@@ -165,37 +165,37 @@ func (s *producerSnapshots) takePendingLocked(truncations uint64) []rollSnapshot
 }
 
 // writeRolled writes the roll snapshots snaps, fsynced, under ckptMu,
-// while the truncation count is still truncations and no snapshot was
-// removed since each was taken; it reports whether it wrote any. Failures
-// are logged: a snapshot only shortens a replay. REQUIRES: flushMu held,
-// mu not held; the segments below each offset are durable.
+// while the truncation count is still truncations (the count they were
+// taken at, takePendingLocked) and no snapshot was removed since each was
+// taken; it reports whether it wrote any. Failures are logged: a snapshot
+// only shortens a replay. REQUIRES: flushMu held, mu not held; the
+// segments below each offset are durable.
 func (s *producerSnapshots) writeRolled(snaps []rollSnapshot, truncations uint64) bool {
 	if len(snaps) == 0 {
 		return false
 	}
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
-	wrote := false
-	for _, r := range snaps {
-		if s.core.truncationCount() != truncations || s.removals.Load() != r.removals {
-			continue
-		}
-		if err := s.write(r.offset, r.data, true); err != nil {
-			s.logger.Warn("partlog/log: producer snapshot not written", "dir", s.dir, "offset", r.offset, "err", err)
-			continue
-		}
-		wrote = true
+	if s.core.truncationCount() != truncations {
+		return false
 	}
-	return wrote
+	return s.writeValid(snaps)
 }
 
 // writePendingLocked writes the pending roll snapshots, fsynced, and
 // reports whether it wrote any (the caller syncs the directory): a full
-// flush's part of the rolls' work, after every segment was flushed. A
-// snapshot write failure is logged. REQUIRES: flushMu and mu held.
+// flush's part of the rolls' work, after every segment was flushed.
+// REQUIRES: flushMu and mu held.
 func (s *producerSnapshots) writePendingLocked() bool {
 	snaps := s.pending
 	s.pending = nil
+	return s.writeValid(snaps)
+}
+
+// writeValid writes each of snaps taken since the last truncation and the
+// last removal, fsynced, and reports whether it wrote any. A write failure
+// is logged: a snapshot only shortens a replay.
+func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
 	wrote := false
 	for _, r := range snaps {
 		if r.truncations != s.core.truncationCount() || r.removals != s.removals.Load() {
