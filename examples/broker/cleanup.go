@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -162,6 +163,12 @@ func (c *cleaner) once(ctx context.Context) {
 			order = append(order, r)
 		}
 		for _, p := range ps {
+			// A partition a DeleteTopics closed under a round is marked
+			// failed with ErrClosed; a topic created again under the
+			// same name is a new partition in that directory.
+			if err := r.Failed(p.Dir()); errors.Is(err, plog.ErrClosed) {
+				r.Reset(p.Dir())
+			}
 			byRunner[r] = append(byRunner[r], p)
 		}
 	}

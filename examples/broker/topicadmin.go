@@ -52,8 +52,14 @@ func (s *store) createTopic(name string, n int32, cfg topicConfig) error {
 		}
 	}
 	s.log.Info("creating topic", "topic", name, "partitions", n, "configs", cfg)
-	_, err := s.createLocked(name, n)
-	return err
+	if _, err := s.createLocked(name, n); err != nil {
+		if _, ok := s.mu.configs[name]; ok {
+			delete(s.mu.configs, name)
+			err = errors.Join(err, saveTopicConfigs(s.dir, s.mu.configs))
+		}
+		return err
+	}
+	return nil
 }
 
 // deleteTopic deletes every partition of a topic with the Dir's removal
