@@ -114,6 +114,8 @@ type Builder struct {
 	lastDelta       int32 // offsetDelta of the last record, -1 when none
 	lastOffsetDelta int32 // lastOffsetDelta to write: >= lastDelta
 	slowAdds        int   // records addSlow encoded (the tests' view of which path a record took)
+	clockRead       int64 // Add's last time.Now reading, in ms (ClockRead)
+	clockReadOK     bool  // Add read the clock since Reset
 }
 
 // NewBuilder returns a Builder for batches with the given options.
@@ -136,7 +138,17 @@ func (b *Builder) Reset(opts BuilderOptions) {
 	b.minTimestamp = math.MaxInt64
 	b.lastDelta = -1
 	b.lastOffsetDelta = 0
+	b.clockRead, b.clockReadOK = 0, false
 }
+
+// ClockRead returns the time Add last read from the clock (time.Now, in
+// milliseconds) for a record added without a timestamp since the last
+// Reset, and false when Add has not read it. That reading is a time the
+// append of the batch cannot precede: log.Partition.AppendBuilder takes it
+// for its own clock when every record is no newer than it, since such
+// records cannot lie too far after the append time, and so reads the
+// clock once less.
+func (b *Builder) ClockRead() (ms int64, ok bool) { return b.clockRead, b.clockReadOK }
 
 // encodedSize returns the size the batch would have uncompressed: the
 // header plus the records added so far.
@@ -159,6 +171,7 @@ func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
 func (b *Builder) Add(r Record) error {
 	if r.Timestamp == 0 {
 		r.Timestamp = time.Now().UnixMilli()
+		b.clockRead, b.clockReadOK = r.Timestamp, true
 	}
 	return b.add(&r, b.lastDelta+1)
 }
