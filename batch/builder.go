@@ -200,16 +200,25 @@ func (b *Builder) SetLastOffsetDelta(d int32) error {
 	return nil
 }
 
-// add encodes r at offset delta delta. A short record (see shortLimit)
-// other than the batch's first is written in one pass: every varint's
-// encoding and size computed without a loop, the fields stored into the
-// buffer (grown beforehand, if at all) without a capacity check each, the
-// key and value copied last. Any other record goes to addSlow.
+// add encodes r at offset delta delta. A short record (see shortLimit) is
+// written in one pass: every varint's encoding and size computed without
+// a loop, the fields stored into the buffer (grown beforehand, if at all)
+// without a capacity check each, the key and value copied last. Any other
+// record goes to addSlow. The batch's first record sets its base and
+// largest timestamps first (base: its own timestamp, unless a delete
+// horizon is set), as addSlow does, so that it is short too when it fits
+// (the only record of a one-record batch).
 func (b *Builder) add(r *Record, delta int32) error {
+	if b.count == 0 {
+		if b.opts.DeleteHorizon <= 0 {
+			b.baseTimestamp = r.Timestamp
+		}
+		b.maxTimestamp = r.Timestamp
+	}
 	tsd := r.Timestamp - b.baseTimestamp
 	kl, vl := len(r.Key), len(r.Value)
 	p := len(b.recs)
-	if b.count == 0 || len(r.Headers) != 0 || uint64(tsd+shortLimit) >= 2*shortLimit || uint32(delta) >= shortLimit ||
+	if len(r.Headers) != 0 || uint64(tsd+shortLimit) >= 2*shortLimit || uint32(delta) >= shortLimit ||
 		uint(kl+vl) >= shortMaxData || p >= plainMaxRecs {
 		return b.addSlow(r, delta)
 	}
