@@ -169,11 +169,9 @@ func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
 // record at exactly 1970-01-01T00:00:00Z is added with AddAt, which keeps
 // every timestamp as given.
 func (b *Builder) Add(r Record) error {
-	if r.Timestamp == 0 {
-		r.Timestamp = time.Now().UnixMilli()
-		b.clockRead, b.clockReadOK = r.Timestamp, true
-	}
-	return b.add(&r, b.lastDelta+1)
+	// One call, small enough to be inlined: r is encoded from the
+	// caller's own copy.
+	return b.add(&r, b.lastDelta+1, true)
 }
 
 // AddAt appends r at r.Offset, which must be greater than the previous
@@ -185,7 +183,7 @@ func (b *Builder) AddAt(r Record) error {
 	if d < 0 || d > math.MaxInt32 || d <= int64(b.lastDelta) {
 		return fmt.Errorf("%w: offset %d after delta %d of base %d", ErrOffsetOrder, r.Offset, b.lastDelta, b.opts.BaseOffset)
 	}
-	return b.add(&r, int32(d))
+	return b.add(&r, int32(d), false)
 }
 
 // SetLastOffsetDelta sets the batch's lastOffsetDelta past its last
@@ -200,7 +198,8 @@ func (b *Builder) SetLastOffsetDelta(d int32) error {
 	return nil
 }
 
-// add encodes r at offset delta delta. A short record (see shortLimit) is
+// add encodes r at offset delta delta, stamping it with the time of the
+// call first when stamp is set and it has no timestamp (Add). A short record (see shortLimit) is
 // written in one pass: every varint's encoding and size computed without
 // a loop, the fields stored into the buffer (grown beforehand, if at all)
 // without a capacity check each, the key and value copied last. Any other
@@ -208,7 +207,12 @@ func (b *Builder) SetLastOffsetDelta(d int32) error {
 // largest timestamps first (base: its own timestamp, unless a delete
 // horizon is set), as addSlow does, so that it is short too when it fits
 // (the only record of a one-record batch).
-func (b *Builder) add(r *Record, delta int32) error {
+func (b *Builder) add(r *Record, delta int32, stamp bool) error {
+	if stamp && r.Timestamp == 0 {
+		// Add's record without a timestamp gets the time of the call.
+		r.Timestamp = time.Now().UnixMilli()
+		b.clockRead, b.clockReadOK = r.Timestamp, true
+	}
 	if b.count == 0 {
 		if b.opts.DeleteHorizon <= 0 {
 			b.baseTimestamp = r.Timestamp
