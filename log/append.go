@@ -286,10 +286,10 @@ func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byt
 }
 
 // clockReading is a reading of Config.Now in milliseconds taken before an
-// append (ok false: none).
+// append (taken false: none).
 type clockReading struct {
-	ms int64
-	ok bool
+	unixMilli int64
+	taken     bool
 }
 
 // withinBounds reports whether the timestamp bounds cannot refuse records
@@ -304,7 +304,7 @@ type clockReading struct {
 // what a one-record append costs beyond its write call.
 func (p *Partition) withinBounds(times batch.TimeRange, seen clockReading) bool {
 	before := p.cfg.MessageTimestampBeforeMax
-	return seen.ok && p.cfg.wallClock && times.Max <= seen.ms &&
+	return seen.taken && p.cfg.wallClock && times.Max <= seen.unixMilli &&
 		(before < 0 || before == NoTimestampLimit)
 }
 

@@ -60,7 +60,7 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 		return failed, err
 	}
 	var seen clockReading
-	seen.ms, seen.ok = bld.ClockRead()
+	seen.unixMilli, seen.taken = bld.ClockRead()
 	patched, err := p.stampTimes(times, &h, seen)
 	if err != nil {
 		return failed, err
