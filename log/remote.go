@@ -25,6 +25,10 @@ var (
 	// segment: a negative start, a start past the segment's size, or an
 	// end before the start or past the size.
 	ErrRemoteInvalidRange = errors.New("partlog/log: invalid remote segment range")
+	// ErrRemoteInvalidID reports a RemoteSegmentID that is not Valid: an
+	// empty topic, a negative partition or an ID not made by
+	// NewRemoteSegmentID.
+	ErrRemoteInvalidID = errors.New("partlog/log: invalid remote segment id")
 )
 
 // RemoteSegmentID names one copy of a segment in a remote store: the
