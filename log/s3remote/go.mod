@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/partlog/partlog v0.0.0
+	github.com/stretchr/testify v1.12.1
 )
 
 require (
