@@ -74,22 +74,20 @@ func (s *DirRemoteStorage) syncDir(dir string) error {
 	return errors.Join(err, d.Close())
 }
 
-// ensureDir creates dir and its missing parents below the root durably.
+// ensureDir creates dir and its missing parents durably (each new
+// directory's parent is synced).
 func (s *DirRemoteStorage) ensureDir(dir string) error {
 	if _, err := s.fs.Stat(dir); err == nil {
 		return nil
 	}
 	parent := filepath.Dir(dir)
-	if dir != s.root && parent != dir {
+	if parent != dir {
 		if err := s.ensureDir(parent); err != nil {
 			return err
 		}
 	}
 	if err := s.fs.MkdirAll(dir, 0o755); err != nil {
 		return err
-	}
-	if dir == s.root {
-		return nil
 	}
 	return s.syncDir(parent)
 }
