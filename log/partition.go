@@ -134,9 +134,9 @@ type Partition struct {
 	cleaning atomic.Bool
 	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
-	// tier is the partition's tiered storage part (tier.go), nil when its
-	// Dir does not tier it.
-	tier atomic.Pointer[partTier]
+	// tierPart is the partition's tiered storage part (tier.go), nil when
+	// its Dir does not tier it.
+	tierPart atomic.Pointer[partTier]
 	// txn is the transactions' lock-free state (txn.go).
 	txn txnState
 }

@@ -374,7 +374,7 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 		hw, end := p.bounds.load()
 		start := p.logStart.Load()
 		if offset < start && offset >= 0 {
-			if t := p.tier.Load(); t != nil {
+			if t := p.tierPart.Load(); t != nil {
 				if r, ok, err := t.remoteRead(offset, maxBytes); ok {
 					return r, err
 				}

@@ -120,7 +120,7 @@ var RemoteIndexKinds = []RemoteIndexKind{
 }
 
 // String returns a short lowercase name of k usable in object keys and
-// file names: "offset", "time", "txn", "producer", "epoch".
+// file names ("offset" for RemoteOffsetIndex).
 func (k RemoteIndexKind) String() string {
 	switch k {
 	case RemoteOffsetIndex:

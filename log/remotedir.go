@@ -197,8 +197,8 @@ func (s *DirRemoteStorage) writeFile(name string, b []byte) error {
 	return errors.Join(err, f.Close())
 }
 
-// open opens a file of a complete copy.
-func (s *DirRemoteStorage) open(ctx context.Context, op string, id RemoteSegmentID, name string) (vfs.File, int64, error) {
+// openCopyFile opens a file of a complete copy.
+func (s *DirRemoteStorage) openCopyFile(ctx context.Context, op string, id RemoteSegmentID, name string) (vfs.File, int64, error) {
 	if err := checkRemoteID(id); err != nil {
 		return nil, 0, err
 	}
@@ -230,7 +230,7 @@ func (r sectionReadCloser) Close() error { return r.f.Close() }
 
 // FetchSegment implements RemoteStorage.
 func (s *DirRemoteStorage) FetchSegment(ctx context.Context, id RemoteSegmentID, start, end int64) (io.ReadCloser, error) {
-	f, size, err := s.open(ctx, "fetch", id, remoteDirSegmentFile)
+	f, size, err := s.openCopyFile(ctx, "fetch", id, remoteDirSegmentFile)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func (s *DirRemoteStorage) FetchIndex(ctx context.Context, id RemoteSegmentID, k
 	if !slices.Contains(RemoteIndexKinds, k) {
 		return nil, fmt.Errorf("partlog/log: fetch %s of %s: unknown index kind", k, id)
 	}
-	f, size, err := s.open(ctx, "fetch "+k.String()+" index of", id, k.String())
+	f, size, err := s.openCopyFile(ctx, "fetch "+k.String()+" index of", id, k.String())
 	if err != nil {
 		return nil, err
 	}

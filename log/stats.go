@@ -175,7 +175,7 @@ func (p *Partition) Stats() Stats {
 	if p.segCfg.Budget != nil {
 		s.SegmentBudget = p.segCfg.Budget.Stats()
 	}
-	if t := p.tier.Load(); t != nil {
+	if t := p.tierPart.Load(); t != nil {
 		s.Remote = t.stats()
 	}
 	return s

@@ -34,8 +34,8 @@ type RemoteConfig struct {
 	// Storage is where the copies go. Required.
 	Storage RemoteStorage
 	// TopicEnabled reports whether a topic's partitions are tiered
-	// (Kafka's remote.storage.enable); nil tiers every topic. Do not tier
-	// a compacted topic (Kafka refuses to): a partition that has a
+	// (Kafka's remote.storage.enable); nil means every topic. Leave
+	// compacted topics out (Kafka refuses them): a partition that has a
 	// cleaner checkpoint (a compaction ran on it) is never copied.
 	TopicEnabled func(topic string) bool
 	// LocalRetentionMs and LocalRetentionBytes bound what stays local
@@ -161,7 +161,7 @@ func (d *dirTier) attach(tp TopicPartition, p *Partition) {
 		m = &remoteMeta{}
 	}
 	t.meta.Store(m)
-	p.tier.Store(t)
+	p.tierPart.Store(t)
 	d.mu.Lock()
 	d.parts[tp] = t
 	d.mu.Unlock()
@@ -278,10 +278,10 @@ func (t *partTier) stats() RemoteStats {
 			continue
 		}
 		if st.LogStartOffset < 0 {
-			st.LogStartOffset = e.md.BaseOffset
+			st.LogStartOffset = e.desc.BaseOffset
 		}
 		st.Segments++
-		st.Bytes += e.md.Size
+		st.Bytes += e.desc.Size
 	}
 	return st
 }
@@ -343,13 +343,13 @@ func (t *partTier) cleanup(ctx context.Context) error {
 	keep := &remoteMeta{}
 	known := make(map[RemoteSegmentID]bool, len(m.segs))
 	for _, e := range m.segs {
-		known[e.md.ID] = true
+		known[e.desc.ID] = true
 		if e.state == remoteCopied {
 			keep.segs = append(keep.segs, e)
 			continue
 		}
-		if err := st.DeleteSegment(ctx, e.md.ID); err != nil {
-			return fmt.Errorf("delete %s left %s: %w", e.md.ID, remoteStateNames[e.state], err)
+		if err := st.DeleteSegment(ctx, e.desc.ID); err != nil {
+			return fmt.Errorf("delete %s left %s: %w", e.desc.ID, remoteStateNames[e.state], err)
 		}
 	}
 	if len(keep.segs) != len(m.segs) {
@@ -387,17 +387,17 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 		m := t.meta.Load()
 		var total int64
 		for _, e := range m.segs {
-			total += e.md.Size
+			total += e.desc.Size
 		}
 		if len(m.segs) == 0 {
 			return nil
 		}
 		e := m.segs[0]
-		if e.md.EndOffset >= localStart {
+		if e.desc.EndOffset >= localStart {
 			return nil
 		}
-		byTime := cfg.RetentionMs > 0 && e.md.MaxTimestamp >= 0 && now-e.md.MaxTimestamp > cfg.RetentionMs
-		bySize := cfg.RetentionBytes > 0 && total+localSize-e.md.Size >= cfg.RetentionBytes
+		byTime := cfg.RetentionMs > 0 && e.desc.MaxTimestamp >= 0 && now-e.desc.MaxTimestamp > cfg.RetentionMs
+		bySize := cfg.RetentionBytes > 0 && total+localSize-e.desc.Size >= cfg.RetentionBytes
 		if !byTime && !bySize {
 			return nil
 		}
@@ -406,9 +406,9 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 		if err := t.publish(n); err != nil {
 			return err
 		}
-		if err := cfg.Storage.DeleteSegment(ctx, e.md.ID); err != nil {
+		if err := cfg.Storage.DeleteSegment(ctx, e.desc.ID); err != nil {
 			t.cleaned = false // the cleanup retries it
-			return fmt.Errorf("delete expired %s: %w", e.md.ID, err)
+			return fmt.Errorf("delete expired %s: %w", e.desc.ID, err)
 		}
 		n = n.clone()
 		n.segs = n.segs[1:]
@@ -489,7 +489,7 @@ func (t *partTier) copySegment(ctx context.Context, s *segment.Segment) (err err
 		return fmt.Errorf("read segment %d: %w", s.BaseOffset(), err)
 	}
 	m := t.meta.Load().clone()
-	m.segs = append(m.segs, remoteEntry{state: remoteCopying, md: md})
+	m.segs = append(m.segs, remoteEntry{state: remoteCopying, desc: md})
 	if err := t.publish(m); err != nil {
 		return err
 	}
@@ -638,9 +638,9 @@ func (r *segmentReader) Read(b []byte) (int, error) {
 // oldest segments wholly copied (below copiedEnd) and past the local
 // retention go.
 type tierLocalRetention struct {
-	copiedEnd int64
-	ms, bytes int64
-	now       int64
+	copiedEnd        int64
+	maxAgeMs, maxLen int64
+	now              int64
 }
 
 // Expired implements RetentionPolicy.
@@ -659,8 +659,8 @@ func (r tierLocalRetention) Expired(v *View) int {
 		if ts < 0 {
 			ts = s.Modified.UnixMilli()
 		}
-		byTime := r.ms > 0 && r.now-ts > r.ms
-		bySize := r.bytes > 0 && size-s.Size >= r.bytes
+		byTime := r.maxAgeMs > 0 && r.now-ts > r.maxAgeMs
+		bySize := r.maxLen > 0 && size-s.Size >= r.maxLen
 		if !byTime && !bySize {
 			break
 		}
@@ -681,8 +681,8 @@ func (t *partTier) applyLocalRetention(ctx context.Context) error {
 	if end < 0 {
 		return nil
 	}
-	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{copiedEnd: end, ms: cfg.LocalRetentionMs,
-		bytes: cfg.LocalRetentionBytes, now: time.Now().UnixMilli()})
+	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{copiedEnd: end, maxAgeMs: cfg.LocalRetentionMs,
+		maxLen: cfg.LocalRetentionBytes, now: time.Now().UnixMilli()})
 	t.localDels.Add(int64(res.SegmentsDeleted))
 	return err
 }

@@ -51,7 +51,7 @@ type remoteMeta struct {
 // remoteEntry is one remote segment and its state.
 type remoteEntry struct {
 	state remoteState
-	md    RemoteSegmentMetadata
+	desc  RemoteSegmentMetadata
 }
 
 // encode renders m in the file's text format.
@@ -61,7 +61,7 @@ func (m *remoteMeta) encode() []byte {
 	b.WriteByte('\n')
 	fmt.Fprintf(&b, "%d\n", len(m.segs))
 	for _, e := range m.segs {
-		md := e.md
+		md := e.desc
 		fmt.Fprintf(&b, "%s %s %d %d %d %d ", remoteStateNames[e.state], md.ID.ID, md.BaseOffset, md.EndOffset, md.MaxTimestamp, md.Size)
 		if len(md.LeaderEpochs) == 0 {
 			b.WriteString("-")
@@ -102,11 +102,11 @@ func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
 			return nil, fmt.Errorf("%w: entry %d: state %q", errRemoteMetadata, i, f[0])
 		}
 		e.state = remoteState(st)
-		e.md.ID = RemoteSegmentID{TopicPartition: tp, ID: f[1]}
-		if !e.md.ID.Valid() {
+		e.desc.ID = RemoteSegmentID{TopicPartition: tp, ID: f[1]}
+		if !e.desc.ID.Valid() {
 			return nil, fmt.Errorf("%w: entry %d: id %q", errRemoteMetadata, i, f[1])
 		}
-		nums := []*int64{&e.md.BaseOffset, &e.md.EndOffset, &e.md.MaxTimestamp, &e.md.Size}
+		nums := []*int64{&e.desc.BaseOffset, &e.desc.EndOffset, &e.desc.MaxTimestamp, &e.desc.Size}
 		for j, p := range nums {
 			if *p, err = strconv.ParseInt(f[2+j], 10, 64); err != nil {
 				return nil, fmt.Errorf("%w: entry %d: %w", errRemoteMetadata, i, err)
@@ -120,12 +120,12 @@ func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
 				if !ok || err1 != nil || err2 != nil {
 					return nil, fmt.Errorf("%w: entry %d: epochs %q", errRemoteMetadata, i, f[6])
 				}
-				e.md.LeaderEpochs = append(e.md.LeaderEpochs, EpochStart{Epoch: int32(ep), StartOffset: off})
+				e.desc.LeaderEpochs = append(e.desc.LeaderEpochs, EpochStart{Epoch: int32(ep), StartOffset: off})
 			}
 		}
-		if e.md.BaseOffset < 0 || e.md.EndOffset < e.md.BaseOffset || e.md.Size < 0 ||
-			(len(m.segs) > 0 && e.md.BaseOffset <= m.segs[len(m.segs)-1].md.BaseOffset) {
-			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d out of order", errRemoteMetadata, i, e.md.BaseOffset, e.md.EndOffset)
+		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.Size < 0 ||
+			(len(m.segs) > 0 && e.desc.BaseOffset <= m.segs[len(m.segs)-1].desc.BaseOffset) {
+			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d out of order", errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset)
 		}
 		m.segs = append(m.segs, e)
 	}
@@ -169,7 +169,7 @@ func (m *remoteMeta) clone() *remoteMeta {
 func (m *remoteMeta) copiedEnd() int64 {
 	for i := len(m.segs) - 1; i >= 0; i-- {
 		if m.segs[i].state == remoteCopied {
-			return m.segs[i].md.EndOffset + 1
+			return m.segs[i].desc.EndOffset + 1
 		}
 	}
 	return -1
@@ -178,8 +178,8 @@ func (m *remoteMeta) copiedEnd() int64 {
 // find returns the copied segment holding offset (base <= offset <= end).
 func (m *remoteMeta) find(offset int64) (RemoteSegmentMetadata, bool) {
 	for _, e := range m.segs {
-		if e.state == remoteCopied && e.md.BaseOffset <= offset && offset <= e.md.EndOffset {
-			return e.md, true
+		if e.state == remoteCopied && e.desc.BaseOffset <= offset && offset <= e.desc.EndOffset {
+			return e.desc, true
 		}
 	}
 	return RemoteSegmentMetadata{}, false
@@ -187,5 +187,5 @@ func (m *remoteMeta) find(offset int64) (RemoteSegmentMetadata, bool) {
 
 // index returns the position of the entry of id, or -1.
 func (m *remoteMeta) index(id RemoteSegmentID) int {
-	return slices.IndexFunc(m.segs, func(e remoteEntry) bool { return e.md.ID == id })
+	return slices.IndexFunc(m.segs, func(e remoteEntry) bool { return e.desc.ID == id })
 }

@@ -20,9 +20,9 @@ import (
 // remoteCacheKey names a cached piece of a copy: an index (kind >= 0) or
 // the chunk-th chunk of the segment (kind -1).
 type remoteCacheKey struct {
-	id    RemoteSegmentID
-	kind  RemoteIndexKind
-	chunk int64
+	copyID RemoteSegmentID
+	kind   RemoteIndexKind
+	chunk  int64
 }
 
 const remoteChunkKind RemoteIndexKind = -1
@@ -35,7 +35,7 @@ type remoteCacheEntry struct {
 // remoteCache is a least-recently-used cache of fetched bytes, bounded in
 // bytes. Entries are immutable: a reader may keep a slice after eviction.
 type remoteCache struct {
-	max int64
+	limit int64
 
 	mu   sync.Mutex
 	used int64
@@ -44,8 +44,8 @@ type remoteCache struct {
 	hits int64
 }
 
-func newRemoteCache(max int64) *remoteCache {
-	return &remoteCache{max: max, m: make(map[remoteCacheKey]*list.Element)}
+func newRemoteCache(limit int64) *remoteCache {
+	return &remoteCache{limit: limit, m: make(map[remoteCacheKey]*list.Element)}
 }
 
 // get returns the bytes of k, fetching them with load on a miss.
@@ -63,7 +63,7 @@ func (c *remoteCache) get(k remoteCacheKey, load func() ([]byte, error)) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > c.max {
+	if int64(len(b)) > c.limit {
 		return b, nil
 	}
 	c.mu.Lock()
@@ -72,7 +72,7 @@ func (c *remoteCache) get(k remoteCacheKey, load func() ([]byte, error)) ([]byte
 		c.m[k] = c.lru.PushFront(&remoteCacheEntry{key: k, b: b})
 		c.used += int64(len(b))
 	}
-	for c.used > c.max {
+	for c.used > c.limit {
 		e := c.lru.Back()
 		ce := e.Value.(*remoteCacheEntry)
 		c.lru.Remove(e)
@@ -84,7 +84,7 @@ func (c *remoteCache) get(k remoteCacheKey, load func() ([]byte, error)) ([]byte
 
 // index returns the whole index of kind k of the copy id.
 func (t *partTier) index(ctx context.Context, id RemoteSegmentID, k RemoteIndexKind) ([]byte, error) {
-	return t.d.cache.get(remoteCacheKey{id: id, kind: k}, func() ([]byte, error) {
+	return t.d.cache.get(remoteCacheKey{copyID: id, kind: k}, func() ([]byte, error) {
 		rc, err := t.d.cfg.Storage.FetchIndex(ctx, id, k)
 		if err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func (t *partTier) index(ctx context.Context, id RemoteSegmentID, k RemoteIndexK
 // chunk returns the i-th chunk of the segment of md.
 func (t *partTier) chunk(ctx context.Context, md RemoteSegmentMetadata, i int64) ([]byte, error) {
 	size := t.d.cfg.ChunkBytes
-	return t.d.cache.get(remoteCacheKey{id: md.ID, kind: remoteChunkKind, chunk: i}, func() ([]byte, error) {
+	return t.d.cache.get(remoteCacheKey{copyID: md.ID, kind: remoteChunkKind, chunk: i}, func() ([]byte, error) {
 		start := i * size
 		end := min(start+size, md.Size)
 		rc, err := t.d.cfg.Storage.FetchSegment(ctx, md.ID, start, end)
