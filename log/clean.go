@@ -382,11 +382,23 @@ func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	release, err := p.claimCleaning()
+	ctx, release, err := p.cleaning.claim(ctx, p.closed.Load(), p.dir)
 	if err != nil {
 		return res, err
 	}
 	defer release()
+	res, err = p.compact(ctx, c)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errCompactionStopped) {
+		// Close stopped the round: say so rather than context.Canceled.
+		err = fmt.Errorf("partlog/log: compact %s: %w", p.dir, cause)
+	}
+	return res, err
+}
+
+// compact runs Compact's round under the cleaning claim; ctx ends when
+// Close stops the round.
+func (p *Partition) compact(ctx context.Context, c Cleaner) (CleanResult, error) {
+	res := CleanResult{CleanedTo: -1}
 	truncations := p.truncations.Load() // before the snapshot
 	v, err := p.newView()
 	if err != nil {
@@ -407,7 +419,7 @@ func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error)
 	if n == 0 {
 		return res, nil
 	}
-	rw := rewriter{p: p, c: c, truncations: truncations}
+	rw := rewriter{p: p, c: c, ctx: ctx, truncations: truncations}
 	for _, g := range p.groupForCleaning(segs[:n]) {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -468,8 +480,11 @@ func (p *Partition) groupForCleaning(segs []*segment.Segment) [][]*segment.Segme
 
 // rewriter carries out a Cleaner's decisions on runs of segments.
 type rewriter struct {
-	p    *Partition
-	c    Cleaner
+	p *Partition
+	c Cleaner
+	// ctx is the round's context: a run stops between batches when it
+	// ends (Close stops a round this way).
+	ctx  context.Context
 	dec  batch.Decoder
 	bld  batch.Builder
 	buf  []byte
@@ -519,6 +534,9 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 		lastSeg := i == len(g)-1
 		for b, err := range s.Batches(s.BaseOffset()) {
 			if err != nil {
+				return discard(err)
+			}
+			if err := w.ctx.Err(); err != nil {
 				return discard(err)
 			}
 			w.read += int64(len(b))

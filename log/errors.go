@@ -55,9 +55,13 @@ var (
 // Errors returned by reads and offset operations.
 var (
 	// ErrOffsetOutOfRange is returned for an offset outside
-	// [LogStartOffset, LogEndOffset] by ReadFrom, outside
-	// [LogStartOffset, LogEndOffset] by SetHighWatermark and TruncateTo,
-	// and past the high watermark by DeleteRecordsBefore. Kafka error
+	// [LogStartOffset, LogEndOffset] by ReadFrom and SetHighWatermark,
+	// for a negative offset by TruncateTo (which accepts any other: at or
+	// past LogEndOffset it cuts nothing, below LogStartOffset it lowers
+	// the log start and restarts the log there), for an offset outside
+	// [0, math.MaxInt64 - math.MaxInt32] by TruncateFullyAndStartAt, past
+	// the high watermark by DeleteRecordsBefore, and by Poll and Wait when
+	// a truncation or retention moves the log under them. Kafka error
 	// code: OFFSET_OUT_OF_RANGE (1).
 	ErrOffsetOutOfRange = errors.New("partlog/log: offset out of range")
 

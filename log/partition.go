@@ -129,9 +129,9 @@ type Partition struct {
 	// truncated is signalled (with mu held) when TruncateTo clears
 	// mu.truncating. Its Locker is &mu.Mutex.
 	truncated sync.Cond
-	// cleaning is set while a cleaning round holds the partition's
-	// cleaning claim (claimCleaning, for Compact).
-	cleaning atomic.Bool
+	// cleaning is the partition's cleaning claim, held by the running
+	// Compact round (claimCleaning; Close stops the round).
+	cleaning cleaningClaim
 	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
 	// tierPart is the partition's tiered storage part (tier.go), nil when
@@ -672,8 +672,11 @@ func (p *Partition) checkWritableLocked() error {
 // Records still open stay valid until they are closed. Close releases
 // everything even when a step fails and returns the first error, or the
 // failure that failed the partition before (ErrFailed), perhaps in a
-// background flush. Every later call, Close included, returns ErrClosed.
+// background flush. A Compact round in progress is stopped first (it
+// returns an error wrapping ErrClosed and removes its unfinished files) and
+// Close waits for it. Every later call, Close included, returns ErrClosed.
 func (p *Partition) Close() error {
+	p.cleaning.stop() // a running Compact ends with ErrClosed before anything closes
 	lock, err := p.close()
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
 	// The directory lock goes last: the goroutines waited for above

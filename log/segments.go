@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,14 +55,68 @@ func (p *Partition) segmentRefs() ([]*segment.Segment, error) {
 // nothing. The claim is in memory only: it serializes the cleaners of this
 // Partition value, not of other processes opening the same directory.
 func (p *Partition) claimCleaning() (release func(), err error) {
-	if p.closed.Load() {
-		return nil, ErrClosed
+	_, release, err = p.cleaning.claim(context.Background(), p.closed.Load(), p.dir)
+	return release, err
+}
+
+// errCompactionStopped is the cause a compaction round's context ends
+// with when Close stops it; Compact returns it (wrapping ErrClosed).
+var errCompactionStopped = fmt.Errorf("%w: compaction stopped by Close", ErrClosed)
+
+// cleaningClaim is the partition's cleaning claim: at most one cleaning
+// round holds it, and Close (stop) ends the running round and waits for
+// it. The zero value is ready to use.
+type cleaningClaim struct {
+	mu sync.Mutex
+	// stopped is set by stop: no claim is granted after it.
+	stopped bool
+	// cancel ends the running round's context, and done is closed when
+	// the round releases the claim; both nil when no round runs.
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// claim grants the claim for one round unless closed or stop was called
+// (ErrClosed) or a round holds it (ErrCleaningInProgress). The round runs
+// under the returned context, which stop ends with a cause wrapping
+// ErrClosed; release ends the claim and may be called more than once.
+func (c *cleaningClaim) claim(ctx context.Context, closed bool, dir string) (context.Context, func(), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if closed || c.stopped {
+		return nil, nil, ErrClosed
 	}
-	if !p.cleaning.CompareAndSwap(false, true) {
-		return nil, fmt.Errorf("%w: %s", ErrCleaningInProgress, p.dir)
+	if c.done != nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrCleaningInProgress, dir)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	c.cancel, c.done = cancel, done
 	var once sync.Once
-	return func() { once.Do(func() { p.cleaning.Store(false) }) }, nil
+	release := func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			cancel(nil)
+			close(done)
+			c.cancel, c.done = nil, nil
+		})
+	}
+	return ctx, release, nil
+}
+
+// stop refuses every later claim, ends the running round's context (if a
+// round runs) and waits until that round has released the claim.
+func (c *cleaningClaim) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if done == nil {
+		return
+	}
+	cancel(errCompactionStopped)
+	<-done
 }
 
 // deleteSegments removes the oldest segments, as time or size based

@@ -1,7 +1,8 @@
 package main
 
 // The client matrix: besides franz-go (the other tests), librdkafka through
-// Debian's kcat and python3-confluent-kafka, against the broker on
+// Debian's kcat and python3-confluent-kafka, and kafka-python's admin client
+// (Debian's python3-kafka), against the broker on
 // 127.0.0.1 with an ephemeral port. A missing client skips its tests with a
 // message, except under CI=true, where it fails them (.ci/run installs the
 // clients).
@@ -39,8 +40,8 @@ const clientTimeout = 90 * time.Second
 // missingClient skips the test, or fails it under CI.
 func missingClient(t *testing.T, what string) {
 	t.Helper()
-	require.Equal(t, "", os.Getenv("CI"), "%s is missing and CI is set: .ci/run installs it (apt-get install -y kcat python3-confluent-kafka)", what)
-	t.Skipf("skipping: %s is not installed (apt-get install -y kcat python3-confluent-kafka; under CI=true this fails)", what)
+	require.Equal(t, "", os.Getenv("CI"), "%s is missing and CI is set: .ci/run installs it (apt-get install -y kcat python3-confluent-kafka python3-kafka)", what)
+	t.Skipf("skipping: %s is not installed (apt-get install -y kcat python3-confluent-kafka python3-kafka; under CI=true this fails)", what)
 }
 
 // needKcat returns kcat's path.
@@ -384,4 +385,65 @@ func TestREADMEBrokerCommands(t *testing.T) {
 			stop()
 		})
 	}
+}
+
+// needKafkaPython checks that the system python has kafka-python
+// (Debian's python3-kafka).
+func needKafkaPython(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(systemPython); err != nil {
+		missingClient(t, systemPython)
+	}
+	out, err := exec.Command(systemPython, "-c", "import kafka").CombinedOutput()
+	if err != nil {
+		missingClient(t, fmt.Sprintf("python3-kafka (%s: %s)", err, bytes.TrimSpace(out)))
+	}
+}
+
+// kafka-python's KafkaAdminClient (Debian's python3-kafka) describes,
+// lists and deletes consumer groups as against Kafka: a KafkaConsumer's
+// group is Stable with the member's client id, host and partition; its
+// committed offset is listed; deleting it while the member is there fails
+// (NON_EMPTY_GROUP); after the member left it is Empty, and deleting it
+// removes it and its offsets.
+func TestKafkaPythonAdminGroups(t *testing.T) {
+	needKafkaPython(t)
+	t.Parallel()
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	require.Equal(t, int16(0), produceRaw(t, rc, 7, "orders", 0, buildBatch(t, "o", 5, batch.CompressionNone)).ErrorCode)
+	type member struct {
+		ClientID   string `json:"client_id"`
+		ClientHost string `json:"client_host"`
+		Assigned   []int32
+	}
+	type description struct {
+		State        string
+		ProtocolType string `json:"protocol_type"`
+		Protocol     string
+		Members      []member
+	}
+	var got struct {
+		Stable, Empty    description
+		Listed           [][]string
+		ListedAfter      [][]string `json:"listed_after"`
+		Offsets          map[string]int64
+		OffsetsAfter     map[string]int64 `json:"offsets_after"`
+		DeleteWithMember []string         `json:"delete_with_member"`
+		Delete           []string
+	}
+	out := runClient(t, "", systemPython, "testdata/kp_admin.py", b.addr, "orders", "billing")
+	require.NoError(t, json.Unmarshal([]byte(out), &got), "kp_admin.py printed %q", out)
+	assert.Equal(t, "Stable", got.Stable.State)
+	assert.Equal(t, "consumer", got.Stable.ProtocolType)
+	assert.NotEmpty(t, got.Stable.Protocol)
+	assert.Equal(t, []member{{ClientID: "kp-consumer", ClientHost: "/127.0.0.1", Assigned: []int32{0}}}, got.Stable.Members)
+	assert.Equal(t, [][]string{{"billing", "consumer"}}, got.Listed)
+	assert.Equal(t, map[string]int64{"0": 3}, got.Offsets)
+	assert.Equal(t, []string{"NonEmptyGroupError"}, got.DeleteWithMember)
+	assert.Equal(t, "Empty", got.Empty.State)
+	assert.Empty(t, got.Empty.Members)
+	assert.Equal(t, []string{"NoError"}, got.Delete)
+	assert.Empty(t, got.ListedAfter)
+	assert.Empty(t, got.OffsetsAfter)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/raftlog"
 )
 
 // clusterNode is one node of -cluster: its Kafka listener and its raft
@@ -76,7 +77,8 @@ type tpKey struct {
 }
 
 // cluster is the replicated mode: one replica (raft group member) per
-// partition of every user topic, and the transport between the nodes.
+// partition of every user topic, run by a raftlog Node, and the
+// transport between the nodes.
 type cluster struct {
 	self            uint64
 	selfIdx         int
@@ -89,6 +91,7 @@ type cluster struct {
 	cleanupInterval time.Duration
 	store           *store
 	tr              *transport
+	node            *raftlog.Node
 	wrapRead        func(topic string, partition int32, read readFunc) readFunc
 	retain          bool          // cleanup policy delete: retention (raftnode.go)
 	compactor       *keyCompactor // cleanup policy compact: nil otherwise (raftcompact.go)
@@ -101,6 +104,7 @@ type cluster struct {
 
 	mu       sync.Mutex
 	replicas map[tpKey]*replica
+	groups   map[raftlog.GroupID]tpKey
 	// known holds every node's addresses: -cluster's, and those
 	// membership changes named (kept in the nodes file, membership.go);
 	// members is the membership new partitions start with.
@@ -114,7 +118,7 @@ func newCluster(ctx context.Context, cfg config, st *store) (*cluster, error) {
 	c := &cluster{
 		self: cfg.NodeID, nodes: cfg.Cluster, fs: vfs.Default, dataDir: cfg.DataDir,
 		log: cfg.Logger, retention: cfg.Retention, cleanupInterval: cfg.CleanupInterval,
-		store: st, replicas: make(map[tpKey]*replica), selfIdx: -1,
+		store: st, replicas: make(map[tpKey]*replica), groups: make(map[raftlog.GroupID]tpKey), selfIdx: -1,
 		wrapRead: cfg.wrapRaftRead,
 	}
 	if c.retention == 0 {
@@ -162,7 +166,45 @@ func newCluster(ctx context.Context, cfg config, st *store) (*cluster, error) {
 		return nil, err
 	}
 	c.tr = tr
+	rcfg := raftlog.Config{
+		ID: c.self, Transport: c, StateDir: c.dataDir + "/" + raftStateDir, FS: c.fs,
+		Tick: raftTick, Logger: c.log,
+		OnConfChange: func(_ raftlog.GroupID, cc *pb.ConfChangeV2, _ *pb.ConfState) {
+			c.learn(cc) // membership.go
+			c.membershipApplied(cc)
+		},
+	}
+	if c.wrapRead != nil {
+		rcfg.WrapRead = func(g raftlog.GroupID, read readFunc) readFunc {
+			c.mu.Lock()
+			tp := c.groups[g]
+			c.mu.Unlock()
+			return c.wrapRead(tp.topic, tp.partition, read)
+		}
+	}
+	if c.node, err = raftlog.NewNode(rcfg); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// groupID is the raft group of a partition: its directory's name, which
+// is also its state file's name under raftStateDir.
+func groupID(topic string, partition int32) raftlog.GroupID {
+	return raftlog.GroupID(topic + "-" + strconv.FormatInt(int64(partition), 10))
+}
+
+// Send implements raftlog.Transport: the replicas' way out.
+func (c *cluster) Send(group raftlog.GroupID, msgs []*pb.Message) {
+	c.mu.Lock()
+	tp, ok := c.groups[group]
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, m := range msgs {
+		c.tr.send(tp.topic, tp.partition, m)
+	}
 }
 
 // start starts a replica for every partition of every user topic, now
@@ -185,11 +227,17 @@ func (c *cluster) start(ctx context.Context) error {
 // startReplica opens and runs the replica of one partition.
 // REQUIRES: the store's lock held (called from its watch callback).
 func (c *cluster) startReplica(topic string, partition int32, p *plog.Partition) error {
-	r, err := newReplica(c, topic, partition, p)
+	g := groupID(topic, partition)
+	c.mu.Lock()
+	c.groups[g] = tpKey{topic, partition}
+	c.mu.Unlock()
+	boot := c.bootConf() // membership.go
+	rr, err := c.node.Start(g, p, raftlog.Membership{Voters: boot.GetVoters(), Learners: boot.GetLearners()})
 	if err != nil {
 		c.log.Error("partition not replicated", "topic", topic, "partition", partition, "err", err)
 		return fmt.Errorf("replica of %s-%d: %w", topic, partition, err)
 	}
+	r := newReplica(c, topic, partition, p, rr)
 	c.mu.Lock()
 	c.replicas[tpKey{topic, partition}] = r
 	c.mu.Unlock()
@@ -200,6 +248,7 @@ func (c *cluster) startReplica(topic string, partition int32, p *plog.Partition)
 // stop waits for the replicas and the transport to end (ctx ended).
 func (c *cluster) stop() {
 	c.wg.Wait()
+	_ = c.node.Close()
 	_ = c.tr.ln.Close()
 	c.tr.wait()
 }
@@ -227,14 +276,8 @@ func (c *cluster) deliver(topic string, partition int32, m *pb.Message) {
 			return
 		}
 	}
-	select {
-	case r.recvc <- m:
-	default: // dropped: raft resends
-	}
+	c.node.Receive(groupID(topic, partition), m) // dropped when its queue is full: raft resends
 }
-
-// send is the replicas' way out.
-func (c *cluster) send(topic string, partition int32, m *pb.Message) { c.tr.send(topic, partition, m) }
 
 // leads reports whether this node leads the partition.
 func (c *cluster) leads(topic string, partition int32) bool {

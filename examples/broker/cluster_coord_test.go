@@ -14,10 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/raftlog"
 )
 
 // coordinator returns the node that node id names as coordinator of the
@@ -537,9 +539,9 @@ func TestClusterInternalTopicsCompactedByReplica(t *testing.T) {
 	part, err := plog.Open(filepath.Join(dir, offsetsTopic+"-0"), plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), part.LogStartOffset(), "retention expired nothing")
-	st, err := openRaftStorage(vfs.Default, raftStatePath(dir, offsetsTopic, 0), part, []uint64{1})
+	st, err := raftlog.OpenStorage(vfs.Default, raftStatePath(dir, offsetsTopic, 0), part, &pb.ConfState{Voters: []uint64{1}})
 	require.NoError(t, err, "__consumer_offsets-0 is still a raft log")
-	assert.Positive(t, st.snapOffset, "the replica moved its snapshot point to compact")
+	assert.Positive(t, st.SnapshotOffset(), "the replica moved its snapshot point to compact")
 	records := 0
 	for off := part.LogStartOffset(); off < part.LogEndOffset(); {
 		r, err := part.ReadFromFollower(off, 1<<20)

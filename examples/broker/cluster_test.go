@@ -24,10 +24,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/raftlog"
 )
 
 // brokerChildEnv makes the test binary run the broker's main instead of
@@ -370,12 +372,12 @@ func committedLog(t *testing.T, np *nodeProc, topic string, upTo int64) (start i
 	part, err := plog.Open(filepath.Join(np.dir, topic+"-0"), plog.Config{DisableAutoHighWatermark: true, StampLeaderEpoch: true})
 	require.NoError(t, err, "node %d", np.id)
 	defer func() { require.NoError(t, part.Close()) }()
-	st, err := openRaftStorage(vfs.Default, raftStatePath(np.dir, topic, 0), part, []uint64{1, 2, 3})
+	st, err := raftlog.OpenStorage(vfs.Default, raftStatePath(np.dir, topic, 0), part, &pb.ConfState{Voters: []uint64{1, 2, 3}})
 	require.NoError(t, err, "node %d", np.id)
-	end := st.offsetAfter(st.hs.GetCommit())
+	end := st.CommittedOffset()
 	require.GreaterOrEqual(t, end, upTo, "node %d committed up to %d", np.id, end)
 	end = upTo
-	for off := st.snapOffset; off < end; {
+	for off := st.SnapshotOffset(); off < end; {
 		r, err := part.ReadFromFollower(off, 1<<20)
 		require.NoError(t, err)
 		for b := r.Bytes(); len(b) > 0 && off < end; {
@@ -387,7 +389,7 @@ func committedLog(t *testing.T, np *nodeProc, topic string, upTo int64) (start i
 		}
 		require.NoError(t, r.Close())
 	}
-	return st.snapOffset, data
+	return st.SnapshotOffset(), data
 }
 
 // recordValues returns the values of the data records in log bytes

@@ -276,7 +276,8 @@ func (s *server) coordinatorCheck(req kmsg.Request) kmsg.Response {
 	var g *coordGate
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest, *kmsg.HeartbeatRequest, *kmsg.LeaveGroupRequest,
-		*kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest, *kmsg.TxnOffsetCommitRequest:
+		*kmsg.OffsetCommitRequest, *kmsg.OffsetFetchRequest, *kmsg.TxnOffsetCommitRequest,
+		*kmsg.DescribeGroupsRequest, *kmsg.ListGroupsRequest, *kmsg.DeleteGroupsRequest:
 		g = s.coord.groups
 	case *kmsg.InitProducerIDRequest:
 		if r.TransactionalID == nil {
@@ -314,6 +315,29 @@ func coordinatorError(req kmsg.Request, code int16) kmsg.Response {
 	case *kmsg.LeaveGroupRequest:
 		resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, name := range r.Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = name, code
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		// A node that coordinates no group lists none, as Kafka's.
+		resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
+		if code != kerr.NotCoordinator.Code {
+			resp.ErrorCode = code
+		}
+		return resp
+	case *kmsg.DeleteGroupsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+		for _, name := range r.Groups {
+			d := kmsg.NewDeleteGroupsResponseGroup()
+			d.Group, d.ErrorCode = name, code
+			resp.Groups = append(resp.Groups, d)
+		}
 		return resp
 	case *kmsg.OffsetCommitRequest:
 		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)

@@ -335,6 +335,7 @@ func (c *coordinator) storeLocked(g *group) error {
 // REQUIRES: c.mu held.
 func (c *coordinator) emptiedLocked(g *group) {
 	g.state = groupEmpty
+	g.emptySince = time.Now()
 	g.leader, g.protocol = "", ""
 	if c.records == nil {
 		return
@@ -406,6 +407,8 @@ func (c *coordinator) loadLocked(recs map[string]groupRecord) {
 		g.state = groupEmpty
 		if len(g.members) > 0 {
 			g.state = groupStable
+		} else if rec.stateTime > 0 {
+			g.emptySince = time.UnixMilli(rec.stateTime)
 		}
 		c.groups[name] = g
 	}

@@ -61,6 +61,9 @@ type group struct {
 	leader       string
 	members      map[string]*member
 	deadline     time.Time // end of the current rebalance
+	// emptySince is when the group last became Empty (zero: unknown, a
+	// record before value version 2): its offsets expire from there.
+	emptySince time.Time
 }
 
 // groupRecords is where the coordinator writes its groups' metadata
@@ -71,6 +74,12 @@ type groupRecords interface {
 	storeGroup(name string, g *groupRecord, v int16) error
 	// hasGroupOffsets reports whether the group has committed offsets.
 	hasGroupOffsets(group string) bool
+	// offsetGroups returns the groups with committed offsets.
+	offsetGroups() []string
+	// deleteOffsets durably tombstones the group's committed offsets
+	// that keep does not keep (all for nil keep) and reports whether
+	// some are left (groupadmin.go).
+	deleteOffsets(group string, keep func(k offsetKey, committedAt int64) bool) (left bool, err error)
 }
 
 // coordinator owns every group. mu guards everything; a parked request waits
@@ -83,6 +92,10 @@ type coordinator struct {
 	nextID       atomic.Int64
 	records      groupRecords // nil: group metadata is not written
 	valueVersion int16        // the GroupMetadataValue version written
+	// retention is offsets.retention.minutes (negative: never) and
+	// retentionCheck its check interval (groupadmin.go).
+	retention      time.Duration
+	retentionCheck time.Duration
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -93,14 +106,22 @@ type coordinator struct {
 
 // newCoordinator starts the coordinator's sweeper; close stops it. It
 // writes its groups' metadata records to records at value version v.
-func newCoordinator(logger *slog.Logger, records groupRecords, v int16) *coordinator {
+func newCoordinator(logger *slog.Logger, records groupRecords, v int16, retention, retentionCheck time.Duration) *coordinator {
+	if retention == 0 {
+		retention = defaultOffsetsRetention
+	}
+	if retentionCheck <= 0 {
+		retentionCheck = defaultOffsetsRetentionCheck
+	}
 	c := &coordinator{
-		log:          logger,
-		records:      records,
-		valueVersion: v,
-		groups:       make(map[string]*group),
-		stop:         make(chan struct{}),
-		done:         make(chan struct{}),
+		log:            logger,
+		records:        records,
+		valueVersion:   v,
+		retention:      retention,
+		retentionCheck: retentionCheck,
+		groups:         make(map[string]*group),
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
 	}
 	go c.sweep()
 	return c
@@ -117,10 +138,15 @@ func (c *coordinator) sweep() {
 	defer close(c.done)
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
+	expiry := time.NewTicker(c.retentionCheck)
+	defer expiry.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
+		case now := <-expiry.C:
+			c.expireOffsets(now) // groupadmin.go
+			continue
 		case <-t.C:
 		}
 		now := time.Now()

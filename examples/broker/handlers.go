@@ -40,7 +40,11 @@ var supported = map[kmsg.Key]versionRange{
 	kmsg.LeaveGroup:      {0, 5},
 	kmsg.SyncGroup:       {0, 5},
 	kmsg.ApiVersions:     {0, 4},
-	kmsg.InitProducerID:  {0, 4},
+	// Group administration (groupadmin.go).
+	kmsg.DescribeGroups: {0, 5},
+	kmsg.ListGroups:     {0, 5},
+	kmsg.DeleteGroups:   {0, 2},
+	kmsg.InitProducerID: {0, 4},
 	// Transactions (txn*.go). AddPartitionsToTxn v4+ is the brokers'
 	// batched form; clients use v3 and below.
 	kmsg.AddPartitionsToTxn: {0, 3},
@@ -94,7 +98,7 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.metadata(r), nil, nil
 	case *kmsg.ProduceRequest:
 		if r.Version < 3 {
-			s.upConvertProduce(r) // oldversions.go
+			return s.produceLegacy(r), nil, nil // oldversions.go
 		}
 		return s.produce(r), nil, nil
 	case *kmsg.FetchRequest:
@@ -123,6 +127,12 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.groups.heartbeat(r), nil, nil
 	case *kmsg.LeaveGroupRequest:
 		return s.groups.leave(r), nil, nil
+	case *kmsg.DescribeGroupsRequest:
+		return s.groups.describe(r), nil, nil // groupadmin.go
+	case *kmsg.ListGroupsRequest:
+		return s.groups.list(r), nil, nil
+	case *kmsg.DeleteGroupsRequest:
+		return s.groups.deleteGroups(r), nil, nil
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(r), nil, nil
 	case *kmsg.AddPartitionsToTxnRequest:

@@ -29,7 +29,8 @@
 //	                            MinBytes/MaxWaitMillis; no fetch sessions (session id 0);
 //	                            isolation_level 1 (read_committed): see Transactions;
 //	                            v0-3: converted down to legacy messages (magic 0 for v0-1,
-//	                            magic 1 for v2-3), as Kafka 3.9 does
+//	                            magic 1 for v2-3; a compressed batch as one wrapper with
+//	                            its codec; zstd: UNSUPPORTED_COMPRESSION_TYPE), as Kafka 3.9 does
 //	ListOffsets       0-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
 //	                            (read_committed: latest is the last stable offset); v0: the
 //	                            old-style offsets list (max_num_offsets)
@@ -40,6 +41,10 @@
 //	SyncGroup         0-5
 //	Heartbeat         0-4
 //	LeaveGroup        0-5
+//	DescribeGroups    0-5       state, protocol, members (client id, host; metadata when Stable)
+//	ListGroups        0-5       states filter (v4+), types filter (v5+: every group is classic)
+//	DeleteGroups      0-2       an empty group's offsets and metadata tombstoned;
+//	                            offsets expire as offsets.retention.minutes (-offsets-retention)
 //	InitProducerID    0-4       idempotent producers get an id, never reused (see Idempotent
 //	                            producers); a transactional id goes to the transaction
 //	                            coordinator (see Transactions)
@@ -270,6 +275,7 @@ func main() {
 	autoCreate := flag.Bool("auto-create-topics", true, "auto.create.topics.enable: create topics on first use (Metadata, Produce)")
 	flag.IntVar(&cfg.MaxAutoCreatePerRequest, "max-auto-create", defaultMaxAutoCreatePerRequest, "topics one request may create")
 	groupVersion := flag.Int("group-metadata-version", defaultGroupValueVersion, "GroupMetadataValue version of the group records in __consumer_offsets: 3 as Kafka 2.3+ writes, 2 as 2.1-2.2, 1 as 0.10.1-2.0 (what tools such as Burrow 1.2.1 read)")
+	flag.DurationVar(&cfg.OffsetsRetention, "offsets-retention", defaultOffsetsRetention, "offsets.retention.minutes: delete an empty group's committed offsets this long after it became empty (negative: never)")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")

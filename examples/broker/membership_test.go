@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/partlog/partlog/batch"
 )
@@ -211,62 +210,6 @@ func TestClusterMembershipChange(t *testing.T) {
 	for _, id := range want {
 		dumplogVerify(t, dl, c.node(int(id)).dir)
 	}
-}
-
-// The state file keeps the membership (version 1); a version 0 file (no
-// membership line) is still read, with the commit index as applied.
-func TestRaftStateFileMembership(t *testing.T) {
-	s := raftState{term: 7, vote: 2, commit: 40, snapIndex: 12, snapTerm: 3, snapOffset: 5000, logStart: 4000,
-		applied: 39, voters: []uint64{1, 2, 4}, learners: []uint64{5}, hasConf: true}
-	b := appendRaftState(nil, s)
-	assert.Equal(t, "1\n7 2 40\n12 3 5000 4000\n39 1,2,4 5\n", string(b))
-	got, err := parseRaftState("f", b)
-	require.NoError(t, err)
-	assert.Equal(t, s, got)
-
-	got, err = parseRaftState("f", []byte("1\n7 2 40\n12 3 5000 5000\n40 1 -\n"))
-	require.NoError(t, err)
-	assert.Equal(t, []uint64{1}, got.voters)
-	assert.Empty(t, got.learners)
-
-	got, err = parseRaftState("f", []byte("0\n7 2 40\n12 3 5000\n"))
-	require.NoError(t, err)
-	assert.False(t, got.hasConf)
-	assert.Equal(t, uint64(40), got.applied)
-	assert.Equal(t, int64(5000), got.logStart, "version 0: the log starts at the snapshot offset")
-
-	for _, tc := range []struct{ name, data string }{
-		{"version 1 without membership", "1\n7 2 40\n12 3 5000\n"},
-		{"version 0 with membership", "0\n7 2 40\n12 3 5000\n40 1 -\n"},
-		{"applied beyond commit", "1\n7 2 40\n12 3 5000 5000\n41 1 -\n"},
-		{"voter 0", "1\n7 2 40\n12 3 5000 5000\n40 0 -\n"},
-		{"voter not a number", "1\n7 2 40\n12 3 5000 5000\n40 1,x -\n"},
-		{"two fields", "1\n7 2 40\n12 3 5000 5000\n40 1\n"},
-		{"version 1 snapshot line of three", "1\n7 2 40\n12 3 5000\n40 1 -\n"},
-		{"log start above the snapshot offset", "1\n7 2 40\n12 3 5000 5001\n40 1 -\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseRaftState("f", []byte(tc.data))
-			require.ErrorIs(t, err, errRaftState)
-		})
-	}
-}
-
-// A configuration change entry is stored as a control batch of type 101
-// whose value is the encoded ConfChangeV2, and Entries gives it back as an
-// EntryConfChangeV2 with that data.
-func TestRaftConfChangeBatch(t *testing.T) {
-	cc := []byte("encoded change")
-	b, err := raftConfChangeBatch(42, 7, cc)
-	require.NoError(t, err)
-	ct, value := raftControl(b)
-	assert.Equal(t, raftConfChangeControlType, ct)
-	assert.Equal(t, cc, value)
-	assert.False(t, isRaftNoop(b))
-	b2, err := raftConfChangeBatch(42, 7, cc)
-	require.NoError(t, err)
-	assert.Equal(t, b, b2, "every replica writes the same bytes")
-	assert.Equal(t, pb.EntryConfChangeV2, pb.EntryConfChangeV2) // the entry type Entries uses
 }
 
 // A node that joins after retention moved the leader's log start copies

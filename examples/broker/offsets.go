@@ -66,6 +66,10 @@ type offsetStore struct {
 		// groups holds the latest group metadata record of each group
 		// (groupmeta.go).
 		groups map[string]groupRecord
+		// commitTime is when each entry of m was committed, in
+		// milliseconds (its record's commit timestamp): offset expiry
+		// (groupadmin.go).
+		commitTime map[offsetKey]int64
 	}
 }
 
@@ -85,6 +89,7 @@ func (o *offsetStore) resetLocked() {
 	o.mu.at = make(map[offsetKey]int64)
 	o.mu.seq = 0
 	o.mu.groups = make(map[string]groupRecord)
+	o.mu.commitTime = make(map[offsetKey]int64)
 }
 
 // openOffsetStore opens (creating) __consumer_offsets-0 and replays it.
@@ -244,20 +249,26 @@ func (o *offsetStore) applyLocked(key, value []byte) {
 	}
 	if value == nil {
 		delete(o.mu.m, k)
+		delete(o.mu.commitTime, k)
 		o.mu.seq++
 		o.mu.at[k] = o.mu.seq
 		return
 	}
 	if c, ok := decodeOffsetValue(value); ok {
 		o.setLocked(k, c)
+		if t, ok := offsetCommitTime(value); ok {
+			o.mu.commitTime[k] = t
+		}
 	}
 }
 
-// setLocked records c as k's committed offset, the latest in the log.
+// setLocked records c as k's committed offset, the latest in the log,
+// committed now (a replayed record's own commit time replaces that).
 // REQUIRES: o.mu held, or o not yet shared.
 func (o *offsetStore) setLocked(k offsetKey, c committed) {
 	o.mu.seq++
 	o.mu.m[k] = c
+	o.mu.commitTime[k] = time.Now().UnixMilli()
 	o.mu.at[k] = o.mu.seq
 }
 
@@ -414,4 +425,24 @@ func decodeOffsetValue(b []byte) (committed, bool) {
 		return c, false
 	}
 	return c, !r.bad && c.offset >= 0 && c.offset < math.MaxInt64
+}
+
+// offsetCommitTime returns the commit timestamp of an offset-commit value
+// of any version (0: the timestamp; 1-2: commit_timestamp; 3:
+// commitTimestamp).
+func offsetCommitTime(b []byte) (int64, bool) {
+	r := reader{b: b}
+	switch r.int16() {
+	case 0, 1, 2:
+		r.int64()
+		r.string()
+	case 3:
+		r.int64()
+		r.int32()
+		r.string()
+	default:
+		return 0, false
+	}
+	t := r.int64()
+	return t, !r.bad
 }

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -165,16 +169,25 @@ func appendLegacyMessage(dst []byte, magic int8, offset, timestamp int64, logApp
 	return dst
 }
 
+// errZstdDownConversion is a zstd batch asked for by a Fetch version whose
+// message format (magic 0 or 1) has no zstd codec.
+var errZstdDownConversion = errors.New("broker: zstd records cannot be down-converted to a legacy message format")
+
 // downConvert rewrites a record set read from a partition at magic (0 or
-// 1) for an old Fetch version, as Kafka's down-conversion does: entries
-// already at or below magic are sent as stored; every record of a newer
-// one becomes an uncompressed message at its offset (magic 0 drops the
-// timestamp, both drop the headers); control batches (transaction markers)
-// are left out. An entry cut at the end of the set (the read's byte limit)
-// is left out as well.
+// 1) for an old Fetch version, as Kafka's down-conversion does
+// (RecordsUtil.downConvert): entries already at or below magic are sent as
+// stored; the records of a newer batch become messages of that magic at
+// their offsets (magic 0 drops the timestamp, both drop the headers): one
+// uncompressed message per record for an uncompressed batch, one wrapper
+// message compressed with the batch's codec for a compressed one (see
+// appendLegacyWrapper). Control batches (transaction markers) are left
+// out, and so is an entry cut at the end of the set (the read's byte
+// limit). A zstd batch is errZstdDownConversion: magic 0 and 1 have no
+// zstd codec (Kafka refuses Fetch below v10 on zstd data).
 func downConvert(set []byte, magic int8) ([]byte, error) {
 	var out []byte
 	var dec batch.Decoder
+	var recs []batch.Record
 	for len(set) > 0 {
 		size, m, _, err := batch.FrameEntry(set)
 		if errors.Is(err, batch.ErrTruncated) {
@@ -204,11 +217,28 @@ func downConvert(set []byte, magic int8) ([]byte, error) {
 			if b.Attributes().IsControl() {
 				continue
 			}
+			codec := b.Attributes().Compression()
+			logAppend := b.Attributes().LogAppendTime()
+			if codec == batch.CompressionZstd {
+				return nil, errZstdDownConversion
+			}
+			recs = recs[:0]
 			for r, err := range b.All(&dec) {
 				if err != nil {
 					return nil, err
 				}
-				out = appendLegacyMessage(out, magic, r.Offset, r.Timestamp, b.Attributes().LogAppendTime(), r.Key, r.Value)
+				if codec == batch.CompressionNone {
+					out = appendLegacyMessage(out, magic, r.Offset, r.Timestamp, logAppend, r.Key, r.Value)
+					continue
+				}
+				// The records alias the decoder's buffer until the
+				// next batch: the wrapper is written before that.
+				recs = append(recs, r)
+			}
+			if codec != batch.CompressionNone && len(recs) > 0 {
+				if out, err = appendLegacyWrapper(out, magic, codec, b.BaseOffset(), logAppend, recs); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -216,6 +246,146 @@ func downConvert(set []byte, magic int8) ([]byte, error) {
 		out = []byte{}
 	}
 	return out, nil
+}
+
+// appendLegacyWrapper appends the records of one compressed RecordBatch
+// as one legacy wrapper message of magic compressed with codec, as Kafka's
+// MemoryRecordsBuilder writes it: the inner messages uncompressed, at
+// their absolute offsets under magic 0 and at their offsets relative to
+// the batch's base offset under magic 1 (KIP-31); the wrapper at the last
+// record's offset with a null key, under magic 1 with the batch's
+// timestamp type and, as its timestamp, the largest record timestamp. A
+// magic 0 LZ4 value carries the frame header checksum Kafka writes there
+// (KAFKA-3160).
+func appendLegacyWrapper(dst []byte, magic int8, codec batch.Compression, base int64, logAppend bool, recs []batch.Record) ([]byte, error) {
+	var inner []byte
+	maxTS := int64(-1)
+	for _, r := range recs {
+		off := r.Offset
+		if magic == 1 {
+			off -= base
+		}
+		inner = appendLegacyMessage(inner, magic, off, r.Timestamp, logAppend, r.Key, r.Value)
+		maxTS = max(maxTS, r.Timestamp)
+	}
+	wrapper := appendLegacyMessage(dst, magic, recs[len(recs)-1].Offset, maxTS, logAppend, nil, nil)
+	// The value, null above, is the compressed inner set: the value's
+	// length, the size and the CRC-32 are set once it is in place.
+	wrapper = wrapper[:len(wrapper)-4]
+	lenAt := len(wrapper)
+	wrapper = append(wrapper, 0, 0, 0, 0)
+	valueAt := len(wrapper)
+	wrapper, err := appendLegacyCompressed(wrapper, codec, inner)
+	if err != nil {
+		return nil, err
+	}
+	if codec == batch.CompressionLZ4 && magic == 0 {
+		setBrokenLZ4HeaderChecksum(wrapper[valueAt:])
+	}
+	binary.BigEndian.PutUint32(wrapper[lenAt:], uint32(len(wrapper)-valueAt))
+	e := wrapper[len(dst):]
+	e[legacyAttributesAt] |= byte(codec)
+	binary.BigEndian.PutUint32(e[8:], uint32(len(e)-12))
+	binary.BigEndian.PutUint32(e[12:], crc32.ChecksumIEEE(e[legacyMagicAt:]))
+	return wrapper, nil
+}
+
+// setBrokenLZ4HeaderChecksum sets the header checksum of the LZ4 frame at
+// the start of frame (magic number, FLG, BD, HC: the writer sets no
+// content size nor dictionary id) to the one Kafka writes under magic 0
+// (KAFKA-3160): the second byte of the XXH32 of the magic number and the
+// descriptor, where the frame format has that of the descriptor alone.
+func setBrokenLZ4HeaderChecksum(frame []byte) {
+	frame[6] = byte(xxh32(frame[:6]) >> 8)
+}
+
+// XXH32's primes.
+const (
+	xxhPrime1 uint32 = 2654435761
+	xxhPrime2 uint32 = 2246822519
+	xxhPrime3 uint32 = 3266489917
+	xxhPrime4 uint32 = 668265263
+	xxhPrime5 uint32 = 374761393
+)
+
+// xxh32 is XXH32 with seed 0 of an input shorter than 16 bytes (the
+// 16-byte stripes are not needed for an LZ4 frame descriptor).
+func xxh32(b []byte) uint32 {
+	h := xxhPrime5 + uint32(len(b))
+	for ; len(b) >= 4; b = b[4:] {
+		h += binary.LittleEndian.Uint32(b) * xxhPrime3
+		h = bits.RotateLeft32(h, 17) * xxhPrime4
+	}
+	for _, c := range b {
+		h += uint32(c) * xxhPrime5
+		h = bits.RotateLeft32(h, 11) * xxhPrime1
+	}
+	h ^= h >> 15
+	h *= xxhPrime2
+	h ^= h >> 13
+	h *= xxhPrime3
+	h ^= h >> 16
+	return h
+}
+
+// xerialHeader starts a snappy value as the Java client (xerial's
+// SnappyOutputStream) frames it: magic, version 1, compatible version 1;
+// then chunks of at most xerialChunk uncompressed bytes, each a 4-byte
+// big-endian length and a raw snappy block.
+const (
+	xerialHeader = "\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+	xerialChunk  = 32 << 10
+)
+
+// appendLegacyCompressed appends src compressed with codec (gzip, snappy
+// or lz4) as Kafka's legacy writers compress a wrapper's value: gzip;
+// xerial-framed snappy; an LZ4 frame of independent 64 KiB blocks without
+// block or content checksums.
+func appendLegacyCompressed(dst []byte, codec batch.Compression, src []byte) ([]byte, error) {
+	w := &appendWriter{b: dst}
+	switch codec {
+	case batch.CompressionGzip:
+		z := gzip.NewWriter(w)
+		if _, err := z.Write(src); err != nil {
+			return nil, err
+		}
+		if err := z.Close(); err != nil {
+			return nil, err
+		}
+	case batch.CompressionSnappy:
+		w.b = append(w.b, xerialHeader...)
+		for len(src) > 0 {
+			chunk := src[:min(len(src), xerialChunk)]
+			src = src[len(chunk):]
+			enc := snappy.Encode(nil, chunk)
+			w.b = binary.BigEndian.AppendUint32(w.b, uint32(len(enc)))
+			w.b = append(w.b, enc...)
+		}
+	case batch.CompressionLZ4:
+		z := lz4.NewWriter(w)
+		if err := z.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.BlockChecksumOption(false),
+			lz4.ChecksumOption(false), lz4.ConcurrencyOption(1)); err != nil {
+			return nil, err
+		}
+		if _, err := z.Write(src); err != nil {
+			return nil, err
+		}
+		if err := z.Close(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("%w: codec %s", errLegacyConversion, codec)
+	}
+	return w.b, nil
+}
+
+// appendWriter is an io.Writer appending to a slice.
+type appendWriter struct{ b []byte }
+
+// Write appends p; it never fails.
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
 // fetchMagic is the newest message format a Fetch version reads: 0 for
@@ -233,7 +403,9 @@ func fetchMagic(version int16) int8 {
 // downConvertFetch converts every partition's records of an old Fetch's
 // answer (v0-3) to the version's message format, in the response itself
 // (the reads are closed; the response then goes through kmsg's encoding).
-// A partition whose records do not convert gets CORRUPT_MESSAGE.
+// A partition whose records do not convert gets CORRUPT_MESSAGE, one with
+// zstd records UNSUPPORTED_COMPRESSION_TYPE (Kafka's answer to a Fetch below
+// v10 on zstd data).
 func (s *server) downConvertFetch(resp *fetchResponse) {
 	magic := fetchMagic(resp.Version)
 	for i := range resp.Topics {
@@ -249,7 +421,11 @@ func (s *server) downConvertFetch(resp *fetchResponse) {
 			}
 			converted, err := downConvert(rs.Bytes(), magic)
 			_ = rs.(plog.Records).Close()
-			if err != nil {
+			switch {
+			case errors.Is(err, errZstdDownConversion):
+				p.ErrorCode = kerr.UnsupportedCompressionType.Code
+				converted = []byte{}
+			case err != nil:
 				s.log.Error("fetch down-conversion", "topic", resp.Topics[i].Topic, "partition", p.Partition, "err", err)
 				p.ErrorCode = kerr.CorruptMessage.Code
 				converted = []byte{}
@@ -259,28 +435,64 @@ func (s *server) downConvertFetch(resp *fetchResponse) {
 	}
 }
 
-// upConvertProduce converts the legacy message sets (magic 0 or 1) of an
-// old Produce (v0-2) to one RecordBatch v2 each, as Kafka 3.9 does before
-// appending: the same records at consecutive offsets, with their keys,
-// values and timestamps (-1 under magic 0), compressed with the message
-// set's codec. A set that does not decode is left as sent, and the append
-// refuses it (INVALID_RECORD, as for a legacy set in Produce v3+).
-func (s *server) upConvertProduce(req *kmsg.ProduceRequest) {
-	for i := range req.Topics {
-		for j := range req.Topics[i].Partitions {
-			rp := &req.Topics[i].Partitions[j]
-			m, ok := batch.PeekMagic(rp.Records)
-			if !ok || m >= batch.Magic || m < 0 {
-				continue
-			}
-			b, err := upConvert(rp.Records)
-			if err != nil {
-				s.log.Debug("produce legacy message set not converted", "topic", req.Topics[i].Topic, "partition", rp.Partition, "err", err)
-				continue
-			}
-			rp.Records = b
-		}
+// produceLegacy answers Produce v0-2: it converts the legacy message sets
+// (magic 0 or 1) of the request to one RecordBatch v2 each, as Kafka 3.9
+// does before appending (the same records at consecutive offsets, with
+// their keys, values and timestamps, -1 under magic 0, compressed with the
+// message set's codec), and appends them as any Produce. A partition whose
+// message set does not decode gets CORRUPT_MESSAGE, as Kafka's LogValidator
+// answers it, and nothing of it is appended (the other partitions of the
+// request are).
+func (s *server) produceLegacy(req *kmsg.ProduceRequest) kmsg.Response {
+	type refused struct {
+		topic     string
+		partition int32
+		msg       string
 	}
+	var corrupt []refused
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		kept := rt.Partitions[:0]
+		for _, rp := range rt.Partitions {
+			m, ok := batch.PeekMagic(rp.Records)
+			if ok && m >= 0 && m < batch.Magic {
+				b, err := upConvert(rp.Records)
+				if err != nil {
+					s.log.Debug("produce legacy message set does not decode", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+					corrupt = append(corrupt, refused{rt.Topic, rp.Partition, err.Error()})
+					continue
+				}
+				rp.Records = b
+			}
+			kept = append(kept, rp)
+		}
+		rt.Partitions = kept
+	}
+	if len(corrupt) > 0 {
+		// A topic left without partitions is not looked at (nor created).
+		req.Topics = slices.DeleteFunc(req.Topics, func(rt kmsg.ProduceRequestTopic) bool { return len(rt.Partitions) == 0 })
+	}
+	r := s.produce(req)
+	resp, ok := r.(*kmsg.ProduceResponse)
+	if !ok { // acks=0: no answer
+		return r
+	}
+	for _, c := range corrupt {
+		i := slices.IndexFunc(resp.Topics, func(t kmsg.ProduceResponseTopic) bool { return t.Topic == c.topic })
+		if i < 0 {
+			t := kmsg.NewProduceResponseTopic()
+			t.Topic = c.topic
+			resp.Topics = append(resp.Topics, t)
+			i = len(resp.Topics) - 1
+		}
+		p := kmsg.NewProduceResponseTopicPartition()
+		p.Partition = c.partition
+		p.BaseOffset = -1
+		p.ErrorCode = kerr.CorruptMessage.Code
+		p.ErrorMessage = &c.msg
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	return resp
 }
 
 // upConvert builds one RecordBatch v2 from a legacy message set.

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/snappy"
+	"github.com/pierrec/lz4/v4"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -197,4 +201,220 @@ func TestDownConvertLeavesOutMarkers(t *testing.T) {
 	magics, recs := legacyRecords(t, out)
 	require.Equal(t, []int8{1, 1}, magics)
 	require.Equal(t, "r-1", string(recs[1].Value))
+}
+
+// goldenMessage is one legacy message decoded by hand from the layout in
+// KAFKA-LOG-LAYER.md section 12, independently of the broker's encoder.
+type goldenMessage struct {
+	offset     int64
+	magic      int8
+	attrs      byte
+	timestamp  int64
+	key, value []byte
+}
+
+// decodeGoldenSet decodes a legacy message set field by field, checking
+// each message's size and CRC-32 (IEEE).
+func decodeGoldenSet(t *testing.T, set []byte) []goldenMessage {
+	t.Helper()
+	var out []goldenMessage
+	for len(set) > 0 {
+		require.GreaterOrEqual(t, len(set), 12)
+		off := int64(binary.BigEndian.Uint64(set))
+		size := int(binary.BigEndian.Uint32(set[8:]))
+		require.GreaterOrEqual(t, len(set), 12+size)
+		msg := set[12 : 12+size]
+		set = set[12+size:]
+		require.Equal(t, binary.BigEndian.Uint32(msg), crc32.ChecksumIEEE(msg[4:]), "message CRC-32")
+		m := goldenMessage{offset: off, magic: int8(msg[4]), attrs: msg[5], timestamp: -1}
+		rest := msg[6:]
+		if m.magic == 1 {
+			m.timestamp = int64(binary.BigEndian.Uint64(rest))
+			rest = rest[8:]
+		}
+		field := func() []byte {
+			n := int32(binary.BigEndian.Uint32(rest))
+			rest = rest[4:]
+			if n < 0 {
+				return nil
+			}
+			f := rest[:n]
+			rest = rest[n:]
+			return f
+		}
+		m.key, m.value = field(), field()
+		require.Empty(t, rest, "bytes after the value")
+		out = append(out, m)
+	}
+	return out
+}
+
+// goldenDecompress decompresses a wrapper's value by hand: gzip, xerial
+// snappy chunks, or an LZ4 frame (under magic 0 with the header checksum
+// Kafka writes there, KAFKA-3160, checked and then set to the frame
+// format's so that the LZ4 reader takes it).
+func goldenDecompress(t *testing.T, codec batch.Compression, magic int8, v []byte) []byte {
+	t.Helper()
+	switch codec {
+	case batch.CompressionGzip:
+		r, err := gzip.NewReader(bytes.NewReader(v))
+		require.NoError(t, err)
+		out, err := io.ReadAll(r)
+		require.NoError(t, err)
+		return out
+	case batch.CompressionSnappy:
+		require.Equal(t, []byte("\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"), v[:16], "xerial header")
+		var out []byte
+		for rest := v[16:]; len(rest) > 0; {
+			n := binary.BigEndian.Uint32(rest)
+			chunk, err := snappy.Decode(nil, rest[4:4+n])
+			require.NoError(t, err)
+			out = append(out, chunk...)
+			rest = rest[4+n:]
+		}
+		return out
+	case batch.CompressionLZ4:
+		// Magic number, FLG, BD, HC: the second byte of the XXH32 of
+		// the descriptor, under magic 0 of the magic number and the
+		// descriptor (KAFKA-3160).
+		require.Equal(t, []byte{0x04, 0x22, 0x4d, 0x18}, v[:4], "LZ4 frame magic")
+		require.Zero(t, v[4]&0x09, "no content size, no dictionary id")
+		want := byte(xxh32(v[4:6]) >> 8)
+		if magic == 0 {
+			want = byte(xxh32(v[:6]) >> 8)
+		}
+		require.Equal(t, want, v[6], "LZ4 header checksum of a magic %d wrapper", magic)
+		v = bytes.Clone(v)
+		v[6] = byte(xxh32(v[4:6]) >> 8) // the frame format's, for the reader
+		out, err := io.ReadAll(lz4.NewReader(bytes.NewReader(v)))
+		require.NoError(t, err)
+		return out
+	}
+	t.Fatalf("codec %s", codec)
+	return nil
+}
+
+// A compressed batch read by Fetch v0-3 becomes one wrapper message with
+// the batch's codec, as Kafka down-converts it: for each of gzip, snappy
+// and lz4 and each legacy magic, the wrapper (at the last offset, null key,
+// magic 1: the largest timestamp) and its inner messages (magic 0: absolute
+// offsets, magic 1: relative to the batch's base offset) decoded by hand;
+// partlog's own legacy reader reads the same records back. A zstd batch
+// does not convert (UNSUPPORTED_COMPRESSION_TYPE in Fetch).
+func TestDownConvertKeepsCodec(t *testing.T) {
+	const base = 100
+	for _, codec := range []batch.Compression{batch.CompressionGzip, batch.CompressionSnappy, batch.CompressionLZ4} {
+		for _, magic := range []int8{0, 1} {
+			set := buildBatch(t, "r", 3, codec)
+			binary.BigEndian.PutUint64(set, base) // outside the CRC-32C
+			bt, _, err := batch.Parse(set)
+			require.NoError(t, err)
+			first := bt.BaseTimestamp()
+			out, err := downConvert(set, magic)
+			require.NoError(t, err, "%s magic %d", codec, magic)
+
+			wrappers := decodeGoldenSet(t, out)
+			require.Len(t, wrappers, 1, "%s magic %d: one wrapper", codec, magic)
+			w := wrappers[0]
+			require.Equal(t, magic, w.magic)
+			require.Equal(t, byte(codec), w.attrs, "%s magic %d: wrapper attributes", codec, magic)
+			require.Equal(t, int64(base+2), w.offset, "wrapper at the last offset")
+			require.Nil(t, w.key)
+			if magic == 1 {
+				require.Equal(t, first+2, w.timestamp, "wrapper timestamp: the largest")
+			}
+			inner := decodeGoldenSet(t, goldenDecompress(t, codec, magic, w.value))
+			require.Len(t, inner, 3)
+			for i, m := range inner {
+				want := int64(base + i)
+				if magic == 1 {
+					want = int64(i)
+				}
+				require.Equal(t, want, m.offset, "%s magic %d inner %d offset", codec, magic, i)
+				require.Equal(t, magic, m.magic)
+				require.Equal(t, byte(0), m.attrs, "inner messages are uncompressed")
+				require.Equal(t, fmt.Sprintf("k%d", i), string(m.key))
+				require.Equal(t, fmt.Sprintf("r-%d", i), string(m.value))
+				if magic == 1 {
+					require.Equal(t, first+int64(i), m.timestamp)
+				}
+			}
+			_, recs := legacyRecords(t, out)
+			require.Len(t, recs, 3)
+			for i, r := range recs {
+				require.Equal(t, int64(base+i), r.Offset)
+				require.Equal(t, fmt.Sprintf("r-%d", i), string(r.Value))
+			}
+		}
+	}
+	_, err := downConvert(buildBatch(t, "z", 2, batch.CompressionZstd), 1)
+	require.ErrorIs(t, err, errZstdDownConversion)
+}
+
+// Produce v0-2 with a legacy message set that does not decode (a bad CRC,
+// a truncated gzip value) gets CORRUPT_MESSAGE for that partition, as Kafka
+// answers, and nothing is appended; a good partition of the same request
+// is appended.
+func TestOldProduceCorruptMessageSet(t *testing.T) {
+	b := startBroker(t, t.TempDir(), 2)
+	rc := dialRaw(t, b.addr)
+
+	badCRC := appendLegacyMessage(nil, 0, 0, -1, false, []byte("k"), []byte("v"))
+	badCRC[len(badCRC)-1] ^= 0xff
+	inner := appendLegacyMessage(nil, 1, 0, 1, false, nil, []byte("v"))
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err := zw.Write(inner)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	cut := appendLegacyMessage(nil, 1, 0, 1, false, nil, gz.Bytes()[:gz.Len()/2])
+	cut[legacyAttributesAt] |= byte(batch.CompressionGzip)
+	binary.BigEndian.PutUint32(cut[12:], crc32.ChecksumIEEE(cut[16:]))
+	good := appendLegacyMessage(nil, 1, 0, 1, false, nil, []byte("good"))
+
+	for v, bad := range map[int16][]byte{0: badCRC, 2: cut} {
+		p := produceRaw(t, rc, v, "corrupt", 0, bad)
+		require.Equal(t, kerr.CorruptMessage.Code, p.ErrorCode, "produce v%d: %v", v, kerr.ErrorForCode(p.ErrorCode))
+		require.Equal(t, int64(-1), p.BaseOffset)
+
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = v, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "corrupt"
+		for part, recs := range [][]byte{bad, good} {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = int32(part), recs
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp := rc.do(req).(*kmsg.ProduceResponse)
+		require.Len(t, resp.Topics, 1)
+		codes := map[int32]int16{}
+		for _, p := range resp.Topics[0].Partitions {
+			codes[p.Partition] = p.ErrorCode
+		}
+		require.Equal(t, map[int32]int16{0: kerr.CorruptMessage.Code, 1: 0}, codes, "produce v%d", v)
+	}
+	for part, want := range []int64{0, 2} {
+		f := fetchV(t, rc, 4, "corrupt", 0)
+		if part == 1 {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.MaxWaitMillis = 4, 100
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "corrupt"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			f = rc.do(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		}
+		require.Equal(t, want, f.HighWatermark, "partition %d", part)
+	}
+}
+
+// xxh32 gives XXH32's reference values (seed 0) for short inputs.
+func TestXXH32(t *testing.T) {
+	for in, want := range map[string]uint32{"": 0x02cc5d05, "a": 0x550d7456, "abc": 0x32d153ff} {
+		require.Equal(t, want, xxh32([]byte(in)), "XXH32(%q)", in)
+	}
 }

@@ -104,6 +104,14 @@ type config struct {
 	// 2.1, 2 before 2.3, 3 since (0: 3, Kafka 3.9's). Version 0 (before
 	// 0.10.1) is read but never written.
 	GroupMetadataVersion int16
+	// OffsetsRetention is offsets.retention.minutes: an empty group's
+	// committed offsets are deleted this long after it became empty,
+	// those of a group without members this long after their commit
+	// (0: 7 days, Kafka's default; negative: never).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheck is offsets.retention.check.interval.ms: how
+	// often expired offsets are looked for (0: 10 minutes).
+	OffsetsRetentionCheck time.Duration
 
 	// NodeID and Cluster select cluster mode (-node, -cluster): every
 	// user topic's partitions are replicated through raft among the
@@ -322,7 +330,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		acceptBackoff: sleepCtx,
 		fetchParked:   cfg.FetchParked,
 	}
-	s.groups = newCoordinator(s.log, offsets, cfg.GroupMetadataVersion)
+	s.groups = newCoordinator(s.log, offsets, cfg.GroupMetadataVersion, cfg.OffsetsRetention, cfg.OffsetsRetentionCheck)
 	if cl != nil {
 		s.setupClusterCoordinators()
 	} else {

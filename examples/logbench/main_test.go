@@ -124,3 +124,13 @@ func TestRounds(t *testing.T) {
 	assert.InDelta(t, 1.0, median([]float64{3, 1, 0.5}), 1e-9)
 	assert.Zero(t, median(nil))
 }
+
+// TestP50Over: rolls.p50_to_raw_write_p50 divides the two loops' medians
+// (the latencies are sorted; the median of four is the third).
+func TestP50Over(t *testing.T) {
+	us := time.Microsecond
+	a := latencies{lat: []time.Duration{10 * us, 11 * us, 12 * us, 900 * us}}
+	o := latencies{lat: []time.Duration{7 * us, 8 * us, 10 * us, 90 * us}}
+	assert.InDelta(t, 1.2, a.p50Over(o), 1e-9)
+	assert.InDelta(t, 1/1.2, o.p50Over(a), 1e-9)
+}

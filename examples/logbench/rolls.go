@@ -135,6 +135,9 @@ func (b *bench) rollLatency() error {
 		return float64(a.pct(0.999)) / float64(o.pct(0.999))
 	}), "x")
 	emit("rolls.ratio_to_raw_write_ratio", per(raw, func(a, o latencies) float64 { return a.ratio() / o.ratio() }), "x")
+	// partlog's median append across rolls over the plain write loop's
+	// (1 = a write into the page cache and nothing else), per round.
+	emit("rolls.p50_to_raw_write_p50", per(raw, latencies.p50Over), "x")
 	return nil
 }
 
@@ -155,6 +158,10 @@ func (l latencies) pct(q float64) time.Duration {
 
 // ratio is p99.9 over p50.
 func (l latencies) ratio() float64 { return float64(l.pct(0.999)) / float64(l.pct(0.50)) }
+
+// p50Over returns l's median latency over o's (the same round's plain
+// write loop for rolls.p50_to_raw_write_p50).
+func (l latencies) p50Over(o latencies) float64 { return float64(l.pct(0.50)) / float64(o.pct(0.50)) }
 
 // appendLatencies appends n batches of set into a fresh partition whose
 // segments are segmentBytes long and returns each append's latency and

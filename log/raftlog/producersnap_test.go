@@ -1,4 +1,4 @@
-package main
+package raftlog
 
 import (
 	"encoding/binary"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log"
 )
 
 // producerSnapEntry is one entry of a producer snapshot file, field for
@@ -79,7 +79,7 @@ func appendProducerSnapshot(dst []byte, entries []producerSnapEntry) []byte {
 func TestProducerSnapshotFormat(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "t-0")
-	p, err := plog.Open(dir, plog.Config{})
+	p, err := log.Open(dir, log.Config{})
 	require.NoError(t, err)
 	defer p.Close()
 	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 7, Epoch: 2, BaseSequence: 0}})
@@ -101,7 +101,7 @@ func TestProducerSnapshotFormat(t *testing.T) {
 		Timestamp: now, CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1}, entries[0])
 	assert.Equal(t, data, appendProducerSnapshot(nil, entries), "the helper encodes what the partition wrote")
 
-	q, err := plog.Open(filepath.Join(t.TempDir(), "t-0"), plog.Config{})
+	q, err := log.Open(filepath.Join(t.TempDir(), "t-0"), log.Config{})
 	require.NoError(t, err)
 	defer q.Close()
 	require.NoError(t, q.TruncateFullyAndStartAt(3))

@@ -1,4 +1,4 @@
-package main
+package raftlog
 
 import (
 	"encoding/binary"
@@ -26,7 +26,7 @@ import (
 //	...      the batches from the log start to the offset, as stored
 //	         (only when the log start is below the offset)
 //
-// A follower installing it (raftStorage.applySnapshot) keeps its own
+// A follower installing it (Storage.applySnapshot) keeps its own
 // committed records below the offset, appends the leader's batches it
 // lacks, or, when the snapshot carries no records, restarts its log empty
 // at the offset (TruncateFullyAndStartAt); then it restores the leader's
@@ -34,7 +34,7 @@ import (
 // of a producer's batch older than the snapshot point is still a
 // duplicate there, and a transaction open across the point stays open.
 //
-// One file beside the state file, "<topic>-<partition>.state.install",
+// One file beside the state file, "<state file>.install",
 // makes the install crash-safe. It holds the offset the log is cut at
 // (keep: the follower's commit point, not above the snapshot offset), the
 // snapshot's index, and the snapshot's data without its batches:
@@ -82,7 +82,7 @@ func appendSnapshotData(dst []byte, d snapshotData) []byte {
 func decodeSnapshotData(b []byte) (snapshotData, error) {
 	var d snapshotData
 	if len(b) < snapshotHeaderLen {
-		return d, fmt.Errorf("%w: snapshot data of %d bytes, want at least %d", errRaftState, len(b), snapshotHeaderLen)
+		return d, fmt.Errorf("%w: snapshot data of %d bytes, want at least %d", ErrState, len(b), snapshotHeaderLen)
 	}
 	d.offset = int64(binary.BigEndian.Uint64(b))
 	d.start = int64(binary.BigEndian.Uint64(b[8:]))
@@ -90,23 +90,23 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 	rest := b[snapshotHeaderLen:]
 	switch {
 	case d.offset < 0:
-		return d, fmt.Errorf("%w: snapshot offset %d", errRaftState, d.offset)
+		return d, fmt.Errorf("%w: snapshot offset %d", ErrState, d.offset)
 	case d.start < 0 || d.start > d.offset:
-		return d, fmt.Errorf("%w: snapshot log start %d, want 0 to its offset %d", errRaftState, d.start, d.offset)
+		return d, fmt.Errorf("%w: snapshot log start %d, want 0 to its offset %d", ErrState, d.start, d.offset)
 	case uint64(n) > uint64(len(rest)):
-		return d, fmt.Errorf("%w: snapshot at offset %d: producer state of %d bytes, %d left", errRaftState, d.offset, n, len(rest))
+		return d, fmt.Errorf("%w: snapshot at offset %d: producer state of %d bytes, %d left", ErrState, d.offset, n, len(rest))
 	}
 	d.records = rest[n:]
 	if len(d.records) == 0 {
 		d.records = nil
 	}
 	if d.records != nil && d.start == d.offset {
-		return d, fmt.Errorf("%w: snapshot at offset %d: %d bytes of records, with no log start below it", errRaftState, d.offset, len(d.records))
+		return d, fmt.Errorf("%w: snapshot at offset %d: %d bytes of records, with no log start below it", ErrState, d.offset, len(d.records))
 	}
 	if n > 0 {
 		d.producers = rest[:n]
 		if err := checkProducerSnapshot(d.producers); err != nil {
-			return d, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", errRaftState, d.offset, err)
+			return d, fmt.Errorf("%w: producer state of the snapshot at offset %d: %w", ErrState, d.offset, err)
 		}
 	}
 	return d, nil
@@ -117,11 +117,11 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 // snapshot its background flush has not written yet), or nil when there
 // is none that reads (the follower then learns only the producers of the
 // batches it copies; a warning says so).
-func (s *raftStorage) producerSnapshot() []byte {
+func (s *Storage) producerSnapshot() []byte {
 	b, err := s.part.ProducerSnapshot(s.snapOffset)
 	if err != nil {
-		if s.log != nil {
-			s.log.Warn("raft snapshot sent without producer state", "dir", s.part.Dir(), "offset", s.snapOffset, "err", err)
+		if s.logger != nil {
+			s.logger.Warn("raft snapshot sent without producer state", "dir", s.part.Dir(), "offset", s.snapOffset, "err", err)
 		}
 		return nil
 	}
@@ -139,11 +139,11 @@ func readSmallFile(fsys vfs.FS, path string, limit int64) ([]byte, error) {
 }
 
 // installPath is the install file of the state file.
-func (s *raftStorage) installPath() string { return s.path + installSuffix }
+func (s *Storage) installPath() string { return s.path + installSuffix }
 
 // saveInstall writes the install file, atomically: keep, the snapshot's
 // index, and d without its records.
-func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) error {
+func (s *Storage) saveInstall(keep int64, index uint64, d snapshotData) error {
 	d.records = nil
 	b := binary.BigEndian.AppendUint64(nil, uint64(keep))
 	b = binary.BigEndian.AppendUint64(b, index)
@@ -158,7 +158,7 @@ func (s *raftStorage) saveInstall(keep int64, index uint64, d snapshotData) erro
 // empty at its offset (unless it already is); the leader's producer state
 // at the offset, when the snapshot carries one, is restored; the install
 // file is removed. Every step may be repeated.
-func (s *raftStorage) finishInstall(d snapshotData) error {
+func (s *Storage) finishInstall(d snapshotData) error {
 	if d.start == d.offset && (s.part.LogStartOffset() != d.offset || s.part.LogEndOffset() != d.offset) {
 		if err := s.part.TruncateFullyAndStartAt(d.offset); err != nil {
 			return fmt.Errorf("install snapshot: restart %s at %d: %w", s.part.Dir(), d.offset, err)
@@ -182,7 +182,7 @@ func (s *raftStorage) finishInstall(d snapshotData) error {
 // finishInterruptedInstall completes or undoes, at open, an install a
 // crash interrupted (see the protocol above); st is the state file's
 // content.
-func (s *raftStorage) finishInterruptedInstall(st raftState) error {
+func (s *Storage) finishInterruptedInstall(st raftState) error {
 	b, err := readSmallFile(s.fs, s.installPath(), 1<<30)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -191,7 +191,7 @@ func (s *raftStorage) finishInterruptedInstall(st raftState) error {
 		return fmt.Errorf("read %s: %w", s.installPath(), err)
 	}
 	if len(b) < 16 {
-		return fmt.Errorf("%w: %s: %d bytes, want at least 16", errRaftState, s.installPath(), len(b))
+		return fmt.Errorf("%w: %s: %d bytes, want at least 16", ErrState, s.installPath(), len(b))
 	}
 	keep, index := int64(binary.BigEndian.Uint64(b)), binary.BigEndian.Uint64(b[8:])
 	d, err := decodeSnapshotData(b[16:])
@@ -199,7 +199,7 @@ func (s *raftStorage) finishInterruptedInstall(st raftState) error {
 		return fmt.Errorf("%s: %w", s.installPath(), err)
 	}
 	if d.records != nil || keep < 0 || keep > d.offset {
-		return fmt.Errorf("%w: %s: keep %d, snapshot offset %d, %d bytes of records", errRaftState, s.installPath(), keep, d.offset, len(d.records))
+		return fmt.Errorf("%w: %s: keep %d, snapshot offset %d, %d bytes of records", ErrState, s.installPath(), keep, d.offset, len(d.records))
 	}
 	switch {
 	case st.snapIndex < index:

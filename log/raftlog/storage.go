@@ -1,4 +1,4 @@
-package main
+package raftlog
 
 import (
 	"encoding/binary"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -16,33 +15,30 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index/vfs"
-	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log"
 )
 
-// raftStateDir is the directory, under -data, holding one raft state file
-// per replicated partition ("<topic>-<partition>.state"). It is not a
-// valid "<topic>-<partition>" name, so the partlog Dir leaves it alone.
-const raftStateDir = "partlog-raft"
-
-// raftStateVersion is the first line of a raft state file this broker
-// writes. Version 0 (three lines, no configuration: the membership was
-// -cluster) is read too.
+// raftStateVersion is the first line of a raft state file this package
+// writes. Version 0 (three lines, no configuration: the membership was the
+// boot configuration) is read too.
 const raftStateVersion = 1
 
-// raftNoopControlType is the control record type of the batch that stands
-// for one of raft's empty entries (the entry a new leader appends at the
-// start of its term). Kafka's own types are 0 to 6; clients skip control
-// batches, and Kafka's tools print unknown types as UNKNOWN.
-const raftNoopControlType batch.ControlType = 100
+// NoopControlType is the control record type of the batch that stands for
+// one of raft's empty entries (the entry a new leader appends at the start
+// of its term). Kafka's own types are 0 to 6; clients skip control batches,
+// and Kafka's tools print unknown types as UNKNOWN. A reader of a
+// replicated partition sees these batches, one record each, between the
+// data batches.
+const NoopControlType batch.ControlType = 100
 
-// raftConfChangeControlType is the control record type of the batch that
+// ConfChangeControlType is the control record type of the batch that
 // stands for a raft configuration change entry (EntryConfChangeV2): its
 // one record's value is the entry's data, the encoded ConfChangeV2.
-const raftConfChangeControlType batch.ControlType = 101
+const ConfChangeControlType batch.ControlType = 101
 
-// errRaftState is wrapped by every error about a damaged raft state file
+// ErrState is wrapped by every error about a damaged raft state file
 // or a partition that does not match it.
-var errRaftState = errors.New("broker: invalid raft state")
+var ErrState = errors.New("raftlog: invalid raft state")
 
 // entryPos is where one raft entry lives in the partition: its batch's
 // base offset and the entry's term (the batch's partitionLeaderEpoch).
@@ -51,18 +47,25 @@ type entryPos struct {
 	term uint64
 }
 
-// raftStorage is raft.Storage over a partition's own log: raft entry
-// snapIndex+1+k is the k-th batch at or after snapOffset. The positions of
-// the entries are kept in memory and rebuilt at start by scanning the
-// batch headers; the hard state and the snapshot point are kept in a
-// small state file written atomically (temporary file, fsync, rename,
-// directory fsync).
+// Storage is raft.Storage over a partition's own log: every raft entry is
+// one batch of the partition, entry FirstIndex+k the k-th batch at or after
+// the snapshot point's offset. A normal entry's data is the batch itself
+// (the leader appended it with its producer checks and offsets, a follower
+// appends the same bytes with AppendAssigned); an empty entry is a control
+// batch of NoopControlType, a configuration change one of
+// ConfChangeControlType; each batch's partition leader epoch is the
+// entry's raft term. The positions of the entries are kept in memory and
+// rebuilt at open by scanning the batch headers; the hard state, the
+// snapshot point, the log start and the membership are kept in a small
+// state file beside the partition, replaced atomically (temporary file,
+// fsync, rename, directory fsync).
 //
-// It is used only by its replica's goroutine (raft calls it from there).
-type raftStorage struct {
+// A Storage is not safe for concurrent use: raft and the Replica that owns
+// it call it from the replica's loop only.
+type Storage struct {
 	fs   vfs.FS
 	path string
-	part *plog.Partition
+	part *log.Partition
 	cs   *pb.ConfState
 
 	hs         *pb.HardState
@@ -81,18 +84,18 @@ type raftStorage struct {
 
 	// read reads the partition's batches from an offset (the partition's
 	// ReadFromFollower; tests wrap it to inject read errors).
-	read readFunc
+	read ReadFunc
 	// readErr is the first error Entries met reading the partition (not
 	// ErrCompacted or ErrUnavailable). Raft panics with such an error;
 	// the replica recovers from that panic only when readErr is set (see
 	// replica.guard).
 	readErr error
-	log     *slog.Logger // nil: discard (raftsnap.go's warnings)
+	logger  *slog.Logger // nil: discard (snapshot.go's warnings)
 }
 
-// readFunc reads a partition's batches from offset, at most maxBytes
-// (at least one batch), as Partition.ReadFromFollower does.
-type readFunc func(offset int64, maxBytes int) (plog.Records, error)
+// ReadFunc reads a partition's batches from offset, at most maxBytes (at
+// least one batch), as Partition.ReadFromFollower does.
+type ReadFunc func(offset int64, maxBytes int) (log.Records, error)
 
 // raftState is what the state file holds.
 type raftState struct {
@@ -150,7 +153,7 @@ func parseIDs(path, field, s string) ([]uint64, error) {
 	for f := range strings.SplitSeq(s, ",") {
 		id, err := strconv.ParseUint(f, 10, 63)
 		if err != nil || id == 0 {
-			return nil, fmt.Errorf("%w: %s: %s %q: not a node id", errRaftState, path, field, f)
+			return nil, fmt.Errorf("%w: %s: %s %q: not a node id", ErrState, path, field, f)
 		}
 		out = append(out, id)
 	}
@@ -168,21 +171,21 @@ func parseRaftState(path string, b []byte) (raftState, error) {
 	case strconv.Itoa(raftStateVersion):
 		want = 4
 	default:
-		return s, fmt.Errorf("%w: %s: version %q, want 0 or %d", errRaftState, path, lines[0], raftStateVersion)
+		return s, fmt.Errorf("%w: %s: version %q, want 0 or %d", ErrState, path, lines[0], raftStateVersion)
 	}
 	if len(lines) != want+1 || lines[want] != "" {
-		return s, fmt.Errorf("%w: %s: want %d lines, got %q", errRaftState, path, want, b)
+		return s, fmt.Errorf("%w: %s: want %d lines, got %q", ErrState, path, want, b)
 	}
 	nums := func(line string, field string, n int) ([4]uint64, error) {
 		var out [4]uint64
 		f := strings.Fields(line)
 		if len(f) != n {
-			return out, fmt.Errorf("%w: %s: %s line %q does not hold %d numbers", errRaftState, path, field, line, n)
+			return out, fmt.Errorf("%w: %s: %s line %q does not hold %d numbers", ErrState, path, field, line, n)
 		}
 		for i := range f {
 			v, err := strconv.ParseUint(f[i], 10, 63)
 			if err != nil {
-				return out, fmt.Errorf("%w: %s: %s field %d %q: %v", errRaftState, path, field, i, f[i], err)
+				return out, fmt.Errorf("%w: %s: %s field %d %q: %v", ErrState, path, field, i, f[i], err)
 			}
 			out[i] = v
 		}
@@ -202,24 +205,24 @@ func parseRaftState(path string, b []byte) (raftState, error) {
 	if want == 4 {
 		s.logStart = int64(sp[3])
 		if s.logStart > s.snapOffset {
-			return s, fmt.Errorf("%w: %s: log start %d above the snapshot offset %d", errRaftState, path, s.logStart, s.snapOffset)
+			return s, fmt.Errorf("%w: %s: log start %d above the snapshot offset %d", ErrState, path, s.logStart, s.snapOffset)
 		}
 	}
 	if s.commit < s.snapIndex {
-		return s, fmt.Errorf("%w: %s: commit %d below the snapshot index %d", errRaftState, path, s.commit, s.snapIndex)
+		return s, fmt.Errorf("%w: %s: commit %d below the snapshot index %d", ErrState, path, s.commit, s.snapIndex)
 	}
 	s.applied = s.commit // version 0: no configuration changes exist
 	if want == 4 {
 		f := strings.Fields(lines[3])
 		if len(f) != 3 {
-			return s, fmt.Errorf("%w: %s: configuration line %q does not hold applied, voters and learners", errRaftState, path, lines[3])
+			return s, fmt.Errorf("%w: %s: configuration line %q does not hold applied, voters and learners", ErrState, path, lines[3])
 		}
 		a, err := strconv.ParseUint(f[0], 10, 63)
 		if err != nil {
-			return s, fmt.Errorf("%w: %s: applied %q: %v", errRaftState, path, f[0], err)
+			return s, fmt.Errorf("%w: %s: applied %q: %v", ErrState, path, f[0], err)
 		}
 		if a > s.commit {
-			return s, fmt.Errorf("%w: %s: applied %d beyond the commit index %d", errRaftState, path, a, s.commit)
+			return s, fmt.Errorf("%w: %s: applied %d beyond the commit index %d", ErrState, path, a, s.commit)
 		}
 		s.applied = a
 		if s.voters, err = parseIDs(path, "voter", f[1]); err != nil {
@@ -246,7 +249,7 @@ func readRaftState(fsys vfs.FS, path string) (raftState, bool, error) {
 	buf := make([]byte, 4096)
 	n, err := f.ReadAt(buf, 0)
 	if n == len(buf) {
-		return raftState{}, false, fmt.Errorf("%w: %s: longer than %d bytes", errRaftState, path, len(buf)-1)
+		return raftState{}, false, fmt.Errorf("%w: %s: longer than %d bytes", ErrState, path, len(buf)-1)
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return raftState{}, false, fmt.Errorf("%s: %w", path, err)
@@ -255,27 +258,24 @@ func readRaftState(fsys vfs.FS, path string) (raftState, bool, error) {
 	return s, true, err
 }
 
-// openRaftStorage is openRaftStorageConf with voters as the initial
-// membership.
-func openRaftStorage(fsys vfs.FS, path string, part *plog.Partition, voters []uint64) (*raftStorage, error) {
-	return openRaftStorageConf(fsys, path, part, &pb.ConfState{Voters: voters})
-}
-
-// openRaftStorageConf reads the partition's state file and rebuilds the entry
-// positions by scanning the batch headers from the snapshot offset to the
+// OpenStorage opens the raft storage of part, whose state file is path on
+// fsys (created at the first write; its directory must exist). boot is the
+// membership of a new group, used when the state file holds none.
+//
+// It reads the state file and rebuilds the entry positions by scanning the batch headers from the snapshot offset to the
 // log end (a log end at or below the snapshot offset holds no entry: a
 // snapshot was installed and nothing after it copied yet). It finishes
 // what a crash interrupted: a snapshot install (undone or finished,
-// finishInterruptedInstall in raftsnap.go), and raft log truncation
+// finishInterruptedInstall in snapshot.go), and raft log truncation
 // recorded but not yet applied (the records before the log start are
 // deleted, once the high watermark reaches it). The membership is the state file's, or
 // boot when the file has none (a new partition, or a version 0 file).
-func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *pb.ConfState) (*raftStorage, error) {
+func OpenStorage(fsys vfs.FS, path string, part *log.Partition, boot *pb.ConfState) (*Storage, error) {
 	st, found, err := readRaftState(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	s := &raftStorage{
+	s := &Storage{
 		fs: fsys, path: path, part: part,
 		cs:   boot,
 		hs:   &pb.HardState{Term: new(st.term), Vote: new(st.vote), Commit: new(st.commit)},
@@ -292,11 +292,11 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 	if st.hasConf {
 		s.cs = &pb.ConfState{Voters: st.voters, Learners: st.learners}
 	}
-	if err := s.finishInterruptedInstall(st); err != nil { // raftsnap.go
+	if err := s.finishInterruptedInstall(st); err != nil { // snapshot.go
 		return nil, err
 	}
 	if part.LogStartOffset() > s.snapOffset {
-		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", errRaftState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
+		return nil, fmt.Errorf("%w: %s: the log starts at %d, above the snapshot offset %d in %s", ErrState, part.Dir(), part.LogStartOffset(), s.snapOffset, path)
 	}
 	s.end = s.snapOffset
 	for s.end < part.LogEndOffset() {
@@ -307,7 +307,7 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 		b := r.Bytes()
 		if len(b) == 0 {
 			_ = r.Close()
-			return nil, fmt.Errorf("%w: %s: no batch at offset %d below the log end %d", errRaftState, part.Dir(), s.end, part.LogEndOffset())
+			return nil, fmt.Errorf("%w: %s: no batch at offset %d below the log end %d", ErrState, part.Dir(), s.end, part.LogEndOffset())
 		}
 		for len(b) > 0 {
 			bt, rest, err := batch.Parse(b)
@@ -317,7 +317,7 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 			}
 			if bt.BaseOffset() != s.end {
 				_ = r.Close()
-				return nil, fmt.Errorf("%w: %s: batch at %d, the previous one ended before %d (a compacted log cannot be a raft log)", errRaftState, part.Dir(), bt.BaseOffset(), s.end)
+				return nil, fmt.Errorf("%w: %s: batch at %d, the previous one ended before %d (a compacted log cannot be a raft log)", ErrState, part.Dir(), bt.BaseOffset(), s.end)
 			}
 			s.ents = append(s.ents, entryPos{base: bt.BaseOffset(), term: uint64(max(bt.PartitionLeaderEpoch(), 0))})
 			s.end = bt.NextOffset()
@@ -328,7 +328,7 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 	if c := s.hs.GetCommit(); c > s.lastIndex() {
 		// The log lost entries the state says were committed (a torn
 		// tail after a machine crash): raft refuses that, and so do we.
-		return nil, fmt.Errorf("%w: %s: commit index %d beyond the last entry %d", errRaftState, path, c, s.lastIndex())
+		return nil, fmt.Errorf("%w: %s: commit index %d beyond the last entry %d", ErrState, path, c, s.lastIndex())
 	}
 	if err := s.setCommitted(s.hs.GetCommit()); err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func openRaftStorageConf(fsys vfs.FS, path string, part *plog.Partition, boot *p
 // below the snapshot offset) and, once it reaches the snapshot offset,
 // deletes the records before it (DeleteRecordsBefore: the raft log was
 // truncated there, or a snapshot installed).
-func (s *raftStorage) setCommitted(index uint64) error {
+func (s *Storage) setCommitted(index uint64) error {
 	hw := min(s.offsetAfter(index), s.part.LogEndOffset())
 	if hw > s.part.HighWatermark() {
 		if err := s.part.SetHighWatermark(hw); err != nil {
@@ -357,7 +357,7 @@ func (s *raftStorage) setCommitted(index uint64) error {
 }
 
 // state returns what the state file should hold now.
-func (s *raftStorage) state() raftState {
+func (s *Storage) state() raftState {
 	return raftState{
 		term: s.hs.GetTerm(), vote: s.hs.GetVote(), commit: s.hs.GetCommit(),
 		snapIndex: s.snapIndex, snapTerm: s.snapTerm, snapOffset: s.snapOffset, logStart: s.logStart,
@@ -366,7 +366,7 @@ func (s *raftStorage) state() raftState {
 }
 
 // save writes the state file atomically.
-func (s *raftStorage) save() error {
+func (s *Storage) save() error {
 	if err := writeFileAtomic(s.fs, s.path, appendRaftState(nil, s.state())); err != nil {
 		return fmt.Errorf("write raft state %s: %w", s.path, err)
 	}
@@ -374,7 +374,7 @@ func (s *raftStorage) save() error {
 }
 
 // setHardState records raft's hard state durably.
-func (s *raftStorage) setHardState(hs *pb.HardState) error {
+func (s *Storage) setHardState(hs *pb.HardState) error {
 	old := s.hs
 	s.hs = &pb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}
 	if err := s.save(); err != nil {
@@ -386,7 +386,7 @@ func (s *raftStorage) setHardState(hs *pb.HardState) error {
 
 // setConf records the membership after applying the configuration
 // change at index, durably.
-func (s *raftStorage) setConf(cs *pb.ConfState, index uint64) error {
+func (s *Storage) setConf(cs *pb.ConfState, index uint64) error {
 	oldCS, oldApplied := s.cs, s.applied
 	s.cs = &pb.ConfState{Voters: cs.GetVoters(), Learners: cs.GetLearners()}
 	s.applied = max(s.applied, index)
@@ -397,15 +397,28 @@ func (s *raftStorage) setConf(cs *pb.ConfState, index uint64) error {
 	return nil
 }
 
+// SnapshotIndex returns the raft index of the snapshot point: the last
+// entry the raft log no longer holds (its batch may still be in the
+// partition, below SnapshotOffset).
+func (s *Storage) SnapshotIndex() uint64 { return s.snapIndex }
+
+// SnapshotOffset returns the base offset of the first batch that is a
+// raft entry (the one after the snapshot point).
+func (s *Storage) SnapshotOffset() int64 { return s.snapOffset }
+
+// CommittedOffset returns the offset after the last committed entry's
+// batch, as the state file records the commit index.
+func (s *Storage) CommittedOffset() int64 { return s.offsetAfter(s.hs.GetCommit()) }
+
 // lastIndex is the index of the last entry.
-func (s *raftStorage) lastIndex() uint64 { return s.snapIndex + uint64(len(s.ents)) }
+func (s *Storage) lastIndex() uint64 { return s.snapIndex + uint64(len(s.ents)) }
 
 // pos returns the position of entry i (snapIndex < i <= lastIndex).
-func (s *raftStorage) pos(i uint64) entryPos { return s.ents[i-s.snapIndex-1] }
+func (s *Storage) pos(i uint64) entryPos { return s.ents[i-s.snapIndex-1] }
 
 // offsetAfter returns the offset after entry i's batch: the base offset
 // of entry i+1, or the log end after the last entry. i may be snapIndex.
-func (s *raftStorage) offsetAfter(i uint64) int64 {
+func (s *Storage) offsetAfter(i uint64) int64 {
 	if i >= s.lastIndex() {
 		return s.end
 	}
@@ -414,7 +427,7 @@ func (s *raftStorage) offsetAfter(i uint64) int64 {
 
 // indexOf returns the index of the entry whose batch holds offset, or 0
 // when no entry does.
-func (s *raftStorage) indexOf(offset int64) uint64 {
+func (s *Storage) indexOf(offset int64) uint64 {
 	lo, hi := 0, len(s.ents)
 	for lo < hi {
 		m := (lo + hi) / 2
@@ -430,20 +443,21 @@ func (s *raftStorage) indexOf(offset int64) uint64 {
 	return s.snapIndex + uint64(lo)
 }
 
-// InitialState implements raft.Storage.
-func (s *raftStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+// InitialState implements raft.Storage: the hard state and membership of
+// the state file.
+func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	return s.hs, s.cs, nil
 }
 
 // Entries implements raft.Storage: it reads the batches of entries
-// [lo, hi) from the partition. A batch of raftNoopControlType is an empty
+// [lo, hi) from the partition. A batch of NoopControlType is an empty
 // entry; any other batch is a normal entry whose data is the batch.
 //
 // An error reading the partition is recorded in readErr before it is
 // returned: raft panics with it (its contract: storage errors other than
 // ErrCompacted and ErrUnavailable are fatal), and the replica, finding
 // readErr set, takes the partition offline instead of the node.
-func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	ents, err := s.entries(lo, hi, maxSize)
 	if err != nil && !errors.Is(err, raft.ErrCompacted) && !errors.Is(err, raft.ErrUnavailable) && s.readErr == nil {
 		s.readErr = err
@@ -452,7 +466,7 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 }
 
 // entries implements Entries.
-func (s *raftStorage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+func (s *Storage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	if lo <= s.snapIndex {
 		return nil, raft.ErrCompacted
 	}
@@ -484,8 +498,8 @@ func (s *raftStorage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 			}
 			e := &pb.Entry{Index: new(i), Term: new(s.pos(i).term), Type: pb.EntryNormal.Enum()}
 			switch ct, value := raftControl(bt); ct {
-			case raftNoopControlType:
-			case raftConfChangeControlType:
+			case NoopControlType:
+			case ConfChangeControlType:
 				e.Type = pb.EntryConfChangeV2.Enum()
 				e.Data = value
 			default:
@@ -505,8 +519,8 @@ func (s *raftStorage) entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	return out, nil
 }
 
-// Term implements raft.Storage.
-func (s *raftStorage) Term(i uint64) (uint64, error) {
+// Term implements raft.Storage: the leader epoch of entry i's batch.
+func (s *Storage) Term(i uint64) (uint64, error) {
 	switch {
 	case i < s.snapIndex:
 		return 0, raft.ErrCompacted
@@ -518,34 +532,35 @@ func (s *raftStorage) Term(i uint64) (uint64, error) {
 	return s.pos(i).term, nil
 }
 
-// LastIndex implements raft.Storage.
-func (s *raftStorage) LastIndex() (uint64, error) { return s.lastIndex(), nil }
+// LastIndex implements raft.Storage: the index of the last batch.
+func (s *Storage) LastIndex() (uint64, error) { return s.lastIndex(), nil }
 
-// FirstIndex implements raft.Storage.
-func (s *raftStorage) FirstIndex() (uint64, error) { return s.snapIndex + 1, nil }
+// FirstIndex implements raft.Storage: the index after the snapshot point.
+func (s *Storage) FirstIndex() (uint64, error) { return s.snapIndex + 1, nil }
 
-// maxSnapshotRegion bounds the records a snapshot carries (the compacted
-// part of the log below the snapshot point): it travels whole in one raft
-// message (maxRaftFrame).
-const maxSnapshotRegion = 32 << 20
+// MaxSnapshotRecords bounds the records a snapshot carries (the compacted
+// part of the log below the snapshot point), in bytes: a snapshot travels
+// whole in one raft message, so a Transport must carry messages of this
+// size plus the producer state.
+const MaxSnapshotRecords = 32 << 20
 
 // Snapshot implements raft.Storage. The snapshot of a partition is its
 // point, the last entry the log no longer holds as a raft entry, and in
 // Data the offset of the entry after it, the log start the leader keeps,
 // the producer state at the offset, and the batches from the log start to
 // the offset (only when key compaction kept records below the point); the
-// layout is raftsnap.go's. A follower installing it (applySnapshot)
+// layout is snapshot.go's. A follower installing it (applySnapshot)
 // restarts its log at that offset, below which it keeps its own committed
 // records and adds the leader's batches it lacks (retention deleted the
 // records below a point with no batches; key compaction kept them
 // compacted), with the leader's producer state there. A compacted part
-// larger than maxSnapshotRegion cannot be sent: the snapshot is reported
+// larger than MaxSnapshotRecords cannot be sent: the snapshot is reported
 // temporarily unavailable, and the follower stays behind.
-func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
+func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 	d := snapshotData{offset: s.snapOffset, start: s.snapOffset, producers: s.producerSnapshot()}
 	if start := max(s.logStart, s.part.LogStartOffset()); start < s.snapOffset {
 		region, err := s.region(start, s.snapOffset)
-		if errors.Is(err, errSnapshotTooLarge) {
+		if errors.Is(err, ErrSnapshotTooLarge) {
 			return nil, raft.ErrSnapshotTemporarilyUnavailable
 		}
 		if err != nil {
@@ -566,13 +581,13 @@ func (s *raftStorage) Snapshot() (*pb.Snapshot, error) {
 	}, nil
 }
 
-// errSnapshotTooLarge is region's answer for more than maxSnapshotRegion
+// ErrSnapshotTooLarge is region's answer for more than MaxSnapshotRecords
 // bytes.
-var errSnapshotTooLarge = errors.New("broker: compacted records too large for a raft snapshot")
+var ErrSnapshotTooLarge = errors.New("raftlog: compacted records too large for a raft snapshot")
 
 // region returns the stored batches of the partition from offset from
 // (a batch boundary or a gap) up to offset to.
-func (s *raftStorage) region(from, to int64) ([]byte, error) {
+func (s *Storage) region(from, to int64) ([]byte, error) {
 	var out []byte
 	for off := from; off < to; {
 		r, err := s.read(off, 1<<20)
@@ -594,9 +609,9 @@ func (s *raftStorage) region(from, to int64) ([]byte, error) {
 				off = to
 				break
 			}
-			if len(out)+len(bt) > maxSnapshotRegion {
+			if len(out)+len(bt) > MaxSnapshotRecords {
 				_ = r.Close()
-				return nil, fmt.Errorf("%w: %s", errSnapshotTooLarge, s.part.Dir())
+				return nil, fmt.Errorf("%w: %s", ErrSnapshotTooLarge, s.part.Dir())
 			}
 			out = append(out, bt...)
 			off = bt.NextOffset()
@@ -609,7 +624,7 @@ func (s *raftStorage) region(from, to int64) ([]byte, error) {
 
 // applySnapshot installs a snapshot from the leader (raft found no entry
 // of this log at the snapshot's index and term, so the log after the
-// commit point is not the leader's), with the install file of raftsnap.go
+// commit point is not the leader's), with the install file of snapshot.go
 // written first. The log is cut at its own commit point, and not above
 // the snapshot offset (keep; TruncateTo: what stays is committed, so the
 // leader's too); when the snapshot carries records (the leader's
@@ -625,7 +640,7 @@ func (s *raftStorage) region(from, to int64) ([]byte, error) {
 // (AppendAssigned accepts the gap); the records before the log start (the
 // snapshot offset without records, the leader's log start with them) are
 // deleted once the high watermark reaches it (setCommitted).
-func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
+func (s *Storage) applySnapshot(snap *pb.Snapshot) error {
 	d, err := decodeSnapshotData(snap.GetData())
 	if err != nil {
 		return err
@@ -633,7 +648,7 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 	off := d.offset
 	md := snap.GetMetadata()
 	if md.GetIndex() <= s.snapIndex || off < s.snapOffset {
-		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", errRaftState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
+		return fmt.Errorf("%w: snapshot at index %d, offset %d is not past this log's snapshot at index %d, offset %d", ErrState, md.GetIndex(), off, s.snapIndex, s.snapOffset)
 	}
 	keep := min(s.offsetAfter(min(s.hs.GetCommit(), s.lastIndex())), off)
 	if err := s.saveInstall(keep, md.GetIndex(), d); err != nil {
@@ -674,12 +689,12 @@ func (s *raftStorage) applySnapshot(snap *pb.Snapshot) error {
 // appendRegion appends the batches of a snapshot's records that lie past
 // the log end and below off, and syncs them. A batch reaching across the
 // log end cannot be split: the install fails.
-func (s *raftStorage) appendRegion(region []byte, off int64) error {
+func (s *Storage) appendRegion(region []byte, off int64) error {
 	appended := false
 	for len(region) > 0 {
 		bt, rest, err := batch.Parse(region)
 		if err != nil {
-			return fmt.Errorf("%w: snapshot records: %v", errRaftState, err)
+			return fmt.Errorf("%w: snapshot records: %v", ErrState, err)
 		}
 		region = rest
 		end := s.part.LogEndOffset()
@@ -687,7 +702,7 @@ func (s *raftStorage) appendRegion(region []byte, off int64) error {
 		case bt.NextOffset() <= end || bt.BaseOffset() >= off:
 			continue // this log has it, or past the point
 		case bt.BaseOffset() < end:
-			return fmt.Errorf("%w: snapshot batch [%d, %d) reaches across the log end %d", errRaftState, bt.BaseOffset(), bt.NextOffset(), end)
+			return fmt.Errorf("%w: snapshot batch [%d, %d) reaches across the log end %d", ErrState, bt.BaseOffset(), bt.NextOffset(), end)
 		}
 		if _, err := s.part.AppendAssigned(bt); err != nil {
 			return err
@@ -706,7 +721,7 @@ func (s *raftStorage) appendRegion(region []byte, off int64) error {
 // below it may be compacted. The entries dropped must be applied (so
 // committed); otherwise, or when offset is not an entry's base, nothing
 // moves. It reports whether the point is at offset now.
-func (s *raftStorage) moveSnapshot(offset int64) (bool, error) {
+func (s *Storage) moveSnapshot(offset int64) (bool, error) {
 	if offset == s.snapOffset {
 		return true, nil
 	}
@@ -737,7 +752,7 @@ func (s *raftStorage) moveSnapshot(offset int64) (bool, error) {
 // moves there first (moveSnapshot: raft's log is truncated with them);
 // then the state file records the new log start, and the records are
 // deleted.
-func (s *raftStorage) compact(offset int64) error {
+func (s *Storage) compact(offset int64) error {
 	if offset <= s.logStart {
 		return nil
 	}
@@ -759,12 +774,12 @@ func (s *raftStorage) compact(offset int64) error {
 // entry.
 func isRaftNoop(bt batch.Batch) bool {
 	ct, _ := raftControl(bt)
-	return ct == raftNoopControlType
+	return ct == NoopControlType
 }
 
 // raftControl returns the control type and the record value of a control
-// batch of one record with one of raft's types (raftNoopControlType,
-// raftConfChangeControlType), or -1 for any other batch.
+// batch of one record with one of raft's types (NoopControlType,
+// ConfChangeControlType), or -1 for any other batch.
 func raftControl(bt batch.Batch) (batch.ControlType, []byte) {
 	if !bt.Attributes().IsControl() || bt.RecordsCount() != 1 {
 		return -1, nil
@@ -774,7 +789,7 @@ func raftControl(bt batch.Batch) (batch.ControlType, []byte) {
 			return -1, nil
 		}
 		cr, err := batch.ParseControlRecord(rec)
-		if err != nil || (cr.Type != raftNoopControlType && cr.Type != raftConfChangeControlType) {
+		if err != nil || (cr.Type != NoopControlType && cr.Type != ConfChangeControlType) {
 			return -1, nil
 		}
 		return cr.Type, append([]byte{}, rec.Value...)
@@ -784,24 +799,24 @@ func raftControl(bt batch.Batch) (batch.ControlType, []byte) {
 
 // raftNoopBatch encodes the batch of an empty raft entry at offset with
 // the entry's term as its leader epoch: a control batch with one record
-// whose key is version 0 and raftNoopControlType, no value and no
+// whose key is version 0 and NoopControlType, no value and no
 // timestamp, so every replica writes the same bytes.
 func raftNoopBatch(offset int64, term uint64) ([]byte, error) {
-	return raftControlBatch(offset, term, raftNoopControlType, nil)
+	return raftControlBatch(offset, term, NoopControlType, nil)
 }
 
 // raftConfChangeBatch encodes the batch of a configuration change entry
 // (the encoded ConfChangeV2 cc) at offset with the entry's term as leader
 // epoch: a control batch of one record, key version 0 and
-// raftConfChangeControlType, value cc, no timestamp; every replica writes
+// ConfChangeControlType, value cc, no timestamp; every replica writes
 // the same bytes.
 func raftConfChangeBatch(offset int64, term uint64, cc []byte) ([]byte, error) {
-	return raftControlBatch(offset, term, raftConfChangeControlType, cc)
+	return raftControlBatch(offset, term, ConfChangeControlType, cc)
 }
 
 // controlBit is the attributes bit of a control batch (Kafka's frozen
 // format). batch.AppendControlBatch writes transaction markers; raft's own
-// control records have control types of the broker's, so their batches are
+// control records have control types of this package's, so their batches are
 // built as ordinary ones and marked here.
 const controlBit batch.Attributes = 0x20
 
@@ -819,9 +834,4 @@ func raftControlBatch(offset int64, term uint64, ct batch.ControlType, value []b
 	b.SetAttributes(b.Attributes() | controlBit)
 	b.SetCRC()
 	return b, nil
-}
-
-// raftStatePath is the state file of a partition.
-func raftStatePath(dataDir, topic string, partition int32) string {
-	return filepath.Join(dataDir, raftStateDir, topic+"-"+strconv.FormatInt(int64(partition), 10)+".state")
 }

@@ -1,4 +1,4 @@
-package main
+package raftlog
 
 import (
 	"encoding/binary"
@@ -9,7 +9,7 @@ import (
 
 // A raft snapshot carries the leader's producer state as the bytes of its
 // partition's producer snapshot file (Partition.ProducerSnapshot), which a
-// follower hands to Partition.RestoreProducers as they are. The broker
+// follower hands to Partition.RestoreProducers as they are. This package
 // reads nothing in them; it only checks, when a snapshot arrives or an
 // interrupted install is read back, that they are such a file: Kafka's
 // <offset>.snapshot format, version 1, big-endian:
@@ -30,7 +30,7 @@ const (
 
 // errProducerSnapshot marks producer state bytes that are not a producer
 // snapshot file.
-var errProducerSnapshot = errors.New("broker: not a producer snapshot")
+var errProducerSnapshot = errors.New("raftlog: not a producer snapshot")
 
 // castagnoli is the CRC-32C table of the producer snapshot's checksum.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

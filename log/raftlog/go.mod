@@ -1,0 +1,21 @@
+module github.com/partlog/partlog/log/raftlog
+
+go 1.26.0
+
+require (
+	github.com/partlog/partlog v0.0.0
+	github.com/stretchr/testify v1.12.1
+	go.etcd.io/raft/v3 v3.7.0
+	google.golang.org/protobuf v1.36.11
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/klauspost/crc32 v1.3.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+replace github.com/partlog/partlog => ../..
