@@ -309,6 +309,9 @@ func (t *partTier) pass(ctx context.Context) {
 		if err := t.cleanup(ctx); err != nil {
 			t.deleteFails.Add(1)
 			t.warn("cleaning up remote segments failed; retrying next pass", err)
+			// No copy starts before the cleanup is done; the copy lag
+			// still counts what waits.
+			_ = t.copyEligible(ctx, false)
 			return
 		}
 		t.cleaned = true
@@ -317,7 +320,7 @@ func (t *partTier) pass(ctx context.Context) {
 		t.deleteFails.Add(1)
 		t.warn("deleting expired remote segments failed; retrying next pass", err)
 	}
-	if err := t.copyEligible(ctx); err != nil {
+	if err := t.copyEligible(ctx, true); err != nil {
 		t.copyFails.Add(1)
 		t.warn("copying a segment failed; retrying next pass", err)
 	}
@@ -419,10 +422,10 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 	}
 }
 
-// copyEligible copies, oldest first, the sealed segments wholly below the
+// copyEligible updates the copy lag: the sealed segments wholly below the
 // high watermark and the last stable offset that start at or after the
-// end of the last copy, and updates the copy lag.
-func (t *partTier) copyEligible(ctx context.Context) error {
+// end of the last copy. With andCopy set it then copies them, oldest first.
+func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
 	if _, found, err := p.cleanerCheckpoint(); err != nil || found {
 		// A compacted partition is not tiered (its segments are
@@ -456,6 +459,9 @@ func (t *partTier) copyEligible(ctx context.Context) error {
 	}
 	t.lagSegs.Store(int64(len(todo)))
 	t.lagBytes.Store(lagBytes)
+	if !andCopy {
+		return nil
+	}
 	for _, s := range todo {
 		if err := ctx.Err(); err != nil {
 			return err
