@@ -101,9 +101,11 @@ func (w *weedServer) start() {
 	t.Helper()
 	// 64 MB volumes, as many as the disk holds (-volume.max=0): a fixed
 	// count caps what a test can store (4 of them failed the copies of a
-	// 300 MiB run); iceberg and lance gateways off.
+	// 300 MiB run); a 1 s election timeout for the one master (with the
+	// default 10 s a restart waited 34 s for its leader, 19 s with 1 s);
+	// iceberg and lance gateways off.
 	args := []string{"server", "-dir=" + w.dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3",
-		"-volume.max=0", "-master.volumeSizeLimitMB=64", "-volume.preStopSeconds=0",
+		"-volume.max=0", "-master.volumeSizeLimitMB=64", "-master.electionTimeout=1s", "-volume.preStopSeconds=0",
 		"-s3.port.iceberg=0", "-s3.port.lance=0"}
 	for name, port := range w.ports {
 		args = append(args, fmt.Sprintf("-%s=%d", name, port))
@@ -148,8 +150,9 @@ func (w *weedServer) start() {
 	}
 }
 
-// stop stops the server (SIGTERM, then SIGKILL after 20 seconds) and
-// waits for its process group to exit.
+// stop stops the server (SIGTERM, then SIGKILL after 3 seconds: with a
+// fetch open it waited the whole 20 seconds it was given before) and waits
+// for its process group to exit.
 func (w *weedServer) stop() {
 	if w.cmd == nil {
 		return
@@ -158,7 +161,7 @@ func (w *weedServer) stop() {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
 	case <-w.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(3 * time.Second):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-w.exited
 	}
