@@ -554,6 +554,60 @@ func TestRecoveryEpochsBelowCheckpointEntries(t *testing.T) {
 		require.Greater(t, epochs[i].StartOffset, epochs[i-1].StartOffset, "%v", epochs)
 	}
 	require.Equal(t, int64(3), p2.LogEndOffset())
+	// TestRecoveryIgnoresEpochsBelowLogStart: the epoch-5 batch at offset
+	// 0 lies below the log start and names no epoch.
+	require.Equal(t, []plog.EpochStart{{Epoch: 2, StartOffset: 1}, {Epoch: 3, StartOffset: 2}}, epochs)
+}
+
+// TestRecoveryIgnoresEpochsBelowLogStart is a TestLeaderEpochsCrashPoints
+// history (seed 1796519976974385132, which CI met) made deterministic: a
+// leader stamps epoch 5 on offsets 0-4, DeleteRecordsBefore(3) and
+// TruncateTo(3) empty the log, a crash leaves the cache empty, so the
+// reopened leader stamps epoch 0 from offset 3; the batches of epoch 5
+// stay in the segment below the log start. Recovery after the next crash
+// replays that segment from its base, and used to observe epoch 5 at
+// offset 0, a higher epoch than any after it: the cache came out as
+// [{5 3}] while every readable batch carries epoch 0. Batches wholly below
+// the log start now name no epoch.
+func TestRecoveryIgnoresEpochsBelowLogStart(t *testing.T) {
+	mem := vfs.NewMem()
+	const dir = "/data/epochs-below-start-0"
+	cfg := plog.Config{FS: mem, StampLeaderEpoch: true}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	require.NoError(t, p.SetLeaderEpoch(5))
+	ts := int64(1_700_000_000_000)
+	for i := range 5 {
+		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, ts, byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.DeleteRecordsBefore(3))
+	require.NoError(t, p.TruncateTo(3))
+	require.Empty(t, p.LeaderEpochs())
+	require.NoError(t, p.Sync())
+
+	crash := func() {
+		clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+		require.NoError(t, p.Close())
+		mem, cfg.FS = clone, clone
+		p, err = plog.Open(dir, cfg)
+		require.NoError(t, err)
+	}
+	crash()
+	require.Empty(t, p.LeaderEpochs())
+	require.Equal(t, int32(0), p.LeaderEpoch())
+	for i := range 4 {
+		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, ts, byte(10+i)))
+		require.NoError(t, err)
+	}
+	want := []plog.EpochStart{{Epoch: 0, StartOffset: 3}}
+	require.Equal(t, want, p.LeaderEpochs())
+	crash()
+	defer func() { require.NoError(t, p.Close()) }()
+	require.Equal(t, int64(3), p.LogStartOffset())
+	require.Equal(t, int64(7), p.LogEndOffset())
+	require.Equal(t, want, p.LeaderEpochs())
+	require.NoError(t, checkEpochs(p))
 }
 
 // TestDeleteRecordsToEndThenRollKeepsEpochs: DeleteRecordsBefore up to the

@@ -204,6 +204,11 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		}
 	}
 	_, onePass := p.cfg.Recovery.(DefaultRecovery)
+	// Batches wholly below the log start name no epoch (observeEpoch).
+	epochFloor := int64(-1)
+	if haveLogStart {
+		epochFloor = logStart
+	}
 	// Segments before list[legacyAt] have legacy data after them: a cut
 	// there would remove it.
 	legacyAt, legacyPos, err := lastLegacySegment(list, from)
@@ -224,7 +229,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		if !onePass || guarded {
 			// One pass scans here only to refuse before Recover cuts;
 			// it observes epochs and progress after Recover.
-			prog, onBatch := progress, func(b batch.Batch) { p.mu.epochs.Observe(b.PartitionLeaderEpoch(), b.BaseOffset()) }
+			prog, onBatch := progress, func(b batch.Batch) { p.observeEpoch(b, epochFloor) }
 			if onePass {
 				prog, onBatch = nil, nil
 			}
@@ -261,7 +266,7 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		}
 		if onePass {
 			progress(rr.ValidBytes + rr.TruncatedBytes)
-			if err := p.observeSegmentEpochs(seg); err != nil {
+			if err := p.observeSegmentEpochs(seg, epochFloor); err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
 			res = scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: rr.Cause}
@@ -427,14 +432,30 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, un
 }
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
-// cache, reading only their headers.
-func (p *Partition) observeSegmentEpochs(seg *segment.Segment) error {
+// cache (observeEpoch), reading only their headers.
+func (p *Partition) observeSegmentEpochs(seg *segment.Segment, logStart int64) error {
 	return walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
 		if !legacy {
-			p.mu.epochs.Observe(batch.Batch(h).PartitionLeaderEpoch(), batch.Batch(h).BaseOffset())
+			p.observeEpoch(batch.Batch(h), logStart)
 		}
 		return true, nil
 	})
+}
+
+// observeEpoch adds the leader epoch of a recovered batch (its header is
+// enough) to the cache, unless every offset of the batch lies below
+// logStart (the log start checkpoint, or -1 when there is none). Such a
+// batch stays in its segment until retention removes the segment, but it
+// is no reader's and names no epoch of the log: after TruncateTo down to
+// the log start a lower epoch may follow it, and observing its higher one
+// would make the cache claim it for the batches above
+// (TestRecoveryIgnoresEpochsBelowLogStart). A batch holding the log start
+// counts; Open then moves its entry up to the log start.
+func (p *Partition) observeEpoch(h batch.Batch, logStart int64) {
+	if h.BaseOffset()+int64(h.LastOffsetDelta()) < logStart {
+		return
+	}
+	p.mu.epochs.Observe(h.PartitionLeaderEpoch(), h.BaseOffset())
 }
 
 // walkHeaders calls fn with the header of every entry of seg in order: a
