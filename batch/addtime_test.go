@@ -81,3 +81,45 @@ func TestAppendControlBatchKeepsTimestamp(t *testing.T) {
 		require.Equal(t, 1, n)
 	}
 }
+
+// TestBuilderClockRead: ClockRead reports the last time Add read the
+// clock for a record without a timestamp (the timestamp it gave that
+// record), nothing for records that keep theirs (Add with a timestamp,
+// AddAt), and nothing after Reset.
+func TestBuilderClockRead(t *testing.T) {
+	b := NewBuilder(BuilderOptions{})
+	_, ok := b.ClockRead()
+	require.False(t, ok, "new Builder")
+	require.NoError(t, b.Add(Record{Value: []byte("a"), Timestamp: 1_700_000_000_000}))
+	require.NoError(t, b.AddAt(Record{Offset: 1, Value: []byte("b")}))
+	_, ok = b.ClockRead()
+	require.False(t, ok, "no record stamped")
+
+	before := time.Now().UnixMilli()
+	require.NoError(t, b.Add(Record{Value: []byte("c")}))
+	after := time.Now().UnixMilli()
+	ms, ok := b.ClockRead()
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, ms, before)
+	assert.LessOrEqual(t, ms, after)
+	require.NoError(t, b.Add(Record{Value: []byte("d"), Timestamp: 5}))
+	got, ok := b.ClockRead()
+	require.True(t, ok)
+	assert.Equal(t, ms, got, "a record with its own timestamp reads no clock")
+
+	var last int64
+	require.NoError(t, b.Add(Record{Value: []byte("e")}))
+	last, _ = b.ClockRead()
+	bt, err := b.Build()
+	require.NoError(t, err)
+	var stamped []int64
+	for r, err := range bt.All(nil) {
+		require.NoError(t, err)
+		stamped = append(stamped, r.Timestamp)
+	}
+	assert.Equal(t, []int64{1_700_000_000_000, 0, ms, 5, last}, stamped, "the readings are the records' timestamps")
+
+	b.Reset(BuilderOptions{})
+	_, ok = b.ClockRead()
+	assert.False(t, ok, "after Reset")
+}

@@ -114,6 +114,8 @@ type Builder struct {
 	lastDelta       int32 // offsetDelta of the last record, -1 when none
 	lastOffsetDelta int32 // lastOffsetDelta to write: >= lastDelta
 	slowAdds        int   // records addSlow encoded (the tests' view of which path a record took)
+	clockRead       int64 // Add's last time.Now reading, in ms (ClockRead)
+	clockReadOK     bool  // Add read the clock since Reset
 }
 
 // NewBuilder returns a Builder for batches with the given options.
@@ -136,7 +138,17 @@ func (b *Builder) Reset(opts BuilderOptions) {
 	b.minTimestamp = math.MaxInt64
 	b.lastDelta = -1
 	b.lastOffsetDelta = 0
+	b.clockRead, b.clockReadOK = 0, false
 }
+
+// ClockRead returns the time Add last read from the clock (time.Now, in
+// milliseconds) for a record added without a timestamp since the last
+// Reset, and false when Add has not read it. That reading is a time the
+// append of the batch cannot precede: log.Partition.AppendBuilder takes it
+// for its own clock when every record is no newer than it, since such
+// records cannot lie too far after the append time, and so reads the
+// clock once less.
+func (b *Builder) ClockRead() (ms int64, ok bool) { return b.clockRead, b.clockReadOK }
 
 // encodedSize returns the size the batch would have uncompressed: the
 // header plus the records added so far.
@@ -157,10 +169,9 @@ func (b *Builder) encodedSize() int { return HeaderSize + len(b.recs) }
 // record at exactly 1970-01-01T00:00:00Z is added with AddAt, which keeps
 // every timestamp as given.
 func (b *Builder) Add(r Record) error {
-	if r.Timestamp == 0 {
-		r.Timestamp = time.Now().UnixMilli()
-	}
-	return b.add(&r, b.lastDelta+1)
+	// One call, small enough to be inlined: r is encoded from the
+	// caller's own copy.
+	return b.add(&r, b.lastDelta+1, true)
 }
 
 // AddAt appends r at r.Offset, which must be greater than the previous
@@ -172,7 +183,7 @@ func (b *Builder) AddAt(r Record) error {
 	if d < 0 || d > math.MaxInt32 || d <= int64(b.lastDelta) {
 		return fmt.Errorf("%w: offset %d after delta %d of base %d", ErrOffsetOrder, r.Offset, b.lastDelta, b.opts.BaseOffset)
 	}
-	return b.add(&r, int32(d))
+	return b.add(&r, int32(d), false)
 }
 
 // SetLastOffsetDelta sets the batch's lastOffsetDelta past its last
@@ -187,16 +198,31 @@ func (b *Builder) SetLastOffsetDelta(d int32) error {
 	return nil
 }
 
-// add encodes r at offset delta delta. A short record (see shortLimit)
-// other than the batch's first is written in one pass: every varint's
-// encoding and size computed without a loop, the fields stored into the
-// buffer (grown beforehand, if at all) without a capacity check each, the
-// key and value copied last. Any other record goes to addSlow.
-func (b *Builder) add(r *Record, delta int32) error {
+// add encodes r at offset delta delta, stamping it with the time of the
+// call first when stamp is set and it has no timestamp (Add). A short record (see shortLimit) is
+// written in one pass: every varint's encoding and size computed without
+// a loop, the fields stored into the buffer (grown beforehand, if at all)
+// without a capacity check each, the key and value copied last. Any other
+// record goes to addSlow. The batch's first record sets its base and
+// largest timestamps first (base: its own timestamp, unless a delete
+// horizon is set), as addSlow does, so that it is short too when it fits
+// (the only record of a one-record batch).
+func (b *Builder) add(r *Record, delta int32, stamp bool) error {
+	if stamp && r.Timestamp == 0 {
+		// Add's record without a timestamp gets the time of the call.
+		r.Timestamp = time.Now().UnixMilli()
+		b.clockRead, b.clockReadOK = r.Timestamp, true
+	}
+	if b.count == 0 {
+		if b.opts.DeleteHorizon <= 0 {
+			b.baseTimestamp = r.Timestamp
+		}
+		b.maxTimestamp = r.Timestamp
+	}
 	tsd := r.Timestamp - b.baseTimestamp
 	kl, vl := len(r.Key), len(r.Value)
 	p := len(b.recs)
-	if b.count == 0 || len(r.Headers) != 0 || uint64(tsd+shortLimit) >= 2*shortLimit || uint32(delta) >= shortLimit ||
+	if len(r.Headers) != 0 || uint64(tsd+shortLimit) >= 2*shortLimit || uint32(delta) >= shortLimit ||
 		uint(kl+vl) >= shortMaxData || p >= plainMaxRecs {
 		return b.addSlow(r, delta)
 	}

@@ -30,8 +30,9 @@ func referenceRecords(t require.TestingT, opts BuilderOptions, recs []Record, de
 }
 
 // addAll adds recs at deltas (AddAt) to a new Builder and returns it.
-// Every record but the first must take the one-pass encoding exactly when
-// it is short (no headers, a timestamp within 8192 ms of the base, an
+// Every record, the first included, must take the one-pass encoding
+// exactly when it is short (no headers, a timestamp within 8192 ms of the
+// base, which the first record sets unless a delete horizon does, an
 // offset delta below 8192, key and value together under shortMaxData
 // bytes), and addSlow otherwise.
 func addAll(t require.TestingT, opts BuilderOptions, recs []Record, deltas []int32) *Builder {
@@ -45,8 +46,12 @@ func addRecords(t require.TestingT, bld *Builder, recs []Record, deltas []int32)
 	for i := range recs {
 		r := recs[i]
 		r.Offset = bld.opts.BaseOffset + int64(deltas[i])
-		tsd := r.Timestamp - bld.baseTimestamp
-		short := i > 0 && len(r.Headers) == 0 && tsd >= -8192 && tsd < 8192 && deltas[i] < 8192 &&
+		base := bld.baseTimestamp
+		if i == 0 && bld.opts.DeleteHorizon <= 0 {
+			base = r.Timestamp
+		}
+		tsd := r.Timestamp - base
+		short := len(r.Headers) == 0 && tsd >= -8192 && tsd < 8192 && deltas[i] < 8192 &&
 			len(r.Key)+len(r.Value) < shortMaxData
 		slow := bld.slowAdds
 		require.NoError(t, bld.AddAt(r))

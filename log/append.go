@@ -240,7 +240,7 @@ func (p *Partition) checkBatchSize(n int) error {
 // header copy hdr (see stampTimes). A patched header gets the CRC bt would
 // have with it.
 func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
-	patched, err := p.stampTimes(times, hdr)
+	patched, err := p.stampTimes(times, hdr, clockReading{})
 	if patched {
 		h := batch.Batch(hdr[:])
 		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(bt, h))
@@ -252,8 +252,11 @@ func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *
 // hdr of a producer batch whose records' timestamps span times, and
 // reports whether it changed hdr (whose CRC is then stale): under
 // LogAppendTime the timestamp-type bit and maxTimestamp = now; under
-// CreateTime the records' real maxTimestamp when hdr's differs.
-func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte) (patched bool, err error) {
+// CreateTime the records' real maxTimestamp when hdr's differs. seen is a
+// reading of the clock taken before the append, if any (a Builder's,
+// AppendBuilder): when it shows that the bounds cannot refuse the records
+// (withinBounds), the clock is not read again.
+func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte, seen clockReading) (patched bool, err error) {
 	h := batch.Batch(hdr[:])
 	a := h.Attributes()
 	if a.LogAppendTime() {
@@ -264,7 +267,7 @@ func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byt
 		batchaccess.SetMaxTimestamp(h, p.cfg.Now().UnixMilli())
 		return true, nil
 	}
-	if times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp {
+	if (times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp) && !p.withinBounds(times, seen) {
 		now := p.cfg.Now().UnixMilli()
 		if ts := times.Min; ts != batch.NoTimestamp && tooEarly(ts, now, p.cfg.MessageTimestampBeforeMax) {
 			return false, fmt.Errorf("%w: record timestamp %d is more than %v before the broker's time %d (message.timestamp.before.max.ms)",
@@ -280,6 +283,29 @@ func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byt
 		return true, nil
 	}
 	return false, nil
+}
+
+// clockReading is a reading of Config.Now in milliseconds taken before an
+// append (taken false: none).
+type clockReading struct {
+	unixMilli int64
+	taken     bool
+}
+
+// withinBounds reports whether the timestamp bounds cannot refuse records
+// whose timestamps span times, by seen alone: the clock is the wall clock
+// (Config.Now left to its default, the clock batch.Builder.Add reads),
+// there is no bound on how old a record may be
+// (MessageTimestampBeforeMax), and no record is newer than seen. The
+// append's own reading would come later, so no record lies after it, let
+// alone more than MessageTimestampAfterMax after it. (Only a step of the
+// wall clock back by more than that bound, between seen and the append,
+// would have refused the batch.) Reading the clock is about a tenth of
+// what a one-record append costs beyond its write call.
+func (p *Partition) withinBounds(times batch.TimeRange, seen clockReading) bool {
+	before := p.cfg.MessageTimestampBeforeMax
+	return seen.taken && p.cfg.wallClock && times.Max <= seen.unixMilli &&
+		(before < 0 || before == NoTimestampLimit)
 }
 
 // tooEarly reports whether ts (ms) lies more than limit before now (ms).
@@ -545,7 +571,7 @@ func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	if err := p.spliceSegmentsLocked(len(snap.list), len(snap.list), seg); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
-	p.snapshotOnRollLocked(newBase) // producer state, snapshot.go
+	p.snaps.takeOnRollLocked(p.mu.producers, newBase) // producer state, snapshot.go
 	// The flush, in the background; the next roll's segment (spare.go).
 	p.dur.noteRolledLocked(newBase, p.truncations.Load())
 	p.dur.spare.startLocked()

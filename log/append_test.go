@@ -14,26 +14,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 )
 
-// storedBatches reads every batch of p back, from the log start (t is a
-// *testing.T or a *rapid.T).
-func storedBatches(t failer, p *plog.Partition) []batch.Batch {
-	t.Helper()
-	var out []batch.Batch
-	for next := p.LogStartOffset(); next < p.LogEndOffset(); {
-		r, err := p.ReadFromFollower(next, 1<<20)
-		require.NoError(t, err)
-		for data := r.Bytes(); len(data) > 0; {
-			b, rest, err := batch.Parse(data)
-			require.NoError(t, err)
-			out = append(out, batch.Batch(bytes.Clone(b)))
-			next = b.NextOffset()
-			data = rest
-		}
-		require.NoError(t, r.Close())
-	}
-	return out
-}
-
 // TestAppendReadBytes is issue 12 item 3: passing the bytes ReadFrom
 // returned (a read-only mapping of the segment, or the Records' buffer
 // without mmap) to AppendBatch, of the same or of another partition, must

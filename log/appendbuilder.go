@@ -59,7 +59,9 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 	if err := p.checkBatchSize(batch.HeaderSize + len(recs)); err != nil {
 		return failed, err
 	}
-	patched, err := p.stampTimes(times, &h)
+	var seen clockReading
+	seen.unixMilli, seen.taken = bld.ClockRead()
+	patched, err := p.stampTimes(times, &h, seen)
 	if err != nil {
 		return failed, err
 	}

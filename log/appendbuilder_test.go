@@ -217,6 +217,71 @@ func TestAppendBuilderZeroAllocs(t *testing.T) {
 			require.Equal(t, 0.0, allocs)
 		})
 	}
+	t.Run("one record stamped by Add", func(t *testing.T) {
+		p, _ := openT(t, plog.Config{})
+		bld := batch.NewBuilder(batch.BuilderOptions{})
+		val := bytes.Repeat([]byte("x"), 100)
+		allocs := testing.AllocsPerRun(100, func() {
+			bld.Reset(batch.BuilderOptions{})
+			require.NoError(t, bld.Add(batch.Record{Value: val}))
+			_, err := p.AppendBuilder(bld)
+			require.NoError(t, err)
+		})
+		require.Equal(t, 0.0, allocs)
+	})
+}
+
+// TestAppendBuilderClockRead: AppendBuilder takes the Builder's clock
+// reading (Builder.ClockRead) for its own only where the timestamp bounds
+// could not refuse the batch with a later reading; a bound that could
+// (an old record under MessageTimestampBeforeMax, a record newer than
+// the reading under MessageTimestampAfterMax) or a clock of the caller's
+// (Config.Now) still gets the partition's own reading, as AppendBatch of
+// the same bytes does.
+func TestAppendBuilderClockRead(t *testing.T) {
+	now := time.Now().UnixMilli()
+	for _, tc := range []struct {
+		name    string
+		cfg     plog.Config
+		recs    []batch.Record // Timestamp 0: stamped by Add
+		refused bool
+	}{
+		{"stamped, default bounds", plog.Config{}, []batch.Record{{}, {}}, false},
+		{"older record, no before bound", plog.Config{}, []batch.Record{{Timestamp: now - 48*3600_000}, {}}, false},
+		{"older record past the before bound", plog.Config{MessageTimestampBeforeMax: time.Hour},
+			[]batch.Record{{Timestamp: now - 2*3600_000}, {}}, true},
+		{"stamped, before bound", plog.Config{MessageTimestampBeforeMax: time.Hour}, []batch.Record{{}, {}}, false},
+		{"newer record past the after bound", plog.Config{}, []batch.Record{{}, {Timestamp: now + 2*3600_000}}, true},
+		{"newer record within the after bound", plog.Config{}, []batch.Record{{}, {Timestamp: now + 60_000}}, false},
+		{"the caller's clock, two hours behind", plog.Config{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }},
+			[]batch.Record{{}}, true},
+		{"the caller's clock, on time", plog.Config{Now: time.Now}, []batch.Record{{}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			viaBuilder, _ := openT(t, tc.cfg)
+			viaBatch, _ := openT(t, tc.cfg)
+			bld := batch.NewBuilder(batch.BuilderOptions{})
+			for _, r := range tc.recs {
+				r.Value = []byte("v")
+				require.NoError(t, bld.Add(r))
+			}
+			_, ok := bld.ClockRead()
+			require.True(t, ok, "every case stamps a record")
+			b, err := bld.Build()
+			require.NoError(t, err)
+			_, errBuilder := viaBuilder.AppendBuilder(bld)
+			_, errBatch := viaBatch.AppendBatch(b)
+			if tc.refused {
+				require.ErrorIs(t, errBuilder, plog.ErrInvalidBatchTimestamp)
+				require.ErrorIs(t, errBatch, plog.ErrInvalidBatchTimestamp)
+				require.Equal(t, int64(0), viaBuilder.LogEndOffset())
+				return
+			}
+			require.NoError(t, errBuilder)
+			require.NoError(t, errBatch)
+			requireSameLogs(t, viaBuilder, viaBatch)
+		})
+	}
 }
 
 // TestAppendBuilderRapid: random Builders (records with random keys,

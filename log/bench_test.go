@@ -2,7 +2,6 @@ package log_test
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/internal/invariants"
 	plog "github.com/partlog/partlog/log"
@@ -41,9 +42,6 @@ func TestZeroAllocs(t *testing.T) {
 	require.Equal(t, 0.0, appendAllocs, "AppendBatch allocations")
 	require.Equal(t, 0.0, readAllocs, "ReadFrom allocations")
 }
-
-// benchBatch is a 16 KiB producer batch.
-func benchBatch() []byte { return logtest.MakeBatch(64, 220, 1_700_000_000_000, 3) }
 
 // BenchmarkAppendBatch appends 16 KiB batches (no fsync) and, in the same
 // run, writes the same bytes as many times with a plain sequential os.File

@@ -2,78 +2,17 @@ package log_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
 )
-
-// openFiles counts the descriptors and mappings of this process that
-// refer to files under dir (Linux: /proc/self/fd, /proc/self/maps); ok is
-// false elsewhere.
-func openFiles(t testing.TB, dir string) (fds, maps int, ok bool) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		return 0, 0, false
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
-			fds++
-		}
-	}
-	m, err := os.ReadFile("/proc/self/maps")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(m), "\n") {
-		if strings.Contains(line, dir) {
-			maps++
-		}
-	}
-	return fds, maps, true
-}
-
-// writeSegments writes a partition directory of n segments holding one
-// 1-record batch each (segment i holds offset i) straight into files, in
-// Kafka's format (docs/format.md): the .log, an empty .index (the first
-// batch of a segment gets no entry) and a .timeindex holding the final
-// entry (the batch's timestamp at relative offset 0). It marks the
-// directory cleanly shut down, as a Partition's Close leaves it, and
-// returns the batches. Writing through Partition.AppendBatch would fsync
-// on each of the n rolls.
-func writeSegments(t testing.TB, dir string, n int) [][]byte {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	bt := logtest.MakeBatch(1, 100, 1_700_000_000_000, 1)
-	var entry [12]byte
-	binary.BigEndian.PutUint64(entry[:8], uint64(batch.Batch(bt).MaxTimestamp()))
-	out := make([][]byte, n)
-	for i := range n {
-		b := append([]byte(nil), bt...)
-		batch.Batch(b).SetBaseOffset(int64(i))
-		for suffix, data := range map[string][]byte{
-			segment.LogSuffix: b, segment.IndexSuffix: nil, segment.TimeIndexSuffix: entry[:],
-		} {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, segment.FileName(int64(i), suffix)), data, 0o644))
-		}
-		out[i] = b
-	}
-	require.NoError(t, checkpoint.MarkCleanShutdown(vfs.Default, dir))
-	return out
-}
 
 // TestBudgetReadsEverySegment opens a log of 10,000 segments (2,000 with
 // -short or -race) under a budget of 16 open segments and reads every

@@ -7,27 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// horizonCleaner keeps every record until a delete horizon far from the
-// records' own timestamps, so the rebuilt batches are larger than the
-// originals: each record's timestamp delta becomes a long varint.
-type horizonCleaner struct{ horizon int64 }
-
-func (c horizonCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
-	return v.HighWatermark(), nil
-}
-
-func (c horizonCleaner) Batch(batch.Batch) plog.BatchDecision {
-	return plog.BatchDecision{Action: plog.BatchFilter, Horizon: c.horizon}
-}
-
-func (c horizonCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict {
-	return plog.RecordKeepUntilHorizon
-}
 
 // TestCompactOutputLargerThanInput: a compaction whose rewritten batches
 // outgrow the segments they replace (a delete horizon stamped on a batch

@@ -3,8 +3,6 @@ package log_test
 import (
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -13,29 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// goT lets a helper goroutine use require: a failure is reported with
-// Errorf and ends only that goroutine (FailNow from a goroutine other than
-// the test's is not allowed).
-type goT struct{ t *testing.T }
-
-func (g goT) Helper()                           { g.t.Helper() }
-func (g goT) Errorf(format string, args ...any) { g.t.Errorf(format, args...) }
-func (g goT) FailNow()                          { runtime.Goexit() }
-func (g goT) Fatalf(format string, args ...any) {
-	g.t.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-// tb is what the batch helpers need from a test: *testing.T or goT.
-type tb interface {
-	require.TestingT
-	Helper()
-}
 
 // taggedBatch builds a batch of n records whose first key names its
 // appender and sequence number.
@@ -59,27 +41,6 @@ func firstKey(t tb, b batch.Batch) string {
 	require.NoError(t, err)
 	require.True(t, ok)
 	return string(rec.Key)
-}
-
-// checkRecords checks that r holds whole, valid, contiguous batches, the
-// first holding offset, and returns the offset after them.
-func checkRecords(t tb, r plog.Records, offset int64) int64 {
-	t.Helper()
-	b := r.Bytes()
-	next := int64(-1)
-	for len(b) > 0 {
-		bt, rest, err := batch.Parse(b)
-		require.NoError(t, err)
-		require.NoError(t, bt.Validate())
-		if next < 0 {
-			require.True(t, bt.BaseOffset() <= offset && offset <= bt.LastOffset(), "first batch [%d, %d] does not hold %d", bt.BaseOffset(), bt.LastOffset(), offset)
-		} else {
-			require.Equal(t, next, bt.BaseOffset())
-		}
-		next = bt.NextOffset()
-		b = rest
-	}
-	return next
 }
 
 // TestConcurrentAppenders checks law 2 under the race detector: 8

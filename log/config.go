@@ -203,6 +203,10 @@ type Config struct {
 	// to the caller (flushRolled): tests set it (export_test.go) to walk
 	// the filesystem operations in a fixed order.
 	manualRollFlush bool
+
+	// wallClock is set by ensureDefaults when it made Now time.Now: the
+	// clock a batch.Builder stamps records with (stampTimes).
+	wallClock bool
 }
 
 // ensureDefaults replaces every zero field with Kafka's default and returns
@@ -239,7 +243,7 @@ func (c *Config) ensureDefaults() *Config {
 		c.FS = vfs.Default
 	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now, c.wallClock = time.Now, true
 	}
 	if c.ProducerIDExpiration == 0 {
 		c.ProducerIDExpiration = defaultProducerIDExpiration

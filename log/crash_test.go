@@ -2,45 +2,21 @@ package log_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// crashSeed returns the seed of a randomized crash test: $PARTLOG_CRASH_SEED
-// when set (to replay a failure), else the clock. It is logged, and logged
-// again after a failure, so that it ends the test's failure output.
-func crashSeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PARTLOG_CRASH_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seed = v
-	}
-	t.Logf("seed %d (replay with PARTLOG_CRASH_SEED=%d)", seed, seed)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("FAILED with seed %d: replay with PARTLOG_CRASH_SEED=%d go test -run '^%s$' ./log/", seed, seed, t.Name())
-		}
-	})
-	return seed
-}
 
 // TestCrashPoints is DESIGN law 4 at many random crash points: random
 // histories (single and concurrent appends, follower appends, Sync, rolls,
@@ -60,36 +36,6 @@ func TestCrashPoints(t *testing.T) {
 		budget, minCrashes = 3*time.Second, 300
 	}
 	crashHistories(t, budget, minCrashes, func(id int) int { return crashHistory(t, rng, id) })
-}
-
-// crashHistories runs random histories, numbered from 1, until they have
-// checked minCrashes crashes or budget has passed (the histories that
-// started before then run to their end), and logs how many of each it
-// ran. history runs history id and returns how many crashes it checked.
-func crashHistories(t *testing.T, budget time.Duration, minCrashes int, history func(id int) int) {
-	t.Helper()
-	deadline := time.Now().Add(budget)
-	crashes, histories := 0, 0
-	for crashes < minCrashes && time.Now().Before(deadline) {
-		histories++
-		crashes += history(histories)
-	}
-	t.Logf("%d crash points in %d histories", crashes, histories)
-}
-
-// checkedPolicy accepts every cut, like DefaultRecovery, but is another
-// policy (so Open pre-scans) and checks each event.
-type checkedPolicy struct{ t *testing.T }
-
-func (c checkedPolicy) OnCorruption(ev plog.RecoveryEvent) error {
-	var ce *base.CorruptionError
-	// A cut removes bytes, later segments (a sealed segment above the
-	// recovery point that ends early may be followed by empty ones), or
-	// an empty segment after an offset gap (a torn tail of no bytes).
-	ok := errors.As(ev.Err, &ce) && ev.File != "" && ev.Pos >= 0 &&
-		(ev.CutBytes > 0 || ev.LaterSegments > 0 || ev.Checkpoint || (ev.TornTail && base.IsTornTail(ev.Err)))
-	assert.True(c.t, ok, "bad recovery event %+v", ev)
-	return nil
 }
 
 // crashHistory runs one random history with several crashes and returns

@@ -218,7 +218,7 @@ func returnsWithin(done <-chan error, d time.Duration) (error, bool) {
 // and run once the Records are closed; nothing hangs.
 func TestTruncateDeadlocksWithReaderThatWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := openMemPartition(t, plog.Config{DisableAutoHighWatermark: true})
+		p, _ := openMem(t, plog.Config{DisableAutoHighWatermark: true})
 		appendN(t, p, 3)
 		require.NoError(t, p.SetHighWatermark(3))
 		r, err := p.ReadFromFollower(0, 1<<20)
@@ -266,7 +266,7 @@ func TestTruncateDeadlocksWithReaderThatWrites(t *testing.T) {
 // once the Records are closed from another goroutine.
 func TestWriterWaitsForTruncationHeldByRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := openMemPartition(t, plog.Config{})
+		p, _ := openMem(t, plog.Config{})
 		appendN(t, p, 3)
 		r, err := p.ReadFrom(0, 1<<20)
 		require.NoError(t, err)

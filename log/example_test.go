@@ -12,17 +12,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// producerBatch encodes n records the way a Kafka producer sends them:
-// base offset 0, leader epoch -1.
-func producerBatch(n int) []byte {
-	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
-	for i := 0; i < n; i++ {
-		_ = bld.Add(batch.Record{Value: fmt.Appendf(nil, "event %d", i), Timestamp: 1_700_000_000_000 + int64(i)})
-	}
-	b, _ := bld.Build()
-	return b
-}
-
 // The field report's scenario: a batch of 11 records and one of 3 get
 // offsets 0-10 and 11-13; the log end offset is 14, also after a reopen.
 func Example() {

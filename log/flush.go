@@ -4,16 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/partlog/partlog/segment"
 )
 
 // The core's side of durability (durability.go has the part and the
-// rules): the entry points that take flushMu and mu and hand the part the
-// core state it works on, what the core itself persists once the log is
-// durable (the roll snapshots, the leader epochs), and the core's
-// implementations of durabilityCore and spareCore.
+// rules): the entry points that take flushMu and mu and hand the parts the
+// core state they work on, what is persisted once the log is durable (the
+// roll snapshots, through the snapshot part, snapshot.go; the leader
+// epochs), and the core's implementations of durabilityCore, spareCore and
+// snapshotCore.
 
 // checkpointLock is the core's lock of the checkpoint and snapshot files
 // the roll's background flush writes without mu (Partition.rolled).
@@ -21,25 +21,10 @@ type checkpointLock struct {
 	// ckptMu serializes the writes of the recovery point checkpoint
 	// (durability.recoveryPoint, which it guards) and of the roll
 	// snapshots with everything that lowers the recovery point or removes
-	// snapshots (durability.setRecoveryPointLocked, removeSnapshots).
-	// Lock order: flushMu, mu, then ckptMu; the background flush takes it
-	// holding flushMu but not mu.
+	// snapshots (durability.setRecoveryPointLocked,
+	// producerSnapshots.remove). Lock order: flushMu, mu, then ckptMu; the
+	// background flush takes it holding flushMu but not mu.
 	ckptMu sync.Mutex
-	// snapshotRemovals counts removeSnapshots calls and producer state
-	// replacements (discardRollSnapshotsLocked); written under ckptMu. A
-	// roll snapshot taken before either is never written.
-	snapshotRemovals atomic.Uint64
-}
-
-// rollSnapshot is a producer state snapshot a roll took (snapshot.go),
-// waiting to be written once the segments below offset are durable. It is
-// written only while the truncation count and the snapshot removal count
-// are still those of the roll.
-type rollSnapshot struct {
-	offset      int64
-	data        []byte
-	truncations uint64
-	removals    uint64
 }
 
 // Sync makes every appended batch durable: it flushes the segments
@@ -156,8 +141,13 @@ func (p *Partition) fullFlushLocked() error {
 		p.mu.hw = p.mu.end
 		p.publishLocked()
 	}
-	if err := p.writeRollSnapshotsLocked(); err != nil {
-		return err
+	// The roll snapshots still pending (producerSnapshots), then the
+	// directory entries of those it wrote.
+	if p.snaps.writePendingLocked() {
+		if err := p.syncDirSettled(); err != nil {
+			p.mu.dirDirty = true
+			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
+		}
 	}
 	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
@@ -233,7 +223,7 @@ func (p *Partition) flushRolled() error {
 	}
 	truncations := p.truncations.Load()
 	w := p.dur.takeRolledLocked(p.segs.Load(), truncations, p.mu.dirDirty)
-	snaps := p.takeRollSnapshotsLocked(truncations)
+	snaps := p.snaps.takePendingLocked(truncations)
 	p.mu.Unlock()
 	// First the renames of the segments the rolls adopted (their files
 	// are found by name below, and the directory sync must cover them).
@@ -244,7 +234,7 @@ func (p *Partition) flushRolled() error {
 	err = p.dur.syncRolled(w, err)
 	wrote := false
 	if err == nil {
-		wrote = p.writeRollSnapshots(snaps, truncations)
+		wrote = p.snaps.writeRolled(snaps, truncations)
 		if w.target > 0 {
 			p.dur.raiseRecoveryPoint(w.target, truncations)
 		}
@@ -264,74 +254,9 @@ func (p *Partition) flushRolled() error {
 	return nil
 }
 
-// takeRollSnapshotsLocked takes the roll snapshots not yet written, keeping
-// those of rolls since the last truncation (truncations is the count now).
-// REQUIRES: flushMu and mu held.
-func (p *Partition) takeRollSnapshotsLocked(truncations uint64) []rollSnapshot {
-	var out []rollSnapshot
-	for _, s := range p.mu.rollSnapshots {
-		if s.truncations == truncations {
-			out = append(out, s)
-		}
-	}
-	p.mu.rollSnapshots = nil
-	return out
-}
-
-// writeRollSnapshots writes the roll snapshots snaps, fsynced, under
-// rolled.ckptMu, while the truncation count is still truncations and no
-// snapshot was removed since each was taken; it reports whether it wrote
-// any. Failures are logged: a snapshot only shortens a replay. REQUIRES:
-// flushMu held, mu not held; the segments below each offset are durable.
-func (p *Partition) writeRollSnapshots(snaps []rollSnapshot, truncations uint64) bool {
-	if len(snaps) == 0 {
-		return false
-	}
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	wrote := false
-	for _, s := range snaps {
-		if p.truncations.Load() != truncations || p.rolled.snapshotRemovals.Load() != s.removals {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	return wrote
-}
-
-// writeRollSnapshotsLocked writes the pending roll snapshots, fsynced, and
-// syncs the directory: a full flush's part of the rolls' work, after every
-// segment was flushed. A snapshot write failure is logged; a failed
-// directory sync is returned. REQUIRES: flushMu and mu held.
-func (p *Partition) writeRollSnapshotsLocked() error {
-	snaps := p.mu.rollSnapshots
-	p.mu.rollSnapshots = nil
-	wrote := false
-	for _, s := range snaps {
-		if s.truncations != p.truncations.Load() || s.removals != p.rolled.snapshotRemovals.Load() {
-			continue
-		}
-		if err := p.writeSnapshotBytes(s.offset, s.data, true); err != nil {
-			p.logger.Warn("partlog/log: producer snapshot not written", "dir", p.dir, "offset", s.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	if wrote {
-		if err := p.syncDirSettled(); err != nil {
-			p.mu.dirDirty = true
-			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
-		}
-	}
-	return nil
-}
-
 // syncDirSettled syncs the partition directory once every spare a roll
-// adopted carries its base's names (durability.syncDir).
+// adopted carries its base's names (durability.syncDir). Part of
+// snapshotCore.
 func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
 
 // failLocked makes err the partition's sticky failure (wrapping
@@ -349,7 +274,7 @@ func (p *Partition) failLocked(err error) error {
 func (p *Partition) isClosed() bool { return p.closed.Load() }
 
 // truncationCount returns the count of truncations that cut the log
-// (durabilityCore).
+// (durabilityCore, snapshotCore).
 func (p *Partition) truncationCount() uint64 { return p.truncations.Load() }
 
 // unlock releases mu (spareCore).

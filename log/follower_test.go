@@ -1,7 +1,6 @@
 package log_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,63 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// checkRecordsFrom is checkRecords for a log that may have offset gaps (a
-// follower's copy of a compacted log): r holds whole, valid batches with
-// increasing offsets, the first being the first batch whose last offset is
-// at or past offset. It returns the offset after them.
-func checkRecordsFrom(t tb, r plog.Records, offset int64) int64 {
-	t.Helper()
-	b := r.Bytes()
-	next := int64(-1)
-	for len(b) > 0 {
-		bt, rest, err := batch.Parse(b)
-		require.NoError(t, err)
-		require.NoError(t, bt.Validate())
-		if next < 0 {
-			require.True(t, offset <= bt.LastOffset(), "first batch [%d, %d] ends before %d", bt.BaseOffset(), bt.LastOffset(), offset)
-		} else {
-			require.True(t, bt.BaseOffset() >= next, "batch at %d after a batch ending before %d", bt.BaseOffset(), next)
-		}
-		next = bt.NextOffset()
-		b = rest
-	}
-	return next
-}
-
-// assigned is one batch of a follower's record set: base offset and record
-// count (offsets base .. base+n-1), or, with delta set, a compacted batch
-// of one record whose lastOffsetDelta is delta.
-type assigned struct {
-	base  int64
-	n     int
-	delta int32
-}
-
-// recordSet encodes bs as one AppendAssigned record set, each batch with
-// leader epoch epoch.
-func recordSet(t testing.TB, epoch int32, bs ...assigned) []byte {
-	t.Helper()
-	var set []byte
-	for i, a := range bs {
-		n := max(a.n, 1)
-		b := batch.Batch(logtest.MakeBatch(n, 10, 1_700_000_000_000+a.base%1000, byte(i)))
-		if a.delta > 0 {
-			binary.BigEndian.PutUint32(b[23:], uint32(a.delta)) // lastOffsetDelta
-			b.SetCRC()
-		}
-		b.SetBaseOffset(a.base)
-		b.SetPartitionLeaderEpoch(epoch)
-		require.NoError(t, b.ValidateHeader())
-		set = append(set, b...)
-	}
-	return set
-}
 
 // TestAppendAssignedGaps is the follower path over offset gaps (a
 // compacted leader's log): what AppendAssigned accepts and refuses, what

@@ -1,7 +1,6 @@
 package log_test
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"slices"
@@ -9,139 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
 )
-
-// groupCycle sets up one group commit cycle with queued appenders: a
-// partition under FlushMessages 1 holding one synced batch, whose next
-// fdatasync of the .log (the first appender's, A0) is held in the FS hook
-// while queued more appenders append: they queue their batches (group
-// writes) and wait for the next sync. The caller then installs its own
-// hook or failure rule, calls release, and waits with wait.
-type groupCycle struct {
-	mem     *vfs.MemFS
-	in      *vfs.Injector
-	p       *plog.Partition
-	dir     string
-	batches [][]byte // by appender: A0 first
-	release func()
-	// results are the appenders' (base, err), filled by wait.
-	bases []int64
-	errs  []error
-	wg    sync.WaitGroup
-	// acked is the end of the acknowledged batches: raised by each
-	// appender as its append returns.
-	acked atomic.Int64
-}
-
-// ack raises acked to next.
-func (c *groupCycle) ack(next int64) {
-	for {
-		old := c.acked.Load()
-		if next <= old || c.acked.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
-
-func newGroupCycle(t *testing.T, queued int) *groupCycle {
-	t.Helper()
-	c := &groupCycle{mem: vfs.NewMem(), dir: "/data/groupwrite-0"}
-	c.in = vfs.NewInjector(c.mem)
-	// The batches carry timestamps of 1970 (no time roll between them):
-	// an expiration longer than that keeps their producers known.
-	p, err := plog.Open(c.dir, plog.Config{FS: c.in, FlushMessages: 1, ProducerIDExpiration: 100 * 365 * 24 * time.Hour})
-	require.NoError(t, err)
-	c.p = p
-	first := logtest.MakeBatch(2, 40, 1, 0)
-	_, err = p.AppendBatch(first)
-	require.NoError(t, err)
-	c.batches = append(c.batches, first)
-	c.acked.Store(p.LogEndOffset())
-
-	var held atomic.Bool
-	entered, release := make(chan struct{}), make(chan struct{})
-	c.in.SetHook(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) && held.CompareAndSwap(false, true) {
-			close(entered)
-			<-release
-		}
-		return nil
-	})
-	c.release = func() { close(release) }
-	n := 1 + queued
-	c.bases, c.errs = make([]int64, n+1), make([]error, n+1)
-	start := func(i int) {
-		b := logtest.MakeBatch(1+i%3, 30, int64(10+i), byte(i))
-		c.batches = append(c.batches, b)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.bases[i], c.errs[i] = p.AppendBatch(b)
-			if c.errs[i] == nil {
-				c.ack(c.bases[i] + int64(batchRecords(b)))
-			}
-		}()
-	}
-	start(1)
-	<-entered // A0's batch is written, its fdatasync held
-	before := p.Stats().BatchesAppended
-	for i := 2; i <= n; i++ {
-		start(i)
-	}
-	// Wait (without a clock) until every appender queued its batch.
-	for p.Stats().BatchesAppended < before+int64(queued) {
-		runtime.Gosched()
-	}
-	return c
-}
-
-// wait waits for every appender.
-func (c *groupCycle) wait() { c.wg.Wait() }
-
-// checkPrefix checks the law of a crash on q, opened from what survived:
-// its batches are appended batches, each at most once, in an order that
-// keeps every successful append's offset, and they hold every batch up to
-// acked (all acknowledged appends). q's log must also pass Verify.
-func (c *groupCycle) checkPrefix(t *testing.T, q *plog.Partition, acked int64, what string) {
-	t.Helper()
-	require.NoError(t, q.Verify(), what)
-	require.GreaterOrEqual(t, q.LogEndOffset(), acked, "%s: an acknowledged batch is lost", what)
-	r, err := q.ReadFromFollower(0, 1<<20)
-	require.NoError(t, err, what)
-	defer func() { require.NoError(t, r.Close()) }()
-	used := make([]bool, len(c.batches))
-	next := int64(0)
-	for rest := r.Bytes(); len(rest) > 0; {
-		bt, tail, err := batch.Parse(rest)
-		require.NoError(t, err, what)
-		require.Equal(t, next, bt.BaseOffset(), "%s: a gap", what)
-		found := -1
-		for i, b := range c.batches {
-			// Bytes from the magic on: the offset and epoch are the
-			// partition's.
-			if !used[i] && bytes.Equal(b[16:], bt[16:]) {
-				found = i
-				break
-			}
-		}
-		require.GreaterOrEqual(t, found, 0, "%s: batch at %d was never appended", what, bt.BaseOffset())
-		used[found] = true
-		if found > 0 && c.errs[found] == nil {
-			require.Equal(t, c.bases[found], bt.BaseOffset(), "%s: appender %d's batch moved", what, found)
-		}
-		next, rest = bt.NextOffset(), tail
-	}
-	require.Equal(t, q.LogEndOffset(), next, what)
-}
 
 // TestGroupWriteOneWritePerCycle checks that the appenders that queue
 // while an fdatasync runs are written with one write of the .log and
@@ -234,11 +108,6 @@ func TestGroupWriteCrashAtEveryOp(t *testing.T) {
 		c.checkPrefix(t, q, cr.acked, cr.op)
 		require.NoError(t, q.Close(), cr.op)
 	}
-}
-
-// batchRecords returns a producer batch's record count.
-func batchRecords(b []byte) int {
-	return int(uint32(b[57])<<24 | uint32(b[58])<<16 | uint32(b[59])<<8 | uint32(b[60]))
 }
 
 // TestGroupWriteFailure injects a failure into the cycle that writes and

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -20,39 +19,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
 )
-
-// storedRecord is what a test compares of a record.
-type storedRecord struct {
-	Offset, Timestamp int64
-	Key, Value        string
-}
-
-// storedRecords decodes every record of a record set (v2 batches and
-// legacy messages) with the batch package's own decoders, skipping control
-// batches as a consumer does.
-func storedRecords(t *testing.T, set []byte) []storedRecord {
-	t.Helper()
-	var out []storedRecord
-	var d batch.Decoder
-	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
-		require.NoError(t, err)
-		if legacy.IsMagic(magic) {
-			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
-			require.NoError(t, err)
-			for _, r := range recs {
-				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
-			}
-		} else if !batch.Batch(set[:n]).Attributes().IsControl() {
-			for r, err := range batch.Batch(set[:n]).All(&d) {
-				require.NoError(t, err)
-				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
-			}
-		}
-		set = set[n:]
-	}
-	return out
-}
 
 // iterateUntil collects what p.Records yields from from until the record
 // at last (inclusive) or an error.
@@ -156,25 +122,6 @@ func TestRecordsBatchesLegacy(t *testing.T) {
 		break
 	}
 	require.Equal(t, 1, n, "the iterator goes on after break")
-}
-
-// skipUnlessSIGBUS skips the test where a page past the end of a cut
-// mapped file does not raise SIGBUS.
-func skipUnlessSIGBUS(t *testing.T) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("SIGBUS on a page past the end of a mapped file is Linux behaviour")
-	}
-}
-
-// appendBigBatches appends 8 batches of 32 records of 1 KiB (about 256 KiB
-// in the active segment, which is mapped).
-func appendBigBatches(t *testing.T, p *plog.Partition) {
-	t.Helper()
-	for i := range 8 {
-		_, err := p.AppendBatch(logtest.MakeBatch(32, 1000, 1_700_000_000_000+int64(i), byte(i)))
-		require.NoError(t, err)
-	}
 }
 
 // TestPartitionRecordsMediaError (review item 4): the .log cut to 0 bytes

@@ -2,12 +2,13 @@ package log_test
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/producer"
@@ -20,22 +21,6 @@ import (
 func copyFixture(t *testing.T, name string) string {
 	t.Helper()
 	return copyFixtureFrom(t, "kafka-2.7.1", name)
-}
-
-// copyFixtureFrom copies testdata/<set>/<name> into a fresh directory.
-func copyFixtureFrom(t *testing.T, set, name string) string {
-	t.Helper()
-	src := filepath.Join("testdata", set, name)
-	dst := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.MkdirAll(dst, 0o755))
-	entries, err := os.ReadDir(src)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
-	}
-	return dst
 }
 
 // TestOpenKafkaPartition opens directories a Kafka broker wrote: a

@@ -1,26 +1,20 @@
 package log_test
 
 import (
-	"bufio"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// killChildEnv names the partition directory the helper process appends
-// to; the helper does nothing without it.
-const killChildEnv = "PARTLOG_KILL_CHILD_DIR"
 
 // killConfig is the configuration parent and child open the partition
 // with: per-append durability, small segments so that rolls happen.
@@ -140,72 +134,4 @@ func TestKill(t *testing.T) {
 		require.NoError(t, p.Close())
 		t.Logf("round %d: killed after %v, %d acks this round, log end %d", round, delay, n, next)
 	}
-}
-
-// killChild is the helper process of a kill test: the test binary run
-// again with one helper test selected, its standard output read line by
-// line.
-type killChild struct {
-	cmd *exec.Cmd
-	// lines are the child's output lines; closed when its output ends.
-	lines  <-chan string
-	reader sync.WaitGroup
-}
-
-// startKillChild runs the test binary again with -test.run selecting the
-// test named helper and env added to its environment, its standard error
-// going to the test's.
-func startKillChild(t *testing.T, helper string, env ...string) *killChild {
-	t.Helper()
-	c := &killChild{cmd: exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")}
-	c.cmd.Env = append(os.Environ(), env...)
-	stdout, err := c.cmd.StdoutPipe()
-	require.NoError(t, err)
-	c.cmd.Stderr = os.Stderr
-	require.NoError(t, c.cmd.Start())
-	lines := make(chan string, 1024)
-	c.lines = lines
-	c.reader.Add(1)
-	go func() {
-		defer c.reader.Done()
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	return c
-}
-
-// kill sends the child SIGKILL.
-func (c *killChild) kill() { _ = c.cmd.Process.Signal(syscall.SIGKILL) }
-
-// wait waits until the child's output has been read to its end and the
-// child has exited.
-func (c *killChild) wait() {
-	c.reader.Wait()
-	_ = c.cmd.Wait()
-}
-
-// killWalk reads the whole log the kill test reopened, checks that its
-// batches are contiguous from the log start, hands each to visit in order
-// and returns the offset after the last.
-func killWalk(t *testing.T, p *plog.Partition, round int, visit func(b batch.Batch)) int64 {
-	t.Helper()
-	next := p.LogStartOffset()
-	for next < p.LogEndOffset() {
-		r, err := p.ReadFromFollower(next, 1<<20)
-		require.NoError(t, err)
-		data := r.Bytes()
-		for len(data) > 0 {
-			b, rest, err := batch.Parse(data)
-			require.NoError(t, err)
-			require.Equal(t, next, b.BaseOffset(), "round %d: a hole after offset %d", round, next-1)
-			visit(b)
-			next = b.NextOffset()
-			data = rest
-		}
-		require.NoError(t, r.Close())
-	}
-	return next
 }

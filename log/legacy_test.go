@@ -2,9 +2,7 @@ package log_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,36 +19,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
 )
-
-// Partition directories holding legacy magic 1 messages Kafka 0.10 wrote
-// (testdata/legacy, cut from real broker Fetch responses; see
-// testdata/PROVENANCE.md): issue12-0 is issue 12's reproduction (two v1
-// messages at offsets 0-1 in segment 0, a v2 batch at 2-3 in segment 2);
-// mixed-0 is one segment of v1 messages, gzip v1 wrappers and v2 batches,
-// offsets 0-19.
-var legacyDirs = []struct {
-	name string
-	end  int64
-}{
-	{"issue12-0", 4},
-	{"mixed-0", 20},
-}
-
-// logFiles returns the .log files of dir and their bytes.
-func logFiles(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			require.NoError(t, err)
-			out[e.Name()] = b
-		}
-	}
-	return out
-}
 
 // entryRange frames the first entry of set (v2 or legacy) and returns the
 // offsets it covers and its size.
@@ -165,22 +133,6 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 	}
 }
 
-// legacyMessage encodes one uncompressed legacy message (test helper).
-func legacyMessage(offset int64, magic int8, ts int64, key, value string) []byte {
-	m := []byte{0, 0, 0, 0, byte(magic), 0}
-	if magic == legacy.MagicV1 {
-		m = binary.BigEndian.AppendUint64(m, uint64(ts))
-	}
-	for _, f := range []string{key, value} {
-		m = binary.BigEndian.AppendUint32(m, uint32(len(f)))
-		m = append(m, f...)
-	}
-	binary.BigEndian.PutUint32(m, crc32.ChecksumIEEE(m[4:]))
-	out := binary.BigEndian.AppendUint64(nil, uint64(offset))
-	out = binary.BigEndian.AppendUint32(out, uint32(len(m)))
-	return append(out, m...)
-}
-
 // recordTimes returns (offset, timestamp) of every record of a record set.
 func recordTimes(t *testing.T, set []byte) [][2]int64 {
 	t.Helper()
@@ -270,10 +222,6 @@ func TestLegacyOffsetForTimestamp(t *testing.T) {
 		require.NoError(t, r.Close())
 	})
 }
-
-// legacyLen returns the size of the second legacy message of data (test
-// helper for the v0 case: both messages have the same size).
-func legacyLen(data []byte) int { return int(binary.BigEndian.Uint32(data[8:])) + batch.LogOverhead }
 
 // TestLegacyRecovery: a real torn tail after legacy data is still cut;
 // a legacy message that fails its CRC where a crash of partlog's cannot

@@ -44,17 +44,6 @@ func faultPartition(t *testing.T, flushRolls bool) (*plog.Partition, string) {
 	return p, dir
 }
 
-// requireFault checks that err is the offline partition's error: it wraps
-// ErrFault and ErrFailed and names the cut file.
-func requireFault(t *testing.T, err error, path string) {
-	t.Helper()
-	require.ErrorIs(t, err, index.ErrFault)
-	require.ErrorIs(t, err, plog.ErrFailed)
-	var fe *segment.FaultError
-	require.ErrorAs(t, err, &fe)
-	assert.Equal(t, path, fe.File)
-}
-
 // TestMediaErrorTakesPartitionOffline cuts the .log of a sealed segment to
 // 0 bytes behind the partition's back (its mapped pages then raise SIGBUS
 // when touched, as on a media error) and reads it through the library:

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -27,9 +26,6 @@ import (
 	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
 )
-
-// lockChildEnv names the partition directory TestLockHelperProcess opens.
-const lockChildEnv = "PARTLOG_LOCK_CHILD_DIR"
 
 // TestLockHelperProcess is not a test: TestOpenLocksDirectory runs the
 // test binary again with it selected and $PARTLOG_LOCK_CHILD_DIR set. It
@@ -56,24 +52,6 @@ func TestLockHelperProcess(t *testing.T) {
 		fmt.Println("opened")
 	}
 	os.Exit(0)
-}
-
-// runLockChild runs TestLockHelperProcess in a child process on the
-// partition directory dir and returns what it printed: "locked", "opened"
-// or "error ...".
-func runLockChild(t *testing.T, dir string) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(out), "\n") {
-		if line == "locked" || line == "opened" || strings.HasPrefix(line, "error") {
-			return line
-		}
-	}
-	require.Failf(t, "the child printed no result", "output %q", out)
-	return ""
 }
 
 // TestOpenLocksDirectory (issue 12, item 5): a second Open of an open

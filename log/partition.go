@@ -80,6 +80,11 @@ type Partition struct {
 	// (durability.go; DESIGN.md, "Parts of a Partition: durability").
 	// Its fields say which lock guards each.
 	dur durability
+	// snaps is the producer snapshot part: the .snapshot files, the
+	// snapshots rolls took and not yet wrote, the replay after the newest
+	// (snapshot.go; DESIGN.md, "Parts of a Partition: producer
+	// snapshots"). Its fields say which lock guards each.
+	snaps producerSnapshots
 
 	// mu serializes every writer: appends, rolls, truncation, retention,
 	// high watermark moves, Sync and Close. Lock order: mu, then a
@@ -106,9 +111,6 @@ type Partition struct {
 		dirDirty bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
-		// rollSnapshots are the producer snapshots rolls took, not yet
-		// written (flush.go).
-		rollSnapshots []rollSnapshot
 		// epochs is the leader epoch cache (LeaderEpochs) and its
 		// checkpoint file (epochs.go, internal/epochs).
 		epochs epochs.Cache
@@ -198,6 +200,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
+	p.snaps.init(p, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
 	p.truncated.L = &p.mu.Mutex
 	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
 	fs := cfg.FS

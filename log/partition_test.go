@@ -3,12 +3,13 @@ package log_test
 import (
 	"bytes"
 	"errors"
-	"github.com/stretchr/testify/require"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/checkpoint"
@@ -16,31 +17,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// openT opens a partition in a fresh temporary directory and closes it at
-// the end of the test.
-func openT(t testing.TB, cfg plog.Config) (*plog.Partition, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "orders-0")
-	p, err := plog.Open(dir, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	return p, dir
-}
-
-// batchesIn parses a record set into (base, last) pairs.
-func batchesIn(t testing.TB, b []byte) [][2]int64 {
-	t.Helper()
-	var out [][2]int64
-	for len(b) > 0 {
-		bt, rest, err := batch.Parse(b)
-		require.NoError(t, err)
-		require.NoError(t, bt.Validate())
-		out = append(out, [2]int64{bt.BaseOffset(), bt.LastOffset()})
-		b = rest
-	}
-	return out
-}
 
 // TestFieldReport is the field report's scenario: a batch of 11 records then
 // one of 3 must get bases 0 and 11 and a log end offset of 14, and keep them
@@ -90,20 +66,6 @@ func TestFieldReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(14), base)
 	require.NoError(t, p2.Verify())
-}
-
-// dirContents returns every file of dir with its bytes.
-func dirContents(t testing.TB, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = b
-	}
-	return out
 }
 
 // TestAppendBatchBadInput checks DESIGN law 8 for every kind of bad input:

@@ -224,7 +224,7 @@ func TestPoll(t *testing.T) {
 // TestPollBreak: a loop body that breaks out of Poll ends it and releases
 // its read; a Poll over a partition closed meanwhile yields ErrClosed.
 func TestPollBreak(t *testing.T) {
-	p := openMemPartition(t, plog.Config{})
+	p, _ := openMem(t, plog.Config{})
 	appendN(t, p, 5)
 	n := 0
 	for rec, err := range p.Poll(t.Context(), 0, 10) {
@@ -268,7 +268,7 @@ func TestReadEmptyNextOffset(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := openMemPartition(t, tc.cfg)
+			p, _ := openMem(t, tc.cfg)
 			if tc.setup != nil {
 				tc.setup(t, p)
 			}
@@ -325,7 +325,7 @@ func TestRecordsPastLogEnd(t *testing.T) {
 // past the last stable offset, says where to read next as ReadFrom's does:
 // the offset that was read.
 func TestReadCommittedEmptyNextOffset(t *testing.T) {
-	p := openMemPartition(t, plog.Config{})
+	p, _ := openMem(t, plog.Config{})
 	appendBatches(t, p, 2)                           // offsets 0-1, outside any transaction
 	_, err := p.AppendBatch(txnBatch(t, 9, 0, 0, 3)) // offsets 2-4: an open transaction
 	require.NoError(t, err)

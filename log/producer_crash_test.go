@@ -3,24 +3,15 @@ package log_test
 import (
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/require"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
-
-// sentBatch is a producer batch the test appended.
-type sentBatch struct {
-	pid         int64
-	epoch       int16
-	first, last int32
-	base, end   int64 // offsets [base, end)
-	bytes       []byte
-	txn         bool
-}
 
 // TestProducerRetryAfterCrash: random histories of idempotent producers
 // (appends, epoch bumps, rolls, syncs, truncations, retries) on the

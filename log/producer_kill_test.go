@@ -17,13 +17,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// Environment of the TestProducerKill helper process: the partition
-// directory (the helper does nothing without it) and its random seed.
-const (
-	producerKillChildEnv = "PARTLOG_PRODUCER_KILL_CHILD_DIR"
-	producerKillSeedEnv  = "PARTLOG_PRODUCER_KILL_SEED"
-)
-
 // producerKillIDs are the producer ids the helper appends for, one
 // goroutine each.
 var producerKillIDs = []int64{1001, 1002, 1003, 1004}

@@ -2,7 +2,6 @@ package log_test
 
 import (
 	"bytes"
-	"errors"
 	"log/slog"
 	"math"
 	"os"
@@ -18,66 +17,6 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
-
-// prodBatch builds an uncompressed batch of n records from producer pid
-// with epoch and first sequence seq.
-func prodBatch(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
-	t.Helper()
-	bt, err := prodBuilder(t, pid, epoch, seq, n, ts, txn).Build()
-	require.NoError(t, err)
-	return append([]byte(nil), bt...)
-}
-
-// prodBuilder is the Builder prodBatch builds its batch with.
-func prodBuilder(t failer, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) *batch.Builder {
-	t.Helper()
-	bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: pid, Epoch: epoch, BaseSequence: seq}, Transactional: txn})
-	for i := range n {
-		require.NoError(t, bld.Add(batch.Record{Timestamp: ts + int64(i), Key: []byte{byte(i)}, Value: []byte("v")}))
-	}
-	return bld
-}
-
-// failer is what prodBatch needs of a *testing.T, *testing.B or *rapid.T.
-type failer interface {
-	Helper()
-	Errorf(format string, args ...any)
-	FailNow()
-}
-
-// pb is a producer batch in a table: producer 7 unless pid is set.
-type pb struct {
-	pid   int64
-	epoch int16
-	seq   int32
-	n     int
-	txn   bool
-}
-
-func (b pb) bytes(t testing.TB) []byte {
-	pid := b.pid
-	if pid == 0 {
-		pid = 7
-	}
-	n := b.n
-	if n == 0 {
-		n = 1
-	}
-	return prodBatch(t, pid, b.epoch, b.seq, n, b.ts(), b.txn)
-}
-
-// ts is the batch's timestamp: now, so that producers do not expire
-// under the default producer.id.expiration.ms, unless the test set one.
-func (b pb) ts() int64 {
-	if pbTime != 0 {
-		return pbTime
-	}
-	return time.Now().UnixMilli()
-}
-
-// pbTime, when not 0, is the timestamp of every pb batch (tests with a
-// fake clock set it; they do not run in parallel).
-var pbTime int64
 
 // TestProducerSequenceRules is Kafka's ProducerAppendInfo on the leader
 // path, case by case: after the setup batches (all accepted), the probe is
@@ -293,22 +232,6 @@ func snapshotsIn(t *testing.T, dir string) []int64 {
 		}
 	}
 	return out
-}
-
-// fmtSscan parses "<20 digits>.snapshot".
-func fmtSscan(name string, off *int64) (int, error) {
-	if len(name) != 20+len(producer.SnapshotSuffix) || name[20:] != producer.SnapshotSuffix {
-		return 0, errors.New("not a snapshot")
-	}
-	var v int64
-	for _, c := range name[:20] {
-		if c < '0' || c > '9' {
-			return 0, errors.New("not a snapshot")
-		}
-		v = v*10 + int64(c-'0')
-	}
-	*off = v
-	return 1, nil
 }
 
 // TestProducerSnapshotLifecycle: a roll writes the snapshot of the new

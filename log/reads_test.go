@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/stretchr/testify/assert"
 	"io"
 	"log/slog"
 	"slices"
@@ -16,34 +15,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// openMemPartition opens a partition on a fresh MemFS (usable inside a synctest
-// bubble: no background goroutine, no wall clock).
-func openMemPartition(t *testing.T, cfg plog.Config) *plog.Partition {
-	t.Helper()
-	if cfg.FS == nil {
-		cfg.FS = vfs.NewMem()
-	}
-	p, err := plog.Open("/p-0", cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-// appendN appends n one-record batches.
-func appendN(t *testing.T, p *plog.Partition, n int) {
-	t.Helper()
-	for i := range n {
-		_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 1000+int64(i), byte(i)))
-		require.NoError(t, err)
-	}
-}
 
 // TestRecordsDoubleCloseEmptiedAnotherReader: Records were pooled objects
 // handed out by pointer; a second Close of one put it back in the pool
@@ -51,7 +28,7 @@ func appendN(t *testing.T, p *plog.Partition, n int) {
 // second Close returns ErrClosed and touches nothing: the later reader keeps
 // its bytes, whatever the pool hands out.
 func TestRecordsDoubleCloseEmptiedAnotherReader(t *testing.T) {
-	p := openMemPartition(t, plog.Config{})
+	p, _ := openMem(t, plog.Config{})
 	appendN(t, p, 3)
 	for range 50 { // the pool may or may not hand back the same state
 		r1, err := p.ReadFrom(0, 1<<20)
@@ -80,7 +57,7 @@ func TestRecordsDoubleCloseEmptiedAnotherReader(t *testing.T) {
 // TestRecordsUseAfterClose: every method of a closed Records (or of a copy
 // of the handle, or of the zero Records) sees a closed result, never data.
 func TestRecordsUseAfterClose(t *testing.T) {
-	p := openMemPartition(t, plog.Config{})
+	p, _ := openMem(t, plog.Config{})
 	appendN(t, p, 2)
 	r, err := p.ReadFrom(0, 1<<20)
 	require.NoError(t, err)
@@ -138,7 +115,7 @@ func (s *syncBuffer) String() string {
 func TestUnclosedRecordsStallWritersForever(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs syncBuffer
-		p := openMemPartition(t, plog.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		p, _ := openMem(t, plog.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		appendN(t, p, 3)
 		leaked, err := p.ReadFrom(0, 1<<20) // never closed by its reader
 		require.NoError(t, err)
@@ -210,7 +187,7 @@ func TestTruncateByRecordsHolderHangs(t *testing.T) {
 				if tc.name == "TruncateWait" {
 					cfg.TruncateWait = 5 * time.Millisecond
 				}
-				p := openMemPartition(t, cfg)
+				p, _ := openMem(t, cfg)
 				appendN(t, p, 3)
 				r, err := p.ReadFrom(0, 1<<20)
 				require.NoError(t, err)
@@ -235,7 +212,7 @@ func TestTruncateByRecordsHolderHangs(t *testing.T) {
 // one hold time, well before TruncateWait.
 func TestReadersStarveTruncation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := openMemPartition(t, plog.Config{})
+		p, _ := openMem(t, plog.Config{})
 		appendN(t, p, 4)
 		const hold = 3 * time.Millisecond
 		stop := make(chan struct{})
@@ -299,7 +276,7 @@ func TestReadersStarveTruncation(t *testing.T) {
 // watermark.
 func TestSetHighWatermarkWhileTruncationWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := openMemPartition(t, plog.Config{DisableAutoHighWatermark: true})
+		p, _ := openMem(t, plog.Config{DisableAutoHighWatermark: true})
 		appendN(t, p, 2)
 		require.NoError(t, p.Roll())
 		appendN(t, p, 2) // segment 2 holds offsets 2 and 3
@@ -331,7 +308,7 @@ func TestSetHighWatermarkWhileTruncationWaits(t *testing.T) {
 // stress: SegmentInfos, Segments, OffsetForTimestamp and ReadFrom against
 // concurrent rolls, under -race.
 func TestSegmentInfosNilDuringRolls(t *testing.T) {
-	p := openMemPartition(t, plog.Config{SegmentIndexBytes: memIndexBytes})
+	p, _ := openMem(t, plog.Config{SegmentIndexBytes: memIndexBytes})
 	appendN(t, p, 1)
 	const rolls = 40
 	done := make(chan struct{})

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,10 +11,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -195,62 +195,6 @@ func TestUncleanReopenRecoversFromRecoveryPoint(t *testing.T) {
 	m.Reopen()
 	require.NoError(t, logtest.Check(p, m))
 	require.NoError(t, p.Close())
-}
-
-// corruptionFixture writes a partition of several segments and closes it,
-// then makes the next Open an unclean one that recovers everything (no
-// clean-shutdown marker, no recovery point).
-func corruptionFixture(t *testing.T) (dir string, m *logtest.Model, segs []plog.SegmentInfo) {
-	dir = filepath.Join(t.TempDir(), "corrupt-0")
-	p, err := plog.Open(dir, plog.Config{SegmentBytes: 4096, IndexIntervalBytes: 200, DisableAutoHighWatermark: true})
-	require.NoError(t, err)
-	m = logtest.NewModel(0, true)
-	for i := 0; i < 40; i++ {
-		b := logtest.MakeBatch(1+i%3, 300, int64(1000+10*i), byte(i))
-		base, err := p.AppendBatch(b)
-		require.NoError(t, err)
-		require.NoError(t, m.AppendBatch(b, base))
-	}
-	require.NoError(t, p.SetHighWatermark(30))
-	require.NoError(t, m.SetHighWatermark(30))
-	segs = p.SegmentInfos()
-	require.True(t, len(segs) >= 4, "want several segments")
-	require.NoError(t, p.Close())
-	return dir, m, segs
-}
-
-func makeUnclean(t *testing.T, dir string) {
-	t.Helper()
-	require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.CleanShutdownFile)))
-	require.NoError(t, os.Remove(filepath.Join(dir, plog.RecoveryPointCheckpointFile)))
-}
-
-// batchPositions returns the start of every batch of a .log file.
-func batchPositions(t *testing.T, path string) []int64 {
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var out []int64
-	for pos := int64(0); len(data) > 0; {
-		b, rest, err := batch.Parse(data)
-		require.NoError(t, err)
-		out = append(out, pos)
-		pos += int64(len(b))
-		data = rest
-	}
-	return out
-}
-
-func flipByte(t *testing.T, path string, at int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	b := []byte{0}
-	_, err = f.ReadAt(b, at)
-	require.NoError(t, err)
-	b[0] ^= 0x5a
-	_, err = f.WriteAt(b, at)
-	require.NoError(t, err)
 }
 
 // TestCorruption damages every kind of file of a partition and reopens it

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/partlog/partlog/internal/producer"
@@ -53,7 +52,7 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 	}
 	// The roll snapshots not yet written hold the state this replaces:
 	// none of them may land after (or over) the restored one.
-	p.discardRollSnapshotsLocked()
+	p.snaps.discardPendingLocked()
 	p.mu.producers.Restore(entries)
 	p.publishUnstableLocked()
 	if err := p.snapshotDurableLocked(); err != nil {
@@ -72,24 +71,12 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 // wrapping ErrCorrupt.
 func (p *Partition) ProducerSnapshot(offset int64) ([]byte, error) {
 	// flushMu keeps a roll's background flush from holding the snapshot
-	// between taking it from rollSnapshots and writing its file; mu keeps
+	// between taking it from the pending roll snapshots and writing its file; mu keeps
 	// a writer from rewriting the file while it is read (a small file,
 	// read only when a replica needs the state).
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, s := range p.mu.rollSnapshots {
-		if s.offset == offset && s.truncations == p.truncations.Load() && s.removals == p.rolled.snapshotRemovals.Load() {
-			return bytes.Clone(s.data), nil
-		}
-	}
-	data, err := producer.ReadSnapshotFile(p.cfg.FS, p.dir, offset)
-	if err != nil {
-		return nil, fmt.Errorf("partlog/log: producer snapshot at offset %d: %w", offset, err)
-	}
-	if _, err := producer.DecodeSnapshot(data); err != nil {
-		return nil, fmt.Errorf("partlog/log: producer snapshot %s: %w", producer.SnapshotPath(p.dir, offset), err)
-	}
-	return data, nil
+	return p.snaps.atLocked(offset)
 }

@@ -19,17 +19,6 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// recordingPolicy records every recovery event and answers with answer.
-type recordingPolicy struct {
-	events *[]plog.RecoveryEvent
-	answer plog.RecoveryPolicy
-}
-
-func (r recordingPolicy) OnCorruption(ev plog.RecoveryEvent) error {
-	*r.events = append(*r.events, ev)
-	return r.answer.OnCorruption(ev)
-}
-
 // TestCrashAfterRollBeforeFlush is the recovery rule for the unsynced
 // region: a roll leaves the flush of the segment it seals to the
 // background, so a crash before that flush can leave a sealed segment
@@ -257,20 +246,6 @@ func threeBatchSegments(mem *vfs.MemFS) plog.Config {
 	return plog.WithManualRollFlush(plog.Config{FS: mem, SegmentBytes: 3*(batch.HeaderSize+2*30) + 60, SegmentIndexBytes: memIndexBytes})
 }
 
-// flushRollsOrNot runs the rolls' flush of p, whose segments are infos,
-// when flushRolls is set and checks that it raised the recovery point to
-// the active segment's base; otherwise it checks that the recovery point
-// is still a new partition's 0. REQUIRES: p opened WithManualRollFlush.
-func flushRollsOrNot(t *testing.T, p *plog.Partition, infos []plog.SegmentInfo, flushRolls bool) {
-	t.Helper()
-	if flushRolls {
-		require.NoError(t, p.FlushRolled())
-		require.Equal(t, infos[len(infos)-1].BaseOffset, p.RecoveryPoint())
-	} else {
-		require.Equal(t, int64(0), p.RecoveryPoint(), "a new partition's recovery point; no roll's flush moved it")
-	}
-}
-
 // crashedAfterRolls appends 14 batches of 2 records to a new partition in
 // dir on a MemFS, rolling into 4 sealed segments of 3 batches and an
 // active one, with the rolls' flush run (flushRolls: the recovery point
@@ -473,21 +448,6 @@ func TestCleanerCheckpointAboveLogEndAfterFailedTruncation(t *testing.T) {
 	}
 	require.Equal(t, int64(2), r.LogEndOffset(), "the log is cut where segment 0's lost tail began")
 }
-
-// keepAllCleaner plans a round up to the high watermark (as a Cleaner may:
-// the partition rewrites only the sealed segments below it) and keeps
-// every batch as it is.
-type keepAllCleaner struct{}
-
-func (keepAllCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
-	return v.HighWatermark(), nil
-}
-
-func (keepAllCleaner) Batch(batch.Batch) plog.BatchDecision {
-	return plog.BatchDecision{Action: plog.BatchCopy}
-}
-
-func (keepAllCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { return plog.RecordKeep }
 
 // TestCompactionCheckpointCoversOnlyDurableSegments: a compaction round
 // records the cleaner checkpoint its Cleaner planned, and Open takes a

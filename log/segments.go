@@ -185,7 +185,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)))
 		return p.mu.failed
 	}
-	p.dropSnapshotsBelowLocked(p.logStart.Load()) // snapshot.go
+	p.snaps.dropBelowLocked(p.logStart.Load()) // snapshot.go
 	if err := p.syncDirSettled(); err != nil {
 		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
 	}

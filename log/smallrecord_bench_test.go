@@ -2,13 +2,13 @@ package log_test
 
 import (
 	"encoding/binary"
-	"github.com/stretchr/testify/require"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/klauspost/crc32"
+	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
 	plog "github.com/partlog/partlog/log"
@@ -19,21 +19,7 @@ import (
 // record framed as a 4-byte length, a 4-byte CRC-32C of the payload and
 // the payload.
 
-const (
-	smallRecordSize = 100 // bytes of value per record
-	smallBatchLen   = 100 // records per append
-)
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// smallValue is the 100-byte value every small record carries.
-func smallValue() []byte {
-	v := make([]byte, smallRecordSize)
-	for i := range v {
-		v[i] = byte(i*7 + 3)
-	}
-	return v
-}
 
 // appendFramed appends one framed record (length, CRC-32C, payload).
 func appendFramed(dst, payload []byte) []byte {
@@ -157,10 +143,6 @@ func BenchmarkOneRecordAppend(b *testing.B) {
 	}
 }
 
-// smallReadRecords is how many one-record batches the read benchmark's
-// log holds (about 17 MiB: the page cache holds it).
-const smallReadRecords = 100_000
-
 // BenchmarkOneRecordBatchRead reads a log of one-record batches of 100
 // bytes from start to end: ReadFrom of 1 MiB at a time, Records.Batches,
 // Batch.All, touching each value. It reports ratio_to_framed_read: the ns
@@ -234,8 +216,6 @@ func BenchmarkOneRecordBatchRead(b *testing.B) {
 		b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N)/perOp, "ratio_to_framed_read")
 	}
 }
-
-var sink int
 
 // appendFramedRecord appends one framed key-value record: length,
 // CRC-32C of the payload, and the payload, which is the key's length + 1

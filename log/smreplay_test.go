@@ -6,11 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
-	"github.com/partlog/partlog/segment"
 )
 
 // smBatch is one batch a replayed state machine action draws: its record
@@ -138,54 +136,6 @@ func (r *smReplay) rewrite(from, to int) {
 	if rewriteSegments(r.t, r.p, segs[from:to]) == nil {
 		r.check()
 	}
-}
-
-// rewriteSegments does what compaction does when it keeps every record:
-// it copies the sealed segments old into one .cleaned segment and swaps
-// it in with compaction's commit protocol and its directory syncs. When
-// the batches do not fit one segment it returns the error and leaves the
-// .cleaned file behind, the partition unchanged.
-func rewriteSegments(t tb, p *plog.Partition, old []*segment.Segment) error {
-	t.Helper()
-	seg, err := segment.CreateWithSuffix(p.FS(), p.Dir(), old[0].BaseOffset(), segment.CleanedSuffix, p.SegmentConfig())
-	require.NoError(t, err)
-	for _, o := range old {
-		data, err := o.Bytes(0, o.Size(), nil)
-		require.NoError(t, err)
-		for len(data) > 0 {
-			bt, rest, err := batch.Parse(data)
-			require.NoError(t, err)
-			if _, err := seg.Append(bt); err != nil {
-				_ = seg.Close()
-				return err
-			}
-			data = rest
-		}
-	}
-	require.NoError(t, seg.Seal())
-	require.NoError(t, seg.Flush())
-	require.NoError(t, checkpoint.SyncDir(p.FS(), p.Dir()))
-	require.NoError(t, p.ReplaceSegments(old, []*segment.Segment{seg}, func() error {
-		if err := seg.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
-			return err
-		}
-		if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
-			return err
-		}
-		for _, o := range old {
-			if err := o.MarkDeleted(); err != nil {
-				return err
-			}
-		}
-		if err := checkpoint.SyncDir(p.FS(), p.Dir()); err != nil {
-			return err
-		}
-		if err := seg.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
-			return err
-		}
-		return checkpoint.SyncDir(p.FS(), p.Dir())
-	}))
-	return nil
 }
 
 func (r *smReplay) roll() {

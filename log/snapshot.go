@@ -1,40 +1,103 @@
 package log
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/segment"
 )
 
 // Producer state snapshots: Kafka's <offset>.snapshot files in the
 // partition's directory (package internal/producer encodes, decodes, names
-// and reads them). The partition decides when one is taken, written and
-// removed: taken at each roll and written once the segments below it are
-// durable (durability.go), written at Close and after a recovery, removed
-// below the log start and past a truncation's new end; Open and TruncateTo
-// load the newest that decodes and replay the log after it.
+// and reads them). The part (producerSnapshots, Partition.snaps) owns the
+// files, the snapshots rolls took and have not written yet, and the replay
+// of the log through the producer state after the newest snapshot. The core
+// decides when: a snapshot is taken at each roll and written once the
+// segments below it are durable (the roll's background flush or a full
+// flush, flush.go), written at Close and after a recovery, removed below
+// the log start and past a truncation's new end; Open and TruncateTo load
+// the newest that decodes and replay the log after it. DESIGN.md, "Parts of
+// a Partition: producer snapshots", has the contract.
 
-// writeSnapshotBytes writes data as the snapshot file at offset, fsyncing
-// it when sync is set. The caller marks the directory dirty.
-func (p *Partition) writeSnapshotBytes(offset int64, data []byte, sync bool) error {
-	if err := producer.WriteSnapshotFile(p.cfg.FS, p.dir, offset, data, sync); err != nil {
-		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", producer.SnapshotPath(p.dir, offset), err)
+// snapshotCore is the partition core as the snapshot part sees it.
+// *Partition implements it (flush.go).
+type snapshotCore interface {
+	// syncDirSettled syncs the partition directory once every spare a
+	// roll adopted carries its base's names.
+	syncDirSettled() error
+	// truncationCount returns how many truncations have cut the log
+	// (lock-free; a truncation counts itself before it cuts). A roll
+	// snapshot is written only while the count is the one it was taken
+	// at.
+	truncationCount() uint64
+}
+
+// rollSnapshot is a producer state snapshot a roll took, waiting to be
+// written once the segments below offset are durable. It is written only
+// while the truncation count and the snapshot removal count are still
+// those of the roll.
+type rollSnapshot struct {
+	offset      int64
+	data        []byte
+	truncations uint64
+	removals    uint64
+}
+
+// producerSnapshots is the producer snapshot part of a Partition. Its
+// methods never take the partition's flushMu or mu: the core holds what each
+// method's REQUIRES line names. Fields are grouped by the lock that guards
+// them.
+type producerSnapshots struct {
+	// core, fs, dir and logger are set by init and never change.
+	core   snapshotCore
+	fs     vfs.FS
+	dir    string
+	logger *slog.Logger
+	// ckptMu is the core's checkpoint lock (Partition.rolled.ckptMu): a
+	// removal and a roll snapshot's write hold it, so that a snapshot the
+	// roll's background flush writes never lands after a removal it should
+	// have been part of. Lock order: flushMu, mu, then ckptMu.
+	ckptMu *sync.Mutex
+	// removals counts remove calls and producer state replacements
+	// (discardPendingLocked); written under *ckptMu. A roll snapshot
+	// taken before either is never written.
+	removals atomic.Uint64
+
+	// pending are the snapshots rolls took, not yet written. Guarded by
+	// the core's mu.
+	pending []rollSnapshot
+}
+
+// init sets the part up for the partition in dir.
+func (s *producerSnapshots) init(core snapshotCore, fs vfs.FS, dir string, logger *slog.Logger, ckptMu *sync.Mutex) {
+	s.core, s.fs, s.dir, s.logger, s.ckptMu = core, fs, dir, logger, ckptMu
+}
+
+// write writes data as the snapshot file at offset, fsyncing it when sync
+// is set. The caller marks the directory dirty.
+func (s *producerSnapshots) write(offset int64, data []byte, sync bool) error {
+	if err := producer.WriteSnapshotFile(s.fs, s.dir, offset, data, sync); err != nil {
+		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", producer.SnapshotPath(s.dir, offset), err)
 	}
 	return nil
 }
 
-// removeSnapshots removes the snapshot files whose offset satisfies drop
-// and reports whether it removed any. The caller syncs the directory. It
-// holds rolled.ckptMu and counts the removal (rolled.snapshotRemovals), so
-// that a roll's snapshot the background flush writes never lands after a
-// removal it should have been part of (durability.go).
-func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
-	p.rolled.ckptMu.Lock()
-	defer p.rolled.ckptMu.Unlock()
-	p.rolled.snapshotRemovals.Add(1)
-	offs, err := producer.ListSnapshots(p.cfg.FS, p.dir)
+// remove removes the snapshot files whose offset satisfies drop and
+// reports whether it removed any. The caller syncs the directory. It holds
+// ckptMu and counts the removal (removals), so that a roll's snapshot the
+// background flush writes never lands after a removal it should have been
+// part of.
+func (s *producerSnapshots) remove(drop func(int64) bool) (bool, error) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.removals.Add(1)
+	offs, err := producer.ListSnapshots(s.fs, s.dir)
 	if err != nil {
 		return false, err
 	}
@@ -43,7 +106,7 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 		if !drop(off) {
 			continue
 		}
-		if err := producer.RemoveSnapshotFile(p.cfg.FS, p.dir, off); err != nil {
+		if err := producer.RemoveSnapshotFile(s.fs, s.dir, off); err != nil {
 			return removed, err
 		}
 		removed = true
@@ -51,126 +114,175 @@ func (p *Partition) removeSnapshots(drop func(int64) bool) (bool, error) {
 	return removed, nil
 }
 
-// discardRollSnapshotsLocked drops the roll snapshots not yet written,
-// for a writer that replaces the producer state they were taken from
-// (RestoreProducers): it counts as a removal (rolled.snapshotRemovals,
-// under rolled.ckptMu), so a background flush that took them already
-// writes none of them after this, and one writing under ckptMu now
-// finishes first. REQUIRES: mu held, rolled.ckptMu not held.
-func (p *Partition) discardRollSnapshotsLocked() {
-	p.rolled.ckptMu.Lock()
-	p.rolled.snapshotRemovals.Add(1)
-	p.rolled.ckptMu.Unlock()
-	p.mu.rollSnapshots = nil
+// dropBelowLocked removes the snapshots below the log start offset start
+// (retention and DeleteRecordsBefore dropped their segments). Failures are
+// logged. REQUIRES: mu held; the caller syncs the directory.
+func (s *producerSnapshots) dropBelowLocked(start int64) {
+	if _, err := s.remove(func(off int64) bool { return off < start }); err != nil {
+		s.logger.Warn("partlog/log: removing producer snapshots failed", "dir", s.dir, "below", start, "err", err)
+	}
 }
 
-// snapshotOnRollLocked takes the producer state at a new segment's base,
+// discardPendingLocked drops the roll snapshots not yet written, for a
+// writer that replaces the producer state they were taken from
+// (RestoreProducers): it counts as a removal (removals, under ckptMu), so
+// a background flush that took them already writes none of them after
+// this, and one writing under ckptMu now finishes first. REQUIRES: mu
+// held, ckptMu not held.
+func (s *producerSnapshots) discardPendingLocked() {
+	s.ckptMu.Lock()
+	s.removals.Add(1)
+	s.ckptMu.Unlock()
+	s.pending = nil
+}
+
+// takeOnRollLocked takes the producer state at a new segment's base,
 // newBase, as snapshot bytes, in memory: the roll's background flush
 // writes the file once the segments below newBase are durable (a snapshot
 // at X must never be on disk before the batches and .txnindex entries
 // below X, see docs/crash-safety.md), and a full flush (Sync, a periodic
 // flush, Close) writes what is still pending. Expired producers are
 // removed first. REQUIRES: mu held.
-func (p *Partition) snapshotOnRollLocked(newBase int64) {
-	p.mu.producers.Expire()
-	p.mu.rollSnapshots = append(p.mu.rollSnapshots, rollSnapshot{
-		offset: newBase, data: p.mu.producers.AppendSnapshot(nil),
-		truncations: p.truncations.Load(), removals: p.rolled.snapshotRemovals.Load()})
+func (s *producerSnapshots) takeOnRollLocked(state *producer.State, newBase int64) {
+	state.Expire()
+	s.pending = append(s.pending, rollSnapshot{
+		offset: newBase, data: state.AppendSnapshot(nil),
+		truncations: s.core.truncationCount(), removals: s.removals.Load()})
 }
 
-// snapshotDurableLocked writes the snapshot at the log end, fsynced, and
-// syncs the directory: Close and Open after recovery call it. REQUIRES: mu
-// held (or Open).
-func (p *Partition) snapshotDurableLocked() error {
-	if err := p.writeSnapshotBytes(p.mu.end.Offset, p.mu.producers.AppendSnapshot(nil), true); err != nil {
-		return err
-	}
-	p.mu.dirDirty = true
-	if err := p.syncDirSettled(); err != nil {
-		return err
-	}
-	p.mu.dirDirty = false
-	return nil
-}
-
-// dropSnapshotsBelowLocked removes the snapshots below the log start
-// offset (retention and DeleteRecordsBefore dropped their segments).
-// Failures are logged. REQUIRES: mu held; the caller syncs the directory.
-func (p *Partition) dropSnapshotsBelowLocked(start int64) {
-	if _, err := p.removeSnapshots(func(off int64) bool { return off < start }); err != nil {
-		p.logger.Warn("partlog/log: removing producer snapshots failed", "dir", p.dir, "below", start, "err", err)
-	}
-}
-
-// loadProducersLocked rebuilds the producer state for the segments in list
-// ending at end: it removes (durably) every snapshot past end, which
-// describes batches the log no longer holds, loads the newest snapshot at
-// or below end that decodes (skipping, with a warning, any that does not),
-// and replays the batches from there (from the first segment when there is
-// none) through the state. It returns whether anything had to be replayed.
-// REQUIRES: mu held (or Open, before the partition is published).
-func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (replayed bool, err error) {
-	p.mu.producers.Reset()
-	removed, err := p.removeSnapshots(func(off int64) bool { return off > end })
-	if err != nil {
-		return false, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
-	}
-	if removed {
-		if err := p.syncDirSettled(); err != nil {
-			return false, err
+// takePendingLocked takes the roll snapshots not yet written, keeping
+// those of rolls since the last truncation (truncations is the count now).
+// REQUIRES: flushMu and mu held.
+func (s *producerSnapshots) takePendingLocked(truncations uint64) []rollSnapshot {
+	var out []rollSnapshot
+	for _, r := range s.pending {
+		if r.truncations == truncations {
+			out = append(out, r)
 		}
 	}
-	offs, err := producer.ListSnapshots(p.cfg.FS, p.dir)
-	if err != nil {
-		return false, err
+	s.pending = nil
+	return out
+}
+
+// writeRolled writes the roll snapshots snaps, fsynced, under ckptMu,
+// while the truncation count is still truncations (the count they were
+// taken at, takePendingLocked) and no snapshot was removed since each was
+// taken; it reports whether it wrote any. Failures are logged: a snapshot
+// only shortens a replay. REQUIRES: flushMu held, mu not held; the
+// segments below each offset are durable.
+func (s *producerSnapshots) writeRolled(snaps []rollSnapshot, truncations uint64) bool {
+	if len(snaps) == 0 {
+		return false
 	}
-	from := int64(-1)
-	var entries []producer.Entry
-	for i := len(offs) - 1; i >= 0; i-- {
-		path := producer.SnapshotPath(p.dir, offs[i])
-		data, err := producer.ReadSnapshotFile(p.cfg.FS, p.dir, offs[i])
-		if err != nil {
-			return false, fmt.Errorf("read producer snapshot %s: %w", path, err) // I/O: reported
-		}
-		if entries, err = producer.DecodeSnapshot(data); err != nil {
-			p.logger.Warn("partlog/log: skipping a producer snapshot", "dir", p.dir, "file", path, "err", err)
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if s.core.truncationCount() != truncations {
+		return false
+	}
+	return s.writeValid(snaps)
+}
+
+// writePendingLocked writes the pending roll snapshots, fsynced, and
+// reports whether it wrote any (the caller syncs the directory): a full
+// flush's part of the rolls' work, after every segment was flushed.
+// REQUIRES: flushMu and mu held.
+func (s *producerSnapshots) writePendingLocked() bool {
+	snaps := s.pending
+	s.pending = nil
+	return s.writeValid(snaps)
+}
+
+// writeValid writes each of snaps taken since the last truncation and the
+// last removal, fsynced, and reports whether it wrote any. A write failure
+// is logged: a snapshot only shortens a replay.
+func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
+	wrote := false
+	for _, r := range snaps {
+		if r.truncations != s.core.truncationCount() || r.removals != s.removals.Load() {
 			continue
 		}
-		from = offs[i]
-		break
+		if err := s.write(r.offset, r.data, true); err != nil {
+			s.logger.Warn("partlog/log: producer snapshot not written", "dir", s.dir, "offset", r.offset, "err", err)
+			continue
+		}
+		wrote = true
 	}
-	p.mu.producers.Restore(entries) // none: the replay starts from nothing
-	if len(list) > 0 && from < list[0].BaseOffset() {
-		from = list[0].BaseOffset() // nothing below the first segment
-	}
-	defer p.noteAbortedIn(list)
-	defer p.publishUnstableLocked()
-	if from >= end {
-		return false, nil
-	}
-	if err := p.replayProducers(list, from, end); err != nil {
-		return true, err
-	}
-	p.mu.producers.Expire()
-	return true, nil
+	return wrote
 }
 
-// replayProducers feeds the producer batches of list in [from, end) to the
-// producer state, reading only batch headers (and a control batch's first
-// record). from < 0 replays everything. It rebuilds the transaction
-// indexes as it goes: each segment it walks loses its entries for markers
-// at or past from (a crash may have kept some and lost others), and every
-// ABORT marker that ends a transaction adds its entry again, with the last
-// stable offset the replayed state gives (Kafka rebuilds them the same way
-// when it recovers a segment). Entries below from were made durable by
-// the flush that preceded the snapshot at from.
-func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) error {
+// atLocked returns the snapshot at offset: a roll snapshot not yet
+// written, from memory, else the file's bytes once they decode. An offset
+// with no snapshot gives an error wrapping fs.ErrNotExist, a file that
+// does not decode one wrapping ErrCorrupt. REQUIRES: flushMu and mu held
+// (a roll's background flush is not between taking a snapshot and writing
+// it, and no writer rewrites the file).
+func (s *producerSnapshots) atLocked(offset int64) ([]byte, error) {
+	for _, r := range s.pending {
+		if r.offset == offset && r.truncations == s.core.truncationCount() && r.removals == s.removals.Load() {
+			return bytes.Clone(r.data), nil
+		}
+	}
+	data, err := producer.ReadSnapshotFile(s.fs, s.dir, offset)
+	if err != nil {
+		return nil, fmt.Errorf("partlog/log: producer snapshot at offset %d: %w", offset, err)
+	}
+	if _, err := producer.DecodeSnapshot(data); err != nil {
+		return nil, fmt.Errorf("partlog/log: producer snapshot %s: %w", producer.SnapshotPath(s.dir, offset), err)
+	}
+	return data, nil
+}
+
+// newest removes (durably) every snapshot past end, which describes
+// batches the log no longer holds, and returns the newest snapshot at or
+// below end that decodes (skipping, with a warning, any that does not):
+// its offset and entries, or -1 and none. REQUIRES: mu held (or Open,
+// before the partition is published).
+func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.Entry, err error) {
+	removed, err := s.remove(func(off int64) bool { return off > end })
+	if err != nil {
+		return -1, nil, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
+	}
+	if removed {
+		if err := s.core.syncDirSettled(); err != nil {
+			return -1, nil, err
+		}
+	}
+	offs, err := producer.ListSnapshots(s.fs, s.dir)
+	if err != nil {
+		return -1, nil, err
+	}
+	for i := len(offs) - 1; i >= 0; i-- {
+		path := producer.SnapshotPath(s.dir, offs[i])
+		data, err := producer.ReadSnapshotFile(s.fs, s.dir, offs[i])
+		if err != nil {
+			return -1, nil, fmt.Errorf("read producer snapshot %s: %w", path, err) // I/O: reported
+		}
+		if entries, err = producer.DecodeSnapshot(data); err != nil {
+			s.logger.Warn("partlog/log: skipping a producer snapshot", "dir", s.dir, "file", path, "err", err)
+			continue
+		}
+		return offs[i], entries, nil
+	}
+	return -1, nil, nil
+}
+
+// replay feeds the producer batches of list in [from, end) to state,
+// reading only batch headers (and a control batch's first record). from <
+// 0 replays everything. It rebuilds the transaction indexes as it goes:
+// each segment it walks loses its entries for markers at or past from (a
+// crash may have kept some and lost others), and every ABORT marker that
+// ends a transaction adds its entry again, with the last stable offset the
+// replayed state gives (Kafka rebuilds them the same way when it recovers a
+// segment). Entries below from were made durable by the flush that
+// preceded the snapshot at from. dirty reports that it added an entry (the
+// caller marks the directory dirty). REQUIRES: mu held (or Open).
+func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segment, from, end int64) (dirty bool, err error) {
 	for i, seg := range list {
 		if i+1 < len(list) && list[i+1].BaseOffset() <= from {
 			continue // every batch of seg lies below from
 		}
 		if err := seg.TruncateAbortedTxns(max(from, 0)); err != nil {
-			return fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
+			return dirty, fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
 		done := false
 		err := walkHeaders(seg, func(pos int64, h []byte, legacy bool) (bool, error) {
@@ -192,11 +304,11 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 				}
 				bt = batch.Batch(whole)
 			}
-			if ended, ok := p.mu.producers.Replay(bt); ok && ended.Abort {
+			if ended, ok := state.Replay(bt); ok && ended.Abort {
 				if err := seg.AppendAbortedTxn(abortedTxn(ended)); err != nil {
 					return false, fmt.Errorf("transaction index: %w", err)
 				}
-				p.mu.dirDirty = true
+				dirty = true
 			}
 			return true, nil
 		})
@@ -205,13 +317,63 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 			err = seg.FlushTxnIndex()
 		}
 		if err != nil {
-			return fmt.Errorf("replay producers: segment %d: %w", seg.BaseOffset(), err)
+			return dirty, fmt.Errorf("replay producers: segment %d: %w", seg.BaseOffset(), err)
 		}
 		if done {
-			return nil
+			return dirty, nil
 		}
 	}
+	return dirty, nil
+}
+
+// The core's side: what it persists of the producer state, and the loads
+// that replace it. They hold mu and hand the part the producer state.
+
+// snapshotDurableLocked writes the snapshot at the log end, fsynced, and
+// syncs the directory: Close and Open after recovery call it. REQUIRES: mu
+// held (or Open).
+func (p *Partition) snapshotDurableLocked() error {
+	if err := p.snaps.write(p.mu.end.Offset, p.mu.producers.AppendSnapshot(nil), true); err != nil {
+		return err
+	}
+	p.mu.dirDirty = true
+	if err := p.syncDirSettled(); err != nil {
+		return err
+	}
+	p.mu.dirDirty = false
 	return nil
+}
+
+// loadProducersLocked rebuilds the producer state for the segments in list
+// ending at end: it loads the newest snapshot at or below end that decodes
+// (producerSnapshots.newest, which first removes those past end) and
+// replays the batches from there (from the first segment when there is
+// none) through the state. It returns whether anything had to be replayed.
+// REQUIRES: mu held (or Open, before the partition is published).
+func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (replayed bool, err error) {
+	p.mu.producers.Reset()
+	from, entries, err := p.snaps.newest(end)
+	if err != nil {
+		return false, err
+	}
+	p.mu.producers.Restore(entries) // none: the replay starts from nothing
+	if len(list) > 0 && from < list[0].BaseOffset() {
+		from = list[0].BaseOffset() // nothing below the first segment
+	}
+	defer p.noteAbortedIn(list)
+	defer p.publishUnstableLocked()
+	if from >= end {
+		return false, nil
+	}
+	dirty, err := p.snaps.replay(p.mu.producers, list, from, end)
+	if dirty {
+		p.mu.dirDirty = true
+	}
+	if err != nil {
+		return true, err
+	}
+	p.mu.producers.Expire()
+	return true, nil
 }
 
 // reloadProducersLocked rebuilds the producer state after a truncation
@@ -220,7 +382,7 @@ func (p *Partition) replayProducers(list []*segment.Segment, from, end int64) er
 // recognise retries of cut batches. REQUIRES: mu held.
 func (p *Partition) reloadProducersLocked(full bool) error {
 	if full {
-		if _, err := p.removeSnapshots(func(int64) bool { return true }); err != nil {
+		if _, err := p.snaps.remove(func(int64) bool { return true }); err != nil {
 			return err
 		}
 		if err := p.syncDirSettled(); err != nil {

@@ -41,32 +41,6 @@ func soakDiskFullConfig(fsys vfs.FS) plog.DirConfig {
 	}
 }
 
-// soakCopyCleaner is a Cleaner that keeps every batch byte for byte: a
-// compaction round with it rewrites every sealed segment below the high
-// watermark (new .cleaned files, swaps, deletions) and changes no batch.
-type soakCopyCleaner struct{}
-
-func (soakCopyCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
-	return v.HighWatermark(), nil
-}
-
-func (soakCopyCleaner) Batch(batch.Batch) plog.BatchDecision {
-	return plog.BatchDecision{Action: plog.BatchCopy}
-}
-
-func (soakCopyCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { return plog.RecordKeep }
-
-// soakOldestSegment is a retention policy that deletes the oldest segment
-// while more than two are left.
-type soakOldestSegment struct{}
-
-func (soakOldestSegment) Expired(v *plog.View) int {
-	if len(v.Segments()) > 2 {
-		return 1
-	}
-	return 0
-}
-
 // soakDiskFull is the state of the disk-full soak: the filesystem, the
 // Dir, and per partition what was acknowledged and what may have been
 // deleted on purpose.
@@ -209,7 +183,7 @@ func (s *soakDiskFull) round(r int) {
 			s.mayStart[i] = max(s.mayStart[i], to)
 			s.typed(where+": DeleteRecordsBefore", p.DeleteRecordsBefore(to))
 		case op < 90:
-			_, err := p.Compact(context.Background(), soakCopyCleaner{})
+			_, err := p.Compact(context.Background(), keepAllCleaner{})
 			s.typed(where+": compact", err)
 		case op < 96:
 			// The round deletes the oldest segment (when more than two
@@ -346,34 +320,5 @@ func (s *soakDiskFull) check(where string, i int, crashed bool) {
 		}
 		require.True(t, seen[base], "%s: acknowledged batch [%d, %d) lost (log [%d, %d))", where, base, next, start, p.LogEndOffset())
 		s.checked++
-	}
-}
-
-// soakWalk reads p from its log start to its log end as a follower and
-// hands every batch to visit in order, checking that they are contiguous:
-// the first holds the log start offset (which DeleteRecordsBefore may
-// have put inside it), each next one starts where the one before ends.
-func soakWalk(t *testing.T, where string, p *plog.Partition, visit func(b batch.Batch)) {
-	t.Helper()
-	next, first := p.LogStartOffset(), true
-	for next < p.LogEndOffset() {
-		r, err := p.ReadFromFollower(next, 1<<20)
-		require.NoError(t, err, "%s: read at %d", where, next)
-		data := r.Bytes()
-		require.NotEmpty(t, data, "%s: nothing at %d, below the log end %d", where, next, p.LogEndOffset())
-		for len(data) > 0 {
-			b, rest, err := batch.Parse(data)
-			require.NoError(t, err, where)
-			if first {
-				require.True(t, b.BaseOffset() <= next && next < b.NextOffset(), "%s: the first batch [%d, %d) does not hold the log start %d", where, b.BaseOffset(), b.NextOffset(), next)
-				first = false
-			} else {
-				require.Equal(t, next, b.BaseOffset(), "%s: a hole after offset %d", where, next-1)
-			}
-			visit(b)
-			next = b.NextOffset()
-			data = rest
-		}
-		require.NoError(t, r.Close())
 	}
 }

@@ -26,37 +26,6 @@ func spareCfg(fs vfs.FS) plog.Config {
 	return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentBytes: 700, IndexIntervalBytes: 1, SegmentIndexBytes: 4096})
 }
 
-// spareNames returns the names in dir that carry the spare suffix.
-func spareNames(t *testing.T, fs vfs.FS, dir string) []string {
-	t.Helper()
-	names, err := fs.List(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, n := range names {
-		if strings.HasSuffix(n, segment.SpareSuffix) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// appendSyncedPrefix appends n two-record batches to p and to the model
-// m, and syncs after the second: the first two batches are promised
-// durable, the rest are not.
-func appendSyncedPrefix(t *testing.T, p *plog.Partition, m *logtest.Model, n int) {
-	t.Helper()
-	for i := range n {
-		b := logtest.MakeBatch(2, 30, int64(1000+i), byte(i))
-		off, err := p.AppendBatch(b)
-		require.NoError(t, err)
-		require.NoError(t, m.AppendBatch(b, off))
-		if i == 1 {
-			require.NoError(t, p.Sync())
-			m.Sync()
-		}
-	}
-}
-
 // buildSpare opens a partition on fs with two sealed segments, a synced
 // prefix and a spare made ahead of the next roll.
 func buildSpare(t *testing.T, fs vfs.FS) (*plog.Partition, *logtest.Model) {

@@ -82,41 +82,6 @@ func TestOpenRefusesUnsafeSwaps(t *testing.T) {
 	})
 }
 
-// makeBatchT builds a valid batch of n records at base.
-func makeBatchT(t *testing.T, base int64, n int) []byte {
-	t.Helper()
-	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
-	for i := 0; i < n; i++ {
-		require.NoError(t, bld.Add(batch.Record{Key: []byte{byte(base)}, Value: []byte("v"), Timestamp: 1000}))
-	}
-	b, err := bld.AppendTo(nil)
-	require.NoError(t, err)
-	return b
-}
-
-func writeFileT(t *testing.T, fs vfs.FS, path string, data []byte) {
-	t.Helper()
-	f, err := fs.Create(path)
-	require.NoError(t, err)
-	_, err = f.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, f.Sync())
-	require.NoError(t, f.Close())
-}
-
-func readFileT(t *testing.T, fs vfs.FS, path string) []byte {
-	t.Helper()
-	f, err := fs.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	st, err := f.Stat()
-	require.NoError(t, err)
-	b := make([]byte, st.Size())
-	_, err = f.ReadAt(b, 0)
-	require.NoError(t, err)
-	return b
-}
-
 // TestOpenRespectsLiveCompaction (review item 6): with the directory open
 // (Open holds lockFile) and a live compaction's .cleaned file present, a
 // second Open — the only code that cleans up after a crashed swap —

@@ -53,7 +53,7 @@ func TestRecordWithoutTimestamp(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := openMemPartition(t, tc.cfg)
+			p, _ := openMem(t, tc.cfg)
 			bld := batch.NewBuilder(batch.BuilderOptions{})
 			before := time.Now().UnixMilli()
 			require.NoError(t, tc.add(bld))

@@ -159,12 +159,12 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// a crash can keep in part: the .txnindex of a segment cut before its
 	// .log, or a later segment's .log kept while its .txnindex rename to
 	// .deleted survived. The replay after a snapshot at or below newEnd
-	// rewrites the entries of every marker from there (replayProducers);
+	// rewrites the entries of every marker from there (producerSnapshots.replay);
 	// one past the markers left would leave them out of the .txnindex, and
 	// read_committed would serve their aborted transactions.
 	// A failed removal changes nothing that matters (no file was cut yet);
 	// a failed directory sync fails the partition, as every failed sync.
-	removed, err := p.removeSnapshots(func(off int64) bool { return off > newEnd })
+	removed, err := p.snaps.remove(func(off int64) bool { return off > newEnd })
 	if err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
 	}
@@ -376,7 +376,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	}
 	p.logStart.Store(offset)
 	p.mu.epochs.TruncateFromStart(offset)
-	p.dropSnapshotsBelowLocked(offset) // snapshot.go
+	p.snaps.dropBelowLocked(offset) // snapshot.go
 	if offset == p.mu.end.Offset && p.mu.epochs.Dirty() {
 		// Every record deleted: the active segment stays, and a roll will
 		// leave it wholly below the log start, before an empty segment

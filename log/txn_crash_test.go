@@ -2,20 +2,17 @@ package log_test
 
 import (
 	"fmt"
-	"github.com/stretchr/testify/require"
-	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
-	"github.com/partlog/partlog/segment"
 )
 
 // txnOracle is what the transactions of a log must be, computed from the
@@ -77,87 +74,6 @@ func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
 			o.aborted = append(o.aborted, plog.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: bt.BaseOffset(), LastStableOffset: lso})
 		}
 		break
-	}
-}
-
-// checkTxnState compares p's transaction state, its read_committed reads
-// and (files) the .txnindex files in dir with the oracle.
-func checkTxnState(t testing.TB, where string, p *plog.Partition, fsys vfs.FS, dir string, files bool) {
-	t.Helper()
-	o := txnOracleOf(t, p)
-	hw := p.HighWatermark()
-	wantLSO := hw
-	if len(o.open) > 0 {
-		wantLSO = min(max(o.open[0].FirstOffset, p.LogStartOffset()), hw)
-	}
-	require.Equal(t, wantLSO, p.LastStableOffset(), "%s: last stable offset (open %v)", where, o.open)
-	open, err := p.OpenTransactions()
-	require.NoError(t, err, where)
-	for i := range open {
-		open[i].StartTimestamp = 0
-	}
-	if len(open) > 0 || len(o.open) > 0 {
-		require.Equal(t, o.open, open, "%s: open transactions", where)
-	}
-	// read_committed from the start: nothing at or past the LSO, and the
-	// aborted transactions reported are the oracle's that start below
-	// where the reads stopped.
-	var got []plog.AbortedTxn
-	off := p.LogStartOffset()
-	for {
-		recs, ab, err := p.ReadCommitted(off, 1<<20)
-		require.NoError(t, err, "%s: read_committed at %d", where, off)
-		if len(recs.Bytes()) == 0 {
-			_ = recs.Close()
-			break
-		}
-		require.LessOrEqual(t, recs.NextOffset(), wantLSO, "%s: read_committed at %d returned past the LSO", where, off)
-		for _, a := range ab {
-			if !slices.Contains(got, a) {
-				got = append(got, a)
-			}
-		}
-		off = recs.NextOffset()
-		_ = recs.Close()
-	}
-	var want []plog.AbortedTxn
-	for _, a := range o.aborted {
-		if a.FirstOffset < off {
-			want = append(want, a)
-		}
-	}
-	slices.SortFunc(got, func(a, b plog.AbortedTxn) int { return int(a.LastOffset - b.LastOffset) })
-	if len(got) > 0 || len(want) > 0 {
-		require.Equal(t, want, got, "%s: read_committed reported aborted", where)
-	}
-	if !files {
-		return
-	}
-	var onDisk []plog.AbortedTxn
-	names, err := fsys.List(dir)
-	require.NoError(t, err, where)
-	slices.Sort(names)
-	for _, n := range names {
-		if !strings.HasSuffix(n, segment.TxnIndexSuffix) {
-			continue
-		}
-		// A crash can lose a new segment's .log and keep its companions:
-		// no segment reads them (a segment created at that base again
-		// removes them first).
-		if !slices.Contains(names, strings.TrimSuffix(n, segment.TxnIndexSuffix)+segment.LogSuffix) {
-			continue
-		}
-		f, err := fsys.Open(filepath.Join(dir, n))
-		require.NoError(t, err, where)
-		data, err := io.ReadAll(f)
-		_ = f.Close()
-		require.NoError(t, err, where)
-		entries, err := segment.DecodeTxnIndex(n, data)
-		require.NoError(t, err, where)
-		onDisk = append(onDisk, entries...)
-	}
-	if len(onDisk) > 0 || len(o.aborted) > 0 {
-		require.Equal(t, o.aborted, onDisk, "%s: .txnindex files", where)
 	}
 }
 

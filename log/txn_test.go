@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,47 +16,6 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
-
-// txnBatch is a transactional batch of n records from producer pid.
-func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
-	return prodBatch(t, pid, epoch, seq, n, pbNow(), true)
-}
-
-// pbNow is the timestamp test batches carry.
-func pbNow() int64 { return pb{}.ts() }
-
-// marker is a transaction marker for producer pid.
-func marker(typ batch.ControlType, pid int64, epoch int16, coord int32) batch.TxnMarker {
-	return batch.TxnMarker{Type: typ, ProducerID: pid, ProducerEpoch: epoch, CoordinatorEpoch: coord}
-}
-
-// readCommittedAll reads read_committed from offset to the last stable
-// offset and returns every batch's base offset with the aborted
-// transactions the reads reported (each once).
-func readCommittedAll(t testing.TB, p *plog.Partition, from int64) (bases []int64, aborted []plog.AbortedTxn) {
-	t.Helper()
-	for off := from; ; {
-		recs, ab, err := p.ReadCommitted(off, 1<<20)
-		require.NoError(t, err)
-		if len(recs.Bytes()) == 0 {
-			require.NoError(t, recs.Close())
-			return bases, aborted
-		}
-		for _, a := range ab { // each read reports what overlaps it
-			if !slices.Contains(aborted, a) {
-				aborted = append(aborted, a)
-			}
-		}
-		for rest := recs.Bytes(); len(rest) > 0; {
-			bt, r, err := batch.Parse(rest)
-			require.NoError(t, err)
-			bases = append(bases, bt.BaseOffset())
-			rest = r
-		}
-		off = recs.NextOffset()
-		require.NoError(t, recs.Close())
-	}
-}
 
 // TestAppendMarkerRules is Kafka's appendEndTxnMarker on the leader path,
 // case by case: after the setup (data batches and markers, all accepted),

@@ -20,18 +20,6 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// openMem opens a partition on a fresh in-memory filesystem (usable inside
-// a synctest bubble) and returns it with the error injector in front of
-// the filesystem.
-func openMem(t *testing.T, cfg plog.Config) (*plog.Partition, *vfs.Injector) {
-	t.Helper()
-	in := vfs.NewInjector(vfs.NewMem())
-	cfg.FS = in
-	p, err := plog.Open("/data/wait-0", cfg)
-	require.NoError(t, err)
-	return p, in
-}
-
 // startWait runs wait in a goroutine and returns the channel its result
 // arrives on.
 func startWait(wait func() error) <-chan error {

@@ -30,6 +30,8 @@ var kafka39Versions = map[kmsg.Key]versionRange{
 	kmsg.DescribeGroups:     {0, 5},
 	kmsg.ListGroups:         {0, 5},
 	kmsg.DeleteGroups:       {0, 2},
+	kmsg.CreateTopics:       {0, 7},
+	kmsg.DeleteTopics:       {0, 6},
 	kmsg.ApiVersions:        {0, 4},
 	kmsg.InitProducerID:     {0, 5},
 	kmsg.AddPartitionsToTxn: {0, 5},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,13 +26,21 @@ const (
 // cleaner applies partlog's cleanup policies (package compaction) in the
 // background: key compaction to __consumer_offsets and __transaction_state,
 // as Kafka configures those topics (cleanup.policy=compact), and the configured policy
-// (retention by default) to every other partition.
+// (retention by default) to every other partition, with its topic's
+// configuration overrides (CreateTopics) when it has some.
 type cleaner struct {
 	s        *server
 	interval time.Duration
 	offsets  *compaction.Runner
 	user     *compaction.Runner
 	done     func() // config.CleanupDone
+	// base is the user topics' configuration (user's); a topic with
+	// configuration overrides (CreateTopics) is cleaned by the runner of
+	// its configuration, made on first use, one per distinct topicConfig
+	// (only run uses it).
+	base     compaction.Config
+	opts     compaction.RunnerOptions
+	byConfig map[string]*compaction.Runner
 }
 
 // newCleaner validates the cleanup configuration and builds the two runners.
@@ -59,12 +68,13 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 	if policy == "" {
 		policy = compaction.PolicyDelete
 	}
-	user, err := compaction.NewRunner(compaction.Config{
+	base := compaction.Config{
 		CleanupPolicy:  policy,
 		Retention:      cfg.Retention,
 		OffsetMapBytes: cleanerMapBytes,
 		Logger:         s.log,
-	}, opts)
+	}
+	user, err := compaction.NewRunner(base, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup policy %q: %w", policy, err)
 	}
@@ -72,7 +82,28 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 	if interval == 0 {
 		interval = defaultCleanupInterval
 	}
-	return &cleaner{s: s, interval: interval, offsets: offsets, user: user, done: cfg.CleanupDone}, nil
+	return &cleaner{s: s, interval: interval, offsets: offsets, user: user, done: cfg.CleanupDone,
+		base: base, opts: opts, byConfig: make(map[string]*compaction.Runner)}, nil
+}
+
+// runnerFor returns the runner of a topic's configuration overrides (the
+// user runner for none). The overrides were checked when the topic was
+// created; a runner that cannot be made (a hand-edited topicConfigsFile)
+// is logged and the topic is left alone.
+func (c *cleaner) runnerFor(topic string, tc topicConfig) *compaction.Runner {
+	if len(tc) == 0 {
+		return c.user
+	}
+	k := tc.key()
+	if r, ok := c.byConfig[k]; ok {
+		return r
+	}
+	r, err := compaction.NewRunner(tc.apply(c.base), c.opts)
+	if err != nil {
+		c.s.log.Error("topic not cleaned: its configuration is invalid", "topic", topic, "configs", tc, "err", err)
+	}
+	c.byConfig[k] = r // nil: not cleaned
+	return r
 }
 
 // run applies the policies every interval until ctx is done. A negative
@@ -114,12 +145,36 @@ func (c *cleaner) once(ctx context.Context) {
 		}
 	}
 	_, _, _ = c.offsets.Run(ctx, offsets)
-	parts := c.s.store.userPartitions()
-	logs := make([]compaction.Partition, len(parts))
-	for i, p := range parts {
-		logs[i] = p
+	byRunner := make(map[*compaction.Runner][]compaction.Partition)
+	var order []*compaction.Runner
+	for _, name := range c.s.store.topicNames() {
+		if isInternalTopic(name) {
+			continue
+		}
+		ps, err := c.s.store.topic(name, false)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		r := c.runnerFor(name, c.s.store.topicConfigOf(name))
+		if r == nil {
+			continue
+		}
+		if _, ok := byRunner[r]; !ok {
+			order = append(order, r)
+		}
+		for _, p := range ps {
+			// A partition a DeleteTopics closed under a round is marked
+			// failed with ErrClosed; a topic created again under the
+			// same name is a new partition in that directory.
+			if err := r.Failed(p.Dir()); errors.Is(err, plog.ErrClosed) {
+				r.Reset(p.Dir())
+			}
+			byRunner[r] = append(byRunner[r], p)
+		}
 	}
-	_, _, _ = c.user.Run(ctx, logs)
+	for _, r := range order {
+		_, _, _ = r.Run(ctx, byRunner[r])
+	}
 }
 
 // The policies run on any compaction.Partition; a partlog Partition is one.

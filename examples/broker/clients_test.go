@@ -447,3 +447,106 @@ func TestKafkaPythonAdminGroups(t *testing.T) {
 	assert.Empty(t, got.ListedAfter)
 	assert.Empty(t, got.OffsetsAfter)
 }
+
+// kafka-python's KafkaAdminClient (Debian's python3-kafka: CreateTopics and
+// DeleteTopics v3) creates, lists, describes and deletes topics as against
+// Kafka: a topic with a partition count and one with cleanup.policy=compact
+// are created, creating one again raises TopicAlreadyExistsError, a
+// replication factor of 3 InvalidReplicationFactorError, no partitions
+// InvalidPartitionsError, a bad name InvalidTopicError, a configuration the
+// broker does not take per topic InvalidConfigurationError; validate_only
+// creates nothing; list_topics and describe_topics show the partitions led
+// by broker 0; a deleted topic is no longer listed and deleting it again
+// raises UnknownTopicOrPartitionError.
+func TestKafkaPythonAdminTopics(t *testing.T) {
+	needKafkaPython(t)
+	t.Parallel()
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.DisableAutoCreate = true })
+	var got struct {
+		Create          string
+		CreateAgain     string `json:"create_again"`
+		CreateRF3       string `json:"create_rf3"`
+		CreateZero      string `json:"create_zero"`
+		CreateBadName   string `json:"create_bad_name"`
+		CreateBadConfig string `json:"create_bad_config"`
+		ValidateOnly    string `json:"validate_only"`
+		Listed          []string
+		Described       map[string]struct {
+			Error      int16
+			Partitions [][]any
+		}
+		Delete      string
+		DeleteAgain string   `json:"delete_again"`
+		ListedAfter []string `json:"listed_after"`
+	}
+	out := runClient(t, "", systemPython, "testdata/kp_topics.py", b.addr)
+	require.NoError(t, json.Unmarshal([]byte(out), &got), "kp_topics.py printed %q", out)
+	assert.Equal(t, "NoError", got.Create)
+	assert.Equal(t, "TopicAlreadyExistsError", got.CreateAgain)
+	assert.Equal(t, "InvalidReplicationFactorError", got.CreateRF3)
+	assert.Equal(t, "InvalidPartitionsError", got.CreateZero)
+	assert.Equal(t, "InvalidTopicError", got.CreateBadName)
+	assert.Equal(t, "InvalidConfigurationError", got.CreateBadConfig)
+	assert.Equal(t, "NoError", got.ValidateOnly)
+	assert.Equal(t, []string{"kp-compacted", "kp-orders"}, got.Listed, "validate_only created nothing")
+	onBroker0 := func(p int) []any { return []any{float64(p), float64(0), []any{float64(0)}, []any{float64(0)}} }
+	assert.Equal(t, [][]any{onBroker0(0), onBroker0(1), onBroker0(2)}, got.Described["kp-orders"].Partitions)
+	assert.Equal(t, [][]any{onBroker0(0)}, got.Described["kp-compacted"].Partitions)
+	assert.Equal(t, "NoError", got.Delete)
+	assert.Equal(t, "UnknownTopicOrPartitionError", got.DeleteAgain)
+	assert.Equal(t, []string{"kp-compacted"}, got.ListedAfter)
+}
+
+// kcat's metadata listing (-L, librdkafka's Metadata request) prints what it
+// prints against a one-broker Kafka: the broker as controller, every topic
+// (the internal ones too, with one partition each here where Kafka has 50
+// and 50) with each partition led by broker 0, replicas and in-sync
+// replicas 0; -t lists one topic; an unknown topic (auto-creation off) gets
+// Kafka's UNKNOWN_TOPIC_OR_PARTITION; -J prints the same as JSON.
+func TestKcatMetadataListing(t *testing.T) {
+	kcat := needKcat(t)
+	t.Parallel()
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.DisableAutoCreate = true })
+	rc := dialRaw(t, b.addr)
+	for name, rt := range createTopics(t, rc, 7, false, newTopic("orders", 3, 1), newTopic("events", 1, 1)) {
+		require.Equal(t, int16(0), rt.ErrorCode, "%s: %s", name, codeName(rt.ErrorCode))
+	}
+	head := func(what string, topics int) string {
+		return fmt.Sprintf("Metadata for %s (from broker 0: %s/0):\n 1 brokers:\n  broker 0 at %s (controller)\n %d topics:\n", what, b.addr, b.addr, topics)
+	}
+	topic := func(name string, partitions int) string {
+		s := fmt.Sprintf("  topic %q with %d partitions:\n", name, partitions)
+		for p := range partitions {
+			s += fmt.Sprintf("    partition %d, leader 0, replicas: 0, isrs: 0\n", p)
+		}
+		return s
+	}
+	out := runClient(t, "", kcat, "-b", b.addr, "-L")
+	assert.Equal(t, head("all topics", 4)+topic(offsetsTopic, 1)+topic(txnStateTopic, 1)+topic("events", 1)+topic("orders", 3), out)
+	out = runClient(t, "", kcat, "-b", b.addr, "-L", "-t", "orders")
+	assert.Equal(t, head("orders", 1)+topic("orders", 3), out)
+	out = runClient(t, "", kcat, "-b", b.addr, "-L", "-t", "nope")
+	assert.Equal(t, head("nope", 1)+"  topic \"nope\" with 0 partitions: Broker: Unknown topic or partition\n", out)
+
+	var listing struct {
+		ControllerID int `json:"controllerid"`
+		Brokers      []struct {
+			ID   int
+			Name string
+		}
+		Topics []struct {
+			Topic      string
+			Partitions []struct{ Partition, Leader int }
+		}
+	}
+	out = runClient(t, "", kcat, "-b", b.addr, "-L", "-J")
+	require.NoError(t, json.Unmarshal([]byte(out), &listing), "kcat -L -J printed %q", out)
+	assert.Equal(t, 0, listing.ControllerID)
+	require.Len(t, listing.Brokers, 1)
+	assert.Equal(t, b.addr, listing.Brokers[0].Name)
+	counts := make(map[string]int)
+	for _, tp := range listing.Topics {
+		counts[tp.Topic] = len(tp.Partitions)
+	}
+	assert.Equal(t, map[string]int{offsetsTopic: 1, txnStateTopic: 1, "events": 1, "orders": 3}, counts)
+}

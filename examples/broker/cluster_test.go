@@ -796,6 +796,28 @@ func TestREADMEClusterCommands(t *testing.T) {
 				"produce to %s on node %d", internal, np.id)
 		}
 	}
+	// Topic administration in cluster mode: CreateTopics takes the nodes'
+	// -partitions count and the replication factor of all the voters (or
+	// -1 for either), and refuses configurations, another count or
+	// factor; the topic it creates is replicated (a leader is elected);
+	// DeleteTopics is disabled as with delete.topic.enable=false.
+	creq := kmsg.NewPtrCreateTopicsRequest()
+	creq.Version, creq.TimeoutMillis = 7, 5000
+	creq.Topics = []kmsg.CreateTopicsRequestTopic{newTopic("created", -1, 3), newTopic("rf2", 1, 2),
+		newTopic("four", 4, -1), newTopic("configured", -1, -1, "retention.ms", "1000")}
+	cresp, err := c.request(ctx, 2, creq)
+	require.NoError(t, err)
+	ccodes := make(map[string]string)
+	for _, rt := range cresp.(*kmsg.CreateTopicsResponse).Topics {
+		ccodes[rt.Topic] = codeName(rt.ErrorCode)
+	}
+	assert.Equal(t, map[string]string{"created": "NONE", "rf2": codeName(kerr.InvalidReplicationFactor.Code),
+		"four": codeName(kerr.InvalidPartitions.Code), "configured": codeName(kerr.InvalidConfig.Code)}, ccodes)
+	c.waitLeader("created", 0)
+	node3 := dialRaw(t, c.node(3).kafka) // requests at the version given
+	assert.Equal(t, map[string]int16{"created": kerr.TopicDeletionDisabled.Code}, deleteTopics(t, node3, 6, "created"), "DeleteTopics v6 in cluster mode")
+	assert.Equal(t, map[string]int16{"created": kerr.InvalidRequest.Code}, deleteTopics(t, node3, 2, "created"), "DeleteTopics v2 in cluster mode")
+	_ = node3.c.Close()
 	// The group coordinator is the leader of __consumer_offsets-0 and
 	// the transaction coordinator the leader of __transaction_state-0:
 	// every node names them, by -node id and Kafka address, and only

@@ -214,20 +214,96 @@ func (c *coordinator) expireOffsets(now time.Time) {
 			if g.emptySince.UnixMilli() > cutoff {
 				continue
 			}
+		case g.state == groupStable && g.protocolType == consumerProtocolType:
+			// KIP-211 (Kafka 2.1+): a Stable consumer group keeps the
+			// offsets of the topics its members subscribe to; those of
+			// other topics expire retention after their commit.
+			subscribed, ok := g.subscribedTopics()
+			if !ok {
+				continue
+			}
+			keep = func(k offsetKey, committedAt int64) bool { return subscribed[k.topic] || committedAt > cutoff }
+			if _, err := c.records.deleteOffsets(name, keep); err != nil {
+				c.logUndeleted(name, err)
+			}
+			continue
 		default:
-			continue // members: their offsets stay
+			continue // a rebalance in progress: its offsets stay
 		}
 		if err := c.removeGroupLocked(name, keep); err != nil {
-			// Another node coordinates (cluster mode): it expires them.
-			level := slog.LevelError
-			if groupWriteCode(err) == kerr.NotCoordinator.Code {
-				level = slog.LevelDebug
-			}
-			c.log.Log(context.Background(), level, "expired offsets not deleted", "group", name, "err", err)
+			c.logUndeleted(name, err)
 			continue
 		}
 		if c.groups[name] == nil {
 			c.log.Info("group removed (empty, its offsets expired)", "group", name)
+		}
+	}
+}
+
+// logUndeleted logs expired offsets a write failed to delete: at debug
+// level when another node coordinates the group (cluster mode: it expires
+// them).
+func (c *coordinator) logUndeleted(group string, err error) {
+	level := slog.LevelError
+	if groupWriteCode(err) == kerr.NotCoordinator.Code {
+		level = slog.LevelDebug
+	}
+	c.log.Log(context.Background(), level, "expired offsets not deleted", "group", group, "err", err)
+}
+
+// consumerProtocolType is the protocol type of Kafka's consumer groups,
+// whose member metadata is ConsumerProtocol's subscription.
+const consumerProtocolType = "consumer"
+
+// subscribedTopics returns the topics the group's members subscribe to,
+// decoded from their ConsumerProtocol subscriptions for the group's
+// protocol; ok is false when one does not decode (Kafka then expires
+// nothing of a Stable group).
+func (g *group) subscribedTopics() (topics map[string]bool, ok bool) {
+	topics = make(map[string]bool)
+	for _, m := range g.members {
+		var meta []byte
+		found := false
+		for _, p := range m.protocols {
+			if p.Name == g.protocol {
+				meta, found = p.Metadata, true
+				break
+			}
+		}
+		if !found {
+			return nil, false
+		}
+		var sub kmsg.ConsumerMemberMetadata
+		if err := sub.ReadFrom(meta); err != nil {
+			return nil, false
+		}
+		for _, t := range sub.Topics {
+			topics[t] = true
+		}
+	}
+	return topics, true
+}
+
+// dropTopicOffsets tombstones every group's committed offsets of deleted
+// topics, as Kafka's coordinator drops the offsets of deleted partitions;
+// an Empty group (or one with offsets only) left without offsets is
+// deleted with its group metadata.
+func (c *coordinator) dropTopicOffsets(topics []string) {
+	if c.records == nil {
+		return
+	}
+	keep := func(k offsetKey, _ int64) bool { return !slices.Contains(topics, k.topic) }
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range c.records.offsetGroups() {
+		var err error
+		if g := c.groups[name]; g == nil || g.state == groupEmpty {
+			err = c.removeGroupLocked(name, keep)
+		} else {
+			_, err = c.records.deleteOffsets(name, keep)
+		}
+		if err != nil {
+			c.log.Error("offsets of deleted topics not deleted", "group", name, "topics", topics, "err", err)
 		}
 	}
 }

@@ -167,7 +167,9 @@ func TestGroupAdmin(t *testing.T) {
 // Offset expiry (offsets.retention.minutes, here 2 s): an empty group's
 // offsets are tombstoned once retention passed since it became empty, and
 // the group with them (group metadata tombstone); a group with members
-// keeps its offsets; a consumer without a group loses its offsets
+// keeps the offsets of the topics its members subscribe to, and loses
+// those of another topic retention after their commit (KIP-211: a Stable
+// consumer group); a consumer without a group loses its offsets
 // retention after their commit. The default is Kafka's 7 days.
 func TestOffsetExpiry(t *testing.T) {
 	const retention = 2 * time.Second
@@ -178,11 +180,15 @@ func TestOffsetExpiry(t *testing.T) {
 	})
 	rc := dialRaw(t, b.addr)
 	require.Equal(t, int16(0), produceRaw(t, rc, 7, "orders", 0, buildBatch(t, "o", 5, batch.CompressionNone)).ErrorCode)
+	require.Equal(t, int16(0), produceRaw(t, rc, 7, "unsubscribed", 0, buildBatch(t, "u", 5, batch.CompressionNone)).ErrorCode)
 	sub, assign := consumerProtocol("orders")
 
-	// "active" keeps a member (heartbeats below), "gone" empties.
+	// "active" keeps a member (heartbeats below) subscribed to orders,
+	// with an offset of a topic it no longer subscribes to; "gone"
+	// empties.
 	active, activeGen := joinAndSync(t, rc, "active", sub, assign)
 	commitRaw(t, rc, "active", activeGen, active, "orders", 4)
+	commitRaw(t, rc, "active", activeGen, active, "unsubscribed", 3)
 	gone, goneGen := joinAndSync(t, rc, "gone", sub, assign)
 	commitRaw(t, rc, "gone", goneGen, gone, "orders", 1)
 	commitRaw(t, rc, "standalone", -1, "", "orders", 2)
@@ -197,10 +203,12 @@ func TestOffsetExpiry(t *testing.T) {
 	hb.Group, hb.Generation, hb.MemberID = "active", activeGen, active
 	require.Eventually(t, func() bool {
 		require.Equal(t, int16(0), rc.do(hb).(*kmsg.HeartbeatResponse).ErrorCode)
-		return fetchCommitted(t, rc, "gone", "orders", 0) == -1 && fetchCommitted(t, rc, "standalone", "orders", 0) == -1
+		return fetchCommitted(t, rc, "gone", "orders", 0) == -1 && fetchCommitted(t, rc, "standalone", "orders", 0) == -1 &&
+			fetchCommitted(t, rc, "active", "unsubscribed", 0) == -1
 	}, 10*time.Second, 200*time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(emptied), retention, "expired before the retention passed")
-	require.Equal(t, int64(4), fetchCommitted(t, rc, "active", "orders", 0), "a group with members keeps its offsets")
+	require.Equal(t, int64(4), fetchCommitted(t, rc, "active", "orders", 0), "a Stable group keeps the offsets of its subscribed topics")
+	require.Equal(t, 1, offsetTombstonesIn(t, srv, "active"), "the unsubscribed topic's offset tombstoned")
 	require.Equal(t, 1, offsetTombstonesIn(t, srv, "gone"))
 	require.Equal(t, 1, offsetTombstonesIn(t, srv, "standalone"))
 	recs := groupRecordsIn(t, srv, "gone")

@@ -44,6 +44,9 @@ var supported = map[kmsg.Key]versionRange{
 	kmsg.DescribeGroups: {0, 5},
 	kmsg.ListGroups:     {0, 5},
 	kmsg.DeleteGroups:   {0, 2},
+	// Topic administration (topicadmin.go).
+	kmsg.CreateTopics:   {0, 7},
+	kmsg.DeleteTopics:   {0, 6},
 	kmsg.InitProducerID: {0, 4},
 	// Transactions (txn*.go). AddPartitionsToTxn v4+ is the brokers'
 	// batched form; clients use v3 and below.
@@ -133,6 +136,10 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 		return s.groups.list(r), nil, nil
 	case *kmsg.DeleteGroupsRequest:
 		return s.groups.deleteGroups(r), nil, nil
+	case *kmsg.CreateTopicsRequest:
+		return s.createTopics(r), nil, nil // topicadmin.go
+	case *kmsg.DeleteTopicsRequest:
+		return s.deleteTopics(r), nil, nil
 	case *kmsg.InitProducerIDRequest:
 		return s.initProducerID(r), nil, nil
 	case *kmsg.AddPartitionsToTxnRequest:

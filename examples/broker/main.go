@@ -44,7 +44,13 @@
 //	DescribeGroups    0-5       state, protocol, members (client id, host; metadata when Stable)
 //	ListGroups        0-5       states filter (v4+), types filter (v5+: every group is classic)
 //	DeleteGroups      0-2       an empty group's offsets and metadata tombstoned;
-//	                            offsets expire as offsets.retention.minutes (-offsets-retention)
+//	                            offsets expire as offsets.retention.minutes (-offsets-retention),
+//	                            in a Stable consumer group those of unsubscribed topics (KIP-211)
+//	CreateTopics      0-7       partition count, replication factor 1, validate_only; the
+//	                            cleanup configurations per topic (cleanup.policy, retention.ms,
+//	                            ...), INVALID_CONFIG for others
+//	DeleteTopics      0-6       the partitions removed with log.Dir.DeletePartition, the
+//	                            groups' offsets of the topic tombstoned
 //	InitProducerID    0-4       idempotent producers get an id, never reused (see Idempotent
 //	                            producers); a transactional id goes to the transaction
 //	                            coordinator (see Transactions)

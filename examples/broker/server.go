@@ -207,6 +207,10 @@ type server struct {
 	createPerReq  int
 	acceptBackoff func(ctx context.Context, d time.Duration) // waits d (tests stub it)
 	fetchParked   func()                                     // config.FetchParked
+	// cleanupPolicy and retention are -cleanup-policy and -retention:
+	// the cleanup of a topic without configuration overrides.
+	cleanupPolicy string
+	retention     time.Duration
 
 	mu    sync.Mutex // guards conns
 	conns map[net.Conn]struct{}
@@ -327,6 +331,8 @@ func run(ctx context.Context, cfg config) (err error) {
 		pool:          newMemPool(cfg.QueuedMaxRequestBytes),
 		autoCreate:    !cfg.DisableAutoCreate,
 		createPerReq:  cfg.MaxAutoCreatePerRequest,
+		cleanupPolicy: cfg.CleanupPolicy,
+		retention:     cfg.Retention,
 		acceptBackoff: sleepCtx,
 		fetchParked:   cfg.FetchParked,
 	}

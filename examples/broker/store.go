@@ -35,7 +35,10 @@ type store struct {
 	mu struct {
 		sync.Mutex
 		topics map[string][]*plog.Partition
-		closed bool
+		// configs holds the topics' configuration overrides
+		// (CreateTopics), kept in topicConfigsFile.
+		configs map[string]topicConfig
+		closed  bool
 		// onCreate, set by watch, is called for each partition created.
 		onCreate func(topic string, partition int32, p *plog.Partition)
 	}
@@ -79,6 +82,10 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 		return nil, err
 	}
 	s.d = d
+	if s.mu.configs, err = loadTopicConfigs(dir); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
 	counts := make(map[string]int32)
 	for _, tp := range d.Partitions() {
 		counts[tp.Topic] = max(counts[tp.Topic], tp.Partition+1)
@@ -90,6 +97,21 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 	sort.Strings(names)
 	for _, t := range names {
 		if _, err := s.createLocked(t, counts[t]); err != nil {
+			_ = s.close()
+			return nil, err
+		}
+	}
+	// A crash between a deletion's partitions and its configurations
+	// leaves configurations of a topic that is gone: drop them.
+	stale := false
+	for t := range s.mu.configs {
+		if _, ok := s.mu.topics[t]; !ok {
+			delete(s.mu.configs, t)
+			stale = true
+		}
+	}
+	if stale {
+		if err := saveTopicConfigs(dir, s.mu.configs); err != nil {
 			_ = s.close()
 			return nil, err
 		}
@@ -119,6 +141,7 @@ var (
 	errInvalidTopic = errors.New("broker: invalid topic name")
 	errStoreClosed  = errors.New("broker: shutting down")
 	errCreateLimit  = errors.New("broker: topic creation limit of the request reached")
+	errTopicExists  = errors.New("broker: topic already exists")
 )
 
 // createBudget is how many topics one request may still create; a nil
@@ -201,20 +224,6 @@ func (s *store) createLocked(topic string, n int32) ([]*plog.Partition, error) {
 		}
 	}
 	return ps, nil
-}
-
-// userPartitions returns every partition except the internal topics'
-// (__consumer_offsets, __transaction_state).
-func (s *store) userPartitions() []*plog.Partition {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*plog.Partition
-	for t, ps := range s.mu.topics {
-		if !isInternalTopic(t) {
-			out = append(out, ps...)
-		}
-	}
-	return out
 }
 
 // topicNames returns the topics in name order.
