@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -146,15 +145,10 @@ func TestTierKill(t *testing.T) {
 					}
 					continue
 				}
-				var base, next int64
-				if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
-					require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
+				next, ok := recordAck(t, round, line, acked)
+				if !ok {
 					continue
 				}
-				if prev, ok := acked[base]; ok {
-					require.Equal(t, prev, next, "round %d: offset %d acknowledged twice, with different ends", round, base)
-				}
-				acked[base] = next
 				maxNext = max(maxNext, next)
 				n++
 			case <-timer.C:
