@@ -117,6 +117,12 @@ type DirConfig struct {
 	// goroutine per partition. Kafka's background.threads; 0 means 10,
 	// its default.
 	BackgroundThreads int
+	// Remote, when set, tiers the Dir's partitions: their sealed segments
+	// are copied to remote storage in the background and read back from
+	// it below the local log start (see RemoteConfig and
+	// docs/tiered-storage.md). Not a Kafka setting: Kafka's
+	// remote.log.storage.system.enable and its remote storage manager.
+	Remote *RemoteConfig
 }
 
 // Dir is a Kafka log directory: one directory holding a partition
@@ -156,6 +162,9 @@ type Dir struct {
 	budget *segment.Budget
 	// flusher runs every partition's FlushInterval flushes (dirflush.go).
 	flusher *flushScheduler
+	// tier copies segments to remote storage and deletes them (tier.go);
+	// nil without DirConfig.Remote.
+	tier *dirTier
 
 	// createMu serializes CreatePartition, DeletePartition and Close.
 	createMu sync.Mutex
@@ -226,6 +235,12 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 		return nil, fmt.Errorf("partlog/log: open dir %s: lock: %w", path, err)
 	}
 	d.lock = lock
+	if cfg.Remote != nil {
+		if d.tier, err = newDirTier(*cfg.Remote, d.logger); err != nil {
+			_ = lock.Close()
+			return nil, err
+		}
+	}
 	d.flusher = newFlushScheduler(cfg.BackgroundThreads)
 	defer func() {
 		if err != nil {
@@ -318,6 +333,9 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	}
 	d.logger.Info("partlog/log: loaded log directory", "dir", path, "partitions", len(tps),
 		"clean", clean, "elapsed", time.Since(start))
+	if d.tier != nil {
+		d.tier.start()
+	}
 	return d, nil
 }
 
@@ -404,8 +422,12 @@ func (d *Dir) topicConfig(topic string) Config {
 
 // openPartition opens the partition tp of the directory.
 func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
-	return open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
+	p, err := open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
 		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher})
+	if err == nil && d.tier != nil {
+		d.tier.attach(tp, p)
+	}
+	return p, err
 }
 
 // loadAll opens tps with d.threads workers. On failure it closes what it
@@ -643,6 +665,9 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 	case p == nil:
 		return fmt.Errorf("%w: %s in %s", ErrUnknownPartition, tp, d.path)
 	}
+	if d.tier != nil {
+		d.tier.detach(tp)
+	}
 	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
 			"dir", d.path, "partition", tp.String(), "err", err)
@@ -686,6 +711,9 @@ func (d *Dir) Close() error {
 	d.mu.Unlock()
 
 	d.flusher.close() // no periodic flush from now on: Close flushes
+	if d.tier != nil {
+		d.tier.stop() // no copy or deletion from now on
+	}
 	d.root.hold()
 	errs := []error{d.closeAll()}
 	failed := false

@@ -1475,3 +1475,22 @@ func smallValue() []byte {
 const smallReadRecords = 100_000
 
 var sink int
+
+// recordAck reads a kill test child's line "ack <base> <next>" (the batch
+// at base acknowledged, the log end next) into acked and returns next. Any
+// other line gives ok false; a line starting with "error" (the child's
+// report of a failure) fails the test, as does an offset acknowledged twice
+// with different ends.
+func recordAck(t *testing.T, round int, line string, acked map[int64]int64) (next int64, ok bool) {
+	t.Helper()
+	var base int64
+	if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
+		require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
+		return 0, false
+	}
+	if prev, ok := acked[base]; ok {
+		require.Equal(t, prev, next, "round %d: offset %d acknowledged twice, with different ends", round, base)
+	}
+	acked[base] = next
+	return next, true
+}

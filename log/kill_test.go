@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,15 +99,10 @@ func TestKill(t *testing.T) {
 				if !ok {
 					break collect
 				}
-				var base, next int64
-				if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
-					require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
+				next, ok := recordAck(t, round, line, acked)
+				if !ok {
 					continue
 				}
-				if prev, ok := acked[base]; ok {
-					require.Equal(t, prev, next, "round %d: offset %d acknowledged twice, with different ends", round, base)
-				}
-				acked[base] = next
 				maxNext = max(maxNext, next)
 				n++
 			case <-timer.C:

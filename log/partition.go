@@ -142,6 +142,9 @@ type Partition struct {
 	cleaning cleaningClaim
 	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
+	// tierPart is the partition's tiered storage part (tier.go), nil when
+	// its Dir does not tier it.
+	tierPart atomic.Pointer[partTier]
 	// txn is the transactions' lock-free state (txn.go).
 	txn txnState
 }

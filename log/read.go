@@ -169,7 +169,12 @@ func (h Records) WriteTo(w io.Writer) (int64, error) {
 	if r == nil {
 		return 0, fmt.Errorf("%w: Records.WriteTo after Close", ErrClosed)
 	}
-	if r.seg == nil || r.end == r.start {
+	if r.seg == nil {
+		// Empty, or read from a remote copy (tierread.go) into r.b.
+		n, err := w.Write(r.b)
+		return int64(n), err
+	}
+	if r.end == r.start {
 		return 0, nil
 	}
 	return r.seg.WriteTo(w, r.start, r.end)
@@ -368,6 +373,13 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 		gen := p.truncations.Load()
 		hw, end := p.bounds.load()
 		start := p.logStart.Load()
+		if offset < start && offset >= 0 {
+			if t := p.tierPart.Load(); t != nil {
+				if r, ok, err := t.remoteRead(offset, maxBytes); ok {
+					return r, err
+				}
+			}
+		}
 		if offset < start || offset > end.Offset {
 			return Records{}, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end.Offset)
 		}

@@ -72,6 +72,9 @@ type Stats struct {
 	// its Dir's in a Dir): the sealed segments open now that may be
 	// closed, and how many closes and reopens it did; zero without one.
 	SegmentBudget segment.BudgetStats
+	// Remote holds the tiered storage figures (DirConfig.Remote); zero
+	// when the partition is not tiered.
+	Remote RemoteStats
 }
 
 // RecoveryStats describes the recovery Open ran (Stats.Recovery).
@@ -171,6 +174,9 @@ func (p *Partition) Stats() Stats {
 	}
 	if p.segCfg.Budget != nil {
 		s.SegmentBudget = p.segCfg.Budget.Stats()
+	}
+	if t := p.tierPart.Load(); t != nil {
+		s.Remote = t.stats()
 	}
 	return s
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/partlog/partlog/index/vfs"
 )
 
 // Membership changes (KIP-853's AddRaftVoter and RemoveRaftVoter, API keys
@@ -120,7 +122,7 @@ func (c *cluster) saveMembersLocked() error {
 		}
 		b = fmt.Appendf(b, "%d=%s/%s %s\n", n.id, n.kafkaAddr, n.raftAddr, state)
 	}
-	if err := writeFileAtomic(c.fs, membersPath(c.dataDir), b); err != nil {
+	if err := vfs.WriteFileAtomic(c.fs, membersPath(c.dataDir), b); err != nil {
 		return fmt.Errorf("write %s: %w", membersPath(c.dataDir), err)
 	}
 	return nil

@@ -107,7 +107,7 @@ func (p *producerIDs) allocate() (int64, error) {
 	if p.next >= p.reserved {
 		end := p.next + min(producerIDBlock, math.MaxInt64-p.next)
 		data := fmt.Appendf(nil, "%d\n%d\n", producerIDVersion, end)
-		if err := writeFileAtomic(p.fs, p.path, data); err != nil {
+		if err := vfs.WriteFileAtomic(p.fs, p.path, data); err != nil {
 			return 0, fmt.Errorf("broker: reserving producer ids %d..%d in %s: %w", p.next, end-1, p.path, err)
 		}
 		p.reserved = end

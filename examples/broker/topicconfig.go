@@ -177,13 +177,13 @@ func loadTopicConfigs(dir string) (map[string]topicConfig, error) {
 }
 
 // saveTopicConfigs replaces the data directory's topic configurations
-// atomically (writeFileAtomic).
+// atomically (vfs.WriteFileAtomic).
 func saveTopicConfigs(dir string, m map[string]topicConfig) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(vfs.Default, filepath.Join(dir, topicConfigsFile), append(b, '\n')); err != nil {
+	if err := vfs.WriteFileAtomic(vfs.Default, filepath.Join(dir, topicConfigsFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("topic configs: %w", err)
 	}
 	return nil

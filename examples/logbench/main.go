@@ -83,7 +83,7 @@ func main() {
 	dirFlag := flag.String("dir", "", "directory for the benchmark files (default: a new temporary directory)")
 	only := flag.String("only", "", "comma-separated measurements to run (append, read, validate, lookup, readers,\n"+
 		"recovery, durability, small_append, one_record_append, one_record_read, reopen_constant_ts, rolls,\n"+
-		"many_partitions, spread_append); default all")
+		"many_partitions, spread_append, remote); default all")
 	reps := flag.Int("reps", 3, "runs of each measurement; the paired ones report the best run and the median of the rounds' ratios")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	flag.Parse()
@@ -141,7 +141,7 @@ func run(quick bool, dir, only string, reps int) error {
 		{"one_record_append", b.oneRecordAppend},
 		{"one_record_read", b.oneRecordReads}, {"reopen_constant_ts", b.reopenNonGrowing},
 		{"rolls", b.rollLatency}, {"many_partitions", b.manyPartitions},
-		{"spread_append", b.spreadAppend},
+		{"spread_append", b.spreadAppend}, {"remote", b.remoteTiers},
 	}
 	names := make([]string, len(steps))
 	for i, step := range steps {

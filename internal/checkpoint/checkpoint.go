@@ -57,7 +57,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 
 	"github.com/partlog/partlog/index/vfs"
@@ -78,7 +77,7 @@ const (
 	// LeaderEpochFile holds the leader epoch cache of a partition.
 	LeaderEpochFile = "leader-epoch-checkpoint"
 	// TmpSuffix is appended to a checkpoint's name while it is written.
-	TmpSuffix = ".tmp"
+	TmpSuffix = vfs.AtomicTmpSuffix
 )
 
 // CurrentVersion is the version line of every checkpoint format above.
@@ -313,39 +312,10 @@ func Write[T any](fs vfs.FS, path string, f Format[T], entries []T) error {
 }
 
 // WriteAtomic atomically replaces the file at path with data, the way Write
-// does (tmp file, fsync, rename, directory fsync).
+// does (vfs.WriteFileAtomic: tmp file, fsync, rename, directory fsync).
 func WriteAtomic(fs vfs.FS, path string, data []byte) error {
-	tmp := path + TmpSuffix
-	file, err := fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := file.Write(data); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Sync(); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Close(); err != nil {
-		return err
-	}
-	if err := fs.Rename(tmp, path); err != nil {
-		return err
-	}
-	return SyncDir(fs, filepath.Dir(path))
+	return vfs.WriteFileAtomic(fs, path, data)
 }
 
 // SyncDir fsyncs the directory dir, making its entries durable.
-func SyncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
+func SyncDir(fs vfs.FS, dir string) error { return vfs.SyncDir(fs, dir) }

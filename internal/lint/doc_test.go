@@ -91,6 +91,7 @@ var kafkaNames = map[string]bool{
 	"segment.bytes": true, "segment.index.bytes": true, "index.interval.bytes": true,
 	"max.message.bytes": true, "min.cleanable.dirty.ratio": true,
 	"num.recovery.threads.per.data.dir": true, "background.threads": true,
+	"local.retention.bytes": true, "retention.bytes": true, "remote.log.manager.thread.pool.size": true,
 	// Kafka's code, which docs cite for its rules.
 	"LogSegment.recover": true,
 }

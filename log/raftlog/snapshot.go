@@ -147,7 +147,7 @@ func (s *Storage) saveInstall(keep int64, index uint64, d snapshotData) error {
 	d.records = nil
 	b := binary.BigEndian.AppendUint64(nil, uint64(keep))
 	b = binary.BigEndian.AppendUint64(b, index)
-	if err := writeFileAtomic(s.fs, s.installPath(), appendSnapshotData(b, d)); err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, s.installPath(), appendSnapshotData(b, d)); err != nil {
 		return fmt.Errorf("write raft snapshot install file %s: %w", s.installPath(), err)
 	}
 	return nil

@@ -367,7 +367,7 @@ func (s *Storage) state() raftState {
 
 // save writes the state file atomically.
 func (s *Storage) save() error {
-	if err := writeFileAtomic(s.fs, s.path, appendRaftState(nil, s.state())); err != nil {
+	if err := vfs.WriteFileAtomic(s.fs, s.path, appendRaftState(nil, s.state())); err != nil {
 		return fmt.Errorf("write raft state %s: %w", s.path, err)
 	}
 	return nil

@@ -1,0 +1,187 @@
+package s3remote_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/s3remote"
+)
+
+// warmup is the partition of the object startWeed writes to wait for the
+// server's first volume allocation.
+var warmup = plog.TopicPartition{Topic: "warmup", Partition: 0}
+
+// weedEnv names the SeaweedFS binary the tests start (.ci/run builds it
+// and sets it); without it they look for "weed" on PATH.
+const weedEnv = "PARTLOG_WEED"
+
+// laterEnv, when set, skips the tests that need SeaweedFS (.ci/run sets it
+// for the README's test command, which runs while the server still builds).
+const laterEnv = "PARTLOG_S3_LATER"
+
+// weedBinary returns the path of the weed binary, skipping t when there is
+// none (failing it when CI is set: CI must run these tests).
+func weedBinary(t *testing.T) string {
+	t.Helper()
+	if os.Getenv(laterEnv) != "" {
+		t.Skip(laterEnv + " is set: .ci/run runs the tests that need SeaweedFS in a later step, once its build is done")
+	}
+	if p := os.Getenv(weedEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s=%s: %v", weedEnv, p, err)
+		}
+		return p
+	}
+	if p, err := exec.LookPath("weed"); err == nil {
+		return p
+	}
+	msg := "no SeaweedFS binary: set " + weedEnv + " or put weed on PATH (.ci/run builds it)"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + "; CI is set, so the S3 tests cannot be skipped")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// weedServer is a SeaweedFS server (master, volume, filer and S3 gateway in
+// one process) on loopback, with its data in a test's temporary directory.
+type weedServer struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	ports  map[string]int // by flag name: "s3.port", "s3.port.grpc", ...
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *bytes.Buffer
+}
+
+// freePort returns a loopback TCP port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startWeed starts a SeaweedFS server and waits until its S3 gateway
+// creates the bucket; the server stops when t ends.
+func startWeed(t *testing.T) *weedServer {
+	t.Helper()
+	w := &weedServer{t: t, bin: weedBinary(t), dir: t.TempDir(), ports: map[string]int{}}
+	for _, name := range []string{"master", "volume", "filer", "s3"} {
+		w.ports[name+".port"] = freePort(t)
+		w.ports[name+".port.grpc"] = freePort(t)
+	}
+	t.Cleanup(w.stop)
+	w.start()
+	return w
+}
+
+// endpoint returns the S3 gateway's host:port.
+func (w *weedServer) endpoint() string {
+	return "127.0.0.1:" + strconv.Itoa(w.ports["s3.port"])
+}
+
+// start runs the server on w's ports and directory and waits, at most a
+// minute, until the S3 gateway answers a bucket creation.
+func (w *weedServer) start() {
+	t := w.t
+	t.Helper()
+	// 64 MB volumes, as many as the disk holds (-volume.max=0): a fixed
+	// count caps what a test can store (4 of them failed the copies of a
+	// 300 MiB run); a 1 s election timeout for the one master (with the
+	// default 10 s a restart waited 34 s for its leader, 19 s with 1 s);
+	// iceberg and lance gateways off.
+	args := []string{"server", "-dir=" + w.dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3",
+		"-volume.max=0", "-master.volumeSizeLimitMB=64", "-master.electionTimeout=1s", "-volume.preStopSeconds=0",
+		"-s3.port.iceberg=0", "-s3.port.lance=0"}
+	for name, port := range w.ports {
+		args = append(args, fmt.Sprintf("-%s=%d", name, port))
+	}
+	w.out = &bytes.Buffer{}
+	w.cmd = exec.Command(w.bin, args...)
+	w.cmd.Dir = w.dir
+	w.cmd.Stdout = w.out
+	w.cmd.Stderr = w.out
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, w.cmd.Start())
+	w.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(w.cmd, w.exited)
+
+	st := w.store(t, "")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := st.CreateBucket(ctx)
+		if err == nil {
+			// The first write makes the server allocate volumes, which
+			// takes seconds on a loaded machine: wait for it here.
+			err = st.CopySegment(ctx, plog.RemoteSegmentMetadata{ID: plog.NewRemoteSegmentID(warmup), Size: 1},
+				plog.RemoteSegmentData{Segment: bytes.NewReader([]byte{1})})
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-w.exited:
+			t.Fatalf("weed server exited while starting: %v\n%s", w.cmd.ProcessState, w.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("weed S3 gateway on %s not ready within a minute: %v\n%s", w.endpoint(), err, w.out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop stops the server (SIGTERM, then SIGKILL after 3 seconds: with a
+// fetch open it waited the whole 20 seconds it was given before) and waits
+// for its process group to exit.
+func (w *weedServer) stop() {
+	if w.cmd == nil {
+		return
+	}
+	pgid := w.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-w.exited
+	}
+	w.cmd = nil
+}
+
+// store returns a Store of the test bucket on w with short timeouts, its
+// keys under prefix.
+func (w *weedServer) store(t *testing.T, prefix string) *s3remote.Store {
+	t.Helper()
+	st, err := s3remote.New(s3remote.Config{
+		Endpoint:        w.endpoint(),
+		Bucket:          "partlog-test",
+		Prefix:          prefix,
+		AccessKeyID:     "partlog",
+		SecretAccessKey: "partlog-secret",
+		RequestTimeout:  10 * time.Second,
+		MaxRetries:      1,
+		PartSize:        5 << 20,
+	})
+	require.NoError(t, err)
+	return st
+}

@@ -1,0 +1,191 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/internal/checkpoint"
+)
+
+// remoteMetadataFile is the partition's record of its remote segments
+// (tiered storage): which copies exist, which are being made and which are
+// being deleted. It is written whole and atomically (tmp file, fsync,
+// rename, directory fsync) at every change of state, so a crash leaves the
+// old or the new record.
+const remoteMetadataFile = "remote-log-metadata"
+
+// remoteMetadataHeader is the first line of the file (its format version).
+const remoteMetadataHeader = "partlog-remote-log-metadata 1"
+
+// remoteState is where a remote segment is in its life.
+type remoteState uint8
+
+const (
+	// remoteCopying: recorded before the copy starts. A crash leaves the
+	// copy unfinished, or finished but not recorded as such: the next
+	// start deletes it remotely and drops the record, and the segment,
+	// still local, is copied again under a new ID.
+	remoteCopying remoteState = iota
+	// remoteCopied: the copy is complete and durable; reads may use it
+	// and local retention may delete the local segment it covers.
+	remoteCopied
+	// remoteDeleting: total retention expired it; recorded before the
+	// remote delete, dropped after it. Reads no longer use it.
+	remoteDeleting
+)
+
+var remoteStateNames = [...]string{remoteCopying: "copying", remoteCopied: "copied", remoteDeleting: "deleting"}
+
+// remoteMeta is the remote log metadata of one partition: its remote
+// segments in increasing base offset order.
+type remoteMeta struct {
+	segs []remoteEntry
+}
+
+// remoteEntry is one remote segment and its state.
+type remoteEntry struct {
+	state remoteState
+	desc  RemoteSegmentMetadata
+}
+
+// encode renders m in the file's text format.
+func (m *remoteMeta) encode() []byte {
+	var b bytes.Buffer
+	b.WriteString(remoteMetadataHeader)
+	b.WriteByte('\n')
+	fmt.Fprintf(&b, "%d\n", len(m.segs))
+	for _, e := range m.segs {
+		md := e.desc
+		fmt.Fprintf(&b, "%s %s %d %d %d %d ", remoteStateNames[e.state], md.ID.ID, md.BaseOffset, md.EndOffset, md.MaxTimestamp, md.Size)
+		if len(md.LeaderEpochs) == 0 {
+			b.WriteString("-")
+		}
+		for i, ep := range md.LeaderEpochs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%d:%d", ep.Epoch, ep.StartOffset)
+		}
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// errRemoteMetadata marks a remote-log-metadata file that does not parse.
+var errRemoteMetadata = errors.New("damaged remote-log-metadata")
+
+// decodeRemoteMeta parses the file's contents for the partition tp.
+func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != remoteMetadataHeader {
+		return nil, fmt.Errorf("%w: header %q", errRemoteMetadata, lines[0])
+	}
+	n, err := strconv.Atoi(lines[1])
+	if err != nil || n != len(lines)-2 {
+		return nil, fmt.Errorf("%w: count %q for %d entries", errRemoteMetadata, lines[1], len(lines)-2)
+	}
+	m := &remoteMeta{}
+	for i, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 7 {
+			return nil, fmt.Errorf("%w: entry %d: %q", errRemoteMetadata, i, l)
+		}
+		var e remoteEntry
+		st := slices.Index(remoteStateNames[:], f[0])
+		if st < 0 {
+			return nil, fmt.Errorf("%w: entry %d: state %q", errRemoteMetadata, i, f[0])
+		}
+		e.state = remoteState(st)
+		e.desc.ID = RemoteSegmentID{TopicPartition: tp, ID: f[1]}
+		if !e.desc.ID.Valid() {
+			return nil, fmt.Errorf("%w: entry %d: id %q", errRemoteMetadata, i, f[1])
+		}
+		nums := []*int64{&e.desc.BaseOffset, &e.desc.EndOffset, &e.desc.MaxTimestamp, &e.desc.Size}
+		for j, p := range nums {
+			if *p, err = strconv.ParseInt(f[2+j], 10, 64); err != nil {
+				return nil, fmt.Errorf("%w: entry %d: %w", errRemoteMetadata, i, err)
+			}
+		}
+		if f[6] != "-" {
+			for _, pair := range strings.Split(f[6], ",") {
+				es, os, ok := strings.Cut(pair, ":")
+				ep, err1 := strconv.ParseInt(es, 10, 32)
+				off, err2 := strconv.ParseInt(os, 10, 64)
+				if !ok || err1 != nil || err2 != nil {
+					return nil, fmt.Errorf("%w: entry %d: epochs %q", errRemoteMetadata, i, f[6])
+				}
+				e.desc.LeaderEpochs = append(e.desc.LeaderEpochs, EpochStart{Epoch: int32(ep), StartOffset: off})
+			}
+		}
+		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.Size < 0 ||
+			(len(m.segs) > 0 && e.desc.BaseOffset <= m.segs[len(m.segs)-1].desc.BaseOffset) {
+			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d out of order", errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset)
+		}
+		m.segs = append(m.segs, e)
+	}
+	return m, nil
+}
+
+// loadRemoteMeta reads the partition's file; a missing file is an empty
+// record.
+func loadRemoteMeta(fs vfs.FS, dir string, tp TopicPartition) (*remoteMeta, error) {
+	f, err := fs.Open(filepath.Join(dir, remoteMetadataFile))
+	if errors.Is(err, errNotExist) {
+		return &remoteMeta{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && fi.Size() > 0 {
+		return nil, err
+	}
+	return decodeRemoteMeta(tp, data)
+}
+
+// store writes m durably.
+func (m *remoteMeta) store(fs vfs.FS, dir string) error {
+	return checkpoint.WriteAtomic(fs, filepath.Join(dir, remoteMetadataFile), m.encode())
+}
+
+// clone returns a copy of m whose slice the caller may change.
+func (m *remoteMeta) clone() *remoteMeta {
+	return &remoteMeta{segs: slices.Clone(m.segs)}
+}
+
+// copiedEnd returns the offset after the last copied segment, or -1 when
+// none is copied.
+func (m *remoteMeta) copiedEnd() int64 {
+	for i := len(m.segs) - 1; i >= 0; i-- {
+		if m.segs[i].state == remoteCopied {
+			return m.segs[i].desc.EndOffset + 1
+		}
+	}
+	return -1
+}
+
+// find returns the copied segment holding offset (base <= offset <= end).
+func (m *remoteMeta) find(offset int64) (RemoteSegmentMetadata, bool) {
+	for _, e := range m.segs {
+		if e.state == remoteCopied && e.desc.BaseOffset <= offset && offset <= e.desc.EndOffset {
+			return e.desc, true
+		}
+	}
+	return RemoteSegmentMetadata{}, false
+}
+
+// index returns the position of the entry of id, or -1.
+func (m *remoteMeta) index(id RemoteSegmentID) int {
+	return slices.IndexFunc(m.segs, func(e remoteEntry) bool { return e.desc.ID == id })
+}
