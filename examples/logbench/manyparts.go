@@ -37,6 +37,14 @@ const (
 	targetRSS       = 16 << 10 // resident bytes per idle partition
 )
 
+// manyPartsCreateRound is how many partitions many_partitions creates in
+// one open Dir before it closes and reopens it. A partition written since
+// its Dir opened keeps its active segment's three files open until Close,
+// outside MaxOpenSegments (only segments opened idle are inside it), so
+// 10,000 created in one go would need 30,000 descriptors: more than the
+// 20,000 a process may open on the machines this runs on.
+const manyPartsCreateRound = 2_000
+
 // manyPartitionsCount is how many partitions many_partitions creates.
 func (b *bench) manyPartitionsCount() int {
 	if b.total < 512<<20 {
@@ -57,7 +65,7 @@ func oneRecordBatch() ([]byte, error) {
 
 // manyPartitions: a Dir of n partitions (10,000; 2,000 with -quick) of
 // one 100-byte record each, MaxOpenSegments 1,000, RecoveryThreads 8:
-// creating them, Close, OpenDir after that clean shutdown, the process's
+// creating them (manyPartsCreateRound at a time in one open Dir), Close, OpenDir after that clean shutdown, the process's
 // resident memory, descriptors and mappings per open idle partition, the
 // disk a partition takes, Close again, and OpenDir after a simulated crash
 // (the clean-shutdown marker removed: every partition recovers its active
@@ -84,6 +92,14 @@ func (b *bench) manyPartitions() error {
 		return err
 	}
 	for i := range n {
+		if i > 0 && i%manyPartsCreateRound == 0 {
+			if err := d.Close(); err != nil {
+				return err
+			}
+			if d, err = plog.OpenDir(dir, cfg); err != nil {
+				return err
+			}
+		}
 		p, err := d.CreatePartition("t", int32(i))
 		if err == nil {
 			_, err = p.AppendBatch(rec)
