@@ -19,7 +19,7 @@ import (
 // startGroup starts a group of n replicas in process (localNet), on
 // partitions under b's temporary directory, and returns the leader once it
 // accepts proposals.
-func startGroup(b *testing.B, n int) *raftlog.Replica {
+func startGroup(b testing.TB, n int) *raftlog.Replica {
 	b.Helper()
 	root := b.TempDir()
 	net := &localNet{nodes: make(map[uint64]*raftlog.Node)}

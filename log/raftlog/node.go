@@ -445,12 +445,20 @@ func (r *Replica) Retain(ctx context.Context, offset int64) error {
 // c's plan capped at a segment base the snapshot point can move to (the
 // records compacted must no longer be raft entries; see Cleaner). Every
 // replica compacts its own committed records with the same rules.
+//
+// When ctx ends first, Compact returns its error at once and the round,
+// already queued, may still run: its result then goes nowhere.
 func (r *Replica) Compact(ctx context.Context, c log.Cleaner) (log.CleanResult, error) {
-	var res log.CleanResult
+	out := make(chan log.CleanResult, 1) // the loop's only write: Compact may have returned
 	err := r.do(ctx, func() error {
-		var err error
-		res, err = r.core.part.Compact(ctx, Cleaner{Cleaner: c, st: r.core.st})
+		res, err := r.core.part.Compact(ctx, Cleaner{Cleaner: c, st: r.core.st})
+		out <- res
 		return err
 	})
-	return res, err
+	select {
+	case res := <-out:
+		return res, err
+	default:
+		return log.CleanResult{}, err
+	}
 }
