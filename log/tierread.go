@@ -64,24 +64,33 @@ func (c *remoteCache) get(k remoteCacheKey, load func() ([]byte, error)) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > c.limit {
+	if remoteCacheCost(b) > c.limit {
 		return b, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok {
 		c.m[k] = c.lru.PushFront(&remoteCacheEntry{key: k, b: b})
-		c.used += int64(len(b))
+		c.used += remoteCacheCost(b)
 	}
 	for c.used > c.limit {
 		e := c.lru.Back()
 		ce := e.Value.(*remoteCacheEntry)
 		c.lru.Remove(e)
 		delete(c.m, ce.key)
-		c.used -= int64(len(ce.b))
+		c.used -= remoteCacheCost(ce.b)
 	}
 	return b, nil
 }
+
+// remoteCacheEntryBytes is what the cache counts for an entry besides its
+// bytes (key, list element, map slot), so that the many empty indexes
+// (transaction indexes, mostly) a scan over the copies caches stay bounded
+// too.
+const remoteCacheEntryBytes = 128
+
+// remoteCacheCost is what an entry of b counts against the cache's limit.
+func remoteCacheCost(b []byte) int64 { return int64(len(b)) + remoteCacheEntryBytes }
 
 // index returns the whole index of kind k of the copy id.
 func (t *partTier) index(ctx context.Context, id RemoteSegmentID, k RemoteIndexKind) ([]byte, error) {
