@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/segment"
 )
@@ -555,8 +556,16 @@ func (t *partTier) segmentData(s *segment.Segment, md *RemoteSegmentMetadata) (R
 			d.OffsetIndex = appendBE32(appendBE32(d.OffsetIndex, uint32(b.BaseOffset()-base)), uint32(pos))
 			sinceEntry = 0
 		}
-		if b.Magic() >= 2 && b.MaxTimestamp() > lastTs {
-			lastTs = b.MaxTimestamp()
+		// A legacy message's timestamp is indexed too (magic 0 has none,
+		// -1): a lookup by time must not skip one (OffsetForTimestamp).
+		var bts int64
+		if b.Magic() >= 2 {
+			bts = b.MaxTimestamp()
+		} else {
+			bts = legacy.Entry(b).Timestamp()
+		}
+		if bts > lastTs {
+			lastTs = bts
 			d.TimeIndex = appendBE32(appendBE32(appendBE32(d.TimeIndex, uint32(uint64(lastTs)>>32)), uint32(lastTs)), uint32(last-base))
 		}
 		first = false

@@ -54,6 +54,16 @@ type TimestampOffset struct {
 // Under LogAppendTime every record of a batch has the batch's
 // maxTimestamp. Other negative timestamps give ErrInvalidTimestamp.
 //
+// With tiered storage (DirConfig.Remote) the log is the whole log: the
+// copies of the offsets below the local log start come first, in offset
+// order, then the local segments. The log start offset is then the first
+// copy's base offset (Stats().Remote.LogStartOffset), the lowest offset a
+// read serves, and Earliest answers it with the leader epoch recorded
+// for it. A copy is searched as a local segment is (its time and offset
+// indexes, then its batches), through the Dir's cache; copies whose
+// largest timestamp is below ts are not fetched. An answer that needs a
+// copy the store cannot give is an error wrapping ErrRemoteUnavailable.
+//
 // Every answer carries a leader epoch (TimestampOffset.LeaderEpoch). For
 // Latest and Earliest it comes from the leader epoch cache, read under the
 // partition's mutex as LeaderEpochs does (a writer holds it briefly, a
@@ -90,21 +100,35 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound(), LeaderEpoch: latest}, true, nil
 	case ts == EarliestTimestamp:
 		_, earliest := p.listOffsetsEpochs()
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset(), LeaderEpoch: earliest}, true, nil
+		start := p.LogStartOffset()
+		if t := p.tierPart.Load(); t != nil {
+			if whole, first, ok := t.wholeStart(start); ok {
+				return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: whole, LeaderEpoch: earliestEpoch(first)}, true, nil
+			}
+		}
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: start, LeaderEpoch: earliest}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}
 	hw := bound()
 	start := p.LogStartOffset()
+	t := p.tierPart.Load()
+	if ts == MaxTimestamp {
+		return p.maxTimestampOffset(t, hw)
+	}
+	if t != nil {
+		// The copies of the offsets below the local log start first
+		// (read before taking the snapshot: the fetches may be slow).
+		to, found, done, err := t.remoteOffsetForTimestamp(ts, start, hw)
+		if done || err != nil {
+			return to, found, err
+		}
+	}
 	snap, err := p.acquireSnapshot()
 	if err != nil {
 		return TimestampOffset{}, false, err
 	}
 	defer p.releaseSnapshot(snap)
-
-	if ts == MaxTimestamp {
-		return p.maxTimestampOffset(snap, hw)
-	}
 
 	i := max(snap.find(start), 0)
 	for ; i < len(snap.list); i++ {
@@ -159,10 +183,15 @@ func batchEpochAt(seg *segment.Segment, offset int64) (_ int32, err error) {
 // maxTimestampOffset answers MaxTimestamp: the segment with the largest
 // maxTimestamp (the first on ties), the first batch in it with that
 // timestamp, and the first record in that batch carrying it (Kafka's
-// RecordBatch.offsetOfMaxTimestamp).
-func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOffset, _ bool, err error) {
-	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+// RecordBatch.offsetOfMaxTimestamp). With tiered storage (t not nil) the
+// copies of the offsets below the first local segment count as segments
+// before it.
+func (p *Partition) maxTimestampOffset(t *partTier, hw int64) (_ TimestampOffset, _ bool, err error) {
 	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}
+	snap, err := p.acquireSnapshot()
+	if err != nil {
+		return none, false, err
+	}
 	var best *segment.Segment
 	bestTS, bestOff := batch.NoTimestamp, int64(-1)
 	for _, seg := range snap.list {
@@ -170,6 +199,31 @@ func (p *Partition) maxTimestampOffset(snap *segments, hw int64) (_ TimestampOff
 			best, bestTS, bestOff = seg, t, off
 		}
 	}
+	if t != nil && len(snap.list) > 0 {
+		if md, ok := t.maxTimestampCopy(snap.list[0].BaseOffset()); ok && md.MaxTimestamp >= bestTS {
+			// The copy comes first: it wins a tie. It is searched
+			// without the snapshot (the fetches may be slow).
+			p.releaseSnapshot(snap)
+			to, found, err := t.findInCopy(md, md.MaxTimestamp, md.BaseOffset)
+			if err != nil {
+				return none, false, t.remoteErr("max timestamp", md.ID, err)
+			}
+			if !found || to.Offset >= hw {
+				return none, false, nil
+			}
+			return to, true, nil
+		}
+	}
+	defer p.releaseSnapshot(snap)
+	return p.maxTimestampIn(best, bestTS, bestOff, hw)
+}
+
+// maxTimestampIn is maxTimestampOffset in the local segment best, whose
+// maxTimestamp is bestTS at offset bestOff. REQUIRES: a reference to best
+// (the caller's snapshot).
+func (p *Partition) maxTimestampIn(best *segment.Segment, bestTS, bestOff, hw int64) (_ TimestampOffset, _ bool, err error) {
+	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
+	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}
 	if best == nil || bestOff < 0 {
 		return none, false, nil
 	}

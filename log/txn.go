@@ -246,9 +246,13 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 // batch. An offset at or past the last stable offset gives an empty
 // result; the bounds, errors and lifetime of Records are ReadFrom's.
 //
-// When no transaction was ever aborted in the partition the aborted list is
-// nil without looking at any transaction index; when none is open the read
-// is ReadFrom's.
+// When no transaction was ever aborted in the local segments the aborted
+// list of a local read is nil without looking at any transaction index;
+// when none is open the read is ReadFrom's. Below the local log start
+// (tiered storage) the batches come from the copy that holds them and the
+// aborted transactions from the copies' transaction indexes, then the
+// local segments', as they would had the segments stayed local; a store
+// that cannot be read gives an error wrapping ErrRemoteUnavailable.
 func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []AbortedTxn, error) {
 	lso := p.LastStableOffset()
 	if offset >= lso {
@@ -268,7 +272,8 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 		return recs, nil, err
 	}
 	r := recs.r
-	if r.seg != nil && r.next > lso {
+	remote := r.seg == nil && r.first >= 0 // read from a copy (tierread.go)
+	if (r.seg != nil || remote) && r.next > lso {
 		empty, err := r.trimAt(lso)
 		if err != nil {
 			_ = recs.Close()
@@ -279,7 +284,9 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 			return emptyRecords(offset), nil, nil
 		}
 	}
-	if r.seg == nil || !p.txn.aborted.Load() {
+	// txn.aborted knows the local segments only: a read from a copy
+	// always looks at the transaction indexes.
+	if !remote && (r.seg == nil || !p.txn.aborted.Load()) {
 		return recs, nil, nil
 	}
 	aborted, err := p.collectAborted(r.first, r.next)
@@ -311,7 +318,11 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 			minSize = legacy.MinSize
 		}
 		if minSize < 0 || size < minSize || size > int64(len(b)-pos) {
-			return false, base.CorruptionErrorf(r.seg.LogPath(), r.start+int64(pos), "batchLength",
+			file := "a remote copy" // read from a copy: r.start is 0
+			if r.seg != nil {
+				file = r.seg.LogPath()
+			}
+			return false, base.CorruptionErrorf(file, r.start+int64(pos), "batchLength",
 				"entry of %d bytes does not frame in the %d bytes left of a read result", size, len(b)-pos)
 		}
 		if minSize == batch.HeaderSize {
@@ -335,7 +346,8 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 // collectAborted returns the aborted transactions overlapping [from, upper)
 // from the transaction indexes of the segment holding from and the ones
 // after it, until one entry's last stable offset reaches upper (Kafka's
-// collectAbortedTransactions).
+// collectAbortedTransactions). Below the first local segment the segments
+// are the copies (tiered storage), whose transaction indexes are fetched.
 func (p *Partition) collectAborted(from, upper int64) ([]AbortedTxn, error) {
 	snap, err := p.acquireSnapshot()
 	if err != nil {
@@ -344,6 +356,11 @@ func (p *Partition) collectAborted(from, upper int64) ([]AbortedTxn, error) {
 	defer p.releaseSnapshot(snap)
 	var out []AbortedTxn
 	complete := false
+	if t := p.tierPart.Load(); t != nil && len(snap.list) > 0 && from < snap.list[0].BaseOffset() {
+		if out, complete, err = t.remoteAborted(out, from, upper, snap.list[0].BaseOffset()); err != nil {
+			return nil, err
+		}
+	}
 	for i := max(snap.find(from), 0); i < len(snap.list) && !complete; i++ {
 		out, complete = snap.list[i].CollectAbortedTxns(out, from, upper)
 	}

@@ -5,6 +5,18 @@ import (
 	"github.com/partlog/partlog/internal/legacy"
 )
 
+// FirstRecordAtOrAfter returns the first record of the whole entry b (a
+// RecordBatch v2 batch or a legacy message) whose timestamp is >= ts and
+// whose offset is >= startOffset, with its timestamp: the search
+// FindOffsetByTimestamp makes inside each batch, for a copy of a segment
+// read from elsewhere (tiered storage). found is false when no record
+// qualifies; malformed records give an error, never a panic.
+func FirstRecordAtOrAfter(b []byte, ts, startOffset int64) (offset, timestamp int64, found bool, err error) {
+	dec := decoderPool.Get().(*batch.Decoder)
+	defer decoderPool.Put(dec)
+	return firstRecordAtOrAfter(batch.Batch(b), dec, ts, startOffset)
+}
+
 // firstRecordAtOrAfter returns the first record of b whose timestamp is >=
 // ts and whose offset is >= startOffset (Kafka's FileRecords
 // searchForTimestamp, inside one batch). Compressed batches are
