@@ -206,6 +206,11 @@ func (s *server) planTopic(rt kmsg.CreateTopicsRequestTopic) (createPlan, *topic
 			return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
 		}
 	}
+	if len(cfg) > 0 {
+		if err := checkTopicConfigs(cfg, s.userCleanupConfig()); err != nil {
+			return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
+		}
+	}
 	brokers := s.brokerIDs()
 	plan := createPlan{cfg: cfg, replication: int16(len(brokers))}
 	if len(rt.ReplicaAssignment) > 0 {
