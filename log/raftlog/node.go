@@ -350,6 +350,8 @@ type Proposal struct {
 // without waiting for it: proposals submitted one after the other are
 // appended in that order (an idempotent producer's batches must be). It
 // fails only when ctx ends, or the replica stopped, before p is queued.
+// A queued proposal is always answered: ErrStopped when the replica's
+// loop ends (Node.Close) before taking it.
 func (r *Replica) Submit(ctx context.Context, p Proposal) (<-chan Result, error) {
 	pr := &proposal{records: p.Records, marker: p.Marker, opts: p.Options, res: make(chan Result, 1)}
 	r.subMu.RLock()
