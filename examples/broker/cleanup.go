@@ -64,19 +64,10 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cleanup of %s: %w", offsetsTopic, err)
 	}
-	policy := cfg.CleanupPolicy
-	if policy == "" {
-		policy = compaction.PolicyDelete
-	}
-	base := compaction.Config{
-		CleanupPolicy:  policy,
-		Retention:      cfg.Retention,
-		OffsetMapBytes: cleanerMapBytes,
-		Logger:         s.log,
-	}
+	base := s.userCleanupConfig()
 	user, err := compaction.NewRunner(base, opts)
 	if err != nil {
-		return nil, fmt.Errorf("cleanup policy %q: %w", policy, err)
+		return nil, fmt.Errorf("cleanup policy %q: %w", base.CleanupPolicy, err)
 	}
 	interval := cfg.CleanupInterval
 	if interval == 0 {
@@ -86,10 +77,25 @@ func newCleaner(s *server, cfg config) (*cleaner, error) {
 		base: base, opts: opts, byConfig: make(map[string]*compaction.Runner)}, nil
 }
 
+// userCleanupConfig is the cleanup configuration of user topics, from the
+// broker's flags: the base of every topic's overrides.
+func (s *server) userCleanupConfig() compaction.Config {
+	policy := s.cleanupPolicy
+	if policy == "" {
+		policy = compaction.PolicyDelete
+	}
+	return compaction.Config{
+		CleanupPolicy:  policy,
+		Retention:      s.retention,
+		OffsetMapBytes: cleanerMapBytes,
+		Logger:         s.log,
+	}
+}
+
 // runnerFor returns the runner of a topic's configuration overrides (the
 // user runner for none). The overrides were checked when the topic was
-// created; a runner that cannot be made (a hand-edited topicConfigsFile)
-// is logged and the topic is left alone.
+// created (checkTopicConfigs); a runner that cannot be made (a hand-edited
+// topicConfigsFile) is logged and the topic is left alone.
 func (c *cleaner) runnerFor(topic string, tc topicConfig) *compaction.Runner {
 	if len(tc) == 0 {
 		return c.user

@@ -38,7 +38,11 @@ type store struct {
 		// configs holds the topics' configuration overrides
 		// (CreateTopics), kept in topicConfigsFile.
 		configs map[string]topicConfig
-		closed  bool
+		// configsStale: a save of configs failed, so topicConfigsFile
+		// may hold overrides of a deleted topic; createTopic saves it
+		// first, or a same-name topic would inherit them on restart.
+		configsStale bool
+		closed       bool
 		// onCreate, set by watch, is called for each partition created.
 		onCreate func(topic string, partition int32, p *plog.Partition)
 	}

@@ -44,9 +44,11 @@ func (s *store) createTopic(name string, n int32, cfg topicConfig) error {
 	if _, ok := s.mu.topics[name]; ok {
 		return errTopicExists
 	}
-	if len(cfg) > 0 {
-		s.mu.configs[name] = cfg
-		if err := saveTopicConfigs(s.dir, s.mu.configs); err != nil {
+	if len(cfg) > 0 || s.mu.configsStale {
+		if len(cfg) > 0 {
+			s.mu.configs[name] = cfg
+		}
+		if err := s.saveConfigsLocked(); err != nil {
 			delete(s.mu.configs, name)
 			return err
 		}
@@ -55,11 +57,19 @@ func (s *store) createTopic(name string, n int32, cfg topicConfig) error {
 	if _, err := s.createLocked(name, n); err != nil {
 		if _, ok := s.mu.configs[name]; ok {
 			delete(s.mu.configs, name)
-			err = errors.Join(err, saveTopicConfigs(s.dir, s.mu.configs))
+			err = errors.Join(err, s.saveConfigsLocked())
 		}
 		return err
 	}
 	return nil
+}
+
+// saveConfigsLocked writes the configs to topicConfigsFile and records
+// whether the file may be stale. REQUIRES: s.mu held.
+func (s *store) saveConfigsLocked() error {
+	err := saveTopicConfigs(s.dir, s.mu.configs)
+	s.mu.configsStale = err != nil
+	return err
 }
 
 // deleteTopic deletes every partition of a topic with the Dir's removal
@@ -68,6 +78,9 @@ func (s *store) createTopic(name string, n int32, cfg topicConfig) error {
 // holding a partition get ErrClosed from it from then on. Errors:
 // errUnknownTopic, errStoreClosed, and I/O errors (the topic is gone from
 // the store even then; OpenDir finishes a removal a crash interrupted).
+// Overrides left in topicConfigsFile by a crash or a failed save never
+// reach a same-name topic: openStore drops those of topics that are gone,
+// and createTopic saves the file again before it creates one.
 func (s *store) deleteTopic(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -87,7 +100,7 @@ func (s *store) deleteTopic(name string) error {
 	}
 	if _, ok := s.mu.configs[name]; ok {
 		delete(s.mu.configs, name)
-		if err := saveTopicConfigs(s.dir, s.mu.configs); err != nil {
+		if err := s.saveConfigsLocked(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,6 +203,11 @@ func (s *server) planTopic(rt kmsg.CreateTopicsRequestTopic) (createPlan, *topic
 			return createPlan{}, &topicError{kerr.InvalidConfig.Code, fmt.Sprintf("%s: cluster mode applies the nodes' -cleanup-policy and -retention to every topic and takes no topic configs", n)}
 		}
 		if err := checkTopicConfig(n, cfg[n]); err != nil {
+			return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
+		}
+	}
+	if len(cfg) > 0 {
+		if err := checkTopicConfigs(cfg, s.userCleanupConfig()); err != nil {
 			return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
 		}
 	}

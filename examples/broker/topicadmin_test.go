@@ -255,8 +255,9 @@ func recordsWithKey(t *testing.T, key string, n int, ts int64) []byte {
 // The cleaner applies each topic's configuration: with the broker's
 // retention of an hour, records two hours old go from a topic without
 // overrides and from one with retention.ms=60000, stay in one with
-// retention.ms=-1, and a cleanup.policy=compact topic keeps its records'
-// latest value per key.
+// retention.ms=-1 or one of 584 years (beyond a time.Duration), and a
+// cleanup.policy=compact topic (with Kafka's default
+// max.compaction.lag.ms, 2^63-1) keeps its records' latest value per key.
 func TestTopicConfigsApplied(t *testing.T) {
 	leakCheck(t)
 	ran := make(chan struct{}, 1)
@@ -271,14 +272,15 @@ func TestTopicConfigsApplied(t *testing.T) {
 		newTopic("plain", 1, 1),
 		newTopic("short", 1, 1, "retention.ms", "60000"),
 		newTopic("forever", 1, 1, "retention.ms", "-1"),
-		newTopic("keyed", 1, 1, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0.01"),
+		newTopic("centuries", 1, 1, "retention.ms", "18446744073710"),
+		newTopic("keyed", 1, 1, "cleanup.policy", "compact", "min.cleanable.dirty.ratio", "0.01", "max.compaction.lag.ms", "9223372036854775807"),
 	)
 	for name, rt := range got {
 		require.Equal(t, int16(0), rt.ErrorCode, "%s: %s", name, codeName(rt.ErrorCode))
 	}
 	old := time.Now().Add(-2 * time.Hour).UnixMilli()
 	for i := range 20 {
-		for _, topic := range []string{"plain", "short", "forever", "keyed"} {
+		for _, topic := range []string{"plain", "short", "forever", "centuries", "keyed"} {
 			pr := produceRaw(t, rc, 9, topic, 0, recordsWithKey(t, "k", 5, old+int64(i*5)))
 			require.Equal(t, int16(0), pr.ErrorCode, "%s: %s", topic, codeName(pr.ErrorCode))
 		}
@@ -301,6 +303,7 @@ func TestTopicConfigsApplied(t *testing.T) {
 	n, end := countRecords(t, rc, "forever")
 	assert.Equal(t, 100, n)
 	assert.Equal(t, int64(100), end)
+	assert.Equal(t, int64(0), listOffset(t, rc, "centuries", 0, -2).Offset, "retention.ms of 584 years keeps everything")
 	assert.Equal(t, int64(0), listOffset(t, rc, "keyed", 0, -2).Offset, "compaction deletes no segment by age")
 	n, end = countRecords(t, rc, "keyed")
 	assert.Less(t, n, 50, "cleanup.policy=compact: %d of 100 records of one key left", n)

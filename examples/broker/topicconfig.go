@@ -108,10 +108,27 @@ func checkTopicConfig(name, value string) error {
 	return nil
 }
 
+// checkTopicConfigs checks a topic's overrides as a whole, once each
+// passed checkTopicConfig: the cleaner's runner for them on base (the
+// user topics' configuration) must build, or the topic would never be
+// cleaned. The error wraps errInvalidConfig.
+func checkTopicConfigs(tc topicConfig, base compaction.Config) error {
+	if _, err := compaction.NewRunner(tc.apply(base), compaction.RunnerOptions{}); err != nil {
+		return fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+	return nil
+}
+
+// maxDurationMs is the largest millisecond count a time.Duration holds
+// (about 292 years).
+const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
+
 // apply returns base with the topic's overrides, in the compaction
 // package's terms: Kafka's 0 (retention.ms, delete.retention.ms: at once;
 // min.cleanable.dirty.ratio: always dirty enough) is the smallest positive
-// value there, whose 0 means the default.
+// value there, whose 0 means the default. A millisecond value beyond what
+// a time.Duration holds (Kafka's longs go to 2^63-1, max.compaction.lag.ms's
+// default) is the largest Duration: unlimited in effect.
 func (tc topicConfig) apply(base compaction.Config) compaction.Config {
 	ms := func(v string) time.Duration {
 		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -120,6 +137,8 @@ func (tc topicConfig) apply(base compaction.Config) compaction.Config {
 			return -1
 		case n == 0:
 			return time.Nanosecond
+		case n > maxDurationMs:
+			return math.MaxInt64
 		}
 		return time.Duration(n) * time.Millisecond
 	}

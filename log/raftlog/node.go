@@ -166,6 +166,7 @@ func (n *Node) Start(group GroupID, part *log.Partition, boot Membership) (*Repl
 		doc:   make(chan job, 4),
 		done:  make(chan struct{}),
 		stop:  make(chan struct{}),
+		quit:  make(chan struct{}),
 	}
 	n.replicas[group] = r
 	n.wg.Go(func() { r.run(n.ctx, n.cfg.Tick) })
@@ -216,6 +217,14 @@ type Replica struct {
 	done  chan struct{} // closed when run returns
 	stop  chan struct{} // closed when the replica stops (Stopped)
 	once  sync.Once
+
+	// quit is closed when run is ending: a Submit blocked on a full
+	// propc gives up. subMu is read-held by every Submit while it may
+	// send on propc; run takes it to set shut, after which no
+	// proposal enters propc, and then answers the ones queued.
+	quit  chan struct{}
+	subMu sync.RWMutex
+	shut  bool
 }
 
 // job is work run on the replica's loop (Retain, Compact), with its
@@ -235,6 +244,7 @@ const drain = 256
 // the group's other nodes go on.
 func (r *Replica) run(ctx context.Context, tick time.Duration) {
 	defer close(r.done)
+	defer r.refuseQueued()
 	defer r.once.Do(func() { close(r.stop) })
 	c := r.core
 	t := time.NewTicker(tick)
@@ -286,6 +296,26 @@ func (r *Replica) run(ctx context.Context, tick time.Duration) {
 	}
 }
 
+// refuseQueued ends proposing to a replica whose loop is ending: Submit
+// refuses from now on, and every proposal and job queued but not taken by
+// the loop is answered ErrStopped.
+func (r *Replica) refuseQueued() {
+	close(r.quit)
+	r.subMu.Lock()
+	r.shut = true
+	r.subMu.Unlock()
+	for {
+		select {
+		case p := <-r.propc:
+			p.reply(-1, ErrStopped)
+		case j := <-r.doc:
+			j.res <- ErrStopped
+		default:
+			return
+		}
+	}
+}
+
 // failed answers what comes to a replica that stopped on err, until ctx
 // ends.
 func (r *Replica) failed(ctx context.Context, err error) {
@@ -320,12 +350,21 @@ type Proposal struct {
 // without waiting for it: proposals submitted one after the other are
 // appended in that order (an idempotent producer's batches must be). It
 // fails only when ctx ends, or the replica stopped, before p is queued.
+// A queued proposal is always answered: ErrStopped when the replica's
+// loop ends (Node.Close) before taking it.
 func (r *Replica) Submit(ctx context.Context, p Proposal) (<-chan Result, error) {
 	pr := &proposal{records: p.Records, marker: p.Marker, opts: p.Options, res: make(chan Result, 1)}
+	r.subMu.RLock()
+	defer r.subMu.RUnlock()
+	if r.shut {
+		return nil, ErrStopped
+	}
+	// A proposal sent here is in propc before shut is set, so the loop
+	// or refuseQueued answers it.
 	select {
 	case r.propc <- pr:
 		return pr.res, nil
-	case <-r.done:
+	case <-r.quit:
 		return nil, ErrStopped
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/partlog/partlog/index/vfs"
 )
@@ -173,8 +174,21 @@ func (s *Storage) finishInstall(d snapshotData) error {
 			return fmt.Errorf("install snapshot at offset %d: %w", d.offset, err)
 		}
 	}
+	if err := s.removeInstall(); err != nil {
+		return fmt.Errorf("install snapshot: %w", err)
+	}
+	return nil
+}
+
+// removeInstall removes the install file durably: a crash after it must
+// not bring the file back, or the next open would undo the install
+// again and cut the entries persisted since.
+func (s *Storage) removeInstall() error {
 	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("install snapshot: remove %s: %w", s.installPath(), err)
+		return fmt.Errorf("remove %s: %w", s.installPath(), err)
+	}
+	if err := vfs.SyncDir(s.fs, filepath.Dir(s.installPath())); err != nil {
+		return fmt.Errorf("sync the directory of %s: %w", s.installPath(), err)
 	}
 	return nil
 }
@@ -212,8 +226,5 @@ func (s *Storage) finishInterruptedInstall(st raftState) error {
 	case st.snapIndex == index && st.snapOffset == d.offset && s.part.LogEndOffset() <= d.offset:
 		return s.finishInstall(d)
 	}
-	if err := s.fs.Remove(s.installPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", s.installPath(), err)
-	}
-	return nil
+	return s.removeInstall()
 }
