@@ -648,8 +648,9 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 // readable until closed where the platform allows (unix). A tiered
 // partition's copies are deleted from the remote store first: on a store
 // error (wrapping ErrRemoteUnavailable, say) the partition stays in the
-// Dir, open, its copies recorded for deletion by the tier's next passes
-// (reads of them fail), and DeletePartition may be called again.
+// Dir, open, without its copies (reads below its local log start fail;
+// the Dir retries their deletion in the background), and DeletePartition
+// may be called again.
 // Errors: ErrUnknownPartition, ErrClosed, the store's, and I/O errors
 // (the partition is then closed and gone from the Dir; an I/O error after
 // the rename leaves a "-delete" directory that the next OpenDir removes).
