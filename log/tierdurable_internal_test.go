@@ -1,6 +1,7 @@
 package log
 
 import (
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -112,4 +113,45 @@ func TestTierAttachDropsCopiesPastLogEnd(t *testing.T) {
 	require.ErrorIs(t, err, ErrRemoteSegmentNotFound, "the next pass deletes it")
 	assert.Equal(t, -1, p.tierPart.Load().meta.Load().index(md.ID))
 	require.NoError(t, d.Close())
+}
+
+// TestTierCopyCarriesPendingRollSnapshot: a segment's copy carries the
+// producer snapshot at its end even while the roll's snapshot is still in
+// memory (its background flush has not written the file): the copier
+// reads it through the partition's locks, as ProducerSnapshot does.
+func TestTierCopyCarriesPendingRollSnapshot(t *testing.T) {
+	mem := vfstest.NewMem()
+	cfg := tierInternalConfig(mem, 0)
+	d, err := OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer d.Close()
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for i := range 30 {
+		_, err := p.AppendBatch(tierTestBatch(t, 1000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	segs, err := p.segmentRefs()
+	require.NoError(t, err)
+	active := segs[len(segs)-1].BaseOffset()
+	for _, s := range segs {
+		require.NoError(t, s.Unref())
+	}
+	// The sealed segments made durable without the roll's flush, whose
+	// snapshots stay pending.
+	p.flushMu.Lock()
+	p.dur.raiseRecoveryPoint(active, p.truncations.Load())
+	p.flushMu.Unlock()
+	d.RunTierPass()
+	m := p.tierPart.Load().meta.Load()
+	require.NotEmpty(t, m.segs)
+	first := m.segs[0].desc
+	want, err := p.ProducerSnapshot(first.EndOffset + 1)
+	require.NoError(t, err)
+	rc, err := cfg.Remote.Storage.FetchIndex(t.Context(), first.ID, RemoteProducerSnapshot)
+	require.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	assert.Equal(t, want, got, "the copy's producer snapshot")
 }
