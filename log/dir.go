@@ -645,19 +645,21 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 // partition is gone, after a crash too), its entries are dropped from the
 // root checkpoint files, and the renamed directory is removed (OpenDir
 // finishes that after a crash). Records the partition returned stay
-// readable until closed where the platform allows (unix). Errors:
-// ErrUnknownPartition, ErrClosed, and I/O errors (the partition is then
-// closed and gone from the Dir; an I/O error after the rename leaves a
-// "-delete" directory that the next OpenDir removes).
+// readable until closed where the platform allows (unix). A tiered
+// partition's copies are deleted from the remote store first: on a store
+// error (wrapping ErrRemoteUnavailable, say) the partition stays in the
+// Dir, open, without its copies (reads below its local log start fail;
+// the Dir retries their deletion in the background), and DeletePartition
+// may be called again.
+// Errors: ErrUnknownPartition, ErrClosed, the store's, and I/O errors
+// (the partition is then closed and gone from the Dir; an I/O error after
+// the rename leaves a "-delete" directory that the next OpenDir removes).
 func (d *Dir) DeletePartition(topic string, partition int32) error {
 	tp := TopicPartition{topic, partition}
 	d.createMu.Lock()
 	defer d.createMu.Unlock()
 	d.mu.Lock()
 	p, closed := d.parts[tp], d.closed
-	if p != nil && !closed {
-		delete(d.parts, tp)
-	}
 	d.mu.Unlock()
 	switch {
 	case closed:
@@ -666,8 +668,15 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 		return fmt.Errorf("%w: %s in %s", ErrUnknownPartition, tp, d.path)
 	}
 	if d.tier != nil {
-		d.tier.detach(tp)
+		// The copies go first (tier.go): on a store error the
+		// partition stays.
+		if err := d.tier.deletePartition(tp); err != nil {
+			return fmt.Errorf("partlog/log: delete %s in %s: remote copies: %w", tp, d.path, err)
+		}
 	}
+	d.mu.Lock()
+	delete(d.parts, tp)
+	d.mu.Unlock()
 	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
 			"dir", d.path, "partition", tp.String(), "err", err)

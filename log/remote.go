@@ -34,8 +34,9 @@ var (
 // RemoteSegmentID names one copy of a segment in a remote store: the
 // partition it belongs to and an ID unique among every copy ever made of
 // that partition's segments. Two copies of the same local segment (a
-// retry after a crash, say) get different IDs, so that a copy the log never
-// recorded can be told apart from the recorded one and removed.
+// retry after a crash, say) get different IDs, so that a retry never
+// replaces a recorded copy, and Dirs sharing a store never name the same
+// object.
 type RemoteSegmentID struct {
 	// TopicPartition is the partition the segment belongs to.
 	TopicPartition TopicPartition

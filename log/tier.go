@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,18 +14,18 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/legacy"
-	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/segment"
 )
 
 // This file is tiered storage's background side (Kafka's KIP-405 for a
 // Dir): a copier and deleter per Dir (dirTier) that runs, with a bounded
 // number of workers, one pass at a time over each partition's tier part
-// (partTier): clean up what a crash left, delete expired remote segments,
-// copy the sealed segments below the high watermark and the last stable
-// offset, and apply the local retention to segments whose copy is
-// recorded. The read side is in tierread.go, the metadata file in
-// tiermeta.go.
+// (partTier): settle the copies left "copying" or "deleting", delete
+// expired remote segments, copy the durable sealed segments below the high
+// watermark and the last stable offset, and apply the local retention to
+// segments whose copy is recorded. A truncation drops the copies of the
+// offsets it cuts before the cut is visible (partTier.dropFrom). The read
+// side is in tierread.go, the metadata file in tiermeta.go.
 
 // RemoteConfig turns on tiered storage for a Dir (DirConfig.Remote): the
 // sealed segments of its partitions are copied to Storage in the
@@ -51,10 +52,13 @@ type RemoteConfig struct {
 	// RetentionMs and RetentionBytes bound the whole log, remote copies
 	// included (Kafka's retention.ms and retention.bytes): a copy no
 	// longer held locally is deleted from Storage when its newest record
-	// is older than RetentionMs, or while the remote and local sizes less
-	// that copy stay at or above RetentionBytes. 0 or less means no
-	// bound. Local segments are bounded by the partition's own retention
-	// policy (Partition.DeleteExpired), as without tiering.
+	// is older than RetentionMs, or while the size of the whole log (the
+	// copies no longer held locally plus the local segments, so that a
+	// copy still held locally counts once) less that copy stays at or
+	// above RetentionBytes. 0 or less means no bound. Local segments are
+	// bounded by the partition's own retention policy
+	// (Partition.DeleteExpired), as without tiering. Every time rule reads
+	// the partition's Config.Now.
 	RetentionMs, RetentionBytes int64
 	// Workers bounds the partitions the Dir copies to and deletes from
 	// Storage at once (Kafka's remote.log.manager.thread.pool.size); 0
@@ -91,8 +95,8 @@ type RemoteStats struct {
 	Segments int
 	Bytes    int64
 	// CopyLagSegments and CopyLagBytes count the sealed segments below
-	// the high watermark and the last stable offset not copied yet, as of
-	// the last pass.
+	// the high watermark, the last stable offset and the recovery point
+	// not copied yet, as of the last pass (a truncation clears them).
 	CopyLagSegments int
 	CopyLagBytes    int64
 	// Copies counts the segments copied since Open, CopiedBytes their
@@ -162,24 +166,57 @@ func (d *dirTier) attach(tp TopicPartition, p *Partition) {
 		m = &remoteMeta{}
 	}
 	t.meta.Store(m)
+	// Copies of offsets past the log end (a crash took the end of the
+	// log after they were made) describe batches the log no longer
+	// holds: they are dropped, durably, before anything is appended in
+	// their place.
+	if err := t.dropFrom(p.LogEndOffset()); err != nil {
+		t.broken = err
+		d.logger.Error("partlog/log: tiered storage is off for a partition whose copies past its log end cannot be dropped",
+			"partition", tp.String(), "err", err)
+	}
 	p.tierPart.Store(t)
 	d.mu.Lock()
 	d.parts[tp] = t
 	d.mu.Unlock()
 }
 
-// detach stops tiering tp (the partition is being deleted).
-func (d *dirTier) detach(tp TopicPartition) *partTier {
+// deletePartition stops tiering tp, whose partition is being deleted, and
+// deletes every copy its metadata records: they are recorded "deleting"
+// (durably, so that a crash leaves them to the cleanup of the partition,
+// which is not deleted yet), deleted from the store, then their records
+// dropped. On a store error the partition stays tiered with its copies
+// recorded "deleting" (its next passes delete them) and the error is
+// returned. The partition stays open meanwhile; reads of its copies fail
+// from the start.
+func (d *dirTier) deletePartition(tp TopicPartition) error {
 	d.mu.Lock()
 	t := d.parts[tp]
 	delete(d.parts, tp)
 	d.mu.Unlock()
-	if t != nil {
-		t.runMu.Lock() // waits for a pass in progress
-		t.detached = true
-		t.runMu.Unlock()
+	if t == nil {
+		return nil
 	}
-	return t
+	t.runMu.Lock() // waits for a pass in progress
+	defer t.runMu.Unlock()
+	if t.broken != nil {
+		d.logger.Warn("partlog/log: the copies of a deleted partition whose remote log metadata cannot be read stay in the store",
+			"partition", tp.String(), "err", t.broken)
+		t.detached = true
+		return nil
+	}
+	err := t.dropFrom(-1)
+	if err == nil {
+		err = t.cleanup(d.ctx)
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.parts[tp] = t
+		d.mu.Unlock()
+		return err
+	}
+	t.detached = true
+	return nil
 }
 
 // start starts the scheduler.
@@ -189,7 +226,7 @@ func (d *dirTier) start() {
 
 // stop stops the scheduler and waits for the passes in progress (a copy is
 // abandoned through its context; its record stays "copying" and the next
-// start cleans it up).
+// pass of the next run cleans it up).
 func (d *dirTier) stop() {
 	d.cancel()
 	d.wg.Wait()
@@ -240,8 +277,9 @@ func (d *dirTier) passAll() {
 }
 
 // partTier is a partition's tiered storage part: its remote log metadata
-// and counters. Passes run one at a time (runMu); only a pass changes the
-// metadata, publishing each new version for lock-free readers.
+// and counters. Passes run one at a time (runMu). A pass and a truncation
+// (dropFrom) change the metadata, under metaMu, publishing each new
+// version for lock-free readers.
 type partTier struct {
 	d  *dirTier
 	p  *Partition
@@ -254,12 +292,19 @@ type partTier struct {
 	// the local start fail with it).
 	broken error
 
-	// runMu serializes passes. cleaned (under runMu) reports that this
-	// run's startup cleanup is done; detached that the partition left
-	// the Dir.
+	// runMu serializes passes; detached (under runMu) reports that the
+	// partition left the Dir.
 	runMu    sync.Mutex
-	cleaned  bool
 	detached bool
+
+	// metaMu serializes the changes of the metadata: each loads the
+	// current version, changes a copy and publishes it under metaMu.
+	// cuts counts the truncations (dropFrom): a copy is recorded only
+	// when no truncation came since its segment list was taken, so a
+	// truncation either sees the copy recorded and drops it, or the copy
+	// is never recorded. Lock order: the partition's mu, then metaMu.
+	metaMu sync.Mutex
+	cuts   uint64
 
 	lagSegs, lagBytes               atomic.Int64
 	copies, copiedBytes, copyFails  atomic.Int64
@@ -287,16 +332,73 @@ func (t *partTier) stats() RemoteStats {
 	return st
 }
 
-// publish makes m durable, then current. On error nothing is published
-// and the file holds the old or the new version: the next pass starts
-// with a cleanup, which settles either.
-func (t *partTier) publish(m *remoteMeta) error {
+// publishLocked makes m durable, then current. On error nothing is
+// published and the file holds the old or the new version; either is
+// safe: every change writes a state that holds whichever of the two a
+// crash leaves (a "copying" or "deleting" record, settled by the next
+// pass, or one fewer record of a copy already deleted), and the next
+// publish writes the current version again. REQUIRES: metaMu held.
+func (t *partTier) publishLocked(m *remoteMeta) error {
 	if err := m.store(t.p.cfg.FS, t.p.dir); err != nil {
-		t.cleaned = false
 		return fmt.Errorf("partlog/log: %s: write %s: %w", t.p.dir, remoteMetadataFile, err)
 	}
 	t.meta.Store(m)
 	return nil
+}
+
+// change applies f to a copy of the current metadata and publishes the
+// result when f reports a change.
+func (t *partTier) change(f func(m *remoteMeta) bool) error {
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	m := t.meta.Load().clone()
+	if !f(m) {
+		return nil
+	}
+	return t.publishLocked(m)
+}
+
+// dropFrom records "deleting" every copy holding offsets at or past end
+// (all of them when end < 0), durably, and counts a truncation: a
+// truncation to end calls it before the cut is visible (the partition's
+// mu held), attach with the log end. The copy lag is cleared (the next
+// pass counts it again). The next pass deletes the copies from the store.
+// On error the truncation changes nothing.
+func (t *partTier) dropFrom(end int64) error {
+	if t.broken != nil {
+		return nil // nothing is recorded: reads and copies are off
+	}
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.cuts++
+	t.lagSegs.Store(0)
+	t.lagBytes.Store(0)
+	m := t.meta.Load()
+	var n *remoteMeta
+	for i, e := range m.segs {
+		if e.desc.EndOffset < end || e.state == remoteDeleting {
+			continue
+		}
+		if n == nil {
+			n = m.clone()
+		}
+		n.segs[i].state = remoteDeleting
+	}
+	if n == nil {
+		return nil
+	}
+	return t.publishLocked(n)
+}
+
+// drop removes the records of ids.
+func (t *partTier) drop(ids []RemoteSegmentID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return t.change(func(m *remoteMeta) bool {
+		m.segs = slices.DeleteFunc(m.segs, func(e remoteEntry) bool { return slices.Contains(ids, e.desc.ID) })
+		return true
+	})
 }
 
 // pass is one round of the copier and deleter on the partition.
@@ -306,16 +408,13 @@ func (t *partTier) pass(ctx context.Context) {
 	if t.detached || t.broken != nil || t.p.closed.Load() {
 		return
 	}
-	if !t.cleaned {
-		if err := t.cleanup(ctx); err != nil {
-			t.deleteFails.Add(1)
-			t.warn("cleaning up remote segments failed; retrying next pass", err)
-			// No copy starts before the cleanup is done; the copy lag
-			// still counts what waits.
-			_ = t.copyEligible(ctx, false)
-			return
-		}
-		t.cleaned = true
+	if err := t.cleanup(ctx); err != nil {
+		t.deleteFails.Add(1)
+		t.warn("cleaning up remote segments failed; retrying next pass", err)
+		// No copy starts before the cleanup is done; the copy lag
+		// still counts what waits.
+		_ = t.copyEligible(ctx, false)
+		return
 	}
 	if err := t.expireRemote(ctx); err != nil {
 		t.deleteFails.Add(1)
@@ -337,95 +436,89 @@ func (t *partTier) warn(msg string, err error) {
 	t.d.logger.Warn("partlog/log: tiered storage: "+msg, "partition", t.tp.String(), "err", err)
 }
 
-// cleanup settles what the last run left: copies recorded "copying" or
-// "deleting" are deleted remotely and their records dropped, and every
-// remote object of the partition the metadata does not name (a copy whose
-// "copying" record a crash lost with the file's new version) is deleted.
+// cleanup settles the records that are not "copied": a "copying" one (a
+// copy a crash, a failed record or a failed deletion left, complete or
+// not) and the "deleting" ones (expired, cut by a truncation, or of a
+// deleted partition). Each copy is deleted from the store, then the
+// records of those deleted are dropped. The store is never listed: every
+// copy is recorded "copying" durably before CopySegment starts, so no
+// crash leaves a copy the metadata does not name, and objects the
+// metadata does not name may be another Dir's (docs/tiered-storage.md).
 func (t *partTier) cleanup(ctx context.Context) error {
 	st := t.d.cfg.Storage
-	m := t.meta.Load()
-	keep := &remoteMeta{}
-	known := make(map[RemoteSegmentID]bool, len(m.segs))
-	for _, e := range m.segs {
-		known[e.desc.ID] = true
+	var done []RemoteSegmentID
+	var err error
+	for _, e := range t.meta.Load().segs {
 		if e.state == remoteCopied {
-			keep.segs = append(keep.segs, e)
 			continue
 		}
-		if err := st.DeleteSegment(ctx, e.desc.ID); err != nil {
-			return fmt.Errorf("delete %s left %s: %w", e.desc.ID, remoteStateNames[e.state], err)
+		if derr := st.DeleteSegment(ctx, e.desc.ID); derr != nil {
+			err = fmt.Errorf("delete %s left %s: %w", e.desc.ID, remoteStateNames[e.state], derr)
+			break
 		}
+		done = append(done, e.desc.ID)
 	}
-	if len(keep.segs) != len(m.segs) {
-		if err := t.publish(keep); err != nil {
-			return err
-		}
-	}
-	ids, err := st.ListSegments(ctx, t.tp)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	for _, id := range ids {
-		if known[id] {
-			continue
-		}
-		if err := st.DeleteSegment(ctx, id); err != nil {
-			return fmt.Errorf("delete unrecorded %s: %w", id, err)
-		}
-	}
-	return nil
+	return errors.Join(err, t.drop(done))
 }
 
 // expireRemote applies the total retention to copies no longer held
 // locally, oldest first: each is recorded "deleting", deleted, then its
-// record dropped.
+// record dropped (a failed deletion is retried by the next pass's
+// cleanup). The size of the whole log is Kafka's: the copies below the
+// local log start plus the local segments.
 func (t *partTier) expireRemote(ctx context.Context) error {
 	cfg := t.d.cfg
 	if cfg.RetentionMs <= 0 && cfg.RetentionBytes <= 0 {
 		return nil
 	}
 	localStart := t.p.LogStartOffset()
-	localSize := t.p.Stats().Size
-	now := time.Now().UnixMilli()
-	for {
-		m := t.meta.Load()
-		var total int64
-		for _, e := range m.segs {
+	total := t.p.Stats().Size
+	now := t.p.cfg.Now().UnixMilli()
+	m := t.meta.Load()
+	for _, e := range m.segs {
+		if e.state == remoteCopied && e.desc.EndOffset < localStart {
 			total += e.desc.Size
 		}
-		if len(m.segs) == 0 {
-			return nil
-		}
-		e := m.segs[0]
-		if e.desc.EndOffset >= localStart {
+	}
+	for _, e := range m.segs {
+		if e.state != remoteCopied || e.desc.EndOffset >= localStart {
 			return nil
 		}
 		byTime := cfg.RetentionMs > 0 && e.desc.MaxTimestamp >= 0 && now-e.desc.MaxTimestamp > cfg.RetentionMs
-		bySize := cfg.RetentionBytes > 0 && total+localSize-e.desc.Size >= cfg.RetentionBytes
+		bySize := cfg.RetentionBytes > 0 && total-e.desc.Size >= cfg.RetentionBytes
 		if !byTime && !bySize {
 			return nil
 		}
-		n := m.clone()
-		n.segs[0].state = remoteDeleting
-		if err := t.publish(n); err != nil {
+		marked := false
+		err := t.change(func(n *remoteMeta) bool {
+			i := n.index(e.desc.ID)
+			if marked = i >= 0 && n.segs[i].state == remoteCopied; marked {
+				n.segs[i].state = remoteDeleting
+			}
+			return marked
+		})
+		if err != nil || !marked { // !marked: a truncation dropped it
 			return err
 		}
 		if err := cfg.Storage.DeleteSegment(ctx, e.desc.ID); err != nil {
-			t.cleaned = false // the cleanup retries it
 			return fmt.Errorf("delete expired %s: %w", e.desc.ID, err)
 		}
-		n = n.clone()
-		n.segs = n.segs[1:]
-		if err := t.publish(n); err != nil {
+		if err := t.drop([]RemoteSegmentID{e.desc.ID}); err != nil {
 			return err
 		}
+		total -= e.desc.Size
 		t.deletes.Add(1)
 	}
+	return nil
 }
 
-// copyEligible updates the copy lag: the sealed segments wholly below the
-// high watermark and the last stable offset that start at or after the
-// end of the last copy. With andCopy set it then copies them, oldest first.
+// copyEligible updates the copy lag: the sealed segments past the end of
+// the copies that are durable (below the recovery point) and wholly below
+// the high watermark and the last stable offset. With andCopy set it then
+// copies them, oldest first. The copies stay contiguous with the log: the
+// first segment past the end of the copies must start at or after it
+// (one holding offsets on both sides is never skipped: nothing after it
+// is copied, and the pass fails).
 func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
 	if _, found, err := p.cleanerCheckpoint(); err != nil || found {
@@ -435,6 +528,19 @@ func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 		t.lagBytes.Store(0)
 		return err
 	}
+	if !p.dur.manual {
+		// The rolls' background flush, done now if it has not run yet:
+		// the sealed segments become durable (the recovery point passes
+		// them) and their roll snapshots are written. Under the manual
+		// mode the tests run it themselves.
+		if err := p.flushRolled(); err != nil {
+			return err
+		}
+	}
+	t.metaMu.Lock()
+	cuts := t.cuts
+	copiedEnd := t.meta.Load().copiedEnd()
+	t.metaMu.Unlock()
 	segs, err := p.segmentRefs()
 	if err != nil {
 		return err
@@ -444,30 +550,36 @@ func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 			_ = s.Unref()
 		}
 	}()
-	bound := min(p.HighWatermark(), p.LastStableOffset())
+	// Only what a crash cannot take: copies past the recovery point would
+	// describe batches the log may not have after a restart.
+	bound := min(p.HighWatermark(), p.LastStableOffset(), p.dur.currentRecoveryPoint())
 	var todo []*segment.Segment
 	var lagBytes int64
-	copiedEnd := t.meta.Load().copiedEnd()
+	var straddle error
 	for _, s := range segs[:len(segs)-1] {
 		if s.NextOffset() > bound {
 			break
 		}
-		if s.BaseOffset() < copiedEnd || s.NextOffset() == s.BaseOffset() {
-			continue
+		if s.NextOffset() <= copiedEnd || s.NextOffset() == s.BaseOffset() {
+			continue // copied, or empty
+		}
+		if s.BaseOffset() < copiedEnd && straddle == nil {
+			straddle = fmt.Errorf("segment %d (offsets %d..%d) holds offsets on both sides of the end of the copies %d; nothing past it is copied",
+				s.BaseOffset(), s.BaseOffset(), s.NextOffset()-1, copiedEnd)
 		}
 		todo = append(todo, s)
 		lagBytes += s.Size()
 	}
 	t.lagSegs.Store(int64(len(todo)))
 	t.lagBytes.Store(lagBytes)
-	if !andCopy {
-		return nil
+	if !andCopy || straddle != nil {
+		return straddle
 	}
 	for _, s := range todo {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := t.copySegment(ctx, s); err != nil {
+		if err := t.copySegment(ctx, s, cuts); err != nil {
 			return err
 		}
 		t.lagSegs.Add(-1)
@@ -476,18 +588,23 @@ func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	return nil
 }
 
+// errCutDuringCopy reports a copy abandoned because a truncation came
+// after its segment list was taken.
+var errCutDuringCopy = errors.New("the log was truncated during the copy")
+
 // copySegment copies one sealed segment: record it "copying", copy it,
-// record it "copied". A failed copy is deleted at once when the store
-// allows, else by the next pass's cleanup.
-func (t *partTier) copySegment(ctx context.Context, s *segment.Segment) (err error) {
-	p := t.p
+// record it "copied". Each record is made only when no truncation came
+// since cuts was read (with the segment list): a truncation records
+// "deleting" the copies it cuts before the cut is visible, so a copy of a
+// segment it cut is never recorded "copied". A failed copy is deleted at
+// once when the store allows, else by the next pass's cleanup.
+func (t *partTier) copySegment(ctx context.Context, s *segment.Segment, cuts uint64) (err error) {
 	st := t.d.cfg.Storage
 	if err := s.Pin(); err != nil {
 		s.Unpin()
 		return err
 	}
 	defer s.Unpin()
-	truncations := p.truncations.Load()
 	md := RemoteSegmentMetadata{ID: NewRemoteSegmentID(t.tp), BaseOffset: s.BaseOffset(),
 		EndOffset: s.NextOffset() - 1, Size: s.Size()}
 	md.MaxTimestamp, _ = s.MaxTimestamp()
@@ -495,43 +612,59 @@ func (t *partTier) copySegment(ctx context.Context, s *segment.Segment) (err err
 	if err != nil {
 		return fmt.Errorf("read segment %d: %w", s.BaseOffset(), err)
 	}
-	m := t.meta.Load().clone()
-	m.segs = append(m.segs, remoteEntry{state: remoteCopying, desc: md})
-	if err := t.publish(m); err != nil {
+	var cut, overlap bool
+	err = t.change(func(m *remoteMeta) bool {
+		cut = t.cuts != cuts
+		// The records stay in offset order without overlaps
+		// (tiermeta.go): a record past md's base (one a truncation left
+		// "deleting") waits for the next pass's cleanup.
+		overlap = len(m.segs) > 0 && m.segs[len(m.segs)-1].desc.EndOffset >= md.BaseOffset
+		if cut || overlap {
+			return false
+		}
+		m.segs = append(m.segs, remoteEntry{state: remoteCopying, desc: md})
+		return true
+	})
+	switch {
+	case err != nil:
 		return err
+	case cut:
+		return fmt.Errorf("copy segment %d: %w", md.BaseOffset, errCutDuringCopy)
+	case overlap:
+		return fmt.Errorf("copy segment %d: a record past its base waits for the cleanup", md.BaseOffset)
 	}
 	data.Segment = &segmentReader{seg: s, end: md.Size}
 	if err := st.CopySegment(ctx, md, data); err != nil {
-		t.dropCopying(md.ID)
+		t.dropCopy(md.ID)
 		return fmt.Errorf("copy segment %d as %s: %w", md.BaseOffset, md.ID, err)
 	}
-	if p.truncations.Load() != truncations {
-		// A truncation may have cut the segment during the copy.
-		t.dropCopying(md.ID)
-		return fmt.Errorf("copy segment %d as %s: the log was truncated during the copy", md.BaseOffset, md.ID)
+	recorded := false
+	err = t.change(func(m *remoteMeta) bool {
+		i := m.index(md.ID)
+		if recorded = t.cuts == cuts && i >= 0 && m.segs[i].state == remoteCopying; recorded {
+			m.segs[i].state = remoteCopied
+		}
+		return recorded
+	})
+	if err != nil {
+		return err // the record stays "copying": the next pass's cleanup deletes the copy
 	}
-	m = m.clone()
-	m.segs[len(m.segs)-1].state = remoteCopied
-	if err := t.publish(m); err != nil {
-		return err
+	if !recorded {
+		t.dropCopy(md.ID)
+		return fmt.Errorf("copy segment %d as %s: %w", md.BaseOffset, md.ID, errCutDuringCopy)
 	}
 	t.copies.Add(1)
 	t.copiedBytes.Add(md.Size)
 	return nil
 }
 
-// dropCopying deletes a failed copy and its "copying" record; when the
-// store refuses, the next pass's cleanup does it.
-func (t *partTier) dropCopying(id RemoteSegmentID) {
+// dropCopy deletes a copy that is not recorded "copied" and its record;
+// when the store refuses, the next pass's cleanup does it.
+func (t *partTier) dropCopy(id RemoteSegmentID) {
 	if err := t.d.cfg.Storage.DeleteSegment(context.WithoutCancel(t.d.ctx), id); err != nil {
-		t.cleaned = false
 		return
 	}
-	m := t.meta.Load().clone()
-	if i := m.index(id); i >= 0 {
-		m.segs = append(m.segs[:i], m.segs[i+1:]...)
-		_ = t.publish(m) // on failure publish leaves cleaned false
-	}
+	_ = t.drop([]RemoteSegmentID{id}) // on failure the next cleanup drops it
 }
 
 // segmentData builds the files copied with s: an offset and a time index
@@ -578,11 +711,21 @@ func (t *partTier) segmentData(s *segment.Segment, md *RemoteSegmentMetadata) (R
 	for _, a := range s.AbortedTxns() {
 		d.TxnIndex = segment.AppendTxnIndexEntry(d.TxnIndex, a)
 	}
-	snap, err := readWholeFile(p, producer.SnapshotFileName(md.EndOffset+1))
-	if err != nil && !errors.Is(err, errNotExist) {
+	// The snapshot at the segment's end, read under the partition's
+	// locks (a roll's snapshot not written yet comes from memory; a
+	// file is never read while a writer rewrites it).
+	snap, err := p.ProducerSnapshot(md.EndOffset + 1)
+	switch {
+	case errors.Is(err, errNotExist):
+	case errors.Is(err, batch.ErrCorrupt):
+		// Optional in a copy (a reader rebuilds the state from the
+		// batches): one that does not decode is left out.
+		t.warn("a producer snapshot that does not decode is left out of a copy", err)
+	case err != nil:
 		return d, err
+	default:
+		d.ProducerSnapshot = snap
 	}
-	d.ProducerSnapshot = snap
 	for _, e := range p.LeaderEpochs() {
 		switch {
 		case e.StartOffset <= base:
@@ -613,16 +756,6 @@ func remoteLastOffset(b batch.Batch) int64 {
 	return b.BaseOffset()
 }
 
-// readWholeFile reads the file name of the partition's directory.
-func readWholeFile(p *Partition, name string) ([]byte, error) {
-	f, err := p.cfg.FS.Open(p.dir + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
-
 // segmentReader reads a pinned, referenced segment's .log from the start
 // to end, taking the segment's read lease for each read (so a truncation
 // is not held up for the whole copy).
@@ -650,16 +783,20 @@ func (r *segmentReader) Read(b []byte) (int, error) {
 }
 
 // tierLocalRetention is the local retention policy tiering applies: the
-// oldest segments wholly copied (below copiedEnd) and past the local
-// retention go.
+// oldest segments wholly copied (below the end of the copies) and past the
+// local retention go. The end of the copies is read when Partition.DeleteExpired
+// asks (after it read the truncation count it checks when deleting): a
+// truncation drops the copies it cuts before it counts itself, so the
+// policy never sees copies of offsets cut by a truncation it missed.
 type tierLocalRetention struct {
-	copiedEnd        int64
+	meta             *atomic.Pointer[remoteMeta]
 	maxAgeMs, maxLen int64
 	now              int64
 }
 
 // Expired implements RetentionPolicy.
 func (r tierLocalRetention) Expired(v *View) int {
+	copiedEnd := r.meta.Load().copiedEnd()
 	segs := v.Segments()
 	var size int64
 	for _, s := range segs {
@@ -667,7 +804,7 @@ func (r tierLocalRetention) Expired(v *View) int {
 	}
 	n := 0
 	for _, s := range segs {
-		if s.Active || s.NextOffset > r.copiedEnd {
+		if s.Active || s.NextOffset > copiedEnd {
 			break
 		}
 		ts := s.MaxTimestamp
@@ -692,12 +829,11 @@ func (t *partTier) applyLocalRetention(ctx context.Context) error {
 	if cfg.LocalRetentionMs <= 0 && cfg.LocalRetentionBytes <= 0 {
 		return nil
 	}
-	end := t.meta.Load().copiedEnd()
-	if end < 0 {
+	if t.meta.Load().copiedEnd() < 0 {
 		return nil
 	}
-	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{copiedEnd: end, maxAgeMs: cfg.LocalRetentionMs,
-		maxLen: cfg.LocalRetentionBytes, now: time.Now().UnixMilli()})
+	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{meta: &t.meta, maxAgeMs: cfg.LocalRetentionMs,
+		maxLen: cfg.LocalRetentionBytes, now: t.p.cfg.Now().UnixMilli()})
 	t.localDels.Add(int64(res.SegmentsDeleted))
 	return err
 }

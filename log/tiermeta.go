@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,21 +30,35 @@ type remoteState uint8
 const (
 	// remoteCopying: recorded before the copy starts. A crash leaves the
 	// copy unfinished, or finished but not recorded as such: the next
-	// start deletes it remotely and drops the record, and the segment,
+	// pass deletes it remotely and drops the record, and the segment,
 	// still local, is copied again under a new ID.
 	remoteCopying remoteState = iota
 	// remoteCopied: the copy is complete and durable; reads may use it
 	// and local retention may delete the local segment it covers.
 	remoteCopied
-	// remoteDeleting: total retention expired it; recorded before the
-	// remote delete, dropped after it. Reads no longer use it.
+	// remoteDeleting: total retention expired it, a truncation cut it,
+	// or its partition is being deleted; recorded before the remote
+	// delete, dropped after it. Reads no longer use it.
 	remoteDeleting
 )
 
 var remoteStateNames = [...]string{remoteCopying: "copying", remoteCopied: "copied", remoteDeleting: "deleting"}
 
 // remoteMeta is the remote log metadata of one partition: its remote
-// segments in increasing base offset order.
+// segments in increasing offset order, without overlaps (each starts past
+// the end of the one before; decodeRemoteMeta refuses others).
+//
+// The copies are contiguous with the log: the copier copies the durable
+// sealed segments in order, each only when it starts at or after the end
+// of the copies (copiedEnd), and stops at one that holds offsets on both
+// sides of it; so the "copied" records and the local segments from
+// copiedEnd on hold every offset of the log from the first copy's base
+// up. A truncation to an offset records "deleting" every copy holding
+// offsets at or past it before the cut is visible, and so does attach
+// with the log end (a crash may take the end of the log: copies are only
+// made of durable segments, so only a truncation the crash kept half of
+// leaves one there); a copy is recorded "copied" only when no truncation
+// came since its segment was chosen (partTier.copySegment).
 type remoteMeta struct {
 	segs []remoteEntry
 }
@@ -123,9 +138,13 @@ func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
 				e.desc.LeaderEpochs = append(e.desc.LeaderEpochs, EpochStart{Epoch: int32(ep), StartOffset: off})
 			}
 		}
-		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.Size < 0 ||
-			(len(m.segs) > 0 && e.desc.BaseOffset <= m.segs[len(m.segs)-1].desc.BaseOffset) {
-			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d out of order", errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset)
+		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.Size < 0 {
+			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d, size %d", errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset, e.desc.Size)
+		}
+		if len(m.segs) > 0 && e.desc.BaseOffset <= m.segs[len(m.segs)-1].desc.EndOffset {
+			prev := m.segs[len(m.segs)-1].desc
+			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d overlap or precede entry %d's %d..%d",
+				errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset, i-1, prev.BaseOffset, prev.EndOffset)
 		}
 		m.segs = append(m.segs, e)
 	}
@@ -148,7 +167,8 @@ func loadRemoteMeta(fs vfs.FS, dir string, tp TopicPartition) (*remoteMeta, erro
 		return nil, err
 	}
 	data := make([]byte, fi.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && fi.Size() > 0 {
+	// io.ReaderAt allows io.EOF with a read that reaches the end.
+	if n, err := f.ReadAt(data, 0); err != nil && len(data) > 0 && (n < len(data) || !errors.Is(err, io.EOF)) {
 		return nil, err
 	}
 	return decodeRemoteMeta(tp, data)

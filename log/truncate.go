@@ -175,6 +175,16 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 	}
 
+	// 1c. A tiered partition's copies of offsets at or past newEnd are
+	// recorded "deleting", durably, before the cut is visible (tier.go,
+	// partTier.dropFrom): no read or local retention uses them from now
+	// on, no copy started before is recorded, and the next pass deletes
+	// them. A failure changes nothing else that matters (steps 1 and 1b
+	// are always safe).
+	if err := p.dropCopiesFromLocked(newEnd); err != nil {
+		return fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err)
+	}
+
 	// 2. Publish the lowered bounds, then count the truncation: a reader
 	// that loaded older bounds sees the count change and retries. Until
 	// the producer state is reloaded (makeTruncationDurableLocked), the
@@ -233,6 +243,9 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		// newEnd, which step 1 used.
 		if err := p.clampCleanerCheckpointLocked(p.mu.end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err))
+		}
+		if err := p.dropCopiesFromLocked(p.mu.end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
@@ -446,6 +459,10 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 // the old log, an empty log at the old log start, or the restarted log.
 // REQUIRES: mu held.
 func (p *Partition) truncateFullyLocked(at int64) error {
+	// The copies of the offsets cut go first, as in TruncateTo.
+	if err := p.dropCopiesFromLocked(at); err != nil {
+		return fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
+	}
 	if err := p.clampCleanerCheckpointLocked(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: cleaner checkpoint: %w", p.dir, at, err)
 	}
@@ -511,6 +528,16 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
+}
+
+// dropCopiesFromLocked makes a tiered partition's tier drop its copies of
+// the offsets at or past end (partTier.dropFrom) before a cut to end is
+// visible. REQUIRES: mu held.
+func (p *Partition) dropCopiesFromLocked(end int64) error {
+	if t := p.tierPart.Load(); t != nil {
+		return t.dropFrom(end)
+	}
+	return nil
 }
 
 // setEndLocked lowers the log end to end, clamps the high watermark to it

@@ -10,9 +10,9 @@
 //
 // Run checks what the log relies on: copies read back byte for byte, in
 // whole and in ranges; every index kind, empty ones included; range
-// errors; deletion, also of what a failed copy left; re-copies under the
-// same ID; listing per partition; not-found errors; cancellation; and
-// concurrent use.
+// errors; deletion, also of what a failed copy left, which ListSegments
+// lists; re-copies under the same ID; listing per partition; not-found
+// errors; cancellation; and concurrent use.
 package remotetest
 
 import (
@@ -346,6 +346,18 @@ func testFailedCopy(t *testing.T, st plog.RemoteStorage) {
 	d.Segment = &chunkReader{b: s.body[:150_000], chunk: 10_000, err: errReader}
 	err := st.CopySegment(ctx, s.md, d)
 	require.ErrorIs(t, err, errReader, "CopySegment must fail with (a wrap of) the segment reader's error")
+	// Whatever the failed copy left is listed (or nothing of it can be
+	// fetched): a log finds what to delete by listing.
+	if listed := list(t, st, tpA); len(listed) == 0 {
+		_, err = st.FetchSegment(ctx, s.md.ID, 0, -1)
+		require.ErrorIs(t, err, plog.ErrRemoteSegmentNotFound, "a failed copy that is not listed must leave nothing")
+		for _, k := range plog.RemoteIndexKinds {
+			_, err := st.FetchIndex(ctx, s.md.ID, k)
+			require.ErrorIs(t, err, plog.ErrRemoteSegmentNotFound, "a failed copy that is not listed must leave no %s file", k)
+		}
+	} else {
+		assert.Equal(t, []string{s.md.ID.ID}, listed, "ListSegments after a failed copy")
+	}
 	// Whatever the failed copy left, DeleteSegment removes it.
 	require.NoError(t, st.DeleteSegment(ctx, s.md.ID))
 	assert.Empty(t, list(t, st, tpA))

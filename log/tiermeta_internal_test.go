@@ -1,0 +1,74 @@
+package log
+
+import (
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/index/vfs"
+	"github.com/partlog/partlog/index/vfs/vfstest"
+)
+
+// TestRemoteMetaDecodeRejects lists metadata files decodeRemoteMeta
+// refuses with errRemoteMetadata.
+func TestRemoteMetaDecodeRejects(t *testing.T) {
+	const id1, id2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	tp := TopicPartition{"t", 0}
+	for _, tc := range []struct{ name, data string }{
+		{"header", "partlog-remote-log-metadata 2\n0\n"},
+		{"count", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 0 9 1 100 -\n"},
+		{"base order", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 10 19 1 100 -\ncopied " + id2 + " 0 9 1 100 -\n"},
+		{"overlap", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 0 9 1 100 -\ncopied " + id2 + " 5 19 1 100 -\n"},
+		{"end before base", "partlog-remote-log-metadata 1\n1\ncopied " + id1 + " 10 9 1 100 -\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeRemoteMeta(tp, []byte(tc.data))
+			require.ErrorIs(t, err, errRemoteMetadata)
+		})
+	}
+	m, err := decodeRemoteMeta(tp, []byte("partlog-remote-log-metadata 1\n2\ncopied "+id1+" 0 9 1 100 -\ndeleting "+id2+" 10 19 1 100 3:10\n"))
+	require.NoError(t, err)
+	require.Len(t, m.segs, 2)
+}
+
+// eofAtEndFS opens files whose ReadAt returns io.EOF with a read that
+// reaches the end of the file, as io.ReaderAt allows.
+type eofAtEndFS struct{ vfs.FS }
+
+func (f eofAtEndFS) Open(name string) (vfs.File, error) {
+	file, err := f.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return eofAtEndFile{file}, nil
+}
+
+type eofAtEndFile struct{ vfs.File }
+
+func (f eofAtEndFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(b, off)
+	if err == nil {
+		if fi, serr := f.Stat(); serr == nil && off+int64(n) == fi.Size() {
+			err = io.EOF
+		}
+	}
+	return n, err
+}
+
+// TestRemoteMetaLoadReadAtEOF: a full read that returns io.EOF loads.
+func TestRemoteMetaLoadReadAtEOF(t *testing.T) {
+	mem := vfstest.NewMem()
+	require.NoError(t, mem.MkdirAll("/p", 0o755))
+	tp := TopicPartition{"t", 0}
+	m := &remoteMeta{segs: []remoteEntry{{state: remoteCopied,
+		desc: RemoteSegmentMetadata{ID: NewRemoteSegmentID(tp), BaseOffset: 0, EndOffset: 9, MaxTimestamp: 5, Size: 100}}}}
+	require.NoError(t, m.store(mem, "/p"))
+	got, err := loadRemoteMeta(eofAtEndFS{mem}, "/p", tp)
+	require.NoError(t, err)
+	assert.Equal(t, m.segs, got.segs)
+	_, err = mem.Stat(filepath.Join("/p", remoteMetadataFile))
+	require.NoError(t, err)
+}
