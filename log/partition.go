@@ -733,7 +733,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
-	p.leaveAwakeLocked() // awake.go
+	p.leaveAwakeLocked()        // awake.go
 	p.dur.spare.discardLocked() // spare.go
 	var first error
 	keep := func(err error) {
