@@ -309,6 +309,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	if dc.unclean {
 		clean = false
+		p.snaps.dropListing() // recovery may change the directory
 	}
 	bases := dc.plan.Bases
 	if len(bases) == 0 {
