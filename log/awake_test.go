@@ -1,8 +1,10 @@
 package log_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -179,4 +181,98 @@ func TestDirRestedActiveCrash(t *testing.T) {
 			require.NoError(t, d.Close(), at)
 		},
 	})
+}
+
+// TestDirRestConcurrentWriters: goroutines append to many partitions of a
+// Dir whose budget holds a few open segments, each its own partitions,
+// while others read every partition and one syncs them: appends rest
+// other writers' partitions and wake their own under the race detector.
+// Every partition then reads back as appended, before and after a reopen.
+func TestDirRestConcurrentWriters(t *testing.T) {
+	const parts, writers, rounds, budget = 24, 6, 8, 3
+	root := t.TempDir()
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1}, MaxOpenSegments: budget}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	models := make([]*logtest.Model, parts)
+	for i := range parts {
+		_, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+	}
+	bt := logtest.MakeBatch(3, 60, 1_700_000_000_000, 2)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+2)
+	for w := range writers {
+		wg.Go(func() {
+			for range rounds {
+				for i := w; i < parts; i += writers {
+					base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+					if err == nil {
+						err = models[i].AppendBatch(bt, base)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range parts {
+				p := d.Partition("t", int32(i))
+				if _, err := p.ReadFrom(p.LogStartOffset(), 1<<20); err != nil && !errors.Is(err, plog.ErrOffsetOutOfRange) {
+					errs <- err
+					return
+				}
+			}
+		}
+	})
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range parts {
+				if err := d.Partition("t", int32(i)).Sync(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st := d.SegmentBudget()
+	require.LessOrEqual(t, st.Active, budget, "%+v", st)
+	require.Positive(t, st.Closes, "%+v", st)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+	for _, m := range models {
+		m.Reopen()
+	}
+	d, err = plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
 }

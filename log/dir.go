@@ -106,10 +106,12 @@ type DirConfig struct {
 	// segment.Budget shared by every partition; Config.MaxOpenSegments is
 	// ignored in a Dir): the least recently used are closed and reopened
 	// when read. Each open segment holds up to three descriptors and three
-	// mappings; the active segments of partitions written since the open
-	// and segments being read are open beyond the bound (an idle
-	// partition's last segment is within it). 0 (the default) keeps every segment open, as Kafka does.
-	// Not a Kafka setting.
+	// mappings. The active segments of written partitions count against
+	// the bound too: when more are open than it allows, those written
+	// least recently return to rest (sealed files the budget may close,
+	// reopened by the next append; nothing is synced by it). Segments
+	// being read are open beyond the bound. 0 (the default) keeps every
+	// segment open, as Kafka does. Not a Kafka setting.
 	MaxOpenSegments int
 	// BackgroundThreads bounds the goroutines that run the partitions'
 	// FlushInterval flushes (flush.ms): one scheduler for the whole Dir
