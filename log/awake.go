@@ -33,7 +33,8 @@ import (
 // sweep only tries a partition's flushMu and mu.
 type awakeSet struct {
 	budget *segment.Budget
-	max    int
+	// maxAwake is the budget's Max: how many may be awake.
+	maxAwake int
 
 	mu sync.Mutex
 	// ring holds the awake partitions; each knows its slot
@@ -44,7 +45,7 @@ type awakeSet struct {
 
 // newAwakeSet returns the awake set of a Dir with segment budget b.
 func newAwakeSet(b *segment.Budget) *awakeSet {
-	return &awakeSet{budget: b, max: b.Stats().Max}
+	return &awakeSet{budget: b, maxAwake: b.Stats().Max}
 }
 
 // awakeState is a partition's part in its Dir's awake set.
@@ -88,7 +89,7 @@ func (a *awakeSet) add(p *Partition) {
 	p.awake.slot = len(a.ring)
 	a.ring = append(a.ring, p)
 	a.budget.AddActive(1)
-	for steps := 2 * len(a.ring); len(a.ring) > a.max && steps > 0; steps-- {
+	for steps := 2 * len(a.ring); len(a.ring) > a.maxAwake && steps > 0; steps-- {
 		if a.hand >= len(a.ring) {
 			a.hand = 0
 		}

@@ -526,8 +526,9 @@ func (s *Segment) UnsealOnWrite() error {
 // the next Flush, which reopens the files and fdatasyncs all three (the
 // index files whole, their lengths included, once after a rest). Without a
 // Budget, or on a sealed segment, it does nothing. On an error the
-// segment may be left sealed and not dormant (the partition then fails,
-// as on any failed write of its files). Writer side.
+// segment may be left sealed and refusing appends (a failed index trim);
+// the partition then fails, as on any failed write of its files.
+// Writer side.
 func (s *Segment) Rest() error {
 	if s.closed.Load() {
 		return ErrClosed

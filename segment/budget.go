@@ -30,9 +30,9 @@ import (
 //
 // Max bounds the segments open at rest; segments in use are open beyond
 // it until they are released. Active segments written lately count
-// against it as their owner reports them (AddActive): the ring is swept to
-// Max minus them, and the owner returns the coldest to rest (Rest) when
-// they alone exceed Max. One Budget may be shared by any number of
+// against it as their owner reports them (AddActive): sealed segments
+// are closed to keep the total within Max, and the owner returns the
+// coldest active segments to rest (Rest) when they alone exceed Max. One Budget may be shared by any number of
 // partitions (a log directory's); it is safe for concurrent use.
 type Budget struct {
 	max int
@@ -40,9 +40,9 @@ type Budget struct {
 	count atomic.Int64
 	// reopens and closes count what Stats reports.
 	reopens, closes atomic.Int64
-	// active counts the active segments the owner holds open for writing
-	// outside the ring (AddActive): they take room from it.
-	active atomic.Int64
+	// nActive counts the active segments the owner holds open for
+	// writing outside the ring (AddActive): they take room from it.
+	nActive atomic.Int64
 
 	mu sync.Mutex
 	// ring holds the open segments that may be closed (sealed, no
@@ -78,7 +78,7 @@ type BudgetStats struct {
 // Stats returns the budget's counters.
 func (b *Budget) Stats() BudgetStats {
 	return BudgetStats{Max: b.max, Open: int(b.count.Load()), Reopens: b.reopens.Load(), Closes: b.closes.Load(),
-		Active: int(b.active.Load())}
+		Active: int(b.nActive.Load())}
 }
 
 // AddActive adds delta to the active segments counted against Max: those
@@ -86,7 +86,7 @@ func (b *Budget) Stats() BudgetStats {
 // since its active segment was last at rest). Raising the count closes
 // unused sealed segments to make room for them.
 func (b *Budget) AddActive(delta int) {
-	if b.active.Add(int64(delta)) < 0 {
+	if b.nActive.Add(int64(delta)) < 0 {
 		panic(base.AssertionFailedf("partlog/segment: budget's active count below zero"))
 	}
 	if delta > 0 && b.overBudget() {
@@ -98,7 +98,7 @@ func (b *Budget) AddActive(delta int) {
 // (closable ones and the active ones counted) than Max allows.
 func (b *Budget) overBudget() bool {
 	n := b.count.Load()
-	return n > 0 && n+b.active.Load() > int64(b.max)
+	return n > 0 && n+b.nActive.Load() > int64(b.max)
 }
 
 // add puts s, open and closable, in the ring and closes the least
@@ -154,7 +154,7 @@ func (b *Budget) evict() {
 // and that no one pins is closed and leaves the ring. The ring's room is
 // Max less the active segments counted (AddActive). REQUIRES: b.mu held.
 func (b *Budget) evictLocked() {
-	for steps := 2 * len(b.ring); int64(len(b.ring))+b.active.Load() > int64(b.max) && len(b.ring) > 0 && steps > 0; steps-- {
+	for steps := 2 * len(b.ring); int64(len(b.ring))+b.nActive.Load() > int64(b.max) && len(b.ring) > 0 && steps > 0; steps-- {
 		if b.hand >= len(b.ring) {
 			b.hand = 0
 		}
