@@ -398,6 +398,18 @@ func (x *indexFile) flush() error {
 	return nil
 }
 
+// syncFile fdatasyncs the file, its length included.
+func (x *indexFile) syncFile() error {
+	if x.w.closed {
+		return x.closedError()
+	}
+	if err := x.f.Sync(); err != nil {
+		return err
+	}
+	x.w.sizeDirty = false
+	return nil
+}
+
 // release unmaps every mapping and closes the file, returning the first
 // error. Afterwards the index reads as empty (a misplaced lookup finds
 // nothing instead of touching unmapped memory).

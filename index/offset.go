@@ -274,6 +274,12 @@ func (idx *OffsetIndex) Resize(maxIndexSize int) error { return idx.x.resize(max
 // for an unmapped file), and fdatasync when the file's length changed.
 func (idx *OffsetIndex) Flush() error { return idx.x.flush() }
 
+// SyncFile fdatasyncs the file through its descriptor: its entries and
+// its length, whoever wrote them (also an index of the same file closed
+// since, through a mapping since unmapped), which Flush alone does not
+// promise for changes it did not make.
+func (idx *OffsetIndex) SyncFile() error { return idx.x.syncFile() }
+
 // Close trims the file to its entries, unmaps it and closes it. It does
 // not sync (Flush first for durability). Everything is released even when
 // trimming fails; the first error is returned. A second Close returns

@@ -106,10 +106,12 @@ type DirConfig struct {
 	// segment.Budget shared by every partition; Config.MaxOpenSegments is
 	// ignored in a Dir): the least recently used are closed and reopened
 	// when read. Each open segment holds up to three descriptors and three
-	// mappings; the active segments of partitions written since the open
-	// and segments being read are open beyond the bound (an idle
-	// partition's last segment is within it). 0 (the default) keeps every segment open, as Kafka does.
-	// Not a Kafka setting.
+	// mappings. The active segments of written partitions count against
+	// the bound too: when more are open than it allows, those written
+	// least recently return to rest (sealed files the budget may close,
+	// reopened by the next append; nothing is synced by it). Segments
+	// being read are open beyond the bound. 0 (the default) keeps every
+	// segment open, as Kafka does. Not a Kafka setting.
 	MaxOpenSegments int
 	// BackgroundThreads bounds the goroutines that run the partitions'
 	// FlushInterval flushes (flush.ms): one scheduler for the whole Dir
@@ -160,6 +162,10 @@ type Dir struct {
 	// budget is the segment budget shared by every partition (nil
 	// without DirConfig.MaxOpenSegments).
 	budget *segment.Budget
+	// awake holds the partitions whose active segment holds its files
+	// open for writing, counted against the budget (awake.go; nil
+	// without a budget).
+	awake *awakeSet
 	// flusher runs every partition's FlushInterval flushes (dirflush.go).
 	flusher *flushScheduler
 	// tier copies segments to remote storage and deletes them (tier.go);
@@ -223,6 +229,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 		parts: make(map[TopicPartition]*Partition)}
 	if cfg.MaxOpenSegments > 0 {
 		d.budget = segment.NewBudget(cfg.MaxOpenSegments)
+		d.awake = newAwakeSet(d.budget)
 	}
 	if err := mkdirDurable(fs, path); err != nil {
 		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
@@ -423,9 +430,16 @@ func (d *Dir) topicConfig(topic string) Config {
 // openPartition opens the partition tp of the directory.
 func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
 	p, err := open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
-		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher})
+		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher, awake: d.awake})
 	if err == nil && d.tier != nil {
 		d.tier.attach(tp, p)
+	}
+	if err == nil {
+		// An active segment created or recovered holds its files open:
+		// counted against the budget from now on.
+		p.lockAppender()
+		p.noteAwakeLocked()
+		p.mu.Unlock()
 	}
 	return p, err
 }

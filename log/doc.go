@@ -400,9 +400,15 @@
 // open, and reopened when read, without reading batch data. A partition
 // not written since it was opened counts its last segment among them (its
 // files stay sealed until the first append, which reopens them), so a Dir
-// of idle partitions holds no more files than the budget allows; once
-// written, the active segment stays open until Close. A budget costs a
-// reopen on the first read of a closed segment; Stats of the budget
+// of idle partitions holds no more files than the budget allows. In a
+// Dir, the active segments of written partitions count against the
+// budget as well: when more are open than it allows, those written least
+// recently return to rest (their files sealed again, closable by the
+// budget, reopened by the next append; the data not yet flushed is
+// flushed by the next Sync, flush policy or Close, which reopen it), so a
+// Dir written over more partitions than the budget holds stays within it
+// too. A budget costs a reopen on the first read of a closed segment (and
+// on the first append to a rested one); Stats of the budget
 // (Dir.SegmentBudget, Stats.SegmentBudget) count reopens and closes.
 //
 // # Follower logs

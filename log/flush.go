@@ -46,10 +46,12 @@ func (p *Partition) Sync() error {
 }
 
 // noteWriteLocked counts a batch of records records written (or queued)
-// to active, for the durability part. REQUIRES: mu held.
+// to active, for the durability part and the Dir's awake set. REQUIRES:
+// mu held.
 func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
 	p.mu.writeSeq++
 	p.dur.noteWriteLocked(active, p.mu.writeSeq, records)
+	p.noteAwakeLocked() // awake.go
 }
 
 // flushDueLocked reports whether an append must run a full flush before

@@ -82,7 +82,7 @@ func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
 // acceptance it logs an error; loading the producer state then removes the
 // snapshot. active names the last segment's file for the message.
 func (p *Partition) checkSnapshotsPastEnd(end int64, clean bool, active string) error {
-	offs, err := producer.ListSnapshots(p.cfg.FS, p.dir)
+	offs, err := p.snaps.list()
 	if err != nil {
 		return fmt.Errorf("partlog/log: open %s: %w", p.dir, err)
 	}

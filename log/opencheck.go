@@ -193,6 +193,11 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
+	if clean {
+		// The open lists the directory once: the snapshots are taken
+		// from this listing until the producer state is loaded.
+		p.snaps.useListing(plan.Names)
+	}
 	dc := &dirCheck{plan: plan, cleanerAt: -1}
 	if off, ok, err := p.ckpt.read(cleanerCheckpointFile); err == nil && ok {
 		dc.cleanerAt = off
@@ -398,5 +403,6 @@ func (dc *dirCheck) apply(fs vfs.FS, dir string, p *Partition) error {
 	if dc.skipRemove || !dc.plan.Work() {
 		return nil
 	}
+	p.snaps.dropListing() // the directory changes
 	return dc.plan.Apply(fs, dir, p.logger)
 }

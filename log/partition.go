@@ -147,6 +147,8 @@ type Partition struct {
 	tierPart atomic.Pointer[partTier]
 	// txn is the transactions' lock-free state (txn.go).
 	txn txnState
+	// awake is the partition's part in its Dir's awake set (awake.go).
+	awake awakeState
 }
 
 // lockWriter takes mu for a writer, waiting (with mu released) while a
@@ -180,6 +182,9 @@ type dirMember struct {
 	// flusher is the Dir's flush scheduler, which runs the partition's
 	// FlushInterval flushes instead of a goroutine of its own.
 	flusher *flushScheduler
+	// awake is the Dir's set of partitions whose active segment holds
+	// its files open for writing (nil without a budget; awake.go).
+	awake *awakeSet
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir. Its steps
@@ -199,10 +204,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		return nil, err
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
+	p.awake.slot = -1
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
 	if m != nil {
 		p.ckpt, p.inDir = m.store, true
 		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
+		p.awake.set = m.awake
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
@@ -302,6 +309,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	if dc.unclean {
 		clean = false
+		p.snaps.dropListing() // recovery may change the directory
 	}
 	bases := dc.plan.Bases
 	if len(bases) == 0 {
@@ -726,6 +734,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
+	p.leaveAwakeLocked()        // awake.go
 	p.dur.spare.discardLocked() // spare.go
 	var first error
 	keep := func(err error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -72,6 +73,39 @@ type producerSnapshots struct {
 	// pending are the snapshots rolls took, not yet written. Guarded by
 	// the core's mu.
 	pending []rollSnapshot
+
+	// listed holds the snapshot offsets of a clean open's one listing of
+	// the directory (checkDir's, useListing) while listedOK: remove and
+	// newest use it instead of listing the directory again, remove keeps
+	// it current, and newest ends it (so do write and dropListing).
+	// Open's goroutine only, before the partition is published.
+	listed   []int64
+	listedOK bool
+}
+
+// useListing takes the directory's listing names (a clean open's,
+// read by checkDir) as the snapshot files until newest has run.
+func (s *producerSnapshots) useListing(names []string) {
+	s.listed = s.listed[:0]
+	for _, n := range names {
+		if off, ok := producer.ParseSnapshotFileName(n); ok {
+			s.listed = append(s.listed, off)
+		}
+	}
+	slices.Sort(s.listed)
+	s.listedOK = true
+}
+
+// dropListing ends the use of the open's listing.
+func (s *producerSnapshots) dropListing() { s.listed, s.listedOK = nil, false }
+
+// list returns the offsets of the snapshot files, ascending: the open's
+// listing while it is in use, else the directory's.
+func (s *producerSnapshots) list() ([]int64, error) {
+	if s.listedOK {
+		return slices.Clone(s.listed), nil
+	}
+	return producer.ListSnapshots(s.fs, s.dir)
 }
 
 // init sets the part up for the partition in dir.
@@ -82,6 +116,7 @@ func (s *producerSnapshots) init(core snapshotCore, fs vfs.FS, dir string, logge
 // write writes data as the snapshot file at offset, fsyncing it when sync
 // is set. The caller marks the directory dirty.
 func (s *producerSnapshots) write(offset int64, data []byte, sync bool) error {
+	s.dropListing()
 	if err := producer.WriteSnapshotFile(s.fs, s.dir, offset, data, sync); err != nil {
 		return fmt.Errorf("partlog/log: write producer snapshot %s: %w", producer.SnapshotPath(s.dir, offset), err)
 	}
@@ -97,19 +132,24 @@ func (s *producerSnapshots) remove(drop func(int64) bool) (bool, error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.removals.Add(1)
-	offs, err := producer.ListSnapshots(s.fs, s.dir)
+	offs, err := s.list()
 	if err != nil {
 		return false, err
 	}
 	removed := false
-	for _, off := range offs {
+	for i, off := range offs {
 		if !drop(off) {
 			continue
 		}
 		if err := producer.RemoveSnapshotFile(s.fs, s.dir, off); err != nil {
+			s.dropListing()
 			return removed, err
 		}
 		removed = true
+		offs[i] = -1
+	}
+	if s.listedOK && removed {
+		s.listed = slices.DeleteFunc(offs, func(off int64) bool { return off < 0 })
 	}
 	return removed, nil
 }
@@ -238,6 +278,7 @@ func (s *producerSnapshots) atLocked(offset int64) ([]byte, error) {
 // its offset and entries, or -1 and none. REQUIRES: mu held (or Open,
 // before the partition is published).
 func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.Entry, err error) {
+	defer s.dropListing()
 	removed, err := s.remove(func(off int64) bool { return off > end })
 	if err != nil {
 		return -1, nil, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
@@ -247,7 +288,7 @@ func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.En
 			return -1, nil, err
 		}
 	}
-	offs, err := producer.ListSnapshots(s.fs, s.dir)
+	offs, err := s.list()
 	if err != nil {
 		return -1, nil, err
 	}

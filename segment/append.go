@@ -298,13 +298,27 @@ func (s *Segment) Flush() error {
 	if err := s.logFile.Sync(); err != nil {
 		return err
 	}
+	if s.w.syncIndexFiles {
+		// Rested since the last flush: the index objects may be new
+		// ones (reopened), which did not make the changes to sync.
+		if err := s.offIdx.SyncFile(); err != nil {
+			return err
+		}
+		if err := s.timeIdx.SyncFile(); err != nil {
+			return err
+		}
+	}
 	if err := s.offIdx.Flush(); err != nil {
 		return err
 	}
 	if err := s.timeIdx.Flush(); err != nil {
 		return err
 	}
-	return s.flushTxn()
+	if err := s.flushTxn(); err != nil {
+		return err
+	}
+	s.w.syncIndexFiles = false
+	return nil
 }
 
 // Seal makes the segment read-only when the partition rolls past it
@@ -497,6 +511,43 @@ func (s *Segment) UnsealOnWrite() error {
 	if !atRest {
 		return s.Unseal()
 	}
+	s.dormant.Store(true)
+	return nil
+}
+
+// Rest returns an active segment under a Budget to the form UnsealOnWrite
+// leaves: it is sealed as a roll seals it (the time index's final entry,
+// the .log cut to Size and its mapping to its length), both indexes are
+// cut to their entries, and the segment stays its partition's active one,
+// closable at rest until the next Append (or AppendBatches) reopens and
+// unseals it. The partition rests the active segment it has not written
+// lately, so that its descriptors and mappings return under the Budget.
+// Nothing is synced: what was written and not yet flushed is flushed by
+// the next Flush, which reopens the files and fdatasyncs all three (the
+// index files whole, their lengths included, once after a rest). Without a
+// Budget, or on a sealed segment, it does nothing. On an error the
+// segment may be left sealed and refusing appends (a failed index trim);
+// the partition then fails, as on any failed write of its files.
+// Writer side.
+func (s *Segment) Rest() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.lz.budget == nil || s.sealed.Load() {
+		return nil
+	}
+	if err := s.use(); err != nil {
+		return err
+	}
+	// Closable only once dormant: the budget may close it at the unpin.
+	defer s.unpinWriter()
+	if err := s.Seal(); err != nil {
+		return err
+	}
+	if err := s.trimIndexesFirst(); err != nil {
+		return err
+	}
+	s.w.syncIndexFiles = true
 	s.dormant.Store(true)
 	return nil
 }

@@ -29,7 +29,10 @@ import (
 // deleted (MarkDeleted) or renamed by compaction (a suffix).
 //
 // Max bounds the segments open at rest; segments in use are open beyond
-// it until they are released. One Budget may be shared by any number of
+// it until they are released. Active segments written lately count
+// against it as their owner reports them (AddActive): sealed segments
+// are closed to keep the total within Max, and the owner returns the
+// coldest active segments to rest (Rest) when they alone exceed Max. One Budget may be shared by any number of
 // partitions (a log directory's); it is safe for concurrent use.
 type Budget struct {
 	max int
@@ -37,6 +40,9 @@ type Budget struct {
 	count atomic.Int64
 	// reopens and closes count what Stats reports.
 	reopens, closes atomic.Int64
+	// nActive counts the active segments the owner holds open for
+	// writing outside the ring (AddActive): they take room from it.
+	nActive atomic.Int64
 
 	mu sync.Mutex
 	// ring holds the open segments that may be closed (sealed, no
@@ -64,11 +70,35 @@ type BudgetStats struct {
 	Reopens int64
 	// Closes counts the segments closed at rest.
 	Closes int64
+	// Active is the number of active segments held open for writing
+	// that count against Max (AddActive).
+	Active int
 }
 
 // Stats returns the budget's counters.
 func (b *Budget) Stats() BudgetStats {
-	return BudgetStats{Max: b.max, Open: int(b.count.Load()), Reopens: b.reopens.Load(), Closes: b.closes.Load()}
+	return BudgetStats{Max: b.max, Open: int(b.count.Load()), Reopens: b.reopens.Load(), Closes: b.closes.Load(),
+		Active: int(b.nActive.Load())}
+}
+
+// AddActive adds delta to the active segments counted against Max: those
+// whose files their owner holds open for writing (a partition appended to
+// since its active segment was last at rest). Raising the count closes
+// unused sealed segments to make room for them.
+func (b *Budget) AddActive(delta int) {
+	if b.nActive.Add(int64(delta)) < 0 {
+		panic(base.AssertionFailedf("partlog/segment: budget's active count below zero"))
+	}
+	if delta > 0 && b.overBudget() {
+		b.evict()
+	}
+}
+
+// overBudget reports whether the ring holds segments and more are open
+// (closable ones and the active ones counted) than Max allows.
+func (b *Budget) overBudget() bool {
+	n := b.count.Load()
+	return n > 0 && n+b.nActive.Load() > int64(b.max)
 }
 
 // add puts s, open and closable, in the ring and closes the least
@@ -121,9 +151,10 @@ func (b *Budget) evict() {
 
 // evictLocked sweeps the ring at most twice: a segment used since the
 // last sweep loses its mark and stays; an unmarked one whose lock is free
-// and that no one pins is closed and leaves the ring. REQUIRES: b.mu held.
+// and that no one pins is closed and leaves the ring. The ring's room is
+// Max less the active segments counted (AddActive). REQUIRES: b.mu held.
 func (b *Budget) evictLocked() {
-	for steps := 2 * len(b.ring); len(b.ring) > b.max && steps > 0; steps-- {
+	for steps := 2 * len(b.ring); int64(len(b.ring))+b.nActive.Load() > int64(b.max) && len(b.ring) > 0 && steps > 0; steps-- {
 		if b.hand >= len(b.ring) {
 			b.hand = 0
 		}
@@ -242,7 +273,7 @@ func (s *Segment) unpin() {
 		}
 		s.lz.mu.Unlock()
 	}
-	if b.count.Load() > int64(b.max) {
+	if b.overBudget() {
 		b.evict()
 	}
 }

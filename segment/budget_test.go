@@ -404,3 +404,52 @@ func TestUnsealOnWrite(t *testing.T) {
 		mustClose(t, s)
 	})
 }
+
+// TestRestActiveSegment: an active segment written and then rested goes
+// back to the sealed form (its time index ends with the largest timestamp)
+// and is closed at rest by its Budget; it reads as written, Flush reopens
+// it, the next Append reopens and unseals it, and a clean reopen after
+// Close finds every batch. Active segments counted with AddActive take
+// room from the ring. Without a Budget Rest does nothing.
+func TestRestActiveSegment(t *testing.T) {
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		b := NewBudget(1)
+		cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1, Budget: b}
+		s, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		first := simpleBatch(t, 0, 10, 1_700_000_000_000, 50)
+		next := simpleBatch(t, 10, 5, 1_700_000_000_100, 10)
+		mustAppend(t, s, first)
+		b.AddActive(1) // the owner counts it while it writes
+		require.NoError(t, s.Rest())
+		require.True(t, s.Sealed())
+		require.False(t, s.Resident(), "the ring has no room beside the active segment counted")
+		b.AddActive(-1)
+		readSegment(t, s, first)
+		require.Equal(t, RollNone, s.ShouldRoll(next, 1<<20, 0, time.Now()))
+		require.NoError(t, s.Flush())
+		mustAppend(t, s, next)
+		require.False(t, s.Sealed(), "the append unseals it")
+		require.True(t, s.Resident())
+		require.Equal(t, int64(15), s.NextOffset())
+		checkSegment(t, s)
+		require.NoError(t, s.Rest())
+		ts, _ := s.MaxTimestamp()
+		require.NoError(t, s.Flush())
+		mustClose(t, s)
+		assert.Equal(t, BudgetStats{Max: 1, Reopens: b.Stats().Reopens, Closes: b.Stats().Closes}, b.Stats())
+
+		s, err = OpenClean(fsys, dir, 0, Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1})
+		require.NoError(t, err)
+		require.Equal(t, int64(15), s.NextOffset())
+		got, _ := s.MaxTimestamp()
+		require.Equal(t, ts, got, "the time index ends with the largest timestamp")
+		require.NoError(t, s.Rest())
+		require.True(t, s.Sealed(), "without a budget Rest does nothing")
+		require.NoError(t, s.Unseal())
+		mustAppend(t, s, simpleBatch(t, 15, 1, 1_700_000_000_200, 10))
+		require.NoError(t, s.Rest())
+		require.False(t, s.Sealed(), "without a budget Rest does nothing")
+		mustClose(t, s)
+	})
+}

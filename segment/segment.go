@@ -174,6 +174,9 @@ type Segment struct {
 		// cleared by the first change of their bytes (Unseal,
 		// TruncateTo, Recover): Flush then has nothing to sync.
 		syncedAtOpen bool
+		// syncIndexFiles is set by Rest and cleared by the next
+		// Flush, which then fdatasyncs both index files whole.
+		syncIndexFiles bool
 		// bytesSinceIndex counts the bytes appended since the last
 		// index entry (Kafka's bytesSinceLastIndexEntry).
 		bytesSinceIndex int64

@@ -9,7 +9,7 @@ import (
 type osFS struct{}
 
 func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -17,7 +17,7 @@ func (osFS) Create(name string) (File, error) {
 }
 
 func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
+	f, err := openFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +25,7 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (osFS) OpenReadWrite(name string) (File, error) {
 }
 
 func (osFS) OpenDir(name string) (File, error) {
-	f, err := os.Open(name)
+	f, err := openFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(di
 func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
 
 func (osFS) List(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+	f, err := openFile(dir, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}

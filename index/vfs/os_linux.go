@@ -44,3 +44,24 @@ func preallocate(f *os.File, off, n int64) error {
 		}
 	}
 }
+
+// openFile is os.OpenFile for the files and directories the vfs opens,
+// none of which the runtime's poller can wait on: os.OpenFile tries each
+// new descriptor on the poller (an epoll_ctl that fails for a regular file,
+// and fcntl calls around it), which an open of many small partitions paid
+// about five system calls a file for. open(2) and os.NewFile (one fcntl,
+// no poller) give the same blocking *os.File. Errors are *os.PathError, as
+// os.OpenFile's.
+func openFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	for {
+		fd, err := unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), name), nil
+		case err == unix.EINTR:
+			continue
+		default:
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+	}
+}

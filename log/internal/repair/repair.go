@@ -68,6 +68,10 @@ type Swap struct {
 // Plan is what a directory needs: the names of the files to remove or
 // rename, and what may not be done.
 type Plan struct {
+	// Names is the directory's listing Make read (names, ascending): an
+	// open that changes nothing in the directory before it needs the
+	// listing again may use it.
+	Names []string
 	// Remove are the files steps 1 and 2 remove (names, not paths).
 	Remove []string
 	// Swaps are the log swaps that complete (step 3), by base.
@@ -101,7 +105,7 @@ func Make(fsys vfs.FS, dir string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{}
+	p := &Plan{Names: names}
 	type file struct {
 		name string
 		base int64

@@ -1,0 +1,278 @@
+package log_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
+)
+
+// TestDirWrittenPartitionsWithinBudget writes to far more partitions of
+// one open Dir than its MaxOpenSegments holds, creating each and appending
+// to it (with and without per-append fsync): a written partition's active
+// segment counts against the budget and the coldest return to rest, so
+// after every append the Dir holds at most three descriptors and three
+// mappings per segment the budget allows (the segments open at rest and
+// the active ones counted), not three per written partition. Every
+// partition then reads back as the model says, before and after a clean
+// reopen, and takes appends again in another order.
+func TestDirWrittenPartitionsWithinBudget(t *testing.T) {
+	for _, flush := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("FlushMessages=%d", flush), func(t *testing.T) {
+			const parts, budget = 48, 4
+			root := t.TempDir()
+			bt := logtest.MakeBatch(2, 100, 1_700_000_000_000, 1)
+			cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1, FlushMessages: flush},
+				MaxOpenSegments: budget}
+			d, err := plog.OpenDir(root, cfg)
+			require.NoError(t, err)
+			models := make([]*logtest.Model, parts)
+			// The budget's segments, three files each, and the Dir's own
+			// files (its lock, the files Close writes); under
+			// FlushMessages 1 the group syncer's handle on each awake
+			// partition's .log. A segment woken from rest keeps the
+			// mappings its wake replaced (readers may hold their bytes)
+			// until it is closed: up to two a file.
+			fdLimit := 3*budget + 4 + int(flush)*budget
+			mapLimit := 2*3*budget + 4
+			var peakFds, peakMaps int
+			defer func() { t.Logf("at most %d descriptors and %d mappings for %d partitions", peakFds, peakMaps, parts) }()
+			within := func(step string) {
+				t.Helper()
+				st := d.SegmentBudget()
+				require.LessOrEqual(t, st.Open+st.Active, budget, "%s: %+v", step, st)
+				if fds, maps, ok := openFiles(t, root); ok {
+					require.LessOrEqual(t, fds, fdLimit, "%s: descriptors; %+v", step, st)
+					require.LessOrEqual(t, maps, mapLimit, "%s: mappings; %+v", step, st)
+					peakFds, peakMaps = max(peakFds, fds), max(peakMaps, maps)
+				}
+			}
+			appendTo := func(i int) {
+				t.Helper()
+				base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+				require.NoError(t, err)
+				require.NoError(t, models[i].AppendBatch(bt, base))
+				within(fmt.Sprintf("after an append to partition %d", i))
+			}
+			for i := range parts {
+				_, err := d.CreatePartition("t", int32(i))
+				require.NoError(t, err)
+				models[i] = logtest.NewModel(0, false)
+				appendTo(i)
+				appendTo(i)
+			}
+			st := d.SegmentBudget()
+			assert.Equal(t, budget, st.Active, "the partitions written last are awake: %+v", st)
+			assert.Positive(t, st.Closes, "rested active segments were closed: %+v", st)
+			for i := range parts {
+				require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+			}
+			within("after reading every partition")
+			require.NoError(t, d.Close())
+
+			for _, m := range models {
+				m.Reopen()
+			}
+			d, err = plog.OpenDir(root, cfg)
+			require.NoError(t, err)
+			for i := parts - 1; i >= 0; i-- {
+				require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+				appendTo(i)
+			}
+			for i := range parts {
+				require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+			}
+			require.NoError(t, d.Close())
+		})
+	}
+}
+
+// TestDirRestedActiveCrash crashes, at every filesystem operation, a
+// history of two partitions of a Dir whose budget holds one open segment:
+// each append to one partition returns the other's active segment to rest
+// and the budget closes its files, with its last batches not yet flushed.
+// Sync of the rested partition then reopens and flushes that segment,
+// appends wake it again, and Sync flushes it once more; the crash state
+// must reopen holding every batch Sync acknowledged before the crash,
+// each partition as a clean prefix of what was appended.
+func TestDirRestedActiveCrash(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 30))
+	const root = "/logs"
+	cfg := func(fs vfs.FS) plog.DirConfig {
+		return plog.DirConfig{Config: plog.Config{FS: fs, SegmentIndexBytes: 1024, IndexIntervalBytes: 1}, MaxOpenSegments: 1}
+	}
+	type walk struct {
+		models [2]*logtest.Model
+		acked  [2]int64 // the log end Sync acknowledged before the crash
+	}
+	crashAtEveryOp(t, crashWalk[*walk]{
+		setup: func(*testing.T, vfs.FS) *walk {
+			return &walk{models: [2]*logtest.Model{logtest.NewModel(0, false), logtest.NewModel(0, false)}}
+		},
+		run: func(t *testing.T, fs vfs.FS, w *walk, crashed func() bool) {
+			d, err := plog.OpenDir(root, cfg(fs))
+			require.NoError(t, err)
+			parts := make([]*plog.Partition, 2)
+			for i := range parts {
+				parts[i], err = d.CreatePartition("t", int32(i))
+				require.NoError(t, err)
+			}
+			ts := int64(1_700_000_000_000)
+			appendTo := func(i int) {
+				ts++
+				bt := logtest.MakeBatch(2, 40, ts, byte(i))
+				base, err := parts[i].AppendBatch(append([]byte(nil), bt...))
+				require.NoError(t, err)
+				require.NoError(t, w.models[i].AppendBatch(bt, base))
+			}
+			syncPart := func(i int) {
+				require.NoError(t, parts[i].Sync())
+				if !crashed() {
+					w.models[i].Sync()
+					w.acked[i] = w.models[i].LogEndOffset()
+				}
+			}
+			appendTo(0)
+			appendTo(0)
+			syncPart(0)
+			appendTo(0) // not yet flushed when it rests
+			appendTo(1) // partition 0 rests, its files closed
+			require.Equal(t, 1, d.SegmentBudget().Active)
+			syncPart(0) // reopens the rested segment and flushes it
+			appendTo(0) // wakes it; partition 1 rests
+			appendTo(0)
+			syncPart(0)
+			syncPart(1)
+			appendTo(1)
+			appendTo(0)
+			require.NoError(t, d.Close())
+			if !crashed() {
+				for i, m := range w.models {
+					m.Sync()
+					w.acked[i] = m.LogEndOffset()
+				}
+			}
+		},
+		options: randomCrash(rng),
+		check: func(t *testing.T, w *walk, state *vfs.MemFS, at crashPoint) {
+			d, err := plog.OpenDir(root, cfg(state))
+			require.NoError(t, err, "%s: reopen", at)
+			for i, m := range w.models {
+				p := d.Partition("t", int32(i))
+				if p == nil {
+					require.Zero(t, w.acked[i], "%s: partition %d is gone", at, i)
+					continue
+				}
+				require.GreaterOrEqual(t, p.LogEndOffset(), w.acked[i], "%s: partition %d lost synced batches", at, i)
+				m = m.Clone()
+				require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()), "%s: partition %d", at, i)
+				m.Reopen()
+				require.NoError(t, logtest.Check(p, m), "%s: partition %d", at, i)
+			}
+			require.NoError(t, d.Close(), at)
+		},
+	})
+}
+
+// TestDirRestConcurrentWriters: goroutines append to many partitions of a
+// Dir whose budget holds a few open segments, each its own partitions,
+// while others read every partition and one syncs them: appends rest
+// other writers' partitions and wake their own under the race detector.
+// Every partition then reads back as appended, before and after a reopen.
+func TestDirRestConcurrentWriters(t *testing.T) {
+	const parts, writers, rounds, budget = 24, 6, 8, 3
+	root := t.TempDir()
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1}, MaxOpenSegments: budget}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	models := make([]*logtest.Model, parts)
+	for i := range parts {
+		_, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+	}
+	bt := logtest.MakeBatch(3, 60, 1_700_000_000_000, 2)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+2)
+	for w := range writers {
+		wg.Go(func() {
+			for range rounds {
+				for i := w; i < parts; i += writers {
+					base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+					if err == nil {
+						err = models[i].AppendBatch(bt, base)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range parts {
+				p := d.Partition("t", int32(i))
+				if _, err := p.ReadFrom(p.LogStartOffset(), 1<<20); err != nil && !errors.Is(err, plog.ErrOffsetOutOfRange) {
+					errs <- err
+					return
+				}
+			}
+		}
+	})
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range parts {
+				if err := d.Partition("t", int32(i)).Sync(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st := d.SegmentBudget()
+	require.LessOrEqual(t, st.Active, budget, "%+v", st)
+	require.Positive(t, st.Closes, "%+v", st)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+	for _, m := range models {
+		m.Reopen()
+	}
+	d, err = plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+}
