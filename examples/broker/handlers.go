@@ -596,9 +596,8 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 func listedOffset(p *plog.Partition, ts int64, version int16, committedOnly bool) (plog.TimestampOffset, bool, error) {
 	switch {
 	case ts == earliestLocalTimestamp && version >= minEarliestLocalVersion:
-		// Kafka 3.9 answers it with the local start and no epoch
-		// lookup beyond the earliest one: the same as EARLIEST without
-		// tiering.
+		// The local log start: Partition.OffsetForTimestamp's
+		// EARLIEST.
 		return offsetForTimestamp(p, plog.EarliestTimestamp, committedOnly)
 	case ts == plog.EarliestTimestamp:
 		to, found, err := offsetForTimestamp(p, ts, committedOnly)

@@ -110,3 +110,61 @@ func checkTieredReadsFromZero(t *testing.T, store plog.RemoteStorage) {
 	require.Equal(t, lines.String(), out, "kcat -C -o beginning -e: every record from offset 0")
 	assert.Greater(t, part.Stats().Remote.RemoteReads, readsBefore, "the reads below the local start came from the copies")
 }
+
+// With the remote retention (-retention) deleting the oldest copies, the
+// whole log starts above 0 but below the local start: a Fetch below it
+// gets OFFSET_OUT_OF_RANGE with that start, ListOffsets earliest names
+// it, and a Fetch at it reads the remote copy.
+func TestTieredFetchBelowWholeLogStart(t *testing.T) {
+	leakCheck(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var srv *server
+	b := startBrokerWith(t, t.TempDir(), 1, func(c *config) {
+		c.SegmentBytes = tieredSegmentBytes
+		c.RemoteStorage = plog.NewDirRemoteStorage(t.TempDir(), nil)
+		c.LocalRetentionBytes = 2 * tieredSegmentBytes
+		c.RemoteInterval = 50 * time.Millisecond
+		c.Retention = time.Hour
+		c.CleanupInterval = -1 // only tiering deletes
+		c.onServer = func(s *server) { srv = s }
+	})
+	const topic = "expiring-tiered"
+	old := time.Now().Add(-2 * time.Hour)
+	recs := make([]*kgo.Record, 2000)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "record %05d %s", i, strings.Repeat("v", 100))}
+		if i < len(recs)/2 {
+			recs[i].Timestamp = old // past -retention: its copies go
+		}
+	}
+	prod := newClient(t, b.addr, kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.AllowAutoTopicCreation())
+	require.NoError(t, prod.ProduceSync(ctx, recs...).FirstErr())
+	ps, err := srv.store.topic(topic, false)
+	require.NoError(t, err)
+	part := ps[0]
+	var remoteStart int64
+	for {
+		st := part.Stats().Remote
+		remoteStart = st.LogStartOffset
+		if st.Deletes > 0 && remoteStart > 0 && remoteStart < part.LogStartOffset() {
+			break
+		}
+		require.NoError(t, ctx.Err(), "remote retention did not delete the old copies in time: local start %d, remote %+v", part.LogStartOffset(), st)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.LessOrEqual(t, remoteStart, int64(len(recs)/2), "the copies of fresh records stay")
+
+	rc := dialRaw(t, b.addr)
+	assert.Equal(t, remoteStart, listOffset(t, rc, topic, 0, plog.EarliestTimestamp).Offset, "ListOffsets earliest: the oldest copy")
+	resp := rc.do(fetchReq(topic, []int32{0}, 0, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
+	fp := resp.Topics[0].Partitions[0]
+	assert.Equal(t, kerr.OffsetOutOfRange.Code, fp.ErrorCode, "fetch below the whole log's start: %v", kerr.ErrorForCode(fp.ErrorCode))
+	assert.Equal(t, remoteStart, fp.LogStartOffset, "fetch below the whole log's start: its log_start_offset")
+	resp = rc.do(fetchReq(topic, []int32{0}, remoteStart, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
+	fp = resp.Topics[0].Partitions[0]
+	require.Equal(t, int16(0), fp.ErrorCode, "fetch at the whole log's start: %v", kerr.ErrorForCode(fp.ErrorCode))
+	assert.Equal(t, remoteStart, fp.LogStartOffset)
+	assert.NotEmpty(t, fp.RecordBatches, "fetch at the whole log's start reads the copy")
+}
