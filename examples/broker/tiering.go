@@ -36,22 +36,20 @@ const minEarliestLocalVersion = 8
 // errTieringConfig is wrapped by the refused tiering flag combinations.
 var errTieringConfig = errors.New("broker: tiered storage configuration")
 
-// remoteFlags are the command line's tiered storage settings.
+// remoteFlags are the command line's remote store settings (the local
+// retention and the interval go to config directly).
 type remoteFlags struct {
 	dir                      string // -remote-dir
 	s3Endpoint, s3Bucket     string // -remote-s3-endpoint, -remote-s3-bucket
 	s3Prefix, s3Region       string // -remote-s3-prefix, -remote-s3-region
 	s3AccessKey, s3SecretKey string // -remote-s3-access-key, -remote-s3-secret-key
 	s3Secure                 bool   // -remote-s3-secure
-	localRetentionMs         int64  // -local-retention-ms
-	localRetentionBytes      int64  // -local-retention-bytes
-	interval                 time.Duration
 }
 
 // storage returns the remote storage the flags name: nil without
 // -remote-dir and -remote-s3-endpoint, a plog.DirRemoteStorage for
-// -remote-dir, an s3remote.Store for -remote-s3-endpoint (whose bucket
-// must exist; the broker creates it when missing, see ensureBucket).
+// -remote-dir, an s3remote.Store for -remote-s3-endpoint (main creates
+// its bucket when missing: ensureBucket).
 func (f remoteFlags) storage() (plog.RemoteStorage, error) {
 	switch {
 	case f.dir != "" && f.s3Endpoint != "":
