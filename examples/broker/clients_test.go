@@ -275,8 +275,8 @@ var listeningRE = regexp.MustCompile(`msg="broker listening" addr=(\S+)`)
 
 // startREADMEBroker runs one of the README's `go run ./examples/broker`
 // lines with the built binary, its data directory (/tmp/partlog-broker or
-// DIR) replaced by a temporary one and its address by 127.0.0.1:0, and
-// returns the address it listens on and a function that stops it with
+// DIR) and tiered storage directory (/tmp/partlog-remote) replaced by
+// temporary ones and its address by 127.0.0.1:0, and returns the address it listens on and a function that stops it with
 // SIGINT and checks it exited cleanly.
 func startREADMEBroker(t *testing.T, bin, line string) (addr string, stop func()) {
 	t.Helper()
@@ -290,6 +290,8 @@ func startREADMEBroker(t *testing.T, bin, line string) (addr string, stop func()
 		switch {
 		case a == "/tmp/partlog-broker" || a == "DIR":
 			args[i] = data
+		case a == "/tmp/partlog-remote":
+			args[i] = t.TempDir()
 		case a == "-addr" && i+1 < len(args):
 			args[i+1] = "127.0.0.1:0"
 			hasAddr = true

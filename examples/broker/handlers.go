@@ -30,7 +30,7 @@ type versionRange struct{ min, max int16 }
 var supported = map[kmsg.Key]versionRange{
 	kmsg.Produce:         {0, 9},
 	kmsg.Fetch:           {0, 12},
-	kmsg.ListOffsets:     {0, 7},
+	kmsg.ListOffsets:     {0, 8},
 	kmsg.Metadata:        {0, 12},
 	kmsg.OffsetCommit:    {0, 8},
 	kmsg.OffsetFetch:     {0, 7},
@@ -346,7 +346,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 					if info.Duplicate {
 						s.log.Debug("produce retry answered with the original offset", "topic", rt.Topic, "partition", rp.Partition, "base", info.Base)
 					}
-					p.LogStartOffset = part.LogStartOffset()
+					p.LogStartOffset = wholeLogStart(part) // tiering.go
 					if req.Acks == -1 {
 						toSync = append(toSync, part)
 						syncIdx = append(syncIdx, [2]int{len(resp.Topics), len(t.Partitions)})
@@ -502,7 +502,9 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 	hw := part.HighWatermark()
 	p.HighWatermark = hw
 	*waits = append(*waits, waitTarget{part: part, hw: hw})
-	p.LogStartOffset = part.LogStartOffset()
+	// With tiered storage, the whole log's: ReadFrom serves the offsets
+	// below the local start from the remote copies (tiering.go).
+	p.LogStartOffset = wholeLogStart(part)
 	limit := min(int(rp.PartitionMaxBytes), *budget)
 	if limit <= 0 {
 		if *total > 0 {
@@ -544,7 +546,8 @@ func (s *server) fetchPartition(topic string, part *plog.Partition, rp kmsg.Fetc
 	return r
 }
 
-// listOffsets answers by timestamp or sentinel with Partition.OffsetForTimestamp.
+// listOffsets answers by timestamp or sentinel with Partition.OffsetForTimestamp
+// (listedOffset).
 func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	if req.Version == 0 {
 		return s.listOffsetsV0(req) // oldversions.go
@@ -566,7 +569,7 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 			case s.cluster != nil && req.ReplicaID != debugReplicaID && !s.cluster.leads(rt.Topic, rp.Partition):
 				p.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				to, found, err := offsetForTimestamp(ps[rp.Partition], rp.Timestamp, req.Version >= 2 && req.IsolationLevel == readCommitted)
+				to, found, err := listedOffset(ps[rp.Partition], rp.Timestamp, req.Version, req.Version >= 2 && req.IsolationLevel == readCommitted)
 				switch {
 				case errors.Is(err, plog.ErrInvalidTimestamp):
 					p.ErrorCode = kerr.InvalidRequest.Code
@@ -583,6 +586,27 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp
+}
+
+// listedOffset answers ListOffsets (v1+) for one partition: EARLIEST (-2)
+// is the whole log's start, below the local one when tiered storage
+// holds older segments (wholeLogStart), and EARLIEST_LOCAL (-4, v8+) the
+// local log start, as Kafka answers them; the rest is
+// Partition.OffsetForTimestamp's (offsetForTimestamp).
+func listedOffset(p *plog.Partition, ts int64, version int16, committedOnly bool) (plog.TimestampOffset, bool, error) {
+	switch {
+	case ts == earliestLocalTimestamp && version >= minEarliestLocalVersion:
+		// The local log start: Partition.OffsetForTimestamp's
+		// EARLIEST.
+		return offsetForTimestamp(p, plog.EarliestTimestamp, committedOnly)
+	case ts == plog.EarliestTimestamp:
+		to, found, err := offsetForTimestamp(p, ts, committedOnly)
+		if err == nil && found {
+			to.Offset = min(to.Offset, wholeLogStart(p))
+		}
+		return to, found, err
+	}
+	return offsetForTimestamp(p, ts, committedOnly)
 }
 
 // findCoordinator names this node for every group and transactional id

@@ -254,11 +254,17 @@ func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partitio
 	return resp.Topics[0].Partitions[0]
 }
 
-// listOffset asks ListOffsets for one partition.
+// listOffset asks ListOffsets (v7) for one partition.
 func listOffset(t *testing.T, rc *rawConn, topic string, partition int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
 	t.Helper()
+	return listOffsetVersion(t, rc, 7, topic, partition, ts)
+}
+
+// listOffsetVersion asks ListOffsets at a version for one partition.
+func listOffsetVersion(t *testing.T, rc *rawConn, version int16, topic string, partition int32, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.Version = 7
+	req.Version = version
 	req.ReplicaID = -1
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic

@@ -31,7 +31,8 @@
 //	                            v0-3: converted down to legacy messages (magic 0 for v0-1,
 //	                            magic 1 for v2-3; a compressed batch as one wrapper with
 //	                            its codec; zstd: UNSUPPORTED_COMPRESSION_TYPE), as Kafka 3.9 does
-//	ListOffsets       0-7       -2 earliest, -1 latest, -3 max timestamp, or by timestamp
+//	ListOffsets       0-8       -2 earliest (the whole log's start, see Tiered storage),
+//	                            -4 earliest local (v8), -1 latest, -3 max timestamp, or by timestamp
 //	                            (read_committed: latest is the last stable offset); v0: the
 //	                            old-style offsets list (max_num_offsets)
 //	FindCoordinator   0-4       this node, for groups and transactional ids
@@ -185,6 +186,24 @@
 // at its root, the clean-shutdown marker and .lock; when a partition is
 // opened, what a crash left of a compaction is finished or undone.
 //
+// # Tiered storage
+//
+// With -remote-dir (a directory, such as a network file system's mount)
+// or -remote-s3-endpoint (an S3 bucket, through log/s3remote) the data
+// directory is tiered (plog.DirConfig.Remote, tiering.go): every
+// -remote-interval the sealed segments of the user topics are copied to
+// the store, and copied segments past -local-retention-ms or
+// -local-retention-bytes are deleted locally; copies past -retention are
+// deleted from the store. Fetch below the local log start is served from
+// the copies (Partition.ReadFrom), so a consumer reads a topic from offset
+// 0 after local retention deleted its first segments. As in Kafka, the log
+// start offset of Fetch, Produce and ListOffsets earliest (-2) answers is
+// the whole log's, remote copies included; ListOffsets earliest local (-4,
+// v8) answers the local one. A topic created with
+// remote.storage.enable=false, or with its own retention.ms or
+// retention.bytes, stays local; the internal topics are never tiered, and
+// neither cluster mode nor a compacting -cleanup-policy tiers.
+//
 // # Connections and topics
 //
 // As Kafka's broker: a connection on which nothing arrives for -idle-timeout
@@ -283,6 +302,18 @@ func main() {
 	groupVersion := flag.Int("group-metadata-version", defaultGroupValueVersion, "GroupMetadataValue version of the group records in __consumer_offsets: 3 as Kafka 2.3+ writes, 2 as 2.1-2.2, 1 as 0.10.1-2.0 (what tools such as Burrow 1.2.1 read)")
 	flag.DurationVar(&cfg.OffsetsRetention, "offsets-retention", defaultOffsetsRetention, "offsets.retention.minutes: delete an empty group's committed offsets this long after it became empty (negative: never)")
 	flag.IntVar(&cfg.SegmentIndexBytes, "segment-index-bytes", defaultSegmentIndexBytes, "segment.index.bytes: size of each active segment's two preallocated indexes")
+	var rf remoteFlags // tiering.go
+	flag.StringVar(&rf.dir, "remote-dir", "", "tiered storage in this directory (a mounted network file system, say): sealed segments are copied there and read back below the local log start")
+	flag.StringVar(&rf.s3Endpoint, "remote-s3-endpoint", "", "tiered storage in an S3 bucket: the store's host:port")
+	flag.StringVar(&rf.s3Bucket, "remote-s3-bucket", "partlog", "-remote-s3-endpoint's bucket (created when missing)")
+	flag.StringVar(&rf.s3Prefix, "remote-s3-prefix", "", "-remote-s3-endpoint's prefix of every object key")
+	flag.StringVar(&rf.s3Region, "remote-s3-region", "", "-remote-s3-endpoint's region (default us-east-1)")
+	flag.BoolVar(&rf.s3Secure, "remote-s3-secure", false, "-remote-s3-endpoint speaks HTTPS")
+	flag.StringVar(&rf.s3AccessKey, "remote-s3-access-key", os.Getenv("AWS_ACCESS_KEY_ID"), "-remote-s3-endpoint's access key id (default $AWS_ACCESS_KEY_ID)")
+	flag.StringVar(&rf.s3SecretKey, "remote-s3-secret-key", "", "-remote-s3-endpoint's secret key (default $AWS_SECRET_ACCESS_KEY, which keeps it out of the process list)")
+	flag.Int64Var(&cfg.LocalRetentionMs, "local-retention-ms", 0, "local.retention.ms of the tiered topics: copied segments whose newest record is older are deleted locally (0: no bound)")
+	flag.Int64Var(&cfg.LocalRetentionBytes, "local-retention-bytes", 0, "local.retention.bytes of the tiered topics: copied segments are deleted locally while the rest holds at least this much (0: no bound)")
+	flag.DurationVar(&cfg.RemoteInterval, "remote-interval", 30*time.Second, "remote.log.manager.task.interval.ms: how often each tiered partition is copied and its retention applied")
 	nodeID := flag.Uint64("node", 0, "cluster mode: this node's id in -cluster")
 	clusterSpec := flag.String("cluster", "", "cluster mode: id=kafka-addr/raft-addr,... for every node (replicates through raft)")
 	flag.BoolVar(&cfg.Join, "join", false, "cluster mode: this node is new; it copies the partitions until -add-voter adds it")
@@ -325,6 +356,15 @@ func main() {
 		}
 		cfg.NodeID, cfg.Cluster = *nodeID, nodes
 	}
+	if rf.s3SecretKey == "" {
+		rf.s3SecretKey = os.Getenv("AWS_SECRET_ACCESS_KEY")
+	}
+	remote, err := rf.storage()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	cfg.RemoteStorage = remote
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -333,6 +373,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ensureBucket(ctx, remote, cfg.Logger)
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "broker:", err)
 		os.Exit(1)

@@ -80,6 +80,8 @@ func legacyOffsetsBefore(p *plog.Partition, timestamp int64, maxOffsets int32, f
 		return nil, fmt.Errorf("broker: %s: %w", p.Dir(), plog.ErrClosed)
 	}
 	type candidate struct{ offset, modified int64 }
+	// The local segments' bases: remote copies have no file here to take
+	// a modification time from, so earliest (-2) names the local start.
 	start := p.LogStartOffset()
 	cands := make([]candidate, 0, len(segs)+1)
 	for _, seg := range segs {

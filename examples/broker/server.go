@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/index/vfs"
+	plog "github.com/partlog/partlog/log"
 )
 
 // config is what run needs; main fills it from flags, tests directly.
@@ -112,6 +113,20 @@ type config struct {
 	// OffsetsRetentionCheck is offsets.retention.check.interval.ms: how
 	// often expired offsets are looked for (0: 10 minutes).
 	OffsetsRetentionCheck time.Duration
+
+	// RemoteStorage, when set, turns tiered storage on (-remote-dir,
+	// -remote-s3-endpoint; tiering.go): the user topics' sealed
+	// segments are copied to it and read back from it below the local
+	// log start. Not with Cluster.
+	RemoteStorage plog.RemoteStorage
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes of the tiered topics: copied segments are
+	// deleted locally past them (0: no bound of that kind).
+	LocalRetentionMs, LocalRetentionBytes int64
+	// RemoteInterval is remote.log.manager.task.interval.ms: how often
+	// each tiered partition is copied and its retention applied (0: 30
+	// seconds).
+	RemoteInterval time.Duration
 
 	// NodeID and Cluster select cluster mode (-node, -cluster): every
 	// user topic's partitions are replicated through raft among the
@@ -243,11 +258,16 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err := cfg.connDefaults(); err != nil {
 		return err
 	}
+	remote, err := remoteConfig(cfg) // tiering.go
+	if err != nil {
+		return err
+	}
 	st, err := openStore(cfg.DataDir, int32(cfg.Partitions), storeConfig{
 		segmentBytes:        cfg.SegmentBytes,
 		offsetsSegmentBytes: cfg.OffsetsSegmentBytes,
 		indexBytes:          cfg.SegmentIndexBytes,
 		replicated:          cfg.Cluster != nil,
+		remote:              remote,
 	}, cfg.Logger)
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ type store struct {
 	pcfg       plog.Config // user topics
 	offsetsCfg plog.Config // __consumer_offsets and __transaction_state
 	log        *slog.Logger
+	// tiering reports that the Dir has remote storage (-remote-dir,
+	// -remote-s3-*); which topics it tiers is tieredLocked's rule.
+	tiering bool
 
 	mu struct {
 		sync.Mutex
@@ -58,6 +61,9 @@ type storeConfig struct {
 	// mode): the high watermark is the commit index, set by the
 	// replica, and batches carry the raft term as leader epoch.
 	replicated bool
+	// remote, when set, tiers the user topics (tiering.go): its
+	// TopicEnabled is replaced by the store's rule.
+	remote *plog.RemoteConfig
 }
 
 // openStore opens dir as a Kafka log directory (plog.OpenDir: every
@@ -73,7 +79,14 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 		log:        logger,
 	}
 	s.mu.topics = make(map[string][]*plog.Partition)
-	d, err := plog.OpenDir(dir, plog.DirConfig{
+	// The configurations first: whether a partition is tiered depends on
+	// its topic's, and OpenDir asks for every partition it opens.
+	configs, err := loadTopicConfigs(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.configs = configs
+	dcfg := plog.DirConfig{
 		Config: s.pcfg,
 		TopicConfig: func(topic string) *plog.Config {
 			if isInternalTopic(topic) {
@@ -81,15 +94,18 @@ func openStore(dir string, partitions int32, sc storeConfig, logger *slog.Logger
 			}
 			return nil
 		},
-	})
+	}
+	if sc.remote != nil {
+		rc := *sc.remote
+		rc.TopicEnabled = s.tieredLocked
+		dcfg.Remote = &rc
+	}
+	d, err := plog.OpenDir(dir, dcfg)
 	if err != nil {
 		return nil, err
 	}
 	s.d = d
-	if s.mu.configs, err = loadTopicConfigs(dir); err != nil {
-		_ = d.Close()
-		return nil, err
-	}
+	s.tiering = sc.remote != nil
 	counts := make(map[string]int32)
 	for _, tp := range d.Partitions() {
 		counts[tp.Topic] = max(counts[tp.Topic], tp.Partition+1)

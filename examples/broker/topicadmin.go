@@ -211,6 +211,9 @@ func (s *server) planTopic(rt kmsg.CreateTopicsRequestTopic) (createPlan, *topic
 			return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
 		}
 	}
+	if err := checkTopicTiering(cfg, s.store.tiering); err != nil {
+		return createPlan{}, &topicError{kerr.InvalidConfig.Code, strings.TrimPrefix(err.Error(), errInvalidConfig.Error()+": ")}
+	}
 	brokers := s.brokerIDs()
 	plan := createPlan{cfg: cfg, replication: int16(len(brokers))}
 	if len(rt.ReplicaAssignment) > 0 {
@@ -347,7 +350,8 @@ func (s *server) topicDefaults() compaction.Config {
 
 // describeTopicConfigs lists, for a CreateTopics answer, the value of
 // every configuration the broker honours per topic: the override, else
-// the broker's flag (cleanup.policy, retention.ms), else Kafka's default.
+// the broker's flag (cleanup.policy, retention.ms; remote.storage.enable is
+// true with -remote-dir or -remote-s3-endpoint), else Kafka's default.
 func (s *server) describeTopicConfigs(cfg topicConfig) []kmsg.CreateTopicsResponseTopicConfig {
 	def := s.topicDefaults()
 	policy := def.CleanupPolicy
@@ -372,6 +376,13 @@ func (s *server) describeTopicConfigs(cfg topicConfig) []kmsg.CreateTopicsRespon
 		"min.compaction.lag.ms":     {"0", configSourceDefault},
 		"max.compaction.lag.ms":     {"9223372036854775807", configSourceDefault},
 		"min.cleanable.dirty.ratio": {"0.5", configSourceDefault},
+		remoteStorageEnable:         {"false", configSourceDefault},
+	}
+	if s.store.tiering && tieredTopic(cfg) {
+		defaults[remoteStorageEnable] = struct {
+			v   string
+			src int8
+		}{"true", configSourceStaticBroker}
 	}
 	var out []kmsg.CreateTopicsResponseTopicConfig
 	for _, name := range slices.Sorted(maps.Keys(honouredConfigs)) {

@@ -36,14 +36,15 @@ type topicConfig map[string]string
 type configKind struct {
 	// min is the smallest value of a number (Kafka's validator).
 	min int64
-	// policy, ratio: cleanup.policy's list, min.cleanable.dirty.ratio's
-	// fraction; otherwise an integer of at least min.
-	policy, ratio bool
+	// policy, ratio, boolean: cleanup.policy's list,
+	// min.cleanable.dirty.ratio's fraction, remote.storage.enable's true
+	// or false; otherwise an integer of at least min.
+	policy, ratio, boolean bool
 }
 
 // honouredConfigs are the topic configurations the broker applies per topic
 // (single mode): those of the cleanup policies, which the compaction
-// package takes per partition. Every other Kafka topic configuration is
+// package takes per partition, and remote.storage.enable (tiering.go). Every other Kafka topic configuration is
 // refused with INVALID_CONFIG (partition-level ones such as segment.bytes
 // are the broker's flags, for every topic).
 var honouredConfigs = map[string]configKind{
@@ -54,6 +55,7 @@ var honouredConfigs = map[string]configKind{
 	"min.compaction.lag.ms":     {min: 0},
 	"max.compaction.lag.ms":     {min: 1},
 	"min.cleanable.dirty.ratio": {ratio: true},
+	remoteStorageEnable:         {boolean: true},
 }
 
 // kafkaTopicConfigs are the other names Kafka 3.9 knows as topic
@@ -66,7 +68,7 @@ var kafkaTopicConfigs = []string{
 	"max.message.bytes", "message.downconversion.enable", "message.format.version",
 	"message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
 	"message.timestamp.difference.max.ms", "message.timestamp.type",
-	"min.insync.replicas", "preallocate", "remote.storage.enable",
+	"min.insync.replicas", "preallocate",
 	"remote.log.copy.disable", "remote.log.delete.on.disable",
 	"segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
 	"unclean.leader.election.enable",
@@ -90,6 +92,10 @@ func checkTopicConfig(name, value string) error {
 	case kind.policy:
 		if _, err := compaction.NewRunner(compaction.Config{CleanupPolicy: value}, compaction.RunnerOptions{}); err != nil || strings.TrimSpace(value) == "" {
 			return bad("expected a list of delete and compact")
+		}
+	case kind.boolean:
+		if v := strings.TrimSpace(value); !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+			return bad("Expected value to be either true or false")
 		}
 	case kind.ratio:
 		f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)

@@ -14,15 +14,16 @@ import (
 
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/remotetest"
+	"github.com/partlog/partlog/log/s3remote/weedtest"
 )
 
 // TestConformance runs the log's RemoteStorage suite against a SeaweedFS
 // S3 gateway, each subtest under a key prefix of its own in one bucket.
 func TestConformance(t *testing.T) {
-	w := startWeed(t)
+	w := weedtest.Start(t)
 	var n atomic.Int64
 	remotetest.Run(t, func(t *testing.T) plog.RemoteStorage {
-		return w.store(t, fmt.Sprintf("conformance/%d/", n.Add(1)))
+		return w.Store(t, fmt.Sprintf("conformance/%d/", n.Add(1)))
 	})
 }
 
@@ -56,8 +57,8 @@ func readAll(t *testing.T, rc io.ReadCloser, err error) []byte {
 // server is back, the same Store reads what it copied before and copies
 // again.
 func TestServerStoppedAndRestarted(t *testing.T) {
-	w := startWeed(t)
-	st := w.store(t, "outage/")
+	w := weedtest.Start(t)
+	st := w.Store(t, "outage/")
 	ctx := context.Background()
 	md, body := testSegment(300_000)
 	require.NoError(t, st.CopySegment(ctx, md, segmentData(body)))
@@ -65,7 +66,7 @@ func TestServerStoppedAndRestarted(t *testing.T) {
 	// A fetch started before the stop and read after it.
 	rc, err := st.FetchSegment(ctx, md.ID, 0, -1)
 	require.NoError(t, err)
-	w.stop()
+	w.Stop()
 	_, err = io.ReadAll(rc)
 	if err != nil {
 		// The server may have sent the whole body before it stopped.
@@ -104,7 +105,7 @@ func TestServerStoppedAndRestarted(t *testing.T) {
 		assert.Less(t, time.Since(start), 40*time.Second, "%s took too long to fail: %v", name, err)
 	}
 
-	w.start()
+	w.Start()
 	rc, err = st.FetchSegment(ctx, md.ID, 1000, 2000)
 	assert.Equal(t, body[1000:2000], readAll(t, rc, err))
 	require.NoError(t, st.CopySegment(ctx, md2, segmentData(body2)))

@@ -13,6 +13,7 @@ import (
 
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/log/s3remote/weedtest"
 )
 
 // e2eEnv sets the MiB TestTierThroughSeaweedFS appends (default 256, the
@@ -30,8 +31,8 @@ func TestTierThroughSeaweedFS(t *testing.T) {
 		mib, err = strconv.Atoi(v)
 		require.NoError(t, err, e2eEnv)
 	}
-	w := startWeed(t)
-	st := w.store(t, "tier/")
+	w := weedtest.Start(t)
+	st := w.Store(t, "tier/")
 	const segBytes = 1 << 20
 	d, err := plog.OpenDir(t.TempDir(), plog.DirConfig{
 		Config: plog.Config{SegmentBytes: segBytes, Logger: slog.New(slog.DiscardHandler)},
@@ -126,11 +127,11 @@ func waitStats(t *testing.T, p *plog.Partition, limit time.Duration, what string
 // server is back, copies resume, local retention catches up, and every
 // record reads back from offset 0.
 func TestTierServerStopped(t *testing.T) {
-	w := startWeed(t)
+	w := weedtest.Start(t)
 	const segBytes = 64 << 10
 	d, err := plog.OpenDir(t.TempDir(), plog.DirConfig{
 		Config: plog.Config{SegmentBytes: segBytes, Logger: slog.New(slog.DiscardHandler)},
-		Remote: &plog.RemoteConfig{Storage: w.store(t, "stopped/"), LocalRetentionBytes: 2 * segBytes,
+		Remote: &plog.RemoteConfig{Storage: w.Store(t, "stopped/"), LocalRetentionBytes: 2 * segBytes,
 			Interval: 50 * time.Millisecond, CacheBytes: 1}, // nothing cached: every remote read fetches
 	})
 	require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestTierServerStopped(t *testing.T) {
 	infos := p.SegmentInfos()
 	copiedEnd := infos[len(infos)-1].BaseOffset
 
-	w.stop()
+	w.Stop()
 	start := time.Now()
 	for i := 1; i <= 2; i++ {
 		appendMiB(i)
@@ -181,7 +182,7 @@ func TestTierServerStopped(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 
-	w.start()
+	w.Start()
 	s = waitStats(t, p, 2*time.Minute, "copies resumed", func(s plog.Stats) bool {
 		return s.Remote.CopyLagSegments == 0 && s.Segments <= 3 && s.Remote.Segments > copied
 	})

@@ -1,4 +1,10 @@
-package s3remote_test
+// Package weedtest starts a SeaweedFS server (weed: master, volume, filer
+// and S3 gateway in one process) on loopback for tests of S3 remote
+// storage: log/s3remote's and the broker example's. The binary is
+// $PARTLOG_WEED, else weed on PATH; without one the tests skip, or fail
+// when CI is set. $PARTLOG_S3_LATER skips them (.ci/run runs them in its
+// last step, once its build of weed is done).
+package weedtest
 
 import (
 	"bytes"
@@ -18,35 +24,43 @@ import (
 	"github.com/partlog/partlog/log/s3remote"
 )
 
-// warmup is the partition of the object startWeed writes to wait for the
+// The bucket and static credentials of the stores Server.Store returns
+// (SeaweedFS without an identity configuration accepts any).
+const (
+	Bucket    = "partlog-test"
+	AccessKey = "partlog"
+	SecretKey = "partlog-secret"
+)
+
+// warmup is the partition of the object Start writes to wait for the
 // server's first volume allocation.
 var warmup = plog.TopicPartition{Topic: "warmup", Partition: 0}
 
-// weedEnv names the SeaweedFS binary the tests start (.ci/run builds it
+// EnvBinary names the SeaweedFS binary the tests start (.ci/run builds it
 // and sets it); without it they look for "weed" on PATH.
-const weedEnv = "PARTLOG_WEED"
+const EnvBinary = "PARTLOG_WEED"
 
-// laterEnv, when set, skips the tests that need SeaweedFS (.ci/run sets it
+// EnvLater, when set, skips the tests that need SeaweedFS (.ci/run sets it
 // for the README's test command, which runs while the server still builds).
-const laterEnv = "PARTLOG_S3_LATER"
+const EnvLater = "PARTLOG_S3_LATER"
 
-// weedBinary returns the path of the weed binary, skipping t when there is
+// Binary returns the path of the weed binary, skipping t when there is
 // none (failing it when CI is set: CI must run these tests).
-func weedBinary(t *testing.T) string {
+func Binary(t testing.TB) string {
 	t.Helper()
-	if os.Getenv(laterEnv) != "" {
-		t.Skip(laterEnv + " is set: .ci/run runs the tests that need SeaweedFS in a later step, once its build is done")
+	if os.Getenv(EnvLater) != "" {
+		t.Skip(EnvLater + " is set: .ci/run runs the tests that need SeaweedFS in a later step, once its build is done")
 	}
-	if p := os.Getenv(weedEnv); p != "" {
+	if p := os.Getenv(EnvBinary); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("%s=%s: %v", weedEnv, p, err)
+			t.Fatalf("%s=%s: %v", EnvBinary, p, err)
 		}
 		return p
 	}
 	if p, err := exec.LookPath("weed"); err == nil {
 		return p
 	}
-	msg := "no SeaweedFS binary: set " + weedEnv + " or put weed on PATH (.ci/run builds it)"
+	msg := "no SeaweedFS binary: set " + EnvBinary + " or put weed on PATH (.ci/run builds it)"
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg + "; CI is set, so the S3 tests cannot be skipped")
 	}
@@ -54,10 +68,10 @@ func weedBinary(t *testing.T) string {
 	return ""
 }
 
-// weedServer is a SeaweedFS server (master, volume, filer and S3 gateway in
+// Server is a SeaweedFS server (master, volume, filer and S3 gateway in
 // one process) on loopback, with its data in a test's temporary directory.
-type weedServer struct {
-	t      *testing.T
+type Server struct {
+	t      testing.TB
 	bin    string
 	dir    string
 	ports  map[string]int // by flag name: "s3.port", "s3.port.grpc", ...
@@ -67,7 +81,7 @@ type weedServer struct {
 }
 
 // freePort returns a loopback TCP port nobody listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -75,28 +89,28 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startWeed starts a SeaweedFS server and waits until its S3 gateway
+// Start starts a SeaweedFS server and waits until its S3 gateway
 // creates the bucket; the server stops when t ends.
-func startWeed(t *testing.T) *weedServer {
+func Start(t testing.TB) *Server {
 	t.Helper()
-	w := &weedServer{t: t, bin: weedBinary(t), dir: t.TempDir(), ports: map[string]int{}}
+	w := &Server{t: t, bin: Binary(t), dir: t.TempDir(), ports: map[string]int{}}
 	for _, name := range []string{"master", "volume", "filer", "s3"} {
 		w.ports[name+".port"] = freePort(t)
 		w.ports[name+".port.grpc"] = freePort(t)
 	}
-	t.Cleanup(w.stop)
-	w.start()
+	t.Cleanup(w.Stop)
+	w.Start()
 	return w
 }
 
-// endpoint returns the S3 gateway's host:port.
-func (w *weedServer) endpoint() string {
+// Endpoint returns the S3 gateway's host:port.
+func (w *Server) Endpoint() string {
 	return "127.0.0.1:" + strconv.Itoa(w.ports["s3.port"])
 }
 
-// start runs the server on w's ports and directory and waits, at most a
+// Start runs the server on w's ports and directory and waits, at most a
 // minute, until the S3 gateway answers a bucket creation.
-func (w *weedServer) start() {
+func (w *Server) Start() {
 	t := w.t
 	t.Helper()
 	// 64 MB volumes, as many as the disk holds (-volume.max=0): a fixed
@@ -123,7 +137,7 @@ func (w *weedServer) start() {
 		close(exited)
 	}(w.cmd, w.exited)
 
-	st := w.store(t, "")
+	st := w.Store(t, "")
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -144,16 +158,16 @@ func (w *weedServer) start() {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("weed S3 gateway on %s not ready within a minute: %v\n%s", w.endpoint(), err, w.out)
+			t.Fatalf("weed S3 gateway on %s not ready within a minute: %v\n%s", w.Endpoint(), err, w.out)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// stop stops the server (SIGTERM, then SIGKILL after 3 seconds: with a
+// Stop stops the server (SIGTERM, then SIGKILL after 3 seconds: with a
 // fetch open it waited the whole 20 seconds it was given before) and waits
 // for its process group to exit.
-func (w *weedServer) stop() {
+func (w *Server) Stop() {
 	if w.cmd == nil {
 		return
 	}
@@ -168,16 +182,16 @@ func (w *weedServer) stop() {
 	w.cmd = nil
 }
 
-// store returns a Store of the test bucket on w with short timeouts, its
+// Store returns a Store of the test bucket on w with short timeouts, its
 // keys under prefix.
-func (w *weedServer) store(t *testing.T, prefix string) *s3remote.Store {
+func (w *Server) Store(t testing.TB, prefix string) *s3remote.Store {
 	t.Helper()
 	st, err := s3remote.New(s3remote.Config{
-		Endpoint:        w.endpoint(),
-		Bucket:          "partlog-test",
+		Endpoint:        w.Endpoint(),
+		Bucket:          Bucket,
 		Prefix:          prefix,
-		AccessKeyID:     "partlog",
-		SecretAccessKey: "partlog-secret",
+		AccessKeyID:     AccessKey,
+		SecretAccessKey: SecretKey,
 		RequestTimeout:  10 * time.Second,
 		MaxRetries:      1,
 		PartSize:        5 << 20,
