@@ -163,6 +163,9 @@ func TestDirRestedActiveCrash(t *testing.T) {
 			}
 		},
 		options: randomCrash(rng),
+		// The Dir's goroutines do some operations in the background (one
+		// run in a few did 441 of the counted 442).
+		mayEndEarly: true,
 		check: func(t *testing.T, w *walk, state *vfs.MemFS, at crashPoint) {
 			d, err := plog.OpenDir(root, cfg(state))
 			require.NoError(t, err, "%s: reopen", at)
