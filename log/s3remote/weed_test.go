@@ -172,8 +172,16 @@ func (w *weedServer) stop() {
 // keys under prefix.
 func (w *weedServer) store(t *testing.T, prefix string) *s3remote.Store {
 	t.Helper()
-	st, err := s3remote.New(s3remote.Config{
-		Endpoint:        w.endpoint(),
+	st, err := testStore(w.endpoint(), prefix)
+	require.NoError(t, err)
+	return st
+}
+
+// testStore returns a Store of the test bucket on the SeaweedFS server at
+// endpoint with short timeouts, its keys under prefix.
+func testStore(endpoint, prefix string) (*s3remote.Store, error) {
+	return s3remote.New(s3remote.Config{
+		Endpoint:        endpoint,
 		Bucket:          "partlog-test",
 		Prefix:          prefix,
 		AccessKeyID:     "partlog",
@@ -182,6 +190,4 @@ func (w *weedServer) store(t *testing.T, prefix string) *s3remote.Store {
 		MaxRetries:      1,
 		PartSize:        5 << 20,
 	})
-	require.NoError(t, err)
-	return st
 }
