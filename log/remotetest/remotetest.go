@@ -13,6 +13,11 @@
 // errors; deletion, also of what a failed copy left, which ListSegments
 // lists; re-copies under the same ID; listing per partition; not-found
 // errors; cancellation; and concurrent use.
+//
+// Kill, with KillHelper, is the copier kill test of a store: a child
+// process tiering to it is killed with SIGKILL again and again, and after
+// each kill nothing acknowledged is lost and the next start leaves no
+// orphan copy in the store.
 package remotetest
 
 import (

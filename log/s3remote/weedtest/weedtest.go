@@ -186,8 +186,17 @@ func (w *Server) Stop() {
 // keys under prefix.
 func (w *Server) Store(t testing.TB, prefix string) *s3remote.Store {
 	t.Helper()
-	st, err := s3remote.New(s3remote.Config{
-		Endpoint:        w.Endpoint(),
+	st, err := NewStore(w.Endpoint(), prefix)
+	require.NoError(t, err)
+	return st
+}
+
+// NewStore returns a Store of the test bucket on the server at endpoint
+// (Server.Endpoint) with short timeouts, its keys under prefix: what a
+// child process of a test builds to reach its parent's server.
+func NewStore(endpoint, prefix string) (*s3remote.Store, error) {
+	return s3remote.New(s3remote.Config{
+		Endpoint:        endpoint,
 		Bucket:          Bucket,
 		Prefix:          prefix,
 		AccessKeyID:     AccessKey,
@@ -196,6 +205,4 @@ func (w *Server) Store(t testing.TB, prefix string) *s3remote.Store {
 		MaxRetries:      1,
 		PartSize:        5 << 20,
 	})
-	require.NoError(t, err)
-	return st
 }
