@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/killtest"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -464,16 +465,16 @@ func TestKillLeaderEpochs(t *testing.T) {
 		kills = 3
 	}
 	for round := 0; round < kills; round++ {
-		child := startKillChild(t, "TestKillLeaderEpochsHelperProcess", killEpochsChildEnv+"="+dir)
-		if line := <-child.lines; line != "ready" {
-			child.kill()
+		child := killtest.Start(t, "TestKillLeaderEpochsHelperProcess", killEpochsChildEnv+"="+dir)
+		if line := <-child.Lines; line != "ready" {
+			child.Kill()
 			require.Failf(t, "the child did not start", "round %d: child: %s", round, line)
 		}
 		delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
 		timer := time.NewTimer(delay) // the moment of the kill is random on purpose
 		<-timer.C
-		child.kill()
-		child.wait()
+		child.Kill()
+		child.Wait()
 
 		p, err := plog.Open(dir, killEpochsConfig())
 		require.NoError(t, err)

@@ -1,7 +1,6 @@
 package log_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -20,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -1066,51 +1064,6 @@ const (
 	producerKillSeedEnv  = "PARTLOG_PRODUCER_KILL_SEED"
 )
 
-// killChild is the helper process of a kill test: the test binary run
-// again with one helper test selected, its standard output read line by
-// line.
-type killChild struct {
-	cmd *exec.Cmd
-	// lines are the child's output lines; closed when its output ends.
-	lines  <-chan string
-	reader sync.WaitGroup
-}
-
-// kill sends the child SIGKILL.
-func (c *killChild) kill() { _ = c.cmd.Process.Signal(syscall.SIGKILL) }
-
-// wait waits until the child's output has been read to its end and the
-// child has exited.
-func (c *killChild) wait() {
-	c.reader.Wait()
-	_ = c.cmd.Wait()
-}
-
-// startKillChild runs the test binary again with -test.run selecting the
-// test named helper and env added to its environment, its standard error
-// going to the test's.
-func startKillChild(t *testing.T, helper string, env ...string) *killChild {
-	t.Helper()
-	c := &killChild{cmd: exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")}
-	c.cmd.Env = append(os.Environ(), env...)
-	stdout, err := c.cmd.StdoutPipe()
-	require.NoError(t, err)
-	c.cmd.Stderr = os.Stderr
-	require.NoError(t, c.cmd.Start())
-	lines := make(chan string, 1024)
-	c.lines = lines
-	c.reader.Add(1)
-	go func() {
-		defer c.reader.Done()
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	return c
-}
-
 // killWalk reads the whole log the kill test reopened, checks that its
 // batches are contiguous from the log start, hands each to visit in order
 // and returns the offset after the last.
@@ -1475,22 +1428,3 @@ func smallValue() []byte {
 const smallReadRecords = 100_000
 
 var sink int
-
-// recordAck reads a kill test child's line "ack <base> <next>" (the batch
-// at base acknowledged, the log end next) into acked and returns next. Any
-// other line gives ok false; a line starting with "error" (the child's
-// report of a failure) fails the test, as does an offset acknowledged twice
-// with different ends.
-func recordAck(t *testing.T, round int, line string, acked map[int64]int64) (next int64, ok bool) {
-	t.Helper()
-	var base int64
-	if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
-		require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
-		return 0, false
-	}
-	if prev, ok := acked[base]; ok {
-		require.Equal(t, prev, next, "round %d: offset %d acknowledged twice, with different ends", round, base)
-	}
-	acked[base] = next
-	return next, true
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/killtest"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
@@ -88,28 +89,28 @@ func TestKill(t *testing.T) {
 	acked := map[int64]int64{} // base -> next of every acknowledged batch
 	var maxNext int64
 	for round := 0; round < kills; round++ {
-		child := startKillChild(t, "TestKillHelperProcess", killChildEnv+"="+dir)
+		child := killtest.Start(t, "TestKillHelperProcess", killChildEnv+"="+dir)
 		delay := time.Duration(10+rng.IntN(240)) * time.Millisecond
 		timer := time.NewTimer(delay)
 		n := 0
 	collect:
 		for {
 			select {
-			case line, ok := <-child.lines:
+			case line, ok := <-child.Lines:
 				if !ok {
 					break collect
 				}
-				next, ok := recordAck(t, round, line, acked)
+				next, ok := killtest.RecordAck(t, round, line, acked)
 				if !ok {
 					continue
 				}
 				maxNext = max(maxNext, next)
 				n++
 			case <-timer.C:
-				child.kill()
+				child.Kill()
 			}
 		}
-		child.wait()
+		child.Wait()
 		timer.Stop()
 
 		p, err := plog.Open(dir, killConfig())

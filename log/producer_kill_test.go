@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/killtest"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -150,7 +151,7 @@ func TestProducerKill(t *testing.T) {
 	acked := map[int64]killBatch{} // base -> every batch acknowledged so far
 	var recognised, forgotten, fenced int
 	for round := 0; round < kills; round++ {
-		child := startKillChild(t, "TestProducerKillHelperProcess", producerKillChildEnv+"="+dir, producerKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
+		child := killtest.Start(t, "TestProducerKillHelperProcess", producerKillChildEnv+"="+dir, producerKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
 		// The kill moment, counted in acknowledgements: none (during Open
 		// and recovery) now and then, otherwise up to 400.
 		killAt := 1 + rng.IntN(400)
@@ -158,7 +159,7 @@ func TestProducerKill(t *testing.T) {
 			killAt = rng.IntN(3)
 		}
 		if killAt == 0 {
-			child.kill()
+			child.Kill()
 		}
 		lastAck := map[int64]killBatch{} // pid -> last acknowledgement, this round or before
 		for _, b := range acked {
@@ -167,7 +168,7 @@ func TestProducerKill(t *testing.T) {
 			}
 		}
 		n := 0
-		for line := range child.lines {
+		for line := range child.Lines {
 			var b killBatch
 			if _, err := fmt.Sscanf(line, "ack %d %d %d %d %d %d", &b.pid, &b.epoch, &b.first, &b.last, &b.base, &b.ts); err != nil {
 				require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
@@ -180,10 +181,10 @@ func TestProducerKill(t *testing.T) {
 			}
 			acked[b.base], lastAck[b.pid] = b, b
 			if n++; n == killAt {
-				child.kill()
+				child.Kill()
 			}
 		}
-		child.wait()
+		child.Wait()
 
 		p, err := plog.Open(dir, producerKillConfig())
 		require.NoError(t, err, "round %d", round)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/killtest"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -241,14 +242,14 @@ func TestSoakKill(t *testing.T) {
 	}
 	var acks, batches, dups, atOpen int
 	ran := soakLoop(t, rounds, func(round int) {
-		child := startKillChild(t, "TestSoakKillHelperProcess", soakKillDirEnv+"="+dir, soakKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
+		child := killtest.Start(t, "TestSoakKillHelperProcess", soakKillDirEnv+"="+dir, soakKillSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10))
 		killAt := 1 + rng.IntN(1000)
 		if rng.IntN(6) == 0 {
 			killAt, atOpen = 0, atOpen+1
-			child.kill()
+			child.Kill()
 		}
 		n := 0
-		for line := range child.lines {
+		for line := range child.Lines {
 			require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
 			var part int
 			var base, next int64
@@ -266,10 +267,10 @@ func TestSoakKill(t *testing.T) {
 				txnAcked[part][e.base] = e
 			}
 			if n++; n == killAt {
-				child.kill()
+				child.Kill()
 			}
 		}
-		child.wait()
+		child.Wait()
 		acks += n
 
 		d, err := plog.OpenDir(dir, soakKillConfig())

@@ -1,22 +1,18 @@
 package remotetest
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/killtest"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
@@ -146,7 +142,7 @@ func Kill(t *testing.T, cfg KillConfig) {
 	var maxNext int64
 	var leftovers, copies int
 	for round := range cfg.Kills {
-		child := startKillChild(t, cfg.Helper, env)
+		child := killtest.Start(t, cfg.Helper, env...)
 		delay := time.Duration(30+rng.IntN(270)) * time.Millisecond
 		timer := time.NewTimer(delay)
 		atCopy := round%2 == 1 // kill at the first copy after the delay
@@ -155,19 +151,19 @@ func Kill(t *testing.T, cfg KillConfig) {
 	collect:
 		for {
 			select {
-			case line, ok := <-child.lines:
+			case line, ok := <-child.Lines:
 				if !ok {
 					break collect
 				}
 				if line == "copy" {
 					if armed {
 						time.Sleep(time.Duration(rng.IntN(4000)) * time.Microsecond)
-						child.kill()
+						child.Kill()
 						armed = false
 					}
 					continue
 				}
-				next, ok := recordAck(t, round, line, acked)
+				next, ok := killtest.RecordAck(t, round, line, acked)
 				if !ok {
 					continue
 				}
@@ -180,10 +176,10 @@ func Kill(t *testing.T, cfg KillConfig) {
 					atCopy = false
 					continue
 				}
-				child.kill()
+				child.Kill()
 			}
 		}
-		child.wait()
+		child.Wait()
 		timer.Stop()
 
 		before, err := store.ListSegments(ctx, killTP)
@@ -284,67 +280,4 @@ func killCheck(t *testing.T, p *plog.Partition, acked map[int64]int64, round int
 		require.NoError(t, r.Close())
 	}
 	require.Equal(t, len(acked), seen, "round %d %s: acknowledged batches found", round, when)
-}
-
-// recordAck reads the child's line "ack <base> <next>" (the batch at base
-// acknowledged, the log end next) into acked and returns next. Any other
-// line gives ok false; a line starting with "error" (the child's report of
-// a failure) fails the test, as does an offset acknowledged twice with
-// different ends.
-func recordAck(t *testing.T, round int, line string, acked map[int64]int64) (next int64, ok bool) {
-	t.Helper()
-	var base int64
-	if _, err := fmt.Sscanf(line, "ack %d %d", &base, &next); err != nil {
-		require.False(t, strings.HasPrefix(line, "error"), "round %d: child: %s", round, line)
-		return 0, false
-	}
-	if prev, ok := acked[base]; ok {
-		require.Equal(t, prev, next, "round %d: offset %d acknowledged twice, with different ends", round, base)
-	}
-	acked[base] = next
-	return next, true
-}
-
-// killChild is the child process: the test binary run again with the
-// helper test selected, its standard output read line by line.
-type killChild struct {
-	cmd *exec.Cmd
-	// lines are the child's output lines; closed when its output ends.
-	lines  <-chan string
-	reader sync.WaitGroup
-}
-
-// kill sends the child SIGKILL.
-func (c *killChild) kill() { _ = c.cmd.Process.Signal(syscall.SIGKILL) }
-
-// wait waits until the child's output has been read to its end and the
-// child has exited.
-func (c *killChild) wait() {
-	c.reader.Wait()
-	_ = c.cmd.Wait()
-}
-
-// startKillChild runs the test binary again with -test.run selecting the
-// test named helper and env added to its environment, its standard error
-// going to the test's.
-func startKillChild(t *testing.T, helper string, env []string) *killChild {
-	t.Helper()
-	c := &killChild{cmd: exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")}
-	c.cmd.Env = append(os.Environ(), env...)
-	stdout, err := c.cmd.StdoutPipe()
-	require.NoError(t, err)
-	c.cmd.Stderr = os.Stderr
-	require.NoError(t, c.cmd.Start())
-	lines := make(chan string, 1024)
-	c.lines = lines
-	c.reader.Add(1)
-	go func() {
-		defer c.reader.Done()
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	return c
 }
