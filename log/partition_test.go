@@ -361,7 +361,11 @@ func TestOffsetForTimestamp(t *testing.T) {
 	to, ok = find(plog.MaxTimestamp)
 	require.True(t, ok)
 	require.Equal(t, plog.TimestampOffset{Timestamp: 6003, Offset: 23, LeaderEpoch: -1}, to)
-	_, _, err := p.OffsetForTimestamp(-4)
+	to, ok, err := p.OffsetForTimestamp(plog.EarliestLocalTimestamp)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, p.LogStartOffset(), to.Offset, "without tiering the local start is the log start")
+	_, _, err = p.OffsetForTimestamp(-5)
 	require.ErrorIs(t, err, plog.ErrInvalidTimestamp)
 }
 

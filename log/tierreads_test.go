@@ -126,6 +126,11 @@ func TestTierOffsetForTimestampSameAnswers(t *testing.T) {
 	require.NoError(t, err, "the earliest offset is in the metadata")
 	assert.True(t, found)
 	assert.Equal(t, int64(0), earliest.Offset)
+	local, found, err := p.OffsetForTimestamp(plog.EarliestLocalTimestamp)
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Positive(t, p.LogStartOffset(), "local retention moved the local start")
+	assert.Equal(t, p.LogStartOffset(), local.Offset, "EarliestLocal is the local start")
 	st.down.Store(false)
 	assert.Equal(t, wantAll, timestampAnswers(p, false, tss), "once the store is back")
 }

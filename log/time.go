@@ -19,6 +19,11 @@ const (
 	EarliestTimestamp int64 = -2
 	// MaxTimestamp asks for the record with the largest timestamp.
 	MaxTimestamp int64 = -3
+	// EarliestLocalTimestamp asks for the local log start offset (Kafka's
+	// EARLIEST_LOCAL_TIMESTAMP, KIP-405, ListOffsets v8): with tiered
+	// storage the first offset on local disk, where EarliestTimestamp
+	// answers the first copy's; without it the log start offset.
+	EarliestLocalTimestamp int64 = -4
 )
 
 // TimestampOffset is an answer of OffsetForTimestamp: a record's offset and
@@ -44,6 +49,8 @@ type TimestampOffset struct {
 //     when it is at or past the high watermark.
 //   - LatestTimestamp (-1): the high watermark, timestamp -1.
 //   - EarliestTimestamp (-2): the log start offset, timestamp -1.
+//   - EarliestLocalTimestamp (-4): the local log start offset
+//     (LogStartOffset), timestamp -1.
 //   - MaxTimestamp (-3): the record with the largest timestamp, taken from
 //     the segment with the largest one (the earliest such segment on ties),
 //     as Kafka 3.x does; found is false when the log has no timestamp or
@@ -107,6 +114,9 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 			}
 		}
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: start, LeaderEpoch: earliest}, true, nil
+	case ts == EarliestLocalTimestamp:
+		_, earliest := p.listOffsetsEpochs()
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset(), LeaderEpoch: earliest}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}

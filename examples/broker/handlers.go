@@ -588,23 +588,15 @@ func (s *server) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	return resp
 }
 
-// listedOffset answers ListOffsets (v1+) for one partition: EARLIEST (-2)
-// is the whole log's start, below the local one when tiered storage
-// holds older segments (wholeLogStart), and EARLIEST_LOCAL (-4, v8+) the
-// local log start, as Kafka answers them; the rest is
-// Partition.OffsetForTimestamp's (offsetForTimestamp).
+// listedOffset answers ListOffsets (v1+) for one partition with
+// Partition.OffsetForTimestamp (offsetForTimestamp), which answers as Kafka
+// with tiered storage: EARLIEST (-2) is the whole log's start, remote
+// copies included, EARLIEST_LOCAL (-4) the local log start; -4 is refused
+// before v8.
 func listedOffset(p *plog.Partition, ts int64, version int16, committedOnly bool) (plog.TimestampOffset, bool, error) {
-	switch {
-	case ts == earliestLocalTimestamp && version >= minEarliestLocalVersion:
-		// The local log start: Partition.OffsetForTimestamp's
-		// EARLIEST.
-		return offsetForTimestamp(p, plog.EarliestTimestamp, committedOnly)
-	case ts == plog.EarliestTimestamp:
-		to, found, err := offsetForTimestamp(p, ts, committedOnly)
-		if err == nil && found {
-			to.Offset = min(to.Offset, wholeLogStart(p))
-		}
-		return to, found, err
+	if ts == plog.EarliestLocalTimestamp && version < minEarliestLocalVersion {
+		// Kafka answers INVALID_REQUEST before v8.
+		return plog.TimestampOffset{}, false, fmt.Errorf("%w: %d before ListOffsets v%d", plog.ErrInvalidTimestamp, ts, minEarliestLocalVersion)
 	}
 	return offsetForTimestamp(p, ts, committedOnly)
 }

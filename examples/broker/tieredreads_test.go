@@ -86,10 +86,10 @@ func checkTieredReadsFromZero(t *testing.T, store plog.RemoteStorage) {
 	rc := dialRaw(t, b.addr)
 	assert.Equal(t, int64(0), listOffset(t, rc, topic, 0, plog.EarliestTimestamp).Offset, "ListOffsets earliest: the whole log's start")
 	assert.Equal(t, int64(tieredRecords), listOffset(t, rc, topic, 0, plog.LatestTimestamp).Offset, "ListOffsets latest")
-	local := listOffsetVersion(t, rc, 8, topic, 0, earliestLocalTimestamp)
+	local := listOffsetVersion(t, rc, 8, topic, 0, plog.EarliestLocalTimestamp)
 	require.Equal(t, int16(0), local.ErrorCode, kerr.ErrorForCode(local.ErrorCode))
 	assert.GreaterOrEqual(t, local.Offset, localStart, "ListOffsets v8 earliest local: the local log start")
-	assert.Equal(t, kerr.InvalidRequest.Code, listOffset(t, rc, topic, 0, earliestLocalTimestamp).ErrorCode, "earliest local below v8")
+	assert.Equal(t, kerr.InvalidRequest.Code, listOffset(t, rc, topic, 0, plog.EarliestLocalTimestamp).ErrorCode, "earliest local below v8")
 	resp := rc.do(fetchReq(topic, []int32{0}, 0, 1<<20, 1<<20, 0, 0)).(*kmsg.FetchResponse)
 	fp := resp.Topics[0].Partitions[0]
 	require.Equal(t, int16(0), fp.ErrorCode, "fetch at 0: %v", kerr.ErrorForCode(fp.ErrorCode))

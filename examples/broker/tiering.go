@@ -25,12 +25,8 @@ import (
 // off for a topic (remote.storage.enable).
 const remoteStorageEnable = "remote.storage.enable"
 
-// earliestLocalTimestamp is ListOffsets' EARLIEST_LOCAL_TIMESTAMP (-4,
-// KIP-405, v8+): the local log start offset.
-const earliestLocalTimestamp = -4
-
 // minEarliestLocalVersion is the first ListOffsets version that may ask
-// for earliestLocalTimestamp.
+// for EARLIEST_LOCAL_TIMESTAMP (log.EarliestLocalTimestamp, -4, KIP-405).
 const minEarliestLocalVersion = 8
 
 // errTieringConfig is wrapped by the refused tiering flag combinations.
