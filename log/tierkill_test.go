@@ -1,19 +1,11 @@
 package log_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/remotetest"
 )
-
-// tierKillCountEnv sets the number of kills of TestTierKill (to run more
-// than the default).
-const tierKillCountEnv = "PARTLOG_TIER_KILLS"
 
 // openTierKillStore is the store of the kill test: directory-backed, in
 // dir/remote.
@@ -36,23 +28,9 @@ func TestTierKillHelperProcess(t *testing.T) {
 // recorded copies. 24 kills (8 with -short; PARTLOG_TIER_KILLS sets the
 // count).
 func TestTierKill(t *testing.T) {
-	if os.Getenv(remotetest.KillDirEnv) != "" {
-		t.Skip("in the helper process")
-	}
-	kills := 24
-	if testing.Short() {
-		kills = 8
-	}
-	if v := os.Getenv(tierKillCountEnv); v != "" {
-		var err error
-		kills, err = strconv.Atoi(v)
-		require.NoError(t, err, tierKillCountEnv)
-	}
 	remotetest.Kill(t, remotetest.KillConfig{
 		Helper: "TestTierKillHelperProcess",
 		Open:   openTierKillStore,
-		Kills:  kills,
-		Seed:   crashSeed(t),
 		Pass:   (*plog.Dir).RunTierPass,
 	})
 }

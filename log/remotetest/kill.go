@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,9 +36,11 @@ type KillConfig struct {
 	// Env is added to the child's environment ("NAME=value"): what Open
 	// needs in the child beside dir, e.g. a server's address.
 	Env []string
-	// Kills is how many times the child is killed.
+	// Kills is how many times the child is killed; 0 means
+	// $PARTLOG_TIER_KILLS when set, else 24 (8 with -short).
 	Kills int
-	// Seed seeds the kill moments.
+	// Seed seeds the kill moments; 0 means $PARTLOG_CRASH_SEED when set,
+	// else the clock (logged, to replay a failure).
 	Seed uint64
 	// Pass runs one pass of d's copier and deleter over every partition
 	// and returns when it is done. When nil, Kill closes the Dir and opens
@@ -47,6 +50,13 @@ type KillConfig struct {
 	// recorded), failing after a minute.
 	Pass func(d *plog.Dir)
 }
+
+// The environment that sets Kill's defaults: the number of kills and the
+// seed of the kill moments.
+const (
+	killCountEnv = "PARTLOG_TIER_KILLS"
+	killSeedEnv  = "PARTLOG_CRASH_SEED"
+)
 
 // killTP is the partition the kill test appends to.
 var killTP = plog.TopicPartition{Topic: "tiered", Partition: 0}
@@ -131,6 +141,26 @@ func KillHelper(t *testing.T, open func(dir string) (plog.RemoteStorage, error))
 func Kill(t *testing.T, cfg KillConfig) {
 	if os.Getenv(KillDirEnv) != "" {
 		t.Skip("in the helper process")
+	}
+	if cfg.Kills == 0 {
+		cfg.Kills = 24
+		if testing.Short() {
+			cfg.Kills = 8
+		}
+		if v := os.Getenv(killCountEnv); v != "" {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err, killCountEnv)
+			cfg.Kills = n
+		}
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+		if v := os.Getenv(killSeedEnv); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			require.NoError(t, err, killSeedEnv)
+			cfg.Seed = n
+		}
+		t.Logf("seed %d (replay with %s=%d)", cfg.Seed, killSeedEnv, cfg.Seed)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 31))
 	dir := t.TempDir()
