@@ -252,14 +252,18 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 			return RollTime
 		}
 	}
-	offFull, timeFull := s.offIdx.IsFull(), s.timeIdx.IsFull()
+	var offFull, timeFull bool
 	if s.dormant.Load() {
 		// Its indexes are cut to their entries; the write that unseals
-		// it grows them back to MaxIndexBytes (resizeIndexes).
+		// it grows them back to MaxIndexBytes (resizeIndexes). The
+		// budget may have closed it and a reader may be reopening it:
+		// its counts come through IndexEntries, never its index fields.
 		off, tim := s.IndexEntries()
 		offSlots := max(s.cfg.MaxIndexBytes/index.OffsetEntrySize, off)
 		timeSlots := max(s.cfg.MaxIndexBytes/index.TimeEntrySize, tim)
 		offFull, timeFull = off >= offSlots, tim >= timeSlots-1
+	} else {
+		offFull, timeFull = s.offIdx.IsFull(), s.timeIdx.IsFull()
 	}
 	if offFull {
 		return RollOffsetIndexFull
