@@ -192,9 +192,17 @@ func TestDirRestedActiveCrash(t *testing.T) {
 // other writers' partitions and wake their own under the race detector.
 // Every partition then reads back as appended, before and after a reopen.
 func TestDirRestConcurrentWriters(t *testing.T) {
+	// With FlushMessages 1 the appends go through the group syncer's
+	// queue, which asks a rested segment for its index room.
+	for _, flush := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("FlushMessages=%d", flush), func(t *testing.T) { restConcurrentWriters(t, flush) })
+	}
+}
+
+func restConcurrentWriters(t *testing.T, flushMessages int64) {
 	const parts, writers, rounds, budget = 24, 6, 8, 3
 	root := t.TempDir()
-	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1}, MaxOpenSegments: budget}
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1, FlushMessages: flushMessages}, MaxOpenSegments: budget}
 	d, err := plog.OpenDir(root, cfg)
 	require.NoError(t, err)
 	models := make([]*logtest.Model, parts)

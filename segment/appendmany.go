@@ -112,7 +112,13 @@ func nextAppended(rest []byte) (n int, first, last int64, ok bool) {
 
 // IndexRoom returns how many more entries both indexes can take: a bound
 // on the batches that can still be appended without an index filling up
-// (each adds at most one entry to each). Writer side.
+// (each adds at most one entry to each). Writer side. A segment at rest
+// (Rest) has none: its indexes are cut to their entries, and the budget
+// may close it while a reader reopens it, so they are not read here; the
+// write that unseals it (Append, AppendBatches) grows them back.
 func (s *Segment) IndexRoom() int {
+	if s.dormant.Load() {
+		return 0
+	}
 	return min(s.offIdx.MaxEntries()-s.offIdx.Entries(), s.timeIdx.MaxEntries()-s.timeIdx.Entries())
 }
