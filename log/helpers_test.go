@@ -159,23 +159,11 @@ func runLockChild(t *testing.T, dir string) string {
 // false elsewhere.
 func openFiles(t testing.TB, dir string) (fds, maps int, ok bool) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
+	fds, maps, err := vfs.OpenFiles(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return 0, 0, false
 	}
-	ents, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
-			fds++
-		}
-	}
-	m, err := os.ReadFile("/proc/self/maps")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(m), "\n") {
-		if strings.Contains(line, dir) {
-			maps++
-		}
-	}
 	return fds, maps, true
 }
 

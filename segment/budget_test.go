@@ -2,10 +2,9 @@ package segment
 
 import (
 	"bytes"
+	"errors"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,23 +22,11 @@ import (
 // /proc/self/maps); ok is false elsewhere.
 func openResources(t testing.TB, dir string) (fds, maps int, ok bool) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
+	fds, maps, err := vfs.OpenFiles(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
 		return 0, 0, false
 	}
-	ents, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
-			fds++
-		}
-	}
-	m, err := os.ReadFile("/proc/self/maps")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(m), "\n") {
-		if strings.Contains(line, dir) {
-			maps++
-		}
-	}
 	return fds, maps, true
 }
 

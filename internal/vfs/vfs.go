@@ -84,6 +84,10 @@ type OpSet = vfstest.OpSet
 // Kinds returns the set of the given kinds (vfstest.Kinds).
 func Kinds(kinds ...OpKind) OpSet { return vfstest.Kinds(kinds...) }
 
+// OpenFiles is vfstest.OpenFiles: this process's descriptors and mappings
+// of files under dir.
+func OpenFiles(dir string) (fds, maps int, err error) { return vfstest.OpenFiles(dir) }
+
 // InjectedError is the error an Injector returns (vfstest.InjectedError).
 type InjectedError = vfstest.InjectedError
 
