@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -138,7 +139,9 @@ func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
 				e.desc.LeaderEpochs = append(e.desc.LeaderEpochs, EpochStart{Epoch: int32(ep), StartOffset: off})
 			}
 		}
-		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.Size < 0 {
+		// The end is a batch's last offset: below MaxInt64, so that the
+		// offset after it (EndOffset + 1) is one.
+		if e.desc.BaseOffset < 0 || e.desc.EndOffset < e.desc.BaseOffset || e.desc.EndOffset == math.MaxInt64 || e.desc.Size < 0 {
 			return nil, fmt.Errorf("%w: entry %d: offsets %d..%d, size %d", errRemoteMetadata, i, e.desc.BaseOffset, e.desc.EndOffset, e.desc.Size)
 		}
 		if len(m.segs) > 0 && e.desc.BaseOffset <= m.segs[len(m.segs)-1].desc.EndOffset {
