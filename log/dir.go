@@ -365,53 +365,6 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 	return nil
 }
 
-// adoptOwnCheckpoints takes over, for a partition of a Dir whose
-// directory was last used by a partition opened alone (it holds lockFile),
-// the checkpoints it kept in its own directory: each offset checkpoint the
-// Dir has no entry for, and its own clean-shutdown marker (written by its
-// Close; a Dir removes it when it opens the partition, so it is never
-// stale). The files stay where they are; the entries reach the root files
-// with the Dir's next write. Returns whether the open is clean.
-func (p *Partition) adoptOwnCheckpoints(dirClean bool) (bool, error) {
-	fs, dir := p.cfg.FS, p.dir
-	if _, err := fs.Stat(filepath.Join(dir, lockFile)); err != nil {
-		if errors.Is(err, errNotExist) {
-			return dirClean, nil
-		}
-		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-	}
-	own := partitionFiles{fs: fs, dir: dir, logger: p.logger}
-	for _, name := range rootCheckpointFiles {
-		if _, ok, _ := p.ckpt.read(name); ok {
-			continue
-		}
-		off, ok, err := own.read(name)
-		if err != nil {
-			if err := p.checkpointProblem(name, err); err != nil {
-				return false, err
-			}
-			continue
-		}
-		if !ok {
-			continue
-		}
-		// Lazy: until the root file holds it, the partition's own file
-		// still does, and the next OpenDir takes it again.
-		if err := p.ckpt.write(name, off, true); err != nil {
-			return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-		}
-		p.logger.Info("partlog/log: took over a checkpoint of the partition directory", "dir", dir, "file", name, "offset", off)
-	}
-	if dirClean {
-		return true, nil
-	}
-	clean, err := checkpoint.HasCleanShutdown(fs, dir)
-	if err != nil {
-		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-	}
-	return clean, nil
-}
-
 // topicConfig returns the configuration of topic's partitions.
 func (d *Dir) topicConfig(topic string) Config {
 	cfg := d.cfg.Config

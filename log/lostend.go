@@ -81,23 +81,22 @@ func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
 // crash interrupted removes the old segments before their snapshots). On
 // acceptance it logs an error; loading the producer state then removes the
 // snapshot. active names the last segment's file for the message.
-func (p *Partition) checkSnapshotsPastEnd(end int64, clean bool, active string) error {
-	offs, err := p.snaps.list()
+func (o *opening) checkSnapshotsPastEnd(end int64, clean bool, active string) error {
+	last, ok, err := o.newestSnapshot()
 	if err != nil {
-		return fmt.Errorf("partlog/log: open %s: %w", p.dir, err)
+		return fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
 	}
-	if len(offs) == 0 || offs[len(offs)-1] <= end {
+	if !ok || last <= end {
 		return nil
 	}
-	last := offs[len(offs)-1]
-	path := filepath.Join(p.dir, producer.SnapshotFileName(last))
+	path := filepath.Join(o.dir, producer.SnapshotFileName(last))
 	cause := base.CorruptionErrorf(path, 0, "offset",
 		"producer snapshot at offset %d is past the log end %d: a snapshot is written once the batches below it are synced, and they are missing (the active segment %s removed or cut?)",
 		last, end, active)
-	if err := p.askPolicy(path, true, !clean, cause); err != nil {
+	if err := o.askPolicy(path, true, !clean, cause); err != nil {
 		return err
 	}
-	p.logger.Error("partlog/log: a producer snapshot is past the log end; synced batches are missing. Opening at the log end",
-		"dir", p.dir, "file", path, "snapshot", last, "logEnd", end)
+	o.logger.Error("partlog/log: a producer snapshot is past the log end; synced batches are missing. Opening at the log end",
+		"dir", o.dir, "file", path, "snapshot", last, "logEnd", end)
 	return nil
 }

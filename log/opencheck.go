@@ -93,10 +93,6 @@ type dirCheck struct {
 	// unclean: the clean-shutdown marker is contradicted (the active
 	// segment does not end on a batch): recover as after a crash.
 	unclean bool
-	// cleanerAt is the cleaner checkpoint (-1: none): a sealed segment
-	// ending before a next base at or below it was rewritten by a
-	// compaction, which syncs what it writes (compactedGap).
-	cleanerAt int64
 }
 
 // compactedGap reports whether the offsets missing between a sealed
@@ -130,18 +126,18 @@ func strictNoRepair(pol RecoveryPolicy) bool {
 // refused builds Open's error for damage no policy may accept: it wraps
 // ErrRecoveryRefused and every finding (each a *base.CorruptionError
 // naming a file), after logging each at ERROR.
-func (p *Partition) refused(findings []error) error {
+func (o *opening) refused(findings []error) error {
 	for _, f := range findings {
-		p.logger.Error("partlog/log: the partition directory is damaged; refusing to open it", "dir", p.dir, "cause", f)
+		o.logger.Error("partlog/log: the partition directory is damaged; refusing to open it", "dir", o.dir, "cause", f)
 	}
-	return fmt.Errorf("partlog/log: open %s: %w: %w", p.dir, ErrRecoveryRefused, errors.Join(findings...))
+	return fmt.Errorf("partlog/log: open %s: %w: %w", o.dir, ErrRecoveryRefused, errors.Join(findings...))
 }
 
 // askPolicy hands a contradiction the policy may accept to
 // Config.Recovery; nil means go on (the caller logs what it does).
-func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause error) error {
-	ev := RecoveryEvent{Dir: p.dir, File: file, LastGoodOffset: -1, Checkpoint: checkpoint, TornTail: tornTail, Err: cause}
-	return p.cfg.Recovery.OnCorruption(ev)
+func (o *opening) askPolicy(file string, checkpoint, tornTail bool, cause error) error {
+	ev := RecoveryEvent{Dir: o.dir, File: file, LastGoodOffset: -1, Checkpoint: checkpoint, TornTail: tornTail, Err: cause}
+	return o.policy.OnCorruption(ev)
 }
 
 // checkDir reads the directory, without changing anything, and decides
@@ -187,8 +183,10 @@ func (p *Partition) askPolicy(file string, checkpoint, tornTail bool, cause erro
 //     a torn tail after a crash (DefaultRecovery logs an error; loading
 //     the producer state removes the snapshot); not when the last segment
 //     has bytes past its batches (the policy is asked about their cut).
-func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, haveRP bool) (*dirCheck, error) {
-	fs, dir := p.cfg.FS, p.dir
+func (o *opening) checkDir(clean bool) (*dirCheck, error) {
+	fs, dir := o.fs, o.dir
+	cpStart, haveCP := o.saved.logStart, o.saved.haveLogStart
+	rp, haveRP := o.saved.recoveryPoint, o.saved.haveRecoveryPoint
 	plan, err := repair.Make(fs, dir)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
@@ -196,16 +194,13 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 	if clean {
 		// The open lists the directory once: the snapshots are taken
 		// from this listing until the producer state is loaded.
-		p.snaps.useListing(plan.Names)
+		o.useListing(plan.Names)
 	}
-	dc := &dirCheck{plan: plan, cleanerAt: -1}
-	if off, ok, err := p.ckpt.read(cleanerCheckpointFile); err == nil && ok {
-		dc.cleanerAt = off
-	}
+	dc := &dirCheck{plan: plan}
 	if len(plan.Bad) > 0 {
-		return nil, p.refused(plan.Bad)
+		return nil, o.refused(plan.Bad)
 	}
-	if strictNoRepair(p.cfg.Recovery) {
+	if strictNoRepair(o.policy) {
 		var work []string
 		for _, name := range plan.Remove {
 			if !strings.HasSuffix(name, segment.DeletedSuffix) {
@@ -223,7 +218,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 	}
 	for _, name := range plan.Empty {
 		cause := base.CorruptionErrorf(filepath.Join(dir, name), 0, "swap", "an empty .swap file named after a live segment: no compaction wrote it")
-		if err := p.askPolicy(filepath.Join(dir, name), false, false, cause); err != nil {
+		if err := o.askPolicy(filepath.Join(dir, name), false, false, cause); err != nil {
 			return nil, err
 		}
 	}
@@ -266,7 +261,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 		}
 		switch {
 		case i == n-1 && clean:
-			p.logger.Warn("partlog/log: the active segment does not end on a batch although the shutdown was clean; recovering it",
+			o.logger.Warn("partlog/log: the active segment does not end on a batch although the shutdown was clean; recovering it",
 				"dir", dir, "file", pr.Path, "batchesEnd", pr.Framed, "fileSize", pr.Size)
 			dc.unclean = true
 		case i == n-1:
@@ -285,7 +280,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			break
 		}
 	}
-	cleanerAt := dc.cleanerAt
+	cleanerAt := o.saved.cleanerAt
 	for i := 0; i+1 < n && i < cutAt; i++ {
 		if probes[i].Next >= bases[i+1] {
 			continue // an overlap is refused once the segments are open
@@ -319,7 +314,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			// settleEmptyTail, which removes it): a follower's roll
 			// across a gap whose recovery point reaches it, or a
 			// crash's leftover, which goes to the policy as a torn tail.
-			ok, err := p.emptyTailExplained(probes[i+1].Path, bases[i+1], probes[i].Next, clean, rp, haveRP)
+			ok, err := o.emptyTailExplained(probes[i+1].Path, bases[i+1], probes[i].Next, clean)
 			if err != nil {
 				return nil, err
 			}
@@ -336,7 +331,7 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			explained = full.Gaps
 		}
 		if explained {
-			p.logger.Debug("partlog/log: offset gap between segments left by compaction", "dir", dir,
+			o.logger.Debug("partlog/log: offset gap between segments left by compaction", "dir", dir,
 				"from", probes[i].Next, "to", bases[i+1])
 			continue
 		}
@@ -350,10 +345,10 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			cpStart, bases[0], cpStart, bases[0]))
 	}
 	if len(hard) > 0 {
-		return nil, p.refused(hard)
+		return nil, o.refused(hard)
 	}
 	end := probes[min(cutAt, n-1)].Next // an upper bound when recovery may cut
-	cpPath := p.ckpt.path(logStartOffsetCheckpointFile)
+	cpPath := o.ckpt.path(logStartOffsetCheckpointFile)
 	var startBad error
 	switch {
 	case haveCP && cpStart > end:
@@ -366,43 +361,33 @@ func (p *Partition) checkDir(clean bool, cpStart int64, haveCP bool, rp int64, h
 			"log start offset %d is past the second segment's base %d after a clean shutdown", cpStart, bases[1])
 	}
 	if startBad != nil {
-		if err := p.askPolicy(cpPath, true, false, startBad); err != nil {
+		if err := o.askPolicy(cpPath, true, false, startBad); err != nil {
 			return nil, err
 		}
-		p.logger.Error("partlog/log: the log start checkpoint contradicts the segments; ignoring it (every segment stays readable, retention does not act on it)",
+		o.logger.Error("partlog/log: the log start checkpoint contradicts the segments; ignoring it (every segment stays readable, retention does not act on it)",
 			"dir", dir, "file", cpPath, "checkpoint", cpStart, "firstSegment", bases[0], "logEnd", end, "cause", startBad)
 		dc.distrustLogStart = true
 	}
 	if haveRP && rp > end && cutAt == n {
-		rpPath := p.ckpt.path(recoveryPointCheckpointFile)
+		rpPath := o.ckpt.path(recoveryPointCheckpointFile)
 		cause := base.CorruptionErrorf(rpPath, 0, "offset",
 			"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
 			rp, end, filepath.Base(probes[n-1].Path))
 		if clean && !dc.unclean {
-			return nil, p.refused([]error{cause})
+			return nil, o.refused([]error{cause})
 		}
-		if err := p.askPolicy(rpPath, true, true, cause); err != nil {
+		if err := o.askPolicy(rpPath, true, true, cause); err != nil {
 			return nil, err
 		}
-		p.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
+		o.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
 			"dir", dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
 	} else if cutAt == n && probes[n-1].Framed == probes[n-1].Size {
 		// The same loss without a recovery point to say so (lostend.go).
 		// A last segment with bytes past its batches is cut, and the
 		// policy asked about that cut, by recovery.
-		if err := p.checkSnapshotsPastEnd(end, clean && !dc.unclean, filepath.Base(probes[n-1].Path)); err != nil {
+		if err := o.checkSnapshotsPastEnd(end, clean && !dc.unclean, filepath.Base(probes[n-1].Path)); err != nil {
 			return nil, err
 		}
 	}
 	return dc, nil
-}
-
-// apply carries out dc's plan (repair.Plan.Apply), unless there is
-// nothing to do or the policy changes nothing.
-func (dc *dirCheck) apply(fs vfs.FS, dir string, p *Partition) error {
-	if dc.skipRemove || !dc.plan.Work() {
-		return nil
-	}
-	p.snaps.dropListing() // the directory changes
-	return dc.plan.Apply(fs, dir, p.logger)
 }

@@ -189,15 +189,17 @@ type dirMember struct {
 
 // open is Open, for a partition alone (m == nil) or of a Dir. Its steps
 // are docs/crash-safety.md's "Recovery rules": the directory's lock
-// (lockFile, or for a Dir's partition a probe that nobody holds it); every
-// file read and the directory checked as a whole (checkDir) before
-// anything is written, so that a refusal changes nothing; the file
-// operations a crash interrupted finished or undone; the clean-shutdown
-// marker removed before loading; the segments opened and, after an unclean
-// shutdown, recovered from the recovery point; then the log start offset,
-// the high watermark and the producer state (the newest snapshot at or
-// below the log end, the batches after it replayed, and a snapshot at the
-// log end written when anything was replayed or recovered).
+// (lockFile, or for a Dir's partition a probe that nobody holds it); then
+// the opening part (opening.go), which reads every file and checks the
+// directory as a whole (checkDir) before anything is written, so that a
+// refusal changes nothing, finishes or undoes the file operations a crash
+// interrupted, removes the clean-shutdown marker, and opens the segments
+// and, after an unclean shutdown, recovers them from the recovery point;
+// then, with what the opening handed over, the log start offset, the high
+// watermark, the durable state after a recovery and the producer state
+// (the newest snapshot at or below the log end, the batches after it
+// replayed, and a snapshot at the log end written when anything was
+// replayed or recovered).
 func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	cfg.ensureDefaults()
 	if err := cfg.validate(); err != nil {
@@ -242,115 +244,29 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			}
 		}()
 	}
-	// Read everything first and decide (checkDir); nothing is written
-	// before, so a refusal changes nothing.
-	var clean bool
-	if m != nil {
-		if clean, err = p.adoptOwnCheckpoints(m.clean); err != nil {
-			return nil, err
-		}
-	} else if clean, err = checkpoint.HasCleanShutdown(fs, dir); err != nil {
-		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-	}
-	cpStart, haveCP, err := p.ckpt.read(logStartOffsetCheckpointFile)
-	if err != nil {
-		if err := p.checkpointProblem(logStartOffsetCheckpointFile, err); err != nil {
-			return nil, err
-		}
-		haveCP = false
-	}
-	recoveryPoint, haveRP, err := p.ckpt.read(recoveryPointCheckpointFile)
-	if err != nil && !clean {
-		if err := p.checkpointProblem(recoveryPointCheckpointFile, err); err != nil {
-			return nil, err
-		}
-		haveRP = false
-	}
-	if err != nil {
-		haveRP = false // clean: the log end is the recovery point
-	}
-	var hwCP int64
-	haveHW := false
-	if cfg.DisableAutoHighWatermark {
-		hwCP, haveHW, err = p.ckpt.read(highWatermarkCheckpointFile)
-		if err != nil {
-			if err := p.checkpointProblem(highWatermarkCheckpointFile, err); err != nil {
-				return nil, err
-			}
-			haveHW = false
-		}
-	}
-	// The leader epoch cache (epochs.go); a file that does not parse goes
-	// to the recovery policy (ignored: start without it).
-	p.mu.epochs = epochs.New(fs, filepath.Join(dir, leaderEpochCheckpointFile))
-	if dropped, err := p.mu.epochs.Load(); err != nil {
-		if err := p.checkpointProblem(leaderEpochCheckpointFile, err); err != nil {
-			return nil, err
-		}
-	} else if dropped >= 0 {
-		p.logger.Warn("partlog/log: leader epoch checkpoint out of order; ignoring the rest", "dir", dir, "entry", dropped)
-	}
-	dc, err := p.checkDir(clean, cpStart, haveCP, recoveryPoint, haveRP)
+	// The opening reads everything first and decides (opening.go); a
+	// refusal changes nothing. It hands over the segments, recovered.
+	res, err := newOpening(dir, &p.cfg, p.segCfg, p.ckpt, p.inDir).load(m != nil && m.clean)
 	if err != nil {
 		return nil, err
 	}
-	if dc.distrustLogStart {
-		haveCP = false
-	}
-	if err := dc.apply(fs, dir, p); err != nil {
-		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-	}
-	if clean || m != nil {
-		// In a Dir the marker is the Dir's; one left here by an Open
-		// alone is stale and goes too.
-		if err := checkpoint.RemoveCleanShutdown(fs, dir); err != nil {
-			return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
-		}
-	}
-	if dc.unclean {
-		clean = false
-		p.snaps.dropListing() // recovery may change the directory
-	}
-	bases := dc.plan.Bases
-	if len(bases) == 0 {
-		clean = true // nothing to recover
-	}
-	if haveRP {
-		p.dur.loadRecoveryPoint(recoveryPoint)
-	} else {
-		recoveryPoint = 0
-		p.dur.loadRecoveryPoint(-1)
-	}
-
-	var list []*segment.Segment
+	list, clean, saved := res.list, res.clean, res.saved
 	fail := func(err error) (*Partition, error) {
 		for _, s := range list {
 			_ = s.Unref() // not Close: it would cut what Open left out of Size
 		}
 		return nil, err
 	}
-	if len(bases) == 0 {
-		base := int64(0)
-		if haveCP && cpStart > 0 {
-			base = cpStart
-		}
-		seg, err := segment.Create(fs, dir, base, p.segCfg)
-		if err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: create segment %d: %w", dir, base, err))
-		}
-		list = append(list, seg)
-		p.mu.dirDirty = true
-		if p.inDir {
-			// A Dir's checkpoints live at its root, whose fsync does not
-			// cover this directory: the segment's entry is made durable
-			// here, before a roll can create a later one (a crash must not
-			// keep a later segment without the first).
-			if err := syncDir(fs, dir); err != nil {
-				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-			}
-			p.mu.dirDirty = false
-		}
-		if !haveCP {
+	p.mu.epochs, p.mu.dirDirty, p.stats.recovery = res.epochs, res.dirDirty, res.stats
+	if res.listed {
+		// The clean open listed the directory once: the snapshots are
+		// taken from that listing until the producer state is loaded.
+		p.snaps.useListing(res.listing)
+	}
+	p.dur.loadRecoveryPoint(saved.rp())
+	if res.created {
+		base := list[0].BaseOffset()
+		if !saved.haveLogStart {
 			// A new partition records its log start, so that a later
 			// Open notices a first segment gone missing (checkDir).
 			if err := p.writeLogStartCheckpoint(base); err != nil {
@@ -364,70 +280,21 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	}
-	openSegment := segment.Open
-	if clean {
-		// Every segment's time index ends with its final entry
-		// (segment.OpenClean): no batch data is read.
-		openSegment = segment.OpenClean
-	}
-	for _, base := range bases {
-		seg, err := openSegment(fs, dir, base, p.segCfg)
-		if err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
-		list = append(list, seg)
-	}
-	p.stats.recovery.Clean = clean
-	if !clean {
-		// Recover from the segment holding the recovery point (Kafka:
-		// min(checkpoint, log end); a checkpoint past the end selects
-		// the last segment).
-		from := len(list) - 1
-		for from > 0 && list[from].BaseOffset() > recoveryPoint {
-			from--
-		}
-		list, err = p.recoverSegments(list, from, p.dur.currentRecoveryPoint(), cpStart, haveCP, dc.cleanerAt)
-		if err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
-	}
-	opened := len(list)
-	if list, err = p.settleEmptyTail(list, cpStart, haveCP); err != nil { // follower.go
-		return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-	}
-	if clean && len(list) != opened {
-		if err := syncDir(fs, dir); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
-		p.mu.dirDirty = false
-	}
 	active := list[len(list)-1]
-	// Under a segment budget the files stay sealed (closable at rest)
-	// until the first append: an idle partition holds none open.
-	if err := active.UnsealOnWrite(); err != nil {
-		return fail(fmt.Errorf("partlog/log: open %s: activate segment %d: %w", dir, active.BaseOffset(), err))
-	}
-	for i := 1; i < len(list); i++ {
-		if prev, cur := list[i-1], list[i]; prev.NextOffset() > cur.BaseOffset() {
-			return fail(fmt.Errorf("partlog/log: open %s: segment %d ends at offset %d, past the next segment's base %d: %w",
-				dir, prev.BaseOffset(), prev.NextOffset(), cur.BaseOffset(), errOverlap))
-		}
-	}
-
 	end := position{Offset: active.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
 	start := list[0].BaseOffset()
-	if haveCP && cpStart > start {
-		start = cpStart
+	if saved.haveLogStart && saved.logStart > start {
+		start = saved.logStart
 	}
 	if start > end.Offset {
 		p.logger.Warn("partlog/log: log start offset checkpoint is past the log end; clamped",
-			"dir", dir, "checkpoint", cpStart, "logEnd", end.Offset)
+			"dir", dir, "checkpoint", saved.logStart, "logEnd", end.Offset)
 		start = end.Offset
 	}
 	p.logStart.Store(start)
 	p.mu.end = end
 	p.mu.hw = end
-	if dc.cleanerAt > end.Offset {
+	if saved.cleanerAt > end.Offset {
 		// A TruncateTo into a compaction gap that failed or crashed
 		// before its last step left the cleaner checkpoint above the log
 		// end. Lowered before anything is appended: segments rolled below
@@ -446,9 +313,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.mu.epochs.TruncateFromStart(start)
 	if cfg.DisableAutoHighWatermark {
 		at := start
-		if haveHW {
-			at = min(max(hwCP, start), end.Offset)
-			p.dur.loadHighWatermarkCheckpoint(hwCP)
+		if saved.haveHighWatermark {
+			at = min(max(saved.highWatermark, start), end.Offset)
+			p.dur.loadHighWatermarkCheckpoint(saved.highWatermark)
 		}
 		hw, err := positionIn(list, at, end)
 		if err != nil {

@@ -153,8 +153,8 @@ func keptCause(path string, pos int64, err error, why string) error {
 }
 
 // recoverSegments recovers list[from:] after an unclean shutdown and
-// returns the segments that remain. rp is the recovery point (-1 when
-// there is none) and logStart the log start checkpoint (when haveLogStart).
+// returns the segments that remain, by the recovery point, the log start
+// and the cleaner checkpoints the open read (saved).
 // For each segment, in order:
 //
 //   - With a policy other than DefaultRecovery, scanLog validates the
@@ -188,22 +188,23 @@ func keptCause(path string, pos int64, err error, why string) error {
 // every policy (law 12) before anything is cut. Segments that have legacy
 // data after them are therefore validated read-only first (scanLog) under
 // DefaultRecovery too.
-func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logStart int64, haveLogStart bool, cleanerAt int64) ([]*segment.Segment, error) {
+func (o *opening) recoverSegments(list []*segment.Segment, from int) ([]*segment.Segment, error) {
+	rp, logStart, haveLogStart := o.saved.rp(), o.saved.logStart, o.saved.haveLogStart
 	var total int64
 	for _, seg := range list[from:] {
 		total += seg.Size()
 	}
-	p.logger.Info("partlog/log: recovering after an unclean shutdown", "dir", p.dir,
+	o.logger.Info("partlog/log: recovering after an unclean shutdown", "dir", o.dir,
 		"fromSegment", list[from].BaseOffset(), "segments", len(list)-from, "bytes", total)
 	var done, reported int64
 	progress := func(n int64) {
 		done += n
 		if total >= recoveryProgressBytes && done-reported >= recoveryProgressBytes {
 			reported = done
-			p.logger.Info("partlog/log: recovery progress", "dir", p.dir, "bytesScanned", done, "bytesTotal", total)
+			o.logger.Info("partlog/log: recovery progress", "dir", o.dir, "bytesScanned", done, "bytesTotal", total)
 		}
 	}
-	_, onePass := p.cfg.Recovery.(DefaultRecovery)
+	_, onePass := o.policy.(DefaultRecovery)
 	// Batches wholly below the log start name no epoch (observeEpoch).
 	epochFloor := int64(-1)
 	if haveLogStart {
@@ -229,23 +230,23 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 		if !onePass || guarded {
 			// One pass scans here only to refuse before Recover cuts;
 			// it observes epochs and progress after Recover.
-			prog, onBatch := progress, func(b batch.Batch) { p.observeEpoch(b, epochFloor) }
+			prog, onBatch := progress, func(b batch.Batch) { o.observeEpoch(b, epochFloor) }
 			if onePass {
 				prog, onBatch = nil, nil
 			}
-			r, err := scanLog(p.cfg.FS, seg, unsynced, prog, onBatch)
+			r, err := scanLog(o.fs, seg, unsynced, prog, onBatch)
 			res = r
 			if err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
 			if res.kept {
-				return list, p.refuseKept(seg, res.cause)
+				return list, o.refuseKept(seg, res.cause)
 			}
 			if res.cause != nil && guarded && !complete(res.next) {
-				return list, p.refuseLaterLegacy(seg, res.valid, res.cause, list[legacyAt], legacyPos)
+				return list, o.refuseLaterLegacy(seg, res.valid, res.cause, list[legacyAt], legacyPos)
 			}
 			if res.cause != nil && !onePass {
-				if err := p.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
+				if err := o.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
 					return list, err
 				}
 			}
@@ -259,38 +260,38 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 			return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 		}
 		if rr.Kept {
-			return list, p.refuseKept(seg, rr.Cause)
+			return list, o.refuseKept(seg, rr.Cause)
 		}
 		if rr.Cause != nil && guarded && !complete(rr.NextOffset) {
-			return list, p.refuseLaterLegacy(seg, rr.ValidBytes, rr.Cause, list[legacyAt], legacyPos)
+			return list, o.refuseLaterLegacy(seg, rr.ValidBytes, rr.Cause, list[legacyAt], legacyPos)
 		}
 		if onePass {
 			progress(rr.ValidBytes + rr.TruncatedBytes)
-			if err := p.observeSegmentEpochs(seg, epochFloor); err != nil {
+			if err := o.observeSegmentEpochs(seg, epochFloor); err != nil {
 				return list, fmt.Errorf("partlog/log: recover segment %d: %w", seg.BaseOffset(), err)
 			}
 			res = scanResult{size: rr.ValidBytes + rr.TruncatedBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: rr.Cause}
 			if res.cause != nil {
-				if err := p.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
+				if err := o.onInvalid(list, i, res, unsynced, complete(res.next)); err != nil {
 					return list, err
 				}
 			}
 		} else if rr.ValidBytes != res.valid {
-			p.logger.Warn("partlog/log: segment recovery kept a different length than the scan",
-				"dir", p.dir, "segment", seg.BaseOffset(), "scan", res.valid, "recover", rr.ValidBytes, "cause", rr.Cause)
+			o.logger.Warn("partlog/log: segment recovery kept a different length than the scan",
+				"dir", o.dir, "segment", seg.BaseOffset(), "scan", res.valid, "recover", rr.ValidBytes, "cause", rr.Cause)
 		}
 		if res.cause != nil || rr.Cause != nil {
 			if complete(rr.NextOffset) {
 				continue // only bytes past its last offset were cut
 			}
-		} else if !p.endsShort(list, i, rp, logStart, haveLogStart, cleanerAt) {
+		} else if !o.endsShort(list, i) {
 			continue
 		} else {
 			if guarded {
-				return list, p.refuseLaterLegacy(seg, rr.ValidBytes, shortCause(list, i), list[legacyAt], legacyPos)
+				return list, o.refuseLaterLegacy(seg, rr.ValidBytes, shortCause(list, i), list[legacyAt], legacyPos)
 			}
 			short := scanResult{size: rr.ValidBytes, valid: rr.ValidBytes, next: rr.NextOffset, cause: shortCause(list, i)}
-			if err := p.onInvalid(list, i, short, unsynced, false); err != nil {
+			if err := o.onInvalid(list, i, short, unsynced, false); err != nil {
 				return list, err
 			}
 		}
@@ -301,38 +302,39 @@ func (p *Partition) recoverSegments(list []*segment.Segment, from int, rp, logSt
 				return list, fmt.Errorf("partlog/log: recover: remove segment %d: %w", list[j].BaseOffset(), err)
 			}
 			if err := list[j].Close(); err != nil {
-				p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
+				o.logger.Warn("partlog/log: releasing a segment failed", "dir", o.dir, "err", err)
 			}
 			list = list[:j]
 		}
-		p.mu.dirDirty = true
+		o.dirDirty = true
 		break
 	}
-	p.stats.recovery.BytesScanned = done
+	o.stats.BytesScanned = done
 	return list, nil
 }
 
 // endsShort reports whether the sealed segment list[i], recovered above
-// the recovery point rp, ends before the next segment's base: its unsynced
+// the recovery point, ends before the next segment's base: its unsynced
 // tail was lost in a crash after the roll that sealed it and before that
 // roll's background flush, so the log must end there. Not when there is
 // no recovery point, when the log start checkpoint lies at or past the
 // next segment's base (the missing offsets are no reader's: retention or a
-// restart moved it there), when the cleaner checkpoint cleanerAt reaches
+// restart moved it there), when the cleaner checkpoint reaches
 // the next segment's base (a compaction wrote the segment: compactedGap),
 // or when the next segment is an empty last one (settleEmptyTail decides
 // about it, after the policy was asked in checkDir).
-func (p *Partition) endsShort(list []*segment.Segment, i int, rp, logStart int64, haveLogStart bool, cleanerAt int64) bool {
-	if rp < 0 || i == len(list)-1 {
+func (o *opening) endsShort(list []*segment.Segment, i int) bool {
+	s := o.saved
+	if s.rp() < 0 || i == len(list)-1 {
 		return false
 	}
 	next := list[i+1]
 	switch {
 	case list[i].NextOffset() >= next.BaseOffset():
 		return false
-	case haveLogStart && logStart >= next.BaseOffset():
+	case s.haveLogStart && s.logStart >= next.BaseOffset():
 		return false
-	case compactedGap(cleanerAt, next.BaseOffset()):
+	case compactedGap(s.cleanerAt, next.BaseOffset()):
 		return false
 	case i+1 == len(list)-1 && next.Size() == 0:
 		return false
@@ -352,8 +354,8 @@ func shortCause(list []*segment.Segment, i int) error {
 // cannot prove torn (DESIGN law 12): whatever the policy, nothing is cut
 // and Open fails with an error wrapping ErrRecoveryRefused and the
 // *base.CorruptionError that names the file and position.
-func (p *Partition) refuseKept(seg *segment.Segment, cause error) error {
-	p.logger.Error("partlog/log: recovery found legacy data it cannot prove torn; refusing to cut it", "dir", p.dir,
+func (o *opening) refuseKept(seg *segment.Segment, cause error) error {
+	o.logger.Error("partlog/log: recovery found legacy data it cannot prove torn; refusing to cut it", "dir", o.dir,
 		"file", seg.LogPath(), "cause", cause)
 	return fmt.Errorf("%w: %s: %w", ErrRecoveryRefused, seg.LogPath(), cause)
 }
@@ -385,8 +387,8 @@ func lastLegacySegment(list []*segment.Segment, from int) (at int, pos int64, er
 // later segment, later, holds legacy data at laterPos: cutting seg would
 // remove later, and recovery cannot prove legacy data torn (law 12). Like
 // refuseKept, whatever the policy, nothing is cut.
-func (p *Partition) refuseLaterLegacy(seg *segment.Segment, pos int64, cause error, later *segment.Segment, laterPos int64) error {
-	return p.refuseKept(seg, keptCause(seg.LogPath(), pos, cause,
+func (o *opening) refuseLaterLegacy(seg *segment.Segment, pos int64, cause error, later *segment.Segment, laterPos int64) error {
+	return o.refuseKept(seg, keptCause(seg.LogPath(), pos, cause,
 		fmt.Sprintf("a cut here would remove %s, which holds legacy data recovery cannot prove torn (at byte %d)", later.LogPath(), laterPos)))
 }
 
@@ -396,7 +398,7 @@ func (p *Partition) refuseLaterLegacy(seg *segment.Segment, pos int64, cause err
 // segment above the recovery point), so invalid bytes that end it are a
 // torn tail; complete says the segment's batches reach the next
 // segment's base, so the cut removes no later segment.
-func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, unsynced, complete bool) error {
+func (o *opening) onInvalid(list []*segment.Segment, i int, res scanResult, unsynced, complete bool) error {
 	seg := list[i]
 	cut := res.size - res.valid
 	later := 0
@@ -413,19 +415,19 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, un
 			lastGood = list[i-1].NextOffset() - 1
 		}
 	}
-	ev := RecoveryEvent{Dir: p.dir, File: seg.LogPath(), Pos: res.valid, CutBytes: cut,
+	ev := RecoveryEvent{Dir: o.dir, File: seg.LogPath(), Pos: res.valid, CutBytes: cut,
 		LaterSegments: later, LastGoodOffset: lastGood,
 		TornTail: unsynced && base.IsTornTail(res.cause), Err: res.cause}
-	if err := p.cfg.Recovery.OnCorruption(ev); err != nil {
+	if err := o.policy.OnCorruption(ev); err != nil {
 		return err
 	}
-	p.stats.recovery.BytesCut += ev.CutBytes
-	p.stats.recovery.SegmentsRemoved += ev.LaterSegments
+	o.stats.BytesCut += ev.CutBytes
+	o.stats.SegmentsRemoved += ev.LaterSegments
 	kind := "corruption"
 	if ev.TornTail {
 		kind = "torn tail"
 	}
-	p.logger.Warn("partlog/log: recovery cut the log", "dir", p.dir, "kind", kind,
+	o.logger.Warn("partlog/log: recovery cut the log", "dir", o.dir, "kind", kind,
 		"file", ev.File, "position", ev.Pos, "cutBytes", ev.CutBytes, "laterSegments", ev.LaterSegments,
 		"lastGoodOffset", ev.LastGoodOffset, "cause", ev.Err)
 	return nil
@@ -433,10 +435,10 @@ func (p *Partition) onInvalid(list []*segment.Segment, i int, res scanResult, un
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
 // cache (observeEpoch), reading only their headers.
-func (p *Partition) observeSegmentEpochs(seg *segment.Segment, logStart int64) error {
+func (o *opening) observeSegmentEpochs(seg *segment.Segment, logStart int64) error {
 	return walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
 		if !legacy {
-			p.observeEpoch(batch.Batch(h), logStart)
+			o.observeEpoch(batch.Batch(h), logStart)
 		}
 		return true, nil
 	})
@@ -451,11 +453,11 @@ func (p *Partition) observeSegmentEpochs(seg *segment.Segment, logStart int64) e
 // would make the cache claim it for the batches above
 // (TestRecoveryIgnoresEpochsBelowLogStart). A batch holding the log start
 // counts; Open then moves its entry up to the log start.
-func (p *Partition) observeEpoch(h batch.Batch, logStart int64) {
+func (o *opening) observeEpoch(h batch.Batch, logStart int64) {
 	if h.BaseOffset()+int64(h.LastOffsetDelta()) < logStart {
 		return
 	}
-	p.mu.epochs.Observe(h.PartitionLeaderEpoch(), h.BaseOffset())
+	o.epochs.Observe(h.PartitionLeaderEpoch(), h.BaseOffset())
 }
 
 // walkHeaders calls fn with the header of every entry of seg in order: a
@@ -490,19 +492,3 @@ func walkHeaders(seg *segment.Segment, fn func(pos int64, h []byte, legacy bool)
 
 // errStopWalk is what a walkHeaders callback returns to end the walk early.
 var errStopWalk = errors.New("partlog/log: walk stopped")
-
-// checkpointProblem hands a checkpoint that does not parse to the policy;
-// nil means: go on without it.
-func (p *Partition) checkpointProblem(name string, err error) error {
-	var ce *base.CorruptionError
-	if !errors.As(err, &ce) {
-		return fmt.Errorf("partlog/log: open %s: %s: %w", p.dir, name, err)
-	}
-	ev := RecoveryEvent{Dir: p.dir, File: ce.File, Pos: ce.Pos, LastGoodOffset: -1, Checkpoint: true, Err: err}
-	if perr := p.cfg.Recovery.OnCorruption(ev); perr != nil {
-		return perr
-	}
-	p.logger.Warn("partlog/log: ignoring a checkpoint that does not parse", "dir", p.dir,
-		"file", ce.File, "position", ce.Pos, "cause", err)
-	return nil
-}
