@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/legacy"
 	"github.com/partlog/partlog/segment"
@@ -105,18 +106,15 @@ func (p *Partition) Verify() error {
 		return base.AssertionFailedf("partlog/log: offsets out of order: log start %d, high watermark %d, log end %d", start, hw.Offset, end.Offset)
 	}
 	snap := p.segs.Load()
-	next := int64(-1)
-	txns := verifyTxns{open: map[int64]int64{}}
+	v := newVerifier(p.cfg.FS, p.dir)
 	for _, seg := range snap.list {
-		var err error
-		next, err = p.verifySegment(seg, next, &txns)
-		if err != nil {
+		if err := v.checkSegment(seg); err != nil {
 			return p.noteFault(err)
 		}
 	}
 	active := snap.active()
-	if next > end.Offset {
-		return base.AssertionFailedf("partlog/log: last batch ends before %d, log end offset is %d", next, end.Offset)
+	if v.next > end.Offset {
+		return base.AssertionFailedf("partlog/log: last batch ends before %d, log end offset is %d", v.next, end.Offset)
 	}
 	// The log end is the active segment's next offset, or the log start
 	// offset when a truncation into a compaction gap left nothing above it.
@@ -133,7 +131,7 @@ func (p *Partition) Verify() error {
 // a legacy message's key and value or, for a compressed wrapper, its inner
 // messages (lv.check: batch.Decoder.ValidateLegacy without the framing and
 // CRC-32 the walk checked; the wrapper decompressed once, by the walk's
-// LegacyFirst). It returns what verifySegment keeps of it, without pos: a
+// LegacyFirst). It returns what checkSegment keeps of it, without pos: a
 // legacy message's offsets are the walk's (a wrapper's first is its first
 // inner message's, as the segment counts it).
 func verifyEntry(h segment.BatchInfo, b batch.Batch, dec *batch.Decoder, lv *legacyVerify) (verifiedBatch, error) {
@@ -191,13 +189,38 @@ func (lv *legacyVerify) check(pos int64, b []byte, dec *batch.Decoder) error {
 	return err
 }
 
-// verifiedBatch is what verifySegment remembers of a batch.
+// verifier is Verify's walk over the segments, oldest first: each .log
+// walked with the walk that defines damage and its records validated, the
+// offsets checked across segments, each index checked against the batches,
+// the transactions replayed from segment to segment. It reads the
+// segments it is given and the index files by their names in dir through
+// fs, and nothing else of the partition: Verify holds mu while it runs, so
+// no writer changes the files under it. One walk only; not safe for
+// concurrent use.
+type verifier struct {
+	// fs and dir are set by newVerifier and never change.
+	fs  vfs.FS
+	dir string
+	// next is the offset the next segment's batches must start at or
+	// after (-1 before the first segment): the offset after the last
+	// batch checked, or the first segment's base while none was.
+	next int64
+	// txns is the transactions' replay.
+	txns verifyTxns
+}
+
+// newVerifier returns a walk over the segments of the partition in dir.
+func newVerifier(fs vfs.FS, dir string) *verifier {
+	return &verifier{fs: fs, dir: dir, next: -1, txns: verifyTxns{open: map[int64]int64{}}}
+}
+
+// verifiedBatch is what checkSegment remembers of a batch.
 type verifiedBatch struct {
 	pos, base, last, maxTS int64
 }
 
-// verifySegment checks one segment; next is the offset its first batch
-// must start at (-1: any). It returns the offset after its last batch.
+// checkSegment checks seg, the segment after the ones checked before (its
+// first batch must start at or after next), and moves next past it.
 //
 // The .log is walked by seg.Check, the walk that defines damage for
 // recovery (framing, header, CRC, offsets increasing inside the segment):
@@ -206,11 +229,11 @@ type verifiedBatch struct {
 // a media fault is the walk's error (wrapping ErrFault), never damage. Each
 // valid entry's records are then validated, its offsets checked against
 // the previous segment, and its transaction markers replayed.
-// REQUIRES: mu held.
-func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verifyTxns) (int64, error) {
+func (v *verifier) checkSegment(seg *segment.Segment) error {
+	next, txns := v.next, &v.txns
 	logPath := seg.LogPath()
 	if next >= 0 && seg.BaseOffset() < next {
-		return next, base.CorruptionErrorf(logPath, 0, "baseOffset", "segment base %d, the previous segment ends before %d", seg.BaseOffset(), next)
+		return base.CorruptionErrorf(logPath, 0, "baseOffset", "segment base %d, the previous segment ends before %d", seg.BaseOffset(), next)
 	}
 	var batches []verifiedBatch
 	var dec batch.Decoder
@@ -238,35 +261,36 @@ func (p *Partition) verifySegment(seg *segment.Segment, next int64, txns *verify
 		if !base.IsCorruption(err) && !errors.Is(err, errFault) {
 			err = fmt.Errorf("partlog/log: verify %s: %w", logPath, err)
 		}
-		return next, err
+		return err
 	case res.Cause != nil:
-		return next, res.Cause
+		return res.Cause
 	}
 	if len(batches) > 0 && seg.NextOffset() != next {
-		return next, base.AssertionFailedf("partlog/log: segment %s reports next offset %d, its batches end before %d", logPath, seg.NextOffset(), next)
+		return base.AssertionFailedf("partlog/log: segment %s reports next offset %d, its batches end before %d", logPath, seg.NextOffset(), next)
 	}
-	if err := p.verifyOffsetIndex(seg, batches); err != nil {
-		return next, err
+	if err := v.offsetIndex(seg, batches); err != nil {
+		return err
 	}
-	if err := p.verifyTimeIndex(seg, batches); err != nil {
-		return next, err
+	if err := v.timeIndex(seg, batches); err != nil {
+		return err
 	}
-	if err := p.verifyTxnIndex(seg, batches, txns); err != nil {
-		return next, err
+	if err := v.txnIndex(seg, batches); err != nil {
+		return err
 	}
 	if next < 0 {
 		next = seg.BaseOffset()
 	}
-	return next, nil
+	v.next = next
+	return nil
 }
 
 // readIndexFile returns the first limit bytes (fewer if the file is
 // shorter) of one of seg's index files. An index has at most one entry per
 // batch (plus the final time entry), so the caller bounds limit by that and
 // never reads a whole preallocated file.
-func (p *Partition) readIndexFile(seg *segment.Segment, suffix string, limit int) (string, []byte, error) {
-	path := filepath.Join(p.dir, segment.FileName(seg.BaseOffset(), suffix)+seg.Suffix())
-	f, err := p.cfg.FS.Open(path)
+func (v *verifier) readIndexFile(seg *segment.Segment, suffix string, limit int) (string, []byte, error) {
+	path := filepath.Join(v.dir, segment.FileName(seg.BaseOffset(), suffix)+seg.Suffix())
+	f, err := v.fs.Open(path)
 	if err != nil {
 		return path, nil, fmt.Errorf("partlog/log: verify: %w", err)
 	}
@@ -297,11 +321,11 @@ const (
 	timeEntrySize   = 12 // i64 timestamp, i32 relative offset
 )
 
-// verifyOffsetIndex checks the .index of seg against its batches. The
+// offsetIndex checks the .index of seg against its batches. The
 // entries are read up to the first one that does not increase (an active
 // segment's index is preallocated and zero past its entries).
-func (p *Partition) verifyOffsetIndex(seg *segment.Segment, batches []verifiedBatch) error {
-	path, data, err := p.readIndexFile(seg, segment.IndexSuffix, (len(batches)+1)*offsetEntrySize)
+func (v *verifier) offsetIndex(seg *segment.Segment, batches []verifiedBatch) error {
+	path, data, err := v.readIndexFile(seg, segment.IndexSuffix, (len(batches)+1)*offsetEntrySize)
 	if err != nil {
 		return err
 	}
@@ -340,9 +364,9 @@ func (p *Partition) verifyOffsetIndex(seg *segment.Segment, batches []verifiedBa
 	return nil
 }
 
-// verifyTimeIndex checks the .timeindex of seg against its batches.
-func (p *Partition) verifyTimeIndex(seg *segment.Segment, batches []verifiedBatch) error {
-	path, data, err := p.readIndexFile(seg, segment.TimeIndexSuffix, (len(batches)+2)*timeEntrySize)
+// timeIndex checks the .timeindex of seg against its batches.
+func (v *verifier) timeIndex(seg *segment.Segment, batches []verifiedBatch) error {
+	path, data, err := v.readIndexFile(seg, segment.TimeIndexSuffix, (len(batches)+2)*timeEntrySize)
 	if err != nil {
 		return err
 	}
@@ -376,7 +400,7 @@ func (p *Partition) verifyTimeIndex(seg *segment.Segment, batches []verifiedBatc
 		}
 		if bad != "" {
 			if !seg.Sealed() {
-				break // see verifyOffsetIndex
+				break // see offsetIndex
 			}
 			return base.CorruptionErrorf(path, at, "time index entry", "entry %d: %s", i, bad)
 		}
@@ -471,10 +495,11 @@ func (v *verifyTxns) observe(b batch.Batch, dec *batch.Decoder) {
 	}
 }
 
-// verifyTxnIndex checks the .txnindex of seg against its batches and the
+// txnIndex checks the .txnindex of seg against its batches and the
 // aborted transactions the replay saw end in it (see Verify).
-func (p *Partition) verifyTxnIndex(seg *segment.Segment, batches []verifiedBatch, txns *verifyTxns) error {
-	path, data, err := p.readIndexFile(seg, segment.TxnIndexSuffix, (len(batches)+1)*segment.TxnIndexEntrySize)
+func (v *verifier) txnIndex(seg *segment.Segment, batches []verifiedBatch) error {
+	txns := &v.txns
+	path, data, err := v.readIndexFile(seg, segment.TxnIndexSuffix, (len(batches)+1)*segment.TxnIndexEntrySize)
 	if errors.Is(err, fs.ErrNotExist) {
 		err, data = nil, nil // no aborted transaction: Kafka creates it lazily
 	}
