@@ -2,7 +2,6 @@ package log
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -48,51 +47,16 @@ func newTestOpening(t *testing.T, mem *vfs.MemFS, pol RecoveryPolicy) *opening {
 	return o
 }
 
-// memTestIndexBytes keeps the preallocated indexes of these tests small.
-const memTestIndexBytes = 4096
-
-// span is a batch of n records at base.
-type span struct{ base, n int64 }
-
-// testSegment creates the segment at base in o's directory holding
-// batches, sealed unless active, with the reference the caller releases
-// (release).
-func testSegment(t *testing.T, o *opening, base int64, active bool, batches ...span) *segment.Segment {
+// testSegment creates the segment at base in o's directory holding a
+// batch of n records at each span's base, sealed unless active, with the
+// reference the caller releases (release).
+func testSegment(t *testing.T, o *opening, base int64, active bool, spans ...span) *segment.Segment {
 	t.Helper()
-	seg, err := segment.Create(o.fs, o.dir, base, o.segCfg)
-	require.NoError(t, err)
-	for _, s := range batches {
-		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: s.base, PartitionLeaderEpoch: 1})
-		for i := range s.n {
-			require.NoError(t, bld.Add(batch.Record{Value: []byte{byte(i)}, Timestamp: 1000 + s.base + i}))
-		}
-		b, err := bld.Build()
-		require.NoError(t, err)
-		_, err = seg.Append(b)
-		require.NoError(t, err)
+	batches := make([]batch.Batch, len(spans))
+	for i, s := range spans {
+		batches[i] = s.batch(t)
 	}
-	if !active {
-		require.NoError(t, seg.Seal())
-	}
-	return seg
-}
-
-// release drops the references on list at the end of the test.
-func release(t *testing.T, list []*segment.Segment) {
-	t.Cleanup(func() {
-		for _, s := range list {
-			_ = s.Unref()
-		}
-	})
-}
-
-// bases returns the base offsets of list.
-func bases(list []*segment.Segment) []int64 {
-	out := make([]int64, len(list))
-	for i, s := range list {
-		out[i] = s.BaseOffset()
-	}
-	return out
+	return createTestSegment(t, o.fs, o.dir, o.segCfg, base, active, batches...)
 }
 
 // TestOpeningEndsShort: after a crash, a sealed segment above the
@@ -331,23 +295,6 @@ func TestOpeningCheckDirAsksOrRefuses(t *testing.T) {
 	}
 }
 
-// memFiles returns every file of dir on mem with its bytes.
-func memFiles(t *testing.T, mem *vfs.MemFS, dir string) map[string]string {
-	t.Helper()
-	names, err := mem.List(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, n := range names {
-		f, err := mem.Open(filepath.Join(dir, n))
-		require.NoError(t, err)
-		b, err := io.ReadAll(f)
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-		out[n] = string(b)
-	}
-	return out
-}
-
 // TestOpeningReadCheckpoints: a checkpoint that does not parse goes to the
 // policy as a checkpoint event, and on acceptance the open goes on without
 // it; a recovery point that does not parse after a clean shutdown is not
@@ -408,13 +355,4 @@ func TestOpeningReadCheckpoints(t *testing.T) {
 			}
 		})
 	}
-}
-
-func writeMemFile(t *testing.T, mem *vfs.MemFS, path, data string) {
-	t.Helper()
-	f, err := mem.Create(path)
-	require.NoError(t, err)
-	_, err = f.Write([]byte(data))
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
 }
