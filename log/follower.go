@@ -10,9 +10,10 @@ import (
 )
 
 // This file holds what a follower's log needs beyond the leader's append
-// path: offset gaps (AppendAssigned of a compacted leader's log), and what
-// Open makes of an empty segment that follows a gap (see "Follower logs"
-// in the package documentation).
+// path: offset gaps (AppendAssigned of a compacted leader's log; what Open
+// makes of an empty segment that follows a gap is the opening's
+// settleEmptyTail, opening.go). See "Follower logs" in the package
+// documentation.
 
 // rollAcrossGapLocked prepares the active segment for bt, a batch that
 // starts above the log end offset (a follower copying a compacted log).
