@@ -2,14 +2,10 @@ package log
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/partlog/partlog/batch"
-	"github.com/partlog/partlog/internal/batchaccess"
-	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -76,7 +72,7 @@ func (p *Partition) AppendBatch(b []byte) (base int64, err error) {
 // appendBatch implements AppendBatch, AppendBatchContext and
 // AppendBatchInfo; info, when not nil, receives a duplicate's AppendInfo.
 func (p *Partition) appendBatch(ctx context.Context, b []byte, info *AppendInfo) (base int64, err error) {
-	bt, hdr, err := p.checkProducerBatch(b)
+	bt, hdr, err := p.batchRules.checkProducer(b) // appendrules.go
 	if err != nil {
 		return -1, err
 	}
@@ -96,8 +92,8 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 	// Producer state (producer.go): refused, or a retry answered with
 	// its original offsets; nothing written either way. It reads the
 	// header copy, not b: b may be mapped memory, read only under the
-	// fault guard (checkProducerBatch).
-	if d, done, err := p.checkProducerLocked(batch.Batch(hdr[:])); done {
+	// fault guard (appendRules.checkProducer).
+	if d, done, err := checkProducer(p.mu.producers, batch.Batch(hdr[:])); done {
 		// A retry is acknowledged as its original would be: under
 		// FlushMessages == 1 once the original is durable. It was
 		// written (or queued) before now, so the sync of every write so
@@ -117,18 +113,8 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		}
 		return d.Base, err
 	}
-	base = p.appendEndLocked()
-	h := batch.Batch(p.mu.header[:])
-	copy(h, hdr[:])
-	h.SetBaseOffset(base)
-	// Always stamped (outside the CRC): a producer's value must never
-	// reach the file, or the leader epoch cache (Kafka's, and
-	// leader-epoch-checkpoint) would record an epoch no leader had.
-	epoch := batch.NoPartitionLeaderEpoch
-	if p.cfg.StampLeaderEpoch {
-		epoch = p.leaderEpoch.Load()
-	}
-	h.SetPartitionLeaderEpoch(epoch)
+	base = p.dur.queue.appendEnd(p.mu.end.Offset) // after the queued batches
+	h := p.batchRules.assignLocked(hdr, base, p.leaderEpoch.Load())
 	queued, err := p.queueAppendLocked(h, body)
 	if err != nil {
 		p.mu.Unlock()
@@ -170,160 +156,6 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		return -1, err
 	}
 	return base, nil
-}
-
-// checkProducerBatch validates b for AppendBatch and returns it with the
-// header to store, patched for timestamps (attributes, maxTimestamp and
-// CRC; AppendBatch sets the offset and epoch under the lock). It runs
-// without the lock and never writes into b. b may alias a mapped file (the
-// Records.Bytes of a ReadFrom), so every read of it runs under the fault
-// guard: a fault is an error wrapping ErrFault, returned to the caller
-// without taking the partition offline (the memory is the caller's, not
-// this partition's files).
-func (p *Partition) checkProducerBatch(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
-	bt, hdr, err = checkGuarded(p, b)
-	if errors.Is(err, errFault) {
-		return nil, hdr, fmt.Errorf("partlog/log: append to %s: reading the %d-byte batch given: %w", p.dir, len(b), err)
-	}
-	return bt, hdr, err
-}
-
-// checkGuarded is checkBatchBytes under the fault guard.
-func checkGuarded(p *Partition, b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
-	defer mmap.Recover(mmap.Protect(), &err)
-	return p.checkBatchBytes(b)
-}
-
-// checkBatchBytes implements checkProducerBatch's checks.
-func (p *Partition) checkBatchBytes(b []byte) (bt batch.Batch, hdr [batch.HeaderSize]byte, err error) {
-	bt, rest, err := batch.Parse(b)
-	if err != nil {
-		return nil, hdr, invalidBatchf(err, "%d bytes", len(b))
-	}
-	if len(rest) != 0 {
-		return nil, hdr, invalidBatchf(nil, "%d bytes after the %d-byte batch; AppendBatch takes exactly one batch", len(rest), len(bt))
-	}
-	if err := p.checkBatchSize(len(bt)); err != nil {
-		return nil, hdr, err
-	}
-	if bt.Attributes().IsControl() {
-		return nil, hdr, fmt.Errorf("%w: attributes %s", ErrControlBatch, bt.Attributes())
-	}
-	times, err := validate(bt)
-	if err != nil {
-		return nil, hdr, invalidBatchf(err, "%d bytes", len(bt))
-	}
-	if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); n <= 0 || int64(n) != int64(d)+1 {
-		return nil, hdr, invalidBatchf(nil, "recordsCount %d with lastOffsetDelta %d; a producer batch has lastOffsetDelta+1 records", n, d)
-	}
-	copy(hdr[:], bt)
-	if err := p.checkTimestamps(bt, times, &hdr); err != nil {
-		return nil, hdr, err
-	}
-	return bt, hdr, nil
-}
-
-// checkBatchSize refuses a producer batch of n bytes that is larger than
-// max.message.bytes or segment.bytes.
-func (p *Partition) checkBatchSize(n int) error {
-	if n > p.cfg.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrBatchTooLarge, n, p.cfg.MaxMessageBytes)
-	}
-	if int64(n) > p.cfg.SegmentBytes {
-		return fmt.Errorf("%w: %d bytes, segment.bytes is %d", ErrBatchTooLarge, n, p.cfg.SegmentBytes)
-	}
-	return nil
-}
-
-// checkTimestamps applies Kafka's timestamp rules (LogValidator) to the
-// producer batch bt whose records' timestamps span times, patching the
-// header copy hdr (see stampTimes). A patched header gets the CRC bt would
-// have with it.
-func (p *Partition) checkTimestamps(bt batch.Batch, times batch.TimeRange, hdr *[batch.HeaderSize]byte) error {
-	patched, err := p.stampTimes(times, hdr, clockReading{})
-	if patched {
-		h := batch.Batch(hdr[:])
-		batchaccess.PutCRC(h, batchaccess.CRCWithHeader(bt, h))
-	}
-	return err
-}
-
-// stampTimes applies Kafka's timestamp rules (LogValidator) to the header
-// hdr of a producer batch whose records' timestamps span times, and
-// reports whether it changed hdr (whose CRC is then stale): under
-// LogAppendTime the timestamp-type bit and maxTimestamp = now; under
-// CreateTime the records' real maxTimestamp when hdr's differs. seen is a
-// reading of the clock taken before the append, if any (a Builder's,
-// AppendBuilder): when it shows that the bounds cannot refuse the records
-// (withinBounds), the clock is not read again.
-func (p *Partition) stampTimes(times batch.TimeRange, hdr *[batch.HeaderSize]byte, seen clockReading) (patched bool, err error) {
-	h := batch.Batch(hdr[:])
-	a := h.Attributes()
-	if a.LogAppendTime() {
-		return false, fmt.Errorf("%w: the producer set the LogAppendTime attribute (%s); only the partition sets it", ErrInvalidBatchTimestamp, a)
-	}
-	if p.cfg.LogAppendTime {
-		h.SetAttributes(a | batchaccess.TimestampTypeBit)
-		batchaccess.SetMaxTimestamp(h, p.cfg.Now().UnixMilli())
-		return true, nil
-	}
-	if (times.Min != batch.NoTimestamp || times.Max != batch.NoTimestamp) && !p.withinBounds(times, seen) {
-		now := p.cfg.Now().UnixMilli()
-		if ts := times.Min; ts != batch.NoTimestamp && tooEarly(ts, now, p.cfg.MessageTimestampBeforeMax) {
-			return false, fmt.Errorf("%w: record timestamp %d is more than %v before the broker's time %d (message.timestamp.before.max.ms)",
-				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampBeforeMax, now)
-		}
-		if ts := times.Max; tooLate(ts, now, p.cfg.MessageTimestampAfterMax) {
-			return false, fmt.Errorf("%w: record timestamp %d is more than %v after the broker's time %d (message.timestamp.after.max.ms)",
-				ErrInvalidBatchTimestamp, ts, p.cfg.MessageTimestampAfterMax, now)
-		}
-	}
-	if h.MaxTimestamp() != times.Max {
-		batchaccess.SetMaxTimestamp(h, times.Max)
-		return true, nil
-	}
-	return false, nil
-}
-
-// clockReading is a reading of Config.Now in milliseconds taken before an
-// append (taken false: none).
-type clockReading struct {
-	unixMilli int64
-	taken     bool
-}
-
-// withinBounds reports whether the timestamp bounds cannot refuse records
-// whose timestamps span times, by seen alone: the clock is the wall clock
-// (Config.Now left to its default, the clock batch.Builder.Add reads),
-// there is no bound on how old a record may be
-// (MessageTimestampBeforeMax), and no record is newer than seen. The
-// append's own reading would come later, so no record lies after it, let
-// alone more than MessageTimestampAfterMax after it. (Only a step of the
-// wall clock back by more than that bound, between seen and the append,
-// would have refused the batch.) Reading the clock is about a tenth of
-// what a one-record append costs beyond its write call.
-func (p *Partition) withinBounds(times batch.TimeRange, seen clockReading) bool {
-	before := p.cfg.MessageTimestampBeforeMax
-	return seen.taken && p.cfg.wallClock && times.Max <= seen.unixMilli &&
-		(before < 0 || before == NoTimestampLimit)
-}
-
-// tooEarly reports whether ts (ms) lies more than limit before now (ms).
-// A negative limit or NoTimestampLimit never refuses. The difference is
-// computed without overflow.
-func tooEarly(ts, now int64, limit time.Duration) bool {
-	if limit < 0 || limit == NoTimestampLimit || ts >= now {
-		return false
-	}
-	return uint64(now)-uint64(ts) > uint64(limit.Milliseconds())
-}
-
-// tooLate reports whether ts (ms) lies more than limit after now (ms).
-func tooLate(ts, now int64, limit time.Duration) bool {
-	if limit < 0 || limit == NoTimestampLimit || ts <= now {
-		return false
-	}
-	return uint64(ts)-uint64(now) > uint64(limit.Milliseconds())
 }
 
 // AppendAssigned appends a record set whose offsets are already assigned:
@@ -368,7 +200,7 @@ func (p *Partition) AppendAssigned(records []byte) (logEnd int64, err error) {
 
 // appendAssigned implements AppendAssigned and AppendAssignedContext.
 func (p *Partition) appendAssigned(ctx context.Context, records []byte) (logEnd int64, err error) {
-	if err := p.checkAssigned(records); err != nil {
+	if err := p.batchRules.checkAssigned(records); err != nil {
 		return p.LogEndOffset(), err
 	}
 	logEnd, seq, due, err := p.appendAssignedLocked(records)
@@ -388,72 +220,18 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 	if err := p.checkWritableLocked(); err != nil {
 		return p.mu.end.Offset, 0, false, err
 	}
-	if first := batch.Batch(records).BaseOffset(); first < p.mu.end.Offset {
-		return p.mu.end.Offset, 0, false, fmt.Errorf("%w: record set starts at offset %d, below the log end offset %d", ErrUnexpectedOffset, first, p.mu.end.Offset)
-	} else if first > p.mu.end.Offset && batch.Batch(records).LastOffsetDelta() == math.MaxInt32 {
-		return p.mu.end.Offset, 0, false, errGapBeforeHugeBatch(0, first, p.mu.end.Offset)
+	if err := checkAssignedStart(records, p.mu.end.Offset); err != nil {
+		return p.mu.end.Offset, 0, false, err
 	}
 	defer p.publishLocked()
 	for rest := records; len(rest) > 0; {
 		var bt batch.Batch
-		bt, rest, _ = batch.Parse(rest) // checked by checkAssigned
+		bt, rest, _ = batch.Parse(rest) // checked by appendRules.checkAssigned
 		if err := p.appendLocked(bt, nil); err != nil {
 			return p.mu.end.Offset, 0, false, err
 		}
 	}
 	return p.mu.end.Offset, p.mu.writeSeq, p.flushDueLocked(), nil
-}
-
-// checkAssigned validates an AppendAssigned record set without the lock.
-func (p *Partition) checkAssigned(records []byte) error {
-	if len(records) == 0 {
-		return invalidBatchf(nil, "empty record set")
-	}
-	next, pos := int64(0), 0
-	for i, rest := 0, records; len(rest) > 0; i++ {
-		bt, r, err := batch.Parse(rest)
-		if err != nil {
-			return invalidBatchf(err, "batch %d at byte %d of the record set", i, pos)
-		}
-		if int64(len(bt)) > p.cfg.SegmentBytes {
-			return fmt.Errorf("%w: batch %d is %d bytes, segment.bytes is %d", ErrBatchTooLarge, i, len(bt), p.cfg.SegmentBytes)
-		}
-		// Header only, as a Kafka follower (no decompression): see above.
-		if err := bt.ValidateHeader(); err != nil {
-			return invalidBatchf(err, "batch %d at byte %d of the record set", i, pos)
-		}
-		if n, d := bt.RecordsCount(), bt.LastOffsetDelta(); int64(n) > int64(d)+1 {
-			return invalidBatchf(nil, "batch %d: recordsCount %d exceeds lastOffsetDelta+1 = %d", i, n, int64(d)+1)
-		}
-		if bt.BaseOffset() < 0 {
-			return fmt.Errorf("%w: batch %d has negative base offset %d", ErrUnexpectedOffset, i, bt.BaseOffset())
-		}
-		if err := checkNextOffsetFits(bt); err != nil {
-			return fmt.Errorf("batch %d: %w", i, err)
-		}
-		if i > 0 && bt.BaseOffset() < next {
-			return fmt.Errorf("%w: batch %d starts at offset %d, not after the previous batch, which ends before %d", ErrUnexpectedOffset, i, bt.BaseOffset(), next)
-		}
-		if i > 0 && bt.BaseOffset() > next && bt.LastOffsetDelta() == math.MaxInt32 {
-			return errGapBeforeHugeBatch(i, bt.BaseOffset(), next)
-		}
-		next = bt.NextOffset()
-		pos += len(bt)
-		rest = r
-	}
-	return nil
-}
-
-// checkNextOffsetFits refuses a batch whose next offset (base offset +
-// lastOffsetDelta + 1, the log end offset after it) would not fit an
-// int64: Kafka's largest next offset is Long.MaxValue, so the largest
-// last offset is math.MaxInt64 - 1. lastOffsetDelta must not be negative
-// (ValidateHeader refuses that).
-func checkNextOffsetFits(bt batch.Batch) error {
-	if base, d := bt.BaseOffset(), int64(bt.LastOffsetDelta()); base > math.MaxInt64-1-d {
-		return invalidBatchf(nil, "base offset %d + lastOffsetDelta %d passes the largest offset %d", base, d, int64(math.MaxInt64-1))
-	}
-	return nil
 }
 
 // appendLocked writes a batch whose base offset is the log end offset into

@@ -50,18 +50,26 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 	}
 	h, recs, times, ok := bld.Parts()
 	if !ok {
-		return p.appendBuilt(bld)
+		// Encoded into a buffer of ours and appended as AppendBatchInfo
+		// appends bytes, which gives a batch refused for its form its
+		// usual error.
+		buf, b, err := encodeBuilt(bld)
+		if err != nil {
+			return failed, err
+		}
+		defer releaseBuilt(buf)
+		return p.AppendBatchInfo(b)
 	}
-	// What checkBatchBytes checks that depends on the caller's choices,
-	// in its order; the framing, the CRC and the records are the
+	// What appendRules.checkBytes checks that depends on the caller's
+	// choices, in its order; the framing, the CRC and the records are the
 	// Builder's own (batch.Builder.Parts), and the batches Parts takes
 	// are those the rest of its checks accept.
-	if err := p.checkBatchSize(batch.HeaderSize + len(recs)); err != nil {
+	if err := p.batchRules.checkSize(batch.HeaderSize + len(recs)); err != nil {
 		return failed, err
 	}
 	var seen clockReading
 	seen.unixMilli, seen.taken = bld.ClockRead()
-	patched, err := p.stampTimes(times, &h, seen)
+	patched, err := p.batchRules.stampTimes(times, &h, seen)
 	if err != nil {
 		return failed, err
 	}
@@ -74,30 +82,35 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 	return info, nil
 }
 
-// appendBuilt is AppendBuilder for a Builder whose Parts it does not
-// take: the batch is encoded into a pooled buffer and appended by
-// AppendBatchInfo, which gives a batch refused for its form its usual
-// error.
-func (p *Partition) appendBuilt(bld *batch.Builder) (AppendInfo, error) {
-	buf := builtPool.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledBuilt {
-			builtPool.Put(buf)
-		}
-	}()
-	b, err := bld.AppendTo((*buf)[:0])
+// encodeBuilt encodes the batch bld holds into a pooled buffer, for
+// AppendBuilder when it does not take bld's Parts. It returns the buffer,
+// which the caller hands back to releaseBuilt once it no longer uses b,
+// and the batch b in it. An error from the Builder comes wrapped in
+// ErrBatchTooLarge or ErrInvalidBatch; the buffer is then released
+// already (nil).
+func encodeBuilt(bld *batch.Builder) (buf *[]byte, b []byte, err error) {
+	buf = builtPool.Get().(*[]byte)
+	b, err = bld.AppendTo((*buf)[:0])
 	*buf = b[:0]
 	if err != nil {
-		failed := AppendInfo{Base: -1, LastOffset: -1}
+		releaseBuilt(buf)
 		if errors.Is(err, batch.ErrBatchTooLarge) {
-			return failed, fmt.Errorf("%w: building the batch: %w", ErrBatchTooLarge, err)
+			return nil, nil, fmt.Errorf("%w: building the batch: %w", ErrBatchTooLarge, err)
 		}
-		return failed, invalidBatchf(err, "building the batch")
+		return nil, nil, invalidBatchf(err, "building the batch")
 	}
-	return p.AppendBatchInfo(b)
+	return buf, b, nil
 }
 
-// builtPool holds appendBuilt's buffers; maxPooledBuilt bounds the ones
+// releaseBuilt returns an encodeBuilt buffer to the pool, unless it grew
+// past maxPooledBuilt.
+func releaseBuilt(buf *[]byte) {
+	if cap(*buf) <= maxPooledBuilt {
+		builtPool.Put(buf)
+	}
+}
+
+// builtPool holds encodeBuilt's buffers; maxPooledBuilt bounds the ones
 // kept.
 var builtPool = sync.Pool{New: func() any { return new([]byte) }}
 

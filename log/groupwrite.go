@@ -36,7 +36,7 @@ import (
 // recorded) and the goroutine installing the next segment's spare (which
 // gets its base only when a roll, a lockWriter path, adopts it). Offsets stay
 // assigned in order under mu: a queued batch's
-// base is the end of the queue (appendEndLocked). An append that cannot
+// base is the end of the queue (writeQueue.appendEnd). An append that cannot
 // be queued (a roll is due, a new leader epoch starts, the active segment
 // is empty, the index may be near full) writes the queue and then itself,
 // as before.
@@ -84,6 +84,16 @@ func (q *writeQueue) add(h batch.Batch, body []byte, segBase, segSize int64) err
 	return nil
 }
 
+// appendEnd returns the offset the next appended batch gets when the log
+// (what is written) ends at logEnd: the end of the queued batches, or
+// logEnd when none is queued.
+func (q *writeQueue) appendEnd(logEnd int64) int64 {
+	if q.n > 0 {
+		return q.end.Offset
+	}
+	return logEnd
+}
+
 // reset empties the queue once it was written or dropped, keeping its
 // buffer unless it grew past maxQueuedBytes.
 func (q *writeQueue) reset() {
@@ -94,14 +104,6 @@ func (q *writeQueue) reset() {
 	q.buf = q.buf[:0]
 }
 
-// appendEndLocked returns the offset the next appended batch gets: the end
-// of the queued batches, or the log end offset. REQUIRES: mu held.
-func (p *Partition) appendEndLocked() int64 {
-	if q := &p.dur.queue; q.n > 0 {
-		return q.end.Offset
-	}
-	return p.mu.end.Offset
-}
 
 // lockAppender takes mu for AppendBatch, waiting while a TruncateTo waits
 // for read leases, without writing the queue (the append may join it).
@@ -124,7 +126,7 @@ func (p *Partition) lockAppender() {
 func (p *Partition) lockReader() { p.mu.Lock() }
 
 // queueAppendLocked queues the producer batch made of the stored header h
-// (offset and epoch set: its base is appendEndLocked) and body for the
+// (offset and epoch set: its base is writeQueue.appendEnd) and body for the
 // group syncer's write, and does an append's bookkeeping for it
 // (appendLocked's, but for mu.end and the published bounds, which move
 // when the queue is written). It reports false, having changed nothing,
@@ -134,7 +136,7 @@ func (p *Partition) lockReader() { p.mu.Lock() }
 func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) {
 	q := &p.dur.queue
 	size := int64(batch.HeaderSize + len(body))
-	if !p.dur.syncEveryAppend() || h.BaseOffset() != p.appendEndLocked() ||
+	if !p.dur.syncEveryAppend() || h.BaseOffset() != q.appendEnd(p.mu.end.Offset) ||
 		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
 		return false, nil
 	}

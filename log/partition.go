@@ -85,6 +85,11 @@ type Partition struct {
 	// (snapshot.go; DESIGN.md, "Parts of a Partition: producer
 	// snapshots"). Its fields say which lock guards each.
 	snaps producerSnapshots
+	// batchRules is the append rules part: the checks of what an append
+	// is given and the headers the partition stores (appendrules.go;
+	// DESIGN.md, "Parts of a Partition: append rules"). Its scratch is
+	// guarded by mu.
+	batchRules appendRules
 
 	// mu serializes every writer: appends, rolls, truncation, retention,
 	// high watermark moves, Sync and Close. Lock order: mu, then a
@@ -120,10 +125,6 @@ type Partition struct {
 		// epochs is the leader epoch cache (LeaderEpochs) and its
 		// checkpoint file (epochs.go, internal/epochs).
 		epochs epochs.Cache
-		// header is AppendBatch's scratch: the stored header of the
-		// batch being appended, patched here and never in the caller's
-		// bytes.
-		header [batch.HeaderSize]byte
 		// producers is the producer state and the open transactions
 		// (package internal/producer; producer.go), set by Open.
 		producers *producer.State
@@ -216,6 +217,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
 	p.snaps.init(p, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
+	p.batchRules.init(dir, &p.cfg)
 	p.truncated.L = &p.mu.Mutex
 	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
 	fs := cfg.FS
@@ -600,7 +602,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
-	p.wakeWaiters()
+	p.bounds.wakeAll()
 	p.leaveAwakeLocked()        // awake.go
 	p.dur.spare.discardLocked() // spare.go
 	var first error

@@ -81,10 +81,13 @@ func producerState(pr producer.Producer) ProducerState {
 	return st
 }
 
-// checkProducerLocked runs the producer checks for AppendBatch. done is
-// true when AppendBatch must return now: with err, or with the original
-// batch's offsets (info.Duplicate). REQUIRES: mu held.
-func (p *Partition) checkProducerLocked(bt batch.Batch) (info AppendInfo, done bool, err error) {
+// checkProducer runs the producer checks of AppendBatch and AppendBuilder
+// on the header bt against state, the partition's producer state. done is
+// true when the append must return now: with err, or with the original
+// batch's offsets (info.Duplicate). It changes nothing in state but
+// forgetting an expired producer (producer.State.Check). REQUIRES: the
+// lock that guards state (the partition's mu).
+func checkProducer(state *producer.State, bt batch.Batch) (info AppendInfo, done bool, err error) {
 	if bt.ProducerID() < 0 {
 		return AppendInfo{}, false, nil
 	}
@@ -93,7 +96,7 @@ func (p *Partition) checkProducerLocked(bt batch.Batch) (info AppendInfo, done b
 		return AppendInfo{Base: -1, LastOffset: -1}, true, invalidBatchf(nil, "producer %d epoch %d: base sequence %d; a batch with a producer id needs a sequence >= 0",
 			bt.ProducerID(), bt.ProducerEpoch(), first)
 	}
-	d, isDup, err := p.mu.producers.Check(bt)
+	d, isDup, err := state.Check(bt)
 	if err != nil {
 		return AppendInfo{Base: -1, LastOffset: -1}, true, err
 	}

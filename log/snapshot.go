@@ -438,7 +438,7 @@ func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (rep
 	if len(list) > 0 && from < list[0].BaseOffset() {
 		from = list[0].BaseOffset() // nothing below the first segment
 	}
-	defer p.noteAbortedIn(list)
+	defer p.txn.noteAbortedIn(list)
 	defer p.publishUnstableLocked()
 	if from >= end {
 		return false, nil

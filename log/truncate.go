@@ -190,7 +190,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// the producer state is reloaded (makeTruncationDurableLocked), the
 	// last stable offset is held at the log start: a cut marker reopens
 	// its transaction (txn.go).
-	p.holdStableLocked()
+	p.txn.hold(&p.bounds)
 	p.setEndLocked(position{Offset: newEnd, SegBase: seg.BaseOffset(), Pos: pos})
 	p.truncations.Add(1)
 

@@ -53,29 +53,33 @@ func abortedTxn(e producer.EndedTxn) AbortedTxn {
 		LastStableOffset: e.LastStableOffset}
 }
 
-// txnState is the partition's lock-free view of its transactions (the
-// first unstable offset is published with the bounds: publishQuietLocked).
+// txnState is what the partition keeps of its transactions beside the
+// producer state: whether the last stable offset is held back during a
+// truncation, and whether any segment ever held an aborted transaction
+// (read_committed reads look at the transaction indexes only then). The
+// core publishes the first unstable offset with the bounds
+// (publishQuietLocked, publishUnstableLocked), computed by unstable.
 type txnState struct {
-	// held is set by holdStableLocked until the next
-	// publishUnstableLocked. Guarded by mu.
+	// held is set by hold until the core's next publishUnstableLocked
+	// (which clears it). Guarded by the core's mu.
 	held bool
 	// aborted is set once any segment of the partition has held an
 	// aborted transaction: until then read_committed reads skip the
-	// transaction indexes.
+	// transaction indexes. Set under the core's mu (or by Open), read
+	// lock-free.
 	aborted atomic.Bool
-	// buf is AppendMarker's scratch for the control batch. Guarded by mu.
-	buf []byte
 }
 
-// unstableLocked returns the value the bounds publish for the last stable
-// offset: the first offset of the oldest transaction that is open or whose
-// marker the high watermark has not passed, plus one; 0 when none; 1
-// while held (the log start offset). REQUIRES: mu held.
-func (p *Partition) unstableLocked() int64 {
-	if p.txn.held {
+// unstable returns the value the bounds publish for the last stable
+// offset, given the producer state: the first offset of the oldest
+// transaction that is open or whose marker the high watermark has not
+// passed, plus one; 0 when none; 1 while held (the log start offset).
+// REQUIRES: the core's mu held (it guards held and producers).
+func (t *txnState) unstable(producers *producer.State) int64 {
+	if t.held {
 		return 1
 	}
-	if first, ok := p.mu.producers.FirstUnstable(); ok {
+	if first, ok := producers.FirstUnstable(); ok {
 		return first + 1
 	}
 	return 0
@@ -90,7 +94,7 @@ func (p *Partition) unstableLocked() int64 {
 // mu held.
 func (p *Partition) publishQuietLocked() wake {
 	p.mu.producers.SetHighWatermark(p.mu.hw.Offset)
-	return p.bounds.storeQuiet(p.mu.hw, p.mu.end, p.unstableLocked())
+	return p.bounds.storeQuiet(p.mu.hw, p.mu.end, p.txn.unstable(p.mu.producers))
 }
 
 // publishUnstableLocked publishes the first unstable offset after the
@@ -101,17 +105,17 @@ func (p *Partition) publishQuietLocked() wake {
 func (p *Partition) publishUnstableLocked() {
 	p.txn.held = false
 	p.mu.producers.SetHighWatermark(p.bounds.hwOff.Load()) // the single writer's own value
-	p.bounds.storeUnstable(p.unstableLocked())
+	p.bounds.storeUnstable(p.txn.unstable(p.mu.producers))
 }
 
-// holdStableLocked holds the last stable offset at the log start offset
-// until the next publishUnstableLocked: TruncateTo calls it before it
-// lowers the bounds, because a cut marker reopens its transaction and the
-// producer state that knows it is reloaded only after the cut.
-// REQUIRES: mu held.
-func (p *Partition) holdStableLocked() {
-	p.txn.held = true
-	p.bounds.storeUnstable(1)
+// hold holds the last stable offset at the log start offset, publishing
+// it in b, until the core's next publishUnstableLocked: TruncateTo calls
+// it before it lowers the bounds, because a cut marker reopens its
+// transaction and the producer state that knows it is reloaded only after
+// the cut. REQUIRES: the core's mu held (b's single writer).
+func (t *txnState) hold(b *bounds) {
+	t.held = true
+	b.storeUnstable(1)
 }
 
 // LastStableOffset returns the last stable offset: the first offset of the
@@ -178,11 +182,8 @@ func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
 // the .txnindex of the segment holding the marker (reported by
 // ReadCommitted from then on). The flush policy applies as to AppendBatch.
 func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
-	if !m.Type.IsTxnMarker() {
-		return -1, invalidBatchf(nil, "marker type %s: a transaction marker is ABORT or COMMIT", m.Type)
-	}
-	if m.ProducerID < 0 || m.ProducerEpoch < 0 {
-		return -1, invalidBatchf(nil, "marker for producer %d epoch %d: both must be >= 0", m.ProducerID, m.ProducerEpoch)
+	if err := checkMarker(m); err != nil { // appendrules.go
+		return -1, err
 	}
 	p.lockWriter()
 	if err := p.checkWritableLocked(); err != nil {
@@ -194,21 +195,10 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 		return -1, err
 	}
 	offset = p.mu.end.Offset
-	epoch := batch.NoPartitionLeaderEpoch
-	if p.cfg.StampLeaderEpoch {
-		epoch = p.leaderEpoch.Load()
-	}
-	now := p.cfg.Now().UnixMilli()
-	buf, err := batch.AppendControlBatch(p.txn.buf[:0], batch.TxnMarker{Type: m.Type, CoordinatorEpoch: m.CoordinatorEpoch,
-		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseOffset: offset, PartitionLeaderEpoch: epoch, Timestamp: now})
+	bt, err := p.batchRules.markerLocked(m, offset, p.leaderEpoch.Load())
 	if err != nil {
 		p.mu.Unlock()
-		return -1, invalidBatchf(err, "%s marker for producer %d", m.Type, m.ProducerID)
-	}
-	p.txn.buf = buf
-	bt := batch.Batch(buf)
-	if p.cfg.LogAppendTime {
-		bt.SetLogAppendTime(now)
+		return -1, err
 	}
 	if err := p.appendLocked(bt, nil); err != nil {
 		p.mu.Unlock()
@@ -368,11 +358,12 @@ func (p *Partition) collectAborted(from, upper int64) ([]AbortedTxn, error) {
 }
 
 // noteAbortedIn notes whether any segment of list holds aborted
-// transactions (Open). REQUIRES: mu held (or Open).
-func (p *Partition) noteAbortedIn(list []*segment.Segment) {
+// transactions (a load of the producer state). It never clears the mark.
+// REQUIRES: the core's mu held (or Open).
+func (t *txnState) noteAbortedIn(list []*segment.Segment) {
 	for _, seg := range list {
 		if len(seg.AbortedTxns()) > 0 {
-			p.txn.aborted.Store(true)
+			t.aborted.Store(true)
 			return
 		}
 	}

@@ -274,7 +274,7 @@ func TestAppendMarkerBatch(t *testing.T) {
 // truncation after the lowered log end is published (a reader may look at
 // any moment: LastStableOffset takes no lock) is the last stable offset
 // past the transaction's first offset.
-// Before holdStableLocked, the lowered bounds were published while the
+// Before the hold (txnState.hold), the lowered bounds were published while the
 // producer state still said the transaction was committed, so the last
 // stable offset briefly equalled the new log end.
 func TestTruncationNeverExposesReopenedTxn(t *testing.T) {
