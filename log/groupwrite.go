@@ -104,7 +104,6 @@ func (q *writeQueue) reset() {
 	q.buf = q.buf[:0]
 }
 
-
 // lockAppender takes mu for AppendBatch, waiting while a TruncateTo waits
 // for read leases, without writing the queue (the append may join it).
 func (p *Partition) lockAppender() {
