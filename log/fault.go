@@ -22,7 +22,7 @@ func (p *Partition) noteFault(err error) error {
 	}
 	off := failedf(err)
 	if p.offline.CompareAndSwap(nil, &off) {
-		p.wakeWaiters()
+		p.bounds.wakeAll()
 		p.logger.Error("partlog/log: I/O error reading a mapped file; the partition is offline until reopened",
 			"dir", p.dir, "err", err)
 	}

@@ -307,7 +307,7 @@ func (b *bounds) storeUnstable(unstable int64) {
 
 // signal wakes the waiters w names. Any goroutine, with or without
 // Partition.mu: the bounds are stored before signal runs, and a waiter
-// takes its channel before it loads the bounds (Partition.wait), all with
+// takes its channel before it loads the bounds (bounds.wait), all with
 // sequentially consistent atomics. So a waiter either took the channel
 // this signal closes, or took a newer one after this signal's swap and
 // then loads bounds that include the store: none sleeps through a change

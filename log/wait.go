@@ -82,31 +82,44 @@ func (n *notifier) signal() {
 // lock while the partition is healthy and costs an append nothing when no
 // goroutine waits. A goroutine holding Records may call it.
 func (p *Partition) Wait(ctx context.Context, offset int64) error {
-	return p.wait(ctx, offset, false)
+	return p.bounds.wait(ctx, p, &p.truncations, offset, false)
 }
 
 // WaitFollower is Wait for a replica reading with ReadFromFollower: it
 // waits until LogEndOffset() > offset, with Wait's errors.
 func (p *Partition) WaitFollower(ctx context.Context, offset int64) error {
-	return p.wait(ctx, offset, true)
+	return p.bounds.wait(ctx, p, &p.truncations, offset, true)
 }
 
-// wait implements Wait and WaitFollower.
-func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error {
+// waitCore is what bounds.wait needs of the partition besides the bounds
+// and the truncation count: the error that ends every wait (implemented
+// by *Partition; a test's fake builds the wait without one).
+type waitCore interface {
+	// waitErr returns the error a wait ends with whatever the bounds say
+	// (closed, offline, failed), nil while the partition is healthy.
+	// Every change of it is followed by bounds.wakeAll.
+	waitErr() error
+}
+
+// wait implements Wait (follower false: until the high watermark passes
+// offset) and WaitFollower (follower true: the log end). truncations is
+// the partition's truncation count, which a truncation raises after it
+// published the lowered bounds.
+func (b *bounds) wait(ctx context.Context, core waitCore, truncations *atomic.Uint64, offset int64, follower bool) error {
 	// A truncation publishes the lowered bounds and then counts itself:
 	// a waiter that wakes between the two sees the log end go down, one
 	// that looks later sees the count move (the log end may have grown
 	// back meanwhile).
-	truncations := p.truncations.Load()
+	cuts := truncations.Load()
 	lastEnd := int64(-1) // the log end at the previous look; -1 before the first
 	for {
 		// Take the channel before looking at the bounds: a publication
 		// after the look closes it.
-		woken := p.waitChan(follower)
-		if err := p.waitErr(); err != nil {
+		woken := b.waitChan(follower)
+		if err := core.waitErr(); err != nil {
 			return err
 		}
-		hw, end := p.bounds.load()
+		hw, end := b.load()
 		bound := hw.Offset
 		if follower {
 			bound = end.Offset
@@ -114,7 +127,7 @@ func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error
 		if bound > offset {
 			return nil
 		}
-		if end.Offset < offset && lastEnd >= 0 && (end.Offset < lastEnd || p.truncations.Load() != truncations) {
+		if end.Offset < offset && lastEnd >= 0 && (end.Offset < lastEnd || truncations.Load() != cuts) {
 			return fmt.Errorf("%w: a truncation during the wait for offset %d left the log end at %d", ErrOffsetOutOfRange, offset, end.Offset)
 		}
 		lastEnd = end.Offset
@@ -126,7 +139,8 @@ func (p *Partition) wait(ctx context.Context, offset int64, follower bool) error
 	}
 }
 
-// waitErr returns ErrClosed, the offline error or the sticky failure.
+// waitErr returns ErrClosed, the offline error or the sticky failure
+// (waitCore).
 func (p *Partition) waitErr() error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -147,19 +161,19 @@ func (p *Partition) waitErr() error {
 func (p *Partition) setFailedLocked(err error) {
 	p.mu.failed = err
 	p.hasFailed.Store(true)
-	p.wakeWaiters()
+	p.bounds.wakeAll()
 }
 
-// wakeWaiters wakes every goroutine in Wait so that it rechecks the
-// partition's state (closed, failed, offline). Any goroutine.
-func (p *Partition) wakeWaiters() { p.bounds.signal(wakeHW | wakeEnd) }
+// wakeAll wakes every goroutine in wait so that it rechecks its waitCore
+// (the partition closed, failed or went offline). Any goroutine.
+func (b *bounds) wakeAll() { b.signal(wakeHW | wakeEnd) }
 
 // waitChan returns the channel closed by the next publication that
 // concerns a waiter for the high watermark (follower false) or the log
-// end (follower true), and by every change of the partition's state.
-func (p *Partition) waitChan(follower bool) <-chan struct{} {
+// end (follower true), and by every wakeAll.
+func (b *bounds) waitChan(follower bool) <-chan struct{} {
 	if follower {
-		return p.bounds.endChanged.wait()
+		return b.endChanged.wait()
 	}
-	return p.bounds.hwChanged.wait()
+	return b.hwChanged.wait()
 }

@@ -29,7 +29,7 @@ func TestPublishWakesOnlyMovedBound(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 
-	hwCh, endCh := p.waitChan(false), p.waitChan(true)
+	hwCh, endCh := p.bounds.waitChan(false), p.bounds.waitChan(true)
 	bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
 	for range 2 {
 		require.NoError(t, bld.Add(batch.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: 1000}))
@@ -41,13 +41,13 @@ func TestPublishWakesOnlyMovedBound(t *testing.T) {
 	require.False(t, closed(hwCh), "an append that left the high watermark woke its waiters")
 	require.True(t, closed(endCh), "an append did not wake the log end's waiters")
 
-	endCh = p.waitChan(true)
+	endCh = p.bounds.waitChan(true)
 	require.NoError(t, p.SetHighWatermark(2))
 	require.True(t, closed(hwCh), "SetHighWatermark did not wake the high watermark's waiters")
 	require.False(t, closed(endCh), "SetHighWatermark woke the log end's waiters")
 
 	// Close (a state change) wakes both.
-	hwCh, endCh = p.waitChan(false), p.waitChan(true)
+	hwCh, endCh = p.bounds.waitChan(false), p.bounds.waitChan(true)
 	require.NoError(t, p.Close())
 	require.True(t, closed(hwCh))
 	require.True(t, closed(endCh))
