@@ -124,7 +124,7 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 	start := p.LogStartOffset()
 	t := p.tierPart.Load()
 	if ts == MaxTimestamp {
-		return p.maxTimestampOffset(t, hw)
+		return maxTimestampOffset(p, t, p.dir, hw)
 	}
 	if t != nil {
 		// The copies of the offsets below the local log start first
@@ -134,11 +134,31 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 			return to, found, err
 		}
 	}
-	snap, err := p.acquireSnapshot()
+	return findOffsetByTimestamp(p, p.dir, ts, start, hw)
+}
+
+// segmentSnapshots gives the lookups over the local segments (the
+// timestamp searches here, collectAborted) the segment list: a snapshot
+// held from acquireSnapshot to releaseSnapshot, whose segments stay open
+// meanwhile. Implemented by *Partition (state.go, "Lock-free reads"); a
+// test's fake builds the lookups without a partition.
+type segmentSnapshots interface {
+	acquireSnapshot() (*segments, error)
+	releaseSnapshot(*segments)
+}
+
+// findOffsetByTimestamp answers OffsetForTimestamp for ts >= 0 from the
+// local segments of a snapshot of snaps: the first record, in offset
+// order, at or above start whose timestamp is >= ts, not found when there
+// is none or it is at or past hw. A segment whose largest timestamp is
+// below ts is skipped without a read; each one searched is read under its
+// read lease. dir names the partition in errors.
+func findOffsetByTimestamp(snaps segmentSnapshots, dir string, ts, start, hw int64) (TimestampOffset, bool, error) {
+	snap, err := snaps.acquireSnapshot()
 	if err != nil {
 		return TimestampOffset{}, false, err
 	}
-	defer p.releaseSnapshot(snap)
+	defer snaps.releaseSnapshot(snap)
 
 	i := max(snap.find(start), 0)
 	for ; i < len(snap.list); i++ {
@@ -157,7 +177,7 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		}
 		seg.ReleaseRead()
 		if err != nil {
-			return TimestampOffset{}, false, fmt.Errorf("partlog/log: offset for timestamp %d in segment %d of %s: %w", ts, seg.BaseOffset(), p.dir, err)
+			return TimestampOffset{}, false, fmt.Errorf("partlog/log: offset for timestamp %d in segment %d of %s: %w", ts, seg.BaseOffset(), dir, err)
 		}
 		if !ok {
 			continue // every match lies below the log start offset
@@ -190,15 +210,16 @@ func batchEpochAt(seg *segment.Segment, offset int64) (_ int32, err error) {
 	return batch.Batch(h).PartitionLeaderEpoch(), nil
 }
 
-// maxTimestampOffset answers MaxTimestamp: the segment with the largest
-// maxTimestamp (the first on ties), the first batch in it with that
-// timestamp, and the first record in that batch carrying it (Kafka's
-// RecordBatch.offsetOfMaxTimestamp). With tiered storage (t not nil) the
+// maxTimestampOffset answers MaxTimestamp from a snapshot of snaps: the
+// segment with the largest maxTimestamp (the first on ties), the first
+// batch in it with that timestamp, and the first record in that batch
+// carrying it (Kafka's RecordBatch.offsetOfMaxTimestamp); not found when
+// that record is at or past hw. With tiered storage (t not nil) the
 // copies of the offsets below the first local segment count as segments
-// before it.
-func (p *Partition) maxTimestampOffset(t *partTier, hw int64) (_ TimestampOffset, _ bool, err error) {
+// before it. dir names the partition in errors.
+func maxTimestampOffset(snaps segmentSnapshots, t *partTier, dir string, hw int64) (_ TimestampOffset, _ bool, err error) {
 	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}
-	snap, err := p.acquireSnapshot()
+	snap, err := snaps.acquireSnapshot()
 	if err != nil {
 		return none, false, err
 	}
@@ -213,7 +234,7 @@ func (p *Partition) maxTimestampOffset(t *partTier, hw int64) (_ TimestampOffset
 		if md, ok := t.maxTimestampCopy(snap.list[0].BaseOffset()); ok && md.MaxTimestamp >= bestTS {
 			// The copy comes first: it wins a tie. It is searched
 			// without the snapshot (the fetches may be slow).
-			p.releaseSnapshot(snap)
+			snaps.releaseSnapshot(snap)
 			to, found, err := t.findInCopy(md, md.MaxTimestamp, md.BaseOffset)
 			if err != nil {
 				return none, false, t.remoteErr("max timestamp", md.ID, err)
@@ -224,14 +245,14 @@ func (p *Partition) maxTimestampOffset(t *partTier, hw int64) (_ TimestampOffset
 			return to, true, nil
 		}
 	}
-	defer p.releaseSnapshot(snap)
-	return p.maxTimestampIn(best, bestTS, bestOff, hw)
+	defer snaps.releaseSnapshot(snap)
+	return maxTimestampIn(dir, best, bestTS, bestOff, hw)
 }
 
 // maxTimestampIn is maxTimestampOffset in the local segment best, whose
 // maxTimestamp is bestTS at offset bestOff. REQUIRES: a reference to best
 // (the caller's snapshot).
-func (p *Partition) maxTimestampIn(best *segment.Segment, bestTS, bestOff, hw int64) (_ TimestampOffset, _ bool, err error) {
+func maxTimestampIn(dir string, best *segment.Segment, bestTS, bestOff, hw int64) (_ TimestampOffset, _ bool, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
 	none := TimestampOffset{Timestamp: batch.NoTimestamp, Offset: -1, LeaderEpoch: UndefinedEpoch}
 	if best == nil || bestOff < 0 {
@@ -241,14 +262,14 @@ func (p *Partition) maxTimestampIn(best *segment.Segment, bestTS, bestOff, hw in
 	defer best.ReleaseRead()
 	_, info, found, err := best.Translate(bestOff, 0)
 	if err != nil {
-		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), dir, err)
 	}
 	if !found {
 		return none, false, nil
 	}
 	b, err := best.Bytes(info.Pos, info.End(), nil)
 	if err != nil {
-		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+		return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), dir, err)
 	}
 	off := bestOff
 	if m, ok := batch.PeekMagic(b); ok && legacy.IsMagic(m) {
@@ -256,7 +277,7 @@ func (p *Partition) maxTimestampIn(best *segment.Segment, bestTS, bestOff, hw in
 		var dec batch.Decoder
 		recs, err := dec.AppendLegacyRecords(nil, legacy.Entry(b), false)
 		if err != nil {
-			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), dir, err)
 		}
 		for _, r := range recs {
 			if r.Timestamp == bestTS {
@@ -273,7 +294,7 @@ func (p *Partition) maxTimestampIn(best *segment.Segment, bestTS, bestOff, hw in
 	for {
 		rec, ok, err := it.Next()
 		if err != nil {
-			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), p.dir, err)
+			return none, false, fmt.Errorf("partlog/log: max timestamp in segment %d of %s: %w", best.BaseOffset(), dir, err)
 		}
 		if !ok {
 			break

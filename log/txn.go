@@ -279,7 +279,7 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 	if !remote && (r.seg == nil || !p.txn.aborted.Load()) {
 		return recs, nil, nil
 	}
-	aborted, err := p.collectAborted(r.first, r.next)
+	aborted, err := collectAborted(p, p.tierPart.Load(), r.first, r.next)
 	if err != nil {
 		_ = recs.Close()
 		return Records{}, nil, err
@@ -334,19 +334,20 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 }
 
 // collectAborted returns the aborted transactions overlapping [from, upper)
-// from the transaction indexes of the segment holding from and the ones
-// after it, until one entry's last stable offset reaches upper (Kafka's
-// collectAbortedTransactions). Below the first local segment the segments
-// are the copies (tiered storage), whose transaction indexes are fetched.
-func (p *Partition) collectAborted(from, upper int64) ([]AbortedTxn, error) {
-	snap, err := p.acquireSnapshot()
+// from the transaction indexes of the segment of a snapshot of snaps that
+// holds from and the ones after it, until one entry's last stable offset
+// reaches upper (Kafka's collectAbortedTransactions). Below the first
+// local segment the segments are the copies of t (tiered storage, nil
+// without), whose transaction indexes are fetched.
+func collectAborted(snaps segmentSnapshots, t *partTier, from, upper int64) ([]AbortedTxn, error) {
+	snap, err := snaps.acquireSnapshot()
 	if err != nil {
 		return nil, err
 	}
-	defer p.releaseSnapshot(snap)
+	defer snaps.releaseSnapshot(snap)
 	var out []AbortedTxn
 	complete := false
-	if t := p.tierPart.Load(); t != nil && len(snap.list) > 0 && from < snap.list[0].BaseOffset() {
+	if t != nil && len(snap.list) > 0 && from < snap.list[0].BaseOffset() {
 		if out, complete, err = t.remoteAborted(out, from, upper, snap.list[0].BaseOffset()); err != nil {
 			return nil, err
 		}
