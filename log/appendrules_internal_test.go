@@ -193,7 +193,7 @@ func TestAppendRulesAssigned(t *testing.T) {
 	}
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	huge := at(10, 1, math.MaxInt32) // spans 2^31 offsets
-	big := at(0, 30, -1) // larger than the segments below
+	big := at(0, 30, -1)             // larger than the segments below
 	badCRC := bytes.Clone(at(0, 3, -1))
 	badCRC[20] ^= 0xff // the CRC's last byte
 
