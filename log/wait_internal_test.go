@@ -1,7 +1,10 @@
 package log
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,4 +54,128 @@ func TestPublishWakesOnlyMovedBound(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.True(t, closed(hwCh))
 	require.True(t, closed(endCh))
+}
+
+// fakeWaitCore is the partition's side of a wait (waitCore) in
+// TestWaitRules: the error it ends with, and a hook run at each look.
+type fakeWaitCore struct {
+	// err, when set, is what waitErr returns.
+	err atomic.Pointer[error]
+	// looks counts the waiter's looks at the bounds; onLook runs at each,
+	// after the waiter took its channel and before it loads the bounds.
+	// Both are the waiting goroutine's.
+	looks  int
+	onLook func(look int)
+}
+
+func (c *fakeWaitCore) waitErr() error {
+	c.looks++
+	if c.onLook != nil {
+		c.onLook(c.looks)
+	}
+	if e := c.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// TestWaitRules: bounds.wait without a Partition. It returns nil once its
+// bound (the high watermark, or the log end for a follower) passes the
+// offset, at once or when a publication moves it; the core's error (closed,
+// failed, offline) whenever it has one; ErrOffsetOutOfRange when, during
+// the wait, the log end goes down or a truncation is counted while the log
+// end is below the offset; otherwise it waits until ctx ends.
+func TestWaitRules(t *testing.T) {
+	at := func(off int64) position { return position{Offset: off} }
+	const offset = 7
+	type step func(b *bounds, core *fakeWaitCore, cuts *atomic.Uint64, cancel context.CancelFunc)
+	for _, tc := range []struct {
+		name     string
+		follower bool
+		hw, end  int64
+		// during runs on the test's goroutine once the waiter looked at
+		// the bounds a first time (nil: ctx is cancelled before the wait).
+		during step
+		// second runs on the waiter's goroutine at its second look.
+		second func(b *bounds)
+		want   error
+	}{
+		{name: "high watermark past", hw: 8, end: 8},
+		{name: "high watermark at the offset", hw: offset, end: 9, want: context.Canceled},
+		{name: "follower, log end past", follower: true, hw: 3, end: 8},
+		{name: "follower, log end at the offset", follower: true, hw: 3, end: offset, want: context.Canceled},
+		{name: "published past", hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, _ *atomic.Uint64, _ context.CancelFunc) {
+			b.signal(b.storeQuiet(at(8), at(8), 0))
+		}},
+		{name: "follower, log end published past", follower: true, hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, _ *atomic.Uint64, _ context.CancelFunc) {
+			b.signal(b.storeQuiet(at(5), at(8), 0))
+		}},
+		{name: "log end alone does not end a wait", hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, _ *atomic.Uint64, cancel context.CancelFunc) {
+			b.signal(b.storeQuiet(at(5), at(9), 0))
+			cancel()
+		}, want: context.Canceled},
+		{name: "closed during the wait", hw: 5, end: 5, during: func(b *bounds, core *fakeWaitCore, _ *atomic.Uint64, _ context.CancelFunc) {
+			core.err.Store(&ErrClosed)
+			b.wakeAll()
+		}, want: ErrClosed},
+		{name: "log end lowered during the wait", hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, _ *atomic.Uint64, _ context.CancelFunc) {
+			b.wakeAll()
+		}, second: func(b *bounds) { b.storeQuiet(at(3), at(3), 0) }, want: ErrOffsetOutOfRange},
+		{name: "truncation counted during the wait", hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, cuts *atomic.Uint64, _ context.CancelFunc) {
+			cuts.Add(1)
+			b.wakeAll()
+		}, want: ErrOffsetOutOfRange},
+		{name: "truncation counted, log end past", follower: true, hw: 5, end: 5, during: func(b *bounds, _ *fakeWaitCore, cuts *atomic.Uint64, _ context.CancelFunc) {
+			cuts.Add(1)
+			b.signal(b.storeQuiet(at(5), at(9), 0))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bounds
+			b.storeQuiet(at(tc.hw), at(tc.end), 0)
+			var cuts atomic.Uint64
+			core := &fakeWaitCore{}
+			looked := make(chan struct{})
+			core.onLook = func(look int) {
+				switch {
+				case look == 1:
+					close(looked)
+				case look == 2 && tc.second != nil:
+					tc.second(&b)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.during == nil {
+				cancel() // a wait that would park returns ctx.Err()
+			}
+			done := make(chan error, 1)
+			go func() { done <- b.wait(ctx, core, &cuts, offset, tc.follower) }()
+			if tc.during != nil {
+				<-looked
+				tc.during(&b, core, &cuts, cancel)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the wait did not return") // a deadlock guard, not a timing check
+			}
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+		})
+	}
+
+	t.Run("core error first", func(t *testing.T) {
+		var b bounds
+		b.storeQuiet(at(9), at(9), 0)
+		core := &fakeWaitCore{}
+		core.err.Store(&ErrClosed)
+		var cuts atomic.Uint64
+		require.ErrorIs(t, b.wait(context.Background(), core, &cuts, offset, false), ErrClosed,
+			"a closed partition's wait returned although its bound had passed")
+	})
 }
