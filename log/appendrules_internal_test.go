@@ -11,6 +11,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/producer"
 )
 
 // The append rules part without a Partition: an appendRules over a
@@ -309,4 +310,49 @@ func TestAppendRulesAssigned(t *testing.T) {
 			require.ErrorIs(t, checkMarker(bad), ErrInvalidBatch, "%+v", bad)
 		}
 	})
+}
+
+// TestCheckProducer: the producer checks of an append (checkProducer,
+// under the lock): a batch without a producer id passes unasked; a base
+// sequence below 0 is a malformed batch, refused before the producer
+// state is asked; a retry of a recorded batch is answered with its
+// original offsets; the state's refusals come back as they are.
+func TestCheckProducer(t *testing.T) {
+	st := producer.NewState(producer.Config{})
+	idem := func(base int64, seq int32, epoch int16) batch.Batch {
+		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, Producer: &batch.Producer{ID: 5, Epoch: epoch, BaseSequence: seq}})
+		for range 2 {
+			require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: rulesNow}))
+		}
+		b, err := bld.Build()
+		require.NoError(t, err)
+		return b
+	}
+	st.Apply(idem(10, 0, 1)) // offsets 10-11, sequences 0-1, epoch 1
+
+	for _, tc := range []struct {
+		name string
+		bt   batch.Batch
+		info AppendInfo
+		done bool
+		err  error
+	}{
+		{name: "no producer", bt: rulesBatch(t, batch.BuilderOptions{}, rulesNow)},
+		{name: "next sequence", bt: idem(0, 2, 1)},
+		{name: "retry", bt: idem(0, 0, 1), info: AppendInfo{Base: 10, LastOffset: 11, Duplicate: true}, done: true},
+		{name: "gap", bt: idem(0, 5, 1), info: AppendInfo{Base: -1, LastOffset: -1}, done: true, err: ErrOutOfOrderSequence},
+		{name: "older epoch", bt: idem(0, 2, 0), info: AppendInfo{Base: -1, LastOffset: -1}, done: true, err: ErrInvalidProducerEpoch},
+		{name: "negative sequence", bt: idem(0, -3, 1), info: AppendInfo{Base: -1, LastOffset: -1}, done: true, err: ErrInvalidBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, done, err := checkProducer(st, tc.bt)
+			require.Equal(t, tc.done, done)
+			require.Equal(t, tc.info, info)
+			if tc.err == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.err)
+		})
+	}
 }
