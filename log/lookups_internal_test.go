@@ -10,7 +10,7 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// The lookups over segment snapshots (findOffsetByTimestamp,
+// The lookups over segment snapshots (localOffsetForTimestamp,
 // maxTimestampOffset, collectAborted) without a Partition: a fake
 // segmentSnapshots over real segments on MemFS.
 
@@ -91,7 +91,7 @@ func lookupSegments(t *testing.T) (*fakeSnapshots, []AbortedTxn) {
 }
 
 // TestLookupsOverSnapshots: each lookup reads one snapshot and releases it
-// on every path; findOffsetByTimestamp answers the first record at or
+// on every path; localOffsetForTimestamp answers the first record at or
 // above the start, in offset order, with a timestamp at or past the one
 // asked, never one at or past the high watermark, with its batch's leader
 // epoch; maxTimestampOffset answers the first record of the largest
@@ -116,7 +116,7 @@ func TestLookupsOverSnapshots(t *testing.T) {
 		{name: "none so late", ts: 700, hw: 8, want: none},
 	} {
 		t.Run("timestamp "+tc.name, func(t *testing.T) {
-			to, found, err := findOffsetByTimestamp(snaps, "/p-0", tc.ts, tc.start, tc.hw)
+			to, found, err := localOffsetForTimestamp(snaps, "/p-0", tc.ts, tc.start, tc.hw)
 			require.NoError(t, err)
 			require.Equal(t, tc.found, found)
 			require.Equal(t, tc.want, to)
@@ -156,7 +156,7 @@ func TestLookupsOverSnapshots(t *testing.T) {
 
 	t.Run("closed", func(t *testing.T) {
 		closed := &fakeSnapshots{snap: snaps.snap, err: ErrClosed}
-		_, _, err := findOffsetByTimestamp(closed, "/p-0", 150, 0, 8)
+		_, _, err := localOffsetForTimestamp(closed, "/p-0", 150, 0, 8)
 		require.ErrorIs(t, err, ErrClosed)
 		_, _, err = maxTimestampOffset(closed, nil, "/p-0", 8)
 		require.ErrorIs(t, err, ErrClosed)

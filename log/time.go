@@ -134,7 +134,7 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 			return to, found, err
 		}
 	}
-	return findOffsetByTimestamp(p, p.dir, ts, start, hw)
+	return localOffsetForTimestamp(p, p.dir, ts, start, hw)
 }
 
 // segmentSnapshots gives the lookups over the local segments (the
@@ -147,13 +147,13 @@ type segmentSnapshots interface {
 	releaseSnapshot(*segments)
 }
 
-// findOffsetByTimestamp answers OffsetForTimestamp for ts >= 0 from the
+// localOffsetForTimestamp answers OffsetForTimestamp for ts >= 0 from the
 // local segments of a snapshot of snaps: the first record, in offset
 // order, at or above start whose timestamp is >= ts, not found when there
 // is none or it is at or past hw. A segment whose largest timestamp is
 // below ts is skipped without a read; each one searched is read under its
 // read lease. dir names the partition in errors.
-func findOffsetByTimestamp(snaps segmentSnapshots, dir string, ts, start, hw int64) (TimestampOffset, bool, error) {
+func localOffsetForTimestamp(snaps segmentSnapshots, dir string, ts, start, hw int64) (TimestampOffset, bool, error) {
 	snap, err := snaps.acquireSnapshot()
 	if err != nil {
 		return TimestampOffset{}, false, err
