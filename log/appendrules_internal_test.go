@@ -17,32 +17,17 @@ import (
 // The append rules part without a Partition: an appendRules over a
 // configuration, given batches built here.
 
-// rulesNow is the fixed clock of the append rules tests, in ms.
-const rulesNow = int64(1_700_000_000_000)
-
 // newRules returns the append rules of a partition with configuration cfg
 // (defaults applied) and, unless cfg.Now is set, the clock fixed at
-// rulesNow.
+// testNow.
 func newRules(cfg Config) *appendRules {
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return time.UnixMilli(rulesNow) }
+		cfg.Now = func() time.Time { return time.UnixMilli(testNow) }
 	}
 	cfg.ensureDefaults()
 	r := &appendRules{}
 	r.init("/d/t-0", &cfg)
 	return r
-}
-
-// rulesBatch builds a batch of one record per timestamp in ts with opts.
-func rulesBatch(t *testing.T, opts batch.BuilderOptions, ts ...int64) []byte {
-	t.Helper()
-	bld := batch.NewBuilder(opts)
-	for _, x := range ts {
-		require.NoError(t, bld.Add(batch.Record{Value: []byte("value"), Timestamp: x}))
-	}
-	b, err := bld.Build()
-	require.NoError(t, err)
-	return b
 }
 
 // withMaxTimestamp returns a copy of b claiming maxTimestamp ts, its CRC
@@ -70,8 +55,8 @@ func withLastOffsetDelta(b []byte, d int32) []byte {
 // never written.
 func TestAppendRulesProducerBatch(t *testing.T) {
 	hour := time.Hour.Milliseconds()
-	plain := rulesBatch(t, batch.BuilderOptions{}, rulesNow-2000, rulesNow-1000)
-	control, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 1, Timestamp: rulesNow})
+	plain := timedBatch(t, batch.BuilderOptions{}, testNow-2000, testNow-1000)
+	control, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 1, Timestamp: testNow})
 	require.NoError(t, err)
 	badCRC := bytes.Clone(plain)
 	badCRC[len(badCRC)-1] ^= 0xff
@@ -87,19 +72,19 @@ func TestAppendRulesProducerBatch(t *testing.T) {
 		maxTS      int64
 		appendTime bool
 	}{
-		{name: "create time kept", b: plain, maxTS: rulesNow - 1000},
-		{name: "wrong maxTimestamp replaced", b: withMaxTimestamp(plain, rulesNow+5000), maxTS: rulesNow - 1000},
-		{name: "log append time stamped", cfg: Config{LogAppendTime: true}, b: plain, maxTS: rulesNow, appendTime: true},
-		{name: "producer's log append time refused", b: rulesBatch(t, batch.BuilderOptions{LogAppendTime: true, AppendTime: rulesNow}, rulesNow),
+		{name: "create time kept", b: plain, maxTS: testNow - 1000},
+		{name: "wrong maxTimestamp replaced", b: withMaxTimestamp(plain, testNow+5000), maxTS: testNow - 1000},
+		{name: "log append time stamped", cfg: Config{LogAppendTime: true}, b: plain, maxTS: testNow, appendTime: true},
+		{name: "producer's log append time refused", b: timedBatch(t, batch.BuilderOptions{LogAppendTime: true, AppendTime: testNow}, testNow),
 			err: ErrInvalidBatchTimestamp},
-		{name: "too early", cfg: Config{MessageTimestampBeforeMax: time.Hour}, b: rulesBatch(t, batch.BuilderOptions{}, rulesNow-2*hour, rulesNow),
+		{name: "too early", cfg: Config{MessageTimestampBeforeMax: time.Hour}, b: timedBatch(t, batch.BuilderOptions{}, testNow-2*hour, testNow),
 			err: ErrInvalidBatchTimestamp},
-		{name: "at the early bound", cfg: Config{MessageTimestampBeforeMax: time.Hour}, b: rulesBatch(t, batch.BuilderOptions{}, rulesNow-hour),
-			maxTS: rulesNow - hour},
-		{name: "too late", cfg: Config{MessageTimestampAfterMax: time.Hour}, b: rulesBatch(t, batch.BuilderOptions{}, rulesNow, rulesNow+2*hour),
+		{name: "at the early bound", cfg: Config{MessageTimestampBeforeMax: time.Hour}, b: timedBatch(t, batch.BuilderOptions{}, testNow-hour),
+			maxTS: testNow - hour},
+		{name: "too late", cfg: Config{MessageTimestampAfterMax: time.Hour}, b: timedBatch(t, batch.BuilderOptions{}, testNow, testNow+2*hour),
 			err: ErrInvalidBatchTimestamp},
 		{name: "no timestamps unbounded", cfg: Config{MessageTimestampBeforeMax: time.Hour, MessageTimestampAfterMax: time.Hour},
-			b: rulesBatch(t, batch.BuilderOptions{}, batch.NoTimestamp), maxTS: batch.NoTimestamp},
+			b: timedBatch(t, batch.BuilderOptions{}, batch.NoTimestamp), maxTS: batch.NoTimestamp},
 		{name: "max.message.bytes", cfg: Config{MaxMessageBytes: len(plain) - 1}, b: plain, err: ErrBatchTooLarge},
 		{name: "segment.bytes", cfg: Config{SegmentBytes: int64(len(plain) - 1)}, b: plain, err: ErrBatchTooLarge},
 		{name: "control batch", b: control, err: ErrControlBatch},
@@ -136,7 +121,7 @@ func TestAppendRulesProducerBatch(t *testing.T) {
 // record may be, no record newer than the reading. Otherwise stampTimes
 // reads the clock and applies the bounds.
 func TestAppendRulesWithinBounds(t *testing.T) {
-	seen := clockReading{unixMilli: rulesNow, taken: true}
+	seen := clockReading{unixMilli: testNow, taken: true}
 	for _, tc := range []struct {
 		name      string
 		wallClock bool
@@ -145,25 +130,25 @@ func TestAppendRulesWithinBounds(t *testing.T) {
 		max       int64
 		within    bool
 	}{
-		{name: "wall clock, no limit, older records", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: rulesNow - 1, within: true},
-		{name: "record at the reading", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: rulesNow, within: true},
-		{name: "negative limit", wallClock: true, beforeMax: -1, seen: seen, max: rulesNow, within: true},
-		{name: "record after the reading", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: rulesNow + 1},
-		{name: "no reading", wallClock: true, beforeMax: NoTimestampLimit, max: rulesNow - 1},
-		{name: "not the wall clock", beforeMax: NoTimestampLimit, seen: seen, max: rulesNow - 1},
-		{name: "limit on old records", wallClock: true, beforeMax: time.Hour, seen: seen, max: rulesNow - 1},
+		{name: "wall clock, no limit, older records", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: testNow - 1, within: true},
+		{name: "record at the reading", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: testNow, within: true},
+		{name: "negative limit", wallClock: true, beforeMax: -1, seen: seen, max: testNow, within: true},
+		{name: "record after the reading", wallClock: true, beforeMax: NoTimestampLimit, seen: seen, max: testNow + 1},
+		{name: "no reading", wallClock: true, beforeMax: NoTimestampLimit, max: testNow - 1},
+		{name: "not the wall clock", beforeMax: NoTimestampLimit, seen: seen, max: testNow - 1},
+		{name: "limit on old records", wallClock: true, beforeMax: time.Hour, seen: seen, max: testNow - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := 0
 			r := newRules(Config{MessageTimestampBeforeMax: tc.beforeMax, Now: func() time.Time {
 				reads++
-				return time.UnixMilli(rulesNow)
+				return time.UnixMilli(testNow)
 			}})
 			r.wallClock = tc.wallClock // as ensureDefaults sets it for time.Now
 			times := batch.TimeRange{Min: tc.max, Max: tc.max}
 			require.Equal(t, tc.within, r.withinBounds(times, tc.seen))
 
-			hdr := [batch.HeaderSize]byte(rulesBatch(t, batch.BuilderOptions{}, tc.max)[:batch.HeaderSize])
+			hdr := [batch.HeaderSize]byte(timedBatch(t, batch.BuilderOptions{}, tc.max)[:batch.HeaderSize])
 			_, err := r.stampTimes(times, &hdr, tc.seen)
 			require.NoError(t, err)
 			if tc.within {
@@ -184,9 +169,9 @@ func TestAppendRulesAssigned(t *testing.T) {
 	at := func(base int64, n int, lod int32) []byte {
 		var ts []int64
 		for range n {
-			ts = append(ts, rulesNow)
+			ts = append(ts, testNow)
 		}
-		b := rulesBatch(t, batch.BuilderOptions{BaseOffset: base}, ts...)
+		b := timedBatch(t, batch.BuilderOptions{BaseOffset: base}, ts...)
 		if lod >= 0 {
 			b = withLastOffsetDelta(b, lod)
 		}
@@ -257,7 +242,7 @@ func TestAppendRulesAssigned(t *testing.T) {
 	})
 
 	t.Run("assignLocked", func(t *testing.T) {
-		b := rulesBatch(t, batch.BuilderOptions{PartitionLeaderEpoch: 77}, rulesNow, rulesNow)
+		b := timedBatch(t, batch.BuilderOptions{PartitionLeaderEpoch: 77}, testNow, testNow)
 		for _, stamp := range []bool{false, true} {
 			r := newRules(Config{StampLeaderEpoch: stamp})
 			hdr := [batch.HeaderSize]byte(b[:batch.HeaderSize])
@@ -297,7 +282,7 @@ func TestAppendRulesAssigned(t *testing.T) {
 				require.True(t, bt.Attributes().IsControl())
 				require.Equal(t, int64(42), bt.BaseOffset())
 				require.Equal(t, tc.epoch, bt.PartitionLeaderEpoch())
-				require.Equal(t, rulesNow, bt.MaxTimestamp())
+				require.Equal(t, testNow, bt.MaxTimestamp())
 				require.Equal(t, tc.appendTime, bt.Attributes().LogAppendTime())
 				require.Equal(t, int64(9), bt.ProducerID())
 			})
@@ -322,7 +307,7 @@ func TestCheckProducer(t *testing.T) {
 	idem := func(base int64, seq int32, epoch int16) batch.Batch {
 		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, Producer: &batch.Producer{ID: 5, Epoch: epoch, BaseSequence: seq}})
 		for range 2 {
-			require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: rulesNow}))
+			require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: testNow}))
 		}
 		b, err := bld.Build()
 		require.NoError(t, err)
@@ -337,7 +322,7 @@ func TestCheckProducer(t *testing.T) {
 		done bool
 		err  error
 	}{
-		{name: "no producer", bt: rulesBatch(t, batch.BuilderOptions{}, rulesNow)},
+		{name: "no producer", bt: timedBatch(t, batch.BuilderOptions{}, testNow)},
 		{name: "next sequence", bt: idem(0, 2, 1)},
 		{name: "retry", bt: idem(0, 0, 1), info: AppendInfo{Base: 10, LastOffset: 11, Duplicate: true}, done: true},
 		{name: "gap", bt: idem(0, 5, 1), info: AppendInfo{Base: -1, LastOffset: -1}, done: true, err: ErrOutOfOrderSequence},

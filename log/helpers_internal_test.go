@@ -96,3 +96,20 @@ func writeMemFile(t *testing.T, fs vfs.FS, path, data string) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 }
+
+// testNow is the fixed clock of the tests of the append rules and the
+// transaction state, in ms.
+const testNow = int64(1_700_000_000_000)
+
+// timedBatch builds a batch with opts holding one record per timestamp in
+// ts.
+func timedBatch(t *testing.T, opts batch.BuilderOptions, ts ...int64) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(opts)
+	for _, x := range ts {
+		require.NoError(t, bld.Add(batch.Record{Value: []byte("value"), Timestamp: x}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	return b
+}

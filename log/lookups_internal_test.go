@@ -64,24 +64,18 @@ func lookupSegments(t *testing.T) (*fakeSnapshots, []AbortedTxn) {
 		{4, [][]int64{{500, 400}, {600}}},
 		{7, [][]int64{{600}}},
 	} {
-		seg, err := segment.Create(fs, "/p-0", s.base, segment.Config{MaxIndexBytes: 240, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = seg.Close() })
+		var batches []batch.Batch
 		next := s.base
 		for _, ts := range s.batches {
-			bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: next, PartitionLeaderEpoch: 3})
-			for _, x := range ts {
-				require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: x}))
-			}
-			b, err := bld.Build()
-			require.NoError(t, err)
-			_, err = seg.Append(b)
-			require.NoError(t, err)
-			next = b.NextOffset()
+			b := timedBatch(t, batch.BuilderOptions{BaseOffset: next, PartitionLeaderEpoch: 3}, ts...)
+			batches = append(batches, b)
+			next = batch.Batch(b).NextOffset()
 		}
+		seg := createTestSegment(t, fs, "/p-0", segment.Config{MaxIndexBytes: memTestIndexBytes, IndexIntervalBytes: 1}, s.base, true, batches...)
 		require.NoError(t, seg.AppendAbortedTxn(aborted[i]))
 		list = append(list, seg)
 	}
+	release(t, list)
 	snaps := &fakeSnapshots{snap: newSegments(list)}
 	t.Cleanup(func() {
 		snaps.snap.retire() // the chain drops its references on the segments

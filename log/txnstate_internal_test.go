@@ -18,7 +18,7 @@ func txnBatch(t *testing.T, pid int64, base int64, seq int32, n int) batch.Batch
 	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: base, Transactional: true,
 		Producer: &batch.Producer{ID: pid, BaseSequence: seq}})
 	for range n {
-		require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: rulesNow}))
+		require.NoError(t, bld.Add(batch.Record{Value: []byte("v"), Timestamp: testNow}))
 	}
 	b, err := bld.Build()
 	require.NoError(t, err)
@@ -28,7 +28,7 @@ func txnBatch(t *testing.T, pid int64, base int64, seq int32, n int) batch.Batch
 // txnMarker returns producer pid's marker of type typ at offset.
 func txnMarker(t *testing.T, pid int64, typ batch.ControlType, offset int64) batch.Batch {
 	t.Helper()
-	b, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: typ, ProducerID: pid, BaseOffset: offset, Timestamp: rulesNow})
+	b, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: typ, ProducerID: pid, BaseOffset: offset, Timestamp: testNow})
 	require.NoError(t, err)
 	return b
 }
@@ -73,13 +73,9 @@ func TestTxnStateUnstable(t *testing.T) {
 	require.NoError(t, fs.MkdirAll("/p-0", 0o755))
 	var list []*segment.Segment
 	for _, base := range []int64{0, 20} {
-		seg, err := segment.Create(fs, "/p-0", base, segment.Config{MaxIndexBytes: 240, MaxSegmentBytes: 1 << 20})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = seg.Close() })
-		_, err = seg.Append(txnBatch(t, 3, base, 0, 2))
-		require.NoError(t, err)
-		list = append(list, seg)
+		list = append(list, createTestSegment(t, fs, "/p-0", segment.Config{MaxIndexBytes: memTestIndexBytes}, base, true, txnBatch(t, 3, base, 0, 2)))
 	}
+	release(t, list)
 	txn.noteAbortedIn(list)
 	require.False(t, txn.aborted.Load(), "no segment holds an aborted transaction")
 	require.NoError(t, list[1].AppendAbortedTxn(AbortedTxn{ProducerID: 3, FirstOffset: 20, LastOffset: 21, LastStableOffset: 20}))
