@@ -103,6 +103,14 @@ type durabilityCore interface {
 	failLocked(err error) error
 }
 
+// dirSyncer syncs the partition directory once every spare a roll adopted
+// carries its base's names. *durability implements it (syncDir); the
+// producer snapshot part and deleteSegmentFiles take it so that they can
+// be built and tested without a durability part.
+type dirSyncer interface {
+	syncDir() error
+}
+
 // durability is the durability part of a Partition: the flush policies'
 // bookkeeping, the group commit, the roll's background flush, the recovery
 // point checkpoint, the FlushInterval goroutine and the spare segment. Its
