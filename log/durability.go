@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/index/vfs"
@@ -77,8 +78,9 @@ import (
 // durabilityCore is the partition core as the durability part sees it:
 // what the part's own goroutines (a roll's background flush, the
 // FlushInterval flusher, a Dir's flush scheduler) hand back to the core,
-// which takes flushMu and mu itself, and the two facts of the core the part
-// reads under its own locks. *Partition implements it (flush.go).
+// which takes flushMu and mu itself, and the failure of the partition. The
+// two facts of the core the part reads lock-free (closed, truncations)
+// are pointers it gets at init. *Partition implements it (flush.go).
 type durabilityCore interface {
 	// syncRound runs one group commit round for the write numbered seq
 	// (it takes flushMu, then mu): groupCommit.wait calls it on the
@@ -90,13 +92,6 @@ type durabilityCore interface {
 	// periodicFlush runs one FlushInterval flush, if anything is unsynced
 	// (it takes flushMu, then mu).
 	periodicFlush()
-	// isClosed reports whether Close was called (lock-free).
-	isClosed() bool
-	// truncationCount returns how many truncations have cut the log
-	// (lock-free; a truncation counts itself before it cuts). The part
-	// compares it, under the checkpoint lock, with the count its work was
-	// taken at.
-	truncationCount() uint64
 	// failLocked makes err the partition's sticky failure unless it
 	// failed already, and returns the failure every later write gets.
 	// REQUIRES: mu held.
@@ -127,6 +122,14 @@ type durability struct {
 	logger *slog.Logger
 	// stats counts the syncs (the partition's counters).
 	stats *counters
+	// closed is the core's closed flag (Partition.closed, set by Close,
+	// read lock-free): a Dir's flush scheduler drops a closed partition.
+	closed *atomic.Bool
+	// truncations is the core's truncation count (Partition.truncations,
+	// read lock-free; a truncation counts itself before it cuts): the part
+	// compares it, under the checkpoint lock, with the count its
+	// background work was taken at.
+	truncations *atomic.Uint64
 	// ckpt writes the recovery point and high watermark checkpoints.
 	ckpt checkpointStore
 	// flushMessages is Config.FlushMessages: 0 none, 1 a group sync per
@@ -205,12 +208,14 @@ type durability struct {
 // durabilityConfig is what init takes from the partition besides its
 // interfaces.
 type durabilityConfig struct {
-	dir    string
-	cfg    *Config
-	segCfg segment.Config
-	stats  *counters
-	ckpt   checkpointStore
-	ckptMu *sync.Mutex
+	dir         string
+	cfg         *Config
+	segCfg      segment.Config
+	stats       *counters
+	ckpt        checkpointStore
+	ckptMu      *sync.Mutex
+	closed      *atomic.Bool
+	truncations *atomic.Uint64
 }
 
 // init sets the part up for a partition being opened: core and spareCore
@@ -220,6 +225,7 @@ func (d *durability) init(core durabilityCore, sc spareCore, c durabilityConfig)
 	d.core = core
 	d.fs, d.dir, d.logger = cfg.FS, c.dir, cfg.Logger
 	d.stats, d.ckpt, d.ckptMu = c.stats, c.ckpt, c.ckptMu
+	d.closed, d.truncations = c.closed, c.truncations
 	d.flushMessages, d.flushInterval = cfg.FlushMessages, cfg.FlushInterval
 	d.autoHighWatermark = !cfg.DisableAutoHighWatermark
 	d.manual = cfg.manualRollFlush
@@ -501,7 +507,7 @@ func (d *durability) setRecoveryPointLocked(offset int64) error {
 func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
 	d.ckptMu.Lock()
 	defer d.ckptMu.Unlock()
-	if d.core.truncationCount() != truncations || offset <= d.recoveryPoint {
+	if d.truncations.Load() != truncations || offset <= d.recoveryPoint {
 		return
 	}
 	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, true); err != nil {

@@ -31,8 +31,6 @@ type fakeCore struct {
 func (c *fakeCore) syncRound(uint64) (uint64, error) { return 0, nil }
 func (c *fakeCore) flushRolled() error               { c.rolledRuns.Add(1); return nil }
 func (c *fakeCore) periodicFlush()                   {}
-func (c *fakeCore) isClosed() bool                   { return c.closed.Load() }
-func (c *fakeCore) truncationCount() uint64          { return c.truncations.Load() }
 func (c *fakeCore) failLocked(err error) error {
 	if c.failed == nil {
 		c.failed = err
@@ -60,7 +58,8 @@ func newPart(t *testing.T, cfg Config) (*durability, *fakeCore, *vfs.MemFS, *syn
 	var ckptMu sync.Mutex
 	d := &durability{}
 	d.init(core, core, durabilityConfig{dir: partDir, cfg: &cfg, segCfg: cfg.segmentConfig(),
-		stats: &counters{}, ckpt: partitionFiles{fs: mem, dir: partDir, logger: cfg.Logger}, ckptMu: &ckptMu})
+		stats: &counters{}, ckpt: partitionFiles{fs: mem, dir: partDir, logger: cfg.Logger}, ckptMu: &ckptMu,
+		closed: &core.closed, truncations: &core.truncations})
 	return d, core, mem, &ckptMu
 }
 

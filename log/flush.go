@@ -12,8 +12,8 @@ import (
 // rules): the entry points that take flushMu and mu and hand the parts the
 // core state they work on, what is persisted once the log is durable (the
 // roll snapshots, through the snapshot part, snapshot.go; the leader
-// epochs), and the core's implementations of durabilityCore, spareCore and
-// snapshotCore.
+// epochs), and the core's implementations of durabilityCore and
+// spareCore.
 
 // checkpointLock is the core's lock of the checkpoint and snapshot files
 // the roll's background flush writes without mu (Partition.rolled).
@@ -146,7 +146,7 @@ func (p *Partition) fullFlushLocked() error {
 	// The roll snapshots still pending (producerSnapshots), then the
 	// directory entries of those it wrote.
 	if p.snaps.writePendingLocked() {
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			p.mu.dirDirty = true
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
@@ -257,8 +257,7 @@ func (p *Partition) flushRolled() error {
 }
 
 // syncDirSettled syncs the partition directory once every spare a roll
-// adopted carries its base's names (durability.syncDir). Part of
-// snapshotCore.
+// adopted carries its base's names (durability.syncDir).
 func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
 
 // failLocked makes err the partition's sticky failure (wrapping
@@ -271,13 +270,6 @@ func (p *Partition) failLocked(err error) error {
 	}
 	return p.mu.failed
 }
-
-// isClosed reports whether Close was called (durabilityCore).
-func (p *Partition) isClosed() bool { return p.closed.Load() }
-
-// truncationCount returns the count of truncations that cut the log
-// (durabilityCore, snapshotCore).
-func (p *Partition) truncationCount() uint64 { return p.truncations.Load() }
 
 // unlock releases mu (spareCore).
 func (p *Partition) unlock() { p.mu.Unlock() }

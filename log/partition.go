@@ -111,12 +111,6 @@ type Partition struct {
 		dirDirty bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
-		// snapLoaded is the offset of the producer snapshot the last
-		// load of the producer state read, -1 for none (snapshot.go).
-		snapLoaded int64
-		// snapKept is the producer snapshot at the log end known to be
-		// durable on disk, and the state it holds for (snapshot.go).
-		snapKept keptSnapshot
 		// epochs is the leader epoch cache (LeaderEpochs) and its
 		// checkpoint file (epochs.go, internal/epochs).
 		epochs epochs.Cache
@@ -212,8 +206,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.awake.set = m.awake
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
-	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
-	p.snaps.init(p, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
+	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu,
+		closed: &p.closed, truncations: &p.truncations})
+	p.snaps.init(&p.dur, &p.truncations, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
 	p.truncated.L = &p.mu.Mutex
 	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
 	fs := cfg.FS
@@ -501,11 +496,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 	}
 	if replayed || !clean {
-		if err := p.snapshotDurableLocked(); err != nil {
+		if err := p.snaps.durableLocked(p.mu.producers, end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-	} else if p.mu.snapLoaded == end.Offset {
-		p.keepSnapshotLocked() // the clean shutdown synced it
+	} else {
+		p.snaps.keepLoadedLocked(end.Offset, p.mu.writeSeq) // the clean shutdown synced it
 	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
@@ -751,7 +746,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(p.fullFlushLocked())
 		}
 		if first == nil {
-			keep(p.closeSnapshotLocked()) // producer state at the log end
+			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty)) // producer state at the log end
 		}
 	}
 	p.dur.closeSyncFile()

@@ -179,7 +179,7 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 		return p.mu.failed
 	}
 	p.snaps.dropBelowLocked(p.logStart.Load()) // snapshot.go
-	if err := p.syncDirSettled(); err != nil {
+	if err := p.dur.syncDir(); err != nil {
 		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
 	}
 	p.mu.dirDirty = false

@@ -169,7 +169,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
 	}
 	if removed {
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: truncate %s to %d: sync after removing producer snapshots: %w", p.dir, offset, err))
 			return p.mu.failed
 		}
@@ -212,7 +212,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 		// The removals must be durable before the cut: a crash must not
 		// bring a later segment back behind a shortened one (a hole).
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 		p.mu.dirDirty = false
@@ -336,7 +336,7 @@ func (p *Partition) makeTruncationDurableLocked() error {
 	}
 	// Producer state (snapshot.go): snapshots past the new end removed
 	// (durably), state reloaded from the log that remains.
-	if err := p.reloadProducersLocked(false); err != nil {
+	if _, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset); err != nil {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
 		return p.mu.failed
 	}
@@ -495,7 +495,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		if err := old[i].MarkDeleted(); err != nil {
 			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
 		}
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			return fail(err)
 		}
 	}
@@ -506,9 +506,10 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
-	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
+	if err := p.snaps.removeAllLocked(); err != nil { // snapshot.go: every snapshot goes
 		return fail(fmt.Errorf("producer state: %w", err))
 	}
+	p.resetProducersLocked()
 	if at != oldStart {
 		if err := p.writeLogStartCheckpoint(at); err != nil {
 			return fail(fmt.Errorf("log start checkpoint: %w", err))
