@@ -128,7 +128,7 @@ func (v *View) Segments() []SegmentView { return v.infos }
 // cleaner-offset-checkpoint file says the log is cleaned; found is false
 // when there is none.
 func (v *View) CleanerCheckpoint() (offset int64, found bool, err error) {
-	return v.p.cleanerCheckpoint()
+	return v.p.ckpts.readCleaner()
 }
 
 // Batches walks the entries of the i-th segment of the snapshot whose last

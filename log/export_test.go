@@ -29,7 +29,7 @@ func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() e
 	return p.replaceSegments(old, new, p.truncations.Load(), commit)
 }
 
-func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.cleanerCheckpoint() }
+func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.ckpts.readCleaner() }
 
 func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
 

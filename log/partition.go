@@ -30,8 +30,13 @@ type Partition struct {
 	dirLock io.Closer
 	// ckpt keeps the partition's offset checkpoints: its own files
 	// (partitionFiles) or, in a Dir, the log directory's root files. Set
-	// by Open, never changed.
+	// by Open, never changed. Open reads it; the parts that write the
+	// entries hold it too (dur, ckpts).
 	ckpt checkpointStore
+	// ckpts is the log start and cleaner checkpoint part (checkpoint.go;
+	// DESIGN.md, "Parts of a Partition: checkpoints"). Set by Open, never
+	// changed.
+	ckpts checkpoints
 	// inDir is set for a partition a Dir opened: no lock of its own, and
 	// the clean-shutdown marker is the Dir's.
 	inDir bool
@@ -206,6 +211,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.awake.set = m.awake
 	}
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
+	p.ckpts.init(p.ckpt)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu,
 		closed: &p.closed, truncations: &p.truncations})
 	p.snaps.init(&p.dur, &p.truncations, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
@@ -348,7 +354,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		if !haveCP {
 			// A new partition records its log start, so that a later
 			// Open notices a first segment gone missing (checkDir).
-			if err := p.writeLogStartCheckpoint(base); err != nil {
+			if err := p.ckpts.writeLogStart(base); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 			}
 		}
@@ -428,7 +434,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		// end. Lowered before anything is appended: segments rolled below
 		// it would pass for a compaction's (compactedGap), and a crash
 		// that lost one's unsynced tail would leave a hole.
-		if err := p.clampCleanerCheckpointLocked(end.Offset); err != nil {
+		if err := p.ckpts.clampCleanerLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: cleaner checkpoint: %w", dir, err))
 		}
 	}

@@ -153,7 +153,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 		return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 	}
 	if next > p.logStart.Load() {
-		if err := p.writeLogStartCheckpoint(next); err != nil {
+		if err := p.ckpts.writeLogStart(next); err != nil {
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)

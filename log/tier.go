@@ -523,7 +523,7 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 // is copied, and the pass fails).
 func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
-	if _, found, err := p.cleanerCheckpoint(); err != nil || found {
+	if _, found, err := p.ckpts.readCleaner(); err != nil || found {
 		// A compacted partition is not tiered (its segments are
 		// rewritten under the copies).
 		t.lagSegs.Store(0)

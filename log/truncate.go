@@ -149,7 +149,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// 1. Lower the cleaner checkpoint first (always safe: compaction only
 	// cleans more): offsets re-appended after the cut are dirty. A
 	// failure changes nothing else.
-	if err := p.clampCleanerCheckpointLocked(newEnd); err != nil {
+	if err := p.ckpts.clampCleanerLocked(newEnd); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
@@ -243,7 +243,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	if p.mu.end.Offset < newEnd {
 		// offset fell in a gap of a compacted log: the log ends below
 		// newEnd, which step 1 used.
-		if err := p.clampCleanerCheckpointLocked(p.mu.end.Offset); err != nil {
+		if err := p.ckpts.clampCleanerLocked(p.mu.end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err))
 		}
 		if err := p.tierPart.Load().dropFrom(p.mu.end.Offset); err != nil {
@@ -386,7 +386,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 			return p.mu.failed
 		}
 	}
-	if err := p.writeLogStartCheckpoint(offset); err != nil {
+	if err := p.ckpts.writeLogStart(offset); err != nil {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
@@ -465,7 +465,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	if err := p.tierPart.Load().dropFrom(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
 	}
-	if err := p.clampCleanerCheckpointLocked(at); err != nil {
+	if err := p.ckpts.clampCleanerLocked(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: cleaner checkpoint: %w", p.dir, at, err)
 	}
 	oldStart := p.logStart.Load()
@@ -511,7 +511,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	}
 	p.resetProducersLocked()
 	if at != oldStart {
-		if err := p.writeLogStartCheckpoint(at); err != nil {
+		if err := p.ckpts.writeLogStart(at); err != nil {
 			return fail(fmt.Errorf("log start checkpoint: %w", err))
 		}
 	}
