@@ -51,7 +51,7 @@ func (p *Partition) Sync() error {
 func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
 	p.mu.writeSeq++
 	p.dur.noteWriteLocked(active, p.mu.writeSeq, records)
-	p.noteAwakeLocked() // awake.go
+	p.awake.noteWrittenLocked(active) // awake.go
 }
 
 // flushDueLocked reports whether an append must run a full flush before

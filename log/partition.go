@@ -203,13 +203,14 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		return nil, err
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
-	p.awake.slot = -1
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
+	var awake *awakeSet // a Dir's under a segment budget (awake.go)
 	if m != nil {
 		p.ckpt, p.inDir = m.store, true
 		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
-		p.awake.set = m.awake
+		awake = m.awake
 	}
+	p.awake.init(awake, p)
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
 	p.ckpts.init(p.ckpt)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu,
@@ -735,7 +736,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.wakeWaiters()
-	p.leaveAwakeLocked()        // awake.go
+	p.awake.leaveLocked()       // awake.go
 	p.dur.spare.discardLocked() // spare.go
 	var first error
 	keep := func(err error) {
