@@ -137,7 +137,7 @@ type Partition struct {
 	// mu.truncating. Its Locker is &mu.Mutex.
 	truncated sync.Cond
 	// cleaning is the partition's cleaning claim, held by the running
-	// Compact round (claimCleaning; Close stops the round).
+	// Compact round (segments.go; Close stops the round).
 	cleaning cleaningClaim
 	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
