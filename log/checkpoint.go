@@ -281,13 +281,3 @@ func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (wr
 	return p.ckpts.writeCleanerLocked(offset, truncations, p.truncations.Load(), p.mu.end.Offset,
 		p.segs.Load().active().BaseOffset(), p)
 }
-
-// writeLogStartCheckpoint durably records offset as the log start
-// (checkpoints.writeLogStart), for restart.go. REQUIRES: mu held.
-func (p *Partition) writeLogStartCheckpoint(offset int64) error { return p.ckpts.writeLogStart(offset) }
-
-// clampCleanerCheckpointLocked lowers the cleaner checkpoint to end
-// (checkpoints.clampCleanerLocked), for restart.go. REQUIRES: mu held.
-func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
-	return p.ckpts.clampCleanerLocked(end)
-}

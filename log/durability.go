@@ -517,6 +517,44 @@ func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
 	d.recoveryPoint = offset
 }
 
+// syncBeforeEpochLocked, under per-append durability (FlushMessages 1),
+// flushes the segments of snap written since the last full flush
+// (flushSegmentsLocked, with the core's directory flag dirDirty; dirSynced
+// as there) and raises the recovery point, durably, to start, where a
+// leader epoch entry is about to be written (start is the log end): the
+// entry then never outlives the batches below it unnoticed (a lost log
+// end, lostend.go). Under the other policies it does nothing. A failed
+// fsync fails the partition; a failed checkpoint write is returned, and
+// the entry is not written. REQUIRES: mu held, ckptMu not held.
+func (d *durability) syncBeforeEpochLocked(snap *segments, start int64, dirDirty bool) (dirSynced bool, err error) {
+	if !d.syncEveryAppend() {
+		return false, nil
+	}
+	dirSynced, err = d.flushSegmentsLocked(snap, dirDirty)
+	if err != nil {
+		return dirSynced, d.core.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", d.dir, start, err))
+	}
+	return dirSynced, d.raiseRecoveryPointNowLocked(start)
+}
+
+// raiseRecoveryPointNowLocked persists offset as the recovery point when
+// it raises it, durably before it returns (never deferred, as a Dir's
+// store may defer a lazy write), for a writer about to write a file whose
+// meaning depends on it. REQUIRES: mu held, ckptMu not held; every batch
+// below offset and the directory are durable.
+func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if offset <= d.recoveryPoint {
+		return nil
+	}
+	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, false); err != nil {
+		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
+	}
+	d.recoveryPoint = offset
+	return nil
+}
+
 // flushSealedBelowLocked makes every segment of snap below off durable and
 // moves the recovery point up to off, when it is below: for the writers
 // that must not leave sealed segments above the recovery point

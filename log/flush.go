@@ -256,10 +256,6 @@ func (p *Partition) flushRolled() error {
 	return nil
 }
 
-// syncDirSettled syncs the partition directory once every spare a roll
-// adopted carries its base's names (durability.syncDir).
-func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
-
 // failLocked makes err the partition's sticky failure (wrapping
 // ErrFailed) unless it already failed, and returns the sticky failure
 // (part of durabilityCore). REQUIRES: mu held.
