@@ -30,16 +30,16 @@ import (
 
 // awakeSet is a Dir's CLOCK of its partitions whose active segment holds
 // its files open for writing. Lock order: a partition's mu, then mu; the
-// sweep only tries a partition's flushMu and mu.
+// sweep only tries a partition's flushMu and mu (awakeCore.tryRest).
 type awakeSet struct {
 	budget *segment.Budget
 	// maxAwake is the budget's Max: how many may be awake.
 	maxAwake int
 
 	mu sync.Mutex
-	// ring holds the awake partitions; each knows its slot
-	// (awake.slot). hand is the CLOCK hand. Guarded by mu.
-	ring []*Partition
+	// ring holds the awake partitions' states; each knows its slot
+	// (awakeState.slot). hand is the CLOCK hand. Guarded by mu.
+	ring []*awakeState
 	hand int
 }
 
@@ -48,92 +48,122 @@ func newAwakeSet(b *segment.Budget) *awakeSet {
 	return &awakeSet{budget: b, maxAwake: b.Stats().Max}
 }
 
-// awakeState is a partition's part in its Dir's awake set.
+// awakeCore is the partition core as the awake set sees it. *Partition
+// implements it.
+type awakeCore interface {
+	// tryRest returns the partition's active segment to rest unless the
+	// partition is busy, and reports whether it left the set (rested, or
+	// closed or failed). It only tries the partition's locks: the sweep
+	// calls it holding the set's mu and the writing partition's mu.
+	tryRest() bool
+}
+
+// awakeState is a partition's part in its Dir's awake set
+// (Partition.awake).
 type awakeState struct {
-	// set is the Dir's awake set; nil for a partition alone or a Dir
-	// without a segment budget.
-	set *awakeSet
+	// set is the Dir's awake set, nil for a partition alone or a Dir
+	// without a segment budget; core is the partition. Set by init, never
+	// changed.
+	set  *awakeSet
+	core awakeCore
 	// slot is the partition's index in set.ring, -1 when not there.
 	// Guarded by set.mu.
 	slot int
 	// referenced is set by every write, cleared by the sweep.
 	referenced atomic.Bool
+	// left is set when the partition left the set for good (Close): it
+	// never joins again. Guarded by the core's mu.
+	left bool
 }
 
-// noteAwakeLocked marks the partition written and, when its active
-// segment holds its files open for writing, makes sure it is in its
-// Dir's awake set (which may return other partitions to rest).
-// REQUIRES: mu held.
-func (p *Partition) noteAwakeLocked() {
-	set := p.awake.set
-	if set == nil || p.mu.closed {
+// init sets the state up for a partition of set (nil: none).
+func (a *awakeState) init(set *awakeSet, core awakeCore) {
+	a.set, a.core, a.slot = set, core, -1
+}
+
+// noteWrittenLocked marks the partition written and, when its active
+// segment active holds its files open for writing, makes sure it is in
+// its Dir's awake set (which may return other partitions to rest).
+// REQUIRES: the core's mu held.
+func (a *awakeState) noteWrittenLocked(active *segment.Segment) {
+	set := a.set
+	if set == nil || a.left {
 		return
 	}
-	if !p.awake.referenced.Load() {
-		p.awake.referenced.Store(true)
+	if !a.referenced.Load() {
+		a.referenced.Store(true)
 	}
-	if p.segs.Load().active().Sealed() {
+	if active.Sealed() {
 		return // at rest (queued writes wake it, and note it again)
 	}
-	set.add(p)
+	set.add(a)
 }
 
-// add puts p in the ring, if not there, and rests the coldest other
+// leaveLocked takes the closing partition out of its Dir's awake set for
+// good. REQUIRES: the core's mu held.
+func (a *awakeState) leaveLocked() {
+	a.left = true
+	if a.set != nil {
+		a.set.remove(a)
+	}
+}
+
+// add puts a in the ring, if not there, and rests the coldest other
 // partitions while more are awake than the budget holds.
-func (a *awakeSet) add(p *Partition) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p.awake.slot >= 0 {
+func (s *awakeSet) add(a *awakeState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.slot >= 0 {
 		return
 	}
-	p.awake.slot = len(a.ring)
-	a.ring = append(a.ring, p)
-	a.budget.AddActive(1)
-	for steps := 2 * len(a.ring); len(a.ring) > a.maxAwake && steps > 0; steps-- {
-		if a.hand >= len(a.ring) {
-			a.hand = 0
+	a.slot = len(s.ring)
+	s.ring = append(s.ring, a)
+	s.budget.AddActive(1)
+	for steps := 2 * len(s.ring); len(s.ring) > s.maxAwake && steps > 0; steps-- {
+		if s.hand >= len(s.ring) {
+			s.hand = 0
 		}
-		v := a.ring[a.hand]
-		if v == p || v.awake.referenced.Swap(false) {
-			a.hand++
+		v := s.ring[s.hand]
+		if v == a || v.referenced.Swap(false) {
+			s.hand++
 			continue
 		}
-		if v.tryRest() {
-			a.removeLocked(v) // the last partition moved to the hand
+		if v.core.tryRest() {
+			s.removeLocked(v) // the last partition moved to the hand
 			continue
 		}
-		a.hand++
+		s.hand++
 	}
 }
 
-// remove takes p out of the ring (if there).
-func (a *awakeSet) remove(p *Partition) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.removeLocked(p)
+// remove takes a out of the ring (if there).
+func (s *awakeSet) remove(a *awakeState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(a)
 }
 
-// removeLocked takes p out of the ring, moving the last partition into
+// removeLocked takes a out of the ring, moving the last partition into
 // its slot. REQUIRES: mu held.
-func (a *awakeSet) removeLocked(p *Partition) {
-	i := p.awake.slot
+func (s *awakeSet) removeLocked(a *awakeState) {
+	i := a.slot
 	if i < 0 {
 		return
 	}
-	last := len(a.ring) - 1
-	a.ring[i] = a.ring[last]
-	a.ring[i].awake.slot = i
-	a.ring[last] = nil
-	a.ring = a.ring[:last]
-	p.awake.slot = -1
-	if a.hand >= len(a.ring) {
-		a.hand = 0
+	last := len(s.ring) - 1
+	s.ring[i] = s.ring[last]
+	s.ring[i].slot = i
+	s.ring[last] = nil
+	s.ring = s.ring[:last]
+	a.slot = -1
+	if s.hand >= len(s.ring) {
+		s.hand = 0
 	}
-	a.budget.AddActive(-1)
+	s.budget.AddActive(-1)
 }
 
 // tryRest returns the partition's active segment to rest unless the
-// partition is busy (its flushMu or mu taken, a truncation waiting,
+// partition is busy (awakeCore) (its flushMu or mu taken, a truncation waiting,
 // batches queued for the group syncer), and reports whether it left the
 // awake set: rested, or closed or failed (nothing to rest; Close releases
 // the files). It closes the group syncer's handle on the .log as well. A
@@ -162,12 +192,4 @@ func (p *Partition) tryRest() bool {
 	}
 	p.dur.closeSyncFile()
 	return true
-}
-
-// leaveAwakeLocked takes the closing partition out of its Dir's awake
-// set. REQUIRES: mu held, mu.closed set.
-func (p *Partition) leaveAwakeLocked() {
-	if p.awake.set != nil {
-		p.awake.set.remove(p)
-	}
 }

@@ -125,12 +125,6 @@ func (f partitionFiles) lower(name string, end int64) error {
 	return checkpoint.WriteOffsets(fs, path, entries)
 }
 
-// writeLogStartCheckpoint durably records offset as the log start.
-// REQUIRES: mu held, or Open.
-func (p *Partition) writeLogStartCheckpoint(offset int64) error {
-	return p.ckpt.write(logStartOffsetCheckpointFile, offset, false)
-}
-
 // writeOffsetCheckpoint durably records offset in the checkpoint file name
 // of dir (tmp + fsync + rename + directory fsync).
 func writeOffsetCheckpoint(fs vfs.FS, dir, name string, offset int64) error {
@@ -175,28 +169,106 @@ func syncDir(fs vfs.FS, dir string) error { return checkpoint.SyncDir(fs, dir) }
 // re-appended after a truncation are dirty.
 const cleanerCheckpointFile = checkpoint.CleanerOffsetFile // frozen: "cleaner-offset-checkpoint"
 
-// clampCleanerCheckpointLocked lowers this partition's entry of the
-// cleaner checkpoint to end when it is above end, durably (see
-// checkpointStore.lower). REQUIRES: mu held (serializes the entry's
-// writers through writeCleanerCheckpoint).
-func (p *Partition) clampCleanerCheckpointLocked(end int64) error {
-	return p.ckpt.lower(cleanerCheckpointFile, end)
+// checkpoints is the part of a Partition that keeps its entries of the
+// log start and cleaner checkpoints (Partition.ckpts; the recovery point
+// and the high watermark are the durability part's) and their rules: the
+// log start is written durably, never deferred; the cleaner checkpoint is
+// clamped to the log end, dropped when a truncation came after the round
+// that computed it, written only once what it covers is durable, and
+// lowered by truncations; a partition alone reads only its own entry of
+// its cleaner checkpoint file. Its fields are set by init and never
+// change; every method is called under the partition's mu (writeCleaner
+// also under flushMu), or by Open before the partition is shared.
+type checkpoints struct {
+	// store is the partition's checkpoint store (Partition.ckpt).
+	store checkpointStore
 }
 
-// writeCleanerCheckpoint records, under the partition's write lock, that
-// the log is cleaned below offset (cleanerCheckpointFile), unless a
-// truncation started since the count of truncations was truncations: the offsets a
-// round computed before a truncation may name batches that were cut and
-// re-appended (dirty), so the round's checkpoint is then dropped (written
-// reports false) and the one TruncateTo clamped stays. offset is also
-// clamped to the log end. What it covers is made durable first: Open
-// takes a segment that ends before the next one's base at or below the
-// checkpoint for a compaction's, not for a crash's lost tail
-// (compactedGap), so the checkpoint must never cover a segment whose
-// unsynced tail a crash can lose. A round that rewrote nothing flushed
-// nothing; the sealed segments below the checkpoint are flushed, and
-// everything when it reaches past the active segment's base (the next
-// roll seals the active segment where the checkpoint may be).
+// cleanerFlusher is the core as the cleaner checkpoint's write sees it:
+// the flushes that make durable what the checkpoint covers. *Partition
+// implements it (flush.go). REQUIRES of both: flushMu and mu held.
+type cleanerFlusher interface {
+	// fullFlushLocked flushes everything, as Sync does.
+	fullFlushLocked() error
+	// flushSealedBelowLocked makes every segment below off durable and
+	// raises the recovery point to off.
+	flushSealedBelowLocked(off int64) error
+}
+
+// init sets the part up over the partition's checkpoint store.
+func (c *checkpoints) init(store checkpointStore) { c.store = store }
+
+// writeLogStart durably records offset as the log start: never a lazy
+// write (a Dir's store defers those while it opens or closes), since Open
+// relies on it to tell a first segment gone missing (checkDir) and a
+// restart of the log that a crash interrupted (settleEmptyTail).
+// REQUIRES: mu held, or Open.
+func (c *checkpoints) writeLogStart(offset int64) error {
+	return c.store.write(logStartOffsetCheckpointFile, offset, false)
+}
+
+// clampCleanerLocked lowers the partition's entry of the cleaner
+// checkpoint to end when it is above end, durably (see
+// checkpointStore.lower): offsets appended again after a truncation are
+// dirty. REQUIRES: mu held (serializes the entry's writers).
+func (c *checkpoints) clampCleanerLocked(end int64) error {
+	return c.store.lower(cleanerCheckpointFile, end)
+}
+
+// writeCleanerLocked records that the log is cleaned below offset, unless
+// a truncation happened since a round computed it (truncationsThen, the
+// count before the round's snapshot, differs from truncationsNow): the
+// offsets it covers may name batches that were cut and re-appended
+// (dirty), so the round's checkpoint is dropped (written is false) and the
+// one the truncation clamped stays. offset is clamped to the log end end.
+// What it covers is made durable first (f): Open takes a segment that ends
+// before the next one's base at or below the checkpoint for a
+// compaction's, not for a crash's lost tail (compactedGap), so the
+// checkpoint must never cover a segment whose unsynced tail a crash can
+// lose. The sealed segments below it are flushed, and everything when it
+// reaches past the active segment's base activeBase (the next roll seals
+// the active segment where the checkpoint may be). REQUIRES: flushMu and
+// mu held.
+func (c *checkpoints) writeCleanerLocked(offset int64, truncationsThen, truncationsNow uint64, end, activeBase int64, f cleanerFlusher) (written bool, err error) {
+	if truncationsNow != truncationsThen {
+		return false, nil
+	}
+	at := min(offset, end)
+	if at > activeBase {
+		if err := f.fullFlushLocked(); err != nil {
+			return false, err
+		}
+	} else if err := f.flushSealedBelowLocked(at); err != nil {
+		return false, err
+	}
+	if err := c.store.write(cleanerCheckpointFile, at, false); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// readCleaner returns the offset below which the partition's cleaner
+// checkpoint says the log is cleaned; found is false when there is none.
+// For a partition opened alone it reads the partition directory's file and
+// only its entry for the directory's topic-partition (not, as Open's
+// reads of the other checkpoints do, the file's only entry whatever it
+// names); for a partition of a Dir it reads the Dir's entry (kept in
+// memory, the root file's). View.CleanerCheckpoint reads it.
+func (c *checkpoints) readCleaner() (offset int64, found bool, err error) {
+	if f, ok := c.store.(partitionFiles); ok {
+		topic, part := checkpoint.EntryName(f.dir)
+		off, found, err := checkpoint.ReadOffset(f.fs, filepath.Join(f.dir, cleanerCheckpointFile), topic, part)
+		if errors.Is(err, errNotExist) {
+			return 0, false, nil
+		}
+		return off, found, err
+	}
+	return c.store.read(cleanerCheckpointFile)
+}
+
+// writeCleanerCheckpoint records, under flushMu and mu, that the log is
+// cleaned below offset (checkpoints.writeCleanerLocked has the rules),
+// unless a truncation came after the count truncations a round read.
 // Serialized with TruncateTo's own update of the file.
 func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (written bool, err error) {
 	p.flushMu.Lock() // for fullFlushLocked (flushMu before mu)
@@ -206,37 +278,6 @@ func (p *Partition) writeCleanerCheckpoint(offset int64, truncations uint64) (wr
 	if err := p.checkWritableLocked(); err != nil {
 		return false, err
 	}
-	if p.truncations.Load() != truncations {
-		return false, nil
-	}
-	at := min(offset, p.mu.end.Offset)
-	if at > p.segs.Load().active().BaseOffset() {
-		if err := p.fullFlushLocked(); err != nil {
-			return false, err
-		}
-	} else if err := p.flushSealedBelowLocked(at); err != nil {
-		return false, err
-	}
-	if err := p.ckpt.write(cleanerCheckpointFile, at, false); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// cleanerCheckpoint returns the offset below which the partition's
-// cleaner checkpoint (cleanerCheckpointFile) says the log is cleaned;
-// found is false when there is none. For a partition opened alone it reads
-// the partition directory's file and only its entry for the directory's
-// topic-partition; for a partition of a Dir it reads the Dir's entry
-// (kept in memory, the root file's). View.CleanerCheckpoint reads it.
-func (p *Partition) cleanerCheckpoint() (offset int64, found bool, err error) {
-	if _, ok := p.ckpt.(partitionFiles); ok {
-		topic, part := checkpoint.EntryName(p.dir)
-		off, found, err := checkpoint.ReadOffset(p.cfg.FS, filepath.Join(p.dir, cleanerCheckpointFile), topic, part)
-		if errors.Is(err, errNotExist) {
-			return 0, false, nil
-		}
-		return off, found, err
-	}
-	return p.ckpt.read(cleanerCheckpointFile)
+	return p.ckpts.writeCleanerLocked(offset, truncations, p.truncations.Load(), p.mu.end.Offset,
+		p.segs.Load().active().BaseOffset(), p)
 }

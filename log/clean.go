@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
 	"github.com/partlog/partlog/internal/legacy"
@@ -127,7 +128,7 @@ func (v *View) Segments() []SegmentView { return v.infos }
 // cleaner-offset-checkpoint file says the log is cleaned; found is false
 // when there is none.
 func (v *View) CleanerCheckpoint() (offset int64, found bool, err error) {
-	return v.p.cleanerCheckpoint()
+	return v.p.ckpts.readCleaner()
 }
 
 // Batches walks the entries of the i-th segment of the snapshot whose last
@@ -420,7 +421,7 @@ func (p *Partition) compact(ctx context.Context, c Cleaner) (CleanResult, error)
 		return res, nil
 	}
 	rw := rewriter{p: p, c: c, ctx: ctx, truncations: truncations}
-	for _, g := range p.groupForCleaning(segs[:n]) {
+	for _, g := range groupForCleaning(segs[:n], p.cfg.SegmentBytes, p.segCfg.MaxIndexBytes) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
@@ -442,16 +443,15 @@ func (p *Partition) compact(ctx context.Context, c Cleaner) (CleanResult, error)
 }
 
 // groupForCleaning splits segs into runs that fit one segment, as Kafka's
-// groupSegmentsBySize does: total size within segment.bytes, offsets within
-// MaxInt32 of the run's base, and index entries within what one segment's
-// indexes hold, so appending the run's batches to one new segment cannot
-// run out of index room.
-func (p *Partition) groupForCleaning(segs []*segment.Segment) [][]*segment.Segment {
-	segmentBytes := p.cfg.SegmentBytes
+// groupSegmentsBySize does: total size within segmentBytes (the
+// partition's Config.SegmentBytes), offsets within MaxInt32 of the run's
+// base, and index entries within what one segment's indexes of
+// maxIndexBytes hold, so appending the run's batches to one new segment
+// cannot run out of index room. A limit <= 0 is the default's.
+func groupForCleaning(segs []*segment.Segment, segmentBytes int64, maxIndexBytes int) [][]*segment.Segment {
 	if segmentBytes <= 0 {
 		segmentBytes = segment.DefaultMaxSegmentBytes
 	}
-	maxIndexBytes := p.segCfg.MaxIndexBytes
 	if maxIndexBytes <= 0 {
 		maxIndexBytes = segment.DefaultMaxIndexBytes
 	}
@@ -591,9 +591,9 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	if err := out.Flush(); err != nil {
 		return discard(err)
 	}
-	committed, err := p.swapIn(g, out, w.truncations)
-	if err != nil {
-		if committed {
+	sw := segmentSwap{fs: p.cfg.FS, dir: p.dir, old: g, out: out}
+	if err := p.replaceSegments(g, []*segment.Segment{out}, w.truncations, sw.commit); err != nil {
+		if sw.committed {
 			// Past the commit point: Open finishes the swap; drop only
 			// our reference.
 			_ = out.Unref()
@@ -609,39 +609,49 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	return nil
 }
 
-// swapIn replaces the run old with out, a sealed .cleaned segment, under
-// the partition's lock, through the crash protocol (see Compact);
-// committed reports that the swap passed its commit point.
-func (p *Partition) swapIn(old []*segment.Segment, out *segment.Segment, truncations uint64) (committed bool, err error) {
-	fsys, dir := p.cfg.FS, p.dir
-	commit := func() error {
-		if err := out.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
-			return err
-		}
-		if err := syncDir(fsys, dir); err != nil {
-			// Not durable yet: take the rename back.
-			_ = out.ChangeSuffix(segment.SwapSuffix, segment.CleanedSuffix)
-			return err
-		}
-		committed = true
-		for _, s := range old {
-			if err := s.MarkDeleted(); err != nil {
-				return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
-			}
-		}
-		if err := syncDir(fsys, dir); err != nil {
-			return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
-		}
-		if err := out.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
-			return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
-		}
-		if err := syncDir(fsys, dir); err != nil {
-			return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
-		}
-		return nil
+// segmentSwap is the file half of a compaction swap (see Compact): out, a
+// sealed .cleaned segment, replaces the run old. replaceSegments runs
+// commit under the partition's lock, once it checked that old is still
+// the partition's.
+type segmentSwap struct {
+	fs  vfs.FS
+	dir string
+	old []*segment.Segment
+	out *segment.Segment
+	// committed is set once the swap passed its commit point (the .swap
+	// names durable): from then on Open finishes it, whatever fails.
+	committed bool
+}
+
+// commit renames out .cleaned to .swap and syncs the directory (the commit
+// point; a failed sync takes the rename back), renames old .deleted and
+// syncs, then renames out to its plain names and syncs. An error after the
+// commit point wraps ErrSwapIncomplete.
+func (s *segmentSwap) commit() error {
+	if err := s.out.ChangeSuffix(segment.CleanedSuffix, segment.SwapSuffix); err != nil {
+		return err
 	}
-	err = p.replaceSegments(old, []*segment.Segment{out}, truncations, commit)
-	return committed, err
+	if err := syncDir(s.fs, s.dir); err != nil {
+		// Not durable yet: take the rename back.
+		_ = s.out.ChangeSuffix(segment.SwapSuffix, segment.CleanedSuffix)
+		return err
+	}
+	s.committed = true
+	for _, seg := range s.old {
+		if err := seg.MarkDeleted(); err != nil {
+			return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
+		}
+	}
+	if err := syncDir(s.fs, s.dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
+	}
+	if err := s.out.ChangeSuffix(segment.SwapSuffix, ""); err != nil {
+		return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
+	}
+	if err := syncDir(s.fs, s.dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrSwapIncomplete, err)
+	}
+	return nil
 }
 
 // batch applies the Cleaner's decisions to b (a v2 batch): nb is the batch

@@ -391,7 +391,7 @@ func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
 		// An active segment created or recovered holds its files open:
 		// counted against the budget from now on.
 		p.lockAppender()
-		p.noteAwakeLocked()
+		p.awake.noteWrittenLocked(p.segs.Load().active())
 		p.mu.Unlock()
 	}
 	return p, err

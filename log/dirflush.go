@@ -67,7 +67,7 @@ func (s *flushScheduler) add(d *durability) {
 // schedule makes d due one FlushInterval from now, unless its partition
 // is closed.
 func (s *flushScheduler) schedule(d *durability) {
-	if d.core.isClosed() {
+	if d.closed.Load() {
 		return
 	}
 	s.push(flushEntry{at: time.Now().Add(d.flushInterval), d: d})
@@ -106,7 +106,7 @@ func (s *flushScheduler) run() {
 		}
 		s.mu.Unlock()
 		if next.d != nil {
-			if next.d.core.isClosed() {
+			if next.d.closed.Load() {
 				continue
 			}
 			select {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/partlog/partlog/index/vfs"
@@ -77,8 +78,9 @@ import (
 // durabilityCore is the partition core as the durability part sees it:
 // what the part's own goroutines (a roll's background flush, the
 // FlushInterval flusher, a Dir's flush scheduler) hand back to the core,
-// which takes flushMu and mu itself, and the two facts of the core the part
-// reads under its own locks. *Partition implements it (flush.go).
+// which takes flushMu and mu itself, and the failure of the partition. The
+// two facts of the core the part reads lock-free (closed, truncations)
+// are pointers it gets at init. *Partition implements it (flush.go).
 type durabilityCore interface {
 	// syncRound runs one group commit round for the write numbered seq
 	// (it takes flushMu, then mu): groupCommit.wait calls it on the
@@ -90,17 +92,18 @@ type durabilityCore interface {
 	// periodicFlush runs one FlushInterval flush, if anything is unsynced
 	// (it takes flushMu, then mu).
 	periodicFlush()
-	// isClosed reports whether Close was called (lock-free).
-	isClosed() bool
-	// truncationCount returns how many truncations have cut the log
-	// (lock-free; a truncation counts itself before it cuts). The part
-	// compares it, under the checkpoint lock, with the count its work was
-	// taken at.
-	truncationCount() uint64
 	// failLocked makes err the partition's sticky failure unless it
 	// failed already, and returns the failure every later write gets.
 	// REQUIRES: mu held.
 	failLocked(err error) error
+}
+
+// dirSyncer syncs the partition directory once every spare a roll adopted
+// carries its base's names. *durability implements it (syncDir); the
+// producer snapshot part and deleteSegmentFiles take it so that they can
+// be built and tested without a durability part.
+type dirSyncer interface {
+	syncDir() error
 }
 
 // durability is the durability part of a Partition: the flush policies'
@@ -119,6 +122,14 @@ type durability struct {
 	logger *slog.Logger
 	// stats counts the syncs (the partition's counters).
 	stats *counters
+	// closed is the core's closed flag (Partition.closed, set by Close,
+	// read lock-free): a Dir's flush scheduler drops a closed partition.
+	closed *atomic.Bool
+	// truncations is the core's truncation count (Partition.truncations,
+	// read lock-free; a truncation counts itself before it cuts): the part
+	// compares it, under the checkpoint lock, with the count its
+	// background work was taken at.
+	truncations *atomic.Uint64
 	// ckpt writes the recovery point and high watermark checkpoints.
 	ckpt checkpointStore
 	// flushMessages is Config.FlushMessages: 0 none, 1 a group sync per
@@ -197,12 +208,14 @@ type durability struct {
 // durabilityConfig is what init takes from the partition besides its
 // interfaces.
 type durabilityConfig struct {
-	dir    string
-	cfg    *Config
-	segCfg segment.Config
-	stats  *counters
-	ckpt   checkpointStore
-	ckptMu *sync.Mutex
+	dir         string
+	cfg         *Config
+	segCfg      segment.Config
+	stats       *counters
+	ckpt        checkpointStore
+	ckptMu      *sync.Mutex
+	closed      *atomic.Bool
+	truncations *atomic.Uint64
 }
 
 // init sets the part up for a partition being opened: core and spareCore
@@ -212,6 +225,7 @@ func (d *durability) init(core durabilityCore, sc spareCore, c durabilityConfig)
 	d.core = core
 	d.fs, d.dir, d.logger = cfg.FS, c.dir, cfg.Logger
 	d.stats, d.ckpt, d.ckptMu = c.stats, c.ckpt, c.ckptMu
+	d.closed, d.truncations = c.closed, c.truncations
 	d.flushMessages, d.flushInterval = cfg.FlushMessages, cfg.FlushInterval
 	d.autoHighWatermark = !cfg.DisableAutoHighWatermark
 	d.manual = cfg.manualRollFlush
@@ -493,7 +507,7 @@ func (d *durability) setRecoveryPointLocked(offset int64) error {
 func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
 	d.ckptMu.Lock()
 	defer d.ckptMu.Unlock()
-	if d.core.truncationCount() != truncations || offset <= d.recoveryPoint {
+	if d.truncations.Load() != truncations || offset <= d.recoveryPoint {
 		return
 	}
 	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, true); err != nil {
@@ -501,6 +515,44 @@ func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
 		return
 	}
 	d.recoveryPoint = offset
+}
+
+// syncBeforeEpochLocked, under per-append durability (FlushMessages 1),
+// flushes the segments of snap written since the last full flush
+// (flushSegmentsLocked, with the core's directory flag dirDirty; dirSynced
+// as there) and raises the recovery point, durably, to start, where a
+// leader epoch entry is about to be written (start is the log end): the
+// entry then never outlives the batches below it unnoticed (a lost log
+// end, lostend.go). Under the other policies it does nothing. A failed
+// fsync fails the partition; a failed checkpoint write is returned, and
+// the entry is not written. REQUIRES: mu held, ckptMu not held.
+func (d *durability) syncBeforeEpochLocked(snap *segments, start int64, dirDirty bool) (dirSynced bool, err error) {
+	if !d.syncEveryAppend() {
+		return false, nil
+	}
+	dirSynced, err = d.flushSegmentsLocked(snap, dirDirty)
+	if err != nil {
+		return dirSynced, d.core.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", d.dir, start, err))
+	}
+	return dirSynced, d.raiseRecoveryPointNowLocked(start)
+}
+
+// raiseRecoveryPointNowLocked persists offset as the recovery point when
+// it raises it, durably before it returns (never deferred, as a Dir's
+// store may defer a lazy write), for a writer about to write a file whose
+// meaning depends on it. REQUIRES: mu held, ckptMu not held; every batch
+// below offset and the directory are durable.
+func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
+	d.ckptMu.Lock()
+	defer d.ckptMu.Unlock()
+	if offset <= d.recoveryPoint {
+		return nil
+	}
+	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, false); err != nil {
+		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
+	}
+	d.recoveryPoint = offset
+	return nil
 }
 
 // flushSealedBelowLocked makes every segment of snap below off durable and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,8 +32,6 @@ type fakeCore struct {
 func (c *fakeCore) syncRound(uint64) (uint64, error) { return 0, nil }
 func (c *fakeCore) flushRolled() error               { c.rolledRuns.Add(1); return nil }
 func (c *fakeCore) periodicFlush()                   {}
-func (c *fakeCore) isClosed() bool                   { return c.closed.Load() }
-func (c *fakeCore) truncationCount() uint64          { return c.truncations.Load() }
 func (c *fakeCore) failLocked(err error) error {
 	if c.failed == nil {
 		c.failed = err
@@ -60,7 +59,8 @@ func newPart(t *testing.T, cfg Config) (*durability, *fakeCore, *vfs.MemFS, *syn
 	var ckptMu sync.Mutex
 	d := &durability{}
 	d.init(core, core, durabilityConfig{dir: partDir, cfg: &cfg, segCfg: cfg.segmentConfig(),
-		stats: &counters{}, ckpt: partitionFiles{fs: mem, dir: partDir, logger: cfg.Logger}, ckptMu: &ckptMu})
+		stats: &counters{}, ckpt: partitionFiles{fs: mem, dir: partDir, logger: cfg.Logger}, ckptMu: &ckptMu,
+		closed: &core.closed, truncations: &core.truncations})
 	return d, core, mem, &ckptMu
 }
 
@@ -222,4 +222,98 @@ func TestSpareLifecycle(t *testing.T) {
 	require.False(t, s.readyLocked())
 	core.mu.Unlock()
 	require.False(t, exists(spareLog))
+}
+
+// TestSyncBeforeEpochRules: under per-append durability a new leader epoch
+// entry first has the log flushed and the recovery point raised to its
+// start, durably (in what a crash now leaves); under the other policies
+// nothing happens; the recovery point is only raised; a failed fsync fails
+// the partition, a failed checkpoint write is returned and changes
+// nothing.
+func TestSyncBeforeEpochRules(t *testing.T) {
+	const start = 10
+	isLogSync := func(op vfs.Op) bool {
+		return op.Kind == vfs.OpSync && filepath.Ext(op.Path) == segment.LogSuffix
+	}
+	isRecoveryPoint := func(op vfs.Op) bool {
+		return strings.HasPrefix(filepath.Base(op.Path), recoveryPointCheckpointFile)
+	}
+	for _, tc := range []struct {
+		name          string
+		flushMessages int64
+		// before is the recovery point before the call (-1: none).
+		before        int64
+		fail          func(vfs.Op) bool
+		wantDirSynced bool
+		wantRP        int64 // in memory and after a crash
+		wantErr       bool
+		wantFailed    bool
+	}{
+		{name: "per append: flushed, then raised", flushMessages: 1, before: -1, wantDirSynced: true, wantRP: start},
+		{name: "per append: never lowered", flushMessages: 1, before: 20, wantDirSynced: true, wantRP: 20},
+		{name: "default policy: nothing", flushMessages: 0, before: -1, wantRP: -1},
+		{name: "every n records: nothing", flushMessages: 5, before: -1, wantRP: -1},
+		{name: "failed fsync fails the partition", flushMessages: 1, before: -1, fail: isLogSync, wantRP: -1, wantErr: true, wantFailed: true},
+		{name: "failed checkpoint write", flushMessages: 1, before: -1, fail: isRecoveryPoint, wantDirSynced: true, wantRP: -1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			require.NoError(t, mkdirDurable(mem, partDir))
+			in := vfs.NewInjector(mem)
+			cfg := Config{FS: in, FlushMessages: tc.flushMessages, SegmentBytes: 1 << 16, SegmentIndexBytes: 4 << 10}
+			cfg.ensureDefaults()
+			core := &fakeCore{}
+			var ckptMu sync.Mutex
+			// A Dir's store, holding lazy writes back (as while the Dir
+			// opens or closes): the raise must not be one of them.
+			root := filepath.Dir(partDir)
+			tp := TopicPartition{Topic: "t", Partition: 0}
+			rc := newRootCheckpoints(in, root, nil)
+			d := &durability{}
+			d.init(core, core, durabilityConfig{dir: partDir, cfg: &cfg, segCfg: cfg.segmentConfig(),
+				stats: &counters{}, ckpt: dirEntries{root: rc, tp: tp}, ckptMu: &ckptMu,
+				closed: &core.closed, truncations: &core.truncations})
+			if tc.before >= 0 {
+				require.NoError(t, d.setRecoveryPointLocked(tc.before))
+			}
+			rc.hold()
+			seg, err := segment.Create(in, partDir, 0, cfg.segmentConfig())
+			require.NoError(t, err)
+			snap := newSegments([]*segment.Segment{seg})
+			defer func() {
+				snap.retire()
+				require.NoError(t, snap.unref())
+				require.NoError(t, seg.Close())
+			}()
+			if tc.fail != nil {
+				in.FailOnce(tc.fail)
+			}
+
+			dirSynced, err := d.syncBeforeEpochLocked(snap, start, true)
+			if tc.wantErr {
+				require.ErrorIs(t, err, vfs.ErrInjected)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.wantDirSynced, dirSynced)
+			if tc.wantFailed {
+				require.Equal(t, core.failed, err, "the partition failed with it")
+			} else {
+				require.NoError(t, core.failed)
+			}
+			require.Equal(t, tc.wantRP, d.currentRecoveryPoint())
+			crashed := mem.CrashClone(vfs.CrashOptions{})
+			entries, err := readRootCheckpoint(crashed, root, recoveryPointCheckpointFile)
+			require.NoError(t, err)
+			rp, ok := entries[tp]
+			if tc.wantRP < 0 {
+				require.False(t, ok, "no recovery point on disk")
+			} else {
+				require.True(t, ok)
+				require.Equal(t, tc.wantRP, rp, "the recovery point survives a crash")
+			}
+			_, err = crashed.Stat(seg.LogPath())
+			require.Equal(t, tc.wantDirSynced, err == nil, "the segment's entry is durable once the directory was synced")
+		})
+	}
 }

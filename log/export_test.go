@@ -1,6 +1,8 @@
 package log
 
 import (
+	"context"
+
 	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -12,7 +14,12 @@ func (p *Partition) Segments() ([]*segment.Segment, error) { return p.segmentRef
 
 func (p *Partition) SegmentConfig() segment.Config { return p.segCfg }
 
-func (p *Partition) ClaimCleaning() (func(), error) { return p.claimCleaning() }
+// ClaimCleaning takes the partition's cleaning claim as Compact does, for
+// a test that holds it without running a round.
+func (p *Partition) ClaimCleaning() (func(), error) {
+	_, release, err := p.cleaning.claim(context.Background(), p.closed.Load(), p.dir)
+	return release, err
+}
 
 func (p *Partition) DeleteSegments(oldest []*segment.Segment) error {
 	return p.deleteSegments(oldest, p.truncations.Load())
@@ -22,7 +29,7 @@ func (p *Partition) ReplaceSegments(old, new []*segment.Segment, commit func() e
 	return p.replaceSegments(old, new, p.truncations.Load(), commit)
 }
 
-func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.cleanerCheckpoint() }
+func (p *Partition) CleanerCheckpoint() (int64, bool, error) { return p.ckpts.readCleaner() }
 
 func (p *Partition) Truncations() uint64 { return p.truncations.Load() }
 

@@ -12,8 +12,8 @@ import (
 // rules): the entry points that take flushMu and mu and hand the parts the
 // core state they work on, what is persisted once the log is durable (the
 // roll snapshots, through the snapshot part, snapshot.go; the leader
-// epochs), and the core's implementations of durabilityCore, spareCore and
-// snapshotCore.
+// epochs), and the core's implementations of durabilityCore and
+// spareCore.
 
 // checkpointLock is the core's lock of the checkpoint and snapshot files
 // the roll's background flush writes without mu (Partition.rolled).
@@ -51,7 +51,7 @@ func (p *Partition) Sync() error {
 func (p *Partition) noteWriteLocked(active *segment.Segment, records int64) {
 	p.mu.writeSeq++
 	p.dur.noteWriteLocked(active, p.mu.writeSeq, records)
-	p.noteAwakeLocked() // awake.go
+	p.awake.noteWrittenLocked(active) // awake.go
 }
 
 // flushDueLocked reports whether an append must run a full flush before
@@ -146,7 +146,7 @@ func (p *Partition) fullFlushLocked() error {
 	// The roll snapshots still pending (producerSnapshots), then the
 	// directory entries of those it wrote.
 	if p.snaps.writePendingLocked() {
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			p.mu.dirDirty = true
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
@@ -256,11 +256,6 @@ func (p *Partition) flushRolled() error {
 	return nil
 }
 
-// syncDirSettled syncs the partition directory once every spare a roll
-// adopted carries its base's names (durability.syncDir). Part of
-// snapshotCore.
-func (p *Partition) syncDirSettled() error { return p.dur.syncDir() }
-
 // failLocked makes err the partition's sticky failure (wrapping
 // ErrFailed) unless it already failed, and returns the sticky failure
 // (part of durabilityCore). REQUIRES: mu held.
@@ -271,13 +266,6 @@ func (p *Partition) failLocked(err error) error {
 	}
 	return p.mu.failed
 }
-
-// isClosed reports whether Close was called (durabilityCore).
-func (p *Partition) isClosed() bool { return p.closed.Load() }
-
-// truncationCount returns the count of truncations that cut the log
-// (durabilityCore, snapshotCore).
-func (p *Partition) truncationCount() uint64 { return p.truncations.Load() }
 
 // unlock releases mu (spareCore).
 func (p *Partition) unlock() { p.mu.Unlock() }

@@ -193,5 +193,5 @@ func (p *Partition) writeQueuedLocked() {
 	}
 	p.mu.end = end
 	p.publishLocked()
-	p.noteAwakeLocked() // a rested active segment woke (awake.go)
+	p.awake.noteWrittenLocked(active) // a rested active segment woke (awake.go)
 }

@@ -21,56 +21,26 @@ import (
 // batches below it need not be durable, so an entry past the end is what a
 // crash normally leaves under the default flush policy (Open drops it).
 // Under per-append durability every acknowledged batch was synced:
-// syncBeforeEpochLocked then makes the log below a new entry durable and
-// raises the recovery point to it before the entry is written, so that an
-// entry past the end always comes with a recovery point past it.
-
-// syncBeforeEpochLocked, under per-append durability (FlushMessages 1),
-// fsyncs the log and raises the recovery point, durably, to start, where a
-// leader epoch entry is about to be written (start is the log end): the
-// entry then never outlives the batches below it unnoticed. Under the
-// other policies it does nothing. A failed fsync fails the partition; a
-// failed checkpoint write is returned, and the entry is not written.
-// REQUIRES: mu held, ckptMu not held.
-func (p *Partition) syncBeforeEpochLocked(start int64) error {
-	if !p.dur.syncEveryAppend() {
-		return nil
-	}
-	if err := p.flushLocked(); err != nil {
-		return p.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", p.dir, start, err))
-	}
-	return p.dur.raiseRecoveryPointNowLocked(start)
-}
+// durability.syncBeforeEpochLocked then makes the log below a new entry
+// durable and raises the recovery point to it before the entry is
+// written, so that an entry past the end always comes with a recovery
+// point past it.
 
 // assignEpochLocked records that epoch starts at start, the log end, in
 // the leader epoch cache and writes it (epochs.Cache.Assign), making the
 // log below start durable first when the entry is new
-// (syncBeforeEpochLocked). REQUIRES: mu held.
+// (durability.syncBeforeEpochLocked). REQUIRES: mu held.
 func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
 	if p.mu.epochs.Changes(epoch, start) {
-		if err := p.syncBeforeEpochLocked(start); err != nil {
+		dirSynced, err := p.dur.syncBeforeEpochLocked(p.segs.Load(), start, p.mu.dirDirty)
+		if dirSynced {
+			p.mu.dirDirty = false
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return p.mu.epochs.Assign(epoch, start)
-}
-
-// raiseRecoveryPointNowLocked persists offset as the recovery point when
-// it raises it, durably before it returns (never deferred, as a Dir's
-// store may defer a lazy write), for a writer about to write a file whose
-// meaning depends on it. REQUIRES: mu held, ckptMu not held; every batch
-// below offset and the directory are durable.
-func (d *durability) raiseRecoveryPointNowLocked(offset int64) error {
-	d.ckptMu.Lock()
-	defer d.ckptMu.Unlock()
-	if offset <= d.recoveryPoint {
-		return nil
-	}
-	if err := d.ckpt.write(recoveryPointCheckpointFile, offset, false); err != nil {
-		return fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
-	}
-	d.recoveryPoint = offset
-	return nil
 }
 
 // checkSnapshotsPastEnd reports a producer snapshot past end, the log end

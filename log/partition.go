@@ -30,8 +30,13 @@ type Partition struct {
 	dirLock io.Closer
 	// ckpt keeps the partition's offset checkpoints: its own files
 	// (partitionFiles) or, in a Dir, the log directory's root files. Set
-	// by Open, never changed.
+	// by Open, never changed. Open reads it; the parts that write the
+	// entries hold it too (dur, ckpts).
 	ckpt checkpointStore
+	// ckpts is the log start and cleaner checkpoint part (checkpoint.go;
+	// DESIGN.md, "Parts of a Partition: checkpoints"). Set by Open, never
+	// changed.
+	ckpts checkpoints
 	// inDir is set for a partition a Dir opened: no lock of its own, and
 	// the clean-shutdown marker is the Dir's.
 	inDir bool
@@ -116,12 +121,6 @@ type Partition struct {
 		dirDirty bool
 		// writeSeq counts successful batch writes; it never goes back.
 		writeSeq uint64
-		// snapLoaded is the offset of the producer snapshot the last
-		// load of the producer state read, -1 for none (snapshot.go).
-		snapLoaded int64
-		// snapKept is the producer snapshot at the log end known to be
-		// durable on disk, and the state it holds for (snapshot.go).
-		snapKept keptSnapshot
 		// epochs is the leader epoch cache (LeaderEpochs) and its
 		// checkpoint file (epochs.go, internal/epochs).
 		epochs epochs.Cache
@@ -139,7 +138,7 @@ type Partition struct {
 	// mu.truncating. Its Locker is &mu.Mutex.
 	truncated sync.Cond
 	// cleaning is the partition's cleaning claim, held by the running
-	// Compact round (claimCleaning; Close stops the round).
+	// Compact round (segments.go; Close stops the round).
 	cleaning cleaningClaim
 	// truncStats backs the truncation fields of Stats.
 	truncStats truncationStats
@@ -207,16 +206,19 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		return nil, err
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
-	p.awake.slot = -1
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
+	var awake *awakeSet // a Dir's under a segment budget (awake.go)
 	if m != nil {
 		p.ckpt, p.inDir = m.store, true
 		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
-		p.awake.set = m.awake
+		awake = m.awake
 	}
+	p.awake.init(awake, p)
 	p.leaderEpoch.Store(cfg.LeaderEpoch)
-	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu})
-	p.snaps.init(p, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
+	p.ckpts.init(p.ckpt)
+	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu,
+		closed: &p.closed, truncations: &p.truncations})
+	p.snaps.init(&p.dur, &p.truncations, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
 	p.batchRules.init(dir, &p.cfg)
 	p.truncated.L = &p.mu.Mutex
 	p.mu.producers = producer.NewState(producer.Config{Expiration: cfg.ProducerIDExpiration, Now: cfg.Now})
@@ -271,7 +273,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		if !saved.haveLogStart {
 			// A new partition records its log start, so that a later
 			// Open notices a first segment gone missing (checkDir).
-			if err := p.writeLogStartCheckpoint(base); err != nil {
+			if err := p.ckpts.writeLogStart(base); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 			}
 		}
@@ -302,7 +304,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		// end. Lowered before anything is appended: segments rolled below
 		// it would pass for a compaction's (compactedGap), and a crash
 		// that lost one's unsynced tail would leave a hole.
-		if err := p.clampCleanerCheckpointLocked(end.Offset); err != nil {
+		if err := p.ckpts.clampCleanerLocked(end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: cleaner checkpoint: %w", dir, err))
 		}
 	}
@@ -370,11 +372,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 	}
 	if replayed || !clean {
-		if err := p.snapshotDurableLocked(); err != nil {
+		if err := p.snaps.durableLocked(p.mu.producers, end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-	} else if p.mu.snapLoaded == end.Offset {
-		p.keepSnapshotLocked() // the clean shutdown synced it
+	} else {
+		p.snaps.keepLoadedLocked(end.Offset, p.mu.writeSeq) // the clean shutdown synced it
 	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
@@ -603,7 +605,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 	p.mu.closed = true
 	p.closed.Store(true)
 	p.bounds.wakeAll()
-	p.leaveAwakeLocked()        // awake.go
+	p.awake.leaveLocked()       // awake.go
 	p.dur.spare.discardLocked() // spare.go
 	var first error
 	keep := func(err error) {
@@ -620,7 +622,7 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(p.fullFlushLocked())
 		}
 		if first == nil {
-			keep(p.closeSnapshotLocked()) // producer state at the log end
+			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty)) // producer state at the log end
 		}
 	}
 	p.dur.closeSyncFile()

@@ -3,6 +3,7 @@ package log
 import (
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,20 +14,20 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 )
 
-// The producer snapshot part without a Partition: a fake core
-// (snapshotCore) over an in-memory directory.
+// The producer snapshot part without a Partition: a fake core (its
+// truncation count and a dirSyncer) over an in-memory directory.
 
 // snapPartDir is the directory of the part's files.
 const snapPartDir = "/d/s-0"
 
-// fakeSnapCore stands in for the partition core.
+// fakeSnapCore stands in for the partition core: its truncation count,
+// and the directory syncs (dirSyncer) the part asks for.
 type fakeSnapCore struct {
 	truncations atomic.Uint64
 	dirSyncs    atomic.Int64
 }
 
-func (c *fakeSnapCore) syncDirSettled() error   { c.dirSyncs.Add(1); return nil }
-func (c *fakeSnapCore) truncationCount() uint64 { return c.truncations.Load() }
+func (c *fakeSnapCore) syncDir() error { c.dirSyncs.Add(1); return nil }
 
 // newSnapPart returns a snapshot part over a fresh in-memory directory,
 // its core and its filesystem.
@@ -36,7 +37,7 @@ func newSnapPart(t *testing.T) (*producerSnapshots, *fakeSnapCore, *vfs.MemFS) {
 	require.NoError(t, mem.MkdirAll(snapPartDir, 0o755))
 	core := &fakeSnapCore{}
 	s := &producerSnapshots{}
-	s.init(core, mem, snapPartDir, slog.New(slog.DiscardHandler), &sync.Mutex{})
+	s.init(core, &core.truncations, mem, snapPartDir, slog.New(slog.DiscardHandler), &sync.Mutex{})
 	return s, core, mem
 }
 
@@ -119,4 +120,74 @@ func TestProducerSnapshotsNewest(t *testing.T) {
 	require.Equal(t, state.Entries(), entries)
 	require.Equal(t, []int64{5, 8}, snapshotFiles(t, s))
 	require.Equal(t, int64(1), core.dirSyncs.Load(), "the removal past the end is synced")
+}
+
+// TestProducerSnapshotsCloseSkipsKept: Close's snapshot is skipped only
+// while the snapshot at the log end is kept (written durably, or loaded at
+// the end after a clean shutdown) and nothing changed since: no write, no
+// truncation, no removal, no other log end, no unsynced directory entry.
+// Each case removes the file behind the part's back, so a write shows as
+// the file coming back.
+func TestProducerSnapshotsCloseSkipsKept(t *testing.T) {
+	type logState struct {
+		end      int64
+		writeSeq uint64
+		dirDirty bool
+	}
+	for _, tc := range []struct {
+		name string
+		// keep makes the snapshot at 10 kept (or not) at write 3.
+		keep func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState)
+		// change changes something after it was kept.
+		change    func(s *producerSnapshots, core *fakeSnapCore, l *logState)
+		wantWrite bool
+	}{
+		{name: "written, nothing changed", wantWrite: false},
+		{name: "a batch written since", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.writeSeq++ }, wantWrite: true},
+		{name: "another log end", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.end = 9 }, wantWrite: true},
+		{name: "a truncation since", change: func(_ *producerSnapshots, c *fakeSnapCore, _ *logState) { c.truncations.Add(1) }, wantWrite: true},
+		{name: "a removal since", change: func(s *producerSnapshots, _ *fakeSnapCore, _ *logState) {
+			_, _ = s.remove(func(int64) bool { return false })
+		}, wantWrite: true},
+		{name: "directory dirty", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.dirDirty = true }, wantWrite: true},
+		{name: "loaded at the end", keep: func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState) {
+			require.NoError(t, s.write(10, state.AppendSnapshot(nil), true))
+			_, err := s.restoreLocked(state, l.end)
+			require.NoError(t, err)
+			s.keepLoadedLocked(l.end, l.writeSeq)
+		}, wantWrite: false},
+		{name: "loaded below the end", keep: func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState) {
+			require.NoError(t, s.write(8, state.AppendSnapshot(nil), true))
+			_, err := s.restoreLocked(state, l.end)
+			require.NoError(t, err)
+			s.keepLoadedLocked(l.end, l.writeSeq)
+		}, wantWrite: true},
+		{name: "never kept", keep: func(*testing.T, *producerSnapshots, *producer.State, *logState) {}, wantWrite: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, core, mem := newSnapPart(t)
+			state := producer.NewState(producer.Config{})
+			l := logState{end: 10, writeSeq: 3}
+			if tc.keep != nil {
+				tc.keep(t, s, state, &l)
+			} else {
+				require.NoError(t, s.durableLocked(state, l.end, l.writeSeq, &l.dirDirty))
+				require.False(t, l.dirDirty, "the directory sync clears the flag")
+			}
+			_ = mem.Remove(producer.SnapshotPath(snapPartDir, 10))
+			if tc.change != nil {
+				tc.change(s, core, &l)
+			}
+			syncs := core.dirSyncs.Load()
+			require.NoError(t, s.closeLocked(state, l.end, l.writeSeq, &l.dirDirty))
+			wrote := slices.Contains(snapshotFiles(t, s), l.end)
+			require.Equal(t, tc.wantWrite, wrote, "snapshot at %d written", l.end)
+			if tc.wantWrite {
+				require.Equal(t, syncs+1, core.dirSyncs.Load(), "a written snapshot's entry is synced")
+				require.False(t, l.dirDirty)
+			} else {
+				require.Equal(t, syncs, core.dirSyncs.Load(), "a skipped Close syncs nothing")
+			}
+		})
+	}
 }

@@ -99,12 +99,12 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 		}
 		return wrap(err)
 	}
-	if err := p.syncDirSettled(); err != nil {
+	if err := p.dur.syncDir(); err != nil {
 		return undo(err)
 	}
 	// 2. Commit. Whether a failed write reached the disk is unknown:
 	// the partition fails and Open decides from what is there.
-	if err := p.writeLogStartCheckpoint(at); err != nil {
+	if err := p.ckpts.writeLogStart(at); err != nil {
 		if !reuse {
 			_ = seg.Unref() // its files stay for Open to judge
 		}
@@ -145,14 +145,14 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	if first != nil {
 		return fail(first)
 	}
-	if err := p.syncDirSettled(); err != nil {
+	if err := p.dur.syncDir(); err != nil {
 		return fail(err)
 	}
 	p.mu.dirDirty = false
 	p.resetProducersLocked() // the open transactions end: the LSO follows the HW
 	p.mu.rollAfter = p.newRollAfter()
 	p.dur.setFlushedBelowLocked(at)
-	if err := p.clampCleanerCheckpointLocked(at); err != nil {
+	if err := p.ckpts.clampCleanerLocked(at); err != nil {
 		return fail(fmt.Errorf("cleaner checkpoint: %w", err))
 	}
 	if err := p.dur.setRecoveryPointLocked(at); err != nil {

@@ -55,7 +55,7 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 	p.snaps.discardPendingLocked()
 	p.mu.producers.Restore(entries)
 	p.publishUnstableLocked()
-	if err := p.snapshotDurableLocked(); err != nil {
+	if err := p.snaps.durableLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 		return fmt.Errorf("partlog/log: restore producer state into %s: %w", p.dir, err)
 	}
 	return nil

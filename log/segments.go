@@ -44,28 +44,19 @@ func (p *Partition) segmentRefs() ([]*segment.Segment, error) {
 	return out, nil
 }
 
-// claimCleaning claims the partition for one cleaning round (Compact takes
-// it for the whole round): at most one
-// claim is held at a time, so two rounds never write the same .cleaned
-// files or swap segments under each other, whoever runs them. While the
-// claim is held, claimCleaning returns at once with an error wrapping
-// ErrCleaningInProgress (as Kafka's cleaner skips a partition another
-// cleaner thread is cleaning); after Close it returns ErrClosed. Otherwise
-// it returns release, which ends the claim; calling release again does
-// nothing. The claim is in memory only: it serializes the cleaners of this
-// Partition value, not of other processes opening the same directory.
-func (p *Partition) claimCleaning() (release func(), err error) {
-	_, release, err = p.cleaning.claim(context.Background(), p.closed.Load(), p.dir)
-	return release, err
-}
-
 // errCompactionStopped is the cause a compaction round's context ends
 // with when Close stops it; Compact returns it (wrapping ErrClosed).
 var errCompactionStopped = fmt.Errorf("%w: compaction stopped by Close", ErrClosed)
 
 // cleaningClaim is the partition's cleaning claim: at most one cleaning
-// round holds it, and Close (stop) ends the running round and waits for
-// it. The zero value is ready to use.
+// round holds it (Compact takes it for the whole round), so two rounds
+// never write the same .cleaned files or swap segments under each other,
+// whoever runs them; a second claim fails at once with
+// ErrCleaningInProgress, as Kafka's cleaner skips a partition another
+// cleaner thread is cleaning. Close (stop) ends the running round and
+// waits for it. The claim is in memory only: it serializes the cleaners of
+// this Partition value, not of other processes opening the same
+// directory. The zero value is ready to use.
 type cleaningClaim struct {
 	mu sync.Mutex
 	// stopped is set by stop: no claim is granted after it.
@@ -162,7 +153,7 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 		return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 	}
 	if next > p.logStart.Load() {
-		if err := p.writeLogStartCheckpoint(next); err != nil {
+		if err := p.ckpts.writeLogStart(next); err != nil {
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)
@@ -181,12 +172,14 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 	if err := p.spliceSegmentsLocked(0, n); err != nil {
 		p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 	}
-	if err := p.deleteSegmentsLocked(dropped, false); err != nil {
+	err := deleteSegmentFiles(dropped, false, &p.dur)
+	p.mu.dirDirty = true
+	if err != nil {
 		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)))
 		return p.mu.failed
 	}
 	p.snaps.dropBelowLocked(p.logStart.Load()) // snapshot.go
-	if err := p.syncDirSettled(); err != nil {
+	if err := p.dur.syncDir(); err != nil {
 		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
 	}
 	p.mu.dirDirty = false

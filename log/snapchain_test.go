@@ -16,7 +16,7 @@ import (
 // without one: real segments on MemFS, a current snapshot the rig owns a
 // reference on, splices that publish successors, and readers' references
 // on any snapshot. A segment that leaves the list is marked deleted and
-// loses its owner's reference (as deleteSegmentsLocked does), so its files
+// loses its owner's reference (as deleteSegmentFiles does), so its files
 // exist exactly as long as the chain keeps it: alive reports that.
 type chainRig struct {
 	t    require.TestingT

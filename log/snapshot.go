@@ -17,27 +17,16 @@ import (
 // Producer state snapshots: Kafka's <offset>.snapshot files in the
 // partition's directory (package internal/producer encodes, decodes, names
 // and reads them). The part (producerSnapshots, Partition.snaps) owns the
-// files, the snapshots rolls took and have not written yet, and the replay
-// of the log through the producer state after the newest snapshot. The core
+// files, the snapshots rolls took and have not written yet, the marks of
+// the snapshot last loaded and of the one known durable at the log end
+// (so that an idle partition's Close writes nothing), and the replay of
+// the log through the producer state after the newest snapshot. The core
 // decides when: a snapshot is taken at each roll and written once the
 // segments below it are durable (the roll's background flush or a full
 // flush, flush.go), written at Close and after a recovery, removed below
 // the log start and past a truncation's new end; Open and TruncateTo load
 // the newest that decodes and replay the log after it. DESIGN.md, "Parts of
 // a Partition: producer snapshots", has the contract.
-
-// snapshotCore is the partition core as the snapshot part sees it.
-// *Partition implements it (flush.go).
-type snapshotCore interface {
-	// syncDirSettled syncs the partition directory once every spare a
-	// roll adopted carries its base's names.
-	syncDirSettled() error
-	// truncationCount returns how many truncations have cut the log
-	// (lock-free; a truncation counts itself before it cuts). A roll
-	// snapshot is written only while the count is the one it was taken
-	// at.
-	truncationCount() uint64
-}
 
 // rollSnapshot is a producer state snapshot a roll took, waiting to be
 // written once the segments below offset are durable. It is written only
@@ -55,11 +44,18 @@ type rollSnapshot struct {
 // method's REQUIRES line names. Fields are grouped by the lock that guards
 // them.
 type producerSnapshots struct {
-	// core, fs, dir and logger are set by init and never change.
-	core   snapshotCore
-	fs     vfs.FS
-	dir    string
-	logger *slog.Logger
+	// dirs, truncations, fs, dir and logger are set by init and never
+	// change. dirs syncs the partition directory (the durability part,
+	// which settles a roll's adoptions first).
+	dirs dirSyncer
+	// truncations is the core's truncation count (Partition.truncations,
+	// read lock-free; a truncation counts itself before it cuts): a roll
+	// snapshot is written only while the count is the one it was taken
+	// at.
+	truncations *atomic.Uint64
+	fs          vfs.FS
+	dir         string
+	logger      *slog.Logger
 	// ckptMu is the core's checkpoint lock (Partition.rolled.ckptMu): a
 	// removal and a roll snapshot's write hold it, so that a snapshot the
 	// roll's background flush writes never lands after a removal it should
@@ -73,6 +69,12 @@ type producerSnapshots struct {
 	// pending are the snapshots rolls took, not yet written. Guarded by
 	// the core's mu.
 	pending []rollSnapshot
+	// loaded is the offset of the snapshot the last load of the producer
+	// state read (restoreLocked), -1 for none; kept marks the snapshot at
+	// the log end known to be durable and the state it holds for (see
+	// closeLocked). Guarded by the core's mu.
+	loaded int64
+	kept   keptSnapshot
 
 	// listed holds the snapshot offsets of a clean open's one listing of
 	// the directory (checkDir's, useListing) while listedOK: remove and
@@ -108,9 +110,13 @@ func (s *producerSnapshots) list() ([]int64, error) {
 	return producer.ListSnapshots(s.fs, s.dir)
 }
 
-// init sets the part up for the partition in dir.
-func (s *producerSnapshots) init(core snapshotCore, fs vfs.FS, dir string, logger *slog.Logger, ckptMu *sync.Mutex) {
-	s.core, s.fs, s.dir, s.logger, s.ckptMu = core, fs, dir, logger, ckptMu
+// init sets the part up for the partition in dir: dirs syncs its
+// directory, truncations is its truncation count, ckptMu its checkpoint
+// lock.
+func (s *producerSnapshots) init(dirs dirSyncer, truncations *atomic.Uint64, fs vfs.FS, dir string, logger *slog.Logger, ckptMu *sync.Mutex) {
+	s.dirs, s.truncations = dirs, truncations
+	s.fs, s.dir, s.logger, s.ckptMu = fs, dir, logger, ckptMu
+	s.loaded = -1
 }
 
 // write writes data as the snapshot file at offset, fsyncing it when sync
@@ -187,7 +193,7 @@ func (s *producerSnapshots) takeOnRollLocked(state *producer.State, newBase int6
 	state.Expire()
 	s.pending = append(s.pending, rollSnapshot{
 		offset: newBase, data: state.AppendSnapshot(nil),
-		truncations: s.core.truncationCount(), removals: s.removals.Load()})
+		truncations: s.truncations.Load(), removals: s.removals.Load()})
 }
 
 // takePendingLocked takes the roll snapshots not yet written, keeping
@@ -216,7 +222,7 @@ func (s *producerSnapshots) writeRolled(snaps []rollSnapshot, truncations uint64
 	}
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
-	if s.core.truncationCount() != truncations {
+	if s.truncations.Load() != truncations {
 		return false
 	}
 	return s.writeValid(snaps)
@@ -238,7 +244,7 @@ func (s *producerSnapshots) writePendingLocked() bool {
 func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
 	wrote := false
 	for _, r := range snaps {
-		if r.truncations != s.core.truncationCount() || r.removals != s.removals.Load() {
+		if r.truncations != s.truncations.Load() || r.removals != s.removals.Load() {
 			continue
 		}
 		if err := s.write(r.offset, r.data, true); err != nil {
@@ -258,7 +264,7 @@ func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
 // it, and no writer rewrites the file).
 func (s *producerSnapshots) atLocked(offset int64) ([]byte, error) {
 	for _, r := range s.pending {
-		if r.offset == offset && r.truncations == s.core.truncationCount() && r.removals == s.removals.Load() {
+		if r.offset == offset && r.truncations == s.truncations.Load() && r.removals == s.removals.Load() {
 			return bytes.Clone(r.data), nil
 		}
 	}
@@ -284,7 +290,7 @@ func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.En
 		return -1, nil, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
 	}
 	if removed {
-		if err := s.core.syncDirSettled(); err != nil {
+		if err := s.dirs.syncDir(); err != nil {
 			return -1, nil, err
 		}
 	}
@@ -367,26 +373,6 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 	return dirty, nil
 }
 
-// The core's side: what it persists of the producer state, and the loads
-// that replace it. They hold mu and hand the part the producer state.
-
-// snapshotDurableLocked writes the snapshot at the log end, fsynced, and
-// syncs the directory: Close and Open after recovery call it. REQUIRES: mu
-// held (or Open).
-func (p *Partition) snapshotDurableLocked() error {
-	p.mu.snapKept = keptSnapshot{}
-	if err := p.snaps.write(p.mu.end.Offset, p.mu.producers.AppendSnapshot(nil), true); err != nil {
-		return err
-	}
-	p.mu.dirDirty = true
-	if err := p.syncDirSettled(); err != nil {
-		return err
-	}
-	p.mu.dirDirty = false
-	p.keepSnapshotLocked()
-	return nil
-}
-
 // keptSnapshot marks a durable producer snapshot at the log end: its
 // offset, and the write number, truncation count and snapshot removal
 // count at which the partition's producer state was the one it holds.
@@ -398,79 +384,127 @@ type keptSnapshot struct {
 	removals    uint64
 }
 
-// keptNow returns the mark of a snapshot at the log end taken now.
-// REQUIRES: mu held (or Open).
-func (p *Partition) keptNow() keptSnapshot {
-	return keptSnapshot{ok: true, offset: p.mu.end.Offset, writeSeq: p.mu.writeSeq,
-		truncations: p.truncations.Load(), removals: p.snaps.removals.Load()}
+// keptAt returns the mark of a snapshot taken now at the log end end, the
+// core's write count being writeSeq.
+func (s *producerSnapshots) keptAt(end int64, writeSeq uint64) keptSnapshot {
+	return keptSnapshot{ok: true, offset: end, writeSeq: writeSeq,
+		truncations: s.truncations.Load(), removals: s.removals.Load()}
 }
 
-// keepSnapshotLocked records that the snapshot at the log end is durable
-// and holds the producer state now. REQUIRES: mu held (or Open).
-func (p *Partition) keepSnapshotLocked() { p.mu.snapKept = p.keptNow() }
+// keepLocked records that the snapshot at the log end end is durable and
+// holds the producer state now (writeSeq is the core's write count).
+// REQUIRES: mu held (or Open).
+func (s *producerSnapshots) keepLocked(end int64, writeSeq uint64) { s.kept = s.keptAt(end, writeSeq) }
 
-// closeSnapshotLocked is snapshotDurableLocked for Close, which skips the
-// write when the snapshot at the log end is durable and nothing was
-// written, truncated or removed since it was taken or loaded, as Kafka's
-// takeSnapshot skips a snapshot at the offset of the last one: an idle
-// partition's Close then writes and syncs nothing. REQUIRES: mu held.
-func (p *Partition) closeSnapshotLocked() error {
-	if p.mu.snapKept.ok && !p.mu.dirDirty && p.mu.snapKept == p.keptNow() {
+// keepLoadedLocked records, after a clean shutdown, that the snapshot the
+// load read is durable and holds the producer state now when it lies at
+// the log end end (the Close before wrote and synced it).
+// REQUIRES: Open, after restoreLocked.
+func (s *producerSnapshots) keepLoadedLocked(end int64, writeSeq uint64) {
+	if s.loaded == end {
+		s.keepLocked(end, writeSeq)
+	}
+}
+
+// durableLocked writes state as the snapshot at the log end end, fsynced,
+// syncs the directory and records it kept (writeSeq is the core's write
+// count): Close, Open after a recovery or a replay, and RestoreProducers
+// call it. dirDirty is the core's directory flag: set once the file is
+// written, cleared by the directory sync. REQUIRES: mu held (or Open).
+func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
+	s.kept = keptSnapshot{}
+	if err := s.write(end, state.AppendSnapshot(nil), true); err != nil {
+		return err
+	}
+	*dirDirty = true
+	if err := s.dirs.syncDir(); err != nil {
+		return err
+	}
+	*dirDirty = false
+	s.keepLocked(end, writeSeq)
+	return nil
+}
+
+// closeLocked is durableLocked for Close, which skips the write when the
+// snapshot at the log end is kept and nothing was written, truncated or
+// removed since it was taken or loaded, and no directory entry is
+// unsynced, as Kafka's takeSnapshot skips a snapshot at the offset of the
+// last one: an idle partition's Close then writes and syncs nothing.
+// REQUIRES: mu held.
+func (s *producerSnapshots) closeLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
+	if s.kept.ok && !*dirDirty && s.kept == s.keptAt(end, writeSeq) {
 		return nil
 	}
-	return p.snapshotDurableLocked()
+	return s.durableLocked(state, end, writeSeq, dirDirty)
 }
 
-// loadProducersLocked rebuilds the producer state for the segments in list
-// ending at end: it loads the newest snapshot at or below end that decodes
-// (producerSnapshots.newest, which first removes those past end) and
-// replays the batches from there (from the first segment when there is
-// none) through the state. It returns whether anything had to be replayed.
-// REQUIRES: mu held (or Open, before the partition is published).
-func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (replayed bool, err error) {
-	p.mu.producers.Reset()
-	from, entries, err := p.snaps.newest(end)
+// restoreLocked empties state and restores into it the newest snapshot at
+// or below end that decodes (newest, which first removes those past end),
+// and returns its offset, -1 for none (the replay then starts from
+// nothing). REQUIRES: mu held (or Open, before the partition is
+// published).
+func (s *producerSnapshots) restoreLocked(state *producer.State, end int64) (from int64, err error) {
+	state.Reset()
+	from, entries, err := s.newest(end)
 	if err != nil {
-		return false, err
+		return -1, err
 	}
-	p.mu.snapLoaded = from
-	p.mu.producers.Restore(entries) // none: the replay starts from nothing
+	s.loaded = from
+	state.Restore(entries)
+	return from, nil
+}
+
+// replayAfterLocked replays into state the batches of list in [from, end)
+// (from the first segment when from lies below it; replay), then expires
+// idle producers. replayed reports that there was anything to replay,
+// dirty that a .txnindex entry was added (the core marks the directory
+// dirty). REQUIRES: mu held (or Open), after restoreLocked returned from.
+func (s *producerSnapshots) replayAfterLocked(state *producer.State, list []*segment.Segment, from, end int64) (replayed, dirty bool, err error) {
 	if len(list) > 0 && from < list[0].BaseOffset() {
 		from = list[0].BaseOffset() // nothing below the first segment
 	}
+	if from >= end {
+		return false, false, nil
+	}
+	dirty, err = s.replay(state, list, from, end)
+	if err != nil {
+		return true, dirty, err
+	}
+	state.Expire()
+	return true, dirty, nil
+}
+
+// removeAllLocked removes every snapshot, durably: the whole log went
+// (a truncation that restarts it). REQUIRES: mu held.
+func (s *producerSnapshots) removeAllLocked() error {
+	if _, err := s.remove(func(int64) bool { return true }); err != nil {
+		return err
+	}
+	return s.dirs.syncDir()
+}
+
+// The core's side: the loads that replace the producer state. They hold mu
+// and hand the part the producer state.
+
+// loadProducersLocked rebuilds the producer state for the segments in list
+// ending at end: it restores the newest snapshot at or below end that
+// decodes (restoreLocked) and replays the batches from there
+// (replayAfterLocked), then publishes the last stable offset and notes the
+// aborted transactions of list. It returns whether anything had to be
+// replayed. REQUIRES: mu held (or Open, before the partition is
+// published).
+func (p *Partition) loadProducersLocked(list []*segment.Segment, end int64) (replayed bool, err error) {
+	from, err := p.snaps.restoreLocked(p.mu.producers, end)
+	if err != nil {
+		return false, err
+	}
 	defer p.txn.noteAbortedIn(list)
 	defer p.publishUnstableLocked()
-	if from >= end {
-		return false, nil
-	}
-	dirty, err := p.snaps.replay(p.mu.producers, list, from, end)
+	replayed, dirty, err := p.snaps.replayAfterLocked(p.mu.producers, list, from, end)
 	if dirty {
 		p.mu.dirDirty = true
 	}
-	if err != nil {
-		return true, err
-	}
-	p.mu.producers.Expire()
-	return true, nil
-}
-
-// reloadProducersLocked rebuilds the producer state after a truncation
-// (Kafka's truncateAndReload). full empties it and removes every snapshot
-// (the whole log went). A failure fails the partition: the state would
-// recognise retries of cut batches. REQUIRES: mu held.
-func (p *Partition) reloadProducersLocked(full bool) error {
-	if full {
-		if _, err := p.snaps.remove(func(int64) bool { return true }); err != nil {
-			return err
-		}
-		if err := p.syncDirSettled(); err != nil {
-			return err
-		}
-		p.resetProducersLocked()
-		return nil
-	}
-	_, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset)
-	return err
+	return replayed, err
 }
 
 // resetProducersLocked forgets every producer and open transaction, and

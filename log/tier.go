@@ -363,9 +363,11 @@ func (t *partTier) change(f func(m *remoteMeta) bool) error {
 // truncation to end calls it before the cut is visible (the partition's
 // mu held), attach with the log end. The copy lag is cleared (the next
 // pass counts it again). The next pass deletes the copies from the store.
-// On error the truncation changes nothing.
+// On error the truncation changes nothing. A nil part (a partition its
+// Dir does not tier) has nothing to drop: the core calls it without a
+// check.
 func (t *partTier) dropFrom(end int64) error {
-	if t.broken != nil {
+	if t == nil || t.broken != nil {
 		return nil // nothing is recorded: reads and copies are off
 	}
 	t.metaMu.Lock()
@@ -521,7 +523,7 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 // is copied, and the pass fails).
 func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
-	if _, found, err := p.cleanerCheckpoint(); err != nil || found {
+	if _, found, err := p.ckpts.readCleaner(); err != nil || found {
 		// A compacted partition is not tiered (its segments are
 		// rewritten under the copies).
 		t.lagSegs.Store(0)

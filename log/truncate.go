@@ -149,7 +149,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// 1. Lower the cleaner checkpoint first (always safe: compaction only
 	// cleans more): offsets re-appended after the cut are dirty. A
 	// failure changes nothing else.
-	if err := p.clampCleanerCheckpointLocked(newEnd); err != nil {
+	if err := p.ckpts.clampCleanerLocked(newEnd); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
@@ -169,7 +169,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
 	}
 	if removed {
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			p.failLocked(fmt.Errorf("partlog/log: truncate %s to %d: sync after removing producer snapshots: %w", p.dir, offset, err))
 			return p.mu.failed
 		}
@@ -181,7 +181,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// on, no copy started before is recorded, and the next pass deletes
 	// them. A failure changes nothing else that matters (steps 1 and 1b
 	// are always safe).
-	if err := p.dropCopiesFromLocked(newEnd); err != nil {
+	if err := p.tierPart.Load().dropFrom(newEnd); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err)
 	}
 
@@ -205,12 +205,14 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		if err := p.spliceSegmentsLocked(i+1, len(snap.list)); err != nil {
 			p.logger.Warn("partlog/log: releasing a segment failed", "dir", p.dir, "err", err)
 		}
-		if err := p.deleteSegmentsLocked(dropped, true); err != nil {
+		err := deleteSegmentFiles(dropped, true, &p.dur)
+		p.mu.dirDirty = true
+		if err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 		// The removals must be durable before the cut: a crash must not
 		// bring a later segment back behind a shortened one (a hole).
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 		p.mu.dirDirty = false
@@ -241,10 +243,10 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	if p.mu.end.Offset < newEnd {
 		// offset fell in a gap of a compacted log: the log ends below
 		// newEnd, which step 1 used.
-		if err := p.clampCleanerCheckpointLocked(p.mu.end.Offset); err != nil {
+		if err := p.ckpts.clampCleanerLocked(p.mu.end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err))
 		}
-		if err := p.dropCopiesFromLocked(p.mu.end.Offset); err != nil {
+		if err := p.tierPart.Load().dropFrom(p.mu.end.Offset); err != nil {
 			return fail(fmt.Errorf("partlog/log: truncate %s to %d: %w", p.dir, offset, err))
 		}
 	}
@@ -334,7 +336,7 @@ func (p *Partition) makeTruncationDurableLocked() error {
 	}
 	// Producer state (snapshot.go): snapshots past the new end removed
 	// (durably), state reloaded from the log that remains.
-	if err := p.reloadProducersLocked(false); err != nil {
+	if _, err := p.loadProducersLocked(p.segs.Load().list, p.mu.end.Offset); err != nil {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
 		return p.mu.failed
 	}
@@ -384,7 +386,7 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 			return p.mu.failed
 		}
 	}
-	if err := p.writeLogStartCheckpoint(offset); err != nil {
+	if err := p.ckpts.writeLogStart(offset); err != nil {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	p.logStart.Store(offset)
@@ -412,18 +414,19 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	return p.dropOldestLocked(n, "delete records")
 }
 
-// deleteSegmentsLocked renames the files of segments no longer in the list
-// to *.deleted and drops the partition's own reference on each: the last
-// reader's release removes the files. It goes through every segment even
-// after an error and returns the first.
+// deleteSegmentFiles renames the files of list, segments no longer in the
+// published list, to *.deleted and drops the partition's own reference on
+// each: the last reader's release removes the files. It goes through every
+// segment even after an error and returns the first. The caller marks the
+// directory dirty (whatever the outcome: some renames may have happened).
 //
 // Order matters when a rename fails: what stays on disk must remain a
 // contiguous log. Retention deletes oldest first (a failure leaves a
 // suffix, whose start the log start checkpoint already covers); truncation
-// deletes newest first (a failure leaves a prefix). newestFirst selects the
-// latter. REQUIRES: mu held; the segments are no longer in the published
-// list.
-func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bool) error {
+// deletes newest first (a failure leaves a prefix), each removal synced
+// through dirs before the next. newestFirst selects the latter.
+// REQUIRES: mu held.
+func deleteSegmentFiles(list []*segment.Segment, newestFirst bool, dirs dirSyncer) error {
 	if newestFirst {
 		list = slices.Clone(list)
 		slices.Reverse(list)
@@ -436,7 +439,7 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 		if newestFirst && first == nil {
 			// Each removal durable before the next: a crash may keep
 			// any subset of unsynced renames, and a prefix must remain.
-			if err := p.syncDirSettled(); err != nil {
+			if err := dirs.syncDir(); err != nil {
 				first = err
 			}
 		}
@@ -444,7 +447,6 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 			first = fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
 		}
 	}
-	p.mu.dirDirty = true
 	return first
 }
 
@@ -460,10 +462,10 @@ func (p *Partition) deleteSegmentsLocked(list []*segment.Segment, newestFirst bo
 // REQUIRES: mu held.
 func (p *Partition) truncateFullyLocked(at int64) error {
 	// The copies of the offsets cut go first, as in TruncateTo.
-	if err := p.dropCopiesFromLocked(at); err != nil {
+	if err := p.tierPart.Load().dropFrom(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
 	}
-	if err := p.clampCleanerCheckpointLocked(at); err != nil {
+	if err := p.ckpts.clampCleanerLocked(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: cleaner checkpoint: %w", p.dir, at, err)
 	}
 	oldStart := p.logStart.Load()
@@ -493,7 +495,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 		if err := old[i].MarkDeleted(); err != nil {
 			return fail(fmt.Errorf("segment %d: %w", old[i].BaseOffset(), err))
 		}
-		if err := p.syncDirSettled(); err != nil {
+		if err := p.dur.syncDir(); err != nil {
 			return fail(err)
 		}
 	}
@@ -504,11 +506,12 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	if err := p.mu.epochs.Persist(); err != nil {
 		return fail(err)
 	}
-	if err := p.reloadProducersLocked(true); err != nil { // snapshot.go: every snapshot goes
+	if err := p.snaps.removeAllLocked(); err != nil { // snapshot.go: every snapshot goes
 		return fail(fmt.Errorf("producer state: %w", err))
 	}
+	p.resetProducersLocked()
 	if at != oldStart {
-		if err := p.writeLogStartCheckpoint(at); err != nil {
+		if err := p.ckpts.writeLogStart(at); err != nil {
 			return fail(fmt.Errorf("log start checkpoint: %w", err))
 		}
 	}
@@ -528,16 +531,6 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked()
-}
-
-// dropCopiesFromLocked makes a tiered partition's tier drop its copies of
-// the offsets at or past end (partTier.dropFrom) before a cut to end is
-// visible. REQUIRES: mu held.
-func (p *Partition) dropCopiesFromLocked(end int64) error {
-	if t := p.tierPart.Load(); t != nil {
-		return t.dropFrom(end)
-	}
-	return nil
 }
 
 // setEndLocked lowers the log end to end, clamps the high watermark to it
