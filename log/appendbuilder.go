@@ -57,8 +57,9 @@ func (p *Partition) AppendBuilder(bld *batch.Builder) (info AppendInfo, err erro
 		if err != nil {
 			return failed, err
 		}
-		defer releaseBuilt(buf)
-		return p.AppendBatchInfo(b)
+		info, err = p.AppendBatchInfo(b)
+		releaseBuilt(buf) // no defer on the fast path's frame
+		return info, err
 	}
 	// What appendRules.checkBytes checks that depends on the caller's
 	// choices, in its order; the framing, the CRC and the records are the
