@@ -325,7 +325,11 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	}
 	s.w.fileSize = fileSize
 	s.mu.created = timeNow()
-	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1], clean) }); err != nil {
+	rebuilt := false
+	if err := s.guarded(func() (err error) {
+		rebuilt, err = s.load(fileSize, rebuild[0], rebuild[1], clean)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := s.offIdx.TrimToValidSize(); err != nil {
@@ -349,7 +353,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 		return nil, err
 	}
 	s.sealed.Store(true)
-	s.w.syncedAtOpen = clean && !rebuild[0] && !rebuild[1]
+	s.w.syncedAtOpen = clean && !rebuilt
 	s.updateClosable()
 	return s, nil
 }
