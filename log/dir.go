@@ -371,14 +371,13 @@ func (d *Dir) rootCheckpointProblem(name string, clean bool, err error) error {
 // Dir has no entry for, and its own clean-shutdown marker (written by its
 // Close; a Dir removes it when it opens the partition, so it is never
 // stale). The files stay where they are; the entries reach the root files
-// with the Dir's next write. Returns whether the open is clean.
-func (p *Partition) adoptOwnCheckpoints(dirClean bool) (bool, error) {
+// with the Dir's next write. ownLock says whether the directory holds
+// lockFile (the open's probeFree looked). Returns whether the open is
+// clean.
+func (p *Partition) adoptOwnCheckpoints(dirClean, ownLock bool) (bool, error) {
 	fs, dir := p.cfg.FS, p.dir
-	if _, err := fs.Stat(filepath.Join(dir, lockFile)); err != nil {
-		if errors.Is(err, errNotExist) {
-			return dirClean, nil
-		}
-		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	if !ownLock {
+		return dirClean, nil
 	}
 	own := partitionFiles{fs: fs, dir: dir, logger: p.logger}
 	for _, name := range rootCheckpointFiles {

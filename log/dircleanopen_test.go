@@ -1,11 +1,14 @@
 package log_test
 
 import (
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
@@ -89,4 +92,50 @@ func TestDirCleanOpenAtRest(t *testing.T) {
 	reopen()
 	checkAll("after the second open")
 	require.NoError(t, d.Close())
+}
+
+// TestDirCleanOpenFileOps counts what a clean OpenDir does to each idle
+// partition's files: nothing is mapped (or copied to the heap as a
+// mapping), each segment file is opened at most twice (the directory
+// check's probe of the .log and its .index, then the segment's read of
+// it), the partition's lock file name is looked up once, and its
+// directory, which exists, is not made again.
+func TestDirCleanOpenFileOps(t *testing.T) {
+	const parts = 20
+	in := vfs.NewInjector(vfs.NewMem())
+	cfg := plog.DirConfig{Config: plog.Config{FS: in}, MaxOpenSegments: 4}
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		_, err = p.AppendBatch(logtest.MakeBatch(3, 10, 1000, 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.Close())
+
+	var mu sync.Mutex
+	ops := map[vfs.Op]int{}
+	in.SetHook(func(op vfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ops[vfs.Op{Kind: op.Kind, Path: op.Path}]++
+		return nil
+	})
+	d, err = plog.OpenDir("/data", cfg)
+	in.SetHook(nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+
+	for op, n := range ops {
+		assert.NotEqual(t, vfs.OpMap, op.Kind, "%s mapped %d times", op.Path, n)
+		if op.Kind == vfs.OpOpen || op.Kind == vfs.OpOpenReadWrite {
+			assert.LessOrEqual(t, n, 2, "%s opened %d times", op.Path, n)
+		}
+	}
+	for i := range parts {
+		dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
+		assert.Equal(t, 1, ops[vfs.Op{Kind: vfs.OpStat, Path: filepath.Join(dir, ".partlog.lock")}], "stats of the lock file of %s", dir)
+		assert.Zero(t, ops[vfs.Op{Kind: vfs.OpMkdirAll, Path: dir}], "MkdirAll of %s", dir)
+	}
 }

@@ -220,11 +220,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
+	ownLock := false // the directory holds lockFile: it was opened alone
 	if m != nil {
 		// A partition of a Dir holds no lock of its own (the Dir's root
 		// lock covers it), but one opened alone must not own it now
 		// (lockDir explains the order that makes this safe).
-		if err := probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
+		if ownLock, err = probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
 			if errors.Is(err, vfs.ErrLocked) {
 				return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held: the partition is open on its own): %w", dir, ErrLocked, lockFile, err)
 			}
@@ -246,7 +247,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// before, so a refusal changes nothing.
 	var clean bool
 	if m != nil {
-		if clean, err = p.adoptOwnCheckpoints(m.clean); err != nil {
+		if clean, err = p.adoptOwnCheckpoints(m.clean, ownLock); err != nil {
 			return nil, err
 		}
 	} else if clean, err = checkpoint.HasCleanShutdown(fs, dir); err != nil {
@@ -529,8 +530,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 func mkdirDurable(fs vfs.FS, dir string) error {
 	var created []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		_, err := fs.Stat(d)
+		st, err := fs.Stat(d)
 		if err == nil {
+			if len(created) == 0 && st.IsDir() {
+				return nil // nothing to make (a Dir opening its partitions)
+			}
 			break
 		}
 		if !errors.Is(err, errNotExist) {
