@@ -281,9 +281,9 @@ func openWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cf
 // a segment it closed while unused: it reads both indexes and the batch
 // headers after the last offset index entry without mapping anything,
 // checks them as Open does, and holds no descriptor or mapping after it
-// returns. The first method that reads the files reopens them (the open
-// the Budget does, which reads no batch data), so the first read of each
-// segment after a clean open pays that reopen. A segment whose files do
+// returns. The first method that reads the files opens them again as the
+// Budget does (reading no batch data), so the first read of each segment
+// after a clean open pays for that open. A segment whose files do
 // not pass those checks, or whose indexes are longer, is opened with its
 // files open, as Open opens it (its indexes rebuilt when they fail), and
 // the Budget closes them when it is over.
