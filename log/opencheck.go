@@ -51,7 +51,7 @@ func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
 		return nil, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
 	}
 	root := filepath.Join(filepath.Dir(dir), dirLockFile)
-	if err := probeFree(fs, root); err != nil {
+	if _, err := probeFree(fs, root); err != nil {
 		_ = l.Close()
 		if errors.Is(err, vfs.ErrLocked) {
 			return nil, fmt.Errorf("partlog/log: open %s: %w (the log directory's %s is held: a Dir owns the partition): %w", dir, ErrLocked, root, err)
@@ -63,19 +63,20 @@ func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
 
 // probeFree reports whether the lock file name is free: nil when it does
 // not exist or when a Lock of it succeeds (the lock is released at once),
-// an error wrapping vfs.ErrLocked when another owner holds it.
-func probeFree(fs vfs.FS, name string) error {
+// an error wrapping vfs.ErrLocked when another owner holds it; and
+// whether it exists.
+func probeFree(fs vfs.FS, name string) (exists bool, err error) {
 	if _, err := fs.Stat(name); err != nil {
 		if errors.Is(err, errNotExist) {
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	l, err := fs.Lock(name)
 	if err != nil {
-		return err
+		return true, err
 	}
-	return l.Close()
+	return true, l.Close()
 }
 
 // dirCheck is what Open learned about the directory before changing

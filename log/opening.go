@@ -48,6 +48,10 @@ type opening struct {
 	// readHighWatermark is Config.DisableAutoHighWatermark: the high
 	// watermark checkpoint is read.
 	readHighWatermark bool
+	// ownLock is set by the core for a partition of a Dir whose directory
+	// holds lockFile (it was last opened alone; the core's probeFree
+	// looked), so that adoptOwnCheckpoints need not look again.
+	ownLock bool
 
 	// saved are the offsets the checkpoints hold (readCheckpoints), less
 	// the ones the policy let the open ignore.
@@ -304,14 +308,12 @@ func (o *opening) checkpointProblem(name string, err error) error {
 // Dir has no entry for, and its own clean-shutdown marker (written by its
 // Close; a Dir removes it when it opens the partition, so it is never
 // stale). The files stay where they are; the entries reach the root files
-// with the Dir's next write. Returns whether the open is clean.
+// with the Dir's next write (ownLock: the directory holds lockFile).
+// Returns whether the open is clean.
 func (o *opening) adoptOwnCheckpoints(dirClean bool) (bool, error) {
 	fs, dir := o.fs, o.dir
-	if _, err := fs.Stat(filepath.Join(dir, lockFile)); err != nil {
-		if errors.Is(err, errNotExist) {
-			return dirClean, nil
-		}
-		return false, fmt.Errorf("partlog/log: open %s: %w", dir, err)
+	if !o.ownLock {
+		return dirClean, nil
 	}
 	own := partitionFiles{fs: fs, dir: dir, logger: o.logger}
 	for _, name := range rootCheckpointFiles {

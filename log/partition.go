@@ -226,11 +226,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
+	ownLock := false // the directory holds lockFile: it was opened alone
 	if m != nil {
 		// A partition of a Dir holds no lock of its own (the Dir's root
 		// lock covers it), but one opened alone must not own it now
 		// (lockDir explains the order that makes this safe).
-		if err := probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
+		if ownLock, err = probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
 			if errors.Is(err, vfs.ErrLocked) {
 				return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held: the partition is open on its own): %w", dir, ErrLocked, lockFile, err)
 			}
@@ -250,7 +251,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	// The opening reads everything first and decides (opening.go); a
 	// refusal changes nothing. It hands over the segments, recovered.
-	res, err := newOpening(dir, &p.cfg, p.segCfg, p.ckpt, p.inDir).load(m != nil && m.clean)
+	opening := newOpening(dir, &p.cfg, p.segCfg, p.ckpt, p.inDir)
+	opening.ownLock = ownLock
+	res, err := opening.load(m != nil && m.clean)
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +403,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 func mkdirDurable(fs vfs.FS, dir string) error {
 	var created []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		_, err := fs.Stat(d)
+		st, err := fs.Stat(d)
 		if err == nil {
+			if len(created) == 0 && st.IsDir() {
+				return nil // nothing to make (a Dir opening its partitions)
+			}
 			break
 		}
 		if !errors.Is(err, errNotExist) {

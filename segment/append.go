@@ -506,6 +506,12 @@ func (s *Segment) UnsealOnWrite() error {
 	if s.lz.budget == nil {
 		return s.Unseal()
 	}
+	if s.w.openedAtRest && s.w.syncedAtOpen {
+		// Opened with its files closed, and unchanged since: in the
+		// sealed form, which reopening it to look would only confirm.
+		s.dormant.Store(true)
+		return nil
+	}
 	if err := s.use(); err != nil {
 		return err
 	}

@@ -339,27 +339,29 @@ func (s *Segment) renameIfClosed(newSuffix string) (bool, error) {
 	if oldSuffix == newSuffix {
 		return true, nil
 	}
-	// The closed index objects keep their paths, which Unref removes and
-	// a reopen replaces: their Rename renames by name.
-	oldLog, newLog := s.path(LogSuffix, oldSuffix), s.path(LogSuffix, newSuffix)
-	if err := s.fs.Rename(oldLog, newLog); err != nil {
+	// By name: the closed index objects (none for a segment opened at
+	// rest) are not used again; Unref removes the files by their names
+	// and a reopen opens new ones.
+	rename := func(kind, from, to string) error { return s.fs.Rename(s.path(kind, from), s.path(kind, to)) }
+	if err := rename(LogSuffix, oldSuffix, newSuffix); err != nil {
 		return true, err
 	}
-	if err := s.offIdx.Rename(s.path(IndexSuffix, newSuffix)); err != nil {
-		_ = s.fs.Rename(newLog, oldLog)
+	if err := rename(IndexSuffix, oldSuffix, newSuffix); err != nil {
+		_ = rename(LogSuffix, newSuffix, oldSuffix)
 		return true, err
 	}
-	if err := s.timeIdx.Rename(s.path(TimeIndexSuffix, newSuffix)); err != nil {
-		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
-		_ = s.fs.Rename(newLog, oldLog)
+	if err := rename(TimeIndexSuffix, oldSuffix, newSuffix); err != nil {
+		_ = rename(IndexSuffix, newSuffix, oldSuffix)
+		_ = rename(LogSuffix, newSuffix, oldSuffix)
 		return true, err
 	}
 	if err := s.renameCompanions(oldSuffix, newSuffix); err != nil {
-		_ = s.timeIdx.Rename(s.path(TimeIndexSuffix, oldSuffix))
-		_ = s.offIdx.Rename(s.path(IndexSuffix, oldSuffix))
-		_ = s.fs.Rename(newLog, oldLog)
+		_ = rename(TimeIndexSuffix, newSuffix, oldSuffix)
+		_ = rename(IndexSuffix, newSuffix, oldSuffix)
+		_ = rename(LogSuffix, newSuffix, oldSuffix)
 		return true, err
 	}
+	newLog := s.path(LogSuffix, newSuffix)
 	s.w.suffix = newSuffix
 	s.logPath.Store(&newLog)
 	return true, nil

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -148,5 +149,66 @@ func TestOpenReadsHeadersOnly(t *testing.T) {
 			assert.Equal(t, int64(batches*8), s.NextOffset())
 			mustClose(t, s)
 		})
+	}
+}
+
+// A missing or damaged .timeindex next to a good .index is rebuilt from
+// the log, by Open and by OpenClean alike: the segment keeps its largest
+// timestamp and its time lookups. (A missing one used to be left empty:
+// the empty file made in its place passes the check, and OpenClean
+// reported no largest timestamp.) A clean open that rebuilt an index has
+// something to sync.
+func TestOpenRebuildsTimeIndex(t *testing.T) {
+	for _, fk := range fsKinds {
+		for _, n := range []int{3, 40} { // an .index without entries, and with
+			for _, tc := range []struct {
+				damage string
+				clean  bool
+			}{{"missing", false}, {"missing", true}, {"damaged", false}, {"damaged", true}} {
+				clean := tc.clean
+				t.Run(fmt.Sprintf("%s/%d batches/%s/clean=%v", fk.name, n, tc.damage, clean), func(t *testing.T) {
+					fsys, dir := fk.fs(t)
+					mustMkdir(t, fsys, dir)
+					var logs bytes.Buffer
+					cfg := fk.cfg
+					cfg.IndexIntervalBytes, cfg.MaxSegmentBytes = 1024, 1<<20
+					cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+					s, err := Create(fsys, dir, 0, cfg)
+					require.NoError(t, err)
+					for i := range n {
+						// The largest timestamp in the middle: the last
+						// batch is not the answer.
+						ts := 1000 + int64(i)
+						if i == n/2 {
+							ts = 5000
+						}
+						mustAppend(t, s, simpleBatch(t, int64(i), 1, ts, 200))
+					}
+					mustClose(t, s)
+					if tc.damage == "missing" {
+						require.NoError(t, fsys.Remove(segPath(dir, 0, TimeIndexSuffix)))
+					} else {
+						truncateFile(t, fsys, segPath(dir, 0, TimeIndexSuffix), 5) // not whole entries
+					}
+
+					open := Open
+					if clean {
+						open = OpenClean
+					}
+					logs.Reset()
+					s, err = open(fsys, dir, 0, cfg)
+					require.NoError(t, err)
+					defer mustClose(t, s)
+					assert.Contains(t, logs.String(), "rebuilt index")
+					ts, at := s.MaxTimestamp()
+					assert.Equal(t, int64(5000), ts)
+					assert.Equal(t, int64(n/2), at)
+					_, timeEntries := s.IndexEntries()
+					assert.Positive(t, timeEntries)
+					assert.False(t, s.w.syncedAtOpen, "an open that rebuilt an index has it to sync")
+					checkLookups(t, s, checkSegment(t, s))
+				})
+			}
+		}
 	}
 }

@@ -201,8 +201,14 @@ func (s *Segment) checkTimeIndex(end, next int64) error {
 // batch starts more than IndexIntervalBytes into the .log (what the index
 // builder leaves for a small segment); the scan that finds the log's end
 // checks that. clean trusts the time index's last entry as the largest
-// timestamp (OpenClean). REQUIRES: no concurrent reader.
-func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) error {
+// timestamp (OpenClean). rebuilt reports whether an index was rebuilt
+// (its file then differs from what was synced). REQUIRES: no concurrent
+// reader.
+func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (rebuilt bool, err error) {
+	rebuildIdx := func(limit int64, off, time bool) (int64, int64, error) {
+		rebuilt = true
+		return s.rebuild(limit, off, time)
+	}
 	warn := func(what string, err error) {
 		s.log.Warn("partlog/segment: index fails its check; rebuilding it from the log",
 			"segment", s.LogPath(), "index", what, "err", err)
@@ -210,7 +216,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 	if !rebuildOff {
 		if err := s.checkOffsetIndex(fileSize); err != nil {
 			if !base.IsCorruption(err) {
-				return err
+				return rebuilt, err
 			}
 			warn("offset", err)
 			rebuildOff = true
@@ -226,8 +232,8 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 	timeDone := false
 	if rebuildOff {
 		var err error
-		if end, next, err = s.rebuild(fileSize, true, rebuildTime); err != nil {
-			return err
+		if end, next, err = rebuildIdx(fileSize, true, rebuildTime); err != nil {
+			return rebuilt, err
 		}
 		timeDone = rebuildTime
 	} else {
@@ -244,31 +250,41 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 			}
 		})
 		if serr != nil && !base.IsCorruption(serr) {
-			return serr
+			return rebuilt, serr
 		}
 		if missed {
-			if end, next, serr = s.rebuild(fileSize, true, rebuildTime); serr != nil {
-				return serr
+			if end, next, serr = rebuildIdx(fileSize, true, rebuildTime); serr != nil {
+				return rebuilt, serr
 			}
 			timeDone = rebuildTime
 		} else if end == last.Position && last.Position > 0 {
 			// The batch at the last entry does not frame: the offset
 			// index points past what can be read.
 			warn("offset", serr)
-			if end, next, serr = s.rebuild(fileSize, true, rebuildTime); serr != nil {
-				return serr
+			if end, next, serr = rebuildIdx(fileSize, true, rebuildTime); serr != nil {
+				return rebuilt, serr
 			}
 			timeDone = rebuildTime
 		}
 	}
-	if !timeDone {
+	switch {
+	case timeDone:
+	case rebuildTime:
+		// Missing, or failing its sanity check, next to an offset index
+		// that passed: rebuilt alone. (Checking the empty index made in
+		// its place would pass, leaving the segment without time
+		// entries, and a clean open without its largest timestamp.)
+		if _, _, err := rebuildIdx(end, false, true); err != nil {
+			return rebuilt, err
+		}
+	default:
 		if err := s.checkTimeIndex(end, next); err != nil {
 			if !base.IsCorruption(err) {
-				return err
+				return rebuilt, err
 			}
 			warn("time", err)
-			if _, _, err := s.rebuild(end, false, true); err != nil {
-				return err
+			if _, _, err := rebuildIdx(end, false, true); err != nil {
+				return rebuilt, err
 			}
 		}
 	}
@@ -278,13 +294,13 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 	}
 	maxTs, maxOff, err := s.largestTimestamp(end, clean)
 	if err != nil {
-		return err
+		return rebuilt, err
 	}
 	first := batch.NoTimestamp
 	if end > 0 {
 		h, err := s.readHeader(0, end)
 		if err != nil {
-			return err
+			return rebuilt, err
 		}
 		first = h.MaxTimestamp
 	}
@@ -296,7 +312,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) erro
 	s.mu.Unlock()
 	s.size.Store(end)
 	s.nextOffset.Store(next)
-	return nil
+	return rebuilt, nil
 }
 
 // largestTimestamp returns the largest batch maxTimestamp below end and the

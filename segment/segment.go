@@ -174,6 +174,10 @@ type Segment struct {
 		// cleared by the first change of their bytes (Unseal,
 		// TruncateTo, Recover): Flush then has nothing to sync.
 		syncedAtOpen bool
+		// openedAtRest is set by a clean open that left the files
+		// closed (openCleanAtRest): they are in the sealed form
+		// UnsealOnWrite wants for as long as syncedAtOpen holds.
+		openedAtRest bool
 		// syncIndexFiles is set by Rest and cleared by the next
 		// Flush, which then fdatasyncs both index files whole.
 		syncIndexFiles bool
@@ -271,6 +275,18 @@ func openWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, cf
 // scan of the batch headers after it, and the open costs the same for any
 // segment size and any timestamps. After an unclean shutdown use Open (the
 // last segments are then recovered, which rebuilds their indexes).
+//
+// Under a Budget (Config.Budget) OpenClean leaves the files of a segment
+// whose indexes are small (up to 64 KiB each) closed, as the Budget leaves
+// a segment it closed while unused: it reads both indexes and the batch
+// headers after the last offset index entry without mapping anything,
+// checks them as Open does, and holds no descriptor or mapping after it
+// returns. The first method that reads the files opens them again as the
+// Budget does (reading no batch data), so the first read of each segment
+// after a clean open pays for that open. A segment whose files do
+// not pass those checks, or whose indexes are longer, is opened with its
+// files open, as Open opens it (its indexes rebuilt when they fail), and
+// the Budget closes them when it is over.
 func OpenClean(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
 	return open(fsys, dir, baseOffset, "", cfg, true)
 }
@@ -279,6 +295,12 @@ func OpenClean(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment,
 // time index's last entry as the largest timestamp (see OpenClean).
 func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, clean bool) (_ *Segment, err error) {
 	fsys = orOS(fsys)
+	if clean && cfg.Budget != nil && suffix == "" {
+		s, err := openCleanAtRest(fsys, dir, baseOffset, cfg)
+		if !errors.Is(err, errNotAtRest) {
+			return s, err
+		}
+	}
 	s, err := newSegment(fsys, dir, baseOffset, suffix, cfg)
 	if err != nil {
 		return nil, err
@@ -325,7 +347,11 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	}
 	s.w.fileSize = fileSize
 	s.mu.created = timeNow()
-	if err := s.guarded(func() error { return s.load(fileSize, rebuild[0], rebuild[1], clean) }); err != nil {
+	rebuilt := false
+	if err := s.guarded(func() (err error) {
+		rebuilt, err = s.load(fileSize, rebuild[0], rebuild[1], clean)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := s.offIdx.TrimToValidSize(); err != nil {
@@ -349,7 +375,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 		return nil, err
 	}
 	s.sealed.Store(true)
-	s.w.syncedAtOpen = clean && !rebuild[0] && !rebuild[1]
+	s.w.syncedAtOpen = clean && !rebuilt
 	s.updateClosable()
 	return s, nil
 }
@@ -612,11 +638,12 @@ func (s *Segment) Unref() error {
 		err = s.releaseFiles()
 	}
 	if s.deleteOnRelease.Load() {
-		// The .txnindex may not exist (it is made on the first aborted
-		// transaction); its name follows the .log's suffix.
+		// The files carry the .log's suffix (the .txnindex may not
+		// exist: it is made on the first aborted transaction). By
+		// name: a segment opened at rest has no index objects.
 		logPath := s.LogPath()
-		txnPath := s.path(TxnIndexSuffix, logPath[len(s.path(LogSuffix, "")):])
-		for _, p := range []string{logPath, s.offIdx.Path(), s.timeIdx.Path(), txnPath} {
+		suffix := logPath[len(s.path(LogSuffix, "")):]
+		for _, p := range []string{logPath, s.path(IndexSuffix, suffix), s.path(TimeIndexSuffix, suffix), s.path(TxnIndexSuffix, suffix)} {
 			if rerr := s.fs.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
 				err = rerr
 			}

@@ -155,6 +155,15 @@ func (s *Segment) openTxnIndex() error {
 		_ = f.Close()
 		return err
 	}
+	s.txn.f = f
+	s.loadTxnEntries(path, data)
+	return nil
+}
+
+// loadTxnEntries publishes the entries of data, the bytes of the
+// .txnindex at path, up to the first that is not valid; damage after
+// them is kept for the owner (TxnIndexDamage).
+func (s *Segment) loadTxnEntries(path string, data []byte) {
 	entries, err := DecodeTxnIndex(path, data)
 	switch {
 	case err == nil:
@@ -165,9 +174,8 @@ func (s *Segment) openTxnIndex() error {
 		// rewrites was never synced and goes; one below it is damage.
 		s.txn.damage = err
 	}
-	s.txn.f, s.txn.fileSize = f, int64(len(data))
+	s.txn.fileSize = int64(len(data))
 	s.txn.publish(s.validTxnPrefix(entries))
-	return nil
 }
 
 // validTxnPrefix returns the entries up to the first one that is not
