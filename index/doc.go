@@ -70,6 +70,18 @@
 // it fails with the filesystem's error (ENOSPC) and writes nothing,
 // instead of raising SIGBUS in a store into an unbacked page.
 //
+// Entries are stored through the mapping, except the first 64 after a
+// mapping is made (a new index, an existing one opened, one grown back by
+// Resize) on Linux, which are written through the file (pwrite): there
+// file writes and a shared mapping use the same page cache pages, so
+// lookups through the mapping see them, and no page of the mapping is
+// faulted in for an index written a few times (a partition among
+// thousands, a segment woken from rest), where a first store into a page
+// costs tens of microseconds. The writer reads its own last entry from a
+// copy (LastAppended), and SanityCheck reads the last two through the
+// file there too. Flush fdatasyncs the file after such writes, and msyncs
+// the mapping otherwise.
+//
 // Files are opened through a vfs.FS (package index/vfs, the filesystem
 // every file of a partition goes through; segment.Config and the log
 // package's Config take the same type). A nil FS is the operating
@@ -105,7 +117,8 @@
 //     other and with the writer: Lookup, Entry, LastEntry, Entries,
 //     SanityCheck.
 //   - Writer methods, called by one goroutine at a time (the segment's
-//     appender), overlapping readers freely: Append (MaybeAppend), Flush.
+//     appender), overlapping readers freely: Append (MaybeAppend),
+//     LastAppended, Flush.
 //   - Exclusive methods, which no other call of the same index may
 //     overlap, reader or writer: TruncateTo, Close. The segment takes the
 //     write side of its read lease around them.
