@@ -70,17 +70,18 @@
 // it fails with the filesystem's error (ENOSPC) and writes nothing,
 // instead of raising SIGBUS in a store into an unbacked page.
 //
-// Entries are stored through the mapping, except the first 64 after a
-// mapping is made (a new index, an existing one opened, one grown back by
-// Resize) on Linux, which are written through the file (pwrite): there
-// file writes and a shared mapping use the same page cache pages, so
-// lookups through the mapping see them, and no page of the mapping is
-// faulted in for an index written a few times (a partition among
-// thousands, a segment woken from rest), where a first store into a page
-// costs tens of microseconds. The writer reads its own last entry from a
-// copy (LastAppended), and SanityCheck reads the last two through the
-// file there too. Flush fdatasyncs the file after such writes, and msyncs
-// the mapping otherwise.
+// Entries are stored through the mapping. A first store into a page of a
+// mapping is a page fault (tens of microseconds), which an index written
+// a few times (a partition among thousands, a segment woken from rest)
+// would pay for a few entries. On Linux, therefore, a new index maps its
+// first page into the process when it is created, and the first 64
+// entries after an existing file is mapped (opened, or grown back by
+// Resize) are written through the file (pwrite): there file writes and a
+// shared mapping use the same page cache pages, so lookups through the
+// mapping see them. The writer reads its own last entry from a copy
+// (LastAppended), and SanityCheck reads the last two through the file
+// there too. Flush fdatasyncs the file after such writes, and msyncs the
+// mapping otherwise.
 //
 // Files are opened through a vfs.FS (package index/vfs, the filesystem
 // every file of a partition goes through; segment.Config and the log

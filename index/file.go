@@ -192,6 +192,9 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 	x.f = f
 	x.cur.Store(&mapping{region: r, buf: r.Bytes()})
 	x.w.fileWritesLeft = fileWritesFor(r)
+	if created && x.w.fileWritesLeft > 0 && prefaultFirstPage(r) {
+		x.w.fileWritesLeft = 0
+	}
 	x.fileLen.Store(length)
 	x.maxEntries.Store(int64(size / entrySize))
 	x.entries.Store(int64(n))
@@ -208,13 +211,27 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 // measured on this project's 2-core VM against 2-4 µs for an 8-byte pwrite
 // into the page cache. A partition's active segment makes its mappings
 // when it is created or woken from rest; a Dir of many partitions each
-// written a few times between rests paid two faults (.index and
-// .timeindex) for a few entries each (logbench spread_append: 2,000 faults
-// in 8,000 appends to 1,000 partitions). Through the file those entries
-// touch no mapped page; an index written more than this many times a
-// mapping pays the fault once, as before, and stores into the mapping
-// from then on.
+// written a few times paid two faults (.index and .timeindex) for a few
+// entries each (logbench spread_append: 2,000 faults in 8,000 appends to
+// 1,000 partitions). A new index takes the fault of its first page when
+// it is created (prefaultFirstPage), off the appends; a mapping of an
+// existing file (opened, or grown back by Resize when a segment wakes from
+// rest) writes its first entries through the file: they touch no mapped
+// page, and an index written more than this many times a mapping pays the
+// fault once, as before, and stores into the mapping from then on.
 const fileWriteEntries = 64
+
+// prefaultFirstPage maps the first page of a new index's mapping r into
+// the process, writable, with a store of the zero writeFirstPage wrote
+// there (the file's bytes do not change), and reports whether it did: the
+// page fault the segment's first index entry would take is taken when the
+// index is created (a partition's creation, a spare segment made ahead of
+// a roll), as writeFirstPage takes the extent conversion there; the
+// entries then go through the mapping from the first. A fault (the page
+// unreadable) leaves the entries to go through the file.
+func prefaultFirstPage(r *mmap.Region) bool {
+	return mmap.Guard(func() { r.Bytes()[0] = 0 }) == nil
+}
 
 // fileWritesFor returns how many entries after the mapping r is made are
 // written through the file: fileWriteEntries for a system mapping on a

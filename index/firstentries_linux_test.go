@@ -75,14 +75,15 @@ func mapped(t *testing.T, path string) int64 {
 }
 
 // TestIndexFirstEntriesTouchNoMappedPage: the first fileWriteEntries
-// entries appended after an index is mapped (a new index, an existing one
-// opened again, one grown back by Resize after a trim, as a segment woken
-// from rest is) leave no page of its mappings resident in the process (no
-// page fault), the writer's LastAppended included; the file holds them,
-// and lookups through the mapping see them. The entry after them, and
-// every entry where the index writes through the mapping (fileWritesLeft
-// 0: another platform), maps the page: what the measure would show if the
-// first entries touched it.
+// entries appended after an existing index is mapped (opened again, or
+// grown back by Resize after a trim, as a segment woken from rest is) map
+// no new page of its mappings into the process (no page fault), the
+// writer's LastAppended included; the file holds them, and lookups
+// through the mapping see them. The entry after them, and every entry
+// where the index writes through the mapping (fileWritesLeft 0: another
+// platform), maps the page: what the measure would show if the first
+// entries touched it. A new index's entries on its first page map
+// nothing new either (TestNewIndexFirstPageFaultedAtCreate).
 func TestIndexFirstEntriesTouchNoMappedPage(t *testing.T) {
 	type step struct {
 		// reopen closes the index and opens it again; wake trims it and
@@ -98,11 +99,11 @@ func TestIndexFirstEntriesTouchNoMappedPage(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"new index", []step{{appends: fileWriteEntries}}},
-		{"the entry after the first ones", []step{{appends: fileWriteEntries}, {appends: 1, touched: true}}},
-		{"written through the mapping", []step{{noFileWrites: true, appends: 1, touched: true}}},
 		{"reopened", []step{{appends: 5}, {reopen: true, appends: fileWriteEntries}}},
-		{"grown back after a trim", []step{{appends: fileWriteEntries + 3, touched: true}, {wake: true, appends: fileWriteEntries}}},
+		{"the entry after the first ones", []step{{appends: 1}, {reopen: true, appends: fileWriteEntries}, {appends: 1, touched: true}}},
+		{"written through the mapping", []step{{appends: 1}, {reopen: true, noFileWrites: true, appends: 1, touched: true}}},
+		{"grown back after a trim", []step{{appends: fileWriteEntries + 3}, {wake: true, appends: fileWriteEntries}}},
+		{"new index (its first page faulted in when created)", []step{{appends: fileWriteEntries + 3}}},
 	}
 	for _, kind := range firstEntriesKinds {
 		for _, tt := range tests {
@@ -148,9 +149,9 @@ func TestIndexFirstEntriesTouchNoMappedPage(t *testing.T) {
 	}
 }
 
-// TestIndexFlushSyncsFileWrites: Flush after entries written through the
+// TestIndexFlushSyncsFileWrites: Flush after an entry written through the
 // file fdatasyncs the file (msync covers what was stored through the
-// mapping, not what was written to the file); after entries stored only
+// mapping, not what was written to the file); after an entry stored
 // through the mapping it msyncs, as before, and makes no fdatasync.
 func TestIndexFlushSyncsFileWrites(t *testing.T) {
 	tests := []struct {
@@ -165,12 +166,15 @@ func TestIndexFlushSyncsFileWrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := vfs.NewInjector(vfs.Default)
 			path := filepath.Join(t.TempDir(), "0.index")
-			idx := openOffset(t, in, path, 0, DefaultMaxIndexSize)
+			require.NoError(t, openOffset(t, in, path, 0, DefaultMaxIndexSize).Close())
+			idx := openOffset(t, in, path, 0, DefaultMaxIndexSize) // an existing file
 			defer func() { require.NoError(t, idx.Close()) }()
 			if tt.noFileWrites {
 				idx.x.w.fileWritesLeft = 0
 			}
 			require.NoError(t, idx.Append(7, 0))
+			require.NoError(t, idx.Flush()) // the file grew: fdatasync in either case
+			require.NoError(t, idx.Append(9, 100))
 			syncs := 0
 			in.SetHook(func(op vfs.Op) error {
 				if op.Kind == vfs.OpSync && op.Path == path {
@@ -185,7 +189,33 @@ func TestIndexFlushSyncsFileWrites(t *testing.T) {
 			in.SetHook(nil)
 			file, err := os.ReadFile(path)
 			require.NoError(t, err)
-			assert.True(t, bytes.Equal(enc32(7, 0), file[:OffsetEntrySize]))
+			assert.True(t, bytes.Equal(enc32(7, 0, 9, 100), file[:2*OffsetEntrySize]))
+		})
+	}
+}
+
+// TestNewIndexFirstPageFaultedAtCreate: creating an index maps its first
+// page into the process (prefaultFirstPage: the page fault of the first
+// entry is taken then, off the appends), and the entries that fill that
+// page map nothing more and go through the mapping (no file write).
+func TestNewIndexFirstPageFaultedAtCreate(t *testing.T) {
+	page := int64(os.Getpagesize())
+	for _, kind := range firstEntriesKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "00000000000000000000"+kind.ext)
+			idx := kind.open(t, path)
+			defer func() { require.NoError(t, idx.close()) }()
+			require.Equal(t, page, mapped(t, path), "resident after the create")
+			assert.Zero(t, idx.x.w.fileWritesLeft, "entries go through the mapping")
+			n := int(page)/kind.size - 1 // the time index keeps its last slot
+			for i := range n {
+				require.NoError(t, idx.append(i))
+			}
+			assert.Equal(t, page, mapped(t, path), "resident after %d entries", n)
+			assert.False(t, idx.x.w.fileDirty, "no entry written through the file")
+			for i := range n {
+				require.Equal(t, kind.want(i), idx.lookup(i), "entry %d", i)
+			}
 		})
 	}
 }
