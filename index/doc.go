@@ -138,7 +138,9 @@
 // file cut behind the index's back) raises SIGBUS when touched. The
 // methods that return an error (Append, MaybeAppend, TruncateTo,
 // SanityCheck) turn such a fault into an error wrapping ErrFault,
-// naming the file and the byte offset. Lookup, Entry and LastEntry return
+// naming the file and the byte offset (SanityCheck, where it reads the
+// last entries through the file, returns the read's error, and for a file
+// that ends before them the same fault). Lookup, Entry and LastEntry return
 // no error: they are called by package segment inside its own protection
 // (its reads return an error wrapping this same ErrFault); a caller of this
 // package that uses them directly on a failing disk gets the SIGBUS.

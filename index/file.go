@@ -413,11 +413,11 @@ func (x *indexFile) tail(view []byte, n, k int) ([]byte, error) {
 		return view[from : n*x.entrySize], nil
 	}
 	p := make([]byte, k*x.entrySize)
-	if _, err := x.f.ReadAt(p, int64(from)); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, mmap.ReadFault(x.Path(), int64(from))
+	if got, err := x.f.ReadAt(p, int64(from)); got < len(p) {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, mmap.ReadFault(x.Path(), int64(from+got))
 		}
-		return nil, err
+		return nil, fmt.Errorf("partlog/index: read %s at %d: %w", x.Path(), from, err)
 	}
 	return p, nil
 }

@@ -122,11 +122,13 @@ func (idx *OffsetIndex) LastEntry() OffsetEntry {
 
 // LastAppended is LastEntry for the writer: the same entry, from the
 // writer's copy of the entry it appended last, so that the appender's
-// checks do not read the mapped page (the first entries after a mapping is
-// made are written through the file, see the package doc, and reading
-// them through the mapping would map the page). It reads the mapping once
-// after the count changed otherwise (an open, TruncateTo). Writer side:
-// it must not overlap the writer's or the exclusive methods.
+// checks do not read the mapped page (the first entries after an existing
+// file is mapped are written through the file, see the package doc, and
+// reading them through the mapping would map the page). After the count
+// changed otherwise (an open, TruncateTo) it reads the entry once:
+// through the file while entries are written through it, else from the
+// mapping. Writer side: it must not overlap the writer's or the exclusive
+// methods.
 func (idx *OffsetIndex) LastAppended() OffsetEntry {
 	b := idx.x.lastBytes()
 	if b == nil {
