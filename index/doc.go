@@ -70,6 +70,19 @@
 // it fails with the filesystem's error (ENOSPC) and writes nothing,
 // instead of raising SIGBUS in a store into an unbacked page.
 //
+// Entries are stored through the mapping. A first store into a page of a
+// mapping is a page fault (tens of microseconds), which an index written
+// a few times (a partition among thousands, a segment woken from rest)
+// would pay for a few entries. On Linux, therefore, a new index maps its
+// first page into the process when it is created, and the first 64
+// entries after an existing file is mapped (opened, or grown back by
+// Resize) are written through the file (pwrite): there file writes and a
+// shared mapping use the same page cache pages, so lookups through the
+// mapping see them. The writer reads its own last entry from a copy
+// (LastAppended), and SanityCheck reads the last two through the file
+// there too. Flush fdatasyncs the file after such writes, and msyncs the
+// mapping otherwise.
+//
 // Files are opened through a vfs.FS (package index/vfs, the filesystem
 // every file of a partition goes through; segment.Config and the log
 // package's Config take the same type). A nil FS is the operating
@@ -105,7 +118,8 @@
 //     other and with the writer: Lookup, Entry, LastEntry, Entries,
 //     SanityCheck.
 //   - Writer methods, called by one goroutine at a time (the segment's
-//     appender), overlapping readers freely: Append (MaybeAppend), Flush.
+//     appender), overlapping readers freely: Append (MaybeAppend),
+//     LastAppended, Flush.
 //   - Exclusive methods, which no other call of the same index may
 //     overlap, reader or writer: TruncateTo, Close. The segment takes the
 //     write side of its read lease around them.
@@ -124,7 +138,9 @@
 // file cut behind the index's back) raises SIGBUS when touched. The
 // methods that return an error (Append, MaybeAppend, TruncateTo,
 // SanityCheck) turn such a fault into an error wrapping ErrFault,
-// naming the file and the byte offset. Lookup, Entry and LastEntry return
+// naming the file and the byte offset (SanityCheck, where it reads the
+// last entries through the file, returns the read's error, and for a file
+// that ends before them the same fault). Lookup, Entry and LastEntry return
 // no error: they are called by package segment inside its own protection
 // (its reads return an error wrapping this same ErrFault); a caller of this
 // package that uses them directly on a failing disk gets the SIGBUS.

@@ -62,9 +62,8 @@ func (idx *OffsetIndex) Append(offset, position int64) (err error) {
 	if int64(n) >= x.maxEntries.Load() {
 		return fmt.Errorf("%w: %s: %d entries, appending offset %d", ErrIndexFull, x.Path(), n, offset)
 	}
-	b := x.view()
 	if n > 0 {
-		if last := offsetAt(b, x.base, n-1); offset <= last {
+		if last := idx.LastAppended().Offset; offset <= last {
 			return fmt.Errorf("%w: %s: offset %d appended after offset %d (entry %d)", ErrNotIncreasing, x.Path(), offset, last, n-1)
 		}
 	}
@@ -119,6 +118,23 @@ func (idx *OffsetIndex) LastEntry() OffsetEntry {
 		return OffsetEntry{Offset: idx.x.base}
 	}
 	return OffsetEntry{Offset: offsetAt(b, idx.x.base, n-1), Position: positionAt(b, n-1)}
+}
+
+// LastAppended is LastEntry for the writer: the same entry, from the
+// writer's copy of the entry it appended last, so that the appender's
+// checks do not read the mapped page (the first entries after an existing
+// file is mapped are written through the file, see the package doc, and
+// reading them through the mapping would map the page). After the count
+// changed otherwise (an open, TruncateTo) it reads the entry once:
+// through the file while entries are written through it, else from the
+// mapping. Writer side: it must not overlap the writer's or the exclusive
+// methods.
+func (idx *OffsetIndex) LastAppended() OffsetEntry {
+	b := idx.x.lastBytes()
+	if b == nil {
+		return OffsetEntry{Offset: idx.x.base}
+	}
+	return OffsetEntry{Offset: offsetAt(b, idx.x.base, 0), Position: positionAt(b, 0)}
 }
 
 // Entries returns the number of entries.
@@ -190,12 +206,17 @@ func (idx *OffsetIndex) SanityCheck() (err error) {
 	if err := x.checkLength(); err != nil {
 		return err
 	}
-	b := x.view()
-	n := len(b) / OffsetEntrySize
+	v := x.view()
+	n := len(v) / OffsetEntrySize
 	if n == 0 {
 		return nil
 	}
-	last := OffsetEntry{Offset: offsetAt(b, x.base, n-1), Position: positionAt(b, n-1)}
+	k := min(n, 2)
+	b, err := x.tail(v, n, k)
+	if err != nil {
+		return err
+	}
+	last := OffsetEntry{Offset: offsetAt(b, x.base, k-1), Position: positionAt(b, k-1)}
 	pos := int64(n-1) * OffsetEntrySize
 	if last.Offset < x.base {
 		return base.CorruptionErrorf(x.Path(), pos, entryField(n-1),
@@ -205,8 +226,8 @@ func (idx *OffsetIndex) SanityCheck() (err error) {
 		return base.CorruptionErrorf(x.Path(), pos, entryField(n-1),
 			"last position %d is negative", last.Position)
 	}
-	if n > 1 {
-		prev := OffsetEntry{Offset: offsetAt(b, x.base, n-2), Position: positionAt(b, n-2)}
+	if k > 1 {
+		prev := OffsetEntry{Offset: offsetAt(b, x.base, 0), Position: positionAt(b, 0)}
 		if last.Offset <= prev.Offset || last.Position < prev.Position {
 			return base.CorruptionErrorf(x.Path(), pos, entryField(n-1),
 				"last entry (offset %d, position %d) does not follow entry %d (offset %d, position %d): a zero-filled preallocated tail?",

@@ -50,7 +50,7 @@ func (idx *TimeIndex) MaybeAppend(timestamp, offset int64, skipFullCheck bool) (
 		return x.closedError()
 	}
 	n := int(x.entries.Load())
-	last := idx.LastEntry()
+	last := idx.LastAppended()
 	if n > 0 && offset < last.Offset {
 		return fmt.Errorf("%w: %s: offset %d (timestamp %d) appended after offset %d (entry %d, timestamp %d)",
 			ErrNotIncreasing, x.Path(), offset, timestamp, last.Offset, n-1, last.Timestamp)
@@ -100,6 +100,16 @@ func (idx *TimeIndex) LastEntry() TimeEntry {
 		return TimeEntry{Timestamp: NoTimestamp, Offset: idx.x.base}
 	}
 	return TimeEntry{Timestamp: timestampAt(b, n-1), Offset: timeOffsetAt(b, idx.x.base, n-1)}
+}
+
+// LastAppended is LastEntry for the writer, from its copy of the entry it
+// appended last; see OffsetIndex.LastAppended. Writer side.
+func (idx *TimeIndex) LastAppended() TimeEntry {
+	b := idx.x.lastBytes()
+	if b == nil {
+		return TimeEntry{Timestamp: NoTimestamp, Offset: idx.x.base}
+	}
+	return TimeEntry{Timestamp: timestampAt(b, 0), Offset: timeOffsetAt(b, idx.x.base, 0)}
 }
 
 // Entries returns the number of entries.
@@ -169,19 +179,24 @@ func (idx *TimeIndex) SanityCheck() (err error) {
 	if err := x.checkLength(); err != nil {
 		return err
 	}
-	b := x.view()
-	n := len(b) / TimeEntrySize
+	v := x.view()
+	n := len(v) / TimeEntrySize
 	if n == 0 {
 		return nil
 	}
-	last := TimeEntry{Timestamp: timestampAt(b, n-1), Offset: timeOffsetAt(b, x.base, n-1)}
+	k := min(n, 2)
+	b, err := x.tail(v, n, k)
+	if err != nil {
+		return err
+	}
+	last := TimeEntry{Timestamp: timestampAt(b, k-1), Offset: timeOffsetAt(b, x.base, k-1)}
 	pos := int64(n-1) * TimeEntrySize
 	if last.Offset < x.base {
 		return base.CorruptionErrorf(x.Path(), pos, entryField(n-1),
 			"last offset %d is below the base offset %d", last.Offset, x.base)
 	}
-	if n > 1 {
-		prev := TimeEntry{Timestamp: timestampAt(b, n-2), Offset: timeOffsetAt(b, x.base, n-2)}
+	if k > 1 {
+		prev := TimeEntry{Timestamp: timestampAt(b, 0), Offset: timeOffsetAt(b, x.base, 0)}
 		if last.Timestamp <= prev.Timestamp || last.Offset < prev.Offset {
 			return base.CorruptionErrorf(x.Path(), pos, entryField(n-1),
 				"last entry (timestamp %d, offset %d) does not follow entry %d (timestamp %d, offset %d): a zero-filled preallocated tail?",

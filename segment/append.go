@@ -80,8 +80,11 @@ func (s *Segment) appendBatch(b batch.Batch, n int, body []byte) (pos int64, err
 	if indexDue && (s.offIdx.IsFull() || s.timeIdx.IsFull()) {
 		return 0, fmt.Errorf("%w: %s: index full", ErrSegmentFull, s.LogPath())
 	}
-	if indexDue && last <= s.offIdx.LastEntry().Offset && s.offIdx.Entries() > 0 {
-		return 0, base.AssertionFailedf("partlog/segment: %s: offset %d not above the last index entry %d", s.LogPath(), last, s.offIdx.LastEntry().Offset)
+	// The writer's copy of the last entry, not the mapped page: the
+	// first entries after a mapping is made never map their page
+	// (index.OffsetIndex.LastAppended).
+	if indexDue && s.offIdx.Entries() > 0 && last <= s.offIdx.LastAppended().Offset {
+		return 0, base.AssertionFailedf("partlog/segment: %s: offset %d not above the last index entry %d", s.LogPath(), last, s.offIdx.LastAppended().Offset)
 	}
 	if s.w.fileSize != pos {
 		// A failed write or a torn tail left bytes past the size.

@@ -41,7 +41,9 @@
 //	          partition, each over the target or the budget
 //	spread_append  16 KiB batches appended by 16 goroutines to 1,000
 //	          partitions of a Dir vs the same bytes appended to one
-//	          partition; with FlushMessages 1, records per fdatasync
+//	          partition, in turn after an untimed warm-up: wall and
+//	          process CPU ratios, page faults; with FlushMessages 1,
+//	          records per fdatasync
 //
 // Each figure is one line, "<name> <value> <unit>":
 //

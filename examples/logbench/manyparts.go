@@ -166,10 +166,17 @@ func timeClose(d *plog.Dir) (time.Duration, error) {
 // spreadAppend: the same bytes (16 KiB batches, Kafka's batch.size; no
 // fsync, Kafka's defaults) appended by 16 goroutines to 1,000 partitions of
 // one Dir (each goroutine its own partitions, in turn) and by one
-// goroutine to one partition, in alternating runs; the ratio of the best
-// runs' throughputs. Then the spread appends again with FlushMessages 1
-// (each append durable before it returns): records per fdatasync over the
-// partitions' syncs (Stats.Syncs), and the throughput.
+// goroutine to one partition. An untimed one-partition run warms the
+// process first (the heap, the page cache's free pages), so that neither
+// side pays for a cold start; then the two take turns, one partition
+// first in each round. It reports each side's best throughput and their
+// ratio, the median of the rounds' ratios of wall time and of the
+// process's CPU time (every thread's: 16 appenders, the Dir's workers, the
+// runtime), and the median page faults of a run. Then the spread appends
+// again with FlushMessages 1 (each append durable before it returns):
+// records per fdatasync over the partitions' syncs (Stats.Syncs, whichever
+// goroutine ran them: the appenders' group syncs and the Dir's flush
+// workers), and the throughput.
 func (b *bench) spreadAppend() error {
 	bs := batches(int(b.total/(16<<10)), 16<<10)
 	bs = bs[:len(bs)/spreadParts*spreadParts]
@@ -177,26 +184,36 @@ func (b *bench) spreadAppend() error {
 	for _, x := range bs {
 		total += int64(len(x))
 	}
-	var spread, one time.Duration
-	for i := range b.reps {
-		s, _, err := b.spreadRun(bs, plog.Config{})
-		if err != nil {
-			return err
-		}
+	if _, err := b.onePartitionRun(bs); err != nil { // warm-up, untimed
+		return err
+	}
+	var spreads, ones []procCost
+	var wallRatios, cpuRatios []float64
+	for range b.reps {
 		o, err := b.onePartitionRun(bs)
 		if err != nil {
 			return err
 		}
-		if i == 0 || s < spread {
-			spread = s
+		s, _, err := b.spreadRun(bs, plog.Config{})
+		if err != nil {
+			return err
 		}
-		if i == 0 || o < one {
-			one = o
+		ones, spreads = append(ones, o), append(spreads, s)
+		wallRatios = append(wallRatios, ratio(o.wall, s.wall))
+		if o.cpu > 0 && s.cpu > 0 {
+			cpuRatios = append(cpuRatios, ratio(o.cpu, s.cpu))
 		}
 	}
-	emit("spread_append.throughput", gbps(total, spread), "GB/s")
-	emit("spread_append.one_partition_throughput", gbps(total, one), "GB/s")
-	emit("spread_append.ratio_to_one_partition", one.Seconds()/spread.Seconds(), "x")
+	spread, one := bestProcCost(spreads), bestProcCost(ones)
+	emit("spread_append.throughput", gbps(total, spread.wall), "GB/s")
+	emit("spread_append.one_partition_throughput", gbps(total, one.wall), "GB/s")
+	emit("spread_append.ratio_to_one_partition", ratio(one.wall, spread.wall), "x")
+	emit("spread_append.median_ratio_to_one_partition", median(wallRatios), "x")
+	if len(cpuRatios) > 0 {
+		emit("spread_append.median_cpu_ratio_to_one_partition", median(cpuRatios), "x")
+		emit("spread_append.page_faults", medianFaults(spreads), "faults")
+		emit("spread_append.one_partition_page_faults", medianFaults(ones), "faults")
+	}
 
 	durable := bs[:min(len(bs), 8*spreadParts)]
 	recsPerBatch, err := batchRecords(durable[0])
@@ -213,8 +230,58 @@ func (b *bench) spreadAppend() error {
 	}
 	emit("spread_append.flush1_records_per_fdatasync", float64(records)/float64(syncs), "records")
 	emit("spread_append.flush1_appends_per_fdatasync", float64(len(durable))/float64(syncs), "appends")
-	emit("spread_append.flush1_throughput", float64(len(durable))/d.Seconds(), "appends/s")
+	emit("spread_append.flush1_throughput", float64(len(durable))/d.wall.Seconds(), "appends/s")
 	return nil
+}
+
+// procCost is what one run of a loop cost the whole process: its wall
+// time, the process's CPU time and its page faults (processUsage; zero
+// CPU time where it cannot be read).
+type procCost struct {
+	wall, cpu time.Duration
+	faults    int64
+}
+
+// procClock is a started procCost measurement.
+type procClock struct {
+	wall   time.Time
+	cpu    time.Duration
+	faults int64
+}
+
+// startProcClock starts measuring the process.
+func startProcClock() procClock {
+	cpu, faults := processUsage()
+	return procClock{wall: time.Now(), cpu: cpu, faults: faults}
+}
+
+// stop returns what the process spent since startProcClock.
+func (c procClock) stop() procCost {
+	wall := time.Since(c.wall)
+	cpu, faults := processUsage()
+	return procCost{wall: wall, cpu: cpu - c.cpu, faults: faults - c.faults}
+}
+
+// bestProcCost returns the least wall time and the least CPU time of
+// runs (page faults: those of the run with the least wall time).
+func bestProcCost(runs []procCost) procCost {
+	best := runs[0]
+	for _, r := range runs[1:] {
+		if r.wall < best.wall {
+			best.wall, best.faults = r.wall, r.faults
+		}
+		best.cpu = min(best.cpu, r.cpu)
+	}
+	return best
+}
+
+// medianFaults returns the median page faults of runs.
+func medianFaults(runs []procCost) float64 {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = float64(r.faults)
+	}
+	return median(xs)
 }
 
 // batchRecords returns the records a producer batch holds.
@@ -228,23 +295,23 @@ func batchRecords(b []byte) (int64, error) {
 
 // spreadRun appends bs to spreadParts partitions of a new Dir with
 // spreadWriters goroutines, partition i taking batches i, i+spreadParts,
-// ...; it returns the time from the first append to the last and the
-// partitions' fdatasyncs.
-func (b *bench) spreadRun(bs [][]byte, cfg plog.Config) (time.Duration, int64, error) {
+// ...; it returns what the process spent from the first append to the
+// last and the partitions' fdatasyncs.
+func (b *bench) spreadRun(bs [][]byte, cfg plog.Config) (procCost, int64, error) {
 	dir, err := b.freshDir("spread-append")
 	if err != nil {
-		return 0, 0, err
+		return procCost{}, 0, err
 	}
 	defer os.RemoveAll(dir)
 	d, err := plog.OpenDir(dir, plog.DirConfig{Config: cfg, RecoveryThreads: manyPartsThreads})
 	if err != nil {
-		return 0, 0, err
+		return procCost{}, 0, err
 	}
 	parts := make([]*plog.Partition, spreadParts)
 	for i := range parts {
 		if parts[i], err = d.CreatePartition("spread", int32(i)); err != nil {
 			_ = d.Close()
-			return 0, 0, err
+			return procCost{}, 0, err
 		}
 	}
 	var before int64
@@ -253,7 +320,7 @@ func (b *bench) spreadRun(bs [][]byte, cfg plog.Config) (time.Duration, int64, e
 	}
 	errs := make([]error, spreadWriters)
 	var wg sync.WaitGroup
-	start := time.Now()
+	clock := startProcClock()
 	for w := range spreadWriters {
 		wg.Go(func() {
 			for round := 0; round*spreadParts < len(bs); round++ {
@@ -267,7 +334,7 @@ func (b *bench) spreadRun(bs [][]byte, cfg plog.Config) (time.Duration, int64, e
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := clock.stop()
 	var syncs int64
 	for _, p := range parts {
 		syncs += p.Stats().Syncs
@@ -276,24 +343,25 @@ func (b *bench) spreadRun(bs [][]byte, cfg plog.Config) (time.Duration, int64, e
 	return elapsed, syncs - before, err
 }
 
-// onePartitionRun appends bs to one partition from one goroutine.
-func (b *bench) onePartitionRun(bs [][]byte) (time.Duration, error) {
+// onePartitionRun appends bs to one partition from one goroutine and
+// returns what the process spent from the first append to the last.
+func (b *bench) onePartitionRun(bs [][]byte) (procCost, error) {
 	dir, err := b.freshDir("spread-one")
 	if err != nil {
-		return 0, err
+		return procCost{}, err
 	}
 	defer os.RemoveAll(dir)
 	p, err := plog.Open(dir, plog.Config{})
 	if err != nil {
-		return 0, err
+		return procCost{}, err
 	}
-	start := time.Now()
+	clock := startProcClock()
 	for _, x := range bs {
 		if _, err := p.AppendBatch(x); err != nil {
 			_ = p.Close()
-			return 0, err
+			return procCost{}, err
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := clock.stop()
 	return elapsed, p.Close()
 }

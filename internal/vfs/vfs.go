@@ -88,6 +88,10 @@ func Kinds(kinds ...OpKind) OpSet { return vfstest.Kinds(kinds...) }
 // of files under dir.
 func OpenFiles(dir string) (fds, maps int, err error) { return vfstest.OpenFiles(dir) }
 
+// MappedBytes is vfstest.MappedBytes: the resident bytes of this
+// process's mappings of the files whose path starts with prefix.
+func MappedBytes(prefix string) (int64, error) { return vfstest.MappedBytes(prefix) }
+
 // InjectedError is the error an Injector returns (vfstest.InjectedError).
 type InjectedError = vfstest.InjectedError
 

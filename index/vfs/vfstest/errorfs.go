@@ -312,11 +312,14 @@ func (in *Injector) SetHook(h func(Op) error) {
 	in.mu.hookFn = h
 }
 
-// SetDiskFull lets writes use up to free more bytes (Write and WriteAt count
-// their length, Preallocate its n); a write that goes past the limit writes
+// SetDiskFull lets writes use up to free more bytes (Write counts its
+// length; WriteAt and Preallocate the bytes of their range that the file,
+// through the same descriptor, had not written or preallocated yet, whose
+// blocks a disk holds already); a write that goes past the limit writes
 // what fits and fails, and later ones fail, with an error wrapping both
 // ErrInjected and syscall.ENOSPC. Truncate is not counted (a sparse
-// extension). A negative free turns the mode off.
+// extension); cutting a file forgets the blocks past its new end. A
+// negative free turns the mode off.
 func (in *Injector) SetDiskFull(free int64) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -357,6 +360,19 @@ func (in *Injector) Unwrap() vfs.FS { return in.fs }
 // check decides op's fate. It returns the error to fail with (nil to go on)
 // and, for a failing write, how many bytes to write first.
 func (in *Injector) check(op Op) (short int, err error) {
+	var need int64
+	switch op.Kind {
+	case OpWrite, OpWriteAt, OpPreallocate:
+		need = op.Len
+	}
+	return in.checkCharged(op, need, nil)
+}
+
+// checkCharged is check for an operation that takes need bytes of the
+// disk: when they are more than disk-full mode leaves, a failing write
+// first writes the first fit(free) bytes of its range (free bytes
+// without fit).
+func (in *Injector) checkCharged(op Op, need int64, fit func(free int64) int64) (short int, err error) {
 	in.mu.Lock()
 	in.mu.ops++
 	for _, r := range in.mu.ruleStates {
@@ -383,20 +399,18 @@ func (in *Injector) check(op Op) (short int, err error) {
 		return r.ShortWrite, &InjectedError{Op: op, Err: r.Err}
 	}
 	if in.mu.diskFree >= 0 {
-		var need int64
-		switch op.Kind {
-		case OpWrite, OpWriteAt, OpPreallocate:
-			need = op.Len
-		}
 		if need > in.mu.diskFree {
-			fit := in.mu.diskFree
+			short := in.mu.diskFree
+			if fit != nil {
+				short = fit(short)
+			}
 			in.mu.diskFree = 0
 			in.mu.injectedOps++
 			in.mu.Unlock()
 			if op.Kind == OpPreallocate {
-				fit = 0
+				short = 0
 			}
-			return int(fit), &InjectedError{Op: op, Err: syscall.ENOSPC}
+			return int(short), &InjectedError{Op: op, Err: syscall.ENOSPC}
 		}
 		in.mu.diskFree -= need
 	}
@@ -535,6 +549,11 @@ type injFile struct {
 	in   *Injector
 	f    vfs.File
 	name string
+
+	mu sync.Mutex
+	// held is what WriteAt and Preallocate through this file reached:
+	// blocks the disk holds, which disk-full mode does not charge again.
+	held extents
 }
 
 var (
@@ -570,12 +589,29 @@ func (f *injFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // write runs a Write or WriteAt through the rules, writing a prefix of p on
-// a short write.
+// a short write. A WriteAt charges disk-full mode only for the bytes of
+// its range the file does not hold yet, and records what it wrote.
 func (f *injFile) write(op Op, p []byte, do func([]byte) (int, error)) (int, error) {
 	op.Path = f.name
-	short, err := f.in.check(op)
+	var short int
+	var err error
+	if op.Kind == OpWriteAt {
+		f.mu.Lock()
+		need := f.held.missing(op.Off, op.Len)
+		short, err = f.in.checkCharged(op, need, func(free int64) int64 { return f.held.prefix(op.Off, op.Len, free) })
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.held.add(op.Off, int64(short))
+			f.mu.Unlock()
+		}()
+	} else {
+		short, err = f.in.check(op)
+	}
 	if err == nil {
-		return do(p)
+		n, err := do(p)
+		short = n
+		return n, err
 	}
 	err = pathErr(op, err)
 	short = min(max(short, 0), len(p))
@@ -583,6 +619,7 @@ func (f *injFile) write(op Op, p []byte, do func([]byte) (int, error)) (int, err
 		return 0, err
 	}
 	n, werr := do(p[:short])
+	short = n
 	if werr != nil {
 		return n, werr
 	}
@@ -616,14 +653,25 @@ func (f *injFile) Truncate(size int64) error {
 	if err := f.failOp(Op{Kind: OpTruncate, Off: size}); err != nil {
 		return err
 	}
-	return f.f.Truncate(size)
+	err := f.f.Truncate(size)
+	f.mu.Lock()
+	f.held.cut(size) // after a failure too: what is held is not known
+	f.mu.Unlock()
+	return err
 }
 
 func (f *injFile) Preallocate(off, n int64) error {
-	if err := f.failOp(Op{Kind: OpPreallocate, Off: off, Len: n}); err != nil {
+	op := Op{Kind: OpPreallocate, Path: f.name, Off: off, Len: n}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.in.checkCharged(op, f.held.missing(off, n), nil); err != nil {
+		return pathErr(op, err)
+	}
+	if err := f.f.Preallocate(off, n); err != nil {
 		return err
 	}
-	return f.f.Preallocate(off, n)
+	f.held.add(off, n)
+	return nil
 }
 
 func (f *injFile) Fd() uintptr { return f.f.Fd() }
@@ -638,4 +686,90 @@ func (f *injFile) BeforeMap(size int, writable bool) error {
 		return h.BeforeMap(size, writable)
 	}
 	return nil
+}
+
+// extents is a set of byte ranges of a file: sorted, disjoint and not
+// touching.
+type extents []extent
+
+// extent is the byte range [off, end).
+type extent struct{ off, end int64 }
+
+// missing returns how many bytes of [off, off+n) e does not hold.
+func (e extents) missing(off, n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	end, have := off+n, int64(0)
+	for _, x := range e {
+		if lo, hi := max(x.off, off), min(x.end, end); lo < hi {
+			have += hi - lo
+		}
+	}
+	return n - have
+}
+
+// prefix returns the length of the longest start of [off, off+n) whose
+// bytes e does not hold number at most free.
+func (e extents) prefix(off, n, free int64) int64 {
+	at, end := off, off+n
+	for _, x := range e {
+		if x.end <= at {
+			continue
+		}
+		if x.off >= end {
+			break
+		}
+		if gap := x.off - at; gap > 0 {
+			if gap > free {
+				return at + free - off
+			}
+			free -= gap
+		}
+		at = min(x.end, end)
+		if at >= end {
+			return n
+		}
+	}
+	return min(at+free, end) - off
+}
+
+// add adds [off, off+n) to e.
+func (e *extents) add(off, n int64) {
+	if n <= 0 {
+		return
+	}
+	x := extent{off, off + n}
+	var out extents
+	for _, y := range *e {
+		switch {
+		case y.end < x.off:
+			out = append(out, y)
+		case y.off > x.end:
+			if x.end > x.off {
+				out = append(out, x)
+				x = extent{}
+			}
+			out = append(out, y)
+		default: // overlapping or touching: merge
+			x = extent{min(x.off, y.off), max(x.end, y.end)}
+		}
+	}
+	if x.end > x.off {
+		out = append(out, x)
+	}
+	*e = out
+}
+
+// cut drops everything at or past size from e.
+func (e *extents) cut(size int64) {
+	out := (*e)[:0]
+	for _, x := range *e {
+		if x.off >= size {
+			break
+		}
+		x.end = min(x.end, size)
+		out = append(out, x)
+	}
+	*e = out
 }

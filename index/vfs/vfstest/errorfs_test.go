@@ -206,6 +206,76 @@ func TestInjectorDiskFull(t *testing.T) {
 	require.NoError(t, err, "after disk-full off")
 }
 
+// TestInjectorDiskFullReserved: disk-full mode charges a WriteAt or a
+// Preallocate only for the bytes the file has not written or preallocated
+// through the same descriptor (a real disk holds those blocks already: an
+// index writes its entries into blocks it reserved, and a full disk
+// does not refuse them), and forgets what a Truncate cut.
+func TestInjectorDiskFullReserved(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare runs before disk-full mode, with free bytes left.
+		prepare func(t *testing.T, f vfs.File)
+		free    int64
+		off     int64
+		n       int
+		want    int // bytes written
+		full    bool
+	}{
+		{"into a preallocated range", func(t *testing.T, f vfs.File) {
+			require.NoError(t, f.Preallocate(0, 4096))
+		}, 0, 100, 8, 8, false},
+		{"over written bytes", func(t *testing.T, f vfs.File) {
+			_, err := f.WriteAt(make([]byte, 64), 0)
+			require.NoError(t, err)
+		}, 0, 10, 50, 50, false},
+		{"across the end of the reserved range", func(t *testing.T, f vfs.File) {
+			require.NoError(t, f.Preallocate(0, 4096))
+		}, 10, 4000, 200, 106, true},
+		{"between two reserved ranges", func(t *testing.T, f vfs.File) {
+			require.NoError(t, f.Preallocate(0, 100))
+			require.NoError(t, f.Preallocate(150, 100))
+		}, 50, 50, 200, 200, false},
+		{"past a truncation", func(t *testing.T, f vfs.File) {
+			require.NoError(t, f.Preallocate(0, 4096))
+			require.NoError(t, f.Truncate(1000))
+		}, 0, 1000, 8, 0, true},
+		{"nothing reserved", nil, 4, 0, 8, 4, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := NewMem()
+			in := NewInjector(mem)
+			f, err := in.Create("/f")
+			require.NoError(t, err)
+			defer f.Close()
+			if tt.prepare != nil {
+				tt.prepare(t, f)
+			}
+			in.SetDiskFull(tt.free)
+			n, err := f.WriteAt(make([]byte, tt.n), tt.off)
+			assert.Equal(t, tt.want, n)
+			if tt.full {
+				require.ErrorIs(t, err, syscall.ENOSPC)
+				require.ErrorIs(t, err, ErrInjected)
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+
+	t.Run("preallocating a reserved range again", func(t *testing.T) {
+		in := NewInjector(NewMem())
+		f, err := in.Create("/f")
+		require.NoError(t, err)
+		defer f.Close()
+		require.NoError(t, f.Preallocate(0, 4096))
+		in.SetDiskFull(0)
+		require.NoError(t, f.Preallocate(1024, 1024))
+		require.ErrorIs(t, f.Preallocate(4000, 200), syscall.ENOSPC)
+	})
+}
+
 // TestInjectorHookCrash takes a crash clone at every write of a scenario
 // through the hook, the way segment crash tests do.
 func TestInjectorHookCrash(t *testing.T) {

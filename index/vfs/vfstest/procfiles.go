@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -37,4 +38,44 @@ func OpenFiles(dir string) (fds, maps int, err error) {
 		}
 	}
 	return fds, maps, nil
+}
+
+// MappedBytes returns the resident bytes (Rss, from /proc/self/smaps) of
+// this process's mappings of the files whose path starts with prefix (a
+// file's path, or a directory's with its trailing separator): the pages
+// the process touched through those mappings and still has mapped, a
+// store into or a read of a mapped page having faulted it in. A test of
+// code that must not touch a mapping (an index's first entries, written
+// through the file) checks that it stays 0. Off Linux it returns an error
+// wrapping errors.ErrUnsupported.
+func MappedBytes(prefix string) (int64, error) {
+	if runtime.GOOS != "linux" {
+		return 0, fmt.Errorf("vfstest: resident mapped bytes: %w on %s", errors.ErrUnsupported, runtime.GOOS)
+	}
+	m, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	in := false
+	for _, line := range strings.Split(string(m), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") {
+			// A mapping's first line: range, mode, offset, device,
+			// inode and, for a file, its path.
+			in = len(fields) >= 6 && strings.HasPrefix(strings.Join(fields[5:], " "), prefix)
+			continue
+		}
+		if in && fields[0] == "Rss:" && len(fields) >= 2 {
+			kib, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("vfstest: /proc/self/smaps: %q: %w", line, err)
+			}
+			total += kib << 10
+		}
+	}
+	return total, nil
 }
