@@ -334,18 +334,13 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.dur.setFlushedBelowLocked(active.BaseOffset())
 	if !clean {
 		// Make what recovery kept and cut durable before anything is
-		// appended after it, then move the recovery point to the end.
+		// appended after it; the directory sync below, after the
+		// producer snapshot, covers their entries, and only then does
+		// the recovery point move to the end.
 		for _, seg := range list {
 			if err := seg.Flush(); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: flush segment %d: %w", dir, seg.BaseOffset(), err))
 			}
-		}
-		if err := syncDir(fs, dir); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
-		p.mu.dirDirty = false
-		if err := p.dur.setRecoveryPointLocked(end.Offset); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 	} else if rp := p.dur.currentRecoveryPoint(); rp < 0 || rp > end.Offset {
 		// After a clean shutdown everything is durable: a directory
@@ -375,11 +370,27 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		}
 	}
 	if replayed || !clean {
-		if err := p.snaps.durableLocked(p.mu.producers, end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
+		// The snapshot at the end, fsynced, then one directory sync for
+		// it and for the recovered segments (a crash may have left their
+		// entries unsynced), not one for each: OpenDir after a crash
+		// costs these syncs, one after another.
+		if err := p.snaps.writeSyncedLocked(p.mu.producers, end.Offset, &p.mu.dirDirty); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
+		if err := p.dur.syncDir(); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		p.mu.dirDirty = false
+		p.snaps.keepLocked(end.Offset, p.mu.writeSeq)
 	} else {
 		p.snaps.keepLoadedLocked(end.Offset, p.mu.writeSeq) // the clean shutdown synced it
+	}
+	if !clean {
+		// Everything recovery kept is durable: the recovery point moves
+		// to the end, before anything can be appended.
+		if err := p.dur.setRecoveryPointLocked(end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
 	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create

@@ -351,3 +351,72 @@ func TestCorruption(t *testing.T) {
 		}
 	}
 }
+
+// TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept
+// durable before anything can be appended, with one directory sync per
+// partition, after the producer snapshot (it covers the recovered files'
+// entries and the snapshot's together), and one fdatasync of the .log and
+// of the snapshot. What it made durable holds: a second crash right after
+// the open that loses every unsynced byte keeps the whole log, the
+// producer state (a retry is answered with its original offsets) and the
+// lookup by time.
+func TestUncleanOpenSyncsOnce(t *testing.T) {
+	const parts = 3
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: memIndexBytes}}
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	batches := make([][]byte, parts)
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		batches[i] = prodBatch(t, int64(100+i), 0, 0, 5, pbNow(), false)
+		_, err = p.AppendBatch(batches[i])
+		require.NoError(t, err)
+	}
+	// A process crash: every write is there, none was synced for it.
+	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	_ = d.Close()
+
+	in := vfs.NewInjector(crashed)
+	var mu sync.Mutex
+	syncs := map[string]int{}
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync {
+			mu.Lock()
+			syncs[op.Path]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	cfg.Config.FS = in
+	d, err = plog.OpenDir("/data", cfg)
+	in.SetHook(nil)
+	require.NoError(t, err)
+	for i := range parts {
+		dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
+		assert.Equal(t, 1, syncs[dir], "directory syncs of %s", dir)
+		assert.Equal(t, 1, syncs[filepath.Join(dir, segment.FileName(0, segment.LogSuffix))], "syncs of %s's .log", dir)
+		assert.Equal(t, 1, syncs[filepath.Join(dir, fmt.Sprintf("%020d.snapshot", 5))], "syncs of %s's producer snapshot", dir)
+	}
+
+	again := crashed.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+	_ = d.Close()
+	cfg.Config.FS = again
+	d, err = plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	for i := range parts {
+		p := d.Partition("t", int32(i))
+		require.NotNil(t, p, "partition %d", i)
+		require.Equal(t, int64(5), p.LogEndOffset(), "partition %d", i)
+		info, err := p.AppendBatchInfo(batches[i])
+		require.NoError(t, err)
+		assert.Equal(t, plog.AppendInfo{Base: 0, LastOffset: 4, Duplicate: true}, info, "partition %d: the retry", i)
+		assert.Equal(t, int64(5), p.LogEndOffset(), "partition %d", i)
+		to, found, err := p.OffsetForTimestamp(batch.Batch(batches[i]).MaxTimestamp())
+		require.NoError(t, err)
+		require.True(t, found, "partition %d: the batch by its largest timestamp", i)
+		assert.Equal(t, int64(4), to.Offset, "partition %d: offset of the largest timestamp", i)
+	}
+}
