@@ -80,8 +80,9 @@
 // shared mapping use the same page cache pages, so lookups through the
 // mapping see them. The writer reads its own last entry from a copy
 // (LastAppended), and SanityCheck reads the last two through the file
-// there too. Flush fdatasyncs the file after such writes, and msyncs the
-// mapping otherwise.
+// there too. Flush fdatasyncs the file after such writes, msyncs the
+// mapping after entries stored through it, and makes no system call when
+// nothing was written since the last Flush.
 //
 // Files are opened through a vfs.FS (package index/vfs, the filesystem
 // every file of a partition goes through; segment.Config and the log

@@ -94,6 +94,13 @@ type indexFile struct {
 		// fileDirty is set when an entry was written through the file
 		// since the last Flush, which then fdatasyncs the file.
 		fileDirty bool
+		// mapDirty is set when an entry was written through the mapping
+		// (or the heap region) since the last Flush: Flush msyncs only
+		// then, so that flushing an index nothing was written to costs
+		// no system call (an msync of a clean mapping still makes ext4
+		// flush the disk's cache). Entries written by an earlier open of
+		// the file are the segment's to sync (Segment.Rest, SyncFile).
+		mapDirty bool
 		// last is a copy of entry lastCount-1's bytes: the one the
 		// writer appended last (or read for itself), so that its checks
 		// before the next append do not read the mapped page (a page
@@ -366,6 +373,8 @@ func (x *indexFile) writeEntry(p []byte, n int) error {
 		x.w.fileDirty = true
 	} else if err := x.cur.Load().region.WriteAt(p, off); err != nil {
 		return err
+	} else {
+		x.w.mapDirty = true
 	}
 	copy(x.w.last[:], p)
 	x.w.lastCount = int64(n + 1)
@@ -520,16 +529,27 @@ func (x *indexFile) resize(maxIndexSize int) error {
 }
 
 // flush makes the entries and the file's length durable: msync of the
-// mapping, then fdatasync when the length changed; or, when entries were
-// written through the file since the last flush, fdatasync alone, which
-// on Linux (the one platform that writes them so, fileWritesCoherent)
-// also writes back the pages stored into through the mapping.
+// mapping when entries were written through it, then fdatasync when the
+// length changed; or, when entries were written through the file since
+// the last flush, fdatasync alone, which on Linux (the one platform that
+// writes them so, fileWritesCoherent) also writes back the pages stored
+// into through the mapping; or nothing when nothing was written.
 func (x *indexFile) flush() error {
 	if x.w.closed {
 		return x.closedError()
 	}
-	if x.w.fileDirty {
-		return x.syncFile()
+	switch {
+	case x.w.fileDirty:
+		if err := x.syncFile(); err != nil {
+			return err
+		}
+		x.w.mapDirty = false
+		return nil
+	case !x.w.mapDirty:
+		if x.w.sizeDirty {
+			return x.syncFile()
+		}
+		return nil
 	}
 	if err := x.cur.Load().region.Sync(); err != nil {
 		return err
@@ -539,7 +559,7 @@ func (x *indexFile) flush() error {
 			return err
 		}
 	}
-	x.w.sizeDirty = false
+	x.w.sizeDirty, x.w.mapDirty = false, false
 	return nil
 }
 

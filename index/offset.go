@@ -292,7 +292,10 @@ func (idx *OffsetIndex) TrimToValidSize() error { return idx.x.trimToValidSize()
 func (idx *OffsetIndex) Resize(maxIndexSize int) error { return idx.x.resize(maxIndexSize) }
 
 // Flush makes the entries durable: msync of the mapping (the file's Sync
-// for an unmapped file), and fdatasync when the file's length changed.
+// for an unmapped file) when entries were stored through it, fdatasync
+// when entries were written through the file or the file's length
+// changed; nothing when this index wrote nothing since the last Flush.
+// Entries an earlier index of the same file wrote are SyncFile's.
 func (idx *OffsetIndex) Flush() error { return idx.x.flush() }
 
 // SyncFile fdatasyncs the file through its descriptor: its entries and
