@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -1416,3 +1417,122 @@ func smallValue() []byte {
 const smallReadRecords = 100_000
 
 var sink int
+
+// txnOracle is what the transactions of a log must be, computed from the
+// log's batches alone (Kafka's rules, written out again here): the open
+// transactions, the aborted ones with the last stable offset after their
+// marker.
+type txnOracle struct {
+	open    []plog.OpenTxn // by first offset; StartTimestamp not compared
+	aborted []plog.AbortedTxn
+}
+
+// txnOracleOf replays every batch of p (read as a follower, up to the log
+// end) through the rules.
+func txnOracleOf(t testing.TB, p *plog.Partition) txnOracle {
+	t.Helper()
+	var o txnOracle
+	for off := p.LogStartOffset(); off < p.LogEndOffset(); {
+		recs, err := p.ReadFromFollower(off, 1<<20)
+		require.NoError(t, err, "oracle read at %d", off)
+		for rest := recs.Bytes(); len(rest) > 0; {
+			bt, r, err := batch.Parse(rest)
+			require.NoError(t, err, "oracle parse")
+			rest = r
+			o.observe(t, bt)
+		}
+		off = recs.NextOffset()
+		_ = recs.Close()
+	}
+	return o
+}
+
+func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
+	pid := bt.ProducerID()
+	if pid < 0 || !bt.Attributes().IsTransactional() {
+		return
+	}
+	i := slices.IndexFunc(o.open, func(x plog.OpenTxn) bool { return x.ProducerID == pid })
+	if !bt.Attributes().IsControl() {
+		if i < 0 {
+			o.open = append(o.open, plog.OpenTxn{ProducerID: pid, FirstOffset: bt.BaseOffset()})
+		}
+		return
+	}
+	if i < 0 {
+		return // a marker with no open transaction ends nothing
+	}
+	first := o.open[i].FirstOffset
+	o.open = slices.Delete(o.open, i, i+1)
+	var dec batch.Decoder
+	for r, err := range bt.All(&dec) {
+		require.NoError(t, err, "oracle: marker")
+		cr, err := batch.ParseControlRecord(r)
+		require.NoError(t, err, "oracle: marker")
+		if cr.Type == batch.ControlAbort {
+			lso := bt.BaseOffset() + 1
+			if len(o.open) > 0 {
+				lso = o.open[0].FirstOffset
+			}
+			o.aborted = append(o.aborted, plog.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: bt.BaseOffset(), LastStableOffset: lso})
+		}
+		break
+	}
+}
+
+// recordTimes returns (offset, timestamp) of every record of a record set.
+func recordTimes(t *testing.T, set []byte) [][2]int64 {
+	t.Helper()
+	var out [][2]int64
+	var d batch.Decoder
+	for len(set) > 0 {
+		n, magic, _, err := batch.FrameEntry(set)
+		require.NoError(t, err)
+		if legacy.IsMagic(magic) {
+			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
+			require.NoError(t, err)
+			for _, r := range recs {
+				out = append(out, [2]int64{r.Offset, r.Timestamp})
+			}
+		} else {
+			for r, err := range batch.Batch(set[:n]).All(&d) {
+				require.NoError(t, err)
+				out = append(out, [2]int64{r.Offset, r.Timestamp})
+			}
+		}
+		set = set[n:]
+	}
+	return out
+}
+
+// snap encodes entries as a producer snapshot file.
+func snap(entries []producer.Entry) []byte {
+	return producer.AppendSnapshot(nil, entries)
+}
+
+// tierDirConfig is a Dir of small segments tiered to st, keeping locally
+// only what local retention of one byte keeps: the active segment and the
+// segments not copied yet. Passes run only when the test runs them.
+func tierDirConfig(fs vfs.FS, st plog.RemoteStorage) plog.DirConfig {
+	return plog.DirConfig{
+		Config: plog.Config{FS: fs, SegmentBytes: 1024, SegmentIndexBytes: 1024,
+			Logger: slog.New(slog.DiscardHandler)},
+		Remote: &plog.RemoteConfig{Storage: st, LocalRetentionBytes: 1, Interval: time.Hour, ChunkBytes: 700, CacheBytes: 4 << 10},
+	}
+}
+
+// readAllBatches reads the partition from offset from to its high
+// watermark with ReadFrom and returns the bytes read, batch by batch.
+func readAllBatches(t *testing.T, p *plog.Partition, from int64) []byte {
+	t.Helper()
+	var out []byte
+	for next := from; next < p.HighWatermark(); {
+		r, err := p.ReadFrom(next, 300)
+		require.NoError(t, err, "ReadFrom %d", next)
+		require.NotEmpty(t, r.Bytes(), "ReadFrom %d", next)
+		out = append(out, r.Bytes()...)
+		next = r.NextOffset()
+		require.NoError(t, r.Close())
+	}
+	return out
+}

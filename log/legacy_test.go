@@ -133,31 +133,6 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 	}
 }
 
-// recordTimes returns (offset, timestamp) of every record of a record set.
-func recordTimes(t *testing.T, set []byte) [][2]int64 {
-	t.Helper()
-	var out [][2]int64
-	var d batch.Decoder
-	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
-		require.NoError(t, err)
-		if legacy.IsMagic(magic) {
-			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
-			require.NoError(t, err)
-			for _, r := range recs {
-				out = append(out, [2]int64{r.Offset, r.Timestamp})
-			}
-		} else {
-			for r, err := range batch.Batch(set[:n]).All(&d) {
-				require.NoError(t, err)
-				out = append(out, [2]int64{r.Offset, r.Timestamp})
-			}
-		}
-		set = set[n:]
-	}
-	return out
-}
-
 // TestLegacyOffsetForTimestamp: time lookups answer across magic 1
 // messages, gzip wrappers and v2 batches as a scan of every record does,
 // and magic 0 messages (no timestamp: -1, as Kafka has it) never match.

@@ -15,11 +15,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// snap encodes entries as a producer snapshot file.
-func snap(entries []producer.Entry) []byte {
-	return producer.AppendSnapshot(nil, entries)
-}
-
 // A log restarted above its end takes another replica's producer state:
 // a retry of the producer's last batch below the restart point is a
 // duplicate (with its original offsets), before and after a reopen, and

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,33 +14,6 @@ import (
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
-
-// tierDirConfig is a Dir of small segments tiered to st, keeping locally
-// only what local retention of one byte keeps: the active segment and the
-// segments not copied yet. Passes run only when the test runs them.
-func tierDirConfig(fs vfs.FS, st plog.RemoteStorage) plog.DirConfig {
-	return plog.DirConfig{
-		Config: plog.Config{FS: fs, SegmentBytes: 1024, SegmentIndexBytes: 1024,
-			Logger: slog.New(slog.DiscardHandler)},
-		Remote: &plog.RemoteConfig{Storage: st, LocalRetentionBytes: 1, Interval: time.Hour, ChunkBytes: 700, CacheBytes: 4 << 10},
-	}
-}
-
-// readAllBatches reads the partition from offset from to its high
-// watermark with ReadFrom and returns the bytes read, batch by batch.
-func readAllBatches(t *testing.T, p *plog.Partition, from int64) []byte {
-	t.Helper()
-	var out []byte
-	for next := from; next < p.HighWatermark(); {
-		r, err := p.ReadFrom(next, 300)
-		require.NoError(t, err, "ReadFrom %d", next)
-		require.NotEmpty(t, r.Bytes(), "ReadFrom %d", next)
-		out = append(out, r.Bytes()...)
-		next = r.NextOffset()
-		require.NoError(t, r.Close())
-	}
-	return out
-}
 
 func TestTierCopyDeleteReadBack(t *testing.T) {
 	mem := vfs.NewMem()

@@ -3,7 +3,6 @@ package log_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,68 +13,6 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
-
-// txnOracle is what the transactions of a log must be, computed from the
-// log's batches alone (Kafka's rules, written out again here): the open
-// transactions, the aborted ones with the last stable offset after their
-// marker.
-type txnOracle struct {
-	open    []plog.OpenTxn // by first offset; StartTimestamp not compared
-	aborted []plog.AbortedTxn
-}
-
-// txnOracleOf replays every batch of p (read as a follower, up to the log
-// end) through the rules.
-func txnOracleOf(t testing.TB, p *plog.Partition) txnOracle {
-	t.Helper()
-	var o txnOracle
-	for off := p.LogStartOffset(); off < p.LogEndOffset(); {
-		recs, err := p.ReadFromFollower(off, 1<<20)
-		require.NoError(t, err, "oracle read at %d", off)
-		for rest := recs.Bytes(); len(rest) > 0; {
-			bt, r, err := batch.Parse(rest)
-			require.NoError(t, err, "oracle parse")
-			rest = r
-			o.observe(t, bt)
-		}
-		off = recs.NextOffset()
-		_ = recs.Close()
-	}
-	return o
-}
-
-func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
-	pid := bt.ProducerID()
-	if pid < 0 || !bt.Attributes().IsTransactional() {
-		return
-	}
-	i := slices.IndexFunc(o.open, func(x plog.OpenTxn) bool { return x.ProducerID == pid })
-	if !bt.Attributes().IsControl() {
-		if i < 0 {
-			o.open = append(o.open, plog.OpenTxn{ProducerID: pid, FirstOffset: bt.BaseOffset()})
-		}
-		return
-	}
-	if i < 0 {
-		return // a marker with no open transaction ends nothing
-	}
-	first := o.open[i].FirstOffset
-	o.open = slices.Delete(o.open, i, i+1)
-	var dec batch.Decoder
-	for r, err := range bt.All(&dec) {
-		require.NoError(t, err, "oracle: marker")
-		cr, err := batch.ParseControlRecord(r)
-		require.NoError(t, err, "oracle: marker")
-		if cr.Type == batch.ControlAbort {
-			lso := bt.BaseOffset() + 1
-			if len(o.open) > 0 {
-				lso = o.open[0].FirstOffset
-			}
-			o.aborted = append(o.aborted, plog.AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: bt.BaseOffset(), LastStableOffset: lso})
-		}
-		break
-	}
-}
 
 // TestTxnCrash: random histories of transactional producers (data
 // batches, COMMIT and ABORT markers, some for producers with no open
