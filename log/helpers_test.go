@@ -624,6 +624,17 @@ type storedRecord struct {
 func storedRecords(t *testing.T, set []byte) []storedRecord {
 	t.Helper()
 	var out []storedRecord
+	walkRecords(t, set, true, func(r batch.Record) {
+		out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+	})
+	return out
+}
+
+// walkRecords calls fn with every record of a record set (v2 batches and
+// legacy messages), decoded with the batch package's own decoders, in
+// order; with skipControl, the records of control batches are left out.
+func walkRecords(t *testing.T, set []byte, skipControl bool, fn func(batch.Record)) {
+	t.Helper()
 	var d batch.Decoder
 	for len(set) > 0 {
 		n, magic, _, err := batch.FrameEntry(set)
@@ -632,17 +643,16 @@ func storedRecords(t *testing.T, set []byte) []storedRecord {
 			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
 			require.NoError(t, err)
 			for _, r := range recs {
-				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+				fn(r)
 			}
-		} else if !batch.Batch(set[:n]).Attributes().IsControl() {
-			for r, err := range batch.Batch(set[:n]).All(&d) {
+		} else if bt := batch.Batch(set[:n]); !skipControl || !bt.Attributes().IsControl() {
+			for r, err := range bt.All(&d) {
 				require.NoError(t, err)
-				out = append(out, storedRecord{r.Offset, r.Timestamp, string(r.Key), string(r.Value)})
+				fn(r)
 			}
 		}
 		set = set[n:]
 	}
-	return out
 }
 
 // readCommittedAll reads read_committed from offset to the last stable
@@ -1480,28 +1490,12 @@ func (o *txnOracle) observe(t testing.TB, bt batch.Batch) {
 	}
 }
 
-// recordTimes returns (offset, timestamp) of every record of a record set.
+// recordTimes returns (offset, timestamp) of every record of a record
+// set, control records included.
 func recordTimes(t *testing.T, set []byte) [][2]int64 {
 	t.Helper()
 	var out [][2]int64
-	var d batch.Decoder
-	for len(set) > 0 {
-		n, magic, _, err := batch.FrameEntry(set)
-		require.NoError(t, err)
-		if legacy.IsMagic(magic) {
-			recs, err := d.AppendLegacyRecords(nil, legacy.Entry(set[:n]), true)
-			require.NoError(t, err)
-			for _, r := range recs {
-				out = append(out, [2]int64{r.Offset, r.Timestamp})
-			}
-		} else {
-			for r, err := range batch.Batch(set[:n]).All(&d) {
-				require.NoError(t, err)
-				out = append(out, [2]int64{r.Offset, r.Timestamp})
-			}
-		}
-		set = set[n:]
-	}
+	walkRecords(t, set, false, func(r batch.Record) { out = append(out, [2]int64{r.Offset, r.Timestamp}) })
 	return out
 }
 

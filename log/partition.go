@@ -374,14 +374,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		// it and for the recovered segments (a crash may have left their
 		// entries unsynced), not one for each: OpenDir after a crash
 		// costs these syncs, one after another.
-		if err := p.snaps.writeSyncedLocked(p.mu.producers, end.Offset, &p.mu.dirDirty); err != nil {
+		if err := p.snaps.durableLocked(p.mu.producers, end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-		if err := p.dur.syncDir(); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
-		p.mu.dirDirty = false
-		p.snaps.keepLocked(end.Offset, p.mu.writeSeq)
 	} else {
 		p.snaps.keepLoadedLocked(end.Offset, p.mu.writeSeq) // the clean shutdown synced it
 	}

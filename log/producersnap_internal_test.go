@@ -134,6 +134,16 @@ func TestProducerSnapshotsCloseSkipsKept(t *testing.T) {
 		writeSeq uint64
 		dirDirty bool
 	}
+	// loadedAt writes the snapshot at off, loads the newest at or below
+	// the log end as Open does, and keeps it if it is at the end.
+	loadedAt := func(off int64) func(*testing.T, *producerSnapshots, *producer.State, *logState) {
+		return func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState) {
+			require.NoError(t, s.write(off, state.AppendSnapshot(nil), true))
+			_, err := s.restoreLocked(state, l.end)
+			require.NoError(t, err)
+			s.keepLoadedLocked(l.end, l.writeSeq)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		// keep makes the snapshot at 10 kept (or not) at write 3.
@@ -150,18 +160,8 @@ func TestProducerSnapshotsCloseSkipsKept(t *testing.T) {
 			_, _ = s.remove(func(int64) bool { return false })
 		}, wantWrite: true},
 		{name: "directory dirty", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.dirDirty = true }, wantWrite: true},
-		{name: "loaded at the end", keep: func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState) {
-			require.NoError(t, s.write(10, state.AppendSnapshot(nil), true))
-			_, err := s.restoreLocked(state, l.end)
-			require.NoError(t, err)
-			s.keepLoadedLocked(l.end, l.writeSeq)
-		}, wantWrite: false},
-		{name: "loaded below the end", keep: func(t *testing.T, s *producerSnapshots, state *producer.State, l *logState) {
-			require.NoError(t, s.write(8, state.AppendSnapshot(nil), true))
-			_, err := s.restoreLocked(state, l.end)
-			require.NoError(t, err)
-			s.keepLoadedLocked(l.end, l.writeSeq)
-		}, wantWrite: true},
+		{name: "loaded at the end", keep: loadedAt(10), wantWrite: false},
+		{name: "loaded below the end", keep: loadedAt(8), wantWrite: true},
 		{name: "never kept", keep: func(*testing.T, *producerSnapshots, *producer.State, *logState) {}, wantWrite: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -408,33 +408,22 @@ func (s *producerSnapshots) keepLoadedLocked(end int64, writeSeq uint64) {
 
 // durableLocked writes state as the snapshot at the log end end, fsynced,
 // syncs the directory and records it kept (writeSeq is the core's write
-// count): Close and RestoreProducers call it. dirDirty is the core's
-// directory flag: set once the file is written, cleared by the directory
-// sync. REQUIRES: mu held.
+// count): Close, Open after a recovery or a replay (whose one directory
+// sync this is, covering the recovered segments too), and
+// RestoreProducers call it. dirDirty is the core's directory flag: set
+// once the file is written, cleared by the directory sync. REQUIRES: mu
+// held (or Open).
 func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
-	if err := s.writeSyncedLocked(state, end, dirDirty); err != nil {
-		return err
-	}
-	if err := s.dirs.syncDir(); err != nil {
-		return err
-	}
-	*dirDirty = false
-	s.keepLocked(end, writeSeq)
-	return nil
-}
-
-// writeSyncedLocked is durableLocked without the directory sync, for Open
-// after a recovery or a replay, whose one directory sync covers the
-// recovered segments and the snapshot: it writes state as the snapshot at
-// end, fsynced, and sets *dirDirty. The snapshot is not recorded kept: the
-// caller calls keepLocked once it synced the directory. REQUIRES: mu held
-// (or Open).
-func (s *producerSnapshots) writeSyncedLocked(state *producer.State, end int64, dirDirty *bool) error {
 	s.kept = keptSnapshot{}
 	if err := s.write(end, state.AppendSnapshot(nil), true); err != nil {
 		return err
 	}
 	*dirDirty = true
+	if err := s.dirs.syncDir(); err != nil {
+		return err
+	}
+	*dirDirty = false
+	s.keepLocked(end, writeSeq)
 	return nil
 }
 
