@@ -38,6 +38,10 @@ type File = pvfs.File
 // (index/vfs.VectorWriterAt); the test filesystems do not offer it.
 type VectorWriterAt = pvfs.VectorWriterAt
 
+// FilesystemSyncer is the optional sync of whole filesystems of an FS
+// (index/vfs.FilesystemSyncer); MemFS and Injector implement it.
+type FilesystemSyncer = pvfs.FilesystemSyncer
+
 // MapHook is the optional mapping hook of a File (index/vfs.MapHook);
 // the Injector's files implement it to fail mappings.
 type MapHook = pvfs.MapHook
@@ -100,27 +104,28 @@ var ErrInjected = vfstest.ErrInjected
 
 // The operation kinds (vfstest's).
 const (
-	OpCreate        = vfstest.OpCreate
-	OpOpen          = vfstest.OpOpen
-	OpOpenReadWrite = vfstest.OpOpenReadWrite
-	OpOpenDir       = vfstest.OpOpenDir
-	OpRemove        = vfstest.OpRemove
-	OpRemoveAll     = vfstest.OpRemoveAll
-	OpRename        = vfstest.OpRename
-	OpMkdirAll      = vfstest.OpMkdirAll
-	OpList          = vfstest.OpList
-	OpStat          = vfstest.OpStat
-	OpClose         = vfstest.OpClose
-	OpRead          = vfstest.OpRead
-	OpReadAt        = vfstest.OpReadAt
-	OpWrite         = vfstest.OpWrite
-	OpWriteAt       = vfstest.OpWriteAt
-	OpFileStat      = vfstest.OpFileStat
-	OpSync          = vfstest.OpSync
-	OpTruncate      = vfstest.OpTruncate
-	OpPreallocate   = vfstest.OpPreallocate
-	OpMap           = vfstest.OpMap
-	OpLock          = vfstest.OpLock
+	OpCreate          = vfstest.OpCreate
+	OpOpen            = vfstest.OpOpen
+	OpOpenReadWrite   = vfstest.OpOpenReadWrite
+	OpOpenDir         = vfstest.OpOpenDir
+	OpRemove          = vfstest.OpRemove
+	OpRemoveAll       = vfstest.OpRemoveAll
+	OpRename          = vfstest.OpRename
+	OpMkdirAll        = vfstest.OpMkdirAll
+	OpList            = vfstest.OpList
+	OpStat            = vfstest.OpStat
+	OpClose           = vfstest.OpClose
+	OpRead            = vfstest.OpRead
+	OpReadAt          = vfstest.OpReadAt
+	OpWrite           = vfstest.OpWrite
+	OpWriteAt         = vfstest.OpWriteAt
+	OpFileStat        = vfstest.OpFileStat
+	OpSync            = vfstest.OpSync
+	OpTruncate        = vfstest.OpTruncate
+	OpPreallocate     = vfstest.OpPreallocate
+	OpMap             = vfstest.OpMap
+	OpLock            = vfstest.OpLock
+	OpSyncFilesystems = vfstest.OpSyncFilesystems
 )
 
 // Sets of operation kinds (vfstest's).

@@ -61,31 +61,35 @@ const (
 	OpMap
 	// OpLock is FS.Lock.
 	OpLock
+	// OpSyncFilesystems is [vfs.FilesystemSyncer]'s SyncFilesystems;
+	// Op.Path is the first directory.
+	OpSyncFilesystems
 	numOpKinds
 )
 
 var opKindNames = [...]string{
-	OpCreate:        "create",
-	OpOpen:          "open",
-	OpOpenReadWrite: "openReadWrite",
-	OpOpenDir:       "openDir",
-	OpRemove:        "remove",
-	OpRemoveAll:     "removeAll",
-	OpRename:        "rename",
-	OpMkdirAll:      "mkdirAll",
-	OpList:          "list",
-	OpStat:          "stat",
-	OpClose:         "close",
-	OpRead:          "read",
-	OpReadAt:        "readAt",
-	OpWrite:         "write",
-	OpWriteAt:       "writeAt",
-	OpFileStat:      "fileStat",
-	OpSync:          "sync",
-	OpTruncate:      "truncate",
-	OpPreallocate:   "preallocate",
-	OpMap:           "map",
-	OpLock:          "lock",
+	OpCreate:          "create",
+	OpOpen:            "open",
+	OpOpenReadWrite:   "openReadWrite",
+	OpOpenDir:         "openDir",
+	OpRemove:          "remove",
+	OpRemoveAll:       "removeAll",
+	OpRename:          "rename",
+	OpMkdirAll:        "mkdirAll",
+	OpList:            "list",
+	OpStat:            "stat",
+	OpClose:           "close",
+	OpRead:            "read",
+	OpReadAt:          "readAt",
+	OpWrite:           "write",
+	OpWriteAt:         "writeAt",
+	OpFileStat:        "fileStat",
+	OpSync:            "sync",
+	OpTruncate:        "truncate",
+	OpPreallocate:     "preallocate",
+	OpMap:             "map",
+	OpLock:            "lock",
+	OpSyncFilesystems: "syncFilesystems",
 }
 
 func init() {
@@ -125,10 +129,11 @@ const (
 	AllOps OpSet = 1<<uint(numOpKinds) - 1
 	// MutatingOps holds the kinds that change the filesystem or a file:
 	// Create, OpenReadWrite, Remove, RemoveAll, Rename, MkdirAll, Write,
-	// WriteAt, Sync, Truncate, Preallocate.
+	// WriteAt, Sync, Truncate, Preallocate, SyncFilesystems.
 	MutatingOps OpSet = 1<<uint(OpCreate) | 1<<uint(OpOpenReadWrite) | 1<<uint(OpRemove) |
 		1<<uint(OpRemoveAll) | 1<<uint(OpRename) | 1<<uint(OpMkdirAll) | 1<<uint(OpWrite) |
-		1<<uint(OpWriteAt) | 1<<uint(OpSync) | 1<<uint(OpTruncate) | 1<<uint(OpPreallocate)
+		1<<uint(OpWriteAt) | 1<<uint(OpSync) | 1<<uint(OpTruncate) | 1<<uint(OpPreallocate) |
+		1<<uint(OpSyncFilesystems)
 )
 
 // Has reports whether k is in s.
@@ -275,7 +280,10 @@ type Injector struct {
 	}
 }
 
-var _ vfs.FS = (*Injector)(nil)
+var (
+	_ vfs.FS               = (*Injector)(nil)
+	_ vfs.FilesystemSyncer = (*Injector)(nil)
+)
 
 // NewInjector returns an Injector over fs with no rules: every operation
 // passes until rules are added.
@@ -542,6 +550,25 @@ func (in *Injector) Lock(name string) (io.Closer, error) {
 		return nil, err
 	}
 	return in.fs.Lock(name)
+}
+
+// SyncFilesystems implements [vfs.FilesystemSyncer]: an OpSyncFilesystems
+// operation, passed on to the inner FS, or, when the inner FS does not
+// implement it, an error wrapping errors.ErrUnsupported (what callers
+// fall back on).
+func (in *Injector) SyncFilesystems(dirs []string) error {
+	op := Op{Kind: OpSyncFilesystems}
+	if len(dirs) > 0 {
+		op.Path = dirs[0]
+	}
+	if err := in.failOp(op); err != nil {
+		return err
+	}
+	syncer, ok := in.fs.(vfs.FilesystemSyncer)
+	if !ok {
+		return fmt.Errorf("partlog/vfstest: %T does not sync filesystems: %w", in.fs, errors.ErrUnsupported)
+	}
+	return syncer.SyncFilesystems(dirs)
 }
 
 // injFile is a File of an Injector.

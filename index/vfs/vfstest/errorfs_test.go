@@ -39,6 +39,29 @@ func TestOpKinds(t *testing.T) {
 	require.Equal(t, "rename a -> b", op.String(), "Op.String = %q", op.String())
 }
 
+// TestInjectorSyncFilesystems: the call is an operation rules fail (and
+// then it reaches nothing), it is passed on to a MemFS, and over an FS
+// without it the injector declines with errors.ErrUnsupported.
+func TestInjectorSyncFilesystems(t *testing.T) {
+	m := NewMem()
+	in := NewInjector(m)
+	require.NoError(t, in.MkdirAll("/d", 0o755))
+	m.SyncAll()
+	writeFile(t, in, "/d/f", []byte("data"), false)
+	in.Add(Rule{Kinds: Kinds(OpSyncFilesystems)})
+	err := in.SyncFilesystems([]string{"/d"})
+	require.ErrorIs(t, err, ErrInjected)
+	require.ErrorContains(t, err, "syncFilesystems /d")
+	require.False(t, exists(m.CrashClone(CrashOptions{}), "/d/f"), "a failed call synced something")
+	require.NoError(t, in.SyncFilesystems([]string{"/d"}))
+	got, err := readFile(m.CrashClone(CrashOptions{}), "/d/f")
+	require.NoError(t, err)
+	require.Equal(t, "data", string(got))
+
+	plain := NewInjector(struct{ vfs.FS }{m})
+	require.ErrorIs(t, plain.SyncFilesystems([]string{"/d"}), errors.ErrUnsupported)
+}
+
 // writeCheckpoint is a small scenario: the atomic-replace pattern.
 func writeCheckpoint(fsys vfs.FS, dir string, data []byte) error {
 	tmp := filepath.Join(dir, "cp.tmp")

@@ -99,7 +99,10 @@ type MemFS struct {
 	nextSeq uint64
 }
 
-var _ vfs.FS = (*MemFS)(nil)
+var (
+	_ vfs.FS               = (*MemFS)(nil)
+	_ vfs.FilesystemSyncer = (*MemFS)(nil)
+)
 
 // NewMem returns an empty in-memory filesystem whose root directory exists
 // and is durable.
@@ -582,24 +585,50 @@ func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 func (m *MemFS) SyncAll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen := make(map[*memNode]bool)
-	var walk func(n *memNode)
-	walk = func(n *memNode) {
-		if seen[n] {
-			return
-		}
-		seen[n] = true
-		if !n.isDir {
-			n.syncData()
-			return
-		}
-		m.syncDir(n)
-		for _, c := range n.children {
-			walk(c)
-		}
-	}
-	walk(m.root)
+	m.syncTree(m.root, make(map[*memNode]bool))
 	clear(m.groups)
+}
+
+// SyncFilesystems implements [vfs.FilesystemSyncer]: every file and
+// directory below each of dirs (each dir included) becomes durable, as if
+// each had been synced, which is what the OS's one syncfs guarantees at
+// least. A dir that does not exist is an error, and nothing is synced.
+func (m *MemFS) SyncFilesystems(dirs []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	nodes := make([]*memNode, 0, len(dirs))
+	for _, dir := range dirs {
+		n, err := m.lookup("syncfs", dir)
+		if err != nil {
+			return err
+		}
+		if !n.isDir {
+			return &os.PathError{Op: "syncfs", Path: dir, Err: syscall.ENOTDIR}
+		}
+		nodes = append(nodes, n)
+	}
+	seen := make(map[*memNode]bool)
+	for _, n := range nodes {
+		m.syncTree(n, seen)
+	}
+	return nil
+}
+
+// syncTree syncs n and, for a directory, everything below it, skipping
+// the nodes in seen. REQUIRES: mu held.
+func (m *MemFS) syncTree(n *memNode, seen map[*memNode]bool) {
+	if seen[n] {
+		return
+	}
+	seen[n] = true
+	if !n.isDir {
+		n.syncData()
+		return
+	}
+	m.syncDir(n)
+	for _, c := range n.children {
+		m.syncTree(c, seen)
+	}
 }
 
 // CrashOptions configures [MemFS.CrashClone].
