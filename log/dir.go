@@ -195,7 +195,13 @@ type Dir struct {
 // a partition number) as Open does, RecoveryThreads at a time, each with
 // its entries of the root files: after a clean shutdown no batch is
 // recovered; after an unclean one each partition recovers from its
-// recovery point. Other entries of the directory (meta.properties, Kafka's
+// recovery point. When the filesystem syncs whole filesystems
+// (vfs.FilesystemSyncer, which Default implements on Linux 5.8 and
+// later), what the recoveries kept is made durable with one call for the
+// whole Dir before any recovery point moves, instead of each partition
+// syncing its files and directory in turn; wrap the FS in a type that
+// does not implement it to keep the per-partition syncs (syncfs waits for
+// every dirty page of the filesystem, other programs' included). Other entries of the directory (meta.properties, Kafka's
 // "-future" and "-stray" directories, anything else) are left alone.
 // Entries of the root files for partitions the directory does not hold are
 // dropped the next time the file is written. A partition directory last
@@ -380,10 +386,15 @@ func (d *Dir) topicConfig(topic string) Config {
 	return cfg
 }
 
-// openPartition opens the partition tp of the directory.
-func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
-	p, err := open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic),
-		&dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher, awake: d.awake})
+// openPartition opens the partition tp of the directory. With syncLater
+// (OpenDir on a filesystem that syncs whole filesystems) a recovery's
+// files are left unsynced and recoveredEnd is the log end the Dir then
+// makes durable (finishRecoveries); it is -1 when the partition recovered
+// nothing or without syncLater.
+func (d *Dir) openPartition(tp TopicPartition, clean, syncLater bool) (p *Partition, recoveredEnd int64, err error) {
+	m := &dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher, awake: d.awake,
+		syncLater: syncLater, recoveredEnd: -1}
+	p, err = open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic), m)
 	if err == nil && d.tier != nil {
 		d.tier.attach(tp, p)
 	}
@@ -394,43 +405,117 @@ func (d *Dir) openPartition(tp TopicPartition, clean bool) (*Partition, error) {
 		p.awake.noteWrittenLocked(p.segs.Load().active())
 		p.mu.Unlock()
 	}
-	return p, err
+	return p, m.recoveredEnd, err
 }
 
 // loadAll opens tps with d.threads workers. On failure it closes what it
 // opened and returns every failure.
+//
+// When the filesystem syncs whole filesystems (vfs.FilesystemSyncer), the
+// partitions that recover leave what they kept unsynced, and
+// finishRecoveries makes all of it durable with one call before any
+// recovery point moves: after a crash each partition would otherwise sync
+// its segments, its producer snapshot and its directory one after another,
+// about four device cache flushes a partition.
 func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
+	_, syncLater := d.fs.(vfs.FilesystemSyncer)
 	opened := make([]*Partition, len(tps))
+	recovered := make([]int64, len(tps))
 	errs := make([]error, len(tps))
-	var next, done atomic.Int64
+	var done atomic.Int64
 	step := max(int64(len(tps))/10, 1)
-	var wg sync.WaitGroup
-	for range min(d.threads, max(len(tps), 1)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(tps) {
-					return
-				}
-				opened[i], errs[i] = d.openPartition(tps[i], clean)
-				if n := done.Add(1); n%step == 0 || n == int64(len(tps)) {
-					d.logger.Info("partlog/log: loading log directory", "dir", d.path,
-						"loaded", n, "of", len(tps))
-				}
-			}
-		})
-	}
-	wg.Wait()
+	d.eachThread(len(tps), func(i int) {
+		opened[i], recovered[i], errs[i] = d.openPartition(tps[i], clean, syncLater)
+		if n := done.Add(1); n%step == 0 || n == int64(len(tps)) {
+			d.logger.Info("partlog/log: loading log directory", "dir", d.path,
+				"loaded", n, "of", len(tps))
+		}
+	})
+	var pending []pendingRecovery
 	for i, p := range opened {
-		if p != nil {
-			d.parts[tps[i]] = p
+		if p == nil {
+			continue
+		}
+		d.parts[tps[i]] = p
+		if recovered[i] >= 0 {
+			pending = append(pending, pendingRecovery{p: p, end: recovered[i]})
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	if err == nil {
+		err = d.finishRecoveries(pending)
+	}
+	if err != nil {
 		d.closeAll()
 		return fmt.Errorf("partlog/log: open dir %s: %w", d.path, err)
 	}
 	return nil
+}
+
+// pendingRecovery is a partition an OpenDir recovered and left unsynced,
+// with its log end.
+type pendingRecovery struct {
+	p   *Partition
+	end int64
+}
+
+// finishRecoveries makes durable what the recoveries of pending kept and
+// cut, then raises each one's recovery point to its log end: with one
+// SyncFilesystems over the root and their directories, or, when the
+// filesystem declines it (errors.ErrUnsupported: a kernel whose syncfs
+// hides write-back errors), each partition's own syncs, d.threads at a
+// time. A failed sync fails the open and raises no recovery point: the
+// next open recovers again.
+func (d *Dir) finishRecoveries(pending []pendingRecovery) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	dirs := make([]string, 0, len(pending)+1)
+	dirs = append(dirs, d.path)
+	for _, pr := range pending {
+		dirs = append(dirs, pr.p.dir)
+	}
+	err := d.fs.(vfs.FilesystemSyncer).SyncFilesystems(dirs)
+	synced := err == nil
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return fmt.Errorf("sync the recovered partitions: %w", err)
+	}
+	errs := make([]error, len(pending))
+	d.eachThread(len(pending), func(i int) {
+		p, end := pending[i].p, pending[i].end
+		p.flushMu.Lock()
+		p.mu.Lock()
+		var err error
+		if synced {
+			err = p.recoverySyncedLocked(end)
+		} else {
+			err = p.recoveryDurableLocked(p.segs.Load().list, end)
+		}
+		p.mu.Unlock()
+		p.flushMu.Unlock()
+		if err != nil {
+			errs[i] = fmt.Errorf("partlog/log: open %s: %w", p.dir, err)
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// eachThread calls f(i) for every i below n, d.threads at a time.
+func (d *Dir) eachThread(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(d.threads, max(n, 1)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // closeAll closes every partition, d.threads at a time, and returns every
@@ -441,22 +526,11 @@ func (d *Dir) closeAll() error {
 		ps = append(ps, p)
 	}
 	errs := make([]error, len(ps))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(d.threads, max(len(ps), 1)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ps) {
-					return
-				}
-				if err := ps[i].Close(); err != nil && !errors.Is(err, ErrClosed) {
-					errs[i] = err
-				}
-			}
-		})
-	}
-	wg.Wait()
+	d.eachThread(len(ps), func(i int) {
+		if err := ps[i].Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs[i] = err
+		}
+	})
 	return errors.Join(errs...)
 }
 
@@ -536,7 +610,7 @@ func (d *Dir) OpenPartition(topic string, partition int32) (*Partition, error) {
 	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w", tp, d.path, err)
 	}
-	np, err := d.openPartition(tp, false)
+	np, _, err := d.openPartition(tp, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w", tp, d.path, err)
 	}
@@ -594,7 +668,7 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 	case err != nil:
 		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
 	}
-	p, err = d.openPartition(tp, false)
+	p, _, err = d.openPartition(tp, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
 	}

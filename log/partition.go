@@ -185,6 +185,14 @@ type dirMember struct {
 	// awake is the Dir's set of partitions whose active segment holds
 	// its files open for writing (nil without a budget; awake.go).
 	awake *awakeSet
+	// syncLater, set by an OpenDir whose filesystem syncs whole
+	// filesystems, leaves what a recovery kept unsynced: the Dir makes
+	// every recovered partition durable with one call and then raises
+	// their recovery points (Dir.finishRecoveries). Open sets
+	// recoveredEnd to the log end of a partition it left so, -1 when it
+	// recovered nothing.
+	syncLater    bool
+	recoveredEnd int64
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir. Its steps
@@ -332,17 +340,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	p.mu.rollAfter = p.newRollAfter()
 	p.dur.setFlushedBelowLocked(active.BaseOffset())
-	if !clean {
-		// Make what recovery kept and cut durable before anything is
-		// appended after it; the directory sync below, after the
-		// producer snapshot, covers their entries, and only then does
-		// the recovery point move to the end.
-		for _, seg := range list {
-			if err := seg.Flush(); err != nil {
-				return fail(fmt.Errorf("partlog/log: open %s: flush segment %d: %w", dir, seg.BaseOffset(), err))
-			}
-		}
-	} else if rp := p.dur.currentRecoveryPoint(); rp < 0 || rp > end.Offset {
+	if rp := p.dur.currentRecoveryPoint(); clean && (rp < 0 || rp > end.Offset) {
 		// After a clean shutdown everything is durable: a directory
 		// without a recovery point (one Kafka wrote) gets one before a
 		// roll can leave unsynced segments above it; one past the log
@@ -369,23 +367,25 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w: transaction index of segment %d: %w", dir, ErrRecoveryRefused, seg.BaseOffset(), derr))
 		}
 	}
-	if replayed || !clean {
-		// The snapshot at the end, fsynced, then one directory sync for
-		// it and for the recovered segments (a crash may have left their
-		// entries unsynced), not one for each: OpenDir after a crash
-		// costs these syncs, one after another.
+	switch {
+	case !clean && m != nil && m.syncLater:
+		// The snapshot at the end, unsynced: the Dir makes it and what
+		// recovery kept durable with one call for the filesystem, and
+		// only then raises the recovery point (Dir.finishRecoveries).
+		if err := p.snaps.writeUnsyncedLocked(p.mu.producers, end.Offset, &p.mu.dirDirty); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+		m.recoveredEnd = end.Offset
+	case !clean:
+		if err := p.recoveryDurableLocked(list, end.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
+	case replayed:
 		if err := p.snaps.durableLocked(p.mu.producers, end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
-	} else {
+	default:
 		p.snaps.keepLoadedLocked(end.Offset, p.mu.writeSeq) // the clean shutdown synced it
-	}
-	if !clean {
-		// Everything recovery kept is durable: the recovery point moves
-		// to the end, before anything can be appended.
-		if err := p.dur.setRecoveryPointLocked(end.Offset); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
 	}
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
@@ -400,6 +400,35 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
 	return p, nil
+}
+
+// recoveryDurableLocked makes what a recovery kept and cut durable before
+// anything is appended after it, then moves the recovery point to end, the
+// log end: each segment of list flushed (after the producer replay, whose
+// .txnindex entries it covers), the producer snapshot at end written and
+// fsynced, then one directory sync for it and for the recovered files'
+// entries (a crash may have left them unsynced), not one for each: OpenDir
+// after a crash without a filesystem sync costs these syncs, one after
+// another. REQUIRES: mu held (or Open, before the partition is published).
+func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) error {
+	for _, seg := range list {
+		if err := seg.Flush(); err != nil {
+			return fmt.Errorf("flush segment %d: %w", seg.BaseOffset(), err)
+		}
+	}
+	if err := p.snaps.durableLocked(p.mu.producers, end, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
+		return err
+	}
+	return p.dur.setRecoveryPointLocked(end)
+}
+
+// recoverySyncedLocked is recoveryDurableLocked after the Dir synced the
+// filesystem (FilesystemSyncer) that holds what an Open left unsynced: the
+// snapshot at end and the directory count as synced, and the recovery
+// point moves to end. REQUIRES: mu held.
+func (p *Partition) recoverySyncedLocked(end int64) error {
+	p.snaps.syncedLocked(end, p.mu.writeSeq, &p.mu.dirDirty)
+	return p.dur.setRecoveryPointLocked(end)
 }
 
 // mkdirDurable creates dir and its missing parents and syncs the parent of

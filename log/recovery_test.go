@@ -352,18 +352,16 @@ func TestCorruption(t *testing.T) {
 	}
 }
 
-// TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept
-// durable before anything can be appended, with one directory sync per
-// partition, after the producer snapshot (it covers the recovered files'
-// entries and the snapshot's together), and one fdatasync of the .log and
-// of the snapshot. What it made durable holds: a second crash right after
-// the open that loses every unsynced byte keeps the whole log, the
-// producer state (a retry is answered with its original offsets) and the
-// lookup by time.
-func TestUncleanOpenSyncsOnce(t *testing.T) {
-	const parts = 3
+// unsyncedDir creates partitions t-0..t-(parts-1) in a Dir on a MemFS,
+// appends one producer batch of five records to each, and stops the Dir
+// without syncing anything more: its MemFS holds the batches unsynced (a
+// process that died and left them to the page cache) and no clean-shutdown
+// marker. It returns the MemFS and the batches.
+func unsyncedDir(t *testing.T, parts int, cfg plog.DirConfig) (*vfs.MemFS, [][]byte) {
+	t.Helper()
 	mem := vfs.NewMem()
-	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: memIndexBytes}}
+	in := vfs.NewInjector(mem)
+	cfg.Config.FS = in
 	d, err := plog.OpenDir("/data", cfg)
 	require.NoError(t, err)
 	batches := make([][]byte, parts)
@@ -374,39 +372,17 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 		_, err = p.AppendBatch(batches[i])
 		require.NoError(t, err)
 	}
-	// A process crash: every write is there, none was synced for it.
-	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
-	_ = d.Close()
+	in.Add(vfs.Rule{Kinds: vfs.MutatingOps, Times: -1}) // the process dies: nothing more is written
+	require.Error(t, d.Close())
+	return mem, batches
+}
 
-	in := vfs.NewInjector(crashed)
-	var mu sync.Mutex
-	syncs := map[string]int{}
-	in.SetHook(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSync {
-			mu.Lock()
-			syncs[op.Path]++
-			mu.Unlock()
-		}
-		return nil
-	})
-	cfg.Config.FS = in
-	d, err = plog.OpenDir("/data", cfg)
-	in.SetHook(nil)
-	require.NoError(t, err)
-	for i := range parts {
-		dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
-		assert.Equal(t, 1, syncs[dir], "directory syncs of %s", dir)
-		assert.Equal(t, 1, syncs[filepath.Join(dir, segment.FileName(0, segment.LogSuffix))], "syncs of %s's .log", dir)
-		assert.Equal(t, 1, syncs[filepath.Join(dir, fmt.Sprintf("%020d.snapshot", 5))], "syncs of %s's producer snapshot", dir)
-	}
-
-	again := crashed.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
-	_ = d.Close()
-	cfg.Config.FS = again
-	d, err = plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, d.Close()) }()
-	for i := range parts {
+// requireRecovered checks that every partition of d holds its batch whole:
+// the log end, the producer state (a retry is answered with its original
+// offsets) and the lookup by time.
+func requireRecovered(t *testing.T, d *plog.Dir, batches [][]byte) {
+	t.Helper()
+	for i := range batches {
 		p := d.Partition("t", int32(i))
 		require.NotNil(t, p, "partition %d", i)
 		require.Equal(t, int64(5), p.LogEndOffset(), "partition %d", i)
@@ -418,5 +394,133 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "partition %d: the batch by its largest timestamp", i)
 		assert.Equal(t, int64(4), to.Offset, "partition %d: offset of the largest timestamp", i)
+	}
+}
+
+// TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept
+// durable before anything can be appended. On a filesystem that syncs
+// whole filesystems (vfs.FilesystemSyncer) that is one SyncFilesystems
+// call for the Dir and no sync of any partition's files; on one that
+// declines it (errors.ErrUnsupported), each partition syncs its .log and
+// its producer snapshot once and its directory once, after the snapshot
+// (covering the recovered files' entries and the snapshot's together).
+// Either way what it made durable holds: a second crash right after the
+// open that loses every unsynced byte keeps the whole log, the producer
+// state and the lookup by time.
+func TestUncleanOpenSyncsOnce(t *testing.T) {
+	const parts = 3
+	for _, tc := range []struct {
+		name string
+		// hide wraps the crashed MemFS so that it does not sync whole
+		// filesystems.
+		hide bool
+		// perPartition is how many times each partition's .log,
+		// snapshot and directory are synced.
+		perPartition int
+	}{
+		{name: "one filesystem sync", perPartition: 0},
+		{name: "each partition's syncs", hide: true, perPartition: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: memIndexBytes}}
+			crashed, batches := unsyncedDir(t, parts, cfg)
+			var inner vfs.FS = crashed
+			if tc.hide {
+				inner = struct{ vfs.FS }{crashed}
+			}
+			in := vfs.NewInjector(inner)
+			var mu sync.Mutex
+			syncs := map[string]int{}
+			fsSyncs := 0
+			in.SetHook(func(op vfs.Op) error {
+				mu.Lock()
+				defer mu.Unlock()
+				switch op.Kind {
+				case vfs.OpSync:
+					syncs[op.Path]++
+				case vfs.OpSyncFilesystems:
+					fsSyncs++
+				}
+				return nil
+			})
+			cfg.Config.FS = in
+			d, err := plog.OpenDir("/data", cfg)
+			in.SetHook(nil)
+			require.NoError(t, err)
+			assert.Equal(t, 1, fsSyncs, "SyncFilesystems calls")
+			for i := range parts {
+				dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
+				assert.Equal(t, tc.perPartition, syncs[dir], "directory syncs of %s", dir)
+				assert.Equal(t, tc.perPartition, syncs[filepath.Join(dir, segment.FileName(0, segment.LogSuffix))], "syncs of %s's .log", dir)
+				assert.Equal(t, tc.perPartition, syncs[filepath.Join(dir, fmt.Sprintf("%020d.snapshot", 5))], "syncs of %s's producer snapshot", dir)
+			}
+
+			again := crashed.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+			_ = d.Close()
+			cfg.Config.FS = again
+			d, err = plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, d.Close()) }()
+			requireRecovered(t, d, batches)
+		})
+	}
+}
+
+// TestUncleanOpenFilesystemSyncFails: when the one sync of the recovered
+// partitions fails, OpenDir fails with its error (naming the log
+// directory) and raises no recovery point. A machine crash at that moment,
+// which keeps any part of what neither the dead process nor the open
+// synced, leaves a Dir that opens and holds a prefix of each partition's
+// batch (all or nothing: a batch is cut whole), and one more crash after
+// that open loses nothing it kept.
+func TestUncleanOpenFilesystemSyncFails(t *testing.T) {
+	const parts = 3
+	cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: memIndexBytes}}
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			base, batches := unsyncedDir(t, parts, cfg)
+			in := vfs.NewInjector(base)
+			var atSync *vfs.MemFS
+			in.SetHook(func(op vfs.Op) error {
+				if op.Kind != vfs.OpSyncFilesystems {
+					return nil
+				}
+				atSync = base.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: int(seed * 9), TornPercent: 30, Seed: seed})
+				return fmt.Errorf("%w: the machine stops", vfs.ErrInjected)
+			})
+			cfg := cfg
+			cfg.Config.FS = in
+			_, err := plog.OpenDir("/data", cfg)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			require.ErrorContains(t, err, "open dir /data")
+			require.NotNil(t, atSync, "the open reached the filesystem sync")
+
+			cfg.Config.FS = atSync
+			d, err := plog.OpenDir("/data", cfg)
+			require.NoError(t, err, "the Dir a crash at the sync left")
+			ends := make([]int64, parts)
+			for i := range parts {
+				p := d.Partition("t", int32(i))
+				require.NotNil(t, p, "partition %d", i)
+				ends[i] = p.LogEndOffset()
+				require.Contains(t, []int64{0, 5}, ends[i], "partition %d: a prefix of its batch", i)
+				if ends[i] == 5 {
+					got := readAllBatches(t, p, 0)
+					require.Len(t, got, len(batches[i]), "partition %d: the batch", i)
+					// Bytes 12-15, the partition leader epoch, are the partition's.
+					require.Equal(t, batches[i][:12], got[:12], "partition %d: the batch", i)
+					require.Equal(t, batches[i][16:], got[16:], "partition %d: the batch", i)
+				}
+			}
+			again := atSync.CrashClone(vfs.CrashOptions{})
+			require.NoError(t, d.Close())
+			cfg.Config.FS = again
+			d, err = plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, d.Close()) }()
+			for i := range parts {
+				assert.Equal(t, ends[i], d.Partition("t", int32(i)).LogEndOffset(), "partition %d after one more crash", i)
+			}
+		})
 	}
 }

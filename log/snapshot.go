@@ -422,9 +422,29 @@ func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writ
 	if err := s.dirs.syncDir(); err != nil {
 		return err
 	}
+	s.syncedLocked(end, writeSeq, dirDirty)
+	return nil
+}
+
+// writeUnsyncedLocked is durableLocked without its syncs, for an open
+// whose Dir syncs the whole filesystem after it: it writes the snapshot of
+// state at end and marks the directory dirty; syncedLocked, after the
+// filesystem sync, keeps it. REQUIRES: mu held (or Open).
+func (s *producerSnapshots) writeUnsyncedLocked(state *producer.State, end int64, dirDirty *bool) error {
+	s.kept = keptSnapshot{}
+	if err := s.write(end, state.AppendSnapshot(nil), false); err != nil {
+		return err
+	}
+	*dirDirty = true
+	return nil
+}
+
+// syncedLocked ends writeUnsyncedLocked once the filesystem that holds the
+// snapshot and the directory was synced: the directory is clean and the
+// snapshot at end is kept, as durableLocked leaves them. REQUIRES: mu held.
+func (s *producerSnapshots) syncedLocked(end int64, writeSeq uint64, dirDirty *bool) {
 	*dirDirty = false
 	s.keepLocked(end, writeSeq)
-	return nil
 }
 
 // closeLocked is durableLocked for Close, which skips the write when the
