@@ -36,7 +36,8 @@
 //	          a goroutine), in rounds, medians over the rounds
 //	many_partitions  a Dir of 10,000 partitions (2,000 with -quick) of one
 //	          small record each: creating them, OpenDir after a clean
-//	          shutdown and after a simulated crash, Close, resident memory,
+//	          shutdown and after a simulated crash, Close (after each),
+//	          resident memory,
 //	          descriptors and mappings per idle partition, disk per
 //	          partition, each over the target or the budget
 //	spread_append  16 KiB batches appended by 16 goroutines to 1,000
