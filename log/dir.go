@@ -341,7 +341,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	// Write what loading changed (recovery points of recovered
 	// partitions, dropped entries) before the Dir is used.
 	if err := d.root.release(dropped); err != nil {
-		d.closeAll()
+		_, _ = d.closeAll(false)
 		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
 	}
 	d.logger.Info("partlog/log: loaded log directory", "dir", path, "partitions", len(tps),
@@ -418,7 +418,7 @@ func (d *Dir) openPartition(tp TopicPartition, clean, syncLater bool) (p *Partit
 // its segments, its producer snapshot and its directory one after another,
 // about four device cache flushes a partition.
 func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
-	_, syncLater := d.fs.(vfs.FilesystemSyncer)
+	syncLater := d.syncsFilesystems()
 	opened := make([]*Partition, len(tps))
 	recovered := make([]int64, len(tps))
 	errs := make([]error, len(tps))
@@ -431,14 +431,14 @@ func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
 				"loaded", n, "of", len(tps))
 		}
 	})
-	var pending []pendingRecovery
+	var pending []dirPart
 	for i, p := range opened {
 		if p == nil {
 			continue
 		}
 		d.parts[tps[i]] = p
 		if recovered[i] >= 0 {
-			pending = append(pending, pendingRecovery{p: p, end: recovered[i]})
+			pending = append(pending, dirPart{p: p, end: recovered[i]})
 		}
 	}
 	err := errors.Join(errs...)
@@ -446,27 +446,29 @@ func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
 		err = d.finishRecoveries(pending)
 	}
 	if err != nil {
-		d.closeAll()
+		_, _ = d.closeAll(false)
 		return fmt.Errorf("partlog/log: open dir %s: %w", d.path, err)
 	}
 	return nil
 }
 
-// pendingRecovery is a partition an OpenDir recovered and left unsynced,
-// with its log end.
-type pendingRecovery struct {
+// dirPart is a partition of the Dir that the Dir finishes: one an OpenDir
+// recovered and left unsynced, with its log end, or one a Close closed
+// with syncLater.
+type dirPart struct {
 	p   *Partition
 	end int64
 }
 
 // finishRecoveries makes durable what the recoveries of pending kept and
-// cut, then raises each one's recovery point to its log end: with one
-// SyncFilesystems over the root and their directories, or, when the
-// filesystem declines it (errors.ErrUnsupported: a kernel whose syncfs
-// hides write-back errors), each partition's own syncs, d.threads at a
-// time. A failed sync fails the open and raises no recovery point: the
-// next open recovers again.
-func (d *Dir) finishRecoveries(pending []pendingRecovery) error {
+// cut, writes their producer snapshots at the log end, and raises each
+// one's recovery point to its log end. With SyncFilesystems over the root
+// and their directories: one sync, then the snapshots (only once the
+// batches below them are durable), then a second sync for the snapshots;
+// when the filesystem declines (errors.ErrUnsupported) each partition's
+// own syncs, d.threads at a time. A failed sync fails the open and raises
+// no recovery point: the next open recovers again.
+func (d *Dir) finishRecoveries(pending []dirPart) error {
 	if len(pending) == 0 {
 		return nil
 	}
@@ -475,29 +477,79 @@ func (d *Dir) finishRecoveries(pending []pendingRecovery) error {
 	for _, pr := range pending {
 		dirs = append(dirs, pr.p.dir)
 	}
-	err := d.fs.(vfs.FilesystemSyncer).SyncFilesystems(dirs)
-	synced := err == nil
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	syncer := d.fs.(vfs.FilesystemSyncer)
+	err := syncer.SyncFilesystems(dirs)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return d.eachPartition(pending, "open", func(pr dirPart) error {
+			return pr.p.recoveryDurableLocked(pr.p.segs.Load().list, pr.end)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("sync the recovered partitions: %w", err)
 	}
-	errs := make([]error, len(pending))
-	d.eachThread(len(pending), func(i int) {
-		p, end := pending[i].p, pending[i].end
+	if err := d.eachPartition(pending, "open", func(pr dirPart) error {
+		return pr.p.snapshotsAfterSyncLocked()
+	}); err != nil {
+		return err
+	}
+	if err := syncer.SyncFilesystems(dirs); err != nil {
+		return fmt.Errorf("sync the recovered partitions' producer snapshots: %w", err)
+	}
+	return d.eachPartition(pending, "open", func(pr dirPart) error {
+		return pr.p.recoverySyncedLocked(pr.end)
+	})
+}
+
+// eachPartition calls f for each of prs with the partition's flushMu and
+// mu held, d.threads at a time, and returns every error, each naming the
+// partition directory and what was done (op).
+func (d *Dir) eachPartition(prs []dirPart, op string, f func(dirPart) error) error {
+	errs := make([]error, len(prs))
+	d.eachThread(len(prs), func(i int) {
+		p := prs[i].p
 		p.flushMu.Lock()
 		p.mu.Lock()
-		var err error
-		if synced {
-			err = p.recoverySyncedLocked(end)
-		} else {
-			err = p.recoveryDurableLocked(p.segs.Load().list, end)
-		}
+		err := f(prs[i])
 		p.mu.Unlock()
 		p.flushMu.Unlock()
 		if err != nil {
-			errs[i] = fmt.Errorf("partlog/log: open %s: %w", p.dir, err)
+			errs[i] = fmt.Errorf("partlog/log: %s %s: %w", op, p.dir, err)
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// syncsFilesystems reports whether the Dir's filesystem syncs whole
+// filesystems (vfs.FilesystemSyncer, asked with no directories, which
+// syncs nothing).
+func (d *Dir) syncsFilesystems() bool {
+	syncer, ok := d.fs.(vfs.FilesystemSyncer)
+	return ok && syncer.SyncFilesystems(nil) == nil
+}
+
+// syncClosed makes durable everything the partitions wrote as they closed
+// with syncLater: one SyncFilesystems over the root and every partition
+// directory, then the producer snapshots of closed (those the Close closed
+// without an error), then a second sync for them.
+func (d *Dir) syncClosed(closed []dirPart) error {
+	dirs := make([]string, 0, len(d.parts)+1)
+	dirs = append(dirs, d.path)
+	for _, p := range d.parts {
+		dirs = append(dirs, p.dir)
+	}
+	syncer := d.fs.(vfs.FilesystemSyncer)
+	if err := syncer.SyncFilesystems(dirs); err != nil {
+		return fmt.Errorf("sync the partitions: %w", err)
+	}
+	if err := d.eachPartition(closed, "close", func(pr dirPart) error {
+		return pr.p.snapshotsAfterSyncLocked()
+	}); err != nil {
+		return err
+	}
+	if err := syncer.SyncFilesystems(dirs); err != nil {
+		return fmt.Errorf("sync the partitions' producer snapshots: %w", err)
+	}
+	return nil
 }
 
 // eachThread calls f(i) for every i below n, d.threads at a time.
@@ -519,19 +571,29 @@ func (d *Dir) eachThread(n int, f func(i int)) {
 }
 
 // closeAll closes every partition, d.threads at a time, and returns every
-// error but ErrClosed.
-func (d *Dir) closeAll() error {
+// error but ErrClosed. With syncLater they sync nothing and leave their
+// producer snapshots (Partition.closeWith): the caller syncs the
+// filesystem, then has the partitions it returns, those this call closed
+// without an error, write their snapshots.
+func (d *Dir) closeAll(syncLater bool) ([]dirPart, error) {
 	ps := make([]*Partition, 0, len(d.parts))
 	for _, p := range d.parts {
 		ps = append(ps, p)
 	}
 	errs := make([]error, len(ps))
 	d.eachThread(len(ps), func(i int) {
-		if err := ps[i].Close(); err != nil && !errors.Is(err, ErrClosed) {
-			errs[i] = err
-		}
+		errs[i] = ps[i].closeWith(syncLater)
 	})
-	return errors.Join(errs...)
+	var closed []dirPart
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			closed = append(closed, dirPart{p: ps[i]})
+		case errors.Is(err, ErrClosed):
+			errs[i] = nil
+		}
+	}
+	return closed, errors.Join(errs...)
 }
 
 // Path returns the log directory.
@@ -747,7 +809,10 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 // flushes as Partition.Close does), writes the root checkpoint files once
 // for all of them and then, when every step succeeded and no partition had
 // failed, the clean-shutdown marker at the root, so that the next OpenDir
-// recovers nothing. It releases the lock even when a step fails and
+// recovers nothing. When the filesystem syncs whole filesystems
+// (vfs.FilesystemSyncer) the partitions sync nothing as they close and one
+// call makes all of it durable before the root files and the marker are
+// written; when that call fails neither is written. It releases the lock even when a step fails and
 // returns every error. A second Close returns ErrClosed.
 func (d *Dir) Close() error {
 	d.createMu.Lock()
@@ -765,14 +830,30 @@ func (d *Dir) Close() error {
 		d.tier.stop() // no copy or deletion from now on
 	}
 	d.root.hold()
-	errs := []error{d.closeAll()}
+	// On a filesystem that syncs whole filesystems the partitions write
+	// without syncing and one call makes all of it durable, before the
+	// root files record their recovery points and the marker is written;
+	// if it fails, neither is (the raised recovery points are dropped:
+	// the next open recovers from the older ones).
+	syncLater := d.syncsFilesystems()
+	closed, err := d.closeAll(syncLater)
+	errs := []error{err}
+	synced := true
+	if syncLater {
+		if err := d.syncClosed(closed); err != nil {
+			errs = append(errs, err)
+			synced = false
+		}
+	}
 	failed := false
 	for _, p := range d.parts {
 		p.mu.Lock()
 		failed = failed || p.mu.failed != nil || p.offlineErr() != nil
 		p.mu.Unlock()
 	}
-	errs = append(errs, d.root.release(true))
+	if synced {
+		errs = append(errs, d.root.release(true))
+	}
 	if errors.Join(errs...) == nil && !failed {
 		if err := checkpoint.MarkCleanShutdown(d.fs, d.path); err != nil {
 			errs = append(errs, fmt.Errorf("clean shutdown marker: %w", err))

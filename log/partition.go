@@ -186,11 +186,12 @@ type dirMember struct {
 	// its files open for writing (nil without a budget; awake.go).
 	awake *awakeSet
 	// syncLater, set by an OpenDir whose filesystem syncs whole
-	// filesystems, leaves what a recovery kept unsynced: the Dir makes
-	// every recovered partition durable with one call and then raises
-	// their recovery points (Dir.finishRecoveries). Open sets
-	// recoveredEnd to the log end of a partition it left so, -1 when it
-	// recovered nothing.
+	// filesystems, leaves what a recovery kept unsynced and the producer
+	// snapshot at the end unwritten: the Dir makes every recovered
+	// partition durable with one call, writes their snapshots, syncs
+	// again and then raises their recovery points
+	// (Dir.finishRecoveries). Open sets recoveredEnd to the log end of a
+	// partition it left so, -1 when it recovered nothing.
 	syncLater    bool
 	recoveredEnd int64
 }
@@ -369,12 +370,10 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	}
 	switch {
 	case !clean && m != nil && m.syncLater:
-		// The snapshot at the end, unsynced: the Dir makes it and what
-		// recovery kept durable with one call for the filesystem, and
-		// only then raises the recovery point (Dir.finishRecoveries).
-		if err := p.snaps.writeUnsyncedLocked(p.mu.producers, end.Offset, &p.mu.dirDirty); err != nil {
-			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
-		}
+		// The Dir makes what recovery kept durable with one call for
+		// the filesystem, then writes the snapshot at the end (only once
+		// the batches below it are durable: see lostend.go), syncs again,
+		// and only then raises the recovery point (Dir.finishRecoveries).
 		m.recoveredEnd = end.Offset
 	case !clean:
 		if err := p.recoveryDurableLocked(list, end.Offset); err != nil {
@@ -423,12 +422,26 @@ func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) er
 }
 
 // recoverySyncedLocked is recoveryDurableLocked after the Dir synced the
-// filesystem (FilesystemSyncer) that holds what an Open left unsynced: the
-// snapshot at end and the directory count as synced, and the recovery
-// point moves to end. REQUIRES: mu held.
+// filesystem (FilesystemSyncer) that holds what an Open left unsynced,
+// then the snapshot at end it wrote (snapshotsAfterSyncLocked), then the
+// filesystem again: the snapshot and the directory count as synced, and
+// the recovery point moves to end. REQUIRES: mu held.
 func (p *Partition) recoverySyncedLocked(end int64) error {
 	p.snaps.syncedLocked(end, p.mu.writeSeq, &p.mu.dirDirty)
 	return p.dur.setRecoveryPointLocked(end)
+}
+
+// snapshotsAfterSyncLocked writes, unsynced, the producer snapshots an Open
+// or a Close with syncLater leaves until its Dir synced the filesystem (a
+// snapshot is written only once the batches below it are durable, which
+// the sync made them): those the rolls left pending and the one at the
+// log end, unless it is kept and nothing changed since. The Dir's second
+// sync makes them durable. REQUIRES: mu held.
+func (p *Partition) snapshotsAfterSyncLocked() error {
+	if p.snaps.writePendingLocked() {
+		p.mu.dirDirty = true
+	}
+	return p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty, false)
 }
 
 // mkdirDurable creates dir and its missing parents and syncs the parent of
@@ -608,9 +621,17 @@ func (p *Partition) checkWritableLocked() error {
 // background flush. A Compact round in progress is stopped first (it
 // returns an error wrapping ErrClosed and removes its unfinished files) and
 // Close waits for it. Every later call, Close included, returns ErrClosed.
-func (p *Partition) Close() error {
+func (p *Partition) Close() error { return p.closeWith(false) }
+
+// closeWith is Close. With syncLater (Dir.Close on a filesystem that syncs
+// whole filesystems) it writes what Close writes but the producer
+// snapshots and syncs none of it (closeFlushLocked): the Dir makes every
+// partition's files durable with one SyncFilesystems, then writes their
+// snapshots (snapshotsAfterSyncLocked) and syncs again, before it writes the
+// root checkpoints and the clean-shutdown marker.
+func (p *Partition) closeWith(syncLater bool) error {
 	p.cleaning.stop() // a running Compact ends with ErrClosed before anything closes
-	lock, err := p.close()
+	lock, err := p.close(syncLater)
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
 	// The directory lock goes last: the goroutines waited for above
 	// write and remove files (a spare's, under names another owner's
@@ -628,13 +649,13 @@ func (p *Partition) Close() error {
 	return err
 }
 
-// close implements Close but for the release of the directory lock, which
-// it returns (nil when there is none, or when the partition was closed
-// already). It takes flushMu (so a running sync or a roll's background
+// close implements closeWith but for the release of the directory lock,
+// which it returns (nil when there is none, or when the partition was
+// closed already). It takes flushMu (so a running sync or a roll's background
 // flush ends first), then mu, then each segment's locks, in DESIGN.md's
 // lock order, and drops the partition's references on its segments: their
 // files close now or when the last Records holding them is closed.
-func (p *Partition) close() (lock io.Closer, err error) {
+func (p *Partition) close(syncLater bool) (lock io.Closer, err error) {
 	p.dur.flusher.stop()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
@@ -660,10 +681,14 @@ func (p *Partition) close() (lock io.Closer, err error) {
 			keep(fmt.Errorf("partlog/log: close %s: seal segment %d: %w", p.dir, snap.active().BaseOffset(), err))
 		}
 		if first == nil {
-			keep(p.fullFlushLocked())
+			if syncLater {
+				keep(p.closeFlushLocked())
+			} else {
+				keep(p.fullFlushLocked())
+			}
 		}
-		if first == nil {
-			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty)) // producer state at the log end
+		if first == nil && !syncLater { // with syncLater: the Dir's, after its sync
+			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty, true)) // producer state at the log end
 		}
 	}
 	p.dur.closeSyncFile()

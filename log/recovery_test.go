@@ -397,13 +397,38 @@ func requireRecovered(t *testing.T, d *plog.Dir, batches [][]byte) {
 	}
 }
 
+// requirePrefixes checks that every partition of d holds a prefix of its
+// batch, whole or nothing (a batch is cut whole), and returns their log
+// ends.
+func requirePrefixes(t *testing.T, d *plog.Dir, batches [][]byte) []int64 {
+	t.Helper()
+	ends := make([]int64, len(batches))
+	for i := range batches {
+		p := d.Partition("t", int32(i))
+		require.NotNil(t, p, "partition %d", i)
+		ends[i] = p.LogEndOffset()
+		require.Contains(t, []int64{0, 5}, ends[i], "partition %d: a prefix of its batch", i)
+		if ends[i] == 5 {
+			got := readAllBatches(t, p, 0)
+			require.Len(t, got, len(batches[i]), "partition %d: the batch", i)
+			// Bytes 12-15, the partition leader epoch, are the partition's.
+			require.Equal(t, batches[i][:12], got[:12], "partition %d: the batch", i)
+			require.Equal(t, batches[i][16:], got[16:], "partition %d: the batch", i)
+		}
+	}
+	return ends
+}
+
 // TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept
 // durable before anything can be appended. On a filesystem that syncs
-// whole filesystems (vfs.FilesystemSyncer) that is one SyncFilesystems
-// call for the Dir and no sync of any partition's files; on one that
-// declines it (errors.ErrUnsupported), each partition syncs its .log and
-// its producer snapshot once and its directory once, after the snapshot
-// (covering the recovered files' entries and the snapshot's together).
+// whole filesystems (vfs.FilesystemSyncer) that is two SyncFilesystems
+// calls for the Dir (the second for the producer snapshots, written once
+// the first made the batches below them durable) and no sync of any
+// partition's files; on one that does
+// not, or that declines the call (errors.ErrUnsupported) although the Dir's
+// probe accepted, each partition syncs its .log and its producer
+// snapshot once and its directory once, after the snapshot (covering the
+// recovered files' entries and the snapshot's together).
 // Either way what it made durable holds: a second crash right after the
 // open that loses every unsynced byte keeps the whole log, the producer
 // state and the lookup by time.
@@ -412,14 +437,18 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// hide wraps the crashed MemFS so that it does not sync whole
-		// filesystems.
-		hide bool
-		// perPartition is how many times each partition's .log,
-		// snapshot and directory are synced.
-		perPartition int
+		// filesystems (the Dir's probe learns it); decline makes the
+		// sync itself fail with errors.ErrUnsupported after the probe
+		// passed.
+		hide, decline bool
+		// fsSyncs is how many SyncFilesystems calls the open makes
+		// (the probe aside); perPartition how many times each
+		// partition's .log, snapshot and directory are synced.
+		fsSyncs, perPartition int
 	}{
-		{name: "one filesystem sync", perPartition: 0},
-		{name: "each partition's syncs", hide: true, perPartition: 1},
+		{name: "one filesystem sync", fsSyncs: 2, perPartition: 0}, // the second for the snapshots
+		{name: "each partition's syncs", hide: true, fsSyncs: 0, perPartition: 1},
+		{name: "declined after the probe", decline: true, fsSyncs: 1, perPartition: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: memIndexBytes}}
@@ -439,7 +468,12 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 				case vfs.OpSync:
 					syncs[op.Path]++
 				case vfs.OpSyncFilesystems:
-					fsSyncs++
+					if op.Path != "" { // not the Dir's probe, with no directories
+						fsSyncs++
+						if tc.decline {
+							return fmt.Errorf("the test declines: %w", errors.ErrUnsupported)
+						}
+					}
 				}
 				return nil
 			})
@@ -447,7 +481,7 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 			d, err := plog.OpenDir("/data", cfg)
 			in.SetHook(nil)
 			require.NoError(t, err)
-			assert.Equal(t, 1, fsSyncs, "SyncFilesystems calls")
+			assert.Equal(t, tc.fsSyncs, fsSyncs, "SyncFilesystems calls")
 			for i := range parts {
 				dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
 				assert.Equal(t, tc.perPartition, syncs[dir], "directory syncs of %s", dir)
@@ -466,9 +500,31 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 	}
 }
 
-// TestUncleanOpenFilesystemSyncFails: when the one sync of the recovered
-// partitions fails, OpenDir fails with its error (naming the log
-// directory) and raises no recovery point. A machine crash at that moment,
+// crashAtFilesystemSync makes in fail a SyncFilesystems call (the first
+// for an even seed, the second for an odd one; the Dir's probe, with no
+// directories, passes) as a machine crash would stop it: the MemFS it
+// returns is what mem held then, crashed with the seed (a share of the
+// unsynced writes kept, some torn).
+func crashAtFilesystemSync(in *vfs.Injector, mem *vfs.MemFS, seed uint64) **vfs.MemFS {
+	var atSync *vfs.MemFS
+	calls := uint64(0)
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind != vfs.OpSyncFilesystems || op.Path == "" || atSync != nil {
+			return nil
+		}
+		if calls++; calls < 1+seed%2 {
+			return nil
+		}
+		atSync = mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: int(seed * 9), TornPercent: 30, Seed: seed})
+		return fmt.Errorf("%w: the machine stops", vfs.ErrInjected)
+	})
+	return &atSync
+}
+
+// TestUncleanOpenFilesystemSyncFails: when a sync of the recovered
+// partitions fails (the first, or the second, for the producer snapshots),
+// OpenDir fails with its error (naming the log directory) and raises no
+// recovery point. A machine crash at that moment,
 // which keeps any part of what neither the dead process nor the open
 // synced, leaves a Dir that opens and holds a prefix of each partition's
 // batch (all or nothing: a batch is cut whole), and one more crash after
@@ -480,39 +536,24 @@ func TestUncleanOpenFilesystemSyncFails(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			base, batches := unsyncedDir(t, parts, cfg)
 			in := vfs.NewInjector(base)
-			var atSync *vfs.MemFS
-			in.SetHook(func(op vfs.Op) error {
-				if op.Kind != vfs.OpSyncFilesystems {
-					return nil
-				}
-				atSync = base.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: int(seed * 9), TornPercent: 30, Seed: seed})
-				return fmt.Errorf("%w: the machine stops", vfs.ErrInjected)
-			})
+			atSync := crashAtFilesystemSync(in, base, seed)
 			cfg := cfg
 			cfg.Config.FS = in
 			_, err := plog.OpenDir("/data", cfg)
 			require.ErrorIs(t, err, vfs.ErrInjected)
 			require.ErrorContains(t, err, "open dir /data")
-			require.NotNil(t, atSync, "the open reached the filesystem sync")
+			require.NotNil(t, *atSync, "the open reached the filesystem sync")
 
-			cfg.Config.FS = atSync
+			cfg.Config.FS = *atSync
+			var logs bytes.Buffer
+			cfg.Config.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			d, err := plog.OpenDir("/data", cfg)
 			require.NoError(t, err, "the Dir a crash at the sync left")
-			ends := make([]int64, parts)
-			for i := range parts {
-				p := d.Partition("t", int32(i))
-				require.NotNil(t, p, "partition %d", i)
-				ends[i] = p.LogEndOffset()
-				require.Contains(t, []int64{0, 5}, ends[i], "partition %d: a prefix of its batch", i)
-				if ends[i] == 5 {
-					got := readAllBatches(t, p, 0)
-					require.Len(t, got, len(batches[i]), "partition %d: the batch", i)
-					// Bytes 12-15, the partition leader epoch, are the partition's.
-					require.Equal(t, batches[i][:12], got[:12], "partition %d: the batch", i)
-					require.Equal(t, batches[i][16:], got[16:], "partition %d: the batch", i)
-				}
-			}
-			again := atSync.CrashClone(vfs.CrashOptions{})
+			// A producer snapshot past the log end would say that synced
+			// batches are missing (lostend.go).
+			require.NotContains(t, logs.String(), "past the log end")
+			ends := requirePrefixes(t, d, batches)
+			again := (*atSync).CrashClone(vfs.CrashOptions{})
 			require.NoError(t, d.Close())
 			cfg.Config.FS = again
 			d, err = plog.OpenDir("/data", cfg)

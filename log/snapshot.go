@@ -426,10 +426,11 @@ func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writ
 	return nil
 }
 
-// writeUnsyncedLocked is durableLocked without its syncs, for an open
-// whose Dir syncs the whole filesystem after it: it writes the snapshot of
-// state at end and marks the directory dirty; syncedLocked, after the
-// filesystem sync, keeps it. REQUIRES: mu held (or Open).
+// writeUnsyncedLocked is durableLocked without its syncs, for an open or
+// a close whose Dir syncs the whole filesystem after it (the batches below
+// end durable already): it writes the snapshot of state at end and marks
+// the directory dirty; syncedLocked, after the filesystem sync, keeps it.
+// REQUIRES: mu held.
 func (s *producerSnapshots) writeUnsyncedLocked(state *producer.State, end int64, dirDirty *bool) error {
 	s.kept = keptSnapshot{}
 	if err := s.write(end, state.AppendSnapshot(nil), false); err != nil {
@@ -447,15 +448,20 @@ func (s *producerSnapshots) syncedLocked(end int64, writeSeq uint64, dirDirty *b
 	s.keepLocked(end, writeSeq)
 }
 
-// closeLocked is durableLocked for Close, which skips the write when the
+// closeLocked is durableLocked for Close (without its syncs unless sync:
+// closeFlushLocked's case), which skips the write when the
 // snapshot at the log end is kept and nothing was written, truncated or
 // removed since it was taken or loaded, and no directory entry is
 // unsynced, as Kafka's takeSnapshot skips a snapshot at the offset of the
 // last one: an idle partition's Close then writes and syncs nothing.
 // REQUIRES: mu held.
-func (s *producerSnapshots) closeLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
+func (s *producerSnapshots) closeLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool, sync bool) error {
 	if s.kept.ok && !*dirDirty && s.kept == s.keptAt(end, writeSeq) {
 		return nil
+	}
+	if !sync {
+		// A Dir's Close that syncs the whole filesystem afterwards.
+		return s.writeUnsyncedLocked(state, end, dirDirty)
 	}
 	return s.durableLocked(state, end, writeSeq, dirDirty)
 }

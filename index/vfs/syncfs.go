@@ -22,6 +22,9 @@ type FilesystemSyncer interface {
 	// the call to the files and directories below each of dirs, each dir
 	// included (its own entry in its parent is not promised). After a
 	// crash, every byte and entry it covered is there. An error means
-	// some of it may not be durable.
+	// some of it may not be durable. With no dirs it syncs nothing and
+	// returns nil when it can sync, or an error wrapping
+	// errors.ErrUnsupported when it cannot: callers ask so before they
+	// leave anything unsynced for it.
 	SyncFilesystems(dirs []string) error
 }

@@ -58,7 +58,10 @@ func TestInjectorSyncFilesystems(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "data", string(got))
 
+	require.NoError(t, in.SyncFilesystems(nil), "the probe")
+
 	plain := NewInjector(struct{ vfs.FS }{m})
+	require.ErrorIs(t, plain.SyncFilesystems(nil), errors.ErrUnsupported, "the probe")
 	require.ErrorIs(t, plain.SyncFilesystems([]string{"/d"}), errors.ErrUnsupported)
 }
 
