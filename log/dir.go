@@ -341,7 +341,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	// Write what loading changed (recovery points of recovered
 	// partitions, dropped entries) before the Dir is used.
 	if err := d.root.release(dropped); err != nil {
-		_, _ = d.closeAll(false)
+		_, _, _ = d.closeAll(false)
 		return nil, fmt.Errorf("partlog/log: open dir %s: %w", path, err)
 	}
 	d.logger.Info("partlog/log: loaded log directory", "dir", path, "partitions", len(tps),
@@ -446,7 +446,7 @@ func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
 		err = d.finishRecoveries(pending)
 	}
 	if err != nil {
-		_, _ = d.closeAll(false)
+		_, _, _ = d.closeAll(false)
 		return fmt.Errorf("partlog/log: open dir %s: %w", d.path, err)
 	}
 	return nil
@@ -480,14 +480,15 @@ func (d *Dir) finishRecoveries(pending []dirPart) error {
 	syncer := d.fs.(vfs.FilesystemSyncer)
 	err := syncer.SyncFilesystems(dirs)
 	if errors.Is(err, errors.ErrUnsupported) {
-		return d.eachPartition(pending, "open", func(pr dirPart) error {
-			return pr.p.recoveryDurableLocked(pr.p.segs.Load().list, pr.end)
+		_, err := d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
+			return false, pr.p.recoveryDurableLocked(pr.p.segs.Load().list, pr.end)
 		})
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("sync the recovered partitions: %w", err)
 	}
-	if err := d.eachPartition(pending, "open", func(pr dirPart) error {
+	if _, err := d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
 		return pr.p.snapshotsAfterSyncLocked()
 	}); err != nil {
 		return err
@@ -495,28 +496,34 @@ func (d *Dir) finishRecoveries(pending []dirPart) error {
 	if err := syncer.SyncFilesystems(dirs); err != nil {
 		return fmt.Errorf("sync the recovered partitions' producer snapshots: %w", err)
 	}
-	return d.eachPartition(pending, "open", func(pr dirPart) error {
-		return pr.p.recoverySyncedLocked(pr.end)
+	_, err = d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
+		return false, pr.p.recoverySyncedLocked(pr.end)
 	})
+	return err
 }
 
 // eachPartition calls f for each of prs with the partition's flushMu and
-// mu held, d.threads at a time, and returns every error, each naming the
-// partition directory and what was done (op).
-func (d *Dir) eachPartition(prs []dirPart, op string, f func(dirPart) error) error {
+// mu held, d.threads at a time. It returns whether any call returned true,
+// and every error, each naming the partition directory and what was done
+// (op).
+func (d *Dir) eachPartition(prs []dirPart, op string, f func(dirPart) (bool, error)) (bool, error) {
 	errs := make([]error, len(prs))
+	var anyTrue atomic.Bool
 	d.eachThread(len(prs), func(i int) {
 		p := prs[i].p
 		p.flushMu.Lock()
 		p.mu.Lock()
-		err := f(prs[i])
+		yes, err := f(prs[i])
 		p.mu.Unlock()
 		p.flushMu.Unlock()
+		if yes {
+			anyTrue.Store(true)
+		}
 		if err != nil {
 			errs[i] = fmt.Errorf("partlog/log: %s %s: %w", op, p.dir, err)
 		}
 	})
-	return errors.Join(errs...)
+	return anyTrue.Load(), errors.Join(errs...)
 }
 
 // syncsFilesystems reports whether the Dir's filesystem syncs whole
@@ -529,25 +536,32 @@ func (d *Dir) syncsFilesystems() bool {
 
 // syncClosed makes durable everything the partitions wrote as they closed
 // with syncLater: one SyncFilesystems over the root and every partition
-// directory, then the producer snapshots of closed (those the Close closed
-// without an error), then a second sync for them.
-func (d *Dir) syncClosed(closed []dirPart) error {
+// directory when unsynced (a partition left something, or failed), then
+// the producer snapshots of closed (those the Close closed without an
+// error), then a second sync when any was written. A Dir of idle
+// partitions after a clean open syncs nothing.
+func (d *Dir) syncClosed(closed []dirPart, unsynced bool) error {
 	dirs := make([]string, 0, len(d.parts)+1)
 	dirs = append(dirs, d.path)
 	for _, p := range d.parts {
 		dirs = append(dirs, p.dir)
 	}
 	syncer := d.fs.(vfs.FilesystemSyncer)
-	if err := syncer.SyncFilesystems(dirs); err != nil {
-		return fmt.Errorf("sync the partitions: %w", err)
+	if unsynced {
+		if err := syncer.SyncFilesystems(dirs); err != nil {
+			return fmt.Errorf("sync the partitions: %w", err)
+		}
 	}
-	if err := d.eachPartition(closed, "close", func(pr dirPart) error {
+	wrote, err := d.eachPartition(closed, "close", func(pr dirPart) (bool, error) {
 		return pr.p.snapshotsAfterSyncLocked()
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if err := syncer.SyncFilesystems(dirs); err != nil {
-		return fmt.Errorf("sync the partitions' producer snapshots: %w", err)
+	if wrote {
+		if err := syncer.SyncFilesystems(dirs); err != nil {
+			return fmt.Errorf("sync the partitions' producer snapshots: %w", err)
+		}
 	}
 	return nil
 }
@@ -573,27 +587,31 @@ func (d *Dir) eachThread(n int, f func(i int)) {
 // closeAll closes every partition, d.threads at a time, and returns every
 // error but ErrClosed. With syncLater they sync nothing and leave their
 // producer snapshots (Partition.closeWith): the caller syncs the
-// filesystem, then has the partitions it returns, those this call closed
+// filesystem when unsynced says that any of them left something (or
+// failed), then has the partitions in closed, those this call closed
 // without an error, write their snapshots.
-func (d *Dir) closeAll(syncLater bool) ([]dirPart, error) {
+func (d *Dir) closeAll(syncLater bool) (closed []dirPart, unsynced bool, err error) {
 	ps := make([]*Partition, 0, len(d.parts))
 	for _, p := range d.parts {
 		ps = append(ps, p)
 	}
 	errs := make([]error, len(ps))
+	left := make([]bool, len(ps))
 	d.eachThread(len(ps), func(i int) {
-		errs[i] = ps[i].closeWith(syncLater)
+		left[i], errs[i] = ps[i].closeWith(syncLater)
 	})
-	var closed []dirPart
 	for i, err := range errs {
 		switch {
 		case err == nil:
 			closed = append(closed, dirPart{p: ps[i]})
+			unsynced = unsynced || left[i]
 		case errors.Is(err, ErrClosed):
 			errs[i] = nil
+		default:
+			unsynced = true
 		}
 	}
-	return closed, errors.Join(errs...)
+	return closed, unsynced, errors.Join(errs...)
 }
 
 // Path returns the log directory.
@@ -810,9 +828,11 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 // for all of them and then, when every step succeeded and no partition had
 // failed, the clean-shutdown marker at the root, so that the next OpenDir
 // recovers nothing. When the filesystem syncs whole filesystems
-// (vfs.FilesystemSyncer) the partitions sync nothing as they close and one
-// call makes all of it durable before the root files and the marker are
-// written; when that call fails neither is written. It releases the lock even when a step fails and
+// (vfs.FilesystemSyncer) the partitions sync nothing as they close: one
+// call makes all of it durable, then their producer snapshots are written
+// and a second call covers them, before the root files and the marker
+// are written (when either call fails neither is); a Dir whose partitions
+// changed nothing since a clean open syncs nothing. It releases the lock even when a step fails and
 // returns every error. A second Close returns ErrClosed.
 func (d *Dir) Close() error {
 	d.createMu.Lock()
@@ -836,11 +856,11 @@ func (d *Dir) Close() error {
 	// if it fails, neither is (the raised recovery points are dropped:
 	// the next open recovers from the older ones).
 	syncLater := d.syncsFilesystems()
-	closed, err := d.closeAll(syncLater)
+	closed, unsynced, err := d.closeAll(syncLater)
 	errs := []error{err}
 	synced := true
 	if syncLater {
-		if err := d.syncClosed(closed); err != nil {
+		if err := d.syncClosed(closed, unsynced); err != nil {
 			errs = append(errs, err)
 			synced = false
 		}

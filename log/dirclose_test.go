@@ -115,6 +115,54 @@ func TestDirCloseSyncsOnce(t *testing.T) {
 	}
 }
 
+// TestDirCloseIdleSyncsNothing: a Dir of idle partitions opened after a
+// clean shutdown, under a segment budget (many partitions' configuration:
+// an idle active segment stays at rest, as the clean shutdown left it),
+// closes without any sync, the filesystem's included (a syncfs would wait
+// for every dirty page of the filesystem, other programs' too), and
+// writes nothing in the partitions; the next open is clean.
+func TestDirCloseIdleSyncsNothing(t *testing.T) {
+	const parts = 3
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: memIndexBytes}, MaxOpenSegments: 2}
+	d, batches := openWrittenDir(t, parts, cfg)
+	require.NoError(t, d.Close())
+
+	in := vfs.NewInjector(mem)
+	var mu sync.Mutex
+	var seen []string
+	in.SetHook(func(op vfs.Op) error {
+		if (op.Kind == vfs.OpSyncFilesystems && op.Path != "") || op.Kind == vfs.OpSync ||
+			op.Kind == vfs.OpCreate || op.Kind == vfs.OpWrite || op.Kind == vfs.OpWriteAt {
+			mu.Lock()
+			seen = append(seen, op.String())
+			mu.Unlock()
+		}
+		return nil
+	})
+	cfg.Config.FS = in
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	mu.Lock()
+	seen = nil // the open's own writes (the marker's removal, the root files) aside
+	mu.Unlock()
+	require.NoError(t, d.Close())
+	in.SetHook(nil)
+	for _, op := range seen {
+		assert.False(t, strings.HasPrefix(op, "syncFilesystems") || strings.Contains(op, "/data/t-"),
+			"an idle Close: %s (all: %v)", op, seen)
+	}
+
+	cfg.Config.FS = mem.CrashClone(vfs.CrashOptions{})
+	d, err = plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	for i := range parts {
+		assert.True(t, d.Partition("t", int32(i)).Stats().Recovery.Clean, "partition %d: a clean open", i)
+	}
+	requireRecovered(t, d, batches)
+}
+
 // TestDirCloseFilesystemSyncFails: when a sync of Dir.Close fails (the
 // first, or the second, for the producer snapshots), Close
 // returns its error and writes neither the root checkpoints it held nor

@@ -165,28 +165,35 @@ func (p *Partition) fullFlushLocked() error {
 // the segments and the directory, which the Dir's one SyncFilesystems
 // makes before it writes the root checkpoints (the recovery point and the
 // high watermark recorded here wait in them, held) and the clean-shutdown
-// marker, and but the rolls' pending producer snapshots, which wait for
-// that sync (snapshotsAfterSyncLocked). Nothing is counted as synced (groupCommit.synced stays): an
+// marker; and the rolls' pending producer snapshots wait for that sync
+// (snapshotsAfterSyncLocked). unsynced reports that anything
+// may need the Dir's sync: an unsynced directory entry, or a segment not
+// as a clean open found it (segment.SyncedSinceOpen); an idle partition
+// after a clean open has nothing, and a Dir of only those syncs nothing.
+// Nothing is counted as synced (groupCommit.synced stays): an
 // append waiting for its fdatasync is not told it is durable before the
 // Dir's sync is. REQUIRES: flushMu and mu held; the Dir's root files held.
-func (p *Partition) closeFlushLocked() error {
+func (p *Partition) closeFlushLocked() (unsynced bool, err error) {
 	// The index trims a sealed segment's flush makes before its syncs
 	// (the active one's, sealed by Close, among them), so that the Dir's
 	// sync covers them even when a reader holds a segment open past the
 	// Close (its index files are closed, and trimmed, only then): a clean
 	// open trusts an index only when its file ends with its entries.
+	unsynced = p.mu.dirDirty
 	for _, seg := range p.segs.Load().list {
 		if err := seg.TrimSealedIndexes(); err != nil {
-			return fmt.Errorf("partlog/log: close %s: trim the indexes of segment %d: %w", p.dir, seg.BaseOffset(), err)
+			return true, fmt.Errorf("partlog/log: close %s: trim the indexes of segment %d: %w", p.dir, seg.BaseOffset(), err)
 		}
+		// Conservative: a segment flushed since it was written counts.
+		unsynced = unsynced || !seg.SyncedSinceOpen()
 	}
 	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
-		return err
+		return true, err
 	}
 	if err := p.mu.epochs.Persist(); err != nil {
-		return err
+		return true, err
 	}
-	return p.dur.writeHighWatermarkLocked(p.mu.hw.Offset)
+	return unsynced, p.dur.writeHighWatermarkLocked(p.mu.hw.Offset)
 }
 
 // flushLocked fsyncs the segments written since the last full flush and

@@ -435,13 +435,17 @@ func (p *Partition) recoverySyncedLocked(end int64) error {
 // or a Close with syncLater leaves until its Dir synced the filesystem (a
 // snapshot is written only once the batches below it are durable, which
 // the sync made them): those the rolls left pending and the one at the
-// log end, unless it is kept and nothing changed since. The Dir's second
-// sync makes them durable. REQUIRES: mu held.
-func (p *Partition) snapshotsAfterSyncLocked() error {
+// log end, unless it is kept and nothing changed since; wrote reports
+// whether it wrote any. The Dir's second sync makes them durable.
+// REQUIRES: mu held.
+func (p *Partition) snapshotsAfterSyncLocked() (wrote bool, err error) {
 	if p.snaps.writePendingLocked() {
-		p.mu.dirDirty = true
+		p.mu.dirDirty, wrote = true, true
 	}
-	return p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty, false)
+	if p.snaps.keptCurrentLocked(p.mu.end.Offset, p.mu.writeSeq, p.mu.dirDirty) {
+		return wrote, nil
+	}
+	return true, p.snaps.writeUnsyncedLocked(p.mu.producers, p.mu.end.Offset, &p.mu.dirDirty)
 }
 
 // mkdirDurable creates dir and its missing parents and syncs the parent of
@@ -621,17 +625,21 @@ func (p *Partition) checkWritableLocked() error {
 // background flush. A Compact round in progress is stopped first (it
 // returns an error wrapping ErrClosed and removes its unfinished files) and
 // Close waits for it. Every later call, Close included, returns ErrClosed.
-func (p *Partition) Close() error { return p.closeWith(false) }
+func (p *Partition) Close() error {
+	_, err := p.closeWith(false)
+	return err
+}
 
 // closeWith is Close. With syncLater (Dir.Close on a filesystem that syncs
 // whole filesystems) it writes what Close writes but the producer
 // snapshots and syncs none of it (closeFlushLocked): the Dir makes every
 // partition's files durable with one SyncFilesystems, then writes their
 // snapshots (snapshotsAfterSyncLocked) and syncs again, before it writes the
-// root checkpoints and the clean-shutdown marker.
-func (p *Partition) closeWith(syncLater bool) error {
+// root checkpoints and the clean-shutdown marker. unsynced reports that
+// the partition left something for that sync (closeFlushLocked).
+func (p *Partition) closeWith(syncLater bool) (unsynced bool, err error) {
 	p.cleaning.stop() // a running Compact ends with ErrClosed before anything closes
-	lock, err := p.close(syncLater)
+	lock, unsynced, err := p.close(syncLater)
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
 	// The directory lock goes last: the goroutines waited for above
 	// write and remove files (a spare's, under names another owner's
@@ -646,7 +654,7 @@ func (p *Partition) closeWith(syncLater bool) error {
 			}
 		}
 	}
-	return err
+	return unsynced, err
 }
 
 // close implements closeWith but for the release of the directory lock,
@@ -655,14 +663,14 @@ func (p *Partition) closeWith(syncLater bool) error {
 // flush ends first), then mu, then each segment's locks, in DESIGN.md's
 // lock order, and drops the partition's references on its segments: their
 // files close now or when the last Records holding them is closed.
-func (p *Partition) close(syncLater bool) (lock io.Closer, err error) {
+func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err error) {
 	p.dur.flusher.stop()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
 	if p.mu.closed {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	p.mu.closed = true
 	p.closed.Store(true)
@@ -682,13 +690,15 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, err error) {
 		}
 		if first == nil {
 			if syncLater {
-				keep(p.closeFlushLocked())
+				var err error
+				unsynced, err = p.closeFlushLocked()
+				keep(err)
 			} else {
 				keep(p.fullFlushLocked())
 			}
 		}
 		if first == nil && !syncLater { // with syncLater: the Dir's, after its sync
-			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty, true)) // producer state at the log end
+			keep(p.snaps.closeLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty)) // producer state at the log end
 		}
 	}
 	p.dur.closeSyncFile()
@@ -717,7 +727,7 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, err error) {
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}
-	return lock, first
+	return lock, unsynced || first != nil, first
 }
 
 // spliceSegmentsLocked publishes a new snapshot whose list is the current

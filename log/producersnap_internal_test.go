@@ -179,7 +179,7 @@ func TestProducerSnapshotsCloseSkipsKept(t *testing.T) {
 				tc.change(s, core, &l)
 			}
 			syncs := core.dirSyncs.Load()
-			require.NoError(t, s.closeLocked(state, l.end, l.writeSeq, &l.dirDirty, true))
+			require.NoError(t, s.closeLocked(state, l.end, l.writeSeq, &l.dirDirty))
 			wrote := slices.Contains(snapshotFiles(t, s), l.end)
 			require.Equal(t, tc.wantWrite, wrote, "snapshot at %d written", l.end)
 			if tc.wantWrite {

@@ -448,22 +448,25 @@ func (s *producerSnapshots) syncedLocked(end int64, writeSeq uint64, dirDirty *b
 	s.keepLocked(end, writeSeq)
 }
 
-// closeLocked is durableLocked for Close (without its syncs unless sync:
-// closeFlushLocked's case), which skips the write when the
+// closeLocked is durableLocked for Close, which skips the write when the
 // snapshot at the log end is kept and nothing was written, truncated or
 // removed since it was taken or loaded, and no directory entry is
 // unsynced, as Kafka's takeSnapshot skips a snapshot at the offset of the
 // last one: an idle partition's Close then writes and syncs nothing.
 // REQUIRES: mu held.
-func (s *producerSnapshots) closeLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool, sync bool) error {
-	if s.kept.ok && !*dirDirty && s.kept == s.keptAt(end, writeSeq) {
+func (s *producerSnapshots) closeLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
+	if s.keptCurrentLocked(end, writeSeq, *dirDirty) {
 		return nil
 	}
-	if !sync {
-		// A Dir's Close that syncs the whole filesystem afterwards.
-		return s.writeUnsyncedLocked(state, end, dirDirty)
-	}
 	return s.durableLocked(state, end, writeSeq, dirDirty)
+}
+
+// keptCurrentLocked reports whether the snapshot at the log end end is
+// kept and nothing was written, truncated or removed since it was taken
+// or loaded, with no directory entry unsynced: closeLocked's skip.
+// REQUIRES: mu held.
+func (s *producerSnapshots) keptCurrentLocked(end int64, writeSeq uint64, dirDirty bool) bool {
+	return s.kept.ok && !dirDirty && s.kept == s.keptAt(end, writeSeq)
 }
 
 // restoreLocked empties state and restores into it the newest snapshot at

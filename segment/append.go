@@ -328,6 +328,13 @@ func (s *Segment) Flush() error {
 	return nil
 }
 
+// SyncedSinceOpen reports whether the segment's files are as a clean open
+// found them, synced: nothing written, cut or rebuilt since. Flush then
+// has nothing to sync and makes no system call; a caller that syncs the
+// filesystem itself (vfs.FilesystemSyncer) may skip it for such segments.
+// Writer side.
+func (s *Segment) SyncedSinceOpen() bool { return s.w.syncedAtOpen }
+
 // Seal makes the segment read-only when the partition rolls past it
 // (Kafka's onBecomeInactiveSegment): the largest timestamp so far is
 // appended to the time index (even if it is full), a .log longer than

@@ -205,10 +205,60 @@ func TestOpenRebuildsTimeIndex(t *testing.T) {
 					assert.Equal(t, int64(n/2), at)
 					_, timeEntries := s.IndexEntries()
 					assert.Positive(t, timeEntries)
-					assert.False(t, s.w.syncedAtOpen, "an open that rebuilt an index has it to sync")
+					assert.False(t, s.SyncedSinceOpen(), "an open that rebuilt an index has it to sync")
 					checkLookups(t, s, checkSegment(t, s))
 				})
 			}
 		}
+	}
+}
+
+// TestSyncedSinceOpen: a clean open that rebuilt nothing finds the files
+// synced, and the first change ends it (the unseal before an append, a
+// truncation, a transaction index entry); an open without the clean
+// shutdown's promise, and a new segment, never report it.
+func TestSyncedSinceOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, s *Segment)
+	}{
+		{"unseal and append", func(t *testing.T, s *Segment) {
+			require.NoError(t, s.Unseal())
+			mustAppend(t, s, simpleBatch(t, s.NextOffset(), 1, 2000, 50))
+		}},
+		{"truncate", func(t *testing.T, s *Segment) {
+			_, err := s.TruncateTo(1)
+			require.NoError(t, err)
+		}},
+		{"aborted transaction entry", func(t *testing.T, s *Segment) {
+			require.NoError(t, s.AppendAbortedTxn(AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 2}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys, dir := vfs.NewMem(), "/p"
+			mustMkdir(t, fsys, dir)
+			s, err := Create(fsys, dir, 0, Config{})
+			require.NoError(t, err)
+			assert.False(t, s.SyncedSinceOpen(), "a new segment")
+			for i := range 3 {
+				mustAppend(t, s, simpleBatch(t, int64(i), 1, 1000+int64(i), 50))
+			}
+			require.NoError(t, s.Flush())
+			mustClose(t, s)
+
+			s, err = Open(fsys, dir, 0, Config{})
+			require.NoError(t, err)
+			assert.False(t, s.SyncedSinceOpen(), "an open without the clean shutdown's promise")
+			mustClose(t, s)
+
+			s, err = OpenClean(fsys, dir, 0, Config{})
+			require.NoError(t, err)
+			defer mustClose(t, s)
+			assert.True(t, s.SyncedSinceOpen(), "a clean open")
+			require.NoError(t, s.Flush())
+			assert.True(t, s.SyncedSinceOpen(), "a Flush with nothing to sync")
+			tc.change(t, s)
+			assert.False(t, s.SyncedSinceOpen(), "after the change")
+		})
 	}
 }

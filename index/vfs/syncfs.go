@@ -5,9 +5,9 @@ package vfs
 // the data and size of every file and every directory entry created,
 // renamed or removed (syncfs(2) on Linux). A Dir opening after a crash uses
 // it to make every partition it recovered durable with one call a
-// filesystem, where each partition would otherwise sync its segments, its
-// producer snapshot and its directory in turn, one device cache flush
-// each.
+// filesystem, and a Dir's Close to make what its partitions wrote durable,
+// where each partition would otherwise sync its segments, its producer
+// snapshot and its directory in turn, one device cache flush each.
 //
 // It is optional: callers check for it with a type assertion and fall back
 // to syncing each file and directory when the FS lacks it or it returns
