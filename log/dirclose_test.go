@@ -17,25 +17,6 @@ import (
 	"github.com/partlog/partlog/segment"
 )
 
-// openWrittenDir opens a Dir on fs (a MemFS, perhaps under an Injector)
-// and appends one producer batch of five records to each of partitions
-// t-0..t-(parts-1), unsynced (the default flush policy). It returns the
-// Dir and the batches.
-func openWrittenDir(t *testing.T, parts int, cfg plog.DirConfig) (*plog.Dir, [][]byte) {
-	t.Helper()
-	d, err := plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
-	batches := make([][]byte, parts)
-	for i := range parts {
-		p, err := d.CreatePartition("t", int32(i))
-		require.NoError(t, err)
-		batches[i] = prodBatch(t, int64(100+i), 0, 0, 5, pbNow(), false)
-		_, err = p.AppendBatch(batches[i])
-		require.NoError(t, err)
-	}
-	return d, batches
-}
-
 // TestDirCloseSyncsOnce: Dir.Close on a filesystem that syncs whole
 // filesystems syncs none of its partitions' files (.log, indexes,
 // producer snapshot, directory): one SyncFilesystems covers them all, a

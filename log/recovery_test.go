@@ -352,73 +352,6 @@ func TestCorruption(t *testing.T) {
 	}
 }
 
-// unsyncedDir creates partitions t-0..t-(parts-1) in a Dir on a MemFS,
-// appends one producer batch of five records to each, and stops the Dir
-// without syncing anything more: its MemFS holds the batches unsynced (a
-// process that died and left them to the page cache) and no clean-shutdown
-// marker. It returns the MemFS and the batches.
-func unsyncedDir(t *testing.T, parts int, cfg plog.DirConfig) (*vfs.MemFS, [][]byte) {
-	t.Helper()
-	mem := vfs.NewMem()
-	in := vfs.NewInjector(mem)
-	cfg.Config.FS = in
-	d, err := plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
-	batches := make([][]byte, parts)
-	for i := range parts {
-		p, err := d.CreatePartition("t", int32(i))
-		require.NoError(t, err)
-		batches[i] = prodBatch(t, int64(100+i), 0, 0, 5, pbNow(), false)
-		_, err = p.AppendBatch(batches[i])
-		require.NoError(t, err)
-	}
-	in.Add(vfs.Rule{Kinds: vfs.MutatingOps, Times: -1}) // the process dies: nothing more is written
-	require.Error(t, d.Close())
-	return mem, batches
-}
-
-// requireRecovered checks that every partition of d holds its batch whole:
-// the log end, the producer state (a retry is answered with its original
-// offsets) and the lookup by time.
-func requireRecovered(t *testing.T, d *plog.Dir, batches [][]byte) {
-	t.Helper()
-	for i := range batches {
-		p := d.Partition("t", int32(i))
-		require.NotNil(t, p, "partition %d", i)
-		require.Equal(t, int64(5), p.LogEndOffset(), "partition %d", i)
-		info, err := p.AppendBatchInfo(batches[i])
-		require.NoError(t, err)
-		assert.Equal(t, plog.AppendInfo{Base: 0, LastOffset: 4, Duplicate: true}, info, "partition %d: the retry", i)
-		assert.Equal(t, int64(5), p.LogEndOffset(), "partition %d", i)
-		to, found, err := p.OffsetForTimestamp(batch.Batch(batches[i]).MaxTimestamp())
-		require.NoError(t, err)
-		require.True(t, found, "partition %d: the batch by its largest timestamp", i)
-		assert.Equal(t, int64(4), to.Offset, "partition %d: offset of the largest timestamp", i)
-	}
-}
-
-// requirePrefixes checks that every partition of d holds a prefix of its
-// batch, whole or nothing (a batch is cut whole), and returns their log
-// ends.
-func requirePrefixes(t *testing.T, d *plog.Dir, batches [][]byte) []int64 {
-	t.Helper()
-	ends := make([]int64, len(batches))
-	for i := range batches {
-		p := d.Partition("t", int32(i))
-		require.NotNil(t, p, "partition %d", i)
-		ends[i] = p.LogEndOffset()
-		require.Contains(t, []int64{0, 5}, ends[i], "partition %d: a prefix of its batch", i)
-		if ends[i] == 5 {
-			got := readAllBatches(t, p, 0)
-			require.Len(t, got, len(batches[i]), "partition %d: the batch", i)
-			// Bytes 12-15, the partition leader epoch, are the partition's.
-			require.Equal(t, batches[i][:12], got[:12], "partition %d: the batch", i)
-			require.Equal(t, batches[i][16:], got[16:], "partition %d: the batch", i)
-		}
-	}
-	return ends
-}
-
 // TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept
 // durable before anything can be appended. On a filesystem that syncs
 // whole filesystems (vfs.FilesystemSyncer) that is two SyncFilesystems
@@ -498,27 +431,6 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 			requireRecovered(t, d, batches)
 		})
 	}
-}
-
-// crashAtFilesystemSync makes in fail a SyncFilesystems call (the first
-// for an even seed, the second for an odd one; the Dir's probe, with no
-// directories, passes) as a machine crash would stop it: the MemFS it
-// returns is what mem held then, crashed with the seed (a share of the
-// unsynced writes kept, some torn).
-func crashAtFilesystemSync(in *vfs.Injector, mem *vfs.MemFS, seed uint64) **vfs.MemFS {
-	var atSync *vfs.MemFS
-	calls := uint64(0)
-	in.SetHook(func(op vfs.Op) error {
-		if op.Kind != vfs.OpSyncFilesystems || op.Path == "" || atSync != nil {
-			return nil
-		}
-		if calls++; calls < 1+seed%2 {
-			return nil
-		}
-		atSync = mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: int(seed * 9), TornPercent: 30, Seed: seed})
-		return fmt.Errorf("%w: the machine stops", vfs.ErrInjected)
-	})
-	return &atSync
 }
 
 // TestUncleanOpenFilesystemSyncFails: when a sync of the recovered
