@@ -171,6 +171,12 @@ type Dir struct {
 	// tier copies segments to remote storage and deletes them (tier.go);
 	// nil without DirConfig.Remote.
 	tier *dirTier
+	// fsSync syncs the filesystem that holds the Dir, whole
+	// (vfs.FilesystemSyncer), for OpenDir after a crash and Close; nil
+	// when the FS cannot, and the partitions sync their own files.
+	// Opened with the Dir, so that it sees every write-back error from
+	// then on.
+	fsSync vfs.FilesystemSync
 
 	// createMu serializes CreatePartition, DeletePartition and Close.
 	createMu sync.Mutex
@@ -255,9 +261,23 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 		}
 	}
 	d.flusher = newFlushScheduler(cfg.BackgroundThreads)
+	if syncer, ok := fs.(vfs.FilesystemSyncer); ok {
+		h, serr := syncer.OpenFilesystemSync(path)
+		switch {
+		case serr == nil:
+			d.fsSync = h
+		case errors.Is(serr, errors.ErrUnsupported):
+		default:
+			d.logger.Warn("partlog/log: cannot sync the log directory's filesystem whole; each partition syncs its own files",
+				"dir", path, "err", serr)
+		}
+	}
 	defer func() {
 		if err != nil {
 			d.flusher.close()
+			if d.fsSync != nil {
+				_ = d.fsSync.Close()
+			}
 			_ = lock.Close()
 		}
 	}()
@@ -418,7 +438,7 @@ func (d *Dir) openPartition(tp TopicPartition, clean, syncLater bool) (p *Partit
 // its segments, its producer snapshot and its directory one after another,
 // about four device cache flushes a partition.
 func (d *Dir) loadAll(tps []TopicPartition, clean bool) error {
-	syncLater := d.syncsFilesystems()
+	syncLater := d.fsSync != nil
 	opened := make([]*Partition, len(tps))
 	recovered := make([]int64, len(tps))
 	errs := make([]error, len(tps))
@@ -462,7 +482,7 @@ type dirPart struct {
 
 // finishRecoveries makes durable what the recoveries of pending kept and
 // cut, writes their producer snapshots at the log end, and raises each
-// one's recovery point to its log end. With SyncFilesystems over the root
+// one's recovery point to its log end. With the filesystem sync over the root
 // and their directories: one sync, then the snapshots (only once the
 // batches below them are durable), then a second sync for the snapshots;
 // when the filesystem declines (errors.ErrUnsupported) each partition's
@@ -477,8 +497,7 @@ func (d *Dir) finishRecoveries(pending []dirPart) error {
 	for _, pr := range pending {
 		dirs = append(dirs, pr.p.dir)
 	}
-	syncer := d.fs.(vfs.FilesystemSyncer)
-	err := syncer.SyncFilesystems(dirs)
+	err := d.fsSync.Sync(dirs)
 	if errors.Is(err, errors.ErrUnsupported) {
 		_, err := d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
 			return false, pr.p.recoveryDurableLocked(pr.p.segs.Load().list, pr.end)
@@ -493,7 +512,7 @@ func (d *Dir) finishRecoveries(pending []dirPart) error {
 	}); err != nil {
 		return err
 	}
-	if err := syncer.SyncFilesystems(dirs); err != nil {
+	if err := d.fsSync.Sync(dirs); err != nil {
 		return fmt.Errorf("sync the recovered partitions' producer snapshots: %w", err)
 	}
 	_, err = d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
@@ -526,29 +545,22 @@ func (d *Dir) eachPartition(prs []dirPart, op string, f func(dirPart) (bool, err
 	return anyTrue.Load(), errors.Join(errs...)
 }
 
-// syncsFilesystems reports whether the Dir's filesystem syncs whole
-// filesystems (vfs.FilesystemSyncer, asked with no directories, which
-// syncs nothing).
-func (d *Dir) syncsFilesystems() bool {
-	syncer, ok := d.fs.(vfs.FilesystemSyncer)
-	return ok && syncer.SyncFilesystems(nil) == nil
-}
-
 // syncClosed makes durable everything the partitions wrote as they closed
-// with syncLater: one SyncFilesystems over the root and every partition
+// with syncLater: one filesystem sync over the root and every partition
 // directory when unsynced (a partition left something, or failed), then
 // the producer snapshots of closed (those the Close closed without an
 // error), then a second sync when any was written. A Dir of idle
-// partitions after a clean open syncs nothing.
+// partitions after a clean open syncs nothing. When the filesystem
+// declines (errors.ErrUnsupported: a directory on a filesystem the handle
+// cannot sync), every file and directory is synced one by one instead.
 func (d *Dir) syncClosed(closed []dirPart, unsynced bool) error {
 	dirs := make([]string, 0, len(d.parts)+1)
 	dirs = append(dirs, d.path)
 	for _, p := range d.parts {
 		dirs = append(dirs, p.dir)
 	}
-	syncer := d.fs.(vfs.FilesystemSyncer)
 	if unsynced {
-		if err := syncer.SyncFilesystems(dirs); err != nil {
+		if err := d.syncDirs(dirs); err != nil {
 			return fmt.Errorf("sync the partitions: %w", err)
 		}
 	}
@@ -559,11 +571,55 @@ func (d *Dir) syncClosed(closed []dirPart, unsynced bool) error {
 		return err
 	}
 	if wrote {
-		if err := syncer.SyncFilesystems(dirs); err != nil {
+		if err := d.syncDirs(dirs); err != nil {
 			return fmt.Errorf("sync the partitions' producer snapshots: %w", err)
 		}
 	}
 	return nil
+}
+
+// syncDirs syncs dirs with the Dir's filesystem sync, or, when it
+// declines, each file below them and then each of them (syncEach).
+func (d *Dir) syncDirs(dirs []string) error {
+	err := d.fsSync.Sync(dirs)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	d.logger.Warn("partlog/log: the filesystem declined a whole sync; syncing each file", "dir", d.path, "err", err)
+	errs := make([]error, len(dirs))
+	d.eachThread(len(dirs), func(i int) { errs[i] = syncEach(d.fs, dirs[i]) })
+	return errors.Join(errs...)
+}
+
+// syncEach syncs every regular file in dir (fdatasync through a read-only
+// handle covers what any handle wrote), then dir's entries.
+func syncEach(fs vfs.FS, dir string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		st, err := fs.Stat(path)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			continue
+		}
+		f, err := fs.Open(path)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", path, err)
+		}
+	}
+	return syncDir(fs, dir)
 }
 
 // eachThread calls f(i) for every i below n, d.threads at a time.
@@ -855,7 +911,7 @@ func (d *Dir) Close() error {
 	// root files record their recovery points and the marker is written;
 	// if it fails, neither is (the raised recovery points are dropped:
 	// the next open recovers from the older ones).
-	syncLater := d.syncsFilesystems()
+	syncLater := d.fsSync != nil
 	closed, unsynced, err := d.closeAll(syncLater)
 	errs := []error{err}
 	synced := true
@@ -877,6 +933,11 @@ func (d *Dir) Close() error {
 	if errors.Join(errs...) == nil && !failed {
 		if err := checkpoint.MarkCleanShutdown(d.fs, d.path); err != nil {
 			errs = append(errs, fmt.Errorf("clean shutdown marker: %w", err))
+		}
+	}
+	if d.fsSync != nil {
+		if err := d.fsSync.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the filesystem sync: %w", err))
 		}
 	}
 	if err := d.lock.Close(); err != nil {

@@ -2,9 +2,11 @@ package log_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -197,4 +199,177 @@ func TestDirCloseFilesystemSyncFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unsyncedRolledDir is a Dir whose partition t-0 holds two producer
+// batches of five records in segment 0, rolled to segment 10 with the
+// roll's background flush failing (segment 0 never synced), and a second,
+// empty partition u-0; then the process dies (nothing more written).
+func unsyncedRolledDir(t *testing.T, cfg plog.DirConfig) *vfs.MemFS {
+	t.Helper()
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg.Config.FS = in
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	_, err = d.CreatePartition("u", 0)
+	require.NoError(t, err)
+	for seq := int32(0); seq < 10; seq += 5 {
+		_, err = p.AppendBatch(prodBatch(t, 100, 0, seq, 5, pbNow(), false))
+		require.NoError(t, err)
+	}
+	in.Add(vfs.Rule{Kinds: vfs.Kinds(vfs.OpSync), Times: -1,
+		Match: func(op vfs.Op) bool { return strings.HasPrefix(op.Path, "/data/t-0") }})
+	require.NoError(t, p.Roll())
+	in.Add(vfs.Rule{Kinds: vfs.MutatingOps, Times: -1})
+	require.Error(t, d.Close())
+	return mem
+}
+
+// TestOpenDirFailureAfterRecovery: an OpenDir that recovered a partition
+// without syncing (its filesystem syncs whole) and then fails, at its
+// filesystem sync or at another partition's open, closes the recovered
+// partition as a Close would: every segment recovery touched is flushed
+// before the producer snapshot at the log end is written, so a machine
+// crash right after leaves no snapshot past what is durable. The next
+// open, under a strict policy, is not refused.
+func TestOpenDirFailureAfterRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(op vfs.Op) bool
+	}{
+		{"the filesystem sync", func(op vfs.Op) bool { return op.Kind == vfs.OpSyncFilesystems }},
+		{"another partition", func(op vfs.Op) bool { return op.Kind == vfs.OpList && op.Path == "/data/u-0" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := plog.DirConfig{Config: plog.Config{SegmentIndexBytes: memIndexBytes}}
+			mem := unsyncedRolledDir(t, cfg)
+			in := vfs.NewInjector(mem)
+			in.SetHook(func(op vfs.Op) error {
+				if tc.fail(op) {
+					return fmt.Errorf("%w: EIO", vfs.ErrInjected)
+				}
+				return nil
+			})
+			cfg.Config.FS = in
+			_, err := plog.OpenDir("/data", cfg)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+
+			var logs bytes.Buffer
+			cfg.Config.FS = mem.CrashClone(vfs.CrashOptions{})
+			cfg.Config.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			cfg.Config.Recovery = plog.StrictRecovery{}
+			d, err := plog.OpenDir("/data", cfg)
+			require.NoError(t, err, "the open after the crash")
+			defer func() { require.NoError(t, d.Close()) }()
+			assert.Equal(t, int64(10), d.Partition("t", 0).LogEndOffset(), "the failed open's Close flushed segment 0")
+			assert.NotContains(t, logs.String(), "past the log end")
+		})
+	}
+}
+
+// TestDirCloseAnswersSyncWaiters: under FlushMessages 1 an append waiting
+// for its fdatasync when Dir.Close starts is answered by Close's own flush
+// of its partition, as by Partition.Close, with the filesystem sync or
+// without: the appends that succeeded are exactly the records the log
+// keeps after the clean close and a crash (20 rounds each, the second
+// append and the Close racing the first append's blocked fdatasync).
+func TestDirCloseAnswersSyncWaiters(t *testing.T) {
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hide=%v", hide), func(t *testing.T) {
+			for round := range 20 {
+				closeWithSyncWaiters(t, hide, round)
+			}
+		})
+	}
+}
+
+func closeWithSyncWaiters(t *testing.T, hide bool, round int) {
+	mem := vfs.NewMem()
+	var inner vfs.FS = mem
+	if hide {
+		inner = struct{ vfs.FS }{mem}
+	}
+	in := vfs.NewInjector(inner)
+	cfg := plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: memIndexBytes, FlushMessages: 1}}
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	// The first append's fdatasync blocks until released; the second
+	// append and the Close start meanwhile.
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, ".log") {
+			once.Do(func() {
+				close(inSync)
+				<-release
+			})
+		}
+		return nil
+	})
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			if i == 1 {
+				<-inSync
+			}
+			_, err := p.AppendBatch(prodBatch(t, int64(1+i), 0, 0, 1, pbNow(), false))
+			errs <- err
+		}()
+	}
+	<-inSync
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	for range round % 4 {
+		runtime.Gosched()
+	}
+	close(release)
+	acked := int64(0)
+	for range 2 {
+		if err := <-errs; err == nil {
+			acked++
+		} else {
+			require.ErrorIs(t, err, plog.ErrClosed, "round %d", round)
+		}
+	}
+	require.NoError(t, <-closed, "round %d", round)
+	in.SetHook(nil)
+
+	d, err = plog.OpenDir("/data", plog.DirConfig{Config: plog.Config{FS: mem.CrashClone(vfs.CrashOptions{}), SegmentIndexBytes: memIndexBytes}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	assert.Equal(t, acked, d.Partition("t", 0).LogEndOffset(), "round %d: appends that succeeded, against records kept", round)
+}
+
+// TestDirCloseDeclinedSyncFallsBack: when the filesystem declines the
+// whole sync at Close (errors.ErrUnsupported) although it opened the
+// handle, Close syncs every file and directory itself and succeeds; a
+// crash right after finds a clean Dir with every record.
+func TestDirCloseDeclinedSyncFallsBack(t *testing.T) {
+	const parts = 2
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg := plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: memIndexBytes}}
+	d, batches := openWrittenDir(t, parts, cfg)
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSyncFilesystems {
+			return fmt.Errorf("declined: %w", errors.ErrUnsupported)
+		}
+		return nil
+	})
+	require.NoError(t, d.Close())
+	in.SetHook(nil)
+
+	cfg.Config.FS = mem.CrashClone(vfs.CrashOptions{})
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	for i := range parts {
+		assert.True(t, d.Partition("t", int32(i)).Stats().Recovery.Clean, "partition %d: a clean open", i)
+	}
+	requireRecovered(t, d, batches)
 }

@@ -162,7 +162,7 @@ func (p *Partition) fullFlushLocked() error {
 
 // closeFlushLocked is fullFlushLocked for a Close whose Dir syncs the
 // whole filesystem afterwards (Dir.Close): the same steps but the syncs of
-// the segments and the directory, which the Dir's one SyncFilesystems
+// the segments and the directory, which the Dir's one filesystem sync
 // makes before it writes the root checkpoints (the recovery point and the
 // high watermark recorded here wait in them, held) and the clean-shutdown
 // marker; and the rolls' pending producer snapshots wait for that sync

@@ -340,7 +340,14 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		p.mu.hw = hw
 	}
 	p.mu.rollAfter = p.newRollAfter()
-	p.dur.setFlushedBelowLocked(active.BaseOffset())
+	if !clean && m != nil && m.syncLater {
+		// Nothing recovery kept is flushed until the Dir's sync
+		// (recoverySyncedLocked): a flush before it (a failed OpenDir
+		// closing the partition) flushes every segment.
+		p.dur.setFlushedBelowLocked(list[0].BaseOffset())
+	} else {
+		p.dur.setFlushedBelowLocked(active.BaseOffset())
+	}
 	if rp := p.dur.currentRecoveryPoint(); clean && (rp < 0 || rp > end.Offset) {
 		// After a clean shutdown everything is durable: a directory
 		// without a recovery point (one Kafka wrote) gets one before a
@@ -418,6 +425,7 @@ func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) er
 	if err := p.snaps.durableLocked(p.mu.producers, end, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
 		return err
 	}
+	p.dur.setFlushedBelowLocked(list[len(list)-1].BaseOffset())
 	return p.dur.setRecoveryPointLocked(end)
 }
 
@@ -428,6 +436,7 @@ func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) er
 // the recovery point moves to end. REQUIRES: mu held.
 func (p *Partition) recoverySyncedLocked(end int64) error {
 	p.snaps.syncedLocked(end, p.mu.writeSeq, &p.mu.dirDirty)
+	p.dur.setFlushedBelowLocked(p.segs.Load().active().BaseOffset())
 	return p.dur.setRecoveryPointLocked(end)
 }
 
@@ -633,11 +642,18 @@ func (p *Partition) Close() error {
 // closeWith is Close. With syncLater (Dir.Close on a filesystem that syncs
 // whole filesystems) it writes what Close writes but the producer
 // snapshots and syncs none of it (closeFlushLocked): the Dir makes every
-// partition's files durable with one SyncFilesystems, then writes their
+// partition's files durable with one filesystem sync, then writes their
 // snapshots (snapshotsAfterSyncLocked) and syncs again, before it writes the
 // root checkpoints and the clean-shutdown marker. unsynced reports that
 // the partition left something for that sync (closeFlushLocked).
 func (p *Partition) closeWith(syncLater bool) (unsynced bool, err error) {
+	if p.dur.syncEveryAppend() {
+		// Appenders wait for their fdatasync (groupCommit): Close's own
+		// flush answers the writes it finds queued, as it would alone;
+		// the Dir's later sync could not (they would be told ErrClosed
+		// about batches the log then keeps).
+		syncLater = false
+	}
 	p.cleaning.stop() // a running Compact ends with ErrClosed before anything closes
 	lock, unsynced, err := p.close(syncLater)
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed

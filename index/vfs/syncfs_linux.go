@@ -15,48 +15,94 @@ import (
 
 var _ FilesystemSyncer = osFS{}
 
-// SyncFilesystems implements FilesystemSyncer with one syncfs(2) for each
-// filesystem (device) that holds one of dirs.
-func (osFS) SyncFilesystems(dirs []string) error {
+// OpenFilesystemSync implements FilesystemSyncer: the handle keeps a
+// descriptor open on each filesystem (device) it syncs, the first one
+// dir's, so that syncfs(2) reports every write-back error from the
+// descriptor's opening on (Linux samples a filesystem's error state when
+// a descriptor is opened, and syncfs reports only what followed).
+func (osFS) OpenFilesystemSync(dir string) (FilesystemSync, error) {
 	if release, ok := syncfsReportsErrors(); !ok {
-		return fmt.Errorf("partlog/vfs: syncfs on Linux %s does not report write-back errors (5.8 and later do): %w", release, errors.ErrUnsupported)
+		return nil, fmt.Errorf("partlog/vfs: syncfs on Linux %s does not report write-back errors (5.8 and later do): %w", release, errors.ErrUnsupported)
 	}
-	synced := make(map[uint64]bool, 1)
-	for _, dir := range dirs {
-		var st unix.Stat_t
-		if err := retryEINTR(func() error { return unix.Stat(dir, &st) }); err != nil {
-			return &os.PathError{Op: "stat", Path: dir, Err: err}
-		}
-		if synced[st.Dev] {
-			continue
-		}
-		if err := syncfs(dir); err != nil {
-			return err
-		}
-		synced[st.Dev] = true
+	h := &osFilesystemSync{fds: make(map[uint64]int, 1)}
+	if _, err := h.fdFor(dir); err != nil {
+		return nil, err
 	}
-	return nil
+	return h, nil
 }
 
-// syncfs runs syncfs(2) on the filesystem holding dir.
-func syncfs(dir string) error {
+// osFilesystemSync is the OS's FilesystemSync: a directory descriptor a
+// device.
+type osFilesystemSync struct {
+	mu     sync.Mutex
+	fds    map[uint64]int // by device
+	closed bool
+}
+
+// fdFor returns the descriptor of the filesystem that holds dir, opening
+// one (on dir) the first time its device is seen. REQUIRES: mu held, or
+// the handle not yet shared.
+func (h *osFilesystemSync) fdFor(dir string) (int, error) {
+	var st unix.Stat_t
+	if err := retryEINTR(func() error { return unix.Stat(dir, &st) }); err != nil {
+		return -1, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if fd, ok := h.fds[st.Dev]; ok {
+		return fd, nil
+	}
 	var fd int
 	err := retryEINTR(func() (err error) {
 		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	err = retryEINTR(func() error { return unix.Syncfs(fd) })
-	cerr := unix.Close(fd)
-	if err != nil {
-		return &os.PathError{Op: "syncfs", Path: dir, Err: err}
+	h.fds[st.Dev] = fd
+	return fd, nil
+}
+
+// Sync runs syncfs(2) once on each filesystem that holds one of dirs.
+func (h *osFilesystemSync) Sync(dirs []string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return &os.PathError{Op: "syncfs", Path: strings.Join(dirs, " "), Err: os.ErrClosed}
 	}
-	if cerr != nil {
-		return &os.PathError{Op: "close", Path: dir, Err: cerr}
+	fds := make(map[int]string, len(h.fds))
+	for _, dir := range dirs {
+		fd, err := h.fdFor(dir)
+		if err != nil {
+			return err
+		}
+		if _, ok := fds[fd]; !ok {
+			fds[fd] = dir
+		}
+	}
+	for fd, dir := range fds {
+		if err := retryEINTR(func() error { return unix.Syncfs(fd) }); err != nil {
+			return &os.PathError{Op: "syncfs", Path: dir, Err: err}
+		}
 	}
 	return nil
+}
+
+// Close closes the descriptors.
+func (h *osFilesystemSync) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return os.ErrClosed
+	}
+	h.closed = true
+	var first error
+	for _, fd := range h.fds {
+		if err := unix.Close(fd); err != nil && first == nil {
+			first = err
+		}
+	}
+	clear(h.fds)
+	return first
 }
 
 // retryEINTR runs call until it fails with something other than EINTR.

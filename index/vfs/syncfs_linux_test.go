@@ -12,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSyncFilesystems: the OS filesystem syncs the filesystems of
-// directories that exist (two on one filesystem: one syncfs) and names the
-// directory that does not; on a kernel whose syncfs hides write-back
-// errors it declines with errors.ErrUnsupported and syncs nothing.
-func TestSyncFilesystems(t *testing.T) {
+// TestFilesystemSync: the OS filesystem's handle syncs the filesystems of
+// directories that exist (two on one filesystem: one descriptor), names
+// the directory that does not, and refuses after Close; on a kernel whose
+// syncfs hides write-back errors it is not opened (errors.ErrUnsupported).
+func TestFilesystemSync(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
 	require.NoError(t, os.Mkdir(a, 0o755))
@@ -24,16 +24,24 @@ func TestSyncFilesystems(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(a, "f"), []byte("data"), 0o644))
 	syncer, ok := Default.(FilesystemSyncer)
 	require.True(t, ok, "the OS filesystem implements FilesystemSyncer on Linux")
+	h, err := syncer.OpenFilesystemSync(root)
 	if _, ok := syncfsReportsErrors(); !ok {
-		require.ErrorIs(t, syncer.SyncFilesystems(nil), errors.ErrUnsupported, "the probe")
-		require.ErrorIs(t, syncer.SyncFilesystems([]string{root, a, b}), errors.ErrUnsupported)
+		require.ErrorIs(t, err, errors.ErrUnsupported)
 		return
 	}
-	require.NoError(t, syncer.SyncFilesystems(nil), "the probe")
-	require.NoError(t, syncer.SyncFilesystems([]string{root, a, b}))
-	err := syncer.SyncFilesystems([]string{a, filepath.Join(root, "missing")})
+	require.NoError(t, err)
+	require.NoError(t, h.Sync([]string{root, a, b}))
+	require.Len(t, h.(*osFilesystemSync).fds, 1, "one filesystem, one descriptor")
+	require.NoError(t, h.Sync(nil))
+	err = h.Sync([]string{a, filepath.Join(root, "missing")})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, "missing")
+	require.NoError(t, h.Close())
+	require.ErrorIs(t, h.Sync([]string{a}), os.ErrClosed)
+	require.ErrorIs(t, h.Close(), os.ErrClosed)
+
+	_, err = syncer.OpenFilesystemSync(filepath.Join(root, "missing"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
 // TestReleaseAtLeast: kernel release strings as uname prints them.

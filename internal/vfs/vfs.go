@@ -42,6 +42,10 @@ type VectorWriterAt = pvfs.VectorWriterAt
 // (index/vfs.FilesystemSyncer); MemFS and Injector implement it.
 type FilesystemSyncer = pvfs.FilesystemSyncer
 
+// FilesystemSync is a FilesystemSyncer's open handle
+// (index/vfs.FilesystemSync).
+type FilesystemSync = pvfs.FilesystemSync
+
 // MapHook is the optional mapping hook of a File (index/vfs.MapHook);
 // the Injector's files implement it to fail mappings.
 type MapHook = pvfs.MapHook

@@ -61,8 +61,8 @@ const (
 	OpMap
 	// OpLock is FS.Lock.
 	OpLock
-	// OpSyncFilesystems is [vfs.FilesystemSyncer]'s SyncFilesystems;
-	// Op.Path is the first directory.
+	// OpSyncFilesystems is a [vfs.FilesystemSync]'s Sync; Op.Path is the
+	// first directory. (Opening the handle is an OpOpenDir.)
 	OpSyncFilesystems
 	numOpKinds
 )
@@ -552,23 +552,50 @@ func (in *Injector) Lock(name string) (io.Closer, error) {
 	return in.fs.Lock(name)
 }
 
-// SyncFilesystems implements [vfs.FilesystemSyncer]: an OpSyncFilesystems
+// OpenFilesystemSync implements [vfs.FilesystemSyncer]: an OpOpenDir
 // operation, passed on to the inner FS, or, when the inner FS does not
-// implement it, an error wrapping errors.ErrUnsupported (what callers
-// fall back on).
-func (in *Injector) SyncFilesystems(dirs []string) error {
+// implement it, an error wrapping errors.ErrUnsupported (what callers fall
+// back on). Each Sync of the handle is an OpSyncFilesystems operation.
+func (in *Injector) OpenFilesystemSync(dir string) (vfs.FilesystemSync, error) {
+	if err := in.failOp(Op{Kind: OpOpenDir, Path: dir}); err != nil {
+		return nil, err
+	}
+	syncer, ok := in.fs.(vfs.FilesystemSyncer)
+	if !ok {
+		return nil, fmt.Errorf("partlog/vfstest: %T does not sync filesystems: %w", in.fs, errors.ErrUnsupported)
+	}
+	h, err := syncer.OpenFilesystemSync(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &injFilesystemSync{in: in, h: h}, nil
+}
+
+// injFilesystemSync is a FilesystemSync of an Injector.
+type injFilesystemSync struct {
+	in *Injector
+	h  vfs.FilesystemSync
+}
+
+// Sync is an OpSyncFilesystems operation (Op.Path the first dir).
+func (s *injFilesystemSync) Sync(dirs []string) error {
 	op := Op{Kind: OpSyncFilesystems}
 	if len(dirs) > 0 {
 		op.Path = dirs[0]
 	}
-	if err := in.failOp(op); err != nil {
+	if err := s.in.failOp(op); err != nil {
 		return err
 	}
-	syncer, ok := in.fs.(vfs.FilesystemSyncer)
-	if !ok {
-		return fmt.Errorf("partlog/vfstest: %T does not sync filesystems: %w", in.fs, errors.ErrUnsupported)
+	return s.h.Sync(dirs)
+}
+
+// Close is an OpClose operation; an injected Close still closes.
+func (s *injFilesystemSync) Close() error {
+	err := s.in.failOp(Op{Kind: OpClose})
+	if cerr := s.h.Close(); err == nil {
+		err = cerr
 	}
-	return syncer.SyncFilesystems(dirs)
+	return err
 }
 
 // injFile is a File of an Injector.

@@ -39,30 +39,35 @@ func TestOpKinds(t *testing.T) {
 	require.Equal(t, "rename a -> b", op.String(), "Op.String = %q", op.String())
 }
 
-// TestInjectorSyncFilesystems: the call is an operation rules fail (and
-// then it reaches nothing), it is passed on to a MemFS, and over an FS
-// without it the injector declines with errors.ErrUnsupported.
-func TestInjectorSyncFilesystems(t *testing.T) {
+// TestInjectorFilesystemSync: opening the handle is an OpOpenDir and each
+// Sync an OpSyncFilesystems, both failed by rules (a failed Sync reaches
+// nothing); they are passed on to a MemFS, and over an FS without them the
+// injector declines with errors.ErrUnsupported.
+func TestInjectorFilesystemSync(t *testing.T) {
 	m := NewMem()
 	in := NewInjector(m)
 	require.NoError(t, in.MkdirAll("/d", 0o755))
 	m.SyncAll()
 	writeFile(t, in, "/d/f", []byte("data"), false)
+	in.Add(Rule{Kinds: Kinds(OpOpenDir)})
+	_, err := in.OpenFilesystemSync("/d")
+	require.ErrorIs(t, err, ErrInjected)
+	h, err := in.OpenFilesystemSync("/d")
+	require.NoError(t, err)
 	in.Add(Rule{Kinds: Kinds(OpSyncFilesystems)})
-	err := in.SyncFilesystems([]string{"/d"})
+	err = h.Sync([]string{"/d"})
 	require.ErrorIs(t, err, ErrInjected)
 	require.ErrorContains(t, err, "syncFilesystems /d")
 	require.False(t, exists(m.CrashClone(CrashOptions{}), "/d/f"), "a failed call synced something")
-	require.NoError(t, in.SyncFilesystems([]string{"/d"}))
+	require.NoError(t, h.Sync([]string{"/d"}))
 	got, err := readFile(m.CrashClone(CrashOptions{}), "/d/f")
 	require.NoError(t, err)
 	require.Equal(t, "data", string(got))
-
-	require.NoError(t, in.SyncFilesystems(nil), "the probe")
+	require.NoError(t, h.Close())
 
 	plain := NewInjector(struct{ vfs.FS }{m})
-	require.ErrorIs(t, plain.SyncFilesystems(nil), errors.ErrUnsupported, "the probe")
-	require.ErrorIs(t, plain.SyncFilesystems([]string{"/d"}), errors.ErrUnsupported)
+	_, err = plain.OpenFilesystemSync("/d")
+	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
 // writeCheckpoint is a small scenario: the atomic-replace pattern.

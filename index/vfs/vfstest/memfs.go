@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -589,21 +590,39 @@ func (m *MemFS) SyncAll() {
 	clear(m.groups)
 }
 
-// SyncFilesystems implements [vfs.FilesystemSyncer]: every file and
-// directory below each of dirs (each dir included) becomes durable, as if
-// each had been synced, which is what the OS's one syncfs guarantees at
-// least. A dir that does not exist is an error, and nothing is synced.
-func (m *MemFS) SyncFilesystems(dirs []string) error {
+// OpenFilesystemSync implements [vfs.FilesystemSyncer]: the handle's Sync
+// makes every file and directory below each of its dirs (each dir
+// included) durable, as if each had been synced, which is what the OS's
+// syncfs guarantees at least. dir must exist.
+func (m *MemFS) OpenFilesystemSync(dir string) (vfs.FilesystemSync, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if _, err := m.lookupDir("open", dir); err != nil {
+		return nil, err
+	}
+	return &memFilesystemSync{m: m}, nil
+}
+
+// memFilesystemSync is MemFS's FilesystemSync.
+type memFilesystemSync struct {
+	m      *MemFS
+	closed atomic.Bool
+}
+
+// Sync syncs everything below each of dirs; a dir that does not exist is
+// an error, and nothing is synced then.
+func (h *memFilesystemSync) Sync(dirs []string) error {
+	if h.closed.Load() {
+		return &os.PathError{Op: "syncfs", Path: strings.Join(dirs, " "), Err: os.ErrClosed}
+	}
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	nodes := make([]*memNode, 0, len(dirs))
 	for _, dir := range dirs {
-		n, err := m.lookup("syncfs", dir)
+		n, err := m.lookupDir("syncfs", dir)
 		if err != nil {
 			return err
-		}
-		if !n.isDir {
-			return &os.PathError{Op: "syncfs", Path: dir, Err: syscall.ENOTDIR}
 		}
 		nodes = append(nodes, n)
 	}
@@ -612,6 +631,26 @@ func (m *MemFS) SyncFilesystems(dirs []string) error {
 		m.syncTree(n, seen)
 	}
 	return nil
+}
+
+// Close ends the handle.
+func (h *memFilesystemSync) Close() error {
+	if h.closed.Swap(true) {
+		return os.ErrClosed
+	}
+	return nil
+}
+
+// lookupDir is lookup for a directory. REQUIRES: mu held.
+func (m *MemFS) lookupDir(op, name string) (*memNode, error) {
+	n, err := m.lookup(op, name)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir {
+		return nil, &os.PathError{Op: op, Path: name, Err: syscall.ENOTDIR}
+	}
+	return n, nil
 }
 
 // syncTree syncs n and, for a directory, everything below it, skipping

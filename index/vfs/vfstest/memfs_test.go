@@ -425,28 +425,30 @@ func TestSyncAll(t *testing.T) {
 	require.Equal(t, "data", string(got), "after SyncAll: %q\n%s", got, c)
 }
 
-// TestSyncFilesystems: what is below the given directories (files' data,
-// entries, the directories' own entries) survives a crash that keeps only
-// synced state; what lies elsewhere does not, and a missing directory syncs
-// nothing.
-func TestSyncFilesystems(t *testing.T) {
+// TestFilesystemSync: what is below the directories a handle syncs
+// (files' data, entries, the directories' own entries) survives a crash
+// that keeps only synced state; what lies elsewhere does not, a missing
+// directory syncs nothing, and a closed handle syncs nothing.
+func TestFilesystemSync(t *testing.T) {
 	m := NewMem()
 	require.NoError(t, m.MkdirAll("/d", 0o755))
 	m.SyncAll()
+	_, err := m.OpenFilesystemSync("/missing")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	h, err := m.OpenFilesystemSync("/d")
+	require.NoError(t, err)
 	require.NoError(t, m.MkdirAll("/d/p/q", 0o755))
 	require.NoError(t, m.MkdirAll("/other", 0o755))
 	writeFile(t, m, "/d/p/f", []byte("data"), false)
 	writeFile(t, m, "/d/p/q/g", []byte("deep"), false)
 	writeFile(t, m, "/other/h", []byte("away"), false)
 
-	err := m.SyncFilesystems([]string{"/d", "/missing"})
-	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, h.Sync([]string{"/d", "/missing"}), os.ErrNotExist)
 	require.False(t, exists(m.CrashClone(CrashOptions{}), "/d/p"), "a failed call synced something")
 	writeFile(t, m, "/d/file", []byte("x"), false)
-	err = m.SyncFilesystems([]string{"/d/file"})
-	require.ErrorIs(t, err, syscall.ENOTDIR)
+	require.ErrorIs(t, h.Sync([]string{"/d/file"}), syscall.ENOTDIR)
 
-	require.NoError(t, m.SyncFilesystems([]string{"/d", "/d/p"}))
+	require.NoError(t, h.Sync([]string{"/d", "/d/p"}))
 	c := m.CrashClone(CrashOptions{})
 	for name, want := range map[string]string{"/d/p/f": "data", "/d/p/q/g": "deep", "/d/file": "x"} {
 		got, err := readFile(c, name)
@@ -455,7 +457,7 @@ func TestSyncFilesystems(t *testing.T) {
 	}
 	require.False(t, exists(c, "/other"), "an entry outside the directories was synced:\n%s", c)
 
-	// A file synced through the call keeps that state across later
+	// A file synced through the handle keeps that state across later
 	// unsynced writes, as one synced through File.Sync does.
 	f, err := m.OpenReadWrite("/d/p/f")
 	require.NoError(t, err)
@@ -465,6 +467,10 @@ func TestSyncFilesystems(t *testing.T) {
 	got, err := readFile(m.CrashClone(CrashOptions{}), "/d/p/f")
 	require.NoError(t, err)
 	require.Equal(t, "data", string(got))
+
+	require.NoError(t, h.Close())
+	require.ErrorIs(t, h.Sync([]string{"/d"}), os.ErrClosed)
+	require.ErrorIs(t, h.Close(), os.ErrClosed)
 }
 
 // TestMemFSConcurrent runs writers, readers, directory changes and crash
