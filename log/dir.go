@@ -203,8 +203,9 @@ type Dir struct {
 // recovered; after an unclean one each partition recovers from its
 // recovery point. When the filesystem syncs whole filesystems
 // (vfs.FilesystemSyncer, which Default implements on Linux 5.8 and
-// later), what the recoveries kept is made durable with one call for the
-// whole Dir before any recovery point moves, instead of each partition
+// later), what the recoveries kept is made durable with one filesystem
+// sync for the whole Dir (and a second for the producer snapshots written
+// after it) before any recovery point moves, instead of each partition
 // syncing its files and directory in turn; wrap the FS in a type that
 // does not implement it to keep the per-partition syncs (syncfs waits for
 // every dirty page of the filesystem, other programs' included). Other entries of the directory (meta.properties, Kafka's

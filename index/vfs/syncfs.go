@@ -34,9 +34,9 @@ type FilesystemSync interface {
 	// the files and directories below each of dirs, each dir included
 	// (its own entry in its parent is not promised). After a crash,
 	// every byte and entry it covered is there. An error means some of
-	// it may not be durable; errors.ErrUnsupported that this handle
-	// cannot sync one of dirs (it lies on another filesystem that cannot
-	// be synced whole), and nothing was synced.
+	// it may not be durable; one wrapping errors.ErrUnsupported means
+	// that this handle cannot sync one of dirs (it lies on another
+	// filesystem that cannot be synced whole) and synced nothing.
 	Sync(dirs []string) error
 	io.Closer
 }
