@@ -208,8 +208,9 @@ type Dir struct {
 // after it) before any recovery point moves, instead of each partition
 // syncing its files and directory in turn; wrap the FS in a type that
 // does not implement it to keep the per-partition syncs (syncfs waits for
-// every dirty page of the filesystem, other programs' included). Other entries of the directory (meta.properties, Kafka's
-// "-future" and "-stray" directories, anything else) are left alone.
+// every dirty page of the filesystem, other programs' included). Other
+// entries of the directory (meta.properties, Kafka's "-future" and
+// "-stray" directories, anything else) are left alone.
 // Entries of the root files for partitions the directory does not hold are
 // dropped the next time the file is written. A partition directory last
 // used by a partition opened alone (it holds a .partlog.lock file:
@@ -889,8 +890,9 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 // call makes all of it durable, then their producer snapshots are written
 // and a second call covers them, before the root files and the marker
 // are written (when either call fails neither is); a Dir whose partitions
-// changed nothing since a clean open syncs nothing. It releases the lock even when a step fails and
-// returns every error. A second Close returns ErrClosed.
+// changed nothing since a clean open syncs nothing. It releases the lock
+// even when a step fails and returns every error. A second Close returns
+// ErrClosed.
 func (d *Dir) Close() error {
 	d.createMu.Lock()
 	defer d.createMu.Unlock()

@@ -151,6 +151,13 @@ func (p *Partition) fullFlushLocked() error {
 			return fmt.Errorf("partlog/log: sync %s: %w", p.dir, err)
 		}
 	}
+	return p.recordFlushedLocked()
+}
+
+// recordFlushedLocked records what a full flush made durable: the
+// recovery point at the log end, the leader epochs, the high watermark.
+// REQUIRES: flushMu and mu held.
+func (p *Partition) recordFlushedLocked() error {
 	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
@@ -161,18 +168,15 @@ func (p *Partition) fullFlushLocked() error {
 }
 
 // closeFlushLocked is fullFlushLocked for a Close whose Dir syncs the
-// whole filesystem afterwards (Dir.Close): the same steps but the syncs of
-// the segments and the directory, which the Dir's one filesystem sync
-// makes before it writes the root checkpoints (the recovery point and the
-// high watermark recorded here wait in them, held) and the clean-shutdown
-// marker; and the rolls' pending producer snapshots wait for that sync
-// (snapshotsAfterSyncLocked). unsynced reports that anything
-// may need the Dir's sync: an unsynced directory entry, or a segment not
-// as a clean open found it (segment.SyncedSinceOpen); an idle partition
-// after a clean open has nothing, and a Dir of only those syncs nothing.
-// Nothing is counted as synced (groupCommit.synced stays): an
-// append waiting for its fdatasync is not told it is durable before the
-// Dir's sync is. REQUIRES: flushMu and mu held; the Dir's root files held.
+// whole filesystem afterwards (Dir.Close). It syncs neither the segments
+// nor the directory, and leaves the rolls' pending producer snapshots to
+// snapshotsAfterSyncLocked; the recovery point and high watermark it
+// records wait in the held root files until the Dir's sync is done. It
+// counts nothing as synced (groupCommit.synced stays). unsynced reports
+// whether anything may need the Dir's sync: an unsynced directory entry,
+// or a segment not as a clean open found it (segment.SyncedSinceOpen). An
+// idle partition after a clean open has nothing, and a Dir of only those
+// syncs nothing. REQUIRES: flushMu and mu held; the Dir's root files held.
 func (p *Partition) closeFlushLocked() (unsynced bool, err error) {
 	// The index trims a sealed segment's flush makes before its syncs
 	// (the active one's, sealed by Close, among them), so that the Dir's
@@ -187,13 +191,7 @@ func (p *Partition) closeFlushLocked() (unsynced bool, err error) {
 		// Conservative: a segment flushed since it was written counts.
 		unsynced = unsynced || !seg.SyncedSinceOpen()
 	}
-	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
-		return true, err
-	}
-	if err := p.mu.epochs.Persist(); err != nil {
-		return true, err
-	}
-	return unsynced, p.dur.writeHighWatermarkLocked(p.mu.hw.Offset)
+	return unsynced, p.recordFlushedLocked()
 }
 
 // flushLocked fsyncs the segments written since the last full flush and

@@ -743,7 +743,7 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err er
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}
-	return lock, unsynced || first != nil, first
+	return lock, unsynced, first
 }
 
 // spliceSegmentsLocked publishes a new snapshot whose list is the current

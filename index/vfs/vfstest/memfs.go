@@ -387,12 +387,9 @@ func (m *MemFS) openFile(op, name string, write, create, trunc bool) (vfs.File, 
 func (m *MemFS) OpenDir(name string) (vfs.File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n, err := m.lookup("open", name)
+	n, err := m.lookupDir("open", name)
 	if err != nil {
 		return nil, err
-	}
-	if !n.isDir {
-		return nil, &os.PathError{Op: "open", Path: name, Err: syscall.ENOTDIR}
 	}
 	return &memFile{fs: m, n: n, name: name, read: true}, nil
 }
