@@ -101,7 +101,9 @@
 //     fsync rate. The automatic high watermark then covers only synced
 //     batches: ReadFrom never returns a batch a crash could take back.
 //   - FlushMessages == N > 1: the append that brings the unflushed record
-//     count to N flushes everything before it returns.
+//     count to N flushes everything before it returns. A flush that covered
+//     its batch meanwhile (a Sync's, another append's, a Close's) answers
+//     it: it succeeds even when the partition closed before it could flush.
 //   - FlushInterval > 0: a background goroutine flushes every interval;
 //     Close stops it.
 //

@@ -241,6 +241,62 @@ func TestFlushMessages(t *testing.T) {
 	require.Equal(t, int64(36), rp)
 }
 
+// TestFlushMessagesAnsweredByClose: under FlushMessages N > 1, an append
+// that crosses N records and finds its flush done by a Close that ran
+// first (the Close's full flush covered its batch) succeeds: the appends
+// that succeeded are exactly the records a crash right after keeps (20
+// rounds: a Sync blocked in its fdatasync holds both locks while the
+// append and the Close line up behind it).
+func TestFlushMessagesAnsweredByClose(t *testing.T) {
+	for round := range 20 {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		const dir = "/data/flushclose-0"
+		p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: 2})
+		require.NoError(t, err)
+		_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
+		require.NoError(t, err)
+		inSync, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		in.SetHook(func(op vfs.Op) error {
+			if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+				once.Do(func() {
+					close(inSync)
+					<-release
+				})
+			}
+			return nil
+		})
+		synced := make(chan error, 1)
+		go func() { synced <- p.Sync() }()
+		<-inSync
+		appended, closed := make(chan error, 1), make(chan error, 1)
+		go func() {
+			_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 2, 1)) // crosses 2 records
+			appended <- err
+		}()
+		go func() { closed <- p.Close() }()
+		for range round % 4 {
+			runtime.Gosched()
+		}
+		close(release)
+		require.NoError(t, <-synced, "round %d", round)
+		require.NoError(t, <-closed, "round %d", round)
+		acked := int64(1)
+		if err := <-appended; err == nil {
+			acked += 2
+		} else {
+			require.ErrorIs(t, err, plog.ErrClosed, "round %d", round)
+		}
+		in.SetHook(nil)
+
+		p, err = plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
+		require.NoError(t, err)
+		assert.Equal(t, acked, p.LogEndOffset(), "round %d: records acknowledged, against records kept", round)
+		require.NoError(t, p.Close())
+	}
+}
+
 // TestFlushInterval checks flush.ms: a background goroutine flushes and
 // moves the recovery point, and stops on Close.
 func TestFlushInterval(t *testing.T) {

@@ -69,6 +69,13 @@ func (p *Partition) afterAppend(seq uint64, flushDue bool) error {
 		defer p.flushMu.Unlock()
 		p.lockWriter()
 		defer p.mu.Unlock()
+		if p.dur.group.syncedSeq() >= seq {
+			// A full flush covered the batch meanwhile: another
+			// append's, a Sync's, or the Close that closed the
+			// partition (which then must not make a durable batch
+			// look failed).
+			return nil
+		}
 		if err := p.checkWritableLocked(); err != nil {
 			return err
 		}
