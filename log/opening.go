@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
 
 	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
@@ -370,18 +369,14 @@ func (o *opening) dropListing() { o.listing, o.listed = nil, false }
 func (o *opening) newestSnapshot() (offset int64, ok bool, err error) {
 	var offs []int64
 	if o.listed {
-		for _, name := range o.listing {
-			if off, ok := producer.ParseSnapshotFileName(name); ok {
-				offs = append(offs, off)
-			}
-		}
+		offs = producer.SnapshotOffsets(o.listing)
 	} else if offs, err = producer.ListSnapshots(o.fs, o.dir); err != nil {
 		return 0, false, err
 	}
 	if len(offs) == 0 {
 		return 0, false, nil
 	}
-	return slices.Max(offs), true, nil
+	return offs[len(offs)-1], true, nil
 }
 
 // openSegments opens the segments at bases, reading no batch data when

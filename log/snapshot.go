@@ -88,14 +88,7 @@ type producerSnapshots struct {
 // useListing takes the directory's listing names (a clean open's,
 // read by checkDir) as the snapshot files until newest has run.
 func (s *producerSnapshots) useListing(names []string) {
-	s.listed = s.listed[:0]
-	for _, n := range names {
-		if off, ok := producer.ParseSnapshotFileName(n); ok {
-			s.listed = append(s.listed, off)
-		}
-	}
-	slices.Sort(s.listed)
-	s.listedOK = true
+	s.listed, s.listedOK = producer.SnapshotOffsets(names), true
 }
 
 // dropListing ends the use of the open's listing.

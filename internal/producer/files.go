@@ -27,6 +27,13 @@ func ListSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return SnapshotOffsets(names), nil
+}
+
+// SnapshotOffsets returns the offsets of the snapshot file names among
+// names (ParseSnapshotFileName), ascending: ListSnapshots of a listing
+// already read.
+func SnapshotOffsets(names []string) []int64 {
 	var out []int64
 	for _, n := range names {
 		if off, ok := ParseSnapshotFileName(n); ok {
@@ -34,7 +41,7 @@ func ListSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	return out
 }
 
 // SnapshotPath returns the path of the snapshot file at offset in dir.

@@ -240,6 +240,22 @@ func TestSnapshotFileNames(t *testing.T) {
 	}
 }
 
+// TestSnapshotOffsets: the snapshot names of a listing, as offsets in
+// ascending order whatever the listing's order; other names are ignored.
+func TestSnapshotOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  []int64
+	}{
+		{nil, nil},
+		{[]string{"00000000000000000040.log", "leader-epoch-checkpoint"}, nil},
+		{[]string{"00000000000000000040.snapshot", "00000000000000000003.snapshot", "00000000000000000040.log",
+			"00000000000000000017.snapshot.deleted", "00000000000000000017.snapshot"}, []int64{3, 17, 40}},
+	} {
+		assert.Equal(t, tc.want, SnapshotOffsets(tc.names), "%q", tc.names)
+	}
+}
+
 // TestSnapshotFiles: the file functions on an in-memory filesystem.
 func TestSnapshotFiles(t *testing.T) {
 	fsys := vfs.NewMem()
