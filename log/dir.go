@@ -484,12 +484,14 @@ type dirPart struct {
 
 // finishRecoveries makes durable what the recoveries of pending kept and
 // cut, writes their producer snapshots at the log end, and raises each
-// one's recovery point to its log end. With the filesystem sync over the root
-// and their directories: one sync, then the snapshots (only once the
-// batches below them are durable), then a second sync for the snapshots;
-// when the filesystem declines (errors.ErrUnsupported) each partition's
-// own syncs, d.threads at a time. A failed sync fails the open and raises
-// no recovery point: the next open recovers again.
+// one's recovery point to its log end. With the filesystem sync over the
+// root and their directories: one sync, then the snapshots (only once the
+// batches below them are durable), then a second sync for the snapshots
+// when any was written (a partition whose newest snapshot lies at its
+// log end keeps it: snapshotsAfterSyncLocked); when the filesystem
+// declines (errors.ErrUnsupported) each partition's own syncs, d.threads
+// at a time. A failed sync fails the open and raises no recovery point:
+// the next open recovers again.
 func (d *Dir) finishRecoveries(pending []dirPart) error {
 	if len(pending) == 0 {
 		return nil
@@ -509,13 +511,16 @@ func (d *Dir) finishRecoveries(pending []dirPart) error {
 	if err != nil {
 		return fmt.Errorf("sync the recovered partitions: %w", err)
 	}
-	if _, err := d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
-		return pr.p.snapshotsAfterSyncLocked()
-	}); err != nil {
+	wrote, err := d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
+		return pr.p.snapshotsAfterSyncLocked(true)
+	})
+	if err != nil {
 		return err
 	}
-	if err := d.fsSync.Sync(dirs); err != nil {
-		return fmt.Errorf("sync the recovered partitions' producer snapshots: %w", err)
+	if wrote {
+		if err := d.fsSync.Sync(dirs); err != nil {
+			return fmt.Errorf("sync the recovered partitions' producer snapshots: %w", err)
+		}
 	}
 	_, err = d.eachPartition(pending, "open", func(pr dirPart) (bool, error) {
 		return false, pr.p.recoverySyncedLocked(pr.end)
@@ -567,7 +572,7 @@ func (d *Dir) syncClosed(closed []dirPart, unsynced bool) error {
 		}
 	}
 	wrote, err := d.eachPartition(closed, "close", func(pr dirPart) (bool, error) {
-		return pr.p.snapshotsAfterSyncLocked()
+		return pr.p.snapshotsAfterSyncLocked(false)
 	})
 	if err != nil {
 		return err

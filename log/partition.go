@@ -445,9 +445,15 @@ func (p *Partition) recoverySyncedLocked(end int64) error {
 // snapshot is written only once the batches below it are durable, which
 // the sync made them): those the rolls left pending and the one at the
 // log end, unless it is kept and nothing changed since; wrote reports
-// whether it wrote any. The Dir's second sync makes them durable.
-// REQUIRES: mu held.
-func (p *Partition) snapshotsAfterSyncLocked() (wrote bool, err error) {
+// whether it wrote any. The Dir's second sync makes them durable. After
+// an open (opened) the snapshot the load read counts as kept when it lies
+// at the log end, as after a clean shutdown: the sync made it durable, and
+// nothing was replayed after it. A Dir of idle partitions then writes no
+// snapshot and makes no second sync. REQUIRES: mu held.
+func (p *Partition) snapshotsAfterSyncLocked(opened bool) (wrote bool, err error) {
+	if opened {
+		p.snaps.keepLoadedLocked(p.mu.end.Offset, p.mu.writeSeq)
+	}
 	if p.snaps.writePendingLocked() {
 		p.mu.dirDirty, wrote = true, true
 	}

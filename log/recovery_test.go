@@ -17,6 +17,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
+	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -431,6 +432,53 @@ func TestUncleanOpenSyncsOnce(t *testing.T) {
 			requireRecovered(t, d, batches)
 		})
 	}
+}
+
+// TestUncleanOpenKeepsSnapshotsAtLogEnd: partitions idle since their
+// producer snapshots at the log end (a clean Close, then the marker lost,
+// as a crash at the end of the Close leaves them) recover with one
+// filesystem sync and write no snapshot: each keeps the one it loaded,
+// which the sync made durable. A crash right after that open keeps every
+// record and the producer state.
+func TestUncleanOpenKeepsSnapshotsAtLogEnd(t *testing.T) {
+	const parts = 3
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: memIndexBytes}}
+	d, batches := openWrittenDir(t, parts, cfg)
+	require.NoError(t, d.Close())
+	require.NoError(t, mem.Remove(filepath.Join("/data", checkpoint.CleanShutdownFile)))
+
+	in := vfs.NewInjector(mem)
+	var mu sync.Mutex
+	fsSyncs, snapshotOps := 0, 0
+	in.SetHook(func(op vfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case op.Kind == vfs.OpSyncFilesystems && op.Path != "": // not the Dir's probe
+			fsSyncs++
+		case vfs.MutatingOps&(1<<uint(op.Kind)) != 0 && strings.HasSuffix(op.Path, ".snapshot"):
+			snapshotOps++
+		}
+		return nil
+	})
+	cfg.Config.FS = in
+	d, err := plog.OpenDir("/data", cfg)
+	in.SetHook(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, fsSyncs, "SyncFilesystems calls")
+	assert.Zero(t, snapshotOps, "changes to snapshot files")
+	for i := range parts {
+		assert.False(t, d.Partition("t", int32(i)).Stats().Recovery.Clean, "partition %d: recovered", i)
+	}
+
+	crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 0})
+	require.NoError(t, d.Close())
+	cfg.Config.FS = crashed
+	d, err = plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	requireRecovered(t, d, batches)
 }
 
 // TestUncleanOpenFilesystemSyncFails: when a sync of the recovered
