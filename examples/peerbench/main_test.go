@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunReportsEveryPeer runs every scenario on a small log: each peer's
+// reads hand back exactly the records appended (run fails otherwise), and
+// the output holds each peer's time per record and each other peer's
+// time over partlog's.
+func TestRunReportsEveryPeer(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(&out, t.TempDir(), "", 2_000, 2))
+	for _, sc := range scenarios {
+		for _, p := range peerNames {
+			assert.Contains(t, out.String(), sc.name+"."+p+"_per_record ", "scenario %s, peer %s", sc.name, p)
+			if p != "partlog" {
+				assert.Contains(t, out.String(), sc.name+"."+p+"_time_over_partlog ", "scenario %s, peer %s", sc.name, p)
+			}
+		}
+	}
+}
+
+// TestPeersReadBackBatches: every peer reads back, in order, records
+// appended in batches of a length that does not divide their count.
+func TestPeersReadBackBatches(t *testing.T) {
+	values := make([][]byte, 250)
+	for i := range values {
+		values[i] = []byte(strings.Repeat(string(rune('a'+i%26)), 1+i%7))
+	}
+	for _, name := range peerNames {
+		p, err := openPeer(name, t.TempDir())
+		require.NoError(t, err, name)
+		for i := 0; i < len(values); i += 40 {
+			require.NoError(t, p.appendBatch(values[i:min(i+40, len(values))]), name)
+		}
+		require.NoError(t, readCheck(p, values), name)
+		require.NoError(t, p.close(), name)
+	}
+}
+
+// TestSelected: -only picks scenarios by name and refuses an unknown one.
+func TestSelected(t *testing.T) {
+	sel, err := selected(" read, reread ")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{"one_record_append": false, "batch_append": false, "read": true, "reread": true}, sel)
+	_, err = selected("reads")
+	require.ErrorContains(t, err, `no scenario "reads"`)
+	require.Error(t, run(&bytes.Buffer{}, t.TempDir(), "", 10, 0))
+}
