@@ -102,8 +102,9 @@
 //     batches: ReadFrom never returns a batch a crash could take back.
 //   - FlushMessages == N > 1: the append that brings the unflushed record
 //     count to N flushes everything before it returns. A flush that covered
-//     its batch meanwhile (a Sync's, another append's, a Close's) answers
-//     it: it succeeds even when the partition closed before it could flush.
+//     its batch meanwhile (a Sync's, another append's, a Close's, a
+//     Dir.Close's) answers it: it succeeds even when the partition closed
+//     before it could flush.
 //   - FlushInterval > 0: a background goroutine flushes every interval;
 //     Close stops it.
 //

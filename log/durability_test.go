@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -243,58 +244,89 @@ func TestFlushMessages(t *testing.T) {
 
 // TestFlushMessagesAnsweredByClose: under FlushMessages N > 1, an append
 // that crosses N records and finds its flush done by a Close that ran
-// first (the Close's full flush covered its batch) succeeds: the appends
-// that succeeded are exactly the records a crash right after keeps (20
-// rounds: a Sync blocked in its fdatasync holds both locks while the
-// append and the Close line up behind it).
+// first (the Close's full flush covered its batch) succeeds, alone or in
+// a Dir whose Close syncs the whole filesystem: the appends that
+// succeeded are exactly the records a crash right after keeps (20 rounds
+// each: a Sync blocked in its fdatasync holds both locks while the append
+// and the Close line up behind it).
 func TestFlushMessagesAnsweredByClose(t *testing.T) {
-	for round := range 20 {
-		mem := vfs.NewMem()
-		in := vfs.NewInjector(mem)
-		const dir = "/data/flushclose-0"
-		p, err := plog.Open(dir, plog.Config{FS: in, FlushMessages: 2})
-		require.NoError(t, err)
-		_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
-		require.NoError(t, err)
-		inSync, release := make(chan struct{}), make(chan struct{})
-		var once sync.Once
-		in.SetHook(func(op vfs.Op) error {
-			if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
-				once.Do(func() {
-					close(inSync)
-					<-release
-				})
+	for _, inDir := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inDir=%v", inDir), func(t *testing.T) {
+			for round := range 20 {
+				flushAnsweredByClose(t, inDir, round)
 			}
-			return nil
 		})
-		synced := make(chan error, 1)
-		go func() { synced <- p.Sync() }()
-		<-inSync
-		appended, closed := make(chan error, 1), make(chan error, 1)
-		go func() {
-			_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 2, 1)) // crosses 2 records
-			appended <- err
-		}()
-		go func() { closed <- p.Close() }()
-		for range round % 4 {
-			runtime.Gosched()
-		}
-		close(release)
-		require.NoError(t, <-synced, "round %d", round)
-		require.NoError(t, <-closed, "round %d", round)
-		acked := int64(1)
-		if err := <-appended; err == nil {
-			acked += 2
-		} else {
-			require.ErrorIs(t, err, plog.ErrClosed, "round %d", round)
-		}
-		in.SetHook(nil)
-
-		p, err = plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
-		require.NoError(t, err)
-		assert.Equal(t, acked, p.LogEndOffset(), "round %d: records acknowledged, against records kept", round)
-		require.NoError(t, p.Close())
 	}
+}
+
+func flushAnsweredByClose(t *testing.T, inDir bool, round int) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	const dir = "/data/t-0"
+	var (
+		p        *plog.Partition
+		closeAll func() error
+		err      error
+	)
+	if inDir {
+		var d *plog.Dir
+		d, err = plog.OpenDir("/data", plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: memIndexBytes, FlushMessages: 2}})
+		require.NoError(t, err)
+		p, err = d.CreatePartition("t", 0)
+		closeAll = d.Close
+	} else {
+		p, err = plog.Open(dir, plog.Config{FS: in, FlushMessages: 2})
+		closeAll = p.Close
+	}
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
+	require.NoError(t, err)
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			once.Do(func() {
+				close(inSync)
+				<-release
+			})
+		}
+		return nil
+	})
+	synced := make(chan error, 1)
+	go func() { synced <- p.Sync() }()
+	<-inSync
+	appended, closed := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := p.AppendBatch(logtest.MakeBatch(2, 10, 2, 1)) // crosses 2 records
+		appended <- err
+	}()
+	go func() { closed <- closeAll() }()
+	for range round % 4 {
+		runtime.Gosched()
+	}
+	close(release)
+	require.NoError(t, <-synced, "round %d", round)
+	require.NoError(t, <-closed, "round %d", round)
+	acked := int64(1)
+	if err := <-appended; err == nil {
+		acked += 2
+	} else {
+		require.ErrorIs(t, err, plog.ErrClosed, "round %d", round)
+	}
+	in.SetHook(nil)
+
+	crashed := mem.CrashClone(vfs.CrashOptions{})
+	if inDir {
+		d, err := plog.OpenDir("/data", plog.DirConfig{Config: plog.Config{FS: crashed, SegmentIndexBytes: memIndexBytes}})
+		require.NoError(t, err)
+		assert.Equal(t, acked, d.Partition("t", 0).LogEndOffset(), "round %d: records acknowledged, against records kept", round)
+		require.NoError(t, d.Close())
+		return
+	}
+	p, err = plog.Open(dir, plog.Config{FS: crashed})
+	require.NoError(t, err)
+	assert.Equal(t, acked, p.LogEndOffset(), "round %d: records acknowledged, against records kept", round)
+	require.NoError(t, p.Close())
 }
 
 // TestFlushInterval checks flush.ms: a background goroutine flushes and

@@ -379,8 +379,10 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	case !clean && m != nil && m.syncLater:
 		// The Dir makes what recovery kept durable with one call for
 		// the filesystem, then writes the snapshot at the end (only once
-		// the batches below it are durable: see lostend.go), syncs again,
-		// and only then raises the recovery point (Dir.finishRecoveries).
+		// the batches below it are durable: see lostend.go) unless the
+		// one the load read lies there, syncs again when a partition
+		// wrote one, and only then raises the recovery point
+		// (Dir.finishRecoveries).
 		m.recoveredEnd = end.Offset
 	case !clean:
 		if err := p.recoveryDurableLocked(list, end.Offset); err != nil {
@@ -431,9 +433,10 @@ func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) er
 
 // recoverySyncedLocked is recoveryDurableLocked after the Dir synced the
 // filesystem (FilesystemSyncer) that holds what an Open left unsynced,
-// then the snapshot at end it wrote (snapshotsAfterSyncLocked), then the
-// filesystem again: the snapshot and the directory count as synced, and
-// the recovery point moves to end. REQUIRES: mu held.
+// then wrote or kept the snapshot at end (snapshotsAfterSyncLocked), then
+// synced the filesystem again if any partition wrote one: the snapshot
+// and the directory count as synced, and the recovery point moves to end.
+// REQUIRES: mu held.
 func (p *Partition) recoverySyncedLocked(end int64) error {
 	p.snaps.syncedLocked(end, p.mu.writeSeq, &p.mu.dirDirty)
 	p.dur.setFlushedBelowLocked(p.segs.Load().active().BaseOffset())
@@ -446,12 +449,14 @@ func (p *Partition) recoverySyncedLocked(end int64) error {
 // the sync made them): those the rolls left pending and the one at the
 // log end, unless it is kept and nothing changed since; wrote reports
 // whether it wrote any. The Dir's second sync makes them durable. After
-// an open (opened) the snapshot the load read counts as kept when it lies
-// at the log end, as after a clean shutdown: the sync made it durable, and
-// nothing was replayed after it. A Dir of idle partitions then writes no
-// snapshot and makes no second sync. REQUIRES: mu held.
+// an open (opened) the sync covered the partition's directory, so no
+// entry is left unsynced, and the snapshot the load read counts as kept
+// when it lies at the log end, as after a clean shutdown: the sync made
+// it durable, and nothing was replayed after it. A Dir of idle partitions
+// then writes no snapshot and makes no second sync. REQUIRES: mu held.
 func (p *Partition) snapshotsAfterSyncLocked(opened bool) (wrote bool, err error) {
 	if opened {
+		p.mu.dirDirty = false
 		p.snaps.keepLoadedLocked(p.mu.end.Offset, p.mu.writeSeq)
 	}
 	if p.snaps.writePendingLocked() {
@@ -693,6 +698,13 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err er
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return nil, false, ErrClosed
+	}
+	if syncLater && p.dur.flushDueLocked() {
+		// An append past FlushMessages records waits for flushMu to
+		// flush: this Close's own full flush answers it (afterAppend),
+		// which the Dir's later sync could not (it would be told
+		// ErrClosed about a batch the log then keeps).
+		syncLater = false
 	}
 	p.mu.closed = true
 	p.closed.Store(true)

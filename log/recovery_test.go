@@ -18,6 +18,7 @@ import (
 	"github.com/partlog/partlog/internal/base"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/checkpoint"
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
@@ -479,6 +480,60 @@ func TestUncleanOpenKeepsSnapshotsAtLogEnd(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, d.Close()) }()
 	requireRecovered(t, d, batches)
+}
+
+// TestUncleanOpenKeepsUnsyncedSnapshot: a Dir.Close whose second
+// filesystem sync (the producer snapshots') fails leaves each snapshot at
+// the log end in the page cache alone, and no marker. The crash open keeps
+// those snapshots, so its first sync (or, when the filesystem declines it,
+// each partition's own syncs) must make them durable: a machine crash right
+// after that open finds every one whole, every record and the producer
+// state.
+func TestUncleanOpenKeepsUnsyncedSnapshot(t *testing.T) {
+	const parts = 3
+	for _, declined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("declined=%v", declined), func(t *testing.T) {
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			cfg := plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: memIndexBytes}}
+			d, batches := openWrittenDir(t, parts, cfg)
+			n := 0
+			in.SetHook(func(op vfs.Op) error {
+				if op.Kind == vfs.OpSyncFilesystems && op.Path != "" {
+					if n++; n == 2 {
+						return errors.New("the test fails the snapshots' sync")
+					}
+				}
+				return nil
+			})
+			require.Error(t, d.Close())
+			in.SetHook(nil)
+			_, err := mem.Stat(filepath.Join("/data", checkpoint.CleanShutdownFile))
+			require.Error(t, err, "no clean-shutdown marker")
+
+			var fs vfs.FS = mem
+			if declined {
+				fs = struct{ vfs.FS }{mem} // no whole-filesystem sync
+			}
+			cfg.Config.FS = fs
+			d, err = plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			crashed := mem.CrashClone(vfs.CrashOptions{})
+			require.NoError(t, d.Close())
+			for i := range parts {
+				dir := filepath.Join("/data", plog.TopicPartition{Topic: "t", Partition: int32(i)}.String())
+				data, err := producer.ReadSnapshotFile(crashed, dir, 5)
+				require.NoError(t, err, "partition %d: the snapshot at the log end", i)
+				_, err = producer.DecodeSnapshot(data)
+				require.NoError(t, err, "partition %d: the snapshot at the log end", i)
+			}
+			cfg.Config.FS = crashed
+			d, err = plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, d.Close()) }()
+			requireRecovered(t, d, batches)
+		})
+	}
 }
 
 // TestUncleanOpenFilesystemSyncFails: when a sync of the recovered

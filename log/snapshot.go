@@ -389,10 +389,12 @@ func (s *producerSnapshots) keptAt(end int64, writeSeq uint64) keptSnapshot {
 // REQUIRES: mu held (or Open).
 func (s *producerSnapshots) keepLocked(end int64, writeSeq uint64) { s.kept = s.keptAt(end, writeSeq) }
 
-// keepLoadedLocked records, after a clean shutdown, that the snapshot the
-// load read is durable and holds the producer state now when it lies at
-// the log end end (the Close before wrote and synced it).
-// REQUIRES: Open, after restoreLocked.
+// keepLoadedLocked records that the snapshot the load read is durable and
+// holds the producer state now when it lies at the log end end: after a
+// clean shutdown (the Close before wrote and synced it), and after the
+// Dir's filesystem sync of a partition an OpenDir recovered (the sync
+// made it durable; nothing was replayed after it).
+// REQUIRES: mu held (or Open), after restoreLocked and before any write.
 func (s *producerSnapshots) keepLoadedLocked(end int64, writeSeq uint64) {
 	if s.loaded == end {
 		s.keepLocked(end, writeSeq)
