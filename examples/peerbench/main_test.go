@@ -53,3 +53,13 @@ func TestSelected(t *testing.T) {
 	require.ErrorContains(t, err, `no scenario "reads"`)
 	require.Error(t, run(&bytes.Buffer{}, t.TempDir(), "", 10, 0))
 }
+
+// TestFramedRefusesRecordPastBuffer: a framed record longer than the read
+// buffer is an error, not a loop that never advances.
+func TestFramedRefusesRecordPastBuffer(t *testing.T) {
+	p, err := openPeer("framed", t.TempDir())
+	require.NoError(t, err)
+	defer p.close()
+	require.NoError(t, p.appendOne(make([]byte, 2<<20)))
+	require.ErrorContains(t, p.readAll(func([]byte) {}), "longer than the read buffer")
+}
