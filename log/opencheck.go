@@ -192,11 +192,11 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	if clean {
-		// The open lists the directory once: the snapshots are taken
-		// from this listing until the producer state is loaded.
-		o.useListing(plan.Names)
-	}
+	// The open lists the directory once: the snapshots are taken from
+	// this listing until the directory changes (load drops it after an
+	// unclean checkDir, before anything is repaired or recovered) or the
+	// producer state is loaded.
+	o.useListing(plan.Names)
 	dc := &dirCheck{plan: plan}
 	if len(plan.Bad) > 0 {
 		return nil, o.refused(plan.Bad)

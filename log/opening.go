@@ -156,6 +156,9 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 	if err != nil {
 		return opened{}, err
 	}
+	if !clean {
+		o.dropListing() // repairs and recovery may change the directory
+	}
 	if dc.distrustLogStart {
 		o.saved.haveLogStart = false
 	}

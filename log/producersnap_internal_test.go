@@ -73,7 +73,7 @@ func TestProducerSnapshotsRollRules(t *testing.T) {
 
 	// Taken at 20, then a removal: never written.
 	s.takeOnRollLocked(state, 20)
-	_, err = s.remove(func(int64) bool { return false })
+	_, _, err = s.remove(func(int64) bool { return false })
 	require.NoError(t, err)
 	require.False(t, s.writeRolled(s.takePendingLocked(0), 0))
 	require.Equal(t, []int64{10}, snapshotFiles(t, s))
@@ -157,7 +157,7 @@ func TestProducerSnapshotsCloseSkipsKept(t *testing.T) {
 		{name: "another log end", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.end = 9 }, wantWrite: true},
 		{name: "a truncation since", change: func(_ *producerSnapshots, c *fakeSnapCore, _ *logState) { c.truncations.Add(1) }, wantWrite: true},
 		{name: "a removal since", change: func(s *producerSnapshots, _ *fakeSnapCore, _ *logState) {
-			_, _ = s.remove(func(int64) bool { return false })
+			_, _, _ = s.remove(func(int64) bool { return false })
 		}, wantWrite: true},
 		{name: "directory dirty", change: func(_ *producerSnapshots, _ *fakeSnapCore, l *logState) { l.dirDirty = true }, wantWrite: true},
 		{name: "loaded at the end", keep: loadedAt(10), wantWrite: false},

@@ -80,7 +80,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	// 1. Before the commit, nothing the old log needs changes: its
 	// producer snapshots go (Open rebuilds the state from the batches),
 	// and the new segment is created beside it, above its end.
-	if _, err := p.snaps.remove(func(int64) bool { return true }); err != nil {
+	if _, _, err := p.snaps.remove(func(int64) bool { return true }); err != nil {
 		return wrap(err)
 	}
 	seg := active

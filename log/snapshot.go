@@ -122,42 +122,43 @@ func (s *producerSnapshots) write(offset int64, data []byte, sync bool) error {
 	return nil
 }
 
-// remove removes the snapshot files whose offset satisfies drop and
-// reports whether it removed any. The caller syncs the directory. It holds
+// remove removes the snapshot files whose offset satisfies drop, and
+// returns the offsets of those it kept, ascending, and whether it removed
+// any. The caller syncs the directory. It holds
 // ckptMu and counts the removal (removals), so that a roll's snapshot the
 // background flush writes never lands after a removal it should have been
 // part of.
-func (s *producerSnapshots) remove(drop func(int64) bool) (bool, error) {
+func (s *producerSnapshots) remove(drop func(int64) bool) (kept []int64, removed bool, err error) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.removals.Add(1)
 	offs, err := s.list()
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	removed := false
 	for i, off := range offs {
 		if !drop(off) {
 			continue
 		}
 		if err := producer.RemoveSnapshotFile(s.fs, s.dir, off); err != nil {
 			s.dropListing()
-			return removed, err
+			return nil, removed, err
 		}
 		removed = true
 		offs[i] = -1
 	}
+	kept = slices.DeleteFunc(offs, func(off int64) bool { return off < 0 })
 	if s.listedOK && removed {
-		s.listed = slices.DeleteFunc(offs, func(off int64) bool { return off < 0 })
+		s.listed = slices.Clone(kept)
 	}
-	return removed, nil
+	return kept, removed, nil
 }
 
 // dropBelowLocked removes the snapshots below the log start offset start
 // (retention and DeleteRecordsBefore dropped their segments). Failures are
 // logged. REQUIRES: mu held; the caller syncs the directory.
 func (s *producerSnapshots) dropBelowLocked(start int64) {
-	if _, err := s.remove(func(off int64) bool { return off < start }); err != nil {
+	if _, _, err := s.remove(func(off int64) bool { return off < start }); err != nil {
 		s.logger.Warn("partlog/log: removing producer snapshots failed", "dir", s.dir, "below", start, "err", err)
 	}
 }
@@ -278,7 +279,9 @@ func (s *producerSnapshots) atLocked(offset int64) ([]byte, error) {
 // before the partition is published).
 func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.Entry, err error) {
 	defer s.dropListing()
-	removed, err := s.remove(func(off int64) bool { return off > end })
+	// The listing remove took, less what it removed: the snapshots at or
+	// below end.
+	offs, removed, err := s.remove(func(off int64) bool { return off > end })
 	if err != nil {
 		return -1, nil, fmt.Errorf("remove producer snapshots past %d: %w", end, err)
 	}
@@ -286,10 +289,6 @@ func (s *producerSnapshots) newest(end int64) (from int64, entries []producer.En
 		if err := s.dirs.syncDir(); err != nil {
 			return -1, nil, err
 		}
-	}
-	offs, err := s.list()
-	if err != nil {
-		return -1, nil, err
 	}
 	for i := len(offs) - 1; i >= 0; i-- {
 		path := producer.SnapshotPath(s.dir, offs[i])
@@ -503,7 +502,7 @@ func (s *producerSnapshots) replayAfterLocked(state *producer.State, list []*seg
 // removeAllLocked removes every snapshot, durably: the whole log went
 // (a truncation that restarts it). REQUIRES: mu held.
 func (s *producerSnapshots) removeAllLocked() error {
-	if _, err := s.remove(func(int64) bool { return true }); err != nil {
+	if _, _, err := s.remove(func(int64) bool { return true }); err != nil {
 		return err
 	}
 	return s.dirs.syncDir()

@@ -164,7 +164,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// read_committed would serve their aborted transactions.
 	// A failed removal changes nothing that matters (no file was cut yet);
 	// a failed directory sync fails the partition, as every failed sync.
-	removed, err := p.snaps.remove(func(off int64) bool { return off > newEnd })
+	_, removed, err := p.snaps.remove(func(off int64) bool { return off > newEnd })
 	if err != nil {
 		return fmt.Errorf("partlog/log: truncate %s to %d: remove producer snapshots: %w", p.dir, offset, err)
 	}
