@@ -699,3 +699,54 @@ func TestOpenDirAdoptsPartitionsOpenedAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []checkpoint.PartitionOffset{{Topic: "t", Partition: 0, Offset: 3}, {Topic: "t", Partition: 1, Offset: 4}}, entries)
 }
+
+// TestOpenDirRemovesPartitionMarker: a clean-shutdown marker an Open
+// alone left in a partition directory is stale once the directory belongs
+// to a Dir (whose marker is at its root): OpenDir removes it, after a clean
+// shutdown of the Dir and after a crash, and a partition without one is
+// opened without trying to remove it.
+func TestOpenDirRemovesPartitionMarker(t *testing.T) {
+	for _, dirClean := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dirClean=%v", dirClean), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentIndexBytes: 4096}}
+			d, err := plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			for i := range 2 {
+				p, err := d.CreatePartition("t", int32(i))
+				require.NoError(t, err)
+				_, err = p.AppendBatch(logtest.MakeBatch(3, 10, 1, 1))
+				require.NoError(t, err)
+			}
+			require.NoError(t, d.Close())
+			// Partition 0 opened alone once: its own marker.
+			alone, err := plog.Open("/data/t-0", plog.Config{FS: mem, SegmentIndexBytes: 4096})
+			require.NoError(t, err)
+			require.NoError(t, alone.Close())
+			_, err = mem.Stat(filepath.Join("/data/t-0", checkpoint.CleanShutdownFile))
+			require.NoError(t, err, "the marker Open alone wrote")
+			if !dirClean {
+				require.NoError(t, mem.Remove(filepath.Join("/data", checkpoint.CleanShutdownFile)))
+			}
+
+			in := vfs.NewInjector(mem)
+			var removes []string
+			in.SetHook(func(op vfs.Op) error {
+				if op.Kind == vfs.OpRemove && filepath.Base(op.Path) == checkpoint.CleanShutdownFile {
+					removes = append(removes, op.Path)
+				}
+				return nil
+			})
+			cfg.Config.FS = in
+			d, err = plog.OpenDir("/data", cfg)
+			require.NoError(t, err)
+			in.SetHook(nil)
+			_, err = mem.Stat(filepath.Join("/data/t-0", checkpoint.CleanShutdownFile))
+			require.ErrorIs(t, err, fs.ErrNotExist, "the stale marker is gone")
+			assert.NotContains(t, removes, filepath.Join("/data/t-1", checkpoint.CleanShutdownFile), "no remove of a marker the listing shows absent")
+			assert.Equal(t, int64(3), d.Partition("t", 0).LogEndOffset())
+			assert.Equal(t, int64(3), d.Partition("t", 1).LogEndOffset())
+			require.NoError(t, d.Close())
+		})
+	}
+}

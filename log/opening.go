@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
@@ -165,9 +166,10 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 	if err := o.applyPlan(dc); err != nil {
 		return opened{}, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
 	}
-	if clean || o.inDir {
+	if (clean || o.inDir) && slices.Contains(dc.plan.Names, checkpoint.CleanShutdownFile) {
 		// In a Dir the marker is the Dir's; one left here by an Open
-		// alone is stale and goes too.
+		// alone is stale and goes too. (checkDir's listing says
+		// whether there is one: a Dir's partitions have none.)
 		if err := checkpoint.RemoveCleanShutdown(o.fs, o.dir); err != nil {
 			return opened{}, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
 		}
