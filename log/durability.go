@@ -703,11 +703,17 @@ func (d *durability) rolledFlushedLocked(target int64) {
 // the segment's files, so the recovery point is raised only over
 // trimmed indexes. The segment orders the trim against the writer's own
 // changes of its index files (segment.TrimSealedIndexes); a segment
-// already closed needs none (its indexes were trimmed when closed). A
-// failed trim is an I/O error of the flush. REQUIRES: flushMu held, a
-// reference on seg.
+// already closed needs none (its indexes were trimmed when closed), nor
+// one deleted meanwhile. Any other failed trim is an I/O error of the
+// flush. REQUIRES: flushMu held, a reference on seg.
 func trimSealed(seg *segment.Segment) error {
 	if err := seg.TrimSealedIndexes(); err != nil {
+		if errors.Is(err, segment.ErrDeleted) {
+			// Deleted after the flush took it (a truncation or a
+			// deletion does not wait for flushMu): its files go, and
+			// syncSegmentFiles finds nothing to sync.
+			return nil
+		}
 		return fmt.Errorf("segment %d: trim indexes: %w", seg.BaseOffset(), err)
 	}
 	return nil

@@ -401,10 +401,13 @@ func (s *Segment) TrimPending() bool { return s.trim.pending.Load() }
 // for later. Unlike the other writer-side methods it may run without the
 // writer's lock, concurrently with reads and with the writer's methods
 // (those that touch the index files wait for it or do it first). It does
-// nothing when no trim is pending or the segment is closed. The caller
-// holds a reference (Ref) for the call.
+// nothing when no trim is pending or the segment is closed or deleted
+// (MarkDeleted: its files go at the last Unref, and under a Budget they
+// may be gone already, or replaced by those of a later segment deleted
+// with the same base offset). The caller holds a reference (Ref) for the
+// call.
 func (s *Segment) TrimSealedIndexes() error {
-	if !s.trim.pending.Load() || s.closed.Load() {
+	if !s.trim.pending.Load() || s.closed.Load() || s.deleteOnRelease.Load() {
 		return nil
 	}
 	// A trim may replace the index mappings, which SettleAdoption names.
