@@ -300,17 +300,8 @@ func closeWithSyncWaiters(t *testing.T, hide bool, round int) {
 	require.NoError(t, err)
 	// The first append's fdatasync blocks until released; the second
 	// append and the Close start meanwhile.
-	inSync, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	in.SetHook(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, ".log") {
-			once.Do(func() {
-				close(inSync)
-				<-release
-			})
-		}
-		return nil
-	})
+	release := make(chan struct{})
+	inSync := holdFirstLogSync(in, release)
 	errs := make(chan error, 2)
 	for i := range 2 {
 		go func() {

@@ -281,17 +281,8 @@ func flushAnsweredByClose(t *testing.T, inDir bool, round int) {
 	require.NoError(t, err)
 	_, err = p.AppendBatch(logtest.MakeBatch(1, 10, 1, 1))
 	require.NoError(t, err)
-	inSync, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	in.SetHook(func(op vfs.Op) error {
-		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
-			once.Do(func() {
-				close(inSync)
-				<-release
-			})
-		}
-		return nil
-	})
+	release := make(chan struct{})
+	inSync := holdFirstLogSync(in, release)
 	synced := make(chan error, 1)
 	go func() { synced <- p.Sync() }()
 	<-inSync

@@ -1627,3 +1627,22 @@ func crashAtFilesystemSync(in *vfs.Injector, mem *vfs.MemFS, seed uint64) **vfs.
 	})
 	return &atSync
 }
+
+// holdFirstLogSync makes the first fdatasync of a .log through in wait
+// until release is closed, and closes the returned channel when it starts
+// waiting; other .log syncs meanwhile wait for it to end (sync.Once). It
+// replaces in's hook.
+func holdFirstLogSync(in *vfs.Injector, release <-chan struct{}) (reached <-chan struct{}) {
+	inSync := make(chan struct{})
+	var once sync.Once
+	in.SetHook(func(op vfs.Op) error {
+		if op.Kind == vfs.OpSync && strings.HasSuffix(op.Path, segment.LogSuffix) {
+			once.Do(func() {
+				close(inSync)
+				<-release
+			})
+		}
+		return nil
+	})
+	return inSync
+}
