@@ -709,9 +709,9 @@ func (d *durability) rolledFlushedLocked(target int64) {
 func trimSealed(seg *segment.Segment) error {
 	if err := seg.TrimSealedIndexes(); err != nil {
 		if errors.Is(err, segment.ErrDeleted) {
-			// Deleted after the flush took it (a truncation or a
-			// deletion does not wait for flushMu): its files go, and
-			// syncSegmentFiles finds nothing to sync.
+			// Deleted after the flush took it (retention's
+			// DeleteSegments does not wait for flushMu): its files
+			// go, and syncSegmentFiles finds nothing to sync.
 			return nil
 		}
 		return fmt.Errorf("segment %d: trim indexes: %w", seg.BaseOffset(), err)
