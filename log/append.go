@@ -120,6 +120,13 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		p.mu.Unlock()
 		return -1, err
 	}
+	if queued && p.wb.delay > 0 {
+		// Write-behind: acknowledged now, written later (writebehind.go).
+		if err := p.bufferedLocked(); err != nil {
+			p.mu.Unlock()
+			return -1, err
+		}
+	}
 	var w wake
 	if !queued {
 		// Written here, after what is queued (which may fail the

@@ -145,6 +145,33 @@ type Config struct {
 	// acknowledged unsynced). See the package documentation, "Durability".
 	FlushMessages int64
 
+	// WriteBehind lets an append return before its batch is written to
+	// the .log. AppendBatch and AppendBuilder copy a batch that needs no
+	// roll into the partition's write buffer and return; the buffer is
+	// written with one write once it holds 16 KiB, whenever a call needs
+	// the log as appended (a read, Wait, LogEndOffset, HighWatermark,
+	// Sync, a roll, TruncateTo, Close...), and at the latest WriteBehind
+	// after the first batch it buffered. A stream of small appends then
+	// costs a memory copy each instead of a system call.
+	//
+	// It gives up one guarantee. Without it every acknowledged append has
+	// reached the operating system before it returns, so a crash of the
+	// process (kill -9) loses nothing a crash of the machine would not.
+	// With it a crash of the process loses what the buffer holds (at most
+	// 16 KiB and one batch, buffered at most WriteBehind ago), and a
+	// failed write of the buffer (a full disk, an I/O error) fails the
+	// partition (ErrFailed) with acknowledged batches in it. The log is
+	// still a prefix of what was appended, and Sync still makes every
+	// acknowledged batch durable. A goroutine already waiting in Wait,
+	// WaitFollower or Poll when an append returns sees its batch when the
+	// buffer is written.
+	//
+	// AppendAssigned and AppendMarker write at once, and WriteBehind has
+	// no effect under FlushMessages 1 (an append waits for its fdatasync
+	// anyway). 0 (the default): off. Negative: ErrInvalidConfig. Not a
+	// Kafka setting (a Kafka producer buffers in the client, linger.ms).
+	WriteBehind time.Duration
+
 	// FlushInterval is flush.ms: a background goroutine flushes the
 	// partition this often (it stops on Close). 0 (the default, Kafka's
 	// Long.MaxValue) never flushes because of time.
@@ -273,6 +300,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: flush.messages %d is negative", ErrInvalidConfig, c.FlushMessages)
 	case c.FlushInterval < 0:
 		return fmt.Errorf("%w: flush.ms %v is negative", ErrInvalidConfig, c.FlushInterval)
+	case c.WriteBehind < 0:
+		return fmt.Errorf("%w: WriteBehind %v is negative", ErrInvalidConfig, c.WriteBehind)
 	case c.ProducerIDExpiration < 0:
 		return fmt.Errorf("%w: producer.id.expiration.ms %v is negative", ErrInvalidConfig, c.ProducerIDExpiration)
 	case c.TruncateWait < 0:

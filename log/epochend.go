@@ -74,6 +74,7 @@ func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
 // is ErrClosed.
 func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64, err error) {
 	p.mu.Lock()
+	p.writeBehindLocked() // writebehind.go
 	defer p.mu.Unlock()
 	if p.mu.closed {
 		return UndefinedEpoch, epochs.UndefinedOffset, ErrClosed

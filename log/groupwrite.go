@@ -135,7 +135,7 @@ func (p *Partition) lockReader() { p.mu.Lock() }
 func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) {
 	q := &p.dur.queue
 	size := int64(batch.HeaderSize + len(body))
-	if !p.dur.syncEveryAppend() || h.BaseOffset() != q.appendEnd(p.mu.end.Offset) ||
+	if !(p.dur.syncEveryAppend() || p.wb.delay > 0) || h.BaseOffset() != q.appendEnd(p.mu.end.Offset) ||
 		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
 		return false, nil
 	}
@@ -180,7 +180,7 @@ func (p *Partition) writeQueuedLocked() {
 	}
 	n, end := q.n, q.end
 	q.n = 0
-	defer q.reset()
+	defer p.queueWrittenLocked() // after the publication (writebehind.go)
 	if p.checkWritableLocked() != nil {
 		return
 	}
@@ -192,6 +192,9 @@ func (p *Partition) writeQueuedLocked() {
 		return
 	}
 	p.mu.end = end
+	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
+		p.mu.hw = end // write-behind batches are committed as appendLocked's (writebehind.go)
+	}
 	p.publishLocked()
 	p.awake.noteWrittenLocked(active) // a rested active segment woke (awake.go)
 }

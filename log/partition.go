@@ -85,6 +85,8 @@ type Partition struct {
 	// (durability.go; DESIGN.md, "Parts of a Partition: durability").
 	// Its fields say which lock guards each.
 	dur durability
+	// wb is the write-behind state (Config.WriteBehind; writebehind.go).
+	wb writeBehind
 	// snaps is the producer snapshot part: the .snapshot files, the
 	// snapshots rolls took and not yet wrote, the replay after the newest
 	// (snapshot.go; DESIGN.md, "Parts of a Partition: producer
@@ -227,6 +229,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.ckpts.init(p.ckpt)
 	p.dur.init(p, p, durabilityConfig{dir: dir, cfg: &p.cfg, segCfg: p.segCfg, stats: &p.stats, ckpt: p.ckpt, ckptMu: &p.rolled.ckptMu,
 		closed: &p.closed, truncations: &p.truncations})
+	if cfg.FlushMessages != 1 {
+		p.wb.delay = cfg.WriteBehind
+	}
 	p.snaps.init(&p.dur, &p.truncations, cfg.FS, dir, cfg.Logger, &p.rolled.ckptMu)
 	p.batchRules.init(dir, &p.cfg)
 	p.truncated.L = &p.mu.Mutex
@@ -548,11 +553,17 @@ func (p *Partition) LogStartOffset() int64 { return p.logStart.Load() }
 // ReadFrom: by default the log end offset (a single node commits what it
 // wrote); under Config.DisableAutoHighWatermark what SetHighWatermark last
 // set, clamped down by TruncateTo.
-func (p *Partition) HighWatermark() int64 { return p.bounds.hwOff.Load() }
+func (p *Partition) HighWatermark() int64 {
+	p.showBuffered() // writebehind.go
+	return p.bounds.hwOff.Load()
+}
 
 // LogEndOffset returns the offset the next appended record will get: the
 // last batch's last offset + 1.
-func (p *Partition) LogEndOffset() int64 { return p.bounds.endOff.Load() }
+func (p *Partition) LogEndOffset() int64 {
+	p.showBuffered() // writebehind.go
+	return p.bounds.endOff.Load()
+}
 
 // LeaderEpoch returns the leader epoch stamped into appended batches when
 // Config.StampLeaderEpoch is set.
@@ -607,6 +618,7 @@ func (p *Partition) SetHighWatermark(offset int64) error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
+	p.writeBehindLocked() // the batches below offset may be buffered (writebehind.go)
 	if start := p.logStart.Load(); offset < start || offset > p.mu.end.Offset {
 		return fmt.Errorf("%w: high watermark %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, p.mu.end.Offset)
 	}
@@ -699,6 +711,7 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err er
 	if p.mu.closed {
 		return nil, false, ErrClosed
 	}
+	p.stopWriteBehindLocked() // lockWriter wrote the queue (writebehind.go)
 	if syncLater && p.dur.flushDueLocked() {
 		// An append past FlushMessages records waits for flushMu to
 		// flush: this Close's own full flush answers it (afterAppend),

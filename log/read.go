@@ -363,6 +363,7 @@ func (p *Partition) Poll(ctx context.Context, from int64, maxRecords int) iter.S
 // safe without a lock is in the package documentation, "Lock-free reads".
 func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, error) {
 	maxBytes = max(maxBytes, 0) // 0: just the first batch (minOneBatch)
+	p.showBuffered()            // writebehind.go
 	for {
 		if p.closed.Load() {
 			return Records{}, ErrClosed

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
@@ -52,6 +53,10 @@ func stateMachineRound(t *testing.T, crashes *int) {
 			DisableMmap:              rapid.Bool().Draw(rt, "disableMmap"),
 		}
 		cfg.FlushMessages = rapid.SampledFrom([]int64{0, 1, 7}).Draw(rt, "flushMessages")
+		// Write-behind: off, on with a timer that never fires in a check
+		// (the buffer is written by the calls that need it), or on with
+		// one that fires between the operations.
+		cfg.WriteBehind = rapid.SampledFrom([]time.Duration{0, time.Hour, 100 * time.Microsecond}).Draw(rt, "writeBehind")
 		// Removed when the check ends: kept until the test ended, a long
 		// run (-rapid.checks) held every check's files.
 		parent := t.TempDir()

@@ -142,8 +142,11 @@ func (c *counters) noteSync(start time.Time) {
 // segment's lease mutex for the count), allocates nothing and costs a few
 // atomic loads plus one per segment; it
 // may be called at any time, after Close too (the gauges then keep their
-// last values).
+// last values). Under Config.WriteBehind, when batches are buffered, it
+// first writes them, under the partition's mutex, so that its figures
+// cover every acknowledged append.
 func (p *Partition) Stats() Stats {
+	p.showBuffered() // writebehind.go
 	hw, end := p.bounds.load()
 	s := Stats{
 		LogStartOffset:  p.logStart.Load(),

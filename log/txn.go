@@ -126,6 +126,7 @@ func (t *txnState) hold(b *bounds) {
 // watermark. A read_committed consumer reads below it (ReadCommitted).
 // Lock-free.
 func (p *Partition) LastStableOffset() int64 {
+	p.showBuffered() // writebehind.go
 	hw, u := p.bounds.loadStable()
 	if u == 0 {
 		return hw

@@ -36,6 +36,7 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 	if p.closed.Load() {
 		return nil
 	}
+	p.showBuffered() // writebehind.go
 	snap, err := p.acquireSnapshot()
 	if err != nil {
 		return nil // closed

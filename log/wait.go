@@ -82,12 +82,14 @@ func (n *notifier) signal() {
 // lock while the partition is healthy and costs an append nothing when no
 // goroutine waits. A goroutine holding Records may call it.
 func (p *Partition) Wait(ctx context.Context, offset int64) error {
+	p.showBuffered() // writebehind.go
 	return p.bounds.wait(ctx, p, &p.truncations, offset, false)
 }
 
 // WaitFollower is Wait for a replica reading with ReadFromFollower: it
 // waits until LogEndOffset() > offset, with Wait's errors.
 func (p *Partition) WaitFollower(ctx context.Context, offset int64) error {
+	p.showBuffered() // writebehind.go
 	return p.bounds.wait(ctx, p, &p.truncations, offset, true)
 }
 
