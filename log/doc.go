@@ -107,6 +107,17 @@
 //     before it could flush.
 //   - FlushInterval > 0: a background goroutine flushes every interval;
 //     Close stops it.
+//   - WriteBehind > 0 (with any policy but FlushMessages == 1, not a Kafka
+//     setting): AppendBatch and AppendBuilder return once the batch is in
+//     the partition's 16 KiB write buffer, which is written with one
+//     write when it fills, when a call observes the log (a read, Wait,
+//     LogEndOffset...) or takes the writer's lock (Sync, a roll, Close...),
+//     and at the latest WriteBehind after its first batch. Every call
+//     answers as if each batch had been written by its append; only a
+//     process crash tells the difference: it loses what the buffer held,
+//     as a power loss loses unsynced batches, and a failed write of the
+//     buffer fails the partition with acknowledged batches in it. One
+//     record per call then costs a memory copy instead of a system call.
 //
 // After any crash the log is a prefix of what was appended: no hole, no
 // garbage, no partial batch, and every batch synced before the crash (by
