@@ -151,8 +151,10 @@ type Config struct {
 	// written with one write once it holds 16 KiB, whenever a call needs
 	// the log as appended (a read, Wait, LogEndOffset, HighWatermark,
 	// Sync, a roll, TruncateTo, Close...), and at the latest WriteBehind
-	// after the first batch it buffered. A stream of small appends then
-	// costs a memory copy each instead of a system call.
+	// after the first batch it buffered (the buffer is then released). A
+	// batch of 16 KiB or more is written by its own append, as without
+	// WriteBehind. A stream of small appends then costs a memory copy
+	// each instead of a system call.
 	//
 	// It gives up one guarantee. Without it every acknowledged append has
 	// reached the operating system before it returns, so a crash of the

@@ -136,6 +136,7 @@ func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) 
 	q := &p.dur.queue
 	size := int64(batch.HeaderSize + len(body))
 	if !(p.dur.syncEveryAppend() || p.wb.delay > 0) || h.BaseOffset() != q.appendEnd(p.mu.end.Offset) ||
+		(p.wb.delay > 0 && size >= writeBehindBytes) || // written at once: buffering it saves no write
 		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
 		return false, nil
 	}

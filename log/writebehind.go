@@ -11,13 +11,16 @@ import (
 // the stored batch into the durability part's queue. Unlike a group
 // write it returns at once. The queue is written with one write:
 //
-//   - by the append that takes it to writeBehindBytes;
+//   - by the append that takes it to writeBehindBytes (a batch of that
+//     size or more does not join it: its append writes the queue, then
+//     itself, as an append that cannot join it does);
 //   - by every path that writes the queue anyway (lockWriter: rolls,
 //     appends that cannot be queued, Sync, flushes, truncation, Close...);
 //   - by every call that observes the log (showBuffered: reads, waits,
 //     LogEndOffset, HighWatermark, time lookups, Stats...), so that the
 //     partition answers as if each batch had been written by its append;
-//   - by a timer, Config.WriteBehind after the first batch it holds.
+//   - by a timer, Config.WriteBehind after the first batch it holds,
+//     which also releases the queue's buffer (writeBehindIdle).
 //
 // So the only difference a caller sees is the one the option buys: a
 // crash of the process loses what the queue holds, and a failed write of
@@ -61,7 +64,7 @@ func (p *Partition) bufferedLocked() error {
 	p.wb.end.Store(q.end.Offset)
 	if q.n == 1 {
 		if p.wb.timer == nil {
-			p.wb.timer = time.AfterFunc(p.wb.delay, p.writeBehindNow)
+			p.wb.timer = time.AfterFunc(p.wb.delay, p.writeBehindIdle)
 		} else {
 			p.wb.timer.Reset(p.wb.delay)
 		}
@@ -69,8 +72,7 @@ func (p *Partition) bufferedLocked() error {
 	return nil
 }
 
-// writeBehindNow writes the queue (the timer's function, and
-// showBuffered's).
+// writeBehindNow writes the queue (showBuffered).
 //
 // It takes mu without waiting for a TruncateTo that waits for read leases
 // (as SetHighWatermark), so that a goroutine holding Records may call
@@ -89,6 +91,19 @@ func (p *Partition) writeBehindLocked() {
 	if p.wb.end.Load() != 0 {
 		p.writeQueuedLocked()
 	}
+}
+
+// writeBehindIdle is the timer's function: it writes the queue and, as
+// the partition appended nothing for WriteBehind, releases the queue's
+// buffer (up to 32 KiB, kept meanwhile for the next appends), so that an
+// idle partition holds no buffer.
+func (p *Partition) writeBehindIdle() {
+	p.mu.Lock()
+	p.writeBehindLocked()
+	if q := &p.dur.queue; q.n == 0 {
+		q.buf = nil
+	}
+	p.mu.Unlock()
 }
 
 // showBuffered writes the queue when it holds write-behind batches, for

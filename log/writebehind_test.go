@@ -447,3 +447,24 @@ func TestWriteBehindDir(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBehindLargeBatchWrittenAtOnce: a batch of 16 KiB or more does
+// not join the buffer (one write saves nothing): its append writes what
+// the buffer holds, then itself, before it returns.
+func TestWriteBehindLargeBatchWrittenAtOnce(t *testing.T) {
+	p, in := openMem(t, plog.Config{WriteBehind: time.Hour, SegmentIndexBytes: memIndexBytes})
+	writes := logWrites(in)
+	_, err := p.AppendBatch(oneRecord(0))
+	require.NoError(t, err)
+	_, err = p.AppendBatch(oneRecord(1)) // buffered
+	require.NoError(t, err)
+	before := writes.Load()
+	big := logtest.MakeBatch(16, 1100, 1_700_000_000_000, 9)
+	require.GreaterOrEqual(t, len(big), 16<<10)
+	_, err = p.AppendBatch(big)
+	require.NoError(t, err)
+	require.Greater(t, writes.Load(), before+1, "the buffer, then the batch")
+	after := writes.Load()
+	require.Equal(t, int64(18), p.LogEndOffset())
+	require.Equal(t, after, writes.Load(), "nothing left buffered")
+}
