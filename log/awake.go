@@ -164,7 +164,8 @@ func (s *awakeSet) removeLocked(a *awakeState) {
 
 // tryRest returns the partition's active segment to rest unless the
 // partition is busy (awakeCore) (its flushMu or mu taken, a truncation waiting,
-// batches queued for the group syncer), and reports whether it left the
+// batches queued for the group syncer; write-behind batches it writes
+// first), and reports whether it left the
 // awake set: rested, or closed or failed (nothing to rest; Close releases
 // the files). It closes the group syncer's handle on the .log as well. A
 // failed rest fails the partition (an I/O error on its files, as a failed
@@ -181,6 +182,15 @@ func (p *Partition) tryRest() bool {
 	defer p.mu.Unlock()
 	if p.mu.closed || p.mu.failed != nil {
 		return true
+	}
+	if p.wb.end.Load() != 0 {
+		// Write-behind batches may wait for their timer: write them now
+		// rather than keep the segment awake past the budget (without
+		// noting the partition written: the sweep holds the set).
+		p.writeQueueLocked()
+		if p.mu.failed != nil {
+			return true
+		}
 	}
 	if p.mu.truncating != nil || p.dur.queue.n > 0 {
 		return false

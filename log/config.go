@@ -153,16 +153,22 @@ type Config struct {
 	// Sync, a roll, TruncateTo, Close...), and at the latest WriteBehind
 	// after the first batch it buffered (the buffer is then released). A
 	// batch of 16 KiB or more is written by its own append, as without
-	// WriteBehind. A stream of small appends then costs a memory copy
-	// each instead of a system call.
+	// WriteBehind, and so is a batch that starts a segment or a leader
+	// epoch or needs a roll (after the buffer). A stream of small appends
+	// then costs a memory copy each instead of a system call, as long as
+	// no other goroutine observes the log meanwhile: a consumer tailing
+	// it (ReadFrom, Wait, HighWatermark...) writes the buffer at each look.
 	//
 	// It gives up one guarantee. Without it every acknowledged append has
 	// reached the operating system before it returns, so a crash of the
 	// process (kill -9) loses nothing a crash of the machine would not.
-	// With it a crash of the process loses what the buffer holds (at most
-	// 16 KiB and one batch, buffered at most WriteBehind ago), and a
-	// failed write of the buffer (a full disk, an I/O error) fails the
-	// partition (ErrFailed) with acknowledged batches in it. The log is
+	// With it a crash of the process loses what the buffer holds (less
+	// than 16 KiB, buffered at most WriteBehind ago), and a failed write
+	// of the buffer (a full disk, an I/O error) fails the partition
+	// (ErrFailed) with acknowledged batches in it. An idempotent producer
+	// whose acknowledged batches a crash took then gets
+	// ErrOutOfOrderSequence for its next one, as after a Kafka leader
+	// lost them. The log is
 	// still a prefix of what was appended, and Sync still makes every
 	// acknowledged batch durable. A goroutine already waiting in Wait,
 	// WaitFollower or Poll when an append returns sees its batch when the

@@ -94,7 +94,7 @@
 //     DeleteRecordsBefore or Close, or when the background flush a roll
 //     starts for the segment it sealed completes. A power loss may lose any
 //     suffix of what was appended since; a process crash loses nothing the
-//     kernel accepted.
+//     kernel accepted (nor anything acknowledged, but under WriteBehind).
 //   - FlushMessages == 1: AppendBatch and AppendAssigned return only after
 //     an fdatasync covered the batch. Concurrent appenders share
 //     fdatasyncs (group commit), so many appenders exceed the device's
@@ -300,8 +300,8 @@
 //
 // # Stats
 //
-// Stats returns counters and gauges without a lock and without
-// allocating: the offsets, the segment count and size, the open Records,
+// Stats returns counters and gauges without a lock (but to write what
+// Config.WriteBehind buffered) and without allocating: the offsets, the segment count and size, the open Records,
 // batches, records and bytes appended, rolls, truncations, the number of
 // segment fdatasyncs and their total time, whether the partition failed,
 // and what the recovery in Open scanned and cut.

@@ -175,27 +175,43 @@ func copyGuarded(dst *[]byte, src []byte) (err error) {
 // already, the queue is dropped (its appenders get that error from their
 // sync). REQUIRES: mu held.
 func (p *Partition) writeQueuedLocked() {
+	if active := p.writeQueueLocked(); active != nil {
+		p.awake.noteWrittenLocked(active) // a rested active segment woke (awake.go)
+	}
+}
+
+// writeQueueLocked is writeQueuedLocked but for the awake set, which the
+// caller notes: it returns the active segment it wrote to, nil when it
+// wrote nothing. A Dir's sweep (tryRest), which holds the awake set's
+// mutex, calls it directly.
+//
+// Write-behind batches (writebehind.go) were acknowledged, so they are
+// written also when the partition went offline (a fault in a mapped
+// file, which the .log's writes do not go through), and dropped only
+// when it failed. Group-write batches were not: their appenders get the
+// offline error from their sync. REQUIRES: mu held.
+func (p *Partition) writeQueueLocked() *segment.Segment {
 	q := &p.dur.queue
 	if q.n == 0 {
-		return
+		return nil
 	}
 	n, end := q.n, q.end
 	q.n = 0
 	defer p.queueWrittenLocked() // after the publication (writebehind.go)
-	if p.checkWritableLocked() != nil {
-		return
+	if p.mu.closed || p.mu.failed != nil || (p.wb.end.Load() == 0 && p.offlineErr() != nil) {
+		return nil
 	}
 	active := p.segs.Load().active()
 	if err := active.AppendBatches(q.buf); err != nil {
 		err = p.noteFault(fmt.Errorf("partlog/log: append of %d queued batches at offset %d to segment %d of %s: %w",
 			n, p.mu.end.Offset, active.BaseOffset(), p.dir, err))
 		p.failLocked(err)
-		return
+		return nil
 	}
 	p.mu.end = end
 	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
 		p.mu.hw = end // write-behind batches are committed as appendLocked's (writebehind.go)
 	}
 	p.publishLocked()
-	p.awake.noteWrittenLocked(active) // a rested active segment woke (awake.go)
+	return active
 }

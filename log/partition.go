@@ -619,6 +619,9 @@ func (p *Partition) SetHighWatermark(offset int64) error {
 		return err
 	}
 	p.writeBehindLocked() // the batches below offset may be buffered (writebehind.go)
+	if err := p.checkWritableLocked(); err != nil {
+		return err // that write failed the partition
+	}
 	if start := p.logStart.Load(); offset < start || offset > p.mu.end.Offset {
 		return fmt.Errorf("%w: high watermark %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, p.mu.end.Offset)
 	}

@@ -242,8 +242,9 @@ func (r *records) discard() error {
 // batch returns that whole batch; consumers skip the records below the
 // offset, as Kafka clients do.
 //
-// ReadFrom takes no lock of the partition and never blocks appends; it
-// waits only while a TruncateTo wants or cuts the segment it reads (at
+// ReadFrom takes no lock of the partition and never blocks appends (under
+// Config.WriteBehind, when batches are buffered, it first writes them
+// under the partition's mutex); it waits only while a TruncateTo wants or cuts the segment it reads (at
 // most Config.TruncateWait, then the truncation gives up). The Records
 // must be closed. On error the Records is the zero (closed) one.
 func (p *Partition) ReadFrom(offset int64, maxBytes int) (Records, error) {

@@ -139,7 +139,8 @@ func (c *counters) noteSync(start time.Time) {
 
 // Stats returns the partition's counters and gauges. It takes no
 // partition lock (only, while a truncation waits for readers, that
-// segment's lease mutex for the count), allocates nothing and costs a few
+// segment's lease mutex for the count, and the mutex of the write below),
+// allocates nothing and costs a few
 // atomic loads plus one per segment; it
 // may be called at any time, after Close too (the gauges then keep their
 // last values). Under Config.WriteBehind, when batches are buffered, it

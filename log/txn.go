@@ -124,7 +124,8 @@ func (t *txnState) hold(b *bounds) {
 // Kafka's ProducerStateManager.firstUnstableOffset counts it), not below
 // the log start offset; else the high watermark; never above the high
 // watermark. A read_committed consumer reads below it (ReadCommitted).
-// Lock-free.
+// Lock-free, but under Config.WriteBehind, when batches are buffered: it
+// then writes them first.
 func (p *Partition) LastStableOffset() int64 {
 	p.showBuffered() // writebehind.go
 	hw, u := p.bounds.loadStable()

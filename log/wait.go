@@ -78,9 +78,11 @@ func (n *notifier) signal() {
 // Wait is woken by the changes of the published bounds that concern it (a
 // move of the high watermark: an append, a SetHighWatermark, a group sync;
 // a truncation that lowers the log end), not by a timer, and not by an
-// append that moves only the log end (WaitFollower's bound). It takes no
-// lock while the partition is healthy and costs an append nothing when no
-// goroutine waits. A goroutine holding Records may call it.
+// append that moves only the log end (WaitFollower's bound); under
+// Config.WriteBehind, by the write of the buffered batch, not by its
+// append. It takes no lock while the partition is healthy (but to write
+// the buffer when batches are buffered) and costs an append nothing when
+// no goroutine waits. A goroutine holding Records may call it.
 func (p *Partition) Wait(ctx context.Context, offset int64) error {
 	p.showBuffered() // writebehind.go
 	return p.bounds.wait(ctx, p, &p.truncations, offset, false)

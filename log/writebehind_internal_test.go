@@ -41,3 +41,17 @@ func TestWriteBehindIdleReleasesBuffer(t *testing.T) {
 	require.Nil(t, p.dur.queue.buf, "released after the timer's write")
 	require.Equal(t, int64(3), p.mu.end.Offset)
 }
+
+// TestWriteBehindCloseStopsTimer: Close stops a pending timer, so a closed
+// partition is not kept alive by it for up to WriteBehind.
+func TestWriteBehindCloseStopsTimer(t *testing.T) {
+	p, err := Open(filepath.Join(t.TempDir(), "p-0"), Config{WriteBehind: time.Hour})
+	require.NoError(t, err)
+	for ts := range int64(2) {
+		_, err := p.AppendBatch(timedBatch(t, batch.BuilderOptions{}, 1_700_000_000_000+ts))
+		require.NoError(t, err)
+	}
+	require.NotNil(t, p.wb.timer, "the buffered batch started it")
+	require.NoError(t, p.Close())
+	require.False(t, p.wb.timer.Stop(), "stopped by Close")
+}

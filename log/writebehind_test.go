@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,10 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/killtest"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // logWrites counts the write operations on .log files that in sees (a
@@ -166,18 +169,64 @@ func TestWriteBehindObservers(t *testing.T) {
 	}
 }
 
-// TestWriteBehindTimer: with no other call, the timer writes the buffer: a
-// reader parked in Wait before the append sees the batch.
+// TestWriteBehindTimer: with no other call, the timer writes the buffer,
+// once for each batch that starts it: the test watches the filesystem, not
+// the partition (any observer would write the buffer itself). Then a
+// reader parked in Wait sees a buffered batch when the timer writes it.
 func TestWriteBehindTimer(t *testing.T) {
-	p, _ := openT(t, plog.Config{WriteBehind: time.Millisecond})
+	p, in := openMem(t, plog.Config{WriteBehind: time.Millisecond, SegmentIndexBytes: memIndexBytes})
+	writes := logWrites(in)
+	_, err := p.AppendBatch(oneRecord(0)) // written at once
+	require.NoError(t, err)
+	for i := 1; i <= 2; i++ {
+		before := writes.Load()
+		_, err = p.AppendBatch(oneRecord(i)) // buffered
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return writes.Load() > before }, time.Minute, time.Millisecond,
+			"the timer writes batch %d", i)
+	}
+	require.Equal(t, int64(3), p.HighWatermark())
+
+	parked := make(chan error, 1)
+	go func() { parked <- p.Wait(context.Background(), 3) }()
+	_, err = p.AppendBatch(oneRecord(3))
+	require.NoError(t, err)
+	require.NoError(t, <-parked)
+}
+
+// TestWriteBehindThreshold: the append that brings the buffer to 16 KiB
+// writes it, with no observer; when that write fails, that append
+// returns the failure (its batch was in it), and so does every later call.
+func TestWriteBehindThreshold(t *testing.T) {
+	p, in := openMem(t, plog.Config{WriteBehind: time.Hour, SegmentIndexBytes: memIndexBytes})
+	writes := logWrites(in)
 	_, err := p.AppendBatch(oneRecord(0))
 	require.NoError(t, err)
-	parked := make(chan error, 1)
-	go func() { parked <- p.Wait(context.Background(), 1) }()
-	_, err = p.AppendBatch(oneRecord(1)) // buffered
-	require.NoError(t, err)
-	require.NoError(t, <-parked) // woken by the timer's write, not by a call of the test
-	require.Equal(t, int64(2), p.HighWatermark())
+	first := writes.Load()
+	i := 1
+	for ; writes.Load() == first; i++ {
+		require.Less(t, i, 200, "16 KiB of one-record batches written by the appends themselves")
+		_, err := p.AppendBatch(oneRecord(i))
+		require.NoError(t, err)
+	}
+	require.Greater(t, i, 16<<10/200, "not before the buffer held about 16 KiB")
+
+	before := writes.Load()
+	in.FailOnce(func(op vfs.Op) bool {
+		return (op.Kind == vfs.OpWrite || op.Kind == vfs.OpWriteAt) && strings.HasSuffix(op.Path, ".log")
+	})
+	for ; ; i++ {
+		_, err := p.AppendBatch(oneRecord(i))
+		if err != nil {
+			require.ErrorIs(t, err, plog.ErrFailed)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			break
+		}
+		require.Equal(t, before, writes.Load())
+		require.Zero(t, in.Injected(), "append %d returned success, but its write failed", i)
+	}
+	_, err = p.AppendBatch(oneRecord(i + 1))
+	require.ErrorIs(t, err, plog.ErrFailed)
 }
 
 // TestWriteBehindCrash: a crash loses what the buffer held, keeps a
@@ -242,6 +291,96 @@ func TestWriteBehindFailedWrite(t *testing.T) {
 	defer p.Close()
 	require.Equal(t, int64(1), p.LogEndOffset())
 	require.NoError(t, p.Verify())
+}
+
+// TestWriteBehindSetHighWatermarkFailedWrite: SetHighWatermark writes the
+// buffer first; when that write fails it returns the failure and moves
+// nothing.
+func TestWriteBehindSetHighWatermarkFailedWrite(t *testing.T) {
+	p, in := openMem(t, plog.Config{WriteBehind: time.Hour, DisableAutoHighWatermark: true, SegmentIndexBytes: memIndexBytes})
+	_, err := p.AppendBatch(oneRecord(0))
+	require.NoError(t, err)
+	_, err = p.AppendBatch(oneRecord(1)) // buffered
+	require.NoError(t, err)
+	in.FailOnce(func(op vfs.Op) bool {
+		return (op.Kind == vfs.OpWrite || op.Kind == vfs.OpWriteAt) && strings.HasSuffix(op.Path, ".log")
+	})
+	require.ErrorIs(t, p.SetHighWatermark(1), plog.ErrFailed)
+	require.Equal(t, int64(0), p.HighWatermark())
+	require.ErrorIs(t, p.SetHighWatermark(2), plog.ErrFailed)
+}
+
+// TestWriteBehindOffline: a partition that goes offline (a fault reading
+// a mapped file) still writes the acknowledged batches its buffer holds
+// when it closes: the .log's writes do not go through the mapping.
+func TestWriteBehindOffline(t *testing.T) {
+	skipUnlessSIGBUS(t)
+	p, dir := openT(t, plog.Config{WriteBehind: time.Hour, SegmentBytes: 1 << 20})
+	for i := range 200 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 1000, 1_700_000_000_000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Roll())
+	_, err := p.AppendBatch(oneRecord(800)) // the new segment's first batch: written at once
+	require.NoError(t, err)
+	seg0 := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+	saved, err := os.ReadFile(seg0)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var iterErr error
+	first := true
+	for _, err := range p.Records(ctx, 0) {
+		if err != nil {
+			iterErr = err
+			break
+		}
+		if first {
+			first = false
+			// Buffered while the iteration holds its read: the body may
+			// not call the partition, a goroutine may.
+			done := make(chan error, 1)
+			go func() {
+				_, err := p.AppendBatch(oneRecord(801))
+				done <- err
+			}()
+			require.NoError(t, <-done)
+			require.NoError(t, os.Truncate(seg0, 0))
+		}
+	}
+	require.ErrorIs(t, iterErr, index.ErrFault)
+	_ = p.Close() // reports the fault; writes the buffer
+
+	require.NoError(t, os.WriteFile(seg0, saved, 0o644))
+	p, err = plog.Open(dir, plog.Config{SegmentBytes: 1 << 20})
+	require.NoError(t, err)
+	defer p.Close()
+	require.Equal(t, int64(802), p.LogEndOffset(), "every acknowledged batch")
+}
+
+// TestWriteBehindDirBudget: in a Dir under MaxOpenSegments, a sweep
+// writes a partition's buffered batches and rests its active segment,
+// rather than keep it awake until its timer fires.
+func TestWriteBehindDirBudget(t *testing.T) {
+	const parts, budget = 24, 4
+	d, err := plog.OpenDir(filepath.Join(t.TempDir(), "data"), plog.DirConfig{MaxOpenSegments: budget,
+		Config: plog.Config{WriteBehind: time.Hour}})
+	require.NoError(t, err)
+	defer d.Close()
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		for j := range 3 {
+			_, err := p.AppendBatch(oneRecord(j))
+			require.NoError(t, err)
+		}
+		st := d.SegmentBudget()
+		require.LessOrEqual(t, st.Open+st.Active, budget+1, "after partition %d", i)
+	}
+	for i := range parts {
+		require.Equal(t, int64(3), d.Partition("t", int32(i)).LogEndOffset())
+	}
 }
 
 // TestWriteBehindProducerRetry: a retry of a buffered idempotent batch is
