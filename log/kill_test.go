@@ -91,27 +91,13 @@ func TestKill(t *testing.T) {
 	for round := 0; round < kills; round++ {
 		child := killtest.Start(t, "TestKillHelperProcess", killChildEnv+"="+dir)
 		delay := time.Duration(10+rng.IntN(240)) * time.Millisecond
-		timer := time.NewTimer(delay)
 		n := 0
-	collect:
-		for {
-			select {
-			case line, ok := <-child.Lines:
-				if !ok {
-					break collect
-				}
-				next, ok := killtest.RecordAck(t, round, line, acked)
-				if !ok {
-					continue
-				}
+		child.KillAfter(delay, func(line string) {
+			if next, ok := killtest.RecordAck(t, round, line, acked); ok {
 				maxNext = max(maxNext, next)
 				n++
-			case <-timer.C:
-				child.Kill()
 			}
-		}
-		child.Wait()
-		timer.Stop()
+		})
 
 		p, err := plog.Open(dir, killConfig())
 		require.NoError(t, err)

@@ -489,26 +489,14 @@ func TestKillWriteBehind(t *testing.T) {
 		var synced int64
 		child := killtest.Start(t, "TestKillWriteBehindHelperProcess", killChildEnv+"="+dir)
 		delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
-		timer := time.NewTimer(delay)
-	collect:
-		for {
-			select {
-			case line, ok := <-child.Lines:
-				if !ok {
-					break collect
-				}
-				var end int64
-				if _, err := fmt.Sscanf(line, "synced %d", &end); err == nil {
-					synced = end
-					continue
-				}
-				killtest.RecordAck(t, round, line, acked)
-			case <-timer.C:
-				child.Kill()
+		child.KillAfter(delay, func(line string) {
+			var end int64
+			if _, err := fmt.Sscanf(line, "synced %d", &end); err == nil {
+				synced = end
+				return
 			}
-		}
-		child.Wait()
-		timer.Stop()
+			killtest.RecordAck(t, round, line, acked)
+		})
 
 		p, err := plog.Open(dir, writeBehindKillConfig())
 		require.NoError(t, err)

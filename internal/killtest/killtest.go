@@ -22,6 +22,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -43,6 +44,27 @@ func (c *Child) Kill() { _ = c.cmd.Process.Signal(syscall.SIGKILL) }
 func (c *Child) Wait() {
 	c.reader.Wait()
 	_ = c.cmd.Wait()
+}
+
+// KillAfter hands each of the child's output lines to line, sends the
+// child SIGKILL once delay has passed (unless its output ended before),
+// and returns when the child's output has been read to its end and the
+// child has exited.
+func (c *Child) KillAfter(delay time.Duration, line func(string)) {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case l, ok := <-c.Lines:
+			if !ok {
+				c.Wait()
+				return
+			}
+			line(l)
+		case <-timer.C:
+			c.Kill()
+		}
+	}
 }
 
 // Start runs the test binary again with -test.run selecting the test named
