@@ -284,7 +284,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 		return p.noteFault(fmt.Errorf("partlog/log: append at offset %d to segment %d of %s: %w", bt.BaseOffset(), active.BaseOffset(), p.dir, err))
 	}
 	p.mu.end = position{Offset: bt.NextOffset(), SegBase: active.BaseOffset(), Pos: active.Size()}
-	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
+	if p.dur.hwFollowsWrite() {
 		p.mu.hw = p.mu.end
 	}
 	p.noteWriteLocked(active, bt.NextOffset()-bt.BaseOffset())

@@ -183,7 +183,7 @@ func (p *Partition) tryRest() bool {
 	if p.mu.closed || p.mu.failed != nil {
 		return true
 	}
-	if p.wb.end.Load() != 0 {
+	if p.wb.buffered.Load() {
 		// Write-behind batches may wait for their timer: write them now
 		// rather than keep the segment awake past the budget (without
 		// noting the partition written: the sweep holds the set).

@@ -244,6 +244,12 @@ func (d *durability) hwFollowsSync() bool {
 	return d.autoHighWatermark && d.syncEveryAppend()
 }
 
+// hwFollowsWrite reports whether the automatic high watermark moves with
+// every write (every policy but the per-append one).
+func (d *durability) hwFollowsWrite() bool {
+	return d.autoHighWatermark && !d.syncEveryAppend()
+}
+
 // noteWriteLocked accounts for a batch of records records appended to
 // active as the core's write number seq: the records not yet flushed and
 // the segments the group syncer must fdatasync. REQUIRES: mu held.

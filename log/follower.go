@@ -52,7 +52,7 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 	if newBase > end {
 		// The new, empty segment is the log's end until bt is written.
 		p.mu.end = position{Offset: newBase, SegBase: newBase, Pos: 0}
-		if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
+		if p.dur.hwFollowsWrite() {
 			p.mu.hw = p.mu.end
 		}
 	}

@@ -198,7 +198,7 @@ func (p *Partition) writeQueueLocked() *segment.Segment {
 	n, end := q.n, q.end
 	q.n = 0
 	defer p.queueWrittenLocked() // after the publication (writebehind.go)
-	if p.mu.closed || p.mu.failed != nil || (p.wb.end.Load() == 0 && p.offlineErr() != nil) {
+	if p.mu.closed || p.mu.failed != nil || (!p.wb.buffered.Load() && p.offlineErr() != nil) {
 		return nil
 	}
 	active := p.segs.Load().active()
@@ -209,7 +209,7 @@ func (p *Partition) writeQueueLocked() *segment.Segment {
 		return nil
 	}
 	p.mu.end = end
-	if !p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend() {
+	if p.dur.hwFollowsWrite() {
 		p.mu.hw = end // write-behind batches are committed as appendLocked's (writebehind.go)
 	}
 	p.publishLocked()

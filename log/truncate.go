@@ -538,7 +538,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 // REQUIRES: mu held.
 func (p *Partition) setEndLocked(end position) {
 	p.mu.end = end
-	if p.mu.hw.Offset > end.Offset || (!p.cfg.DisableAutoHighWatermark && !p.dur.syncEveryAppend()) {
+	if p.mu.hw.Offset > end.Offset || p.dur.hwFollowsWrite() {
 		p.mu.hw = end
 	}
 	p.publishLocked()

@@ -40,11 +40,10 @@ type writeBehind struct {
 	// delay is Config.WriteBehind; 0 when off (also under FlushMessages
 	// == 1, whose appends wait for their sync). Set at Open.
 	delay time.Duration
-	// end is the end offset of the queued batches while the queue holds
-	// write-behind batches, 0 when it holds none (a queue is never
-	// empty at offset 0). Stored under mu, loaded lock-free by
-	// showBuffered.
-	end atomic.Int64
+	// buffered is set while the queue holds write-behind batches: by the
+	// first one, cleared once the queue is written (queueWrittenLocked).
+	// Stored under mu, loaded lock-free by showBuffered.
+	buffered atomic.Bool
 	// timer writes the queue delay after its first batch; created at the
 	// first queued batch. Guarded by mu.
 	timer *time.Timer
@@ -52,17 +51,17 @@ type writeBehind struct {
 
 // bufferedLocked follows an append queued under write-behind: it writes
 // the queue when it reached writeBehindBytes (the error is then the
-// partition's failure, and the append's batch was not written), else
-// publishes the queue's end for showBuffered and starts the timer for the
-// queue's first batch. REQUIRES: mu held.
+// partition's failure, and the append's batch was not written), else, for
+// the queue's first batch, sets the flag showBuffered reads and starts
+// the timer. REQUIRES: mu held.
 func (p *Partition) bufferedLocked() error {
 	q := &p.dur.queue
 	if len(q.buf) >= writeBehindBytes {
 		p.writeQueuedLocked()
 		return p.checkWritableLocked()
 	}
-	p.wb.end.Store(q.end.Offset)
 	if q.n == 1 {
+		p.wb.buffered.Store(true)
 		if p.wb.timer == nil {
 			p.wb.timer = time.AfterFunc(p.wb.delay, p.writeBehindIdle)
 		} else {
@@ -88,7 +87,7 @@ func (p *Partition) writeBehindNow() {
 // (and only then: under FlushMessages == 1 the queue is the group
 // syncer's). REQUIRES: mu held.
 func (p *Partition) writeBehindLocked() {
-	if p.wb.end.Load() != 0 {
+	if p.wb.buffered.Load() {
 		p.writeQueuedLocked()
 	}
 }
@@ -111,20 +110,20 @@ func (p *Partition) writeBehindIdle() {
 // acknowledged append had been written. Without write-behind, or with
 // nothing queued, it costs one atomic load.
 func (p *Partition) showBuffered() {
-	if p.wb.end.Load() != 0 {
+	if p.wb.buffered.Load() {
 		p.writeBehindNow()
 	}
 }
 
 // queueWrittenLocked empties the queue once writeQueuedLocked wrote it
-// (and published it) or dropped it. Only then does it clear wb.end: a
+// (and published it) or dropped it. Only then does it clear the flag: a
 // showBuffered that finds it clear may read the published bounds, so a
 // write of the queue by another goroutine (a roll's background flush, a
 // Sync) must be over by then; one that finds it set takes mu, and so
 // waits for that write. REQUIRES: mu held.
 func (p *Partition) queueWrittenLocked() {
 	p.dur.queue.reset()
-	p.wb.end.Store(0)
+	p.wb.buffered.Store(false)
 }
 
 // stopWriteBehindLocked stops the timer (Close). REQUIRES: mu held, the
