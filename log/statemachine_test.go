@@ -53,15 +53,11 @@ func stateMachineRound(t *testing.T, crashes *int) {
 			DisableMmap:              rapid.Bool().Draw(rt, "disableMmap"),
 		}
 		cfg.FlushMessages = rapid.SampledFrom([]int64{0, 1, 7}).Draw(rt, "flushMessages")
-		// Write-behind: off, or on with a timer that never fires in a
-		// check (the buffer is written by the calls that need it);
-		// TestWriteBehindTimer covers the timer's write. A timer firing
-		// between the operations (100 us) made a rare OffsetForTimestamp
-		// mismatch after crashes more frequent (one run in thirty); the
-		// mismatch also occurs with WriteBehind off (FlushMessages 7,
-		// DisableMmap, small segments; issue 30's note) and is not fixed
-		// yet, so that draw waits for the fix.
-		cfg.WriteBehind = rapid.SampledFrom([]time.Duration{0, time.Hour}).Draw(rt, "writeBehind")
+		// Write-behind: off; on with a timer that fires between the
+		// operations (100 us), so that crashes also find the buffer
+		// written by the timer; or on with a timer that never fires in a
+		// check (the buffer is written by the calls that need it).
+		cfg.WriteBehind = rapid.SampledFrom([]time.Duration{0, 100 * time.Microsecond, time.Hour}).Draw(rt, "writeBehind")
 		// Removed when the check ends: kept until the test ended, a long
 		// run (-rapid.checks) held every check's files.
 		parent := t.TempDir()

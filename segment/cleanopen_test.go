@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -209,6 +210,61 @@ func TestOpenRebuildsTimeIndex(t *testing.T) {
 					checkLookups(t, s, checkSegment(t, s))
 				})
 			}
+		}
+	}
+}
+
+// A sealed segment whose .timeindex lost entries in a crash (its last
+// entries, or all of them, as a file whose length was not yet synced
+// leaves it) while its .log kept the batches: the open after the crash
+// finds the largest timestamp by a scan and appends it as the final entry,
+// so that the clean open after the next shutdown, which trusts that entry,
+// still finds it. The index used to stay as the crash left it: the clean
+// open then reported no largest timestamp (or an earlier one), and the
+// partition's OffsetForTimestamp skipped the segment.
+func TestOpenRestoresFinalTimeEntry(t *testing.T) {
+	for _, fk := range fsKinds {
+		for _, keep := range []int64{0, index.TimeEntrySize} {
+			t.Run(fmt.Sprintf("%s/%d entries kept", fk.name, keep/index.TimeEntrySize), func(t *testing.T) {
+				fsys, dir := fk.fs(t)
+				mustMkdir(t, fsys, dir)
+				cfg := fk.cfg
+				cfg.IndexIntervalBytes, cfg.MaxSegmentBytes = 1024, 1<<20
+				s, err := Create(fsys, dir, 0, cfg)
+				require.NoError(t, err)
+				const n = 40
+				for i := range n {
+					ts := 1000 + int64(i)
+					if i == n/2 {
+						ts = 5000 // the largest, in the middle
+					}
+					mustAppend(t, s, simpleBatch(t, int64(i), 1, ts, 200))
+				}
+				require.NoError(t, s.Seal())
+				mustClose(t, s)
+				truncateFile(t, fsys, segPath(dir, 0, TimeIndexSuffix), keep)
+
+				s, err = Open(fsys, dir, 0, cfg) // after the crash
+				require.NoError(t, err)
+				ts, at := s.MaxTimestamp()
+				assert.Equal(t, int64(5000), ts)
+				assert.Equal(t, int64(n/2), at)
+				assert.False(t, s.SyncedSinceOpen())
+				mustClose(t, s) // a clean shutdown
+
+				s, err = OpenClean(fsys, dir, 0, cfg)
+				require.NoError(t, err)
+				defer mustClose(t, s)
+				ts, at = s.MaxTimestamp()
+				assert.Equal(t, int64(5000), ts, "the clean open's largest timestamp")
+				assert.Equal(t, int64(n/2), at)
+				off, rts, found, err := s.FindOffsetByTimestamp(4000, 0)
+				require.NoError(t, err)
+				assert.True(t, found)
+				assert.Equal(t, int64(n/2), off)
+				assert.Equal(t, int64(5000), rts)
+				checkLookups(t, s, checkSegment(t, s))
+			})
 		}
 	}
 }

@@ -131,6 +131,20 @@ func (s *Segment) rebuild(limit int64, off, time bool) (end, next int64, err err
 	return end, ib.next, nil
 }
 
+// restoreFinalTimeEntry appends the final entry (maxTs, maxOff), found by
+// a scan of the batches below end, to a time index whose last entry is
+// smaller. An index that cannot take it (full, or its last entry at a
+// later offset: entries that passed their checks yet do not describe the
+// log) is rebuilt from the log, which ends it with that entry.
+func (s *Segment) restoreFinalTimeEntry(end, maxTs, maxOff int64) error {
+	err := s.timeIdx.MaybeAppend(maxTs, maxOff, true)
+	if !errors.Is(err, index.ErrIndexFull) && !errors.Is(err, index.ErrNotIncreasing) {
+		return err
+	}
+	_, _, err = s.rebuild(end, false, true)
+	return err
+}
+
 // checkOffsetIndex checks the offset index against a .log of fileSize
 // bytes without reading the log beyond the last entry's batch header:
 // SanityCheck, then every entry's offset and position strictly increasing
@@ -295,6 +309,17 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 	maxTs, maxOff, err := s.largestTimestamp(end, clean)
 	if err != nil {
 		return rebuilt, err
+	}
+	if !clean && maxTs > s.timeIdx.LastEntry().Timestamp {
+		// The time index lacks the final entry that a clean open
+		// trusts: a crash lost the seal's entry (or the entries after
+		// some point) while the .log kept the batches. A sealed
+		// segment gets no other: without it, the next clean open would
+		// take the index's last entry for the largest timestamp.
+		if err := s.restoreFinalTimeEntry(end, maxTs, maxOff); err != nil {
+			return rebuilt, err
+		}
+		rebuilt = true
 	}
 	first := batch.NoTimestamp
 	if end > 0 {
