@@ -3,12 +3,14 @@ package log_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
@@ -367,6 +369,54 @@ func TestOffsetForTimestamp(t *testing.T) {
 	require.Equal(t, p.LogStartOffset(), to.Offset, "without tiering the local start is the log start")
 	_, _, err = p.OffsetForTimestamp(-5)
 	require.ErrorIs(t, err, plog.ErrInvalidTimestamp)
+}
+
+// TestOffsetForTimestampAfterLostSealEntry: a flush moved the recovery
+// point past a segment's batches, a roll sealed it, and a crash lost the
+// seal's time index entry (here: the .timeindex emptied, the clean-shutdown
+// marker gone, the recovery point at the log end, so the segment is not
+// recovered). Every time lookup answers as before the crash, after the
+// open that follows it and after the clean shutdown and open after that:
+// the clean open trusts the final entry, which the unclean one restored.
+// (The reopen used to skip the segment: its largest timestamp read -1.)
+func TestOffsetForTimestampAfterLostSealEntry(t *testing.T) {
+	p, dir := openT(t, plog.Config{SegmentBytes: 1024})
+	// Batch i has records at 1000*i + j; the rolls leave segments of one
+	// or two batches.
+	for i := 1; i <= 6; i++ {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 50, int64(1000*i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync())
+	segs := p.SegmentInfos()
+	require.Greater(t, len(segs), 1)
+	answers := func(p *plog.Partition) []plog.TimestampOffset {
+		var out []plog.TimestampOffset
+		for ts := int64(0); ts <= 6004; ts += 1000 {
+			for _, at := range []int64{ts, ts + 2} {
+				to, ok, err := p.OffsetForTimestamp(at)
+				require.NoError(t, err)
+				if !ok {
+					to = plog.TimestampOffset{Offset: -1}
+				}
+				out = append(out, to)
+			}
+		}
+		return out
+	}
+	want := answers(p)
+	require.NoError(t, p.Close())
+
+	first := filepath.Join(dir, fmt.Sprintf("%020d.timeindex", segs[0].BaseOffset))
+	require.NoError(t, os.Truncate(first, 0))
+	require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.CleanShutdownFile)))
+
+	for _, open := range []string{"after the crash", "after the next clean shutdown"} {
+		p, err := plog.Open(dir, plog.Config{SegmentBytes: 1024})
+		require.NoError(t, err, open)
+		assert.Equal(t, want, answers(p), open)
+		require.NoError(t, p.Close())
+	}
 }
 
 // TestConfigDefaults checks the zero Config.
