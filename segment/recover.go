@@ -215,9 +215,10 @@ func (s *Segment) checkTimeIndex(end, next int64) error {
 // batch starts more than IndexIntervalBytes into the .log (what the index
 // builder leaves for a small segment); the scan that finds the log's end
 // checks that. clean trusts the time index's last entry as the largest
-// timestamp (OpenClean). rebuilt reports whether an index was rebuilt
-// (its file then differs from what was synced). REQUIRES: no concurrent
-// reader.
+// timestamp (OpenClean); otherwise a time index without the final entry
+// gets it (restoreFinalTimeEntry). rebuilt reports whether an index was
+// rebuilt or given that entry (its file then differs from what was
+// synced). REQUIRES: no concurrent reader.
 func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (rebuilt bool, err error) {
 	rebuildIdx := func(limit int64, off, time bool) (int64, int64, error) {
 		rebuilt = true
