@@ -3,7 +3,6 @@ package log_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/partlog/partlog/internal/invariants"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestFieldReport is the field report's scenario: a batch of 11 records then
@@ -407,7 +407,7 @@ func TestOffsetForTimestampAfterLostSealEntry(t *testing.T) {
 	want := answers(p)
 	require.NoError(t, p.Close())
 
-	first := filepath.Join(dir, fmt.Sprintf("%020d.timeindex", segs[0].BaseOffset))
+	first := filepath.Join(dir, segment.FileName(segs[0].BaseOffset, segment.TimeIndexSuffix))
 	require.NoError(t, os.Truncate(first, 0))
 	require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.CleanShutdownFile)))
 

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -221,18 +222,28 @@ func TestOpenRebuildsTimeIndex(t *testing.T) {
 // so that the clean open after the next shutdown, which trusts that entry,
 // still finds it. The index used to stay as the crash left it: the clean
 // open then reported no largest timestamp (or an earlier one), and the
-// partition's OffsetForTimestamp skipped the segment.
+// partition's OffsetForTimestamp skipped the segment. A last entry that
+// passes its checks but lies after the largest timestamp's batch cannot
+// take the final entry (offsets must grow): the index is rebuilt.
 func TestOpenRestoresFinalTimeEntry(t *testing.T) {
+	const n = 40 // batch i at offset i, timestamp 1000+i, but 5000 at n/2
 	for _, fk := range fsKinds {
-		for _, keep := range []int64{0, index.TimeEntrySize} {
-			t.Run(fmt.Sprintf("%s/%d entries kept", fk.name, keep/index.TimeEntrySize), func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			keep  int64            // bytes of the .timeindex kept
+			entry *index.TimeEntry // then written as its only entry
+		}{
+			{name: "no entries kept"},
+			{name: "1 entry kept", keep: index.TimeEntrySize},
+			{name: "an entry after the largest", entry: &index.TimeEntry{Timestamp: 1000 + n/2 + 1, Offset: n/2 + 1}},
+		} {
+			t.Run(fk.name+"/"+tc.name, func(t *testing.T) {
 				fsys, dir := fk.fs(t)
 				mustMkdir(t, fsys, dir)
 				cfg := fk.cfg
 				cfg.IndexIntervalBytes, cfg.MaxSegmentBytes = 1024, 1<<20
 				s, err := Create(fsys, dir, 0, cfg)
 				require.NoError(t, err)
-				const n = 40
 				for i := range n {
 					ts := 1000 + int64(i)
 					if i == n/2 {
@@ -242,7 +253,18 @@ func TestOpenRestoresFinalTimeEntry(t *testing.T) {
 				}
 				require.NoError(t, s.Seal())
 				mustClose(t, s)
-				truncateFile(t, fsys, segPath(dir, 0, TimeIndexSuffix), keep)
+				path := segPath(dir, 0, TimeIndexSuffix)
+				truncateFile(t, fsys, path, tc.keep)
+				if tc.entry != nil {
+					e := make([]byte, index.TimeEntrySize)
+					binary.BigEndian.PutUint64(e, uint64(tc.entry.Timestamp))
+					binary.BigEndian.PutUint32(e[8:], uint32(tc.entry.Offset))
+					f, err := fsys.OpenReadWrite(path)
+					require.NoError(t, err)
+					_, err = f.WriteAt(e, 0)
+					require.NoError(t, err)
+					require.NoError(t, f.Close())
+				}
 
 				s, err = Open(fsys, dir, 0, cfg) // after the crash
 				require.NoError(t, err)

@@ -131,13 +131,14 @@ func (s *Segment) rebuild(limit int64, off, time bool) (end, next int64, err err
 	return end, ib.next, nil
 }
 
-// restoreFinalTimeEntry appends the final entry (maxTs, maxOff), found by
-// a scan of the batches below end, to a time index whose last entry is
-// smaller. An index that cannot take it (full, or its last entry at a
-// later offset: entries that passed their checks yet do not describe the
-// log) is rebuilt from the log, which ends it with that entry.
-func (s *Segment) restoreFinalTimeEntry(end, maxTs, maxOff int64) error {
-	err := s.timeIdx.MaybeAppend(maxTs, maxOff, true)
+// restoreFinalTimeEntry appends the final entry (appendFinalTimeEntry,
+// from the largest timestamp a scan of the batches below end found) to a
+// time index whose last entry is smaller. An index that cannot take it
+// (full, or its last entry at a later offset: entries that passed their
+// checks yet do not describe the log) is rebuilt from the log, which ends
+// it with that entry.
+func (s *Segment) restoreFinalTimeEntry(end int64) error {
+	err := s.appendFinalTimeEntry()
 	if !errors.Is(err, index.ErrIndexFull) && !errors.Is(err, index.ErrNotIncreasing) {
 		return err
 	}
@@ -311,13 +312,14 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 	if err != nil {
 		return rebuilt, err
 	}
+	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = maxTs, maxOff
 	if !clean && maxTs > s.timeIdx.LastEntry().Timestamp {
 		// The time index lacks the final entry that a clean open
 		// trusts: a crash lost the seal's entry (or the entries after
 		// some point) while the .log kept the batches. A sealed
 		// segment gets no other: without it, the next clean open would
 		// take the index's last entry for the largest timestamp.
-		if err := s.restoreFinalTimeEntry(end, maxTs, maxOff); err != nil {
+		if err := s.restoreFinalTimeEntry(end); err != nil {
 			return rebuilt, err
 		}
 		rebuilt = true
@@ -330,7 +332,6 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 		}
 		first = h.MaxTimestamp
 	}
-	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = maxTs, maxOff
 	s.w.bytesSinceIndex = end - s.offIdx.LastEntry().Position
 	s.mu.Lock()
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = maxTs, maxOff
