@@ -80,13 +80,20 @@ type Server struct {
 	out    *bytes.Buffer
 }
 
-// freePort returns a loopback TCP port nobody listens on now.
-func freePort(t testing.TB) int {
+// freePorts returns n distinct loopback TCP ports nobody listens on now.
+// Each listener stays open until all n are taken: closed one at a time,
+// the kernel may hand the same port out twice (once it gave the volume
+// server's port to the S3 gateway's gRPC listener, and weed exited).
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // Start starts a SeaweedFS server and waits until its S3 gateway
@@ -94,9 +101,11 @@ func freePort(t testing.TB) int {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	w := &Server{t: t, bin: Binary(t), dir: t.TempDir(), ports: map[string]int{}}
-	for _, name := range []string{"master", "volume", "filer", "s3"} {
-		w.ports[name+".port"] = freePort(t)
-		w.ports[name+".port.grpc"] = freePort(t)
+	names := []string{"master", "volume", "filer", "s3"}
+	ports := freePorts(t, 2*len(names))
+	for i, name := range names {
+		w.ports[name+".port"] = ports[2*i]
+		w.ports[name+".port.grpc"] = ports[2*i+1]
 	}
 	t.Cleanup(w.Stop)
 	w.Start()
