@@ -37,8 +37,8 @@ func (s *Segment) Append(b batch.Batch) (pos int64, err error) {
 // batch.HeaderSize bytes) followed by body: what a partition appends when
 // it patched a copy of a caller's header (offsets, leader epoch,
 // timestamps and CRC) and must not write into the caller's bytes. The two
-// parts are written back to back at Size(), with one pwritev where the
-// file offers it (vfs.VectorWriterAt), else with two writes (a crash
+// parts are written back to back at Size(), with one system call where
+// the file offers it (vfs.VectorWriterAt), else with two writes (a crash
 // between them leaves a torn tail, which the CRC catches), and published
 // together, as Append publishes a batch. Neither h nor body is retained or
 // modified.
@@ -148,7 +148,7 @@ func (s *Segment) noteWritten(pos int64, n int, last, batchMaxTs int64, indexDue
 }
 
 // writeBatch writes b, then body when it is not nil, at pos: with one
-// pwritev when the file offers it (vfs.VectorWriterAt), else one WriteAt
+// vfs.VectorWriterAt call when the file offers it, else one WriteAt
 // each. The iovec array lives in the writer state so that the call does
 // not allocate; it is cleared afterwards, so no caller memory is kept.
 func (s *Segment) writeBatch(b, body []byte, pos int64) error {

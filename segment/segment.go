@@ -184,7 +184,7 @@ type Segment struct {
 		// bytesSinceIndex counts the bytes appended since the last
 		// index entry (Kafka's bytesSinceLastIndexEntry).
 		bytesSinceIndex int64
-		// iov is writeBatch's pwritev argument, empty between calls.
+		// iov is writeBatch's WriteVAt argument, empty between calls.
 		iov [2][]byte
 		// maxTimestamp, offsetOfMaxTimestamp mirror mu's fields.
 		maxTimestamp, offsetOfMaxTimestamp int64

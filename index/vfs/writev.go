@@ -1,7 +1,8 @@
 package vfs
 
 // VectorWriterAt is implemented by Files that can write several buffers,
-// back to back, at an offset in one call (pwritev on Linux): what a
+// back to back, at an offset in one call (on Linux pwritev, or, for 512
+// bytes or fewer in all, one pwrite of a gathered copy): what a
 // segment uses to write a patched batch header and the caller's records
 // with one system call instead of two. It is optional: callers check for
 // it with a type assertion and fall back to one WriteAt per buffer, which
