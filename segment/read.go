@@ -81,6 +81,18 @@ var headerPool = sync.Pool{New: func() any { return new([batch.HeaderSize]byte) 
 // described as a batch covering its offsets: a compressed wrapper's first
 // offset is read from its decompressed inner messages.
 func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
+	info, err := s.frameAt(pos, limit)
+	if err != nil || !info.legacyWrapper {
+		return info, err
+	}
+	return s.legacyBase(info)
+}
+
+// frameAt is readHeader without the legacy wrapper's first offset: the
+// header's checks and fields, read from the mapping or the file. For a
+// compressed legacy wrapper BaseOffset is the wrapper's offset and
+// legacyWrapper is set.
+func (s *Segment) frameAt(pos, limit int64) (BatchInfo, error) {
 	var h []byte
 	avail := limit - pos
 	if avail < legacyPeekSize {
@@ -101,11 +113,7 @@ func (s *Segment) readHeader(pos, limit int64) (BatchInfo, error) {
 		}
 		h = buf[:n]
 	}
-	info, err := s.decodeHeader(h, pos, limit)
-	if err != nil || !info.legacyWrapper {
-		return info, err
-	}
-	return s.legacyBase(info)
+	return s.decodeHeader(h, pos, limit)
 }
 
 // decodeHeader checks and decodes the header h (at least legacyPeekSize
@@ -159,14 +167,28 @@ const maxOffset = 1<<63 - 2
 // target (Kafka: the offset index lookup), verified against the .log: a
 // batch must start at the entry's position and end at or below the entry's
 // offset (Kafka indexes a batch's last offset; before 3.0, the last offset
-// of the last batch of one append). Any boundary at or below the target's
-// batch is a correct place to start scanning, so only an entry that
-// fails this check can mislead a lookup; a mismatch marks the index
-// suspect and returns 0.
+// of the last batch of one append) and at or above the segment's base, and
+// another must start where it ends (or the visible log end there). Any
+// boundary at or below the target's batch is a correct place to start
+// scanning; a mismatch marks the index suspect and returns 0 (see
+// indexFloorFrom). The check of
+// the next header catches an entry damaged to point inside a batch, at
+// bytes that frame as a header (a batch stored in a record's value) but are
+// followed by bytes that do not. Bytes inside a batch that frame as a
+// chain of batches could still pass: the scans from indexFloor's answer
+// (translate, FindOffsetByTimestamp) scan again from a known boundary when
+// theirs meets bytes that frame as no batch.
 func (s *Segment) indexFloor(target, limit int64) int64 {
+	return s.indexFloorFrom(target, 0, limit)
+}
+
+// indexFloorFrom is max(indexFloor(target, limit), from) for from a batch
+// boundary at or below target's batch, without the checks of an entry at
+// or below from.
+func (s *Segment) indexFloorFrom(target, from, limit int64) int64 {
 	e := s.offIdx.Lookup(target)
-	if e.Position <= 0 {
-		return 0
+	if e.Position <= from {
+		return from
 	}
 	if e.Position >= limit {
 		// Invariant 4: the entry's batch is not visible yet, so
@@ -174,9 +196,15 @@ func (s *Segment) indexFloor(target, limit int64) int64 {
 		return limit
 	}
 	h, err := s.readHeader(e.Position, limit)
-	if err != nil || h.LastOffset > e.Offset {
+	if err == nil && (h.LastOffset > e.Offset || h.BaseOffset < s.base) {
+		err = fmt.Errorf("batch [%d, %d]", h.BaseOffset, h.LastOffset)
+	}
+	if err == nil && h.End() < limit {
+		_, err = s.frameAt(h.End(), limit)
+	}
+	if err != nil {
 		s.suspect("offset index entry %d→%d does not match the log (%v)", e.Offset, e.Position, err)
-		return 0
+		return from
 	}
 	return e.Position
 }
@@ -211,7 +239,28 @@ func (s *Segment) Translate(offset int64, startPos int64) (pos int64, info Batch
 
 // translate is Translate below limit.
 func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, error) {
-	pos := max(s.indexFloor(offset, limit), startPos)
+	floor := s.indexFloorFrom(offset, startPos, limit)
+	if floor <= startPos {
+		return s.scanTo(offset, startPos, limit)
+	}
+	h, found, err := s.scanTo(offset, floor, limit)
+	if err == nil {
+		return h, found, nil
+	}
+	// The bytes after the index's position do not frame. If they do from
+	// startPos, the entry pointed inside a batch: the index is damaged,
+	// the log is not.
+	h, found, err2 := s.scanTo(offset, startPos, limit)
+	if err2 == nil {
+		s.suspect("the scan from offset index position %d for offset %d met %v", floor, offset, err)
+	}
+	return h, found, err2
+}
+
+// scanTo returns the header of the first batch at or after pos, a batch
+// boundary, whose last offset is >= offset, reading headers forward
+// below limit; found is false when none qualifies.
+func (s *Segment) scanTo(offset, pos, limit int64) (BatchInfo, bool, error) {
 	for pos < limit {
 		h, err := s.readHeader(pos, limit)
 		if err != nil {
@@ -273,15 +322,41 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		// Many small batches: jump to the last indexed batch that fits
 		// instead of walking every header up to it.
 		if h, ok := s.lastIndexedBatch(sl.End, bound, limit); ok {
-			sl.End, sl.NextOffset = h.End(), h.NextOffset()
+			end, next, err := s.walkHeaders(h.End(), h.NextOffset(), bound, limit)
+			if err == nil {
+				sl.End, sl.NextOffset = end, next
+				return sl, nil
+			}
+			// As in translate: the entry led to bytes that frame as no
+			// batch. The walk from the first batch tells whether the
+			// index or the log is damaged.
+			end, next, err2 := s.walkHeaders(sl.End, sl.NextOffset, bound, limit)
+			if err2 != nil {
+				return Slice{}, err2
+			}
+			s.suspect("the walk from offset index position %d met %v", h.Pos, err)
+			sl.End, sl.NextOffset = end, next
+			return sl, nil
 		}
 	}
+	end, next, err := s.walkHeaders(sl.End, sl.NextOffset, bound, limit)
+	if err != nil {
+		return Slice{}, err
+	}
+	sl.End, sl.NextOffset = end, next
+	return sl, nil
+}
+
+// walkHeaders is Read's walk over the headers from end, a batch boundary
+// where offset next starts, to the last batch that ends at or before
+// bound: it returns where that batch ends and the offset after it.
+func (s *Segment) walkHeaders(end, next, bound, limit int64) (int64, int64, error) {
 	m := s.mapping()
-	for sl.End < bound {
+	for end < bound {
 		// The common case in line: a v2 batch header in the mapping,
 		// with decodeHeader's checks; anything else (legacy, unmapped,
 		// damaged) goes through readHeader.
-		if at := sl.End; m != nil && at+batch.HeaderSize <= min(limit, int64(len(m))) && int8(m[at+hdrMagicAt]) == batch.Magic {
+		if at := end; m != nil && at+batch.HeaderSize <= min(limit, int64(len(m))) && int8(m[at+hdrMagicAt]) == batch.Magic {
 			h := m[at : at+batch.HeaderSize]
 			size := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:]))) + batch.LogOverhead
 			delta := int64(int32(binary.BigEndian.Uint32(h[hdrLastOffsetDeltaAt:])))
@@ -290,20 +365,20 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 				if at+size > bound {
 					break
 				}
-				sl.End, sl.NextOffset = at+size, bo+delta+1
+				end, next = at+size, bo+delta+1
 				continue
 			}
 		}
-		h, err := s.readHeader(sl.End, limit)
+		h, err := s.readHeader(end, limit)
 		if err != nil {
-			return Slice{}, err
+			return 0, 0, err
 		}
 		if h.End() > bound {
 			break
 		}
-		sl.End, sl.NextOffset = h.End(), h.NextOffset()
+		end, next = h.End(), h.NextOffset()
 	}
-	return sl, nil
+	return end, next, nil
 }
 
 // readJumpBytes is the length of a read range past which Read looks the
@@ -418,9 +493,27 @@ func (s *Segment) FindOffsetByTimestamp(ts int64, startOffset int64) (offset, ti
 	if s.indexSuspect.Load() {
 		pos = 0
 	}
-	var scratch []byte
 	dec := decoderPool.Get().(*batch.Decoder)
 	defer decoderPool.Put(dec)
+	offset, timestamp, found, err = s.scanByTime(ts, startOffset, pos, limit, dec)
+	if err == nil || pos == 0 {
+		return offset, timestamp, found, err
+	}
+	// As in translate: the index's position led to bytes that frame as
+	// no batch; if the scan from the start does not meet them, the
+	// index is what is damaged.
+	offset, timestamp, found, err2 := s.scanByTime(ts, startOffset, 0, limit, dec)
+	if err2 == nil {
+		s.suspect("the scan from offset index position %d for timestamp %d met %v", pos, ts, err)
+	}
+	return offset, timestamp, found, err2
+}
+
+// scanByTime is FindOffsetByTimestamp's scan: the first record at or
+// after startOffset with a timestamp >= ts, in the batches from pos (a
+// batch boundary) to limit.
+func (s *Segment) scanByTime(ts, startOffset, pos, limit int64, dec *batch.Decoder) (offset, timestamp int64, found bool, err error) {
+	var scratch []byte
 	for pos < limit {
 		h, err := s.readHeader(pos, limit)
 		if err != nil {

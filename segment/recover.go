@@ -253,14 +253,26 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 		}
 		timeDone = rebuildTime
 	} else {
+		// The scan that finds the log's end starts one entry before the
+		// last (at 0 with fewer than two entries), so that it also
+		// proves the last entry's position a batch boundary: a damaged
+		// position can point inside a batch at bytes that frame as a
+		// header (a batch stored in a record's value), and the scan from
+		// there would take where those stop framing for the log's end.
+		n := s.offIdx.Entries()
 		last := s.offIdx.LastEntry()
+		from := int64(0)
+		if n > 1 {
+			from = s.offIdx.Entry(n - 2).Position
+		}
 		next = s.base
 		// An empty offset index must stay empty over the whole log:
 		// a batch past the first index interval would have an entry.
-		empty, missed := s.offIdx.Entries() == 0, false
+		empty, missed, boundary := n == 0, false, last.Position == 0
 		var serr error
-		end, serr = s.scan(last.Position, fileSize, func(h BatchInfo) {
+		end, serr = s.scan(from, fileSize, func(h BatchInfo) {
 			next = h.NextOffset()
+			boundary = boundary || h.Pos == last.Position
 			if empty && h.Pos > int64(s.cfg.IndexIntervalBytes) {
 				missed = true
 			}
@@ -273,9 +285,13 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 				return rebuilt, serr
 			}
 			timeDone = rebuildTime
-		} else if end == last.Position && last.Position > 0 {
-			// The batch at the last entry does not frame: the offset
-			// index points past what can be read.
+		} else if !boundary {
+			// No batch starts at the last entry's position: it points
+			// past what can be read, or inside a batch.
+			if serr == nil {
+				serr = base.CorruptionErrorf(s.offIdx.Path(), int64(n-1)*index.OffsetEntrySize, fmt.Sprintf("entry %d", n-1),
+					"entry (%d, %d) is not at a batch boundary", last.Offset, last.Position)
+			}
 			warn("offset", serr)
 			if end, next, serr = rebuildIdx(fileSize, true, rebuildTime); serr != nil {
 				return rebuilt, serr
@@ -368,11 +384,12 @@ func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err
 	if clean {
 		return ts, offset, nil
 	}
-	pos := int64(0)
+	target := int64(-1) // no entry: scan from the start
 	if te.Timestamp >= 0 {
-		pos = s.indexFloor(te.Offset, end)
+		target = te.Offset
 	}
-	_, serr := s.scan(pos, end, func(h BatchInfo) {
+	from, fromOffset := ts, offset
+	_, serr := s.scanFromIndex(target, end, func() { ts, offset = from, fromOffset }, func(h BatchInfo) {
 		if h.MaxTimestamp > ts {
 			ts, offset = h.MaxTimestamp, h.LastOffset
 		}
@@ -381,6 +398,30 @@ func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err
 		return 0, 0, serr
 	}
 	return ts, offset, nil
+}
+
+// scanFromIndex is scan below limit from the offset index's floor for
+// target (the start for a target below the segment's base), calling fn
+// for each batch. When that scan meets bytes that frame as no batch, it
+// scans again from the start, after calling reset (fn's state back to
+// what it was before the first call): if the second scan does not meet
+// them, the entry pointed inside a batch and the index is marked
+// suspect. It returns the second scan's result, as translate does.
+func (s *Segment) scanFromIndex(target, limit int64, reset func(), fn func(h BatchInfo)) (int64, error) {
+	pos := int64(0)
+	if target >= s.base {
+		pos = s.indexFloor(target, limit)
+	}
+	end, err := s.scan(pos, limit, fn)
+	if (err == nil && end == limit) || pos == 0 {
+		return end, err
+	}
+	reset()
+	end2, err2 := s.scan(0, limit, fn)
+	if err2 == nil && end2 == limit {
+		s.suspect("the scan from offset index position %d stopped at %d (%v)", pos, end, err)
+	}
+	return end2, err2
 }
 
 // RecoverResult reports what Recover kept and cut.

@@ -74,8 +74,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	s.size.Store(cut)
 	next := s.base
 	if cut > 0 {
-		pos := s.indexFloor(math.MaxInt64, cut)
-		if _, err := s.scan(pos, cut, func(h BatchInfo) { next = h.NextOffset() }); err != nil {
+		if _, err := s.scanFromIndex(math.MaxInt64, cut, func() { next = s.base }, func(h BatchInfo) { next = h.NextOffset() }); err != nil {
 			return 0, err
 		}
 	}
