@@ -140,9 +140,7 @@ func (s *Segment) noteWritten(pos int64, n int, last, batchMaxTs int64, indexDue
 	s.w.fileSize = pos + int64(n)
 	s.setMaxTimestamp(maxTs, maxOff)
 	if pos == 0 {
-		s.mu.Lock()
-		s.mu.firstBatchMaxTimestamp = batchMaxTs
-		s.mu.Unlock()
+		s.firstBatchMaxTs.Store(batchMaxTs)
 	}
 	return nil
 }
@@ -242,14 +240,11 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 		return RollSize
 	}
 	if size > 0 && rollAfter > 0 {
-		s.mu.Lock()
-		first, created := s.mu.firstBatchMaxTimestamp, s.mu.created
-		s.mu.Unlock()
 		var waited time.Duration
-		if first >= 0 {
+		if first := s.firstBatchMaxTs.Load(); first >= 0 {
 			waited = time.Duration(incoming.MaxTimestamp()-first) * time.Millisecond
 		} else {
-			waited = now.Sub(created)
+			waited = now.Sub(s.Created())
 		}
 		if waited > rollAfter {
 			return RollTime

@@ -99,7 +99,7 @@ func openCleanAtRest(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Se
 	s.w.bytesSinceIndex = size - t.lastOff.Position
 	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = t.maxTs, t.maxOff
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = t.maxTs, t.maxOff
-	s.mu.firstBatchMaxTimestamp = t.firstMaxTs
+	s.firstBatchMaxTs.Store(t.firstMaxTs)
 	s.mu.created = timeNow()
 	s.size.Store(size)
 	s.nextOffset.Store(t.next)

@@ -351,7 +351,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 	s.w.bytesSinceIndex = end - s.offIdx.LastEntry().Position
 	s.mu.Lock()
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = maxTs, maxOff
-	s.mu.firstBatchMaxTimestamp = first
+	s.firstBatchMaxTs.Store(first)
 	s.mu.Unlock()
 	s.size.Store(end)
 	s.nextOffset.Store(next)
@@ -559,12 +559,12 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	s.w.bytesSinceIndex = pos - ib.lastEntryPos
 	s.indexSuspect.Store(false)
 	s.setMaxTimestamp(ib.maxTs, ib.maxOff)
-	s.mu.Lock()
-	s.mu.firstBatchMaxTimestamp = ib.firstMaxTs
+	s.firstBatchMaxTs.Store(ib.firstMaxTs)
 	if pos == 0 {
+		s.mu.Lock()
 		s.mu.created = timeNow()
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	return res, nil
 }
 

@@ -100,6 +100,10 @@ type Segment struct {
 	// nextOffset is the offset after the last batch (base when empty),
 	// stored after size.
 	nextOffset atomic.Int64
+	// firstBatchMaxTs is the first batch's maxTimestamp, -1 when the
+	// segment is empty: written by the writer (and by open, recovery and
+	// truncation), read by every append's roll check without a lock.
+	firstBatchMaxTs atomic.Int64
 	// logPath is the .log's current path (it changes with ChangeSuffix).
 	logPath atomic.Pointer[string]
 	// closed is set by Close; released when the last reference is gone.
@@ -153,9 +157,6 @@ type Segment struct {
 		// maxTimestamp so far and the last offset of the first batch
 		// that had it; -1, -1 when none.
 		maxTimestamp, offsetOfMaxTimestamp int64
-		// firstBatchMaxTimestamp is the first batch's maxTimestamp, -1
-		// when the segment is empty.
-		firstBatchMaxTimestamp int64
 		// created is when the segment was created or opened, or last
 		// truncated to empty.
 		created time.Time
@@ -443,7 +444,7 @@ func (s *Segment) publishEmpty() {
 	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = batch.NoTimestamp, -1
 	s.mu.Lock()
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = batch.NoTimestamp, -1
-	s.mu.firstBatchMaxTimestamp = batch.NoTimestamp
+	s.firstBatchMaxTs.Store(batch.NoTimestamp)
 	s.mu.created = timeNow()
 	s.mu.Unlock()
 	s.size.Store(0)
@@ -515,9 +516,7 @@ func (s *Segment) MaxTimestamp() (ts, offset int64) {
 // time-based rolling measures from (Kafka's rollingBasedTimestamp); -1
 // when the segment is empty.
 func (s *Segment) FirstBatchMaxTimestamp() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.firstBatchMaxTimestamp
+	return s.firstBatchMaxTs.Load()
 }
 
 // Created returns the wall-clock time the segment was created or opened

@@ -86,8 +86,8 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	s.setMaxTimestamp(maxTs, maxOff)
 	s.w.bytesSinceIndex = cut - s.offIdx.LastEntry().Position
 	if cut == 0 {
+		s.firstBatchMaxTs.Store(-1)
 		s.mu.Lock()
-		s.mu.firstBatchMaxTimestamp = -1
 		s.mu.created = timeNow()
 		s.mu.Unlock()
 	}
