@@ -166,9 +166,10 @@ const maxOffset = 1<<63 - 2
 // frame as a header (a batch stored in a record's value), passes: the
 // scans from indexFloor's answer (translate, FindOffsetByTimestamp,
 // scanFromIndex) scan again from a known boundary when theirs meets bytes
-// that frame as no batch. A lookup of exactly the entry's offset, when
-// those bytes frame as a batch whose last offset is the entry's, reads no
-// further header and is misled: checking the next header there cost the
+// that frame as no batch, and TruncateTo checks its cut (insideBatch). A
+// lookup of exactly the entry's offset, when those bytes frame as a batch
+// whose last offset is the entry's, reads no further header and is
+// misled: checking the next header there cost the
 // random lookup of an every-batch index 12-15% (BenchmarkTranslate), and
 // Kafka checks nothing of the kind (DESIGN law 5 names the exception).
 func (s *Segment) indexFloor(target, limit int64) int64 {
@@ -233,7 +234,7 @@ func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, err
 	for pos := floor; pos < limit; {
 		h, err := s.readHeader(pos, limit)
 		if err != nil {
-			if floor > startPos {
+			if floor > startPos && base.IsCorruption(err) {
 				return s.retranslate(offset, startPos, floor, limit, err)
 			}
 			return BatchInfo{}, false, err
@@ -247,8 +248,8 @@ func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, err
 }
 
 // retranslate is translate after the scan from the offset index's
-// position floor met bytes that do not frame (err): it scans again from
-// startPos. If the bytes frame from there, the entry pointed inside a
+// position floor met bytes that do not frame (err, a corruption error): it
+// scans again from startPos. If the bytes frame from there, the entry pointed inside a
 // batch, and the index, not the log, is damaged: it is marked suspect.
 func (s *Segment) retranslate(offset, startPos, floor, limit int64, err error) (BatchInfo, bool, error) {
 	for pos := startPos; pos < limit; {
@@ -315,7 +316,10 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		// instead of walking every header up to it.
 		if h, ok := s.lastIndexedBatch(sl.End, bound, limit); ok {
 			end, next, err := s.walkHeaders(h.End(), h.NextOffset(), bound, limit)
-			if err == nil {
+			if err == nil || !base.IsCorruption(err) {
+				if err != nil {
+					return Slice{}, err
+				}
 				sl.End, sl.NextOffset = end, next
 				return sl, nil
 			}
@@ -341,7 +345,10 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 
 // walkHeaders is Read's walk over the headers from end, a batch boundary
 // where offset next starts, to the last batch that ends at or before
-// bound: it returns where that batch ends and the offset after it.
+// bound: it returns where that batch ends and the offset after it. A
+// header whose base offset is below next does not frame as the next batch
+// (offsets only grow in a log): a corruption error, which is also what
+// tells Read that a damaged index entry led its jump inside a batch.
 func (s *Segment) walkHeaders(end, next, bound, limit int64) (int64, int64, error) {
 	m := s.mapping()
 	for end < bound {
@@ -353,7 +360,7 @@ func (s *Segment) walkHeaders(end, next, bound, limit int64) (int64, int64, erro
 			size := int64(int32(binary.BigEndian.Uint32(h[hdrLengthAt:]))) + batch.LogOverhead
 			delta := int64(int32(binary.BigEndian.Uint32(h[hdrLastOffsetDeltaAt:])))
 			bo := int64(binary.BigEndian.Uint64(h[hdrBaseOffsetAt:]))
-			if size >= batch.HeaderSize && size <= limit-at && delta >= 0 && bo >= 0 && bo <= maxOffset-delta {
+			if size >= batch.HeaderSize && size <= limit-at && delta >= 0 && bo >= next && bo <= maxOffset-delta {
 				if at+size > bound {
 					break
 				}
@@ -364,6 +371,10 @@ func (s *Segment) walkHeaders(end, next, bound, limit int64) (int64, int64, erro
 		h, err := s.readHeader(end, limit)
 		if err != nil {
 			return 0, 0, err
+		}
+		if h.BaseOffset < next {
+			return 0, 0, base.CorruptionErrorf(s.LogPath(), end, "baseOffset",
+				"batch at offset %d after one that ends at %d", h.BaseOffset, next-1)
 		}
 		if h.End() > bound {
 			break
@@ -488,7 +499,7 @@ func (s *Segment) FindOffsetByTimestamp(ts int64, startOffset int64) (offset, ti
 	dec := decoderPool.Get().(*batch.Decoder)
 	defer decoderPool.Put(dec)
 	offset, timestamp, found, err = s.scanByTime(ts, startOffset, pos, limit, dec)
-	if err == nil || pos == 0 {
+	if err == nil || pos == 0 || !base.IsCorruption(err) {
 		return offset, timestamp, found, err
 	}
 	// As in translate: the index's position led to bytes that frame as

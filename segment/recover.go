@@ -280,6 +280,20 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 		if serr != nil && !base.IsCorruption(serr) {
 			return rebuilt, serr
 		}
+		if !boundary && end < last.Position {
+			// The batches stop framing before the last entry's
+			// position: the log is damaged there (or the entry before
+			// the last is), which reads and recovery report, not the
+			// index. The log's end is found from the last entry, as
+			// without the check, and only a last entry whose batch
+			// does not frame makes the index fail.
+			next = s.base
+			end, serr = s.scan(last.Position, fileSize, func(h BatchInfo) { next = h.NextOffset() })
+			if serr != nil && !base.IsCorruption(serr) {
+				return rebuilt, serr
+			}
+			boundary = end > last.Position
+		}
 		if missed {
 			if end, next, serr = rebuildIdx(fileSize, true, rebuildTime); serr != nil {
 				return rebuilt, serr
@@ -339,6 +353,17 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 			return rebuilt, err
 		}
 		rebuilt = true
+	}
+	if s.indexSuspect.Load() {
+		// A check above (the time index's, or the search for the
+		// largest timestamp) met an offset entry that points inside a
+		// batch: rebuilt now, while no reader looks, rather than left
+		// suspect for every lookup until a recovery.
+		warn("offset", errors.New("an entry points inside a batch"))
+		if _, _, err := rebuildIdx(end, true, false); err != nil {
+			return rebuilt, err
+		}
+		s.indexSuspect.Store(false)
 	}
 	first := batch.NoTimestamp
 	if end > 0 {
@@ -402,8 +427,8 @@ func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err
 
 // scanFromIndex is scan below limit from the offset index's floor for
 // target (the start for a target below the segment's base), calling fn
-// for each batch. When that scan meets bytes that frame as no batch, it
-// scans again from the start, after calling reset (fn's state back to
+// for each batch. When that scan meets bytes that frame as no batch (a
+// corruption error), it scans again from the start, after calling reset (fn's state back to
 // what it was before the first call): if the second scan does not meet
 // them, the entry pointed inside a batch and the index is marked
 // suspect. It returns the second scan's result, as translate does.
@@ -413,7 +438,7 @@ func (s *Segment) scanFromIndex(target, limit int64, reset func(), fn func(h Bat
 		pos = s.indexFloor(target, limit)
 	}
 	end, err := s.scan(pos, limit, fn)
-	if (err == nil && end == limit) || pos == 0 {
+	if (err == nil && end == limit) || pos == 0 || (err != nil && !base.IsCorruption(err)) {
 		return end, err
 	}
 	reset()

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/partlog/partlog/internal/mmap"
@@ -46,6 +47,14 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	h, found, err := s.translate(offset, 0, oldSize)
 	if err != nil {
 		return 0, err
+	}
+	if found && s.insideBatch(h.Pos, oldSize) {
+		// A damaged index entry led translate inside a batch (DESIGN
+		// law 5's exception): a cut there would split the batch.
+		h, found, err = s.retranslate(offset, 0, h.Pos, oldSize, fmt.Errorf("position %d lies inside a batch", h.Pos))
+		if err != nil {
+			return 0, err
+		}
 	}
 	if s.sealed.Load() {
 		s.dropTrim()
@@ -97,4 +106,28 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	}
 	s.w.fileSize = cut
 	return oldSize - cut, nil
+}
+
+// insideBatch reports whether pos, below limit, lies inside a batch rather
+// than at its start, as the headers read from the offset index entry two
+// before the last one below pos (from 0 without one) show: the check
+// TruncateTo makes of translate's answer before it cuts there. It is false
+// when those headers stop framing before pos: the log is damaged there,
+// and translate's answer stands.
+func (s *Segment) insideBatch(pos, limit int64) bool {
+	from := int64(0)
+	if j := s.offIdx.SearchPosition(pos) - 2; j >= 0 {
+		from = s.offIdx.Entry(j).Position
+	}
+	for p := from; p < pos; {
+		h, err := s.readHeader(p, limit)
+		if err != nil {
+			return false
+		}
+		p = h.End()
+		if p > pos {
+			return true
+		}
+	}
+	return false
 }

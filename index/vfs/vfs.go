@@ -38,8 +38,9 @@
 //
 // A File whose Fd is a real descriptor is memory-mapped for reads and
 // written through with sendfile and pwritev (pwrite for a small
-// VectorWriterAt write) where the platform offers them. A File whose Fd returns InvalidFd (an in-memory file) is read and
-// written with ReadAt and WriteAt instead, so the same code runs on both.
+// VectorWriterAt write) where the platform offers them. A File whose Fd
+// returns InvalidFd (an in-memory file) is read and written with ReadAt
+// and WriteAt instead, so the same code runs on both.
 package vfs
 
 import (
