@@ -190,12 +190,7 @@ type damagedSegment struct {
 // which the batch before offset damaged's stores inner in its value; it
 // closes the segment and points the entry of damaged at inner.
 func damageIndexEntry(t *testing.T, fk fsKind, n, damaged int64, inner []byte) damagedSegment {
-	fsys, dir := fk.fs(t)
-	mustMkdir(t, fsys, dir)
-	cfg := fk.cfg
-	cfg.IndexIntervalBytes = -1 // an entry for every batch after the first
-	s, err := Create(fsys, dir, 0, cfg)
-	require.NoError(t, err)
+	fsys, dir, cfg, s := createIndexingEveryBatch(t, fk)
 	for off := range n {
 		value := bytes.Repeat([]byte{'v'}, 260)
 		if off == damaged-1 {
@@ -268,12 +263,7 @@ func TestOpenLogDamageBeforeLastEntry(t *testing.T) {
 	const n = 20
 	for _, fk := range fsKinds {
 		t.Run(fk.name, func(t *testing.T) {
-			fsys, dir := fk.fs(t)
-			mustMkdir(t, fsys, dir)
-			cfg := fk.cfg
-			cfg.IndexIntervalBytes = -1 // an entry for every batch after the first
-			s, err := Create(fsys, dir, 0, cfg)
-			require.NoError(t, err)
+			fsys, dir, cfg, s := createIndexingEveryBatch(t, fk)
 			for off := range int64(n) {
 				mustAppend(t, s, simpleBatch(t, off, 1, 1000+off, 100))
 			}
@@ -301,4 +291,17 @@ func TestOpenLogDamageBeforeLastEntry(t *testing.T) {
 			require.ErrorIs(t, err, batch.ErrCorrupt)
 		})
 	}
+}
+
+// createIndexingEveryBatch creates a segment at offset 0 on the
+// filesystem kind fk with an offset index entry for every batch after the
+// first (IndexIntervalBytes -1).
+func createIndexingEveryBatch(t *testing.T, fk fsKind) (vfs.FS, string, Config, *Segment) {
+	fsys, dir := fk.fs(t)
+	mustMkdir(t, fsys, dir)
+	cfg := fk.cfg
+	cfg.IndexIntervalBytes = -1
+	s, err := Create(fsys, dir, 0, cfg)
+	require.NoError(t, err)
+	return fsys, dir, cfg, s
 }
