@@ -169,9 +169,9 @@ const maxOffset = 1<<63 - 2
 // that frame as no batch, and TruncateTo checks its cut (insideBatch). A
 // lookup of exactly the entry's offset, when those bytes frame as a batch
 // whose last offset is the entry's, reads no further header and is
-// misled: checking the next header there cost the
-// random lookup of an every-batch index 12-15% (BenchmarkTranslate), and
-// Kafka checks nothing of the kind (DESIGN law 5 names the exception).
+// misled: checking the next header there cost the random lookup of an
+// every-batch index 12-15% (BenchmarkTranslate), and Kafka checks nothing
+// of the kind (DESIGN law 5 names the exception).
 func (s *Segment) indexFloor(target, limit int64) int64 {
 	return s.indexFloorFrom(target, 0, limit)
 }
@@ -249,8 +249,9 @@ func (s *Segment) translate(offset, startPos, limit int64) (BatchInfo, bool, err
 
 // retranslate is translate after the scan from the offset index's
 // position floor met bytes that do not frame (err, a corruption error): it
-// scans again from startPos. If the bytes frame from there, the entry pointed inside a
-// batch, and the index, not the log, is damaged: it is marked suspect.
+// scans again from startPos. If the bytes frame from there, the entry
+// pointed inside a batch, and the index, not the log, is damaged: it is
+// marked suspect.
 func (s *Segment) retranslate(offset, startPos, floor, limit int64, err error) (BatchInfo, bool, error) {
 	for pos := startPos; pos < limit; {
 		h, err2 := s.readHeader(pos, limit)
@@ -311,31 +312,25 @@ func (s *Segment) Read(startOffset int64, maxBytes int, maxPosition int64, minOn
 		bound = first.Pos + budget
 	}
 	sl := Slice{Start: first.Pos, End: first.End(), FirstOffset: first.BaseOffset, NextOffset: first.NextOffset()}
+	from, fromNext, jumped := sl.End, sl.NextOffset, false
 	if bound-sl.End > readJumpBytes {
 		// Many small batches: jump to the last indexed batch that fits
 		// instead of walking every header up to it.
 		if h, ok := s.lastIndexedBatch(sl.End, bound, limit); ok {
-			end, next, err := s.walkHeaders(h.End(), h.NextOffset(), bound, limit)
-			if err == nil || !base.IsCorruption(err) {
-				if err != nil {
-					return Slice{}, err
-				}
-				sl.End, sl.NextOffset = end, next
-				return sl, nil
-			}
-			// As in translate: the entry led to bytes that frame as no
-			// batch. The walk from the first batch tells whether the
-			// index or the log is damaged.
-			end, next, err2 := s.walkHeaders(sl.End, sl.NextOffset, bound, limit)
-			if err2 != nil {
-				return Slice{}, err2
-			}
-			s.suspect("the walk from offset index position %d met %v", h.Pos, err)
-			sl.End, sl.NextOffset = end, next
-			return sl, nil
+			from, fromNext, jumped = h.End(), h.NextOffset(), true
 		}
 	}
-	end, next, err := s.walkHeaders(sl.End, sl.NextOffset, bound, limit)
+	end, next, err := s.walkHeaders(from, fromNext, bound, limit)
+	if err != nil && jumped && base.IsCorruption(err) {
+		// As in translate: the entry led to bytes that frame as no
+		// batch. The walk from the first batch tells whether the index
+		// or the log is damaged.
+		var err2 error
+		if end, next, err2 = s.walkHeaders(sl.End, sl.NextOffset, bound, limit); err2 == nil {
+			s.suspect("the walk from the batch an offset index entry named, ending at %d, met %v", from, err)
+		}
+		err = err2
+	}
 	if err != nil {
 		return Slice{}, err
 	}

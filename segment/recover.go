@@ -428,10 +428,11 @@ func (s *Segment) largestTimestamp(end int64, clean bool) (ts, offset int64, err
 // scanFromIndex is scan below limit from the offset index's floor for
 // target (the start for a target below the segment's base), calling fn
 // for each batch. When that scan meets bytes that frame as no batch (a
-// corruption error), it scans again from the start, after calling reset (fn's state back to
-// what it was before the first call): if the second scan does not meet
-// them, the entry pointed inside a batch and the index is marked
-// suspect. It returns the second scan's result, as translate does.
+// corruption error), it scans again from the start, after calling reset
+// (fn's state back to what it was before the first call): if the second
+// scan does not meet them, the entry pointed inside a batch and the index
+// is marked suspect. It returns the second scan's result, as translate
+// does.
 func (s *Segment) scanFromIndex(target, limit int64, reset func(), fn func(h BatchInfo)) (int64, error) {
 	pos := int64(0)
 	if target >= s.base {

@@ -19,7 +19,8 @@ const smallWriteV = 512
 
 // WriteVAt is VectorWriterAt with pwritev(2), retried after EINTR and
 // continued after a short write. Buffers of smallWriteV bytes or fewer in
-// all are copied into one and written with pwrite(2).
+// all are copied into one and written with os.File.WriteAt (pwrite(2),
+// which does the same retries).
 func (f osFile) WriteVAt(bufs [][]byte, off int64) (int, error) {
 	size := 0
 	for _, b := range bufs {
@@ -31,7 +32,7 @@ func (f osFile) WriteVAt(bufs [][]byte, off int64) (int, error) {
 		for _, b := range bufs {
 			p = append(p, b...)
 		}
-		return f.pwriteAll(p, off)
+		return f.File.WriteAt(p, off)
 	}
 	total := 0
 	for len(bufs) > 0 {
@@ -54,28 +55,6 @@ func (f osFile) WriteVAt(bufs [][]byte, off int64) (int, error) {
 		if n > 0 {
 			bufs[0] = bufs[0][n:]
 		}
-	}
-	return total, nil
-}
-
-// pwriteAll writes p at off with pwrite(2), retried after EINTR and
-// continued after a short write.
-func (f osFile) pwriteAll(p []byte, off int64) (int, error) {
-	total := 0
-	for len(p) > 0 {
-		n, err := unix.Pwrite(int(f.File.Fd()), p, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return total, &os.PathError{Op: "pwrite", Path: f.Name(), Err: err}
-		}
-		if n == 0 {
-			return total, &os.PathError{Op: "pwrite", Path: f.Name(), Err: io.ErrShortWrite}
-		}
-		total += n
-		off += int64(n)
-		p = p[n:]
 	}
 	return total, nil
 }
