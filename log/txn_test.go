@@ -15,6 +15,7 @@ import (
 	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestAppendMarkerRules is Kafka's appendEndTxnMarker on the leader path,
@@ -538,4 +539,48 @@ func TestMarkerAboveHighWatermarkKeepsLSO(t *testing.T) {
 	require.NoError(t, recs.Close())
 	require.NoError(t, p.SetHighWatermark(commit))
 	assert.Equal(t, commit, p.LastStableOffset(), "the high watermark bounds it; the transaction stays replicated")
+}
+
+// TestKafkaEmptyAbortEntry: a directory whose .txnindex holds an entry
+// Kafka before 2.8 wrote for an ABORT marker of a producer with no data in
+// the partition (first offset = marker offset; KAFKA-10702 stopped that)
+// still reports every aborted transaction after the entry to
+// read_committed reads, and an abort appended after the reopen keeps the
+// entries before it (law 11; law 12: nothing old is cut).
+func TestKafkaEmptyAbortEntry(t *testing.T) {
+	dir := t.TempDir()
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	first, err := p.AppendBatch(txnBatch(t, 7, 0, 0, 2)) // 0-1, producer 7's transaction
+	require.NoError(t, err)
+	empty, err := p.AppendMarker(marker(batch.ControlAbort, 8, 0, 0)) // 2: producer 8 wrote nothing here
+	require.NoError(t, err)
+	end7, err := p.AppendMarker(marker(batch.ControlAbort, 7, 0, 0)) // 3
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	aborted7 := plog.AbortedTxn{ProducerID: 7, FirstOffset: first, LastOffset: end7, LastStableOffset: end7 + 1}
+
+	// The index as such a Kafka writes it: producer 8's entry (its last
+	// stable offset is producer 7's open transaction), then producer 7's.
+	idx := segment.AppendTxnIndexEntry(nil, segment.AbortedTxn{ProducerID: 8, FirstOffset: empty, LastOffset: empty, LastStableOffset: first})
+	idx = segment.AppendTxnIndexEntry(idx, segment.AbortedTxn(aborted7))
+	path := filepath.Join(dir, "00000000000000000000.txnindex")
+	require.NoError(t, os.WriteFile(path, idx, 0o644))
+
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	_, aborted := readCommittedAll(t, p, 0)
+	require.Contains(t, aborted, aborted7)
+
+	// A later abort in the same segment adds its entry after both.
+	second, err := p.AppendBatch(txnBatch(t, 7, 0, 2, 1))
+	require.NoError(t, err)
+	end, err := p.AppendMarker(marker(batch.ControlAbort, 7, 0, 0))
+	require.NoError(t, err)
+	require.NoError(t, p.Sync())
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := segment.AppendTxnIndexEntry(idx, segment.AbortedTxn{ProducerID: 7, FirstOffset: second, LastOffset: end, LastStableOffset: end + 1})
+	require.Equal(t, want, got)
 }

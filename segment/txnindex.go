@@ -180,13 +180,12 @@ func (s *Segment) loadTxnEntries(path string, data []byte) {
 
 // validTxnPrefix returns the entries up to the first one that is not
 // inside the segment's offsets below NextOffset, in increasing marker
-// order, with its first offset below its marker (a transaction's data
-// comes before its marker: equal offsets are what a torn write leaves
-// when it zeroed the rest of an entry).
+// order, with its first offset at or below its marker, and not zeroed
+// (zeroedTxnEntry).
 func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 	next, prev := s.NextOffset(), s.base-1
 	for i, a := range entries {
-		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset >= a.LastOffset {
+		if a.LastOffset <= prev || a.LastOffset >= next || a.FirstOffset > a.LastOffset || zeroedTxnEntry(a) {
 			if a.LastOffset < next {
 				s.log.Warn("partlog/segment: transaction index entry out of order; it and the ones after it are ignored",
 					"file", s.txnPath(), "entry", i, "lastOffset", a.LastOffset)
@@ -197,6 +196,17 @@ func (s *Segment) validTxnPrefix(entries []AbortedTxn) []AbortedTxn {
 	}
 	return entries
 }
+
+// zeroedTxnEntry reports whether a, whose first offset is at or below its
+// marker offset, is what a torn write leaves when the bytes after some
+// prefix of an unsynced entry stayed zero and took the marker offset with
+// them: a marker offset and a last stable offset of 0. No writer makes
+// that entry. An entry whose first offset equals its marker offset is
+// otherwise valid: Kafka before 2.8 (KAFKA-10702) wrote one for an ABORT
+// marker of a producer with no data in the partition, taking the marker's
+// offset as the transaction's first, and for a marker at offset 0 its
+// last stable offset is 1, as no other transaction can be open below it.
+func zeroedTxnEntry(a AbortedTxn) bool { return a.LastOffset == 0 && a.LastStableOffset == 0 }
 
 // TxnIndexDamage returns the corruption Open found in the .txnindex after
 // the entries it loaded (wrapping batch.ErrCorrupt, naming the file and the

@@ -341,3 +341,47 @@ func TestOpenTxnIndexZeroedEntry(t *testing.T) {
 	defer mustClose(t, s)
 	assert.Empty(t, s.AbortedTxns())
 }
+
+// TestOpenTxnIndexEmptyAbortEntry: Kafka before 2.8 (KAFKA-10702) wrote a
+// .txnindex entry for an ABORT marker of a producer that had no data in
+// the partition, with the marker's offset as the first offset too. Open
+// keeps such entries and the ones after them; an entry whose marker and
+// last stable offsets are 0, what a torn write leaves, still ends the
+// entries Open keeps.
+func TestOpenTxnIndexEmptyAbortEntry(t *testing.T) {
+	data := AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 9, LastStableOffset: 10}
+	for _, tc := range []struct {
+		name    string
+		entries []AbortedTxn
+		want    int // entries kept
+	}{
+		{"empty abort, then an abort with data", []AbortedTxn{{ProducerID: 8, FirstOffset: 4, LastOffset: 4, LastStableOffset: 5}, data}, 2},
+		{"empty abort while a transaction is open", []AbortedTxn{{ProducerID: 8, FirstOffset: 4, LastOffset: 4, LastStableOffset: 2}, data}, 2},
+		{"empty abort at offset 0", []AbortedTxn{{ProducerID: 8, FirstOffset: 0, LastOffset: 0, LastStableOffset: 1}, data}, 2},
+		{"abort with data, then an empty abort", []AbortedTxn{data, {ProducerID: 8, FirstOffset: 12, LastOffset: 12, LastStableOffset: 13}}, 2},
+		{"zeroed after the producer id", []AbortedTxn{{ProducerID: 2}, data}, 0},
+		{"empty abort while a transaction open since offset 0 is", []AbortedTxn{{ProducerID: 8, FirstOffset: 4, LastOffset: 4}, data}, 2},
+		{"first offset past the marker", []AbortedTxn{{ProducerID: 2, FirstOffset: 5, LastOffset: 4, LastStableOffset: 5}, data}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := vfs_NewMemForTest(t)
+			s, err := Create(fsys, "/x", 0, Config{})
+			require.NoError(t, err)
+			mustAppend(t, s, simpleBatch(t, 0, 20, 1000, 1))
+			mustClose(t, s)
+			var b []byte
+			for _, e := range tc.entries {
+				b = AppendTxnIndexEntry(b, e)
+			}
+			writeFile(t, fsys, segPath("/x", 0, TxnIndexSuffix), b)
+			s, err = Open(fsys, "/x", 0, Config{})
+			require.NoError(t, err)
+			defer mustClose(t, s)
+			got := s.AbortedTxns()
+			require.Len(t, got, tc.want)
+			if tc.want > 0 {
+				require.Equal(t, tc.entries[:tc.want], got)
+			}
+		})
+	}
+}
