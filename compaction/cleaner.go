@@ -220,7 +220,10 @@ func (c *Compactor) Plan(ctx context.Context, v *plog.View) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	sec, err := c.section(v, lso, now)
+	// The partition's own bound also counts a transaction that is open
+	// while its data lies below the log start, which the headers cannot
+	// show.
+	sec, err := c.section(v, min(lso, v.LastStableOffset()), now)
 	if err != nil || !sec.due {
 		return 0, err
 	}

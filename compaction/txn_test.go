@@ -151,6 +151,40 @@ func TestOpenTransactionBoundsCleaning(t *testing.T) {
 	assert.Equal(t, map[string]string{"K": "v5", "T": "open", "Z": "z"}, got)
 }
 
+// TestOpenTransactionBelowLogStartBoundsCleaning: a transaction still open
+// while its data lies below the log start (DeleteRecordsBefore removed the
+// segment holding it; it is bounded by the high watermark only, as in
+// Kafka) keeps the last stable offset at the log start, although no batch
+// header of the log shows the transaction: a round cleans nothing (law
+// 11). It used to clean up to the high watermark, from the headers alone.
+func TestOpenTransactionBelowLogStartBoundsCleaning(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	x := newTxnLog(t, now.UnixMilli()-1000)
+	open := x.data(9, true, kv{key: k("T"), value: k("open")}) // 0, no marker
+	require.NoError(t, x.l.roll())
+	for i := range 5 {
+		x.data(-1, false, kv{key: k("K"), value: k(fmt.Sprint("v", i))}) // 1-5
+		if i == 2 {
+			require.NoError(t, x.l.roll())
+		}
+	}
+	require.NoError(t, x.l.roll())
+	require.Equal(t, open, x.l.LastStableOffset())
+	require.NoError(t, x.l.DeleteRecordsBefore(1))
+	require.Equal(t, int64(1), x.l.LastStableOffset(), "the log start")
+
+	c, err := NewCompactor(compactCfg(&now))
+	require.NoError(t, err)
+	res, err := c.Apply(context.Background(), x.l)
+	require.NoError(t, err)
+	assert.False(t, res.Compacted, "%+v", res)
+	var offs []int64
+	for _, r := range x.l.readAll(t) {
+		offs = append(offs, r.Offset)
+	}
+	assert.Equal(t, []int64{1, 2, 3, 4, 5}, offs)
+}
+
 // TestMarkerRemovedAfterHorizon (KIP-534): an aborted transaction's data
 // goes in the first round, its marker stays; the next round finds the
 // transaction's data gone and stamps the marker's batch with a delete

@@ -57,6 +57,7 @@ type View struct {
 	infos    []SegmentView
 	logStart int64
 	hw       int64
+	lso      int64 // at most hw
 	read     int64 // bytes read by Batches and Headers
 }
 
@@ -67,7 +68,8 @@ func (p *Partition) newView() (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &View{p: p, segs: segs, logStart: p.LogStartOffset(), hw: p.HighWatermark()}
+	hw := p.HighWatermark()
+	v := &View{p: p, segs: segs, logStart: p.LogStartOffset(), hw: hw, lso: min(p.LastStableOffset(), hw)}
 	v.infos = make([]SegmentView, len(segs))
 	for i, s := range segs {
 		ts, _ := s.MaxTimestamp()
@@ -118,6 +120,15 @@ func (v *View) LogStartOffset() int64 { return v.logStart }
 
 // HighWatermark returns the high watermark when the view was taken.
 func (v *View) HighWatermark() int64 { return v.hw }
+
+// LastStableOffset returns the partition's last stable offset when the
+// view was taken (Partition.LastStableOffset), at most HighWatermark:
+// Compact rewrites nothing at or past it. It comes from the partition's
+// producer state, so it also counts a transaction that is still open
+// while its data lies below the log start (DeleteRecordsBefore and
+// retention are bounded by the high watermark only, as in Kafka), which
+// no batch header of the view shows.
+func (v *View) LastStableOffset() int64 { return v.lso }
 
 // Segments describes the snapshot's segments in ascending base offset
 // order; the last one is the active segment. The slice is the view's: do
@@ -302,8 +313,9 @@ type Cleaner interface {
 	// sealed segments, and records as the log's cleaner checkpoint after
 	// the round; an end at or below the log start offset means no round.
 	// The segments rewritten are those, below the first segment that is
-	// active or reaches past the high watermark, whose base is below
-	// end. Plan may read the view's batches (to build an offset map).
+	// active or reaches past the last stable offset (View.LastStableOffset,
+	// at most the high watermark), whose base is below end. Plan may read
+	// the view's batches (to build an offset map).
 	Plan(ctx context.Context, v *View) (end int64, err error)
 	// Batch decides what happens to b, a RecordBatch v2 batch of the
 	// rewritten segments. Legacy messages (magic 0 and 1) are never
@@ -350,10 +362,11 @@ type LegacyCleaner interface {
 //
 //  1. c.Plan looks at a snapshot and returns end;
 //  2. the sealed segments below end (those below the first that is active
-//     or reaches past the high watermark) are grouped, as Kafka's
-//     groupSegmentsBySize does, into runs that fit one segment, and each
-//     run is rewritten into one new segment with c's decisions: written
-//     with the .cleaned suffix, sealed and synced; then, under the
+//     or reaches past the last stable offset, View.LastStableOffset) are
+//     grouped, as Kafka's groupSegmentsBySize does, into runs that fit one
+//     segment, and each run is rewritten into one new segment with c's
+//     decisions: written with the .cleaned suffix, sealed and synced; then,
+//     under the
 //     partition's lock, renamed .swap and the directory synced (the
 //     commit point), the old segments renamed .deleted and the directory
 //     synced, the .swap files renamed to their plain names and the
@@ -414,7 +427,7 @@ func (p *Partition) compact(ctx context.Context, c Cleaner) (CleanResult, error)
 	segs := v.segs
 	n := 0
 	for n+1 < len(segs) && segs[n].BaseOffset() < end &&
-		segs[n].NextOffset() <= v.hw && segs[n+1].BaseOffset() <= v.hw {
+		segs[n].NextOffset() <= v.lso && segs[n+1].BaseOffset() <= v.lso {
 		n++
 	}
 	if n == 0 {
