@@ -323,17 +323,30 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 		if err := seg.TruncateAbortedTxns(max(from, 0)); err != nil {
 			return dirty, fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
-		done := false
+		done, checked := false, false
+		var markers []markerAt // the control batches below from
 		err := walkHeaders(seg, func(pos int64, h []byte, legacy bool) (bool, error) {
 			if legacy {
 				return true, nil // no producer ids before magic 2
 			}
 			bt := batch.Batch(h)
+			if bt.BaseOffset() < from {
+				if bt.ProducerID() >= 0 && bt.Attributes().IsControl() {
+					markers = append(markers, markerAt{bt.BaseOffset(), bt.ProducerID()})
+				}
+				return true, nil
+			}
+			if !checked {
+				checked = true
+				if err := s.dropUnmarkedTxns(seg, markers, from, &dirty); err != nil {
+					return false, err
+				}
+			}
 			if bt.BaseOffset() >= end {
 				done = true
 				return false, nil
 			}
-			if bt.BaseOffset() < from || bt.ProducerID() < 0 {
+			if bt.ProducerID() < 0 {
 				return true, nil
 			}
 			if bt.Attributes().IsControl() {
@@ -351,6 +364,9 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 			}
 			return true, nil
 		})
+		if err == nil && !checked {
+			err = s.dropUnmarkedTxns(seg, markers, from, &dirty)
+		}
 		if err == nil {
 			// Durable before the snapshot that will say it was replayed.
 			err = seg.FlushTxnIndex()
@@ -363,6 +379,41 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 		}
 	}
 	return dirty, nil
+}
+
+// markerAt is a control batch's offset and producer id.
+type markerAt struct{ offset, pid int64 }
+
+// dropUnmarkedTxns removes from seg's transaction index the first entry
+// below from that names no control batch of its producer at its marker
+// offset, and the entries after it; markers are seg's control batches
+// below from, in offset order. Such an entry is an unsynced one a crash
+// tore: the entries the replay rewrites (at or past from) go anyway, but a
+// torn write can leave a marker offset below from, inside the
+// transaction's own range (its low bytes zeroed or garbage), while the
+// marker it named was lost from the .log; the transaction is then open
+// again, and the entry would report its records aborted even once it
+// commits. A sound entry always names its ABORT marker, and no marker of
+// the same producer lies inside its transaction, so the check keeps every
+// sound entry. REQUIRES: mu held (or Open).
+func (s *producerSnapshots) dropUnmarkedTxns(seg *segment.Segment, markers []markerAt, from int64, dirty *bool) error {
+	j := 0
+	for _, a := range seg.AbortedTxns() {
+		if a.LastOffset >= from {
+			break
+		}
+		for j < len(markers) && markers[j].offset < a.LastOffset {
+			j++
+		}
+		if j < len(markers) && markers[j] == (markerAt{a.LastOffset, a.ProducerID}) {
+			continue
+		}
+		s.logger.Warn("partlog/log: transaction index entry names no marker; it and the ones after it are dropped",
+			"dir", s.dir, "segment", seg.BaseOffset(), "producerId", a.ProducerID, "lastOffset", a.LastOffset)
+		*dirty = true
+		return seg.TruncateAbortedTxns(a.LastOffset)
+	}
+	return nil
 }
 
 // keptSnapshot marks a durable producer snapshot at the log end: its

@@ -584,3 +584,73 @@ func TestKafkaEmptyAbortEntry(t *testing.T) {
 	want := segment.AppendTxnIndexEntry(idx, segment.AbortedTxn{ProducerID: 7, FirstOffset: second, LastOffset: end, LastStableOffset: end + 1})
 	require.Equal(t, want, got)
 }
+
+// TestReplayDropsTornTxnEntry: after a crash, a .txnindex entry below the
+// producer snapshot the replay starts from must name an ABORT marker of
+// its producer at its marker offset. An unsynced entry that a crash tore
+// can fail that: its marker offset loses its low bytes (zeroed or garbage)
+// and lands inside its own transaction, below the snapshot, while the
+// marker it named was lost from the .log. The transaction is then open
+// again; the entry would report its records aborted even after they
+// commit. Open drops such an entry and keeps sound ones.
+func TestReplayDropsTornTxnEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		entry segment.AbortedTxn // written into segment 0's .txnindex
+		open  bool               // producer 7's transaction is open after the crash
+		want  []plog.AbortedTxn  // reported after producer 7's marker
+	}{
+		{
+			name:  "marker offset torn into the open transaction",
+			entry: segment.AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 1, LastStableOffset: 0x55},
+			open:  true,
+		},
+		{
+			name:  "marker offset torn onto another batch",
+			entry: segment.AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 0x55},
+			open:  true,
+		},
+		{
+			name:  "sound entry",
+			entry: segment.AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3},
+			want:  []plog.AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			_, err = p.AppendBatch(txnBatch(t, 7, 0, 0, 2)) // 0-1
+			require.NoError(t, err)
+			if !tc.open {
+				_, err = p.AppendMarker(marker(batch.ControlAbort, 7, 0, 0)) // 2
+			} else {
+				_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 1, pbNow(), false)) // 2
+			}
+			require.NoError(t, err)
+			require.NoError(t, p.Close()) // the producer snapshot at 3
+			// After it: a plain batch at 3, and producer 7's ABORT marker at
+			// 4, lost in the crash, with its torn entry kept.
+			p, err = plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 1, pbNow(), false)) // 3
+			require.NoError(t, err)
+			require.NoError(t, p.Close())
+			require.NoError(t, os.Remove(filepath.Join(dir, "00000000000000000004.snapshot")))
+			idx := segment.AppendTxnIndexEntry(nil, tc.entry)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.txnindex"), idx, 0o644))
+			makeUnclean(t, dir)
+
+			p, err = plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			defer p.Close()
+			if tc.open {
+				require.Equal(t, int64(0), p.LastStableOffset(), "producer 7's transaction is open")
+				_, err = p.AppendMarker(marker(batch.ControlCommit, 7, 0, 0))
+				require.NoError(t, err)
+			}
+			_, aborted := readCommittedAll(t, p, 0)
+			require.Equal(t, tc.want, aborted)
+		})
+	}
+}
