@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/log/logtest"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -363,4 +366,144 @@ func TestDirCloseDeclinedSyncFallsBack(t *testing.T) {
 		assert.True(t, d.Partition("t", int32(i)).Stats().Recovery.Clean, "partition %d: a clean open", i)
 	}
 	requireRecovered(t, d, batches)
+}
+
+// closeBlockedInPartition starts d.Close in the background with in's hook
+// blocking it at its first file operation in the directory of the k-th
+// partition of names it reaches (k from 1). It returns the partitions it
+// reached in order, and a function that lets the Close go on and returns
+// its error. The other partitions stay open and take writes meanwhile,
+// as a Dir allows.
+func closeBlockedInPartition(t *testing.T, d *plog.Dir, in *vfs.Injector, names []string, k int) (reached []string, finish func() error) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	blocked := make(chan []string, 1)
+	release := make(chan struct{})
+	in.SetHook(func(op vfs.Op) error {
+		for _, n := range names {
+			if !strings.HasPrefix(op.Path, "/logs/"+n+"-0/") {
+				continue
+			}
+			mu.Lock()
+			first := !seen[n]
+			seen[n] = true
+			if first {
+				reached = append(reached, n)
+			}
+			block := first && len(reached) == k
+			order := slices.Clone(reached)
+			mu.Unlock()
+			if block {
+				blocked <- order
+				<-release
+			}
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- d.Close() }()
+	reached = <-blocked
+	return reached, func() error {
+		close(release)
+		return <-done
+	}
+}
+
+// TestDirCloseRacesFollowerGapSync: while Dir.Close holds the root
+// checkpoint files (it defers lazy writes until the Dir's sync), a
+// partition it has not closed yet takes a follower's batch past an offset
+// gap of 2^31 and a Sync. The roll across the gap must put the recovery
+// point past the sealed segment below the gap durably before writing after
+// it, or a crash leaves that segment above the recovery point, where the
+// next open takes its early end for a lost tail and cuts the log there,
+// losing the batch the Sync covered (law 4). It used to write the
+// recovery point lazily.
+func TestDirCloseRacesFollowerGapSync(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg := plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	names := []string{"a", "b"}
+	parts := map[string]*plog.Partition{}
+	for _, n := range names {
+		p, err := d.CreatePartition(n, 0)
+		require.NoError(t, err)
+		_, err = p.AppendAssigned(recordSet(t, 0, assigned{base: 0, n: 10}))
+		require.NoError(t, err)
+		require.NoError(t, p.Sync())
+		_, err = p.AppendAssigned(recordSet(t, 0, assigned{base: 10, n: 2})) // for Close to write
+		require.NoError(t, err)
+		parts[n] = p
+	}
+	reached, finish := closeBlockedInPartition(t, d, in, names, 1)
+	other := "a"
+	if reached[0] == "a" {
+		other = "b"
+	}
+	p := parts[other]
+	gap := int64(math.MaxInt32) + 100
+	_, err = p.AppendAssigned(recordSet(t, 0, assigned{base: gap, n: 1}))
+	require.NoError(t, err)
+	require.NoError(t, p.Sync())
+	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+	require.NoError(t, finish())
+
+	d2, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: crashed, SegmentIndexBytes: 1024}})
+	require.NoError(t, err)
+	defer d2.Close()
+	assert.Equal(t, gap+1, d2.Partition(other, 0).LogEndOffset(), "the synced batch past the gap")
+}
+
+// TestDirCloseRacesDurableRootWrite: Dir.Close on a filesystem that syncs
+// whole filesystems closes its partitions without syncing them and raises
+// their recovery points lazily, to be written after its one sync. A
+// durable write of the recovery-point file meanwhile (here the truncation
+// of a partition the Close has not reached, which lowers its recovery
+// point at once) must not carry those raised values: on disk before the
+// sync, they would put unsynced segments of the closed partitions below
+// the recovery point, and after a crash OpenDir would refuse them (a
+// sealed segment that ends early, offsets missing). Every crash state
+// must open and verify.
+func TestDirCloseRacesDurableRootWrite(t *testing.T) {
+	for seed := range uint64(24) {
+		mem := vfs.NewMem()
+		in := vfs.NewInjector(mem)
+		pcfg := plog.WithManualRollFlush(plog.Config{FS: in, SegmentBytes: 400, SegmentIndexBytes: 1024})
+		d, err := plog.OpenDir("/logs", plog.DirConfig{Config: pcfg})
+		require.NoError(t, err)
+		names := []string{"a", "b", "c"}
+		parts := map[string]*plog.Partition{}
+		for i, n := range names {
+			p, err := d.CreatePartition(n, 0)
+			require.NoError(t, err)
+			_, err = p.AppendBatch(logtest.MakeBatch(3, 30, 1, byte(i)))
+			require.NoError(t, err)
+			require.NoError(t, p.Sync())
+			for j := range 8 { // rolls, left unsynced (manual roll flush)
+				_, err = p.AppendBatch(logtest.MakeBatch(3, 30, int64(2+j), byte(i)))
+				require.NoError(t, err)
+			}
+			require.Greater(t, len(p.SegmentInfos()), 2)
+			parts[n] = p
+		}
+		reached, finish := closeBlockedInPartition(t, d, in, names, 2)
+		var third string
+		for _, n := range names {
+			if !slices.Contains(reached, n) {
+				third = n
+			}
+		}
+		require.NoError(t, parts[third].TruncateTo(2))
+		crashed := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 50, Reorder: true, Seed: seed})
+		require.NoError(t, finish())
+
+		d2, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: crashed, SegmentBytes: 400, SegmentIndexBytes: 1024}})
+		require.NoError(t, err, "seed %d: %s closed first", seed, reached[0])
+		for _, n := range names {
+			require.NoError(t, d2.Partition(n, 0).Verify(), "seed %d: %s", seed, n)
+		}
+		require.NoError(t, d2.Close())
+	}
 }

@@ -53,6 +53,14 @@ type rootFile struct {
 	// held defers lazy writes (while the Dir loads or closes its
 	// partitions) until release.
 	held bool
+	// pending holds the entries lazy writes set while held. They stay out
+	// of entries, so that a write of the file before release (another
+	// partition's durable write) does not carry them: what a deferred
+	// value records may become durable only with the Dir's filesystem
+	// sync that precedes release (Dir.Close), and written before it, a
+	// raised recovery point would claim unsynced segments. release moves
+	// them into entries.
+	pending map[TopicPartition]int64
 }
 
 // newRootCheckpoints returns the root files of dir holding entries (by
@@ -83,14 +91,18 @@ func (rc *rootCheckpoints) hold() {
 	}
 }
 
-// release ends hold and writes every file whose entries changed since it
-// was last written (all files when force).
+// release ends hold, takes the deferred entries in, and writes every file
+// whose entries changed since it was last written (all files when force).
 func (rc *rootCheckpoints) release(force bool) error {
 	var errs []error
 	for _, name := range rootCheckpointFiles {
 		f := rc.files[name]
 		f.mu.Lock()
 		f.held = false
+		for tp, off := range f.pending {
+			f.setLocked(tp, off)
+		}
+		f.pending = nil
 		if force && f.gen == f.durable {
 			f.gen++
 		}
@@ -108,6 +120,7 @@ func (rc *rootCheckpoints) remove(tps ...TopicPartition) error {
 		f.mu.Lock()
 		changed := false
 		for _, tp := range tps {
+			delete(f.pending, tp)
 			if f.deleteLocked(tp) {
 				changed = true
 			}
@@ -203,10 +216,14 @@ type dirEntries struct {
 
 func (d dirEntries) path(name string) string { return d.root.files[name].path }
 
+// read returns the partition's latest value, a deferred one included.
 func (d dirEntries) read(name string) (int64, bool, error) {
 	f := d.root.files[name]
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if off, ok := f.pending[d.tp]; ok {
+		return off, true, nil
+	}
 	off, ok := f.entries[d.tp]
 	return off, ok, nil
 }
@@ -215,11 +232,18 @@ func (d dirEntries) write(name string, offset int64, lazy bool) error {
 	f := d.root.files[name]
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	prev, had := f.entries[d.tp]
-	f.setLocked(d.tp, offset)
 	if lazy && f.held {
+		if f.pending == nil {
+			f.pending = make(map[TopicPartition]int64)
+		}
+		f.pending[d.tp] = offset
 		return nil
 	}
+	// A durable write supersedes a deferred value of the partition.
+	pending, deferred := f.pending[d.tp]
+	delete(f.pending, d.tp)
+	prev, had := f.entries[d.tp]
+	f.setLocked(d.tp, offset)
 	if err := f.persistLocked(f.gen); err != nil {
 		// The caller gives up on what the entry was to record (a log
 		// start, a recovery point): the entry must not claim it either,
@@ -228,15 +252,24 @@ func (d dirEntries) write(name string, offset int64, lazy bool) error {
 		// holding the new value succeeded (it would have covered this
 		// generation), so the file holds the old one.
 		f.restoreLocked(d.tp, prev, had)
+		if deferred {
+			f.pending[d.tp] = pending
+		}
 		return err
 	}
 	return nil
 }
 
+// lower lowers the deferred value and the written one independently: a
+// written value below end stays, as the deferred one may claim segments
+// the Dir has not synced yet.
 func (d dirEntries) lower(name string, end int64) error {
 	f := d.root.files[name]
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if cur, ok := f.pending[d.tp]; ok && cur > end {
+		f.pending[d.tp] = end
+	}
 	if cur, ok := f.entries[d.tp]; !ok || cur <= end {
 		return nil
 	}

@@ -129,3 +129,69 @@ func TestRootCheckpointGroupCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(99), entries[0].Offset)
 }
+
+// TestRootCheckpointHeldDefersLazyWrites: while the root files are held
+// (Dir.Close, OpenDir), a lazy write stays out of what any write of the
+// file puts on disk until release, as what it records may become durable
+// only with the Dir's filesystem sync before release: a durable write of
+// another partition's entry, or of the same partition's, does not carry
+// it; a lowering lowers it and the written value independently; read
+// sees it; release writes it.
+func TestRootCheckpointHeldDefersLazyWrites(t *testing.T) {
+	a, b := TopicPartition{"a", 0}, TopicPartition{"b", 0}
+	name := recoveryPointCheckpointFile
+	onDisk := func(t *testing.T, mem vfs.FS) map[TopicPartition]int64 {
+		t.Helper()
+		m, err := readRootCheckpoint(mem, "/logs", name)
+		require.NoError(t, err)
+		return m
+	}
+	setup := func(t *testing.T) (vfs.FS, *rootCheckpoints, dirEntries, dirEntries) {
+		mem := vfs.NewMem()
+		require.NoError(t, mem.MkdirAll("/logs", 0o755))
+		rc := newRootCheckpoints(mem, "/logs", map[string]map[TopicPartition]int64{name: {a: 3, b: 3}})
+		require.NoError(t, rc.release(true))
+		rc.hold()
+		ea, eb := dirEntries{rc, a}, dirEntries{rc, b}
+		require.NoError(t, ea.write(name, 10, true))
+		return mem, rc, ea, eb
+	}
+	t.Run("another partition's durable write", func(t *testing.T) {
+		mem, rc, ea, eb := setup(t)
+		require.NoError(t, eb.write(name, 5, false))
+		require.Equal(t, map[TopicPartition]int64{a: 3, b: 5}, onDisk(t, mem))
+		off, ok, err := ea.read(name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, int64(10), off, "read sees the deferred value")
+		require.NoError(t, rc.release(false))
+		require.Equal(t, map[TopicPartition]int64{a: 10, b: 5}, onDisk(t, mem))
+	})
+	t.Run("another partition's lowering", func(t *testing.T) {
+		mem, rc, _, eb := setup(t)
+		require.NoError(t, eb.lower(name, 2))
+		require.Equal(t, map[TopicPartition]int64{a: 3, b: 2}, onDisk(t, mem))
+		require.NoError(t, rc.release(false))
+		require.Equal(t, map[TopicPartition]int64{a: 10, b: 2}, onDisk(t, mem))
+	})
+	t.Run("lowering below the deferred value", func(t *testing.T) {
+		mem, rc, ea, _ := setup(t)
+		require.NoError(t, ea.lower(name, 7))
+		require.Equal(t, map[TopicPartition]int64{a: 3, b: 3}, onDisk(t, mem), "the written value is below 7 already")
+		require.NoError(t, rc.release(false))
+		require.Equal(t, map[TopicPartition]int64{a: 7, b: 3}, onDisk(t, mem))
+	})
+	t.Run("the same partition's durable write", func(t *testing.T) {
+		mem, rc, ea, _ := setup(t)
+		require.NoError(t, ea.write(name, 8, false))
+		require.Equal(t, map[TopicPartition]int64{a: 8, b: 3}, onDisk(t, mem))
+		require.NoError(t, rc.release(false))
+		require.Equal(t, map[TopicPartition]int64{a: 8, b: 3}, onDisk(t, mem), "the durable write superseded the deferred one")
+	})
+	t.Run("removed", func(t *testing.T) {
+		mem, rc, _, _ := setup(t)
+		require.NoError(t, rc.remove(a))
+		require.NoError(t, rc.release(false))
+		require.Equal(t, map[TopicPartition]int64{b: 3}, onDisk(t, mem))
+	})
+}

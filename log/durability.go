@@ -592,18 +592,10 @@ func (d *durability) flushSealedBelowLocked(snap *segments, off int64, dirDirty 
 		}
 		dirSynced = true
 	}
-	// Raise only: the background flush may have moved it past off since
-	// it was read above.
-	d.ckptMu.Lock()
-	defer d.ckptMu.Unlock()
-	if off <= d.recoveryPoint {
-		return dirSynced, nil
-	}
-	if err := d.ckpt.write(recoveryPointCheckpointFile, off, true); err != nil {
-		return dirSynced, fmt.Errorf("partlog/log: %s: recovery point checkpoint: %w", d.dir, err)
-	}
-	d.recoveryPoint = off
-	return dirSynced, nil
+	// Raised only (the background flush may have moved it past off since
+	// it was read above), and durably, never deferred: what the caller
+	// writes next depends on it.
+	return dirSynced, d.raiseRecoveryPointNowLocked(off)
 }
 
 // The roll's background flush.
