@@ -20,9 +20,11 @@ import (
 //
 //  1. finds the cleanable section: the sealed segments below the first one
 //     that is active, holds an offset at or past the high watermark or the
-//     last stable offset (below), or is younger than MinCompactionLag; the
-//     first dirty offset comes from the partition's
-//     cleaner-offset-checkpoint (the log start offset when absent);
+//     last stable offset (below), or is younger than MinCompactionLag (by
+//     its largest record timestamp, or the modification time of its .log
+//     when no record has one); the first dirty offset comes from the
+//     partition's cleaner-offset-checkpoint (the log start offset when
+//     absent);
 //  2. decides whether to clean: dirty bytes / (clean + dirty bytes) >
 //     MinCleanableDirtyRatio, or the first dirty segment's first batch is
 //     older than MaxCompactionLag;
@@ -152,7 +154,7 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 		if s.NextOffset > hw || segs[u+1].BaseOffset > hw {
 			break
 		}
-		if c.cfg.MinCompactionLag > 0 && s.MaxTimestamp > minLagMs {
+		if c.cfg.MinCompactionLag > 0 && largestTimestamp(s) > minLagMs {
 			break
 		}
 	}
@@ -189,6 +191,20 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 		sec.due = true
 	}
 	return sec, nil
+}
+
+// largestTimestamp returns the timestamp MinCompactionLag ages s by, in
+// milliseconds: its largest record timestamp or, when no record of s
+// carries one (v2 records stamped -1, legacy magic 0 messages), the
+// modification time of its .log. Kafka's LogSegment.largestTimestamp falls
+// back to the file's the same way; without it a segment with no timestamp
+// would count as older than any lag and be compacted the moment it is
+// sealed.
+func largestTimestamp(s plog.SegmentView) int64 {
+	if s.MaxTimestamp < 0 {
+		return s.Modified.UnixMilli()
+	}
+	return s.MaxTimestamp
 }
 
 // Apply runs one compaction round on p if it is due (see Compactor).

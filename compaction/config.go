@@ -62,7 +62,10 @@ type Config struct {
 	// exceed it. Must lie in (0, 1] once defaults are applied.
 	MinCleanableDirtyRatio float64
 	// MinCompactionLag is min.compaction.lag.ms (default 0): a segment
-	// whose largest timestamp is younger than this is not compacted yet.
+	// whose largest timestamp is younger than this is not compacted yet,
+	// nor is any segment after it. A segment none of whose records has a
+	// timestamp ages by the modification time of its .log instead, as in
+	// Kafka.
 	MinCompactionLag time.Duration
 	// MaxCompactionLag is max.compaction.lag.ms (default: unlimited, 0
 	// here): once the oldest dirty segment's first batch is older than

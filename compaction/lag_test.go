@@ -1,0 +1,87 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/legacy"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// TestMinCompactionLagAgesSegmentsWithoutTimestampsByModTime: under
+// MinCompactionLag a sealed segment none of whose records carries a
+// timestamp (v2 records stamped -1, legacy magic 0 messages) ages by the
+// modification time of its .log, as Kafka's LogSegment.largestTimestamp
+// does: written a moment ago it is not compacted, and once the clock is
+// past the lag it is. A segment whose records carry timestamps ages by
+// them, however fresh its file.
+func TestMinCompactionLagAgesSegmentsWithoutTimestampsByModTime(t *testing.T) {
+	const lag = time.Hour
+	keys := func(ts int64) []kv {
+		var recs []kv
+		for r := range 4 {
+			for _, key := range []string{"a", "b"} {
+				recs = append(recs, kv{key: k(key), value: k(fmt.Sprint(r)), ts: ts})
+			}
+		}
+		return recs
+	}
+	// v2 writes the records one batch each into a new partition.
+	v2 := func(ts int64) func(t *testing.T) *testLog {
+		return func(t *testing.T) *testLog {
+			l, _ := newMemLog(t, 1<<20)
+			for _, r := range keys(ts) {
+				_, err := l.append(buildBatch(t, batch.CompressionNone, nil, r))
+				require.NoError(t, err)
+			}
+			return l
+		}
+	}
+	// magic0 writes them as legacy magic 0 messages, which have no
+	// timestamp field.
+	magic0 := func(t *testing.T) *testLog {
+		set := encodeLegacy(t, legacy.MagicV0, batch.CompressionNone, 0, keys(-1)...)
+		return openLegacyLog(t, vfs.NewMem(), "/p/t-0", set, 1<<20)
+	}
+	tests := []struct {
+		name  string
+		write func(t *testing.T) *testLog
+		// clock is how far past the wall clock the round's Now is.
+		clock time.Duration
+		want  bool
+	}{
+		{"v2 without timestamps, just written", v2(-1), 0, false},
+		{"v2 without timestamps, written past the lag", v2(-1), 2 * lag, true},
+		{"legacy magic 0, just written", magic0, 0, false},
+		{"legacy magic 0, written past the lag", magic0, 2 * lag, true},
+		{"v2 stamped past the lag, just written", v2(time.Now().Add(-2 * lag).UnixMilli()), 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.write(t)
+			defer l.close()
+			require.NoError(t, l.roll())
+			before := l.readAll(t)
+			require.Len(t, before, 8)
+			cfg := compactCfg(nil)
+			cfg.MinCompactionLag = lag
+			cfg.Now = func() time.Time { return time.Now().Add(tc.clock) }
+			c, err := NewCompactor(cfg)
+			require.NoError(t, err)
+			res, err := c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Compacted, "%+v", res)
+			if tc.want {
+				require.Equal(t, int64(6), res.RecordsRemoved, "%+v", res)
+				require.Equal(t, fold(before), fold(l.readAll(t)))
+				return
+			}
+			require.Equal(t, before, l.readAll(t))
+		})
+	}
+}
