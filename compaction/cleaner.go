@@ -26,8 +26,9 @@ import (
 //     partition's cleaner-offset-checkpoint (the log start offset when
 //     absent);
 //  2. decides whether to clean: dirty bytes / (clean + dirty bytes) >
-//     MinCleanableDirtyRatio, or the first dirty segment's first batch is
-//     older than MaxCompactionLag;
+//     MinCleanableDirtyRatio, or the first batch of some dirty sealed
+//     segment, in the cleanable section or past it, is older than
+//     MaxCompactionLag (and the section holds dirty bytes);
 //  3. builds the offset map (key → latest offset) over the dirty section,
 //     legacy messages included, skipping aborted transactional batches;
 //     when the map is full it stops at a batch boundary and the round
@@ -169,16 +170,12 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 		cp = first
 	}
 	sec.firstDirty = cp
-	var oldestDirty int64 = -1
 	for _, s := range segs[:u] {
 		if s.NextOffset <= cp {
 			sec.cleanBytes += s.Size
 			continue
 		}
 		sec.dirtyBytes += s.Size
-		if oldestDirty < 0 {
-			oldestDirty = s.FirstBatchMaxTimestamp
-		}
 	}
 	if total := sec.cleanBytes + sec.dirtyBytes; total > 0 {
 		sec.ratio = float64(sec.dirtyBytes) / float64(total)
@@ -187,10 +184,35 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 		return sec, nil
 	}
 	sec.due = sec.ratio > c.cfg.MinCleanableDirtyRatio
-	if c.cfg.MaxCompactionLag > 0 && oldestDirty >= 0 && now.UnixMilli()-oldestDirty > c.cfg.MaxCompactionLag.Milliseconds() {
-		sec.due = true
+	if c.cfg.MaxCompactionLag > 0 {
+		if ts, ok := earliestDirtyBatch(segs, cp); ok && now.UnixMilli()-ts > c.cfg.MaxCompactionLag.Milliseconds() {
+			sec.due = true
+		}
 	}
 	return sec, nil
+}
+
+// earliestDirtyBatch returns the earliest first-batch max timestamp of the
+// sealed segments of segs that hold an offset at or past firstDirty, and
+// false when none has one above 0. These are all the dirty segments, also
+// those past the cleanable section (younger than MinCompactionLag, past
+// the high watermark or the last stable offset), as Kafka's
+// LogCleanerManager.maxCompactionDelay takes them: a segment that may not
+// be cleaned yet still makes the partition due, and the round cleans what
+// it may. A timestamp of 0 or less tells nothing of a batch's age (-1: none
+// was set) and is left out, as Kafka leaves it out.
+func earliestDirtyBatch(segs []plog.SegmentView, firstDirty int64) (int64, bool) {
+	earliest, found := int64(0), false
+	for _, s := range segs[:len(segs)-1] {
+		ts := s.FirstBatchMaxTimestamp
+		if s.NextOffset <= firstDirty || ts <= 0 {
+			continue
+		}
+		if !found || ts < earliest {
+			earliest, found = ts, true
+		}
+	}
+	return earliest, found
 }
 
 // largestTimestamp returns the timestamp MinCompactionLag ages s by, in

@@ -68,8 +68,11 @@ type Config struct {
 	// Kafka.
 	MinCompactionLag time.Duration
 	// MaxCompactionLag is max.compaction.lag.ms (default: unlimited, 0
-	// here): once the oldest dirty segment's first batch is older than
-	// this, the partition is compacted whatever its dirty ratio.
+	// here): once the first batch of any dirty sealed segment is older
+	// than this by its max timestamp (timestamps of 0 or less are left
+	// out, as in Kafka), the partition is compacted whatever its dirty
+	// ratio, as far as MinCompactionLag and the high watermark let a
+	// round go.
 	MaxCompactionLag time.Duration
 	// OffsetMapBytes bounds the offset map's memory in bytes (default 128
 	// MiB, at least 4 KiB, at most 2 GiB): the

@@ -85,3 +85,70 @@ func TestMinCompactionLagAgesSegmentsWithoutTimestampsByModTime(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxCompactionLagEarliestDirtySegment: MaxCompactionLag makes a round
+// due, whatever the dirty ratio, when the earliest first-batch timestamp
+// over every dirty sealed segment is older than the lag, as Kafka's
+// LogCleanerManager.maxCompactionDelay takes it: not only the first dirty
+// segment's, also a segment past the cleanable section (here younger than
+// MinCompactionLag), and never a timestamp of 0. A round is still due only
+// when the cleanable section holds dirty bytes.
+func TestMaxCompactionLagEarliestDirtySegment(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ago := func(d time.Duration) int64 { return now.Add(-d).UnixMilli() }
+	const day = 24 * time.Hour
+	tests := []struct {
+		name   string
+		minLag time.Duration
+		// dirty holds, for each sealed dirty segment, the timestamps of
+		// its batches.
+		dirty [][]int64
+		want  bool
+	}{
+		{"the first dirty segment is past the lag", 0, [][]int64{{ago(2 * day)}, {ago(0)}}, true},
+		{"a later dirty segment is past the lag", 0, [][]int64{{ago(0)}, {ago(2 * day)}}, true},
+		{"a segment past the min lag bound is past the lag", time.Hour,
+			[][]int64{{ago(2 * time.Hour)}, {ago(2 * day), ago(0)}}, true},
+		{"no dirty segment is past the lag", 0, [][]int64{{ago(2 * time.Hour)}, {ago(0)}}, false},
+		{"a first batch stamped 0 tells no age", 0, [][]int64{{0}, {ago(0)}}, false},
+		{"past the lag with nothing cleanable", time.Hour, [][]int64{{ago(2 * day), ago(0)}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := newMemLog(t, 1<<20)
+			defer l.close()
+			// A first round cleans a large section, so that the small
+			// dirty segments stay far below MinCleanableDirtyRatio.
+			for r := range 40 {
+				_, err := l.append(buildBatch(t, batch.CompressionNone, nil,
+					kv{key: k(fmt.Sprintf("c%d", r)), value: make([]byte, 200), ts: ago(4 * day)}))
+				require.NoError(t, err)
+			}
+			require.NoError(t, l.roll())
+			cfg := Config{CleanupPolicy: PolicyCompact, MinCleanableDirtyRatio: 0.9, OffsetMapBytes: 1 << 20,
+				MinCompactionLag: tc.minLag, MaxCompactionLag: day, Now: func() time.Time { return now }}
+			c, err := NewCompactor(cfg)
+			require.NoError(t, err)
+			res, err := c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			require.Equal(t, int64(40), res.CleanedTo, "%+v", res)
+			for _, seg := range tc.dirty {
+				for _, ts := range seg {
+					// AddAt keeps a timestamp of 0, which Add would take
+					// for no timestamp and stamp with the wall clock.
+					bld := batch.NewBuilder(batch.BuilderOptions{})
+					require.NoError(t, bld.AddAt(batch.Record{Key: k("x"), Value: k("v"), Timestamp: ts}))
+					b, err := bld.Build()
+					require.NoError(t, err)
+					require.Equal(t, ts, b.MaxTimestamp())
+					_, err = l.append(b)
+					require.NoError(t, err)
+				}
+				require.NoError(t, l.roll())
+			}
+			res, err = c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Compacted, "%+v", res)
+		})
+	}
+}
