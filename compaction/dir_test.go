@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
@@ -117,4 +118,56 @@ func TestDirRunnerLoop(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 		require.NoError(t, d.Close())
 	})
+}
+
+// TestDirRunnerPartitionDeletedDuringRun: a partition deleted while the
+// DirRunner works on it (between its retention and its compaction) is not
+// marked failed, and the partition created again under its name gets both
+// policies at the next run.
+func TestDirRunnerPartitionDeletedDuringRun(t *testing.T) {
+	fs := vfs.NewMem()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
+	require.NoError(t, err)
+	defer d.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendPartition(t, p, 30, 4, now.UnixMilli())
+	cfg := compactCfg(&now)
+	cfg.CleanupPolicy = "delete,compact"
+	cfg.Retention = -1
+	cfg.RetentionBytes = 1
+	deleted := false
+	var ran []Progress // the second run's reports
+	r, err := NewDirRunner(d, DirRunnerOptions{Config: cfg, Progress: func(pr Progress) {
+		if deleted {
+			ran = append(ran, pr)
+			return
+		}
+		if pr.Policy == "retention" {
+			deleted = true
+			assert.NoError(t, d.DeletePartition("t", 0))
+		}
+	}})
+	require.NoError(t, err)
+	_, errs, err := r.Run(context.Background())
+	require.NoError(t, err)
+	require.True(t, deleted)
+	require.ErrorIs(t, errs[p.Dir()], plog.ErrClosed, "%v", errs)
+	run, err := r.runner("t")
+	require.NoError(t, err)
+	require.NoError(t, run.Failed(p.Dir()), "the deleted partition was marked failed")
+	ran = nil
+
+	p2, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendPartition(t, p2, 30, 4, now.UnixMilli())
+	_, errs, err = r.Run(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, errs, "the partition created again was skipped")
+	require.Len(t, ran, 2, "%+v", ran)
+	for _, pr := range ran {
+		require.NoError(t, pr.Err, "%s", pr.Policy)
+	}
+	require.Positive(t, p2.LogStartOffset(), "retention did not run on the partition created again")
 }

@@ -28,12 +28,17 @@ type Progress struct {
 // cleaner thread); the other partitions go on. An error that only says the
 // segment list changed under the round (log.ErrSegmentsChanged) or that
 // another round is compacting the partition (log.ErrCleaningInProgress)
-// marks nothing: the next run retries. Run may be
-// called repeatedly (a scheduler calls it periodically); it is safe for
-// concurrent use, also by several Runners given the same partition: the
-// partition's cleaning claim (log.Partition.Compact) lets one compaction round
-// at a time run on it, and concurrent retention rounds only delete what the
-// other left (a lost race is ErrSegmentsChanged).
+// marks nothing: the next run retries. Nor does a partition closed before
+// or during its round (log.ErrClosed: deleted, or closed to be opened
+// again), as Kafka lets a cleaning aborted that way go: the error is
+// reported and the next run tries whatever partition it is given.
+//
+// Run may be called repeatedly (a scheduler calls it periodically); it is
+// safe for concurrent use, also by several Runners given the same
+// partition: the partition's cleaning claim (log.Partition.Compact) lets
+// one compaction round at a time run on it, and concurrent retention
+// rounds only delete what the other left (a lost race is
+// ErrSegmentsChanged).
 type Runner struct {
 	cfg      Config
 	workers  int
@@ -155,11 +160,9 @@ func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (to
 			r.progress(Progress{Dir: dir, Policy: p.Name(), Result: res, Err: err})
 		}
 		if err != nil {
-			if ctx.Err() != nil || transient(err) {
-				// Not the partition's fault: the next run retries.
-				return total, err
+			if ctx.Err() == nil && marks(err) {
+				r.mark(dir, err)
 			}
-			r.mark(dir, err)
 			return total, err
 		}
 		if res.SegmentsDeleted > 0 || res.Compacted {
@@ -171,9 +174,20 @@ func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (to
 	return total, nil
 }
 
+// marks reports whether err, a policy's error, marks the partition
+// failed: not when it is transient, nor when the partition was closed
+// before or during the round (deleted, or closed to be opened again).
+// Kafka swallows the LogCleaningAbortedException of a cleaning aborted that
+// way and marks nothing; here a mark kept by directory would also skip a
+// partition created there later.
+func marks(err error) bool {
+	return !transient(err) && !errors.Is(err, plog.ErrClosed)
+}
+
 // transient reports whether err only means the segment list changed under
 // a round (a truncation or retention won a race) or another round holds the
-// partition's cleaning claim: nothing was changed.
+// partition's cleaning claim: nothing was changed, and the next run
+// retries.
 func transient(err error) bool {
 	return errors.Is(err, plog.ErrSegmentsChanged) || errors.Is(err, plog.ErrCleaningInProgress)
 }

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -67,4 +70,89 @@ func TestRunnerIsolatesFailures(t *testing.T) {
 	cancel()
 	_, _, err = r.Run(ctx, logs)
 	require.ErrorIs(t, err, context.Canceled, "cancelled run: %v", err)
+}
+
+// closingMidRound is a partition that closes itself in the middle of its
+// compaction rounds (closingCleaner).
+type closingMidRound struct {
+	*plog.Partition
+	closed chan error // Close's result
+}
+
+func (p closingMidRound) Compact(ctx context.Context, c plog.Cleaner) (plog.CleanResult, error) {
+	return p.Partition.Compact(ctx, &closingCleaner{Cleaner: c, p: p})
+}
+
+// closingCleaner closes the partition at the round's first batch decision
+// and returns once Close has ended the round's context, so that the round
+// goes on with a closed partition under it.
+type closingCleaner struct {
+	plog.Cleaner
+	p    closingMidRound
+	ctx  context.Context
+	once sync.Once
+}
+
+func (c *closingCleaner) Plan(ctx context.Context, v *plog.View) (int64, error) {
+	c.ctx = ctx
+	return c.Cleaner.Plan(ctx, v)
+}
+
+func (c *closingCleaner) Batch(b batch.Batch) plog.BatchDecision {
+	c.once.Do(func() {
+		go func() { c.p.closed <- c.p.Close() }()
+		<-c.ctx.Done()
+	})
+	return c.Cleaner.Batch(b)
+}
+
+// TestRunnerLeavesClosedPartitionUnmarked: a partition closed before its
+// run, between its two policies or in the middle of its compaction round
+// reports an error wrapping log.ErrClosed and is not marked failed, as
+// Kafka lets a cleaning aborted by a partition's deletion go; the next run
+// tries it again (and meets ErrClosed again), never answering
+// ErrPartitionFailed.
+func TestRunnerLeavesClosedPartitionUnmarked(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	tests := []struct {
+		name string
+		// prepare returns what the Runner is given for p, and its
+		// Progress.
+		prepare func(t *testing.T, p *plog.Partition) (Partition, func(Progress))
+	}{
+		{"closed before the run", func(t *testing.T, p *plog.Partition) (Partition, func(Progress)) {
+			require.NoError(t, p.Close())
+			return p, nil
+		}},
+		{"closed between its policies", func(t *testing.T, p *plog.Partition) (Partition, func(Progress)) {
+			return p, func(pr Progress) {
+				if pr.Policy == "retention" && pr.Err == nil {
+					assert.NoError(t, p.Close())
+				}
+			}
+		}},
+		{"closed during its compaction round", func(t *testing.T, p *plog.Partition) (Partition, func(Progress)) {
+			l := closingMidRound{Partition: p, closed: make(chan error, 1)}
+			t.Cleanup(func() { require.NoError(t, <-l.closed) })
+			return l, nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newDirtyPartition(t, vfs.NewMem(), "/p/topic-0", now.UnixMilli())
+			l, progress := tc.prepare(t, p)
+			cfg := compactCfg(&now)
+			cfg.CleanupPolicy = "compact,delete"
+			cfg.Retention = -1
+			r, err := NewRunner(cfg, RunnerOptions{Progress: progress})
+			require.NoError(t, err)
+			for run := range 2 {
+				_, errs, err := r.Run(context.Background(), []Partition{l})
+				require.NoError(t, err)
+				require.ErrorIs(t, errs[p.Dir()], plog.ErrClosed, "run %d: %v", run, errs)
+				require.NotErrorIs(t, errs[p.Dir()], ErrPartitionFailed, "run %d: %v", run, errs)
+				require.NoError(t, r.Failed(p.Dir()), "run %d marked the closed partition", run)
+			}
+		})
+	}
 }
