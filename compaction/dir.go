@@ -17,7 +17,11 @@ import (
 // as Kafka's log manager runs one retention check and one set of cleaner
 // threads per broker. It keeps one Runner per topic (created on first
 // use), so a partition a policy failed on stays skipped across runs (see
-// Runner). Safe for concurrent use.
+// Runner) while the Dir holds it: each Run first drops the marks of
+// partitions the Dir no longer holds, or holds as another *log.Partition
+// (created again after DeletePartition, opened again by OpenPartition), as
+// Kafka's LogCleanerManager.maintainUncleanablePartitions drops those of
+// deleted logs. Safe for concurrent use.
 type DirRunner struct {
 	dir  *plog.Dir
 	opts DirRunnerOptions
@@ -86,11 +90,14 @@ func (r *DirRunner) Run(ctx context.Context) (Result, map[string]error, error) {
 	total := Result{CleanedTo: -1}
 	errs := make(map[string]error)
 	byTopic := make(map[string][]Partition)
+	held := make(map[string]*plog.Partition)
 	for _, tp := range r.dir.Partitions() {
 		if p := r.dir.Partition(tp.Topic, tp.Partition); p != nil {
 			byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+			held[p.Dir()] = p
 		}
 	}
+	r.dropGoneMarks(held)
 	for _, topic := range slices.Sorted(maps.Keys(byTopic)) {
 		if err := ctx.Err(); err != nil {
 			return total, errs, err
@@ -112,6 +119,21 @@ func (r *DirRunner) Run(ctx context.Context) (Result, map[string]error, error) {
 		}
 	}
 	return total, errs, nil
+}
+
+// dropGoneMarks drops the marks, in every topic's Runner, whose directory
+// holds no partition of held (the Dir's partitions, by directory), or
+// holds another one than the partition the mark was made on.
+func (r *DirRunner) dropGoneMarks(held map[string]*plog.Partition) {
+	r.mu.Lock()
+	runners := slices.Collect(maps.Values(r.runners))
+	r.mu.Unlock()
+	for _, run := range runners {
+		run.dropMarks(func(dir string, f failure) bool {
+			p := held[dir]
+			return p == nil || !f.madeOn(p)
+		})
+	}
 }
 
 // Loop runs Run every interval (Kafka's log.retention.check.interval.ms,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +16,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
+	"github.com/partlog/partlog/segment"
 )
 
 // TestDirRunner: one DirRunner cleans every partition of a Dir with its
@@ -118,6 +120,95 @@ func TestDirRunnerLoop(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 		require.NoError(t, d.Close())
 	})
+}
+
+// corruptFirstSegment flips a byte inside the first batch of p's first
+// segment, behind the partition's back: a compaction round reading it
+// fails with batch.ErrCorrupt.
+func corruptFirstSegment(t *testing.T, fs vfs.FS, p *plog.Partition) {
+	t.Helper()
+	// A segment a roll adopted carries the spare's names until a sync
+	// settles them.
+	require.NoError(t, p.Sync())
+	segs := p.SegmentInfos()
+	require.Greater(t, len(segs), 1)
+	f, err := fs.OpenReadWrite(filepath.Join(p.Dir(), segment.FileName(segs[0].BaseOffset, ".log")))
+	require.NoError(t, err)
+	defer f.Close()
+	const at = batch.HeaderSize + 4 // inside the first record
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, at)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, at)
+	require.NoError(t, err)
+}
+
+// TestDirRunnerDropsMarksOfGonePartitions: a DirRunner keeps a partition
+// it failed on skipped only while its Dir holds that partition. Four
+// partitions fail on a damaged segment and are marked; then one is left
+// alone (it stays skipped), one is deleted (its mark goes, as Kafka's
+// maintainUncleanablePartitions drops those of deleted logs), one is
+// deleted and created again (the new partition is cleaned) and one is
+// closed and opened again (it is tried again, fails again and is marked
+// again).
+func TestDirRunnerDropsMarksOfGonePartitions(t *testing.T) {
+	fs := vfs.NewMem()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
+	require.NoError(t, err)
+	defer d.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	const (
+		kept = iota
+		deleted
+		recreated
+		reopened
+		parts
+	)
+	dirs := make([]string, parts)
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		appendPartition(t, p, 30, 4, now.UnixMilli())
+		corruptFirstSegment(t, fs, p)
+		dirs[i] = p.Dir()
+	}
+	r, err := NewDirRunner(d, DirRunnerOptions{Config: compactCfg(&now)})
+	require.NoError(t, err)
+	_, errs, err := r.Run(context.Background())
+	require.NoError(t, err)
+	require.Len(t, errs, parts)
+	run, err := r.runner("t")
+	require.NoError(t, err)
+	for _, dir := range dirs {
+		require.ErrorIs(t, errs[dir], batch.ErrCorrupt, "%s: %v", dir, errs[dir])
+		require.ErrorIs(t, run.Failed(dir), batch.ErrCorrupt, "%s not marked", dir)
+	}
+
+	require.NoError(t, d.DeletePartition("t", deleted))
+	require.NoError(t, d.DeletePartition("t", recreated))
+	p, err := d.CreatePartition("t", recreated)
+	require.NoError(t, err)
+	appendPartition(t, p, 30, 4, now.UnixMilli())
+	before := readPartition(t, p)
+	require.NoError(t, d.Partition("t", reopened).Close())
+	_, err = d.OpenPartition("t", reopened)
+	require.NoError(t, err)
+
+	_, errs, err = r.Run(context.Background())
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[dirs[kept]], ErrPartitionFailed, "%v", errs)
+	require.ErrorIs(t, run.Failed(dirs[kept]), batch.ErrCorrupt)
+	require.NotContains(t, errs, dirs[deleted])
+	require.NoError(t, run.Failed(dirs[deleted]), "the deleted partition's mark stayed")
+	require.NotContains(t, errs, dirs[recreated], "the partition created again was skipped")
+	require.NoError(t, run.Failed(dirs[recreated]))
+	after := readPartition(t, p)
+	require.Less(t, len(after), len(before), "the partition created again was not compacted")
+	require.Equal(t, fold(before), fold(after))
+	require.ErrorIs(t, errs[dirs[reopened]], batch.ErrCorrupt, "the reopened partition was not tried again: %v", errs)
+	require.NotErrorIs(t, errs[dirs[reopened]], ErrPartitionFailed)
+	require.ErrorIs(t, run.Failed(dirs[reopened]), batch.ErrCorrupt)
 }
 
 // TestDirRunnerPartitionDeletedDuringRun: a partition deleted while the

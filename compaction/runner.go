@@ -33,6 +33,14 @@ type Progress struct {
 // again), as Kafka lets a cleaning aborted that way go: the error is
 // reported and the next run tries whatever partition it is given.
 //
+// A mark belongs to the partition it was made on. Marks are kept by
+// directory, and a *log.Partition at a marked directory that is not the
+// one the mark was made on (created again after a delete, or opened again
+// after a Close: it starts from its files) is not skipped: its run drops
+// the mark. Other Partition implementations are told apart by directory
+// only. A DirRunner also drops the marks of partitions its Dir no longer
+// holds.
+//
 // Run may be called repeatedly (a scheduler calls it periodically); it is
 // safe for concurrent use, also by several Runners given the same
 // partition: the partition's cleaning claim (log.Partition.Compact) lets
@@ -46,7 +54,25 @@ type Runner struct {
 	logger   *slog.Logger
 
 	mu     sync.Mutex
-	failed map[string]error // partition dir -> the error that marked it
+	failed map[string]failure // by partition directory
+}
+
+// failure is a failed mark: the error that made it and the partition it
+// was made on.
+type failure struct {
+	p   Partition
+	err error
+}
+
+// madeOn reports whether the mark f, kept under p's directory, was made on
+// p: false only for two different *log.Partition values (see Runner).
+func (f failure) madeOn(p Partition) bool {
+	fp, ok := f.p.(*plog.Partition)
+	if !ok {
+		return true
+	}
+	lp, ok := p.(*plog.Partition)
+	return !ok || fp == lp
 }
 
 // RunnerOptions configure a Runner.
@@ -70,14 +96,45 @@ func NewRunner(cfg Config, opts RunnerOptions) (*Runner, error) {
 		opts.Workers = 1
 	}
 	return &Runner{cfg: cfg, workers: opts.Workers, progress: opts.Progress, logger: cfg.Logger,
-		failed: make(map[string]error)}, nil
+		failed: make(map[string]failure)}, nil
 }
 
 // Failed returns the error that marked dir failed, nil if it is not.
 func (r *Runner) Failed(dir string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.failed[dir]
+	return r.failed[dir].err
+}
+
+// failedFor returns the error of the mark l is skipped for, nil when there
+// is none. A mark made on another partition at l's directory is dropped.
+func (r *Runner) failedFor(l Partition) error {
+	dir := l.Dir()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failed[dir]
+	switch {
+	case !ok:
+		return nil
+	case !f.madeOn(l):
+		r.logger.Info("partlog/compaction: failed mark dropped: another partition is at its directory", "dir", dir)
+		delete(r.failed, dir)
+		return nil
+	}
+	return f.err
+}
+
+// dropMarks drops every mark for which gone reports true, given its
+// directory and the mark.
+func (r *Runner) dropMarks(gone func(dir string, f failure) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for dir, f := range r.failed {
+		if gone(dir, f) {
+			r.logger.Info("partlog/compaction: failed mark dropped: the partition is gone", "dir", dir)
+			delete(r.failed, dir)
+		}
+	}
 }
 
 // Reset clears dir's failed mark, so the next Run cleans it again.
@@ -140,14 +197,14 @@ feed:
 func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (total Result, err error) {
 	total.CleanedTo = -1
 	dir := l.Dir()
-	if ferr := r.Failed(dir); ferr != nil {
+	if ferr := r.failedFor(l); ferr != nil {
 		return total, fmt.Errorf("%w: %s: %w", ErrPartitionFailed, dir, ferr)
 	}
 	defer func() {
 		// A panic in a policy (a bug) marks the partition, not the process.
 		if p := recover(); p != nil {
 			err = fmt.Errorf("partlog/compaction: %s: panic: %v", dir, p)
-			r.mark(dir, err)
+			r.mark(l, err)
 		}
 	}()
 	for _, p := range policies {
@@ -161,7 +218,7 @@ func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (to
 		}
 		if err != nil {
 			if ctx.Err() == nil && marks(err) {
-				r.mark(dir, err)
+				r.mark(l, err)
 			}
 			return total, err
 		}
@@ -176,10 +233,10 @@ func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (to
 
 // marks reports whether err, a policy's error, marks the partition
 // failed: not when it is transient, nor when the partition was closed
-// before or during the round (deleted, or closed to be opened again).
-// Kafka swallows the LogCleaningAbortedException of a cleaning aborted that
-// way and marks nothing; here a mark kept by directory would also skip a
-// partition created there later.
+// before or during the round (deleted, or closed to be opened again): the
+// round failed because the partition went away, not for anything its
+// files hold, and Kafka swallows the LogCleaningAbortedException of a
+// cleaning aborted that way and marks nothing.
 func marks(err error) bool {
 	return !transient(err) && !errors.Is(err, plog.ErrClosed)
 }
@@ -192,10 +249,11 @@ func transient(err error) bool {
 	return errors.Is(err, plog.ErrSegmentsChanged) || errors.Is(err, plog.ErrCleaningInProgress)
 }
 
-// mark records that dir failed with err.
-func (r *Runner) mark(dir string, err error) {
+// mark records that l failed with err.
+func (r *Runner) mark(l Partition, err error) {
+	dir := l.Dir()
 	r.logger.Warn("partlog/compaction: partition failed; skipped until Reset", "dir", dir, "err", err)
 	r.mu.Lock()
-	r.failed[dir] = err
+	r.failed[dir] = failure{p: l, err: err}
 	r.mu.Unlock()
 }

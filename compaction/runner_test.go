@@ -156,3 +156,38 @@ func TestRunnerLeavesClosedPartitionUnmarked(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerMarkBelongsToItsPartition: a Runner's mark is the
+// *log.Partition's it was made on. The marked partition stays skipped;
+// the partition opened again at its directory is not that partition
+// (it starts from its files): it is tried again and, its segment still
+// damaged, marked again.
+func TestRunnerMarkBelongsToItsPartition(t *testing.T) {
+	fs := vfs.NewMem()
+	now := time.UnixMilli(1_700_000_000_000)
+	p := newDirtyPartition(t, fs, "/p/topic-0", now.UnixMilli())
+	corruptFirstSegment(t, fs, p)
+	dir := p.Dir()
+	r, err := NewRunner(compactCfg(&now), RunnerOptions{})
+	require.NoError(t, err)
+	_, errs, err := r.Run(context.Background(), []Partition{p})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[dir], batch.ErrCorrupt, "%v", errs)
+	require.ErrorIs(t, r.Failed(dir), batch.ErrCorrupt)
+	_, errs, err = r.Run(context.Background(), []Partition{p})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[dir], ErrPartitionFailed, "the marked partition was not skipped: %v", errs)
+
+	require.NoError(t, p.Close())
+	p2, err := plog.Open(dir, plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64})
+	require.NoError(t, err)
+	defer p2.Close()
+	_, errs, err = r.Run(context.Background(), []Partition{p2})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[dir], batch.ErrCorrupt, "the partition opened again was not tried: %v", errs)
+	require.NotErrorIs(t, errs[dir], ErrPartitionFailed)
+	require.ErrorIs(t, r.Failed(dir), batch.ErrCorrupt)
+	_, errs, err = r.Run(context.Background(), []Partition{p2})
+	require.NoError(t, err)
+	require.ErrorIs(t, errs[dir], ErrPartitionFailed, "the partition marked again was not skipped: %v", errs)
+}
