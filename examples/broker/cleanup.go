@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -169,12 +168,6 @@ func (c *cleaner) once(ctx context.Context) {
 			order = append(order, r)
 		}
 		for _, p := range ps {
-			// A partition a DeleteTopics closed under a round is marked
-			// failed with ErrClosed; a topic created again under the
-			// same name is a new partition in that directory.
-			if err := r.Failed(p.Dir()); errors.Is(err, plog.ErrClosed) {
-				r.Reset(p.Dir())
-			}
 			byRunner[r] = append(byRunner[r], p)
 		}
 	}
