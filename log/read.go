@@ -375,28 +375,35 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 		gen := p.truncations.Load()
 		hw, end := p.bounds.load()
 		start := p.logStart.Load()
+		at := offset // where the local segments are read from
 		if offset < start && offset >= 0 {
 			if t := p.tierPart.Load(); t != nil {
-				if r, ok, err := t.remoteRead(offset, maxBytes); ok {
+				r, how, err := t.remoteRead(offset, start, maxBytes)
+				switch how {
+				case copyServed:
 					return r, err
+				case copyLocal:
+					// No batch lies between offset and the local log
+					// start: the first one at or after it answers.
+					at = start
 				}
 			}
 		}
-		if offset < start || offset > end.Offset {
+		if at < start || at > end.Offset {
 			return Records{}, fmt.Errorf("%w: offset %d outside [%d, %d]", ErrOffsetOutOfRange, offset, start, end.Offset)
 		}
 		bound := hw
 		if follower {
 			bound = end
 		}
-		if offset >= bound.Offset {
+		if at >= bound.Offset {
 			return emptyRecords(offset), nil
 		}
 		snap, err := p.acquireSnapshot()
 		if err != nil {
 			return Records{}, err
 		}
-		r, retry, err := p.readSnapshot(snap, gen, offset, maxBytes, bound)
+		r, retry, err := p.readSnapshot(snap, gen, at, maxBytes, bound)
 		// The last reference goes when the partition replaced the snapshot
 		// meanwhile; its release is not this read's failure.
 		p.releaseSnapshot(snap)

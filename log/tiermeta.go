@@ -198,14 +198,35 @@ func (m *remoteMeta) copiedEnd() int64 {
 	return -1
 }
 
-// find returns the copied segment holding offset (base <= offset <= end).
-func (m *remoteMeta) find(offset int64) (RemoteSegmentMetadata, bool) {
+// locate says where a read of offset, below the local log start
+// localStart, starts (law 3 for the whole log): in the copied segment md
+// that holds offset or, when offset lies in a gap of a follower's offsets
+// between two copies, in the first copy after it (copyServed); at the
+// local log start when the gap runs from the last copy below localStart up
+// to it (copyLocal); nowhere when offset is below the first copy, outside
+// the whole log (copyNone). Only "copied" records count: the others hold
+// no offset of the log a read may see.
+func (m *remoteMeta) locate(offset, localStart int64) (RemoteSegmentMetadata, copyRead) {
+	below := false // a copy ends below offset: offset is in the whole log
 	for _, e := range m.segs {
-		if e.state == remoteCopied && e.desc.BaseOffset <= offset && offset <= e.desc.EndOffset {
-			return e.desc, true
+		if e.state != remoteCopied {
+			continue
 		}
+		if e.desc.BaseOffset >= localStart {
+			break // held locally too: the local segments answer
+		}
+		if e.desc.EndOffset >= offset {
+			if e.desc.BaseOffset <= offset || below {
+				return e.desc, copyServed
+			}
+			return RemoteSegmentMetadata{}, copyNone // below the first copy
+		}
+		below = true
 	}
-	return RemoteSegmentMetadata{}, false
+	if below {
+		return RemoteSegmentMetadata{}, copyLocal
+	}
+	return RemoteSegmentMetadata{}, copyNone
 }
 
 // index returns the position of the entry of id, or -1.

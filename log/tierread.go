@@ -214,6 +214,21 @@ func offsetFloor(md RemoteSegmentMetadata, idx []byte, offset int64) int64 {
 	return int64(binary.BigEndian.Uint32(idx[8*i+4:]))
 }
 
+// copyRead is how a read below the local log start goes on after
+// remoteRead.
+type copyRead uint8
+
+const (
+	// copyServed: the copy answered, with batches or with an error.
+	copyServed copyRead = iota
+	// copyLocal: offset lies in a gap of the offsets that runs from the
+	// last copy below the local log start up to it; the first local batch
+	// answers, as it did when the segments before it were local.
+	copyLocal
+	// copyNone: offset is below the first copy, outside the whole log.
+	copyNone
+)
+
 // remoteErr counts a failed remote read and returns err, about what,
 // wrapping ErrRemoteUnavailable unless it wraps ErrRemoteSegmentNotFound:
 // every failure to read a copy may go away on a retry.
@@ -231,16 +246,18 @@ func (t *partTier) brokenErr(what string) error {
 	return fmt.Errorf("%w: %s: %w", ErrRemoteUnavailable, what, t.broken)
 }
 
-// remoteRead reads whole batches starting with the one holding offset from
-// the copy that holds it, as ReadFrom reads a local segment. ok is false
-// when no copy holds offset.
-func (t *partTier) remoteRead(offset int64, maxBytes int) (_ Records, ok bool, err error) {
+// remoteRead reads offset, below the local log start localStart, from the
+// copies as ReadFrom reads a local segment: whole batches, starting with
+// the first whose last offset is at or past offset, from the copy
+// remoteMeta.locate names. how is copyServed when the copy answered, with
+// batches or an error, else it says where the read goes on.
+func (t *partTier) remoteRead(offset, localStart int64, maxBytes int) (_ Records, how copyRead, err error) {
 	if t.broken != nil {
-		return Records{}, true, t.brokenErr(fmt.Sprintf("offset %d", offset))
+		return Records{}, copyServed, t.brokenErr(fmt.Sprintf("offset %d", offset))
 	}
-	md, found := t.meta.Load().find(offset)
-	if !found {
-		return Records{}, false, nil
+	md, how := t.meta.Load().locate(offset, localStart)
+	if how != copyServed {
+		return Records{}, how, nil
 	}
 	ctx := t.d.ctx
 	r := newRecords()
@@ -252,7 +269,7 @@ func (t *partTier) remoteRead(offset int64, maxBytes int) (_ Records, ok bool, e
 	}()
 	idx, err := t.index(ctx, md.ID, RemoteOffsetIndex)
 	if err != nil {
-		return Records{}, true, err
+		return Records{}, copyServed, err
 	}
 	b := r.scratch[:0]
 	first, next := int64(-1), int64(-1)
@@ -274,15 +291,15 @@ func (t *partTier) remoteRead(offset int64, maxBytes int) (_ Records, ok bool, e
 		return int64(len(b)) < int64(maxBytes), nil
 	})
 	if err != nil {
-		return Records{}, true, err
+		return Records{}, copyServed, err
 	}
 	if first < 0 {
-		return Records{}, true, fmt.Errorf("%w: no batch at or after offset %d in the copy ending at %d", batch.ErrCorrupt, offset, md.EndOffset)
+		return Records{}, copyServed, fmt.Errorf("%w: no batch at or after offset %d in the copy ending at %d", batch.ErrCorrupt, offset, md.EndOffset)
 	}
 	r.scratch, r.b = b, b
 	r.first, r.next, r.from = first, next, offset
 	t.remoteReads.Add(1)
-	return r.handle(), true, nil
+	return r.handle(), copyServed, nil
 }
 
 // wholeStart returns the first offset of the whole log given the local log
