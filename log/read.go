@@ -382,6 +382,8 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 				switch how {
 				case copyServed:
 					return r, err
+				case copyGone:
+					continue
 				case copyLocal:
 					// No batch lies between offset and the local log
 					// start: the first one at or after it answers.

@@ -229,6 +229,12 @@ func (m *remoteMeta) locate(offset, localStart int64) (RemoteSegmentMetadata, co
 	return RemoteSegmentMetadata{}, copyNone
 }
 
+// copied reports whether m records the copy id "copied".
+func (m *remoteMeta) copied(id RemoteSegmentID) bool {
+	i := m.index(id)
+	return i >= 0 && m.segs[i].state == remoteCopied
+}
+
 // index returns the position of the entry of id, or -1.
 func (m *remoteMeta) index(id RemoteSegmentID) int {
 	return slices.IndexFunc(m.segs, func(e remoteEntry) bool { return e.desc.ID == id })

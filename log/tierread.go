@@ -221,6 +221,9 @@ type copyRead uint8
 const (
 	// copyServed: the copy answered, with batches or with an error.
 	copyServed copyRead = iota
+	// copyGone: the copy went while it was read (total retention, a
+	// truncation): read again against the current metadata and log start.
+	copyGone
 	// copyLocal: offset lies in a gap of the offsets that runs from the
 	// last copy below the local log start up to it; the first local batch
 	// answers, as it did when the segments before it were local.
@@ -230,11 +233,14 @@ const (
 )
 
 // remoteErr counts a failed remote read and returns err, about what,
-// wrapping ErrRemoteUnavailable unless it wraps ErrRemoteSegmentNotFound:
-// every failure to read a copy may go away on a retry.
+// wrapping ErrRemoteUnavailable: the copy is recorded "copied", so any
+// failure to read it is the store's and may go away on a retry. A
+// not-found keeps ErrRemoteSegmentNotFound in the chain, but a store that
+// lost a copy it acknowledged is unavailable for that copy (law 14), never
+// an answer of its own.
 func (t *partTier) remoteErr(what string, id RemoteSegmentID, err error) error {
 	t.readFails.Add(1)
-	if !errors.Is(err, ErrRemoteUnavailable) && !errors.Is(err, ErrRemoteSegmentNotFound) {
+	if !errors.Is(err, ErrRemoteUnavailable) {
 		err = fmt.Errorf("%w: %w", ErrRemoteUnavailable, err)
 	}
 	return fmt.Errorf("partlog/log: %s from remote segment %s: %w", what, id, err)
@@ -250,7 +256,11 @@ func (t *partTier) brokenErr(what string) error {
 // copies as ReadFrom reads a local segment: whole batches, starting with
 // the first whose last offset is at or past offset, from the copy
 // remoteMeta.locate names. how is copyServed when the copy answered, with
-// batches or an error, else it says where the read goes on.
+// batches or an error, else it says where the read goes on. A fetch that
+// failed once the metadata no longer records the copy "copied" is no
+// answer: the copy went meanwhile and the read starts again (copyGone), as
+// a local read does after segment.ErrDeleted. Any failure of a copy still
+// recorded wraps ErrRemoteUnavailable (remoteErr).
 func (t *partTier) remoteRead(offset, localStart int64, maxBytes int) (_ Records, how copyRead, err error) {
 	if t.broken != nil {
 		return Records{}, copyServed, t.brokenErr(fmt.Sprintf("offset %d", offset))
@@ -262,10 +272,15 @@ func (t *partTier) remoteRead(offset, localStart int64, maxBytes int) (_ Records
 	ctx := t.d.ctx
 	r := newRecords()
 	defer func() {
-		if err != nil {
-			_ = r.discard()
-			err = t.remoteErr(fmt.Sprintf("read offset %d", offset), md.ID, err)
+		if err == nil {
+			return
 		}
+		_ = r.discard()
+		if !t.meta.Load().copied(md.ID) {
+			how, err = copyGone, nil
+			return
+		}
+		err = t.remoteErr(fmt.Sprintf("read offset %d", offset), md.ID, err)
 	}()
 	idx, err := t.index(ctx, md.ID, RemoteOffsetIndex)
 	if err != nil {
