@@ -423,12 +423,20 @@ func (p *Partition) read(offset int64, maxBytes int, follower bool) (Records, er
 }
 
 // readSnapshot reads from the segments of snap. It returns retry when a
-// truncation started after the caller loaded its bounds, and a nil r when
-// nothing at or after offset lies below the bound.
+// truncation started after the caller loaded its bounds, or when retention
+// removed the segment of offset after the caller's range check, and a nil
+// r when nothing at or after offset lies below the bound.
 func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBytes int, bound position) (r *records, retry bool, err error) {
 	i := snap.find(offset)
 	if i < 0 {
-		// Retention removed the segment after the range check.
+		// Retention removed the segment after the range check. Every
+		// removal from the front raises the log start before it publishes
+		// the shorter list (deleteSegments, DeleteRecordsBefore), so the
+		// start loaded now is past offset: read again, to find offset in
+		// its copy under tiered storage, or out of range.
+		if p.logStart.Load() > offset || p.truncations.Load() != gen {
+			return nil, true, nil
+		}
 		return nil, false, fmt.Errorf("%w: offset %d is below the first segment (%d)", ErrOffsetOutOfRange, offset, snap.list[0].BaseOffset())
 	}
 	for ; i < len(snap.list); i++ {
