@@ -485,5 +485,12 @@ func (p *Partition) readSnapshot(snap *segments, gen uint64, offset int64, maxBy
 		// Nothing at or after offset in this segment below the bound: the
 		// offset is past its last batch. Try the next segment.
 	}
-	return nil, false, nil // nothing below the bound: an empty result
+	// Nothing below the bound: an empty result, unless a truncation
+	// replaced the segments after the caller loaded its bounds (a restart
+	// below the log end publishes a segment past the old bound's, which
+	// stops the walk above before any truncation check): read again.
+	if p.truncations.Load() != gen {
+		return nil, true, nil
+	}
+	return nil, false, nil
 }

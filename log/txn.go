@@ -246,6 +246,25 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 // local segments', as they would had the segments stayed local; a store
 // that cannot be read gives an error wrapping ErrRemoteUnavailable.
 func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []AbortedTxn, error) {
+	for {
+		gen := p.truncations.Load()
+		recs, aborted, err := p.readCommitted(offset, maxBytes)
+		// The last stable offset, the batches and the aborted transactions
+		// must come from one log: a truncation meanwhile (which may reopen
+		// a transaction by cutting its marker), or a removal from the front
+		// of the segment the batches came from (which may take the segment
+		// holding a marker they need: a removal raises the log start to a
+		// segment base at or past their end), sends the read again.
+		if err == nil && (p.truncations.Load() != gen || recs.r.seg != nil && recs.r.next <= p.logStart.Load()) {
+			_ = recs.Close()
+			continue
+		}
+		return recs, aborted, err
+	}
+}
+
+// readCommitted is one attempt of ReadCommitted.
+func (p *Partition) readCommitted(offset int64, maxBytes int) (Records, []AbortedTxn, error) {
 	lso := p.LastStableOffset()
 	if offset >= lso {
 		if p.closed.Load() {
@@ -264,7 +283,7 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 		return recs, nil, err
 	}
 	r := recs.r
-	remote := r.seg == nil && r.first >= 0 // read from a copy (tierread.go)
+	remote := r.remote()
 	if (r.seg != nil || remote) && r.next > lso {
 		empty, err := r.trimAt(lso)
 		if err != nil {
@@ -288,6 +307,9 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 	}
 	return recs, aborted, nil
 }
+
+// remote reports whether r was read from a copy (tierread.go).
+func (r *records) remote() bool { return r.seg == nil && r.first >= 0 }
 
 // trimAt cuts r after its last batch whose offsets all lie below lso,
 // reading the batch headers (under the fault guard: r.b may alias a
