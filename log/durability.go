@@ -526,21 +526,21 @@ func (d *durability) raiseRecoveryPoint(offset int64, truncations uint64) {
 // syncBeforeEpochLocked, under per-append durability (FlushMessages 1),
 // flushes the segments of snap written since the last full flush
 // (flushSegmentsLocked, with the core's directory flag dirDirty; dirSynced
-// as there) and raises the recovery point, durably, to start, where a
-// leader epoch entry is about to be written (start is the log end): the
-// entry then never outlives the batches below it unnoticed (a lost log
-// end, lostend.go). Under the other policies it does nothing. A failed
+// as there) and raises the recovery point, durably, to end, the log end,
+// before a leader epoch entry is written there (or past it, after a
+// follower's offset gap): the entry then never outlives the batches below
+// it unnoticed (a lost log end, lostend.go). Under the other policies it does nothing. A failed
 // fsync fails the partition; a failed checkpoint write is returned, and
 // the entry is not written. REQUIRES: mu held, ckptMu not held.
-func (d *durability) syncBeforeEpochLocked(snap *segments, start int64, dirDirty bool) (dirSynced bool, err error) {
+func (d *durability) syncBeforeEpochLocked(snap *segments, end int64, dirDirty bool) (dirSynced bool, err error) {
 	if !d.syncEveryAppend() {
 		return false, nil
 	}
 	dirSynced, err = d.flushSegmentsLocked(snap, dirDirty)
 	if err != nil {
-		return dirSynced, d.core.failLocked(fmt.Errorf("partlog/log: sync %s before leader epoch entry at offset %d: %w", d.dir, start, err))
+		return dirSynced, d.core.failLocked(fmt.Errorf("partlog/log: sync %s before a leader epoch entry at the log end %d: %w", d.dir, end, err))
 	}
-	return dirSynced, d.raiseRecoveryPointNowLocked(start)
+	return dirSynced, d.raiseRecoveryPointNowLocked(end)
 }
 
 // raiseRecoveryPointNowLocked persists offset as the recovery point when

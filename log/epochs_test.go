@@ -714,3 +714,89 @@ func TestEpochOfBatchBelowLogStartAfterTruncateAndCrash(t *testing.T) {
 	require.NoError(t, m.Crash(p.LogEndOffset(), p.HighWatermark()))
 	require.NoError(t, logtest.Check(p, m))
 }
+
+// TestLeaderEpochCheckpointAsKafkaLeavesIt: Open reads the
+// leader-epoch-checkpoint files Kafka leaves as Kafka reads them, also
+// under StrictRecovery. Kafka's CheckpointFile creates the file empty
+// before its first write, and reads an empty file, or one that ends after
+// its version line, as no entries (a partition that never had an epoch);
+// both used to be refused as corrupt. A file whose entries go out of order
+// keeps the entries before the first that does (the cache's Load), where
+// the whole file used to be dropped as corrupt, and LeaderEpochs came back
+// empty.
+func TestLeaderEpochCheckpointAsKafkaLeavesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string
+		want []plog.EpochStart
+	}{
+		{"empty", "", nil},
+		{"version line only", "0\n", nil},
+		{"out of order", "0\n3\n1 0\n5 10\n3 15\n", []plog.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 5, StartOffset: 10}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "orders-0")
+			p, err := plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			if tc.want != nil {
+				_, err = p.AppendAssigned(recordSet(t, 1, assigned{base: 0, n: 10}))
+				require.NoError(t, err)
+				_, err = p.AppendAssigned(recordSet(t, 5, assigned{base: 10, n: 10}))
+				require.NoError(t, err)
+			}
+			require.NoError(t, p.Close())
+			require.NoError(t, os.WriteFile(filepath.Join(dir, plog.LeaderEpochCheckpointFile), []byte(tc.file), 0o644))
+			q, err := plog.Open(dir, plog.Config{Recovery: plog.StrictRecovery{}})
+			require.NoError(t, err)
+			defer q.Close()
+			if tc.want == nil {
+				require.Empty(t, q.LeaderEpochs())
+				return
+			}
+			require.Equal(t, tc.want, q.LeaderEpochs())
+		})
+	}
+}
+
+// TestFollowerGapEpochCrashUnderFlushEveryMessage: under per-append
+// durability a new leader epoch entry is preceded by a sync of the log and
+// a durable recovery point. A follower's batch after an offset gap starts
+// its epoch past the log end; the recovery point used to be raised to the
+// batch's base, past the log end, so that a crash before the batch landed
+// (it was never acknowledged) looked like synced batches lost: Open under
+// StrictRecovery refused the partition. The recovery point stops at the
+// log end now, and the crash loses only the unacknowledged batch, with or
+// without a gap.
+func TestFollowerGapEpochCrashUnderFlushEveryMessage(t *testing.T) {
+	for _, gap := range []int64{0, 10} {
+		t.Run(fmt.Sprintf("gap %d", gap), func(t *testing.T) {
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			const dir = "/data/gap-epoch-0"
+			cfg := plog.Config{FS: in, FlushMessages: 1, SegmentIndexBytes: memIndexBytes}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			_, err = p.AppendAssigned(recordSet(t, 1, assigned{base: 0, n: 10}))
+			require.NoError(t, err)
+			var crashed *vfs.MemFS
+			in.SetHook(func(op vfs.Op) error {
+				if crashed == nil && (op.Kind == vfs.OpWrite || op.Kind == vfs.OpWriteAt) && filepath.Ext(op.Path) == ".log" {
+					crashed = mem.CrashClone(vfs.CrashOptions{}) // just before the batch is written
+				}
+				return nil
+			})
+			_, err = p.AppendAssigned(recordSet(t, 2, assigned{base: 10 + gap, n: 5}))
+			require.NoError(t, err)
+			in.SetHook(nil)
+			require.NotNil(t, crashed)
+			require.NoError(t, p.Close())
+
+			cfg.FS, cfg.Recovery = crashed, plog.StrictRecovery{}
+			q, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer q.Close()
+			require.Equal(t, int64(10), q.LogEndOffset())
+			require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}}, q.LeaderEpochs())
+		})
+	}
+}

@@ -22,17 +22,21 @@ import (
 // crash normally leaves under the default flush policy (Open drops it).
 // Under per-append durability every acknowledged batch was synced:
 // durability.syncBeforeEpochLocked then makes the log below a new entry
-// durable and raises the recovery point to it before the entry is
-// written, so that an entry past the end always comes with a recovery
-// point past it.
+// durable and raises the recovery point to the log end before the entry
+// is written, so that an entry at the log end always comes with a
+// recovery point at it. A follower's batch after an offset gap starts its
+// epoch past the log end: the recovery point stops at the log end, as
+// nothing below the batch's base is written yet, and a crash before the
+// batch lands leaves an entry past the end that Open drops.
 
-// assignEpochLocked records that epoch starts at start, the log end, in
-// the leader epoch cache and writes it (epochs.Cache.Assign), making the
-// log below start durable first when the entry is new
-// (durability.syncBeforeEpochLocked). REQUIRES: mu held.
+// assignEpochLocked records that epoch starts at start in the leader epoch
+// cache and writes it (epochs.Cache.Assign), making the log durable first
+// when the entry is new (durability.syncBeforeEpochLocked). start is the
+// log end, or past it for a follower's batch after an offset gap.
+// REQUIRES: mu held.
 func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
 	if p.mu.epochs.Changes(epoch, start) {
-		dirSynced, err := p.dur.syncBeforeEpochLocked(p.segs.Load(), start, p.mu.dirDirty)
+		dirSynced, err := p.dur.syncBeforeEpochLocked(p.segs.Load(), min(start, p.mu.end.Offset), p.mu.dirDirty)
 		if dirSynced {
 			p.mu.dirDirty = false
 		}

@@ -26,9 +26,11 @@
 // canonical way (so that a file re-written from what was read is identical
 // to the bytes read), and no "\r", tab or extra space is accepted. Any
 // problem is a *base.CorruptionError (wrapping base.ErrCorrupt) naming the
-// file, the byte position of the line and the field. Kafka itself is more
-// lenient: it reads an empty file as no entries, which this package reports
-// as corruption; callers that want Kafka's behaviour check for it.
+// file, the byte position of the line and the field. Two files that stop
+// early are read as Kafka reads them, as no entries: an empty file, which
+// Kafka's CheckpointFile creates before its first write (a partition that
+// never had a leader epoch holds one), and a file that ends after its
+// version line.
 //
 // Writing is atomic: the bytes go to "name.tmp", which is fsynced, renamed
 // over "name", and then the directory is fsynced, all through a vfs.FS.
@@ -137,7 +139,7 @@ func ParseInt(field, s string, bitSize int) (int64, error) {
 // Parse decodes a whole checkpoint file's bytes. name is used in errors.
 func Parse[T any](name string, b []byte, f Format[T]) ([]T, error) {
 	if len(b) == 0 {
-		return nil, base.CorruptionErrorf(name, 0, "version", "empty file")
+		return nil, nil // Kafka's empty file: no entries
 	}
 	var pos int64
 	line := func(field string) ([]byte, error) {
@@ -171,6 +173,9 @@ func Parse[T any](name string, b []byte, f Format[T]) ([]T, error) {
 	}
 	if version != int64(f.Version) {
 		return nil, base.CorruptionErrorf(name, 0, "version", "unsupported version %d (want %d)", version, f.Version)
+	}
+	if len(b) == 0 {
+		return nil, nil // Kafka reads a file that ends here as no entries
 	}
 	countPos := pos
 	count, err := header("count")

@@ -96,9 +96,8 @@ func TestParseCorrupt(t *testing.T) {
 		pos   int64
 		field string
 	}{
-		{"empty file", "", 0, "version"},
 		{"no newline after version", "0", 0, "version"},
-		{"missing count", "0\n", 2, "count"},
+		{"no newline after count", "0\n0", 2, "count"},
 		{"unknown version", "1\n0\n", 0, "version"},
 		{"version not a number", "x\n0\n", 0, "version"},
 		{"version with plus", "+0\n0\n", 0, "version"},
@@ -358,7 +357,14 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("0\n2\n0 5\n1 6\n"))
+	f.Add([]byte(""))
+	f.Add([]byte("0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Kafka's short files (empty, or the version line alone) read as
+		// no entries and are written back whole.
+		if string(b) == "" || string(b) == "0\n" {
+			b = []byte("0\n0\n")
+		}
 		if es, err := Parse("f", b, EpochFormat); err == nil {
 			out := Append(nil, EpochFormat, es)
 			require.Equal(t, string(b), string(out), "epochs round trip: %q -> %q", b, out)
@@ -391,4 +397,21 @@ func TestEntryName(t *testing.T) {
 		assert.Equal(t, tt.partition, partition, "EntryName(%q) = %q, %d; want %q, %d", tt.dir, topic, partition, tt.topic, tt.partition)
 		assert.True(t, ValidTopic(topic), "EntryName(%q) gives the invalid topic field %q", tt.dir, topic)
 	}
+}
+
+// TestParseKafkaShortFiles: an empty file (Kafka's CheckpointFile creates
+// one before its first write) and a file that ends after its version line
+// are no entries, as Kafka's CheckpointReadBuffer reads them, in every
+// format; a version line without its newline is still refused.
+func TestParseKafkaShortFiles(t *testing.T) {
+	for _, in := range []string{"", "0\n"} {
+		es, err := Parse("f", []byte(in), EpochFormat)
+		require.NoError(t, err, "%q", in)
+		require.Empty(t, es)
+		os, err := Parse("f", []byte(in), OffsetFormat)
+		require.NoError(t, err, "%q", in)
+		require.Empty(t, os)
+	}
+	_, err := Parse("f", []byte("1\n"), EpochFormat)
+	require.True(t, base.IsCorruption(err), "an unknown version is refused even with no count: %v", err)
 }

@@ -87,7 +87,9 @@ func New(fsys vfs.FS, path string) Cache {
 // otherwise dropped is -1.
 func (c *Cache) Load() (dropped int, err error) {
 	c.entries, c.dirty = nil, false
-	entries, err := checkpoint.ReadLeaderEpochs(c.fs, c.path)
+	// Read without ReadLeaderEpochs' order check: out-of-order entries
+	// cost the entries from the first of them, not the file.
+	entries, err := checkpoint.Read(c.fs, c.path, checkpoint.EpochFormat)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return -1, nil

@@ -235,3 +235,37 @@ func TestLoad(t *testing.T) {
 	require.True(t, errors.Is(err, base.ErrCorrupt), "%v", err)
 	require.Zero(t, c.Len(), "a file that does not parse leaves the cache empty")
 }
+
+// TestLoadKeepsOrderedPrefix: a file whose entries go out of order keeps
+// the entries before the first that does, marks the cache dirty and says
+// which entry went. The checkpoint reader's order check used to refuse the
+// whole file, so the cache lost every entry. Kafka's empty file and a file
+// that ends after its version line are no entries, as Kafka reads them.
+func TestLoadKeepsOrderedPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		want    []epochs.Entry
+		dropped int
+	}{
+		{"epoch goes back", "0\n3\n0 0\n5 10\n3 20\n", entries(0, 0, 5, 10), 2},
+		{"start offset goes back", "0\n3\n0 0\n5 10\n6 8\n", entries(0, 0, 5, 10), 2},
+		{"first entries equal", "0\n2\n4 0\n4 10\n", entries(4, 0), 1},
+		{"empty file", "", nil, -1},
+		{"version line only", "0\n", nil, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fsys, path := newCache(t)
+			f, err := fsys.Create(path)
+			require.NoError(t, err)
+			_, err = f.Write([]byte(tc.file))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			dropped, err := c.Load()
+			require.NoError(t, err)
+			require.Equal(t, tc.dropped, dropped)
+			require.Equal(t, tc.want, c.Entries())
+			require.Equal(t, tc.dropped >= 0, c.Dirty())
+		})
+	}
+}
