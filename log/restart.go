@@ -19,6 +19,13 @@ import (
 // math.MaxInt64 - math.MaxInt32] (a segment's offsets are 32 bits relative
 // to its base) gives ErrOffsetOutOfRange and changes nothing.
 //
+// In a partition its Dir tiers, the whole log restarts, as Kafka's
+// truncateFullyAndStartAt with remote storage: every copy is recorded
+// "deleting" before the log restarts (reads and OffsetForTimestamp never
+// answer from them again, Stats().Remote.LogStartOffset is -1 until the
+// restarted log is copied) and the copier's next pass deletes them from
+// the store.
+//
 // Above the log end offset (offset >= LogEndOffset) the restart is atomic
 // across a crash: the new segment is created and made durable first, the
 // log start offset checkpoint at offset commits the restart, and only then
@@ -29,13 +36,15 @@ import (
 // what a crash interrupted: it removes the old segments, all below the log
 // start, and empties the leader epoch cache). The producer snapshots are removed
 // before the commit, so the old log rebuilds its producer state from its
-// batches should a crash keep it.
+// batches should a crash keep it; so are a tiered partition's copies,
+// so the old log a crash keeps starts at its local log start.
 //
 // Below the log end offset the new segment would overlap the old ones, so
 // they are removed first (newest first), then the leader epoch cache and
 // the producer snapshots, then the log start offset checkpoint is written
 // and the new segment created. A crash in between reopens a prefix of the
-// old log, or an empty log at the old log start offset, or the restarted
+// old log (in a tiered partition, of its local part: the copies go
+// first), or an empty log at the old log start offset, or the restarted
 // log; never batches from both.
 //
 // Readers holding Records of the old segments keep them until they close
@@ -100,6 +109,15 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 		return wrap(err)
 	}
 	if err := p.dur.syncDir(); err != nil {
+		return undo(err)
+	}
+	// 1b. A tiered partition's copies, all below the new start, are
+	// recorded "deleting", durably, before the commit (tier.go,
+	// partTier.restartAt): after it the restarted log must not read
+	// them, and Open could not tell them from the copies local retention
+	// left. A crash before the commit then reopens the old log without
+	// its remote part: a suffix of it.
+	if err := p.tierPart.Load().restartAt(at); err != nil {
 		return undo(err)
 	}
 	// 2. Commit. Whether a failed write reached the disk is unknown:

@@ -24,7 +24,9 @@ import (
 // expired remote segments, copy the durable sealed segments below the high
 // watermark and the last stable offset, and apply the local retention to
 // segments whose copy is recorded. A truncation drops the copies of the
-// offsets it cuts before the cut is visible (partTier.dropFrom). The read
+// offsets it cuts before the cut is visible (partTier.dropFrom,
+// partTier.restartAt), and DeleteRecordsBefore those below the whole
+// log's new start (partTier.moveStart). The read
 // side is in tierread.go, the metadata file in tiermeta.go.
 
 // RemoteConfig turns on tiered storage for a Dir (DirConfig.Remote): the
@@ -87,9 +89,10 @@ const (
 type RemoteStats struct {
 	// Enabled reports that the partition is tiered.
 	Enabled bool
-	// LogStartOffset is the first offset of the oldest copied segment
-	// (the log start of the whole log, remote included); -1 when none is
-	// copied.
+	// LogStartOffset is the log start of the whole log, remote included:
+	// the first offset of the oldest copied segment, or the log start
+	// DeleteRecordsBefore moved inside it; -1 when no copy holds offsets
+	// at or past the whole log's start.
 	LogStartOffset int64
 	// Segments and Bytes count the copied segments and their sizes.
 	Segments int
@@ -176,6 +179,16 @@ func (d *dirTier) attach(tp TopicPartition, p *Partition) {
 			"partition", tp.String(), "err", err)
 	}
 	p.tierPart.Store(t)
+	// A whole log start past the local one is a DeleteRecordsBefore a
+	// crash interrupted after the metadata recorded it and before the
+	// log start checkpoint did: it is finished, so that the local
+	// segments below it are not served either.
+	if start := t.meta.Load().start; start > p.LogStartOffset() {
+		if err := p.DeleteRecordsBefore(start); err != nil {
+			d.logger.Warn("partlog/log: the log start recorded in the remote log metadata is past the local log start and cannot be moved there",
+				"partition", tp.String(), "start", start, "localStart", p.LogStartOffset(), "err", err)
+		}
+	}
 	d.mu.Lock()
 	d.parts[tp] = t
 	d.mu.Unlock()
@@ -299,10 +312,11 @@ type partTier struct {
 
 	// metaMu serializes the changes of the metadata: each loads the
 	// current version, changes a copy and publishes it under metaMu.
-	// cuts counts the truncations (dropFrom): a copy is recorded only
-	// when no truncation came since its segment list was taken, so a
-	// truncation either sees the copy recorded and drops it, or the copy
-	// is never recorded. Lock order: the partition's mu, then metaMu.
+	// cuts counts the truncations (dropFrom, restartAt) and the moves
+	// of the whole log's start (moveStart): a copy is recorded only when
+	// none came since its segment list was taken, so each either sees
+	// the copy recorded and drops it, or the copy is never recorded.
+	// Lock order: the partition's mu, then metaMu.
 	metaMu sync.Mutex
 	cuts   uint64
 
@@ -319,12 +333,14 @@ func (t *partTier) stats() RemoteStats {
 		Copies: t.copies.Load(), CopiedBytes: t.copiedBytes.Load(), CopyFailures: t.copyFails.Load(),
 		Deletes: t.deletes.Load(), DeleteFailures: t.deleteFails.Load(), LocalSegmentsDeleted: t.localDels.Load(),
 		RemoteReads: t.remoteReads.Load(), ReadFailures: t.readFails.Load()}
-	for _, e := range t.meta.Load().segs {
+	m := t.meta.Load()
+	for _, e := range m.segs {
 		if e.state != remoteCopied {
 			continue
 		}
 		if st.LogStartOffset < 0 {
-			st.LogStartOffset = e.desc.BaseOffset
+			// No copy in use lies wholly below the start (remoteMeta).
+			st.LogStartOffset = max(e.desc.BaseOffset, m.start)
 		}
 		st.Segments++
 		st.Bytes += e.desc.Size
@@ -387,6 +403,71 @@ func (t *partTier) dropFrom(end int64) error {
 		n.segs[i].state = remoteDeleting
 	}
 	if n == nil {
+		return nil
+	}
+	return t.publishLocked(n)
+}
+
+// moveStart raises the whole log's start to offset, durably, for
+// DeleteRecordsBefore (the partition's mu held), before the local log
+// start moves: the copies wholly below offset are recorded "deleting" in
+// the same write (no read uses them from then on, and the next pass
+// deletes them from the store), and no copy started before is recorded,
+// since its segment may lie below offset: as Kafka's DeleteRecords moves
+// UnifiedLog.logStartOffset, and its RemoteLogManager deletes the remote
+// segments wholly below it. Nothing changes when offset is at or below
+// the start. On error nothing changed. A nil part has nothing to move, and
+// neither has a part whose metadata could not be read (no offset below the
+// local log start is read through it).
+func (t *partTier) moveStart(offset int64) error {
+	if t == nil || t.broken != nil {
+		return nil
+	}
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	m := t.meta.Load()
+	if offset <= m.start {
+		return nil
+	}
+	n := m.clone()
+	n.start = offset
+	for i, e := range n.segs {
+		if e.desc.EndOffset < offset && e.state != remoteDeleting {
+			n.segs[i].state = remoteDeleting
+		}
+	}
+	if err := t.publishLocked(n); err != nil {
+		return err
+	}
+	t.cuts++
+	return nil
+}
+
+// restartAt records every copy "deleting" and lowers the whole log's
+// start to at when it is above, durably, for a truncation that restarts
+// the whole log empty at at (the partition's mu held): TruncateTo below
+// the local log start and TruncateFullyAndStartAt, as Kafka's
+// truncateFullyAndStartAt sets logStartOffset to the new offset, leaving
+// every remote segment below it to the RemoteLogManager's deletion. The
+// copies held offsets either at or past at (cut) or below it (below the
+// new start). Like dropFrom it counts a truncation and clears the copy
+// lag. On error nothing changed. A nil part has nothing to drop.
+func (t *partTier) restartAt(at int64) error {
+	if t == nil || t.broken != nil {
+		return nil // nothing is recorded: reads and copies are off
+	}
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.cuts++
+	t.lagSegs.Store(0)
+	t.lagBytes.Store(0)
+	m := t.meta.Load()
+	n := m.clone()
+	n.start = min(n.start, at)
+	for i := range n.segs {
+		n.segs[i].state = remoteDeleting
+	}
+	if n.start == m.start && !slices.ContainsFunc(m.segs, func(e remoteEntry) bool { return e.state != remoteDeleting }) {
 		return nil
 	}
 	return t.publishLocked(n)
@@ -520,7 +601,9 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 // copies them, oldest first. The copies stay contiguous with the log: the
 // first segment past the end of the copies must start at or after it
 // (one holding offsets on both sides is never skipped: nothing after it
-// is copied, and the pass fails).
+// is copied, and the pass fails). No segment wholly below the whole log's
+// start is copied: DeleteRecordsBefore deletes it locally after moving
+// the start, which abandons a copy that listed it (partTier.moveStart).
 func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
 	if _, found, err := p.ckpts.readCleaner(); err != nil || found {
@@ -590,16 +673,17 @@ func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	return nil
 }
 
-// errCutDuringCopy reports a copy abandoned because a truncation came
-// after its segment list was taken.
-var errCutDuringCopy = errors.New("the log was truncated during the copy")
+// errCutDuringCopy reports a copy abandoned because a truncation or a
+// move of the whole log's start came after its segment list was taken.
+var errCutDuringCopy = errors.New("the log was truncated or its start moved during the copy")
 
 // copySegment copies one sealed segment: record it "copying", copy it,
-// record it "copied". Each record is made only when no truncation came
-// since cuts was read (with the segment list): a truncation records
-// "deleting" the copies it cuts before the cut is visible, so a copy of a
-// segment it cut is never recorded "copied". A failed copy is deleted at
-// once when the store allows, else by the next pass's cleanup.
+// record it "copied". Each record is made only when no truncation or move
+// of the whole log's start came since cuts was read (with the segment
+// list): each records "deleting" the copies it removes from the log
+// before the change is visible, so a copy of a segment it cut, or of one
+// below the new start, is never recorded "copied". A failed copy is
+// deleted at once when the store allows, else by the next pass's cleanup.
 func (t *partTier) copySegment(ctx context.Context, s *segment.Segment, cuts uint64) (err error) {
 	st := t.d.cfg.Storage
 	if err := s.Pin(); err != nil {

@@ -155,3 +155,81 @@ func TestTierCopyCarriesPendingRollSnapshot(t *testing.T) {
 	require.NoError(t, rc.Close())
 	assert.Equal(t, want, got, "the copy's producer snapshot")
 }
+
+// TestTierOpenFinishesDeleteRecords: a crash after DeleteRecordsBefore
+// recorded the whole log's start in the remote log metadata and before it
+// moved the local log start leaves the first above the second; opening the
+// Dir finishes the move, so the local records below it are not served
+// either.
+func TestTierOpenFinishesDeleteRecords(t *testing.T) {
+	mem := vfstest.NewMem()
+	d, err := OpenDir("/data", tierInternalConfig(mem, 0))
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for i := range 60 {
+		_, err := p.AppendBatch(tierTestBatch(t, 1000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync())
+	d.RunTierPass()
+	require.Positive(t, p.Stats().Remote.Segments)
+	require.Zero(t, p.LogStartOffset())
+
+	// DeleteRecordsBefore(25)'s first durable step alone.
+	p.lockWriter()
+	err = p.tierPart.Load().moveStart(25)
+	p.mu.Unlock()
+	require.NoError(t, err)
+	state := mem.CrashClone(vfstest.CrashOptions{})
+	require.NoError(t, d.Close())
+
+	d, err = OpenDir("/data", tierInternalConfig(state, 0))
+	require.NoError(t, err)
+	defer d.Close()
+	p = d.Partition("t", 0)
+	assert.Equal(t, int64(25), p.LogStartOffset(), "the open finished moving the local log start")
+	to, _, err := p.OffsetForTimestamp(EarliestTimestamp)
+	require.NoError(t, err)
+	assert.Equal(t, int64(25), to.Offset)
+	_, err = p.ReadFrom(10, 1)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+}
+
+// TestTierCopyListedBeforeDeleteRecords: a pass lists a segment, then
+// DeleteRecordsBefore moves the whole log's start past it (and deletes it
+// locally) before the pass records its copy: the copy is abandoned, never
+// recorded, so no copy in use lies wholly below the start.
+func TestTierCopyListedBeforeDeleteRecords(t *testing.T) {
+	mem := vfstest.NewMem()
+	d, err := OpenDir("/data", tierInternalConfig(mem, 0))
+	require.NoError(t, err)
+	defer d.Close()
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for i := range 60 {
+		_, err := p.AppendBatch(tierTestBatch(t, 1000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync())
+	pt := p.tierPart.Load()
+	// What a pass's copyEligible takes before its copies.
+	pt.metaMu.Lock()
+	cuts := pt.cuts
+	pt.metaMu.Unlock()
+	segs, err := p.segmentRefs()
+	require.NoError(t, err)
+	defer func() {
+		for _, s := range segs {
+			require.NoError(t, s.Unref())
+		}
+	}()
+	second := segs[1]
+	require.NoError(t, p.DeleteRecordsBefore(second.NextOffset()+1))
+
+	err = pt.copySegment(t.Context(), second, cuts)
+	require.ErrorIs(t, err, errCutDuringCopy)
+	for _, e := range pt.meta.Load().segs {
+		assert.NotEqual(t, remoteCopied, e.state, "copy of %d..%d", e.desc.BaseOffset, e.desc.EndOffset)
+	}
+}

@@ -22,8 +22,15 @@ import (
 // old or the new record.
 const remoteMetadataFile = "remote-log-metadata"
 
-// remoteMetadataHeader is the first line of the file (its format version).
-const remoteMetadataHeader = "partlog-remote-log-metadata 1"
+// remoteMetadataHeader is the first line of the file (its format version)
+// while no log start is recorded; remoteMetadataHeaderStart the first line
+// of the files that record one, on the line after it ("start <offset>"). A
+// file without a log start keeps the first version, which partlog read
+// before the log start was recorded.
+const (
+	remoteMetadataHeader      = "partlog-remote-log-metadata 1"
+	remoteMetadataHeaderStart = "partlog-remote-log-metadata 2"
+)
 
 // remoteState is where a remote segment is in its life.
 type remoteState uint8
@@ -60,8 +67,17 @@ var remoteStateNames = [...]string{remoteCopying: "copying", remoteCopied: "copi
 // made of durable segments, so only a truncation the crash kept half of
 // leaves one there); a copy is recorded "copied" only when no truncation
 // came since its segment was chosen (partTier.copySegment).
+//
+// start is the log start of the whole log (Kafka's logStartOffset; the
+// local log start lies at or above it): DeleteRecordsBefore raises it,
+// a truncation that restarts the whole log lowers it to the restart's
+// offset, and nothing below it is copied or read. The copies wholly below
+// it are recorded "deleting" in the same write that raises it, and no copy
+// started before is recorded after it (partTier.moveStart), so no record
+// in use lies wholly below it. 0 when nothing moved it.
 type remoteMeta struct {
-	segs []remoteEntry
+	start int64
+	segs  []remoteEntry
 }
 
 // remoteEntry is one remote segment and its state.
@@ -73,8 +89,12 @@ type remoteEntry struct {
 // encode renders m in the file's text format.
 func (m *remoteMeta) encode() []byte {
 	var b bytes.Buffer
-	b.WriteString(remoteMetadataHeader)
-	b.WriteByte('\n')
+	if m.start > 0 {
+		fmt.Fprintf(&b, "%s\nstart %d\n", remoteMetadataHeaderStart, m.start)
+	} else {
+		b.WriteString(remoteMetadataHeader)
+		b.WriteByte('\n')
+	}
 	fmt.Fprintf(&b, "%d\n", len(m.segs))
 	for _, e := range m.segs {
 		md := e.desc
@@ -99,14 +119,32 @@ var errRemoteMetadata = errors.New("damaged remote-log-metadata")
 // decodeRemoteMeta parses the file's contents for the partition tp.
 func decodeRemoteMeta(tp TopicPartition, data []byte) (*remoteMeta, error) {
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) < 2 || lines[0] != remoteMetadataHeader {
+	m := &remoteMeta{}
+	switch lines[0] {
+	case remoteMetadataHeader:
+	case remoteMetadataHeaderStart:
+		// The log start line, then the entries as in the first version.
+		var start string
+		var ok bool
+		if len(lines) > 1 {
+			start, ok = strings.CutPrefix(lines[1], "start ")
+		}
+		off, err := strconv.ParseInt(start, 10, 64)
+		if !ok || err != nil || off < 0 {
+			return nil, fmt.Errorf("%w: log start line %q", errRemoteMetadata, lines[min(1, len(lines)-1)])
+		}
+		m.start = off
+		lines = lines[1:]
+	default:
 		return nil, fmt.Errorf("%w: header %q", errRemoteMetadata, lines[0])
+	}
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("%w: no entry count", errRemoteMetadata)
 	}
 	n, err := strconv.Atoi(lines[1])
 	if err != nil || n != len(lines)-2 {
 		return nil, fmt.Errorf("%w: count %q for %d entries", errRemoteMetadata, lines[1], len(lines)-2)
 	}
-	m := &remoteMeta{}
 	for i, l := range lines[2:] {
 		f := strings.Fields(l)
 		if len(f) != 7 {
@@ -184,7 +222,7 @@ func (m *remoteMeta) store(fs vfs.FS, dir string) error {
 
 // clone returns a copy of m whose slice the caller may change.
 func (m *remoteMeta) clone() *remoteMeta {
-	return &remoteMeta{segs: slices.Clone(m.segs)}
+	return &remoteMeta{start: m.start, segs: slices.Clone(m.segs)}
 }
 
 // copiedEnd returns the offset after the last copied segment, or -1 when

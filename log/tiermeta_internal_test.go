@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +20,11 @@ func TestRemoteMetaDecodeRejects(t *testing.T) {
 	const id1, id2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	tp := TopicPartition{"t", 0}
 	for _, tc := range []struct{ name, data string }{
-		{"header", "partlog-remote-log-metadata 2\n0\n"},
+		{"header", "partlog-remote-log-metadata 3\n0\n"},
+		{"no log start", "partlog-remote-log-metadata 2\n0\n"},
+		{"negative log start", "partlog-remote-log-metadata 2\nstart -1\n0\n"},
+		{"log start only", "partlog-remote-log-metadata 2\nstart 5\n"},
+		{"log start in version 1", "partlog-remote-log-metadata 1\nstart 5\n0\n"},
 		{"count", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 0 9 1 100 -\n"},
 		{"base order", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 10 19 1 100 -\ncopied " + id2 + " 0 9 1 100 -\n"},
 		{"overlap", "partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 0 9 1 100 -\ncopied " + id2 + " 5 19 1 100 -\n"},
@@ -34,6 +39,31 @@ func TestRemoteMetaDecodeRejects(t *testing.T) {
 	m, err := decodeRemoteMeta(tp, []byte("partlog-remote-log-metadata 1\n2\ncopied "+id1+" 0 9 1 100 -\ndeleting "+id2+" 10 19 1 100 3:10\n"))
 	require.NoError(t, err)
 	require.Len(t, m.segs, 2)
+	require.Zero(t, m.start)
+}
+
+// TestRemoteMetaLogStartVersions: the whole log's start is written in the
+// second version of the file, and a file without one in the first, which
+// partlog read before the log start was recorded; both decode to what was
+// encoded.
+func TestRemoteMetaLogStartVersions(t *testing.T) {
+	tp := TopicPartition{"t", 0}
+	entry := remoteEntry{state: remoteCopied,
+		desc: RemoteSegmentMetadata{ID: NewRemoteSegmentID(tp), BaseOffset: 0, EndOffset: 9, MaxTimestamp: 5, Size: 100}}
+	for _, tc := range []struct {
+		start  int64
+		header string
+	}{
+		{0, "partlog-remote-log-metadata 1\n1\n"},
+		{7, "partlog-remote-log-metadata 2\nstart 7\n1\n"},
+	} {
+		m := &remoteMeta{start: tc.start, segs: []remoteEntry{entry}}
+		b := m.encode()
+		require.True(t, strings.HasPrefix(string(b), tc.header), "start %d: %q", tc.start, b)
+		got, err := decodeRemoteMeta(tp, b)
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+	}
 }
 
 // FuzzRemoteMeta decodes arbitrary metadata files: never a panic; an
@@ -45,6 +75,7 @@ func FuzzRemoteMeta(f *testing.F) {
 	f.Add([]byte("partlog-remote-log-metadata 1\n0\n"))
 	f.Add([]byte("partlog-remote-log-metadata 1\n2\ncopied " + id1 + " 0 9 1 100 -\ndeleting " + id2 + " 10 19 1 100 3:10,4:15\n"))
 	f.Add([]byte("partlog-remote-log-metadata 1\n1\ncopying " + id1 + " 10 9223372036854775806 -1 0 -\n"))
+	f.Add([]byte("partlog-remote-log-metadata 2\nstart 15\n2\ndeleting " + id1 + " 0 9 1 100 -\ncopied " + id2 + " 10 19 1 100 3:10,4:15\n"))
 	tp := TopicPartition{"t", 0}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeRemoteMeta(tp, data)
@@ -59,9 +90,11 @@ func FuzzRemoteMeta(f *testing.F) {
 				require.Greater(t, e.desc.BaseOffset, m.segs[i-1].desc.EndOffset)
 			}
 		}
+		require.GreaterOrEqual(t, m.start, int64(0))
 		again, err := decodeRemoteMeta(tp, m.encode())
 		require.NoError(t, err)
 		require.Equal(t, m.segs, again.segs)
+		require.Equal(t, m.start, again.start)
 	})
 }
 

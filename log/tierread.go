@@ -265,7 +265,13 @@ func (t *partTier) remoteRead(offset, localStart int64, maxBytes int) (_ Records
 	if t.broken != nil {
 		return Records{}, copyServed, t.brokenErr(fmt.Sprintf("offset %d", offset))
 	}
-	md, how := t.meta.Load().locate(offset, localStart)
+	meta := t.meta.Load()
+	if offset < meta.start {
+		// Deleted from the whole log (DeleteRecordsBefore), though a
+		// copy may still hold it until the next pass.
+		return Records{}, copyServed, fmt.Errorf("%w: offset %d below the log start %d", ErrOffsetOutOfRange, offset, meta.start)
+	}
+	md, how := meta.locate(offset, localStart)
 	if how != copyServed {
 		return Records{}, how, nil
 	}
@@ -318,28 +324,37 @@ func (t *partTier) remoteRead(offset, localStart int64, maxBytes int) (_ Records
 }
 
 // wholeStart returns the first offset of the whole log given the local log
-// start: the first copy's base offset when copies hold offsets below it
-// (the offsets a read serves from the copies), else localStart. first is
-// that copy, ok false when there is none.
+// start: the first copy's base offset, or the whole log's start when that
+// lies inside the copy (DeleteRecordsBefore), when copies hold offsets
+// below localStart (the offsets a read serves from the copies), else
+// localStart. first is that copy, ok false when there is none.
 func (t *partTier) wholeStart(localStart int64) (start int64, first RemoteSegmentMetadata, ok bool) {
-	for _, e := range t.meta.Load().segs {
-		if e.state == remoteCopied {
-			if e.desc.BaseOffset < localStart {
-				return e.desc.BaseOffset, e.desc, true
-			}
-			break
+	m := t.meta.Load()
+	for _, e := range m.segs {
+		if e.state != remoteCopied {
+			continue
 		}
+		// No copy in use lies wholly below the start (remoteMeta).
+		if s := max(e.desc.BaseOffset, m.start); s < localStart {
+			return s, e.desc, true
+		}
+		break
 	}
 	return localStart, RemoteSegmentMetadata{}, false
 }
 
-// earliestEpoch returns the leader epoch of the first offset of the copy
-// md, UndefinedEpoch when its epochs do not start at its base.
-func earliestEpoch(md RemoteSegmentMetadata) int32 {
-	if len(md.LeaderEpochs) > 0 && md.LeaderEpochs[0].StartOffset <= md.BaseOffset {
-		return md.LeaderEpochs[0].Epoch
+// copyEpochAt returns the leader epoch of offset in the copy md (the last
+// of its epochs starting at or below offset), UndefinedEpoch when none
+// does.
+func copyEpochAt(md RemoteSegmentMetadata, offset int64) int32 {
+	epoch := UndefinedEpoch
+	for _, e := range md.LeaderEpochs {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.Epoch
 	}
-	return UndefinedEpoch
+	return epoch
 }
 
 // remoteOffsetForTimestamp answers OffsetForTimestamp for ts >= 0 from the

@@ -110,7 +110,7 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		start := p.LogStartOffset()
 		if t := p.tierPart.Load(); t != nil {
 			if whole, first, ok := t.wholeStart(start); ok {
-				return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: whole, LeaderEpoch: earliestEpoch(first)}, true, nil
+				return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: whole, LeaderEpoch: copyEpochAt(first, whole)}, true, nil
 			}
 		}
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: start, LeaderEpoch: earliest}, true, nil

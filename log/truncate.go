@@ -37,7 +37,11 @@ import (
 // log restarts empty at offset (TruncateFullyAndStartAt; Kafka keeps the
 // records below the old log start in the files when offset is at or above
 // the first segment's base, partlog removes them, which no reader could
-// see).
+// see). In a partition its Dir tiers, whose copies hold the offsets below
+// LogStartOffset, the whole log restarts at offset then, as Kafka's
+// truncateTo below the first local segment does: every copy is recorded
+// "deleting", those below offset too (TruncateFullyAndStartAt), so the
+// whole log starts at offset, with no hole below the cut.
 //
 // Readers that hold Records on the segment being cut delay it: TruncateTo
 // first waits, before it changes anything, until they close them. Meanwhile new reads of that segment wait
@@ -82,7 +86,8 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	}
 	if offset < p.logStart.Load() {
 		// Below the log start: lower it (Kafka's truncateTo), restarting
-		// the log there (restart.go).
+		// the log there (restart.go); the whole log restarts, copies
+		// included (Kafka's truncateTo below the first local segment).
 		return p.truncateFullyLocked(offset)
 	}
 	snap := p.segs.Load()
@@ -362,10 +367,19 @@ func (p *Partition) makeTruncationDurableLocked() error {
 // written durably too before DeleteRecordsBefore returns (an error then
 // leaves the log start moved and the cache to the next write).
 //
-// offset <= LogStartOffset is a no-op; offset > HighWatermark gives
-// ErrOffsetOutOfRange (records not yet committed are never deleted).
-// Readers holding Records on deleted segments keep them until they close
-// them; the files are removed then.
+// offset <= LogStartOffset is a no-op, except in a partition its Dir
+// tiers (docs/tiered-storage.md), whose log starts below LogStartOffset
+// when copies hold offsets below it: there DeleteRecordsBefore moves the
+// start of the whole log (Stats().Remote.LogStartOffset and the
+// OffsetForTimestamp(EarliestTimestamp) answer), as Kafka's DeleteRecords
+// moves its log start offset below the local one. In a tiered partition,
+// whatever the offset, the whole log's start is recorded durably before
+// anything else changes, reads below it get ErrOffsetOutOfRange, the
+// copies wholly below it are deleted from the store by the copier's next
+// pass, and no copy is made of what lies below it. offset > HighWatermark
+// gives ErrOffsetOutOfRange (records not yet committed are never
+// deleted). Readers holding Records on deleted segments keep them until
+// they close them; the files are removed then.
 func (p *Partition) DeleteRecordsBefore(offset int64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
@@ -376,6 +390,11 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		return fmt.Errorf("%w: delete records before %d, past the high watermark %d", ErrOffsetOutOfRange, offset, p.mu.hw.Offset)
 	}
 	if offset <= p.logStart.Load() {
+		// Below the local log start only copies hold offsets: the tier
+		// part moves the whole log's start (a no-op without tiering).
+		if err := p.tierPart.Load().moveStart(offset); err != nil {
+			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
+		}
 		return nil
 	}
 	if p.dur.group.syncedSeq() != p.mu.writeSeq {
@@ -385,6 +404,14 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 			p.failLocked(fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err))
 			return p.mu.failed
 		}
+	}
+	// The whole log's start moves first (tier.go; a no-op without
+	// tiering): until it does, the copies below offset are served. A crash
+	// after it and before the checkpoint leaves the whole log's start
+	// ahead of the local one, which the Dir's open finishes moving
+	// (dirTier.attach).
+	if err := p.tierPart.Load().moveStart(offset); err != nil {
+		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	if err := p.ckpts.writeLogStart(offset); err != nil {
 		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
@@ -459,10 +486,18 @@ func deleteSegmentFiles(list []*segment.Segment, newestFirst bool, dirs dirSynce
 // epoch cache and the producer snapshots, then the log start checkpoint
 // moves to at, then the new segment is created: a crash leaves a prefix of
 // the old log, an empty log at the old log start, or the restarted log.
-// REQUIRES: mu held.
+//
+// A tiered partition's whole log restarts at at, its copies below at
+// included, as Kafka's truncateFullyAndStartAt sets the log start offset
+// to the new offset: every copy is recorded "deleting" first
+// (partTier.restartAt). When at is the local log start (the batch holding
+// a TruncateTo's offset holds it too) the copies below it are already
+// "deleting": only DeleteRecordsBefore moves the local log start inside a
+// segment, and it moves the whole log's start there too. REQUIRES: mu
+// held.
 func (p *Partition) truncateFullyLocked(at int64) error {
-	// The copies of the offsets cut go first, as in TruncateTo.
-	if err := p.tierPart.Load().dropFrom(at); err != nil {
+	// The copies go first, as in TruncateTo.
+	if err := p.tierPart.Load().restartAt(at); err != nil {
 		return fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)
 	}
 	if err := p.ckpts.clampCleanerLocked(at); err != nil {

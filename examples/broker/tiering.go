@@ -180,9 +180,10 @@ func checkTopicTiering(cfg topicConfig, tiering bool) error {
 
 // wholeLogStart returns the log start offset of p's whole log, as a Kafka
 // broker with tiered storage reports it (UnifiedLog.logStartOffset): the
-// first offset of the oldest remote copy when that lies below the local
-// log start, else the local log start (Partition.LogStartOffset, Kafka's
-// localLogStartOffset).
+// start of the remote copies (Stats().Remote.LogStartOffset: the oldest
+// copy's first offset, or where DeleteRecordsBefore moved the start inside
+// it) when that lies below the local log start, else the local log start
+// (Partition.LogStartOffset, Kafka's localLogStartOffset).
 func wholeLogStart(p *plog.Partition) int64 {
 	local := p.LogStartOffset()
 	if r := p.Stats().Remote; r.Enabled && r.LogStartOffset >= 0 && r.LogStartOffset < local {
