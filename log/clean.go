@@ -391,10 +391,17 @@ type LegacyCleaner interface {
 // or the new one (docs/crash-safety.md, "Recovery rules"). Readers holding
 // replaced segments keep reading them. An error after a swap's commit point wraps
 // ErrSwapIncomplete and the partition refuses writes until reopened.
+//
+// A partition its Dir tiers is never compacted: Compact returns an error
+// wrapping ErrTieredCompaction and changes nothing, as Kafka refuses
+// compaction with remote storage.
 func (p *Partition) Compact(ctx context.Context, c Cleaner) (CleanResult, error) {
 	res := CleanResult{CleanedTo: -1}
 	if err := ctx.Err(); err != nil {
 		return res, err
+	}
+	if p.tierPart.Load() != nil {
+		return res, fmt.Errorf("%w: compact %s: its copies in remote storage would keep the records a round removes", ErrTieredCompaction, p.dir)
 	}
 	ctx, release, err := p.cleaning.claim(ctx, p.closed.Load(), p.dir)
 	if err != nil {

@@ -23,6 +23,15 @@ var ErrSegmentsChanged = errors.New("partlog/log: segments changed")
 // round ends. Internal: no Kafka code.
 var ErrCleaningInProgress = errors.New("partlog/log: cleaning in progress")
 
+// ErrTieredCompaction is returned by Compact on a partition its Dir tiers
+// (DirConfig.Remote, RemoteConfig.TopicEnabled): a round would rewrite
+// segments whose copies keep the records it removes, and reads below the
+// local log start would serve them again once the local retention deleted
+// the cleaned segments. Nothing changed. Kafka refuses compaction on a
+// topic with remote storage enabled (its config validation answers
+// INVALID_CONFIG (40)); leave compacted topics out of TopicEnabled.
+var ErrTieredCompaction = errors.New("partlog/log: compaction of a tiered partition")
+
 // segmentRefs returns the current segments in ascending base offset order;
 // the last one is the active segment. The caller owns one reference on each
 // (taken for it) and must drop it with Unref; the segments stay open and

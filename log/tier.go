@@ -39,8 +39,10 @@ type RemoteConfig struct {
 	Storage RemoteStorage
 	// TopicEnabled reports whether a topic's partitions are tiered
 	// (Kafka's remote.storage.enable); nil means every topic. Leave
-	// compacted topics out (Kafka refuses them): a partition that has a
-	// cleaner checkpoint (a compaction ran on it) is never copied.
+	// compacted topics out (Kafka refuses them): Partition.Compact
+	// refuses a tiered partition with ErrTieredCompaction, and a
+	// partition that has a cleaner checkpoint (compacted while it was
+	// not tiered) is neither copied nor trimmed by the local retention.
 	TopicEnabled func(topic string) bool
 	// LocalRetentionMs and LocalRetentionBytes bound what stays local
 	// (Kafka's local.retention.ms and local.retention.bytes): the oldest
@@ -595,6 +597,18 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 	return nil
 }
 
+// compacted reports whether a compaction ran on the partition (it has a
+// cleaner checkpoint). Such a partition is neither copied nor trimmed by
+// the local retention: its segments were rewritten, so a copy made before
+// a round holds records the round removed, and deleting the cleaned
+// segment for it would serve them again below the local log start. Compact
+// refuses a tiered partition (ErrTieredCompaction); a checkpoint comes
+// from rounds run while the Dir did not tier the partition.
+func (t *partTier) compacted() (bool, error) {
+	_, found, err := t.p.ckpts.readCleaner()
+	return found, err
+}
+
 // copyEligible updates the copy lag: the sealed segments past the end of
 // the copies that are durable (below the recovery point) and wholly below
 // the high watermark and the last stable offset. With andCopy set it then
@@ -606,9 +620,7 @@ func (t *partTier) expireRemote(ctx context.Context) error {
 // the start, which abandons a copy that listed it (partTier.moveStart).
 func (t *partTier) copyEligible(ctx context.Context, andCopy bool) error {
 	p := t.p
-	if _, found, err := p.ckpts.readCleaner(); err != nil || found {
-		// A compacted partition is not tiered (its segments are
-		// rewritten under the copies).
+	if compacted, err := t.compacted(); err != nil || compacted {
 		t.lagSegs.Store(0)
 		t.lagBytes.Store(0)
 		return err
@@ -917,6 +929,9 @@ func (t *partTier) applyLocalRetention(ctx context.Context) error {
 	}
 	if t.meta.Load().copiedEnd() < 0 {
 		return nil
+	}
+	if compacted, err := t.compacted(); err != nil || compacted {
+		return err
 	}
 	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{meta: &t.meta, maxAgeMs: cfg.LocalRetentionMs,
 		maxLen: cfg.LocalRetentionBytes, now: t.p.cfg.Now().UnixMilli()})

@@ -356,6 +356,102 @@ func TestTierTruncateToLocalStartKeepsCopiesBelow(t *testing.T) {
 	require.NoError(t, r.Close())
 }
 
+// oddBaseCleaner keeps the batches whose base offset is odd and drops the
+// others.
+type oddBaseCleaner struct{}
+
+func (oddBaseCleaner) Plan(_ context.Context, v *plog.View) (int64, error) {
+	return v.HighWatermark(), nil
+}
+
+func (oddBaseCleaner) Batch(b batch.Batch) plog.BatchDecision {
+	if b.BaseOffset()%2 != 0 {
+		return plog.BatchDecision{Action: plog.BatchCopy}
+	}
+	return plog.BatchDecision{Action: plog.BatchDrop}
+}
+
+func (oddBaseCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { return plog.RecordKeep }
+
+// TestTierCompactRefused: Compact of a partition its Dir tiers returns
+// ErrTieredCompaction and changes nothing (Kafka refuses compaction with
+// remote storage): once the local retention deleted the segments, the
+// reads below the local log start answer what the local segments did.
+func TestTierCompactRefused(t *testing.T) {
+	mem := vfs.NewMem()
+	st := plog.NewDirRemoteStorage("/remote", mem)
+	cfg := tierDirConfig(mem, st)
+	cfg.Remote.LocalRetentionBytes = 0
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendN(t, p, 120)
+	require.NoError(t, p.Sync())
+	d.RunTierPass()
+	require.Positive(t, p.Stats().Remote.Segments)
+	want := readAllBatches(t, p, 0)
+
+	res, err := p.Compact(context.Background(), oddBaseCleaner{})
+	require.ErrorIs(t, err, plog.ErrTieredCompaction)
+	require.Equal(t, plog.CleanResult{CleanedTo: -1}, res)
+	require.Equal(t, want, readAllBatches(t, p, 0), "nothing was compacted")
+	require.NoError(t, d.Close())
+
+	d, err = plog.OpenDir("/data", tierDirConfig(mem, st)) // local retention of one byte
+	require.NoError(t, err)
+	defer d.Close()
+	p = d.Partition("t", 0)
+	d.RunTierPass()
+	require.Positive(t, p.LogStartOffset())
+	require.Equal(t, want, readAllBatches(t, p, 0))
+}
+
+// TestTierCompactedUntieredNotTrimmed: copies made, then the partition
+// compacted while its Dir did not tier it, then tiered again: the local
+// retention deletes none of the compacted segments (their copies hold the
+// records the round removed) and nothing more is copied, so reads answer
+// what the compacted log answers.
+func TestTierCompactedUntieredNotTrimmed(t *testing.T) {
+	mem := vfs.NewMem()
+	st := plog.NewDirRemoteStorage("/remote", mem)
+	cfg := tierDirConfig(mem, st)
+	cfg.Remote.LocalRetentionBytes = 0
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendN(t, p, 120)
+	require.NoError(t, p.Sync())
+	d.RunTierPass()
+	copied := p.Stats().Remote.Segments
+	require.Positive(t, copied)
+	require.NoError(t, d.Close())
+
+	untiered := cfg
+	untiered.Remote = nil
+	d, err = plog.OpenDir("/data", untiered)
+	require.NoError(t, err)
+	p = d.Partition("t", 0)
+	_, err = p.Compact(context.Background(), oddBaseCleaner{})
+	require.NoError(t, err)
+	want := readAllBatches(t, p, 0)
+	r, err := p.ReadFrom(10, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(11), r.FirstOffset(), "offset 10 was compacted away")
+	require.NoError(t, r.Close())
+	require.NoError(t, d.Close())
+
+	d, err = plog.OpenDir("/data", tierDirConfig(mem, st)) // local retention of one byte
+	require.NoError(t, err)
+	defer d.Close()
+	p = d.Partition("t", 0)
+	d.RunTierPass()
+	require.Zero(t, p.LogStartOffset(), "the local retention deletes no compacted segment")
+	require.Equal(t, copied, p.Stats().Remote.Segments, "nothing more is copied")
+	require.Equal(t, want, readAllBatches(t, p, 0))
+}
+
 // offsetPositions returns where each offset's batch starts in b, a run of
 // whole batches: the byte position of the batch holding each offset from
 // the first batch's base to the last batch's last offset.
