@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -42,6 +43,13 @@ import (
 // indexes the batch, and only then publishes the new log end offset (and,
 // by default, the high watermark). On any error nothing is published: the
 // log end offset is unchanged and the next append gets the same base.
+//
+// Near the end of the offsets: a batch whose next offset would pass
+// math.MaxInt64 gets ErrInvalidBatch. Once the log end offset lies past
+// math.MaxInt64 - math.MaxInt32, the largest base offset a segment may
+// have, the log rolls no more: its last segment takes the batch while it
+// can (see ErrLogFull), and a batch it cannot hold gets an error wrapping
+// ErrLogFull, with nothing changed; the partition stays usable.
 //
 // AppendBatch never writes into b: the header it stores (assigned offsets,
 // leader epoch, timestamps, CRC) is a copy, patched in the partition's own
@@ -185,9 +193,15 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 // 2^31-1) cannot follow a gap and is refused with ErrUnexpectedOffset
 // before any batch of the set is written. A batch whose next offset would
 // pass math.MaxInt64 (last offset math.MaxInt64 or above) is refused with
-// ErrInvalidBatch, as Kafka refuses it. Control batches and batches
-// with fewer records than offsets (compacted) are allowed; the header,
-// including partitionLeaderEpoch, is stored as given.
+// ErrInvalidBatch, as Kafka refuses it. Past math.MaxInt64 -
+// math.MaxInt32, the largest base offset a segment may have, the log rolls
+// no more (the roll before the batch that takes the log end past it starts
+// the last segment as high as it can, just below the batch's base after a
+// gap): a record set with a batch the last segment cannot hold is refused
+// with an error wrapping ErrLogFull before any batch of it is written.
+// Control batches and batches with fewer records than offsets (compacted)
+// are allowed; the header, including partitionLeaderEpoch, is stored as
+// given.
 // Every batch gets what a Kafka follower checks (batch.Batch.ValidateHeader:
 // framing, magic 2, CRC-32C, header fields; strictly increasing
 // offsets) and must fit in a segment (ErrBatchTooLarge); max.message.bytes
@@ -230,6 +244,9 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 	if err := checkAssignedStart(records, p.mu.end.Offset); err != nil {
 		return p.mu.end.Offset, 0, false, err
 	}
+	if err := p.checkLastSegmentLocked(records); err != nil { // lastsegment.go
+		return p.mu.end.Offset, 0, false, err
+	}
 	defer p.publishLocked()
 	for rest := records; len(rest) > 0; {
 		var bt batch.Batch
@@ -252,7 +269,15 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	if err := checkNextOffsetFits(bt); err != nil {
 		return err
 	}
-	if bt.BaseOffset() != p.mu.end.Offset {
+	// last: no roll may follow bt, near the end of the offsets
+	// (lastsegment.go).
+	last := bt.NextOffset() > index.MaxBaseOffset
+	switch {
+	case last:
+		if err := p.lastSegmentLocked(bt); err != nil {
+			return err
+		}
+	case bt.BaseOffset() != p.mu.end.Offset:
 		// A follower's batch after an offset gap (follower.go).
 		if err := p.rollAcrossGapLocked(bt); err != nil {
 			return err
@@ -263,7 +288,7 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 	}
 	snap := p.segs.Load()
 	active := snap.active()
-	if active.Size() > 0 {
+	if !last && active.Size() > 0 {
 		reason := active.ShouldRoll(bt, p.cfg.SegmentBytes, p.mu.rollAfter, p.rollNowLocked(active))
 		if reason != segment.RollNone {
 			// At the log end, not at bt's base: after a follower's gap
@@ -314,7 +339,10 @@ func (p *Partition) publishLocked() { p.bounds.signal(p.publishQuietLocked()) }
 
 // Roll seals the active segment and starts a new one at the log end
 // offset, as Kafka does when a segment is full or old. It does nothing when
-// the active segment is empty.
+// the active segment is empty. Past math.MaxInt64 - math.MaxInt32, the
+// largest base offset a segment may have, no segment can start at the log
+// end offset: Roll then returns an error wrapping ErrLogFull and changes
+// nothing (the active segment is the log's last, see ErrLogFull).
 func (p *Partition) Roll() error {
 	p.lockWriter()
 	defer p.mu.Unlock()
@@ -340,6 +368,10 @@ const rollForced = segment.RollNone
 func (p *Partition) rollLocked(newBase int64, reason segment.RollReason) error {
 	snap := p.segs.Load()
 	old := snap.active()
+	if newBase > index.MaxBaseOffset {
+		// Only Roll asks (appends never roll there, lastsegment.go).
+		return fmt.Errorf("partlog/log: roll %s: %w: the log end offset %d lies past %d", p.dir, ErrLogFull, newBase, int64(index.MaxBaseOffset))
+	}
 	if err := old.Seal(); err != nil {
 		return fmt.Errorf("partlog/log: roll %s: seal segment %d: %w", p.dir, old.BaseOffset(), err)
 	}

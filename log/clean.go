@@ -208,7 +208,9 @@ type RetentionPolicy interface {
 // rolls first (as Kafka does) and r is asked again over
 // the new snapshot, whose segments but the new empty active one can no
 // longer change: what it picks is what is deleted (never the new active
-// segment). Nothing at or past the high watermark is deleted. When a
+// segment). When the log end offset lies past math.MaxInt64 -
+// math.MaxInt32 the log cannot roll (ErrLogFull) and the active segment
+// stays. Nothing at or past the high watermark is deleted. When a
 // truncation or another round changed the segment list between the plan
 // and the deletion the error wraps ErrSegmentsChanged and nothing changed.
 func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (CleanResult, error) {
@@ -225,7 +227,9 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	n := min(max(r.Expired(v), 0), len(v.segs))
 	if n == len(v.segs) {
 		v.release()
-		if err := p.Roll(); err != nil {
+		// Past the largest segment base the active segment is the log's
+		// last and stays (ErrLogFull): the others may still go.
+		if err := p.Roll(); err != nil && !errors.Is(err, ErrLogFull) {
 			return res, err
 		}
 		truncations = p.truncations.Load()

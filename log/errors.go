@@ -50,6 +50,33 @@ var (
 	// UnexpectedAppendOffsetException on a follower; it has no wire code of
 	// its own (a broker answers UNKNOWN_SERVER_ERROR (-1)).
 	ErrUnexpectedOffset = errors.New("partlog/log: unexpected append offset")
+
+	// ErrLogFull marks a batch the log cannot take because no segment is
+	// left to hold it, near the end of the offsets (DESIGN law 1). A
+	// segment's base offset is at most math.MaxInt64 - math.MaxInt32
+	// (index.MaxBaseOffset: base + any 32-bit relative offset an index
+	// holds must fit an int64), so once the log end offset passes it no
+	// segment can start at the log end: the active segment is the log's
+	// last. The append that takes the log end past that bound first rolls
+	// to a segment starting as high as it can (at its base, or just below
+	// it after an offset gap), and no roll happens after it: the last
+	// segment takes every later batch whose last offset lies within
+	// math.MaxInt32 of its base offset while its .log stays within
+	// segment.MaxSegmentBytesLimit bytes (2 GiB - 1, what 32-bit index
+	// positions allow; segment.bytes no longer applies) and its indexes
+	// have room for an entry. A batch it cannot hold is refused with an
+	// error wrapping ErrLogFull, before anything is written (for
+	// AppendAssigned, before any batch of the record set is): the
+	// partition is unchanged and stays usable (reads, appends that still
+	// fit, TruncateTo, TruncateFullyAndStartAt at a lower offset). Roll
+	// returns it too, and changes nothing. So a log never reaches every
+	// offset up to the documented limit (a last offset of
+	// math.MaxInt64 - 1): how many it reaches depends on where its last
+	// segment starts and on the size of its batches. Kafka has no such
+	// bound (its segments may start at any offset; its leader assigns
+	// offsets past Long.MaxValue without a check, which no log reaches)
+	// and no error for it; a broker answers UNKNOWN_SERVER_ERROR (-1).
+	ErrLogFull = errors.New("partlog/log: log full: no segment can start past the largest segment base offset")
 )
 
 // Errors returned by reads and offset operations.

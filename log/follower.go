@@ -38,13 +38,24 @@ func (p *Partition) rollAcrossGapLocked(bt batch.Batch) error {
 	if newBase > end && newBase == bt.BaseOffset() {
 		return errGapBeforeHugeBatch(0, bt.BaseOffset(), end) // checked before anything was written
 	}
-	if err := p.rollLocked(newBase, segment.RollOffsetOverflow); err != nil {
+	return p.rollToLocked(newBase, segment.RollOffsetOverflow)
+}
+
+// rollToLocked rolls to a new segment at newBase, at or past the log end
+// offset: past it, across an offset gap, the log end offset moves to
+// newBase (the new, empty segment is the log's end until a batch is
+// written after the gap) once the gap lies below the recovery point.
+// REQUIRES: mu held.
+func (p *Partition) rollToLocked(newBase int64, reason segment.RollReason) error {
+	end := p.mu.end.Offset
+	if err := p.rollLocked(newBase, reason); err != nil {
 		return err
 	}
 	// The gap before the new segment must lie below the recovery point
 	// before anything is written after it: Open cuts the log at a
 	// segment above the recovery point that ends before the next one
-	// begins (durability.go). Rare (2^31 offsets), so done now.
+	// begins (durability.go). Rare (2^31 offsets, or the last segment,
+	// lastsegment.go), so done now.
 	if err := p.flushSealedBelowLocked(newBase); err != nil {
 		p.failLocked(fmt.Errorf("partlog/log: roll %s across an offset gap: %w", p.dir, err))
 		return p.mu.failed

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
@@ -38,8 +39,9 @@ import (
 // assigned in order under mu: a queued batch's
 // base is the end of the queue (writeQueue.appendEnd). An append that cannot
 // be queued (a roll is due, a new leader epoch starts, the active segment
-// is empty, the index may be near full) writes the queue and then itself,
-// as before.
+// is empty, the index may be near full, its next offset lies past the
+// largest segment base, where the last segment decides: lastsegment.go)
+// writes the queue and then itself, as before.
 //
 // A failed write of the queue fails the partition (ErrFailed, sticky, as
 // a failed fdatasync does): the queued batches' offsets and producer
@@ -137,7 +139,8 @@ func (p *Partition) queueAppendLocked(h batch.Batch, body []byte) (bool, error) 
 	size := int64(batch.HeaderSize + len(body))
 	if !(p.dur.syncEveryAppend() || p.wb.delay > 0) || h.BaseOffset() != q.appendEnd(p.mu.end.Offset) ||
 		(p.wb.delay > 0 && size >= writeBehindBytes) || // written at once: buffering it saves no write
-		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) {
+		!q.fits(size) || p.mu.epochs.Changes(h.PartitionLeaderEpoch(), h.BaseOffset()) ||
+		h.NextOffset() > index.MaxBaseOffset { // the last segment decides (lastsegment.go)
 		return false, nil
 	}
 	active := p.segs.Load().active()

@@ -2,6 +2,7 @@ package log_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -59,6 +60,28 @@ func TestRecoveryNeverRemovesLaterLegacySegments(t *testing.T) {
 			"00000000000000000002.log": slices.Concat(legacySeg[:legacyLen(legacySeg)], v2At(3, 3)),
 			"00000000000000000004.log": legacyMessage(4, legacy.MagicV0, 0, "k", "c"),
 		}},
+		// The next segment's legacy messages follow a batch whose length
+		// no longer frames, before its last index entry (its .index and
+		// .timeindex name the last legacy message): the damage lies
+		// inside the segment as Open found it (law 5). Recovery would
+		// keep the legacy data after it (it cannot prove it torn), so
+		// the walk that looks for legacy data in later segments before
+		// any of them is recovered counts it (it used to fail with an
+		// assertion error, a panic under -tags invariants).
+		// Without its indexes the next segment ends, as Open finds it,
+		// where its batches stop framing: the legacy messages lie past
+		// its size, in the bytes its recovery judges (it used to be cut
+		// with them under DefaultRecovery).
+		{"legacy after framing damage past the next segment's end", map[string][]byte{
+			"00000000000000000000.log": slices.Concat(first, second),
+			"00000000000000000002.log": slices.Concat(v2At(2, 2), zeroLength(v2At(3, 3)), legacySeg[legacyLen(legacySeg):]),
+		}},
+		{"legacy after framing damage in the next segment", map[string][]byte{
+			"00000000000000000000.log":       slices.Concat(first, second),
+			"00000000000000000002.log":       slices.Concat(v2At(2, 2), zeroLength(v2At(3, 3)), legacySeg[legacyLen(legacySeg):]),
+			"00000000000000000002.index":     offsetIndexEntry(4-2, int64(2*len(v2At(2, 2))+legacyLen(legacySeg))),
+			"00000000000000000002.timeindex": binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, 1_600_000_000_002), 4-2),
+		}},
 	}
 	for _, l := range layouts {
 		for pname, policy := range recoveryPolicies {
@@ -86,6 +109,19 @@ func TestRecoveryNeverRemovesLaterLegacySegments(t *testing.T) {
 			})
 		}
 	}
+}
+
+// zeroLength returns b with its batchLength set to 0: it frames as no
+// batch.
+func zeroLength(b []byte) []byte {
+	b = slices.Clone(b)
+	binary.BigEndian.PutUint32(b[8:], 0)
+	return b
+}
+
+// offsetIndexEntry is one .index entry: relative offset rel at position pos.
+func offsetIndexEntry(rel int32, pos int64) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(rel)), uint32(pos))
 }
 
 // TestRecoveryTornBatchCarryingLegacyBytes: a crash tears the last batch,

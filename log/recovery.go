@@ -212,7 +212,7 @@ func (o *opening) recoverSegments(list []*segment.Segment, from int) ([]*segment
 	}
 	// Segments before list[legacyAt] have legacy data after them: a cut
 	// there would remove it.
-	legacyAt, legacyPos, err := lastLegacySegment(list, from)
+	legacyAt, legacyPos, err := lastLegacySegment(o.fs, list, from)
 	if err != nil {
 		return list, fmt.Errorf("partlog/log: recover: %w", err)
 	}
@@ -364,17 +364,41 @@ func (o *opening) refuseKept(seg *segment.Segment, cause error) error {
 // list[from] holding a legacy (magic 0/1) entry, and that entry's position
 // (-1, -1 when none), reading the entry headers of the segments from the
 // newest back to it.
-func lastLegacySegment(list []*segment.Segment, from int) (at int, pos int64, err error) {
+//
+// None of these segments has been recovered yet, and recovery reads each
+// whole .log: opening one found its end from its last offset index entry
+// (DESIGN law 5), so damage between two entries lies inside its size and
+// the walk may stop there, and bytes after the last batch that frames lie
+// past its size. Where the walk stops is the recovery's to judge when it
+// reaches the segment, not this walk's: a legacy entry found before it
+// counts, and so does legacy data after it that recovery would find and
+// keep (the walk's verdict over the rest of the file, Kept: a valid legacy
+// message follows the damage), reported at the damage's position.
+func lastLegacySegment(fs vfs.FS, list []*segment.Segment, from int) (at int, pos int64, err error) {
 	for j := len(list) - 1; j > from; j-- {
+		seg := list[j]
 		pos = -1
-		err = walkHeaders(list[j], func(at int64, _ []byte, legacy bool) (bool, error) {
-			if legacy {
-				pos = at
+		onEntry := func(h segment.BatchInfo, b batch.Batch, _ error) error {
+			if legacy.Is(b) {
+				pos = h.Pos
+				return errStopWalk
 			}
-			return !legacy, nil
-		})
-		if err != nil {
-			return -1, -1, fmt.Errorf("segment %d: %w", list[j].BaseOffset(), err)
+			return nil
+		}
+		opts := segment.CheckOptions{HeadersOnly: true, KeepGoing: true}
+		res, err := seg.Check(opts, onEntry)
+		if err == nil {
+			// The rest of the file, from where the walk stopped: the
+			// bytes a recovery of seg judges that its size leaves out.
+			opts.From = res.ValidBytes
+			res, err = segment.Check(fs, seg.LogPath(), seg.BaseOffset(), opts, onEntry)
+		}
+		switch {
+		case errors.Is(err, errStopWalk):
+		case err != nil:
+			return -1, -1, fmt.Errorf("segment %d: %w", seg.BaseOffset(), err)
+		case res.Kept:
+			pos = res.ValidBytes
 		}
 		if pos >= 0 {
 			return j, pos, nil
@@ -434,14 +458,20 @@ func (o *opening) onInvalid(list []*segment.Segment, i int, res scanResult, unsy
 }
 
 // observeSegmentEpochs adds the leader epochs of seg's batches to the
-// cache (observeEpoch), reading only their headers.
+// cache (observeEpoch), reading only their headers. seg was just
+// recovered: every entry of it checked, so damage here is a bug (an
+// assertion error naming it).
 func (o *opening) observeSegmentEpochs(seg *segment.Segment, logStart int64) error {
-	return walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
+	err := walkHeaders(seg, func(_ int64, h []byte, legacy bool) (bool, error) {
 		if !legacy {
 			o.observeEpoch(batch.Batch(h), logStart)
 		}
 		return true, nil
 	})
+	if base.IsCorruption(err) {
+		return base.AssertionFailedf("partlog/log: recovered segment %s (%d bytes) does not walk: %v", seg, seg.Size(), err)
+	}
+	return err
 }
 
 // observeEpoch adds the leader epoch of a recovered batch (its header is
@@ -465,14 +495,25 @@ func (o *opening) observeEpoch(h batch.Batch, logStart int64) {
 // bytes of a legacy magic 0/1 message (legacy true; no v2 field applies).
 // h aliases the mapping or a buffer and is valid during the call only. fn
 // returns false to stop. It is seg.Check with HeadersOnly and KeepGoing,
-// the walk that defines damage, reading framing only (no CRC; offsets not
-// checked: it also walks segments recovery has not checked yet, for their
-// legacy entries). Every entry of the segment's bytes frames (opening it
-// found where framing stops), so an entry that does not is a bug: an
-// assertion error naming the cause. A fault on the mapping, or a file cut
+// the walk that defines damage, reading framing and header fields only (no
+// CRC; offsets not checked against each other: the segment may be one
+// Kafka wrote, which recovery has not walked).
+//
+// Every entry fn gets passed decodeHeader's checks (a known magic, a
+// length of at least its header, a lastOffsetDelta >= 0, offsets whose
+// last + 1 fits an int64). Only a segment recovery walked is proven to
+// frame to its end: opening a segment finds its end from its last offset
+// index entry (DESIGN law 5), so damage between two entries stays inside
+// its size, and a header there may fail its checks or frame as no entry.
+// The walk then stops with that damage, a *batch.CorruptionError naming
+// the .log and the position (errors.Is batch.ErrCorrupt), as a read of the
+// same bytes reports it (law 8). A fault on the mapping, or a file cut
 // under the walk, is an error wrapping ErrFault.
 func walkHeaders(seg *segment.Segment, fn func(pos int64, h []byte, legacy bool) (bool, error)) error {
-	res, err := seg.Check(segment.CheckOptions{HeadersOnly: true, KeepGoing: true}, func(h segment.BatchInfo, b batch.Batch, _ error) error {
+	res, err := seg.Check(segment.CheckOptions{HeadersOnly: true, KeepGoing: true}, func(h segment.BatchInfo, b batch.Batch, bad error) error {
+		if bad != nil {
+			return bad // framed, but a header field is damage
+		}
 		more, err := fn(h.Pos, b, legacy.Is(b))
 		if err == nil && !more {
 			err = errStopWalk
@@ -484,10 +525,8 @@ func walkHeaders(seg *segment.Segment, fn func(pos int64, h []byte, legacy bool)
 		return nil
 	case err != nil:
 		return err
-	case res.Cause != nil:
-		return base.AssertionFailedf("partlog/log: segment %s (%d bytes) does not frame: %v", seg, seg.Size(), res.Cause)
 	}
-	return nil
+	return res.Cause // nil, or where the entries stop framing
 }
 
 // errStopWalk is what a walkHeaders callback returns to end the walk early.

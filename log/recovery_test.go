@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,6 +258,48 @@ func TestCorruption(t *testing.T) {
 			b2, _ := batchFrom(m, b.NextOffset())
 			return path, pos[2], b2.NextOffset()
 		}},
+		// Framing damage between two index entries lies inside the
+		// segment's size (Open finds a segment's end from its last
+		// entry, law 5). Recovery judges it as it judges a CRC mismatch
+		// at the same place; before, the walk that looks for legacy
+		// entries in the segments after the recovery point, which runs
+		// before any of them is recovered, took it for a bug: Open failed
+		// with an assertion error (a panic under -tags invariants) under
+		// both policies.
+		{"active log middle batchLength", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			s := segs[len(segs)-1]
+			path := logFile(dir, s)
+			pos := batchPositions(t, path)
+			require.True(t, len(pos) >= 3, "active segment too short")
+			writeAt(t, path, pos[1]+8, make([]byte, 4)) // batchLength 0: no batch frames there
+			b, _ := batchFrom(m, s.BaseOffset)
+			return path, pos[1], b.NextOffset()
+		}},
+		{"sealed log middle batchLength", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			s := segs[1]
+			path := logFile(dir, s)
+			pos := batchPositions(t, path)
+			writeAt(t, path, pos[2]+8, []byte{0x7f, 0xff, 0xff, 0xff}) // batchLength past the file
+			b, _ := batchFrom(m, s.BaseOffset)
+			b2, _ := batchFrom(m, b.NextOffset())
+			return path, pos[2], b2.NextOffset()
+		}},
+		// baseOffset lies outside the CRC: a batch whose baseOffset reads
+		// math.MaxInt64 with lastOffsetDelta >= 1 passes the CRC check,
+		// and its last offset wraps to a negative one. Recovery must find
+		// it corrupt at its position; before, the full validation took
+		// base + lastOffsetDelta unchecked and, in the segment at offset
+		// 0, accepted the batch (the wrapped last offset minus the base
+		// passed the relative offset check; above 0 the subtraction wraps
+		// back and fails it): the index rebuild then failed with an
+		// untyped error naming the .timeindex.
+		{"first log baseOffset wraps", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			require.Zero(t, segs[0].BaseOffset)
+			return wrapBaseOffset(t, logFile(dir, segs[0]))
+		}},
+		{"active log baseOffset wraps", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
+			return wrapBaseOffset(t, logFile(dir, segs[len(segs)-1]))
+		}},
 		{"offset index", func(t *testing.T, dir string, segs []plog.SegmentInfo, m *logtest.Model) (string, int64, int64) {
 			path := filepath.Join(dir, segment.FileName(segs[1].BaseOffset, segment.IndexSuffix))
 			require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{0xff, 0, 1}, 8), 0o644))
@@ -352,6 +395,43 @@ func TestCorruption(t *testing.T) {
 			})
 		}
 	}
+}
+
+// writeAt writes b at byte at of the file at path.
+func writeAt(t *testing.T, path string, at int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(b, at)
+	require.NoError(t, err)
+}
+
+// wrapBaseOffset sets the baseOffset of a batch of the .log at path to
+// math.MaxInt64: the first one after the first whose lastOffsetDelta is
+// at least 1 (its last offset wraps) with a batch after it (the damage is
+// then corruption, not a torn tail). It returns the path, the batch's
+// position and its base offset before the damage (where a cut ends the
+// log).
+func wrapBaseOffset(t *testing.T, path string) (string, int64, int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	pos := batchPositions(t, path)
+	for i := 1; i+1 < len(pos); i++ {
+		b := batch.Batch(data[pos[i]:pos[i+1]])
+		if b.LastOffsetDelta() < 1 {
+			continue
+		}
+		base := b.BaseOffset()
+		b.SetBaseOffset(math.MaxInt64)
+		require.NoError(t, b.ValidateHeader(), "the CRC still matches")
+		require.Less(t, b.LastOffset(), int64(0), "the last offset wraps")
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		return path, pos[i], base
+	}
+	t.Fatalf("%s has no batch of two offsets or more between two others", path)
+	return "", 0, 0
 }
 
 // TestUncleanOpenSyncsOnce: OpenDir after a crash makes what recovery kept

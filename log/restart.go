@@ -17,7 +17,9 @@ import (
 // what the follower would fetch next), or to lower the log start offset
 // (TruncateTo below the log start does). An offset outside [0,
 // math.MaxInt64 - math.MaxInt32] (a segment's offsets are 32 bits relative
-// to its base) gives ErrOffsetOutOfRange and changes nothing.
+// to its base) gives ErrOffsetOutOfRange and changes nothing. A log
+// restarted near that bound rolls no more once its log end passes it: its
+// last segment takes the batches it can hold (ErrLogFull).
 //
 // In a partition its Dir tiers, the whole log restarts, as Kafka's
 // truncateFullyAndStartAt with remote storage: every copy is recorded

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
@@ -182,7 +183,8 @@ func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
 // last stable offset moves past it once the high watermark passes the
 // marker (at once with the automatic high watermark), and an ABORT adds the transaction to
 // the .txnindex of the segment holding the marker (reported by
-// ReadCommitted from then on). The flush policy applies as to AppendBatch.
+// ReadCommitted from then on). The flush policy applies as to AppendBatch,
+// and so does ErrLogFull near the end of the offsets.
 func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 	if err := checkMarker(m); err != nil { // appendrules.go
 		return -1, err
@@ -315,7 +317,8 @@ func (r *records) remote() bool { return r.seg == nil && r.first >= 0 }
 // reading the batch headers (under the fault guard: r.b may alias a
 // mapping). It reports empty when no batch is left; r is then unchanged.
 // The headers are checked as they are walked (segment.Read does not read
-// every header of a long range): an entry that does not frame gives a
+// every header of a long range): an entry that does not frame, or whose
+// offsets wrap or go back (a baseOffset, outside the CRC, damaged), gives a
 // *base.CorruptionError naming the segment file and position.
 func (r *records) trimAt(lso int64) (empty bool, err error) {
 	defer mmap.Recover(mmap.Protect(), &err) // a fault becomes ErrFault
@@ -332,15 +335,23 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 			minSize = legacy.MinSize
 		}
 		if minSize < 0 || size < minSize || size > int64(len(b)-pos) {
-			file := "a remote copy" // read from a copy: r.start is 0
-			if r.seg != nil {
-				file = r.seg.LogPath()
-			}
-			return false, base.CorruptionErrorf(file, r.start+int64(pos), "batchLength",
+			return false, base.CorruptionErrorf(r.file(), r.start+int64(pos), "batchLength",
 				"entry of %d bytes does not frame in the %d bytes left of a read result", size, len(b)-pos)
 		}
 		if minSize == batch.HeaderSize {
-			last = batch.Batch(b[pos:]).LastOffset()
+			// baseOffset lies outside the CRC: base + lastOffsetDelta
+			// must not wrap (the next offset fits an int64).
+			bt := batch.Batch(b[pos:])
+			first, d := bt.BaseOffset(), int64(bt.LastOffsetDelta())
+			if d < 0 || first < 0 || first > math.MaxInt64-1-d {
+				return false, base.CorruptionErrorf(r.file(), r.start+int64(pos), "baseOffset",
+					"batch at offset %d with lastOffsetDelta %d in a read result", first, d)
+			}
+			last = first + d
+		}
+		if last < next || last > math.MaxInt64-1 {
+			return false, base.CorruptionErrorf(r.file(), r.start+int64(pos), "baseOffset",
+				"entry ending at offset %d after offset %d in a read result", last, next)
 		}
 		if last >= lso {
 			break
@@ -355,6 +366,15 @@ func (r *records) trimAt(lso int64) (empty bool, err error) {
 		r.b, r.end, r.next = b[:pos], r.start+int64(pos), next
 	}
 	return false, nil
+}
+
+// file names where r's bytes come from, for errors: its segment's .log,
+// or a remote copy (r.start is then 0).
+func (r *records) file() string {
+	if r.seg != nil {
+		return r.seg.LogPath()
+	}
+	return "a remote copy"
 }
 
 // collectAborted returns the aborted transactions overlapping [from, upper)

@@ -275,6 +275,62 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 	return RollNone
 }
 
+// FreeIndexEntries returns how many more batches the segment can take
+// before an index is full: the free slots of its offset index and of its
+// time index (whose last slot is kept for the entry a seal writes),
+// whichever are fewer, counting a dormant segment's indexes at the size the
+// write that wakes it grows them to, as ShouldRoll does. An Append adds at
+// most one entry to each index. Writer side.
+func (s *Segment) FreeIndexEntries() int {
+	var off, offSlots, tim, timeSlots int
+	if s.dormant.Load() {
+		off, tim = s.IndexEntries()
+		offSlots = max(s.cfg.MaxIndexBytes/index.OffsetEntrySize, off)
+		timeSlots = max(s.cfg.MaxIndexBytes/index.TimeEntrySize, tim)
+	} else {
+		off, offSlots = s.offIdx.Entries(), s.offIdx.MaxEntries()
+		tim, timeSlots = s.timeIdx.Entries(), s.timeIdx.MaxEntries()
+	}
+	return max(min(offSlots-off, timeSlots-1-tim), 0)
+}
+
+// NewIndexEntries is FreeIndexEntries of an empty segment made with c.
+func (c Config) NewIndexEntries() int {
+	c.ensureDefaults()
+	return max(min(c.MaxIndexBytes/index.OffsetEntrySize, c.MaxIndexBytes/index.TimeEntrySize-1), 0)
+}
+
+// Grow lets the .log of the active segment reach n bytes (at most
+// MaxSegmentBytesLimit, the largest size 32-bit index positions allow)
+// although Config.MaxSegmentBytes is smaller: what a partition does when
+// it can no longer roll (its log end offset lies past
+// index.MaxBaseOffset, the largest base offset a segment may have) and
+// its last segment must take the batches that follow. When n passes the
+// window, the window becomes MaxSegmentBytesLimit at once and the .log is
+// mapped anew at it (the old mapping is retired until the segment is
+// released, as Unseal retires one), so a segment is remapped at most once.
+// A segment whose write is deferred (UnsealOnWrite) is woken first. On an
+// error nothing changed. Writer side.
+func (s *Segment) Grow(n int64) error {
+	switch {
+	case s.closed.Load():
+		return ErrClosed
+	case n <= s.window:
+		return nil
+	case n > MaxSegmentBytesLimit:
+		return fmt.Errorf("%w: %s: %d bytes exceed %d", ErrSegmentFull, s.LogPath(), n, int64(MaxSegmentBytesLimit))
+	case s.sealed.Load():
+		if err := s.wake(); err != nil {
+			return err
+		}
+	}
+	if err := s.mapTo(MaxSegmentBytesLimit); err != nil {
+		return fmt.Errorf("partlog/segment: grow the mapping of %s to %d bytes: %w", s.LogPath(), int64(MaxSegmentBytesLimit), err)
+	}
+	s.window = MaxSegmentBytesLimit
+	return nil
+}
+
 // Flush makes everything appended durable: fdatasync of the .log, then of
 // both indexes and of the .txnindex when it was written. Writer side (it must not overlap Append, TruncateTo,
 // Recover or Close).

@@ -49,6 +49,7 @@ func damageCases(t *testing.T) []struct {
 		{"garbage after", slices.Concat(whole, []byte("not a batch, not zeros, just text"))},
 		{"bad length in the middle", setLength(whole, int64(len(good[0])), 1<<30)},
 		{"garbage in the middle", overwrite(whole, int64(len(good[0])), make([]byte, 20))},
+		{"baseOffset wraps in the middle", wrapBaseOffsetAt(whole, int64(len(good[0])))},
 		{"legacy", mixed},
 		{"legacy damaged in the middle", flip(mixed, 140)},
 		{"legacy, then a torn batch", slices.Concat(mixed, simpleBatch(t, 20, 2, 100, 40)[:30])},

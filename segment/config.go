@@ -34,9 +34,9 @@ type Config struct {
 	// MaxSegmentBytes (default 1 GiB, at most math.MaxInt32: positions
 	// are 32-bit in the offset index) is the size of the read-only
 	// mapping of the .log, and so the largest size Append lets the .log
-	// reach (ErrSegmentFull beyond). It must be at least the segment.bytes
-	// the log passes to ShouldRoll. A .log that is already larger when
-	// opened is mapped whole.
+	// reach (ErrSegmentFull beyond; Grow raises it for one segment). It
+	// must be at least the segment.bytes the log passes to ShouldRoll. A
+	// .log that is already larger when opened is mapped whole.
 	MaxSegmentBytes int64
 	// DisableMmap makes the segment read the .log with ReadAt even when
 	// the file has a descriptor (Bytes then copies into the caller's

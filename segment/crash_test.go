@@ -114,6 +114,10 @@ func TestRecoverCauses(t *testing.T) {
 		{"garbage after", append(append([]byte(nil), whole...), []byte("not a batch, not zeros, just text")...), int64(len(whole)), true, true, 0, 23},
 		{"bad length in the middle", setLength(whole, int64(len(good[0])), 1<<30), int64(len(good[0])), false, true, 0, 3},
 		{"garbage in the middle", overwrite(whole, int64(len(good[0])), make([]byte, 20)), int64(len(good[0])), false, true, 0, 3},
+		// baseOffset is outside the CRC: MaxInt64 + lastOffsetDelta 2
+		// wraps, and the wrapped last offset minus the base 0 passed the
+		// relative offset check.
+		{"baseOffset wraps in the middle", wrapBaseOffsetAt(whole, int64(len(good[0]))), int64(len(good[0])), false, true, 0, 3},
 		{"batch over the limit", whole, 0, false, true, len(good[0]) - 1, 0},
 		{"empty", nil, 0, false, false, 0, 0},
 	} {

@@ -420,6 +420,12 @@ func (src *logSource) checkEntry(b batch.Batch, pos, prevLast int64, headers, no
 		if err := b.ValidateHeader(); err != nil {
 			return BatchInfo{}, base.WithFile(err, src.path, pos)
 		}
+		// baseOffset lies outside the CRC: damage to it passes the check
+		// above, and base + lastOffsetDelta must not wrap (decodeHeader's
+		// check: the next offset, LastOffset + 1, fits an int64).
+		if bo := b.BaseOffset(); bo < 0 || bo > maxOffset-int64(b.LastOffsetDelta()) {
+			return BatchInfo{}, base.CorruptionErrorf(src.path, pos, "baseOffset", "offset %d with lastOffsetDelta %d", bo, b.LastOffsetDelta())
+		}
 		h = BatchInfo{Pos: pos, Size: int64(len(b)), BaseOffset: b.BaseOffset(), LastOffset: b.LastOffset(),
 			MaxTimestamp: b.MaxTimestamp(), Magic: batch.Magic}
 	}

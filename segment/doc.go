@@ -61,7 +61,8 @@
 // through a read-only memory mapping (when the file has a descriptor and
 // mapping is not disabled), so Bytes returns the page cache's bytes without
 // a copy, and WriteTo sends them with sendfile. An active segment maps
-// Config.MaxSegmentBytes (its window, which appends fill); a sealed one
+// Config.MaxSegmentBytes (its window, which appends fill; Grow widens it
+// to MaxSegmentBytesLimit for a log that can no longer roll); a sealed one
 // maps only its file's length: Open maps the file, Seal and a cutting
 // Recover unmap the pages past the end, TruncateTo of a sealed
 // segment maps the window anew, keeping the old mapping until the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -307,6 +308,15 @@ func forBudgetFS(t *testing.T, fn func(t *testing.T, fsys vfs.FS, dir string)) {
 func setLength(b []byte, at int64, n uint32) []byte {
 	d := append([]byte(nil), b...)
 	d[at+8], d[at+9], d[at+10], d[at+11] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return d
+}
+
+// wrapBaseOffsetAt returns b with the baseOffset of the batch at at set
+// to math.MaxInt64: the CRC still matches (the field lies before its
+// range), and a lastOffsetDelta of 1 or more makes the last offset wrap.
+func wrapBaseOffsetAt(b []byte, at int64) []byte {
+	d := append([]byte(nil), b...)
+	binary.BigEndian.PutUint64(d[at:], math.MaxInt64)
 	return d
 }
 

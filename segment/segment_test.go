@@ -217,3 +217,66 @@ func TestShouldRoll(t *testing.T) {
 		require.NotEqual(t, "", r.String(), "empty name")
 	}
 }
+
+// TestGrowPastMaxSegmentBytes: Grow lets an active segment's .log pass
+// Config.MaxSegmentBytes, up to MaxSegmentBytesLimit (what a partition
+// that can no longer roll asks of its last segment): an Append refused
+// with ErrSegmentFull succeeds after it, mapped or not, and after a clean
+// open under a budget that left the segment closed until its first write
+// (Grow wakes it). Every batch reads back; FreeIndexEntries falls by at
+// most one an append, and past MaxSegmentBytesLimit Grow refuses.
+func TestGrowPastMaxSegmentBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		atRest bool
+	}{
+		{"mapped", Config{}, false},
+		{"not mapped", Config{DisableMmap: true}, false},
+		{"woken by Grow", Config{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tc.cfg
+			cfg.MaxSegmentBytes, cfg.IndexIntervalBytes, cfg.MaxIndexBytes = 1024, 1, 1<<10
+			s, err := Create(nil, dir, 0, cfg)
+			require.NoError(t, err)
+			next := int64(0)
+			add := func() error {
+				b := simpleBatch(t, next, 2, 1_000+next, 100)
+				if _, err := s.Append(b); err != nil {
+					return err
+				}
+				next += 2
+				return nil
+			}
+			for add() == nil {
+			}
+			require.ErrorIs(t, add(), ErrSegmentFull)
+			if tc.atRest {
+				mustClose(t, s)
+				cfg.Budget = NewBudget(4)
+				s, err = OpenClean(nil, dir, 0, cfg)
+				require.NoError(t, err)
+				require.NoError(t, s.UnsealOnWrite())
+				require.True(t, s.Sealed(), "the write is deferred")
+			}
+			defer func() { mustClose(t, s) }()
+
+			b := simpleBatch(t, next, 2, 1_000+next, 100)
+			require.NoError(t, s.Grow(s.Size()+int64(len(b))))
+			require.False(t, s.Sealed())
+			for range 10 {
+				free := s.FreeIndexEntries()
+				require.NoError(t, add())
+				require.GreaterOrEqual(t, s.FreeIndexEntries(), free-1)
+			}
+			require.Greater(t, s.Size(), int64(1024))
+			require.NoError(t, s.Grow(s.Size()+1), "already wide enough")
+			require.ErrorIs(t, s.Grow(MaxSegmentBytesLimit+1), ErrSegmentFull)
+			m := checkSegment(t, s)
+			require.Equal(t, next, m.batches[len(m.batches)-1].NextOffset())
+			require.Equal(t, next, s.NextOffset())
+		})
+	}
+}
