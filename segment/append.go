@@ -278,10 +278,13 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 // FreeIndexEntries returns how many more batches the segment can take
 // before an index is full: the free slots of its offset index and of its
 // time index (whose last slot is kept for the entry a seal writes),
-// whichever are fewer, counting a dormant segment's indexes at the size the
-// write that wakes it grows them to, as ShouldRoll does. An Append adds at
-// most one entry to each index. Writer side.
+// whichever are fewer, counting the indexes of a segment whose write is
+// deferred (UnsealOnWrite) at the size its next write grows them to, as
+// ShouldRoll does. An Append adds at most one entry to each index. Writer
+// side.
 func (s *Segment) FreeIndexEntries() int {
+	// A dormant segment's index files are cut to their entries until the
+	// write that wakes it.
 	var off, offSlots, tim, timeSlots int
 	if s.dormant.Load() {
 		off, tim = s.IndexEntries()
@@ -307,11 +310,13 @@ func (c Config) NewIndexEntries() int {
 // index.MaxBaseOffset, the largest base offset a segment may have) and
 // its last segment must take the batches that follow. When n passes the
 // window, the window becomes MaxSegmentBytesLimit at once and the .log is
-// mapped anew at it (the old mapping is retired until the segment is
-// released, as Unseal retires one), so a segment is remapped at most once.
-// A segment whose write is deferred (UnsealOnWrite) is woken first. On an
+// mapped anew at it, so a segment is remapped at most once; bytes readers
+// hold stay valid until the segment is released, as across Unseal. A
+// segment whose write is deferred (UnsealOnWrite) is woken first. On an
 // error nothing changed. Writer side.
 func (s *Segment) Grow(n int64) error {
+	// The old mapping is retired (kept until the segment is released), as
+	// Unseal retires one.
 	switch {
 	case s.closed.Load():
 		return ErrClosed
