@@ -236,9 +236,13 @@ func (r *Runner) runOne(ctx context.Context, l Partition, policies []Policy) (to
 // before or during the round (deleted, or closed to be opened again): the
 // round failed because the partition went away, not for anything its
 // files hold, and Kafka swallows the LogCleaningAbortedException of a
-// cleaning aborted that way and marks nothing.
+// cleaning aborted that way and marks nothing. Nor does a tiered
+// partition's refusal of compaction (log.ErrTieredCompaction), a setting
+// that does not fit the partition, not a fault of its files: it is
+// reported on every run, and retention, which runs before compaction,
+// goes on.
 func marks(err error) bool {
-	return !transient(err) && !errors.Is(err, plog.ErrClosed)
+	return !transient(err) && !errors.Is(err, plog.ErrClosed) && !errors.Is(err, plog.ErrTieredCompaction)
 }
 
 // transient reports whether err only means the segment list changed under

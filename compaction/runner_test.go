@@ -191,3 +191,39 @@ func TestRunnerMarkBelongsToItsPartition(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, errs[dir], ErrPartitionFailed, "the partition marked again was not skipped: %v", errs)
 }
+
+// TestRunnerLeavesTieredPartitionUnmarked: a tiered partition refuses
+// compaction (log.ErrTieredCompaction): a setting that does not fit it,
+// not a fault of its files. The Runner reports the refusal on every run
+// and does not mark the partition, so its retention, which runs first,
+// goes on.
+func TestRunnerLeavesTieredPartitionUnmarked(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	fs := vfs.NewMem()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{
+		Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096},
+		Remote: &plog.RemoteConfig{Storage: plog.NewDirRemoteStorage("/remote", fs), Interval: time.Hour},
+	})
+	require.NoError(t, err)
+	defer d.Close()
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendPartition(t, p, 30, 4, now.UnixMilli())
+	cfg := compactCfg(&now)
+	cfg.CleanupPolicy = "delete,compact"
+	cfg.Retention = -1
+	var retention int
+	r, err := NewRunner(cfg, RunnerOptions{Progress: func(pr Progress) {
+		if pr.Policy == "retention" && pr.Err == nil {
+			retention++
+		}
+	}})
+	require.NoError(t, err)
+	for run := range 2 {
+		_, errs, err := r.Run(context.Background(), []Partition{p})
+		require.NoError(t, err)
+		require.ErrorIs(t, errs[p.Dir()], plog.ErrTieredCompaction, "run %d", run)
+		require.NoError(t, r.Failed(p.Dir()), "run %d marked the partition", run)
+	}
+	require.Equal(t, 2, retention, "retention ran on every run")
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index/vfs/vfstest"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -160,4 +161,44 @@ func TestReadRacesRestartBelowEnd(t *testing.T) {
 			require.ErrorIs(t, err, ErrOffsetOutOfRange)
 		})
 	}
+}
+
+// TestReadCommittedFromCopyRacesDeletion: a ReadCommitted served from a
+// copy (tiered storage) while DeleteRecordsBefore moves the whole log's
+// start past the copies that hold the batches and their ABORT marker,
+// between the read and the collection of the aborted transactions (which
+// skips copies no longer recorded). The read must answer from one log: the
+// records with the abort, or ErrOffsetOutOfRange; it used to return the
+// records without the abort (law 11 through law 14).
+func TestReadCommittedFromCopyRacesDeletion(t *testing.T) {
+	d, err := OpenDir("/data", tierInternalConfig(vfstest.NewMem(), 1))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Close()) }()
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	_, err = p.AppendBatch(raceTxnBatch(t, 1, 0, 3)) // 0-2
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	_, err = p.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 1}) // 3
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	raceAppend(t, p, 2) // 4-5
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.flushRolled())
+	d.RunTierPass()
+	require.Equal(t, int64(4), p.LogStartOffset(), "offsets 0-3 are in copies only")
+	recs, aborted, err := p.ReadCommitted(0, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, aborted, 1, "without the race")
+	require.NoError(t, recs.Close())
+
+	calls := onSnapshot(t, 1, func() { require.NoError(t, p.DeleteRecordsBefore(4)) }) // the collection's snapshot
+	recs, aborted, err = p.ReadCommitted(0, 1<<20)
+	require.Positive(t, *calls)
+	if err == nil {
+		defer recs.Close()
+		require.NotEmpty(t, aborted, "offsets [%d, %d) without their abort", recs.FirstOffset(), recs.NextOffset())
+		return
+	}
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -323,7 +324,9 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 		if err := seg.TruncateAbortedTxns(max(from, 0)); err != nil {
 			return dirty, fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
-		done, checked := false, false
+		// The entries left lie below from: only they need the control
+		// batches below from (dropUnmarkedTxns).
+		done, checked := false, len(seg.AbortedTxns()) == 0
 		var markers []markerAt // the control batches below from
 		err := walkHeaders(seg, func(pos int64, h []byte, legacy bool) (bool, error) {
 			if legacy {
@@ -331,7 +334,7 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 			}
 			bt := batch.Batch(h)
 			if bt.BaseOffset() < from {
-				if bt.ProducerID() >= 0 && bt.Attributes().IsControl() {
+				if !checked && bt.ProducerID() >= 0 && bt.Attributes().IsControl() {
 					markers = append(markers, markerAt{bt.BaseOffset(), bt.ProducerID()})
 				}
 				return true, nil
@@ -384,36 +387,44 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 // markerAt is a control batch's offset and producer id.
 type markerAt struct{ offset, pid int64 }
 
-// dropUnmarkedTxns removes from seg's transaction index the first entry
-// below from that names no control batch of its producer at its marker
-// offset, and the entries after it; markers are seg's control batches
-// below from, in offset order. Such an entry is an unsynced one a crash
-// tore: the entries the replay rewrites (at or past from) go anyway, but a
-// torn write can leave a marker offset below from, inside the
-// transaction's own range (its low bytes zeroed or garbage), while the
-// marker it named was lost from the .log; the transaction is then open
-// again, and the entry would report its records aborted even once it
-// commits. A sound entry always names its ABORT marker, and no marker of
-// the same producer lies inside its transaction, so the check keeps every
-// sound entry. REQUIRES: mu held (or Open).
+// dropUnmarkedTxns removes from seg's transaction index the entries below
+// from that name no control batch of their producer at their marker
+// offset and that come after every entry that does; markers are seg's
+// control batches below from, in offset order. Such an entry is an
+// unsynced one a crash tore: the entries the replay rewrites (at or past
+// from) go anyway, but a torn write can leave a marker offset below from,
+// inside the transaction's own range (its low bytes zeroed or garbage),
+// while the marker it named was lost from the .log; the transaction is
+// then open again, and the entry would report its records aborted even
+// once it commits. Torn entries are the last ones: every entry before
+// them was written before them, and their marker offsets still grow. A
+// sound entry names its ABORT marker, and no marker of the same producer
+// lies inside its transaction, so no sound entry is taken for a torn one;
+// an entry whose marker compaction removed (KIP-534 removes it once the
+// transaction's data is gone) names nothing either, and goes only when no
+// entry after it names its marker. REQUIRES: mu held (or Open).
 func (s *producerSnapshots) dropUnmarkedTxns(seg *segment.Segment, markers []markerAt, from int64, dirty *bool) error {
-	j := 0
-	for _, a := range seg.AbortedTxns() {
-		if a.LastOffset >= from {
+	entries := seg.AbortedTxns()
+	n := 0 // the entries below from
+	for n < len(entries) && entries[n].LastOffset < from {
+		n++
+	}
+	keep := n
+	for ; keep > 0; keep-- {
+		a := entries[keep-1]
+		i, found := slices.BinarySearchFunc(markers, a.LastOffset, func(m markerAt, off int64) int { return cmp.Compare(m.offset, off) })
+		if found && markers[i].pid == a.ProducerID {
 			break
 		}
-		for j < len(markers) && markers[j].offset < a.LastOffset {
-			j++
-		}
-		if j < len(markers) && markers[j] == (markerAt{a.LastOffset, a.ProducerID}) {
-			continue
-		}
-		s.logger.Warn("partlog/log: transaction index entry names no marker; it and the ones after it are dropped",
-			"dir", s.dir, "segment", seg.BaseOffset(), "producerId", a.ProducerID, "lastOffset", a.LastOffset)
-		*dirty = true
-		return seg.TruncateAbortedTxns(a.LastOffset)
 	}
-	return nil
+	if keep == n {
+		return nil
+	}
+	a := entries[keep]
+	s.logger.Warn("partlog/log: transaction index entries name no marker after a crash; they are dropped",
+		"dir", s.dir, "segment", seg.BaseOffset(), "entries", n-keep, "producerId", a.ProducerID, "lastOffset", a.LastOffset)
+	*dirty = true
+	return seg.TruncateAbortedTxns(a.LastOffset)
 }
 
 // keptSnapshot marks a durable producer snapshot at the log end: its

@@ -186,7 +186,17 @@ func (d *dirTier) attach(tp TopicPartition, p *Partition) {
 	// log start checkpoint did: it is finished, so that the local
 	// segments below it are not served either.
 	if start := t.meta.Load().start; start > p.LogStartOffset() {
-		if err := p.DeleteRecordsBefore(start); err != nil {
+		// The high watermark reached start when the call began; under
+		// DisableAutoHighWatermark its checkpoint may lag behind it, and
+		// Kafka never leaves it below the log start.
+		var err error
+		if start > p.HighWatermark() {
+			err = p.SetHighWatermark(start)
+		}
+		if err == nil {
+			err = p.DeleteRecordsBefore(start)
+		}
+		if err != nil {
 			d.logger.Warn("partlog/log: the log start recorded in the remote log metadata is past the local log start and cannot be moved there",
 				"partition", tp.String(), "start", start, "localStart", p.LogStartOffset(), "err", err)
 		}

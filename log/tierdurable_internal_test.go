@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -162,38 +163,55 @@ func TestTierCopyCarriesPendingRollSnapshot(t *testing.T) {
 // Dir finishes the move, so the local records below it are not served
 // either.
 func TestTierOpenFinishesDeleteRecords(t *testing.T) {
-	mem := vfstest.NewMem()
-	d, err := OpenDir("/data", tierInternalConfig(mem, 0))
-	require.NoError(t, err)
-	p, err := d.CreatePartition("t", 0)
-	require.NoError(t, err)
-	for i := range 60 {
-		_, err := p.AppendBatch(tierTestBatch(t, 1000+int64(i), byte(i)))
-		require.NoError(t, err)
+	for _, manualHW := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DisableAutoHighWatermark %v", manualHW), func(t *testing.T) {
+			mem := vfstest.NewMem()
+			cfg := tierInternalConfig(mem, 0)
+			cfg.Config.DisableAutoHighWatermark = manualHW
+			d, err := OpenDir("/data", cfg)
+			require.NoError(t, err)
+			p, err := d.CreatePartition("t", 0)
+			require.NoError(t, err)
+			for i := range 60 {
+				_, err := p.AppendBatch(tierTestBatch(t, 1000+int64(i), byte(i)))
+				require.NoError(t, err)
+			}
+			if manualHW {
+				// The high watermark's checkpoint lags behind it: a crash
+				// leaves 10, below the start DeleteRecordsBefore recorded.
+				require.NoError(t, p.SetHighWatermark(10))
+			}
+			require.NoError(t, p.Sync())
+			if manualHW {
+				require.NoError(t, p.SetHighWatermark(60))
+			}
+			d.RunTierPass()
+			require.Positive(t, p.Stats().Remote.Segments)
+			require.Zero(t, p.LogStartOffset())
+
+			// DeleteRecordsBefore(25)'s first durable step alone.
+			p.lockWriter()
+			err = p.tierPart.Load().moveStart(25)
+			p.mu.Unlock()
+			require.NoError(t, err)
+			state := mem.CrashClone(vfstest.CrashOptions{})
+			require.NoError(t, d.Close())
+
+			cfg = tierInternalConfig(state, 0)
+			cfg.Config.DisableAutoHighWatermark = manualHW
+			d, err = OpenDir("/data", cfg)
+			require.NoError(t, err)
+			defer d.Close()
+			p = d.Partition("t", 0)
+			assert.Equal(t, int64(25), p.LogStartOffset(), "the open finished moving the local log start")
+			assert.GreaterOrEqual(t, p.HighWatermark(), int64(25), "never below the log start")
+			to, _, err := p.OffsetForTimestamp(EarliestTimestamp)
+			require.NoError(t, err)
+			assert.Equal(t, int64(25), to.Offset)
+			_, err = p.ReadFrom(10, 1)
+			require.ErrorIs(t, err, ErrOffsetOutOfRange)
+		})
 	}
-	require.NoError(t, p.Sync())
-	d.RunTierPass()
-	require.Positive(t, p.Stats().Remote.Segments)
-	require.Zero(t, p.LogStartOffset())
-
-	// DeleteRecordsBefore(25)'s first durable step alone.
-	p.lockWriter()
-	err = p.tierPart.Load().moveStart(25)
-	p.mu.Unlock()
-	require.NoError(t, err)
-	state := mem.CrashClone(vfstest.CrashOptions{})
-	require.NoError(t, d.Close())
-
-	d, err = OpenDir("/data", tierInternalConfig(state, 0))
-	require.NoError(t, err)
-	defer d.Close()
-	p = d.Partition("t", 0)
-	assert.Equal(t, int64(25), p.LogStartOffset(), "the open finished moving the local log start")
-	to, _, err := p.OffsetForTimestamp(EarliestTimestamp)
-	require.NoError(t, err)
-	assert.Equal(t, int64(25), to.Offset)
-	_, err = p.ReadFrom(10, 1)
-	require.ErrorIs(t, err, ErrOffsetOutOfRange)
 }
 
 // TestTierCopyListedBeforeDeleteRecords: a pass lists a segment, then

@@ -254,15 +254,33 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int) (Records, []Aborte
 		// The last stable offset, the batches and the aborted transactions
 		// must come from one log: a truncation meanwhile (which may reopen
 		// a transaction by cutting its marker), or a removal from the front
-		// of the segment the batches came from (which may take the segment
-		// holding a marker they need: a removal raises the log start to a
-		// segment base at or past their end), sends the read again.
-		if err == nil && (p.truncations.Load() != gen || recs.r.seg != nil && recs.r.next <= p.logStart.Load()) {
+		// of the segment or copy the batches came from (which may take the
+		// one holding a marker they need), sends the read again.
+		if err == nil && (p.truncations.Load() != gen || p.removedUnder(recs.r)) {
 			_ = recs.Close()
 			continue
 		}
 		return recs, aborted, err
 	}
+}
+
+// removedUnder reports whether the batches of r lie wholly below the log's
+// start now: a removal from the front took the segment or the copy they
+// came from. Every such removal raises the start it moves to a base at or
+// past their end before it publishes the shorter list (local retention and
+// DeleteRecordsBefore the local log start; the total retention of the
+// copies and DeleteRecordsBefore below the local start the whole log's).
+func (p *Partition) removedUnder(r *records) bool {
+	switch {
+	case r.seg != nil:
+		return r.next <= p.logStart.Load()
+	case r.remote():
+		if t := p.tierPart.Load(); t != nil {
+			start, _, _ := t.wholeStart(p.logStart.Load())
+			return r.next <= start
+		}
+	}
+	return false
 }
 
 // readCommitted is one attempt of ReadCommitted.

@@ -595,10 +595,11 @@ func TestKafkaEmptyAbortEntry(t *testing.T) {
 // commit. Open drops such an entry and keeps sound ones.
 func TestReplayDropsTornTxnEntry(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		entry segment.AbortedTxn // written into segment 0's .txnindex
-		open  bool               // producer 7's transaction is open after the crash
-		want  []plog.AbortedTxn  // reported after producer 7's marker
+		name   string
+		before []segment.AbortedTxn // written into segment 0's .txnindex before entry
+		entry  segment.AbortedTxn
+		open   bool              // producer 7's transaction is open after the crash
+		want   []plog.AbortedTxn // reported after producer 7's marker
 	}{
 		{
 			name:  "marker offset torn into the open transaction",
@@ -614,6 +615,16 @@ func TestReplayDropsTornTxnEntry(t *testing.T) {
 			name:  "sound entry",
 			entry: segment.AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3},
 			want:  []plog.AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}},
+		},
+		{
+			// An entry whose marker is gone (compaction removes a marker
+			// once its transaction's data is gone) is not torn when a
+			// sound entry follows it: both stay.
+			name:   "entry naming no marker before a sound one",
+			before: []segment.AbortedTxn{{ProducerID: 9, FirstOffset: 0, LastOffset: 1, LastStableOffset: 2}},
+			entry:  segment.AbortedTxn{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3},
+			want: []plog.AbortedTxn{{ProducerID: 9, FirstOffset: 0, LastOffset: 1, LastStableOffset: 2},
+				{ProducerID: 7, FirstOffset: 0, LastOffset: 2, LastStableOffset: 3}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -637,7 +648,10 @@ func TestReplayDropsTornTxnEntry(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, p.Close())
 			require.NoError(t, os.Remove(filepath.Join(dir, "00000000000000000004.snapshot")))
-			idx := segment.AppendTxnIndexEntry(nil, tc.entry)
+			var idx []byte
+			for _, e := range append(tc.before, tc.entry) {
+				idx = segment.AppendTxnIndexEntry(idx, e)
+			}
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "00000000000000000000.txnindex"), idx, 0o644))
 			makeUnclean(t, dir)
 

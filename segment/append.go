@@ -315,8 +315,6 @@ func (c Config) NewIndexEntries() int {
 // segment whose write is deferred (UnsealOnWrite) is woken first. On an
 // error nothing changed. Writer side.
 func (s *Segment) Grow(n int64) error {
-	// The old mapping is retired (kept until the segment is released), as
-	// Unseal retires one.
 	switch {
 	case s.closed.Load():
 		return ErrClosed
@@ -329,6 +327,8 @@ func (s *Segment) Grow(n int64) error {
 			return err
 		}
 	}
+	// The old mapping is retired (kept until the segment is released), as
+	// Unseal retires one.
 	if err := s.mapTo(MaxSegmentBytesLimit); err != nil {
 		return fmt.Errorf("partlog/segment: grow the mapping of %s to %d bytes: %w", s.LogPath(), int64(MaxSegmentBytesLimit), err)
 	}

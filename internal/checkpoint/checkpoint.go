@@ -24,7 +24,9 @@
 // Reading is strict: the version must be the expected one, the count must
 // match the entries, every field must parse and numbers must be written the
 // canonical way (so that a file re-written from what was read is identical
-// to the bytes read), and no "\r", tab or extra space is accepted. Any
+// to the bytes read, but for Kafka's two short files below, which are
+// written back with their count line), and no "\r", tab or extra space is
+// accepted. Any
 // problem is a *base.CorruptionError (wrapping base.ErrCorrupt) naming the
 // file, the byte position of the line and the field. Two files that stop
 // early are read as Kafka reads them, as no entries: an empty file, which
