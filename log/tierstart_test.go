@@ -113,15 +113,8 @@ func TestTierDeleteRecordsBeforeMovesWholeStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMem()
 			st := newRangeStore(plog.NewDirRemoteStorage("/remote", mem))
-			cfg := tierDirConfig(mem, st)
-			cfg.Remote.LocalRetentionBytes = tc.local
-			d, err := plog.OpenDir("/data", cfg)
-			require.NoError(t, err)
-			p, err := d.CreatePartition("t", 0)
-			require.NoError(t, err)
-			appendN(t, p, 120)
+			_, d, p := tieredPartition(t, mem, st, tc.local)
 			require.Greater(t, p.Stats().Segments, 5)
-			require.NoError(t, p.Sync())
 			want := readAllBatches(t, p, tc.at)
 			if tc.passFirst {
 				d.RunTierPass()
@@ -156,7 +149,7 @@ func TestTierDeleteRecordsBeforeMovesWholeStart(t *testing.T) {
 
 			// Reopened with a local retention of one byte: the copies
 			// serve what is below the local start, from the new start on.
-			d, err = plog.OpenDir("/data", tierDirConfig(mem, st))
+			d, err := plog.OpenDir("/data", tierDirConfig(mem, st))
 			require.NoError(t, err)
 			defer d.Close()
 			p = d.Partition("t", 0)
@@ -215,15 +208,8 @@ func TestTierEarliestEpochInsideCopy(t *testing.T) {
 func TestTierDeleteRecordsBeforeDuringCopy(t *testing.T) {
 	mem := vfs.NewMem()
 	st := newRangeStore(plog.NewDirRemoteStorage("/remote", mem))
-	cfg := tierDirConfig(mem, st)
-	cfg.Remote.LocalRetentionBytes = 0
-	d, err := plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
+	_, d, p := tieredPartition(t, mem, st, 0)
 	defer d.Close()
-	p, err := d.CreatePartition("t", 0)
-	require.NoError(t, err)
-	appendN(t, p, 120)
-	require.NoError(t, p.Sync())
 	const at = 30
 	want := readAllBatches(t, p, at)
 	st.hookAt = 2 // the second segment, wholly below at
@@ -238,8 +224,9 @@ func TestTierDeleteRecordsBeforeDuringCopy(t *testing.T) {
 	requireNoCopyBelow(t, st, at)
 	require.NoError(t, d.Close())
 
-	d, err = plog.OpenDir("/data", tierDirConfig(mem, st)) // local retention of one byte
+	d, err := plog.OpenDir("/data", tierDirConfig(mem, st)) // local retention of one byte
 	require.NoError(t, err)
+	defer d.Close()
 	p = d.Partition("t", 0)
 	d.RunTierPass()
 	require.Greater(t, p.LogStartOffset(), int64(at))
@@ -272,13 +259,8 @@ func TestTierRestartDropsEveryCopy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMem()
 			st := plog.NewDirRemoteStorage("/remote", mem)
-			d, err := plog.OpenDir("/data", tierDirConfig(mem, st))
-			require.NoError(t, err)
+			_, d, p := tieredPartition(t, mem, st, 1)
 			defer d.Close()
-			p, err := d.CreatePartition("t", 0)
-			require.NoError(t, err)
-			appendN(t, p, 120)
-			require.NoError(t, p.Sync())
 			d.RunTierPass()
 			require.Positive(t, p.Stats().Remote.Segments)
 			require.Greater(t, p.LogStartOffset(), int64(60), "only copies hold offsets 50 and 60")
@@ -380,14 +362,7 @@ func (oddBaseCleaner) Keep(batch.Batch, batch.Record) plog.RecordVerdict { retur
 func TestTierCompactRefused(t *testing.T) {
 	mem := vfs.NewMem()
 	st := plog.NewDirRemoteStorage("/remote", mem)
-	cfg := tierDirConfig(mem, st)
-	cfg.Remote.LocalRetentionBytes = 0
-	d, err := plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
-	p, err := d.CreatePartition("t", 0)
-	require.NoError(t, err)
-	appendN(t, p, 120)
-	require.NoError(t, p.Sync())
+	_, d, p := tieredPartition(t, mem, st, 0)
 	d.RunTierPass()
 	require.Positive(t, p.Stats().Remote.Segments)
 	want := readAllBatches(t, p, 0)
@@ -415,14 +390,7 @@ func TestTierCompactRefused(t *testing.T) {
 func TestTierCompactedUntieredNotTrimmed(t *testing.T) {
 	mem := vfs.NewMem()
 	st := plog.NewDirRemoteStorage("/remote", mem)
-	cfg := tierDirConfig(mem, st)
-	cfg.Remote.LocalRetentionBytes = 0
-	d, err := plog.OpenDir("/data", cfg)
-	require.NoError(t, err)
-	p, err := d.CreatePartition("t", 0)
-	require.NoError(t, err)
-	appendN(t, p, 120)
-	require.NoError(t, p.Sync())
+	cfg, d, p := tieredPartition(t, mem, st, 0)
 	d.RunTierPass()
 	copied := p.Stats().Remote.Segments
 	require.Positive(t, copied)
@@ -430,7 +398,7 @@ func TestTierCompactedUntieredNotTrimmed(t *testing.T) {
 
 	untiered := cfg
 	untiered.Remote = nil
-	d, err = plog.OpenDir("/data", untiered)
+	d, err := plog.OpenDir("/data", untiered)
 	require.NoError(t, err)
 	p = d.Partition("t", 0)
 	_, err = p.Compact(context.Background(), oddBaseCleaner{})
@@ -577,4 +545,20 @@ func TestTierLogStartCrashAtEveryStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tieredPartition opens a Dir at /data on mem that tiers to st with a
+// local retention of localBytes, and creates partition t-0 in it holding
+// 120 synced batches.
+func tieredPartition(t *testing.T, mem vfs.FS, st plog.RemoteStorage, localBytes int64) (plog.DirConfig, *plog.Dir, *plog.Partition) {
+	t.Helper()
+	cfg := tierDirConfig(mem, st)
+	cfg.Remote.LocalRetentionBytes = localBytes
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendN(t, p, 120)
+	require.NoError(t, p.Sync())
+	return cfg, d, p
 }
