@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
+	"github.com/partlog/partlog/internal/legacy"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -113,6 +114,13 @@ func decompress(dst []byte, c Compression, src []byte, limit int) ([]byte, error
 	case CompressionSnappy:
 		dst, err = decodeSnappy(dst, src, limit)
 	case CompressionLZ4:
+		// What Kafka reads: one frame of independent blocks; bytes after
+		// its end mark are not part of the payload.
+		n, ferr := legacy.LZ4FrameEnd(src)
+		if ferr != nil {
+			return dst, corruptf(HeaderSize, fieldRecords, "%s payload is no frame Kafka reads: %v", c, ferr)
+		}
+		src = src[:n]
 		l := lz4Readers.Get().(*lz4Reader)
 		l.src.Reset(src)
 		l.z.Reset(&l.src)

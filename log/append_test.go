@@ -10,6 +10,7 @@ import (
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/batchaccess"
 	"github.com/partlog/partlog/internal/invariants"
+	"github.com/partlog/partlog/internal/legacy"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
 )
@@ -189,6 +190,37 @@ func TestAppendWrongMaxTimestampTimeRoll(t *testing.T) {
 	require.Len(t, p.SegmentInfos(), 2, "segment.ms must roll by the records' timestamps")
 }
 
+// TestTimeRollWithoutTimestampsFollowsConfigNow: a segment none of whose
+// batches has a timestamp ages, for segment.ms, from its creation by
+// Config.Now, the clock ShouldRoll is given. The creation time used to
+// come from the real clock, so that a fake clock set in the past never
+// rolled and one set in the future rolled at every append.
+func TestTimeRollWithoutTimestampsFollowsConfigNow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start time.Time
+	}{
+		{"clock in the past", time.UnixMilli(1_600_000_000_000)},
+		{"clock in the future", time.UnixMilli(4_000_000_000_000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := tc.start
+			p, _ := openT(t, plog.Config{SegmentTime: time.Hour, Now: func() time.Time { return now }})
+			app := func() {
+				_, err := p.AppendBatch(batchWithMax(1, -1, -1, batch.CompressionNone))
+				require.NoError(t, err)
+			}
+			app()
+			now = now.Add(time.Minute)
+			app()
+			require.Len(t, p.SegmentInfos(), 1, "a minute is not segment.ms")
+			now = now.Add(2 * time.Hour)
+			app()
+			require.Len(t, p.SegmentInfos(), 2, "two hours past segment.ms")
+		})
+	}
+}
+
 // TestAppendTimestampRules is a table of Kafka's LogValidator timestamp
 // rules as AppendBatch applies them: the limits of KIP-937 on CreateTime
 // partitions (records without a timestamp exempt), the LogAppendTime bit
@@ -302,4 +334,26 @@ func TestAppendTimestampsZeroAllocs(t *testing.T) {
 			require.Equal(t, 0.0, allocs)
 		})
 	}
+}
+
+// TestAppendBatchLZ4FrameKafkaRefuses: a producer batch whose LZ4 frame
+// has dependent (linked) blocks, which Kafka's LogValidator refuses (its
+// Lz4BlockInputStream cannot read them), gets ErrInvalidBatch and writes
+// nothing; it used to be stored, and served to consumers that cannot
+// decode it.
+func TestAppendBatchLZ4FrameKafkaRefuses(t *testing.T) {
+	p, _ := openT(t, plog.Config{})
+	bld := batch.NewBuilder(batch.BuilderOptions{Compression: batch.CompressionLZ4})
+	for i := range 3 {
+		require.NoError(t, bld.Add(batch.Record{Key: []byte{'k', byte(i)}, Value: []byte("v"), Timestamp: time.Now().UnixMilli()}))
+	}
+	b, err := bld.Build()
+	require.NoError(t, err)
+	frame := b[batch.HeaderSize:]
+	frame[4] &^= 0x20 // FLG: blocks not independent
+	require.NoError(t, legacy.SetLZ4HeaderChecksum(frame, legacy.MagicV1))
+	b.SetCRC()
+	_, err = p.AppendBatch(b)
+	require.ErrorIs(t, err, plog.ErrInvalidBatch)
+	require.Equal(t, int64(0), p.LogEndOffset())
 }

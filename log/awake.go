@@ -99,6 +99,18 @@ func (a *awakeState) noteWrittenLocked(active *segment.Segment) {
 	set.add(a)
 }
 
+// noteActiveLocked puts the partition in its Dir's awake set when a call
+// that is not a write left its active segment holding its files open for
+// writing: a truncation unseals the segment it cuts, or creates one, and
+// a rested partition would otherwise hold them outside the budget until
+// its next append. REQUIRES: mu held.
+func (p *Partition) noteActiveLocked() {
+	if p.mu.closed || p.mu.failed != nil {
+		return
+	}
+	p.awake.noteWrittenLocked(p.segs.Load().active())
+}
+
 // leaveLocked takes the closing partition out of its Dir's awake set for
 // good. REQUIRES: the core's mu held.
 func (a *awakeState) leaveLocked() {

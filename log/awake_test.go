@@ -287,3 +287,43 @@ func restConcurrentWriters(t *testing.T, flushMessages int64) {
 	}
 	require.NoError(t, d.Close())
 }
+
+// TestDirTruncationsWithinBudget: a truncation of a partition whose active
+// segment rests (the awake set returned it to rest) opens that segment's
+// files for writing again, as TruncateFullyAndStartAt does with the new
+// segment it creates: the partition joins the awake set, so that the Dir
+// still holds at most three descriptors per segment its budget allows.
+// It used to stay outside the budget until its next append: 38 descriptors
+// for 12 partitions under a budget of 2.
+func TestDirTruncationsWithinBudget(t *testing.T) {
+	for _, how := range []string{"TruncateTo", "TruncateFullyAndStartAt"} {
+		t.Run(how, func(t *testing.T) {
+			const parts, budget = 12, 2
+			root := t.TempDir()
+			d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1},
+				MaxOpenSegments: budget})
+			require.NoError(t, err)
+			defer d.Close()
+			for i := range parts {
+				p, err := d.CreatePartition("t", int32(i))
+				require.NoError(t, err)
+				for range 2 {
+					_, err = p.AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
+					require.NoError(t, err)
+				}
+			}
+			for i := range parts {
+				p := d.Partition("t", int32(i))
+				if how == "TruncateTo" {
+					require.NoError(t, p.TruncateTo(2))
+				} else {
+					require.NoError(t, p.TruncateFullyAndStartAt(1))
+				}
+				require.LessOrEqual(t, d.SegmentBudget().Active, budget)
+				if fds, _, ok := openFiles(t, root); ok {
+					require.LessOrEqual(t, fds, 3*budget+2, "after %d truncations", i+1) // and the Dir's lock and sync handle
+				}
+			}
+		})
+	}
+}

@@ -217,7 +217,8 @@ type Config struct {
 	// last batch's max timestamp is this much older than Now, and that has
 	// no open transaction, is forgotten from that moment (its retries are
 	// then no longer recognised, and it may start again at any sequence),
-	// as Kafka's expiry timer would have done. Default 1 day.
+	// as Kafka's expiry timer would have done. Default 1 day; below 1 ms
+	// is ErrInvalidConfig, as Kafka's setting counts whole milliseconds.
 	ProducerIDExpiration time.Duration
 	// MaxOpenSegments bounds the sealed segments of a Partition opened
 	// alone that keep their files open while no one reads them: the least
@@ -312,6 +313,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: WriteBehind %v is negative", ErrInvalidConfig, c.WriteBehind)
 	case c.ProducerIDExpiration < 0:
 		return fmt.Errorf("%w: producer.id.expiration.ms %v is negative", ErrInvalidConfig, c.ProducerIDExpiration)
+	case c.ProducerIDExpiration < time.Millisecond:
+		// Kafka's setting counts milliseconds, at least 1; less would be
+		// 0 ms, which expires every producer at once.
+		return fmt.Errorf("%w: producer.id.expiration.ms %v is below 1 ms", ErrInvalidConfig, c.ProducerIDExpiration)
 	case c.TruncateWait < 0:
 		return fmt.Errorf("%w: TruncateWait %v is negative", ErrInvalidConfig, c.TruncateWait)
 	case c.MaxOpenSegments < 0:
@@ -333,6 +338,7 @@ func (c *Config) segmentConfig() segment.Config {
 		MaxSegmentBytes:    c.SegmentBytes,
 		DisableMmap:        c.DisableMmap,
 		Logger:             c.Logger,
+		Now:                c.Now,
 	}
 	if c.MaxOpenSegments > 0 {
 		sc.Budget = segment.NewBudget(c.MaxOpenSegments)

@@ -440,10 +440,19 @@ func TestExpiredProducerNewAtAnySequence(t *testing.T) {
 	assert.Equal(t, int32(9), st.Batches[0].FirstSequence)
 }
 
-// TestProducerIDExpirationConfig: a negative expiration is refused.
+// TestProducerIDExpirationConfig: an expiration that is negative or below
+// 1 ms is refused, as Kafka's producer.id.expiration.ms (milliseconds, at
+// least 1) refuses it. Below 1 ms used to be accepted and counted as 0 ms,
+// which forgot every producer at once: a retry in the same millisecond
+// was written twice (law 10).
 func TestProducerIDExpirationConfig(t *testing.T) {
-	_, err := plog.Open(t.TempDir(), plog.Config{ProducerIDExpiration: -time.Second})
-	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+	for _, d := range []time.Duration{-time.Second, time.Nanosecond, 500 * time.Microsecond} {
+		_, err := plog.Open(t.TempDir(), plog.Config{ProducerIDExpiration: d})
+		require.ErrorIs(t, err, plog.ErrInvalidConfig, "%v", d)
+	}
+	p, err := plog.Open(t.TempDir(), plog.Config{ProducerIDExpiration: time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
 }
 
 // TestProducerSnapshotOnMemFS checks the snapshot files' names through

@@ -55,6 +55,7 @@ import (
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
+	defer p.noteActiveLocked() // awake.go
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}

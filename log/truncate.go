@@ -72,6 +72,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
+	defer p.noteActiveLocked() // awake.go
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}

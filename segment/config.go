@@ -3,6 +3,7 @@ package segment
 import (
 	"log/slog"
 	"math"
+	"time"
 )
 
 // Defaults, Kafka's.
@@ -49,6 +50,19 @@ type Config struct {
 	// one uses it and other segments of the budget need the room (see
 	// Budget); nil keeps them open until the last Unref.
 	Budget *Budget
+	// Now is the clock Created reads, and so the one a segment none of
+	// whose batches has a timestamp is aged by for time-based rolls
+	// (ShouldRoll compares it with the now it is given); nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// now reads c's clock.
+func (c *Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return timeNow()
 }
 
 // ensureDefaults replaces zero fields with Kafka's defaults.

@@ -347,7 +347,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 		return nil, err
 	}
 	s.w.fileSize = fileSize
-	s.mu.created = timeNow()
+	s.mu.created = s.cfg.now()
 	rebuilt := false
 	if err := s.guarded(func() (err error) {
 		rebuilt, err = s.load(fileSize, rebuild[0], rebuild[1], clean)
@@ -445,7 +445,7 @@ func (s *Segment) publishEmpty() {
 	s.mu.Lock()
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = batch.NoTimestamp, -1
 	s.firstBatchMaxTs.Store(batch.NoTimestamp)
-	s.mu.created = timeNow()
+	s.mu.created = s.cfg.now()
 	s.mu.Unlock()
 	s.size.Store(0)
 	s.nextOffset.Store(s.base)
@@ -519,9 +519,9 @@ func (s *Segment) FirstBatchMaxTimestamp() int64 {
 	return s.firstBatchMaxTs.Load()
 }
 
-// Created returns the wall-clock time the segment was created or opened
-// (or last truncated to empty): time-based rolling falls back to it when
-// batches carry no timestamps.
+// Created returns the time, by Config.Now, the segment was created or
+// opened (or last truncated to empty): time-based rolling falls back to it
+// when batches carry no timestamps.
 func (s *Segment) Created() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

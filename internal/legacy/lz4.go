@@ -2,6 +2,7 @@ package legacy
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 
 	"github.com/partlog/partlog/internal/corrupt"
@@ -24,16 +25,84 @@ const (
 	lz4MinHeader   = lz4MagicSize + 2 + 1
 	lz4ContentSize = 8
 	lz4DictIDSize  = 4
+
+	lz4FlagVersion       = 0xc0   // FLG bits 7-6: the format version, 01
+	lz4FlagIndependent   = 1 << 5 // FLG bit 5: blocks are independent
+	lz4FlagBlockChecksum = 1 << 4 // FLG bit 4: each block has a checksum
+	lz4FlagChecksum      = 1 << 2 // FLG bit 2: a content checksum ends the frame
+	lz4FlagReserved      = 1 << 1 // FLG bit 1: reserved, 0
+	lz4BlockUncompressed = 1 << 31
 )
 
+// LZ4FrameEnd returns the length of the LZ4 frame at the start of b: the
+// part of a compressed payload Kafka's reader (Lz4BlockInputStream) reads.
+// That reader reads one frame and stops at its end mark, whatever follows,
+// and refuses a frame whose descriptor has a version other than 01, blocks
+// that are not independent, or a reserved bit set (it counts the
+// dictionary id bit among them). A frame that breaks one of those rules,
+// does not parse or ends early is an error saying why, for the caller to
+// report as damage of its own field. The header checksum is not checked
+// here.
+func LZ4FrameEnd(b []byte) (int, error) {
+	hc, err := lz4HeaderEnd(b)
+	if err != nil {
+		return 0, err
+	}
+	switch flg := b[lz4MagicSize]; {
+	case flg&lz4FlagVersion != 0x40:
+		return 0, fmt.Errorf("LZ4 frame version %d, want 1", flg>>6)
+	case flg&lz4FlagIndependent == 0:
+		return 0, fmt.Errorf("LZ4 frame of dependent blocks, which Kafka does not read")
+	case flg&(lz4FlagReserved|lz4FlagDictID) != 0:
+		return 0, fmt.Errorf("LZ4 frame descriptor %#02x sets a bit Kafka reserves", flg)
+	}
+	flg := b[lz4MagicSize]
+	pos := hc + 1
+	for {
+		if len(b)-pos < 4 {
+			return 0, fmt.Errorf("LZ4 frame ends before its end mark")
+		}
+		size := binary.LittleEndian.Uint32(b[pos:])
+		pos += 4
+		if size == 0 {
+			break
+		}
+		n := int64(size &^ lz4BlockUncompressed)
+		if flg&lz4FlagBlockChecksum != 0 {
+			n += 4
+		}
+		if n > int64(len(b)-pos) {
+			return 0, fmt.Errorf("LZ4 block of %d bytes, %d left", n, len(b)-pos)
+		}
+		pos += int(n)
+	}
+	if flg&lz4FlagChecksum != 0 {
+		if len(b)-pos < 4 {
+			return 0, fmt.Errorf("LZ4 frame ends before its content checksum")
+		}
+		pos += 4
+	}
+	return pos, nil
+}
+
 // lz4HeaderChecksumAt returns the position of the HC byte of the LZ4 frame
-// at the start of frame.
+// at the start of frame; an error wraps corrupt.ErrCorrupt.
 func lz4HeaderChecksumAt(frame []byte) (int, error) {
+	at, err := lz4HeaderEnd(frame)
+	if err != nil {
+		return 0, corrupt.Errorf(0, "value", "%v", err)
+	}
+	return at, nil
+}
+
+// lz4HeaderEnd returns the position of the HC byte of the LZ4 frame at the
+// start of frame, or an error saying why the header does not parse.
+func lz4HeaderEnd(frame []byte) (int, error) {
 	if len(frame) < lz4MinHeader {
-		return 0, corrupt.Errorf(0, "value", "LZ4 frame of %d bytes, its header needs %d", len(frame), lz4MinHeader)
+		return 0, fmt.Errorf("LZ4 frame of %d bytes, its header needs %d", len(frame), lz4MinHeader)
 	}
 	if m := binary.LittleEndian.Uint32(frame); m != lz4FrameMagic {
-		return 0, corrupt.Errorf(0, "value", "LZ4 frame magic %#08x, want %#08x", m, lz4FrameMagic)
+		return 0, fmt.Errorf("LZ4 frame magic %#08x, want %#08x", m, lz4FrameMagic)
 	}
 	at := lz4MagicSize + 2
 	flg := frame[lz4MagicSize]
@@ -44,7 +113,7 @@ func lz4HeaderChecksumAt(frame []byte) (int, error) {
 		at += lz4DictIDSize
 	}
 	if at >= len(frame) {
-		return 0, corrupt.Errorf(0, "value", "LZ4 frame of %d bytes, its header needs %d", len(frame), at+1)
+		return 0, fmt.Errorf("LZ4 frame of %d bytes, its header needs %d", len(frame), at+1)
 	}
 	return at, nil
 }
