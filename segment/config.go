@@ -57,8 +57,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// now reads c's clock.
-func (c *Config) now() time.Time {
+// readClock reads c's clock.
+func (c *Config) readClock() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}

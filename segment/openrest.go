@@ -100,7 +100,7 @@ func openCleanAtRest(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Se
 	s.w.maxTimestamp, s.w.offsetOfMaxTimestamp = t.maxTs, t.maxOff
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = t.maxTs, t.maxOff
 	s.firstBatchMaxTs.Store(t.firstMaxTs)
-	s.mu.created = s.cfg.now()
+	s.mu.created = s.cfg.readClock()
 	s.size.Store(size)
 	s.nextOffset.Store(t.next)
 	if err := s.readTxnIndex(); err != nil { // its entries are checked against NextOffset

@@ -588,7 +588,7 @@ func (s *Segment) recover(maxBatchSize int, sealed bool) (_ RecoverResult, err e
 	s.firstBatchMaxTs.Store(ib.firstMaxTs)
 	if pos == 0 {
 		s.mu.Lock()
-		s.mu.created = s.cfg.now()
+		s.mu.created = s.cfg.readClock()
 		s.mu.Unlock()
 	}
 	return res, nil

@@ -347,7 +347,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 		return nil, err
 	}
 	s.w.fileSize = fileSize
-	s.mu.created = s.cfg.now()
+	s.mu.created = s.cfg.readClock()
 	rebuilt := false
 	if err := s.guarded(func() (err error) {
 		rebuilt, err = s.load(fileSize, rebuild[0], rebuild[1], clean)
@@ -445,7 +445,7 @@ func (s *Segment) publishEmpty() {
 	s.mu.Lock()
 	s.mu.maxTimestamp, s.mu.offsetOfMaxTimestamp = batch.NoTimestamp, -1
 	s.firstBatchMaxTs.Store(batch.NoTimestamp)
-	s.mu.created = s.cfg.now()
+	s.mu.created = s.cfg.readClock()
 	s.mu.Unlock()
 	s.size.Store(0)
 	s.nextOffset.Store(s.base)

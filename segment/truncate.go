@@ -97,7 +97,7 @@ func (s *Segment) TruncateToLocked(offset int64) (removedBytes int64, err error)
 	if cut == 0 {
 		s.firstBatchMaxTs.Store(-1)
 		s.mu.Lock()
-		s.mu.created = s.cfg.now()
+		s.mu.created = s.cfg.readClock()
 		s.mu.Unlock()
 	}
 	if err := s.logFile.Truncate(cut); err != nil {
