@@ -463,3 +463,36 @@ func TestRecordsWriteTo(t *testing.T) {
 		require.True(t, errors.Is(r.Close(), plog.ErrClosed))
 	}
 }
+
+// TestOffsetForTimestampAfterTimeIndexEmptied: a sealed segment's
+// .timeindex emptied after a clean shutdown changes no time lookup (law
+// 5): the clean open sees that the last batch holds a timestamp the index
+// does not, and rebuilds it. OffsetForTimestamp used to skip the segment,
+// which then claimed no timestamp, and answer from the next one.
+func TestOffsetForTimestampAfterTimeIndexEmptied(t *testing.T) {
+	dir := t.TempDir()
+	cfg := plog.Config{SegmentBytes: 4096, IndexIntervalBytes: 512}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	for i := range 60 {
+		bld := batch.NewBuilder(batch.BuilderOptions{PartitionLeaderEpoch: batch.NoPartitionLeaderEpoch})
+		require.NoError(t, bld.Add(batch.Record{Value: make([]byte, 200), Timestamp: 1_700_000_000_000 + int64(i)}))
+		b, err := bld.Build()
+		require.NoError(t, err)
+		_, err = p.AppendBatch(b)
+		require.NoError(t, err)
+	}
+	want, found, err := p.OffsetForTimestamp(1_700_000_000_005)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NoError(t, p.Close())
+	require.NoError(t, os.Truncate(filepath.Join(dir, "00000000000000000000.timeindex"), 0))
+
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	got, found, err := p.OffsetForTimestamp(1_700_000_000_005)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, want, got)
+}

@@ -340,3 +340,38 @@ func TestSyncedSinceOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanOpenCatchesShortTimeIndex: after a clean shutdown, a sealed
+// segment's .timeindex emptied or cut back by its last entry passes the
+// O(1) checks, and a clean open takes its last entry for the segment's
+// largest timestamp. The last batch's larger timestamp now shows the
+// damage: the index is rebuilt and MaxTimestamp answers as before (DESIGN
+// law 5). It used to answer (-1, -1) for the emptied index, and a time
+// lookup of the partition skipped the segment.
+func TestCleanOpenCatchesShortTimeIndex(t *testing.T) {
+	for _, keep := range []int64{0, 12} {
+		t.Run(fmt.Sprintf("%d bytes kept", keep), func(t *testing.T) {
+			fsys := vfs_NewMemForTest(t)
+			mustMkdir(t, fsys, "/p")
+			cfg := Config{IndexIntervalBytes: 1024, MaxSegmentBytes: 1 << 20}
+			s, err := Create(fsys, "/p", 0, cfg)
+			require.NoError(t, err)
+			for i := range 40 {
+				mustAppend(t, s, simpleBatch(t, int64(i), 1, 1000+int64(i), 200))
+			}
+			require.NoError(t, s.Seal())
+			mustClose(t, s)
+			truncateFile(t, fsys, segPath("/p", 0, TimeIndexSuffix), keep)
+
+			s, err = OpenClean(fsys, "/p", 0, cfg)
+			require.NoError(t, err)
+			defer mustClose(t, s)
+			ts, off := s.MaxTimestamp()
+			require.Equal(t, [2]int64{1039, 39}, [2]int64{ts, off})
+			got, gotTs, found, err := s.FindOffsetByTimestamp(1005, 0)
+			require.NoError(t, err)
+			require.True(t, found)
+			require.Equal(t, [2]int64{5, 1005}, [2]int64{got, gotTs})
+		})
+	}
+}

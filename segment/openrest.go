@@ -155,6 +155,7 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 		headLast                   int64 // the last offset of the batch at lastOff
 		teFound                    bool  // the batch holding te.Offset: teMaxTs, teBase
 		teMaxTs, teBase            int64
+		lastMaxTs                  int64 // the last batch's maxTimestamp
 	)
 	_, err := s.scan(t.lastOff.Position, size, func(h BatchInfo) {
 		if !started {
@@ -169,7 +170,7 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 		if te.Timestamp >= 0 && !teFound && h.BaseOffset <= te.Offset && te.Offset <= h.LastOffset {
 			teFound, teMaxTs, teBase = true, h.MaxTimestamp, h.BaseOffset
 		}
-		t.next = h.NextOffset()
+		t.next, lastMaxTs = h.NextOffset(), h.MaxTimestamp
 	})
 	switch {
 	case err != nil: // bytes past the last batch among them: the walk ends at size or errs
@@ -185,6 +186,10 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 			return t, err
 		}
 		t.firstMaxTs = h.MaxTimestamp
+	}
+	if started && lastMaxTs > te.Timestamp {
+		// A time index cut short or emptied (checkLastBatchTime).
+		return t, fmt.Errorf("the last batch has max timestamp %d, above the time index's last entry %d", lastMaxTs, te.Timestamp)
 	}
 	if te.Timestamp < 0 {
 		return t, nil // no batch has a timestamp: the final entry is written for every one that does

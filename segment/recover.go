@@ -209,6 +209,37 @@ func (s *Segment) checkTimeIndex(end, next int64) error {
 	return nil
 }
 
+// checkLastBatchTime checks that the last batch below end (whose next
+// offset is next) has a maxTimestamp at or below the time index's last
+// entry, the running maximum every seal and close leaves there (-1 when
+// the index has no entry). A time index cut short by whole entries, or
+// emptied, after a clean shutdown passes every other check, and a clean
+// open takes its last entry for the segment's largest timestamp; this
+// catches it whenever the last batch holds a later timestamp than what is
+// left, as it does while timestamps grow (DESIGN law 5 names what it
+// misses). One lookup, as the last entry's check. An open after a crash
+// needs no such check: it scans from the last entry for the largest
+// timestamp.
+func (s *Segment) checkLastBatchTime(end, next int64) error {
+	if next <= s.base {
+		return nil
+	}
+	limit := int64(batch.NoTimestamp)
+	n := s.timeIdx.Entries()
+	if n > 0 {
+		limit = s.timeIdx.LastEntry().Timestamp
+	}
+	h, ok, err := s.translate(next-1, 0, end)
+	if err != nil {
+		return err
+	}
+	if ok && h.MaxTimestamp > limit {
+		return base.CorruptionErrorf(s.timeIdx.Path(), int64(n)*index.TimeEntrySize, "last entry",
+			"the last batch [%d, %d] has max timestamp %d, above the last entry's %d: entries are missing", h.BaseOffset, h.LastOffset, h.MaxTimestamp, limit)
+	}
+	return nil
+}
+
 // load sets up an opened segment's state from its files: it checks the
 // indexes (rebuilding the ones that fail, or that the caller found
 // missing), finds where the batches stop framing, the next offset and the
@@ -324,7 +355,12 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 			return rebuilt, err
 		}
 	default:
-		if err := s.checkTimeIndex(end, next); err != nil {
+		err := s.checkTimeIndex(end, next)
+		if err == nil && clean {
+			// largestTimestamp trusts the last entry then.
+			err = s.checkLastBatchTime(end, next)
+		}
+		if err != nil {
 			if !base.IsCorruption(err) {
 				return rebuilt, err
 			}
