@@ -81,6 +81,20 @@ func TestLZ4PayloadAsKafkaReadsIt(t *testing.T) {
 			return append(f1, f2...)
 		}, false},
 		{"no end mark", func(b Batch, _ []byte) []byte { return b[HeaderSize : len(b)-4] }, false},
+		{"end mark with the uncompressed bit", func(_ Batch, recs []byte) []byte {
+			// 0x80000000 ends the frame for Kafka, which reads the first
+			// record only, and is an empty block to the decoder, which
+			// would read both.
+			var f recordFields
+			end := fastRecord(recs, 0, &f, new([]RecordHeader))
+			require.Positive(t, end)
+			f1, err := appendLZ4(nil, 0, recs[:end])
+			require.NoError(t, err)
+			f2, err := appendLZ4(nil, 0, recs[end:])
+			require.NoError(t, err)
+			p := binary.LittleEndian.AppendUint32(f1[:len(f1)-4:len(f1)-4], 0x80000000)
+			return append(p, f2[7:]...) // f2's blocks and end mark, after its header
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, recs := records(2)

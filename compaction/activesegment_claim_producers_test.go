@@ -458,9 +458,16 @@ func TestProducerLiveness(t *testing.T) {
 	}
 }
 
+// TestProducerIDExpirationConfig: a ProducerIDExpiration that is negative
+// or below 1 ms (which would expire every producer's last batch at once)
+// is refused, as Kafka's producer.id.expiration.ms is.
 func TestProducerIDExpirationConfig(t *testing.T) {
-	_, err := NewCompactor(Config{ProducerIDExpiration: -time.Second})
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	for _, d := range []time.Duration{-time.Second, time.Nanosecond, 500 * time.Microsecond} {
+		_, err := NewCompactor(Config{ProducerIDExpiration: d})
+		require.ErrorIs(t, err, ErrInvalidConfig, "%v", d)
+	}
+	_, err := NewCompactor(Config{ProducerIDExpiration: time.Millisecond})
+	require.NoError(t, err)
 }
 
 // TestRetentionOfActiveSegmentCrashAtEveryStep crashes the retention of an

@@ -146,6 +146,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: negative compaction lag", ErrInvalidConfig)
 	case c.ProducerIDExpiration < 0:
 		return fmt.Errorf("%w: negative ProducerIDExpiration", ErrInvalidConfig)
+	case c.ProducerIDExpiration < time.Millisecond:
+		// Kafka's setting counts milliseconds, at least 1; less would be
+		// 0 ms, which expires every producer at once.
+		return fmt.Errorf("%w: ProducerIDExpiration %v below 1 ms", ErrInvalidConfig, c.ProducerIDExpiration)
 	}
 	return nil
 }

@@ -108,7 +108,9 @@ func (p *Partition) noteActiveLocked() {
 	if p.mu.closed || p.mu.failed != nil {
 		return
 	}
-	p.awake.noteWrittenLocked(p.segs.Load().active())
+	if active := p.segs.Load().active(); !active.Sealed() {
+		p.awake.noteWrittenLocked(active)
+	}
 }
 
 // leaveLocked takes the closing partition out of its Dir's awake set for

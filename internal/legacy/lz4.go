@@ -42,7 +42,9 @@ const (
 // dictionary id bit among them). A frame that breaks one of those rules,
 // does not parse or ends early is an error saying why, for the caller to
 // report as damage of its own field. The header checksum is not checked
-// here.
+// here. (A decoder that checks the content checksum and content size,
+// which Kafka's reader skips, refuses a little more than Kafka does: only
+// damaged frames, as Kafka's writer sets neither field.)
 func LZ4FrameEnd(b []byte) (int, error) {
 	hc, err := lz4HeaderEnd(b)
 	if err != nil {
@@ -66,6 +68,12 @@ func LZ4FrameEnd(b []byte) (int, error) {
 		pos += 4
 		if size == 0 {
 			break
+		}
+		if size == lz4BlockUncompressed {
+			// Kafka clears the uncompressed bit before it looks for the
+			// end mark, so this word ends the frame for Kafka and is an
+			// empty block for the decoder. No writer emits it.
+			return 0, fmt.Errorf("LZ4 block size word %#08x, an end mark to Kafka only", size)
 		}
 		n := int64(size &^ lz4BlockUncompressed)
 		if flg&lz4FlagBlockChecksum != 0 {
