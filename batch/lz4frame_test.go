@@ -39,6 +39,18 @@ func TestLZ4PayloadAsKafkaReadsIt(t *testing.T) {
 		out.SetCRC()
 		return out
 	}
+	// twoFrames returns recs, two records, as two LZ4 frames of one
+	// record each.
+	twoFrames := func(recs []byte) (f1, f2 []byte) {
+		var f recordFields
+		end := fastRecord(recs, 0, &f, new([]RecordHeader))
+		require.Positive(t, end)
+		f1, err := appendLZ4(nil, 0, recs[:end])
+		require.NoError(t, err)
+		f2, err = appendLZ4(nil, 0, recs[end:])
+		require.NoError(t, err)
+		return f1, f2
+	}
 	for _, tc := range []struct {
 		name    string
 		payload func(b Batch, recs []byte) []byte
@@ -71,13 +83,7 @@ func TestLZ4PayloadAsKafkaReadsIt(t *testing.T) {
 			return append(p, blk[:n]...)
 		}, false},
 		{"records over two frames", func(_ Batch, recs []byte) []byte {
-			var f recordFields
-			end := fastRecord(recs, 0, &f, new([]RecordHeader))
-			require.Positive(t, end)
-			f1, err := appendLZ4(nil, 0, recs[:end])
-			require.NoError(t, err)
-			f2, err := appendLZ4(nil, 0, recs[end:])
-			require.NoError(t, err)
+			f1, f2 := twoFrames(recs)
 			return append(f1, f2...)
 		}, false},
 		{"no end mark", func(b Batch, _ []byte) []byte { return b[HeaderSize : len(b)-4] }, false},
@@ -85,13 +91,7 @@ func TestLZ4PayloadAsKafkaReadsIt(t *testing.T) {
 			// 0x80000000 ends the frame for Kafka, which reads the first
 			// record only, and is an empty block to the decoder, which
 			// would read both.
-			var f recordFields
-			end := fastRecord(recs, 0, &f, new([]RecordHeader))
-			require.Positive(t, end)
-			f1, err := appendLZ4(nil, 0, recs[:end])
-			require.NoError(t, err)
-			f2, err := appendLZ4(nil, 0, recs[end:])
-			require.NoError(t, err)
+			f1, f2 := twoFrames(recs)
 			p := binary.LittleEndian.AppendUint32(f1[:len(f1)-4:len(f1)-4], 0x80000000)
 			return append(p, f2[7:]...) // f2's blocks and end mark, after its header
 		}, false},
