@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -394,7 +395,11 @@ func (t *partTier) change(f func(m *remoteMeta) bool) error {
 // On error the truncation changes nothing. A nil part (a partition its
 // Dir does not tier) has nothing to drop: the core calls it without a
 // check.
-func (t *partTier) dropFrom(end int64) error {
+func (t *partTier) dropFrom(end int64) error { return t.cut(end, math.MaxInt64) }
+
+// cut is dropFrom(end) that also lowers the whole log's start to start
+// when it is above, in the same durable write (restartAt).
+func (t *partTier) cut(end, start int64) error {
 	if t == nil || t.broken != nil {
 		return nil // nothing is recorded: reads and copies are off
 	}
@@ -405,6 +410,10 @@ func (t *partTier) dropFrom(end int64) error {
 	t.lagBytes.Store(0)
 	m := t.meta.Load()
 	var n *remoteMeta
+	if start < m.start {
+		n = m.clone()
+		n.start = start
+	}
 	for i, e := range m.segs {
 		if e.desc.EndOffset < end || e.state == remoteDeleting {
 			continue
@@ -464,26 +473,7 @@ func (t *partTier) moveStart(offset int64) error {
 // copies held offsets either at or past at (cut) or below it (below the
 // new start). Like dropFrom it counts a truncation and clears the copy
 // lag. On error nothing changed. A nil part has nothing to drop.
-func (t *partTier) restartAt(at int64) error {
-	if t == nil || t.broken != nil {
-		return nil // nothing is recorded: reads and copies are off
-	}
-	t.metaMu.Lock()
-	defer t.metaMu.Unlock()
-	t.cuts++
-	t.lagSegs.Store(0)
-	t.lagBytes.Store(0)
-	m := t.meta.Load()
-	n := m.clone()
-	n.start = min(n.start, at)
-	for i := range n.segs {
-		n.segs[i].state = remoteDeleting
-	}
-	if n.start == m.start && !slices.ContainsFunc(m.segs, func(e remoteEntry) bool { return e.state != remoteDeleting }) {
-		return nil
-	}
-	return t.publishLocked(n)
-}
+func (t *partTier) restartAt(at int64) error { return t.cut(math.MinInt64, at) }
 
 // drop removes the records of ids.
 func (t *partTier) drop(ids []RemoteSegmentID) error {
