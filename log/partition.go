@@ -114,6 +114,9 @@ type Partition struct {
 		// hw and end are the authoritative high watermark and log end
 		// (what bounds publishes). Invariant: logStart <= hw.Offset <=
 		// end.Offset, and end.Offset is the active segment's NextOffset.
+		// (Lock-free readers may see logStart above the published bounds
+		// for a moment: a restart below the log start publishes the
+		// bounds before it lowers the start, truncateFullyLocked.)
 		hw, end position
 		// rollAfter is the active segment's time limit: SegmentTime
 		// minus its jitter; math.MaxInt64 when time rolls are off.

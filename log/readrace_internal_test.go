@@ -202,3 +202,41 @@ func TestReadCommittedFromCopyRacesDeletion(t *testing.T) {
 	}
 	require.ErrorIs(t, err, ErrOffsetOutOfRange)
 }
+
+// TestReadRacesRestartBelowLogStart: a TruncateTo below the log start (a
+// follower whose leader's log is shorter) restarts the log there, lowering
+// the start, while a read of an offset between the new start and the old
+// one runs. Below the old start lie records DeleteRecordsBefore removed: no
+// log answers them. At each store that makes the restart visible, a read
+// of every offset in between must answer from the old log
+// (ErrOffsetOutOfRange) or the new one (nothing at the new start,
+// ErrOffsetOutOfRange past it). The start used to be lowered before the
+// bounds were published and the truncation counted, and a read in that
+// window returned the deleted records (law 3).
+func TestReadRacesRestartBelowLogStart(t *testing.T) {
+	p, err := Open("/p-0", Config{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	raceAppend(t, p, 50) // 0-49, one segment
+	require.NoError(t, p.DeleteRecordsBefore(30))
+	calls := 0
+	hook := func() {
+		calls++
+		for offset := int64(10); offset < 30; offset++ {
+			r, err := p.ReadFrom(offset, 1<<20)
+			if err != nil {
+				require.ErrorIs(t, err, ErrOffsetOutOfRange, "offset %d", offset)
+				continue
+			}
+			require.Zero(t, len(r.Bytes()), "records read at %d, below the old log start 30", offset)
+			require.Equal(t, int64(10), offset, "an empty result past the new log's end")
+			r.Close()
+		}
+	}
+	testHookRestartVisible.Store(&hook)
+	t.Cleanup(func() { testHookRestartVisible.Store(nil) })
+	require.NoError(t, p.TruncateTo(10))
+	require.Positive(t, calls)
+	require.Equal(t, int64(10), p.LogStartOffset())
+	require.Equal(t, int64(10), p.LogEndOffset())
+}

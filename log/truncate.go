@@ -506,15 +506,23 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	}
 	oldStart := p.logStart.Load()
 	end := position{Offset: at, SegBase: at, Pos: 0}
-	if at < oldStart {
-		p.logStart.Store(at) // lowered before the bounds: start <= high watermark
-	}
+	// Publish the new bounds, count the truncation, and only then move the
+	// start. A lock-free read loads the count, the bounds, then the start
+	// (read.go): one that finds the start moved loaded it after the count
+	// changed, so its truncation check sends it back. A start lowered
+	// first could pair with the old bounds before the count changed, and
+	// the read returned the old log's records below its start, which
+	// DeleteRecordsBefore had removed (TestReadRacesRestartBelowLogStart).
 	p.mu.end, p.mu.hw = end, end
 	p.publishLocked()
-	if at > oldStart {
-		p.logStart.Store(at)
+	if hook := testHookRestartVisible.Load(); hook != nil {
+		(*hook)()
 	}
 	p.truncations.Add(1)
+	if hook := testHookRestartVisible.Load(); hook != nil {
+		(*hook)()
+	}
+	p.logStart.Store(at)
 	fail := func(err error) error {
 		p.setFailedLocked(failedf(fmt.Errorf("partlog/log: truncate %s fully to %d: %w", p.dir, at, err)))
 		return p.mu.failed
@@ -579,3 +587,8 @@ func (p *Partition) setEndLocked(end position) {
 	}
 	p.publishLocked()
 }
+
+// testHookRestartVisible, when set (by tests), runs in truncateFullyLocked
+// between the stores that make the restarted log visible to lock-free
+// readers (bounds, truncation count, log start).
+var testHookRestartVisible atomic.Pointer[func()]
