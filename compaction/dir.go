@@ -15,9 +15,12 @@ import (
 // (Kafka's per-topic cleanup.policy, retention.ms, ...), with one bounded
 // pool of workers for the whole directory: one cleaner for all partitions,
 // as Kafka's log manager runs one retention check and one set of cleaner
-// threads per broker. It keeps one Runner per topic (created on first
-// use), so a partition a policy failed on stays skipped across runs (see
-// Runner) while the Dir holds it: each Run first drops the marks of
+// threads per broker. Each Run asks TopicConfig for every topic again, so
+// a changed configuration (Kafka's incremental alter configs, a topic
+// created again with other settings) applies from the next Run. It keeps
+// one Runner per topic (created on first use) for the failure marks, so a
+// partition a policy failed on stays skipped across runs (see Runner)
+// while the Dir holds it: each Run first drops the marks of
 // partitions the Dir no longer holds, or holds as another *log.Partition
 // (created again after DeletePartition, opened again by OpenPartition), as
 // Kafka's LogCleanerManager.maintainUncleanablePartitions drops those of
@@ -36,7 +39,9 @@ type DirRunnerOptions struct {
 	// not override.
 	Config Config
 	// TopicConfig, when set, returns a topic's cleanup configuration, or
-	// nil for Config.
+	// nil for Config. Run calls it for each topic on every run (from the
+	// goroutine calling Run), so it should return a topic's current
+	// settings.
 	TopicConfig func(topic string) *Config
 	// Workers bounds the partitions cleaned at once across the whole
 	// directory (default 1, Kafka's log.cleaner.threads). Each worker has
@@ -60,25 +65,30 @@ func NewDirRunner(d *plog.Dir, opts DirRunnerOptions) (*DirRunner, error) {
 	return &DirRunner{dir: d, opts: opts, runners: make(map[string]*Runner)}, nil
 }
 
-// runner returns topic's Runner, creating it.
-func (r *DirRunner) runner(topic string) (*Runner, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if run := r.runners[topic]; run != nil {
-		return run, nil
-	}
+// runner returns topic's Runner, creating it, and the topic's current
+// configuration, its defaults set and checked.
+func (r *DirRunner) runner(topic string) (*Runner, Config, error) {
 	cfg := r.opts.Config
 	if r.opts.TopicConfig != nil {
 		if c := r.opts.TopicConfig(topic); c != nil {
 			cfg = *c
 		}
 	}
+	cfg.ensureDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, Config{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if run := r.runners[topic]; run != nil {
+		return run, cfg, nil
+	}
 	run, err := NewRunner(cfg, RunnerOptions{Workers: r.opts.Workers, Progress: r.opts.Progress})
 	if err != nil {
-		return nil, err
+		return nil, Config{}, err
 	}
 	r.runners[topic] = run
-	return run, nil
+	return run, cfg, nil
 }
 
 // Run applies every partition's policies once, topic after topic, at most
@@ -102,14 +112,14 @@ func (r *DirRunner) Run(ctx context.Context) (Result, map[string]error, error) {
 		if err := ctx.Err(); err != nil {
 			return total, errs, err
 		}
-		run, err := r.runner(topic)
+		run, cfg, err := r.runner(topic)
 		if err != nil {
 			for _, l := range byTopic[topic] {
 				errs[l.Dir()] = err
 			}
 			continue
 		}
-		res, terrs, err := run.Run(ctx, byTopic[topic])
+		res, terrs, err := run.run(ctx, cfg, byTopic[topic])
 		total.add(res)
 		for dir, e := range terrs {
 			errs[dir] = e

@@ -178,7 +178,7 @@ func TestDirRunnerDropsMarksOfGonePartitions(t *testing.T) {
 	_, errs, err := r.Run(context.Background())
 	require.NoError(t, err)
 	require.Len(t, errs, parts)
-	run, err := r.runner("t")
+	run, _, err := r.runner("t")
 	require.NoError(t, err)
 	for _, dir := range dirs {
 		require.ErrorIs(t, errs[dir], batch.ErrCorrupt, "%s: %v", dir, errs[dir])
@@ -245,7 +245,7 @@ func TestDirRunnerPartitionDeletedDuringRun(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, deleted)
 	require.ErrorIs(t, errs[p.Dir()], plog.ErrClosed, "%v", errs)
-	run, err := r.runner("t")
+	run, _, err := r.runner("t")
 	require.NoError(t, err)
 	require.NoError(t, run.Failed(p.Dir()), "the deleted partition was marked failed")
 	ran = nil
@@ -261,4 +261,54 @@ func TestDirRunnerPartitionDeletedDuringRun(t *testing.T) {
 		require.NoError(t, pr.Err, "%s", pr.Policy)
 	}
 	require.Positive(t, p2.LogStartOffset(), "retention did not run on the partition created again")
+}
+
+// TestDirRunnerFollowsTopicConfigChanges: TopicConfig is asked on every
+// Run, so a topic's changed settings (a retention lowered, a topic created
+// again with another policy) apply from the next Run. The first
+// configuration a topic had used to stay for the DirRunner's life: the
+// lowered retention.bytes never deleted anything, and the topic created
+// again as compacted kept the old topic's retention, which deleted its
+// segments.
+func TestDirRunnerFollowsTopicConfigChanges(t *testing.T) {
+	fs := vfs.NewMem()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
+	require.NoError(t, err)
+	defer d.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendPartition(t, p, 30, 4, now.UnixMilli())
+	require.Greater(t, len(p.SegmentInfos()), 2)
+
+	cfg := Config{CleanupPolicy: PolicyDelete, Retention: -1, RetentionBytes: -1, Now: func() time.Time { return now }}
+	r, err := NewDirRunner(d, DirRunnerOptions{TopicConfig: func(string) *Config { c := cfg; return &c }})
+	require.NoError(t, err)
+	_, errs, err := r.Run(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	require.Zero(t, p.LogStartOffset(), "no limit: nothing deleted")
+
+	cfg.RetentionBytes = 1 // lowered: the sealed segments go
+	_, errs, err = r.Run(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	start := p.LogStartOffset()
+	require.Positive(t, start, "the lowered retention.bytes applied")
+
+	// The topic is deleted and created again, compacted and with no size
+	// limit: the old topic's retention must not delete its segments.
+	require.NoError(t, d.DeletePartition("t", 0))
+	p, err = d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendPartition(t, p, 30, 4, now.UnixMilli())
+	before := readPartition(t, p)
+	cfg = compactCfg(&now)
+	_, errs, err = r.Run(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, errs)
+	require.Zero(t, p.LogStartOffset(), "the old topic's retention.bytes deleted segments")
+	after := readPartition(t, p)
+	require.True(t, maps.Equal(fold(before), fold(after)))
+	require.Less(t, len(after), len(before), "compacted with the new policy")
 }
