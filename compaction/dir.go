@@ -119,7 +119,7 @@ func (r *DirRunner) Run(ctx context.Context) (Result, map[string]error, error) {
 			}
 			continue
 		}
-		res, terrs, err := run.run(ctx, cfg, byTopic[topic])
+		res, terrs, err := run.runWith(ctx, cfg, byTopic[topic])
 		total.add(res)
 		for dir, e := range terrs {
 			errs[dir] = e

@@ -150,13 +150,13 @@ func (r *Runner) Reset(dir string) {
 // touched). It stops handing out partitions when ctx is done and returns
 // ctx's error then; a policy in progress sees ctx too.
 func (r *Runner) Run(ctx context.Context, logs []Partition) (Result, map[string]error, error) {
-	return r.run(ctx, r.cfg, logs)
+	return r.runWith(ctx, r.cfg, logs)
 }
 
-// run is Run with the policies of cfg, a configuration with its defaults
+// runWith is Run with the policies of cfg, a configuration with its defaults
 // set and checked: a DirRunner passes its topic's current one, the marks
 // staying the Runner's.
-func (r *Runner) run(ctx context.Context, cfg Config, logs []Partition) (Result, map[string]error, error) {
+func (r *Runner) runWith(ctx context.Context, cfg Config, logs []Partition) (Result, map[string]error, error) {
 	total := Result{CleanedTo: -1}
 	errs := make(map[string]error)
 	var mu sync.Mutex
