@@ -50,6 +50,16 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 				ErrInvalidBatch, offset, p.dir, se.ProducerID, se.LastOffset, se.CurrentTxnFirstOffset)
 		}
 	}
+	if p.dur.group.syncedSeq() != p.mu.writeSeq {
+		// The snapshot at the log end must not be on disk before the
+		// batches below it: a crash would leave it past the end Open
+		// finds, taken for synced batches lost (lostend.go), and the
+		// restored state would go with it.
+		if err := p.flushLocked(); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: restore producer state into %s: %w", p.dir, err))
+			return p.mu.failed
+		}
+	}
 	// The roll snapshots not yet written hold the state this replaces:
 	// none of them may land after (or over) the restored one.
 	p.snaps.discardPendingLocked()

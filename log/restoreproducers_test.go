@@ -204,3 +204,37 @@ func TestProducerSnapshotAtRoll(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.Duplicate, "a retry of the batch below the point")
 }
+
+// RestoreProducers returns once the restored state is durable: when the
+// log holds batches below the point that no flush has synced yet (a
+// follower's copied batches), a crash right after it must still leave the
+// restored producer, and the snapshot must not lie past the end the crash
+// leaves (a snapshot past the end means synced batches are missing, which
+// StrictRecovery refuses).
+func TestRestoreProducersSyncsTheBatchesBelow(t *testing.T) {
+	for name, policy := range map[string]plog.RecoveryPolicy{"default": plog.DefaultRecovery{}, "strict": plog.StrictRecovery{}} {
+		t.Run(name, func(t *testing.T) {
+			const dir = "/kafka/restore-unsynced-0"
+			mem := vfs.NewMem()
+			p, err := plog.Open(dir, plog.Config{FS: mem})
+			require.NoError(t, err)
+			_, err = p.AppendBatch(pb{pid: 9, epoch: 0, seq: 0, n: 2}.bytes(t)) // offsets 0-1, not synced
+			require.NoError(t, err)
+			entries := []producer.Entry{
+				{ProducerID: 7, ProducerEpoch: 1, LastSequence: 5, LastOffset: 8, OffsetDelta: 2, Timestamp: time.Now().UnixMilli(), CoordinatorEpoch: -1, CurrentTxnFirstOffset: -1},
+			}
+			require.NoError(t, p.RestoreProducers(10, snap(entries)))
+			clone := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+			require.NoError(t, p.Close())
+
+			p, err = plog.Open(dir, plog.Config{FS: clone, Recovery: policy})
+			require.NoError(t, err)
+			defer p.Close()
+			assert.Equal(t, int64(2), p.LogEndOffset(), "the batches below the restored snapshot")
+			st, ok, err := p.ProducerState(7)
+			require.NoError(t, err)
+			require.True(t, ok, "the restored producer survives the crash")
+			assert.Equal(t, int64(8), st.Batches[len(st.Batches)-1].LastOffset)
+		})
+	}
+}
