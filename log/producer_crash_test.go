@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/internal/producer"
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 )
@@ -129,4 +131,50 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		}
 	}
 	return crashes
+}
+
+// TestRollSnapshotsOutliveLogStartMoves: moving the log start
+// (DeleteRecordsBefore, retention) removes the producer snapshots below
+// it, and the roll snapshots taken and not yet written at or above it are
+// still written by the next flush: the producer state they hold is still
+// the partition's. A crash after that flush then loads the producer whose
+// last batch lies in a deleted segment, as Kafka does (its snapshot at the
+// later roll is on disk), and a retry of that batch is a duplicate, not
+// written again. A roll snapshot below the new start is never written, and
+// after a restart below the old start (TruncateFullyAndStartAt) a roll's
+// snapshot is written again.
+func TestRollSnapshotsOutliveLogStartMoves(t *testing.T) {
+	const dir = "/kafka/rollsnap-0"
+	mem := vfs.NewMem()
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem}))
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 5}.bytes(t)) // offsets 0-4
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())                              // snapshot at 5, pending
+	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 5}.bytes(t)) // offsets 5-9
+	require.NoError(t, err)
+	require.NoError(t, p.Roll()) // snapshot at 10, pending
+	require.NoError(t, p.DeleteRecordsBefore(7))
+	require.NoError(t, p.Sync())
+	snaps, err := producer.ListSnapshots(mem, dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{10}, snaps, "the roll snapshot below the log start is not written, the one above is")
+
+	crashed, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
+	require.NoError(t, err)
+	info, err := crashed.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after a crash")
+	assert.Equal(t, int64(0), info.Base)
+	require.NoError(t, crashed.Close())
+
+	require.NoError(t, p.TruncateFullyAndStartAt(2))          // below the old log start
+	_, err = p.AppendBatch(pb{pid: 8, seq: 0, n: 2}.bytes(t)) // offsets 2-3
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.Sync())
+	snaps, err = producer.ListSnapshots(mem, dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{4}, snaps, "a roll snapshot after a restart below the old log start")
 }

@@ -32,7 +32,8 @@ import (
 // rollSnapshot is a producer state snapshot a roll took, waiting to be
 // written once the segments below offset are durable. It is written only
 // while the truncation count and the snapshot removal count are still
-// those of the roll.
+// those of the roll, and while offset is not below the log start a
+// removal of the snapshots below it was made for (floor).
 type rollSnapshot struct {
 	offset      int64
 	data        []byte
@@ -66,6 +67,11 @@ type producerSnapshots struct {
 	// (discardPendingLocked); written under *ckptMu. A roll snapshot
 	// taken before either is never written.
 	removals atomic.Uint64
+	// floor is the highest log start dropBelowLocked removed the
+	// snapshots below; written under *ckptMu. A roll snapshot below it is
+	// never written (its file would outlive the removal), one at or
+	// above it still is: the log start moving changes no producer state.
+	floor atomic.Int64
 
 	// pending are the snapshots rolls took, not yet written. Guarded by
 	// the core's mu.
@@ -133,6 +139,14 @@ func (s *producerSnapshots) remove(drop func(int64) bool) (kept []int64, removed
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.removals.Add(1)
+	// Every roll snapshot taken so far is void now; one taken later lies
+	// at or above the log start then (a restart may have lowered it).
+	s.floor.Store(0)
+	return s.removeFiles(drop)
+}
+
+// removeFiles is remove's work without the count. REQUIRES: ckptMu held.
+func (s *producerSnapshots) removeFiles(drop func(int64) bool) (kept []int64, removed bool, err error) {
 	offs, err := s.list()
 	if err != nil {
 		return nil, false, err
@@ -156,10 +170,18 @@ func (s *producerSnapshots) remove(drop func(int64) bool) (kept []int64, removed
 }
 
 // dropBelowLocked removes the snapshots below the log start offset start
-// (retention and DeleteRecordsBefore dropped their segments). Failures are
-// logged. REQUIRES: mu held; the caller syncs the directory.
+// (retention and DeleteRecordsBefore dropped their segments). It raises
+// floor instead of counting a removal: the roll snapshots at or above
+// start, taken and not yet written, describe the producers as they still
+// are, and are written as usual. Failures are logged. REQUIRES: mu held;
+// the caller syncs the directory.
 func (s *producerSnapshots) dropBelowLocked(start int64) {
-	if _, _, err := s.remove(func(off int64) bool { return off < start }); err != nil {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if start > s.floor.Load() {
+		s.floor.Store(start)
+	}
+	if _, _, err := s.removeFiles(func(off int64) bool { return off < start }); err != nil {
 		s.logger.Warn("partlog/log: removing producer snapshots failed", "dir", s.dir, "below", start, "err", err)
 	}
 }
@@ -239,7 +261,7 @@ func (s *producerSnapshots) writePendingLocked() bool {
 func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
 	wrote := false
 	for _, r := range snaps {
-		if r.truncations != s.truncations.Load() || r.removals != s.removals.Load() {
+		if r.truncations != s.truncations.Load() || r.removals != s.removals.Load() || r.offset < s.floor.Load() {
 			continue
 		}
 		if err := s.write(r.offset, r.data, true); err != nil {
@@ -259,7 +281,7 @@ func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
 // it, and no writer rewrites the file).
 func (s *producerSnapshots) atLocked(offset int64) ([]byte, error) {
 	for _, r := range s.pending {
-		if r.offset == offset && r.truncations == s.truncations.Load() && r.removals == s.removals.Load() {
+		if r.offset == offset && r.truncations == s.truncations.Load() && r.removals == s.removals.Load() && r.offset >= s.floor.Load() {
 			return bytes.Clone(r.data), nil
 		}
 	}
