@@ -178,3 +178,43 @@ func TestRollSnapshotsOutliveLogStartMoves(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int64{4}, snaps, "a roll snapshot after a restart below the old log start")
 }
+
+// TestRollSnapshotsOutliveTruncation: a TruncateTo keeps the roll
+// snapshots taken and not yet written at or below its new end (they
+// describe batches the log still holds) and drops those past it; the next
+// flush writes the kept ones. Once the log start then moves past a
+// deleted segment, a crash loads the producer whose last batch lay there,
+// as Kafka does (it removes only the snapshots past the cut), and a retry
+// of that batch is a duplicate, not written again.
+func TestRollSnapshotsOutliveTruncation(t *testing.T) {
+	const dir = "/kafka/rollsnap-trunc-0"
+	mem := vfs.NewMem()
+	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem}))
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	for _, b := range []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}, {pid: 9, seq: 5, n: 2}, {pid: 9, seq: 7, n: 2}, {pid: 9, seq: 9, n: 2}} {
+		_, err = p.AppendBatch(b.bytes(t)) // offsets 0-4, 5-9, 10-11, 12-13, 14-15
+		require.NoError(t, err)
+		if end := p.LogEndOffset(); end == 5 || end == 10 || end == 14 {
+			require.NoError(t, p.Roll()) // snapshots at 5, 10 and 14, pending
+		}
+	}
+	require.NoError(t, p.TruncateTo(12))
+	require.NoError(t, p.Sync())
+	snaps, err := producer.ListSnapshots(mem, dir)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{5, 10}, snaps, "the roll snapshots at or below the new end are written, the one past it is not")
+
+	require.NoError(t, p.DeleteRecordsBefore(7)) // segment 0 goes
+	crashed, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
+	require.NoError(t, err)
+	defer func() { _ = crashed.Close() }()
+	info, err := crashed.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after a crash")
+	assert.Equal(t, int64(0), info.Base)
+	info, err = crashed.AppendBatchInfo(pb{pid: 9, seq: 7, n: 2}.bytes(t))
+	require.NoError(t, err)
+	assert.False(t, info.Duplicate, "producer 9's batch the truncation cut is new again")
+	assert.Equal(t, int64(12), info.Base)
+}

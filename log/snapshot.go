@@ -213,6 +213,36 @@ func (s *producerSnapshots) takeOnRollLocked(state *producer.State, newBase int6
 		truncations: s.truncations.Load(), removals: s.removals.Load()})
 }
 
+// validPendingLocked returns the roll snapshots not yet written that may
+// still be written now (taken since the last truncation and the last
+// counted removal, at or above floor), for a truncation to carry across
+// its counts (carryPendingLocked). REQUIRES: mu held.
+func (s *producerSnapshots) validPendingLocked() []rollSnapshot {
+	var out []rollSnapshot
+	for _, r := range s.pending {
+		if r.truncations == s.truncations.Load() && r.removals == s.removals.Load() && r.offset >= s.floor.Load() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// carryPendingLocked makes carried (validPendingLocked's answer before a
+// truncation) the roll snapshots not yet written, once the truncation
+// left the log ending at end: those at or below end describe batches the
+// log still holds, and count as taken now; those past it go. A roll
+// snapshot the background flush took before the truncation stays void.
+// REQUIRES: mu held; no roll since validPendingLocked.
+func (s *producerSnapshots) carryPendingLocked(carried []rollSnapshot, end int64) {
+	s.pending = s.pending[:0]
+	for _, r := range carried {
+		if r.offset <= end {
+			r.truncations, r.removals = s.truncations.Load(), s.removals.Load()
+			s.pending = append(s.pending, r)
+		}
+	}
+}
+
 // takePendingLocked takes the roll snapshots not yet written, keeping
 // those of rolls since the last truncation (truncations is the count now).
 // REQUIRES: flushMu and mu held.

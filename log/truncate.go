@@ -159,6 +159,11 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		return fmt.Errorf("partlog/log: truncate %s to %d: cleaner checkpoint: %w", p.dir, offset, err)
 	}
 
+	// The roll snapshots not yet written at or below the new end still
+	// hold the producer state there: the truncation's counts void every
+	// one taken, so they are taken out now and put back once it is done.
+	carried := p.snaps.validPendingLocked()
+
 	// 1b. Remove the producer snapshots past the new end, durably, before
 	// any file is cut (always safe: the next load replays from an older
 	// one). The cut removes .txnindex entries and whole segments in steps
@@ -257,7 +262,11 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
-	return p.makeTruncationDurableLocked()
+	if err := p.makeTruncationDurableLocked(); err != nil {
+		return err
+	}
+	p.snaps.carryPendingLocked(carried, p.mu.end.Offset) // snapshot.go
+	return nil
 }
 
 // defaultTruncateWait is the default of Config.TruncateWait: how long a
