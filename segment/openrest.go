@@ -31,10 +31,11 @@ var errNotAtRest = errors.New("partlog/segment: not opened at rest")
 // It reads what the full open reads, in the same order of trust, without
 // mapping anything: the .log's length; both indexes, whole
 // (index.ReadOffsetIndex, index.ReadTimeIndex: the checks load makes of
-// the mapped files' entries); the batch headers from the last offset
-// index entry to the end of the .log (which must frame exactly, the first
-// of them ending at or below the entry's offset, as checkOffsetIndex
-// wants); the first batch's header (FirstBatchMaxTimestamp); and the
+// the mapped files' entries); the batch headers from the offset index
+// entry before the last to the end of the .log (which must frame exactly,
+// one of them starting at the last entry's position and ending at or
+// below its offset, as load and checkOffsetIndex want); the first batch's
+// header (FirstBatchMaxTimestamp); and the
 // header of the batch holding the time index's last entry, which must
 // have that entry's timestamp as its maxTimestamp (checkTimeIndex). As
 // after any clean open that entry is the largest timestamp.
@@ -150,16 +151,26 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 	if n := len(times); n > 0 {
 		te = times[n-1]
 	}
+	// The scan starts one entry before the last (at 0 with fewer than
+	// two), as load's does, so that it proves the last entry's position
+	// a batch boundary: a damaged position can point inside a batch at
+	// bytes that frame as batches to the end of the .log (a batch stored
+	// in a record's value), and the scan from there would take the last
+	// of those for the log's last batch.
+	from := int64(0)
+	if n := len(offs); n > 1 {
+		from = offs[n-2].Position
+	}
 	var (
-		started, firstSeen, missed bool
-		headLast                   int64 // the last offset of the batch at lastOff
-		teFound                    bool  // the batch holding te.Offset: teMaxTs, teBase
-		teMaxTs, teBase            int64
-		lastMaxTs                  int64 // the last batch's maxTimestamp
+		boundary, firstSeen, missed bool
+		headLast                    int64 // the last offset of the batch at lastOff
+		teFound                     bool  // the batch holding te.Offset: teMaxTs, teBase
+		teMaxTs, teBase             int64
+		lastMaxTs                   int64 // the last batch's maxTimestamp
 	)
-	_, err := s.scan(t.lastOff.Position, size, func(h BatchInfo) {
-		if !started {
-			started, headLast = true, h.LastOffset
+	_, err := s.scan(from, size, func(h BatchInfo) {
+		if h.Pos == t.lastOff.Position {
+			boundary, headLast = true, h.LastOffset
 		}
 		if h.Pos == 0 {
 			firstSeen, t.firstMaxTs = true, h.MaxTimestamp
@@ -175,6 +186,8 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 	switch {
 	case err != nil: // bytes past the last batch among them: the walk ends at size or errs
 		return t, err
+	case size > 0 && !boundary:
+		return t, fmt.Errorf("no batch starts at the last offset index entry (%d, %d)", t.lastOff.Offset, t.lastOff.Position)
 	case len(offs) > 0 && headLast > t.lastOff.Offset:
 		return t, fmt.Errorf("the batch at the last offset index entry (%d, %d) ends at offset %d", t.lastOff.Offset, t.lastOff.Position, headLast)
 	case missed:
@@ -187,7 +200,7 @@ func (s *Segment) restTail(offs []index.OffsetEntry, times []index.TimeEntry, si
 		}
 		t.firstMaxTs = h.MaxTimestamp
 	}
-	if started && lastMaxTs > te.Timestamp {
+	if size > 0 && lastMaxTs > te.Timestamp {
 		// A time index cut short or emptied (checkLastBatchTime).
 		return t, fmt.Errorf("the last batch has max timestamp %d, above the time index's last entry %d", lastMaxTs, te.Timestamp)
 	}

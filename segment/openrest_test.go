@@ -1,12 +1,16 @@
 package segment
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/vfs"
 )
 
@@ -213,5 +217,72 @@ func TestOpenCleanAtRestDeleted(t *testing.T) {
 		names, err := fsys.List(dir)
 		require.NoError(t, err)
 		assert.Empty(t, names, fmt.Sprintf("files left: %v", names))
+	})
+}
+
+// TestOpenCleanAtRestLastEntryIntoAValue: under a Budget, OpenClean proves
+// the offset index's last entry a batch boundary, as the full open does
+// (DESIGN law 5). The last entry's position is moved into the last batch's
+// value, where bytes frame as a batch of the offset before it that runs to
+// the end of the .log; the last batch's timestamp is below the largest, so
+// the time index's last entry names that offset too. The scan from the
+// entry alone frames to the end and takes the fake batch for the last one:
+// the segment lost its last offset (NextOffset one short, the offset not
+// found) where the full open rebuilds the index.
+func TestOpenCleanAtRestLastEntryIntoAValue(t *testing.T) {
+	const n = 20
+	forBudgetFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
+		cfg := Config{IndexIntervalBytes: -1, MaxSegmentBytes: 1 << 20, MaxIndexBytes: 1 << 20}
+		s, err := Create(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		// The fake batch: offset n-2's header, its length reaching the
+		// end of the value and the record's header count after it.
+		value := append(bytes.Clone(simpleBatch(t, n-2, 1, 1000+n-2, 40)[:batch.HeaderSize]), bytes.Repeat([]byte{'v'}, 200)...)
+		binary.BigEndian.PutUint32(value[8:], uint32(len(value)+1-12))
+		for off := range int64(n) {
+			rec := batch.Record{Timestamp: 1000 + off, Value: bytes.Repeat([]byte{'v'}, 260)}
+			if off == n-1 {
+				rec = batch.Record{Timestamp: 500, Value: value}
+			}
+			bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: off})
+			require.NoError(t, bld.Add(rec))
+			b, err := bld.Build()
+			require.NoError(t, err)
+			mustAppend(t, s, b)
+		}
+		m := checkSegment(t, s)
+		mustClose(t, s)
+
+		logBytes := readAll(t, fsys, segPath(dir, 0, LogSuffix))
+		inside := bytes.Index(logBytes[m.pos[n-1]:], value)
+		require.Positive(t, inside)
+		require.Equal(t, len(logBytes), int(m.pos[n-1])+inside+len(value)+1, "the fake batch ends with the .log")
+		idxPath := segPath(dir, 0, IndexSuffix)
+		idx := readAll(t, fsys, idxPath)
+		at := len(idx) - index.OffsetEntrySize
+		require.Equal(t, uint32(n-1), binary.BigEndian.Uint32(idx[at:]))
+		require.Equal(t, uint32(m.pos[n-1]), binary.BigEndian.Uint32(idx[at+4:]))
+		binary.BigEndian.PutUint32(idx[at+4:], uint32(m.pos[n-1]+int64(inside)))
+		writeFile(t, fsys, idxPath, idx)
+
+		bcfg := cfg
+		bcfg.Budget = NewBudget(16)
+		s, err = OpenClean(fsys, dir, 0, bcfg)
+		require.NoError(t, err)
+		got := stateOf(s)
+		pos, _, found, err := s.Translate(n-1, 0)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, m.pos[n-1], pos)
+		mustClose(t, s)
+
+		// The full open's answers (it rebuilds the index).
+		ref, err := OpenClean(fsys, dir, 0, cfg)
+		require.NoError(t, err)
+		want := stateOf(ref)
+		require.NoError(t, ref.Close())
+		require.Equal(t, int64(n), want.Next)
+		want.Mapped = got.Mapped // the full open maps the .log at once
+		require.Equal(t, want, got)
 	})
 }
