@@ -131,8 +131,8 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 	if baseOffset < 0 || baseOffset > MaxBaseOffset {
 		return fmt.Errorf("%w: %s: base offset %d outside [0, %d]", ErrOffsetOverflow, path, baseOffset, int64(MaxBaseOffset))
 	}
-	if maxIndexSize < entrySize || maxIndexSize > maxFileBytes {
-		return fmt.Errorf("%w: %s: max index size %d outside [%d, %d]", ErrInvalidSize, path, maxIndexSize, entrySize, maxFileBytes)
+	if maxIndexSize < entrySize || maxIndexSize > MaxFileBytes {
+		return fmt.Errorf("%w: %s: max index size %d outside [%d, %d]", ErrInvalidSize, path, maxIndexSize, entrySize, MaxFileBytes)
 	}
 	x.fs, x.base, x.entrySize = fsys, baseOffset, entrySize
 	x.maxBytes = roundDown(maxIndexSize, entrySize)
@@ -178,9 +178,9 @@ func (x *indexFile) open(fsys vfs.FS, path string, baseOffset int64, maxIndexSiz
 			return err
 		}
 		length = st.Size()
-		if length > maxFileBytes {
-			return base.CorruptionErrorf(path, maxFileBytes, "length",
-				"index file of %d bytes, more than %d", length, maxFileBytes)
+		if length > MaxFileBytes {
+			return base.CorruptionErrorf(path, MaxFileBytes, "length",
+				"index file of %d bytes, more than %d", length, MaxFileBytes)
 		}
 	}
 	// Kafka: an existing file's entry count is its length in whole
@@ -492,7 +492,7 @@ func (x *indexFile) resize(maxIndexSize int) error {
 		return x.closedError()
 	}
 	n := x.entries.Load()
-	if maxIndexSize < 0 || maxIndexSize > maxFileBytes || int64(maxIndexSize) < n*int64(x.entrySize) {
+	if maxIndexSize < 0 || maxIndexSize > MaxFileBytes || int64(maxIndexSize) < n*int64(x.entrySize) {
 		return fmt.Errorf("%w: %s: resize to %d bytes, %d entries of %d bytes", ErrInvalidSize, x.Path(), maxIndexSize, n, x.entrySize)
 	}
 	size := int64(roundDown(maxIndexSize, x.entrySize))

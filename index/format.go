@@ -49,9 +49,10 @@ const (
 	// MaxBaseOffset is the largest base offset an index accepts, so that
 	// base + any relative offset fits in an int64.
 	MaxBaseOffset = math.MaxInt64 - math.MaxInt32
-	// maxFileBytes caps the size of an index file this package maps; a
-	// longer file is reported as corrupt. Kafka's index sizes are ints.
-	maxFileBytes = math.MaxInt32
+	// MaxFileBytes caps the length of an index file: OpenOffsetIndex and
+	// OpenTimeIndex report a longer existing file as corrupt, and refuse
+	// a larger maxIndexSize. Kafka's index sizes are ints.
+	MaxFileBytes = math.MaxInt32
 )
 
 // OffsetEntry is one offset index entry, decoded. Kafka's OffsetPosition.

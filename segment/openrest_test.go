@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -285,4 +286,47 @@ func TestOpenCleanAtRestLastEntryIntoAValue(t *testing.T) {
 		want.Mapped = got.Mapped // the full open maps the .log at once
 		require.Equal(t, want, got)
 	})
+}
+
+// TestOpenIndexOverMaxFileBytes: an index file damaged to a length past
+// what an index may be (over 2 GiB, a sparse file) is rebuilt by Open, as
+// any other index that fails its checks (DESIGN law 5), instead of failing
+// the segment's open.
+func TestOpenIndexOverMaxFileBytes(t *testing.T) {
+	for _, kind := range []string{IndexSuffix, TimeIndexSuffix} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{IndexIntervalBytes: 100, MaxSegmentBytes: 1 << 20, MaxIndexBytes: 1 << 20}
+			s, err := Create(vfs.Default, dir, 0, cfg)
+			require.NoError(t, err)
+			for i := range int64(20) {
+				mustAppend(t, s, simpleBatch(t, i, 1, 1000+i, 200))
+			}
+			want := stateOf(s)
+			mustClose(t, s)
+			path := segPath(dir, 0, kind)
+			bcfg := cfg
+			bcfg.Budget = NewBudget(4)
+			for _, open := range []struct {
+				name string
+				open func() (*Segment, error)
+			}{
+				{"Open", func() (*Segment, error) { return Open(vfs.Default, dir, 0, cfg) }},
+				{"OpenClean", func() (*Segment, error) { return OpenClean(vfs.Default, dir, 0, cfg) }},
+				{"OpenClean under a Budget", func() (*Segment, error) { return OpenClean(vfs.Default, dir, 0, bcfg) }},
+			} {
+				require.NoError(t, os.Truncate(path, 3<<30))
+				s, err = open.open()
+				require.NoError(t, err, open.name)
+				got := stateOf(s)
+				want.Sealed, want.Mapped = got.Sealed, got.Mapped
+				require.Equal(t, want, got, open.name)
+				checkLookups(t, s, checkSegment(t, s))
+				mustClose(t, s)
+				st, err := os.Stat(path)
+				require.NoError(t, err)
+				require.Less(t, st.Size(), int64(1<<20))
+			}
+		})
+	}
 }

@@ -316,12 +316,23 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	// leaves): load checks it like any other.
 	var rebuild [2]bool
 	for i, kind := range []string{IndexSuffix, TimeIndexSuffix} {
-		_, err := fsys.Stat(s.path(kind, suffix))
+		path := s.path(kind, suffix)
+		st, err := fsys.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			rebuild[i] = true
 		case err != nil:
 			return nil, err
+		case st.Size() > index.MaxFileBytes:
+			// Longer than any index (damage): the index package
+			// refuses to open it, so it is emptied and rebuilt, as
+			// an index that fails its checks is (DESIGN law 5).
+			s.log.Warn("partlog/segment: index file longer than an index can be; rebuilding it from the log",
+				"segment", logPath, "index", path, "size", st.Size())
+			if err := emptyFile(fsys, path); err != nil {
+				return nil, err
+			}
+			rebuild[i] = true
 		}
 	}
 	f, err := fsys.OpenReadWrite(logPath)
@@ -379,6 +390,19 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	s.w.syncedAtOpen = clean && !rebuilt
 	s.updateClosable()
 	return s, nil
+}
+
+// emptyFile cuts the file at path to 0 bytes.
+func emptyFile(fsys vfs.FS, path string) error {
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // newSegment checks the arguments and fills in the fields every segment has.
