@@ -64,7 +64,8 @@ func (p *Partition) SegmentInfos() []SegmentInfo {
 //     logtest.Check verifies against its model; compaction and Kafka's
 //     compacted logs leave gaps);
 //   - every offset index entry points at the start of a batch and names an
-//     offset inside that batch; entries increase;
+//     offset inside that batch or, as Kafka before 3.0 indexed an append
+//     of many batches, a later one; entries increase;
 //   - every time index entry names an offset inside the segment whose
 //     batch has the entry's timestamp as maxTimestamp and is the first batch
 //     of the segment to reach it; entries increase;
@@ -347,8 +348,14 @@ func (v *verifier) offsetIndex(seg *segment.Segment, batches []verifiedBatch) er
 			bad = fmt.Sprintf("position %d after %d", pos, prevPos)
 		case !ok:
 			bad = fmt.Sprintf("position %d is not a batch start", pos)
-		case off < batches[j].base || off > batches[j].last:
-			bad = fmt.Sprintf("offset %d outside its batch [%d, %d]", off, batches[j].base, batches[j].last)
+		case off < batches[j].base:
+			bad = fmt.Sprintf("offset %d below its batch [%d, %d]", off, batches[j].base, batches[j].last)
+		case off > batches[j].last:
+			// Kafka before 3.0 indexed an append of many batches (a
+			// follower's) by its last offset, at its first batch.
+			if _, held := findBatchHolding(batches, off); !held {
+				bad = fmt.Sprintf("offset %d after its batch [%d, %d] is in no batch of the segment", off, batches[j].base, batches[j].last)
+			}
 		}
 		if bad != "" {
 			if !seg.Sealed() {

@@ -92,3 +92,60 @@ func TestVerifyReportsDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyKafkaAppendIndexEntries: Kafka before 3.0 wrote one offset
+// index entry per append, naming the last offset of the append's last
+// batch at the position of its first batch (a follower appends what it
+// fetched, many batches, at once). Such an entry is valid, as the segment
+// layer takes it (index.OffsetEntry, OffsetIndex.Check, checkOffsetIndex):
+// Verify accepts it too, where it reported it as an offset outside its
+// batch.
+func TestVerifyKafkaAppendIndexEntries(t *testing.T) {
+	cfg := plog.Config{IndexIntervalBytes: 1}
+	p, dir := openT(t, cfg)
+	const n = 8
+	var positions []uint32
+	pos := uint32(0)
+	for i := range int64(n) {
+		b := makeBatchT(t, i, 1)
+		_, err := p.AppendBatch(b)
+		require.NoError(t, err)
+		positions = append(positions, pos)
+		pos += uint32(len(b))
+	}
+	require.NoError(t, p.Roll())
+	_, err := p.AppendBatch(makeBatchT(t, n, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+
+	// Appends of two batches each: the entry of batches 2k and 2k+1 is
+	// (2k+1, the position of batch 2k), for every append after the first.
+	var idx []byte
+	for k := 1; 2*k+1 < n; k++ {
+		idx = binary.BigEndian.AppendUint32(idx, uint32(2*k+1))
+		idx = binary.BigEndian.AppendUint32(idx, positions[2*k])
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, segment.FileName(0, segment.IndexSuffix)), idx, 0o644))
+
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	require.NoError(t, p.Verify())
+	for off := range int64(n + 1) {
+		r, err := p.ReadFrom(off, 1)
+		require.NoError(t, err)
+		first, _, err := batch.Parse(r.Bytes())
+		require.NoError(t, err)
+		require.Equal(t, off, first.BaseOffset())
+		require.NoError(t, r.Close())
+	}
+	require.NoError(t, p.Close())
+
+	// An entry naming an offset no batch of the segment holds is still
+	// reported.
+	binary.BigEndian.PutUint32(idx[len(idx)-8:], n+100)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, segment.FileName(0, segment.IndexSuffix)), idx, 0o644))
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	require.ErrorIs(t, p.Verify(), base.ErrCorrupt)
+}
