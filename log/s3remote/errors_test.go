@@ -163,3 +163,98 @@ func TestStalledStore(t *testing.T) {
 		assert.NotErrorIs(t, err, plog.ErrRemoteUnavailable)
 	})
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// multipartStore returns a Store whose requests a fake store answers
+// without a network (so no socket buffer takes a part's bytes ahead of
+// it): every upload succeeds, and the body of each part upload is read
+// by readPart. Its parts are 5 MiB and it does not retry.
+func multipartStore(t *testing.T, timeout time.Duration, readPart func(r *http.Request) error) *s3remote.Store {
+	t.Helper()
+	answer := func(r *http.Request, h http.Header, body string) *http.Response {
+		if h == nil {
+			h = http.Header{}
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	}
+	etag := func() http.Header { return http.Header{"Etag": {`"0123456789abcdef0123456789abcdef"`}} }
+	transport := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Body == nil {
+			r.Body = http.NoBody
+		}
+		defer r.Body.Close()
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodPost && q.Has("uploads"):
+			return answer(r, nil, `<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult>`+
+				`<Bucket>bucket</Bucket><Key>k</Key><UploadId>u</UploadId></InitiateMultipartUploadResult>`), nil
+		case r.Method == http.MethodPut && q.Has("partNumber"):
+			if err := readPart(r); err != nil {
+				return nil, err
+			}
+			return answer(r, etag(), ""), nil
+		case r.Method == http.MethodPost && q.Has("uploadId"):
+			_, _ = io.Copy(io.Discard, r.Body)
+			return answer(r, nil, `<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult>`+
+				`<Location>l</Location><Bucket>bucket</Bucket><Key>k</Key><ETag>"0123456789abcdef0123456789abcdef-2"</ETag>`+
+				`</CompleteMultipartUploadResult>`), nil
+		case r.Method == http.MethodDelete:
+			resp := answer(r, nil, "")
+			resp.StatusCode = http.StatusNoContent
+			return resp, nil
+		default: // the index objects
+			_, _ = io.Copy(io.Discard, r.Body)
+			return answer(r, etag(), ""), nil
+		}
+	})
+	st, err := s3remote.New(s3remote.Config{Endpoint: "s3.test:9000", Bucket: "bucket",
+		RequestTimeout: timeout, MaxRetries: -1, PartSize: 5 << 20, Transport: transport})
+	require.NoError(t, err)
+	return st
+}
+
+// TestSlowPartUpload: a part of a multipart upload whose bytes the store
+// takes steadily, over longer than the request timeout, is progress, and
+// the copy succeeds; a part the store stops taking still fails the copy
+// within about the timeout with an error wrapping ErrRemoteUnavailable.
+// (minio-go reads a part from the segment into a buffer and sends it from
+// there: the Store's watchdog used to see no read for the whole send and
+// cancel it, so a segment larger than PartSize never copied over a link
+// slower than PartSize per RequestTimeout.)
+func TestSlowPartUpload(t *testing.T) {
+	body := bytes.Repeat([]byte{7}, 5<<20+100) // two parts
+	md := plog.RemoteSegmentMetadata{ID: plog.NewRemoteSegmentID(tp), EndOffset: 9, Size: int64(len(body))}
+	t.Run("Steady", func(t *testing.T) {
+		// 16 KiB every 4 ms: a 5 MiB part takes over 1.2 s, and no
+		// pause comes near the 1 s timeout.
+		st := multipartStore(t, time.Second, func(r *http.Request) error {
+			buf := make([]byte, 16<<10)
+			for {
+				_, err := r.Body.Read(buf)
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				time.Sleep(4 * time.Millisecond)
+			}
+		})
+		require.NoError(t, st.CopySegment(context.Background(), md, segmentData(body)))
+	})
+	t.Run("Stops", func(t *testing.T) {
+		st := multipartStore(t, 300*time.Millisecond, func(r *http.Request) error {
+			_, _ = io.ReadFull(r.Body, make([]byte, 1<<20))
+			<-r.Context().Done()
+			return r.Context().Err()
+		})
+		err := st.CopySegment(context.Background(), md, segmentData(body))
+		require.ErrorIs(t, err, plog.ErrRemoteUnavailable)
+		assert.NotErrorIs(t, err, context.Canceled)
+	})
+}

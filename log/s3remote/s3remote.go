@@ -301,8 +301,9 @@ func (r *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// put uploads size bytes of r to key. The request is canceled when r is
-// not read (the store does not take the bytes) for the request timeout.
+// put uploads size bytes of r to key. The request is canceled when
+// neither r is read nor a part's bytes are sent (the store does not take
+// the bytes) for the request timeout.
 func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64) error {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -311,6 +312,11 @@ func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64
 	_, err := s.client.PutObject(reqCtx, s.bucket, key, &progressReader{r: r, w: w}, size, minio.PutObjectOptions{
 		PartSize:    s.partSize,
 		ContentType: "application/octet-stream",
+		// A part is read from r into a buffer whole, then sent from the
+		// buffer: minio-go reports the buffer's bytes here as the HTTP
+		// client reads them, so a part sent for longer than the timeout
+		// is not canceled while its bytes go out.
+		Progress: sendProgress{w},
 	})
 	if err != nil {
 		return s.mapErr(ctx, op, withStall(reqCtx, err))
@@ -330,6 +336,15 @@ func (r *progressReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.w.reset()
 	return n, err
+}
+
+// sendProgress resets its watchdog each time minio-go reports bytes of
+// the request body read by the HTTP client (PutObjectOptions.Progress).
+type sendProgress struct{ w *watchdog }
+
+func (p sendProgress) Read(b []byte) (int, error) {
+	p.w.reset()
+	return len(b), nil
 }
 
 // FetchSegment returns the bytes [start, end) of the segment copied under
