@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,4 +259,40 @@ func TestSlowPartUpload(t *testing.T) {
 		require.ErrorIs(t, err, plog.ErrRemoteUnavailable)
 		assert.NotErrorIs(t, err, context.Canceled)
 	})
+}
+
+// TestIndexUploadRetried: an index file's upload that meets a server error
+// is sent again (Config.MaxRetries), so one 500 answer does not fail the
+// copy. (The index files went to minio-go as a reader it cannot rewind,
+// which it sends once.)
+func TestIndexUploadRetried(t *testing.T) {
+	var mu sync.Mutex
+	puts := map[string]int{}
+	transport := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Body != nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_ = r.Body.Close()
+		}
+		mu.Lock()
+		puts[path.Base(r.URL.Path)]++
+		first := puts[path.Base(r.URL.Path)] == 1
+		mu.Unlock()
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Etag": {`"0123456789abcdef0123456789abcdef"`}},
+			Body: http.NoBody, Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		if first && path.Base(r.URL.Path) != "log" {
+			const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>test</Message></Error>`
+			resp.StatusCode = http.StatusInternalServerError
+			resp.Header = http.Header{"Content-Type": {"application/xml"}}
+			resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		}
+		return resp, nil
+	})
+	st, err := s3remote.New(s3remote.Config{Endpoint: "s3.test:9000", Bucket: "bucket", Transport: transport})
+	require.NoError(t, err)
+	body := bytes.Repeat([]byte{7}, 1000)
+	md := plog.RemoteSegmentMetadata{ID: plog.NewRemoteSegmentID(tp), EndOffset: 9, Size: int64(len(body))}
+	require.NoError(t, st.CopySegment(context.Background(), md, segmentData(body)))
+	for _, name := range []string{"index", "timeindex", "txnindex", "snapshot", "epochs"} {
+		assert.Equal(t, 2, puts[name], name)
+	}
 }

@@ -20,6 +20,7 @@
 package s3remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -232,7 +233,7 @@ func (s *Store) CopySegment(ctx context.Context, md plog.RemoteSegmentMetadata, 
 	for i, k := range plog.RemoteIndexKinds {
 		wg.Go(func() {
 			b := data.Index(k)
-			errs[i] = s.put(ctx, op+" ("+objectName(k)+")", prefix+objectName(k), &byteReader{b: b}, int64(len(b)))
+			errs[i] = s.put(ctx, op+" ("+objectName(k)+")", prefix+objectName(k), bytes.NewReader(b), int64(len(b)))
 		})
 	}
 	wg.Wait()
@@ -258,19 +259,6 @@ func (s *Store) CopySegment(ctx context.Context, md plog.RemoteSegmentMetadata, 
 }
 
 var errShortSegment = errors.New("the segment reader ended before RemoteSegmentMetadata.Size bytes")
-
-// byteReader is a bytes.Reader without ReaderAt and Seeker, which minio-go
-// would otherwise read twice; the Store's stall watchdog wraps it.
-type byteReader struct{ b []byte }
-
-func (r *byteReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
 
 // exactReader hands out the first left bytes of r and fails if r ends
 // before them, so that a short segment is never stored as a complete one.
@@ -303,13 +291,20 @@ func (r *exactReader) Read(p []byte) (int, error) {
 
 // put uploads size bytes of r to key. The request is canceled when
 // neither r is read nor a part's bytes are sent (the store does not take
-// the bytes) for the request timeout.
+// the bytes) for the request timeout. A *bytes.Reader (an index file) goes
+// to minio-go as it is: minio-go sends a body it can seek again after a
+// network or server error (Config.MaxRetries), and sends any other body
+// once.
 func (s *Store) put(ctx context.Context, op, key string, r io.Reader, size int64) error {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := newWatchdog(s.timeout, cancel)
 	defer w.stop()
-	_, err := s.client.PutObject(reqCtx, s.bucket, key, &progressReader{r: r, w: w}, size, minio.PutObjectOptions{
+	body := r
+	if _, ok := r.(*bytes.Reader); !ok {
+		body = &progressReader{r: r, w: w}
+	}
+	_, err := s.client.PutObject(reqCtx, s.bucket, key, body, size, minio.PutObjectOptions{
 		PartSize:    s.partSize,
 		ContentType: "application/octet-stream",
 		// A part is read from r into a buffer whole, then sent from the
