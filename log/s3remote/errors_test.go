@@ -296,3 +296,24 @@ func TestIndexUploadRetried(t *testing.T) {
 		assert.Equal(t, 2, puts[name], name)
 	}
 }
+
+// TestAnswerWithoutLength: a whole object sent without a Content-Length
+// (chunked, as HTTP/1.1 allows) reads to the end of the body. (The reader
+// took the missing length, -1, for the bytes left and panicked slicing
+// the caller's buffer with it.)
+func TestAnswerWithoutLength(t *testing.T) {
+	content := []byte("an index file sent in chunks")
+	st := fakeStore(t, func(w http.ResponseWriter, r *http.Request, _ <-chan struct{}) {
+		w.Header().Set("Last-Modified", time.Now().UTC().Format(http.TimeFormat))
+		w.Header().Set("ETag", `"0123456789abcdef0123456789abcdef"`)
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // the headers go without a length
+		_, _ = w.Write(content)
+	})
+	ctx := context.Background()
+	id := plog.NewRemoteSegmentID(tp)
+	rc, err := st.FetchIndex(ctx, id, plog.RemoteOffsetIndex)
+	assert.Equal(t, content, readAll(t, rc, err))
+	rc, err = st.FetchSegment(ctx, id, 0, -1)
+	assert.Equal(t, content, readAll(t, rc, err))
+}

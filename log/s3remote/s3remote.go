@@ -425,8 +425,9 @@ func (s *Store) FetchIndex(ctx context.Context, id plog.RemoteSegmentID, k plog.
 }
 
 // get sends a GET of key with the Range header rng (none when empty) and
-// returns the body with the object's total size. The body's left is
-// unset: the caller sets how many bytes it hands out.
+// returns the body with the object's total size (-1 for a whole object
+// whose answer has no Content-Length). The body's left is unset: the
+// caller sets how many bytes it hands out.
 func (s *Store) get(ctx context.Context, op, key, rng string) (*fetchReader, int64, error) {
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	w := newWatchdog(s.timeout, cancel)
@@ -478,8 +479,10 @@ func (s *Store) size(ctx context.Context, op, key string) (int64, error) {
 	return size, nil
 }
 
-// fetchReader hands out left bytes of a GET's body. Each read must make
-// progress within the request timeout.
+// fetchReader hands out left bytes of a GET's body, or the whole body
+// when left is negative (a whole object whose answer had no
+// Content-Length: a chunked one). Each read must make progress within the
+// request timeout.
 type fetchReader struct {
 	s      *Store
 	op     string
@@ -499,17 +502,20 @@ func (r *fetchReader) Read(p []byte) (int, error) {
 	if r.left == 0 {
 		return 0, io.EOF
 	}
-	if int64(len(p)) > r.left {
+	if r.left > 0 && int64(len(p)) > r.left {
 		p = p[:r.left]
 	}
 	r.w.reset()
 	n, err := r.body.Read(p)
 	r.w.stop()
-	r.left -= int64(n)
+	if r.left > 0 {
+		r.left -= int64(n)
+	}
 	switch {
 	case err == io.EOF && r.left > 0:
 		return n, r.s.mapErr(r.ctx, r.op, fmt.Errorf("%w: the store sent %d bytes fewer than asked", io.ErrUnexpectedEOF, r.left))
 	case err == io.EOF:
+		r.left = 0
 		return n, nil
 	case err != nil:
 		return n, r.s.mapErr(r.ctx, r.op, withStall(r.reqCtx, err))
