@@ -529,10 +529,27 @@ func (t *partTier) warn(msg string, err error) {
 // copy is recorded "copying" durably before CopySegment starts, so no
 // crash leaves a copy the metadata does not name, and objects the
 // metadata does not name may be another Dir's (docs/tiered-storage.md).
+//
+// The "copying" records are recorded "deleting" first, durably: the file
+// may hold one "copied" (a record that failed after its rename, which
+// publishLocked leaves to either version), and a crash after the deletion
+// would bring it back, for a copy the store no longer holds.
 func (t *partTier) cleanup(ctx context.Context) error {
+	err := t.change(func(m *remoteMeta) bool {
+		changed := false
+		for i := range m.segs {
+			if m.segs[i].state == remoteCopying {
+				m.segs[i].state = remoteDeleting
+				changed = true
+			}
+		}
+		return changed
+	})
+	if err != nil {
+		return err
+	}
 	st := t.d.cfg.Storage
 	var done []RemoteSegmentID
-	var err error
 	for _, e := range t.meta.Load().segs {
 		if e.state == remoteCopied {
 			continue
