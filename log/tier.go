@@ -332,6 +332,13 @@ type partTier struct {
 	// Lock order: the partition's mu, then metaMu.
 	metaMu sync.Mutex
 	cuts   uint64
+	// unsure is set while the file may hold another version than the
+	// published one: a write failed, perhaps after its rename
+	// (publishLocked). The local retention writes the published version
+	// again before it deletes anything (a failed truncation may have
+	// left the copies of the segments it would delete "deleting" in the
+	// file). Guarded by metaMu.
+	unsure bool
 
 	lagSegs, lagBytes               atomic.Int64
 	copies, copiedBytes, copyFails  atomic.Int64
@@ -366,13 +373,30 @@ func (t *partTier) stats() RemoteStats {
 // safe: every change writes a state that holds whichever of the two a
 // crash leaves (a "copying" or "deleting" record, settled by the next
 // pass, or one fewer record of a copy already deleted), and the next
-// publish writes the current version again. REQUIRES: metaMu held.
+// publish writes the current version again. Until one succeeds, nothing
+// destroys what the version that failed still needs: the cleanup records
+// its deletions first, and the local retention writes the current
+// version again first (unsure).
+// REQUIRES: metaMu held.
 func (t *partTier) publishLocked(m *remoteMeta) error {
 	if err := m.store(t.p.cfg.FS, t.p.dir); err != nil {
+		t.unsure = true
 		return fmt.Errorf("partlog/log: %s: write %s: %w", t.p.dir, remoteMetadataFile, err)
 	}
 	t.meta.Store(m)
+	t.unsure = false
 	return nil
+}
+
+// resync writes the published metadata again when a write failed since
+// the last one that succeeded (unsure), so that the file holds it.
+func (t *partTier) resync() error {
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	if !t.unsure {
+		return nil
+	}
+	return t.publishLocked(t.meta.Load())
 }
 
 // change applies f to a copy of the current metadata and publishes the
@@ -948,6 +972,9 @@ func (t *partTier) applyLocalRetention(ctx context.Context) error {
 		return nil
 	}
 	if compacted, err := t.compacted(); err != nil || compacted {
+		return err
+	}
+	if err := t.resync(); err != nil {
 		return err
 	}
 	res, err := t.p.DeleteExpired(ctx, tierLocalRetention{meta: &t.meta, maxAgeMs: cfg.LocalRetentionMs,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,5 +68,65 @@ func TestTierCleanupAfterFailedRecord(t *testing.T) {
 	p = d.Partition("t", 0)
 	d.RunTierPass()
 	require.Positive(t, p.LogStartOffset(), "local retention deleted copied segments")
+	assert.Equal(t, want, readAllBatches(t, p, 0))
+}
+
+// TestTierLocalRetentionAfterFailedTruncation: a TruncateTo whose record
+// of the copies it cuts fails after the new remote-log-metadata was
+// renamed into place (its directory sync fails) changes nothing, but the
+// file may hold those copies "deleting" while the partition holds them
+// "copied". The local retention that follows first writes the partition's
+// version again: after a restart every batch reads back. (The local
+// retention deleted the segments for copies the file recorded
+// "deleting"; the restart's first pass deleted the copies, and the
+// offsets between the first of them and the local log start read as a
+// gap.)
+func TestTierLocalRetentionAfterFailedTruncation(t *testing.T) {
+	mem := vfs.NewMem()
+	st := plog.NewDirRemoteStorage("/remote", mem)
+	local := vfs.NewInjector(mem)
+	now := time.UnixMilli(1000) // no batch older than the local retention
+	cfg := tierDirConfig(local, st)
+	cfg.Config.Now = func() time.Time { return now }
+	cfg.Remote.LocalRetentionBytes = 0
+	cfg.Remote.LocalRetentionMs = 60_000
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	appendN(t, p, 40)
+	want := readAllBatches(t, p, 0)
+	d.RunTierPass()
+	require.GreaterOrEqual(t, p.Stats().Remote.Segments, 3)
+	require.Zero(t, p.LogStartOffset())
+
+	const dir = "/data/t-0"
+	meta := dir + "/remote-log-metadata"
+	var renamed, syncFailed atomic.Bool
+	local.SetHook(func(op vfs.Op) error {
+		switch {
+		case op.Kind == vfs.OpRename && op.NewPath == meta && !renamed.Load():
+			renamed.Store(bytes.Contains(readFileT(t, mem, op.Path), []byte("\ndeleting ")))
+		case op.Kind == vfs.OpSync && op.Path == dir && renamed.Load() && !syncFailed.Load():
+			syncFailed.Store(true)
+			return fmt.Errorf("%w: directory sync after the metadata's rename", vfs.ErrInjected)
+		}
+		return nil
+	})
+	require.ErrorIs(t, p.TruncateTo(20), vfs.ErrInjected)
+	local.SetHook(nil)
+	require.Contains(t, string(readFileT(t, mem, meta)), "\ndeleting ", "the file holds the new version")
+	assert.Equal(t, want, readAllBatches(t, p, 0), "the failed truncation cut nothing")
+
+	now = time.UnixMilli(1000 + 3_600_000) // every sealed segment expired locally
+	d.RunTierPass()
+	require.Positive(t, p.LogStartOffset(), "local retention deleted copied segments")
+	require.NoError(t, d.Close())
+
+	d, err = plog.OpenDir("/data", tierDirConfig(mem, st))
+	require.NoError(t, err)
+	defer d.Close()
+	p = d.Partition("t", 0)
+	d.RunTierPass()
 	assert.Equal(t, want, readAllBatches(t, p, 0))
 }
