@@ -369,7 +369,7 @@ func (c *cluster) fillMetadata(resp *kmsg.MetadataResponse) {
 // answered once the leader appended the batch, acks=-1 once raft committed
 // it (a majority of the nodes wrote and synced it), or REQUEST_TIMED_OUT
 // after the request's timeout.
-func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
+func (s *server) clusterProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	c := s.cluster
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var reqErr int16
@@ -445,9 +445,6 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) kmsg.Response {
 			// The deadline fired once: every later wait times out too.
 			deadline.Reset(0)
 		}
-	}
-	if req.Acks == 0 {
-		return nil
 	}
 	return resp
 }

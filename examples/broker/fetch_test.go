@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -242,6 +243,55 @@ func TestAcksZeroNoResponse(t *testing.T) {
 	lo := listOffset(t, rc, "fire-and-forget", 0, plog.LatestTimestamp)
 	require.Equal(t, int16(0), lo.ErrorCode, "after acks=0 produce: %+v", lo)
 	require.Equal(t, int64(4), lo.Offset, "after acks=0 produce: %+v", lo)
+}
+
+// acks=0 with an error in any partition closes the connection, as Kafka
+// closes it (KafkaApis.handleProduceRequest): the producer gets no answer,
+// so the closed connection is what tells it to refresh its metadata.
+// Without an error the connection stays open.
+func TestAcksZeroErrorClosesConnection(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	good := buildBatch(t, "f", 2, batch.CompressionNone)
+	for name, version := range map[string]int16{"v9": 9, "legacy v2": 2} {
+		t.Run(name, func(t *testing.T) {
+			rc := dialRaw(t, b.addr)
+			req := kmsg.NewPtrProduceRequest()
+			req.Version, req.Acks, req.TimeoutMillis = version, 0, 1000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = "acks-zero-" + fmt.Sprint(version)
+			ok := kmsg.NewProduceRequestTopicPartition()
+			ok.Records = append([]byte(nil), good...)
+			rt.Partitions = append(rt.Partitions, ok)
+			req.Topics = []kmsg.ProduceRequestTopic{rt}
+			rc.send(req)
+			lo := listOffset(t, rc, rt.Topic, 0, plog.LatestTimestamp)
+			require.Equal(t, int64(2), lo.Offset, "no error: the connection serves on: %+v", lo)
+
+			bad := kmsg.NewProduceRequestTopicPartition()
+			bad.Partition = 5 // no such partition
+			bad.Records = append([]byte(nil), good...)
+			rt.Partitions = []kmsg.ProduceRequestTopicPartition{ok, bad}
+			req.Topics = []kmsg.ProduceRequestTopic{rt}
+			rc.send(req)
+			// A request after it gets no answer: the broker closed the
+			// connection (this write may already see the reset).
+			lreq := kmsg.NewPtrListOffsetsRequest()
+			lreq.Version = 7
+			frame := binary.BigEndian.AppendUint32(nil, 0)
+			frame = binary.BigEndian.AppendUint16(frame, uint16(lreq.Key()))
+			frame = binary.BigEndian.AppendUint16(frame, uint16(lreq.Version))
+			frame = binary.BigEndian.AppendUint32(frame, 99)
+			frame = binary.BigEndian.AppendUint16(frame, 0xffff) // null client id
+			frame = append(frame, 0)                             // header tags (v6+ is flexible)
+			frame = lreq.AppendTo(frame)
+			binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+			_, _ = rc.c.Write(frame)
+			raw, err := rc.readFrame()
+			require.Error(t, err, "acks=0 with UNKNOWN_TOPIC_OR_PARTITION: the connection stayed open, the next request was answered (% x)", raw[:min(len(raw), 8)])
+			require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the connection was neither closed nor answered")
+		})
+	}
 }
 
 // Many records across many segments: a consumer reads them all, in order,

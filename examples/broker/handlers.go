@@ -100,10 +100,16 @@ func (s *server) handle(ctx context.Context, hdr requestHeader, body []byte) (km
 	case *kmsg.MetadataRequest:
 		return s.metadata(r), nil, nil
 	case *kmsg.ProduceRequest:
+		var resp *kmsg.ProduceResponse
 		if r.Version < 3 {
-			return s.produceLegacy(r), nil, nil // oldversions.go
+			resp = s.produceLegacy(r) // oldversions.go
+		} else {
+			resp = s.produce(r)
 		}
-		return s.produce(r), nil, nil
+		if r.Acks == 0 {
+			return nil, nil, acksZeroAnswer(resp)
+		}
+		return resp, nil, nil
 	case *kmsg.FetchRequest:
 		resp, cleanup := s.fetch(ctx, r)
 		if r.Version < 4 {
@@ -299,10 +305,26 @@ func appendErrorCode(err error, records []byte) int16 {
 	}
 }
 
+// acksZeroAnswer is what an acks=0 Produce gets instead of its answer:
+// nothing, or, when a partition of it failed, the connection closed, as
+// Kafka closes it (the producer reads no answer, so the closed connection
+// is what makes it refresh its metadata and find out).
+func acksZeroAnswer(resp *kmsg.ProduceResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return fmt.Errorf("%w: acks=0 produce to %s[%d] failed: %v", errCloseConn, t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	}
+	return nil
+}
+
 // produce appends one batch per partition with Partition.AppendBatch. acks=-1
-// syncs the touched partitions before answering; acks=0 returns nil (no
-// answer). Errors are per partition; nothing is written for a refused batch.
-func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
+// syncs the touched partitions before answering; acks=0 is answered by
+// handle (acksZeroAnswer). Errors are per partition; nothing is written for
+// a refused batch.
+func (s *server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	if s.cluster != nil {
 		return s.clusterProduce(req) // cluster.go
 	}
@@ -370,9 +392,6 @@ func (s *server) produce(req *kmsg.ProduceRequest) kmsg.Response {
 			rp := &resp.Topics[syncIdx[i][0]].Partitions[syncIdx[i][1]]
 			rp.ErrorCode = kerr.KafkaStorageError.Code
 		}
-	}
-	if req.Acks == 0 {
-		return nil
 	}
 	return resp
 }

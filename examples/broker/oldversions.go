@@ -445,7 +445,7 @@ func (s *server) downConvertFetch(resp *fetchResponse) {
 // message set does not decode gets CORRUPT_MESSAGE, as Kafka's LogValidator
 // answers it, and nothing of it is appended (the other partitions of the
 // request are).
-func (s *server) produceLegacy(req *kmsg.ProduceRequest) kmsg.Response {
+func (s *server) produceLegacy(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 	type refused struct {
 		topic     string
 		partition int32
@@ -474,11 +474,7 @@ func (s *server) produceLegacy(req *kmsg.ProduceRequest) kmsg.Response {
 		// A topic left without partitions is not looked at (nor created).
 		req.Topics = slices.DeleteFunc(req.Topics, func(rt kmsg.ProduceRequestTopic) bool { return len(rt.Partitions) == 0 })
 	}
-	r := s.produce(req)
-	resp, ok := r.(*kmsg.ProduceResponse)
-	if !ok { // acks=0: no answer
-		return r
-	}
+	resp := s.produce(req)
 	for _, c := range corrupt {
 		i := slices.IndexFunc(resp.Topics, func(t kmsg.ProduceResponseTopic) bool { return t.Topic == c.topic })
 		if i < 0 {
