@@ -369,6 +369,30 @@ func TestBadProduceChangesNothing(t *testing.T) {
 	assert.Equal(t, int64(5), hw, "out-of-range answer carries high watermark %d, want 5", hw)
 }
 
+// Produce v3-6 cannot carry zstd (KIP-110 gave it to v7+): Kafka's
+// ProduceRequest.validateRecords answers UNSUPPORTED_COMPRESSION_TYPE and
+// writes nothing; from v7 on the batch is stored.
+func TestProduceZstdNeedsV7(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	const topic = "zstd-versions"
+	zstd := buildBatch(t, "z", 3, batch.CompressionZstd)
+	for v := int16(3); v < 7; v++ {
+		p := produceRaw(t, rc, v, topic, 0, append([]byte(nil), zstd...))
+		require.Equal(t, kerr.UnsupportedCompressionType.Code, p.ErrorCode, "zstd at Produce v%d: %v", v, kerr.ErrorForCode(p.ErrorCode))
+		require.Equal(t, int64(-1), p.BaseOffset, "zstd at Produce v%d", v)
+	}
+	lo := listOffset(t, rc, topic, 0, plog.LatestTimestamp)
+	require.Equal(t, int64(0), lo.Offset, "a zstd batch below v7 was written")
+	p := produceRaw(t, rc, 7, topic, 0, append([]byte(nil), zstd...))
+	require.Equal(t, int16(0), p.ErrorCode, "zstd at Produce v7: %v", kerr.ErrorForCode(p.ErrorCode))
+	require.Equal(t, int64(0), p.BaseOffset)
+	p = produceRaw(t, rc, 3, topic, 0, buildBatch(t, "g", 2, batch.CompressionGzip))
+	require.Equal(t, int16(0), p.ErrorCode, "gzip at Produce v3: %v", kerr.ErrorForCode(p.ErrorCode))
+	require.Equal(t, int64(3), p.BaseOffset)
+}
+
 // Protocol-level abuse: an unsupported ApiVersions version gets a v0
 // UNSUPPORTED_VERSION answer; an oversized frame or an unknown API closes
 // the connection; the broker keeps serving.

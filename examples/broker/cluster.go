@@ -400,6 +400,8 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse 
 				p.ErrorCode = topicErr
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case zstdBeforeV7(req.Version, rp.Records): // handlers.go
+				p.ErrorCode = kerr.UnsupportedCompressionType.Code
 			default:
 				switch r = c.replica(rt.Topic, rp.Partition); {
 				case r == nil:

@@ -351,6 +351,8 @@ func (s *server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 				p.ErrorCode = topicErr
 			case rp.Partition < 0 || int(rp.Partition) >= len(ps):
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case zstdBeforeV7(req.Version, rp.Records):
+				p.ErrorCode = kerr.UnsupportedCompressionType.Code
 			default:
 				part := ps[rp.Partition]
 				// A retry of one of the producer's last five batches is
@@ -676,6 +678,16 @@ func commitEntry(group, topic string, ps []*plog.Partition, terr error, reqErr i
 		c.metadata = *metadata
 	}
 	return c, 0
+}
+
+// zstdBeforeV7 reports a Produce request of version 3 to 6 whose record
+// batch is zstd-compressed: Kafka's ProduceRequest.validateRecords refuses
+// it with UNSUPPORTED_COMPRESSION_TYPE (zstd came with Produce v7, KIP-110),
+// before looking at the batch's CRC.
+func zstdBeforeV7(version int16, records []byte) bool {
+	return version >= 3 && version < 7 && len(records) >= batch.HeaderSize &&
+		batch.Batch(records).Magic() == batch.Magic &&
+		batch.Batch(records).Attributes().Compression() == batch.CompressionZstd
 }
 
 // produceTopic returns the partitions of a topic a Produce request writes
