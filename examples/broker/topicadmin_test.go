@@ -15,6 +15,26 @@ import (
 	"github.com/partlog/partlog/batch"
 )
 
+// min.compaction.lag.ms above max.compaction.lag.ms is refused with
+// INVALID_CONFIG, as Kafka's LogConfig.validateValues refuses it (whatever
+// the cleanup policy), and the topic is not created; equal lags are taken.
+func TestCreateTopicCompactionLagConflict(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	for _, policy := range []string{"compact", "delete"} {
+		name := "lag-conflict-" + policy
+		rt := createTopics(t, rc, 7, false, newTopic(name, 1, 1, "cleanup.policy", policy,
+			"min.compaction.lag.ms", "60000", "max.compaction.lag.ms", "1000"))[name]
+		assert.Equal(t, codeName(kerr.InvalidConfig.Code), codeName(rt.ErrorCode), "%s: %v", name, rt.ErrorMessage)
+		code, _ := metadataNoCreate(t, rc, name)
+		assert.Equal(t, codeName(kerr.UnknownTopicOrPartition.Code), codeName(code), "%s was created", name)
+	}
+	rt := createTopics(t, rc, 7, false, newTopic("lag-equal", 1, 1, "cleanup.policy", "compact",
+		"min.compaction.lag.ms", "1000", "max.compaction.lag.ms", "1000"))["lag-equal"]
+	assert.Equal(t, codeName(0), codeName(rt.ErrorCode), "lag-equal: %v", rt.ErrorMessage)
+}
+
 // newTopic is a CreateTopics entry.
 func newTopic(name string, partitions int32, rf int16, configs ...string) kmsg.CreateTopicsRequestTopic {
 	rt := kmsg.NewCreateTopicsRequestTopic()

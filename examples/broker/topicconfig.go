@@ -115,10 +115,22 @@ func checkTopicConfig(name, value string) error {
 }
 
 // checkTopicConfigs checks a topic's overrides as a whole, once each
-// passed checkTopicConfig: the cleaner's runner for them on base (the
-// user topics' configuration) must build, or the topic would never be
-// cleaned. The error wraps errInvalidConfig.
+// passed checkTopicConfig: min.compaction.lag.ms must not be above
+// max.compaction.lag.ms (Kafka's LogConfig.validateValues, whatever the
+// cleanup policy; the defaults are 0 and 2^63-1), and the cleaner's runner
+// for them on base (the user topics' configuration) must build, or the
+// topic would never be cleaned. The error wraps errInvalidConfig.
 func checkTopicConfigs(tc topicConfig, base compaction.Config) error {
+	minLag, maxLag := int64(0), int64(math.MaxInt64)
+	if v, ok := tc["min.compaction.lag.ms"]; ok {
+		minLag, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	}
+	if v, ok := tc["max.compaction.lag.ms"]; ok {
+		maxLag, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	}
+	if minLag > maxLag {
+		return fmt.Errorf("%w: conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", errInvalidConfig, minLag, maxLag)
+	}
 	if _, err := compaction.NewRunner(tc.apply(base), compaction.RunnerOptions{}); err != nil {
 		return fmt.Errorf("%w: %w", errInvalidConfig, err)
 	}
