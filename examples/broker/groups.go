@@ -39,7 +39,7 @@ const sweepInterval = 200 * time.Millisecond
 
 type member struct {
 	id               string
-	instanceID       *string // group.instance.id (JoinGroup v5+), recorded only
+	instanceID       *string // group.instance.id (JoinGroup v5+): a static member (KIP-345)
 	clientID         string  // the JoinGroup request header's client id
 	clientHost       string  // the client's address, as Kafka writes it: "/ip"
 	protocols        []kmsg.JoinGroupRequestProtocol
@@ -332,8 +332,20 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 		c.mu.Unlock()
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
-	if req.MemberID == "" && req.Version >= 4 {
-		// KIP-394: hand out an id, the client rejoins with it.
+	// A static member (group.instance.id, KIP-345) holding the request's
+	// instance under another member id: the request is from a fenced
+	// instance, or, without a member id, from the instance restarted.
+	var static *member
+	if req.InstanceID != nil {
+		static = staticMember(g, *req.InstanceID)
+		if static != nil && req.MemberID != "" && req.MemberID != static.id {
+			c.mu.Unlock()
+			return fail(kerr.FencedInstanceID.Code)
+		}
+	}
+	if req.MemberID == "" && req.Version >= 4 && req.InstanceID == nil {
+		// KIP-394: hand out an id, the client rejoins with it (a static
+		// member joins at once, as in Kafka).
 		c.mu.Unlock()
 		resp.MemberID = fmt.Sprintf("member-%d-%d", time.Now().UnixNano(), c.nextID.Add(1))
 		return fail(kerr.MemberIDRequired.Code)
@@ -341,6 +353,12 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 	id := req.MemberID
 	if id == "" {
 		id = fmt.Sprintf("member-%d-%d", time.Now().UnixNano(), c.nextID.Add(1))
+	}
+	if static != nil && static.id != id {
+		if r := c.replaceStaticLocked(g, static, id, req, clientID, clientHost); r != nil {
+			c.mu.Unlock()
+			return r
+		}
 	}
 	m := g.members[id]
 	if m == nil {
@@ -372,6 +390,97 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 	}
 }
 
+// staticMember returns g's member of a group.instance.id, or nil.
+func staticMember(g *group, instanceID string) *member {
+	if g == nil {
+		return nil
+	}
+	for _, m := range g.members {
+		if m.instanceID != nil && *m.instanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
+// fencedInstance reports a request of a static member whose instance g
+// holds under another member id: Kafka answers it FENCED_INSTANCE_ID.
+func fencedInstance(g *group, instanceID *string, memberID string) bool {
+	if instanceID == nil {
+		return false
+	}
+	m := staticMember(g, *instanceID)
+	return m != nil && m.id != memberID
+}
+
+// replaceStaticLocked gives a restarted static member (a JoinGroup with its
+// instance id and no member id) the place of old under the new id, as
+// Kafka's classic coordinator does: the old id is fenced (a JoinGroup it
+// has parked gets FENCED_INSTANCE_ID, a parked SyncGroup rejoins). In a
+// Stable group whose protocol stays the same the member gets the current
+// generation at once, without a rebalance, and SyncGroup gives it its old
+// assignment (the returned answer; the group's record is written first).
+// Otherwise it returns nil and the join goes on as a member's rejoin.
+// REQUIRES: c.mu held.
+func (c *coordinator) replaceStaticLocked(g *group, old *member, id string, req *kmsg.JoinGroupRequest, clientID, clientHost string) kmsg.Response {
+	oldID, leader := old.id, g.leader
+	if old.joinCh != nil {
+		fenced := kmsg.NewPtrJoinGroupResponse()
+		fenced.Version = old.joinVersion
+		fenced.MemberID, fenced.Generation = oldID, -1
+		fenced.ErrorCode = kerr.FencedInstanceID.Code
+		old.joinCh <- fenced
+		old.joinCh = nil
+	}
+	if old.syncCh != nil {
+		old.syncCh <- nil
+		old.syncCh = nil
+	}
+	delete(g.members, oldID)
+	old.id = id
+	g.members[id] = old
+	if g.leader == oldID {
+		g.leader = id
+	}
+	prev := *old
+	old.protocols = slices.Clone(req.Protocols)
+	old.clientID, old.clientHost = clientID, clientHost
+	old.sessionTimeout = time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	old.rebalanceTimeout = max(time.Duration(req.RebalanceTimeoutMillis)*time.Millisecond, old.sessionTimeout)
+	old.lastSeen = time.Now()
+	old.joinVersion = req.Version
+	if g.state != groupStable || c.chooseProtocol(g, sortedMemberIDs(g)) != g.protocol {
+		return nil
+	}
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	if err := c.storeLocked(g); err != nil {
+		c.log.Error("group metadata not written", "group", g.name, "generation", g.generation, "err", err)
+		delete(g.members, id)
+		prev.id = oldID
+		*old = prev
+		g.members[oldID] = old
+		g.leader = leader
+		resp.Generation = -1
+		resp.ErrorCode = groupWriteCode(err)
+		return resp
+	}
+	c.log.Info("static member rejoined", "group", g.name, "generation", g.generation, "instance", *old.instanceID, "member", id, "replaces", oldID)
+	resp.MemberID, resp.Generation = id, g.generation
+	resp.Protocol, resp.ProtocolType = kmsg.StringPtr(g.protocol), kmsg.StringPtr(g.protocolType)
+	resp.LeaderID = leader
+	if req.Version >= 9 && g.leader == id {
+		// KIP-814: the leader learns the members without assigning.
+		resp.LeaderID, resp.SkipAssignment = id, true
+		for _, oid := range sortedMemberIDs(g) {
+			jm := kmsg.NewJoinGroupResponseMember()
+			jm.MemberID, jm.InstanceID = oid, g.members[oid].instanceID
+			jm.ProtocolMetadata = metadataFor(g.members[oid], g.protocol)
+			resp.Members = append(resp.Members, jm)
+		}
+	}
+	return resp
+}
+
 // sync answers SyncGroup: the leader's call distributes the assignments;
 // followers park until it comes.
 func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg.Response {
@@ -383,6 +492,10 @@ func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg
 		m = g.members[req.MemberID]
 	}
 	switch {
+	case fencedInstance(g, req.InstanceID, req.MemberID):
+		c.mu.Unlock()
+		resp.ErrorCode = kerr.FencedInstanceID.Code
+		return resp
 	case m == nil:
 		c.mu.Unlock()
 		resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -459,6 +572,10 @@ func (c *coordinator) heartbeat(req *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if fencedInstance(c.groups[req.Group], req.InstanceID, req.MemberID) {
+		resp.ErrorCode = kerr.FencedInstanceID.Code
+		return resp
+	}
 	resp.ErrorCode = c.checkMemberLocked(req.Group, req.Generation, req.MemberID)
 	return resp
 }
@@ -482,10 +599,15 @@ func (c *coordinator) checkMemberLocked(groupName string, generation int32, memb
 
 // checkCommit validates an OffsetCommit's group membership: a commit with
 // generation -1 (a consumer that assigns partitions itself) is accepted
-// only while the group has no members, as Kafka does.
-func (c *coordinator) checkCommit(groupName string, generation int32, memberID string) int16 {
+// only while the group has no members, as Kafka does; a static member's
+// replaced member id (instanceID: the request's group.instance.id, nil
+// without) gets FENCED_INSTANCE_ID.
+func (c *coordinator) checkCommit(groupName string, generation int32, memberID string, instanceID *string) int16 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if fencedInstance(c.groups[groupName], instanceID, memberID) {
+		return kerr.FencedInstanceID.Code
+	}
 	if generation < 0 {
 		if g := c.groups[groupName]; g != nil && len(g.members) > 0 {
 			return kerr.UnknownMemberID.Code
@@ -520,13 +642,25 @@ func (c *coordinator) leave(req *kmsg.LeaveGroupRequest) kmsg.Response {
 	left := false
 	for i, id := range ids {
 		code := int16(0)
-		if g == nil || g.members[id] == nil {
+		target := id
+		if req.Version >= 3 && req.Members[i].InstanceID != nil {
+			// A static member leaves by its instance id, with its
+			// member id or without one (an admin's removal).
+			if sm := staticMember(g, *req.Members[i].InstanceID); sm != nil && id == "" {
+				target = sm.id
+			} else if sm != nil && id != sm.id {
+				code = kerr.FencedInstanceID.Code
+			}
+		}
+		switch {
+		case code != 0:
+		case g == nil || g.members[target] == nil:
 			code = kerr.UnknownMemberID.Code
-		} else {
-			if m := g.members[id]; m.joinCh != nil {
+		default:
+			if m := g.members[target]; m.joinCh != nil {
 				close(m.joinCh)
 			}
-			delete(g.members, id)
+			delete(g.members, target)
 			left = true
 		}
 		if req.Version >= 3 {

@@ -718,7 +718,7 @@ func (s *server) offsetCommit(req *kmsg.OffsetCommitRequest) kmsg.Response {
 	case req.Group == "":
 		reqErr = kerr.InvalidGroupID.Code
 	default:
-		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
+		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.InstanceID)
 	}
 	var commits []offsetCommit
 	var where [][2]int

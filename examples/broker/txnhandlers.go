@@ -120,7 +120,7 @@ func (s *server) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) kmsg.Response
 	case req.Group == "":
 		reqErr = kerr.InvalidGroupID.Code
 	case req.Version >= 3 && req.Generation >= 0:
-		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID)
+		reqErr = s.groups.checkCommit(req.Group, req.Generation, req.MemberID, req.InstanceID)
 	}
 	var commits []offsetCommit
 	var where [][2]int

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// staticJoin sends JoinGroup v5 for a static member (group.instance.id
+// instance) with the given member id ("" for a member that (re)starts).
+func staticJoin(t *testing.T, rc *rawConn, group, instance, memberID string, subscription []byte) *kmsg.JoinGroupResponse {
+	t.Helper()
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version = 5
+	join.Group, join.MemberID, join.InstanceID = group, memberID, kmsg.StringPtr(instance)
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 30000, 30000
+	join.ProtocolType = "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: subscription}}
+	return rc.do(join).(*kmsg.JoinGroupResponse)
+}
+
+// staticHeartbeat sends Heartbeat v3 (with the instance id) and returns its
+// error code.
+func staticHeartbeat(t *testing.T, rc *rawConn, group, instance, memberID string, generation int32) int16 {
+	t.Helper()
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Version = 3
+	hb.Group, hb.Generation, hb.MemberID, hb.InstanceID = group, generation, memberID, kmsg.StringPtr(instance)
+	return rc.do(hb).(*kmsg.HeartbeatResponse).ErrorCode
+}
+
+// A static member (KIP-345, JoinGroup v5+ with group.instance.id) that
+// restarts joins again with an empty member id: Kafka's classic coordinator
+// gives it a new member id at once (no MEMBER_ID_REQUIRED round trip for a
+// static member), hands it the instance's place in the Stable group without
+// a rebalance (same generation, its old assignment from SyncGroup), and
+// fences the old member id: its heartbeat, commit and join get
+// FENCED_INSTANCE_ID. LeaveGroup by instance id alone removes the member.
+func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	const group, instance = "static", "instance-1"
+	sub, assignment := consumerProtocol("orders")
+
+	rc := dialRaw(t, b.addr)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version, md.AllowAutoTopicCreation = 12, true
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("orders")}}
+	require.Equal(t, int16(0), rc.do(md).(*kmsg.MetadataResponse).Topics[0].ErrorCode)
+	jr := staticJoin(t, rc, group, instance, "", sub)
+	require.Equal(t, codeName(0), codeName(jr.ErrorCode), "first join of a static member")
+	first, gen := jr.MemberID, jr.Generation
+	require.NotEmpty(t, first)
+	require.Equal(t, first, jr.LeaderID)
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Version = 3
+	sync.Group, sync.Generation, sync.MemberID, sync.InstanceID = group, gen, first, kmsg.StringPtr(instance)
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: first, MemberAssignment: assignment}}
+	sr := rc.do(sync).(*kmsg.SyncGroupResponse)
+	require.Equal(t, codeName(0), codeName(sr.ErrorCode), "leader's sync")
+
+	// The restart: a new connection, an empty member id, the same instance.
+	rc2 := dialRaw(t, b.addr)
+	jr = staticJoin(t, rc2, group, instance, "", sub)
+	require.Equal(t, codeName(0), codeName(jr.ErrorCode), "rejoin of the static member")
+	second := jr.MemberID
+	require.NotEqual(t, first, second, "the rejoined static member keeps its old member id")
+	assert.Equal(t, gen, jr.Generation, "the rejoin started a rebalance")
+	assert.Equal(t, first, jr.LeaderID, "JoinGroup before v9 names the leader it had (the new member does not assign again)")
+	assert.Empty(t, jr.Members, "a member that does not assign gets no member list")
+	sync.MemberID, sync.GroupAssignment = second, nil
+	sr = rc2.do(sync).(*kmsg.SyncGroupResponse)
+	require.Equal(t, codeName(0), codeName(sr.ErrorCode), "sync of the rejoined member")
+	assert.Equal(t, assignment, sr.MemberAssignment, "the rejoined member lost its assignment")
+	assert.Equal(t, codeName(0), codeName(staticHeartbeat(t, rc2, group, instance, second, gen)))
+
+	// The old member id is fenced.
+	assert.Equal(t, codeName(kerr.FencedInstanceID.Code), codeName(staticHeartbeat(t, rc, group, instance, first, gen)), "heartbeat of the replaced member id")
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 7
+	commit.Group, commit.Generation, commit.MemberID, commit.InstanceID = group, gen, first, kmsg.StringPtr(instance)
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "orders"
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	cp.Offset = 5
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	cr := rc.do(commit).(*kmsg.OffsetCommitResponse)
+	assert.Equal(t, codeName(kerr.FencedInstanceID.Code), codeName(cr.Topics[0].Partitions[0].ErrorCode), "commit of the replaced member id")
+	jr = staticJoin(t, rc, group, instance, first, sub)
+	assert.Equal(t, codeName(kerr.FencedInstanceID.Code), codeName(jr.ErrorCode), "join of the replaced member id")
+	assert.Equal(t, codeName(0), codeName(staticHeartbeat(t, rc2, group, instance, second, gen)), "the fenced member's join disturbed the group")
+
+	// LeaveGroup by instance id (an admin's removal: no member id).
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Version = 3
+	leave.Group = group
+	leave.Members = []kmsg.LeaveGroupRequestMember{{InstanceID: kmsg.StringPtr(instance)}}
+	lr := rc.do(leave).(*kmsg.LeaveGroupResponse)
+	require.Len(t, lr.Members, 1)
+	assert.Equal(t, codeName(0), codeName(lr.Members[0].ErrorCode), "leave by instance id")
+	assert.Equal(t, codeName(kerr.UnknownMemberID.Code), codeName(staticHeartbeat(t, rc2, group, instance, second, gen)), "the member is still in the group")
+}
