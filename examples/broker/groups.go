@@ -240,7 +240,7 @@ func (c *coordinator) completeJoinLocked(g *group, force bool) {
 		if id == g.leader {
 			for _, oid := range ids {
 				jm := kmsg.NewJoinGroupResponseMember()
-				jm.MemberID = oid
+				jm.MemberID, jm.InstanceID = oid, g.members[oid].instanceID
 				jm.ProtocolMetadata = metadataFor(g.members[oid], g.protocol)
 				resp.Members = append(resp.Members, jm)
 			}

@@ -104,3 +104,17 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	assert.Equal(t, codeName(0), codeName(lr.Members[0].ErrorCode), "leave by instance id")
 	assert.Equal(t, codeName(kerr.UnknownMemberID.Code), codeName(staticHeartbeat(t, rc2, group, instance, second, gen)), "the member is still in the group")
 }
+
+// The leader's member list carries each member's group.instance.id
+// (JoinGroup v5+), as Kafka's classic coordinator sends it: assignors read
+// it to keep a static member's partitions.
+func TestJoinGroupMembersCarryInstanceID(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	sub, _ := consumerProtocol("orders")
+	jr := staticJoin(t, dialRaw(t, b.addr), "instances", "instance-1", "", sub)
+	require.Equal(t, codeName(0), codeName(jr.ErrorCode))
+	require.Len(t, jr.Members, 1)
+	require.NotNil(t, jr.Members[0].InstanceID, "the leader's member list has no instance id")
+	assert.Equal(t, "instance-1", *jr.Members[0].InstanceID)
+}
