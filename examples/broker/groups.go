@@ -351,7 +351,12 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 		return fail(kerr.MemberIDRequired.Code)
 	}
 	id := req.MemberID
-	if id == "" {
+	switch {
+	case id == "" && req.InstanceID != nil:
+		// Kafka names a static member after its instance; franz-go
+		// tells by the prefix that a restarted member led the group.
+		id = fmt.Sprintf("%s-%d-%d", *req.InstanceID, time.Now().UnixNano(), c.nextID.Add(1))
+	case id == "":
 		id = fmt.Sprintf("member-%d-%d", time.Now().UnixNano(), c.nextID.Add(1))
 	}
 	if static != nil && static.id != id {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,7 +54,7 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	jr := staticJoin(t, rc, group, instance, "", sub)
 	require.Equal(t, codeName(0), codeName(jr.ErrorCode), "first join of a static member")
 	first, gen := jr.MemberID, jr.Generation
-	require.NotEmpty(t, first)
+	require.True(t, strings.HasPrefix(first, instance+"-"), "member id %q: Kafka's static member ids begin with the instance id and a dash (franz-go tells a restarted leader by it)", first)
 	require.Equal(t, first, jr.LeaderID)
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Version = 3
@@ -67,6 +68,7 @@ func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
 	jr = staticJoin(t, rc2, group, instance, "", sub)
 	require.Equal(t, codeName(0), codeName(jr.ErrorCode), "rejoin of the static member")
 	second := jr.MemberID
+	require.True(t, strings.HasPrefix(second, instance+"-"), "member id %q", second)
 	require.NotEqual(t, first, second, "the rejoined static member keeps its old member id")
 	assert.Equal(t, gen, jr.Generation, "the rejoin started a rebalance")
 	assert.Equal(t, first, jr.LeaderID, "JoinGroup before v9 names the leader it had (the new member does not assign again)")
