@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -119,4 +122,54 @@ func TestJoinGroupMembersCarryInstanceID(t *testing.T) {
 	require.Len(t, jr.Members, 1)
 	require.NotNil(t, jr.Members[0].InstanceID, "the leader's member list has no instance id")
 	assert.Equal(t, "instance-1", *jr.Members[0].InstanceID)
+}
+
+// A franz-go consumer with a group.instance.id that closes (a static member
+// does not leave) and starts again takes its place at once: it consumes
+// what was produced meanwhile in the same generation, the group's only
+// member. Before, its join waited for the closed instance's session to
+// expire (30 s here) and then rebalanced.
+func TestStaticMemberRestartKgo(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 2)
+	const topic, group = "static-kgo", "static-kgo-group"
+	p := newClient(t, b.addr, kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
+	produce := func(n int) {
+		for i := range n {
+			require.NoError(t, p.ProduceSync(context.Background(), &kgo.Record{Value: []byte("v"), Partition: int32(i % 2)}).FirstErr())
+		}
+	}
+	consumer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.InstanceID("instance-1"), kgo.SessionTimeout(30*time.Second), kgo.RebalanceTimeout(30*time.Second),
+			kgo.FetchMaxWait(200*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+		require.NoError(t, err)
+		return cl
+	}
+	members := func() int {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(context.Background(), p)
+		require.NoError(t, err)
+		require.Len(t, resp.Groups, 1)
+		return len(resp.Groups[0].Members)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	produce(10)
+	c1 := consumer()
+	got := consume(ctx, t, c1, 10)
+	require.NoError(t, c1.CommitRecords(ctx, got...))
+	_, before := c1.GroupMetadata()
+	c1.Close()
+
+	produce(4)
+	c2 := consumer()
+	defer c2.Close()
+	got = consume(ctx, t, c2, 4)
+	require.Len(t, got, 4)
+	_, after := c2.GroupMetadata()
+	assert.Equal(t, before, after, "the restarted static member rebalanced the group")
+	assert.Equal(t, 1, members())
 }
