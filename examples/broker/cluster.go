@@ -390,6 +390,7 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse 
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
 		ps, topicErr := s.produceTopic(rt.Topic, reqErr, budget) // handlers.go
+		compacted := topicErr == 0 && s.compactedTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
@@ -402,6 +403,8 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse 
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case zstdBeforeV7(req.Version, rp.Records): // handlers.go
 				p.ErrorCode = kerr.UnsupportedCompressionType.Code
+			case compacted && refuseKeyless(&p, rt.Topic, rp.Records):
+				// Refused: a record without a key (p says which).
 			default:
 				switch r = c.replica(rt.Topic, rp.Partition); {
 				case r == nil:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/compaction"
 	plog "github.com/partlog/partlog/log"
 )
 
@@ -342,6 +344,7 @@ func (s *server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
 		ps, topicErr := s.produceTopic(rt.Topic, reqErr, budget)
+		compacted := topicErr == 0 && s.compactedTopic(rt.Topic)
 		for _, rp := range rt.Partitions {
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition = rp.Partition
@@ -353,6 +356,8 @@ func (s *server) produce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
 				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case zstdBeforeV7(req.Version, rp.Records):
 				p.ErrorCode = kerr.UnsupportedCompressionType.Code
+			case compacted && refuseKeyless(&p, rt.Topic, rp.Records):
+				// Refused: a record without a key (p says which).
 			default:
 				part := ps[rp.Partition]
 				// A retry of one of the producer's last five batches is
@@ -688,6 +693,56 @@ func zstdBeforeV7(version int16, records []byte) bool {
 	return version >= 3 && version < 7 && len(records) >= batch.HeaderSize &&
 		batch.Batch(records).Magic() == batch.Magic &&
 		batch.Batch(records).Attributes().Compression() == batch.CompressionZstd
+}
+
+// compactedTopic reports whether a topic's cleanup.policy (its own from
+// CreateTopics, else -cleanup-policy) includes compact: Kafka's
+// LogConfig.compact, under which a produced record needs a key.
+func (s *server) compactedTopic(topic string) bool {
+	policy, ok := s.store.topicConfigOf(topic)["cleanup.policy"]
+	if !ok {
+		policy = s.cleanupPolicy
+	}
+	for p := range strings.SplitSeq(policy, ",") {
+		if strings.TrimSpace(p) == compaction.PolicyCompact {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseKeyless answers a produced batch for a compacted topic that holds
+// records without a key (a null key; an empty one is a key) as Kafka's
+// LogValidator does: INVALID_RECORD, each such record named by its index in
+// the batch, nothing written (the cleaner would drop them). It reports
+// whether it refused the batch; one that does not decode is left to the
+// append, which refuses it with its own code.
+func refuseKeyless(p *kmsg.ProduceResponseTopicPartition, topic string, records []byte) bool {
+	if len(records) < batch.HeaderSize || batch.Batch(records).Magic() != batch.Magic {
+		return false
+	}
+	var dec batch.Decoder
+	var keyless []kmsg.ProduceResponseTopicPartitionErrorRecord
+	i := int32(0)
+	for rec, err := range batch.Batch(records).All(&dec) {
+		if err != nil {
+			return false
+		}
+		if rec.Key == nil {
+			e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			e.RelativeOffset = i
+			e.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("Compacted topic cannot accept message without key in topic partition %s-%d.", topic, p.Partition))
+			keyless = append(keyless, e)
+		}
+		i++
+	}
+	if len(keyless) == 0 {
+		return false
+	}
+	p.ErrorCode = kerr.InvalidRecord.Code
+	p.ErrorRecords = keyless
+	p.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("%d record(s) without a key, refused by a compacted topic; the first: %s", len(keyless), *keyless[0].ErrorMessage))
+	return true
 }
 
 // produceTopic returns the partitions of a topic a Produce request writes

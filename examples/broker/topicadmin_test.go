@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
@@ -257,6 +259,63 @@ func TestCreateDeleteTopics(t *testing.T) {
 	assert.Nil(t, srv.store.topicConfigOf("orders"))
 	_, n = metadataNoCreate(t, rc, "assigned")
 	assert.Equal(t, 2, n, "partitions after a restart")
+}
+
+// A compacted topic (cleanup.policy compact, or compact,delete; by
+// CreateTopics or the broker's -cleanup-policy) refuses a batch holding a
+// record without a key: Kafka's LogValidator answers INVALID_RECORD
+// ("Compacted topic cannot accept message without key") and writes
+// nothing, where the cleaner would later drop the record. An empty key is
+// a key; a delete topic takes keyless records.
+func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
+	leakCheck(t)
+	keyless := func(codec batch.Compression) []byte {
+		bld := batch.NewBuilder(batch.BuilderOptions{Compression: codec})
+		require.NoError(t, bld.Add(batch.Record{Key: []byte("k"), Value: []byte("keyed"), Timestamp: time.Now().UnixMilli()}))
+		require.NoError(t, bld.Add(batch.Record{Value: []byte("no key"), Timestamp: time.Now().UnixMilli()}))
+		bt, err := bld.Build()
+		require.NoError(t, err)
+		return bt
+	}
+	emptyKey := func() []byte {
+		bld := batch.NewBuilder(batch.BuilderOptions{})
+		require.NoError(t, bld.Add(batch.Record{Key: []byte{}, Value: []byte("empty key"), Timestamp: time.Now().UnixMilli()}))
+		bt, err := bld.Build()
+		require.NoError(t, err)
+		return bt
+	}
+	b := startBroker(t, t.TempDir(), 1)
+	rc := dialRaw(t, b.addr)
+	for name, rt := range createTopics(t, rc, 7, false,
+		newTopic("compacted", 1, 1, "cleanup.policy", "compact"),
+		newTopic("both", 1, 1, "cleanup.policy", "delete,compact"),
+		newTopic("deleted", 1, 1, "cleanup.policy", "delete"),
+	) {
+		require.Equal(t, codeName(0), codeName(rt.ErrorCode), name)
+	}
+	for _, topic := range []string{"compacted", "both"} {
+		for _, codec := range []batch.Compression{batch.CompressionNone, batch.CompressionGzip} {
+			pr := produceRaw(t, rc, 9, topic, 0, keyless(codec))
+			assert.Equal(t, codeName(kerr.InvalidRecord.Code), codeName(pr.ErrorCode), "%s, %v: a record without a key", topic, codec)
+			if assert.Len(t, pr.ErrorRecords, 1, "%s, %v", topic, codec) {
+				assert.Equal(t, int32(1), pr.ErrorRecords[0].RelativeOffset, "the keyless record's index in its batch")
+			}
+		}
+		assert.Equal(t, int64(0), listOffset(t, rc, topic, 0, -1).Offset, "%s: a refused batch was written", topic)
+		pr := produceRaw(t, rc, 9, topic, 0, emptyKey())
+		assert.Equal(t, codeName(0), codeName(pr.ErrorCode), "%s: an empty key", topic)
+	}
+	pr := produceRaw(t, rc, 9, "deleted", 0, keyless(batch.CompressionNone))
+	assert.Equal(t, codeName(0), codeName(pr.ErrorCode), "a delete topic takes records without a key")
+
+	// The broker's -cleanup-policy compact: every user topic is compacted;
+	// franz-go gets the error for the keyless record.
+	b2 := startBrokerWith(t, t.TempDir(), 1, func(c *config) { c.CleanupPolicy = "compact" })
+	cl := newClient(t, b2.addr, kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("all-compacted"))
+	ctx := context.Background()
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("v")}).FirstErr())
+	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr()
+	require.ErrorIs(t, err, kerr.InvalidRecord)
 }
 
 // recordsWithKey builds a batch of n records with one key and old
