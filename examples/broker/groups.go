@@ -263,7 +263,8 @@ func sortedMemberIDs(g *group) []string {
 }
 
 // chooseProtocol picks the leader's most preferred protocol that every member
-// supports (the leader's first when none is common; join refuses that case).
+// supports (the leader's first when none is common; join refuses a member
+// that would make it so, supportsProtocols).
 func (c *coordinator) chooseProtocol(g *group, ids []string) string {
 	leader := g.members[g.leader]
 	for _, p := range leader.protocols {
@@ -328,7 +329,7 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 		g = &group{name: req.Group, members: make(map[string]*member)}
 		c.groups[req.Group] = g
 	}
-	if len(g.members) > 0 && g.protocolType != req.ProtocolType {
+	if len(g.members) > 0 && (g.protocolType != req.ProtocolType || !supportsProtocols(g, req)) {
 		c.mu.Unlock()
 		return fail(kerr.InconsistentGroupProtocol.Code)
 	}
@@ -393,6 +394,34 @@ func (c *coordinator) join(ctx context.Context, req *kmsg.JoinGroupRequest, clie
 	case <-ctx.Done():
 		return fail(kerr.CoordinatorNotAvailable.Code)
 	}
+}
+
+// supportsProtocols reports whether one of the joining member's protocols
+// is supported by every other member of g, as Kafka's classic coordinator
+// requires (GroupMetadata.supportsProtocols) before it lets a member in.
+// The member's own earlier protocols and those of the member its instance
+// id replaces do not count.
+func supportsProtocols(g *group, req *kmsg.JoinGroupRequest) bool {
+	var static *member
+	if req.InstanceID != nil {
+		static = staticMember(g, *req.InstanceID)
+	}
+	for _, p := range req.Protocols {
+		all := true
+		for id, m := range g.members {
+			if id == req.MemberID || m == static {
+				continue
+			}
+			if metadataFor(m, p.Name) == nil {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // staticMember returns g's member of a group.instance.id, or nil.

@@ -173,3 +173,38 @@ func TestStaticMemberRestartKgo(t *testing.T) {
 	assert.Equal(t, before, after, "the restarted static member rebalanced the group")
 	assert.Equal(t, 1, members())
 }
+
+// A member none of whose protocols every member of the group supports is
+// refused with INCONSISTENT_GROUP_PROTOCOL, as Kafka's classic coordinator
+// refuses it (GroupMetadata.supportsProtocols), without disturbing the
+// group: before, it joined and the leader got a member without metadata
+// for the chosen protocol.
+func TestJoinGroupRefusesUnsupportedProtocol(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	const group = "protocols"
+	sub, assignment := consumerProtocol("orders")
+	rc := dialRaw(t, b.addr)
+	id, gen := joinAndSync(t, rc, group, sub, assignment) // protocol "range"
+
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version = 3
+	join.Group = group
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 2000, 3000
+	join.ProtocolType = "consumer"
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "roundrobin", Metadata: sub}}
+	jr := dialRaw(t, b.addr).do(join).(*kmsg.JoinGroupResponse)
+	assert.Equal(t, codeName(kerr.InconsistentGroupProtocol.Code), codeName(jr.ErrorCode), "a member whose only protocol the group does not support")
+
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Version = 3
+	hb.Group, hb.Generation, hb.MemberID = group, gen, id
+	assert.Equal(t, codeName(0), codeName(rc.do(hb).(*kmsg.HeartbeatResponse).ErrorCode), "the refused member disturbed the group")
+
+	// One protocol in common is enough: the member joins (alone, once
+	// the first member, which does not rejoin, is dropped at the end of
+	// the rebalance).
+	join.Protocols = append(join.Protocols, kmsg.JoinGroupRequestProtocol{Name: "range", Metadata: sub})
+	jr = dialRaw(t, b.addr).do(join).(*kmsg.JoinGroupResponse)
+	assert.Equal(t, codeName(0), codeName(jr.ErrorCode), "a member with a protocol in common")
+}
