@@ -215,5 +215,10 @@ func (p *Partition) tryRest() bool {
 		return true
 	}
 	p.dur.closeSyncFile()
+	// The spare made for the next roll holds three descriptors and
+	// mappings outside the budget; a partition at rest holds only its
+	// active segment's (the next roll creates its segment, or a spare
+	// once the partition writes again).
+	p.dur.spare.discardLocked() // spare.go
 	return true
 }

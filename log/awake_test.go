@@ -327,3 +327,71 @@ func TestDirTruncationsWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestDirRestedPartitionsDropSpares writes many partitions of a Dir past
+// half a segment, each making the spare segment for its next roll, under
+// a budget of two open segments: a partition the awake set returns to
+// rest drops its spare (three descriptors and three mappings outside the
+// budget), and a spare finished after the rest is dropped as it is
+// installed, so the Dir holds the budget's segments and the awake
+// partitions' spares only. Rested partitions kept their spares: 44
+// descriptors for 12 partitions. The partitions then roll and read back
+// as appended.
+func TestDirRestedPartitionsDropSpares(t *testing.T) {
+	const parts, budget = 12, 2
+	root := t.TempDir()
+	bt := logtest.MakeBatch(4, 200, 1_700_000_000_000, 1)
+	cfg := plog.DirConfig{Config: plog.WithManualRollFlush(plog.Config{SegmentBytes: int64(4 * len(bt)), SegmentIndexBytes: 4096}),
+		MaxOpenSegments: budget}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	models := make([]*logtest.Model, parts)
+	appendTo := func(i int) {
+		t.Helper()
+		base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+		require.NoError(t, err)
+		require.NoError(t, models[i].AppendBatch(bt, base))
+	}
+	// The budget's segments and the awake partitions' spares, three files
+	// each, the Dir's lock and its filesystem sync handle.
+	limit := 3*budget + 3*budget + 2
+	for i := range parts {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+		for range 3 {
+			appendTo(i)
+		}
+		p.PrepareSpare() // what the goroutine the third append started does
+		require.True(t, p.HasSpare())
+		if fds, maps, ok := openFiles(t, root); ok {
+			require.LessOrEqual(t, fds, limit, "descriptors after %d partitions; %+v", i+1, d.SegmentBudget())
+			require.LessOrEqual(t, maps, limit, "mappings after %d partitions; %+v", i+1, d.SegmentBudget())
+		}
+	}
+	rested := 0
+	for i := range parts {
+		if p := d.Partition("t", int32(i)); !p.HasSpare() {
+			rested++
+			// A spare made while the partition went to rest is not kept.
+			p.PrepareSpare()
+			require.False(t, p.HasSpare(), "partition %d", i)
+		}
+	}
+	require.GreaterOrEqual(t, rested, parts-budget)
+	for i := range parts {
+		appendTo(i) // wakes and rolls
+		appendTo(i)
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+	for _, m := range models {
+		m.Reopen()
+	}
+	d, err = plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for i := range parts {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+}

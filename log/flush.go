@@ -312,7 +312,9 @@ func (p *Partition) failLocked(err error) error {
 func (p *Partition) unlock() { p.mu.Unlock() }
 
 // writesLocked returns the count of batch writes and whether the partition
-// is open and not failed (spareCore). REQUIRES: mu held.
+// takes a spare: open, not failed, and its active segment not at rest
+// (a Dir's awake set rested it, and dropped its spare: awake.go)
+// (spareCore). REQUIRES: mu held.
 func (p *Partition) writesLocked() (seq uint64, open bool) {
-	return p.mu.writeSeq, !p.mu.closed && p.mu.failed == nil
+	return p.mu.writeSeq, !p.mu.closed && p.mu.failed == nil && !p.segs.Load().active().Sealed()
 }

@@ -71,7 +71,8 @@ type spareCore interface {
 	// unlock releases mu.
 	unlock()
 	// writesLocked returns the core's count of batch writes and whether
-	// the partition takes a spare (neither closed nor failed).
+	// the partition takes a spare (neither closed nor failed, and its
+	// active segment not at rest under a Dir's budget).
 	// REQUIRES: mu held.
 	writesLocked() (seq uint64, open bool)
 }
