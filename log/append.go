@@ -349,6 +349,9 @@ func (p *Partition) Roll() error {
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
+	// The new active segment holds its files open for writing: a rested
+	// partition joins its Dir's awake set (awake.go).
+	defer p.noteActiveLocked()
 	if p.segs.Load().active().Size() == 0 {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -394,4 +395,60 @@ func TestDirRestedPartitionsDropSpares(t *testing.T) {
 		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
 	}
 	require.NoError(t, d.Close())
+}
+
+// expireAll is a retention policy that deletes every segment, the active
+// one included: the partition rolls first (Partition.DeleteExpired).
+type expireAll struct{}
+
+func (expireAll) Expired(v *plog.View) int { return len(v.Segments()) }
+
+// TestDirRollsWithinBudget: a roll of a partition whose active segment
+// rests (Roll, or retention that expires the whole log and rolls first)
+// creates a new active segment holding its files open for writing: the
+// partition joins the awake set, so that the Dir still holds at most
+// three descriptors per segment its budget allows. It used to stay outside
+// the budget until its next append: 38 descriptors for 12 partitions
+// under a budget of 2 after retention emptied them.
+func TestDirRollsWithinBudget(t *testing.T) {
+	for _, how := range []string{"Roll", "DeleteExpired"} {
+		t.Run(how, func(t *testing.T) {
+			const parts, budget = 12, 2
+			root := t.TempDir()
+			// The roll's flush and the spare it starts are left to the
+			// test: their goroutines would hold files for a while.
+			cfg := plog.WithManualRollFlush(plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1})
+			d, err := plog.OpenDir(root, plog.DirConfig{Config: cfg, MaxOpenSegments: budget})
+			require.NoError(t, err)
+			defer d.Close()
+			for i := range parts {
+				p, err := d.CreatePartition("t", int32(i))
+				require.NoError(t, err)
+				for range 2 {
+					_, err = p.AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
+					require.NoError(t, err)
+				}
+			}
+			for i := range parts {
+				p := d.Partition("t", int32(i))
+				if how == "Roll" {
+					require.NoError(t, p.Roll())
+				} else {
+					res, err := p.DeleteExpired(context.Background(), expireAll{})
+					require.NoError(t, err)
+					require.Equal(t, 1, res.SegmentsDeleted)
+				}
+				require.NoError(t, p.FlushRolled())
+				require.Equal(t, int64(4), p.LogEndOffset())
+				require.LessOrEqual(t, d.SegmentBudget().Active, budget)
+				if fds, _, ok := openFiles(t, root); ok {
+					require.LessOrEqual(t, fds, 3*budget+2, "after %d rolls", i+1) // and the Dir's lock and sync handle
+				}
+			}
+			for i := range parts {
+				_, err := d.Partition("t", int32(i)).AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
+				require.NoError(t, err)
+			}
+		})
+	}
 }
