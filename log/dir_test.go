@@ -750,3 +750,63 @@ func TestOpenDirRemovesPartitionMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestDirRecreateAfterFailedRootRemove: DeletePartition drops the
+// partition's entries from the root files; when a rewrite fails there
+// (here the high watermark file's), the file on disk still holds the old
+// partition's entry. CreatePartition of the same name must still leave no
+// entry of the old partition for the new one: it used to see none in
+// memory and write nothing, so a crash before anything else rewrote the
+// file gave the new partition the old one's high watermark, and records it
+// never committed (its high watermark was 2) were served after the reopen.
+func TestDirRecreateAfterFailedRootRemove(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	cfg := func(fs vfs.FS) plog.DirConfig {
+		return plog.DirConfig{Config: plog.Config{FS: fs, SegmentIndexBytes: 1024, DisableAutoHighWatermark: true}}
+	}
+	d, err := plog.OpenDir("/logs", cfg(in))
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(10, 10, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.SetHighWatermark(10))
+	require.NoError(t, p.Sync()) // the root files hold 10 for t-0
+	hwFile := filepath.Join("/logs", plog.HighWatermarkCheckpointFile)
+	in.FailOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpRename && op.NewPath == hwFile })
+	require.ErrorIs(t, d.DeletePartition("t", 0), vfs.ErrInjected)
+	require.Nil(t, d.Partition("t", 0))
+
+	p, err = d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(6, 10, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.SetHighWatermark(2))
+	require.NotContains(t, string(readMemFile(t, mem, hwFile)), "t 0 10", "the old partition's entry")
+
+	// A crash now, every write kept: the new partition's high watermark
+	// is one it had, not the old partition's.
+	d2, err := plog.OpenDir("/logs", cfg(mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})))
+	require.NoError(t, err)
+	p2 := d2.Partition("t", 0)
+	require.NotNil(t, p2)
+	require.Equal(t, int64(6), p2.LogEndOffset())
+	require.LessOrEqual(t, p2.HighWatermark(), int64(2))
+	require.NoError(t, d2.Close())
+	require.NoError(t, d.Close())
+}
+
+// readMemFile returns the bytes of the file at path of fs.
+func readMemFile(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	b := make([]byte, fi.Size())
+	_, err = f.ReadAt(b, 0)
+	require.NoError(t, err)
+	return b
+}

@@ -112,13 +112,15 @@ func (rc *rootCheckpoints) release(force bool) error {
 	return errors.Join(errs...)
 }
 
-// remove drops the entries of tps from every file, durably.
+// remove drops the entries of tps from every file, durably: also from a
+// file whose last write failed (its entries already gone from memory may
+// still be on disk).
 func (rc *rootCheckpoints) remove(tps ...TopicPartition) error {
 	var errs []error
 	for _, name := range rootCheckpointFiles {
 		f := rc.files[name]
 		f.mu.Lock()
-		changed := false
+		changed := f.durable < f.gen
 		for _, tp := range tps {
 			delete(f.pending, tp)
 			if f.deleteLocked(tp) {
