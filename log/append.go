@@ -265,7 +265,16 @@ func (p *Partition) appendAssignedLocked(records []byte) (logEnd int64, seq uint
 // starts is first recorded durably (epochs.Cache.Assign). On success it
 // advances mu.end (and mu.hw by default) but does not publish them.
 // REQUIRES: mu held.
-func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
+func (p *Partition) appendLocked(bt batch.Batch, body []byte) (err error) {
+	defer func() {
+		if err != nil {
+			// The write may have failed after it woke a rested active
+			// segment (or a failed roll unsealed the old one): its files
+			// are open for writing, counted against a Dir's budget as a
+			// written segment's are (awake.go).
+			p.noteActiveLocked()
+		}
+	}()
 	if err := checkNextOffsetFits(bt); err != nil {
 		return err
 	}
@@ -299,7 +308,6 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) error {
 			active = p.segs.Load().active()
 		}
 	}
-	var err error
 	if body == nil {
 		_, err = active.Append(bt)
 	} else {

@@ -452,3 +452,50 @@ func TestDirRollsWithinBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestDirFailedAppendsWithinBudget: an append to a partition whose active
+// segment rests reopens and unseals the segment before it writes; when the
+// write then fails (the disk is full) the segment stays open for writing,
+// so the partition joins the awake set as a successful append would, and
+// the Dir still holds at most three descriptors per segment its budget
+// allows. A full disk used to leave every partition appended to outside
+// the budget: 38 descriptors for 12 partitions under a budget of 2. With
+// room again, every partition takes its appends and reads back as
+// appended.
+func TestDirFailedAppendsWithinBudget(t *testing.T) {
+	const parts, budget = 12, 2
+	root := t.TempDir()
+	in := vfs.NewInjector(vfs.Default)
+	d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: 4096, IndexIntervalBytes: 1},
+		MaxOpenSegments: budget})
+	require.NoError(t, err)
+	models := make([]*logtest.Model, parts)
+	bt := logtest.MakeBatch(2, 100, 1_700_000_000_000, 1)
+	appendTo := func(i int) error {
+		base, err := d.Partition("t", int32(i)).AppendBatch(append([]byte(nil), bt...))
+		if err != nil {
+			return err
+		}
+		return models[i].AppendBatch(bt, base)
+	}
+	for i := range parts {
+		_, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		models[i] = logtest.NewModel(0, false)
+		require.NoError(t, appendTo(i))
+	}
+	in.SetDiskFull(0)
+	for i := range parts {
+		require.ErrorIs(t, appendTo(i), vfs.ErrInjected, "partition %d", i)
+		require.LessOrEqual(t, d.SegmentBudget().Active, budget)
+		if fds, _, ok := openFiles(t, root); ok {
+			require.LessOrEqual(t, fds, 3*budget+2, "after %d failed appends", i+1) // and the Dir's lock and sync handle
+		}
+	}
+	in.Reset()
+	for i := range parts {
+		require.NoError(t, appendTo(i))
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
+}
