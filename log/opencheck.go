@@ -260,6 +260,15 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 		if pr.Framed == pr.Size {
 			continue
 		}
+		if !clean && haveCP && i+1 < n && cpStart >= bases[i+1] {
+			// Wholly below the log start: no reader's. A restart
+			// removes the old segments after its commit (the log start
+			// checkpoint), and a crash may keep any of them with its
+			// unsynced tail torn: recovery does not read them (load
+			// starts it no lower than the segment holding the log
+			// start), so they decide nothing about the log's end.
+			continue
+		}
 		switch {
 		case i == n-1 && clean:
 			o.logger.Warn("partlog/log: the active segment does not end on a batch although the shutdown was clean; recovering it",

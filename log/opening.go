@@ -202,6 +202,11 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 		for from > 0 && list[from].BaseOffset() > o.saved.rp() {
 			from--
 		}
+		// Nor below the segment holding the log start: those wholly
+		// below it are no reader's (checkDir skips them too).
+		for o.saved.haveLogStart && from+1 < len(list) && list[from+1].BaseOffset() <= o.saved.logStart {
+			from++
+		}
 		if list, err = o.recoverSegments(list, from); err != nil {
 			return opened{}, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
 		}

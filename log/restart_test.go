@@ -216,3 +216,60 @@ func TestTruncateFullyAndStartAtCrashAtEveryOp(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartCrashOverUnsyncedTail crashes TruncateFullyAndStartAt above
+// the log end at every filesystem operation, on a log whose last segment
+// holds a batch not yet synced: a crash may tear it. After the restart's
+// commit (the log start checkpoint at the new base) the old segments are
+// no reader's, so a torn one among them must not decide where the log
+// ends. Open used to take the torn segment for the place recovery cuts
+// the log, find the committed log start past that end, distrust it, cut
+// the restarted log's segment away and serve the old log's first segment
+// alone: synced batches gone, a mix of neither log.
+func TestRestartCrashOverUnsyncedTail(t *testing.T) {
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 29))
+	const dir = "/data/restart-torn-0"
+	bt := logtest.MakeBatch(2, 40, 1_700_000_000_000, 1)
+	cfg := func(fs vfs.FS) plog.Config {
+		// One batch a segment; no background flush counts operations.
+		return plog.WithManualRollFlush(plog.Config{FS: fs, SegmentBytes: int64(len(bt)), SegmentIndexBytes: memIndexBytes})
+	}
+	const at = 9
+	crashAtEveryOp(t, crashWalk[*plog.Partition]{
+		setup: func(t *testing.T, fs vfs.FS) *plog.Partition {
+			p, err := plog.Open(dir, cfg(fs))
+			require.NoError(t, err)
+			for range 3 {
+				_, err := p.AppendBatch(append([]byte(nil), bt...))
+				require.NoError(t, err)
+			}
+			// Segments 0 and 2 synced, the recovery point at 4; the batch
+			// of segment 4 is not synced.
+			require.NoError(t, p.FlushRolled())
+			require.Equal(t, int64(4), p.RecoveryPoint())
+			return p
+		},
+		run: func(t *testing.T, _ vfs.FS, p *plog.Partition, _ func() bool) {
+			require.NoError(t, p.TruncateFullyAndStartAt(at))
+			require.NoError(t, p.Close())
+		},
+		options: func(k, total int64) []vfs.CrashOptions {
+			return append(randomCrash(rng)(k, total),
+				vfs.CrashOptions{UnsyncedDataPercent: 1, TornPercent: 100, Seed: uint64(k)})
+		},
+		check: func(t *testing.T, _ *plog.Partition, clone *vfs.MemFS, crash crashPoint) {
+			q, err := plog.Open(dir, cfg(clone))
+			require.NoError(t, err, crash)
+			start, end := q.LogStartOffset(), q.LogEndOffset()
+			if start != at || end != at {
+				// The old log: every synced batch, at most the unsynced
+				// one after them.
+				require.Equal(t, int64(0), start, crash)
+				require.Contains(t, []int64{4, 6}, end, crash)
+			}
+			require.NoError(t, q.Verify(), crash)
+			require.NoError(t, q.Close(), crash)
+		},
+	})
+}
