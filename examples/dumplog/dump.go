@@ -653,16 +653,23 @@ func readIndex(path string) ([]byte, bool, error) {
 
 // usedEntries returns how many entries of an index are in use: Kafka
 // preallocates index files, so the entries end at the first slot that is all
-// zeros when every byte after it is zero too (an all-zero first slot would be
-// an offset entry for the base offset at position 0, which Kafka never writes,
-// or a time entry at 1970). stale is set when a zero slot other than the first
-// is followed by non-zero bytes (not a preallocated tail).
+// zeros when every byte after it is zero too. An all-zero first slot is an
+// offset entry for the base offset at position 0, which Kafka never writes,
+// or a time entry for timestamp 0 at the base offset, which Kafka and
+// partlog write when the segment's largest timestamp is 0 (records stamped
+// 0): it counts as an entry when it is the file's only slot, the length a
+// closed segment's index is trimmed to, and as a preallocated slot
+// otherwise. stale is set when a zero slot other than the first is
+// followed by non-zero bytes (not a preallocated tail).
 func usedEntries(b []byte, entrySize int) (n int, unused int, stale bool) {
 	total := len(b) / entrySize
 	for i := 0; i < total; i++ {
 		slot := b[i*entrySize : (i+1)*entrySize]
 		if !allZero(slot) {
 			continue
+		}
+		if i == 0 && total == 1 {
+			return total, 0, false
 		}
 		if allZero(b[i*entrySize:]) {
 			return i, total - i, false

@@ -314,6 +314,7 @@ func TestUsedEntries(t *testing.T) {
 		{"entries then preallocated", cat(entry(1), entry(2), zero, zero), 2, 2, false},
 		{"hole in the middle", cat(entry(1), zero, entry(3)), 3, 0, true},
 		{"zero first slot then entries", cat(zero, entry(2)), 2, 0, false},
+		{"one zero slot, trimmed", zero, 1, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -323,6 +324,43 @@ func TestUsedEntries(t *testing.T) {
 			require.Equal(t, c.stale, stale, "got %d %d %t, want %d %d %t", n, unused, stale, c.n, c.unused, c.stale)
 		})
 	}
+}
+
+// A closed segment whose records all have timestamp 0 has a time index of
+// one entry, timestamp 0 at its base offset: twelve zero bytes, which Kafka
+// and partlog write and Kafka's tool prints. dumplog prints and checks it
+// instead of taking it for a preallocated slot; the same twelve bytes
+// beside a batch whose max timestamp is not 0 are a wrong entry.
+func TestDumpTimeIndexEntryAtZero(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "z-0")
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	bld := batch.NewBuilder(batch.BuilderOptions{})
+	require.NoError(t, bld.AddAt(batch.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: 0}))
+	b, err := bld.Build()
+	require.NoError(t, err)
+	_, err = p.AppendBatch(b)
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.Close())
+	ti := filepath.Join(dir, segment.FileName(0, segment.TimeIndexSuffix))
+	require.Equal(t, make([]byte, timeEntry), mustRead(t, ti), "partlog's time index of the segment")
+
+	code, out, errs := runDump(t, "--verify", "--index", dir)
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
+	assert.Contains(t, out, segment.FileName(0, segment.TimeIndexSuffix)+"\ntimestamp: 0 offset: 0\n", "the entry is not printed:\n%s", out)
+	assert.NotContains(t, out, "preallocated", "the entry is taken for a preallocated slot:\n%s", out)
+
+	// The same time index beside a batch stamped 1000: its entry is wrong.
+	bld.Reset(batch.BuilderOptions{})
+	require.NoError(t, bld.AddAt(batch.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: 1000}))
+	b, err = bld.Build()
+	require.NoError(t, err)
+	mustWrite(t, filepath.Join(dir, segment.FileName(0, segment.LogSuffix)), b)
+	code, out, _ = runDump(t, "--verify", "--quiet", dir)
+	want := fmt.Sprintf("PROBLEM: %s position 0: entry 0: timestamp 0, but the batch holding offset 0", ti)
+	require.Equal(t, 1, code, "exit %d, want %q:\n%s", code, want, out)
+	require.Contains(t, out, want, "exit %d, want %q:\n%s", code, want, out)
 }
 
 // TestDumpLegacyMessages: magic 1 messages and gzip wrappers Kafka wrote
