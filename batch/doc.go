@@ -57,6 +57,8 @@
 //	+--------+-----+-----------+---------+------+-----+--------+-------+-------+---------+
 //	length counts the bytes after itself; keyLen/valueLen -1 = null
 //	each header: keyLen varint (>= 0), key, valueLen varint (-1 = null), value
+//	(a reader takes any negative keyLen/valueLen of a record, and valueLen
+//	of a header, for null, as Kafka does)
 //
 // A record's offset is baseOffset + offsetDelta. Its timestamp is
 // baseTimestamp + timestampDelta under CreateTime and maxTimestamp under

@@ -58,12 +58,12 @@ func readVarlongSlow(b []byte, p int) (int64, int) {
 	return 0, -1
 }
 
-// takeBytes decodes a length-prefixed string at b[p] whose length is at
-// least minLen (-1: nullable, returned as nil; 0: not nullable) and fits
-// in b. The position is -1 when it does not.
-func takeBytes(b []byte, p int, minLen int32) ([]byte, int) {
+// takeBytes decodes a length-prefixed string at b[p] whose length fits in
+// b; a negative length is null (returned as nil) when nullable. The
+// position is -1 when it does not fit or is negative and not nullable.
+func takeBytes(b []byte, p int, nullable bool) ([]byte, int) {
 	n, p := readVarintSlow(b, p)
-	if p < 0 || n < minLen || int(n) > len(b)-p {
+	if p < 0 || n < 0 && !nullable || int(n) > len(b)-p {
 		return nil, -1
 	}
 	if n < 0 {
@@ -118,12 +118,12 @@ long: // longer, or truncated: the one !ok return (see above)
 }
 
 // fastBytes slices the l bytes at b[p] (l the length varint before them;
-// -1 is null, returned as nil, when nullable) and returns them with the
-// position after them; ok is false when l is negative (other than a
-// nullable -1) or longer than what remains. The result's capacity is
-// clipped.
+// a negative l is null, returned as nil, when nullable, as Kafka reads
+// it) and returns them with the position after them; ok is false when l
+// is negative and not nullable, or longer than what remains. The result's
+// capacity is clipped.
 func fastBytes(b []byte, p int, l int32, nullable bool) (s []byte, next int, ok bool) {
-	if l < -1 || !nullable && l < 0 || int(l) > len(b)-p {
+	if !nullable && l < 0 || int(l) > len(b)-p {
 		return nil, p, false
 	}
 	if l >= 0 {
@@ -135,10 +135,10 @@ func fastBytes(b []byte, p int, l int32, nullable bool) (s []byte, next int, ok 
 
 // fastSkip is fastBytes without the bytes.
 func fastSkip(b []byte, p int, l int32, nullable bool) (next int, ok bool) {
-	if l < -1 || !nullable && l < 0 || int(l) > len(b)-p {
+	if !nullable && l < 0 || int(l) > len(b)-p {
 		return p, false
 	}
-	return p + int(l&^(l>>31)), true // l == -1 (null) skips nothing
+	return p + int(l&^(l>>31)), true // a negative l (null) skips nothing
 }
 
 // walkShort is fastWalk for the common batch: not a control batch, and
@@ -175,9 +175,9 @@ func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
 			u += uint32(data[p])<<7 - 0x80
 		}
 		p++
-		// Lengths and offset deltas are never negative (the length and the
-		// key and value lengths but a null's -1): an odd zig-zag value is
-		// refused, an even one is twice the value.
+		// The record's length and offset delta are never negative (a key
+		// or value length is, for null): an odd zig-zag value is refused,
+		// an even one is twice the value.
 		n := int(u >> 1)
 		if u&1 != 0 || n < minRecordSize-1 || n > len(data)-p {
 			return tr, false
@@ -221,8 +221,8 @@ func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
 			return tr, false
 		}
 		prev = d
-		// key, then value: -1 (null, zig-zag 1) or a length that fits,
-		// written out twice.
+		// key, then value: negative (null, an odd zig-zag value) or a
+		// length that fits, written out twice.
 		if uint(q) >= uint(len(rec)) {
 			return tr, false
 		}
@@ -235,14 +235,12 @@ func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
 			u += uint32(rec[q])<<7 - 0x80
 		}
 		q++
-		if u&1 != 0 {
-			if u != 1 {
+		if u&1 == 0 { // an odd value is negative: null
+			if l := int(u >> 1); l <= end-q {
+				q += l
+			} else {
 				return tr, false
 			}
-		} else if l := int(u >> 1); l <= end-q {
-			q += l
-		} else {
-			return tr, false
 		}
 		if uint(q) >= uint(len(rec)) {
 			return tr, false
@@ -256,14 +254,12 @@ func walkShort(data []byte, count, last int32, baseTs int64) (TimeRange, bool) {
 			u += uint32(rec[q])<<7 - 0x80
 		}
 		q++
-		if u&1 != 0 {
-			if u != 1 {
+		if u&1 == 0 { // an odd value is negative: null
+			if l := int(u >> 1); l <= end-q {
+				q += l
+			} else {
 				return tr, false
 			}
-		} else if l := int(u >> 1); l <= end-q {
-			q += l
-		} else {
-			return tr, false
 		}
 		// header count
 		if uint(q) >= uint(len(rec)) {
@@ -365,7 +361,7 @@ func fastWalk(data []byte, count, last int32, control bool, baseTs int64) (TimeR
 		var l int32
 		// key: a control record's is checked, any other one skipped
 		if control {
-			k, q2 := takeBytes(rec, q, -1)
+			k, q2 := takeBytes(rec, q, true)
 			if q2 < 0 || !validControlKey(k) {
 				return tr, false
 			}

@@ -45,6 +45,9 @@ const minHeaderSize = 2
 //	headers         headerCount × (keyLength varint >= 0, key,
 //	                               valueLength varint, -1 = null, value)
 //
+// Kafka writes -1 for null and reads every negative keyLength and
+// valueLength (a header's too) as null; so do the decoders here.
+//
 // Key, Value and the header fields returned by an iterator alias the batch
 // (or the Decoder's buffer for a compressed batch): they are valid as long
 // as those bytes are, and must not be modified. Headers is valid only until

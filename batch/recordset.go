@@ -330,12 +330,9 @@ func runOnes(dst []Record, set []byte, st *RunState) (n int) {
 			r.Timestamp = int64(binary.BigEndian.Uint64(b[maxTimestampOffset:]))
 		}
 		r.Attributes = int8(w)
-		k := w >> 24 // keyLength: 1 is null (-1), any other odd value below -1
+		k := w >> 24 // keyLength: an odd value is negative, a null key
 		kq, kl := hl+4, int(k>>1)
 		if k&1 != 0 {
-			if k != 1 {
-				break
-			}
 			kl = 0
 		}
 		q := kq + kl
@@ -354,9 +351,6 @@ func runOnes(dst []Record, set []byte, st *RunState) (n int) {
 		}
 		vl := int(v >> 1)
 		if v&1 != 0 {
-			if v != 1 {
-				break
-			}
 			vl = 0
 		}
 		end := q + vl
@@ -364,10 +358,10 @@ func runOnes(dst []Record, set []byte, st *RunState) (n int) {
 			break
 		}
 		var key, value []byte
-		if k != 1 {
+		if k&1 == 0 {
 			key = data[kq : kq+kl : kq+kl]
 		}
-		if v != 1 {
+		if v&1 == 0 {
 			value = data[q:end:end]
 		}
 		r.Key, r.Value, r.Headers = key, value, nil

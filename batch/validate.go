@@ -11,8 +11,9 @@ import (
 // what ValidateHeader checks (framing, magic, CRC-32C, header fields), then
 // the record framing. For a compressed batch it decompresses the records
 // first (bounded, see Decoder). Every record's length varint, attributes,
-// timestampDelta, offsetDelta, key and value lengths (-1 = null), header
-// count and headers must lie within the record's length and use all of it;
+// timestampDelta, offsetDelta, key and value lengths (negative = null, as
+// Kafka reads them), header count and headers must lie within the record's
+// length and use all of it;
 // offsetDeltas must increase strictly within [0, lastOffsetDelta]; the
 // batch must hold exactly recordsCount records and no byte after them;
 // varints must fit their 32-bit (at most 5 bytes) or 64-bit (at most 10

@@ -142,7 +142,7 @@ func TestValidateMalformed(t *testing.T) {
 		{"record_length_too_small", withRecords(one, append(vi(3), 0, 0, 0, 0, 0, 0)), "record[0].length", nil},
 		{"record_length_longer_than_fields", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(0), raw(0))), "record[0].length", nil},
 		{"record_length_shorter_than_fields", withRecords(one, append(vi(6), raw(0, 0, 0, 2, 'k', 'v', 0)...)), "record[0].valueLength", nil},
-		{"key_length_negative", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-2), vi(-1), vi(0))), "record[0].keyLength", nil},
+		{"header_key_negative", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(1), vi(-2), vi(0))), "record[0].header[0].keyLength", nil},
 		{"key_length_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(100), vi(-1), vi(0))), "record[0].keyLength", nil},
 		{"value_length_oversized", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(1<<30), vi(0))), "record[0].valueLength", nil},
 		{"header_count_negative", withRecords(one, rec(raw(0), vl(0), vi(0), vi(-1), vi(-1), vi(-1))), "record[0].headerCount", nil},

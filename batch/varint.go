@@ -198,8 +198,9 @@ func (c *cursor) varlongSlow(field string) int64 {
 	return 0
 }
 
-// length reads a length varint. nullable allows -1 (null), returned as -1.
-// A length longer than what remains of c.b fails.
+// length reads a length varint. nullable allows a negative length (null:
+// Kafka reads -1 and every other negative length so), returned as -1. A
+// length longer than what remains of c.b fails.
 func (c *cursor) length(field string, nullable bool) int {
 	start := c.pos
 	n := c.varint(field)
@@ -207,7 +208,7 @@ func (c *cursor) length(field string, nullable bool) int {
 		return 0
 	}
 	if n < 0 {
-		if n == -1 && nullable {
+		if nullable {
 			return -1
 		}
 		c.fail(failNegativeLength, field, start, int64(n))
@@ -220,7 +221,8 @@ func (c *cursor) length(field string, nullable bool) int {
 	return int(n)
 }
 
-// bytes reads a length-prefixed byte string; -1 gives nil when nullable.
+// bytes reads a length-prefixed byte string; a negative length gives nil
+// when nullable.
 // The result aliases c.b and has its capacity clipped, so appending to it
 // never writes into the batch.
 func (c *cursor) bytes(field string, nullable bool) []byte {
