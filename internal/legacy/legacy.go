@@ -236,7 +236,8 @@ func (e Entry) KeyValue() (key, value []byte, err error) {
 	return key, value, nil
 }
 
-// bytesAt reads an int32-length-prefixed byte string at p (-1 = null).
+// bytesAt reads an int32-length-prefixed byte string at p (-1 = null, and
+// so is any other negative length, as Kafka reads it).
 func (e Entry) bytesAt(p int, field string) ([]byte, int, error) {
 	if len(e)-p < 4 {
 		return nil, p, corrupt.Errorf(int64(p), field, "%d bytes left, the length needs 4", len(e)-p)
@@ -244,9 +245,9 @@ func (e Entry) bytesAt(p int, field string) ([]byte, int, error) {
 	n := int64(int32(binary.BigEndian.Uint32(e[p:])))
 	p += 4
 	switch {
-	case n == -1:
+	case n < 0:
 		return nil, p, nil
-	case n < 0 || n > int64(len(e)-p):
+	case n > int64(len(e)-p):
 		return nil, p, corrupt.Errorf(int64(p-4), field, "length %d with %d bytes left", n, len(e)-p)
 	}
 	return e[p : p+int(n) : p+int(n)], p + int(n), nil
