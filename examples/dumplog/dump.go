@@ -744,7 +744,11 @@ func (d *dumper) openIndex(path, kind string, entrySize int, haveBatches bool) (
 
 // offsetIndex prints and checks a .index file against the segment's
 // batches: entries increase, each points at a batch start and names an
-// offset inside that batch.
+// offset inside that batch or a later one. Kafka before 4.0 adds at most
+// one entry per append, the append's largest offset at the position of its
+// first batch, and a follower (or the cleaner) appends many batches at
+// once; a lookup only needs every offset at or past the entry's to lie at
+// or past its position.
 func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int64, haveLog bool) error {
 	b, n, ok, err := d.openIndex(path, "offset index", offsetEntry, len(spans) > 0)
 	if err != nil || !ok {
@@ -784,8 +788,12 @@ func (d *dumper) offsetIndex(path string, base int64, spans []span, logSize int6
 			d.problem(path, at, "entry %d: position %d is past the end of the log (%d bytes)", i, phys, logSize)
 		case !ok:
 			d.problem(path, at, "entry %d: position %d is not the start of a batch", i, phys)
-		case off < s.base || off > s.last:
-			d.problem(path, at, "entry %d: offset %d is not in the batch at position %d (offsets %d..%d)", i, off, phys, s.base, s.last)
+		case off < s.base:
+			d.problem(path, at, "entry %d: offset %d is before the batch at position %d (offsets %d..%d)", i, off, phys, s.base, s.last)
+		default:
+			if h, ok := batchAt(spans, off); !ok || h.pos < phys {
+				d.problem(path, at, "entry %d: offset %d is in no batch at or after position %d (offsets %d..%d there)", i, off, phys, s.base, s.last)
+			}
 		}
 	}
 	return nil

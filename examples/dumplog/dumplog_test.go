@@ -363,6 +363,52 @@ func TestDumpTimeIndexEntryAtZero(t *testing.T) {
 	require.Contains(t, out, want, "exit %d, want %q:\n%s", code, want, out)
 }
 
+// Kafka before 4.0 adds at most one offset index entry per append: the
+// append's largest offset at the position of its first batch. A follower
+// appends what it fetched, many batches at once, and the cleaner a whole
+// cleaned chunk, so their index entries name the last offset of a later
+// batch than the one at the position. Lookups stay right (every offset at
+// or past the entry's lies at or past its position); --verify takes such an
+// entry for the sound one it is, and still reports one naming an offset
+// before the batch at its position.
+func TestVerifyFollowerIndexEntries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "f-0")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var log []byte
+	var starts []int
+	for i := range 4 {
+		bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: int64(2 * i)})
+		for j := range 2 {
+			require.NoError(t, bld.Add(batch.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: int64(1000 + 2*i + j)}))
+		}
+		b, err := bld.Build()
+		require.NoError(t, err)
+		starts = append(starts, len(log))
+		log = append(log, b...)
+	}
+	mustWrite(t, filepath.Join(dir, segment.FileName(0, segment.LogSuffix)), log)
+	// One append of batches 1-3 (offsets 2..7): the entry (7, start of batch 1).
+	offsetIndex := func(rel int32) []byte {
+		return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(rel)), uint32(starts[1]))
+	}
+	ti := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, 1007), 7)
+	mustWrite(t, filepath.Join(dir, segment.FileName(0, segment.TimeIndexSuffix)), ti)
+	idx := filepath.Join(dir, segment.FileName(0, segment.IndexSuffix))
+	mustWrite(t, idx, offsetIndex(7))
+	code, out, errs := runDump(t, "--verify", "--index", dir)
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
+	require.Contains(t, out, fmt.Sprintf("offset: 7 position: %d\n", starts[1]), "exit %d\n%s", code, out)
+	require.Contains(t, out, " 0 problems", "exit %d\n%s", code, out)
+
+	// An entry naming offset 1, before the batch at its position (2..3):
+	// a lookup of offset 1 would start past it.
+	mustWrite(t, idx, offsetIndex(1))
+	code, out, _ = runDump(t, "--verify", "--quiet", dir)
+	want := fmt.Sprintf("PROBLEM: %s position 0: entry 0: offset 1 is before the batch at position %d", idx, starts[1])
+	require.Equal(t, 1, code, "exit %d, want %q:\n%s", code, want, out)
+	require.Contains(t, out, want, "exit %d, want %q:\n%s", code, want, out)
+}
+
 // TestDumpLegacyMessages: magic 1 messages and gzip wrappers Kafka wrote
 // among v2 batches are printed (fields, records) and verified (CRC-32,
 // inner messages, offsets); a flipped byte in one is a PROBLEM naming the

@@ -18,9 +18,11 @@
 //	            segment and across the segments of a partition; gaps are
 //	            reported as info, since compaction leaves them); every
 //	            offset index entry points at the start of a batch and names
-//	            an offset inside it, entries increase; every time index entry
-//	            names an offset inside a batch of the segment whose max
-//	            timestamp is the entry's timestamp, entries increase. The
+//	            an offset inside it or a later batch (Kafka before 4.0 indexes
+//	            a follower's append of many batches so), entries increase;
+//	            every time index entry names an offset inside a batch of the
+//	            segment whose max timestamp is the entry's timestamp, entries
+//	            increase. The
 //	            .log is walked with segment.Check, the walk recovery uses:
 //	            an entry that frames but fails a check is reported and the
 //	            dump goes on after it; where the bytes stop framing, the
