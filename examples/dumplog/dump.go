@@ -541,6 +541,10 @@ func (d *dumper) printRecords(path string, pos int64, bt batch.Batch, verr error
 				d.printf("| offset: %d %s: %d control: (bad: %v)\n", rec.Offset, tsType, rec.Timestamp, err)
 				continue
 			}
+			if !cr.Type.IsTxnMarker() { // a KRaft control record: its value is its own
+				d.printf("| offset: %d %s: %d control: %s value: %s\n", rec.Offset, tsType, rec.Timestamp, cr.Type, d.show(rec.Value))
+				continue
+			}
 			d.printf("| offset: %d %s: %d control: %s coordinatorEpoch: %d\n", rec.Offset, tsType, rec.Timestamp, cr.Type, cr.CoordinatorEpoch)
 			continue
 		}

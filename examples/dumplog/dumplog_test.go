@@ -409,6 +409,26 @@ func TestVerifyFollowerIndexEntries(t *testing.T) {
 	require.Contains(t, out, want, "exit %d, want %q:\n%s", code, want, out)
 }
 
+// --records prints a control record's coordinator epoch only for the
+// transaction markers that carry one: a KRaft control record
+// (LEADER_CHANGE, SNAPSHOT_HEADER, ...) has a value of its own, shown as
+// it is, not read as a marker's epoch.
+func TestDumpKRaftControlRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "__cluster_metadata-0")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	bld := batch.NewBuilder(batch.BuilderOptions{Control: true})
+	key := []byte{0, 0, 0, byte(batch.ControlLeaderChange)}
+	value := []byte{0, 0, 0, 0, 0, 7, 0, 0, 0, 0}
+	require.NoError(t, bld.AddAt(batch.Record{Offset: 0, Key: key, Value: value, Timestamp: 1000}))
+	b, err := bld.Build()
+	require.NoError(t, err)
+	mustWrite(t, filepath.Join(dir, segment.FileName(0, segment.LogSuffix)), b)
+	code, out, errs := runDump(t, "--records", dir)
+	require.Equal(t, 0, code, "exit %d\n%s\n%s", code, out, errs)
+	require.Contains(t, out, "| offset: 0 CreateTime: 1000 control: LEADER_CHANGE value: 0x00000000000700000000\n", "%s", out)
+	require.NotContains(t, out, "coordinatorEpoch", "%s", out)
+}
+
 // TestDumpLegacyMessages: magic 1 messages and gzip wrappers Kafka wrote
 // among v2 batches are printed (fields, records) and verified (CRC-32,
 // inner messages, offsets); a flipped byte in one is a PROBLEM naming the
