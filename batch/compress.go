@@ -207,7 +207,9 @@ func readLimited(dst []byte, r io.Reader, limit, hint int) ([]byte, error) {
 
 // decodeSnappy decodes a Kafka snappy payload: xerial-framed (the Java
 // client) when it starts with the xerial magic, else one raw snappy block
-// (librdkafka and most non-Java clients).
+// (librdkafka and most non-Java clients). A xerial payload may hold several
+// xerial streams one after the other, each with its header, as snappy-java
+// reads them.
 func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	block := func(chunk []byte, pos int) error {
@@ -232,6 +234,16 @@ func decodeSnappy(dst, src []byte, limit int) ([]byte, error) {
 	for pos := xerialHeaderSize; pos < len(src); {
 		if len(src)-pos < xerialChunkLenLen {
 			return dst, corruptf(int64(HeaderSize+pos), fieldRecords, "xerial snappy chunk length truncated")
+		}
+		if string(src[pos:pos+xerialChunkLenLen]) == xerialMagic[:xerialChunkLenLen] {
+			// Another xerial stream follows, as snappy-java reads a
+			// chunk length equal to the magic's head (no chunk is that
+			// long: it is negative as Java's int).
+			if !isXerial(src[pos:]) {
+				return dst, corruptf(int64(HeaderSize+pos), fieldRecords, "xerial snappy header of a further stream is not whole")
+			}
+			pos += xerialHeaderSize
+			continue
 		}
 		n := int64(binary.BigEndian.Uint32(src[pos:]))
 		pos += xerialChunkLenLen
