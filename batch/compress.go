@@ -28,8 +28,11 @@ const (
 	// no more memory than the ratio already allows a 1 MiB batch (Kafka's
 	// default max.message.bytes).
 	minDecompressionLimit = 64 << 20
-	// maxZstdWindow bounds the history window a zstd frame may ask for.
-	maxZstdWindow = 64 << 20
+	// maxZstdWindow bounds the history window a zstd frame may ask for:
+	// zstd's default limit (2^27 bytes), the one zstd-jni, Kafka's reader,
+	// decodes under. A Java producer at compression.zstd.level 22 streams
+	// frames asking for exactly that, whatever the batch's size.
+	maxZstdWindow = 128 << 20
 )
 
 // Xerial snappy framing, as the Java client writes it: an 8-byte magic, a
