@@ -556,9 +556,14 @@ func (r *replicaCore) failWaiters(index uint64, err error) {
 }
 
 // retain applies retention up to offset (a segment base at or below the
-// high watermark): Storage.compact moves the snapshot point there first.
+// high watermark; others are ignored): Storage.compact moves the snapshot
+// point there first. Only a segment base has a producer snapshot, which
+// the raft snapshots sent from the point carry.
 func (r *replicaCore) retain(offset int64) error {
 	if offset <= r.part.LogStartOffset() || offset > r.part.HighWatermark() {
+		return nil
+	}
+	if !slices.ContainsFunc(r.part.SegmentInfos(), func(s log.SegmentInfo) bool { return s.BaseOffset == offset }) {
 		return nil
 	}
 	return r.st.compact(offset)
