@@ -181,12 +181,12 @@ func (r *replica) propose(ctx context.Context, p *proposal) {
 }
 
 // proposeErrorCode is the Kafka error code of a failed proposal: a
-// leadership change or a stopped replica is NOT_LEADER_OR_FOLLOWER (the
-// client finds the leader again); the partition's refusal of the batch,
-// or a storage error, is the code a one-node produce gets
-// (appendErrorCode).
+// leadership change (an outcome it left unknown too) or a stopped replica
+// is NOT_LEADER_OR_FOLLOWER (the client finds the leader again); the
+// partition's refusal of the batch, or a storage error, is the code a
+// one-node produce gets (appendErrorCode).
 func proposeErrorCode(err error, records []byte) int16 {
-	if errors.Is(err, raftlog.ErrNotLeader) || errors.Is(err, raftlog.ErrReplaced) || errors.Is(err, raftlog.ErrStopped) {
+	if errors.Is(err, raftlog.ErrNotLeader) || errors.Is(err, raftlog.ErrReplaced) || errors.Is(err, raftlog.ErrStopped) || errors.Is(err, raftlog.ErrOutcomeUnknown) {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return appendErrorCode(err, records)

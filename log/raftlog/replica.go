@@ -29,6 +29,12 @@ var (
 	// took the partition offline on this node) before the proposal was
 	// answered. It may or may not commit.
 	ErrStopped = errors.New("raftlog: replica stopped")
+	// ErrOutcomeUnknown: the proposal's entry was appended in an earlier
+	// term than the snapshot this replica installed from the leader, and
+	// that snapshot covers its index: the entry may or may not be in the
+	// log. Retry with the same producer id and sequence, which is
+	// idempotent.
+	ErrOutcomeUnknown = errors.New("raftlog: outcome unknown after a snapshot")
 )
 
 // Acks says when a proposal is answered.
@@ -62,9 +68,10 @@ type Result struct {
 	// original's).
 	Base int64
 	// Err is nil when the proposal is acknowledged as its Acks asked.
-	// Otherwise it wraps ErrNotLeader, ErrReplaced, ErrStopped, the
-	// partition's append error (log's sentinels: a producer sequence out
-	// of order, a fenced epoch, ...) or a storage error.
+	// Otherwise it wraps ErrNotLeader, ErrReplaced, ErrStopped,
+	// ErrOutcomeUnknown, the partition's append error (log's sentinels:
+	// a producer sequence out of order, a fenced epoch, ...) or a storage
+	// error.
 	Err error
 }
 
@@ -383,10 +390,10 @@ func (r *replicaCore) handleReady() error {
 	}
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		clear(r.prewritten)
-		r.failWaiters(0, fmt.Errorf("%w: replaced by a snapshot", ErrReplaced))
 		if err := r.st.applySnapshot(rd.Snapshot); err != nil {
 			return err
 		}
+		r.snapshotWaiters(rd.Snapshot.GetMetadata().GetIndex(), rd.Snapshot.GetMetadata().GetTerm())
 		r.conf.Store(r.st.cs)
 		r.logger.Info("installed raft snapshot", "index", r.st.snapIndex, "snapshotOffset", r.st.snapOffset, "logStart", r.st.logStart)
 	}
@@ -535,6 +542,33 @@ func (r *replicaCore) resolveWaiters(commit uint64) {
 			w.reply(w.base, nil)
 		default:
 			w.reply(-1, fmt.Errorf("%w: index %d", ErrReplaced, w.index))
+		}
+	}
+	clear(r.waiters[len(kept):])
+	r.waiters = kept
+}
+
+// snapshotWaiters answers the waiting proposals whose entries an
+// installed snapshot at index and term covers. The leader's log holds
+// term's entry at index, and terms only grow along a log: a waiter's entry
+// of that term at or below index was appended before it by the one leader
+// of that term, so is in the leader's log too (committed); a waiter at
+// index of another term, or below it of a later term, is not. One of an
+// earlier term below index may be either. A waiter past index stays: the
+// leader's log may hold it, and resolveWaiters decides when its index
+// commits.
+func (r *replicaCore) snapshotWaiters(index, term uint64) {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		switch {
+		case w.index > index:
+			kept = append(kept, w)
+		case w.term == term:
+			w.reply(w.base, nil)
+		case w.index == index || w.term > term:
+			w.reply(-1, fmt.Errorf("%w: index %d, below a snapshot at index %d of term %d", ErrReplaced, w.index, index, term))
+		default:
+			w.reply(-1, fmt.Errorf("%w: index %d of term %d, below a snapshot at index %d of term %d", ErrOutcomeUnknown, w.index, w.term, index, term))
 		}
 	}
 	clear(r.waiters[len(kept):])
