@@ -68,3 +68,21 @@ func TestRaftConfChangeBatch(t *testing.T) {
 // nothing from before it: raft sends it a snapshot (the point, and the
 // membership), it restarts its log at the leader's log start and copies
 // the rest, ending with the leader's committed bytes from there on.
+
+// A membership change that would leave the group without a voter (the
+// removal of the last one) is not proposed: raft panics when it applies
+// one, and every replica would apply it again at each restart.
+func TestConfChangeRemovingLastVoterRefused(t *testing.T) {
+	g := newTestGroup(t, 1)
+	g.elect(1, all)
+	end := g.parts[1].LogEndOffset()
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(uint64(1))}}}
+	require.NotPanics(t, func() {
+		g.turn(1, func() { g.cores[1].proposeConf(cc) })
+		for range 3 {
+			g.turn(1, g.cores[1].rn.Tick)
+		}
+	})
+	require.Equal(t, []uint64{1}, g.cores[1].st.cs.GetVoters())
+	require.Equal(t, end, g.parts[1].LogEndOffset(), "nothing proposed")
+}

@@ -626,6 +626,12 @@ func (r *replicaCore) proposeConf(cc *pb.ConfChangeV2) {
 	if int64(bs.GetTerm()) != int64(r.epoch) || r.st.applied < r.confBarrier {
 		return
 	}
+	if !keepsVoter(r.st.cs, cc) {
+		// Raft panics applying it, on every replica and again at each
+		// restart.
+		r.logger.Warn("membership change refused: it leaves no voter", "change", ConfChangeString(cc))
+		return
+	}
 	data, err := proto.Marshal(cc)
 	if err != nil {
 		r.logger.Error("membership change does not encode", "err", err)
@@ -657,6 +663,25 @@ func (r *replicaCore) proposeConf(cc *pb.ConfChangeV2) {
 	r.prewriteEnd = next
 	r.confBarrier = idx
 	r.logger.Info("proposed membership change", "index", idx, "change", ConfChangeString(cc))
+}
+
+// keepsVoter reports whether cc, applied to the membership cs, leaves at
+// least one voter.
+func keepsVoter(cs *pb.ConfState, cc *pb.ConfChangeV2) bool {
+	voters := make(map[uint64]bool)
+	for _, id := range cs.GetVoters() {
+		voters[id] = true
+	}
+	for _, ch := range cc.GetChanges() {
+		switch id := ch.GetNodeId(); {
+		case id == 0: // raft ignores such a change
+		case ch.GetType() == pb.ConfChangeAddNode:
+			voters[id] = true
+		case ch.GetType() == pb.ConfChangeRemoveNode, ch.GetType() == pb.ConfChangeAddLearnerNode:
+			delete(voters, id)
+		}
+	}
+	return len(voters) > 0
 }
 
 // applyConfChanges applies the membership changes among committed entries
