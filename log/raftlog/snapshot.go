@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/index/vfs"
 )
 
@@ -117,9 +118,21 @@ func decodeSnapshotData(b []byte) (snapshotData, error) {
 // snapshot offset (Partition.ProducerSnapshot: the file, or the roll's
 // snapshot its background flush has not written yet), or nil when there
 // is none that reads (the follower then learns only the producers of the
-// batches it copies; a warning says so).
-func (s *Storage) producerSnapshot() []byte {
+// batches it copies; a warning says so). records are the batches below
+// the offset the snapshot carries: when there is no producer snapshot at
+// the offset, the one at the end of the last of them describes the same
+// producers, as no batch lies between (this node installed a compacted
+// snapshot whose records end below its point: RestoreProducers wrote the
+// leader's state at the log end then).
+func (s *Storage) producerSnapshot(records []byte) []byte {
 	b, err := s.part.ProducerSnapshot(s.snapOffset)
+	if err != nil {
+		if end := regionEnd(records); end >= 0 && end < s.snapOffset {
+			if b, err2 := s.part.ProducerSnapshot(end); err2 == nil {
+				return b
+			}
+		}
+	}
 	if err != nil {
 		if s.logger != nil {
 			s.logger.Warn("raft snapshot sent without producer state", "dir", s.part.Dir(), "offset", s.snapOffset, "err", err)
@@ -127,6 +140,20 @@ func (s *Storage) producerSnapshot() []byte {
 		return nil
 	}
 	return b
+}
+
+// regionEnd returns the offset after the last batch of records (-1 when
+// there is none that parses).
+func regionEnd(records []byte) int64 {
+	end := int64(-1)
+	for len(records) > 0 {
+		bt, rest, err := batch.Parse(records)
+		if err != nil {
+			break
+		}
+		end, records = bt.NextOffset(), rest
+	}
+	return end
 }
 
 // readSmallFile reads a whole file of at most limit bytes.

@@ -557,7 +557,7 @@ const MaxSnapshotRecords = 32 << 20
 // larger than MaxSnapshotRecords cannot be sent: the snapshot is reported
 // temporarily unavailable, and the follower stays behind.
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
-	d := snapshotData{offset: s.snapOffset, start: s.snapOffset, producers: s.producerSnapshot()}
+	d := snapshotData{offset: s.snapOffset, start: s.snapOffset}
 	if start := max(s.logStart, s.part.LogStartOffset()); start < s.snapOffset {
 		region, err := s.region(start, s.snapOffset)
 		if errors.Is(err, ErrSnapshotTooLarge) {
@@ -571,6 +571,7 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 		}
 		d.start, d.records = start, region
 	}
+	d.producers = s.producerSnapshot(d.records)
 	return &pb.Snapshot{
 		Data: appendSnapshotData(nil, d),
 		Metadata: &pb.SnapshotMetadata{
