@@ -86,3 +86,46 @@ func TestConfChangeRemovingLastVoterRefused(t *testing.T) {
 	require.Equal(t, []uint64{1}, g.cores[1].st.cs.GetVoters())
 	require.Equal(t, end, g.parts[1].LogEndOffset(), "nothing proposed")
 }
+
+// A membership change that is not exactly one change with raft's
+// automatic transition is not proposed. Raft makes several changes a joint
+// configuration, left by an empty change raft proposes itself: the state
+// file holds no joint configuration, and the replica does not apply raft's
+// empty change, so raft would stay joint and propose another empty change
+// after every one applied, without end. Raft panics applying a transition
+// it does not know.
+func TestConfChangeJointRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cc   *pb.ConfChangeV2
+	}{
+		{"two changes", &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{
+			{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))},
+			{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(5))},
+		}}},
+		{"an unknown transition", &pb.ConfChangeV2{Transition: pb.ConfChangeTransition(7).Enum(), Changes: []*pb.ConfChangeSingle{
+			{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))},
+		}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newTestGroup(t, 3)
+			g.elect(1, all)
+			end := g.parts[1].LogEndOffset()
+			require.NotPanics(t, func() {
+				g.turn(1, func() { g.cores[1].proposeConf(tc.cc) })
+				for range 50 { // one round of messages a tick
+					g.turn(1, g.cores[1].rn.Tick)
+					ms := g.outbox
+					g.outbox = nil
+					for _, m := range ms {
+						if m.GetTo() <= 3 {
+							g.turn(m.GetTo(), func() { g.cores[m.GetTo()].step(m) })
+						}
+					}
+				}
+			})
+			require.Equal(t, end, g.parts[1].LogEndOffset(), "nothing proposed")
+			require.Empty(t, g.cores[1].rn.Status().Config.Voters[1], "not joint")
+		})
+	}
+}

@@ -626,6 +626,14 @@ func (r *replicaCore) proposeConf(cc *pb.ConfChangeV2) {
 	if int64(bs.GetTerm()) != int64(r.epoch) || r.st.applied < r.confBarrier {
 		return
 	}
+	if len(cc.GetChanges()) != 1 || cc.GetTransition() != pb.ConfChangeTransitionAuto {
+		// Raft would enter a joint configuration (or refuse an empty
+		// change): the state file holds none, and raft's own change
+		// leaving it is not applied here, so raft would stay joint and
+		// propose that change again after every one applied.
+		r.logger.Warn("membership change refused: not one change", "change", ConfChangeString(cc))
+		return
+	}
 	if !keepsVoter(r.st.cs, cc) {
 		// Raft panics applying it, on every replica and again at each
 		// restart.
