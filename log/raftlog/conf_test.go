@@ -129,3 +129,19 @@ func TestConfChangeJointRefused(t *testing.T) {
 		})
 	}
 }
+
+// A membership change of a type raft does not know is not proposed: raft
+// panics when it applies one, on every replica and at each restart.
+func TestConfChangeUnknownTypeRefused(t *testing.T) {
+	g := newTestGroup(t, 1)
+	g.elect(1, all)
+	end := g.parts[1].LogEndOffset()
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeType(9).Enum(), NodeId: new(uint64(2))}}}
+	require.NotPanics(t, func() {
+		g.turn(1, func() { g.cores[1].proposeConf(cc) })
+		for range 3 {
+			g.turn(1, g.cores[1].rn.Tick)
+		}
+	})
+	require.Equal(t, end, g.parts[1].LogEndOffset(), "nothing proposed")
+}

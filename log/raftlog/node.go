@@ -405,11 +405,12 @@ func (r *Replica) wait(ctx context.Context, p Proposal) (int64, error) {
 // wait: the leader proposes it (a follower forwards it), one change at a
 // time; a change proposed while there is no leader or while an earlier
 // change is not applied is dropped. Propose it again until Membership
-// shows it. A change that is not exactly one change with raft's automatic
-// transition (it would be a joint configuration), or that would leave the
-// group without a voter, is dropped too. A new node starts its replica with the group's new membership
-// as peers and gets the log from the leader (a snapshot when the log was
-// truncated).
+// shows it. A change that is not exactly one change of a type raft knows
+// with raft's automatic transition (several would make a joint
+// configuration), or that would leave the group without a voter, is
+// dropped too. A new node starts its replica with the group's new
+// membership as peers and gets the log from the leader (a snapshot when
+// the log was truncated).
 func (r *Replica) ProposeConfChange(cc *pb.ConfChangeV2) {
 	select {
 	case r.confc <- cc:

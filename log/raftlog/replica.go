@@ -634,6 +634,14 @@ func (r *replicaCore) proposeConf(cc *pb.ConfChangeV2) {
 		r.logger.Warn("membership change refused: not one change", "change", ConfChangeString(cc))
 		return
 	}
+	switch cc.GetChanges()[0].GetType() {
+	case pb.ConfChangeAddNode, pb.ConfChangeRemoveNode, pb.ConfChangeAddLearnerNode, pb.ConfChangeUpdateNode:
+	default:
+		// Raft panics applying it, on every replica and again at each
+		// restart.
+		r.logger.Warn("membership change refused: unknown type", "change", ConfChangeString(cc))
+		return
+	}
 	if !keepsVoter(r.st.cs, cc) {
 		// Raft panics applying it, on every replica and again at each
 		// restart.
