@@ -325,6 +325,19 @@ func OpenStorage(fsys vfs.FS, path string, part *log.Partition, boot *pb.ConfSta
 		}
 		_ = r.Close()
 	}
+	if !found {
+		// The batches' leader epochs are the terms of these first
+		// entries: raft's own terms start above them, so that terms
+		// only grow along every log (raft's election compares last
+		// terms; a term below an old epoch would make a log holding only
+		// the old batches look more up to date than one holding entries
+		// committed since).
+		var top uint64
+		for _, e := range s.ents {
+			top = max(top, e.term)
+		}
+		s.hs.Term = new(top)
+	}
 	if c := s.hs.GetCommit(); c > s.lastIndex() {
 		// The log lost entries the state says were committed (a torn
 		// tail after a machine crash): raft refuses that, and so do we.

@@ -25,6 +25,12 @@ type testGroup struct {
 
 // newTestGroup opens n replica cores on one in-memory filesystem.
 func newTestGroup(t *testing.T, n int) *testGroup {
+	return newTestGroupWith(t, n, nil)
+}
+
+// newTestGroupWith is newTestGroup with prefill (when not nil) called on
+// every partition before its raft storage opens.
+func newTestGroupWith(t *testing.T, n int, prefill func(part *log.Partition)) *testGroup {
 	g := &testGroup{t: t, cores: map[uint64]*replicaCore{}, parts: map[uint64]*log.Partition{}}
 	mem := vfstest.NewMem()
 	var voters []uint64
@@ -38,6 +44,9 @@ func newTestGroup(t *testing.T, n int) *testGroup {
 			Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = part.Close() })
+		if prefill != nil {
+			prefill(part)
+		}
 		st, err := OpenStorage(mem, dir+"/g.state", part, &pb.ConfState{Voters: voters})
 		require.NoError(t, err)
 		core, err := newReplicaCore(id, "g", part, st, raftTuning{electionTicks: 10, heartbeatTicks: 1, maxMsgBytes: 1 << 20, maxInflight: 64}, slog.New(slog.DiscardHandler))
