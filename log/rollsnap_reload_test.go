@@ -1,0 +1,50 @@
+package log_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// TestTruncateReloadKnowsRollSnapshots: a TruncateTo reloads the producer
+// state from the newest snapshot at or below its new end, as Kafka's
+// truncateAndReload does. A roll's snapshot there that the roll's
+// background flush has not written yet is one of them: whether the flush
+// ran first must not change what the partition knows. Producer 7's last
+// batch lies in a segment the log start then passed; its retry after the
+// truncation is a duplicate either way.
+func TestTruncateReloadKnowsRollSnapshots(t *testing.T) {
+	for _, flushed := range []bool{true, false} {
+		name := map[bool]string{true: "rollFlushed", false: "rollNotFlushed"}[flushed]
+		t.Run(name, func(t *testing.T) {
+			p, err := plog.Open("/kafka/reload-0", plog.WithManualRollFlush(plog.Config{FS: vfs.NewMem()}))
+			require.NoError(t, err)
+			defer func() { _ = p.Close() }()
+			_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 5}.bytes(t)) // offsets 0-4
+			require.NoError(t, err)
+			require.NoError(t, p.Roll())                              // snapshot at 5
+			_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 5}.bytes(t)) // offsets 5-9
+			require.NoError(t, err)
+			require.NoError(t, p.Roll())                              // snapshot at 10
+			_, err = p.AppendBatch(pb{pid: 9, seq: 5, n: 2}.bytes(t)) // offsets 10-11
+			require.NoError(t, err)
+			if flushed {
+				require.NoError(t, p.FlushRolled())
+			}
+			require.NoError(t, p.DeleteRecordsBefore(7)) // segment 0 goes
+			require.NoError(t, p.TruncateTo(10))         // producer 9's last batch goes
+
+			info, err := p.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
+			require.NoError(t, err)
+			assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after the truncation")
+			assert.Equal(t, int64(0), info.Base)
+			info, err = p.AppendBatchInfo(pb{pid: 9, seq: 5, n: 2}.bytes(t))
+			require.NoError(t, err)
+			assert.False(t, info.Duplicate, "producer 9's batch the truncation cut is new again")
+		})
+	}
+}
