@@ -216,7 +216,7 @@ func (s *producerSnapshots) takeOnRollLocked(state *producer.State, newBase int6
 // validPendingLocked returns the roll snapshots not yet written that may
 // still be written now (taken since the last truncation and the last
 // counted removal, at or above floor), for a truncation to carry across
-// its counts (carryPendingLocked). REQUIRES: mu held.
+// its counts (writeCarriedLocked). REQUIRES: mu held.
 func (s *producerSnapshots) validPendingLocked() []rollSnapshot {
 	var out []rollSnapshot
 	for _, r := range s.pending {
@@ -227,20 +227,31 @@ func (s *producerSnapshots) validPendingLocked() []rollSnapshot {
 	return out
 }
 
-// carryPendingLocked makes carried (validPendingLocked's answer before a
-// truncation) the roll snapshots not yet written, once the truncation
-// left the log ending at end: those at or below end describe batches the
-// log still holds, and count as taken now; those past it go. A roll
-// snapshot the background flush took before the truncation stays void.
-// REQUIRES: mu held; no roll since validPendingLocked.
-func (s *producerSnapshots) carryPendingLocked(carried []rollSnapshot, end int64) {
+// writeCarriedLocked writes carried (validPendingLocked's answer before a
+// truncation), fsynced, once the truncation left the log ending at end and
+// made it durable: those at or below end describe batches the log still
+// holds, and the reload that follows loads the newest of them; those past
+// it go. The pending snapshots left are void (taken before the
+// truncation's counts changed), and go too. It reports whether it wrote
+// any (the caller marks the directory dirty); a failed write is logged, as
+// a roll snapshot's is. REQUIRES: mu held; the log below end durable; no
+// roll since validPendingLocked.
+func (s *producerSnapshots) writeCarriedLocked(carried []rollSnapshot, end int64) bool {
 	s.pending = s.pending[:0]
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	wrote := false
 	for _, r := range carried {
-		if r.offset <= end {
-			r.truncations, r.removals = s.truncations.Load(), s.removals.Load()
-			s.pending = append(s.pending, r)
+		if r.offset > end {
+			continue
 		}
+		if err := s.write(r.offset, r.data, true); err != nil {
+			s.logger.Warn("partlog/log: producer snapshot not written", "dir", s.dir, "offset", r.offset, "err", err)
+			continue
+		}
+		wrote = true
 	}
+	return wrote
 }
 
 // takePendingLocked takes the roll snapshots not yet written, keeping

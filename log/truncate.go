@@ -161,7 +161,8 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 
 	// The roll snapshots not yet written at or below the new end still
 	// hold the producer state there: the truncation's counts void every
-	// one taken, so they are taken out now and put back once it is done.
+	// one taken, so they are taken out now and written once the batches
+	// below them are durable, before the producer state is reloaded.
 	carried := p.snaps.validPendingLocked()
 
 	// 1b. Remove the producer snapshots past the new end, durably, before
@@ -262,11 +263,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
-	if err := p.makeTruncationDurableLocked(); err != nil {
-		return err
-	}
-	p.snaps.carryPendingLocked(carried, p.mu.end.Offset) // snapshot.go
-	return nil
+	return p.makeTruncationDurableLocked(carried)
 }
 
 // defaultTruncateWait is the default of Config.TruncateWait: how long a
@@ -339,11 +336,19 @@ func (p *Partition) truncateEpochsAtEndLocked() error {
 
 // makeTruncationDurableLocked flushes the log after a truncation and moves
 // the recovery point to the new end: a crash must not bring the cut
-// batches back under batches appended after them. REQUIRES: mu held.
-func (p *Partition) makeTruncationDurableLocked() error {
+// batches back under batches appended after them. carried are the roll
+// snapshots a TruncateTo took before its counts changed
+// (validPendingLocked): those at or below the new end are written once
+// the flush made the batches below them durable, so that the reload of the
+// producer state finds them, as Kafka's truncateAndReload finds its rolls'
+// files. REQUIRES: mu held.
+func (p *Partition) makeTruncationDurableLocked(carried []rollSnapshot) error {
 	if err := p.flushLocked(); err != nil {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
 		return p.mu.failed
+	}
+	if p.snaps.writeCarriedLocked(carried, p.mu.end.Offset) { // snapshot.go
+		p.mu.dirDirty = true
 	}
 	if p.dur.hwFollowsSync() && p.mu.hw.Offset < p.mu.end.Offset {
 		p.mu.hw = p.mu.end
@@ -583,7 +588,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.mu.rollAfter = p.newRollAfter()
 	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
-	return p.makeTruncationDurableLocked()
+	return p.makeTruncationDurableLocked(nil)
 }
 
 // setEndLocked lowers the log end to end, clamps the high watermark to it
