@@ -281,6 +281,8 @@ func (p *Partition) flushRolled() error {
 		if w.target > 0 {
 			p.dur.raiseRecoveryPoint(w.target, truncations)
 		}
+	} else {
+		p.snaps.dropTaken() // the partition fails below
 	}
 
 	p.lockWriter()

@@ -76,6 +76,12 @@ type producerSnapshots struct {
 	// pending are the snapshots rolls took, not yet written. Guarded by
 	// the core's mu.
 	pending []rollSnapshot
+	// taken are the snapshots a roll's background flush took
+	// (takePendingLocked) and has not written yet (writeRolled): a
+	// truncation carries them as it carries pending ones
+	// (validPendingLocked), since the flush drops them once the
+	// truncation count changed. Guarded by *ckptMu.
+	taken []rollSnapshot
 	// loaded is the offset of the snapshot the last load of the producer
 	// state read (restoreLocked), -1 for none; kept marks the snapshot at
 	// the log end known to be durable and the state it holds for (see
@@ -218,8 +224,10 @@ func (s *producerSnapshots) takeOnRollLocked(state *producer.State, newBase int6
 // counted removal, at or above floor), for a truncation to carry across
 // its counts (writeCarriedLocked). REQUIRES: mu held.
 func (s *producerSnapshots) validPendingLocked() []rollSnapshot {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
 	var out []rollSnapshot
-	for _, r := range s.pending {
+	for _, r := range slices.Concat(s.taken, s.pending) {
 		if r.truncations == s.truncations.Load() && r.removals == s.removals.Load() && r.offset >= s.floor.Load() {
 			out = append(out, r)
 		}
@@ -265,6 +273,9 @@ func (s *producerSnapshots) takePendingLocked(truncations uint64) []rollSnapshot
 		}
 	}
 	s.pending = nil
+	s.ckptMu.Lock()
+	s.taken = out
+	s.ckptMu.Unlock()
 	return out
 }
 
@@ -280,10 +291,19 @@ func (s *producerSnapshots) writeRolled(snaps []rollSnapshot, truncations uint64
 	}
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
+	s.taken = nil
 	if s.truncations.Load() != truncations {
-		return false
+		return false // a truncation carried those it kept
 	}
 	return s.writeValid(snaps)
+}
+
+// dropTaken forgets the snapshots a roll's background flush took, which it
+// does not write (its sync failed).
+func (s *producerSnapshots) dropTaken() {
+	s.ckptMu.Lock()
+	s.taken = nil
+	s.ckptMu.Unlock()
 }
 
 // writePendingLocked writes the pending roll snapshots, fsynced, and
