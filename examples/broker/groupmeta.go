@@ -376,7 +376,7 @@ func (c *coordinator) loadLocked(recs map[string]groupRecord) {
 				m.joinCh = nil
 			}
 			if m.syncCh != nil {
-				m.syncCh <- nil
+				m.syncCh <- syncAnswer{} // rejoin
 				m.syncCh = nil
 			}
 		}

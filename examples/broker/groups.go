@@ -48,7 +48,7 @@ type member struct {
 	lastSeen         time.Time
 	joinVersion      int16
 	joinCh           chan *kmsg.JoinGroupResponse // set while parked in JoinGroup
-	syncCh           chan []byte                  // set while parked in SyncGroup
+	syncCh           chan syncAnswer              // set while parked in SyncGroup
 	assignment       []byte
 }
 
@@ -178,7 +178,7 @@ func (c *coordinator) sweep() {
 func (c *coordinator) rebalanceLocked(g *group) {
 	for _, m := range g.members {
 		if m.syncCh != nil {
-			m.syncCh <- nil
+			m.syncCh <- syncAnswer{} // rejoin
 			m.syncCh = nil
 		}
 	}
@@ -450,7 +450,7 @@ func fencedInstance(g *group, instanceID *string, memberID string) bool {
 // replaceStaticLocked gives a restarted static member (a JoinGroup with its
 // instance id and no member id) the place of old under the new id, as
 // Kafka's classic coordinator does: the old id is fenced (a JoinGroup it
-// has parked gets FENCED_INSTANCE_ID, a parked SyncGroup rejoins). In a
+// has parked gets FENCED_INSTANCE_ID, a parked SyncGroup too). In a
 // Stable group whose protocol stays the same the member gets the current
 // generation at once, without a rebalance, and SyncGroup gives it its old
 // assignment (the returned answer; the group's record is written first).
@@ -467,7 +467,7 @@ func (c *coordinator) replaceStaticLocked(g *group, old *member, id string, req 
 		old.joinCh = nil
 	}
 	if old.syncCh != nil {
-		old.syncCh <- nil
+		old.syncCh <- syncAnswer{code: kerr.FencedInstanceID.Code}
 		old.syncCh = nil
 	}
 	delete(g.members, oldID)
@@ -513,6 +513,15 @@ func (c *coordinator) replaceStaticLocked(g *group, old *member, id string, req 
 		}
 	}
 	return resp
+}
+
+// syncAnswer is what a SyncGroup parked for the leader's assignments
+// gets: its assignment, nil to rejoin (the group rebalances), or an error
+// code (FENCED_INSTANCE_ID: its static member's instance restarted under
+// another member id, as Kafka's replaceStaticMember answers it).
+type syncAnswer struct {
+	assignment []byte
+	code       int16
 }
 
 // sync answers SyncGroup: the leader's call distributes the assignments;
@@ -577,7 +586,7 @@ func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg
 		g.state = groupStable
 		for _, mm := range g.members {
 			if mm.syncCh != nil {
-				mm.syncCh <- mm.assignment
+				mm.syncCh <- syncAnswer{assignment: mm.assignment}
 				mm.syncCh = nil
 			}
 		}
@@ -585,15 +594,18 @@ func (c *coordinator) sync(ctx context.Context, req *kmsg.SyncGroupRequest) kmsg
 		c.mu.Unlock()
 		return resp
 	}
-	ch := make(chan []byte, 1)
+	ch := make(chan syncAnswer, 1)
 	m.syncCh = ch
 	c.mu.Unlock()
 	select {
 	case a := <-ch:
-		if a == nil {
+		switch {
+		case a.code != 0:
+			resp.ErrorCode = a.code
+		case a.assignment == nil:
 			resp.ErrorCode = kerr.RebalanceInProgress.Code
 		}
-		resp.MemberAssignment = a
+		resp.MemberAssignment = a.assignment
 	case <-ctx.Done():
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	}
