@@ -470,8 +470,9 @@ func (p *Partition) compact(ctx context.Context, c Cleaner) (CleanResult, error)
 // groupSegmentsBySize does: total size within segmentBytes (the
 // partition's Config.SegmentBytes), offsets within MaxInt32 of the run's
 // base, and index entries within what one segment's indexes of
-// maxIndexBytes hold, so appending the run's batches to one new segment
-// cannot run out of index room. A limit <= 0 is the default's.
+// maxIndexBytes hold, so that the run's batches, copied, fit one new
+// segment's indexes (rebuilt ones can need more entries: the rewrite then
+// grows the new segment's indexes). A limit <= 0 is the default's.
 func groupForCleaning(segs []*segment.Segment, segmentBytes int64, maxIndexBytes int) [][]*segment.Segment {
 	if segmentBytes <= 0 {
 		segmentBytes = segment.DefaultMaxSegmentBytes
@@ -582,6 +583,14 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 			for _, x := range []batch.Batch{nb, tail} {
 				if x == nil {
 					continue
+				}
+				if out.FreeIndexEntries() == 0 {
+					// The run's indexes fitted one segment's, but a
+					// rebuilt batch can be larger than the one it
+					// replaces, so entries fall due more often here.
+					if err := out.GrowIndexes(); err != nil {
+						return discard(err)
+					}
 				}
 				if _, err := out.Append(x); err != nil {
 					return discard(err)

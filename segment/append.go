@@ -644,6 +644,28 @@ func (s *Segment) wake() error {
 	return s.Unseal()
 }
 
+// GrowIndexes doubles the room of both indexes of an unsealed segment,
+// past Config.MaxIndexBytes (up to index.MaxFileBytes): what a compaction
+// does when the run it writes into one new segment needs more index
+// entries than MaxIndexBytes holds, since a rebuilt batch can be larger
+// than the one it replaces and so makes an entry fall due sooner. Writer
+// side.
+func (s *Segment) GrowIndexes() error {
+	switch {
+	case s.closed.Load():
+		return ErrClosed
+	case s.sealed.Load():
+		return fmt.Errorf("%w: %s", ErrSealed, s.LogPath())
+	}
+	doubled := func(entries, entrySize int) int {
+		return int(min(2*int64(max(entries, 1))*int64(entrySize), index.MaxFileBytes))
+	}
+	if err := s.offIdx.Resize(doubled(s.offIdx.MaxEntries(), index.OffsetEntrySize)); err != nil {
+		return err
+	}
+	return s.timeIdx.Resize(doubled(s.timeIdx.MaxEntries(), index.TimeEntrySize))
+}
+
 // resizeIndexes grows both indexes to MaxIndexBytes (never below their
 // entries).
 func (s *Segment) resizeIndexes() error {
