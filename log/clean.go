@@ -520,6 +520,9 @@ type rewriter struct {
 	tailBuf []byte
 	// removed counts the records dropped in the current run.
 	removed int64
+	// markers holds the base offsets, in order, of the control batches
+	// the current run wrote.
+	markers []int64
 	// truncations is the partition's truncation count before the round's
 	// snapshot: a swap after a truncation is refused (replaceSegments).
 	truncations uint64
@@ -554,6 +557,7 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 		return err
 	}
 	w.removed = 0
+	w.markers = w.markers[:0]
 	verbatim := true
 	for i, s := range g {
 		lastSeg := i == len(g)-1
@@ -571,6 +575,9 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 				last := lastSeg && b.LastOffset() == s.NextOffset()-1
 				if nb, copied, err = w.batch(b, last); err != nil {
 					return discard(fmt.Errorf("%s: batch at offset %d: %w", s.LogPath(), b.BaseOffset(), err))
+				}
+				if nb != nil && nb.Attributes().IsControl() {
+					w.markers = append(w.markers, nb.BaseOffset())
 				}
 			} else if lc, ok := w.c.(LegacyCleaner); ok {
 				off := legacy.Entry(b).Offset()
@@ -601,16 +608,16 @@ func (w *rewriter) group(g []*segment.Segment, res *CleanResult) error {
 	if len(g) == 1 && verbatim {
 		return discard(nil) // nothing to change in a lone segment
 	}
-	// The aborted transactions whose markers the run holds stay aborted
-	// for read_committed readers of whatever records the Cleaner kept
-	// (Kafka's cleaner copies the transaction index the same way); offsets
-	// are not renumbered, and the run's last batch stays, so a marker
-	// offset lies in the new segment (past its end only when the run ends
-	// with an empty segment and the marker was dropped: nothing of that
-	// transaction is left to mark).
+	// The aborted transactions whose markers the new segment holds stay
+	// aborted for read_committed readers of whatever records the Cleaner
+	// kept (Kafka's cleaner copies the transaction index the same way). A
+	// transaction whose marker the Cleaner dropped has no data left to
+	// mark: its entry goes with the marker, as in Kafka's cleaned index,
+	// so that the index keeps no entry for a transaction the log no longer
+	// holds (nor more entries than the segment has batches).
 	for _, s := range g {
 		for _, a := range s.AbortedTxns() {
-			if a.LastOffset >= out.NextOffset() {
+			if _, kept := slices.BinarySearch(w.markers, a.LastOffset); !kept {
 				continue
 			}
 			if err := out.AppendAbortedTxn(a); err != nil {
