@@ -341,7 +341,7 @@ func (d *durability) releaseUnsyncedLocked() error {
 // when it differs from the one last persisted (DisableAutoHighWatermark
 // only). REQUIRES: flushMu and mu held.
 func (d *durability) writeHighWatermarkLocked(hw int64) error {
-	if d.autoHighWatermark || hw == d.hwCheckpoint {
+	if !d.highWatermarkUnpersistedLocked(hw) {
 		return nil
 	}
 	if err := d.ckpt.write(highWatermarkCheckpointFile, hw, true); err != nil {
@@ -349,6 +349,13 @@ func (d *durability) writeHighWatermarkLocked(hw int64) error {
 	}
 	d.hwCheckpoint = hw
 	return nil
+}
+
+// highWatermarkUnpersistedLocked reports whether a full flush would write
+// the high watermark checkpoint for hw: it differs from the one last
+// persisted (DisableAutoHighWatermark only). REQUIRES: mu held.
+func (d *durability) highWatermarkUnpersistedLocked(hw int64) bool {
+	return !d.autoHighWatermark && hw != d.hwCheckpoint
 }
 
 // loadHighWatermarkCheckpoint records the high watermark Open read from

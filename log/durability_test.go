@@ -549,3 +549,32 @@ func TestFlushUnderMuDuringGroupSyncSyncsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushIntervalPersistsHighWatermark: under DisableAutoHighWatermark
+// the FlushInterval flush persists the high watermark also when no batch
+// was written since the last flush (a replicated leader whose followers
+// caught up after its last append), so that a crash after it restarts the
+// high watermark there, as after a Sync.
+func TestFlushIntervalPersistsHighWatermark(t *testing.T) {
+	mem := vfs.NewMem()
+	const dir = "/data/hwflush-0"
+	cfg := plog.Config{FS: mem, DisableAutoHighWatermark: true}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync()) // every batch durable; high watermark 0
+	require.NoError(t, p.SetHighWatermark(12))
+	p.PeriodicFlush()
+	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+	require.NoError(t, p.Close())
+
+	cfg.FS = crashed
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	require.Equal(t, int64(12), p.LogEndOffset())
+	require.Equal(t, int64(12), p.HighWatermark(), "the high watermark the interval flush persisted")
+}

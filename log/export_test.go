@@ -94,3 +94,7 @@ func (p *Partition) HasSpare() bool {
 // partition holds a spare: it removes the spare when no append came since
 // the spare was made or the last check.
 func (p *Partition) SpareIdleCheck() { p.dur.spare.idleCheck() }
+
+// PeriodicFlush runs one FlushInterval flush now, as the partition's
+// interval goroutine (or its Dir's flush scheduler) does every interval.
+func (p *Partition) PeriodicFlush() { p.periodicFlush() }

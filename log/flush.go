@@ -226,13 +226,16 @@ func (p *Partition) flushSealedBelowLocked(off int64) error {
 
 // periodicFlush is one FlushInterval flush (of the partition's goroutine,
 // or of its Dir's flush scheduler): everything not yet synced, if
-// anything. Part of durabilityCore.
+// anything, and under DisableAutoHighWatermark a high watermark moved
+// since it was last persisted, also when no batch was written since.
+// Part of durabilityCore.
 func (p *Partition) periodicFlush() {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
 	p.lockWriter()
 	defer p.mu.Unlock()
-	if p.checkWritableLocked() == nil && (p.dur.group.syncedSeq() != p.mu.writeSeq || p.mu.dirDirty) {
+	if p.checkWritableLocked() == nil && (p.dur.group.syncedSeq() != p.mu.writeSeq || p.mu.dirDirty ||
+		p.dur.highWatermarkUnpersistedLocked(p.mu.hw.Offset)) {
 		if err := p.fullFlushLocked(); err != nil {
 			p.logger.Warn("partlog/log: periodic flush failed", "dir", p.dir, "err", err)
 		}
