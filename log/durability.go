@@ -351,6 +351,25 @@ func (d *durability) writeHighWatermarkLocked(hw int64) error {
 	return nil
 }
 
+// lowerHighWatermarkLocked persists hw, durably, when the high watermark
+// last persisted is above it (DisableAutoHighWatermark only): a truncation,
+// or an Open after a crash inside one, clamped the high watermark to the
+// log end, and the batches appended after it may become durable without
+// a full flush (per-append syncs, a roll's background flush), so a crash
+// must not bring the old value back over them. On a failed write the
+// caller fails (the file names offsets past the log end). REQUIRES: mu
+// held (or Open).
+func (d *durability) lowerHighWatermarkLocked(hw int64) error {
+	if d.autoHighWatermark || d.hwCheckpoint <= hw {
+		return nil
+	}
+	if err := d.ckpt.write(highWatermarkCheckpointFile, hw, false); err != nil {
+		return fmt.Errorf("partlog/log: %s: high watermark checkpoint: %w", d.dir, err)
+	}
+	d.hwCheckpoint = hw
+	return nil
+}
+
 // highWatermarkUnpersistedLocked reports whether a full flush would write
 // the high watermark checkpoint for hw: it differs from the one last
 // persisted (DisableAutoHighWatermark only). REQUIRES: mu held.

@@ -578,3 +578,40 @@ func TestFlushIntervalPersistsHighWatermark(t *testing.T) {
 	require.Equal(t, int64(12), p.LogEndOffset())
 	require.Equal(t, int64(12), p.HighWatermark(), "the high watermark the interval flush persisted")
 }
+
+// TestTruncateLowersHighWatermarkCheckpoint: under DisableAutoHighWatermark
+// TruncateTo clamps the high watermark to the new log end, and that clamp
+// must outlive a crash as the batches appended after the cut do: here they
+// are made durable by per-append syncs, which persist no high watermark.
+// Before, the checkpoint kept the old, higher value, and a crash brought
+// the high watermark back over batches no SetHighWatermark ever covered
+// (law 3: ReadFrom returned records past the visibility bound).
+func TestTruncateLowersHighWatermarkCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	const dir = "/data/hwtrunc-0"
+	cfg := plog.Config{FS: mem, DisableAutoHighWatermark: true, FlushMessages: 1}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	for i := range 4 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.SetHighWatermark(16))
+	require.NoError(t, p.Sync()) // the high watermark checkpoint: 16
+	require.NoError(t, p.TruncateTo(8))
+	require.Equal(t, int64(8), p.HighWatermark())
+	for i := range 2 { // offsets 8 to 15 again, durable, not committed
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(10+i), 2))
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(8), p.HighWatermark())
+	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+	require.NoError(t, p.Close())
+
+	cfg.FS = crashed
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
+	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark the truncation clamped")
+}

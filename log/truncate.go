@@ -363,6 +363,12 @@ func (p *Partition) makeTruncationDurableLocked(carried []rollSnapshot) error {
 	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
 		return err
 	}
+	// The high watermark the cut clamped, durably (see
+	// durability.lowerHighWatermarkLocked).
+	if err := p.dur.lowerHighWatermarkLocked(p.mu.hw.Offset); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: truncate %s: %w", p.dir, err))
+		return p.mu.failed
+	}
 	p.mu.epochs.TruncateFromEnd(p.mu.end.Offset)
 	if err := p.mu.epochs.Persist(); err != nil {
 		p.failLocked(err) // the file would name epochs of cut batches
