@@ -615,3 +615,48 @@ func TestTruncateLowersHighWatermarkCheckpoint(t *testing.T) {
 	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
 	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark the truncation clamped")
 }
+
+// TestOpenLowersHighWatermarkCheckpoint: a crash inside TruncateTo, after
+// the cut and before the high watermark checkpoint was lowered (here: that
+// write failed), leaves the checkpoint past the log end. Open clamps the
+// high watermark to the log end, and must lower the checkpoint with it:
+// else batches appended after the open and made durable by per-append
+// syncs come back, after a second crash, under the old high watermark.
+func TestOpenLowersHighWatermarkCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	const dir = "/data/hwopen-0"
+	cfg := plog.Config{FS: in, DisableAutoHighWatermark: true, FlushMessages: 1}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	for i := range 4 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.SetHighWatermark(16))
+	require.NoError(t, p.Sync()) // the high watermark checkpoint: 16
+	in.FailOnce(func(op vfs.Op) bool {
+		return op.Kind == vfs.OpCreate && strings.Contains(op.Path, plog.HighWatermarkCheckpointFile)
+	})
+	require.ErrorIs(t, p.TruncateTo(8), plog.ErrFailed)
+	_ = p.Close()
+
+	cfg.FS = mem
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), p.LogEndOffset())
+	require.Equal(t, int64(8), p.HighWatermark())
+	for i := range 2 { // offsets 8 to 15 again, durable, not committed
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(10+i), 2))
+		require.NoError(t, err)
+	}
+	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
+	require.NoError(t, p.Close())
+
+	cfg.FS = crashed
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
+	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark Open clamped")
+}

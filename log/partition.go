@@ -346,6 +346,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 		}
 		p.mu.hw = hw
+		// A checkpoint past the log end (a crash inside TruncateTo) is
+		// lowered with the clamp (durability.lowerHighWatermarkLocked).
+		if err := p.dur.lowerHighWatermarkLocked(hw.Offset); err != nil {
+			return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+		}
 	}
 	p.mu.rollAfter = p.newRollAfter()
 	if !clean && m != nil && m.syncLater {
