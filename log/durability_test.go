@@ -660,3 +660,44 @@ func TestOpenLowersHighWatermarkCheckpoint(t *testing.T) {
 	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
 	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark Open clamped")
 }
+
+// TestTruncateFailedRecoveryPointRaiseCutsEpochs: a TruncateTo whose cut
+// raises the recovery point (nothing was flushed since the batches were
+// appended) and whose write of that checkpoint fails returns the error
+// but leaves the partition writable: a failed raise is safe, the older
+// recovery point stays. The rest of the truncation must still be done.
+// Before, the error returned before the leader epoch cache was cut: it
+// kept an epoch starting past the new log end, and EndOffsetForEpoch of
+// the epoch before answered the old, cut end (a follower asking it keeps
+// the records the leader cut).
+func TestTruncateFailedRecoveryPointRaiseCutsEpochs(t *testing.T) {
+	in := vfs.NewInjector(vfs.NewMem())
+	p, err := plog.Open("/data/rpraise-0", plog.Config{FS: in, StampLeaderEpoch: true, LeaderEpoch: 1})
+	require.NoError(t, err)
+	defer p.Close()
+	for i := range 2 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.SetLeaderEpoch(2))
+	for i := range 2 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(2+i), 2))
+		require.NoError(t, err)
+	}
+	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 8}}, p.LeaderEpochs())
+	require.Equal(t, int64(0), p.RecoveryPoint())
+	in.FailOnce(func(op vfs.Op) bool {
+		return op.Kind == vfs.OpCreate && strings.Contains(op.Path, plog.RecoveryPointCheckpointFile)
+	})
+	err = p.TruncateTo(6) // the batch holding 6 starts at 4
+	require.ErrorIs(t, err, vfs.ErrInjected)
+	require.NotErrorIs(t, err, plog.ErrFailed)
+	require.Equal(t, int64(4), p.LogEndOffset())
+	require.Equal(t, []plog.EpochStart{{Epoch: 1, StartOffset: 0}}, p.LeaderEpochs())
+	epoch, end, err := p.EndOffsetForEpoch(1)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), epoch)
+	require.Equal(t, int64(4), end, "epoch 1 ends at the log end")
+	_, err = p.AppendBatch(logtest.MakeBatch(4, 10, 4, 3)) // writable
+	require.NoError(t, err)
+}

@@ -263,6 +263,8 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 		}
 	}
 	p.logger.Info("partlog/log: truncated", "dir", p.dir, "offset", offset, "logEnd", p.mu.end.Offset)
+	// A failed raise of the recovery point comes back after the truncation
+	// is done, the partition writable (makeTruncationDurableLocked).
 	return p.makeTruncationDurableLocked(carried)
 }
 
@@ -360,8 +362,13 @@ func (p *Partition) makeTruncationDurableLocked(carried []rollSnapshot) error {
 		p.failLocked(fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err))
 		return p.mu.failed
 	}
-	if err := p.dur.setRecoveryPointLocked(p.mu.end.Offset); err != nil {
-		return err
+	// A failed raise of the recovery point (nothing was flushed since the
+	// batches below the new end were appended) keeps the older one, which
+	// is safe, and leaves the partition writable: the rest is still done,
+	// and the error returned at the end. A failed lowering fails it.
+	rpErr := p.dur.setRecoveryPointLocked(p.mu.end.Offset)
+	if p.mu.failed != nil {
+		return p.mu.failed
 	}
 	// The high watermark the cut clamped, durably (see
 	// durability.lowerHighWatermarkLocked).
@@ -374,7 +381,7 @@ func (p *Partition) makeTruncationDurableLocked(carried []rollSnapshot) error {
 		p.failLocked(err) // the file would name epochs of cut batches
 		return p.mu.failed
 	}
-	return nil
+	return rpErr
 }
 
 // DeleteRecordsBefore moves the log start offset up to offset, as Kafka's
