@@ -537,7 +537,7 @@ func (p *Partition) Records(ctx context.Context, from int64) iter.Seq2[batch.Rec
 			}
 			if len(r.Bytes()) == 0 {
 				_ = r.Close() // an empty result holds nothing
-				if err := p.Wait(ctx, max(next, hw)); err != nil {
+				if err := p.Wait(ctx, max(next, hw)); err != nil && (hw <= next || !p.cutAtOrPast(err, next)) {
 					yield(batch.Record{}, err)
 					return
 				}

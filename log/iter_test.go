@@ -307,6 +307,53 @@ func TestPartitionRecordsHighWatermarkInsideBatch(t *testing.T) {
 	})
 }
 
+// TestPartitionRecordsSplitBatchCut: an iterator parked until the high
+// watermark passes the batch it splits goes on waiting when a truncation
+// cuts that batch at the iterator's next offset: the next offset is still
+// in the log, and the records it yields next are those appended there. On
+// the old code the wait's out-of-range error (the log end went below the
+// high watermark waited for) ended the iteration.
+func TestPartitionRecordsSplitBatchCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := openMem(t, plog.Config{DisableAutoHighWatermark: true})
+		defer p.Close()
+		appendBatches(t, p, 2, 4) // [0, 1] and [2, 5]
+		require.NoError(t, p.SetHighWatermark(4))
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		items := make(chan int64, 8)
+		errs := make(chan error, 1)
+		go func() {
+			for rec, err := range p.Records(ctx, 0) {
+				if err != nil {
+					errs <- err
+					return
+				}
+				items <- rec.Offset
+			}
+		}()
+		synctest.Wait()
+		require.Equal(t, []int64{0, 1}, []int64{<-items, <-items})
+
+		require.NoError(t, p.TruncateTo(2))
+		synctest.Wait()
+		select {
+		case err := <-errs:
+			require.NoError(t, err, "a truncation that left the next offset in the log ended the iteration")
+		default:
+		}
+
+		appendBatches(t, p, 3)
+		require.NoError(t, p.SetHighWatermark(5))
+		for want := int64(2); want < 5; want++ {
+			require.Equal(t, want, <-items)
+		}
+		require.NoError(t, p.TruncateTo(1)) // now below the next offset
+		require.ErrorIs(t, <-errs, plog.ErrOffsetOutOfRange)
+	})
+}
+
 // BenchmarkPartitionRecords iterates 50 uncompressed batches of 4 records
 // with Partition.Records; the allocations are the iterator's setup, none
 // per batch or record.

@@ -146,6 +146,25 @@ func TestPoll(t *testing.T) {
 			want:       offsetsFrom(3, 6),
 		},
 		{
+			// The poll waits for the high watermark to pass 4; the
+			// truncation cuts the batch it waits for, not its offset 2.
+			name: "truncation of the split batch it waits for",
+			cfg:  plog.Config{DisableAutoHighWatermark: true},
+			setup: func(t *testing.T, p *plog.Partition) {
+				appendBatches(t, p, 2, 4)
+				require.NoError(t, p.SetHighWatermark(4))
+			},
+			from:       2,
+			maxRecords: 10,
+			during: func(t *testing.T, p *plog.Partition) {
+				require.NoError(t, p.TruncateTo(2))
+				synctest.Wait() // the poll looked at the truncated log
+				appendBatches(t, p, 3)
+				require.NoError(t, p.SetHighWatermark(5))
+			},
+			want: offsetsFrom(2, 5),
+		},
+		{
 			name:       "deadline with nothing to read",
 			setup:      func(t *testing.T, p *plog.Partition) { appendBatches(t, p, 3) },
 			from:       3,

@@ -342,7 +342,7 @@ func (p *Partition) Poll(ctx context.Context, from int64, maxRecords int) iter.S
 				if n > 0 {
 					return
 				}
-				if err := p.Wait(ctx, hw); err != nil {
+				if err := p.Wait(ctx, hw); err != nil && !p.cutAtOrPast(err, next) {
 					yield(batch.Record{}, err)
 					return
 				}

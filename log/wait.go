@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -180,4 +181,14 @@ func (b *bounds) waitChan(follower bool) <-chan struct{} {
 		return b.endChanged.wait()
 	}
 	return b.hwChanged.wait()
+}
+
+// cutAtOrPast reports whether err, from a Wait for a high watermark above
+// next (the batch holding next ends past it), is the out-of-range error of
+// a truncation that left next in the log: it cut only offsets at or past
+// next, which the waiter never read. Partition.Records and Partition.Poll
+// then read next again, and that read says whether next is still in the
+// log; a truncation below next is their error.
+func (p *Partition) cutAtOrPast(err error, next int64) bool {
+	return errors.Is(err, ErrOffsetOutOfRange) && next <= p.LogEndOffset()
 }
