@@ -132,7 +132,7 @@ func (b *bounds) wait(ctx context.Context, core waitCore, truncations *atomic.Ui
 		if bound > offset {
 			return nil
 		}
-		if end.Offset < offset && lastEnd >= 0 && (end.Offset < lastEnd || truncations.Load() != cuts) {
+		if end.Offset < offset && (truncations.Load() != cuts || lastEnd >= 0 && end.Offset < lastEnd) {
 			return fmt.Errorf("%w: a truncation during the wait for offset %d left the log end at %d", ErrOffsetOutOfRange, offset, end.Offset)
 		}
 		lastEnd = end.Offset

@@ -169,6 +169,26 @@ func TestWaitRules(t *testing.T) {
 		})
 	}
 
+	// A truncation between the call and its first look at the bounds
+	// (counted after the call loaded the count) is one during the wait.
+	// On the old code the first look never reported a truncation: the
+	// waiter parked until ctx ended.
+	t.Run("truncation counted before the first look", func(t *testing.T) {
+		var b bounds
+		b.storeQuiet(at(5), at(5), 0)
+		var cuts atomic.Uint64
+		core := &fakeWaitCore{}
+		core.onLook = func(look int) {
+			if look == 1 {
+				b.storeQuiet(at(3), at(3), 0)
+				cuts.Add(1)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a wait that would park returns ctx.Err()
+		require.ErrorIs(t, b.wait(ctx, core, &cuts, offset, false), ErrOffsetOutOfRange)
+	})
+
 	t.Run("core error first", func(t *testing.T) {
 		var b bounds
 		b.storeQuiet(at(9), at(9), 0)
