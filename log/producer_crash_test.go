@@ -149,25 +149,15 @@ func TestRollSnapshotsOutliveLogStartMoves(t *testing.T) {
 	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem}))
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 5}.bytes(t)) // offsets 0-4
-	require.NoError(t, err)
-	require.NoError(t, p.Roll())                              // snapshot at 5, pending
-	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 5}.bytes(t)) // offsets 5-9
-	require.NoError(t, err)
-	require.NoError(t, p.Roll()) // snapshot at 10, pending
+	// Offsets 0-4 and 5-9; snapshots at 5 and 10, pending.
+	appendRolled(t, p, []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}}, 5, 10)
 	require.NoError(t, p.DeleteRecordsBefore(7))
 	require.NoError(t, p.Sync())
 	snaps, err := producer.ListSnapshots(mem, dir)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{10}, snaps, "the roll snapshot below the log start is not written, the one above is")
 
-	crashed, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
-	require.NoError(t, err)
-	info, err := crashed.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
-	require.NoError(t, err)
-	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after a crash")
-	assert.Equal(t, int64(0), info.Base)
-	require.NoError(t, crashed.Close())
+	require.NoError(t, requireRetryKnownAfterCrash(t, mem, dir).Close())
 
 	require.NoError(t, p.TruncateFullyAndStartAt(2))          // below the old log start
 	_, err = p.AppendBatch(pb{pid: 8, seq: 0, n: 2}.bytes(t)) // offsets 2-3
@@ -192,13 +182,9 @@ func TestRollSnapshotsOutliveTruncation(t *testing.T) {
 	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: mem}))
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	for _, b := range []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}, {pid: 9, seq: 5, n: 2}, {pid: 9, seq: 7, n: 2}, {pid: 9, seq: 9, n: 2}} {
-		_, err = p.AppendBatch(b.bytes(t)) // offsets 0-4, 5-9, 10-11, 12-13, 14-15
-		require.NoError(t, err)
-		if end := p.LogEndOffset(); end == 5 || end == 10 || end == 14 {
-			require.NoError(t, p.Roll()) // snapshots at 5, 10 and 14, pending
-		}
-	}
+	// Offsets 0-4, 5-9, 10-11, 12-13 and 14-15; snapshots at 5, 10 and
+	// 14, pending.
+	appendRolled(t, p, []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}, {pid: 9, seq: 5, n: 2}, {pid: 9, seq: 7, n: 2}, {pid: 9, seq: 9, n: 2}}, 5, 10, 14)
 	require.NoError(t, p.TruncateTo(12))
 	require.NoError(t, p.Sync())
 	snaps, err := producer.ListSnapshots(mem, dir)
@@ -206,14 +192,8 @@ func TestRollSnapshotsOutliveTruncation(t *testing.T) {
 	assert.Equal(t, []int64{5, 10}, snaps, "the roll snapshots at or below the new end are written, the one past it is not")
 
 	require.NoError(t, p.DeleteRecordsBefore(7)) // segment 0 goes
-	crashed, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
-	require.NoError(t, err)
-	defer func() { _ = crashed.Close() }()
-	info, err := crashed.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
-	require.NoError(t, err)
-	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after a crash")
-	assert.Equal(t, int64(0), info.Base)
-	info, err = crashed.AppendBatchInfo(pb{pid: 9, seq: 7, n: 2}.bytes(t))
+	crashed := requireRetryKnownAfterCrash(t, mem, dir)
+	info, err := crashed.AppendBatchInfo(pb{pid: 9, seq: 7, n: 2}.bytes(t))
 	require.NoError(t, err)
 	assert.False(t, info.Duplicate, "producer 9's batch the truncation cut is new again")
 	assert.Equal(t, int64(12), info.Base)

@@ -1,9 +1,9 @@
 package log_test
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,25 +27,16 @@ func TestTruncateReloadKnowsRollSnapshots(t *testing.T) {
 			p, err := plog.Open("/kafka/reload-0", plog.WithManualRollFlush(plog.Config{FS: vfs.NewMem()}))
 			require.NoError(t, err)
 			defer func() { _ = p.Close() }()
-			_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 5}.bytes(t)) // offsets 0-4
-			require.NoError(t, err)
-			require.NoError(t, p.Roll())                              // snapshot at 5
-			_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 5}.bytes(t)) // offsets 5-9
-			require.NoError(t, err)
-			require.NoError(t, p.Roll())                              // snapshot at 10
-			_, err = p.AppendBatch(pb{pid: 9, seq: 5, n: 2}.bytes(t)) // offsets 10-11
-			require.NoError(t, err)
+			// Offsets 0-4, 5-9 and 10-11; snapshots at 5 and 10.
+			appendRolled(t, p, []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}, {pid: 9, seq: 5, n: 2}}, 5, 10)
 			if flushed {
 				require.NoError(t, p.FlushRolled())
 			}
 			require.NoError(t, p.DeleteRecordsBefore(7)) // segment 0 goes
 			require.NoError(t, p.TruncateTo(10))         // producer 9's last batch goes
 
-			info, err := p.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
-			require.NoError(t, err)
-			assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after the truncation")
-			assert.Equal(t, int64(0), info.Base)
-			info, err = p.AppendBatchInfo(pb{pid: 9, seq: 5, n: 2}.bytes(t))
+			requireRetryKnown(t, p, "after the truncation")
+			info, err := p.AppendBatchInfo(pb{pid: 9, seq: 5, n: 2}.bytes(t))
 			require.NoError(t, err)
 			assert.False(t, info.Duplicate, "producer 9's batch the truncation cut is new again")
 		})
@@ -67,14 +58,8 @@ func TestTruncateKeepsRollSnapshotsOfRunningFlush(t *testing.T) {
 	p, err := plog.Open(dir, plog.WithManualRollFlush(plog.Config{FS: inj}))
 	require.NoError(t, err)
 	defer func() { _ = p.Close() }()
-	_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 5}.bytes(t)) // offsets 0-4
-	require.NoError(t, err)
-	require.NoError(t, p.Roll())                              // snapshot at 5
-	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 5}.bytes(t)) // offsets 5-9
-	require.NoError(t, err)
-	require.NoError(t, p.Roll())                              // snapshot at 10
-	_, err = p.AppendBatch(pb{pid: 9, seq: 5, n: 2}.bytes(t)) // offsets 10-11
-	require.NoError(t, err)
+	// Offsets 0-4, 5-9 and 10-11; snapshots at 5 and 10.
+	appendRolled(t, p, []pb{{pid: 7, seq: 0, n: 5}, {pid: 9, seq: 0, n: 5}, {pid: 9, seq: 5, n: 2}}, 5, 10)
 
 	// The roll's background flush stops at its first fsync, after it took
 	// the snapshots.
@@ -90,15 +75,10 @@ func TestTruncateKeepsRollSnapshotsOfRunningFlush(t *testing.T) {
 	flushed := make(chan error, 1)
 	go func() { flushed <- p.FlushRolled() }()
 	<-stopped
-	truncated := make(chan error, 1)
-	go func() { truncated <- p.TruncateTo(10) }() // producer 9's last batch goes
-	select {
-	case err := <-truncated:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		close(release)
-		t.Fatal("TruncateTo waited for the roll's background flush")
-	}
+	// Producer 9's last batch goes. The flush holds no lock while it
+	// syncs: a TruncateTo that waited for it would hang here (the test's
+	// deadline reports it).
+	require.NoError(t, p.TruncateTo(10))
 	close(release)
 	require.NoError(t, <-flushed)
 	inj.SetHook(nil)
@@ -109,15 +89,42 @@ func TestTruncateKeepsRollSnapshotsOfRunningFlush(t *testing.T) {
 	assert.Equal(t, []int64{5, 10}, snaps, "the roll snapshots at or below the new end")
 
 	require.NoError(t, p.DeleteRecordsBefore(7)) // segment 0 goes
+	requireRetryKnownAfterCrash(t, mem, dir)
+	requireRetryKnown(t, p, "without a crash")
+}
+
+// appendRolled appends each batch of bs, rolling after the one that ends
+// at an offset of rollAt: the rolls' producer snapshots stay pending until
+// a flush (the partition is opened with WithManualRollFlush).
+func appendRolled(t *testing.T, p *plog.Partition, bs []pb, rollAt ...int64) {
+	t.Helper()
+	for _, b := range bs {
+		_, err := p.AppendBatch(b.bytes(t))
+		require.NoError(t, err)
+		if slices.Contains(rollAt, p.LogEndOffset()) {
+			require.NoError(t, p.Roll())
+		}
+	}
+}
+
+// requireRetryKnown appends producer 7's first batch (offsets 0-4) again:
+// p must know it as a duplicate at its original offset (when says in
+// which state p is).
+func requireRetryKnown(t *testing.T, p *plog.Partition, when string) {
+	t.Helper()
+	info, err := p.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, %s", when)
+	assert.Equal(t, int64(0), info.Base)
+}
+
+// requireRetryKnownAfterCrash opens a crash clone of mem's dir and
+// requires it know producer 7's first batch (requireRetryKnown).
+func requireRetryKnownAfterCrash(t *testing.T, mem *vfs.MemFS, dir string) *plog.Partition {
+	t.Helper()
 	crashed, err := plog.Open(dir, plog.Config{FS: mem.CrashClone(vfs.CrashOptions{})})
 	require.NoError(t, err)
-	defer func() { _ = crashed.Close() }()
-	info, err := crashed.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
-	require.NoError(t, err)
-	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, after a crash")
-	assert.Equal(t, int64(0), info.Base)
-	info, err = p.AppendBatchInfo(pb{pid: 7, seq: 0, n: 5}.bytes(t))
-	require.NoError(t, err)
-	assert.True(t, info.Duplicate, "a retry of producer 7's batch below the log start, without a crash")
-	assert.Equal(t, int64(0), info.Base)
+	t.Cleanup(func() { _ = crashed.Close() })
+	requireRetryKnown(t, crashed, "after a crash")
+	return crashed
 }

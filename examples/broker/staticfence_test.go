@@ -94,7 +94,12 @@ func TestStaticMemberRestartFencesParkedSync(t *testing.T) {
 	syncB.Version = 3
 	syncB.Group, syncB.Generation, syncB.MemberID, syncB.InstanceID = group, gen, bID, kmsg.StringPtr("instance-b")
 	bSynced := parked(rcB, syncB)
-	time.Sleep(300 * time.Millisecond) // parked
+	// No answer shows the SyncGroup parked, so the test gives it time to
+	// park. A restart that came first would meet b's SyncGroup with a
+	// replaced member id, which gets FENCED_INSTANCE_ID too: the checks
+	// below hold either way, and only which path they cover depends on
+	// the pause.
+	time.Sleep(300 * time.Millisecond)
 
 	// Instance b restarts.
 	rcB2 := dialRaw(t, b.addr)
