@@ -592,28 +592,50 @@ func TestTruncateLowersHighWatermarkCheckpoint(t *testing.T) {
 	cfg := plog.Config{FS: mem, DisableAutoHighWatermark: true, FlushMessages: 1}
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
+	appendCommitted16(t, p)
+	require.NoError(t, p.TruncateTo(8))
+	require.Equal(t, int64(8), p.HighWatermark())
+	reappendAfterCut(t, p)
+	require.Equal(t, int64(8), p.HighWatermark())
+	requireCutHighWatermarkAfterCrash(t, mem, p, dir, cfg, "the high watermark the truncation clamped")
+}
+
+// appendCommitted16 appends offsets 0-15 in four batches, commits and
+// syncs them: the high watermark checkpoint says 16.
+func appendCommitted16(t *testing.T, p *plog.Partition) {
+	t.Helper()
 	for i := range 4 {
 		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
 		require.NoError(t, err)
 	}
 	require.NoError(t, p.SetHighWatermark(16))
-	require.NoError(t, p.Sync()) // the high watermark checkpoint: 16
-	require.NoError(t, p.TruncateTo(8))
-	require.Equal(t, int64(8), p.HighWatermark())
-	for i := range 2 { // offsets 8 to 15 again, durable, not committed
+	require.NoError(t, p.Sync())
+}
+
+// reappendAfterCut appends offsets 8-15 again after a cut at 8, in two
+// batches, durable (FlushMessages 1) and not committed.
+func reappendAfterCut(t *testing.T, p *plog.Partition) {
+	t.Helper()
+	for i := range 2 {
 		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(10+i), 2))
 		require.NoError(t, err)
 	}
-	require.Equal(t, int64(8), p.HighWatermark())
-	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
-	require.NoError(t, p.Close())
+}
 
+// requireCutHighWatermarkAfterCrash takes a crash clone of mem (only what
+// was synced), closes p and opens the clone with cfg: the re-appended
+// batches must be there, under the high watermark 8 (clamped says who
+// clamped it).
+func requireCutHighWatermarkAfterCrash(t *testing.T, mem *vfs.MemFS, p *plog.Partition, dir string, cfg plog.Config, clamped string) {
+	t.Helper()
+	crashed := mem.CrashClone(vfs.CrashOptions{})
+	require.NoError(t, p.Close())
 	cfg.FS = crashed
-	p, err = plog.Open(dir, cfg)
+	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
 	defer p.Close()
 	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
-	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark the truncation clamped")
+	require.Equal(t, int64(8), p.HighWatermark(), clamped)
 }
 
 // TestOpenLowersHighWatermarkCheckpoint: a crash inside TruncateTo, after
@@ -629,12 +651,7 @@ func TestOpenLowersHighWatermarkCheckpoint(t *testing.T) {
 	cfg := plog.Config{FS: in, DisableAutoHighWatermark: true, FlushMessages: 1}
 	p, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
-	for i := range 4 {
-		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(i), 1))
-		require.NoError(t, err)
-	}
-	require.NoError(t, p.SetHighWatermark(16))
-	require.NoError(t, p.Sync()) // the high watermark checkpoint: 16
+	appendCommitted16(t, p)
 	in.FailOnce(func(op vfs.Op) bool {
 		return op.Kind == vfs.OpCreate && strings.Contains(op.Path, plog.HighWatermarkCheckpointFile)
 	})
@@ -646,19 +663,8 @@ func TestOpenLowersHighWatermarkCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(8), p.LogEndOffset())
 	require.Equal(t, int64(8), p.HighWatermark())
-	for i := range 2 { // offsets 8 to 15 again, durable, not committed
-		_, err := p.AppendBatch(logtest.MakeBatch(4, 10, int64(10+i), 2))
-		require.NoError(t, err)
-	}
-	crashed := mem.CrashClone(vfs.CrashOptions{}) // only what was synced
-	require.NoError(t, p.Close())
-
-	cfg.FS = crashed
-	p, err = plog.Open(dir, cfg)
-	require.NoError(t, err)
-	defer p.Close()
-	require.Equal(t, int64(16), p.LogEndOffset(), "the synced appends after the cut")
-	require.Equal(t, int64(8), p.HighWatermark(), "the high watermark Open clamped")
+	reappendAfterCut(t, p)
+	requireCutHighWatermarkAfterCrash(t, mem, p, dir, cfg, "the high watermark Open clamped")
 }
 
 // TestTruncateFailedRecoveryPointRaiseCutsEpochs: a TruncateTo whose cut
