@@ -38,19 +38,14 @@ func TestTierCleanupAfterFailedRecord(t *testing.T) {
 
 	const dir = "/data/t-0"
 	meta := dir + "/remote-log-metadata"
-	var recorded, syncFailed, writesFail atomic.Bool
+	// The first version recording a copy "copied".
+	syncFault, syncFailed := metaRenameSyncFault(t, mem, dir, "copied")
+	var writesFail atomic.Bool
 	local.SetHook(func(op vfs.Op) error {
-		switch {
-		case op.Kind == vfs.OpRename && op.NewPath == meta && !recorded.Load():
-			// The first version recording a copy "copied".
-			recorded.Store(bytes.Contains(readFileT(t, mem, op.Path), []byte("\ncopied ")))
-		case op.Kind == vfs.OpSync && op.Path == dir && recorded.Load() && !syncFailed.Load():
-			syncFailed.Store(true)
-			return fmt.Errorf("%w: directory sync after the metadata's rename", vfs.ErrInjected)
-		case writesFail.Load() && op.Kind == vfs.OpCreate && strings.HasPrefix(op.Path, meta):
+		if writesFail.Load() && op.Kind == vfs.OpCreate && strings.HasPrefix(op.Path, meta) {
 			return fmt.Errorf("%w: metadata write", vfs.ErrInjected)
 		}
-		return nil
+		return syncFault(op)
 	})
 	d.RunTierPass()
 	require.True(t, syncFailed.Load(), "the record of the first copy failed")
@@ -102,19 +97,11 @@ func TestTierLocalRetentionAfterFailedTruncation(t *testing.T) {
 
 	const dir = "/data/t-0"
 	meta := dir + "/remote-log-metadata"
-	var renamed, syncFailed atomic.Bool
-	local.SetHook(func(op vfs.Op) error {
-		switch {
-		case op.Kind == vfs.OpRename && op.NewPath == meta && !renamed.Load():
-			renamed.Store(bytes.Contains(readFileT(t, mem, op.Path), []byte("\ndeleting ")))
-		case op.Kind == vfs.OpSync && op.Path == dir && renamed.Load() && !syncFailed.Load():
-			syncFailed.Store(true)
-			return fmt.Errorf("%w: directory sync after the metadata's rename", vfs.ErrInjected)
-		}
-		return nil
-	})
+	syncFault, syncFailed := metaRenameSyncFault(t, mem, dir, "deleting")
+	local.SetHook(syncFault)
 	require.ErrorIs(t, p.TruncateTo(20), vfs.ErrInjected)
 	local.SetHook(nil)
+	require.True(t, syncFailed.Load(), "the record of the cut failed")
 	require.Contains(t, string(readFileT(t, mem, meta)), "\ndeleting ", "the file holds the new version")
 	assert.Equal(t, want, readAllBatches(t, p, 0), "the failed truncation cut nothing")
 
@@ -129,4 +116,25 @@ func TestTierLocalRetentionAfterFailedTruncation(t *testing.T) {
 	p = d.Partition("t", 0)
 	d.RunTierPass()
 	assert.Equal(t, want, readAllBatches(t, p, 0))
+}
+
+// metaRenameSyncFault returns a filesystem hook that fails the directory
+// sync after the first rename of dir's remote-log-metadata whose new
+// version records a copy in state ("copied", "deleting"): the file then
+// holds the new version while the partition keeps the old one. failed
+// reports whether the hook failed that sync.
+func metaRenameSyncFault(t *testing.T, mem *vfs.MemFS, dir, state string) (hook func(vfs.Op) error, failed *atomic.Bool) {
+	meta := dir + "/remote-log-metadata"
+	var renamed atomic.Bool
+	failed = new(atomic.Bool)
+	return func(op vfs.Op) error {
+		switch {
+		case op.Kind == vfs.OpRename && op.NewPath == meta && !renamed.Load():
+			renamed.Store(bytes.Contains(readFileT(t, mem, op.Path), []byte("\n"+state+" ")))
+		case op.Kind == vfs.OpSync && op.Path == dir && renamed.Load() && !failed.Load():
+			failed.Store(true)
+			return fmt.Errorf("%w: directory sync after the metadata's rename", vfs.ErrInjected)
+		}
+		return nil
+	}, failed
 }
