@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/legacy"
@@ -120,7 +121,24 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}
-	hw := bound()
+	for {
+		// The bound and the records must come from one log: a truncation
+		// (or a restart) after the bound was loaded lowers it and may
+		// cut, and then refill, what the lookup reads. The count is
+		// loaded before the bound and checked after the lookup, as a read
+		// does (see "Lock-free reads" in the package documentation).
+		gen := p.truncations.Load()
+		to, found, err = p.offsetForTimestampOnce(ts, bound())
+		if err == nil && p.truncations.Load() != gen {
+			continue
+		}
+		return to, found, err
+	}
+}
+
+// offsetForTimestampOnce is one attempt of offsetForTimestamp for ts >= 0
+// and MaxTimestamp, bounded by hw.
+func (p *Partition) offsetForTimestampOnce(ts, hw int64) (TimestampOffset, bool, error) {
 	start := p.LogStartOffset()
 	t := p.tierPart.Load()
 	if ts == MaxTimestamp {
@@ -246,8 +264,16 @@ func maxTimestampOffset(snaps segmentSnapshots, t *partTier, dir string, hw int6
 		}
 	}
 	defer snaps.releaseSnapshot(snap)
+	if hook := testHookMaxTimestampPicked.Load(); hook != nil {
+		(*hook)()
+	}
 	return maxTimestampIn(dir, best, bestTS, bestOff, hw)
 }
+
+// testHookMaxTimestampPicked, when set (by tests), runs in
+// maxTimestampOffset after it read the local segments' largest timestamps
+// and picked one, before it reads that segment under its read lease.
+var testHookMaxTimestampPicked atomic.Pointer[func()]
 
 // maxTimestampIn is maxTimestampOffset in the local segment best, whose
 // maxTimestamp is bestTS at offset bestOff. REQUIRES: a reference to best

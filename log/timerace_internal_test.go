@@ -1,0 +1,119 @@
+package log
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/internal/vfs"
+)
+
+// The time lookups below race a writer placed exactly by a test hook on
+// the lookup's goroutine: testHookSnapshotLoaded (onSnapshot) after the
+// lookup loaded its bound and log start and before it takes the segment
+// list, testHookMaxTimestampPicked after a MaxTimestamp lookup read the
+// segments' largest timestamps and before it reads the one it picked.
+
+// appendTimed appends one batch of records with the given timestamps.
+func appendTimed(t *testing.T, p *Partition, ts ...int64) {
+	t.Helper()
+	_, err := p.AppendBatch(timedBatch(t, batch.BuilderOptions{}, ts...))
+	require.NoError(t, err)
+}
+
+// onMaxTimestampPicked makes f run at the first MaxTimestamp lookup that
+// picked a local segment, for the rest of the test.
+func onMaxTimestampPicked(t *testing.T, f func()) *atomic.Int32 {
+	var calls atomic.Int32
+	hook := func() {
+		if calls.Add(1) == 1 {
+			f()
+		}
+	}
+	testHookMaxTimestampPicked.Store(&hook)
+	t.Cleanup(func() { testHookMaxTimestampPicked.Store(nil) })
+	return &calls
+}
+
+// TestOffsetForTimestampRacesTruncation: a TruncateTo (and appends after
+// it) while OffsetForTimestamp runs. The answer must come from one log:
+// the one before the cut, or the one after it, bounded by its own high
+// watermark (law 3). The lookup used to bound the records of the log after
+// the cut by the high watermark of the log before it, and so answered
+// records at or past the high watermark (under DisableAutoHighWatermark),
+// or, for MaxTimestamp, read the record its segment's largest timestamp
+// named after the cut: none, although the log had records, or a record of
+// another timestamp.
+func TestOffsetForTimestampRacesTruncation(t *testing.T) {
+	open := func(t *testing.T, cfg Config) *Partition {
+		cfg.FS = vfs.NewMem()
+		p, err := Open("/p-0", cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, p.Close()) })
+		for i := range 10 { // 0-9, timestamps 1000-1009, one segment
+			appendTimed(t, p, 1000+int64(i))
+		}
+		return p
+	}
+	// cutAndRefill truncates to 3 and appends 3-9 again, timestamps 5000.
+	cutAndRefill := func(t *testing.T, p *Partition) func() {
+		return func() {
+			require.NoError(t, p.TruncateTo(3))
+			for range 7 {
+				appendTimed(t, p, 5000)
+			}
+		}
+	}
+
+	t.Run("timestamp past the high watermark", func(t *testing.T) {
+		p := open(t, Config{DisableAutoHighWatermark: true})
+		require.NoError(t, p.SetHighWatermark(10))
+		calls := onSnapshot(t, 1, cutAndRefill(t, p))
+		to, found, err := p.OffsetForTimestamp(1005)
+		require.NoError(t, err)
+		require.Positive(t, *calls)
+		require.Equal(t, int64(3), p.HighWatermark(), "the cut clamped it; nothing moved it since")
+		// Before the cut: offset 5. After it: 0-2 are visible, all
+		// earlier than 1005.
+		require.False(t, found, "answered %+v, at or past the high watermark", to)
+	})
+
+	t.Run("max timestamp past the high watermark", func(t *testing.T) {
+		p := open(t, Config{DisableAutoHighWatermark: true})
+		require.NoError(t, p.SetHighWatermark(10))
+		calls := onSnapshot(t, 1, cutAndRefill(t, p))
+		to, found, err := p.OffsetForTimestamp(MaxTimestamp)
+		require.NoError(t, err)
+		require.Positive(t, *calls)
+		// Before the cut: offset 9 (1009). After it: offset 3 (5000),
+		// at the high watermark.
+		require.False(t, found, "answered %+v, at or past the high watermark", to)
+	})
+
+	t.Run("max timestamp cut after the pick", func(t *testing.T) {
+		p := open(t, Config{})
+		calls := onMaxTimestampPicked(t, func() { require.NoError(t, p.TruncateTo(3)) })
+		to, found, err := p.OffsetForTimestamp(MaxTimestamp)
+		require.NoError(t, err)
+		require.Positive(t, calls.Load())
+		// Before the cut: offset 9 (1009). After it: offset 2 (1002).
+		require.True(t, found, "the log holds offsets 0-2")
+		require.Equal(t, TimestampOffset{Timestamp: 1002, Offset: 2, LeaderEpoch: UndefinedEpoch}, to)
+	})
+
+	t.Run("max timestamp cut and refilled after the pick", func(t *testing.T) {
+		p := open(t, Config{})
+		calls := onMaxTimestampPicked(t, func() {
+			require.NoError(t, p.TruncateTo(3))
+			appendTimed(t, p, 500, 501, 502, 503, 504, 505, 506) // 3-9
+		})
+		to, found, err := p.OffsetForTimestamp(MaxTimestamp)
+		require.NoError(t, err)
+		require.Positive(t, calls.Load())
+		// Before the cut: offset 9 (1009). After it: offset 2 (1002).
+		require.True(t, found)
+		require.Equal(t, TimestampOffset{Timestamp: 1002, Offset: 2, LeaderEpoch: UndefinedEpoch}, to)
+	})
+}
