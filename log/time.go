@@ -128,8 +128,8 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		// loaded before the bound and checked after the lookup, as a read
 		// does (see "Lock-free reads" in the package documentation).
 		gen := p.truncations.Load()
-		to, found, err = p.offsetForTimestampOnce(ts, bound())
-		if err == nil && p.truncations.Load() != gen {
+		to, found, retry, err := p.offsetForTimestampOnce(ts, bound())
+		if retry || err == nil && p.truncations.Load() != gen {
 			continue
 		}
 		return to, found, err
@@ -137,22 +137,34 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 }
 
 // offsetForTimestampOnce is one attempt of offsetForTimestamp for ts >= 0
-// and MaxTimestamp, bounded by hw.
-func (p *Partition) offsetForTimestampOnce(ts, hw int64) (TimestampOffset, bool, error) {
+// and MaxTimestamp, bounded by hw. It reports retry when the log start
+// moved past the answer it found in the local segments.
+func (p *Partition) offsetForTimestampOnce(ts, hw int64) (_ TimestampOffset, _, retry bool, _ error) {
 	start := p.LogStartOffset()
 	t := p.tierPart.Load()
 	if ts == MaxTimestamp {
-		return maxTimestampOffset(p, t, p.dir, hw)
+		to, found, err := maxTimestampOffset(p, t, p.dir, hw)
+		return to, found, false, err
 	}
 	if t != nil {
 		// The copies of the offsets below the local log start first
 		// (read before taking the snapshot: the fetches may be slow).
 		to, found, done, err := t.remoteOffsetForTimestamp(ts, start, hw)
 		if done || err != nil {
-			return to, found, err
+			return to, found, false, err
 		}
 	}
-	return localOffsetForTimestamp(p, p.dir, ts, start, hw)
+	to, found, err := localOffsetForTimestamp(p, p.dir, ts, start, hw)
+	// A removal from the front after start was loaded (retention,
+	// DeleteRecordsBefore) leaves the search starting at the first
+	// segment left, which may hold offsets below the log start it moved
+	// to: an answer from neither log. Every such removal raises the log
+	// start before it publishes the shorter list, so the start loaded now
+	// is past that answer.
+	if err == nil && found && to.Offset < p.LogStartOffset() {
+		return to, found, true, nil
+	}
+	return to, found, false, err
 }
 
 // segmentSnapshots gives the lookups over the local segments (the

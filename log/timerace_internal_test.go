@@ -117,3 +117,29 @@ func TestOffsetForTimestampRacesTruncation(t *testing.T) {
 		require.Equal(t, TimestampOffset{Timestamp: 1002, Offset: 2, LeaderEpoch: UndefinedEpoch}, to)
 	})
 }
+
+// TestOffsetForTimestampRacesRetention: DeleteRecordsBefore (as retention
+// would) removes the first segment, and moves the log start inside the
+// second, while OffsetForTimestamp runs. The answer must come from one
+// log: offset 5 before the removal, offset 15 (the log start) after it.
+// The lookup used to search the segments left from the log start it had
+// loaded before the removal, and answered offset 10, below the log start
+// (its doc: the first record at or above the log start offset).
+func TestOffsetForTimestampRacesRetention(t *testing.T) {
+	p, err := Open("/p-0", Config{FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	for i := range 20 { // 0-9 in segment 0, 10-19 in segment 10
+		if i == 10 {
+			require.NoError(t, p.Roll())
+		}
+		appendTimed(t, p, 1000+int64(i))
+	}
+	calls := onSnapshot(t, 1, func() { require.NoError(t, p.DeleteRecordsBefore(15)) })
+	to, found, err := p.OffsetForTimestamp(1005)
+	require.NoError(t, err)
+	require.Positive(t, *calls)
+	require.True(t, found)
+	require.Equal(t, int64(15), p.LogStartOffset())
+	require.Equal(t, TimestampOffset{Timestamp: 1015, Offset: 15, LeaderEpoch: UndefinedEpoch}, to)
+}
