@@ -54,8 +54,8 @@ type Partition struct {
 	bounds bounds
 	// logStart is the log start offset. Written under mu, read lock-free.
 	logStart atomic.Int64
-	// truncations counts TruncateTo calls that cut the log; it is
-	// incremented after the lowered bounds are published and before any
+	// truncations counts TruncateTo calls that cut the log and restarts
+	// (TruncateFullyAndStartAt); it is incremented after the lowered bounds are published and before any
 	// file is cut, so that a reader whose bounds predate a cut notices it
 	// (see "Lock-free reads" in the package documentation).
 	truncations atomic.Uint64

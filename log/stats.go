@@ -99,8 +99,12 @@ type RecoveryStats struct {
 type counters struct {
 	batches, records, bytes atomic.Int64
 	rolls                   atomic.Int64
-	syncs, syncNanos        atomic.Int64
-	readers                 atomic.Int64
+	// truncates counts the TruncateTo calls that cut the log
+	// (Stats.Truncations). Partition.truncations counts the restarts
+	// too: readers must notice those as well.
+	truncates        atomic.Int64
+	syncs, syncNanos atomic.Int64
+	readers          atomic.Int64
 	// recovery is written by Open before the partition is returned and
 	// never again.
 	recovery RecoveryStats
@@ -158,7 +162,7 @@ func (p *Partition) Stats() Stats {
 		RecordsAppended: p.stats.records.Load(),
 		BytesAppended:   p.stats.bytes.Load(),
 		Rolls:           p.stats.rolls.Load(),
-		Truncations:     int64(p.truncations.Load()),
+		Truncations:     p.stats.truncates.Load(),
 		Syncs:           p.stats.syncs.Load(),
 		SyncTime:        time.Duration(p.stats.syncNanos.Load()),
 		Failed:          p.hasFailed.Load() || p.offline.Load() != nil,

@@ -63,6 +63,35 @@ func TestStats(t *testing.T) {
 	require.Equal(t, int64(1), p.Stats().Truncations)
 }
 
+// TestStatsTruncationsCountsTruncateTo: Stats.Truncations counts the
+// TruncateTo calls that cut the log, as its doc says, those that restart
+// it below the log start included; a TruncateTo that cuts nothing and
+// TruncateFullyAndStartAt (below or above the log end) are not counted.
+// The restarts used to be counted too.
+func TestStatsTruncationsCountsTruncateTo(t *testing.T) {
+	p, _ := openMem(t, plog.Config{})
+	appendN := func(n int) {
+		for range n {
+			_, err := p.AppendBatch(logtest.MakeBatch(1, 10, 0, 1))
+			require.NoError(t, err)
+		}
+	}
+	appendN(10)
+	require.NoError(t, p.TruncateTo(20))
+	require.Zero(t, p.Stats().Truncations, "nothing cut")
+	require.NoError(t, p.TruncateTo(5))
+	require.Equal(t, int64(1), p.Stats().Truncations)
+	require.NoError(t, p.TruncateFullyAndStartAt(100))
+	require.Equal(t, int64(1), p.Stats().Truncations, "a restart above the log end")
+	appendN(10) // 100-109
+	require.NoError(t, p.TruncateFullyAndStartAt(105))
+	require.Equal(t, int64(1), p.Stats().Truncations, "a restart below the log end")
+	appendN(10) // 105-114
+	require.NoError(t, p.TruncateTo(50))
+	require.Equal(t, int64(50), p.LogStartOffset())
+	require.Equal(t, int64(2), p.Stats().Truncations, "a TruncateTo below the log start")
+}
+
 // TestStatsRecovery: an unclean Open reports the bytes it validated and
 // what it cut.
 func TestStatsRecovery(t *testing.T) {

@@ -73,6 +73,14 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	p.lockWriter()
 	defer p.mu.Unlock()
 	defer p.noteActiveLocked() // awake.go
+	// A call that published a cut (the truncation count moved under mu)
+	// counts in Stats.Truncations, whatever it returns.
+	gen := p.truncations.Load()
+	defer func() {
+		if p.truncations.Load() != gen {
+			p.stats.truncates.Add(1)
+		}
+	}()
 	if err := p.checkWritableLocked(); err != nil {
 		return err
 	}
