@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/partlog/partlog/internal/epochs"
 )
@@ -88,9 +89,20 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 // listOffsetsEpochs returns the leader epochs of OffsetForTimestamp's
 // Latest and Earliest answers, as Kafka's log answers them: the latest
 // cached epoch, and the first entry's epoch when it starts at or below the
-// log start offset (UndefinedEpoch otherwise, or with an empty cache).
-func (p *Partition) listOffsetsEpochs() (latest, earliest int32) {
+// log start offset (UndefinedEpoch otherwise, or with an empty cache),
+// with that log start offset: both read under mu, which every writer of
+// either holds, so that Earliest answers an offset with its own epoch.
+func (p *Partition) listOffsetsEpochs() (latest, earliest int32, start int64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.mu.epochs.ListOffsetsEpochs(p.logStart.Load())
+	start = p.logStart.Load()
+	latest, earliest = p.mu.epochs.ListOffsetsEpochs(start)
+	p.mu.Unlock()
+	if hook := testHookEpochsListed.Load(); hook != nil {
+		(*hook)()
+	}
+	return latest, earliest, start
 }
+
+// testHookEpochsListed, when set (by tests), runs in listOffsetsEpochs
+// after it read the leader epoch cache and released the partition's mutex.
+var testHookEpochsListed atomic.Pointer[func()]

@@ -104,11 +104,17 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 	defer func() { err = p.noteFault(err) }()
 	switch {
 	case ts == LatestTimestamp:
-		latest, _ := p.listOffsetsEpochs() // epochend.go
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: bound(), LeaderEpoch: latest}, true, nil
+		for {
+			// A truncation between the epoch and the bound would pair
+			// an epoch it removed with the bound it lowered.
+			gen := p.truncations.Load()
+			latest, _, _ := p.listOffsetsEpochs() // epochend.go
+			if off := bound(); p.truncations.Load() == gen {
+				return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: off, LeaderEpoch: latest}, true, nil
+			}
+		}
 	case ts == EarliestTimestamp:
-		_, earliest := p.listOffsetsEpochs()
-		start := p.LogStartOffset()
+		_, earliest, start := p.listOffsetsEpochs()
 		if t := p.tierPart.Load(); t != nil {
 			if whole, first, ok := t.wholeStart(start); ok {
 				return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: whole, LeaderEpoch: copyEpochAt(first, whole)}, true, nil
@@ -116,8 +122,8 @@ func (p *Partition) offsetForTimestamp(ts int64, committed bool) (to TimestampOf
 		}
 		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: start, LeaderEpoch: earliest}, true, nil
 	case ts == EarliestLocalTimestamp:
-		_, earliest := p.listOffsetsEpochs()
-		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: p.LogStartOffset(), LeaderEpoch: earliest}, true, nil
+		_, earliest, start := p.listOffsetsEpochs()
+		return TimestampOffset{Timestamp: batch.NoTimestamp, Offset: start, LeaderEpoch: earliest}, true, nil
 	case ts < MaxTimestamp:
 		return TimestampOffset{}, false, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
 	}

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -142,4 +143,68 @@ func TestOffsetForTimestampRacesRetention(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, int64(15), p.LogStartOffset())
 	require.Equal(t, TimestampOffset{Timestamp: 1015, Offset: 15, LeaderEpoch: UndefinedEpoch}, to)
+}
+
+// onEpochsListed makes f run at the first leader epoch lookup of a
+// Latest or Earliest answer, for the rest of the test.
+func onEpochsListed(t *testing.T, f func()) *atomic.Int32 {
+	var calls atomic.Int32
+	hook := func() {
+		if calls.Add(1) == 1 {
+			f()
+		}
+	}
+	testHookEpochsListed.Store(&hook)
+	t.Cleanup(func() { testHookEpochsListed.Store(nil) })
+	return &calls
+}
+
+// TestListOffsetsEpochRaces: the Earliest, EarliestLocal and Latest
+// answers of OffsetForTimestamp race a writer that moves both the offset
+// and the leader epoch cache: DeleteRecordsBefore (the log start moves
+// into epoch 1), TruncateTo (epoch 1's batches and entry go). The offset
+// and its leader epoch must come from one log. They used to pair the
+// epoch read from the cache before the change with the offset loaded
+// after it: the log start with the epoch before it, the high watermark
+// with an epoch the cache no longer has.
+func TestListOffsetsEpochRaces(t *testing.T) {
+	open := func(t *testing.T) *Partition {
+		p, err := Open("/p-0", Config{FS: vfs.NewMem()})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, p.Close()) })
+		require.NoError(t, p.AssignEpochStartOffset(0, 0))
+		for i := range 20 { // 0-9 in epoch 0, 10-19 in epoch 1
+			if i == 10 {
+				require.NoError(t, p.AssignEpochStartOffset(1, 10))
+			}
+			appendTimed(t, p, 1000+int64(i))
+		}
+		return p
+	}
+	for _, ts := range []int64{EarliestTimestamp, EarliestLocalTimestamp} {
+		t.Run(fmt.Sprintf("earliest %d", ts), func(t *testing.T) {
+			p := open(t)
+			calls := onEpochsListed(t, func() { require.NoError(t, p.DeleteRecordsBefore(15)) })
+			to, found, err := p.OffsetForTimestamp(ts)
+			require.NoError(t, err)
+			require.Positive(t, calls.Load())
+			require.True(t, found)
+			require.Contains(t, []TimestampOffset{
+				{Timestamp: batch.NoTimestamp, Offset: 0, LeaderEpoch: 0},  // before
+				{Timestamp: batch.NoTimestamp, Offset: 15, LeaderEpoch: 1}, // after
+			}, to)
+		})
+	}
+	t.Run("latest", func(t *testing.T) {
+		p := open(t)
+		calls := onEpochsListed(t, func() { require.NoError(t, p.TruncateTo(5)) })
+		to, found, err := p.OffsetForTimestamp(LatestTimestamp)
+		require.NoError(t, err)
+		require.Positive(t, calls.Load())
+		require.True(t, found)
+		require.Contains(t, []TimestampOffset{
+			{Timestamp: batch.NoTimestamp, Offset: 20, LeaderEpoch: 1}, // before
+			{Timestamp: batch.NoTimestamp, Offset: 5, LeaderEpoch: 0},  // after
+		}, to)
+	})
 }
