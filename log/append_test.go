@@ -190,6 +190,39 @@ func TestAppendWrongMaxTimestampTimeRoll(t *testing.T) {
 	require.Len(t, p.SegmentInfos(), 2, "segment.ms must roll by the records' timestamps")
 }
 
+// TestTimeRollFarApartTimestamps: segment.ms compares the incoming
+// batch's maxTimestamp with the first batch's in milliseconds, as Kafka's
+// shouldRoll does, however far apart they are. The difference used to be
+// turned into a time.Duration, which wraps past about 292 years: a first
+// batch stamped in microseconds by mistake made the next batch, stamped in
+// milliseconds (thousands of years earlier), roll the segment, and a batch
+// more than 292 years after the first did not roll it. A negative
+// SegmentTime still never rolls by time.
+func TestTimeRollFarApartTimestamps(t *testing.T) {
+	const year = int64(365 * 24 * 3_600_000)
+	for _, tc := range []struct {
+		name          string
+		segmentTime   time.Duration
+		first, second int64
+		segments      int
+	}{
+		{"the second far earlier", time.Hour, 1_733_600_000_000_000, 1_733_600_000_000, 1},
+		{"the second far later", time.Hour, 1_000, 1_000 + 300*year, 2},
+		{"the second far later, time rolls off", -1, 1_000, 1_000 + 300*year, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.UnixMilli(1_733_600_000_000)
+			p, _ := openT(t, plog.Config{SegmentTime: tc.segmentTime, MessageTimestampAfterMax: plog.NoTimestampLimit,
+				Now: func() time.Time { return now }})
+			for _, ts := range []int64{tc.first, tc.second} {
+				_, err := p.AppendBatch(batchWithMax(1, ts, ts, batch.CompressionNone))
+				require.NoError(t, err)
+			}
+			require.Len(t, p.SegmentInfos(), tc.segments)
+		})
+	}
+}
+
 // TestTimeRollWithoutTimestampsFollowsConfigNow: a segment none of whose
 // batches has a timestamp ages, for segment.ms, from its creation by
 // Config.Now, the clock ShouldRoll is given. The creation time used to

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -119,7 +118,8 @@ type Partition struct {
 		// bounds before it lowers the start, truncateFullyLocked.)
 		hw, end position
 		// rollAfter is the active segment's time limit: SegmentTime
-		// minus its jitter; math.MaxInt64 when time rolls are off.
+		// minus its jitter; 0 when time rolls are off (ShouldRoll
+		// then never rolls by time).
 		rollAfter time.Duration
 		// dirDirty is set when files were created, renamed or removed
 		// since the directory was last synced.
@@ -521,7 +521,7 @@ var errOverlap = fmt.Errorf("%w: overlapping segments", batch.ErrCorrupt)
 // minus a jitter in [0, min(SegmentJitter, SegmentTime)).
 func (p *Partition) newRollAfter() time.Duration {
 	if p.cfg.SegmentTime < 0 {
-		return math.MaxInt64
+		return 0 // no time roll
 	}
 	j := min(p.cfg.SegmentJitter, p.cfg.SegmentTime)
 	if j <= 0 {

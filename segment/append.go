@@ -240,13 +240,15 @@ func (s *Segment) ShouldRoll(incoming batch.Batch, segmentBytes int64, rollAfter
 		return RollSize
 	}
 	if size > 0 && rollAfter > 0 {
-		var waited time.Duration
 		if first := s.firstBatchMaxTs.Load(); first >= 0 {
-			waited = time.Duration(incoming.MaxTimestamp()-first) * time.Millisecond
-		} else {
-			waited = now.Sub(s.Created())
-		}
-		if waited > rollAfter {
+			// In milliseconds, as Kafka compares them: a Duration of
+			// the difference wraps once it passes about 292 years.
+			// An integer count of milliseconds is above rollAfter
+			// exactly when it is above rollAfter's whole milliseconds.
+			if ts := incoming.MaxTimestamp(); ts > first && ts-first > rollAfter.Milliseconds() {
+				return RollTime
+			}
+		} else if now.Sub(s.Created()) > rollAfter {
 			return RollTime
 		}
 	}
