@@ -227,6 +227,24 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 	bases := plan.Bases
 	n := len(bases)
 	if n == 0 {
+		// The open creates the first segment at the log start
+		// checkpoint, or 0 (openSegments): a recovery point or producer
+		// snapshot past it names synced batches that are missing (every
+		// segment file removed).
+		end := int64(0)
+		if haveCP && cpStart > 0 {
+			end = cpStart
+		}
+		active := segment.FileName(end, segment.LogSuffix)
+		var err error
+		if haveRP && rp > end {
+			err = o.recoveryPointPastEnd(rp, end, clean, active)
+		} else {
+			err = o.checkSnapshotsPastEnd(end, clean, active)
+		}
+		if err != nil {
+			return nil, err
+		}
 		return dc, nil
 	}
 	probes := make([]repair.Probe, n)
@@ -379,18 +397,9 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 		dc.distrustLogStart = true
 	}
 	if haveRP && rp > end && cutAt == n {
-		rpPath := o.ckpt.path(recoveryPointCheckpointFile)
-		cause := base.CorruptionErrorf(rpPath, 0, "offset",
-			"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
-			rp, end, filepath.Base(probes[n-1].Path))
-		if clean && !dc.unclean {
-			return nil, o.refused([]error{cause})
-		}
-		if err := o.askPolicy(rpPath, true, true, cause); err != nil {
+		if err := o.recoveryPointPastEnd(rp, end, clean && !dc.unclean, filepath.Base(probes[n-1].Path)); err != nil {
 			return nil, err
 		}
-		o.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
-			"dir", dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
 	} else if cutAt == n && probes[n-1].Framed == probes[n-1].Size {
 		// The same loss without a recovery point to say so (lostend.go).
 		// A last segment with bytes past its batches is cut, and the
@@ -400,4 +409,26 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 		}
 	}
 	return dc, nil
+}
+
+// recoveryPointPastEnd reports a recovery point rp past end, the log end
+// Open found: batches below it were synced and are missing. After a clean
+// shutdown it is refused; after a crash the policy is asked, as about a
+// torn tail (a TruncateTo the crash interrupted leaves it), and nil
+// means go on after logging it. active names the last segment's file for
+// the message.
+func (o *opening) recoveryPointPastEnd(rp, end int64, clean bool, active string) error {
+	rpPath := o.ckpt.path(recoveryPointCheckpointFile)
+	cause := base.CorruptionErrorf(rpPath, 0, "offset",
+		"recovery point %d is past the log end %d: batches below it were synced and are missing (the active segment %s removed or cut?)",
+		rp, end, active)
+	if clean {
+		return o.refused([]error{cause})
+	}
+	if err := o.askPolicy(rpPath, true, true, cause); err != nil {
+		return err
+	}
+	o.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
+		"dir", o.dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
+	return nil
 }
