@@ -3,6 +3,7 @@ package log_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -270,4 +271,48 @@ func TestLegacyRecovery(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestLegacyRecoveryKeepsSealedSegmentCutInsideAMessage: a sealed segment
+// Kafka wrote whose file ends inside a legacy message (its header whole,
+// its size running past the end) is legacy data recovery cannot prove
+// torn: partlog never writes legacy messages, so no crash of its own left
+// it, and a sealed segment without a recovery point was flushed whole.
+// Open refuses under every policy and changes no .log. It used to take
+// the message for a torn tail: DefaultRecovery cut the segment before it
+// (issue12-0's first message, the whole segment) and removed the later
+// segment.
+func TestLegacyRecoveryKeepsSealedSegmentCutInsideAMessage(t *testing.T) {
+	for _, cut := range []int64{40, 71, 100} {
+		for pname, policy := range map[string]plog.RecoveryPolicy{"default": plog.DefaultRecovery{}, "strict": plog.StrictRecovery{}, "strict-allow-torn": plog.StrictRecovery{AllowTornTail: true}} {
+			t.Run(fmt.Sprintf("%d/%s", cut, pname), func(t *testing.T) {
+				dir := copyFixtureFrom(t, "legacy", "issue12-0")
+				path := filepath.Join(dir, "00000000000000000000.log")
+				require.NoError(t, os.Truncate(path, cut))
+				before := logFiles(t, dir)
+				p, err := plog.Open(dir, plog.Config{Recovery: policy})
+				if err == nil {
+					_ = p.Close()
+				}
+				require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+				require.ErrorIs(t, err, segment.ErrLegacyKept)
+				var ce *base.CorruptionError
+				require.True(t, errors.As(err, &ce))
+				require.Equal(t, path, ce.File)
+				require.Equal(t, before, logFiles(t, dir), "a .log changed")
+			})
+		}
+	}
+	// The end of the active segment is still a torn tail, whatever its
+	// magic: cut by DefaultRecovery, the first message kept.
+	dir := copyFixtureFrom(t, "legacy", "mixed-0")
+	path := filepath.Join(dir, "00000000000000000000.log")
+	require.NoError(t, os.Truncate(path, 100))
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), p.LogEndOffset())
+	require.NoError(t, p.Close())
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, int64(72), fi.Size())
 }

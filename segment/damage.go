@@ -305,6 +305,11 @@ func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, ba
 		isLegacy := false
 		if framed {
 			isLegacy = legacy.Is(b)
+		} else {
+			var perr error
+			if isLegacy, perr = src.legacyOverrun(pos); perr != nil {
+				return res, perr
+			}
 		}
 		if res.cause, res.kept, err = src.classify(err, pos, prevLast, o.maxBatchSize, isLegacy, o.sealed); err != nil {
 			return res, err
@@ -313,6 +318,23 @@ func (src *logSource) walk(o walkOptions, fn func(h BatchInfo, b batch.Batch, ba
 	}
 	res.valid = pos
 	return res, nil
+}
+
+// legacyOverrun reports whether the entry at pos, which did not frame, is
+// a legacy message whose size runs past the end of the file: its whole
+// fixed header is there (legacy.Is) and only its key and value are
+// missing. Partlog never writes legacy messages, so such an entry is no
+// torn write of its own: classify keeps it where it keeps a framed one.
+func (src *logSource) legacyOverrun(pos int64) (bool, error) {
+	rest := src.size - pos
+	if rest < legacy.MinSize {
+		return false, nil
+	}
+	over, err := src.peek(pos, legacy.MinSize)
+	if err != nil {
+		return false, err
+	}
+	return legacy.Is(over) && src.entrySize(over) > rest, nil
 }
 
 // describeBad describes the framed entry b at pos that failed its checks:
