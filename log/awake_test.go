@@ -299,20 +299,9 @@ func restConcurrentWriters(t *testing.T, flushMessages int64) {
 func TestDirTruncationsWithinBudget(t *testing.T) {
 	for _, how := range []string{"TruncateTo", "TruncateFullyAndStartAt"} {
 		t.Run(how, func(t *testing.T) {
-			const parts, budget = 12, 2
+			const parts = 12
 			root := t.TempDir()
-			d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1},
-				MaxOpenSegments: budget})
-			require.NoError(t, err)
-			defer d.Close()
-			for i := range parts {
-				p, err := d.CreatePartition("t", int32(i))
-				require.NoError(t, err)
-				for range 2 {
-					_, err = p.AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
-					require.NoError(t, err)
-				}
-			}
+			d := budgetDirOfPartitions(t, root, plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1}, parts)
 			for i := range parts {
 				p := d.Partition("t", int32(i))
 				if how == "TruncateTo" {
@@ -320,10 +309,7 @@ func TestDirTruncationsWithinBudget(t *testing.T) {
 				} else {
 					require.NoError(t, p.TruncateFullyAndStartAt(1))
 				}
-				require.LessOrEqual(t, d.SegmentBudget().Active, budget)
-				if fds, _, ok := openFiles(t, root); ok {
-					require.LessOrEqual(t, fds, 3*budget+2, "after %d truncations", i+1) // and the Dir's lock and sync handle
-				}
+				requireWithinBudget(t, d, root, "after %d truncations", i+1)
 			}
 		})
 	}
@@ -413,22 +399,12 @@ func (expireAll) Expired(v *plog.View) int { return len(v.Segments()) }
 func TestDirRollsWithinBudget(t *testing.T) {
 	for _, how := range []string{"Roll", "DeleteExpired"} {
 		t.Run(how, func(t *testing.T) {
-			const parts, budget = 12, 2
+			const parts = 12
 			root := t.TempDir()
 			// The roll's flush and the spare it starts are left to the
 			// test: their goroutines would hold files for a while.
 			cfg := plog.WithManualRollFlush(plog.Config{SegmentIndexBytes: 4096, IndexIntervalBytes: 1})
-			d, err := plog.OpenDir(root, plog.DirConfig{Config: cfg, MaxOpenSegments: budget})
-			require.NoError(t, err)
-			defer d.Close()
-			for i := range parts {
-				p, err := d.CreatePartition("t", int32(i))
-				require.NoError(t, err)
-				for range 2 {
-					_, err = p.AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
-					require.NoError(t, err)
-				}
-			}
+			d := budgetDirOfPartitions(t, root, cfg, parts)
 			for i := range parts {
 				p := d.Partition("t", int32(i))
 				if how == "Roll" {
@@ -440,10 +416,7 @@ func TestDirRollsWithinBudget(t *testing.T) {
 				}
 				require.NoError(t, p.FlushRolled())
 				require.Equal(t, int64(4), p.LogEndOffset())
-				require.LessOrEqual(t, d.SegmentBudget().Active, budget)
-				if fds, _, ok := openFiles(t, root); ok {
-					require.LessOrEqual(t, fds, 3*budget+2, "after %d rolls", i+1) // and the Dir's lock and sync handle
-				}
+				requireWithinBudget(t, d, root, "after %d rolls", i+1)
 			}
 			for i := range parts {
 				_, err := d.Partition("t", int32(i)).AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
@@ -463,11 +436,11 @@ func TestDirRollsWithinBudget(t *testing.T) {
 // room again, every partition takes its appends and reads back as
 // appended.
 func TestDirFailedAppendsWithinBudget(t *testing.T) {
-	const parts, budget = 12, 2
+	const parts = 12
 	root := t.TempDir()
 	in := vfs.NewInjector(vfs.Default)
 	d, err := plog.OpenDir(root, plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: 4096, IndexIntervalBytes: 1},
-		MaxOpenSegments: budget})
+		MaxOpenSegments: withinBudget})
 	require.NoError(t, err)
 	models := make([]*logtest.Model, parts)
 	bt := logtest.MakeBatch(2, 100, 1_700_000_000_000, 1)
@@ -487,10 +460,7 @@ func TestDirFailedAppendsWithinBudget(t *testing.T) {
 	in.SetDiskFull(0)
 	for i := range parts {
 		require.ErrorIs(t, appendTo(i), vfs.ErrInjected, "partition %d", i)
-		require.LessOrEqual(t, d.SegmentBudget().Active, budget)
-		if fds, _, ok := openFiles(t, root); ok {
-			require.LessOrEqual(t, fds, 3*budget+2, "after %d failed appends", i+1) // and the Dir's lock and sync handle
-		}
+		requireWithinBudget(t, d, root, "after %d failed appends", i+1)
 	}
 	in.Reset()
 	for i := range parts {
@@ -498,4 +468,40 @@ func TestDirFailedAppendsWithinBudget(t *testing.T) {
 		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
 	}
 	require.NoError(t, d.Close())
+}
+
+// withinBudget is the open-segment budget of the tests that count a Dir's
+// descriptors (requireWithinBudget).
+const withinBudget = 2
+
+// budgetDirOfPartitions opens a Dir at root with cfg under a budget of
+// withinBudget open segments and creates n partitions of topic t with two
+// batches each (offsets 0-3): the awake set has rested all but the last
+// ones written. The Dir is closed when the test ends.
+func budgetDirOfPartitions(t *testing.T, root string, cfg plog.Config, n int) *plog.Dir {
+	t.Helper()
+	d, err := plog.OpenDir(root, plog.DirConfig{Config: cfg, MaxOpenSegments: withinBudget})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	for i := range n {
+		p, err := d.CreatePartition("t", int32(i))
+		require.NoError(t, err)
+		for range 2 {
+			_, err = p.AppendBatch(logtest.MakeBatch(2, 100, 1_700_000_000_000, 1))
+			require.NoError(t, err)
+		}
+	}
+	return d
+}
+
+// requireWithinBudget requires d, whose files lie under root, to hold at
+// most withinBudget awake segments and, where /proc shows them, three
+// descriptors for each (and the Dir's lock and sync handle); msgAndArgs
+// say after what.
+func requireWithinBudget(t *testing.T, d *plog.Dir, root string, msgAndArgs ...any) {
+	t.Helper()
+	require.LessOrEqual(t, d.SegmentBudget().Active, withinBudget, msgAndArgs...)
+	if fds, _, ok := openFiles(t, root); ok {
+		require.LessOrEqual(t, fds, 3*withinBudget+2, msgAndArgs...)
+	}
 }
