@@ -26,10 +26,7 @@ import (
 // cleaned at once by construction: the topics run one after another, each
 // through its Runner of Workers goroutines.
 func TestDirRunner(t *testing.T) {
-	fs := vfs.NewMem()
-	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
-	require.NoError(t, err)
-	defer d.Close()
+	d := openRunnerDir(t, vfs.NewMem())
 	now := time.UnixMilli(1_700_000_000_000)
 	topics := []string{"compacted", "retained", "kept"}
 	before := map[string][]rec{}
@@ -154,9 +151,7 @@ func corruptFirstSegment(t *testing.T, fs vfs.FS, p *plog.Partition) {
 // again).
 func TestDirRunnerDropsMarksOfGonePartitions(t *testing.T) {
 	fs := vfs.NewMem()
-	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
-	require.NoError(t, err)
-	defer d.Close()
+	d := openRunnerDir(t, fs)
 	now := time.UnixMilli(1_700_000_000_000)
 	const (
 		kept = iota
@@ -216,10 +211,7 @@ func TestDirRunnerDropsMarksOfGonePartitions(t *testing.T) {
 // marked failed, and the partition created again under its name gets both
 // policies at the next run.
 func TestDirRunnerPartitionDeletedDuringRun(t *testing.T) {
-	fs := vfs.NewMem()
-	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
-	require.NoError(t, err)
-	defer d.Close()
+	d := openRunnerDir(t, vfs.NewMem())
 	now := time.UnixMilli(1_700_000_000_000)
 	p, err := d.CreatePartition("t", 0)
 	require.NoError(t, err)
@@ -271,10 +263,7 @@ func TestDirRunnerPartitionDeletedDuringRun(t *testing.T) {
 // again as compacted kept the old topic's retention, which deleted its
 // segments.
 func TestDirRunnerFollowsTopicConfigChanges(t *testing.T) {
-	fs := vfs.NewMem()
-	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
-	require.NoError(t, err)
-	defer d.Close()
+	d := openRunnerDir(t, vfs.NewMem())
 	now := time.UnixMilli(1_700_000_000_000)
 	p, err := d.CreatePartition("t", 0)
 	require.NoError(t, err)
@@ -311,4 +300,14 @@ func TestDirRunnerFollowsTopicConfigChanges(t *testing.T) {
 	after := readPartition(t, p)
 	require.True(t, maps.Equal(fold(before), fold(after)))
 	require.Less(t, len(after), len(before), "compacted with the new policy")
+}
+
+// openRunnerDir opens a Dir of 700-byte segments at /logs on fs, closed
+// when the test ends.
+func openRunnerDir(t *testing.T, fs vfs.FS) *plog.Dir {
+	t.Helper()
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: fs, SegmentBytes: 700, SegmentIndexBytes: 4096, IndexIntervalBytes: 64}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d
 }
