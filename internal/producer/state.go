@@ -231,7 +231,8 @@ func inSequence(last, next int32) bool {
 //
 //   - isDup and the original batch when bt repeats one of its producer's
 //     last five batches: same epoch, same first and last sequence;
-//   - ErrInvalidProducerEpoch for an epoch older than the producer's;
+//   - ErrInvalidProducerEpoch for an epoch older than the producer's
+//     (for a producer the state does not know, below NoProducerEpoch);
 //   - ErrOutOfOrderSequence for a new epoch not starting at sequence 0, or
 //     a sequence that does not follow the producer's last one (after
 //     math.MaxInt32 comes 0);
@@ -243,6 +244,12 @@ func (s *State) Check(bt batch.Batch) (dup Batch, isDup bool, err error) {
 	pid, epoch, first := bt.ProducerID(), bt.ProducerEpoch(), bt.BaseSequence()
 	e := s.lookup(pid)
 	if e == nil {
+		// A producer the state does not know has no epoch yet
+		// (Kafka's empty entry): an epoch below that is older.
+		if epoch < batch.NoProducerEpoch {
+			return Batch{}, false, fmt.Errorf("%w: producer %d epoch %d is older than no epoch (%d), the epoch of a producer not known",
+				ErrInvalidProducerEpoch, pid, epoch, batch.NoProducerEpoch)
+		}
 		return Batch{}, false, nil
 	}
 	if epoch == e.epoch {

@@ -94,6 +94,9 @@ func TestCheckSequenceRules(t *testing.T) {
 	}{
 		{"unknown producer, any sequence", nil, pb{seq: 42}, -1, nil},
 		{"unknown producer, sequence 0", nil, pb{seq: 0}, -1, nil},
+		{"unknown producer, no epoch", nil, pb{epoch: -1, seq: 5}, -1, nil},
+		{"unknown producer, epoch below no epoch", nil, pb{epoch: -2, seq: 0}, -1, ErrInvalidProducerEpoch},
+		{"expired producer, epoch below no epoch", []pb{{seq: 0, ts: testNow.Add(-48 * time.Hour).UnixMilli()}}, pb{epoch: math.MinInt16, seq: 0}, -1, ErrInvalidProducerEpoch},
 		{"next sequence", []pb{{seq: 0, n: 3}}, pb{seq: 3}, -1, nil},
 		{"retry of the last batch", []pb{{seq: 0, n: 3}, {seq: 3, n: 2}}, pb{seq: 3, n: 2}, 1, nil},
 		{"retry of the fifth-last batch", []pb{{seq: 0}, {seq: 1}, {seq: 2}, {seq: 3}, {seq: 4}}, pb{seq: 0}, 0, nil},

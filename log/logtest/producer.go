@@ -84,7 +84,8 @@ func (m *Model) producer(pid int64) (known bool, epoch int16, recent []producerB
 // for a retry of one of its producer's last five batches (same producer
 // id and epoch, same first and last sequence) the original's offsets with
 // Duplicate set; or the error the partition must return, wrapping
-// plog.ErrInvalidProducerEpoch (an older epoch), plog.ErrOutOfOrderSequence
+// plog.ErrInvalidProducerEpoch (an older epoch; for a producer the
+// partition does not know, below batch.NoProducerEpoch), plog.ErrOutOfOrderSequence
 // (a gap, a stale sequence, a new epoch not starting at 0) or
 // plog.ErrInvalidBatch (a base sequence below 0, or bytes that are not one
 // batch). A producer the partition does not know may start at any
@@ -137,6 +138,9 @@ func (m *Model) expectAppend(b []byte) (plog.AppendInfo, error) {
 	}
 	known, cur, recent := m.producer(pid)
 	if !known {
+		if epoch < batch.NoProducerEpoch {
+			return refuse(plog.ErrInvalidProducerEpoch, "an unknown producer has no epoch (%d)", batch.NoProducerEpoch)
+		}
 		return accept, nil
 	}
 	if epoch == cur {

@@ -48,6 +48,8 @@ func TestModelProducerRules(t *testing.T) {
 		wantErr error
 	}{
 		{name: "unknown producer, any sequence", last: send{1, 0, 42, 2}},
+		{name: "unknown producer, no epoch", last: send{1, -1, 42, 2}},
+		{name: "unknown producer, epoch below no epoch", last: send{1, -2, 0, 1}, wantErr: plog.ErrInvalidProducerEpoch},
 		{name: "next in sequence", before: []send{{1, 0, 0, 3}}, last: send{1, 0, 3, 1}},
 		{name: "retry of the last batch", before: []send{{1, 0, 0, 3}}, last: send{1, 0, 0, 3}, wantDup: true},
 		{name: "retry of the fifth newest", before: []send{{1, 0, 0, 1}, {1, 0, 1, 1}, {1, 0, 2, 1}, {1, 0, 3, 1}, {1, 0, 4, 1}},
