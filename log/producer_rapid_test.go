@@ -100,7 +100,7 @@ func TestProducerStateMachine(t *testing.T) {
 				pid := rapid.Int64Range(0, 3).Draw(rt, "pid")
 				epoch, _ := m.NextSequence(pid)
 				mk := marker(rapid.SampledFrom([]batch.ControlType{batch.ControlAbort, batch.ControlCommit, batch.ControlLeaderChange}).Draw(rt, "type"),
-					pid, epoch+int16(rapid.IntRange(-1, 1).Draw(rt, "epochDelta")), int32(rapid.IntRange(0, 2).Draw(rt, "coordinatorEpoch")))
+					pid, epoch+int16(rapid.IntRange(-1, 1).Draw(rt, "epochDelta")), int32(rapid.IntRange(-2, 2).Draw(rt, "coordinatorEpoch")))
 				want, wantErr := m.ExpectMarker(mk)
 				end := m.LogEndOffset()
 				off, err := p.AppendMarker(mk)

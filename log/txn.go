@@ -171,7 +171,8 @@ func (p *Partition) OpenTransactions() ([]OpenTxn, error) {
 // The checks are Kafka's (ProducerAppendInfo.appendEndTxnMarker), made
 // under the lock before anything is written: an epoch older than the
 // producer's current one gives ErrInvalidProducerEpoch, a coordinator
-// epoch older than the one of the producer's last marker
+// epoch older than the one of the producer's last marker (-1 before its
+// first, and for a producer the partition does not know)
 // ErrTransactionCoordinatorFenced; a type other than ABORT or COMMIT, or a
 // negative producer id or epoch, ErrInvalidBatch. A marker for a producer
 // with no open transaction (or one the partition has never seen) is

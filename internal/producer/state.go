@@ -288,13 +288,15 @@ func (s *State) Check(bt batch.Batch) (dup Batch, isDup bool, err error) {
 // caller checked that it is an ABORT or COMMIT of a producer id and epoch
 // >= 0): an epoch older than the producer's current one gives
 // ErrInvalidProducerEpoch, a coordinator epoch older than the one of the
-// producer's last marker ErrTransactionCoordinatorFenced. A marker for a
-// producer the state does not know (or expired by now, which it forgets)
-// passes. It changes nothing else.
+// producer's last marker ErrTransactionCoordinatorFenced. A producer the
+// state does not know (or expired by now, which it forgets) is checked as
+// one that has sent no batch and no marker: epoch NoProducerEpoch and
+// coordinator epoch -1, so only a coordinator epoch below -1 is fenced.
+// It changes nothing else.
 func (s *State) CheckMarker(m batch.TxnMarker) error {
 	e := s.lookup(m.ProducerID)
 	if e == nil {
-		return nil
+		e = &entry{epoch: batch.NoProducerEpoch, coordinatorEpoch: -1} // Kafka's empty entry; not kept
 	}
 	if m.ProducerEpoch < e.epoch {
 		return fmt.Errorf("%w: %s marker for producer %d epoch %d, older than its current epoch %d",

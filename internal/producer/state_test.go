@@ -310,6 +310,9 @@ func TestCheckMarker(t *testing.T) {
 		{"older coordinator epoch", batch.TxnMarker{Type: batch.ControlCommit, ProducerID: 1, ProducerEpoch: 4, CoordinatorEpoch: 6},
 			ErrTransactionCoordinatorFenced, "producer 1 with coordinator epoch 6, older than 7"},
 		{"unknown producer", batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 2, ProducerEpoch: 0, CoordinatorEpoch: 0}, nil, ""},
+		{"unknown producer, coordinator epoch -1", batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 2, ProducerEpoch: 0, CoordinatorEpoch: -1}, nil, ""},
+		{"unknown producer, coordinator epoch below -1", batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 2, ProducerEpoch: 0, CoordinatorEpoch: -2},
+			ErrTransactionCoordinatorFenced, "producer 2 with coordinator epoch -2, older than -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

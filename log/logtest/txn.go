@@ -126,7 +126,8 @@ func (m *Model) abortedTxns() []plog.AbortedTxn {
 // type other than ABORT or COMMIT or a negative producer id or epoch,
 // plog.ErrInvalidProducerEpoch for an epoch older than the producer's,
 // plog.ErrTransactionCoordinatorFenced for a coordinator epoch older than
-// the one of the producer's last marker; ErrProducerStateUnknown after
+// the one of the producer's last marker (-1 before its first, and for a
+// producer the partition does not know); ErrProducerStateUnknown after
 // Crash.
 func (m *Model) ExpectMarker(mk batch.TxnMarker) (int64, error) {
 	refuse := func(err error, format string, args ...any) (int64, error) {
@@ -140,10 +141,10 @@ func (m *Model) ExpectMarker(mk batch.TxnMarker) (int64, error) {
 		return refuse(ErrProducerStateUnknown, "call Reopen after Crash")
 	}
 	known, epoch, _ := m.producer(mk.ProducerID)
-	if !known {
+	if !known && mk.CoordinatorEpoch >= -1 {
 		return m.next, nil
 	}
-	if mk.ProducerEpoch < epoch {
+	if known && mk.ProducerEpoch < epoch {
 		return refuse(plog.ErrInvalidProducerEpoch, "current epoch %d", epoch)
 	}
 	coord := int32(-1)
