@@ -990,3 +990,68 @@ func TestTxnEpochExhaustedNewProducerID(t *testing.T) {
 	assert.Equal(t, ip.ProducerID, again.ProducerID)
 	assert.Equal(t, int16(1), again.ProducerEpoch)
 }
+
+// KIP-360's InitProducerID v3+ names the producer's current id and epoch;
+// when the answer to one that bumped the epoch is lost, the producer sends
+// the same request again. Kafka's coordinator (its lastProducerEpoch)
+// answers that retry with the epoch it already handed out, without a bump;
+// an epoch that is neither the current nor the last one is fenced.
+func TestTxnInitProducerIDRetryKeepsEpoch(t *testing.T) {
+	leakCheck(t)
+	b := startBroker(t, t.TempDir(), 1)
+	const txnID = "init-retry"
+	rc := dialRaw(t, b.addr)
+	ip := txnInit(t, rc, txnID, 1000)
+	require.Equal(t, int16(0), ip.ErrorCode)
+
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version = 4
+	req.TransactionalID = kmsg.StringPtr(txnID)
+	req.TransactionTimeoutMillis = 1000
+	req.ProducerID, req.ProducerEpoch = ip.ProducerID, ip.ProducerEpoch
+	first := rc.do(req).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), first.ErrorCode, kerr.ErrorForCode(first.ErrorCode))
+	require.Equal(t, ip.ProducerEpoch+1, first.ProducerEpoch)
+
+	retry := rc.do(req).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), retry.ErrorCode, "retry of a successful InitProducerID: %v", kerr.ErrorForCode(retry.ErrorCode))
+	assert.Equal(t, first.ProducerID, retry.ProducerID)
+	assert.Equal(t, first.ProducerEpoch, retry.ProducerEpoch, "the retry gets the epoch already handed out")
+
+	// The epoch it answered is the current one: a transaction runs with it.
+	require.Equal(t, int16(0), txnAddOffsets(t, rc, txnID, retry.ProducerID, retry.ProducerEpoch, "g"))
+	require.Equal(t, int16(0), txnEnd(t, rc, txnID, retry.ProducerID, retry.ProducerEpoch, true))
+
+	// Another bump from the current epoch forgets the older one.
+	req.ProducerEpoch = first.ProducerEpoch
+	second := rc.do(req).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), second.ErrorCode, kerr.ErrorForCode(second.ErrorCode))
+	require.Equal(t, first.ProducerEpoch+1, second.ProducerEpoch)
+	req.ProducerEpoch = ip.ProducerEpoch
+	assert.Equal(t, kerr.ProducerFenced.Code, rc.do(req).(*kmsg.InitProducerIDResponse).ErrorCode)
+}
+
+// The same for a retried InitProducerID v3+ whose bump gave a new producer
+// id (the epoch was exhausted): Kafka answers it with the new id and epoch
+// (its previous producer id and lastProducerEpoch), not a third id.
+func TestTxnInitProducerIDRetryAfterNewProducerID(t *testing.T) {
+	leakCheck(t)
+	dir := t.TempDir()
+	writeTxnState(t, dir, 0, "old-tx", txnRecord{producerID: 77, producerEpoch: math.MaxInt16 - 1, timeoutMs: 60000, status: txnCompleteCommit, updateMs: 1, startMs: 1})
+	b := startBroker(t, dir, 1)
+	rc := dialRaw(t, b.addr)
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.Version = 4
+	req.TransactionalID = kmsg.StringPtr("old-tx")
+	req.TransactionTimeoutMillis = 60000
+	req.ProducerID, req.ProducerEpoch = 77, math.MaxInt16-1
+	first := rc.do(req).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), first.ErrorCode, kerr.ErrorForCode(first.ErrorCode))
+	require.Greater(t, first.ProducerID, int64(77))
+	require.Equal(t, int16(0), first.ProducerEpoch)
+
+	retry := rc.do(req).(*kmsg.InitProducerIDResponse)
+	require.Equal(t, int16(0), retry.ErrorCode, "retry after a new producer id: %v", kerr.ErrorForCode(retry.ErrorCode))
+	assert.Equal(t, first.ProducerID, retry.ProducerID)
+	assert.Equal(t, first.ProducerEpoch, retry.ProducerEpoch)
+}

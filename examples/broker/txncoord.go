@@ -74,6 +74,14 @@ type txnMeta struct {
 	// fenced may still name it (Kafka's lastProducerEpoch, kept in
 	// memory only, as Kafka keeps it).
 	lastEpoch int16
+	// retryPID and retryEpoch are the producer id and epoch an
+	// InitProducerID v3+ named when it bumped the epoch (or gave a new
+	// producer id), or -1: the same request again is a retry whose answer
+	// was lost, answered with the current id and epoch without another
+	// bump (Kafka's lastProducerEpoch and previous producer id after such
+	// a bump; in memory only, as there).
+	retryPID   int64
+	retryEpoch int16
 }
 
 // txnCoordinator owns every transactional id. Safe for concurrent use.
@@ -225,7 +233,7 @@ func (c *txnCoordinator) replayBatches(rest []byte, from int64, dec *batch.Decod
 				// Kafka never writes it; read it as the abort it leads to.
 				v.status = txnPrepareAbort
 			}
-			c.mu.txns[id] = &txnMeta{id: id, txnRecord: v, lastEpoch: -1}
+			c.mu.txns[id] = &txnMeta{id: id, txnRecord: v, lastEpoch: -1, retryPID: -1, retryEpoch: -1}
 		}
 	}
 	return nil
@@ -419,7 +427,9 @@ func (c *txnCoordinator) errCode(op string, m *txnMeta, err error) int16 {
 // id gets a fresh producer id at epoch 0; a known one gets its epoch
 // bumped (a new producer id when the epoch is exhausted), after its open
 // transaction, if any, was aborted. reqPID and reqEpoch are the v3+
-// fields (-1: not given); given, they must be the id's current ones.
+// fields (-1: not given); given, they must be the id's current ones, or
+// name the id and epoch an earlier such request bumped (a retry: answered
+// with the current id and epoch, not bumped again, as Kafka answers it).
 func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID int64, reqEpoch int16) (int64, int16, int16) {
 	if timeoutMs <= 0 || time.Duration(timeoutMs)*time.Millisecond > c.maxTimeout {
 		return -1, -1, kerr.InvalidTransactionTimeout.Code
@@ -433,17 +443,19 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 			c.log.Error("no producer id", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress.Code
 		}
-		m = &txnMeta{id: txnID, lastEpoch: -1}
+		m = &txnMeta{id: txnID, lastEpoch: -1, retryPID: -1, retryEpoch: -1}
 		rec := txnRecord{producerID: pid, producerEpoch: 0, timeoutMs: timeoutMs, status: txnEmpty, startMs: -1}
 		if err := c.writeLocked(m, rec); err != nil {
 			return -1, -1, c.errCode("InitProducerID", m, err)
 		}
 		return pid, 0, 0
 	}
-	if reqPID >= 0 && (reqPID != m.producerID || (reqEpoch != m.producerEpoch && reqEpoch != m.lastEpoch)) {
+	current := reqPID == m.producerID && reqEpoch == m.producerEpoch
+	retry := reqPID >= 0 && !current && reqPID == m.retryPID && reqEpoch == m.retryEpoch
+	if reqPID >= 0 && !retry && (reqPID != m.producerID || (reqEpoch != m.producerEpoch && reqEpoch != m.lastEpoch)) {
 		return -1, -1, kerr.ProducerFenced.Code
 	}
-	m.lastEpoch = -1
+	m.lastEpoch, m.retryPID, m.retryEpoch = -1, -1, -1
 	switch m.status {
 	case txnPrepareCommit, txnPrepareAbort:
 		if err := c.completeLocked(m); err != nil {
@@ -451,6 +463,7 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 		}
 	case txnOngoing:
 		// Fence the old instance: abort with the epoch bumped.
+		retry = false
 		if err := c.endLocked(m, false, m.producerEpoch+1); err != nil {
 			return -1, -1, c.errCode("InitProducerID", m, err)
 		}
@@ -465,18 +478,24 @@ func (c *txnCoordinator) initProducerID(txnID string, timeoutMs int32, reqPID in
 	}
 	rec := m.txnRecord
 	rec.status, rec.timeoutMs, rec.startMs, rec.partitions = txnEmpty, timeoutMs, -1, nil
-	if m.producerEpoch >= math.MaxInt16-1 {
+	switch {
+	case retry:
+		// Kafka keeps the epoch: the producer already holds it.
+	case m.producerEpoch >= math.MaxInt16-1:
 		pid, err := c.allocate()
 		if err != nil {
 			c.log.Error("no producer id", "err", err)
 			return -1, -1, kerr.CoordinatorLoadInProgress.Code
 		}
 		rec.producerID, rec.producerEpoch = pid, 0
-	} else {
+	default:
 		rec.producerEpoch++
 	}
 	if err := c.writeLocked(m, rec); err != nil {
 		return -1, -1, c.errCode("InitProducerID", m, err)
+	}
+	if reqPID >= 0 && (rec.producerID != reqPID || rec.producerEpoch != reqEpoch) {
+		m.retryPID, m.retryEpoch = reqPID, reqEpoch
 	}
 	return m.producerID, m.producerEpoch, 0
 }
@@ -634,7 +653,7 @@ func (c *txnCoordinator) abortTimedOut() {
 			last := m.producerEpoch
 			err := c.endLocked(m, false, m.producerEpoch+1)
 			if m.producerEpoch != last {
-				m.lastEpoch = last
+				m.lastEpoch, m.retryPID, m.retryEpoch = last, -1, -1
 			}
 			if err != nil {
 				c.log.Error("aborting timed-out transaction", "transactional_id", id, "err", err)
