@@ -277,16 +277,7 @@ func restConcurrentWriters(t *testing.T, flushMessages int64) {
 	for i := range parts {
 		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
 	}
-	require.NoError(t, d.Close())
-	for _, m := range models {
-		m.Reopen()
-	}
-	d, err = plog.OpenDir(root, cfg)
-	require.NoError(t, err)
-	for i := range parts {
-		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
-	}
-	require.NoError(t, d.Close())
+	requireDirMatchesAfterReopen(t, d, root, cfg, models)
 }
 
 // TestDirTruncationsWithinBudget: a truncation of a partition whose active
@@ -371,16 +362,7 @@ func TestDirRestedPartitionsDropSpares(t *testing.T) {
 		appendTo(i)
 		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
 	}
-	require.NoError(t, d.Close())
-	for _, m := range models {
-		m.Reopen()
-	}
-	d, err = plog.OpenDir(root, cfg)
-	require.NoError(t, err)
-	for i := range parts {
-		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), models[i]), "partition %d", i)
-	}
-	require.NoError(t, d.Close())
+	requireDirMatchesAfterReopen(t, d, root, cfg, models)
 }
 
 // expireAll is a retention policy that deletes every segment, the active
@@ -504,4 +486,21 @@ func requireWithinBudget(t *testing.T, d *plog.Dir, root string, msgAndArgs ...a
 	if fds, _, ok := openFiles(t, root); ok {
 		require.LessOrEqual(t, fds, 3*withinBudget+2, msgAndArgs...)
 	}
+}
+
+// requireDirMatchesAfterReopen closes d, opens the Dir at root again with
+// cfg and requires partition i of topic t to hold what models[i] says
+// (reopened: what a clean close keeps), then closes it.
+func requireDirMatchesAfterReopen(t *testing.T, d *plog.Dir, root string, cfg plog.DirConfig, models []*logtest.Model) {
+	t.Helper()
+	require.NoError(t, d.Close())
+	for _, m := range models {
+		m.Reopen()
+	}
+	d, err := plog.OpenDir(root, cfg)
+	require.NoError(t, err)
+	for i, m := range models {
+		require.NoError(t, logtest.Check(d.Partition("t", int32(i)), m), "partition %d", i)
+	}
+	require.NoError(t, d.Close())
 }

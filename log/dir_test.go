@@ -783,7 +783,7 @@ func TestDirRecreateAfterFailedRootRemove(t *testing.T) {
 	_, err = p.AppendBatch(logtest.MakeBatch(6, 10, 1, 1))
 	require.NoError(t, err)
 	require.NoError(t, p.SetHighWatermark(2))
-	require.NotContains(t, string(readMemFile(t, mem, hwFile)), "t 0 10", "the old partition's entry")
+	require.NotContains(t, string(readFileT(t, mem, hwFile)), "t 0 10", "the old partition's entry")
 
 	// A crash now, every write kept: the new partition's high watermark
 	// is one it had, not the old partition's.
@@ -795,18 +795,4 @@ func TestDirRecreateAfterFailedRootRemove(t *testing.T) {
 	require.LessOrEqual(t, p2.HighWatermark(), int64(2))
 	require.NoError(t, d2.Close())
 	require.NoError(t, d.Close())
-}
-
-// readMemFile returns the bytes of the file at path of fs.
-func readMemFile(t *testing.T, fs vfs.FS, path string) []byte {
-	t.Helper()
-	f, err := fs.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	fi, err := f.Stat()
-	require.NoError(t, err)
-	b := make([]byte, fi.Size())
-	_, err = f.ReadAt(b, 0)
-	require.NoError(t, err)
-	return b
 }

@@ -283,17 +283,7 @@ func TestPartitionRecordsHighWatermarkInsideBatch(t *testing.T) {
 			}
 			return nil
 		})
-		items := make(chan int64, 8)
-		errs := make(chan error, 1)
-		go func() {
-			for rec, err := range p.Records(ctx, 0) {
-				if err != nil {
-					errs <- err
-					return
-				}
-				items <- rec.Offset
-			}
-		}()
+		items, errs := recordsInBackground(ctx, p)
 		synctest.Wait()
 		require.Less(t, reads.Load(), int64(1000), "the iterator spins on an empty read")
 		require.Empty(t, items)
@@ -322,17 +312,7 @@ func TestPartitionRecordsSplitBatchCut(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		items := make(chan int64, 8)
-		errs := make(chan error, 1)
-		go func() {
-			for rec, err := range p.Records(ctx, 0) {
-				if err != nil {
-					errs <- err
-					return
-				}
-				items <- rec.Offset
-			}
-		}()
+		items, errs := recordsInBackground(ctx, p)
 		synctest.Wait()
 		require.Equal(t, []int64{0, 1}, []int64{<-items, <-items})
 
@@ -373,4 +353,22 @@ func BenchmarkPartitionRecords(b *testing.B) {
 			}
 		}
 	}
+}
+
+// recordsInBackground iterates p.Records(ctx, 0) in a goroutine, sending
+// each record's offset on items and the error that ends the iteration on
+// errs.
+func recordsInBackground(ctx context.Context, p *plog.Partition) (items <-chan int64, errs <-chan error) {
+	offsets := make(chan int64, 8)
+	failed := make(chan error, 1)
+	go func() {
+		for rec, err := range p.Records(ctx, 0) {
+			if err != nil {
+				failed <- err
+				return
+			}
+			offsets <- rec.Offset
+		}
+	}()
+	return offsets, failed
 }
