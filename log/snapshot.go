@@ -248,18 +248,7 @@ func (s *producerSnapshots) writeCarriedLocked(carried []rollSnapshot, end int64
 	s.pending = s.pending[:0]
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
-	wrote := false
-	for _, r := range carried {
-		if r.offset > end {
-			continue
-		}
-		if err := s.write(r.offset, r.data, true); err != nil {
-			s.logger.Warn("partlog/log: producer snapshot not written", "dir", s.dir, "offset", r.offset, "err", err)
-			continue
-		}
-		wrote = true
-	}
-	return wrote
+	return s.writeEach(carried, func(r rollSnapshot) bool { return r.offset <= end })
 }
 
 // takePendingLocked takes the roll snapshots not yet written, keeping
@@ -320,9 +309,18 @@ func (s *producerSnapshots) writePendingLocked() bool {
 // last removal, fsynced, and reports whether it wrote any. A write failure
 // is logged: a snapshot only shortens a replay.
 func (s *producerSnapshots) writeValid(snaps []rollSnapshot) bool {
+	return s.writeEach(snaps, func(r rollSnapshot) bool {
+		return r.truncations == s.truncations.Load() && r.removals == s.removals.Load() && r.offset >= s.floor.Load()
+	})
+}
+
+// writeEach writes each of snaps that keep reports true for, fsynced, and
+// reports whether it wrote any. A write failure is logged: a snapshot only
+// shortens a replay.
+func (s *producerSnapshots) writeEach(snaps []rollSnapshot, keep func(rollSnapshot) bool) bool {
 	wrote := false
 	for _, r := range snaps {
-		if r.truncations != s.truncations.Load() || r.removals != s.removals.Load() || r.offset < s.floor.Load() {
+		if !keep(r) {
 			continue
 		}
 		if err := s.write(r.offset, r.data, true); err != nil {
