@@ -425,12 +425,10 @@ func (s *server) coordinatorNode(keyType int8) (id int32, host string, port int3
 	if r != nil && !r.failed.Load() {
 		lead = r.lead.Load()
 	}
-	for _, n := range s.cluster.nodes {
-		if n.id == lead && lead != 0 {
-			h, p, _ := net.SplitHostPort(n.kafkaAddr) // checked by parseCluster
-			pn, _ := strconv.ParseInt(p, 10, 32)
-			return int32(n.id), h, int32(pn), 0
-		}
+	if n, ok := s.cluster.knownNode(lead); ok && lead != 0 {
+		h, p, _ := net.SplitHostPort(n.kafkaAddr) // checked by parseCluster
+		pn, _ := strconv.ParseInt(p, 10, 32)
+		return int32(n.id), h, int32(pn), 0
 	}
 	return -1, "", -1, kerr.CoordinatorNotAvailable.Code
 }
@@ -586,15 +584,11 @@ func (s *server) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest) kmsg.Response
 // takes, no flexible header: WriteTxnMarkers v0) to node id's Kafka
 // listener on a connection of its own and returns the answer.
 func (c *cluster) requestNode(ctx context.Context, id uint64, req kmsg.Request) (kmsg.Response, error) {
-	var addr string
-	for _, n := range c.nodes {
-		if n.id == id {
-			addr = n.kafkaAddr
-		}
-	}
-	if addr == "" {
+	node, ok := c.knownNode(id)
+	if !ok {
 		return nil, fmt.Errorf("broker: no node %d", id)
 	}
+	addr := node.kafkaAddr
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -176,6 +176,15 @@ func (c *cluster) brokers() []clusterNode {
 	return out
 }
 
+// knownNode returns the addresses of node id: -cluster's, or those a
+// membership change named (learn).
+func (c *cluster) knownNode(id uint64) (clusterNode, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.known[id]
+	return n, ok
+}
+
 // learn records the addresses of the node a membership change adds (its
 // Context) and makes it reachable.
 func (c *cluster) learn(cc *pb.ConfChangeV2) {

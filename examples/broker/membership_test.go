@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/partlog/partlog/batch"
@@ -268,4 +271,67 @@ func TestClusterJoinBehindLogStart(t *testing.T) {
 	require.NotEmpty(t, nData)
 	require.True(t, bytes.Equal(lData, nData), "the new node's committed log (%d bytes) differs from the leader's (%d bytes)", len(nData), len(lData))
 	dumplogVerify(t, buildDumplog(t), np.dir)
+}
+
+// A node a membership change added is reachable as a coordinator from
+// the nodes that learnt it from the change, not only from those whose
+// -cluster names it: node 1 starts alone, nodes 2 and 3 join, node 1
+// restarts while the other two elect a leader of the state partitions.
+// Node 1's FindCoordinator then names that leader, with its address, and
+// node 1 reaches it with a request of its own (WriteTxnMarkers, which
+// a transaction coordinator sends a partition's leader).
+func TestClusterCoordinatorOnJoinedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	var ns []clusterNode
+	for i := 1; i <= 3; i++ {
+		ns = append(ns, clusterNode{id: uint64(i), kafkaAddr: freeAddr(t), raftAddr: freeAddr(t)})
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	servers := make([]*server, 3)
+	start := func(id int, cluster []clusterNode, join bool) *testBroker {
+		return startBrokerWith(t, dirs[id-1], 1, func(cfg *config) {
+			cfg.Addr = ns[id-1].kafkaAddr
+			cfg.NodeID, cfg.Cluster, cfg.Join = uint64(id), cluster, join
+			cfg.onServer = func(s *server) { servers[id-1] = s }
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*clusterTimeout)
+	defer cancel()
+	b1 := start(1, ns[:1], false)
+	for id := 2; id <= 3; id++ {
+		start(id, ns[:id], true)
+		n := ns[id-1]
+		require.NoError(t, runAdmin(ctx, ns[0].kafkaAddr, fmt.Sprintf("%d=%s/%s", n.id, n.kafkaAddr, n.raftAddr), 0, io.Discard))
+	}
+	ic := &inProcCluster{nodes: ns}
+
+	// Node 1 restarts with its -cluster of one node while nodes 2 and 3
+	// elect a leader of the state partitions among themselves.
+	b1.stop(t)
+	lead := ic.waitLeader(t, 2, offsetsTopic, 1)
+	start(1, ns[:1], false)
+	require.Equal(t, lead, ic.waitLeader(t, 1, offsetsTopic, 0))
+
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKeys = []string{"g"}
+	resp, err := ic.request(ctx, 1, req)
+	require.NoError(t, err)
+	fc := resp.(*kmsg.FindCoordinatorResponse)
+	require.Len(t, fc.Coordinators, 1)
+	co := fc.Coordinators[0]
+	require.Equal(t, int16(0), co.ErrorCode, "FindCoordinator on node 1: %v", kerr.ErrorForCode(co.ErrorCode))
+	assert.Equal(t, int32(lead), co.NodeID)
+	assert.Equal(t, ns[lead-1].kafkaAddr, net.JoinHostPort(co.Host, strconv.Itoa(int(co.Port))))
+
+	wreq := kmsg.NewPtrWriteTxnMarkersRequest()
+	mk := kmsg.NewWriteTxnMarkersRequestMarker()
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = "no-such-topic", []int32{0}
+	mk.Topics = append(mk.Topics, mt)
+	wreq.Markers = append(wreq.Markers, mk)
+	wresp, err := servers[0].cluster.requestNode(ctx, uint64(lead), wreq)
+	require.NoError(t, err, "node 1 reaching node %d", lead)
+	require.Len(t, wresp.(*kmsg.WriteTxnMarkersResponse).Markers, 1)
 }
