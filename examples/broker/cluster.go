@@ -425,6 +425,9 @@ func (s *server) clusterProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse 
 					p.ErrorCode = kerr.NotLeaderForPartition.Code
 				case <-deadline.C:
 					p.ErrorCode = kerr.RequestTimedOut.Code
+					// Fired once: every later wait, here and
+					// below, times out too.
+					deadline.Reset(0)
 				}
 			}
 			t.Partitions = append(t.Partitions, p)

@@ -11,7 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/partlog/partlog/batch"
 )
 
 func TestParseCluster(t *testing.T) {
@@ -78,4 +82,64 @@ func TestClusterProducerIDsNeverCollide(t *testing.T) {
 // "<group>.state" under raftStateDir).
 func raftStatePath(dataDir, topic string, partition int32) string {
 	return filepath.Join(dataDir, raftStateDir, string(groupID(topic, partition))+".state")
+}
+
+// A Produce whose batch for one partition cannot even be queued within
+// the request's timeout (the replica's queue stays full) answers that
+// partition REQUEST_TIMED_OUT, and every partition it queued before and
+// that has no answer yet too: the timeout holds for the whole request.
+// Before, the one deadline was spent on the queueing, and the request
+// then waited for the queued partition's answer without a bound (a
+// leader that lost its followers never answers an acks=-1 batch).
+func TestClusterProduceTimeoutCoversQueuedPartitions(t *testing.T) {
+	var s *server
+	startBrokerWith(t, t.TempDir(), 2, func(cfg *config) {
+		kafka := freeAddr(t)
+		cfg.Addr, cfg.NodeID = kafka, 1
+		cfg.Cluster = []clusterNode{{id: 1, kafkaAddr: kafka, raftAddr: freeAddr(t)}}
+		cfg.onServer = func(sv *server) { s = sv }
+	})
+	const topic = "stuck"
+	_, err := s.store.topic(topic, true)
+	require.NoError(t, err)
+	// Partition 0's replica takes the batch and never answers; partition
+	// 1's never takes it.
+	silent := &replica{propc: make(chan *proposal, 1), done: make(chan struct{}), failed: func() bool { return false }}
+	full := &replica{propc: make(chan *proposal), done: make(chan struct{}), failed: func() bool { return false }}
+	c := s.cluster
+	c.mu.Lock()
+	real0, real1 := c.replicas[tpKey{topic, 0}], c.replicas[tpKey{topic, 1}]
+	c.replicas[tpKey{topic, 0}], c.replicas[tpKey{topic, 1}] = silent, full
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.replicas[tpKey{topic, 0}], c.replicas[tpKey{topic, 1}] = real0, real1
+		c.mu.Unlock()
+	}()
+
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for p := range int32(2) {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, buildBatch(t, "v", 1, batch.CompressionNone)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	out := make(chan *kmsg.ProduceResponse, 1)
+	go func() { out <- s.clusterProduce(req) }()
+	var resp *kmsg.ProduceResponse
+	select {
+	case resp = <-out:
+	case <-time.After(30 * time.Second):
+		// Hung: the replica stopping ends the wait (with another code).
+		close(silent.done)
+		resp = <-out
+	}
+	require.Len(t, resp.Topics, 1)
+	require.Len(t, resp.Topics[0].Partitions, 2)
+	for _, p := range resp.Topics[0].Partitions {
+		assert.Equal(t, kerr.RequestTimedOut.Code, p.ErrorCode, "partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+	}
 }
