@@ -143,3 +143,42 @@ func TestClusterProduceTimeoutCoversQueuedPartitions(t *testing.T) {
 		assert.Equal(t, kerr.RequestTimedOut.Code, p.ErrorCode, "partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
 	}
 }
+
+// A node's producer ids continue at its allocator's next block after a
+// restart, spread by node id, as on a single node: the floor the
+// partitions give the allocator (one past the largest id they hold) is
+// taken back to the allocator's own numbering. Before, a spread id
+// (block*1024 + node) was used as the allocator's next raw id, so every
+// restart after an idempotent producer wrote multiplied the ids by 1024,
+// and after five such restarts they overflowed int64.
+func TestClusterProducerIDsAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	kafka, raft := freeAddr(t), freeAddr(t)
+	var ids []int64
+	for range 3 {
+		b := startOneNodeCluster(t, dir, kafka, raft, nil)
+		rc := dialRaw(t, b.addr)
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.Version = 1
+		resp := rc.do(req).(*kmsg.InitProducerIDResponse)
+		require.Zero(t, resp.ErrorCode, "%v", kerr.ErrorForCode(resp.ErrorCode))
+		ids = append(ids, resp.ProducerID)
+		// A partition now holds the producer's state.
+		tick := time.NewTicker(20 * time.Millisecond)
+		for {
+			p := produceRaw(t, rc, 9, "pids", 0, idemBatch(t, resp.ProducerID, 0, 0, 1, false))
+			if p.ErrorCode == kerr.NotLeaderForPartition.Code {
+				<-tick.C // the partition's first election
+				continue
+			}
+			require.Zero(t, p.ErrorCode, "%v", kerr.ErrorForCode(p.ErrorCode))
+			break
+		}
+		tick.Stop()
+		b.stop(t)
+	}
+	for i, id := range ids {
+		assert.Equal(t, int64(1), id%producerIDStride, "id %d is node 1's", id)
+		assert.Equal(t, int64(i*producerIDBlock), id/producerIDStride, "start %d: id %d is not at its allocator's block %d", i, id, i)
+	}
+}

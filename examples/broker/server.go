@@ -285,7 +285,13 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, max(st.maxProducerID(), txns.maxProducerID())+1)
+	floor := max(st.maxProducerID(), txns.maxProducerID()) + 1
+	if cfg.Cluster != nil && floor > 0 {
+		// The partitions hold ids spread by node (cluster.producerID):
+		// the allocator's next raw id is past the largest one's.
+		floor = (floor-1)/producerIDStride + 1
+	}
+	prodIDs, err := openProducerIDs(vfs.Default, cfg.DataDir, floor)
 	if err != nil {
 		return err
 	}
