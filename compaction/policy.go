@@ -60,21 +60,27 @@ func (r *Result) add(o Result) {
 
 // Policies returns the policies cfg.CleanupPolicy names, in the order they
 // run: retention first (less to compact), then compaction, as Kafka's
-// cleanup.policy=compact,delete does both.
+// cleanup.policy=compact,delete does both. Under compact alone a
+// Retention with its time and size rules off still comes first: Kafka
+// deletes the segments wholly below the log start offset of a compacted
+// log too (UnifiedLog.deleteOldSegments applies that rule whatever the
+// policy), which DeleteRecordsBefore leaves when it moves the log start
+// to the end of the active segment.
 func Policies(cfg Config) ([]Policy, error) {
 	cfg.ensureDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	del, comp, _ := parsePolicy(cfg.CleanupPolicy)
-	var ps []Policy
-	if del {
-		r, err := NewRetention(cfg)
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, r)
+	rcfg := cfg
+	if !del {
+		rcfg.Retention, rcfg.RetentionBytes = -1, -1 // the log start rule alone
 	}
+	r, err := NewRetention(rcfg)
+	if err != nil {
+		return nil, err
+	}
+	ps := []Policy{r}
 	if comp {
 		c, err := NewCompactor(cfg)
 		if err != nil {
