@@ -210,7 +210,10 @@ type RetentionPolicy interface {
 // longer change: what it picks is what is deleted (never the new active
 // segment). When the log end offset lies past math.MaxInt64 -
 // math.MaxInt32 the log cannot roll (ErrLogFull) and the active segment
-// stays. Nothing at or past the high watermark is deleted. When a
+// stays. Nothing at or past the high watermark is deleted. In a partition
+// its Dir tiers, nothing whose copy is not recorded yet is deleted either,
+// unless it lies wholly below the log start offset: the segments r picks
+// from the first uncopied one on stay (law 14). When a
 // truncation or another round changed the segment list between the plan
 // and the deletion the error wraps ErrSegmentsChanged and nothing changed.
 func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (CleanResult, error) {
@@ -225,6 +228,9 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 	}
 	defer func() { v.release() }()
 	n := min(max(r.Expired(v), 0), len(v.segs))
+	if n, err = p.tierPart.Load().keepUncopied(v, n); err != nil {
+		return res, err
+	}
 	if n == len(v.segs) {
 		v.release()
 		// Past the largest segment base the active segment is the log's
@@ -238,6 +244,9 @@ func (p *Partition) DeleteExpired(ctx context.Context, r RetentionPolicy) (Clean
 			return res, err
 		}
 		n = min(max(r.Expired(v), 0), len(v.segs)-1)
+		if n, err = p.tierPart.Load().keepUncopied(v, n); err != nil {
+			return res, err
+		}
 	}
 	if n == 0 {
 		return res, nil

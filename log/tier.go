@@ -961,6 +961,32 @@ func (r tierLocalRetention) Expired(v *View) int {
 	return n
 }
 
+// keepUncopied caps n, the number of v's oldest segments a retention
+// policy picked (Partition.DeleteExpired), at the segments a tiered
+// partition may delete locally (law 14, nothing uncopied is lost): those
+// whose copy is recorded, and those wholly below the log start offset
+// (DeleteRecordsBefore moved the start of the whole log past their records
+// first, and no copy is made of them), as Kafka's deleteOldSegments keeps
+// every segment of a remote-enabled log past its highest offset in remote
+// storage. A nil part, one whose metadata could not be read (tiering is
+// off) and a compacted partition (never copied, see compacted) leave n as
+// it is.
+func (t *partTier) keepUncopied(v *View, n int) (int, error) {
+	if t == nil || t.broken != nil {
+		return n, nil
+	}
+	if compacted, err := t.compacted(); err != nil || compacted {
+		return n, err
+	}
+	copiedEnd := t.meta.Load().copiedEnd()
+	for i, s := range v.Segments()[:n] {
+		if s.NextOffset > copiedEnd && s.NextOffset > v.LogStartOffset() {
+			return i, nil
+		}
+	}
+	return n, nil
+}
+
 // applyLocalRetention deletes the local segments the local retention
 // expired among those whose copy is recorded.
 func (t *partTier) applyLocalRetention(ctx context.Context) error {
