@@ -375,6 +375,23 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 			"segment", s.LogPath(), "size", end, "fileSize", fileSize)
 	}
 	maxTs, maxOff, err := s.largestTimestamp(end, clean)
+	if err == nil && end > 0 {
+		_, err = s.readHeader(0, end)
+	}
+	if err != nil && base.IsCorruption(err) && !clean {
+		// Bytes below end do not frame as batches, where the scan that
+		// found end, from the last offset entries, did not read: a crash
+		// kept later writes and lost an earlier one (unsynced writes reach
+		// the disk in any order). The batches end at the first damage, as
+		// a scan from the start finds it; the indexes, which point past
+		// it, are rebuilt from that scan, and recovery decides about the
+		// rest.
+		warn("offset", err)
+		if end, next, err = rebuildIdx(fileSize, true, true); err != nil {
+			return rebuilt, err
+		}
+		maxTs, maxOff, err = s.largestTimestamp(end, clean)
+	}
 	if err != nil {
 		return rebuilt, err
 	}
