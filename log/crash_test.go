@@ -142,7 +142,7 @@ func crashHistory(t *testing.T, rng *rand.Rand, id int) int {
 		case r < 80 && manual:
 			p.PrepareSpare() // the next roll adopts it (spare.go)
 		default:
-			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			opts := drawCrash(rng)
 			clone := mem.CrashClone(opts)
 			_ = p.Close()
 			mem, cfg.FS = clone, clone

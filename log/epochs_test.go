@@ -232,7 +232,7 @@ func TestLeaderEpochsCrashPoints(t *testing.T) {
 				o := p.LogStartOffset() + rng.Int64N(p.HighWatermark()-p.LogStartOffset()+1)
 				require.NoError(t, p.DeleteRecordsBefore(o), where)
 			case r < 80:
-				opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+				opts := drawCrash(rng)
 				clone := mem.CrashClone(opts)
 				_ = p.Close()
 				mem, cfg.FS = clone, clone

@@ -945,7 +945,18 @@ type crashWalk[F any] struct {
 // ones, drawn from rng.
 func randomCrash(rng *rand.Rand) func(k, total int64) []vfs.CrashOptions {
 	return func(int64, int64) []vfs.CrashOptions {
-		return []vfs.CrashOptions{{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}}
+		return []vfs.CrashOptions{drawCrash(rng)}
+	}
+}
+
+// drawCrash draws the options of one crash: a share of the unsynced
+// writes kept and of the cut ones torn, and, half the time, directory
+// entries kept as a prefix of their changes (a journal's order, which
+// the draw of each rename on its own never gives).
+func drawCrash(rng *rand.Rand) vfs.CrashOptions {
+	return vfs.CrashOptions{
+		UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101),
+		OrderedEntries: rng.IntN(2) == 0, Seed: rng.Uint64(),
 	}
 }
 

@@ -116,7 +116,7 @@ func producerCrashHistory(t *testing.T, rng *rand.Rand, id int) int {
 			forget(p.LogEndOffset())
 			checkLast()
 		case r >= 82:
-			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			opts := drawCrash(rng)
 			clone := mem.CrashClone(opts)
 			_ = p.Close()
 			mem, cfg.FS = clone, clone

@@ -321,6 +321,7 @@ func TestCrashAtEveryOpOfSpareAndRoll(t *testing.T) {
 						{UnsyncedDataPercent: 100},
 						{UnsyncedDataPercent: 50, TornPercent: 30, Seed: uint64(k)},
 						{UnsyncedDataPercent: 70, TornPercent: 50, Seed: uint64(k) + 1000},
+						{UnsyncedDataPercent: 50, TornPercent: 50, Reorder: true, TornPages: true, OrderedEntries: true, Seed: uint64(k) + 2000},
 					}
 				},
 				check: func(t *testing.T, f partModel, state *vfs.MemFS, at crashPoint) {

@@ -320,6 +320,7 @@ func stateMachineRound(t *testing.T, crashes *int) {
 					UnsyncedDataPercent: rapid.IntRange(0, 100).Draw(rt, "unsyncedDataPercent"),
 					TornPercent:         rapid.IntRange(0, 100).Draw(rt, "tornPercent"),
 					Seed:                rapid.Uint64().Draw(rt, "crashSeed"),
+					OrderedEntries:      rapid.Bool().Draw(rt, "orderedEntries"),
 				}
 				clone := mem.CrashClone(opts)
 				_ = p.Close() // on the filesystem that "lost power"

@@ -153,11 +153,11 @@ func txnCrashHistory(t *testing.T, seed uint64, rng *rand.Rand, id int) int {
 			armed.Lock()
 			if armed.left < 0 && armed.clone == nil {
 				armed.left = rng.IntN(40)
-				armed.opts = vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+				armed.opts = drawCrash(rng)
 			}
 			armed.Unlock()
 		default:
-			opts := vfs.CrashOptions{UnsyncedDataPercent: rng.IntN(101), TornPercent: rng.IntN(101), Seed: rng.Uint64()}
+			opts := drawCrash(rng)
 			reopenFrom(mem.CrashClone(opts), opts, "between steps")
 		}
 		armed.Lock()

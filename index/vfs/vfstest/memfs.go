@@ -62,7 +62,10 @@ import (
 //     the rename or as after it (for a rename across two directories of
 //     which only one was synced since, the file may then be under both
 //     names or under neither, which a conservative filesystem allows too).
-//     Groups are drawn independently of each other and of file data.
+//     Groups are drawn independently of each other and of file data. With
+//     OrderedEntries the changes survive instead as a prefix of all of
+//     them in the order they were made, as a journal commits them: a name
+//     can then also hold a value it took in between.
 //   - Each file's unsynced operations reach the disk in order, each with
 //     probability UnsyncedDataPercent; the first that does not is cut, and
 //     none after it survives (with Reorder set, each survives independently,
@@ -70,7 +73,9 @@ import (
 //     TornPercent: a random prefix of its bytes is written and the rest of
 //     its range is left as it was, zeroed (the length was extended but the
 //     data never written), or filled with garbage, one of the three at
-//     random. Length changes are never torn.
+//     random; with TornPages each page of its range is kept, left, zeroed
+//     or filled with garbage on its own draw, as writeback in any order
+//     leaves a write. Length changes are never torn.
 //
 // With UnsyncedDataPercent 0 the clone is exactly the synced state (no write
 // is torn either); with 100 it is the current state.
@@ -98,6 +103,20 @@ type MemFS struct {
 	// nextSeq numbers groups in creation order so that CrashClone draws
 	// its random choices in a deterministic order.
 	nextSeq uint64
+	// history holds, for each unsynced directory entry, every value it
+	// took since its directory's last sync, in order (for
+	// CrashOptions.OrderedEntries). REQUIRES: mu held.
+	history map[entryKey][]entryValue
+	// nextChange numbers the directory entry changes in the order they
+	// are made.
+	nextChange uint64
+}
+
+// entryValue is a value a directory entry took: n (nil when removed), by
+// the change numbered seq.
+type entryValue struct {
+	seq uint64
+	n   *memNode
 }
 
 var (
@@ -108,7 +127,7 @@ var (
 // NewMem returns an empty in-memory filesystem whose root directory exists
 // and is durable.
 func NewMem() *MemFS {
-	return &MemFS{root: newDirNode(), groups: make(map[entryKey]*entryGroup)}
+	return &MemFS{root: newDirNode(), groups: make(map[entryKey]*entryGroup), history: make(map[entryKey][]entryValue)}
 }
 
 // memNode is a file or a directory. Every field is guarded by MemFS.mu.
@@ -316,6 +335,8 @@ func (m *MemFS) setEntry(dir *memNode, name string, n *memNode) *entryGroup {
 	}
 	dir.modTime = time.Now()
 	key := entryKey{dir, name}
+	m.history[key] = append(m.history[key], entryValue{seq: m.nextChange, n: n})
+	m.nextChange++
 	g := m.groups[key]
 	if g == nil {
 		g = &entryGroup{seq: m.nextSeq}
@@ -333,6 +354,7 @@ func (m *MemFS) setEntry(dir *memNode, name string, n *memNode) *entryGroup {
 func (m *MemFS) syncDir(dir *memNode) {
 	for name := range dir.dirty {
 		delete(m.groups, entryKey{dir, name})
+		delete(m.history, entryKey{dir, name})
 	}
 	dir.dirty = nil
 	dir.syncedChildren = maps.Clone(dir.children)
@@ -522,6 +544,9 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	g1 := m.setEntry(ndir, nbase, n)
 	g2 := m.setEntry(odir, obase, nil)
+	// One change for OrderedEntries: a prefix has both names or neither.
+	h1, h2 := m.history[entryKey{ndir, nbase}], m.history[entryKey{odir, obase}]
+	h2[len(h2)-1].seq = h1[len(h1)-1].seq
 	if g1 != g2 {
 		if g1.seq < g2.seq {
 			g2.parent = g1
@@ -585,6 +610,7 @@ func (m *MemFS) SyncAll() {
 	defer m.mu.Unlock()
 	m.syncTree(m.root, make(map[*memNode]bool))
 	clear(m.groups)
+	clear(m.history)
 }
 
 // OpenFilesystemSync implements [vfs.FilesystemSyncer]: the handle's Sync
@@ -679,6 +705,21 @@ type CrashOptions struct {
 	// unchanged, zeroed or filled with garbage. It has no effect when
 	// UnsyncedDataPercent is 0.
 	TornPercent int
+	// TornPages tears a cut write page by page rather than at one point:
+	// each page (TornPageSize bytes, aligned in the file) its range
+	// touches gets, on a draw of its own, the write's bytes, or is left as
+	// it was, zeroed or filled with garbage (writeback sends a write's
+	// pages to the disk in any order, and a crash stops it anywhere).
+	// Without it a torn write keeps a prefix of its bytes.
+	TornPages bool
+	// OrderedEntries makes the unsynced directory entry changes survive
+	// as a prefix of all of them, in the order they were made (a journal
+	// committed up to a point, as ext4's; a rename is one change), instead
+	// of each rename's names surviving or not on a draw of their own: a
+	// name can then hold any value it took since its directory's last
+	// sync, not only that one or its current one. The prefix is drawn
+	// uniformly, or empty at UnsyncedDataPercent 0 and whole at 100.
+	OrderedEntries bool
 	// Reorder lets each unsynced file operation survive independently of
 	// the earlier ones (writeback in any order), so data can have holes.
 	Reorder bool
@@ -721,8 +762,24 @@ func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 	for _, g := range order {
 		roots[g] = chance(opts.UnsyncedDataPercent)
 	}
+	// With OrderedEntries, the changes numbered below cut survive.
+	var cut uint64
+	if opts.OrderedEntries {
+		first := m.nextChange
+		for _, h := range m.history {
+			first = min(first, h[0].seq)
+		}
+		switch n := m.nextChange - first; {
+		case opts.UnsyncedDataPercent <= 0:
+			cut = first
+		case opts.UnsyncedDataPercent >= 100:
+			cut = m.nextChange
+		default:
+			cut = first + rng.Uint64N(n+1)
+		}
+	}
 
-	clone := &MemFS{groups: make(map[entryKey]*entryGroup)}
+	clone := &MemFS{groups: make(map[entryKey]*entryGroup), history: make(map[entryKey][]entryValue)}
 	done := make(map[*memNode]*memNode)
 	var copyNode func(n *memNode) *memNode
 	copyNode = func(n *memNode) *memNode {
@@ -749,7 +806,13 @@ func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 		}
 		for _, name := range slices.Sorted(maps.Keys(names)) {
 			child := n.syncedChildren[name]
-			if g := m.groups[entryKey{n, name}]; g != nil && roots[g.find()] {
+			if opts.OrderedEntries {
+				for _, v := range m.history[entryKey{n, name}] {
+					if v.seq < cut {
+						child = v.n
+					}
+				}
+			} else if g := m.groups[entryKey{n, name}]; g != nil && roots[g.find()] {
 				child = n.children[name]
 			}
 			if child != nil {
@@ -777,19 +840,10 @@ func crashData(n *memNode, opts CrashOptions, rng *rand.Rand, chance func(int) b
 			continue
 		}
 		if opts.UnsyncedDataPercent > 0 && !op.truncate && len(op.data) > 0 && chance(opts.TornPercent) {
-			k := rng.IntN(len(op.data))
-			out.writeBytesAt(op.data[:k], op.off)
-			rest := op.data[k:]
-			switch rng.IntN(3) {
-			case 0: // the rest never reached the disk
-			case 1: // the length was extended, the data never written
-				out.writeBytesAt(make([]byte, len(rest)), op.off+int64(k))
-			case 2: // garbage
-				g := make([]byte, len(rest))
-				for i := range g {
-					g[i] = byte(rng.Uint32())
-				}
-				out.writeBytesAt(g, op.off+int64(k))
+			if opts.TornPages {
+				tearPages(out, op, rng)
+			} else {
+				tearPrefix(out, op, rng)
 			}
 		}
 		if !opts.Reorder {
@@ -800,6 +854,54 @@ func crashData(n *memNode, opts CrashOptions, rng *rand.Rand, chance func(int) b
 		return []byte{}
 	}
 	return out.data
+}
+
+// tearPrefix writes what a crash leaves of the write op to out when it
+// tears at one point: a prefix of its bytes, the rest of its range left
+// as it was, zeroed or filled with garbage.
+func tearPrefix(out *memNode, op dataOp, rng *rand.Rand) {
+	k := rng.IntN(len(op.data))
+	out.writeBytesAt(op.data[:k], op.off)
+	rest := op.data[k:]
+	switch rng.IntN(3) {
+	case 0: // the rest never reached the disk
+	case 1: // the length was extended, the data never written
+		out.writeBytesAt(make([]byte, len(rest)), op.off+int64(k))
+	case 2: // garbage
+		g := make([]byte, len(rest))
+		for i := range g {
+			g[i] = byte(rng.Uint32())
+		}
+		out.writeBytesAt(g, op.off+int64(k))
+	}
+}
+
+// TornPageSize is the page of CrashOptions.TornPages: the page cache's
+// and ext4's block size.
+const TornPageSize = 4096
+
+// tearPages writes what a crash leaves of the write op to out when it
+// tears page by page (CrashOptions.TornPages).
+func tearPages(out *memNode, op dataOp, rng *rand.Rand) {
+	end := op.off + int64(len(op.data))
+	for lo := op.off; lo < end; {
+		hi := min(end, (lo/TornPageSize+1)*TornPageSize)
+		p := op.data[lo-op.off : hi-op.off]
+		switch rng.IntN(4) {
+		case 0: // the page reached the disk
+			out.writeBytesAt(p, lo)
+		case 1: // it did not
+		case 2: // the length was extended, the page never written
+			out.writeBytesAt(make([]byte, len(p)), lo)
+		case 3: // garbage
+			g := make([]byte, len(p))
+			for i := range g {
+				g[i] = byte(rng.Uint32())
+			}
+			out.writeBytesAt(g, lo)
+		}
+		lo = hi
+	}
 }
 
 // String returns a listing of the tree, one entry per line, with each

@@ -584,3 +584,99 @@ func BenchmarkMemFSIndexWriteSync(b *testing.B) {
 		off = (off + 8) % size
 	}
 }
+
+// TestCrashTornPages: with TornPages a torn write keeps any of its pages,
+// not only a prefix: a later page can hold the new bytes while an earlier
+// one holds zeros, and no page is partly new.
+func TestCrashTornPages(t *testing.T) {
+	m := NewMem()
+	f, err := m.Create("/log")
+	require.NoError(t, err)
+	defer f.Close()
+	syncDir(t, m, "/")
+	const pages = 4
+	data := bytes.Repeat([]byte{0xAB}, pages*TornPageSize)
+	_, err = f.Write(data)
+	require.NoError(t, err)
+	holes := 0
+	for seed := range uint64(crashSeeds) {
+		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 1, TornPercent: 100, TornPages: true, Seed: seed})
+		got, _ := readFile(c, "/log")
+		require.LessOrEqual(t, len(got), len(data), "seed %d", seed)
+		lost := false
+		for p := 0; p*TornPageSize < len(got); p++ {
+			page := got[p*TornPageSize : min(len(got), (p+1)*TornPageSize)]
+			isNew := bytes.Equal(page, data[:len(page)])
+			if !isNew {
+				lost = true
+				// Zeros or garbage, never part of the page: garbage
+				// holds about 16 bytes 0xAB in 4096.
+				require.Less(t, bytes.Count(page, []byte{0xAB}), 100, "seed %d: page %d is partly written", seed, p)
+			} else if lost {
+				holes++
+			}
+		}
+	}
+	require.Positive(t, holes, "no crash kept a page after one it lost")
+}
+
+// TestCrashOrderedEntries: with OrderedEntries the unsynced entry changes
+// survive as a prefix of all of them: a name recreated since its
+// directory's sync can be found removed (its value in between), and a
+// change never survives without every earlier one.
+func TestCrashOrderedEntries(t *testing.T) {
+	m := NewMem()
+	writeFile(t, m, "/a", []byte("old"), true)
+	syncDir(t, m, "/")
+	require.NoError(t, m.Remove("/a"))         // change 0
+	writeFile(t, m, "/b", []byte("b"), true)   // change 1
+	writeFile(t, m, "/a", []byte("new"), true) // change 2
+	writeFile(t, m, "/c", []byte("c"), true)   // change 3
+	seen := make(map[string]bool)
+	for seed := range uint64(crashSeeds) {
+		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, OrderedEntries: true, Seed: seed})
+		a, err := readFile(c, "/a")
+		if err != nil {
+			a = []byte("-")
+		}
+		state := fmt.Sprintf("a=%s b=%v c=%v", a, exists(c, "/b"), exists(c, "/c"))
+		seen[state] = true
+	}
+	want := map[string]bool{
+		"a=old b=false c=false": true,
+		"a=- b=false c=false":   true,
+		"a=- b=true c=false":    true,
+		"a=new b=true c=false":  true,
+		"a=new b=true c=true":   true,
+	}
+	require.Equal(t, want, seen)
+	c := m.CrashClone(CrashOptions{OrderedEntries: true})
+	a, _ := readFile(c, "/a")
+	require.Equal(t, "old", string(a))
+	require.False(t, exists(c, "/c"))
+	c = m.CrashClone(CrashOptions{UnsyncedDataPercent: 100, OrderedEntries: true})
+	a, _ = readFile(c, "/a")
+	require.Equal(t, "new", string(a))
+	require.True(t, exists(c, "/c"))
+
+	// A rename over an existing name is one change: the file is under
+	// one of the names, never both, whatever survives.
+	writeFile(t, m, "/d.tmp", []byte("d2"), true)
+	writeFile(t, m, "/d", []byte("d1"), true)
+	syncDir(t, m, "/")
+	require.NoError(t, m.Rename("/d.tmp", "/d"))
+	writeFile(t, m, "/e", nil, false)
+	renamed := 0
+	for seed := range uint64(crashSeeds) {
+		c := m.CrashClone(CrashOptions{UnsyncedDataPercent: 50, OrderedEntries: true, Seed: seed})
+		d, err := readFile(c, "/d")
+		require.NoError(t, err)
+		if exists(c, "/d.tmp") {
+			require.Equal(t, "d1", string(d), "seed %d: the renamed file is under both names", seed)
+		} else {
+			require.Equal(t, "d2", string(d), "seed %d", seed)
+			renamed++
+		}
+	}
+	require.Positive(t, renamed)
+}
