@@ -68,7 +68,9 @@ func (e *LegacyEntryError) Unwrap() error { return ErrLegacyEntry }
 // started at. Should the mapped bytes be unreadable (a media error,
 // or the file cut behind the partition's back), the error wraps ErrFault
 // and the iteration stops too. Iterating allocates nothing. Iterating a
-// closed Records yields one nil batch with an error wrapping ErrClosed.
+// closed Records yields one nil batch with an error wrapping ErrClosed, and
+// so does the iteration of a Records the loop body closes, in place of the
+// batches after the one it was given.
 //
 // Batches yields RecordBatch v2 only. A log Kafka wrote before 0.11 may
 // hold legacy messages (magic 0 and 1), which ReadFrom serves as stored:
@@ -107,6 +109,10 @@ func (h Records) Batches() iter.Seq2[batch.Batch, error] {
 						return
 					}
 				} else if !yield(batch.Batch(rest[:size:size]), nil) {
+					return
+				}
+				if h.state() == nil { // closed by the loop body: rest is released
+					yield(nil, fmt.Errorf("%w: Records closed during the iteration", ErrClosed))
 					return
 				}
 				prev = len(r.b) - len(rest)

@@ -97,3 +97,64 @@ func requireClosedByBody(t *testing.T, r plog.Records, closeAt int, from int64, 
 	require.ErrorIs(t, got, plog.ErrClosed, "close at %d", closeAt)
 	require.Zero(t, after, "records yielded after Close (close at %d)", closeAt)
 }
+
+// TestRecordsBatchesClosedByBodyYieldsNothingMore: once the loop body
+// closes the Records, Batches yields no further batch, only one error
+// wrapping ErrClosed: the batches after the one yielded lie in bytes that
+// Close released. When the partition was closed first, the Records held
+// the segment's last reference, so Close unmapped them (a batch framed
+// there touches unmapped memory); with DisableMmap they are the pooled
+// read buffer, which the next ReadFrom reuses for another reader's batches.
+func TestRecordsBatchesClosedByBodyYieldsNothingMore(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cfg           plog.Config
+		closeFirst    bool
+		readInBetween bool
+	}{
+		{"mapped", plog.Config{}, false, false},
+		{"mapped, partition closed first", plog.Config{}, true, false},
+		{"unmapped, another read in between", plog.Config{DisableMmap: true}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := openT(t, tc.cfg)
+			for i := range 100 {
+				_, err := p.AppendBatch(logtest.MakeBatch(1, 20, int64(i), byte(i)))
+				require.NoError(t, err)
+			}
+			for _, closeAt := range []int{1, 3, 31, 32, 33} {
+				r, err := p.ReadFrom(0, 1<<20)
+				require.NoError(t, err)
+				if tc.closeFirst {
+					require.NoError(t, p.Close())
+				}
+				n, after := 0, 0
+				var got error
+				for b, err := range r.Batches() {
+					if err != nil {
+						got = err
+						break
+					}
+					if n == closeAt {
+						after++
+						continue
+					}
+					require.Equal(t, int64(n), b.BaseOffset())
+					if n++; n == closeAt {
+						require.NoError(t, r.Close())
+						if tc.readInBetween {
+							other, err := p.ReadFrom(50, 1<<20)
+							require.NoError(t, err)
+							defer other.Close()
+						}
+					}
+				}
+				require.ErrorIs(t, got, plog.ErrClosed, "close at %d", closeAt)
+				require.Zero(t, after, "batches yielded after Close (close at %d)", closeAt)
+				if tc.closeFirst {
+					break // one read: the partition is closed
+				}
+			}
+		})
+	}
+}
