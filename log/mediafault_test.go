@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -201,4 +203,60 @@ func TestRecordsAppendToSurvivesMediaError(t *testing.T) {
 	assert.Equal(t, path, fe.File)
 	assert.Equal(t, "prefix", string(got))
 	assert.Equal(t, next, r.NextOffset())
+}
+
+// cutBeforeCopyStore is a RemoteStorage that cuts the local .log of the
+// segment it is asked to copy to 0 bytes (a media error, or the file cut
+// behind the partition's back) before it reads the segment's bytes.
+type cutBeforeCopyStore struct {
+	plog.RemoteStorage
+	dir string // the partition's directory
+	err error  // what the last copy returned
+}
+
+func (s *cutBeforeCopyStore) CopySegment(ctx context.Context, md plog.RemoteSegmentMetadata, d plog.RemoteSegmentData) error {
+	if err := os.Truncate(filepath.Join(s.dir, segment.FileName(md.BaseOffset, segment.LogSuffix)), 0); err != nil {
+		return err
+	}
+	s.err = s.RemoteStorage.CopySegment(ctx, md, d)
+	return s.err
+}
+
+// TestTierCopyMediaErrorIsAnError: the tier pass reads a sealed segment's
+// bytes for its copy through the mapping; when the store reads them after
+// the .log lost its bytes, the read is an error wrapping ErrFault, not a
+// SIGBUS that kills the process. The copy fails and nothing uncopied is
+// deleted.
+func TestTierCopyMediaErrorIsAnError(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("SIGBUS on a page past the end of a mapped file is Linux behaviour")
+	}
+	root := t.TempDir()
+	st := &cutBeforeCopyStore{RemoteStorage: plog.NewDirRemoteStorage(filepath.Join(root, "remote"), nil)}
+	cfg := plog.DirConfig{
+		Config: plog.Config{SegmentBytes: 8192, Logger: slog.New(slog.DiscardHandler)},
+		Remote: &plog.RemoteConfig{Storage: st, LocalRetentionBytes: 1, Interval: time.Hour},
+	}
+	d, err := plog.OpenDir(filepath.Join(root, "data"), cfg)
+	require.NoError(t, err)
+	defer d.Close()
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	st.dir = p.Dir()
+	for i := range 40 {
+		_, err := p.AppendBatch(logtest.MakeBatch(4, 200, 1_700_000_000_000+int64(i), byte(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync())
+	require.Greater(t, p.Stats().Segments, 2)
+
+	d.RunTierPass()
+	s := p.Stats()
+	require.ErrorIs(t, st.err, index.ErrFault)
+	var fe *segment.FaultError
+	require.ErrorAs(t, st.err, &fe)
+	assert.Equal(t, filepath.Join(p.Dir(), segment.FileName(0, segment.LogSuffix)), fe.File)
+	assert.Positive(t, s.Remote.CopyFailures, "the copy of the damaged segment failed")
+	assert.Zero(t, s.Remote.Segments)
+	assert.Zero(t, s.LogStartOffset, "nothing uncopied is deleted")
 }

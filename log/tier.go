@@ -15,6 +15,7 @@ import (
 
 	"github.com/partlog/partlog/batch"
 	"github.com/partlog/partlog/internal/legacy"
+	"github.com/partlog/partlog/internal/mmap"
 	"github.com/partlog/partlog/segment"
 )
 
@@ -909,16 +910,26 @@ func (r *segmentReader) Read(b []byte) (int, error) {
 	}
 	n := min(int64(len(b)), r.end-r.pos, 1<<20)
 	r.seg.AcquireRead()
-	got, err := r.seg.Bytes(r.pos, r.pos+n, b[:n])
-	if err == nil {
-		copy(b, got)
-	}
+	err := r.readAt(b[:n])
 	r.seg.ReleaseRead()
 	if err != nil {
 		return 0, err
 	}
 	r.pos += n
 	return int(n), nil
+}
+
+// readAt copies the .log's bytes from r.pos into b under the fault guard:
+// they may alias the mapping, and a page the kernel cannot read (a media
+// error, the file cut behind the partition's back) is an error wrapping
+// ErrFault, not a SIGBUS. REQUIRES: a read lease on r.seg.
+func (r *segmentReader) readAt(b []byte) (err error) {
+	defer mmap.Recover(mmap.Protect(), &err)
+	got, err := r.seg.Bytes(r.pos, r.pos+int64(len(b)), b)
+	if err == nil {
+		copy(b, got)
+	}
+	return err
 }
 
 // tierLocalRetention is the local retention policy tiering applies: the
