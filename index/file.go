@@ -528,6 +528,21 @@ func (x *indexFile) resize(maxIndexSize int) error {
 	return nil
 }
 
+// dropRetired unmaps the mappings resize replaced (kept for the lookups
+// that loaded them). REQUIRES: writer; no lookup that loaded one of them
+// is running or holds its bytes.
+func (x *indexFile) dropRetired() error {
+	var firstErr error
+	for _, r := range x.w.retired {
+		if err := r.Unmap(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	clear(x.w.retired)
+	x.w.retired = x.w.retired[:0]
+	return firstErr
+}
+
 // flush makes the entries and the file's length durable: msync of the
 // mapping when entries were written through it, then fdatasync when the
 // length changed; or, when entries were written through the file since

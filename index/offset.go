@@ -291,6 +291,12 @@ func (idx *OffsetIndex) TrimToValidSize() error { return idx.x.trimToValidSize()
 // size maps the file again; the old mapping stays valid until Close.
 func (idx *OffsetIndex) Resize(maxIndexSize int) error { return idx.x.resize(maxIndexSize) }
 
+// DropOldMappings unmaps the mappings Resize replaced, which otherwise stay
+// mapped until Close. The caller must know that no lookup made before the
+// last Resize that grew the mapped size is still running or holds bytes it
+// read (its segment's readers let go). Writer side.
+func (idx *OffsetIndex) DropOldMappings() error { return idx.x.dropRetired() }
+
 // Flush makes the entries durable: msync of the mapping (the file's Sync
 // for an unmapped file) when entries were stored through it, fdatasync
 // when entries were written through the file or the file's length

@@ -632,9 +632,41 @@ func (s *Segment) Rest() error {
 	if err := s.trimIndexesFirst(); err != nil {
 		return err
 	}
+	// The mappings the last wake replaced (Unseal) are kept for the
+	// readers that loaded them. Every reader of the mappings pins the
+	// segment while it reads them or holds their bytes (a method's call, a
+	// read lease): when this call's pin is the only one, none does, and a
+	// reader that pins from now on loads the current ones. Without this a
+	// segment the budget never closed grew by three mappings at every
+	// rest and wake.
+	if s.lz.pins.Load() == 1 {
+		if err := s.dropOldMappings(); err != nil {
+			return err
+		}
+	}
 	s.w.syncIndexFiles = true
 	s.dormant.Store(true)
 	return nil
+}
+
+// dropOldMappings unmaps the mappings of the .log and of both indexes that
+// Unseal replaced. REQUIRES: writer; no reader holds bytes of them (see
+// Rest).
+func (s *Segment) dropOldMappings() error {
+	var first error
+	for _, r := range s.retired {
+		if err := r.Unmap(); err != nil && first == nil {
+			first = err
+		}
+	}
+	clear(s.retired)
+	s.retired = s.retired[:0]
+	for _, err := range []error{s.offIdx.DropOldMappings(), s.timeIdx.DropOldMappings()} {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // wake unseals a segment UnsealOnWrite left sealed, for a write; on a

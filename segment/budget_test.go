@@ -440,3 +440,53 @@ func TestRestActiveSegment(t *testing.T) {
 		mustClose(t, s)
 	})
 }
+
+// TestRestDropsOldMappings: an active segment returned to rest that its
+// budget does not close (it has room) and that the next append wakes again
+// kept every mapping a wake replaced (Unseal maps the .log and both indexes
+// anew) until the budget closed it: three more mappings at every rest and
+// wake, without bound. Rest now unmaps them when no reader pins the
+// segment. While a reader holds a read lease they stay, and the bytes it
+// holds stay readable; the first rest after it lets go unmaps them.
+func TestRestDropsOldMappings(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, ok := openResources(t, dir); !ok {
+		t.Skip("counts the process's mappings in /proc")
+	}
+	cfg := Config{MaxIndexBytes: 1 << 20, MaxSegmentBytes: 1 << 20, IndexIntervalBytes: 1, Budget: NewBudget(4)}
+	s, err := Create(nil, dir, 0, cfg)
+	require.NoError(t, err)
+	defer mustClose(t, s)
+	first := simpleBatch(t, 0, 10, 1_700_000_000_000, 50)
+	mustAppend(t, s, first)
+	require.NoError(t, s.Rest())
+	maps := func() int {
+		_, n, _ := openResources(t, dir)
+		return n
+	}
+	next := int64(10)
+	restAndWake := func() {
+		mustAppend(t, s, simpleBatch(t, next, 1, 1_700_000_000_000+next, 50))
+		next++
+		require.NoError(t, s.Rest())
+		require.True(t, s.Resident(), "the budget has room: it keeps the segment open")
+	}
+	restAndWake()
+	atRest := maps() // the .log and both indexes, each mapped at its length
+	for i := range 5 {
+		restAndWake()
+		require.LessOrEqual(t, maps(), atRest, "mappings after rest and wake %d", i+1)
+	}
+
+	s.AcquireRead()
+	held, err := s.Bytes(0, int64(len(first)), nil)
+	require.NoError(t, err)
+	restAndWake()
+	restAndWake()
+	require.Greater(t, maps(), atRest, "a reader's lease keeps the mappings its bytes may lie in")
+	require.Equal(t, []byte(first), held)
+	s.ReleaseRead()
+	restAndWake()
+	require.LessOrEqual(t, maps(), atRest)
+	checkSegment(t, s)
+}
