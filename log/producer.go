@@ -117,7 +117,9 @@ func (p *Partition) observeProducerLocked(bt batch.Batch) {
 		return
 	}
 	ended, ok := p.mu.producers.Apply(bt)
-	if !bt.Attributes().IsTransactional() {
+	// A control batch is a marker whatever its transactional bit (Kafka's
+	// ProducerAppendInfo.append, and the replay, look at the control bit).
+	if a := bt.Attributes(); !a.IsTransactional() && !a.IsControl() {
 		return
 	}
 	if ok && ended.Abort {

@@ -1,6 +1,7 @@
 package log_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -672,4 +673,60 @@ func TestReplayDropsTornTxnEntry(t *testing.T) {
 			require.Equal(t, tc.want, aborted)
 		})
 	}
+}
+
+// TestAssignedMarkerWithoutTransactionalBit: a follower's record set whose
+// ABORT control batch lacks the transactional attribute bit. Kafka's
+// producer state takes every control batch of a producer as a marker
+// (ProducerAppendInfo.append looks at the control bit only), and so do the
+// partition's producer state and its replay: the batch ends the
+// transaction. The append used to skip the .txnindex entry for it (it
+// looked at the transactional bit), so read_committed served the aborted
+// record as committed until a replay after a crash wrote the entry, which
+// Verify then called corruption. Now the entry is written at once, the
+// replay writes the same one, and Verify takes the batch as the marker it
+// is.
+func TestAssignedMarkerWithoutTransactionalBit(t *testing.T) {
+	dir := t.TempDir()
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	bld := batch.NewBuilder(batch.BuilderOptions{BaseOffset: 0, Transactional: true,
+		Producer: &batch.Producer{ID: 5, Epoch: 0, BaseSequence: 0}})
+	require.NoError(t, bld.Add(batch.Record{Key: []byte("k"), Value: []byte("aborted"), Timestamp: 1000}))
+	set, err := bld.AppendTo(nil)
+	require.NoError(t, err)
+	ctl, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 5, BaseOffset: 1, Timestamp: 1000})
+	require.NoError(t, err)
+	cb := batch.Batch(ctl)
+	attrs := binary.BigEndian.Uint16(cb[21:]) // attributes
+	binary.BigEndian.PutUint16(cb[21:], attrs&^(1<<4))
+	cb.SetCRC()
+	require.False(t, cb.Attributes().IsTransactional())
+	require.NoError(t, cb.ValidateHeader())
+	_, err = p.AppendAssigned(append(set, ctl...))
+	require.NoError(t, err)
+
+	want := []plog.AbortedTxn{{ProducerID: 5, FirstOffset: 0, LastOffset: 1, LastStableOffset: 2}}
+	open, err := p.OpenTransactions()
+	require.NoError(t, err)
+	assert.Empty(t, open, "the control batch ended the transaction")
+	assert.Equal(t, int64(2), p.LastStableOffset())
+	_, aborted := readCommittedAll(t, p, 0)
+	assert.Equal(t, want, aborted, "read_committed reports the aborted transaction")
+	require.NoError(t, p.Verify())
+	require.NoError(t, p.Close())
+
+	// Without the snapshots the reopen replays the log, rebuilding the
+	// .txnindex: the same entry.
+	snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+	require.NoError(t, err)
+	for _, f := range snaps {
+		require.NoError(t, os.Remove(f))
+	}
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	_, aborted = readCommittedAll(t, p, 0)
+	assert.Equal(t, want, aborted, "after a replay")
+	require.NoError(t, p.Verify())
 }

@@ -472,8 +472,8 @@ func (v *verifyTxns) startSegment() {
 // transaction marker ends it.
 func (v *verifyTxns) observe(b batch.Batch, dec *batch.Decoder) {
 	attrs := b.Attributes()
-	if !attrs.IsTransactional() {
-		return
+	if !attrs.IsTransactional() && !attrs.IsControl() {
+		return // a control batch is a marker whatever its transactional bit
 	}
 	pid := b.ProducerID()
 	if !attrs.IsControl() {
