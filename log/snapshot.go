@@ -405,6 +405,12 @@ func (s *producerSnapshots) replay(state *producer.State, list []*segment.Segmen
 		if err := seg.TruncateAbortedTxns(max(from, 0)); err != nil {
 			return dirty, fmt.Errorf("replay producers: segment %d: transaction index: %w", seg.BaseOffset(), err)
 		}
+		if derr := seg.TxnIndexDamage(); derr != nil {
+			// The cut kept it: a sound entry after the damaged one lies
+			// below from, so the damaged entry was synced and is not
+			// rewritten. Refused before anything is written over it.
+			return dirty, fmt.Errorf("%w: replay producers: transaction index of segment %d: %w", ErrRecoveryRefused, seg.BaseOffset(), derr)
+		}
 		// The entries left lie below from: only they need the control
 		// batches below from (dropUnmarkedTxns).
 		done, checked := false, len(seg.AbortedTxns()) == 0

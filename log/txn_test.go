@@ -730,3 +730,69 @@ func TestAssignedMarkerWithoutTransactionalBit(t *testing.T) {
 	assert.Equal(t, want, aborted, "after a replay")
 	require.NoError(t, p.Verify())
 }
+
+// TestOpenRefusesDamagedTxnIndexInReplayedSegment: the producer replay
+// after a crash starts at a snapshot inside the segment whose .txnindex
+// has a damaged entry, and a sound entry after the damaged one names a
+// marker below that snapshot: the damaged entry lies below it too, was
+// synced, and no replay rewrites it. Open refuses, naming the file and
+// changing nothing in it, as for damage in a segment the replay does not
+// walk (TestOpenRefusesDamagedTxnIndex), also when the replay meets an
+// ABORT whose entry it writes again. The replay's cut of the entries at or
+// past its start used to count only the entries before the damage, so it
+// cut the file there: the damaged entry and the sound one after it went,
+// Open succeeded, and read_committed reported both aborted transactions'
+// records as committed.
+func TestOpenRefusesDamagedTxnIndexInReplayedSegment(t *testing.T) {
+	for _, abortAfter := range []bool{false, true} {
+		t.Run(fmt.Sprintf("abortAfter=%v", abortAfter), func(t *testing.T) {
+			dir := t.TempDir()
+			p, err := plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			var seq int32
+			for range 3 {
+				_, err := p.AppendBatch(txnBatch(t, 1, 0, seq, 2))
+				require.NoError(t, err)
+				seq += 2
+				_, err = p.AppendMarker(marker(batch.ControlAbort, 1, 0, 0)) // 2, 5, 8
+				require.NoError(t, err)
+			}
+			require.NoError(t, p.Close()) // the snapshot at 9, inside segment 0
+			p, err = plog.Open(dir, plog.Config{})
+			require.NoError(t, err)
+			if abortAfter {
+				_, err = p.AppendBatch(txnBatch(t, 2, 0, 0, 1)) // 9
+				require.NoError(t, err)
+				_, err = p.AppendMarker(marker(batch.ControlAbort, 2, 0, 0)) // 10
+			} else {
+				_, err = p.AppendBatch(prodBatch(t, -1, -1, -1, 1, pbNow(), false)) // 9
+			}
+			require.NoError(t, err)
+			end := p.LogEndOffset()
+			require.NoError(t, p.Close())
+			// A crash after the batches past 9: no snapshot at the end, the
+			// replay starts at 9.
+			require.NoError(t, os.Remove(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", end))))
+			txn := filepath.Join(dir, "00000000000000000000.txnindex")
+			data, err := os.ReadFile(txn)
+			require.NoError(t, err)
+			data = data[:3*34] // the entry of the ABORT at 10, if any, was never synced
+			data[34] = 0x7f    // the second entry's version (marker 5)
+			require.NoError(t, os.WriteFile(txn, data, 0o644))
+			makeUnclean(t, dir)
+
+			p, err = plog.Open(dir, plog.Config{})
+			if err == nil {
+				_, aborted := readCommittedAll(t, p, 0)
+				_ = p.Close()
+				require.Fail(t, "Open took the damaged .txnindex", "aborted transactions reported: %v", aborted)
+			}
+			require.ErrorIs(t, err, plog.ErrRecoveryRefused)
+			require.ErrorIs(t, err, batch.ErrCorrupt)
+			require.Contains(t, err.Error(), txn)
+			after, err := os.ReadFile(txn)
+			require.NoError(t, err)
+			assert.Equal(t, data, after, "the .txnindex is kept as it was")
+		})
+	}
+}

@@ -113,6 +113,12 @@ type txnIndex struct {
 	// an append that rewrites the file past the loaded entries clears
 	// it; see TxnIndexDamage.
 	damage error
+	// soundAfterDamage is the smallest marker offset of an entry after
+	// the damaged one that reads as a sound entry in its place (version
+	// 0, in order after the loaded entries, inside the segment), -1 when
+	// none does: the damaged entry lies below it, so a truncation above
+	// it does not rewrite the damaged entry (truncateTxn).
+	soundAfterDamage int64
 }
 
 // list returns the published entries.
@@ -175,7 +181,40 @@ func (s *Segment) loadTxnEntries(path string, data []byte) {
 		s.txn.damage = err
 	}
 	s.txn.fileSize = int64(len(data))
-	s.txn.publish(s.validTxnPrefix(entries))
+	valid := s.validTxnPrefix(entries)
+	s.txn.publish(valid)
+	s.txn.soundAfterDamage = -1
+	if s.txn.damage != nil && len(valid) == len(entries) {
+		s.txn.soundAfterDamage = s.soundTxnEntryAfter(path, data, valid)
+	}
+}
+
+// soundTxnEntryAfter returns the smallest marker offset of the entries of
+// data after the damaged one that follows valid (the loaded entries) that
+// read as sound: version 0, not zeroed, first offset at or below the
+// marker, the marker after the loaded ones and inside the segment, the
+// last stable offset at most the marker + 1. -1 when none does.
+func (s *Segment) soundTxnEntryAfter(path string, data []byte, valid []AbortedTxn) int64 {
+	prev := s.base - 1
+	if len(valid) > 0 {
+		prev = valid[len(valid)-1].LastOffset
+	}
+	out := int64(-1)
+	for at := (len(valid) + 1) * TxnIndexEntrySize; at+TxnIndexEntrySize <= len(data); at += TxnIndexEntrySize {
+		e, err := DecodeTxnIndex(path, data[at:at+TxnIndexEntrySize])
+		if err != nil || len(e) != 1 {
+			continue
+		}
+		a := e[0]
+		if zeroedTxnEntry(a) || a.FirstOffset < 0 || a.FirstOffset > a.LastOffset || a.LastOffset <= prev ||
+			a.LastOffset >= s.NextOffset() || a.LastStableOffset < 0 || a.LastStableOffset > a.LastOffset+1 {
+			continue
+		}
+		if out < 0 || a.LastOffset < out {
+			out = a.LastOffset
+		}
+	}
+	return out
 }
 
 // validTxnPrefix returns the entries up to the first one that is not
@@ -306,6 +345,12 @@ func (s *Segment) truncateTxn(offset int64) error {
 	n := len(l)
 	for n > 0 && l[n-1].LastOffset >= offset {
 		n--
+	}
+	if n == len(l) && s.txn.damage != nil && s.txn.soundAfterDamage >= 0 && s.txn.soundAfterDamage < offset {
+		// A sound entry after the damaged one lies below offset: so
+		// does the damaged entry, which was synced and is not rewritten.
+		// Kept, with the damage, for the owner (TxnIndexDamage).
+		return nil
 	}
 	if n != len(l) {
 		s.txn.publish(l[:n:n])
