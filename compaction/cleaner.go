@@ -454,7 +454,9 @@ func (c *Compactor) scanProducers(ctx context.Context, v *plog.View) (int64, err
 				pl.lastOffset = b.LastOffset()
 			}
 			c.producers[pid] = pl
-			if !a.IsTransactional() || b.BaseOffset() >= hw {
+			// A control batch is a marker whatever its transactional bit,
+			// as the partition's producer state takes it.
+			if (!a.IsTransactional() && !a.IsControl()) || b.BaseOffset() >= hw {
 				continue
 			}
 			if !a.IsControl() {

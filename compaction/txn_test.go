@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -276,4 +277,47 @@ func TestCompactionKeepsLastDataBatchOfTransactionalProducer(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"K": "new"}, got)
 	require.NoError(t, x.l.Verify())
+}
+
+// TestMarkerWithoutTransactionalBitEndsTransaction: a follower's log may
+// hold a transaction marker (a control batch of a producer) whose
+// transactional attribute bit is clear. The partition's producer state
+// takes it as the marker it is, as Kafka's does (ProducerAppendInfo looks
+// at the control bit), so the last stable offset moves past the
+// transaction; so does a round: the aborted data goes and what follows is
+// cleaned. The round's header scan used to skip the batch for its missing
+// bit, took the transaction for one still open, and cleaned nothing at or
+// past its first offset, round after round.
+func TestMarkerWithoutTransactionalBitEndsTransaction(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	x := newTxnLog(t, now.UnixMilli()-1000)
+	aborted := x.data(7, true, kv{key: k("A"), value: k("aborted")})
+	base := x.l.LogEndOffset()
+	ctl, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 7, BaseOffset: base, Timestamp: x.ts})
+	require.NoError(t, err)
+	cb := batch.Batch(ctl)
+	attrs := binary.BigEndian.Uint16(cb[21:]) // attributes
+	binary.BigEndian.PutUint16(cb[21:], attrs&^(1<<4))
+	cb.SetCRC()
+	require.False(t, cb.Attributes().IsTransactional())
+	_, err = x.l.AppendAssigned(cb)
+	require.NoError(t, err)
+	for i := range 3 {
+		x.data(-1, false, kv{key: k("K"), value: k(fmt.Sprint("v", i))})
+	}
+	require.NoError(t, x.l.roll())
+	require.Equal(t, x.l.HighWatermark(), x.l.LastStableOffset(), "the partition ended the transaction")
+
+	c, err := NewCompactor(compactCfg(&now))
+	require.NoError(t, err)
+	res, err := c.Apply(context.Background(), x.l)
+	require.NoError(t, err)
+	require.True(t, res.Compacted, "%+v", res)
+	assert.Greater(t, res.CleanedTo, base, "the round stopped at the ended transaction")
+	got := map[string]string{}
+	for _, r := range x.l.readAll(t) {
+		assert.NotEqual(t, aborted, r.Offset, "the aborted record survived")
+		got[r.Key] = r.Value
+	}
+	assert.Equal(t, map[string]string{"K": "v2"}, got)
 }
