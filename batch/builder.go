@@ -48,8 +48,9 @@ type BuilderOptions struct {
 	// client reads that form.
 	Compression Compression
 	// CompressionLevel is the codec's level; zero is the codec's default.
-	// gzip: -2 (Huffman only) to 9; lz4: 1 to 9; zstd: zstd's levels
-	// (mapped onto klauspost/compress's four speeds); snappy has none.
+	// gzip: -2 (Huffman only) to 9; lz4: 1 to 9; zstd: zstd's levels,
+	// -131072 to 22 (mapped onto klauspost/compress's four speeds);
+	// snappy has none.
 	CompressionLevel int
 	// BaseOffset is the offset of the first record. A producer leaves it
 	// 0; the broker rewrites it in place (Batch.SetBaseOffset).

@@ -308,3 +308,28 @@ func (b *Builder) numRecords() int { return int(b.count) }
 
 // nextOffset returns the offset Add gives b's next record.
 func (b *Builder) nextOffset() int64 { return b.opts.BaseOffset + int64(b.lastDelta) + 1 }
+
+// TestBuilderZstdLevelRange: zstd's levels run from -131072 (its fastest,
+// ZSTD_minCLevel) to 22 (ZSTD_maxCLevel), the range Kafka's
+// compression.zstd.level takes; a level outside it is one the codec does
+// not have: ErrBadCompression, dst returned as it was.
+func TestBuilderZstdLevelRange(t *testing.T) {
+	for _, level := range []int{-131072, -5, 1, 3, 19, 22} {
+		bld := NewBuilder(BuilderOptions{Compression: CompressionZstd, CompressionLevel: level})
+		require.NoError(t, bld.Add(Record{Value: []byte("x"), Timestamp: 1}))
+		b, err := bld.Build()
+		require.NoError(t, err, "level %d", level)
+		require.NoError(t, b.Validate(), "level %d", level)
+	}
+	for _, level := range []int{23, 100, -131073, math.MinInt32} {
+		bld := NewBuilder(BuilderOptions{Compression: CompressionZstd, CompressionLevel: level})
+		require.NoError(t, bld.Add(Record{Value: []byte("x"), Timestamp: 1}))
+		out, err := bld.AppendTo([]byte("prefix"))
+		require.ErrorIs(t, err, ErrBadCompression, "level %d", level)
+		require.Equal(t, "prefix", string(out), "level %d", level)
+		bld.Reset(BuilderOptions{Compression: CompressionZstd})
+		require.NoError(t, bld.Add(Record{Value: []byte("x"), Timestamp: 1}))
+		_, err = bld.Build()
+		require.NoError(t, err, "level %d, then the default", level)
+	}
+}

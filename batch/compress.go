@@ -452,7 +452,17 @@ func appendLZ4(dst []byte, level int, src []byte) ([]byte, error) {
 	return dst, err
 }
 
+// zstd's levels: ZSTD_minCLevel (-(1<<17), its fastest) to ZSTD_maxCLevel,
+// the range of Kafka's compression.zstd.level.
+const (
+	minZstdLevel = -1 << 17
+	maxZstdLevel = 22
+)
+
 func appendZstd(dst []byte, level int, src []byte) ([]byte, error) {
+	if level < minZstdLevel || level > maxZstdLevel {
+		return dst, fmt.Errorf("partlog/batch: zstd level %d out of range [%d, %d]", level, minZstdLevel, maxZstdLevel)
+	}
 	lvl := zstd.SpeedDefault
 	if level != 0 {
 		lvl = zstd.EncoderLevelFromZstd(level)
