@@ -328,10 +328,10 @@ func (b *Builder) addSlow(r *Record, delta int32) error {
 	} else {
 		n, err := recordBodySize(r, delta, tsDelta)
 		if err != nil {
-			return err
+			return b.refuse(err)
 		}
 		if int64(len(b.recs))+int64(n)+maxVarintLen > math.MaxInt32-HeaderSize {
-			return fmt.Errorf("%w: records pass %d bytes", ErrBatchTooLarge, math.MaxInt32-HeaderSize)
+			return b.refuse(fmt.Errorf("%w: records pass %d bytes", ErrBatchTooLarge, math.MaxInt32-HeaderSize))
 		}
 		b.recs = appendRecord(b.recs, r, n, delta, tsDelta)
 	}
@@ -343,6 +343,19 @@ func (b *Builder) addSlow(r *Record, delta int32) error {
 	b.lastDelta = delta
 	b.lastOffsetDelta = max(b.lastOffsetDelta, delta)
 	return nil
+}
+
+// refuse returns err for a record addSlow does not add, first undoing
+// what add and addSlow set when it was to be the batch's first: its base
+// and largest timestamps, which a batch without records must not carry.
+func (b *Builder) refuse(err error) error {
+	if b.count == 0 {
+		b.baseTimestamp, b.maxTimestamp = NoTimestamp, NoTimestamp
+		if b.opts.DeleteHorizon > 0 {
+			b.baseTimestamp = b.opts.DeleteHorizon
+		}
+	}
+	return err
 }
 
 // Bounds of Builder.add's plain path: a key and a value shorter than

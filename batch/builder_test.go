@@ -333,3 +333,35 @@ func TestBuilderZstdLevelRange(t *testing.T) {
 		require.NoError(t, err, "level %d, then the default", level)
 	}
 }
+
+// TestBuilderRefusedRecordChangesNothing: a record the Builder refuses
+// (ErrBatchTooLarge) leaves it as it was: the batch built afterwards, with
+// no record or with the next one, is byte for byte the batch of a Builder
+// that never saw the refused record; its header takes no timestamp from
+// it.
+func TestBuilderRefusedRecordChangesNothing(t *testing.T) {
+	big := make([]byte, 1<<20)
+	huge := Record{Timestamp: 1_700_000_000_000, Value: []byte("v")}
+	for range 2100 { // more than 2 GiB of headers, sharing one value
+		huge.Headers = append(huge.Headers, RecordHeader{Key: []byte("h"), Value: big})
+	}
+	next := Record{Timestamp: 1_600_000_000_000, Value: []byte("next")}
+	for _, opts := range []BuilderOptions{{}, {Compression: CompressionGzip}, {DeleteHorizon: 1_650_000_000_000}} {
+		for _, follow := range [][]Record{nil, {next}} {
+			bld := NewBuilder(opts)
+			require.ErrorIs(t, bld.Add(huge), ErrBatchTooLarge)
+			huge.Offset = 0
+			require.ErrorIs(t, bld.AddAt(huge), ErrBatchTooLarge)
+			fresh := NewBuilder(opts)
+			for _, r := range follow {
+				require.NoError(t, bld.Add(r))
+				require.NoError(t, fresh.Add(r))
+			}
+			got, err := bld.Build()
+			require.NoError(t, err)
+			want, err := fresh.Build()
+			require.NoError(t, err)
+			require.Equal(t, []byte(want), []byte(got), "%+v, then %d records: header %+v, want %+v", opts, len(follow), got.Header(), want.Header())
+		}
+	}
+}
