@@ -121,8 +121,14 @@ func (p *Partition) appendChecked(ctx context.Context, hdr *[batch.HeaderSize]by
 		}
 		return d.Base, err
 	}
+	// Checked after a retry's answer, which writes nothing.
+	leader := p.leaderEpoch.Load()
+	if err := p.checkStampedEpochLocked(leader); err != nil { // epochend.go
+		p.mu.Unlock()
+		return -1, err
+	}
 	base = p.dur.queue.appendEnd(p.mu.end.Offset) // after the queued batches
-	h := p.batchRules.assignLocked(hdr, base, p.leaderEpoch.Load())
+	h := p.batchRules.assignLocked(hdr, base, leader)
 	queued, err := p.queueAppendLocked(h, body)
 	if err != nil {
 		p.mu.Unlock()

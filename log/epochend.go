@@ -15,10 +15,13 @@ import (
 const UndefinedEpoch int32 = -1
 
 // ErrStaleLeaderEpoch is returned by AssignEpochStartOffset for a leader
-// epoch below the latest one in the leader epoch cache, or negative, and
-// by SetLeaderEpoch (when stamping) for one below the latest:
-// recording it would rewrite which leader wrote the batches already there.
-// Kafka error code: FENCED_LEADER_EPOCH (74).
+// epoch below the latest one in the leader epoch cache, or negative, by
+// SetLeaderEpoch (when stamping) for one below the latest, and, under
+// Config.StampLeaderEpoch, by AppendBatch, AppendBuilder and AppendMarker
+// while the stamped epoch (Config.LeaderEpoch after Open, or one a
+// follower's batches overtook) is below the latest: recording it would
+// rewrite which leader wrote the batches already there. Kafka error code:
+// FENCED_LEADER_EPOCH (74).
 var ErrStaleLeaderEpoch = errors.New("partlog/log: stale leader epoch")
 
 // AssignEpochStartOffset records that leader epoch epoch starts at offset,
@@ -49,6 +52,23 @@ func (p *Partition) AssignEpochStartOffset(epoch int32, offset int64) error {
 	}
 	if p.cfg.StampLeaderEpoch {
 		p.leaderEpoch.Store(epoch)
+	}
+	return nil
+}
+
+// checkStampedEpochLocked refuses a stamped append (AppendBatch,
+// AppendBuilder, AppendMarker) whose leader epoch, leader, is below the
+// latest in the leader epoch cache: the cache would be cut back to it
+// (epochs.Cache.Assign, a follower's rule) and lose the epochs of the
+// batches already there, which SetLeaderEpoch refuses for the same
+// reason. Nothing is stamped without Config.StampLeaderEpoch, and a
+// negative epoch records nothing. REQUIRES: mu held.
+func (p *Partition) checkStampedEpochLocked(leader int32) error {
+	if !p.cfg.StampLeaderEpoch || leader < 0 {
+		return nil
+	}
+	if latest, ok := p.mu.epochs.Latest(); ok && leader < latest {
+		return fmt.Errorf("%w: stamped leader epoch %d, the latest is %d (SetLeaderEpoch first)", ErrStaleLeaderEpoch, leader, latest)
 	}
 	return nil
 }

@@ -800,3 +800,63 @@ func TestFollowerGapEpochCrashUnderFlushEveryMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestStampedEpochBelowCacheRefused: under StampLeaderEpoch a stamped
+// append whose epoch is below the latest cached one would cut the cache
+// back to it (the follower's rule, Kafka's assign), losing the epochs of
+// the batches already there; SetLeaderEpoch refuses such an epoch for
+// that reason. A reopen with the default Config.LeaderEpoch (0), or a
+// follower's batches of a higher epoch, used to let AppendBatch and
+// AppendMarker stamp it anyway: the cache [{3 0} {5 5}] became [{0 10}],
+// and EndOffsetForEpoch(3) answered (-1, -1) where it had answered (3, 5).
+// Those appends now get ErrStaleLeaderEpoch and change nothing, until
+// SetLeaderEpoch raises the stamped epoch.
+func TestStampedEpochBelowCacheRefused(t *testing.T) {
+	ts := int64(1_700_000_000_000)
+	for _, how := range []string{"reopen", "follower's higher epoch"} {
+		for _, call := range []string{"AppendBatch", "AppendMarker"} {
+			t.Run(how+"/"+call, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "orders-0")
+				cfg := plog.Config{StampLeaderEpoch: true, LeaderEpoch: 3}
+				p, err := plog.Open(dir, cfg)
+				require.NoError(t, err)
+				_, err = p.AppendBatch(logtest.MakeBatch(5, 10, ts, 0))
+				require.NoError(t, err)
+				if how == "reopen" {
+					require.NoError(t, p.SetLeaderEpoch(5))
+					_, err = p.AppendBatch(logtest.MakeBatch(5, 10, ts, 1))
+					require.NoError(t, err)
+					require.NoError(t, p.Close())
+					p, err = plog.Open(dir, plog.Config{StampLeaderEpoch: true})
+					require.NoError(t, err)
+				} else {
+					_, err = p.AppendAssigned(recordSet(t, 5, assigned{base: 5, n: 5}))
+					require.NoError(t, err)
+				}
+				defer func() { require.NoError(t, p.Close()) }()
+				want := []plog.EpochStart{{Epoch: 3, StartOffset: 0}, {Epoch: 5, StartOffset: 5}}
+				require.Equal(t, want, p.LeaderEpochs())
+
+				switch call {
+				case "AppendBatch":
+					_, err = p.AppendBatch(logtest.MakeBatch(5, 10, ts, 2))
+				default:
+					_, err = p.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 1})
+				}
+				require.ErrorIs(t, err, plog.ErrStaleLeaderEpoch)
+				require.Equal(t, want, p.LeaderEpochs())
+				require.Equal(t, int64(10), p.LogEndOffset())
+				e, off, err := p.EndOffsetForEpoch(3)
+				require.NoError(t, err)
+				require.Equal(t, [2]int64{3, 5}, [2]int64{int64(e), off})
+
+				// Raised, the stamped epoch appends and keeps the history.
+				require.NoError(t, p.SetLeaderEpoch(6))
+				_, err = p.AppendBatch(logtest.MakeBatch(5, 10, ts, 3))
+				require.NoError(t, err)
+				require.Equal(t, append(want, plog.EpochStart{Epoch: 6, StartOffset: 10}), p.LeaderEpochs())
+				require.NoError(t, checkEpochs(p))
+			})
+		}
+	}
+}

@@ -195,12 +195,17 @@ func (p *Partition) AppendMarker(m batch.TxnMarker) (offset int64, err error) {
 		p.mu.Unlock()
 		return -1, err
 	}
+	leader := p.leaderEpoch.Load()
+	if err := p.checkStampedEpochLocked(leader); err != nil { // epochend.go
+		p.mu.Unlock()
+		return -1, err
+	}
 	if err := p.mu.producers.CheckMarker(m); err != nil {
 		p.mu.Unlock()
 		return -1, err
 	}
 	offset = p.mu.end.Offset
-	bt, err := p.batchRules.markerLocked(m, offset, p.leaderEpoch.Load())
+	bt, err := p.batchRules.markerLocked(m, offset, leader)
 	if err != nil {
 		p.mu.Unlock()
 		return -1, err
