@@ -298,8 +298,16 @@ func (p *Partition) appendLocked(bt batch.Batch, body []byte) (err error) {
 			return err
 		}
 	}
-	if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
-		return err
+	if p.mu.epochs.Changes(bt.PartitionLeaderEpoch(), bt.BaseOffset()) {
+		before := p.mu.epochs.Entries()
+		if err := p.assignEpochLocked(bt.PartitionLeaderEpoch(), bt.BaseOffset()); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				p.restoreEpochsLocked(before) // lostend.go
+			}
+		}()
 	}
 	snap := p.segs.Load()
 	active := snap.active()

@@ -860,3 +860,75 @@ func TestStampedEpochBelowCacheRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedFollowerAppendKeepsEpochs: a follower's batch of an epoch
+// below the cache's latest cuts the cache back (Kafka's assign), durably,
+// before the batch is written. When that write then failed (the partition
+// stays writable: law 2, a failed write publishes nothing), the cut stayed:
+// the cache [{2 0} {5 3}] became [{2 0} {4 6}] for a log still ending
+// with the batches of epoch 5, EndOffsetForEpoch(2) answered (2, 6) for a
+// log whose epoch 2 ends at 3, and a crash then left [{2 0} {5 5}]
+// (recovery found epoch 5 again only in the segment it read). A failed
+// write now puts the cache back as it was, durably.
+func TestFailedFollowerAppendKeepsEpochs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rule vfs.Rule
+		roll bool
+	}{
+		{"write fails", vfs.Rule{Kinds: vfs.Kinds(vfs.OpWrite, vfs.OpWriteAt), Match: isLog}, false},
+		{"roll cannot create the next segment", vfs.Rule{Kinds: vfs.Kinds(vfs.OpCreate), Match: isLog}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			sets := [][]byte{
+				recordSet(t, 2, assigned{base: 0, n: 3}),
+				recordSet(t, 5, assigned{base: 3, n: 2}),
+				recordSet(t, 5, assigned{base: 5, n: 1}),
+			}
+			cfg := plog.WithManualRollFlush(plog.Config{FS: in, SegmentIndexBytes: memIndexBytes})
+			if c.roll {
+				cfg.SegmentBytes = int64(len(sets[0])) // every batch rolls first
+			}
+			const dir = "/data/orders-0"
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			for i, set := range sets {
+				if i == 2 && !c.roll {
+					require.NoError(t, p.Roll())
+				}
+				_, err = p.AppendAssigned(set)
+				require.NoError(t, err)
+			}
+			want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 5, StartOffset: 3}}
+			require.Equal(t, want, p.LeaderEpochs())
+			// Synced: recovery after a crash reads the last segment only,
+			// the file alone holds where epoch 5 starts.
+			require.NoError(t, p.Sync())
+
+			in.Add(c.rule)
+			_, err = p.AppendAssigned(recordSet(t, 4, assigned{base: 6, n: 2}))
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			require.Equal(t, int64(6), p.LogEndOffset())
+			require.Equal(t, want, p.LeaderEpochs())
+			e, off, err := p.EndOffsetForEpoch(2)
+			require.NoError(t, err)
+			require.Equal(t, [2]int64{2, 3}, [2]int64{int64(e), off})
+			require.NoError(t, checkEpochs(p))
+
+			// Durably: a crash right after finds the same cache.
+			clone := mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+			require.NoError(t, p.Close())
+			cfg.FS = clone
+			p, err = plog.Open(dir, cfg)
+			require.NoError(t, err)
+			require.Equal(t, want, p.LeaderEpochs())
+			// And the follower goes on with the batch that failed.
+			_, err = p.AppendAssigned(recordSet(t, 4, assigned{base: 6, n: 2}))
+			require.NoError(t, err)
+			require.Equal(t, []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 4, StartOffset: 6}}, p.LeaderEpochs())
+			require.NoError(t, p.Close())
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/partlog/partlog/internal/base"
+	"github.com/partlog/partlog/internal/epochs"
 	"github.com/partlog/partlog/internal/producer"
 )
 
@@ -45,6 +46,21 @@ func (p *Partition) assignEpochLocked(epoch int32, start int64) error {
 		}
 	}
 	return p.mu.epochs.Assign(epoch, start)
+}
+
+// restoreEpochsLocked puts the leader epoch cache back to entries, what it
+// held before assignEpochLocked changed it for a batch whose write then
+// failed (the partition stays writable: nothing of the batch is
+// published), and writes it: neither the cache nor its file may keep the
+// entry of a batch the log does not have, nor the cut a follower's lower
+// epoch made for it, which takes the epochs of batches still there. A
+// failed write of the file fails the partition, as a truncation's does.
+// REQUIRES: mu held.
+func (p *Partition) restoreEpochsLocked(entries []epochs.Entry) {
+	p.mu.epochs.Restore(entries)
+	if err := p.mu.epochs.Persist(); err != nil {
+		p.failLocked(fmt.Errorf("partlog/log: %s: leader epochs after a failed append: %w", p.dir, err))
+	}
 }
 
 // checkSnapshotsPastEnd reports a producer snapshot past end, the log end

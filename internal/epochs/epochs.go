@@ -250,6 +250,13 @@ func (c *Cache) TruncateFromStart(start int64) {
 	}
 }
 
+// Restore puts back entries, a copy Entries returned before a change
+// that must be undone (the batch an Assign was made for was not written),
+// and marks the cache dirty: Persist writes it.
+func (c *Cache) Restore(entries []Entry) {
+	c.entries, c.dirty = entries, true
+}
+
 // Clear removes every entry (the log restarted, or its batches went).
 func (c *Cache) Clear() {
 	c.entries, c.dirty = nil, true
