@@ -415,10 +415,11 @@ func (d *Dir) topicConfig(topic string) Config {
 // nothing or without syncLater.
 func (d *Dir) openPartition(tp TopicPartition, clean, syncLater bool) (p *Partition, recoveredEnd int64, err error) {
 	m := &dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher, awake: d.awake,
-		syncLater: syncLater, recoveredEnd: -1}
+		syncLater: syncLater, recoveredEnd: -1, tiered: d.tier != nil}
 	p, err = open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic), m)
 	if err == nil && d.tier != nil {
 		d.tier.attach(tp, p)
+		p.cutEpochsBelowStart()
 	}
 	if err == nil {
 		// An active segment created or recovered holds its files open:

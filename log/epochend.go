@@ -108,8 +108,9 @@ func (p *Partition) EndOffsetForEpoch(requested int32) (epoch int32, endOffset i
 
 // listOffsetsEpochs returns the leader epochs of OffsetForTimestamp's
 // Latest and Earliest answers, as Kafka's log answers them: the latest
-// cached epoch, and the first entry's epoch when it starts at or below the
-// log start offset (UndefinedEpoch otherwise, or with an empty cache),
+// cached epoch, and the epoch of the last entry starting at or below the
+// log start offset (UndefinedEpoch when none does, or with an empty
+// cache),
 // with that log start offset: both read under mu, which every writer of
 // either holds, so that Earliest answers an offset with its own epoch.
 func (p *Partition) listOffsetsEpochs() (latest, earliest int32, start int64) {

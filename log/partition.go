@@ -199,6 +199,11 @@ type dirMember struct {
 	// partition it left so, -1 when it recovered nothing.
 	syncLater    bool
 	recoveredEnd int64
+	// tiered is set when the Dir tiers (DirConfig.Remote): Open leaves the
+	// leader epoch entries below the local log start, which copies may
+	// hold, for the Dir to cut at the whole log's start once it attached
+	// the tier part (Partition.cutEpochsBelowStart).
+	tiered bool
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir. Its steps
@@ -332,9 +337,12 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// past the log end (one starting at it is a leader that had not
 	// appended yet: Kafka's LogLoader removes it too, so that a follower
 	// fetching by epoch does not truncate to it again and again); none
-	// below the log start.
+	// below the log start (in a Dir that tiers, the whole log's start:
+	// cutEpochsBelowStart, once the copies are known).
 	p.mu.epochs.TruncateFromEnd(end.Offset)
-	p.mu.epochs.TruncateFromStart(start)
+	if m == nil || !m.tiered {
+		p.mu.epochs.TruncateFromStart(start)
+	}
 	if cfg.DisableAutoHighWatermark {
 		at := start
 		if saved.haveHighWatermark {

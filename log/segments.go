@@ -166,7 +166,9 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
 		p.logStart.Store(next)
-		p.mu.epochs.TruncateFromStart(next)
+		// Tiered, the copies below next are still the log's: the
+		// cache follows the whole log's start (tier.go).
+		p.mu.epochs.TruncateFromStart(p.tierPart.Load().epochsStart(next))
 	}
 	return p.dropOldestLocked(n, "retention")
 }

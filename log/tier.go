@@ -159,6 +159,31 @@ func newDirTier(cfg RemoteConfig, logger *slog.Logger) (*dirTier, error) {
 		parts: make(map[TopicPartition]*partTier), ctx: ctx, cancel: cancel}, nil
 }
 
+// epochsStart returns where the leader epoch cache starts when the local
+// log starts at localStart: the whole log's start (wholeStart), as
+// Kafka's cache follows its logStartOffset, not the local one, since the
+// copies below the local start are still the log's. A nil part (no
+// tiering), or one whose metadata could not be read (nothing below the
+// local start is served), gives localStart.
+func (t *partTier) epochsStart(localStart int64) int64 {
+	if t == nil || t.broken != nil {
+		return localStart
+	}
+	start, _, _ := t.wholeStart(localStart)
+	return start
+}
+
+// cutEpochsBelowStart cuts the leader epoch cache of a partition a Dir
+// that tiers just opened at the whole log's start (epochsStart), which
+// Open left to it (dirMember.tiered): the entries below it go and the
+// first remaining one moves up to it, in memory (the next write of the
+// file keeps it; a crash before, the next Open does it again).
+func (p *Partition) cutEpochsBelowStart() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.epochs.TruncateFromStart(p.tierPart.Load().epochsStart(p.logStart.Load()))
+}
+
 // attach makes p, the partition tp just opened, tiered when its topic is.
 func (d *dirTier) attach(tp TopicPartition, p *Partition) {
 	if d.cfg.TopicEnabled != nil && !d.cfg.TopicEnabled(tp.Topic) {

@@ -562,3 +562,67 @@ func tieredPartition(t *testing.T, mem vfs.FS, st plog.RemoteStorage, localBytes
 	require.NoError(t, p.Sync())
 	return cfg, d, p
 }
+
+// TestTierLocalRetentionKeepsEpochs: in a tiered partition local
+// retention moves only the local log start; the copies below it are still
+// the log's (reads serve them, law 14). The leader epoch cache is cut at
+// the whole log's start, as Kafka's is (its local retention moves the
+// local log start offset only; the cache follows logStartOffset). It used
+// to be cut at the local start: after a pass copied and removed the
+// segments of epoch 2 (offsets 0-27), LeaderEpochs was [{3 108}] and
+// EndOffsetForEpoch(2) answered (2, 108), so that a follower holding
+// batches of epoch 2 past offset 28 (a leader that lost them) kept them,
+// and its log stopped being a prefix of this one. A reopen of the Dir cut
+// it there again. DeleteRecordsBefore still moves the first entry up.
+func TestTierLocalRetentionKeepsEpochs(t *testing.T) {
+	mem := vfs.NewMem()
+	st := plog.NewDirRemoteStorage("/remote", mem)
+	cfg := tierDirConfig(mem, st)
+	d, err := plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	for _, run := range []struct {
+		epoch       int32
+		first, last int64
+	}{{2, 0, 27}, {3, 28, 119}} {
+		var set []assigned
+		for o := run.first; o <= run.last; o++ {
+			set = append(set, assigned{base: o, n: 1})
+		}
+		_, err := p.AppendAssigned(recordSet(t, run.epoch, set...))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Sync())
+	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 3, StartOffset: 28}}
+	require.Equal(t, want, p.LeaderEpochs())
+	d.RunTierPass()
+	localStart := p.LogStartOffset()
+	require.Greater(t, localStart, int64(30), "local retention ran")
+	check := func(p *plog.Partition, want []plog.EpochStart, epoch2End int64) {
+		t.Helper()
+		require.Equal(t, want, p.LeaderEpochs())
+		e, off, err := p.EndOffsetForEpoch(2)
+		require.NoError(t, err)
+		require.Equal(t, [2]int64{2, epoch2End}, [2]int64{int64(e), off})
+		// The local start's epoch is the one of its batch.
+		to, _, err := p.OffsetForTimestamp(plog.EarliestLocalTimestamp)
+		require.NoError(t, err)
+		require.Equal(t, plog.TimestampOffset{Timestamp: batch.NoTimestamp, Offset: localStart, LeaderEpoch: 3}, to)
+	}
+	check(p, want, 28)
+
+	require.NoError(t, d.Close())
+	d, err = plog.OpenDir("/data", cfg)
+	require.NoError(t, err)
+	defer d.Close()
+	p = d.Partition("t", 0)
+	require.NotNil(t, p)
+	require.Equal(t, localStart, p.LogStartOffset())
+	check(p, want, 28)
+
+	require.NoError(t, p.DeleteRecordsBefore(10))
+	check(p, []plog.EpochStart{{Epoch: 2, StartOffset: 10}, {Epoch: 3, StartOffset: 28}}, 28)
+	require.NoError(t, p.DeleteRecordsBefore(30))
+	check(p, []plog.EpochStart{{Epoch: 3, StartOffset: 30}}, 30)
+}

@@ -431,6 +431,8 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 		if err := p.tierPart.Load().moveStart(offset); err != nil {
 			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 		}
+		// The leader epoch cache follows the whole log's start (tier.go).
+		p.mu.epochs.TruncateFromStart(p.tierPart.Load().epochsStart(p.logStart.Load()))
 		return nil
 	}
 	if p.dur.group.syncedSeq() != p.mu.writeSeq {

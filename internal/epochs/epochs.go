@@ -312,16 +312,21 @@ func (c *Cache) EndOffsetFor(requested int32, logEnd int64) (epoch int32, endOff
 
 // ListOffsetsEpochs returns the leader epochs Kafka's log gives its
 // ListOffsets answers for the latest and the earliest offset, in a log
-// whose start offset is logStart: the latest cached epoch, and the first
-// entry's epoch when it starts at or below logStart (Undefined otherwise,
-// or with an empty cache).
+// whose start offset is logStart: the latest cached epoch, and the epoch
+// of the last entry starting at or below logStart (Kafka's
+// epochForOffset: entries below logStart remain when the cache starts
+// lower, at a tiered log's whole start); Undefined when none does, or
+// with an empty cache.
 func (c *Cache) ListOffsetsEpochs(logStart int64) (latest, earliest int32) {
 	latest, earliest = Undefined, Undefined
 	if n := len(c.entries); n > 0 {
 		latest = c.entries[n-1].Epoch
-		if c.entries[0].StartOffset <= logStart {
-			earliest = c.entries[0].Epoch
+	}
+	for _, e := range c.entries {
+		if e.StartOffset > logStart {
+			break
 		}
+		earliest = e.Epoch
 	}
 	return latest, earliest
 }

@@ -198,6 +198,13 @@ func TestListOffsetsEpochs(t *testing.T) {
 	require.Equal(t, [2]int32{5, epochs.Undefined}, [2]int32{l, e}, "first entry above the log start")
 	l, e = c.ListOffsetsEpochs(10)
 	require.Equal(t, [2]int32{5, 2}, [2]int32{l, e})
+	// Entries below the log start (a tiered log's cache starts at the
+	// whole log's start): the epoch of the log start's own entry, Kafka's
+	// epochForOffset.
+	l, e = c.ListOffsetsEpochs(50)
+	require.Equal(t, [2]int32{5, 5}, [2]int32{l, e})
+	l, e = c.ListOffsetsEpochs(39)
+	require.Equal(t, [2]int32{5, 2}, [2]int32{l, e})
 }
 
 func TestStartsEpoch(t *testing.T) {
