@@ -13,22 +13,76 @@ import (
 	plog "github.com/partlog/partlog/log"
 )
 
-// txnBenchPartition fills a partition with 16 KiB transactional batches of
-// one producer, each committed by a marker: transactions, none aborted.
+// txnBenchPartition fills a partition with at least bytes of 16 KiB
+// transactional batches of one producer (benchBatch's records, stamped
+// now, as the markers are: a segment rolls on a jump in time), each
+// committed by a marker: transactions, none aborted. It returns the bytes
+// of one batch and its marker: a read of that many bytes at a batch's
+// offset returns the batch and its marker.
 func txnBenchPartition(tb testing.TB, bytes int) (*plog.Partition, int) {
 	p, err := plog.Open(filepath.Join(tb.TempDir(), "txn-bench-0"), plog.Config{})
 	require.NoError(tb, err)
+	records := batch.Batch(benchBatch())
 	ts := time.Now().UnixMilli()
-	size := 0
-	for seq := int32(0); int(seq)*size < bytes || size == 0; seq += 64 {
-		bt := prodBatch(tb, 1, 0, seq, 64, ts, true)
-		size = len(bt)
-		_, err := p.AppendBatch(bt)
+	var dec batch.Decoder
+	pair := 0 // bytes of a batch and its marker
+	for total, seq := 0, int32(0); total < bytes; seq += 64 {
+		bld := batch.NewBuilder(batch.BuilderOptions{Producer: &batch.Producer{ID: 1, BaseSequence: seq}, Transactional: true})
+		for r, err := range records.All(&dec) {
+			require.NoError(tb, err)
+			r.Timestamp = ts
+			require.NoError(tb, bld.Add(r))
+		}
+		bt, err := bld.Build()
 		require.NoError(tb, err)
-		_, err = p.AppendMarker(marker(batch.ControlCommit, 1, 0, 0))
+		_, err = p.AppendBatch(bt)
 		require.NoError(tb, err)
+		m, err := p.AppendMarker(marker(batch.ControlCommit, 1, 0, 0))
+		require.NoError(tb, err)
+		if pair == 0 {
+			r, err := p.ReadFrom(m, 1)
+			require.NoError(tb, err)
+			pair = len(bt) + len(r.Bytes())
+			require.NoError(tb, r.Close())
+		}
+		total += pair
 	}
-	return p, size
+	return p, pair
+}
+
+// TestTxnBenchPartition: BenchmarkReadCommitted's log holds the bytes it
+// was asked for in 16 KiB batches, and a read of the size it returns
+// hands back one batch and its marker, the bytes b.SetBytes counts (the
+// batches were once of 64 one-byte values, the log 1/64 of the bytes
+// asked, and every other read returned a marker alone).
+func TestTxnBenchPartition(t *testing.T) {
+	p, size := txnBenchPartition(t, 1<<20)
+	defer p.Close()
+	var logBytes int64
+	for _, s := range p.SegmentInfos() {
+		logBytes += s.Size
+	}
+	require.GreaterOrEqual(t, logBytes, int64(1<<20))
+	require.Less(t, logBytes, int64(1<<20+size))
+	for o := int64(0); o < p.LogEndOffset(); {
+		r, err := p.ReadFrom(o, size)
+		require.NoError(t, err)
+		require.Equal(t, size, len(r.Bytes()), "read at %d", o)
+		var data, markers int
+		for bt, err := range r.Batches() {
+			require.NoError(t, err)
+			if bt.Attributes().IsControl() {
+				markers++
+			} else {
+				data++
+				require.Greater(t, len(bt), 14<<10) // benchBatch: 64 records of 220 bytes
+			}
+		}
+		require.Equal(t, 1, data, "read at %d", o)
+		require.Equal(t, 1, markers, "read at %d", o)
+		o = r.NextOffset()
+		require.NoError(t, r.Close())
+	}
 }
 
 // TestReadCommittedZeroAllocs: with transactions committed and none
@@ -54,7 +108,7 @@ func TestReadCommittedZeroAllocs(t *testing.T) {
 }
 
 // BenchmarkReadCommitted reads a log of committed transactions (none
-// aborted) sequentially, one 16 KiB batch (and its marker) per read,
+// aborted) sequentially, one 16 KiB batch and its marker per read,
 // read_uncommitted (ReadFrom) and read_committed (ReadCommitted), zero
 // copy. The committed run then times both in alternating blocks of 1000
 // reads and reports ratio_to_uncommitted, the median over the block pairs
