@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	plog "github.com/partlog/partlog/log"
 )
 
 // TestSelectSteps: -only runs exactly the measurements it names, whatever
@@ -133,4 +135,31 @@ func TestP50Over(t *testing.T) {
 	o := latencies{lat: []time.Duration{7 * us, 8 * us, 10 * us, 90 * us}}
 	assert.InDelta(t, 1.2, a.p50Over(o), 1e-9)
 	assert.InDelta(t, 1/1.2, o.p50Over(a), 1e-9)
+}
+
+// TestRemoteTiersStartsFresh: a second run of the remote measurement in
+// the same directory (-dir) measures a partition and a store of its own.
+// It once reopened the first run's: its appends went on after the first
+// run's log, its wait for the copies ended at once on the first run's
+// (a copy rate of 0), and its "local" read from offset 0 read the first
+// run's copies back from the store.
+func TestRemoteTiersStartsFresh(t *testing.T) {
+	b := &bench{root: t.TempDir(), reps: 1, total: 64 << 20} // 16 MiB: 4 segments
+	logEnd := func() int64 {
+		dir := filepath.Join(b.root, "remote-0")
+		d, err := plog.OpenDir(filepath.Join(dir, "data"), plog.DirConfig{
+			Config: plog.Config{SegmentBytes: 4 << 20},
+			Remote: &plog.RemoteConfig{Storage: plog.NewDirRemoteStorage(filepath.Join(dir, "store"), nil), LocalRetentionBytes: 1, Interval: time.Hour},
+		})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, d.Close()) }()
+		p := d.Partition("bench", 0)
+		require.NotNil(t, p)
+		return p.LogEndOffset()
+	}
+	require.NoError(t, b.remoteTiers())
+	first := logEnd()
+	require.Positive(t, first)
+	require.NoError(t, b.remoteTiers())
+	assert.Equal(t, first, logEnd(), "the second run appended to the first run's partition")
 }

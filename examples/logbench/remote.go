@@ -18,7 +18,10 @@ func (b *bench) remoteTiers() error {
 	const batchSize = 64 << 10
 	bs := batches(int(total/batchSize), batchSize)
 	for rep := range b.reps {
-		dir := filepath.Join(b.root, fmt.Sprintf("remote-%d", rep))
+		dir, err := b.freshDir(fmt.Sprintf("remote-%d", rep))
+		if err != nil {
+			return err
+		}
 		store := plog.NewDirRemoteStorage(filepath.Join(dir, "store"), nil)
 		cfg := plog.DirConfig{
 			Config: plog.Config{SegmentBytes: 4 << 20},
