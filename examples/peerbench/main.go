@@ -248,8 +248,21 @@ func report(w io.Writer, name string, times [][]time.Duration, records int) {
 			for r := range times[i] {
 				ratios[r] = times[i][r].Seconds() / times[pl][r].Seconds()
 			}
-			slices.Sort(ratios)
-			fmt.Fprintf(w, "%s.%s_time_over_%s %.3g x\n", name, peerName, base, ratios[len(ratios)/2])
+			fmt.Fprintf(w, "%s.%s_time_over_%s %.3g x\n", name, peerName, base, median(ratios))
 		}
 	}
+}
+
+// median returns the median of xs, the mean of the middle two for an
+// even count (as logbench's), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }

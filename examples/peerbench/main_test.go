@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,4 +64,22 @@ func TestFramedRefusesRecordPastBuffer(t *testing.T) {
 	defer p.close()
 	require.NoError(t, p.appendOne(make([]byte, 2<<20)))
 	require.ErrorContains(t, p.readAll(func([]byte) {}), "longer than the read buffer")
+}
+
+// TestReportMedian: the ratio report gives the median of the rounds'
+// ratios, the mean of the middle two for an even number of rounds (it
+// once gave the upper one: with -rounds 2, the larger ratio).
+func TestReportMedian(t *testing.T) {
+	times := make([][]time.Duration, len(peerNames))
+	for i := range times {
+		times[i] = []time.Duration{100, 100}
+	}
+	times[slices.Index(peerNames, "framed")] = []time.Duration{100, 300}
+	var out bytes.Buffer
+	report(&out, "sc", times, 1)
+	assert.Contains(t, out.String(), "sc.framed_time_over_partlog 2 x\n")
+	assert.Contains(t, out.String(), "sc.tidwall_wal_time_over_partlog 1 x\n")
+	assert.InDelta(t, 2.0, median([]float64{3, 1, 2}), 1e-9)
+	assert.InDelta(t, 2.5, median([]float64{4, 1, 3, 2}), 1e-9)
+	assert.Zero(t, median(nil))
 }
