@@ -218,6 +218,64 @@ func TestOpenDirKafkaLogStart(t *testing.T) {
 	require.Equal(t, "0\n2\n__consumer_offsets 39 18\nmyTopic 0 38\n", string(got))
 }
 
+// TestOpenDirKafkaCleanLogStartPastSegments: Kafka's DeleteRecords only
+// moves the log start (UnifiedLog.maybeIncrementLogStartOffset); the
+// segments wholly below it go at the broker's next retention pass, so a
+// clean shutdown in between leaves log-start-offset-checkpoint past the
+// second segment's base with the first segment still there. OpenDir keeps
+// that log start, under every policy: StrictRecovery used to refuse the
+// directory and DefaultRecovery to ignore the checkpoint, serving the
+// records Kafka had deleted again. A retention pass then deletes the
+// segment below it, and the log start survives the next OpenDir.
+func TestOpenDirKafkaCleanLogStartPastSegments(t *testing.T) {
+	for name, policy := range map[string]plog.RecoveryPolicy{"default": plog.DefaultRecovery{}, "strict": plog.StrictRecovery{}} {
+		t.Run(name, func(t *testing.T) {
+			dir := copyTree(t, "kafka-2.7.1")
+			// As Kafka leaves it after DeleteRecords(__consumer_offsets-39,
+			// 19) and a clean shutdown: segments 0 and 18 both there.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, checkpoint.LogStartOffsetFile),
+				[]byte("0\n1\n__consumer_offsets 39 19\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, checkpoint.CleanShutdownFile), nil, 0o644))
+			cfg := plog.DirConfig{Config: plog.Config{Recovery: policy}}
+			d, err := plog.OpenDir(dir, cfg)
+			require.NoError(t, err, "a directory Kafka closed cleanly")
+			p := d.Partition("__consumer_offsets", 39)
+			require.Equal(t, int64(19), p.LogStartOffset())
+			require.Len(t, p.SegmentInfos(), 2)
+			_, err = p.ReadFrom(4, 1<<20)
+			require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, "records Kafka deleted stay deleted")
+			recs, err := p.ReadFrom(19, 1<<20)
+			require.NoError(t, err)
+			require.NoError(t, recs.Close())
+			require.NoError(t, p.Verify())
+
+			_, err = p.DeleteExpired(context.Background(), belowLogStart{})
+			require.NoError(t, err)
+			require.Len(t, p.SegmentInfos(), 1, "the segment wholly below the log start")
+			require.Equal(t, int64(19), p.LogStartOffset())
+			require.NoError(t, d.Close())
+
+			d, err = plog.OpenDir(dir, cfg)
+			require.NoError(t, err)
+			require.Equal(t, int64(19), d.Partition("__consumer_offsets", 39).LogStartOffset())
+			require.NoError(t, d.Close())
+		})
+	}
+}
+
+// belowLogStart is a retention policy that expires the segments lying
+// wholly below the log start offset (Kafka's log start breach).
+type belowLogStart struct{}
+
+func (belowLogStart) Expired(v *plog.View) int {
+	segs := v.Segments()
+	n := 0
+	for n+1 < len(segs) && segs[n+1].BaseOffset <= v.LogStartOffset() {
+		n++
+	}
+	return n
+}
+
 // TestDirRootFilesGolden: the root files a Dir writes are Kafka's: version
 // 0, the entry count, then "topic partition offset" lines (sorted here;
 // Kafka's order is its hash map's), byte for byte.

@@ -171,10 +171,14 @@ func (o *opening) askPolicy(file string, checkpoint, tornTail bool, cause error)
 //     start checkpoint: DeleteRecordsBefore and retention write the
 //     checkpoint before they delete, and a new partition writes its
 //     first) are refused;
-//   - a log start checkpoint past the log end, or, after a clean shutdown,
-//     past the second segment's base (DeleteRecordsBefore had finished:
-//     it removes every segment whose successor starts at or below it),
-//     goes to the policy: DefaultRecovery ignores the checkpoint, loudly;
+//   - a log start checkpoint past the log end, or, for a partition opened
+//     alone after a clean shutdown, past the second segment's base
+//     (DeleteRecordsBefore had finished: it removes every segment whose
+//     successor starts at or below it), goes to the policy:
+//     DefaultRecovery ignores the checkpoint, loudly. A Dir's root file
+//     is Kafka's, and Kafka's DeleteRecords only moves the log start: the
+//     segments wholly below it stay until its next retention pass, also
+//     across a clean shutdown;
 //   - a recovery point past the log end means synced batches are missing:
 //     refused after a clean shutdown, the policy's after a crash (a
 //     TruncateTo the crash interrupted leaves it; DefaultRecovery moves
@@ -381,10 +385,12 @@ func (o *opening) checkDir(clean bool) (*dirCheck, error) {
 	switch {
 	case haveCP && cpStart > end:
 		startBad = base.CorruptionErrorf(cpPath, 0, "offset", "log start offset %d is past the log end %d", cpStart, end)
-	case haveCP && clean && n > 1 && cpStart > bases[1]:
+	case haveCP && clean && !o.inDir && n > 1 && cpStart > bases[1]:
 		// DeleteRecordsBefore removes every segment whose successor starts
 		// at or below the new log start before it returns; segments rolled
-		// later start at or above it.
+		// later start at or above it. Not in a Dir: the root file may be
+		// Kafka's, whose DeleteRecords leaves those segments to its next
+		// retention pass.
 		startBad = base.CorruptionErrorf(cpPath, 0, "offset",
 			"log start offset %d is past the second segment's base %d after a clean shutdown", cpStart, bases[1])
 	}
