@@ -783,7 +783,10 @@ func (d *Dir) Partitions() []TopicPartition {
 // not hold it (configured by DirConfig: TopicConfig(topic) or Config). A
 // new partition records its log start offset in the root
 // log-start-offset-checkpoint before CreatePartition returns. Errors:
-// ErrInvalidPartition for a name Kafka refuses, ErrClosed, and Open's.
+// ErrInvalidPartition for a name Kafka refuses, ErrClosed, and Open's;
+// a directory CreatePartition made for a partition whose open then failed
+// is removed as DeletePartition removes one, so that the next OpenDir
+// does not find the partition.
 func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error) {
 	if !checkpoint.ValidTopic(topic) || partition < 0 {
 		return nil, fmt.Errorf("%w: %q partition %d", ErrInvalidPartition, topic, partition)
@@ -812,9 +815,20 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 	case err != nil:
 		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
 	}
+	fresh := errors.Is(err, errNotExist)
 	p, _, err = d.openPartition(tp, false, false)
 	if err != nil {
-		return nil, fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+		err = fmt.Errorf("partlog/log: create %s in %s: %w", tp, d.path, err)
+		if fresh && !errors.Is(err, ErrLocked) {
+			// What the failed open made of the new directory (a first
+			// segment, entries in the root files) goes as a deleted
+			// partition's does: the next OpenDir must not find a
+			// partition whose creation failed.
+			if rerr := d.removePartitionDir(tp); rerr != nil && !errors.Is(rerr, errNotExist) {
+				err = errors.Join(err, fmt.Errorf("partlog/log: create %s in %s: remove the new directory: %w", tp, d.path, rerr))
+			}
+		}
+		return nil, err
 	}
 	d.mu.Lock()
 	d.parts[tp] = p
@@ -866,25 +880,34 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
 			"dir", d.path, "partition", tp.String(), "err", err)
 	}
-	from := filepath.Join(d.path, tp.String())
-	to := filepath.Join(d.path, deleteDirName(tp))
-	if err := d.fs.Rename(from, to); err != nil {
-		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
-	}
-	if err := syncDir(d.fs, d.path); err != nil {
-		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
-	}
-	if err := d.root.remove(tp); err != nil {
-		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
-	}
-	if err := d.fs.RemoveAll(to); err != nil {
-		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
-	}
-	if err := syncDir(d.fs, d.path); err != nil {
+	if err := d.removePartitionDir(tp); err != nil {
 		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
 	}
 	d.logger.Info("partlog/log: deleted partition", "dir", d.path, "partition", tp.String())
 	return nil
+}
+
+// removePartitionDir removes the directory of tp, no partition's any
+// more, the way Kafka deletes a partition: renamed to a "-delete" name
+// (durably: from then on it is gone, after a crash too), its entries
+// dropped from the root files, then removed (OpenDir finishes that after
+// a crash). REQUIRES: createMu held.
+func (d *Dir) removePartitionDir(tp TopicPartition) error {
+	from := filepath.Join(d.path, tp.String())
+	to := filepath.Join(d.path, deleteDirName(tp))
+	if err := d.fs.Rename(from, to); err != nil {
+		return err
+	}
+	if err := syncDir(d.fs, d.path); err != nil {
+		return err
+	}
+	if err := d.root.remove(tp); err != nil {
+		return err
+	}
+	if err := d.fs.RemoveAll(to); err != nil {
+		return err
+	}
+	return syncDir(d.fs, d.path)
 }
 
 // Close closes every partition (RecoveryThreads at a time; each seals and

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -510,6 +511,51 @@ func TestDirCreateDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, names, "gone-3.0123456789abcdef0123456789abcdef-delete")
 	require.Subset(t, names, []string{"t-1.0123456789abcdef0123456789abcdef-future", "not a partition", "meta.properties"})
+}
+
+// TestDirCreateFailureLeavesNoPartition: a CreatePartition whose root
+// file write fails (the disk is full) returns the error and leaves no
+// partition behind. It used to leave the new directory with its first
+// segment: the Dir did not hold the partition, but the next OpenDir
+// loaded it, so a topic whose creation had failed (a broker's
+// CreateTopics answered with the error) came back after a restart.
+func TestDirCreateFailureLeavesNoPartition(t *testing.T) {
+	for _, file := range []string{plog.LogStartOffsetCheckpointFile, checkpoint.RecoveryPointFile} {
+		t.Run(file, func(t *testing.T) {
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			cfg := plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: 1024}}
+			d, err := plog.OpenDir("/logs", cfg)
+			require.NoError(t, err)
+			in.Add(vfs.Rule{Err: syscall.ENOSPC, Match: func(op vfs.Op) bool {
+				return filepath.Base(op.Path) == file+checkpoint.TmpSuffix
+			}, Times: -1})
+			_, err = d.CreatePartition("t", 0)
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			require.Empty(t, d.Partitions())
+			// A "-delete" directory may stay (the root files could not be
+			// rewritten): the next OpenDir removes it.
+			names, err := mem.List("/logs")
+			require.NoError(t, err)
+			require.NotContains(t, names, "t-0")
+			in.Reset()
+			require.NoError(t, d.Close())
+
+			d, err = plog.OpenDir("/logs", cfg)
+			require.NoError(t, err)
+			require.Empty(t, d.Partitions(), "the partition whose creation failed")
+			names, err = mem.List("/logs")
+			require.NoError(t, err)
+			for _, name := range names {
+				require.False(t, strings.HasPrefix(name, "t-0"), "%s left by the failed create", name)
+			}
+			p, err := d.CreatePartition("t", 0)
+			require.NoError(t, err)
+			_, err = p.AppendBatch(logtest.MakeBatch(2, 10, 0, 1))
+			require.NoError(t, err)
+			require.NoError(t, d.Close())
+		})
+	}
 }
 
 // TestDirRootCheckpointCorrupt: a root file that does not parse goes to
