@@ -44,6 +44,13 @@ const deleteDirSuffix = "-delete" // frozen: Kafka's name
 // "backup-to-delete", is left alone.
 var deleteDirPattern = regexp.MustCompile(`^(\S+)-(\S+)\.(\S+)-delete$`)
 
+// metadataTopic is the topic of KRaft's metadata log: its directory,
+// "__cluster_metadata-0", is in the first log directory of a KRaft broker
+// and belongs to Kafka's Raft layer, which Kafka's LogManager leaves to it
+// (it does not load it as a partition), and Kafka refuses to create a
+// topic of that name.
+const metadataTopic = "__cluster_metadata" // frozen: Kafka's name
+
 // maxDirNameBytes is the longest file name the common Linux filesystems
 // take (NAME_MAX), the bound Kafka caps a deleted partition's name to.
 const maxDirNameBytes = 255
@@ -71,7 +78,8 @@ var ErrUnknownPartition = errors.New("partlog/log: unknown partition")
 
 // ErrInvalidPartition is returned by CreatePartition for a topic name
 // Kafka does not accept (1 to 249 characters of [a-zA-Z0-9._-], not "."
-// or "..") or a negative partition. Kafka error code:
+// or ".."), the topic of KRaft's metadata log ("__cluster_metadata", whose
+// creation Kafka refuses too), or a negative partition. Kafka error code:
 // INVALID_TOPIC_EXCEPTION (17).
 var ErrInvalidPartition = errors.New("partlog/log: invalid topic or partition")
 
@@ -210,7 +218,9 @@ type Dir struct {
 // does not implement it to keep the per-partition syncs (syncfs waits for
 // every dirty page of the filesystem, other programs' included). Other
 // entries of the directory (meta.properties, Kafka's "-future" and
-// "-stray" directories, anything else) are left alone.
+// "-stray" directories, KRaft's metadata log "__cluster_metadata-0",
+// which Kafka does not load as a partition either, anything else) are
+// left alone.
 // Entries of the root files for partitions the directory does not hold are
 // dropped the next time the file is written. A partition directory last
 // used by a partition opened alone (it holds a .partlog.lock file:
@@ -297,6 +307,7 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	var deleted []string
 	for _, name := range names {
 		topic, part, isPart := checkpoint.ParseDirName(name)
+		isPart = isPart && topic != metadataTopic // the Raft layer's
 		isDelete := deleteDirPattern.MatchString(name)
 		if !isPart && !isDelete {
 			continue
@@ -788,7 +799,7 @@ func (d *Dir) Partitions() []TopicPartition {
 // is removed as DeletePartition removes one, so that the next OpenDir
 // does not find the partition.
 func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error) {
-	if !checkpoint.ValidTopic(topic) || partition < 0 {
+	if !checkpoint.ValidTopic(topic) || topic == metadataTopic || partition < 0 {
 		return nil, fmt.Errorf("%w: %q partition %d", ErrInvalidPartition, topic, partition)
 	}
 	tp := TopicPartition{topic, partition}

@@ -264,6 +264,56 @@ func TestOpenDirKafkaCleanLogStartPastSegments(t *testing.T) {
 	}
 }
 
+// TestOpenDirLeavesKRaftMetadataLog: the first log directory of a KRaft
+// broker holds the Raft layer's metadata log, __cluster_metadata-0,
+// which Kafka's LogManager does not load as a partition, and Kafka refuses
+// to create a topic of that name. OpenDir used to open it as a partition of
+// the Dir (Partitions listed it, a DirRunner's retention would have
+// deleted its segments) and wrote into it: index files, a producer
+// snapshot, entries in the root checkpoints. It is now left alone, byte
+// for byte, and CreatePartition refuses the name.
+func TestOpenDirLeavesKRaftMetadataLog(t *testing.T) {
+	dir := copyTree(t, "kafka-2.7.1")
+	meta := filepath.Join(dir, "__cluster_metadata-0")
+	require.NoError(t, os.Rename(copyFixtureFrom(t, "kafka-2.7.1", "__consumer_offsets-8"), meta))
+	require.NoError(t, os.WriteFile(filepath.Join(meta, "quorum-state"),
+		[]byte(`{"leaderId":1,"leaderEpoch":3,"votedId":-1,"appliedOffset":0,"currentVoters":[{"voterId":1}],"data_version":0}`), 0o644))
+	before := readTree(t, meta)
+
+	d, err := plog.OpenDir(dir, plog.DirConfig{})
+	require.NoError(t, err)
+	for _, tp := range d.Partitions() {
+		require.NotEqual(t, "__cluster_metadata", tp.Topic)
+	}
+	require.Len(t, d.Partitions(), 6)
+	_, err = d.CreatePartition("__cluster_metadata", 0)
+	require.ErrorIs(t, err, plog.ErrInvalidPartition)
+	_, err = d.CreatePartition("__cluster_metadata", 1)
+	require.ErrorIs(t, err, plog.ErrInvalidPartition)
+	require.NoError(t, d.Close())
+
+	require.Equal(t, before, readTree(t, meta), "the metadata log is the Raft layer's")
+	for _, name := range []string{checkpoint.RecoveryPointFile, checkpoint.LogStartOffsetFile, checkpoint.ReplicationFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.NotContains(t, string(b), "__cluster_metadata", name)
+	}
+}
+
+// readTree returns the files of dir (no subdirectories) by name.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
 // belowLogStart is a retention policy that expires the segments lying
 // wholly below the log start offset (Kafka's log start breach).
 type belowLogStart struct{}
