@@ -42,23 +42,27 @@ var ErrLocked = errors.New("partlog/log: partition directory is already open")
 // second finds the other's lock held and refuses, so at most one of them
 // owns the partition (both may refuse when they race). A probe only locks
 // a file that exists: neither owner creates the other's lock file.
-func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
+// dirParent reports that the parent holds dirLockFile: dir is a partition
+// of a closed Dir, whose clean-shutdown marker the opening removes before
+// it changes anything (opening.dirParent).
+func lockDir(fs vfs.FS, dir string) (_ io.Closer, dirParent bool, _ error) {
 	l, err := fs.Lock(filepath.Join(dir, lockFile))
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, lockFile, err)
+		return nil, false, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, lockFile, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
+		return nil, false, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
 	}
 	root := filepath.Join(filepath.Dir(dir), dirLockFile)
-	if _, err := probeFree(fs, root); err != nil {
+	inDir, err := probeFree(fs, root)
+	if err != nil {
 		_ = l.Close()
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("partlog/log: open %s: %w (the log directory's %s is held: a Dir owns the partition): %w", dir, ErrLocked, root, err)
+			return nil, false, fmt.Errorf("partlog/log: open %s: %w (the log directory's %s is held: a Dir owns the partition): %w", dir, ErrLocked, root, err)
 		}
-		return nil, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, root, err)
+		return nil, false, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, root, err)
 	}
-	return l, nil
+	return l, inDir, nil
 }
 
 // probeFree reports whether the lock file name is free: nil when it does

@@ -52,6 +52,14 @@ type opening struct {
 	// holds lockFile (it was last opened alone; the core's probeFree
 	// looked), so that adoptOwnCheckpoints need not look again.
 	ownLock bool
+	// dirParent is set by the core for a partition opened alone whose
+	// directory is a partition of a closed Dir (its parent holds
+	// dirLockFile): load removes the Dir's clean-shutdown marker, which
+	// would vouch for this partition at the next OpenDir even after a
+	// crash here, once it has decided and before it changes anything,
+	// so that OpenDir goes by the partition's own marker
+	// (adoptOwnCheckpoints).
+	dirParent bool
 
 	// saved are the offsets the checkpoints hold (readCheckpoints), less
 	// the ones the policy let the open ignore.
@@ -156,6 +164,11 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 	dc, err := o.checkDir(clean)
 	if err != nil {
 		return opened{}, err
+	}
+	if o.dirParent {
+		if err := checkpoint.RemoveCleanShutdown(o.fs, filepath.Dir(o.dir)); err != nil {
+			return opened{}, fmt.Errorf("partlog/log: open %s: remove the log directory's clean-shutdown marker: %w", o.dir, err)
+		}
 	}
 	if !clean {
 		o.dropListing() // repairs and recovery may change the directory

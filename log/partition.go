@@ -168,7 +168,10 @@ func (p *Partition) lockWriter() {
 // Open opens the partition stored in dir, creating the directory and a
 // first segment when there are none, and locks the directory until Close.
 // After a crash it recovers the log as Config.Recovery allows (see Files
-// and Recovery in the package documentation). The zero Config is Kafka's
+// and Recovery in the package documentation). When dir is a partition
+// directory of a closed Dir, Open removes the Dir's clean-shutdown marker,
+// durably, before it changes anything in dir: the next OpenDir then goes
+// by the partition's own marker, and recovers it when it was not closed. The zero Config is Kafka's
 // defaults. Errors wrap ErrLocked, ErrInvalidConfig, ErrRecoveryRefused
 // (nothing was written) or batch.ErrCorrupt (naming the file), or are I/O
 // errors.
@@ -248,7 +251,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	if err := mkdirDurable(fs, dir); err != nil {
 		return nil, fmt.Errorf("partlog/log: open %s: %w", dir, err)
 	}
-	ownLock := false // the directory holds lockFile: it was opened alone
+	ownLock := false   // the directory holds lockFile: it was opened alone
+	dirParent := false // alone, in a closed Dir's log directory
 	if m != nil {
 		// A partition of a Dir holds no lock of its own (the Dir's root
 		// lock covers it), but one opened alone must not own it now
@@ -260,10 +264,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return nil, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, lockFile, err)
 		}
 	} else {
-		lock, lerr := lockDir(fs, dir)
+		lock, inDirParent, lerr := lockDir(fs, dir)
 		if lerr != nil {
 			return nil, lerr
 		}
+		dirParent = inDirParent
 		p.dirLock = lock
 		defer func() {
 			if err != nil {
@@ -274,7 +279,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// The opening reads everything first and decides (opening.go); a
 	// refusal changes nothing. It hands over the segments, recovered.
 	opening := newOpening(dir, &p.cfg, p.segCfg, p.ckpt, p.inDir)
-	opening.ownLock = ownLock
+	opening.ownLock, opening.dirParent = ownLock, dirParent
 	res, err := opening.load(m != nil && m.clean)
 	if err != nil {
 		return nil, err
