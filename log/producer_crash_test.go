@@ -198,3 +198,58 @@ func TestRollSnapshotsOutliveTruncation(t *testing.T) {
 	assert.False(t, info.Duplicate, "producer 9's batch the truncation cut is new again")
 	assert.Equal(t, int64(12), info.Base)
 }
+
+// TestDeletedSegmentsProducersSurviveCrash: DeleteRecordsBefore and
+// retention delete the only segment holding two producers' batches, synced
+// before a roll whose snapshot the background flush has not written yet;
+// a crash right after must still know both producers: the idempotent one's
+// retry gets its original offsets and the transaction stays open (laws 10
+// and 11). Before, the deletion left their state in memory only (the roll
+// snapshot pending), and the crash forgot both: the retry was written again
+// and the transaction was no longer open.
+func TestDeletedSegmentsProducersSurviveCrash(t *testing.T) {
+	for _, how := range []string{"DeleteRecordsBefore", "retention"} {
+		t.Run(how, func(t *testing.T) {
+			const dir = "/kafka/deleted-producers-0"
+			mem := vfs.NewMem()
+			cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer func() { _ = p.Close() }()
+			plain := pb{pid: 7, seq: 0, n: 2}.bytes(t)
+			_, err = p.AppendBatch(plain) // offsets 0-1
+			require.NoError(t, err)
+			_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 1, txn: true}.bytes(t)) // offset 2
+			require.NoError(t, err)
+			require.NoError(t, p.Sync())
+			require.NoError(t, p.Roll()) // snapshot at 3, pending
+			if how == "retention" {
+				segs, err := p.Segments()
+				require.NoError(t, err)
+				err = p.DeleteSegments(segs[:1])
+				for _, s := range segs {
+					require.NoError(t, s.Unref())
+				}
+				require.NoError(t, err)
+			} else {
+				require.NoError(t, p.DeleteRecordsBefore(3))
+			}
+
+			cfg.FS = mem.CrashClone(vfs.CrashOptions{})
+			crashed, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			defer func() { _ = crashed.Close() }()
+			require.Equal(t, int64(3), crashed.LogStartOffset())
+			open, err := crashed.OpenTransactions()
+			require.NoError(t, err)
+			require.Len(t, open, 1, "producer 9's transaction is open")
+			assert.Equal(t, int64(9), open[0].ProducerID)
+			assert.Equal(t, int64(2), open[0].FirstOffset)
+			info, err := crashed.AppendBatchInfo(plain)
+			require.NoError(t, err)
+			assert.True(t, info.Duplicate, "producer 7's retry is known")
+			assert.Equal(t, int64(0), info.Base)
+			assert.Equal(t, int64(3), crashed.LogEndOffset())
+		})
+	}
+}

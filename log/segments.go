@@ -178,6 +178,32 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 // checkpoint already covers), then syncs the directory. REQUIRES: mu held;
 // the log start offset is at or above the (n+1)th segment's base.
 func (p *Partition) dropOldestLocked(n int, why string) error {
+	// The dropped segments may hold the only durable record of a
+	// producer's batches or open transaction: the roll snapshot at the
+	// first segment kept may not be written yet. A snapshot at or above
+	// that segment's base must be durable before they go: one on disk
+	// gets its directory entry synced; without one, the snapshot of the
+	// state at the log end is written, durably, once the batches below it
+	// are (as RestoreProducers writes one). A crash after the deletion
+	// then still knows every producer.
+	if len(p.mu.producers.Entries()) > 0 {
+		keep := p.segs.Load().list[n].BaseOffset()
+		if p.snaps.onDiskFromLocked(keep, p.mu.end.Offset) {
+			if err := p.dur.syncDir(); err != nil {
+				return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
+			}
+		} else {
+			if p.dur.group.syncedSeq() != p.mu.writeSeq {
+				if err := p.flushLocked(); err != nil {
+					p.failLocked(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err))
+					return p.mu.failed
+				}
+			}
+			if err := p.snaps.durableLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
+				return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
+			}
+		}
+	}
 	snap := p.segs.Load()
 	dropped := snap.list[:n]
 	if err := p.spliceSegmentsLocked(0, n); err != nil {

@@ -591,6 +591,20 @@ func (s *producerSnapshots) syncedLocked(end int64, writeSeq uint64, dirDirty *b
 	s.keepLocked(end, writeSeq)
 }
 
+// onDiskFromLocked reports whether a whole snapshot file at an offset in
+// [from, end] is on disk (a roll snapshot's write holds ckptMu until the
+// file is synced); its directory entry is the caller's to sync. A
+// listing that fails counts as none. REQUIRES: mu held, ckptMu not held.
+func (s *producerSnapshots) onDiskFromLocked(from, end int64) bool {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	offs, err := s.list()
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(offs, func(off int64) bool { return off >= from && off <= end })
+}
+
 // closeLocked is durableLocked for Close, which skips the write when the
 // snapshot at the log end is kept and nothing was written, truncated or
 // removed since it was taken or loaded, and no directory entry is
