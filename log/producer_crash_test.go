@@ -253,3 +253,43 @@ func TestDeletedSegmentsProducersSurviveCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteRecordsToEndProducersSurviveCrash: DeleteRecordsBefore up to
+// the log end, then a roll whose background flush writes its snapshot
+// (its directory entry left to the next flush); a crash keeps the new
+// segment but not the snapshot's entry, and Open removes the old segment,
+// wholly below the log start. The producers of its synced batches must
+// survive: the transaction stays open and the retry is known (laws 10 and
+// 11). Before, DeleteRecordsBefore left their state in memory only, and
+// the crash forgot both.
+func TestDeleteRecordsToEndProducersSurviveCrash(t *testing.T) {
+	const dir = "/kafka/deleted-to-end-0"
+	mem := vfs.NewMem()
+	cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 1, txn: true}.bytes(t)) // offset 0
+	require.NoError(t, err)
+	plain := pb{pid: 7, seq: 0, n: 1}.bytes(t)
+	_, err = p.AppendBatch(plain) // offset 1
+	require.NoError(t, err)
+	require.NoError(t, p.DeleteRecordsBefore(2))
+	require.NoError(t, p.Sync())
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.FlushRolled())
+
+	cfg.FS = mem.CrashClone(vfs.CrashOptions{})
+	crashed, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = crashed.Close() }()
+	require.Equal(t, int64(2), crashed.LogStartOffset())
+	open, err := crashed.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1, "producer 9's transaction is open")
+	assert.Equal(t, int64(9), open[0].ProducerID)
+	info, err := crashed.AppendBatchInfo(plain)
+	require.NoError(t, err)
+	assert.True(t, info.Duplicate, "producer 7's retry is known")
+	assert.Equal(t, int64(1), info.Base)
+}

@@ -180,29 +180,9 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 func (p *Partition) dropOldestLocked(n int, why string) error {
 	// The dropped segments may hold the only durable record of a
 	// producer's batches or open transaction: the roll snapshot at the
-	// first segment kept may not be written yet. A snapshot at or above
-	// that segment's base must be durable before they go: one on disk
-	// gets its directory entry synced; without one, the snapshot of the
-	// state at the log end is written, durably, once the batches below it
-	// are (as RestoreProducers writes one). A crash after the deletion
-	// then still knows every producer.
-	if len(p.mu.producers.Entries()) > 0 {
-		keep := p.segs.Load().list[n].BaseOffset()
-		if p.snaps.onDiskFromLocked(keep, p.mu.end.Offset) {
-			if err := p.dur.syncDir(); err != nil {
-				return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
-			}
-		} else {
-			if p.dur.group.syncedSeq() != p.mu.writeSeq {
-				if err := p.flushLocked(); err != nil {
-					p.failLocked(fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err))
-					return p.mu.failed
-				}
-			}
-			if err := p.snaps.durableLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty); err != nil {
-				return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
-			}
-		}
+	// first segment kept may not be written yet.
+	if err := p.producersDurableFromLocked(p.segs.Load().list[n].BaseOffset()); err != nil {
+		return fmt.Errorf("partlog/log: delete segments of %s (%s): %w", p.dir, why, err)
 	}
 	snap := p.segs.Load()
 	dropped := snap.list[:n]
@@ -223,6 +203,30 @@ func (p *Partition) dropOldestLocked(n int, why string) error {
 	p.logger.Info("partlog/log: deleted segments", "dir", p.dir, "why", why,
 		"segments", n, "logStart", p.logStart.Load())
 	return nil
+}
+
+// producersDurableFromLocked makes sure that a producer snapshot at or
+// above from, and at or below the log end, is durable when the partition
+// knows any producer, before the segments below from are deleted (now, or
+// by an Open after a roll): one on disk gets its directory entry synced;
+// without one, the snapshot of the state at the log end is written and
+// synced once the batches below it are durable (as RestoreProducers writes
+// one). A crash after the deletion then still knows every producer.
+// REQUIRES: mu held.
+func (p *Partition) producersDurableFromLocked(from int64) error {
+	if len(p.mu.producers.Entries()) == 0 {
+		return nil
+	}
+	if p.snaps.onDiskFromLocked(from, p.mu.end.Offset) {
+		return p.dur.syncDir()
+	}
+	if p.dur.group.syncedSeq() != p.mu.writeSeq {
+		if err := p.flushLocked(); err != nil {
+			p.failLocked(fmt.Errorf("partlog/log: flush %s: %w", p.dir, err))
+			return p.mu.failed
+		}
+	}
+	return p.snaps.durableLocked(p.mu.producers, p.mu.end.Offset, p.mu.writeSeq, &p.mu.dirDirty)
 }
 
 // replaceSegments swaps new segments in for old ones, for Compact: old
