@@ -293,3 +293,39 @@ func TestDeleteRecordsToEndProducersSurviveCrash(t *testing.T) {
 	assert.True(t, info.Duplicate, "producer 7's retry is known")
 	assert.Equal(t, int64(1), info.Base)
 }
+
+// TestDeleteRecordsInsideFirstSegmentKeepsProducers: a DeleteRecordsBefore
+// that deletes the segment holding a transaction's first batch leaves its
+// producer state in the roll snapshot at the next segment's base; a second
+// DeleteRecordsBefore inside that segment removes that snapshot (it lies
+// below the new log start). A crash after must still know the transaction
+// from its first offset (law 11). Before, the recovered partition replayed
+// the remaining segment only and reported the transaction open from the
+// later batch's offset.
+func TestDeleteRecordsInsideFirstSegmentKeepsProducers(t *testing.T) {
+	const dir = "/kafka/deleted-inside-0"
+	mem := vfs.NewMem()
+	cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 2, txn: true}.bytes(t)) // offsets 0-1
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.FlushRolled()) // snapshot at 2 written
+	require.NoError(t, p.DeleteRecordsBefore(2))
+	_, err = p.AppendBatch(pb{pid: 9, seq: 2, n: 2, txn: true}.bytes(t)) // offsets 2-3
+	require.NoError(t, err)
+	require.NoError(t, p.DeleteRecordsBefore(3))
+	require.NoError(t, p.Sync())
+
+	cfg.FS = mem.CrashClone(vfs.CrashOptions{})
+	crashed, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = crashed.Close() }()
+	open, err := crashed.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, int64(9), open[0].ProducerID)
+	assert.Equal(t, int64(0), open[0].FirstOffset, "the transaction began at 0")
+}

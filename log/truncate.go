@@ -443,14 +443,14 @@ func (p *Partition) DeleteRecordsBefore(offset int64) error {
 			return p.mu.failed
 		}
 	}
-	if offset == p.mu.end.Offset {
-		// Every record deleted: the next roll leaves every segment
-		// wholly below the log start, and an Open after a crash removes
-		// them (settleEmptyTail) whether or not the roll's snapshot
-		// reached the disk.
-		if err := p.producersDurableFromLocked(offset); err != nil {
-			return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
-		}
+	// The producer snapshots below offset go (dropBelowLocked), the one
+	// at the first segment kept included, and so do the segments wholly
+	// below it: now, or, when every record is deleted, by an Open after
+	// the next roll and a crash (settleEmptyTail), whether or not the
+	// roll's snapshot reached the disk. The state they held must be in a
+	// durable snapshot at or above offset first.
+	if err := p.producersDurableFromLocked(offset); err != nil {
+		return fmt.Errorf("partlog/log: delete records before %d in %s: %w", offset, p.dir, err)
 	}
 	// The whole log's start moves first (tier.go; a no-op without
 	// tiering): until it does, the copies below offset are served. A crash
