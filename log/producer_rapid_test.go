@@ -25,7 +25,12 @@ import (
 // (epoch, sequence) batches (each appended with AppendBatchInfo or, from
 // the same Builder, AppendBuilder), rolls, clean reopens and truncations
 // (at a batch or at a marker, after which the model reloads its producer
-// state from the newest snapshot left, as the partition does). Half the
+// state from the newest snapshot left, as the partition does),
+// DeleteRecordsBefore, restarts (TruncateFullyAndStartAt), syncs and
+// crashes on the in-memory filesystem (a random part of what was not
+// synced kept, then a clean reopen so that the model knows the producer
+// state again: the producers and transactions of the batches that
+// survived must too, laws 10 and 11). Half the
 // runs replicate (Config.DisableAutoHighWatermark) and move the high
 // watermark anywhere in the log, so markers lie above it and truncations
 // cut markers it has not reached: a transaction stays unstable until the
@@ -196,6 +201,53 @@ func TestProducerStateMachine(t *testing.T) {
 				// The partition reloaded from its newest snapshot at or
 				// below o (from its first segment when none).
 				require.NoError(rt, m.ReloadProducers(mem, p))
+			},
+			"sync": func(rt *rapid.T) {
+				require.NoError(rt, p.Sync())
+				m.Sync()
+			},
+			"crash": func(rt *rapid.T) {
+				// A crash keeping a random part of what was not synced,
+				// then a clean reopen (the model knows the producer state
+				// again): the batches that survived are known as before,
+				// their retries get their offsets, and the open
+				// transactions and aborted ones survive (laws 10, 11).
+				clone := mem.CrashClone(vfs.CrashOptions{
+					UnsyncedDataPercent: rapid.IntRange(0, 100).Draw(rt, "unsyncedDataPercent"),
+					TornPercent:         rapid.IntRange(0, 100).Draw(rt, "tornPercent"),
+					Seed:                rapid.Uint64().Draw(rt, "crashSeed"),
+				})
+				_ = p.Close()
+				mem, cfg.FS = clone, clone
+				p, err = plog.Open(dir, cfg)
+				require.NoError(rt, err)
+				end := p.LogEndOffset()
+				require.NoError(rt, m.Crash(end, p.HighWatermark()))
+				require.NoError(rt, logtest.Check(p, m))
+				for len(sent) > 0 && sent[len(sent)-1].end > end {
+					sent = sent[:len(sent)-1]
+				}
+				for len(markers) > 0 && markers[len(markers)-1] >= end {
+					markers = markers[:len(markers)-1]
+				}
+				require.NoError(rt, p.Close())
+				p, err = plog.Open(dir, cfg)
+				require.NoError(rt, err)
+				m.Reopen()
+			},
+			"deleteRecords": func(rt *rapid.T) {
+				o := rapid.Int64Range(m.LogStartOffset(), m.HighWatermark()).Draw(rt, "deleteBefore")
+				require.NoError(rt, p.DeleteRecordsBefore(o))
+				require.NoError(rt, m.DeleteRecordsBefore(o))
+			},
+			"truncateFullyAndStartAt": func(rt *rapid.T) {
+				o := m.LogEndOffset() + rapid.Int64Range(-3, 5).Draw(rt, "restartAt")
+				if o < 0 {
+					rt.Skip("below 0")
+				}
+				require.NoError(rt, p.TruncateFullyAndStartAt(o))
+				require.NoError(rt, m.TruncateFullyAndStartAt(o))
+				sent, markers = nil, nil
 			},
 			"": func(rt *rapid.T) { require.NoError(rt, logtest.Check(p, m)) },
 		})
