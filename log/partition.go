@@ -424,6 +424,9 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	p.segs.Store(newSegments(list))
 	// newSegments took the snapshot chain's references; the ones Open and Create
 	// returned are the partition's own.
+	if !clean && (m == nil || !m.syncLater) {
+		p.dropBelowStartLocked() // the recovered log and its producer snapshot are durable
+	}
 	p.publishLocked()
 	if m != nil && m.flusher != nil {
 		p.dur.sched = m.flusher // flushes after rolls (durability.go)
@@ -466,7 +469,35 @@ func (p *Partition) recoveryDurableLocked(list []*segment.Segment, end int64) er
 func (p *Partition) recoverySyncedLocked(end int64) error {
 	p.snaps.syncedLocked(end, p.mu.writeSeq, &p.mu.dirDirty)
 	p.dur.setFlushedBelowLocked(p.segs.Load().active().BaseOffset())
-	return p.dur.setRecoveryPointLocked(end)
+	if err := p.dur.setRecoveryPointLocked(end); err != nil {
+		return err
+	}
+	p.dropBelowStartLocked()
+	return nil
+}
+
+// dropBelowStartLocked deletes the segments that an Open after a crash
+// found wholly below the log start (the next segment starts at or below
+// it): a DeleteRecordsBefore or a retention that the crash interrupted
+// after it moved the log start checkpoint. Left in place, they outlived
+// the next clean shutdown, whose Open then took the checkpoint for
+// damage (past the second segment's base) and ignored it, serving the
+// deleted records again. It runs once the recovered log and the producer
+// snapshot at its end are durable; a failure is logged (the partition
+// fails as a deletion's failure fails it). REQUIRES: mu held (or Open),
+// the segments stored.
+func (p *Partition) dropBelowStartLocked() {
+	list := p.segs.Load().list
+	n := 0
+	for n+1 < len(list) && list[n+1].BaseOffset() <= p.logStart.Load() {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	if err := p.dropOldestLocked(n, "a deletion a crash interrupted"); err != nil {
+		p.logger.Warn("partlog/log: removing the segments below the log start failed", "dir", p.dir, "err", err)
+	}
 }
 
 // snapshotsAfterSyncLocked writes, unsynced, the producer snapshots an Open

@@ -1,0 +1,79 @@
+package log_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/partlog/partlog/internal/vfs"
+	plog "github.com/partlog/partlog/log"
+)
+
+// TestDeletionCrashThenCleanReopenKeepsLogStart: a crash inside
+// DeleteRecordsBefore or retention, after the log start checkpoint moved
+// and before the first segment was deleted, leaves segments wholly below
+// the log start. The Open after the crash must finish the deletion: after
+// it and a clean Close, the next Open still has the new log start and
+// refuses reads below it. Before, the segments outlived the clean
+// shutdown, the clean Open took the checkpoint (past the second segment's
+// base) for damage and ignored it, and the deleted records [0, 7) were
+// served again.
+func TestDeletionCrashThenCleanReopenKeepsLogStart(t *testing.T) {
+	for _, how := range []string{"DeleteRecordsBefore", "retention"} {
+		t.Run(how, func(t *testing.T) {
+			const dir = "/data/deletion-crash-0"
+			mem := vfs.NewMem()
+			in := vfs.NewInjector(mem)
+			var mu sync.Mutex
+			var armed bool
+			var crashed *vfs.MemFS
+			in.SetHook(func(op vfs.Op) error {
+				mu.Lock()
+				defer mu.Unlock()
+				// Just before the first segment file goes.
+				if armed && crashed == nil && op.Kind == vfs.OpRename && strings.HasSuffix(op.NewPath, ".deleted") {
+					crashed = mem.CrashClone(vfs.CrashOptions{})
+				}
+				return nil
+			})
+			cfg := plog.Config{FS: in}
+			p, err := plog.Open(dir, cfg)
+			require.NoError(t, err)
+			appendN(t, p, 3) // offsets 0-2
+			require.NoError(t, p.Roll())
+			appendN(t, p, 4) // offsets 3-6
+			require.NoError(t, p.Roll())
+			appendN(t, p, 2) // offsets 7-8
+			require.NoError(t, p.Sync())
+			mu.Lock()
+			armed = true
+			mu.Unlock()
+			if how == "retention" {
+				segs, err := p.Segments()
+				require.NoError(t, err)
+				err = p.DeleteSegments(segs[:2])
+				for _, s := range segs {
+					require.NoError(t, s.Unref())
+				}
+				require.NoError(t, err)
+			} else {
+				require.NoError(t, p.DeleteRecordsBefore(7))
+			}
+			require.NoError(t, p.Close())
+			require.NotNil(t, crashed)
+
+			cfg.FS = crashed
+			for _, open := range []string{"after the crash", "after a clean shutdown"} {
+				q, err := plog.Open(dir, cfg)
+				require.NoError(t, err)
+				require.Equal(t, int64(7), q.LogStartOffset(), open)
+				require.Equal(t, int64(9), q.LogEndOffset(), open)
+				_, err = q.ReadFrom(0, 1<<20)
+				require.ErrorIs(t, err, plog.ErrOffsetOutOfRange, open)
+				require.NoError(t, q.Close())
+			}
+		})
+	}
+}
