@@ -15,6 +15,7 @@ import (
 	"github.com/partlog/partlog/internal/vfs"
 	plog "github.com/partlog/partlog/log"
 	"github.com/partlog/partlog/log/logtest"
+	"github.com/partlog/partlog/segment"
 	"pgregory.net/rapid"
 )
 
@@ -28,7 +29,14 @@ import (
 // CrashClone keeps the synced state and a random part of what was not
 // synced (torn at random), the partition reopens from the clone, and the
 // log must end in [synced prefix, appended end] on a batch boundary with
-// every kept batch byte for byte (logtest.Model.Crash, then Check).
+// every kept batch byte for byte (logtest.Model.Crash, then Check). It
+// also crashes inside an operation (crashDuring: just before the k-th
+// filesystem operation of a truncation, a restart, a DeleteRecordsBefore,
+// a retention deletion, a segment rewrite, a roll or a sync): the log
+// reopened from that state must be one a crash before the operation or
+// after it may leave, or for a truncation a prefix of the old log down to
+// its new end (any prefix for a restart below the log end), and keep that
+// state through the next clean reopen.
 // Rerun a failure with -rapid.seed=N (rapid prints it).
 func TestStateMachine(t *testing.T) {
 	crashes := 0
@@ -64,9 +72,11 @@ func stateMachineRound(t *testing.T, crashes *int) {
 		rt.Cleanup(func() { _ = os.RemoveAll(parent) })
 		dir := filepath.Join(parent, "events-3")
 		var mem *vfs.MemFS
+		// Crashes inside an operation (crashDuring).
+		var midOp midOpCrash
 		if rapid.IntRange(0, 3).Draw(rt, "fs") > 0 { // mostly MemFS: crashes need it
 			mem = vfs.NewMem()
-			cfg.FS = mem
+			cfg.FS = midOp.wrap(mem)
 			dir = "/data/events-3"
 		}
 		p, err := plog.Open(dir, cfg)
@@ -324,12 +334,130 @@ func stateMachineRound(t *testing.T, crashes *int) {
 				}
 				clone := mem.CrashClone(opts)
 				_ = p.Close() // on the filesystem that "lost power"
-				mem, cfg.FS = clone, clone
+				mem, cfg.FS = clone, midOp.wrap(clone)
 				var err error
 				p, err = plog.Open(dir, cfg)
 				require.NoError(rt, err)
 				require.NoError(rt, m.Crash(p.LogEndOffset(), p.HighWatermark()))
 				*crashes++
+			},
+			"crashDuring": func(rt *rapid.T) {
+				// A crash just before the k-th filesystem operation of a
+				// truncation, a restart, a DeleteRecordsBefore, a roll or
+				// a sync: the log reopened from what it left must be
+				// what a crash before the operation or one after it may
+				// leave (law 4: a prefix; never a mix).
+				if mem == nil {
+					rt.Skip("crashes need the in-memory filesystem")
+				}
+				before := m.Clone()
+				opts := vfs.CrashOptions{
+					UnsyncedDataPercent: rapid.IntRange(0, 100).Draw(rt, "unsyncedDataPercent"),
+					TornPercent:         rapid.IntRange(0, 100).Draw(rt, "tornPercent"),
+					Seed:                rapid.Uint64().Draw(rt, "crashSeed"),
+				}
+				k := rapid.Int64Range(0, 40).Draw(rt, "crashAtOp")
+				op := rapid.SampledFrom([]string{"truncate", "restart", "deleteRecords", "deleteSegments", "rewriteSegments", "roll", "sync"}).Draw(rt, "crashDuringOp")
+				var segs []*segment.Segment // held only by the segment operations
+				if op == "deleteSegments" || op == "rewriteSegments" {
+					var serr error
+					segs, serr = p.Segments()
+					require.NoError(rt, serr)
+					defer func() {
+						for _, s := range segs {
+							require.NoError(rt, s.Unref())
+						}
+					}()
+				}
+				midOp.arm(mem, k, opts)
+				var err, merr error
+				restartBelowEnd := false // law 4: a prefix of the old log may be left
+				switch op {
+				case "truncate":
+					o := rapid.Int64Range(m.LogStartOffset()-3, m.LogEndOffset()).Draw(rt, "truncateTo")
+					restartBelowEnd = o < m.LogStartOffset()
+					err, merr = p.TruncateTo(o), m.TruncateTo(o)
+				case "restart":
+					o := m.LogEndOffset() + rapid.Int64Range(-3, 40).Draw(rt, "restartAt")
+					restartBelowEnd = o < m.LogEndOffset()
+					err, merr = p.TruncateFullyAndStartAt(o), m.TruncateFullyAndStartAt(o)
+				case "deleteRecords":
+					o := rapid.Int64Range(m.LogStartOffset(), m.HighWatermark()).Draw(rt, "deleteBefore")
+					err, merr = p.DeleteRecordsBefore(o), m.DeleteRecordsBefore(o)
+				case "deleteSegments":
+					k := rapid.IntRange(1, len(segs)).Draw(rt, "segmentsToDelete")
+					err = p.DeleteSegments(segs[:k])
+					if k == len(segs) || segs[k].BaseOffset() > m.HighWatermark() {
+						require.ErrorIs(rt, err, plog.ErrSegmentsChanged)
+						err = nil
+					} else {
+						merr = m.DeleteSegmentsBefore(segs[k].BaseOffset())
+					}
+				case "rewriteSegments":
+					// As the rewriteSegments action: a swap that keeps
+					// every record changes nothing a reader sees.
+					hw := p.HighWatermark()
+					n := 0
+					for n+1 < len(segs) && segs[n+1].BaseOffset() <= hw {
+						n++
+					}
+					if n > 0 {
+						from := rapid.IntRange(0, n-1).Draw(rt, "from")
+						to := rapid.IntRange(from+1, n).Draw(rt, "to")
+						_ = rewriteSegments(rt, p, segs[from:to]) // a segment too small for the copy: nothing swapped
+					}
+				case "roll":
+					err = p.Roll()
+				case "sync":
+					err = p.Sync()
+					m.Sync()
+				}
+				clone := midOp.disarm()
+				if merr != nil {
+					require.ErrorIs(rt, err, plog.ErrOffsetOutOfRange)
+				} else {
+					require.NoError(rt, err)
+				}
+				if clone == nil {
+					return // the operation ended before its k-th filesystem operation
+				}
+				_ = p.Close()
+				mem, cfg.FS = clone, midOp.wrap(clone)
+				var oerr error
+				p, oerr = plog.Open(dir, cfg)
+				require.NoError(rt, oerr)
+				// Either model may describe the crash: the one before the
+				// operation or the one after it; for a truncation, also a
+				// prefix of the old log down to the new end (segments go
+				// newest first), and for a restart below the log end (a
+				// TruncateTo whose batch holds the log start is one) any
+				// prefix of the old log.
+				cands := []*logtest.Model{before, m}
+				lo := m.LogEndOffset()
+				if restartBelowEnd {
+					lo = before.LogStartOffset()
+				}
+				if end := p.LogEndOffset(); (op == "truncate" || restartBelowEnd) && end >= lo && end <= before.LogEndOffset() {
+					prefix := before.Clone()
+					if prefix.TruncateTo(end) == nil {
+						cands = append(cands, prefix)
+					}
+				}
+				var errs []error
+				for _, cand := range cands {
+					c := cand.Clone()
+					cerr := c.Crash(p.LogEndOffset(), p.HighWatermark())
+					if cerr == nil {
+						cerr = logtest.Check(p, c)
+					}
+					if cerr == nil {
+						*m = *c
+						*crashes++
+						return
+					}
+					errs = append(errs, cerr)
+				}
+				require.NoError(rt, errors.Join(errs...), "crash at operation %d of %s", k, op)
 			},
 			"reopen": func(rt *rapid.T) {
 				require.NoError(rt, p.Close())
@@ -343,4 +471,54 @@ func stateMachineRound(t *testing.T, crashes *int) {
 			},
 		})
 	})
+}
+
+// midOpCrash takes what a crash leaves just before the k-th filesystem
+// operation once armed (TestStateMachine's crashDuring), counting the
+// operations of every goroutine; the history goes on on the live
+// filesystem.
+type midOpCrash struct {
+	mu    sync.Mutex
+	mem   *vfs.MemFS
+	left  int64 // operations before the crash; -1: disarmed
+	opts  vfs.CrashOptions
+	taken *vfs.MemFS
+}
+
+// wrap returns mem behind an injector that calls c's hook.
+func (c *midOpCrash) wrap(mem *vfs.MemFS) *vfs.Injector {
+	c.mu.Lock()
+	c.left = -1
+	c.mu.Unlock()
+	in := vfs.NewInjector(mem)
+	in.SetHook(func(vfs.Op) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.left == 0 && c.taken == nil {
+			c.taken = c.mem.CrashClone(c.opts)
+		}
+		if c.left >= 0 {
+			c.left--
+		}
+		return nil
+	})
+	return in
+}
+
+// arm sets the crash before the k-th operation from now on mem.
+func (c *midOpCrash) arm(mem *vfs.MemFS, k int64, opts vfs.CrashOptions) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mem, c.left, c.opts, c.taken = mem, k, opts, nil
+}
+
+// disarm ends the crash window and returns what the crash left, nil when
+// it did not come.
+func (c *midOpCrash) disarm() *vfs.MemFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.left = -1
+	taken := c.taken
+	c.taken = nil
+	return taken
 }
