@@ -77,3 +77,47 @@ func TestDeletionCrashThenCleanReopenKeepsLogStart(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenRecreatingFirstSegmentSyncsIt replays a TestStateMachine
+// history: a crash inside a TruncateTo below the log start (a restart)
+// left no segment but the log start checkpoint; the Open after it creates
+// the first segment at the log start, and a crash inside the restart
+// above it that followed kept the new segment's file but not the first
+// one's, and Open refused the directory (offsets missing below the first
+// segment). The Open that recreates the first segment must make it
+// durable: a crash right after keeps it, and the crash inside the restart
+// leaves a log that opens (law 4: the old log or the restarted one).
+func TestOpenRecreatingFirstSegmentSyncsIt(t *testing.T) {
+	const dir = "/d/p-0"
+	var c midOpCrash
+	mem := vfs.NewMem()
+	cfg := plog.Config{FS: c.wrap(mem), SegmentBytes: 600, SegmentIndexBytes: 24, IndexIntervalBytes: 1}
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	require.NoError(t, p.TruncateFullyAndStartAt(2147483647))
+	c.arm(mem, 2, vfs.CrashOptions{UnsyncedDataPercent: 4, Seed: 5})
+	require.NoError(t, p.TruncateTo(2147483644))
+	crashed := c.disarm()
+	require.NotNil(t, crashed)
+	require.NoError(t, p.Close())
+
+	mem = crashed
+	cfg.FS = c.wrap(mem)
+	p, err = plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	require.Equal(t, int64(2147483647), p.LogEndOffset())
+	names, err := mem.CrashClone(vfs.CrashOptions{}).List(dir)
+	require.NoError(t, err)
+	require.Contains(t, names, "00000000002147483647.log", "the first segment the Open created is durable")
+
+	c.arm(mem, 5, vfs.CrashOptions{UnsyncedDataPercent: 9, Seed: 2})
+	require.NoError(t, p.TruncateFullyAndStartAt(2147483648))
+	crashed = c.disarm()
+	require.NotNil(t, crashed)
+	cfg.FS = crashed
+	q, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = q.Close() }()
+	require.Contains(t, []int64{2147483647, 2147483648}, q.LogEndOffset())
+}

@@ -306,6 +306,15 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			if err := p.ckpts.writeLogStart(base); err != nil {
 				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
 			}
+		} else {
+			// Every segment was gone (a restart of the log that a crash
+			// interrupted): the one created at the log start must be
+			// durable before anything above it, or a crash in a
+			// restart above it leaves a later segment over a log start
+			// below it, which Open refuses.
+			if err := p.dur.syncDir(); err != nil {
+				return fail(fmt.Errorf("partlog/log: open %s: %w", dir, err))
+			}
 		}
 		// And its recovery point, so that the segments a crash leaves
 		// above it are recovered by the rules for unsynced data
