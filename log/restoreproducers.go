@@ -78,7 +78,7 @@ func (p *Partition) RestoreProducers(offset int64, snapshot []byte) error {
 // takes the snapshot at each new segment's base; one its background flush
 // has not written yet is returned from memory. An offset with no snapshot
 // gives an error wrapping fs.ErrNotExist, a file that does not decode one
-// wrapping ErrCorrupt.
+// wrapping ErrCorrupt; a closed partition gives ErrClosed.
 func (p *Partition) ProducerSnapshot(offset int64) ([]byte, error) {
 	// flushMu keeps a roll's background flush from holding the snapshot
 	// between taking it from the pending roll snapshots and writing its file; mu keeps
@@ -88,5 +88,9 @@ func (p *Partition) ProducerSnapshot(offset int64) ([]byte, error) {
 	defer p.flushMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.mu.closed {
+		// The directory is no longer this partition's to read.
+		return nil, ErrClosed
+	}
 	return p.snaps.atLocked(offset)
 }

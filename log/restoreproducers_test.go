@@ -238,3 +238,20 @@ func TestRestoreProducersSyncsTheBatchesBelow(t *testing.T) {
 		})
 	}
 }
+
+// ProducerSnapshot of a closed partition is ErrClosed, as every method of
+// a closed Partition: the directory is no longer the partition's (another
+// Open, or a Dir's OpenPartition, may own it and rewrite its snapshots).
+// It used to read the snapshot file Close left at the log end and return
+// its bytes with a nil error.
+func TestProducerSnapshotAfterClose(t *testing.T) {
+	p, err := plog.Open(filepath.Join(t.TempDir(), "p-0"), plog.Config{})
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{pid: 7, epoch: 1, seq: 0, n: 3}.bytes(t))
+	require.NoError(t, err)
+	end := p.LogEndOffset()
+	require.NoError(t, p.Close()) // writes the snapshot at the log end
+	snap, err := p.ProducerSnapshot(end)
+	require.ErrorIs(t, err, plog.ErrClosed)
+	require.Nil(t, snap)
+}
