@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/segment"
 )
@@ -47,7 +48,8 @@ type Config struct {
 
 	// SegmentIndexBytes is segment.index.bytes: the preallocated size of
 	// each segment's .index and .timeindex; a full index rolls the
-	// segment. Default 10 MiB (1,310,720 offset entries).
+	// segment. Default 10 MiB (1,310,720 offset entries); at most
+	// index.MaxFileBytes (math.MaxInt32, the largest index file).
 	SegmentIndexBytes int
 
 	// IndexIntervalBytes is index.interval.bytes: an offset index entry
@@ -299,6 +301,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: segment.bytes %d outside [%d, %d]", ErrInvalidConfig, c.SegmentBytes, batch.HeaderSize, math.MaxInt32)
 	case c.SegmentIndexBytes < 2*segmentTimeEntrySize:
 		return fmt.Errorf("%w: segment.index.bytes %d is smaller than two index entries", ErrInvalidConfig, c.SegmentIndexBytes)
+	case int64(c.SegmentIndexBytes) > index.MaxFileBytes:
+		return fmt.Errorf("%w: segment.index.bytes %d is larger than an index file can be (%d)", ErrInvalidConfig, c.SegmentIndexBytes, int64(index.MaxFileBytes))
 	case c.IndexIntervalBytes < 0:
 		return fmt.Errorf("%w: index.interval.bytes %d is negative", ErrInvalidConfig, c.IndexIntervalBytes)
 	case c.SegmentJitter < 0:

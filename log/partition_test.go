@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/partlog/partlog/batch"
+	"github.com/partlog/partlog/index"
 	"github.com/partlog/partlog/internal/checkpoint"
 	"github.com/partlog/partlog/internal/invariants"
 	plog "github.com/partlog/partlog/log"
@@ -495,4 +497,38 @@ func TestOffsetForTimestampAfterTimeIndexEmptied(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Equal(t, want, got)
+}
+
+// TestConfigSegmentIndexBytesTooLarge: a segment.index.bytes larger than
+// an index file can be (index.MaxFileBytes, math.MaxInt32: Kafka's setting
+// is an int) is ErrInvalidConfig, refused before Open changes anything. It
+// used to pass validation and fail Open later with the index's own error,
+// after Open had removed the clean-shutdown marker of a directory closed
+// cleanly (the next Open then recovered it as after a crash) or created a
+// new directory.
+func TestConfigSegmentIndexBytesTooLarge(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("an int cannot hold more than math.MaxInt32")
+	}
+	tooLarge := int(int64(index.MaxFileBytes) + 1)
+
+	fresh := filepath.Join(t.TempDir(), "fresh-0")
+	_, err := plog.Open(fresh, plog.Config{SegmentIndexBytes: tooLarge})
+	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+	_, err = os.Stat(fresh)
+	require.ErrorIs(t, err, fs.ErrNotExist, "a refused config creates nothing")
+
+	p, dir := openT(t, plog.Config{})
+	_, err = p.AppendBatch(logtest.MakeBatch(3, 10, 1000, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	before := dirContents(t, dir)
+	_, err = plog.Open(dir, plog.Config{SegmentIndexBytes: tooLarge})
+	require.ErrorIs(t, err, plog.ErrInvalidConfig)
+	require.Equal(t, before, dirContents(t, dir), "a refused config changes nothing")
+
+	p, err = plog.Open(dir, plog.Config{SegmentIndexBytes: index.MaxFileBytes})
+	require.NoError(t, err, "the largest index size is accepted")
+	require.True(t, p.Stats().Recovery.Clean)
+	require.NoError(t, p.Close())
 }
