@@ -796,3 +796,48 @@ func TestOpenRefusesDamagedTxnIndexInReplayedSegment(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignedUnreadableMarkerEndsNothing: a follower's control batch
+// whose record does not decode (AppendAssigned checks the header and the
+// CRC, not the records) is not known to be a marker, so it ends no
+// transaction, live and after a replay: the last stable offset stays at
+// the open transaction's first offset. The producer state used to end the
+// transaction as a COMMIT, letting read_committed readers past records
+// whose outcome no marker gave (Verify's replay kept it open).
+func TestAssignedUnreadableMarkerEndsNothing(t *testing.T) {
+	dir := t.TempDir()
+	p, err := plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	set := txnBatch(t, 5, 0, 0, 1)
+	ctl, err := batch.AppendControlBatch(nil, batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 5, BaseOffset: 1, Timestamp: pbNow()})
+	require.NoError(t, err)
+	cb := batch.Batch(ctl)
+	cb[batch.HeaderSize] = 0x7e // the record's length: more bytes than the batch holds
+	cb.SetCRC()
+	require.NoError(t, cb.ValidateHeader())
+	_, err = p.AppendAssigned(append(set, ctl...))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.LogEndOffset())
+	require.NoError(t, p.SetHighWatermark(2))
+
+	check := func(when string) {
+		open, err := p.OpenTransactions()
+		require.NoError(t, err)
+		require.Len(t, open, 1, "%s: the transaction is still open", when)
+		assert.Equal(t, int64(0), open[0].FirstOffset, when)
+		assert.Equal(t, int64(0), p.LastStableOffset(), when)
+	}
+	check("live")
+	require.NoError(t, p.Close())
+
+	snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+	require.NoError(t, err)
+	for _, f := range snaps {
+		require.NoError(t, os.Remove(f))
+	}
+	p, err = plog.Open(dir, plog.Config{})
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.SetHighWatermark(2))
+	check("after a replay")
+}

@@ -318,7 +318,9 @@ func (s *State) CheckMarker(m batch.TxnMarker) error {
 // and records the coordinator epoch (ok is then true and ended describes
 // the transaction). An empty control batch (compaction removed its record)
 // or a control batch that is not a transaction marker changes no
-// transaction, as in Kafka.
+// transaction, as in Kafka; nor does one whose first record does not
+// decode (a Kafka follower refuses it; a follower here checks headers
+// only).
 //
 // A producer expired by now is forgotten first, so bt starts it anew
 // (what Kafka's timer would have done). When bt's producer is new to the
@@ -376,7 +378,7 @@ func (s *State) applyMarker(pid int64, e *entry, bt batch.Batch) (EndedTxn, bool
 	if bt.RecordsCount() == 0 {
 		return EndedTxn{}, false
 	}
-	abort := false
+	marker, abort := false, false
 	var dec batch.Decoder
 	for r, err := range bt.All(&dec) {
 		if err != nil {
@@ -384,11 +386,16 @@ func (s *State) applyMarker(pid int64, e *entry, bt batch.Batch) (EndedTxn, bool
 		}
 		cr, err := batch.ParseControlRecord(r)
 		if err != nil || !cr.Type.IsTxnMarker() {
-			return EndedTxn{}, false
+			break
 		}
 		e.coordinatorEpoch = cr.CoordinatorEpoch
-		abort = cr.Type == batch.ControlAbort
+		marker, abort = true, cr.Type == batch.ControlAbort
 		break
+	}
+	if !marker {
+		// Not known to be a marker (a record that does not decode
+		// included): it ends nothing.
+		return EndedTxn{}, false
 	}
 	var ended EndedTxn
 	ok := false

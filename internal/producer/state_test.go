@@ -526,3 +526,28 @@ func TestApplyAndCheckZeroAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestUnreadableMarkerEndsNothing: a control batch whose record does not
+// decode (a follower checks only a batch's header and CRC) is not known to
+// be a transaction marker: like one whose record is not a marker, or one
+// compaction emptied, it ends no transaction and changes no producer. It
+// used to end the open transaction as a COMMIT.
+func TestUnreadableMarkerEndsNothing(t *testing.T) {
+	l := newLog(Config{})
+	l.append(pb{pid: 1, epoch: 4, seq: 0, txn: true}.bytes(t))
+	before := l.s.Producers()
+	m := l.marker(t, batch.ControlAbort, 1, 5, 7)
+	// The record's length varint claims more bytes than the batch holds;
+	// the CRC is made to match.
+	m[batch.HeaderSize] = 0x7e
+	m.SetCRC()
+	require.NoError(t, m.ValidateHeader())
+	var dec batch.Decoder
+	for _, err := range m.All(&dec) {
+		require.Error(t, err, "the record must not decode")
+	}
+	_, ok := l.append(m)
+	assert.False(t, ok)
+	assert.Equal(t, before, l.s.Producers())
+	assert.Equal(t, []OpenTxn{{ProducerID: 1, FirstOffset: 0, StartTimestamp: testNow.UnixMilli()}}, l.s.OpenTxns())
+}
