@@ -20,11 +20,12 @@ import (
 //
 //  1. finds the cleanable section: the sealed segments below the first one
 //     that is active, holds an offset at or past the high watermark or the
-//     last stable offset (below), or is younger than MinCompactionLag (by
-//     its largest record timestamp, or the modification time of its .log
-//     when no record has one); the first dirty offset comes from the
-//     partition's cleaner-offset-checkpoint (the log start offset when
-//     absent);
+//     last stable offset (below), or is dirty (holds an offset at or past
+//     the first dirty offset) and younger than MinCompactionLag (by its
+//     largest record timestamp, or the modification time of its .log when
+//     no record has one), as Kafka checks the lag on the dirty segments
+//     only; the first dirty offset comes from the partition's
+//     cleaner-offset-checkpoint (the log start offset when absent);
 //  2. decides whether to clean: dirty bytes / (clean + dirty bytes) >
 //     MinCleanableDirtyRatio, or the first batch of some dirty sealed
 //     segment, in the cleanable section or past it, is older than
@@ -128,7 +129,7 @@ type section struct {
 	firstDirty int64
 	// firstUncleanable is the base offset of the first segment that may
 	// not be cleaned (active, past the high watermark or the last stable
-	// offset, or too young).
+	// offset, or dirty and too young).
 	firstUncleanable int64
 	// cleanBytes and dirtyBytes are the sizes of the cleanable segments
 	// below and above firstDirty.
@@ -148,19 +149,6 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 	start := v.LogStartOffset()
 	segs := v.Segments()
 	var sec section
-	u := 0
-	minLagMs := now.Add(-c.cfg.MinCompactionLag).UnixMilli()
-	for ; u+1 < len(segs); u++ {
-		s := segs[u]
-		if s.NextOffset > hw || segs[u+1].BaseOffset > hw {
-			break
-		}
-		if c.cfg.MinCompactionLag > 0 && largestTimestamp(s) > minLagMs {
-			break
-		}
-	}
-	sec.cleanable = u
-	sec.firstUncleanable = segs[u].BaseOffset
 	cp, found, err := v.CleanerCheckpoint()
 	if err != nil {
 		return sec, err
@@ -170,6 +158,24 @@ func (c *Compactor) section(v *plog.View, lso int64, now time.Time) (section, er
 		cp = first
 	}
 	sec.firstDirty = cp
+	u := 0
+	minLagMs := now.Add(-c.cfg.MinCompactionLag).UnixMilli()
+	for ; u+1 < len(segs); u++ {
+		s := segs[u]
+		if s.NextOffset > hw || segs[u+1].BaseOffset > hw {
+			break
+		}
+		// Only a dirty segment waits for MinCompactionLag, as Kafka's
+		// cleanableOffsets checks only the segments from the first dirty
+		// offset on: a clean segment that is young by the rule (stamped
+		// ahead of the clock, or cleaned before the lag was raised) must
+		// not hold back the dirty ones after it.
+		if c.cfg.MinCompactionLag > 0 && s.NextOffset > cp && largestTimestamp(s) > minLagMs {
+			break
+		}
+	}
+	sec.cleanable = u
+	sec.firstUncleanable = segs[u].BaseOffset
 	for _, s := range segs[:u] {
 		if s.NextOffset <= cp {
 			sec.cleanBytes += s.Size

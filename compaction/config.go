@@ -61,11 +61,13 @@ type Config struct {
 	// a partition is compacted when dirty bytes / (clean + dirty bytes)
 	// exceed it. Must lie in (0, 1] once defaults are applied.
 	MinCleanableDirtyRatio float64
-	// MinCompactionLag is min.compaction.lag.ms (default 0): a segment
+	// MinCompactionLag is min.compaction.lag.ms (default 0): a dirty
+	// segment (one holding an offset at or past the cleaner checkpoint)
 	// whose largest timestamp is younger than this is not compacted yet,
-	// nor is any segment after it. A segment none of whose records has a
-	// timestamp ages by the modification time of its .log instead, as in
-	// Kafka.
+	// nor is any segment after it. As in Kafka, it bounds only the dirty
+	// section: a clean segment is rewritten with the rest of the log
+	// whatever its age. A segment none of whose records has a timestamp
+	// ages by the modification time of its .log instead, as in Kafka.
 	MinCompactionLag time.Duration
 	// MaxCompactionLag is max.compaction.lag.ms (default: unlimited, 0
 	// here): once the first batch of any dirty sealed segment is older

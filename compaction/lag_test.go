@@ -152,3 +152,73 @@ func TestMaxCompactionLagEarliestDirtySegment(t *testing.T) {
 		})
 	}
 }
+
+// TestMinCompactionLagBoundsOnlyTheDirtySection: MinCompactionLag holds
+// back only the dirty section, as Kafka's cleanableOffsets checks the lag
+// on the segments from the first dirty offset on. A clean segment that is
+// young by the lag rule (cleaned before the lag was raised, or stamped
+// ahead of the clock by a skewed producer) used to end the cleanable
+// section, so the old dirty segments after it were never cleaned, round
+// after round; now they are, and the clean segment is rewritten with
+// them, as Kafka rewrites every segment below the first uncleanable one.
+func TestMinCompactionLagBoundsOnlyTheDirtySection(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	const lag = time.Hour
+	tests := []struct {
+		name string
+		// clean stamps the segment the first round cleans.
+		clean int64
+	}{
+		{"cleaned before the lag was raised", now.Add(-10 * time.Minute).UnixMilli()},
+		{"stamped ahead of the clock", now.Add(24 * time.Hour).UnixMilli()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := newMemLog(t, 1<<20)
+			defer l.close()
+			for _, key := range []string{"a", "b"} {
+				_, err := l.append(buildBatch(t, batch.CompressionNone, nil, kv{key: k(key), value: k("clean"), ts: tc.clean}))
+				require.NoError(t, err)
+			}
+			require.NoError(t, l.roll())
+			// The first round runs without a lag and cleans that segment.
+			c, err := NewCompactor(Config{CleanupPolicy: PolicyCompact, OffsetMapBytes: 1 << 20,
+				Now: func() time.Time { return now }})
+			require.NoError(t, err)
+			res, err := c.Apply(context.Background(), l)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), res.CleanedTo, "%+v", res)
+			// Two dirty segments, both past the lag, rewrite every key
+			// several times.
+			old := now.Add(-2 * lag).UnixMilli()
+			for s := range 2 {
+				for r := range 4 {
+					for _, key := range []string{"a", "b"} {
+						_, err := l.append(buildBatch(t, batch.CompressionNone, nil,
+							kv{key: k(key), value: k(fmt.Sprintf("%d-%d", s, r)), ts: old}))
+						require.NoError(t, err)
+					}
+				}
+				require.NoError(t, l.roll())
+			}
+			end := l.LogEndOffset()
+			before := l.readAll(t)
+			c, err = NewCompactor(Config{CleanupPolicy: PolicyCompact, OffsetMapBytes: 1 << 20,
+				MinCompactionLag: lag, Now: func() time.Time { return now }})
+			require.NoError(t, err)
+			var cleaned bool
+			for range 3 {
+				res, err = c.Apply(context.Background(), l)
+				require.NoError(t, err)
+				if res.Compacted {
+					cleaned = true
+					require.Equal(t, end, res.CleanedTo, "%+v", res)
+				}
+			}
+			require.True(t, cleaned, "no round cleaned the dirty segments past the young clean one")
+			after := l.readAll(t)
+			require.Equal(t, fold(before), fold(after))
+			require.Len(t, after, 2)
+		})
+	}
+}
