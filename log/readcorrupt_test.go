@@ -230,12 +230,7 @@ func TestHeaderWalksMeetDamageInsideSegment(t *testing.T) {
 
 	t.Run("producer state rebuild", func(t *testing.T) {
 		dir, path, pos := damaged(t)
-		snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
-		require.NoError(t, err)
-		require.NotEmpty(t, snaps)
-		for _, s := range snaps {
-			require.NoError(t, os.Remove(s))
-		}
+		require.NotEmpty(t, removeSnapshots(t, dir))
 		p, err := plog.Open(dir, cfg)
 		if err == nil {
 			_ = p.Close()

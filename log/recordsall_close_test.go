@@ -17,10 +17,7 @@ import (
 // reuse), only the one error wrapping ErrClosed.
 func TestRecordsAllClosedByBodyYieldsNothingMore(t *testing.T) {
 	p, _ := openT(t, plog.Config{})
-	for i := range 100 {
-		_, err := p.AppendBatch(logtest.MakeBatch(1, 20, int64(i), byte(i)))
-		require.NoError(t, err)
-	}
+	appendHundredOneRecordBatches(t, p)
 	for _, closeAt := range []int{1, 3, 31, 32, 33} {
 		r, err := p.ReadFrom(0, 1<<20)
 		require.NoError(t, err)
@@ -118,10 +115,7 @@ func TestRecordsBatchesClosedByBodyYieldsNothingMore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := openT(t, tc.cfg)
-			for i := range 100 {
-				_, err := p.AppendBatch(logtest.MakeBatch(1, 20, int64(i), byte(i)))
-				require.NoError(t, err)
-			}
+			appendHundredOneRecordBatches(t, p)
 			for _, closeAt := range []int{1, 3, 31, 32, 33} {
 				r, err := p.ReadFrom(0, 1<<20)
 				require.NoError(t, err)
@@ -156,5 +150,15 @@ func TestRecordsBatchesClosedByBodyYieldsNothingMore(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// appendHundredOneRecordBatches appends 100 batches of one 20-byte record,
+// stamped 0 to 99.
+func appendHundredOneRecordBatches(t *testing.T, p *plog.Partition) {
+	t.Helper()
+	for i := range 100 {
+		_, err := p.AppendBatch(logtest.MakeBatch(1, 20, int64(i), byte(i)))
+		require.NoError(t, err)
 	}
 }

@@ -175,17 +175,7 @@ func TestTierEarliestEpochInsideCopy(t *testing.T) {
 	defer d.Close()
 	p, err := d.CreatePartition("t", 0)
 	require.NoError(t, err)
-	for _, run := range []struct {
-		epoch       int32
-		first, last int64
-	}{{2, 0, 27}, {3, 28, 119}} {
-		var set []assigned
-		for o := run.first; o <= run.last; o++ {
-			set = append(set, assigned{base: o, n: 1})
-		}
-		_, err := p.AppendAssigned(recordSet(t, run.epoch, set...))
-		require.NoError(t, err)
-	}
+	appendTwoEpochs(t, p)
 	require.NoError(t, p.Sync())
 	d.RunTierPass()
 	require.Greater(t, p.LogStartOffset(), int64(30))
@@ -582,17 +572,7 @@ func TestTierLocalRetentionKeepsEpochs(t *testing.T) {
 	require.NoError(t, err)
 	p, err := d.CreatePartition("t", 0)
 	require.NoError(t, err)
-	for _, run := range []struct {
-		epoch       int32
-		first, last int64
-	}{{2, 0, 27}, {3, 28, 119}} {
-		var set []assigned
-		for o := run.first; o <= run.last; o++ {
-			set = append(set, assigned{base: o, n: 1})
-		}
-		_, err := p.AppendAssigned(recordSet(t, run.epoch, set...))
-		require.NoError(t, err)
-	}
+	appendTwoEpochs(t, p)
 	require.NoError(t, p.Sync())
 	want := []plog.EpochStart{{Epoch: 2, StartOffset: 0}, {Epoch: 3, StartOffset: 28}}
 	require.Equal(t, want, p.LeaderEpochs())
@@ -625,4 +605,21 @@ func TestTierLocalRetentionKeepsEpochs(t *testing.T) {
 	check(p, []plog.EpochStart{{Epoch: 2, StartOffset: 10}, {Epoch: 3, StartOffset: 28}}, 28)
 	require.NoError(t, p.DeleteRecordsBefore(30))
 	check(p, []plog.EpochStart{{Epoch: 3, StartOffset: 30}}, 30)
+}
+
+// appendTwoEpochs copies one-record batches to p as a follower does:
+// offsets 0 to 27 in leader epoch 2, then 28 to 119 in epoch 3.
+func appendTwoEpochs(t *testing.T, p *plog.Partition) {
+	t.Helper()
+	for _, run := range []struct {
+		epoch       int32
+		first, last int64
+	}{{2, 0, 27}, {3, 28, 119}} {
+		var set []assigned
+		for o := run.first; o <= run.last; o++ {
+			set = append(set, assigned{base: o, n: 1})
+		}
+		_, err := p.AppendAssigned(recordSet(t, run.epoch, set...))
+		require.NoError(t, err)
+	}
 }

@@ -718,11 +718,7 @@ func TestAssignedMarkerWithoutTransactionalBit(t *testing.T) {
 
 	// Without the snapshots the reopen replays the log, rebuilding the
 	// .txnindex: the same entry.
-	snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
-	require.NoError(t, err)
-	for _, f := range snaps {
-		require.NoError(t, os.Remove(f))
-	}
+	removeSnapshots(t, dir)
 	p, err = plog.Open(dir, plog.Config{})
 	require.NoError(t, err)
 	defer p.Close()
@@ -830,14 +826,22 @@ func TestAssignedUnreadableMarkerEndsNothing(t *testing.T) {
 	check("live")
 	require.NoError(t, p.Close())
 
-	snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
-	require.NoError(t, err)
-	for _, f := range snaps {
-		require.NoError(t, os.Remove(f))
-	}
+	removeSnapshots(t, dir)
 	p, err = plog.Open(dir, plog.Config{})
 	require.NoError(t, err)
 	defer p.Close()
 	require.NoError(t, p.SetHighWatermark(2))
 	check("after a replay")
+}
+
+// removeSnapshots deletes the producer snapshots of the closed partition
+// in dir, so that the next Open replays the log from its start.
+func removeSnapshots(t *testing.T, dir string) []string {
+	t.Helper()
+	snaps, err := filepath.Glob(filepath.Join(dir, "*.snapshot"))
+	require.NoError(t, err)
+	for _, f := range snaps {
+		require.NoError(t, os.Remove(f))
+	}
+	return snaps
 }
