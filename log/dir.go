@@ -835,7 +835,7 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 			// segment, entries in the root files) goes as a deleted
 			// partition's does: the next OpenDir must not find a
 			// partition whose creation failed.
-			if rerr := d.removePartitionDir(tp); rerr != nil && !errors.Is(rerr, errNotExist) {
+			if _, rerr := d.removePartitionDir(tp); rerr != nil && !errors.Is(rerr, errNotExist) {
 				err = errors.Join(err, fmt.Errorf("partlog/log: create %s in %s: remove the new directory: %w", tp, d.path, rerr))
 			}
 		}
@@ -861,9 +861,12 @@ func (d *Dir) CreatePartition(topic string, partition int32) (*Partition, error)
 // Dir, open, without its copies (reads below its local log start fail;
 // the Dir retries their deletion in the background), and DeletePartition
 // may be called again.
-// Errors: ErrUnknownPartition, ErrClosed, the store's, and I/O errors
-// (the partition is then closed and gone from the Dir; an I/O error after
-// the rename leaves a "-delete" directory that the next OpenDir removes).
+// Errors: ErrUnknownPartition, ErrClosed, the store's, and I/O errors. A
+// failed rename deletes nothing: the partition stays in the Dir, closed
+// (OpenPartition reopens it), and DeletePartition may be called again.
+// After the rename the partition is gone from the Dir even when a later
+// step fails (an I/O error then leaves a "-delete" directory that the
+// next OpenDir removes).
 func (d *Dir) DeletePartition(topic string, partition int32) error {
 	tp := TopicPartition{topic, partition}
 	d.createMu.Lock()
@@ -891,7 +894,16 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 		d.logger.Warn("partlog/log: closing a partition to delete it failed; deleting it anyway",
 			"dir", d.path, "partition", tp.String(), "err", err)
 	}
-	if err := d.removePartitionDir(tp); err != nil {
+	if renamed, err := d.removePartitionDir(tp); err != nil {
+		if !renamed {
+			// Nothing is deleted: the directory keeps its name, so the
+			// partition stays the Dir's (closed; OpenPartition reopens
+			// it), and a CreatePartition of the name does not take the
+			// old records for a new partition's.
+			d.mu.Lock()
+			d.parts[tp] = p
+			d.mu.Unlock()
+		}
 		return fmt.Errorf("partlog/log: delete %s in %s: %w", tp, d.path, err)
 	}
 	d.logger.Info("partlog/log: deleted partition", "dir", d.path, "partition", tp.String())
@@ -902,23 +914,24 @@ func (d *Dir) DeletePartition(topic string, partition int32) error {
 // more, the way Kafka deletes a partition: renamed to a "-delete" name
 // (durably: from then on it is gone, after a crash too), its entries
 // dropped from the root files, then removed (OpenDir finishes that after
-// a crash). REQUIRES: createMu held.
-func (d *Dir) removePartitionDir(tp TopicPartition) error {
+// a crash). renamed reports whether the rename was done: when it was
+// not, the directory is as it was. REQUIRES: createMu held.
+func (d *Dir) removePartitionDir(tp TopicPartition) (renamed bool, err error) {
 	from := filepath.Join(d.path, tp.String())
 	to := filepath.Join(d.path, deleteDirName(tp))
 	if err := d.fs.Rename(from, to); err != nil {
-		return err
+		return false, err
 	}
 	if err := syncDir(d.fs, d.path); err != nil {
-		return err
+		return true, err
 	}
 	if err := d.root.remove(tp); err != nil {
-		return err
+		return true, err
 	}
 	if err := d.fs.RemoveAll(to); err != nil {
-		return err
+		return true, err
 	}
-	return syncDir(d.fs, d.path)
+	return true, syncDir(d.fs, d.path)
 }
 
 // Close closes every partition (RecoveryThreads at a time; each seals and

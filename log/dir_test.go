@@ -1013,3 +1013,36 @@ func TestDirRecreateAfterFailedRootRemove(t *testing.T) {
 	require.NoError(t, d2.Close())
 	require.NoError(t, d.Close())
 }
+
+// TestDirDeleteRenameFailsChangesNothing: a DeletePartition whose rename
+// of the directory to its "-delete" name fails has deleted nothing, and
+// must say so: the partition stays in the Dir (closed: OpenPartition
+// reopens it with its records) and DeletePartition may be called again. It
+// used to drop the partition from the Dir all the same, leaving its
+// directory in place: DeletePartition could not be retried
+// (ErrUnknownPartition), and a CreatePartition of the name opened the old
+// directory, serving the records the user had asked to delete.
+func TestDirDeleteRenameFailsChangesNothing(t *testing.T) {
+	mem := vfs.NewMem()
+	in := vfs.NewInjector(mem)
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: in, SegmentIndexBytes: 1024}})
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	_, err = p.AppendBatch(logtest.MakeBatch(5, 10, 1, 1))
+	require.NoError(t, err)
+	in.FailOnce(func(op vfs.Op) bool { return op.Kind == vfs.OpRename && op.Path == "/logs/t-0" })
+	require.ErrorIs(t, d.DeletePartition("t", 0), vfs.ErrInjected)
+
+	_, err = d.Lookup("t", 0)
+	require.ErrorIs(t, err, plog.ErrClosed, "still the Dir's, closed")
+	p, err = d.OpenPartition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), p.LogEndOffset(), "nothing was deleted")
+
+	require.NoError(t, d.DeletePartition("t", 0), "retried")
+	p, err = d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), p.LogEndOffset(), "a new partition, not the deleted one")
+	require.NoError(t, d.Close())
+}
