@@ -1046,3 +1046,59 @@ func TestDirDeleteRenameFailsChangesNothing(t *testing.T) {
 	require.Equal(t, int64(0), p.LogEndOffset(), "a new partition, not the deleted one")
 	require.NoError(t, d.Close())
 }
+
+// TestOpenAloneThenDirKeepsLogStart: a partition of a closed Dir opened on
+// its own, whose log start moves there, keeps that log start at the next
+// OpenDir. The Dir's root files used to keep the partition's entries from
+// before, and OpenDir let them win over the partition's own files: with
+// the first segment deleted alone, OpenDir refused the whole directory
+// (offsets [0, 18) missing below the root's log start 0); with less
+// deleted, it served the deleted records again. Open alone also ignored
+// the root files, serving again the records the Dir had deleted (its log
+// start was 4). Open alone now takes the root entries over as its own
+// files and drops them from the root before it changes anything.
+func TestOpenAloneThenDirKeepsLogStart(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := plog.DirConfig{Config: plog.Config{FS: mem, SegmentBytes: 400, SegmentIndexBytes: 1024}}
+	d, err := plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	p, err := d.CreatePartition("t", 0)
+	require.NoError(t, err)
+	other, err := d.CreatePartition("t", 1)
+	require.NoError(t, err)
+	for range 8 {
+		_, err = p.AppendBatch(logtest.MakeBatch(3, 30, 1, 1))
+		require.NoError(t, err)
+	}
+	_, err = other.AppendBatch(logtest.MakeBatch(3, 30, 1, 1))
+	require.NoError(t, err)
+	require.NoError(t, p.DeleteRecordsBefore(4))
+	require.NoError(t, other.DeleteRecordsBefore(2))
+	require.NoError(t, d.Close())
+
+	q, err := plog.Open("/logs/t-0", cfg.Config)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), q.LogStartOffset(), "the Dir's log start")
+	require.NoError(t, q.DeleteRecordsBefore(19))
+	require.Greater(t, q.SegmentInfos()[0].BaseOffset, int64(0), "segment 0 deleted")
+	require.NoError(t, q.Close())
+
+	d, err = plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(19), d.Partition("t", 0).LogStartOffset())
+	require.Equal(t, int64(2), d.Partition("t", 1).LogStartOffset(), "the other partition's entry stays")
+	require.Equal(t, int64(24), d.Partition("t", 0).LogEndOffset())
+	require.NoError(t, d.Partition("t", 0).DeleteRecordsBefore(21))
+	require.NoError(t, d.Close())
+
+	// And back alone: the Dir's newer log start wins over the partition's
+	// own file, which the Dir left as it was.
+	q, err = plog.Open("/logs/t-0", cfg.Config)
+	require.NoError(t, err)
+	require.Equal(t, int64(21), q.LogStartOffset())
+	require.NoError(t, q.Close())
+	d, err = plog.OpenDir("/logs", cfg)
+	require.NoError(t, err)
+	require.Equal(t, int64(21), d.Partition("t", 0).LogStartOffset())
+	require.NoError(t, d.Close())
+}

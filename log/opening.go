@@ -60,6 +60,11 @@ type opening struct {
 	// so that OpenDir goes by the partition's own marker
 	// (adoptOwnCheckpoints).
 	dirParent bool
+	// fromRoot are the entries the closed Dir's root files hold for a
+	// partition opened alone with dirParent (readRootEntries), by file
+	// name. They win over the partition's own files, as in OpenDir, and
+	// load moves them into those files (takeRootEntries).
+	fromRoot map[string]int64
 
 	// saved are the offsets the checkpoints hold (readCheckpoints), less
 	// the ones the policy let the open ignore.
@@ -169,6 +174,9 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 		if err := checkpoint.RemoveCleanShutdown(o.fs, filepath.Dir(o.dir)); err != nil {
 			return opened{}, fmt.Errorf("partlog/log: open %s: remove the log directory's clean-shutdown marker: %w", o.dir, err)
 		}
+		if err := o.takeRootEntries(); err != nil {
+			return opened{}, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
+		}
 	}
 	if !clean {
 		o.dropListing() // repairs and recovery may change the directory
@@ -267,14 +275,19 @@ func (o *opening) readCheckpoints(dirClean bool) (clean bool, err error) {
 	} else if clean, err = checkpoint.HasCleanShutdown(o.fs, o.dir); err != nil {
 		return false, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
 	}
+	if o.dirParent {
+		if err := o.readRootEntries(); err != nil {
+			return false, err
+		}
+	}
 	s := &o.saved
-	if s.logStart, s.haveLogStart, err = o.ckpt.read(logStartOffsetCheckpointFile); err != nil {
+	if s.logStart, s.haveLogStart, err = o.readSaved(logStartOffsetCheckpointFile); err != nil {
 		if err := o.checkpointProblem(logStartOffsetCheckpointFile, err); err != nil {
 			return false, err
 		}
 		s.haveLogStart = false
 	}
-	if s.recoveryPoint, s.haveRecoveryPoint, err = o.ckpt.read(recoveryPointCheckpointFile); err != nil {
+	if s.recoveryPoint, s.haveRecoveryPoint, err = o.readSaved(recoveryPointCheckpointFile); err != nil {
 		if !clean {
 			if err := o.checkpointProblem(recoveryPointCheckpointFile, err); err != nil {
 				return false, err
@@ -283,7 +296,7 @@ func (o *opening) readCheckpoints(dirClean bool) (clean bool, err error) {
 		s.haveRecoveryPoint = false // clean: the log end is the recovery point
 	}
 	if o.readHighWatermark {
-		if s.highWatermark, s.haveHighWatermark, err = o.ckpt.read(highWatermarkCheckpointFile); err != nil {
+		if s.highWatermark, s.haveHighWatermark, err = o.readSaved(highWatermarkCheckpointFile); err != nil {
 			if err := o.checkpointProblem(highWatermarkCheckpointFile, err); err != nil {
 				return false, err
 			}
@@ -302,7 +315,7 @@ func (o *opening) readCheckpoints(dirClean bool) (clean bool, err error) {
 	}
 	// A cleaner checkpoint that cannot be read only explains no gap here
 	// (Compact reports it when it reads it).
-	if off, ok, err := o.ckpt.read(cleanerCheckpointFile); err == nil && ok {
+	if off, ok, err := o.readSaved(cleanerCheckpointFile); err == nil && ok {
 		s.cleanerAt = off
 	}
 	return clean, nil
@@ -321,6 +334,102 @@ func (o *opening) checkpointProblem(name string, err error) error {
 	}
 	o.logger.Warn("partlog/log: ignoring a checkpoint that does not parse", "dir", o.dir,
 		"file", ce.File, "position", ce.Pos, "cause", err)
+	return nil
+}
+
+// readSaved reads checkpoint name for readCheckpoints: the closed Dir's
+// root entry when there is one (fromRoot), else the partition's store.
+func (o *opening) readSaved(name string) (int64, bool, error) {
+	if off, ok := o.fromRoot[name]; ok {
+		return off, true, nil
+	}
+	return o.ckpt.read(name)
+}
+
+// readRootEntries reads into fromRoot the entries of the closed Dir's
+// root files for the partition (dirParent): the Dir wrote them after
+// anything the partition's own files hold (OpenDir takes those over), so
+// they win, as they do in OpenDir. A root file that does not parse goes
+// to the policy (checkpointProblem) and is left alone.
+func (o *opening) readRootEntries() error {
+	topic, part, ok := checkpoint.ParseDirName(filepath.Base(o.dir))
+	if !ok {
+		return nil // no Dir opens it as a partition
+	}
+	tp := TopicPartition{topic, part}
+	for _, name := range rootCheckpointFiles {
+		m, err := readRootCheckpoint(o.fs, filepath.Dir(o.dir), name)
+		if err != nil {
+			if err := o.checkpointProblem(name, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if off, ok := m[tp]; ok {
+			if o.fromRoot == nil {
+				o.fromRoot = make(map[string]int64)
+			}
+			o.fromRoot[name] = off
+		}
+	}
+	return nil
+}
+
+// takeRootEntries moves fromRoot into the partition's own files, durably,
+// then drops the partition's entries from the root files, durably, with
+// the Dir's lock held (no Dir opens meanwhile, nor does another partition
+// opened alone rewrite the files). The next OpenDir finds no entry of the
+// partition at its root and takes its own files over (adoptOwnCheckpoints),
+// which the partition keeps current from now on: root entries left in
+// place would win over them although they are older. A crash between the
+// two steps leaves the same offsets in both.
+func (o *opening) takeRootEntries() error {
+	if len(o.fromRoot) == 0 {
+		return nil
+	}
+	for _, name := range rootCheckpointFiles {
+		if off, ok := o.fromRoot[name]; ok {
+			if err := o.ckpt.write(name, off, false); err != nil {
+				return err
+			}
+		}
+	}
+	root := filepath.Dir(o.dir)
+	lock, err := o.fs.Lock(filepath.Join(root, dirLockFile))
+	if errors.Is(err, vfs.ErrLocked) {
+		return fmt.Errorf("%w (the log directory's %s is held): %w", ErrLocked, dirLockFile, err)
+	}
+	if err != nil {
+		return fmt.Errorf("lock the log directory: %w", err)
+	}
+	defer func() { _ = lock.Close() }()
+	topic, part, _ := checkpoint.ParseDirName(filepath.Base(o.dir))
+	tp := TopicPartition{topic, part}
+	for _, name := range rootCheckpointFiles {
+		if _, ok := o.fromRoot[name]; !ok {
+			continue
+		}
+		m, err := readRootCheckpoint(o.fs, root, name)
+		if err != nil {
+			return err
+		}
+		if _, ok := m[tp]; !ok {
+			continue
+		}
+		delete(m, tp)
+		keys := make([]TopicPartition, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, compareTP)
+		entries := make([]checkpoint.PartitionOffset, len(keys))
+		for i, k := range keys {
+			entries[i] = checkpoint.PartitionOffset{Topic: k.Topic, Partition: k.Partition, Offset: m[k]}
+		}
+		if err := checkpoint.Write(o.fs, filepath.Join(root, name), checkpoint.OffsetFormat, entries); err != nil {
+			return fmt.Errorf("drop the partition's entry from %s: %w", name, err)
+		}
+	}
 	return nil
 }
 

@@ -171,7 +171,13 @@ func (p *Partition) lockWriter() {
 // and Recovery in the package documentation). When dir is a partition
 // directory of a closed Dir, Open removes the Dir's clean-shutdown marker,
 // durably, before it changes anything in dir: the next OpenDir then goes
-// by the partition's own marker, and recovers it when it was not closed. The zero Config is Kafka's
+// by the partition's own marker, and recovers it when it was not closed.
+// Such an Open also reads the partition's entries of the Dir's root
+// checkpoint files, which win over its own files as they do in OpenDir,
+// and then, with the marker gone, writes them to its own files and drops
+// them from the root files, durably (the Dir's lock held meanwhile): the
+// next OpenDir takes the partition's own files over, which it keeps
+// current. The zero Config is Kafka's
 // defaults. Errors wrap ErrLocked, ErrInvalidConfig, ErrRecoveryRefused
 // (nothing was written) or batch.ErrCorrupt (naming the file), or are I/O
 // errors.
