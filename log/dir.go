@@ -152,9 +152,11 @@ type DirConfig struct {
 // Sync) rewrites the root file whole and atomically, writes of many
 // partitions at once batched into one. Nor does a partition of a Dir take
 // its own lock (the .partlog.lock file Open takes): the Dir's lock covers
-// every partition in it.
-// Opening one of its partition directories with Open while the Dir is open
-// is therefore not detected and must not be done.
+// every partition in it. Open of one of its partition directories sees
+// the Dir's lock file there and fails with ErrLocked while the Dir is
+// open. Once the Dir is closed, such an Open takes the partition's entries
+// out of the root files into the partition's own checkpoint files, and the
+// next OpenDir takes them back, so the two never hold different values.
 //
 // Every method is safe for concurrent use. Close the Dir, not its
 // partitions: a Partition closed alone stays in the Dir, closed, until
