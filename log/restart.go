@@ -136,7 +136,7 @@ func (p *Partition) restartAboveEndLocked(at int64) error {
 	p.mu.end, p.mu.hw = end, end
 	p.logStart.Store(at)
 	p.publishLocked()
-	p.truncations.Add(1)
+	p.countTruncationLocked()
 	if reuse {
 		old = old[:len(old)-1] // the list is [seg]: drop all but it
 		err := p.spliceSegmentsLocked(0, len(old))

@@ -212,7 +212,7 @@ func (p *Partition) TruncateToContext(ctx context.Context, offset int64) error {
 	// its transaction (txn.go).
 	p.txn.hold(&p.bounds)
 	p.setEndLocked(position{Offset: newEnd, SegBase: seg.BaseOffset(), Pos: pos})
-	p.truncations.Add(1)
+	p.countTruncationLocked()
 
 	// 3. Drop the later segments from the list, then delete them (newest
 	// first); readers holding them keep them until they let go.
@@ -564,7 +564,7 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	if hook := testHookRestartVisible.Load(); hook != nil {
 		(*hook)()
 	}
-	p.truncations.Add(1)
+	p.countTruncationLocked()
 	if hook := testHookRestartVisible.Load(); hook != nil {
 		(*hook)()
 	}
@@ -621,6 +621,19 @@ func (p *Partition) truncateFullyLocked(at int64) error {
 	p.dur.setFlushedBelowLocked(at)
 	p.logger.Info("partlog/log: truncated fully", "dir", p.dir, "logStart", at)
 	return p.makeTruncationDurableLocked(nil)
+}
+
+// countTruncationLocked counts a truncation whose lowered bounds are
+// published, then wakes the goroutines in Wait again. The publication woke
+// them already, but one that looked between it and the count saw neither
+// the count move nor, when the appends it had not seen were cut (a high
+// watermark waiter does not wake for them), the log end go down, and
+// parked again: without this second wake it stayed parked until the next
+// publication, forever on an idle partition
+// (TestWaitSeesTruncationCountedAfterItsLook). REQUIRES: mu held.
+func (p *Partition) countTruncationLocked() {
+	p.truncations.Add(1)
+	p.bounds.wakeAll()
 }
 
 // setEndLocked lowers the log end to end, clamps the high watermark to it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -197,5 +198,45 @@ func TestWaitRules(t *testing.T) {
 		var cuts atomic.Uint64
 		require.ErrorIs(t, b.wait(context.Background(), core, &cuts, offset, false), ErrClosed,
 			"a closed partition's wait returned although its bound had passed")
+	})
+}
+
+// TestWaitSeesTruncationCountedAfterItsLook: a goroutine in Wait for the
+// high watermark, which the appends past it did not wake, looks at the
+// bounds between a restart's publication (which woke it: the high
+// watermark moved) and the count of the truncation. It sees the log end
+// above where it last looked and the count unchanged, and parks again.
+// The count used to be raised without a wake, so it stayed parked
+// although the restarted log ends below its offset; TestWaitPastLogEnd's
+// "truncation after unseen appends" hit the same window through TruncateTo
+// on a loaded machine. Now the count wakes it again and it returns
+// ErrOffsetOutOfRange.
+func TestWaitSeesTruncationCountedAfterItsLook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := Open("/p-0", Config{FS: vfs.NewMem(), DisableAutoHighWatermark: true})
+		require.NoError(t, err)
+		defer p.Close()
+		raceAppend(t, p, 5)
+		require.NoError(t, p.SetHighWatermark(5))
+		done := make(chan error, 1)
+		go func() { done <- p.Wait(t.Context(), 15) }()
+		synctest.Wait() // parked, having seen the log end at 5
+		raceAppend(t, p, 5)
+		calls := 0
+		hook := func() {
+			if calls++; calls == 1 { // published, not counted yet
+				synctest.Wait() // the waiter woke, looked and parked again
+			}
+		}
+		testHookRestartVisible.Store(&hook)
+		t.Cleanup(func() { testHookRestartVisible.Store(nil) })
+		require.NoError(t, p.TruncateFullyAndStartAt(7))
+		synctest.Wait()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrOffsetOutOfRange)
+		default:
+			require.Fail(t, "Wait is still parked after a restart below its offset")
+		}
 	})
 }
