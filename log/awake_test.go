@@ -242,9 +242,13 @@ func restConcurrentWriters(t *testing.T, flushMessages int64) {
 			}
 			for i := range parts {
 				p := d.Partition("t", int32(i))
-				if _, err := p.ReadFrom(p.LogStartOffset(), 1<<20); err != nil && !errors.Is(err, plog.ErrOffsetOutOfRange) {
+				r, err := p.ReadFrom(p.LogStartOffset(), 1<<20)
+				if err != nil && !errors.Is(err, plog.ErrOffsetOutOfRange) {
 					errs <- err
 					return
+				}
+				if err == nil {
+					_ = r.Close() // an open Records keeps the Dir locked after Close
 				}
 			}
 		}

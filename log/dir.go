@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"regexp"
@@ -167,8 +166,11 @@ type Dir struct {
 	fs      vfs.FS
 	logger  *slog.Logger
 	threads int
-	lock    io.Closer
 	root    *rootCheckpoints
+	// dirOwner is the ownership of the log directory (dirLockFile),
+	// held until Close and then until the last reader of a partition's
+	// segments let go (ownership.go).
+	dirOwner *ownership
 	// budget is the segment budget shared by every partition (nil
 	// without DirConfig.MaxOpenSegments).
 	budget *segment.Budget
@@ -201,11 +203,13 @@ type Dir struct {
 //
 // It first takes the directory's lock (Kafka's .lock file): a directory
 // already open by a Dir, in this process or another, gets an error
-// wrapping ErrLocked. It reads the root checkpoint files (a missing one has
-// no entries; one that does not parse goes to Config.Recovery:
-// DefaultRecovery goes on without it, loudly, StrictRecovery refuses) and
-// the clean-shutdown marker, which it then removes, durably, before loading
-// anything (so that a crash while loading counts as unclean). It finishes
+// wrapping ErrLocked, as does one whose Dir was closed while Records of
+// its partitions are still open (see Close). It reads the root checkpoint
+// files (a missing one has no entries; one that does not parse goes to
+// Config.Recovery: DefaultRecovery goes on without it, loudly,
+// StrictRecovery refuses) and the clean-shutdown marker, which it then
+// removes, durably, before loading anything (so that a crash while
+// loading counts as unclean). It finishes
 // the deletion of every "-delete" directory a crash interrupted, and opens
 // every directory named "<topic>-<partition>" (a valid Kafka topic name and
 // a partition number) as Open does, RecoveryThreads at a time, each with
@@ -262,12 +266,13 @@ func OpenDir(path string, cfg DirConfig) (_ *Dir, err error) {
 	}
 	lock, err := fs.Lock(filepath.Join(path, dirLockFile))
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("partlog/log: open dir %s: %w (%s is held by another owner): %w", path, ErrLocked, dirLockFile, err)
+		held := heldBy(filepath.Join(path, dirLockFile), dirLockFile+" is held by another owner")
+		return nil, fmt.Errorf("partlog/log: open dir %s: %w (%s): %w", path, ErrLocked, held, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("partlog/log: open dir %s: lock: %w", path, err)
 	}
-	d.lock = lock
+	d.dirOwner = newOwnership(lock, filepath.Join(path, dirLockFile), path, "the closed Dir's partitions", d.logger)
 	if cfg.Remote != nil {
 		if d.tier, err = newDirTier(*cfg.Remote, d.logger); err != nil {
 			_ = lock.Close()
@@ -428,7 +433,7 @@ func (d *Dir) topicConfig(topic string) Config {
 // nothing or without syncLater.
 func (d *Dir) openPartition(tp TopicPartition, clean, syncLater bool) (p *Partition, recoveredEnd int64, err error) {
 	m := &dirMember{store: dirEntries{root: d.root, tp: tp}, clean: clean, budget: d.budget, flusher: d.flusher, awake: d.awake,
-		syncLater: syncLater, recoveredEnd: -1, tiered: d.tier != nil}
+		syncLater: syncLater, recoveredEnd: -1, tiered: d.tier != nil, dirOwner: d.dirOwner}
 	p, err = open(filepath.Join(d.path, tp.String()), d.topicConfig(tp.Topic), m)
 	if err == nil && d.tier != nil {
 		d.tier.attach(tp, p)
@@ -742,7 +747,10 @@ func (d *Dir) Lookup(topic string, partition int32) (*Partition, error) {
 // another goroutine to finish before it opens the directory again.
 //
 // Errors: ErrUnknownPartition when the Dir does not hold the partition
-// (CreatePartition creates one), ErrClosed when the Dir is closed, and
+// (CreatePartition creates one), ErrClosed when the Dir is closed,
+// ErrLocked while Records the closed partition returned (or other reads
+// holding its segments) are still open (the reopen would cut the files
+// they map: close them, then call OpenPartition again), and
 // Open's when the reopen fails (the closed partition then stays in the
 // Dir, and OpenPartition may be called again).
 func (d *Dir) OpenPartition(topic string, partition int32) (*Partition, error) {
@@ -766,6 +774,11 @@ func (d *Dir) OpenPartition(topic string, partition int32) (*Partition, error) {
 	// at once.
 	if err := p.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w", tp, d.path, err)
+	}
+	// Nor while readers of the closed one hold its segments: the new one
+	// would truncate and rewrite the files they map (ownership.go).
+	if p.segTracker.Live() > 0 {
+		return nil, fmt.Errorf("partlog/log: reopen %s in %s: %w (readers of the closed partition still hold its segments: close what they read first)", tp, d.path, ErrLocked)
 	}
 	np, _, err := d.openPartition(tp, false, false)
 	if err != nil {
@@ -946,8 +959,11 @@ func (d *Dir) removePartitionDir(tp TopicPartition) (renamed bool, err error) {
 // and a second call covers them, before the root files and the marker
 // are written (when either call fails neither is); a Dir whose partitions
 // changed nothing since a clean open syncs nothing. It releases the lock
-// even when a step fails and returns every error. A second Close returns
-// ErrClosed.
+// even when a step fails and returns every error; while Records of its
+// partitions (or other reads holding their segments) are still open, the
+// lock is released when the last of them is closed, and until then OpenDir
+// of the directory, or Open of one of its partitions, fails with
+// ErrLocked. A second Close returns ErrClosed.
 func (d *Dir) Close() error {
 	d.createMu.Lock()
 	defer d.createMu.Unlock()
@@ -998,8 +1014,10 @@ func (d *Dir) Close() error {
 			errs = append(errs, fmt.Errorf("close the filesystem sync: %w", err))
 		}
 	}
-	if err := d.lock.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("unlock: %w", err))
+	// The lock is released now, or when the last reader of a partition
+	// lets go of its segments (ownership.go).
+	if err := d.dirOwner.close(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.logger.Warn("partlog/log: closing the log directory failed", "dir", d.path, "err", err)

@@ -67,7 +67,8 @@
 // DisableAutoHighWatermark; leader-epoch-checkpoint once batches carry a
 // leader epoch (see LeaderEpochs); producer state <offset>.snapshot files;
 // .kafka_cleanshutdown while the partition is closed after a clean Close;
-// and .partlog.lock, the lock Open holds until Close.
+// and .partlog.lock, the lock Open holds until Close (or, while Records
+// are still open after Close, until the last of them is closed).
 // Checkpoints use Kafka's text format and are replaced atomically.
 // Segments deleted while readers still hold them carry the .deleted suffix
 // until the last reader lets go. The formats are in docs/format.md.
@@ -75,8 +76,9 @@
 // Open also reads directories a Kafka broker wrote, compacted ones
 // included (offset gaps, 0-byte or missing indexes), with their
 // leader-epoch-checkpoint and producer .snapshot files. It locks the
-// directory until Close: a second Open of it, in this process or another,
-// fails with ErrLocked. Before it changes anything Open checks the
+// directory until Close, and after Close until the last Records still open
+// is closed: a second Open of it, in this process or another, fails with
+// ErrLocked. Before it changes anything Open checks the
 // directory as a whole (docs/crash-safety.md, "Directory checks"): damage
 // no policy may accept (missing segments, a sealed segment that does not
 // end on a batch, a .swap that would lose data) is refused with an error

@@ -15,8 +15,10 @@ import (
 
 // lockFile is the name of the lock file Open creates (empty) in the
 // partition directory and holds an exclusive lock on (flock(2) on unix)
-// until Close: a second Open of the directory, in this process or another,
-// fails with ErrLocked instead of appending over the first. The file is
+// until Close, and after Close until the last reader let go of the
+// partition's segments (ownership): a second Open of the directory, in
+// this process or another, fails with ErrLocked instead of appending over
+// the first or cutting files its readers map. The file is
 // left in place after Close (removing it would let a later Open lock a new
 // file while an earlier owner still held the old one). Its name starts
 // with a dot and carries no base offset, so neither Kafka's loader nor
@@ -27,7 +29,10 @@ const lockFile = ".partlog.lock" // frozen: on-disk name
 // directory already has an owner, in this process or another: another
 // Open of the partition, a Dir whose log directory holds it (Open of a
 // Dir's partition on its own), or a partition open on its own (OpenDir or
-// CreatePartition of it). The error names the directory.
+// CreatePartition of it). A closed owner stays the owner while Records
+// (or other reads) it returned are still open: until the last is closed,
+// a reopen fails with ErrLocked too, and in this process the error says
+// so. The error names the directory.
 var ErrLocked = errors.New("partlog/log: partition directory is already open")
 
 // lockDir takes the partition directory's lock for a partition opened
@@ -46,9 +51,10 @@ var ErrLocked = errors.New("partlog/log: partition directory is already open")
 // of a closed Dir, whose clean-shutdown marker the opening removes before
 // it changes anything (opening.dirParent).
 func lockDir(fs vfs.FS, dir string) (_ io.Closer, dirParent bool, _ error) {
-	l, err := fs.Lock(filepath.Join(dir, lockFile))
+	name := filepath.Join(dir, lockFile)
+	l, err := fs.Lock(name)
 	if errors.Is(err, vfs.ErrLocked) {
-		return nil, false, fmt.Errorf("partlog/log: open %s: %w (%s is held by another owner): %w", dir, ErrLocked, lockFile, err)
+		return nil, false, fmt.Errorf("partlog/log: open %s: %w (%s): %w", dir, ErrLocked, heldBy(name, lockFile+" is held by another owner"), err)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
@@ -58,7 +64,8 @@ func lockDir(fs vfs.FS, dir string) (_ io.Closer, dirParent bool, _ error) {
 	if err != nil {
 		_ = l.Close()
 		if errors.Is(err, vfs.ErrLocked) {
-			return nil, false, fmt.Errorf("partlog/log: open %s: %w (the log directory's %s is held: a Dir owns the partition): %w", dir, ErrLocked, root, err)
+			held := heldBy(root, "the log directory's "+root+" is held: a Dir owns the partition")
+			return nil, false, fmt.Errorf("partlog/log: open %s: %w (%s): %w", dir, ErrLocked, held, err)
 		}
 		return nil, false, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, root, err)
 	}

@@ -3,7 +3,6 @@ package log
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
@@ -24,9 +23,15 @@ import (
 // safe for concurrent use; appends and the other mutating methods are
 // serialized by one mutex, reads take no lock.
 type Partition struct {
-	// dirLock holds the directory's lockFile from Open to Close; nil for
-	// a partition of a Dir (the Dir's lock covers it).
-	dirLock io.Closer
+	// dirOwner is the ownership of the directory the partition holds
+	// (its own lockFile, or for a partition of a Dir the Dir's lock), from
+	// Open until Close and then until segTracker counts no segment
+	// (ownership.go); Close takes it (nil after).
+	dirOwner *ownership
+	// segTracker counts the partition's segments not yet released: after
+	// Close, the ones readers still hold (segment.Tracker, through
+	// segCfg).
+	segTracker segment.Tracker
 	// ckpt keeps the partition's offset checkpoints: its own files
 	// (partitionFiles) or, in a Dir, the log directory's root files. Set
 	// by Open, never changed. Open reads it; the parts that write the
@@ -166,7 +171,8 @@ func (p *Partition) lockWriter() {
 }
 
 // Open opens the partition stored in dir, creating the directory and a
-// first segment when there are none, and locks the directory until Close.
+// first segment when there are none, and locks the directory until Close
+// (and after it, until the last Records still open is closed).
 // After a crash it recovers the log as Config.Recovery allows (see Files
 // and Recovery in the package documentation). When dir is a partition
 // directory of a closed Dir, Open removes the Dir's clean-shutdown marker,
@@ -213,6 +219,9 @@ type dirMember struct {
 	// hold, for the Dir to cut at the whole log's start once it attached
 	// the tier part (Partition.cutEpochsBelowStart).
 	tiered bool
+	// dirOwner is the Dir's ownership of the log directory, which the
+	// partition holds until it is closed and its readers let go.
+	dirOwner *ownership
 }
 
 // open is Open, for a partition alone (m == nil) or of a Dir. Its steps
@@ -234,10 +243,11 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		return nil, err
 	}
 	p := &Partition{dir: dir, cfg: cfg, segCfg: cfg.segmentConfig(), logger: cfg.Logger}
+	p.segCfg.Tracker = &p.segTracker // every segment the partition creates or opens
 	p.ckpt = partitionFiles{fs: cfg.FS, dir: dir, logger: cfg.Logger}
 	var awake *awakeSet // a Dir's under a segment budget (awake.go)
 	if m != nil {
-		p.ckpt, p.inDir = m.store, true
+		p.ckpt, p.inDir, p.dirOwner = m.store, true, m.dirOwner
 		p.segCfg.Budget = m.budget // the Dir's, shared (budget.go)
 		awake = m.awake
 	}
@@ -265,7 +275,8 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 		// (lockDir explains the order that makes this safe).
 		if ownLock, err = probeFree(fs, filepath.Join(dir, lockFile)); err != nil {
 			if errors.Is(err, vfs.ErrLocked) {
-				return nil, fmt.Errorf("partlog/log: open %s: %w (%s is held: the partition is open on its own): %w", dir, ErrLocked, lockFile, err)
+				held := heldBy(filepath.Join(dir, lockFile), lockFile+" is held: the partition is open on its own")
+				return nil, fmt.Errorf("partlog/log: open %s: %w (%s): %w", dir, ErrLocked, held, err)
 			}
 			return nil, fmt.Errorf("partlog/log: open %s: check %s: %w", dir, lockFile, err)
 		}
@@ -275,7 +286,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 			return nil, lerr
 		}
 		dirParent = inDirParent
-		p.dirLock = lock
+		p.dirOwner = newOwnership(lock, filepath.Join(dir, lockFile), dir, "the closed partition", cfg.Logger)
 		defer func() {
 			if err != nil {
 				_ = lock.Close()
@@ -449,6 +460,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	} else {
 		p.dur.startFlusher()
 	}
+	p.dirOwner.hold() // let go by Close, once segTracker counts no segment
 	p.logger.Debug("partlog/log: opened", "dir", dir, "segments", len(list), "clean", clean,
 		"logStart", start, "logEnd", end.Offset)
 	return p, nil
@@ -721,12 +733,17 @@ func (p *Partition) checkWritableLocked() error {
 // end and, when all of that succeeded and the partition had not failed,
 // the clean-shutdown marker, so that the next Open skips recovery. It
 // stops the FlushInterval goroutine and waits for a flush in progress.
-// Records still open stay valid until they are closed. Close releases
-// everything even when a step fails and returns the first error, or the
-// failure that failed the partition before (ErrFailed), perhaps in a
-// background flush. A Compact round in progress is stopped first (it
-// returns an error wrapping ErrClosed and removes its unfinished files) and
-// Close waits for it. Every later call, Close included, returns ErrClosed.
+// Records still open stay valid, their bytes unchanged, until they are
+// closed: the partition keeps its directory locked until the last of
+// them (and of every other read still holding its segments) is closed,
+// and until then an Open of the directory (or, in a Dir, OpenPartition)
+// fails with ErrLocked, so that no new owner cuts or rewrites the files
+// they map. Close releases everything else even when a step fails and
+// returns the first error, or the failure that failed the partition
+// before (ErrFailed), perhaps in a background flush. A Compact round in
+// progress is stopped first (it returns an error wrapping ErrClosed and
+// removes its unfinished files) and Close waits for it. Every later call,
+// Close included, returns ErrClosed.
 func (p *Partition) Close() error {
 	_, err := p.closeWith(false)
 	return err
@@ -748,31 +765,38 @@ func (p *Partition) closeWith(syncLater bool) (unsynced bool, err error) {
 		syncLater = false
 	}
 	p.cleaning.stop() // a running Compact ends with ErrClosed before anything closes
-	lock, unsynced, err := p.close(syncLater)
+	owner, unsynced, err := p.close(syncLater)
 	p.dur.bg.Wait() // background flushes after a roll, the spare's goroutines; they find ErrClosed
-	// The directory lock goes last: the goroutines waited for above
-	// write and remove files (a spare's, under names another owner's
-	// spare would take too), so nobody else may own the directory
-	// before they ended.
-	if lock != nil {
-		if uerr := lock.Close(); uerr != nil {
-			uerr = fmt.Errorf("partlog/log: close %s: unlock: %w", p.dir, uerr)
-			p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", uerr)
-			if err == nil {
-				err = uerr
+	// The directory's ownership goes last: the goroutines waited for
+	// above write and remove files (a spare's, under names another
+	// owner's spare would take too), so nobody else may own the
+	// directory before they ended. Nor before the last reader let go of
+	// the segments (a Records kept open, a lease): a new owner would
+	// truncate and rewrite the files it maps. The partition holds the
+	// ownership until then (ownership.go).
+	if owner != nil {
+		if !p.segTracker.WhenIdle(owner.letGo) {
+			owner.letGo()
+		}
+		if !p.inDir { // a Dir's is the Dir's to close
+			if uerr := owner.close(); uerr != nil {
+				p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", uerr)
+				if err == nil {
+					err = uerr
+				}
 			}
 		}
 	}
 	return unsynced, err
 }
 
-// close implements closeWith but for the release of the directory lock,
-// which it returns (nil when there is none, or when the partition was
-// closed already). It takes flushMu (so a running sync or a roll's background
+// close implements closeWith but for the release of the directory's
+// ownership, which it returns (nil when the partition was closed
+// already). It takes flushMu (so a running sync or a roll's background
 // flush ends first), then mu, then each segment's locks, in DESIGN.md's
 // lock order, and drops the partition's references on its segments: their
 // files close now or when the last Records holding them is closed.
-func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err error) {
+func (p *Partition) close(syncLater bool) (owner *ownership, unsynced bool, err error) {
 	p.dur.flusher.stop()
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
@@ -840,11 +864,11 @@ func (p *Partition) close(syncLater bool) (lock io.Closer, unsynced bool, err er
 			keep(fmt.Errorf("partlog/log: close %s: clean shutdown marker: %w", p.dir, err))
 		}
 	}
-	lock, p.dirLock = p.dirLock, nil
+	owner, p.dirOwner = p.dirOwner, nil
 	if first != nil {
 		p.logger.Warn("partlog/log: close failed", "dir", p.dir, "err", first)
 	}
-	return lock, unsynced, first
+	return owner, unsynced, first
 }
 
 // spliceSegmentsLocked publishes a new snapshot whose list is the current

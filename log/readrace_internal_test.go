@@ -72,8 +72,9 @@ func TestReadCommittedRacesTruncation(t *testing.T) {
 	require.NoError(t, err)
 	abortAt, err := p.AppendMarker(batch.TxnMarker{Type: batch.ControlAbort, ProducerID: 1})
 	require.NoError(t, err)
-	_, aborted, err := p.ReadCommitted(0, 1<<20)
+	first, aborted, err := p.ReadCommitted(0, 1<<20)
 	require.NoError(t, err)
+	require.NoError(t, first.Close())
 	require.Len(t, aborted, 1, "without the race")
 
 	calls := onSnapshot(t, 1, func() { require.NoError(t, p.TruncateTo(abortAt)) })

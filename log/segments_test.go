@@ -59,11 +59,6 @@ func TestReplaceAndDeleteSegments(t *testing.T) {
 	segs, err := p.Segments()
 	require.NoError(t, err)
 	require.Greater(t, len(segs), 4)
-	defer func() {
-		for _, s := range segs {
-			require.NoError(t, s.Unref())
-		}
-	}()
 
 	// The active segment (and anything reaching past the high watermark)
 	// is refused.
@@ -109,6 +104,11 @@ func TestReplaceAndDeleteSegments(t *testing.T) {
 	}
 	require.NoError(t, m.DeleteRecordsBefore(p.LogStartOffset()))
 	require.NoError(t, logtest.Check(p, m))
+	// References held across Close keep the directory locked: drop them
+	// first.
+	for _, s := range segs {
+		require.NoError(t, s.Unref())
+	}
 
 	require.NoError(t, p.Close())
 	p2, err := plog.Open(dir, plog.Config{SegmentBytes: 2048})

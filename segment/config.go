@@ -50,6 +50,9 @@ type Config struct {
 	// one uses it and other segments of the budget need the room (see
 	// Budget); nil keeps them open until the last Unref.
 	Budget *Budget
+	// Tracker, when set, counts the segment until its last Unref (see
+	// Tracker); nil counts nothing.
+	Tracker *Tracker
 	// Now is the clock Created reads, and so the one a segment none of
 	// whose batches has a timestamp is aged by for time-based rolls
 	// (ShouldRoll compares it with the now it is given); nil is

@@ -239,6 +239,7 @@ func CreateWithSuffix(fsys vfs.FS, dir string, baseOffset int64, suffix string, 
 		return nil, err
 	}
 	s.publishEmpty()
+	s.cfg.Tracker.addSegment()
 	return s, nil
 }
 
@@ -298,6 +299,9 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	fsys = orOS(fsys)
 	if clean && cfg.Budget != nil && suffix == "" {
 		s, err := openCleanAtRest(fsys, dir, baseOffset, cfg)
+		if err == nil {
+			s.cfg.Tracker.addSegment()
+		}
 		if !errors.Is(err, errNotAtRest) {
 			return s, err
 		}
@@ -389,6 +393,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, suffix string, cfg Config, 
 	s.sealed.Store(true)
 	s.w.syncedAtOpen = clean && !rebuilt
 	s.updateClosable()
+	s.cfg.Tracker.addSegment()
 	return s, nil
 }
 
@@ -637,7 +642,7 @@ func (s *Segment) Ref() {
 
 // Unref drops a reference. The last one closes the files and unmaps the
 // .log (and, after MarkDeleted, removes the files), returning the first
-// error of doing so.
+// error of doing so, and then uncounts the segment from its Tracker.
 func (s *Segment) Unref() error {
 	n := s.refs.Add(-1)
 	switch {
@@ -672,6 +677,7 @@ func (s *Segment) Unref() error {
 			}
 		}
 	}
+	s.cfg.Tracker.segmentReleased() // last: the files are closed and removed
 	return err
 }
 
