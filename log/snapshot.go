@@ -135,6 +135,18 @@ func (s *producerSnapshots) write(offset int64, data []byte, sync bool) error {
 	return nil
 }
 
+// writeOwn is write for a caller that holds the core's mu and not
+// ckptMu (durableLocked, writeUnsyncedLocked): it takes ckptMu, as a roll
+// snapshot's background write does, so that the two never write the
+// listing fields or the same file at once (a DeleteRecordsBefore's
+// durable snapshot racing the roll's flush, TestProducerSnapshotLifecycle
+// under the race detector). REQUIRES: ckptMu not held.
+func (s *producerSnapshots) writeOwn(offset int64, data []byte, sync bool) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	return s.write(offset, data, sync)
+}
+
 // remove removes the snapshot files whose offset satisfies drop, and
 // returns the offsets of those it kept, ascending, and whether it removed
 // any. The caller syncs the directory. It holds
@@ -558,7 +570,7 @@ func (s *producerSnapshots) keepLoadedLocked(end int64, writeSeq uint64) {
 // held (or Open).
 func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writeSeq uint64, dirDirty *bool) error {
 	s.kept = keptSnapshot{}
-	if err := s.write(end, state.AppendSnapshot(nil), true); err != nil {
+	if err := s.writeOwn(end, state.AppendSnapshot(nil), true); err != nil {
 		return err
 	}
 	*dirDirty = true
@@ -576,7 +588,7 @@ func (s *producerSnapshots) durableLocked(state *producer.State, end int64, writ
 // REQUIRES: mu held.
 func (s *producerSnapshots) writeUnsyncedLocked(state *producer.State, end int64, dirDirty *bool) error {
 	s.kept = keptSnapshot{}
-	if err := s.write(end, state.AppendSnapshot(nil), false); err != nil {
+	if err := s.writeOwn(end, state.AppendSnapshot(nil), false); err != nil {
 		return err
 	}
 	*dirDirty = true
