@@ -162,6 +162,13 @@ func (p *Partition) deleteSegments(oldest []*segment.Segment, truncations uint64
 		return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 	}
 	if next > p.logStart.Load() {
+		// The producer state of the segments must be durable before
+		// the checkpoint moves: an Open after a crash removes the
+		// segments wholly below the log start (dropOldestLocked's
+		// check then finds the snapshot on disk).
+		if err := p.producersDurableFromLocked(next); err != nil {
+			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
+		}
 		if err := p.ckpts.writeLogStart(next); err != nil {
 			return fmt.Errorf("partlog/log: delete segments of %s: %w", p.dir, err)
 		}
