@@ -65,6 +65,11 @@ type opening struct {
 	// name. They win over the partition's own files, as in OpenDir, and
 	// load moves them into those files (takeRootEntries).
 	fromRoot map[string]int64
+	// tiered is dirMember.tiered, set by the core: the leader epoch
+	// entries below the local log start may be the copies' epochs, which
+	// settleEmptyTail leaves to the Dir's cut at the whole log's start
+	// (Partition.cutEpochsBelowStart).
+	tiered bool
 
 	// saved are the offsets the checkpoints hold (readCheckpoints), less
 	// the ones the policy let the open ignore.
@@ -622,7 +627,12 @@ func (o *opening) settleEmptyTail(list []*segment.Segment) ([]*segment.Segment, 
 		if err := remove(list[:n-1]); err != nil {
 			return list, err
 		}
-		if first, ok := o.epochs.First(); ok && first.StartOffset < b {
+		// In a Dir that tiers, the copies below b keep their epochs
+		// (a retention the crash interrupted leaves them):
+		// cutEpochsBelowStart cuts the cache at the whole log's start,
+		// which a DeleteRecordsBefore or a restart moved before its log
+		// start checkpoint.
+		if first, ok := o.epochs.First(); ok && first.StartOffset < b && !o.tiered {
 			o.epochs.Clear()
 		}
 		return list[n-1:], nil

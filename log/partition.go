@@ -297,6 +297,7 @@ func open(dir string, cfg Config, m *dirMember) (_ *Partition, err error) {
 	// refusal changes nothing. It hands over the segments, recovered.
 	opening := newOpening(dir, &p.cfg, p.segCfg, p.ckpt, p.inDir)
 	opening.ownLock, opening.dirParent = ownLock, dirParent
+	opening.tiered = m != nil && m.tiered
 	res, err := opening.load(m != nil && m.clean)
 	if err != nil {
 		return nil, err
