@@ -228,6 +228,16 @@ func (o *opening) load(dirClean bool) (_ opened, err error) {
 		for from > 0 && list[from].BaseOffset() > o.saved.rp() {
 			from--
 		}
+		// Below the recovery point every batch was synced: damage
+		// that Open met there (the batches ending before the last
+		// offset index entries) is not a torn write, and is refused
+		// as before recovery looked at it (law 12). Those wholly below
+		// the log start are no reader's.
+		for i, seg := range list[:from] {
+			if err := seg.LoadDamage(); err != nil && !(o.saved.haveLogStart && list[i+1].BaseOffset() <= o.saved.logStart) {
+				return opened{}, fmt.Errorf("partlog/log: open %s: %w", o.dir, err)
+			}
+		}
 		// Nor below the segment holding the log start: those wholly
 		// below it are no reader's (checkDir skips them too).
 		for o.saved.haveLogStart && from+1 < len(list) && list[from+1].BaseOffset() <= o.saved.logStart {

@@ -387,6 +387,7 @@ func (s *Segment) load(fileSize int64, rebuildOff, rebuildTime, clean bool) (reb
 		// it, are rebuilt from that scan, and recovery decides about the
 		// rest.
 		warn("offset", err)
+		s.loadDamage = err
 		if end, next, err = rebuildIdx(fileSize, true, true); err != nil {
 			return rebuilt, err
 		}

@@ -141,6 +141,10 @@ type Segment struct {
 	// txn is the transaction index (.txnindex, txnindex.go).
 	txn txnIndex
 
+	// loadDamage is the corruption an unclean Open met below the end the
+	// last offset index entries gave (see LoadDamage); set by load only.
+	loadDamage error
+
 	// lease is the read lease: readers hold a shared lease across reads
 	// and while they use bytes aliasing the mapping; TruncateTo and
 	// Recover take the exclusive lease before they shrink the .log.

@@ -256,6 +256,15 @@ func zeroedTxnEntry(a AbortedTxn) bool { return a.LastOffset == 0 && a.LastStabl
 // corruption. Writer side.
 func (s *Segment) TxnIndexDamage() error { return s.txn.damage }
 
+// LoadDamage returns the corruption an unclean Open (Open, not OpenClean)
+// met in the .log below the end its last offset index entries gave, or
+// nil. Open then ends the segment's batches at that damage and rebuilds
+// its indexes to there, leaving the decision to the owner: above a
+// recovery point it is a write a crash lost (Recover cuts the log there);
+// below one, where every batch was synced, it is corruption that no cut
+// may hide. Writer side.
+func (s *Segment) LoadDamage() error { return s.loadDamage }
+
 // AbortedTxns returns the entries of the transaction index, oldest first.
 // The slice is shared: it must not be modified. Safe for concurrent use.
 func (s *Segment) AbortedTxns() []AbortedTxn { return s.txn.list() }
