@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/partlog/partlog/index/vfs"
 	"github.com/partlog/partlog/internal/base"
@@ -60,7 +61,7 @@ func lockDir(fs vfs.FS, dir string) (_ io.Closer, dirParent bool, _ error) {
 		return nil, false, fmt.Errorf("partlog/log: open %s: lock: %w", dir, err)
 	}
 	root := filepath.Join(filepath.Dir(dir), dirLockFile)
-	inDir, err := probeFree(fs, root)
+	inDir, err := probeFreeWith(fs, root, func(name string) (io.Closer, error) { return rootLocks.lock(fs, name) })
 	if err != nil {
 		_ = l.Close()
 		if errors.Is(err, vfs.ErrLocked) {
@@ -77,13 +78,18 @@ func lockDir(fs vfs.FS, dir string) (_ io.Closer, dirParent bool, _ error) {
 // an error wrapping vfs.ErrLocked when another owner holds it; and
 // whether it exists.
 func probeFree(fs vfs.FS, name string) (exists bool, err error) {
+	return probeFreeWith(fs, name, fs.Lock)
+}
+
+// probeFreeWith is probeFree, taking the lock with lock.
+func probeFreeWith(fs vfs.FS, name string, lock func(string) (io.Closer, error)) (exists bool, err error) {
 	if _, err := fs.Stat(name); err != nil {
 		if errors.Is(err, errNotExist) {
 			return false, nil
 		}
 		return false, err
 	}
-	l, err := fs.Lock(name)
+	l, err := lock(name)
 	if err != nil {
 		return true, err
 	}
@@ -448,4 +454,74 @@ func (o *opening) recoveryPointPastEnd(rp, end int64, clean bool, active string)
 	o.logger.Error("partlog/log: the recovery point is past the log end; recovering the last segment and moving it back",
 		"dir", o.dir, "file", rpPath, "recoveryPoint", rp, "logEnd", end)
 	return nil
+}
+
+// rootLocks tells the Opens alone of this process apart from a Dir when
+// they find a log directory's dirLockFile held: each takes it for a
+// moment (lockDir's probe, opening.takeRootEntries), so two partitions of
+// a closed Dir opened at once would otherwise find each other's lock and
+// fail with ErrLocked as if a Dir owned them.
+var rootLocks rootLockUses
+
+// rootLockUses is the type of rootLocks.
+type rootLockUses struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	// holding counts, by lock file (absolute path), the Opens alone of
+	// this process that hold it. Their attempts are made under mu, so a
+	// lock found held while it counts none is held by someone else.
+	holding map[string]int
+}
+
+// lock locks the dirLockFile name for an Open alone. When another Open
+// alone of this process holds it, it waits for the release and tries
+// again; a lock held by anyone else (a Dir, another process) is an error
+// wrapping vfs.ErrLocked, as fs.Lock's.
+func (u *rootLockUses) lock(fs vfs.FS, name string) (io.Closer, error) {
+	key := name
+	if abs, err := filepath.Abs(name); err == nil {
+		key = abs
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cond.L == nil {
+		u.cond.L = &u.mu
+		u.holding = make(map[string]int)
+	}
+	for {
+		l, err := fs.Lock(name) // does not wait (flock's LOCK_NB)
+		if err == nil {
+			u.holding[key]++
+			return &rootLock{Closer: l, u: u, key: key}, nil
+		}
+		if !errors.Is(err, vfs.ErrLocked) || u.holding[key] == 0 {
+			return nil, err
+		}
+		for u.holding[key] > 0 {
+			u.cond.Wait()
+		}
+	}
+}
+
+// rootLock is a dirLockFile held through rootLocks.
+type rootLock struct {
+	io.Closer
+	u    *rootLockUses
+	key  string
+	once sync.Once
+}
+
+// Close releases the lock, then wakes the Opens alone waiting for it.
+func (l *rootLock) Close() error {
+	err := l.Closer.Close()
+	l.once.Do(func() {
+		u := l.u
+		u.mu.Lock()
+		if u.holding[l.key]--; u.holding[l.key] == 0 {
+			delete(u.holding, l.key)
+		}
+		u.cond.Broadcast()
+		u.mu.Unlock()
+	})
+	return err
 }

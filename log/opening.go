@@ -410,7 +410,7 @@ func (o *opening) takeRootEntries() error {
 		}
 	}
 	root := filepath.Dir(o.dir)
-	lock, err := o.fs.Lock(filepath.Join(root, dirLockFile))
+	lock, err := rootLocks.lock(o.fs, filepath.Join(root, dirLockFile))
 	if errors.Is(err, vfs.ErrLocked) {
 		return fmt.Errorf("%w (the log directory's %s is held): %w", ErrLocked, dirLockFile, err)
 	}
