@@ -25,19 +25,7 @@ func TestDeletionCrashThenCleanReopenKeepsLogStart(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			const dir = "/data/deletion-crash-0"
 			mem := vfs.NewMem()
-			in := vfs.NewInjector(mem)
-			var mu sync.Mutex
-			var armed bool
-			var crashed *vfs.MemFS
-			in.SetHook(func(op vfs.Op) error {
-				mu.Lock()
-				defer mu.Unlock()
-				// Just before the first segment file goes.
-				if armed && crashed == nil && op.Kind == vfs.OpRename && strings.HasSuffix(op.NewPath, ".deleted") {
-					crashed = mem.CrashClone(vfs.CrashOptions{})
-				}
-				return nil
-			})
+			in, c := crashBeforeFirstDeletion(mem)
 			cfg := plog.Config{FS: in}
 			p, err := plog.Open(dir, cfg)
 			require.NoError(t, err)
@@ -47,9 +35,7 @@ func TestDeletionCrashThenCleanReopenKeepsLogStart(t *testing.T) {
 			require.NoError(t, p.Roll())
 			appendN(t, p, 2) // offsets 7-8
 			require.NoError(t, p.Sync())
-			mu.Lock()
-			armed = true
-			mu.Unlock()
+			c.setArmed(true)
 			if how == "retention" {
 				segs, err := p.Segments()
 				require.NoError(t, err)
@@ -62,6 +48,7 @@ func TestDeletionCrashThenCleanReopenKeepsLogStart(t *testing.T) {
 				require.NoError(t, p.DeleteRecordsBefore(7))
 			}
 			require.NoError(t, p.Close())
+			crashed := c.clone()
 			require.NotNil(t, crashed)
 
 			cfg.FS = crashed
@@ -120,4 +107,43 @@ func TestOpenRecreatingFirstSegmentSyncsIt(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = q.Close() }()
 	require.Contains(t, []int64{2147483647, 2147483648}, q.LogEndOffset())
+}
+
+// deletionCrash takes a crash clone of a MemFS just before the first
+// segment file is renamed to .deleted while it is armed
+// (crashBeforeFirstDeletion).
+type deletionCrash struct {
+	mu      sync.Mutex
+	armed   bool
+	crashed *vfs.MemFS
+}
+
+// crashBeforeFirstDeletion returns an injector over mem whose hook takes
+// the clone, and the crash it fills.
+func crashBeforeFirstDeletion(mem *vfs.MemFS) (*vfs.Injector, *deletionCrash) {
+	c := &deletionCrash{}
+	in := vfs.NewInjector(mem)
+	in.SetHook(func(op vfs.Op) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.armed && c.crashed == nil && op.Kind == vfs.OpRename && strings.HasSuffix(op.NewPath, ".deleted") {
+			c.crashed = mem.CrashClone(vfs.CrashOptions{})
+		}
+		return nil
+	})
+	return in, c
+}
+
+// setArmed turns the crash on or off.
+func (c *deletionCrash) setArmed(on bool) {
+	c.mu.Lock()
+	c.armed = on
+	c.mu.Unlock()
+}
+
+// clone returns the crash clone, nil when the crash point was not met.
+func (c *deletionCrash) clone() *vfs.MemFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashed
 }

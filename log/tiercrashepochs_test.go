@@ -1,8 +1,6 @@
 package log_test
 
 import (
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,18 +20,7 @@ import (
 // answered from the copies' epochs.
 func TestTierRetentionCrashKeepsEpochs(t *testing.T) {
 	mem := vfs.NewMem()
-	in := vfs.NewInjector(mem)
-	var mu sync.Mutex
-	var armed bool
-	var crashed *vfs.MemFS
-	in.SetHook(func(op vfs.Op) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if armed && crashed == nil && op.Kind == vfs.OpRename && strings.HasSuffix(op.NewPath, ".deleted") {
-			crashed = mem.CrashClone(vfs.CrashOptions{})
-		}
-		return nil
-	})
+	in, c := crashBeforeFirstDeletion(mem)
 	st := plog.NewDirRemoteStorage("/remote", in)
 	cfg := tierDirConfig(in, st)
 	d, err := plog.OpenDir("/data", cfg)
@@ -49,19 +36,16 @@ func TestTierRetentionCrashKeepsEpochs(t *testing.T) {
 	d.RunTierPass() // copies every sealed segment, deletes all but the last
 	segs, err := p.Segments()
 	require.NoError(t, err)
-	mu.Lock()
-	armed = true
-	mu.Unlock()
+	c.setArmed(true)
 	err = p.DeleteSegments(segs[:len(segs)-1])
 	for _, s := range segs {
 		require.NoError(t, s.Unref())
 	}
 	require.NoError(t, err)
-	mu.Lock()
-	armed = false
-	mu.Unlock()
+	c.setArmed(false)
 	require.Equal(t, int64(120), p.LogStartOffset())
 	require.Equal(t, want, p.LeaderEpochs())
+	crashed := c.clone()
 	require.NotNil(t, crashed)
 
 	cfg.Config.FS = crashed
