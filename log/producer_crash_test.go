@@ -329,3 +329,46 @@ func TestDeleteRecordsInsideFirstSegmentKeepsProducers(t *testing.T) {
 	assert.Equal(t, int64(9), open[0].ProducerID)
 	assert.Equal(t, int64(0), open[0].FirstOffset, "the transaction began at 0")
 }
+
+// TestTruncateToLogStartProducersSurviveCrash: a TruncateTo that cuts the
+// log back to its log start offset leaves every record below it deleted,
+// as a DeleteRecordsBefore up to the log end does: the next roll leaves
+// the old segment wholly below the log start, and an Open after a crash
+// removes it. A crash before the roll's snapshot reached the disk must
+// still know the open transaction of its synced batch (law 11). Before,
+// the truncation removed the snapshots past the new end and left the
+// producer state in memory and in the old segment only, and the crash
+// forgot the transaction (found by TestProducerStateMachine: truncate,
+// roll, crash).
+func TestTruncateToLogStartProducersSurviveCrash(t *testing.T) {
+	const dir = "/kafka/truncated-to-start-0"
+	mem := vfs.NewMem()
+	cfg := plog.WithManualRollFlush(plog.Config{FS: mem})
+	p, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = p.Close() }()
+	_, err = p.AppendBatch(pb{pid: 9, seq: 0, n: 1, txn: true}.bytes(t)) // offset 0
+	require.NoError(t, err)
+	_, err = p.AppendBatch(pb{pid: 7, seq: 0, n: 2}.bytes(t)) // offsets 1-2
+	require.NoError(t, err)
+	require.NoError(t, p.Roll())
+	require.NoError(t, p.FlushRolled()) // snapshot at 3 written
+	require.NoError(t, p.DeleteRecordsBefore(1))
+	require.NoError(t, p.TruncateTo(1)) // removes the snapshot at 3
+	require.Equal(t, int64(1), p.LogStartOffset())
+	require.Equal(t, int64(1), p.LogEndOffset())
+	require.NoError(t, p.Roll()) // its snapshot at 1 not written
+
+	// The crash keeps every unsynced change: the new segment's entry.
+	cfg.FS = mem.CrashClone(vfs.CrashOptions{UnsyncedDataPercent: 100})
+	crashed, err := plog.Open(dir, cfg)
+	require.NoError(t, err)
+	defer func() { _ = crashed.Close() }()
+	require.Equal(t, int64(1), crashed.LogStartOffset())
+	require.Equal(t, int64(1), crashed.LogEndOffset())
+	open, err := crashed.OpenTransactions()
+	require.NoError(t, err)
+	require.Len(t, open, 1, "producer 9's transaction is open")
+	assert.Equal(t, int64(9), open[0].ProducerID)
+	assert.Equal(t, int64(0), open[0].FirstOffset)
+}

@@ -389,6 +389,17 @@ func (p *Partition) makeTruncationDurableLocked(carried []rollSnapshot) error {
 		p.failLocked(err) // the file would name epochs of cut batches
 		return p.mu.failed
 	}
+	if p.mu.end.Offset == p.logStart.Load() {
+		// Every record below the new end is deleted, as after a
+		// DeleteRecordsBefore up to the log end: the next roll leaves
+		// every segment wholly below the log start, and an Open after a
+		// crash removes them (settleEmptyTail) whether or not the roll's
+		// snapshot reached the disk. The snapshots past the new end are
+		// gone, so the state must be durable at it now.
+		if err := p.producersDurableFromLocked(p.mu.end.Offset); err != nil {
+			return fmt.Errorf("partlog/log: truncate %s: producer state: %w", p.dir, err)
+		}
+	}
 	return rpErr
 }
 
