@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -149,8 +150,12 @@ func (r *DirRunner) dropGoneMarks(held map[string]*plog.Partition) {
 // Loop runs Run every interval (Kafka's log.retention.check.interval.ms,
 // 5 minutes by default) until ctx is done, and returns ctx's error. The
 // errors of each run reach Progress (and the partitions they mark stay
-// skipped, see Runner).
+// skipped, see Runner). An interval that is not positive is an error
+// wrapping ErrInvalidConfig, and nothing runs.
 func (r *DirRunner) Loop(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: Loop interval %v is not positive", ErrInvalidConfig, interval)
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

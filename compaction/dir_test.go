@@ -119,6 +119,20 @@ func TestDirRunnerLoop(t *testing.T) {
 	})
 }
 
+// TestDirRunnerLoopRefusesNonPositiveInterval: Loop with an interval of 0
+// or below returns an error wrapping ErrInvalidConfig and runs nothing;
+// it used to panic in time.NewTicker.
+func TestDirRunnerLoopRefusesNonPositiveInterval(t *testing.T) {
+	d, err := plog.OpenDir("/logs", plog.DirConfig{Config: plog.Config{FS: vfs.NewMem()}})
+	require.NoError(t, err)
+	defer d.Close()
+	r, err := NewDirRunner(d, DirRunnerOptions{Config: Config{Retention: -1, RetentionBytes: 1}})
+	require.NoError(t, err)
+	for _, interval := range []time.Duration{0, -time.Second} {
+		require.ErrorIs(t, r.Loop(t.Context(), interval), ErrInvalidConfig, "interval %v", interval)
+	}
+}
+
 // corruptFirstSegment flips a byte inside the first batch of p's first
 // segment, behind the partition's back: a compaction round reading it
 // fails with batch.ErrCorrupt.
