@@ -240,11 +240,7 @@ func TestDeletedSegmentsProducersSurviveCrash(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { _ = crashed.Close() }()
 			require.Equal(t, int64(3), crashed.LogStartOffset())
-			open, err := crashed.OpenTransactions()
-			require.NoError(t, err)
-			require.Len(t, open, 1, "producer 9's transaction is open")
-			assert.Equal(t, int64(9), open[0].ProducerID)
-			assert.Equal(t, int64(2), open[0].FirstOffset)
+			requireOneOpenTxn(t, crashed, 9, 2)
 			info, err := crashed.AppendBatchInfo(plain)
 			require.NoError(t, err)
 			assert.True(t, info.Duplicate, "producer 7's retry is known")
@@ -284,10 +280,7 @@ func TestDeleteRecordsToEndProducersSurviveCrash(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = crashed.Close() }()
 	require.Equal(t, int64(2), crashed.LogStartOffset())
-	open, err := crashed.OpenTransactions()
-	require.NoError(t, err)
-	require.Len(t, open, 1, "producer 9's transaction is open")
-	assert.Equal(t, int64(9), open[0].ProducerID)
+	requireOneOpenTxn(t, crashed, 9, 0)
 	info, err := crashed.AppendBatchInfo(plain)
 	require.NoError(t, err)
 	assert.True(t, info.Duplicate, "producer 7's retry is known")
@@ -323,11 +316,7 @@ func TestDeleteRecordsInsideFirstSegmentKeepsProducers(t *testing.T) {
 	crashed, err := plog.Open(dir, cfg)
 	require.NoError(t, err)
 	defer func() { _ = crashed.Close() }()
-	open, err := crashed.OpenTransactions()
-	require.NoError(t, err)
-	require.Len(t, open, 1)
-	assert.Equal(t, int64(9), open[0].ProducerID)
-	assert.Equal(t, int64(0), open[0].FirstOffset, "the transaction began at 0")
+	requireOneOpenTxn(t, crashed, 9, 0)
 }
 
 // TestTruncateToLogStartProducersSurviveCrash: a TruncateTo that cuts the
@@ -366,9 +355,16 @@ func TestTruncateToLogStartProducersSurviveCrash(t *testing.T) {
 	defer func() { _ = crashed.Close() }()
 	require.Equal(t, int64(1), crashed.LogStartOffset())
 	require.Equal(t, int64(1), crashed.LogEndOffset())
-	open, err := crashed.OpenTransactions()
+	requireOneOpenTxn(t, crashed, 9, 0)
+}
+
+// requireOneOpenTxn checks that p has exactly one open transaction, of
+// producer pid, begun at first.
+func requireOneOpenTxn(t *testing.T, p *plog.Partition, pid, first int64) {
+	t.Helper()
+	open, err := p.OpenTransactions()
 	require.NoError(t, err)
-	require.Len(t, open, 1, "producer 9's transaction is open")
-	assert.Equal(t, int64(9), open[0].ProducerID)
-	assert.Equal(t, int64(0), open[0].FirstOffset)
+	require.Len(t, open, 1, "producer %d's transaction is open", pid)
+	assert.Equal(t, pid, open[0].ProducerID)
+	assert.Equal(t, first, open[0].FirstOffset, "the transaction's first offset")
 }
